@@ -1,0 +1,1 @@
+//! Tokens of nginx's configuration syntax. (Implemented by the conf work item.)

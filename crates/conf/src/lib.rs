@@ -1,0 +1,125 @@
+//! nginx's configuration language: lexing, parsing and `include`, with a file and line on
+//! every directive.
+//!
+//! This crate knows the *syntax* only: blocks, `;`, quotes and escapes, `#` comments, `$var` /
+//! `${var}` kept verbatim for later compilation into templates, and `include` (the one directive
+//! the syntax itself must understand, since it splices files into the tree). What a directive
+//! means, where it is allowed and how many arguments it takes belong to the server's directive
+//! registry.
+//!
+//! Errors read like nginx's: `unexpected "}" in /etc/shoal/shoal.conf:12`. The caller prefixes
+//! `shoal: [emerg] `.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod lexer;
+mod parser;
+
+pub use parser::{parse_file, parse_str};
+
+/// Where a directive (or an error) comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// The file's path as nginx would print it, or `None` for the command line (`-g`).
+    pub file: Option<Arc<Path>>,
+    /// 1-based line number of the directive's name.
+    pub line: usize,
+}
+
+impl fmt::Display for Span {
+    /// `/etc/shoal/shoal.conf:12`, or `command line` for `-g` directives (as nginx prints).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(p) => write!(f, "{}:{}", p.display(), self.line),
+            None => f.write_str("command line"),
+        }
+    }
+}
+
+/// One argument of a directive, after nginx's escape processing (`\"`, `\'`, `\\`, `\t`, `\r`,
+/// `\n`; any other backslash is kept, so regexes read as written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arg {
+    pub value: String,
+    /// Whether the argument was written in quotes (`"..."` or `'...'`).
+    pub quoted: bool,
+}
+
+/// A directive: `name arg...;` or `name arg... { ... }`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Directive {
+    pub name: String,
+    pub args: Vec<Arg>,
+    /// `Some` for a block directive (`http { ... }`), even an empty one.
+    pub block: Option<Vec<Directive>>,
+    pub span: Span,
+}
+
+impl Directive {
+    /// The argument values as plain strings.
+    pub fn values(&self) -> impl Iterator<Item = &str> {
+        self.args.iter().map(|a| a.value.as_str())
+    }
+}
+
+/// A file read while parsing, kept for `-T`, which prints every file as read.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// The result of parsing a main file and everything it includes.
+#[derive(Clone, Debug, Default)]
+pub struct Parsed {
+    /// Top-level directives with `include`s already spliced in place.
+    pub directives: Vec<Directive>,
+    /// Every file read, in the order first read (main file first).
+    pub files: Vec<SourceFile>,
+}
+
+/// A syntax error, or an I/O error reading a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// nginx's wording, e.g. `unexpected end of file, expecting ";" or "}"`.
+    pub message: String,
+    /// Where; `None` when there is no position (the main file cannot be opened).
+    pub span: Option<Span>,
+}
+
+impl Error {
+    pub fn new(message: impl Into<String>, span: Option<Span>) -> Self {
+        Error {
+            message: message.into(),
+            span,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.span {
+            Some(span) => write!(f, "{} in {}", self.message, span),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// An OS error as nginx prints it: `(2: No such file or directory)`.
+pub fn os_error(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => {
+            let text = e.to_string();
+            // std appends " (os error N)"; nginx prints strerror only.
+            let text = text
+                .strip_suffix(&format!(" (os error {code})"))
+                .unwrap_or(&text);
+            format!("({code}: {text})")
+        }
+        None => format!("({e})"),
+    }
+}
