@@ -371,14 +371,23 @@ mod tests {
                 ("b".into(), false)
             ]
         );
-        assert_eq!(words("a \"\";"), vec![("a".into(), false), ("".into(), true)]);
+        assert_eq!(
+            words("a \"\";"),
+            vec![("a".into(), false), ("".into(), true)]
+        );
         assert_eq!(words("a\"b c\";"), plain(&["a\"b", "c\""]));
     }
 
     #[test]
     fn after_closing_quote() {
-        assert_eq!(words("a \"b\";"), vec![("a".into(), false), ("b".into(), true)]);
-        assert_eq!(words("a 'b'{"), vec![("a".into(), false), ("b".into(), true)]);
+        assert_eq!(
+            words("a \"b\";"),
+            vec![("a".into(), false), ("b".into(), true)]
+        );
+        assert_eq!(
+            words("a 'b'{"),
+            vec![("a".into(), false), ("b".into(), true)]
+        );
         assert_eq!(
             words("if ($a = \"b\");"),
             vec![
@@ -420,7 +429,10 @@ mod tests {
         assert_eq!(words("a ${b}c $d{"), plain(&["a", "${b}c", "$d"]));
         assert_eq!(words("a ${{b} $;"), plain(&["a", "${{b}", "$"]));
         assert_eq!(words("a x${b}{"), plain(&["a", "x${b}"]));
-        assert_eq!(words("a \"${b}\";"), vec![("a".into(), false), ("${b}".into(), true)]);
+        assert_eq!(
+            words("a \"${b}\";"),
+            vec![("a".into(), false), ("${b}".into(), true)]
+        );
     }
 
     #[test]
@@ -480,9 +492,14 @@ mod tests {
         );
         // A long token that reaches the end of the file is an end-of-file error, as in nginx.
         let at_eof = format!("a \"{}", "x".repeat(MAX_TOKEN));
-        assert_eq!(lex_err(&at_eof).0, "unexpected end of file, expecting \";\" or \"}\"");
+        assert_eq!(
+            lex_err(&at_eof).0,
+            "unexpected end of file, expecting \";\" or \"}\""
+        );
         // Long comments count too (nginx keeps the comment in its buffer).
         let comment = format!("#{}\na;", "x".repeat(MAX_TOKEN));
-        assert!(lex_err(&comment).0.starts_with("too long parameter \"#xxxxxxxxx...\""));
+        assert!(lex_err(&comment)
+            .0
+            .starts_with("too long parameter \"#xxxxxxxxx...\""));
     }
 }

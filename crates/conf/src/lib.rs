@@ -17,14 +17,17 @@ use std::sync::Arc;
 mod lexer;
 mod parser;
 
-pub use parser::{parse_file, parse_str};
+pub use parser::{parse_file, parse_str, MAX_DEPTH};
 
 /// Where a directive (or an error) comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Span {
     /// The file's path as nginx would print it, or `None` for the command line (`-g`).
     pub file: Option<Arc<Path>>,
-    /// 1-based line number of the directive's name.
+    /// 1-based line, counted as nginx counts it: the line the lexer was on when the directive
+    /// *ended*, i.e. the line of its terminating `;` or `{` (a directive written over lines 3-5
+    /// is at line 5; a block directive is at the line of its `{`). For a syntax error, the line
+    /// of the offending character or of the end of the file. Meaningless for the command line.
     pub line: usize,
 }
 
@@ -42,6 +45,7 @@ impl fmt::Display for Span {
 /// `\n`; any other backslash is kept, so regexes read as written).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Arg {
+    /// The text after escape processing; `$var` and `${var}` are kept verbatim.
     pub value: String,
     /// Whether the argument was written in quotes (`"..."` or `'...'`).
     pub quoted: bool,
@@ -50,10 +54,14 @@ pub struct Arg {
 /// A directive: `name arg...;` or `name arg... { ... }`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Directive {
+    /// The first word (it may have been quoted, which nginx allows).
     pub name: String,
+    /// The words after the name.
     pub args: Vec<Arg>,
     /// `Some` for a block directive (`http { ... }`), even an empty one.
     pub block: Option<Vec<Directive>>,
+    /// Where the directive ended (see [`Span::line`]); for an included directive, the included
+    /// file.
     pub span: Span,
 }
 
@@ -67,7 +75,9 @@ impl Directive {
 /// A file read while parsing, kept for `-T`, which prints every file as read.
 #[derive(Clone, Debug)]
 pub struct SourceFile {
+    /// The path the file was opened as (relative includes joined to the prefix).
     pub path: PathBuf,
+    /// Its whole text (invalid UTF-8 replaced, which nginx would not need to do).
     pub text: String,
 }
 
@@ -90,6 +100,7 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error with nginx's wording and, when there is one, its place.
     pub fn new(message: impl Into<String>, span: Option<Span>) -> Self {
         Error {
             message: message.into(),
@@ -99,6 +110,7 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// `MESSAGE in FILE:LINE` (or `in command line`), or the bare message without a span.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.span {
             Some(span) => write!(f, "{} in {}", self.message, span),
