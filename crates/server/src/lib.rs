@@ -1,1 +1,23 @@
-//! placeholder
+//! shoal's server: the directive registry and typed configuration, the master and its
+//! workers, listening sockets, and the HTTP modules.
+//!
+//! Runs on the threads the master creates: the master thread (configuration, signals,
+//! sockets) and one thread per worker, each with its own current_thread tokio runtime. Nothing
+//! on a worker blocks; blocking work goes to `shoal_io`'s thread pools.
+
+pub mod accept;
+pub mod conf;
+pub mod config;
+pub mod core;
+pub mod cycle;
+pub mod event;
+pub mod http;
+pub mod listen;
+pub mod log;
+pub mod master;
+pub mod pending;
+pub mod privileges;
+pub mod worker;
+
+/// shoal's version, as `-v` and `Server:` print it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

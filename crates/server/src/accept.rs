@@ -1,0 +1,187 @@
+//! Accepting connections on a worker.
+//!
+//! A worker polls a listening socket through its own tokio reactor. A `reuseport` socket belongs
+//! to one worker, so there is nothing to share. A shared socket is polled by every worker; to
+//! wake only one worker per connection (nginx's EPOLLEXCLUSIVE, what `accept_mutex` used to do)
+//! the socket's registration in this worker's epoll is redone with `EPOLLEXCLUSIVE`, keeping the
+//! token tokio gave it (read from `/proc/self/fdinfo` of the reactor's epoll). The kernel then
+//! wakes one *waiting* worker per connection: a busy worker is skipped, an idle one takes it.
+//! If that cannot be done, the plain registration stays: correct, with a small herd.
+//!
+//! Why not a nested epoll with EPOLLEXCLUSIVE: the kernel counts an exclusive wake-up only when
+//! a thread waits on that epoll itself; nested in tokio's, every worker would be woken.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// This worker's duplicate of a listening socket (the master owns the original). Each worker
+/// registers its own fd number, so its registration can be found unambiguously.
+struct ListenFd(OwnedFd);
+
+impl AsRawFd for ListenFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Accepts on one listening socket from one worker.
+pub struct Acceptor {
+    io: AsyncFd<ListenFd>,
+    /// Accept until EAGAIN on each wake-up (`multi_accept on`), else one per turn.
+    multi_accept: bool,
+    exclusive: bool,
+}
+
+impl Acceptor {
+    /// Registers `fd` with this thread's reactor. `shared`: other workers poll it too.
+    pub fn new(fd: RawFd, shared: bool, multi_accept: bool) -> io::Result<Acceptor> {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) on an fd the caller keeps open.
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: dup is a new fd owned by nobody else.
+        let own = unsafe { OwnedFd::from_raw_fd(dup) };
+        // SAFETY: ListenFd owns its fd and keeps it open for as long as the AsyncFd lives.
+        let io = unsafe { AsyncFd::register_with_interest(ListenFd(own), Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)?;
+        let exclusive = shared && make_exclusive(dup).is_ok();
+        Ok(Acceptor {
+            io,
+            multi_accept,
+            exclusive,
+        })
+    }
+
+    /// Whether the registration is exclusive (for the debug log and tests).
+    pub fn is_exclusive(&self) -> bool {
+        self.exclusive
+    }
+
+    /// The next connection: a nonblocking, close-on-exec fd.
+    pub async fn accept(&self) -> io::Result<OwnedFd> {
+        loop {
+            let mut guard = self.io.readable().await?;
+            // SAFETY: accept4 on a listening fd we keep open; null address pointers are allowed.
+            let fd = unsafe {
+                libc::accept4(
+                    self.io.get_ref().as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if fd >= 0 {
+                if !self.multi_accept {
+                    // Leave the readiness set: the next call accepts again after other tasks ran.
+                    drop(guard);
+                    tokio::task::yield_now().await;
+                }
+                // SAFETY: accept4 returned a new fd that nothing else owns.
+                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) => guard.clear_ready(),
+                // The peer gave up before we accepted: not an error for anyone.
+                Some(libc::ECONNABORTED) | Some(libc::EINTR) => continue,
+                _ => return Err(e),
+            }
+        }
+    }
+}
+
+/// Finds this thread's reactor epoll holding `fd` and re-adds `fd` there with EPOLLEXCLUSIVE
+/// and the same token.
+fn make_exclusive(fd: RawFd) -> io::Result<()> {
+    let (epfd, data) = find_registration(fd)?;
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLEXCLUSIVE) as u32,
+        u64: data,
+    };
+    // SAFETY: epfd is an epoll instance of this process and fd a valid socket; ev is valid.
+    unsafe {
+        if libc::epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
+            let e = io::Error::last_os_error();
+            // Put the plain registration back so tokio keeps working.
+            let mut plain = libc::epoll_event {
+                events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                u64: data,
+            };
+            libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut plain);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// This worker's reactor epoll fd, once found.
+    static REACTOR_EPOLL: std::cell::Cell<Option<RawFd>> = const { std::cell::Cell::new(None) };
+}
+
+/// The epoll fd registering `fd` in this thread's reactor, and its token.
+fn find_registration(fd: RawFd) -> io::Result<(RawFd, u64)> {
+    let candidates: Vec<RawFd> = match REACTOR_EPOLL.with(|c| c.get()) {
+        Some(ep) => vec![ep],
+        None => epoll_fds()?,
+    };
+    let mut found = None;
+    for ep in candidates {
+        if let Some(data) = registered_data(ep, fd)? {
+            if found.is_some() {
+                // Two epolls hold it (several workers): ambiguous, do not guess.
+                return Err(io::Error::other("listening fd registered in several epolls"));
+            }
+            found = Some((ep, data));
+        }
+    }
+    let (ep, data) = found.ok_or_else(|| io::Error::other("reactor epoll not found"))?;
+    REACTOR_EPOLL.with(|c| c.set(Some(ep)));
+    Ok((ep, data))
+}
+
+fn epoll_fds() -> io::Result<Vec<RawFd>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let entry = entry?;
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if target.as_os_str() == "anon_inode:[eventpoll]" {
+            if let Some(n) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+                out.push(n);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `tfd: FD events: ... data: TOKEN` in an epoll fd's fdinfo.
+fn registered_data(epfd: RawFd, fd: RawFd) -> io::Result<Option<u64>> {
+    let info = match std::fs::read_to_string(format!("/proc/self/fdinfo/{epfd}")) {
+        Ok(s) => s,
+        Err(_) => return Ok(None),
+    };
+    for line in info.lines() {
+        let mut it = line.split_whitespace();
+        if it.next() != Some("tfd:") || it.next().and_then(|s| s.parse::<RawFd>().ok()) != Some(fd) {
+            continue;
+        }
+        while let Some(tok) = it.next() {
+            if tok == "data:" {
+                let hex = it.next().unwrap_or("");
+                return u64::from_str_radix(hex, 16)
+                    .map(Some)
+                    .map_err(|_| io::Error::other("unreadable epoll fdinfo"));
+            }
+        }
+    }
+    Ok(None)
+}

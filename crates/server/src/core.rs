@@ -1,0 +1,202 @@
+//! The main context: `worker_processes`, `worker_rlimit_nofile`, `worker_shutdown_timeout`,
+//! `pid`, `daemon`, `master_process`, `user`, `env`, `thread_pool`, and the `events` / `http`
+//! blocks. Their runtime effect lives in `master.rs`; this module only reads them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use shoal_conf::{Directive, Error};
+
+use crate::conf::{
+    directive_err, err, flag_arg, number_arg, set_once, time_arg, Args, Builder, Command, Ctx,
+    Scope,
+};
+use crate::event::EventsConf;
+use crate::http::HttpConf;
+
+pub static DIRECTIVES: &[Command] = &[
+    Command::new("worker_processes", Ctx::MAIN, Args::ONE, set_worker_processes),
+    Command::new("worker_rlimit_nofile", Ctx::MAIN, Args::ONE, set_rlimit_nofile),
+    Command::new("worker_shutdown_timeout", Ctx::MAIN, Args::ONE, set_shutdown_timeout),
+    Command::new("pid", Ctx::MAIN, Args::ONE, set_pid),
+    Command::new("daemon", Ctx::MAIN, Args::Flag, set_daemon),
+    Command::new("master_process", Ctx::MAIN, Args::Flag, set_master_process),
+    Command::new("user", Ctx::MAIN, Args::Take(1, 2), set_user),
+    Command::new("env", Ctx::MAIN, Args::ONE, set_env),
+    Command::new("thread_pool", Ctx::MAIN, Args::Take(2, 3), set_thread_pool),
+    Command::block("events", Ctx::MAIN, Args::NONE, set_events),
+    Command::block("http", Ctx::MAIN, Args::NONE, set_http),
+];
+
+/// nginx's default pid file, relative to the prefix.
+pub const DEFAULT_PID: &str = "logs/shoal.pid";
+
+/// The main context, as written (unset = nginx's default, applied by the accessors).
+#[derive(Clone, Debug, Default)]
+pub struct MainConf {
+    pub worker_processes: Option<usize>,
+    pub worker_rlimit_nofile: Option<u64>,
+    pub worker_shutdown_timeout: Option<Duration>,
+    pub pid: Option<PathBuf>,
+    pub daemon: Option<bool>,
+    pub master_process: Option<bool>,
+    /// `user USER [GROUP]`: whom to run as when started as root.
+    pub user: Option<(String, Option<String>)>,
+    pub env: Vec<String>,
+    pub thread_pools: Vec<ThreadPoolConf>,
+}
+
+/// `thread_pool NAME threads=N [max_queue=M]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadPoolConf {
+    pub name: String,
+    pub threads: usize,
+    pub max_queue: usize,
+}
+
+impl ThreadPoolConf {
+    /// The pool nginx creates when `aio threads` names none: 32 threads, 65536 queued tasks.
+    pub fn default_pool() -> ThreadPoolConf {
+        ThreadPoolConf {
+            name: "default".into(),
+            threads: 32,
+            max_queue: 65536,
+        }
+    }
+}
+
+impl MainConf {
+    /// `worker_processes` (default 1; `auto` was resolved to the number of cores when read).
+    pub fn workers(&self) -> usize {
+        self.worker_processes.unwrap_or(1)
+    }
+
+    /// `daemon` (default on, as nginx).
+    pub fn daemon(&self) -> bool {
+        self.daemon.unwrap_or(true)
+    }
+}
+
+/// The number of cores this process may run on (`worker_processes auto`).
+pub fn ncpu() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn set_worker_processes(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let v = &d.args[0].value;
+    let n = if v == "auto" {
+        ncpu()
+    } else {
+        match crate::conf::parse_number(v) {
+            Some(n) if n > 0 && n <= 1024 => n as usize,
+            _ => return Err(directive_err(d, "invalid value")),
+        }
+    };
+    set_once(&mut b.main.worker_processes, n, d)
+}
+
+fn set_rlimit_nofile(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let n = number_arg(d, 0)?;
+    set_once(&mut b.main.worker_rlimit_nofile, n, d)
+}
+
+fn set_shutdown_timeout(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut b.main.worker_shutdown_timeout, t, d)
+}
+
+fn set_pid(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let p = b.full_path(&d.args[0].value);
+    set_once(&mut b.main.pid, p, d)
+}
+
+fn set_daemon(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut b.main.daemon, flag_arg(d), d)
+}
+
+fn set_master_process(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut b.main.master_process, flag_arg(d), d)
+}
+
+fn set_user(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    if b.main.user.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    // SAFETY-free check: geteuid has no preconditions.
+    if !crate::privileges::is_root() {
+        b.warn(
+            "the \"user\" directive makes sense only if the master process runs with \
+             super-user privileges, ignored",
+            &d.span,
+        );
+        return Ok(());
+    }
+    let user = d.args[0].value.clone();
+    let group = d.args.get(1).map(|a| a.value.clone());
+    crate::privileges::lookup(&user, group.as_deref()).map_err(|m| err(d, m))?;
+    b.main.user = Some((user, group));
+    Ok(())
+}
+
+fn set_env(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    b.main.env.push(d.args[0].value.clone());
+    Ok(())
+}
+
+fn set_thread_pool(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let name = d.args[0].value.clone();
+    let mut threads = None;
+    let mut max_queue = 65536;
+    for a in &d.args[1..] {
+        let v = &a.value;
+        if let Some(n) = v.strip_prefix("threads=") {
+            match crate::conf::parse_number(n) {
+                Some(n) if n > 0 => threads = Some(n as usize),
+                _ => return Err(err(d, format!("invalid threads value \"{v}\""))),
+            }
+        } else if let Some(n) = v.strip_prefix("max_queue=") {
+            match crate::conf::parse_number(n) {
+                Some(n) => max_queue = n as usize,
+                None => return Err(err(d, format!("invalid max_queue value \"{v}\""))),
+            }
+        } else {
+            return Err(err(d, format!("invalid parameter \"{v}\"")));
+        }
+    }
+    let Some(threads) = threads else {
+        return Err(err(d, "\"thread_pool\" must have \"threads\" parameter"));
+    };
+    if b.main.thread_pools.iter().any(|p| p.name == name) {
+        return Err(err(d, format!("duplicate thread pool \"{name}\"")));
+    }
+    b.main.thread_pools.push(ThreadPoolConf {
+        name,
+        threads,
+        max_queue,
+    });
+    Ok(())
+}
+
+fn set_events(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    if b.events.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let mut ev = EventsConf::default();
+    let body = d.block.as_deref().unwrap_or_default();
+    b.walk(body, Ctx::EVENTS, &mut Scope::Events(&mut ev))?;
+    b.events = Some(ev);
+    Ok(())
+}
+
+fn set_http(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    if b.http.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let mut http = HttpConf::default();
+    let body = d.block.as_deref().unwrap_or_default();
+    b.walk(body, Ctx::HTTP, &mut Scope::Http(&mut http))?;
+    b.http = Some(http);
+    Ok(())
+}

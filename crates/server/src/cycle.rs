@@ -1,0 +1,190 @@
+//! A generation: one configuration with the listening sockets it needs and the routes from a
+//! connection's address to its servers. Reloads build a new generation, reusing the sockets of
+//! the old one that are still wanted (nginx's "cycle").
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::http::ServerConf;
+use crate::listen::{bound_addresses, open_socket, ListenAddr, SocketKey};
+
+/// An open listening socket, owned by the master. A unix socket's file is removed when the
+/// socket is finally closed.
+#[derive(Debug)]
+pub struct Listening {
+    pub key: SocketKey,
+    fd: OwnedFd,
+}
+
+impl Listening {
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let ListenAddr::Unix(p) = &self.key.addr {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The servers reachable at one address, and which of them is the default.
+#[derive(Clone, Debug)]
+pub struct AddrServers {
+    /// Indices into `http.servers`, in configuration order.
+    pub servers: Vec<usize>,
+    pub default: usize,
+}
+
+/// One configuration with everything needed to serve it.
+pub struct Generation {
+    pub id: u64,
+    pub config: Arc<Config>,
+    pub sockets: Vec<Arc<Listening>>,
+    pub routes: HashMap<ListenAddr, AddrServers>,
+}
+
+impl Generation {
+    /// Opens (or takes over from `old`) every socket `config` needs. On failure nothing of
+    /// `old` is touched, and the error reads as nginx's.
+    pub fn new(id: u64, config: Arc<Config>, old: Option<&Generation>) -> Result<Generation, String> {
+        let workers = config.main.workers();
+        let mut sockets = Vec::new();
+        let mut routes = HashMap::new();
+        if let Some(http) = &config.http {
+            for (addr, opts) in bound_addresses(&http.listens()) {
+                let keys: Vec<SocketKey> = if opts.reuseport {
+                    (0..workers)
+                        .map(|w| SocketKey {
+                            addr: addr.clone(),
+                            worker: Some(w),
+                        })
+                        .collect()
+                } else {
+                    vec![SocketKey {
+                        addr: addr.clone(),
+                        worker: None,
+                    }]
+                };
+                for key in keys {
+                    let reused = old.and_then(|g| g.sockets.iter().find(|s| s.key == key).cloned());
+                    let sock = match reused {
+                        Some(s) => s,
+                        None => Arc::new(Listening {
+                            fd: open_with_retries(&key.addr, &opts)?,
+                            key,
+                        }),
+                    };
+                    sockets.push(sock);
+                }
+            }
+            for (i, srv) in http.servers.iter().enumerate() {
+                for l in &srv.listen {
+                    let entry = routes.entry(l.addr.clone()).or_insert(AddrServers {
+                        servers: Vec::new(),
+                        default: i,
+                    });
+                    if !entry.servers.contains(&i) {
+                        entry.servers.push(i);
+                    }
+                    if l.default_server {
+                        entry.default = i;
+                    }
+                }
+            }
+        }
+        Ok(Generation {
+            id,
+            config,
+            sockets,
+            routes,
+        })
+    }
+
+    /// The servers for a connection accepted on `socket` with local address `local`: the
+    /// specific address if configured, else the socket's own (wildcard) address.
+    pub fn servers_for(&self, socket: &ListenAddr, local: Option<SocketAddr>) -> Option<&AddrServers> {
+        if let Some(l) = local {
+            if let Some(r) = self.routes.get(&ListenAddr::Inet(l)) {
+                return Some(r);
+            }
+        }
+        self.routes.get(socket)
+    }
+
+    /// The server for a Host among `candidates`: exact name, then the longest `*.suffix`, then
+    /// the longest `prefix.*`, else the default server (nginx's order; regex names come with
+    /// the HTTP issue).
+    pub fn find_server<'a>(&'a self, candidates: &AddrServers, host: Option<&str>) -> &'a ServerConf {
+        let http = self.config.http.as_ref().expect("a connection implies an http block");
+        let servers = &http.servers;
+        if let Some(host) = host {
+            let host = host.trim_end_matches('.');
+            if let Some(&i) = candidates.servers.iter().find(|&&i| servers[i].names.iter().any(|n| n == host)) {
+                return &servers[i];
+            }
+            let mut best: Option<(usize, usize)> = None;
+            for &i in &candidates.servers {
+                for n in &servers[i].names {
+                    let hit = if let Some(suffix) = n.strip_prefix("*.") {
+                        host.len() > suffix.len() + 1
+                            && host.ends_with(suffix)
+                            && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+                    } else if let Some(suffix) = n.strip_prefix('.') {
+                        host == suffix || (host.ends_with(suffix) && host.as_bytes().get(host.len().wrapping_sub(suffix.len() + 1)) == Some(&b'.'))
+                    } else {
+                        false
+                    };
+                    if hit && best.is_none_or(|(_, len)| n.len() > len) {
+                        best = Some((i, n.len()));
+                    }
+                }
+            }
+            if let Some((i, _)) = best {
+                return &servers[i];
+            }
+            for &i in &candidates.servers {
+                for n in &servers[i].names {
+                    if let Some(prefix) = n.strip_suffix(".*") {
+                        if host.len() > prefix.len() + 1
+                            && host.starts_with(prefix)
+                            && host.as_bytes()[prefix.len()] == b'.'
+                        {
+                            return &servers[i];
+                        }
+                    }
+                }
+            }
+        }
+        &servers[candidates.default]
+    }
+}
+
+/// nginx tries a busy address five times, half a second apart, logging each failure, before
+/// giving up with `still could not bind()`.
+fn open_with_retries(addr: &ListenAddr, opts: &crate::listen::SocketOptions) -> Result<OwnedFd, String> {
+    let mut last = String::new();
+    for attempt in 0..5 {
+        match open_socket(addr, opts) {
+            Ok(fd) => return Ok(fd),
+            Err(e) => {
+                let in_use = e.contains("(98:");
+                crate::log::report(crate::log::Level::Emerg, &e);
+                last = e;
+                if !in_use {
+                    return Err(last);
+                }
+                if attempt < 4 {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+            }
+        }
+    }
+    let _ = last;
+    Err("still could not bind()".to_string())
+}

@@ -1,0 +1,232 @@
+//! `location`: the modifiers (`=`, prefix, `^~`, `~`, `~*`, `@name`), the nesting rules, and
+//! the search in nginx's order: an exact match ends the search; else the longest prefix is
+//! remembered (and its nested locations searched); unless it is `^~`, the regexes are tried in
+//! the order written, first match wins; else the longest prefix is used.
+
+use regex::{Regex, RegexBuilder};
+use shoal_conf::{Directive, Error};
+
+use super::LocConf;
+use crate::conf::{err, Builder, Ctx, Scope};
+
+/// How a location matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Match {
+    /// `location = /uri`
+    Exact,
+    /// `location /uri`
+    Prefix,
+    /// `location ^~ /uri`: a prefix that, when longest, stops the regex search.
+    NoRegex,
+    /// `location ~ re` / `location ~* re`
+    Regex,
+    /// `location @name`: only for internal redirects.
+    Named,
+}
+
+/// One `location` block.
+#[derive(Clone, Debug)]
+pub struct LocationConf {
+    pub kind: Match,
+    /// The URI, prefix, regex source or `@name`, as written.
+    pub name: String,
+    pub regex: Option<Regex>,
+    pub loc: LocConf,
+    pub nested: Vec<LocationConf>,
+}
+
+impl LocationConf {
+    pub(super) fn finish(&mut self, parent: &LocConf) {
+        self.loc.merge(parent);
+        for n in &mut self.nested {
+            n.finish(&self.loc);
+        }
+    }
+}
+
+pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let (kind, name, caseless) = match d.args.len() {
+        1 => {
+            let v = d.args[0].value.as_str();
+            if let Some(rest) = v.strip_prefix('=') {
+                (Match::Exact, rest, false)
+            } else if let Some(rest) = v.strip_prefix("^~") {
+                (Match::NoRegex, rest, false)
+            } else if let Some(rest) = v.strip_prefix("~*") {
+                (Match::Regex, rest, true)
+            } else if let Some(rest) = v.strip_prefix('~') {
+                (Match::Regex, rest, false)
+            } else if v.starts_with('@') {
+                (Match::Named, v, false)
+            } else {
+                (Match::Prefix, v, false)
+            }
+        }
+        _ => {
+            let name = d.args[1].value.as_str();
+            match d.args[0].value.as_str() {
+                "=" => (Match::Exact, name, false),
+                "^~" => (Match::NoRegex, name, false),
+                "~" => (Match::Regex, name, false),
+                "~*" => (Match::Regex, name, true),
+                m => return Err(err(d, format!("invalid location modifier \"{m}\""))),
+            }
+        }
+    };
+    let regex = if kind == Match::Regex {
+        Some(
+            RegexBuilder::new(name)
+                .case_insensitive(caseless)
+                .build()
+                .map_err(|e| err(d, format!("regex \"{name}\" failed to compile: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let mut loc = LocationConf {
+        kind,
+        name: name.to_string(),
+        regex,
+        loc: LocConf::default(),
+        nested: Vec::new(),
+    };
+    let siblings = match s {
+        Scope::Server(srv) => &mut srv.locations,
+        Scope::Location(parent) => {
+            let pname = &parent.name;
+            if parent.kind == Match::Exact {
+                return Err(err(d, format!("location \"{name}\" cannot be inside the exact location \"{pname}\"")));
+            }
+            if parent.kind == Match::Named {
+                return Err(err(d, format!("location \"{name}\" cannot be inside the named location \"{pname}\"")));
+            }
+            if kind == Match::Named {
+                return Err(err(d, format!("named location \"{name}\" can be on the server level only")));
+            }
+            if kind != Match::Regex && parent.kind != Match::Regex && !name.starts_with(pname.as_str()) {
+                return Err(err(d, format!("location \"{name}\" is outside location \"{pname}\"")));
+            }
+            &mut parent.nested
+        }
+        _ => unreachable!("location is allowed in server and location only"),
+    };
+    let same_key = |l: &LocationConf| {
+        l.name == name
+            && match (l.kind, kind) {
+                (Match::Exact, Match::Exact) | (Match::Named, Match::Named) => true,
+                (Match::Prefix | Match::NoRegex, Match::Prefix | Match::NoRegex) => true,
+                _ => false,
+            }
+    };
+    if siblings.iter().any(same_key) {
+        return Err(err(d, format!("duplicate location \"{name}\"")));
+    }
+    let body = d.block.as_deref().unwrap_or_default();
+    b.walk(body, Ctx::LOCATION, &mut Scope::Location(&mut loc))?;
+    siblings.push(loc);
+    Ok(())
+}
+
+enum Found<'a> {
+    /// An exact match or a regex match: the search is over.
+    Final(&'a LocationConf),
+    /// The longest prefix so far.
+    Prefix(&'a LocationConf),
+    None,
+}
+
+fn search<'a>(locs: &'a [LocationConf], uri: &str) -> Found<'a> {
+    if let Some(exact) = locs.iter().find(|l| l.kind == Match::Exact && l.name == uri) {
+        return Found::Final(exact);
+    }
+    let mut found = Found::None;
+    let mut noregex = false;
+    let longest = locs
+        .iter()
+        .filter(|l| matches!(l.kind, Match::Prefix | Match::NoRegex) && uri.starts_with(l.name.as_str()))
+        .max_by_key(|l| l.name.len());
+    if let Some(p) = longest {
+        noregex = p.kind == Match::NoRegex;
+        found = Found::Prefix(p);
+        match search(&p.nested, uri) {
+            Found::Final(l) => return Found::Final(l),
+            Found::Prefix(l) => found = Found::Prefix(l),
+            Found::None => {}
+        }
+    }
+    if !noregex {
+        for r in locs.iter().filter(|l| l.kind == Match::Regex) {
+            if r.regex.as_ref().is_some_and(|re| re.is_match(uri)) {
+                return match search(&r.nested, uri) {
+                    Found::Final(l) | Found::Prefix(l) => Found::Final(l),
+                    Found::None => Found::Final(r),
+                };
+            }
+        }
+    }
+    found
+}
+
+/// The location for a URI among a server's locations, in nginx's order; `None` means the
+/// server level itself applies.
+pub fn find<'a>(locs: &'a [LocationConf], uri: &str) -> Option<&'a LocationConf> {
+    match search(locs, uri) {
+        Found::Final(l) | Found::Prefix(l) => Some(l),
+        Found::None => None,
+    }
+}
+
+/// A named location (`@name`), for internal redirects.
+pub fn find_named<'a>(locs: &'a [LocationConf], name: &str) -> Option<&'a LocationConf> {
+    locs.iter().find(|l| l.kind == Match::Named && l.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(kind: Match, name: &str, nested: Vec<LocationConf>) -> LocationConf {
+        LocationConf {
+            kind,
+            name: name.into(),
+            regex: (kind == Match::Regex).then(|| Regex::new(name).unwrap()),
+            loc: LocConf::default(),
+            nested,
+        }
+    }
+
+    fn found(locs: &[LocationConf], uri: &str) -> String {
+        find(locs, uri).map(|l| l.name.clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn nginx_order() {
+        // The example from nginx's documentation of `location`.
+        let locs = vec![
+            loc(Match::Exact, "/", vec![]),
+            loc(Match::Prefix, "/", vec![]),
+            loc(Match::Prefix, "/documents/", vec![]),
+            loc(Match::NoRegex, "/images/", vec![]),
+            loc(Match::Regex, r"\.(gif|jpg|jpeg)$", vec![]),
+        ];
+        assert_eq!(found(&locs, "/"), "/");
+        assert_eq!(find(&locs, "/").unwrap().kind, Match::Exact);
+        assert_eq!(found(&locs, "/index.html"), "/");
+        assert_eq!(find(&locs, "/index.html").unwrap().kind, Match::Prefix);
+        assert_eq!(found(&locs, "/documents/document.html"), "/documents/");
+        assert_eq!(found(&locs, "/images/1.gif"), "/images/");
+        assert_eq!(found(&locs, "/documents/1.jpg"), r"\.(gif|jpg|jpeg)$");
+    }
+
+    #[test]
+    fn nested_prefix_then_regex() {
+        let locs = vec![
+            loc(Match::Prefix, "/a/", vec![loc(Match::Prefix, "/a/b/", vec![]), loc(Match::Regex, r"\.php$", vec![])]),
+            loc(Match::Regex, r"\.txt$", vec![]),
+        ];
+        assert_eq!(found(&locs, "/a/b/c"), "/a/b/");
+        assert_eq!(found(&locs, "/a/x.php"), r"\.php$");
+        assert_eq!(found(&locs, "/a/b/x.txt"), r"\.txt$");
+        assert_eq!(found(&locs, "/z"), "");
+    }
+}

@@ -1,0 +1,426 @@
+//! The master: owns the configuration, the listening sockets, the pid file and the signals,
+//! and starts the workers. It runs on the process's main thread.
+//!
+//! Startup follows nginx's order, so every failure is reported to the terminal with exit code 1
+//! before the process detaches: configuration → error logs → listening sockets → daemon → pid
+//! file → `user` → workers. Then signals: HUP reload, QUIT graceful stop, TERM/INT fast stop,
+//! USR1 reopen logs. A reload validates everything (configuration, log files, new sockets)
+//! before switching; on any failure the old generation keeps serving.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+use crate::config::{self, Config, Source};
+use crate::cycle::Generation;
+use crate::log::{report, ErrorLog, ErrorLogConf, Level, Target};
+use crate::worker::{self, Command, Stop};
+
+/// How shoal was started (the command line, resolved).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `-p`, with a trailing slash removed.
+    pub prefix: PathBuf,
+    /// `-c`, resolved against the prefix.
+    pub conf_file: PathBuf,
+    /// The built-in configuration's text, when there is no file.
+    pub builtin: Option<&'static str>,
+    /// `-g`.
+    pub globals: Option<String>,
+    /// `-e`: the error log before (and unless) the configuration names one.
+    pub error_log: Option<Target>,
+}
+
+impl Options {
+    /// Reads and checks the configuration.
+    pub fn load(&self) -> Result<Config, shoal_conf::Error> {
+        config::load(&Source {
+            file: &self.conf_file,
+            builtin: self.builtin,
+            prefix: &self.prefix,
+            globals: self.globals.as_deref(),
+        })
+    }
+
+    /// nginx's compiled-in error log, or `-e`.
+    fn default_error_log(&self) -> ErrorLogConf {
+        ErrorLogConf {
+            target: self
+                .error_log
+                .clone()
+                .unwrap_or_else(|| Target::File(self.prefix.join("logs/error.log"))),
+            level: Level::Error,
+        }
+    }
+
+    /// The error logs of a configuration: its `error_log` lines, else the default.
+    fn error_logs(&self, conf: &Config) -> Vec<ErrorLogConf> {
+        if conf.error_logs.is_empty() {
+            vec![self.default_error_log()]
+        } else {
+            conf.error_logs.clone()
+        }
+    }
+}
+
+/// The checks `-t` makes beyond the configuration itself, as nginx's test mode does: the error
+/// log files can be opened (they are created, as nginx creates them).
+pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
+    ErrorLog::open(&conf.error_logs)
+        .map(|_| ())
+        .map_err(|e| shoal_conf::Error::new(e, None))
+}
+
+/// Prints a configuration's `[warn]` lines.
+pub fn report_warnings(conf: &Config) {
+    for w in &conf.warnings {
+        report(Level::Warn, &format!("{} in {}", w.message, w.span));
+    }
+}
+
+struct WorkerHandle {
+    tx: watch::Sender<Command>,
+    thread: JoinHandle<()>,
+}
+
+struct Master {
+    opts: Options,
+    generation: Arc<Generation>,
+    workers: Vec<WorkerHandle>,
+    /// Workers retired by a reload that lowered `worker_processes`, still finishing.
+    retired: Vec<WorkerHandle>,
+    counter: Arc<AtomicU64>,
+    pid_path: PathBuf,
+}
+
+/// Runs shoal until it is told to stop. Returns the process exit code.
+pub fn run(opts: Options) -> i32 {
+    let conf = match opts.load() {
+        Ok(c) => c,
+        Err(e) => {
+            report(Level::Emerg, &e.to_string());
+            return 1;
+        }
+    };
+    report_warnings(&conf);
+    // The startup error log: nginx reports an unopenable default log and goes on; an explicit
+    // `error_log` that cannot be opened is fatal.
+    let log = match ErrorLog::open(&opts.error_logs(&conf)) {
+        Ok(l) => l,
+        Err(e) if conf.error_logs.is_empty() => {
+            report(Level::Alert, &format!("could not open error log file: {e}"));
+            ErrorLog::open(&[ErrorLogConf {
+                target: Target::Stderr,
+                level: Level::Error,
+            }])
+            .expect("stderr always opens")
+        }
+        Err(e) => {
+            report(Level::Emerg, &e);
+            return 1;
+        }
+    };
+    log.install();
+    if let Some(n) = conf.main.worker_rlimit_nofile {
+        let lim = libc::rlimit {
+            rlim_cur: n as libc::rlim_t,
+            rlim_max: n as libc::rlim_t,
+        };
+        // SAFETY: a valid rlimit struct.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            report(
+                Level::Alert,
+                &format!(
+                    "setrlimit(RLIMIT_NOFILE, {n}) failed {}",
+                    shoal_conf::os_error(&std::io::Error::last_os_error())
+                ),
+            );
+        }
+    }
+    let conf = Arc::new(conf);
+    let generation = match Generation::new(1, conf.clone(), None) {
+        Ok(g) => Arc::new(g),
+        Err(e) => {
+            if e == "still could not bind()" {
+                report(Level::Emerg, &e);
+            }
+            return 1;
+        }
+    };
+    if conf.main.daemon() {
+        if let Err(e) = daemonize() {
+            report(Level::Emerg, &e);
+            return 1;
+        }
+        crate::log::set_use_stderr(false);
+    }
+    let pid_path = conf.pid_path();
+    if let Err(e) = write_pid(&pid_path) {
+        report(Level::Emerg, &e);
+        return 1;
+    }
+    if let Some((user, group)) = &conf.main.user {
+        if let Err(e) = crate::privileges::drop_to(user, group.as_deref()) {
+            report(Level::Emerg, &e);
+            let _ = std::fs::remove_file(&pid_path);
+            return 1;
+        }
+    }
+    let mut master = Master {
+        opts,
+        generation,
+        workers: Vec::new(),
+        retired: Vec::new(),
+        counter: Arc::new(AtomicU64::new(0)),
+        pid_path,
+    };
+    master.resize_workers();
+    crate::error_log!(
+        Level::Notice,
+        "shoal/{} started, {} worker(s)",
+        crate::VERSION,
+        master.workers.len()
+    );
+    let code = master.signals();
+    let _ = std::fs::remove_file(&master.pid_path);
+    code
+}
+
+impl Master {
+    fn spawn_worker(&mut self, index: usize) {
+        let (tx, rx) = watch::channel(Command {
+            generation: self.generation.clone(),
+            stop: Stop::Run,
+        });
+        let counter = self.counter.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("shoal-worker-{index}"))
+            .spawn(move || worker::run(index, rx, counter))
+            .expect("spawning a worker thread");
+        self.workers.push(WorkerHandle { tx, thread });
+    }
+
+    /// Starts or retires workers to match `worker_processes`.
+    fn resize_workers(&mut self) {
+        let want = self.generation.config.main.workers();
+        while self.workers.len() < want {
+            let index = self.workers.len();
+            self.spawn_worker(index);
+        }
+        while self.workers.len() > want {
+            let w = self.workers.pop().expect("len > want >= 1");
+            let _ = w.tx.send(Command {
+                generation: self.generation.clone(),
+                stop: Stop::Graceful,
+            });
+            self.retired.push(w);
+        }
+        self.retired.retain(|w| !w.thread.is_finished());
+    }
+
+    fn broadcast(&self, stop: Stop) {
+        for w in self.workers.iter().chain(self.retired.iter()) {
+            let generation = w.tx.borrow().generation.clone();
+            let _ = w.tx.send(Command {
+                generation: if stop == Stop::Run { self.generation.clone() } else { generation },
+                stop,
+            });
+        }
+    }
+
+    /// The signal loop. Returns the exit code.
+    fn signals(&mut self) -> i32 {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the master's runtime");
+        rt.block_on(async {
+            let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+            let mut quit = signal(SignalKind::quit()).expect("SIGQUIT handler");
+            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+            let mut usr1 = signal(SignalKind::user_defined1()).expect("SIGUSR1 handler");
+            let mut usr2 = signal(SignalKind::user_defined2()).expect("SIGUSR2 handler");
+            let mut winch = signal(SignalKind::window_change()).expect("SIGWINCH handler");
+            loop {
+                tokio::select! {
+                    _ = hup.recv() => self.reload(),
+                    _ = usr1.recv() => {
+                        crate::error_log!(Level::Notice, "reopening logs");
+                        crate::log::reopen();
+                    }
+                    _ = usr2.recv() => crate::error_log!(Level::Notice, "binary upgrade (SIGUSR2) is not implemented yet, ignored"),
+                    _ = winch.recv() => {}
+                    _ = quit.recv() => {
+                        crate::error_log!(Level::Notice, "gracefully shutting down");
+                        self.broadcast(Stop::Graceful);
+                        break;
+                    }
+                    _ = term.recv() => { crate::error_log!(Level::Notice, "exiting"); self.broadcast(Stop::Fast); break; }
+                    _ = int.recv() => { crate::error_log!(Level::Notice, "exiting"); self.broadcast(Stop::Fast); break; }
+                }
+            }
+        });
+        for w in self.workers.drain(..).chain(self.retired.drain(..)) {
+            let _ = w.thread.join();
+        }
+        crate::error_log!(Level::Notice, "exit");
+        0
+    }
+
+    /// SIGHUP: a new generation from the configuration file, or the old one stays.
+    fn reload(&mut self) {
+        crate::error_log!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
+        let conf = match self.opts.load() {
+            Ok(c) => c,
+            Err(e) => {
+                report(Level::Emerg, &e.to_string());
+                return;
+            }
+        };
+        report_warnings(&conf);
+        let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
+            Ok(l) => l,
+            Err(e) => {
+                report(Level::Emerg, &e);
+                return;
+            }
+        };
+        let id = self.generation.id + 1;
+        let generation = match Generation::new(id, Arc::new(conf), Some(&self.generation)) {
+            Ok(g) => Arc::new(g),
+            Err(e) => {
+                report(Level::Emerg, &e);
+                return;
+            }
+        };
+        log.install();
+        let new_pid = generation.config.pid_path();
+        if new_pid != self.pid_path {
+            match write_pid(&new_pid) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&self.pid_path);
+                    self.pid_path = new_pid;
+                }
+                Err(e) => report(Level::Alert, &e),
+            }
+        }
+        self.generation = generation;
+        self.broadcast_generation();
+        self.resize_workers();
+        crate::error_log!(Level::Notice, "reconfigured (generation {id})");
+    }
+
+    fn broadcast_generation(&self) {
+        for w in &self.workers {
+            let _ = w.tx.send(Command {
+                generation: self.generation.clone(),
+                stop: Stop::Run,
+            });
+        }
+    }
+}
+
+/// Writes the pid file (`PID\n`, as nginx).
+fn write_pid(path: &PathBuf) -> Result<(), String> {
+    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|e| {
+        format!(
+            "open() \"{}\" failed {}",
+            path.display(),
+            shoal_conf::os_error(&e)
+        )
+    })
+}
+
+/// Detaches from the terminal: fork (the parent exits 0), setsid, stdin/stdout to /dev/null.
+/// Must run before any thread is started.
+fn daemonize() -> Result<(), String> {
+    // SAFETY: called while the process is single-threaded (no worker exists yet), so fork is
+    // safe; the parent exits at once without running destructors.
+    unsafe {
+        match libc::fork() {
+            -1 => {
+                return Err(format!(
+                    "fork() failed {}",
+                    shoal_conf::os_error(&std::io::Error::last_os_error())
+                ))
+            }
+            0 => {}
+            _ => libc::_exit(0),
+        }
+        if libc::setsid() == -1 {
+            return Err(format!(
+                "setsid() failed {}",
+                shoal_conf::os_error(&std::io::Error::last_os_error())
+            ));
+        }
+        libc::umask(0);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `-s SIGNAL`: sends a signal to the running master through its pid file.
+pub fn send_signal(opts: &Options, name: &str) -> i32 {
+    let sig = match name {
+        "stop" => libc::SIGTERM,
+        "quit" => libc::SIGQUIT,
+        "reopen" => libc::SIGUSR1,
+        "reload" => libc::SIGHUP,
+        _ => {
+            report(Level::Emerg, &format!("invalid option: \"-s {name}\""));
+            return 1;
+        }
+    };
+    let conf = match opts.load() {
+        Ok(c) => c,
+        Err(e) => {
+            report(Level::Emerg, &e.to_string());
+            return 1;
+        }
+    };
+    let path = conf.pid_path();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            report(
+                Level::Error,
+                &format!("open() \"{}\" failed {}", path.display(), shoal_conf::os_error(&e)),
+            );
+            return 1;
+        }
+    };
+    let pid: libc::pid_t = match text.trim().parse() {
+        Ok(p) if p > 0 => p,
+        _ => {
+            report(
+                Level::Error,
+                &format!("invalid PID number \"{}\" in \"{}\"", text.trim(), path.display()),
+            );
+            return 1;
+        }
+    };
+    // SAFETY: kill with a pid read from the pid file and a valid signal number.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        report(
+            Level::Alert,
+            &format!(
+                "kill({pid}, {sig}) failed {}",
+                shoal_conf::os_error(&std::io::Error::last_os_error())
+            ),
+        );
+        return 1;
+    }
+    0
+}

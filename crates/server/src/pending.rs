@@ -1,0 +1,126 @@
+//! Directives that shoal knows the shape of but does not implement yet (gzip, proxy, cache,
+//! rewrite, access log, ...): their names, contexts and argument counts are checked as nginx
+//! checks them, so a configuration is validated the same way, and each use is accepted with a
+//! `[warn] "NAME" directive is not implemented yet, ignored` line, never silently.
+//!
+//! When a module lands, its real table replaces its lines here.
+
+use shoal_conf::{Directive, Error};
+
+use crate::conf::{Args, Builder, Command, Ctx, Scope};
+
+const HSL: Ctx = Ctx::HSL;
+const HSLI: Ctx = Ctx::HSL.or(Ctx::LIF);
+const SL: Ctx = Ctx::SERVER.or(Ctx::LOCATION);
+const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
+const ONE: Args = Args::ONE;
+const TWO: Args = Args::TWO;
+const MORE: Args = Args::ONE_OR_MORE;
+const FLAG: Args = Args::Flag;
+
+const fn p(name: &'static str, ctx: Ctx, args: Args) -> Command {
+    Command::new(name, ctx, args, pending)
+}
+
+const fn pb(name: &'static str, ctx: Ctx, args: Args) -> Command {
+    Command::block(name, ctx, args, pending)
+}
+
+pub static DIRECTIVES: &[Command] = &[
+    // thread pools and file I/O (the thread pool issue)
+    p("aio", HSL, ONE),
+    p("aio_write", HSL, FLAG),
+    p("directio", HSL, ONE),
+    p("directio_alignment", HSL, ONE),
+    p("sendfile_max_chunk", HSL, ONE),
+    p("output_buffers", HSL, TWO),
+    p("open_file_cache", HSL, Args::Take(1, 2)),
+    p("open_file_cache_valid", HSL, ONE),
+    p("open_file_cache_min_uses", HSL, ONE),
+    p("open_file_cache_errors", HSL, FLAG),
+    // HTTP core and static files
+    p("alias", Ctx::LOCATION, ONE),
+    p("try_files", SL, Args::Take(2, usize::MAX)),
+    p("error_page", HSLI, Args::Take(2, usize::MAX)),
+    p("internal", Ctx::LOCATION, Args::NONE),
+    p("add_header", HSLI, Args::Take(2, 3)),
+    p("expires", HSLI, Args::Take(1, 2)),
+    p("etag", HSL, FLAG),
+    p("if_modified_since", HSL, ONE),
+    p("client_max_body_size", HSL, ONE),
+    p("client_body_buffer_size", HSL, ONE),
+    p("client_body_timeout", HSL, ONE),
+    p("client_header_buffer_size", Ctx::HTTP.or(Ctx::SERVER), ONE),
+    p("large_client_header_buffers", Ctx::HTTP.or(Ctx::SERVER), TWO),
+    p("send_timeout", HSL, ONE),
+    p("reset_timedout_connection", HSL, FLAG),
+    p("log_not_found", HSL, FLAG),
+    p("server_names_hash_bucket_size", Ctx::HTTP, ONE),
+    p("server_names_hash_max_size", Ctx::HTTP, ONE),
+    p("types_hash_max_size", HSL, ONE),
+    p("types_hash_bucket_size", HSL, ONE),
+    // logging
+    p("access_log", HSLI.or(Ctx::LMT), MORE),
+    p("log_format", Ctx::HTTP, Args::Take(2, usize::MAX)),
+    // gzip
+    p("gzip", HSLI, FLAG),
+    p("gzip_vary", HSL, FLAG),
+    p("gzip_proxied", HSL, MORE),
+    p("gzip_comp_level", HSL, ONE),
+    p("gzip_buffers", HSL, TWO),
+    p("gzip_http_version", HSL, ONE),
+    p("gzip_min_length", HSL, ONE),
+    p("gzip_types", HSL, MORE),
+    p("gzip_disable", HSL, MORE),
+    p("gzip_static", HSL, ONE),
+    // rewrite
+    p("return", REWRITE, Args::Take(1, 2)),
+    p("rewrite", REWRITE, Args::Take(2, 3)),
+    p("set", REWRITE, TWO),
+    p("break", REWRITE, Args::NONE),
+    p("rewrite_log", REWRITE.or(Ctx::HTTP), FLAG),
+    pb("if", SL, MORE),
+    // proxy and upstream
+    p("proxy_pass", Ctx::LOCATION.or(Ctx::LIF).or(Ctx::LMT), ONE),
+    p("proxy_set_header", HSL, TWO),
+    p("proxy_http_version", HSL, ONE),
+    p("proxy_buffering", HSL, FLAG),
+    p("proxy_buffers", HSL, TWO),
+    p("proxy_buffer_size", HSL, ONE),
+    p("proxy_connect_timeout", HSL, ONE),
+    p("proxy_read_timeout", HSL, ONE),
+    p("proxy_send_timeout", HSL, ONE),
+    p("proxy_next_upstream", HSL, MORE),
+    p("proxy_redirect", HSL, Args::Take(1, 2)),
+    p("proxy_hide_header", HSL, ONE),
+    p("proxy_pass_header", HSL, ONE),
+    p("proxy_temp_path", HSL, Args::Take(1, 4)),
+    p("proxy_cache_path", Ctx::HTTP, Args::Take(2, usize::MAX)),
+    p("proxy_cache", HSL, ONE),
+    p("proxy_cache_key", HSL, ONE),
+    p("proxy_cache_valid", HSL, MORE),
+    p("proxy_cache_lock", HSL, FLAG),
+    p("proxy_cache_use_stale", HSL, MORE),
+    p("proxy_cache_bypass", HSL, MORE),
+    p("proxy_no_cache", HSL, MORE),
+    p("proxy_cache_methods", HSL, MORE),
+    p("proxy_cache_min_uses", HSL, ONE),
+    p("proxy_cache_revalidate", HSL, FLAG),
+    p("proxy_cache_background_update", HSL, FLAG),
+    p("proxy_ignore_headers", HSL, MORE),
+    pb("upstream", Ctx::HTTP, ONE),
+    pb("split_clients", Ctx::HTTP, TWO),
+    pb("map", Ctx::HTTP, TWO),
+    // stream (TCP proxy): the whole block is accepted and ignored, with the warning
+    pb("stream", Ctx::MAIN, Args::NONE),
+    // status
+    p("stub_status", SL, Args::Take(0, 1)),
+];
+
+fn pending(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    b.warn(
+        format!("\"{}\" directive is not implemented yet, ignored", d.name),
+        &d.span,
+    );
+    Ok(())
+}

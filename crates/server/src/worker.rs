@@ -1,0 +1,264 @@
+//! A worker: one OS thread running one tokio current_thread runtime. Connections live and die
+//! on the worker that accepted them; nothing here is `Send` across workers.
+//!
+//! The master sends each worker a [`Command`] through a watch channel: the configuration
+//! generation to serve and whether to stop. On a new generation the worker starts accepting on
+//! sockets it did not have and stops on those that went away; connections keep the generation
+//! they were accepted with until their current request ends, then take the newest. A graceful
+//! stop closes idle keep-alive connections at once, lets busy ones finish their request, and
+//! ends when none is left or `worker_shutdown_timeout` has passed.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::accept::Acceptor;
+use crate::cycle::Generation;
+use crate::listen::SocketKey;
+use crate::log::Level;
+use crate::error_log;
+
+/// What the master wants of a worker.
+#[derive(Clone)]
+pub struct Command {
+    pub generation: Arc<Generation>,
+    pub stop: Stop,
+}
+
+/// Stop requests, in increasing urgency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stop {
+    Run,
+    /// SIGQUIT, or a worker retired by a reload: finish in-flight requests, then exit.
+    Graceful,
+    /// SIGTERM/SIGINT: exit now.
+    Fast,
+}
+
+/// State shared by the tasks of one worker.
+pub struct Worker {
+    pub index: usize,
+    /// Connections open on this worker.
+    pub active: Cell<usize>,
+    /// Set once a graceful stop began: idle connections close, busy ones close after their
+    /// current request.
+    pub stopping: Cell<bool>,
+    /// Woken when `stopping` is set.
+    pub stop_notify: Notify,
+    /// Woken when a connection closes (the accept loops wait on it at `worker_connections`,
+    /// the graceful stop waits on it for the last connection).
+    pub closed_notify: Notify,
+    /// The newest generation, for connections between requests.
+    pub current: RefCell<Arc<Generation>>,
+    /// Connection numbers (`$connection`, `*N` in the error log), shared by all workers.
+    pub counter: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Worker {
+    /// The next connection number (from 1, as nginx).
+    pub fn next_connection_number(&self) -> u64 {
+        self.counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+}
+
+/// Decrements a worker's connection count when a connection task ends, however it ends.
+pub struct ConnGuard(pub Rc<Worker>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get() - 1);
+        self.0.closed_notify.notify_waiters();
+    }
+}
+
+/// Runs worker `index` until told to stop. Called on the worker's own thread.
+pub fn run(
+    index: usize,
+    rx: watch::Receiver<Command>,
+    counter: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            error_log!(Level::Alert, "worker {index}: runtime failed: {e}");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, serve(index, rx, counter));
+    // Dropping the runtime aborts whatever is left (fast stop or shutdown timeout).
+}
+
+async fn serve(
+    index: usize,
+    mut rx: watch::Receiver<Command>,
+    counter: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let first = rx.borrow_and_update().clone();
+    let worker = Rc::new(Worker {
+        index,
+        active: Cell::new(0),
+        stopping: Cell::new(false),
+        stop_notify: Notify::new(),
+        closed_notify: Notify::new(),
+        current: RefCell::new(first.generation.clone()),
+        counter,
+    });
+    let mut accepting: HashMap<SocketKey, JoinHandle<()>> = HashMap::new();
+    let mut cmd = first;
+    loop {
+        match cmd.stop {
+            Stop::Run => {
+                *worker.current.borrow_mut() = cmd.generation.clone();
+                reconcile(&worker, &cmd.generation, &mut accepting);
+            }
+            Stop::Graceful => {
+                graceful_stop(&worker, &cmd.generation, &mut accepting).await;
+                return;
+            }
+            Stop::Fast => return,
+        }
+        if rx.changed().await.is_err() {
+            // The master is gone: nothing will ever tell us to stop gracefully.
+            return;
+        }
+        cmd = rx.borrow_and_update().clone();
+    }
+}
+
+/// Starts accepting on this worker's new sockets and stops on the ones that went away.
+fn reconcile(
+    worker: &Rc<Worker>,
+    generation: &Arc<Generation>,
+    accepting: &mut HashMap<SocketKey, JoinHandle<()>>,
+) {
+    let mine: Vec<_> = generation
+        .sockets
+        .iter()
+        .filter(|s| s.key.worker.is_none() || s.key.worker == Some(worker.index))
+        .collect();
+    accepting.retain(|key, task| {
+        let keep = mine.iter().any(|s| s.key == *key);
+        if !keep {
+            task.abort();
+        }
+        keep
+    });
+    let multi_accept = generation.config.events.multi_accept();
+    for sock in mine {
+        if accepting.contains_key(&sock.key) {
+            continue;
+        }
+        let shared = sock.key.worker.is_none();
+        let acceptor = match Acceptor::new(sock.raw_fd(), shared, multi_accept) {
+            Ok(a) => a,
+            Err(e) => {
+                error_log!(
+                    Level::Alert,
+                    "worker {} cannot poll {}: {}",
+                    worker.index,
+                    sock.key.addr,
+                    e
+                );
+                continue;
+            }
+        };
+        error_log!(
+            Level::Debug,
+            "worker {} accepting on {}{}",
+            worker.index,
+            sock.key.addr,
+            if acceptor.is_exclusive() { " (EPOLLEXCLUSIVE)" } else { "" }
+        );
+        let task = tokio::task::spawn_local(accept_loop(
+            worker.clone(),
+            acceptor,
+            sock.key.clone(),
+        ));
+        accepting.insert(sock.key.clone(), task);
+    }
+}
+
+async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
+    loop {
+        let limit = worker
+            .current
+            .borrow()
+            .config
+            .events
+            .worker_connections();
+        if worker.active.get() >= limit {
+            error_log!(Level::Alert, "{limit} worker_connections are not enough");
+            // Like nginx, stop accepting until a connection frees a slot.
+            while worker.active.get() >= limit {
+                worker.closed_notify.notified().await;
+            }
+        }
+        let fd = match acceptor.accept().await {
+            Ok(fd) => fd,
+            Err(e) => {
+                error_log!(
+                    Level::Alert,
+                    "accept4() failed {}",
+                    shoal_conf::os_error(&e)
+                );
+                // EMFILE and friends: back off as nginx does, instead of spinning.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let generation = worker.current.borrow().clone();
+        worker.active.set(worker.active.get() + 1);
+        let guard = ConnGuard(worker.clone());
+        let number = worker.next_connection_number();
+        let key = key.clone();
+        tokio::task::spawn_local(async move {
+            crate::http::conn::serve(fd, key, generation, number, guard).await;
+        });
+    }
+}
+
+async fn graceful_stop(
+    worker: &Rc<Worker>,
+    generation: &Arc<Generation>,
+    accepting: &mut HashMap<SocketKey, JoinHandle<()>>,
+) {
+    for (_, task) in accepting.drain() {
+        task.abort();
+    }
+    worker.stopping.set(true);
+    worker.stop_notify.notify_waiters();
+    let timeout = generation.config.main.worker_shutdown_timeout;
+    let wait_idle = async {
+        while worker.active.get() > 0 {
+            let closed = worker.closed_notify.notified();
+            if worker.active.get() == 0 {
+                break;
+            }
+            closed.await;
+        }
+    };
+    match timeout {
+        Some(t) => {
+            if tokio::time::timeout(t, wait_idle).await.is_err() {
+                error_log!(
+                    Level::Notice,
+                    "worker {}: shutdown timeout, closing {} connection(s)",
+                    worker.index,
+                    worker.active.get()
+                );
+            }
+        }
+        None => wait_idle.await,
+    }
+}
