@@ -1,1 +1,28 @@
-//! placeholder
+//! shoal's HTTP/1.0 and 1.1 codec: request heads in, response heads out, bodies framed both
+//! ways, with nginx's limits and nginx's answers.
+//!
+//! A pure library: bytes in, values out. No sockets, no tokio, no clock beyond the `Date`
+//! cache; the server drives it from each connection's read buffer, and the fuzz targets drive it
+//! with arbitrary bytes. Correct before fast: anything ambiguous about where a request or its
+//! body ends is refused (400) rather than guessed, because a guess is a smuggling hole.
+//!
+//! Rooms: [`limits`] (nginx's header buffers), [`request`] (heads), [`uri`] (path and host),
+//! [`body`] (framing and decoders), [`response`] (heads and chunk framing out), [`status`]
+//! (status lines and error pages), [`date`] (the `Date` header), [`error`].
+
+pub mod body;
+pub mod date;
+pub mod error;
+pub mod limits;
+pub mod request;
+pub mod response;
+pub mod status;
+pub mod uri;
+
+pub use body::{BodyChunk, BodyDecoder, BodyKind, Chunk, ChunkedDecoder, LengthDecoder};
+pub use date::{cached_date, DateCache};
+pub use error::{Error, ErrorKind};
+pub use limits::{LargeBuffers, Limits};
+pub use request::{parse_request, HeadParser, Request, Version};
+pub use response::{BodyLength, Connection, ResponseHead, ServerTokens};
+pub use status::{error_page, ErrorPage};

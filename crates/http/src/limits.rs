@@ -1,0 +1,248 @@
+//! nginx's request-head limits, and the scanner that enforces them while bytes arrive.
+//!
+//! nginx reads a request head into one `client_header_buffer_size` buffer; a line that does not
+//! fit moves (with what it has of that line) into one of `large_client_header_buffers`. So a line
+//! may never be longer than one large buffer, and the whole head must pack, line by line, into
+//! the first buffer plus the large ones. [`Scanner`] replays that packing over the line lengths,
+//! which gives nginx's answers without nginx's buffers: a request line that cannot fit is 414, a
+//! header line or a head that cannot fit is 400 "Request Header Or Cookie Too Large".
+//!
+//! The scanner looks at every byte once (memchr for `\n`), remembers where it stopped, and fails
+//! as soon as the partial line in hand can no longer fit: a client cannot make us rescan or hold
+//! more than the limits allow.
+
+use crate::error::{Error, ErrorKind};
+
+/// nginx's `large_client_header_buffers number size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeBuffers {
+    /// How many large buffers one request may use (nginx default 4).
+    pub num: usize,
+    /// The size of each (nginx default 8k): the longest line allowed.
+    pub size: usize,
+}
+
+/// The directives that shape request-head parsing; `Default` is nginx's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// `client_header_buffer_size` (1k).
+    pub client_header_buffer_size: usize,
+    /// `large_client_header_buffers` (4 8k).
+    pub large_client_header_buffers: LargeBuffers,
+    /// `ignore_invalid_headers` (on): header lines with names outside `[A-Za-z0-9-]` are dropped.
+    pub ignore_invalid_headers: bool,
+    /// `underscores_in_headers` (off): whether `_` counts as valid in a header name.
+    pub underscores_in_headers: bool,
+    /// `merge_slashes` (on): `//` in the path becomes `/`.
+    pub merge_slashes: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            client_header_buffer_size: 1024,
+            large_client_header_buffers: LargeBuffers { num: 4, size: 8192 },
+            ignore_invalid_headers: true,
+            underscores_in_headers: false,
+            merge_slashes: true,
+        }
+    }
+}
+
+impl Limits {
+    /// The most bytes a request head can take: the size a read buffer needs for any head these
+    /// limits accept.
+    pub fn max_head_len(&self) -> usize {
+        let large = self.large_client_header_buffers;
+        self.client_header_buffer_size
+            .saturating_add(large.num.saturating_mul(large.size))
+    }
+}
+
+/// Finds the end of a request head incrementally while replaying nginx's buffer packing.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scanner {
+    /// Start of the line not yet terminated.
+    line_start: usize,
+    /// Where the search for `\n` resumes (everything before it has been looked at).
+    search_from: usize,
+    /// A non-empty line (the request line) has been seen.
+    seen_request_line: bool,
+    /// Number of header lines (after the request line, before the empty line).
+    header_lines: usize,
+    /// Bytes used in the current buffer, its capacity, and large buffers taken so far.
+    used: usize,
+    capacity: usize,
+    large_taken: usize,
+    started: bool,
+}
+
+/// A complete head found by the scanner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HeadEnd {
+    /// Bytes from the start of the buffer through the empty line.
+    pub len: usize,
+    /// Header lines seen (an upper bound for the header count).
+    pub header_lines: usize,
+}
+
+impl Scanner {
+    /// Looks at `buf` (the same buffer as last time, possibly longer) from where the last call
+    /// stopped. `Ok(None)` means more bytes are needed.
+    pub fn scan(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<HeadEnd>, Error> {
+        if !self.started {
+            self.started = true;
+            self.capacity = limits.client_header_buffer_size;
+        }
+        if self.search_from > buf.len() || self.line_start > self.search_from {
+            // The caller changed the buffer under us; start over rather than index out of it.
+            *self = Scanner::default();
+            self.started = true;
+            self.capacity = limits.client_header_buffer_size;
+        }
+        loop {
+            let rest = buf.get(self.search_from..).unwrap_or_default();
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => {
+                    let end = self.search_from + i + 1;
+                    let line = buf.get(self.line_start..end).unwrap_or_default();
+                    let empty = line == b"\n" || line == b"\r\n";
+                    self.place(line.len(), !self.seen_request_line && !empty, limits)?;
+                    self.line_start = end;
+                    self.search_from = end;
+                    if empty {
+                        if self.seen_request_line {
+                            return Ok(Some(HeadEnd {
+                                len: end,
+                                header_lines: self.header_lines,
+                            }));
+                        }
+                    } else if self.seen_request_line {
+                        self.header_lines += 1;
+                    } else {
+                        self.seen_request_line = true;
+                    }
+                }
+                None => {
+                    let partial = buf.len() - self.line_start;
+                    self.search_from = buf.len();
+                    if partial > 0 && !self.fits(partial, limits) {
+                        return Err(too_large(!self.seen_request_line));
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// Could a line of `len` bytes still be placed?
+    fn fits(&self, len: usize, limits: &Limits) -> bool {
+        let large = limits.large_client_header_buffers;
+        self.used + len <= self.capacity || (len <= large.size && self.large_taken < large.num)
+    }
+
+    /// Places a complete line, moving to a fresh large buffer when it does not fit.
+    fn place(&mut self, len: usize, request_line: bool, limits: &Limits) -> Result<(), Error> {
+        let large = limits.large_client_header_buffers;
+        if self.used + len <= self.capacity {
+            self.used += len;
+            return Ok(());
+        }
+        if len > large.size || self.large_taken >= large.num {
+            return Err(too_large(request_line));
+        }
+        self.large_taken += 1;
+        self.capacity = large.size;
+        self.used = len;
+        Ok(())
+    }
+}
+
+fn too_large(request_line: bool) -> Error {
+    if request_line {
+        Error::new(ErrorKind::UriTooLong, "client sent too long URI")
+    } else {
+        Error::new(
+            ErrorKind::HeaderTooLarge,
+            "client sent too long header line",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_all(buf: &[u8], limits: &Limits) -> Result<Option<HeadEnd>, Error> {
+        Scanner::default().scan(buf, limits)
+    }
+
+    #[test]
+    fn finds_end_and_counts_lines() {
+        let l = Limits::default();
+        let r = scan_all(b"\r\nGET / HTTP/1.1\r\nHost: a\nX: y\r\n\r\nbody", &l);
+        assert_eq!(
+            r,
+            Ok(Some(HeadEnd {
+                len: 34,
+                header_lines: 2
+            }))
+        );
+    }
+
+    #[test]
+    fn byte_by_byte_equals_whole() {
+        let l = Limits::default();
+        let req = b"GET /x HTTP/1.1\r\nHost: a\r\nA: b\r\n\r\nnext";
+        let mut s = Scanner::default();
+        let mut found = None;
+        for n in 1..=req.len() {
+            if let Some(end) = s.scan(&req[..n], &l).unwrap() {
+                found = Some((n, end));
+                break;
+            }
+        }
+        let (n, end) = found.unwrap();
+        assert_eq!(n, req.len() - 4);
+        assert_eq!(Some(end), scan_all(req, &l).unwrap());
+    }
+
+    #[test]
+    fn request_line_over_large_buffer_is_414_early() {
+        let l = Limits::default();
+        let mut line = b"GET /".to_vec();
+        line.resize(8193, b'a');
+        let e = scan_all(&line, &l).unwrap_err();
+        assert_eq!(e.status(), 414);
+        line.truncate(8000);
+        assert_eq!(scan_all(&line, &l), Ok(None));
+    }
+
+    #[test]
+    fn header_line_over_large_buffer_is_494() {
+        let l = Limits::default();
+        let mut req = b"GET / HTTP/1.1\r\nCookie: ".to_vec();
+        req.resize(req.len() + 8200, b'c');
+        let e = scan_all(&req, &l).unwrap_err();
+        assert_eq!((e.code(), e.status()), (494, 400));
+    }
+
+    #[test]
+    fn whole_head_over_the_buffers_is_494() {
+        let l = Limits::default();
+        let mut req = b"GET / HTTP/1.1\r\n".to_vec();
+        // Five 5000-byte lines: each needs its own large buffer, and there are only four.
+        for _ in 0..5 {
+            req.extend_from_slice(b"X: ");
+            req.resize(req.len() + 4995, b'v');
+            req.extend_from_slice(b"\r\n");
+        }
+        req.extend_from_slice(b"\r\n");
+        assert_eq!(scan_all(&req, &l).unwrap_err().code(), 494);
+        // Four fit.
+        let cut = 16 + 4 * 5000;
+        let mut ok = req[..cut].to_vec();
+        ok.extend_from_slice(b"\r\n");
+        assert!(scan_all(&ok, &l).unwrap().is_some());
+    }
+}

@@ -1,0 +1,617 @@
+//! Request heads: from the bytes in a connection's read buffer to a [`Request`], with nginx's
+//! limits and nginx's answers.
+//!
+//! [`HeadParser::parse`] is called each time bytes arrive, with the connection's whole unparsed
+//! buffer; it returns `Ok(None)` until the empty line that ends the head is in, then splits the
+//! head off the buffer (whatever follows, a body or the next pipelined request, stays there).
+//! Finding the end is incremental and bounded by [`Limits`]; parsing runs once per head.
+//!
+//! Parsing has two roads to one result. The fast road is `httparse` (SIMD) for the common,
+//! well-formed head. When httparse refuses, the careful road re-reads the head line by line to
+//! give nginx's answer: a header name nginx calls invalid is dropped or refused depending on
+//! `ignore_invalid_headers`, a version above 1.x is 505, anything else malformed is 400. Both
+//! roads then go through the same checks (Host, body framing, path), so a request means the same
+//! thing whichever road it took; the fuzz target checks that.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::body::{self, BodyKind};
+use crate::error::{Error, ErrorKind};
+use crate::limits::{Limits, Scanner};
+use crate::uri;
+
+/// HTTP version of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Version {
+    /// HTTP/1.0.
+    Http10,
+    /// HTTP/1.1 (and HTTP/1.2..1.99, which nginx also takes as 1.1 semantics).
+    Http11,
+}
+
+impl Version {
+    /// `HTTP/1.0` or `HTTP/1.1`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// A byte range inside the request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+impl Span {
+    fn of(head: &[u8], part: &[u8]) -> Span {
+        // `part` is a subslice of `head`; pointer arithmetic gives its position without unsafe.
+        let start = (part.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize);
+        debug_assert!(start <= head.len() && start + part.len() <= head.len());
+        Span {
+            start,
+            end: start + part.len(),
+        }
+    }
+
+    fn get(self, head: &[u8]) -> &[u8] {
+        head.get(self.start..self.end).unwrap_or_default()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HeaderSpan {
+    name: Span,
+    value: Span,
+}
+
+/// The request line and header lines, as found by either road.
+#[derive(Debug, PartialEq, Eq)]
+struct RawHead {
+    method: Span,
+    target: Span,
+    version: Version,
+    headers: Vec<HeaderSpan>,
+}
+
+/// A parsed request head. Cheap to keep: it holds the head's bytes (shared, not copied) and
+/// positions into them.
+#[derive(Clone, Debug)]
+pub struct Request {
+    head: Bytes,
+    method: Span,
+    target: Span,
+    query: Option<Span>,
+    version: Version,
+    headers: Vec<HeaderSpan>,
+    path: Bytes,
+    host: Option<Bytes>,
+    keep_alive: bool,
+    expect_continue: bool,
+    body: BodyKind,
+}
+
+impl Request {
+    /// The method, as sent (any token; case is kept).
+    pub fn method(&self) -> &str {
+        std::str::from_utf8(self.method.get(&self.head)).unwrap_or_default()
+    }
+
+    /// The request target exactly as sent (nginx's `$request_uri`).
+    pub fn uri(&self) -> &[u8] {
+        self.target.get(&self.head)
+    }
+
+    /// The decoded, normalized path (nginx's `$uri` before any rewrite). Bytes, not text.
+    pub fn path(&self) -> &Bytes {
+        &self.path
+    }
+
+    /// The query string without `?` (nginx's `$args`), still percent-encoded.
+    pub fn query(&self) -> Option<&[u8]> {
+        self.query.map(|s| s.get(&self.head))
+    }
+
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Header fields in the order sent, names with their original case, duplicates kept. Lines
+    /// dropped by `ignore_invalid_headers` are not here.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.headers.iter().map(|h| {
+            let name = std::str::from_utf8(h.name.get(&self.head)).unwrap_or_default();
+            (name, h.value.get(&self.head))
+        })
+    }
+
+    /// Number of header fields kept.
+    pub fn header_count(&self) -> usize {
+        self.headers.len()
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.get(&self.head).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| h.value.get(&self.head))
+    }
+
+    /// Every value of header `name` (case-insensitive), in order.
+    pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |h| h.name.get(&self.head).eq_ignore_ascii_case(name.as_bytes()))
+            .map(move |h| h.value.get(&self.head))
+    }
+
+    /// The host: from an absolute request target if there was one, else from `Host`;
+    /// lowercased, without port or trailing dot. `None` only for HTTP/1.0 without either.
+    pub fn host(&self) -> Option<&Bytes> {
+        self.host.as_ref()
+    }
+
+    /// Whether the client asked to keep the connection (nginx: 1.1 unless `Connection: close`,
+    /// 1.0 only with `Connection: keep-alive`). The server may still decide to close.
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+
+    /// `Expect: 100-continue` on an HTTP/1.1 request.
+    pub fn expect_continue(&self) -> bool {
+        self.expect_continue
+    }
+
+    /// How the body is framed.
+    pub fn body(&self) -> BodyKind {
+        self.body
+    }
+
+    /// Bytes the head took in the buffer, through its empty line; the body or the next pipelined
+    /// request starts right after.
+    pub fn head_len(&self) -> usize {
+        self.head.len()
+    }
+
+    /// The raw head bytes.
+    pub fn head(&self) -> &Bytes {
+        &self.head
+    }
+}
+
+/// Incremental request-head parser for one connection; reusable across pipelined requests.
+#[derive(Clone, Debug, Default)]
+pub struct HeadParser {
+    limits: Limits,
+    scanner: Scanner,
+}
+
+impl HeadParser {
+    /// A parser enforcing `limits`.
+    pub fn new(limits: Limits) -> HeadParser {
+        HeadParser {
+            limits,
+            scanner: Scanner::default(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Forgets a partially seen head (after an error, or when the buffer was replaced).
+    pub fn reset(&mut self) {
+        self.scanner = Scanner::default();
+    }
+
+    /// Looks for a complete head at the start of `buf`. `Ok(None)`: need more bytes (call again
+    /// with the same buffer, grown; the bytes already seen are not scanned again). On success
+    /// the head is split off `buf`, leaving the body or next request in it. After an error the
+    /// connection should be answered and closed.
+    pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, Error> {
+        let Some(end) = self.scan(buf)? else {
+            return Ok(None);
+        };
+        let head = buf.split_to(end.len).freeze();
+        parse_head(head, end.header_lines, &self.limits).map(Some)
+    }
+
+    /// Like [`HeadParser::parse`] for a borrowed buffer: nothing is removed from `buf`; the
+    /// request's [`Request::head_len`] says how many bytes it took. The head is copied.
+    pub fn parse_slice(&mut self, buf: &[u8]) -> Result<Option<Request>, Error> {
+        let Some(end) = self.scan(buf)? else {
+            return Ok(None);
+        };
+        let head = Bytes::copy_from_slice(buf.get(..end.len).unwrap_or_default());
+        parse_head(head, end.header_lines, &self.limits).map(Some)
+    }
+
+    fn scan(&mut self, buf: &[u8]) -> Result<Option<crate::limits::HeadEnd>, Error> {
+        match self.scanner.scan(buf, &self.limits) {
+            Ok(Some(end)) => {
+                self.scanner = Scanner::default();
+                Ok(Some(end))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                self.scanner = Scanner::default();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Parses one complete head (through its empty line) with `limits`.
+fn parse_head(head: Bytes, header_lines: usize, limits: &Limits) -> Result<Request, Error> {
+    let raw = match parse_fast(&head, header_lines, limits) {
+        Some(raw) => raw,
+        None => parse_careful(&head, limits)?,
+    };
+    finish(head, raw, limits)
+}
+
+/// Convenience: parses a whole head held in `buf` with `limits` (used by tests and fuzzing).
+/// `Ok(None)` if the head is incomplete.
+pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Option<Request>, Error> {
+    HeadParser::new(*limits).parse_slice(buf)
+}
+
+/// Is `name` valid by nginx's rules: `[A-Za-z0-9-]`, plus `_` with `underscores_in_headers`.
+fn nginx_valid_name(name: &[u8], underscores: bool) -> bool {
+    name.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || (b == b'_' && underscores))
+}
+
+/// The RFC 9110 token characters.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// What to do with a header whose name passed the syntax checks.
+fn keep_header(name: &[u8], limits: &Limits) -> Result<bool, Error> {
+    if nginx_valid_name(name, limits.underscores_in_headers) {
+        Ok(true)
+    } else if limits.ignore_invalid_headers {
+        Ok(false)
+    } else if name.iter().all(|&b| is_tchar(b)) {
+        Ok(true)
+    } else {
+        Err(Error::bad_request("client sent invalid header line"))
+    }
+}
+
+const HEADER_SLOTS: usize = 32;
+
+/// The httparse road: `None` when httparse refuses (the careful road then decides).
+fn parse_fast(head: &[u8], header_lines: usize, limits: &Limits) -> Option<RawHead> {
+    let mut stack = [httparse::EMPTY_HEADER; HEADER_SLOTS];
+    let mut heap;
+    let slots: &mut [httparse::Header<'_>] = if header_lines <= HEADER_SLOTS {
+        &mut stack[..]
+    } else {
+        heap = vec![httparse::EMPTY_HEADER; header_lines];
+        &mut heap[..]
+    };
+    let mut req = httparse::Request::new(slots);
+    let mut config = httparse::ParserConfig::default();
+    config.allow_multiple_spaces_in_request_line_delimiters(true);
+    match config.parse_request(&mut req, head) {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
+        _ => return None,
+    }
+    let version = match req.version? {
+        0 => Version::Http10,
+        _ => Version::Http11,
+    };
+    let mut headers = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        match keep_header(h.name.as_bytes(), limits) {
+            Ok(true) => headers.push(HeaderSpan {
+                name: Span::of(head, h.name.as_bytes()),
+                value: Span::of(head, h.value),
+            }),
+            Ok(false) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(RawHead {
+        method: Span::of(head, req.method?.as_bytes()),
+        target: Span::of(head, req.path?.as_bytes()),
+        version,
+        headers,
+    })
+}
+
+/// Splits a line ending in `\n` into its content, refusing a CR anywhere but before the LF.
+fn line_content(line: &[u8]) -> Result<&[u8], Error> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if memchr::memchr(b'\r', line).is_some() {
+        return Err(Error::bad_request("client sent invalid header line"));
+    }
+    Ok(line)
+}
+
+/// The careful road: line by line, with nginx's answer for each way a head can be wrong.
+fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
+    let mut lines = head.split_inclusive(|&b| b == b'\n');
+    let request_line = loop {
+        let Some(line) = lines.next() else {
+            return Err(Error::bad_request("client sent invalid request"));
+        };
+        let content = line_content(line)?;
+        if !content.is_empty() {
+            break content;
+        }
+    };
+    let (method, target, version) = parse_request_line(request_line)?;
+    let mut headers = Vec::new();
+    for line in lines {
+        let content = line_content(line)?;
+        if content.is_empty() {
+            break;
+        }
+        let Some(colon) = memchr::memchr(b':', content) else {
+            return Err(Error::bad_request("client sent invalid header line"));
+        };
+        let (name, value) = (&content[..colon], &content[colon + 1..]);
+        // Empty names, obs-fold (a line starting with SP/HT), whitespace before the colon and
+        // control characters are refused whatever ignore_invalid_headers says, as in nginx.
+        if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) {
+            return Err(Error::bad_request("client sent invalid header line"));
+        }
+        let value = trim_ows(value);
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(Error::bad_request("client sent invalid header line"));
+        }
+        if keep_header(name, limits)? {
+            headers.push(HeaderSpan {
+                name: Span::of(head, name),
+                value: Span::of(head, value),
+            });
+        }
+    }
+    Ok(RawHead {
+        method: Span::of(head, method),
+        target: Span::of(head, target),
+        version,
+        headers,
+    })
+}
+
+fn trim_ows(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// `METHOD SP+ target SP+ HTTP/x.y SP*`.
+fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
+    let invalid = Error::bad_request("client sent invalid request");
+    let mut parts = line.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    let method = parts.next().ok_or(invalid)?;
+    if !method.iter().all(|&b| is_tchar(b)) || line.first() == Some(&b' ') {
+        return Err(Error::bad_request("client sent invalid method"));
+    }
+    let target = parts.next().ok_or(invalid)?;
+    if target.iter().any(|&b| b <= 0x20 || b == 0x7f) {
+        return Err(invalid);
+    }
+    // No version: an HTTP/0.9 simple request, which shoal does not serve.
+    let version = parts.next().ok_or(invalid)?;
+    if parts.next().is_some() {
+        return Err(invalid);
+    }
+    Ok((method, target, parse_version(version)?))
+}
+
+fn parse_version(v: &[u8]) -> Result<Version, Error> {
+    let invalid = Error::bad_request("client sent invalid request");
+    let rest = v.strip_prefix(b"HTTP/").ok_or(invalid)?;
+    let dot = memchr::memchr(b'.', rest).ok_or(invalid)?;
+    let number = |d: &[u8]| -> Result<u32, Error> {
+        if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
+            return Err(invalid);
+        }
+        // nginx refuses a major or minor above 99.
+        let n = d
+            .iter()
+            .try_fold(0u32, |n, &b| {
+                let n = n * 10 + u32::from(b - b'0');
+                (n <= 99).then_some(n)
+            })
+            .ok_or(invalid)?;
+        Ok(n)
+    };
+    let major = number(&rest[..dot])?;
+    let minor = number(&rest[dot + 1..])?;
+    match (major, minor) {
+        (1, 0) => Ok(Version::Http10),
+        (1, _) => Ok(Version::Http11),
+        (0, _) => Err(invalid),
+        _ => Err(Error::new(
+            ErrorKind::VersionNotSupported,
+            "client sent unsupported HTTP version",
+        )),
+    }
+}
+
+/// Does a comma-separated header value hold `token` (case-insensitive)?
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| trim_ows(t).eq_ignore_ascii_case(token))
+}
+
+/// The checks both roads share: target, Host, framing, keep-alive.
+fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> {
+    let mut host_header: Option<&[u8]> = None;
+    let mut content_length: Option<&[u8]> = None;
+    let mut transfer_encoding: Option<&[u8]> = None;
+    let mut close = false;
+    let mut keep_alive_token = false;
+    let mut expect_continue = false;
+    let duplicate = Error::bad_request("client sent duplicate header line");
+    for h in &raw.headers {
+        let name = h.name.get(&head);
+        let value = h.value.get(&head);
+        if name.eq_ignore_ascii_case(b"host") {
+            if host_header.replace(value).is_some() {
+                return Err(duplicate);
+            }
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            // Even an identical duplicate is refused: nginx does, and it closes a smuggling door.
+            if content_length.replace(value).is_some() {
+                return Err(duplicate);
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            if transfer_encoding.replace(value).is_some() {
+                return Err(duplicate);
+            }
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            close |= has_token(value, b"close");
+            keep_alive_token |= has_token(value, b"keep-alive");
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+        }
+    }
+
+    // The target: origin-form, or absolute-form whose host wins over Host (as nginx).
+    let target = raw.target.get(&head);
+    let (path_part, query, target_host) = if target.first() == Some(&b'/') {
+        let (p, q) = uri::split_query(target);
+        (p, q, None)
+    } else {
+        let (authority, p, q) = split_absolute(target)?;
+        (p, q, Some(authority))
+    };
+    let path = share(&head, uri::normalize_path(path_part, limits.merge_slashes)?);
+
+    let host = match (target_host, host_header) {
+        (Some(h), _) => Some(
+            uri::validate_host(h)
+                .map_err(|_| Error::bad_request("client sent invalid host in request line"))?,
+        ),
+        (None, Some(h)) => Some(uri::validate_host(h)?),
+        (None, None) => None,
+    };
+    if host_header.is_none() && raw.version >= Version::Http11 {
+        return Err(Error::bad_request(
+            "client sent HTTP/1.1 request without \"Host\" header",
+        ));
+    }
+    let host = host.map(|h| share(&head, h));
+
+    let body = body::framing(raw.version, content_length, transfer_encoding)?;
+    let keep_alive = match raw.version {
+        Version::Http11 => !close,
+        Version::Http10 => keep_alive_token && !close,
+    };
+    let query = query.map(|q| Span::of(&head, q));
+    Ok(Request {
+        method: raw.method,
+        target: raw.target,
+        query,
+        version: raw.version,
+        headers: raw.headers,
+        path,
+        host,
+        keep_alive,
+        expect_continue: expect_continue && raw.version >= Version::Http11,
+        body,
+        head,
+    })
+}
+
+/// A `Bytes` for `part`: shared with `head` when it lies inside it, else copied.
+fn share(head: &Bytes, part: std::borrow::Cow<'_, [u8]>) -> Bytes {
+    match part {
+        std::borrow::Cow::Borrowed(b) => {
+            let start = (b.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize);
+            if start <= head.len() && b.len() <= head.len() - start && !b.is_empty() {
+                head.slice(start..start + b.len())
+            } else {
+                Bytes::copy_from_slice(b)
+            }
+        }
+        std::borrow::Cow::Owned(b) => Bytes::from(b),
+    }
+}
+
+/// `scheme://authority[/path][?query]` → (authority, path, query). The path defaults to `/`.
+/// The parts of an absolute-form target: authority, path, query.
+type AbsoluteParts<'a> = (&'a [u8], &'a [u8], Option<&'a [u8]>);
+
+fn split_absolute(target: &[u8]) -> Result<AbsoluteParts<'_>, Error> {
+    let invalid = Error::bad_request("client sent invalid request");
+    let sep = memchr::memmem::find(target, b"://").ok_or(invalid)?;
+    let scheme = &target[..sep];
+    if scheme.is_empty() || !scheme.iter().all(u8::is_ascii_alphabetic) {
+        return Err(invalid);
+    }
+    let rest = &target[sep + 3..];
+    let auth_end = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?' || b == b'#')
+        .unwrap_or(rest.len());
+    let authority = &rest[..auth_end];
+    if !valid_authority(authority) {
+        return Err(Error::bad_request(
+            "client sent invalid host in request line",
+        ));
+    }
+    let after = &rest[auth_end..];
+    let (path, query) = uri::split_query(after);
+    let path: &[u8] = if path.is_empty() { b"/" } else { path };
+    Ok((authority, path, query))
+}
+
+/// nginx's request-line host grammar: a name of `[A-Za-z0-9.-]` or an `[IPv6]` literal, then an
+/// optional `:port` of digits.
+fn valid_authority(a: &[u8]) -> bool {
+    let (host, port) = if a.first() == Some(&b'[') {
+        let Some(close) = memchr::memchr(b']', a) else {
+            return false;
+        };
+        let inner = &a[1..close];
+        if inner.is_empty()
+            || !inner
+                .iter()
+                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return false;
+        }
+        (&a[..=close], &a[close + 1..])
+    } else {
+        let end = memchr::memchr(b':', a).unwrap_or(a.len());
+        let host = &a[..end];
+        if host.is_empty()
+            || !host
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        {
+            return false;
+        }
+        (host, &a[end..])
+    };
+    debug_assert!(!host.is_empty());
+    match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,453 @@
+use super::*;
+
+fn parse(s: &[u8]) -> Result<Request, Error> {
+    parse_with(s, &Limits::default())
+}
+
+fn parse_with(s: &[u8], l: &Limits) -> Result<Request, Error> {
+    let r = parse_request(s, l)?.expect("complete head");
+    // Whichever road was taken, the careful road alone must agree.
+    let careful = parse_careful(r.head(), l).and_then(|raw| finish(r.head().clone(), raw, l));
+    let careful = careful.expect("careful road agrees");
+    assert_eq!(summary(&careful), summary(&r));
+    Ok(r)
+}
+
+type Summary = (
+    String,
+    Vec<u8>,
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Vec<(String, Vec<u8>)>,
+);
+
+fn summary(r: &Request) -> Summary {
+    (
+        r.method().to_owned(),
+        r.uri().to_vec(),
+        r.path().to_vec(),
+        r.query().map(<[u8]>::to_vec),
+        r.headers()
+            .map(|(n, v)| (n.to_owned(), v.to_vec()))
+            .collect(),
+    )
+}
+
+fn status(s: &[u8]) -> u16 {
+    status_with(s, &Limits::default())
+}
+
+fn status_with(s: &[u8], l: &Limits) -> u16 {
+    match parse_with(s, l) {
+        Ok(_) => 200,
+        Err(e) => e.status(),
+    }
+}
+
+#[test]
+fn simple_get() {
+    let r = parse(
+        b"GET /index.html?a=1&b=%20 HTTP/1.1\r\nHost: Example.com:8080\r\nAccept: */*\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(r.method(), "GET");
+    assert_eq!(r.uri(), b"/index.html?a=1&b=%20");
+    assert_eq!(r.path().as_ref(), b"/index.html");
+    assert_eq!(r.query(), Some(&b"a=1&b=%20"[..]));
+    assert_eq!(r.version(), Version::Http11);
+    assert_eq!(r.host().unwrap().as_ref(), b"example.com");
+    assert_eq!(r.header("accept"), Some(&b"*/*"[..]));
+    assert!(r.keep_alive());
+    assert!(!r.expect_continue());
+    assert_eq!(r.body(), BodyKind::Empty);
+}
+
+#[test]
+fn headers_keep_order_case_and_duplicates() {
+    let r = parse(b"GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nx-a:  2 \r\nCookie: c\r\n\r\n").unwrap();
+    let h: Vec<_> = r.headers().collect();
+    assert_eq!(
+        h,
+        vec![
+            ("Host", &b"a"[..]),
+            ("X-A", b"1"),
+            ("x-a", b"2"),
+            ("Cookie", b"c")
+        ]
+    );
+    assert_eq!(r.header_all("X-a").collect::<Vec<_>>(), vec![b"1", b"2"]);
+    assert_eq!(r.header_count(), 4);
+}
+
+#[test]
+fn bare_lf_and_leading_empty_lines() {
+    let r = parse(b"\r\n\nGET / HTTP/1.0\nHost: a\n\n").unwrap();
+    assert_eq!(r.path().as_ref(), b"/");
+    assert_eq!(r.head_len(), 27);
+}
+
+#[test]
+fn any_token_method_and_spaces() {
+    assert_eq!(
+        parse(b"PURGE /x HTTP/1.0\r\n\r\n").unwrap().method(),
+        "PURGE"
+    );
+    assert_eq!(parse(b"get /x HTTP/1.0\r\n\r\n").unwrap().method(), "get");
+    // Runs of spaces between the parts, as nginx accepts; trailing spaces too.
+    let r = parse(b"GET  /x   HTTP/1.0  \r\n\r\n").unwrap();
+    assert_eq!(r.uri(), b"/x");
+    assert_eq!(status(b"GE(T / HTTP/1.0\r\n\r\n"), 400);
+    assert_eq!(status(b" GET / HTTP/1.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.0 x\r\n\r\n"), 400);
+    assert_eq!(status(b"GET /a\x01b HTTP/1.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET /a\rb HTTP/1.0\r\n\r\n"), 400);
+}
+
+#[test]
+fn non_utf8_target_is_kept_as_bytes() {
+    let r = parse(b"GET /caf\xe9 HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(r.path().as_ref(), b"/caf\xe9");
+}
+
+#[test]
+fn versions() {
+    assert_eq!(status(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/3.0\r\nHost: a\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/0.9\r\n\r\n"), 400);
+    assert_eq!(status(b"GET /\r\n\r\n"), 400, "HTTP/0.9 simple request");
+    assert_eq!(status(b"GET / HTTP/1\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.x\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/100.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / FTP/1.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / http/1.1\r\nHost: a\r\n\r\n"), 400);
+    let r = parse(b"GET / HTTP/1.2\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.version(), Version::Http11);
+}
+
+#[test]
+fn request_line_too_long_is_414() {
+    let mut req = b"GET /".to_vec();
+    req.resize(9000, b'a');
+    req.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(status(&req), 414);
+    // It fits in one 8k buffer even though not in the 1k one.
+    let mut ok = b"GET /".to_vec();
+    ok.resize(8000, b'a');
+    ok.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(status(&ok), 200);
+}
+
+#[test]
+fn header_too_large_is_400_with_494_page() {
+    let mut req = b"GET / HTTP/1.1\r\nHost: a\r\nCookie: ".to_vec();
+    req.resize(req.len() + 9000, b'c');
+    req.extend_from_slice(b"\r\n\r\n");
+    let e = parse(&req).unwrap_err();
+    assert_eq!((e.status(), e.code()), (400, 494));
+    assert_eq!(e.kind(), ErrorKind::HeaderTooLarge);
+    let small = Limits {
+        large_client_header_buffers: crate::LargeBuffers { num: 1, size: 100 },
+        client_header_buffer_size: 50,
+        ..Limits::default()
+    };
+    let two = b"GET / HTTP/1.1\r\nHost: a\r\nA: 0123456789012345678901234567890123456789\r\nB: 0123456789012345678901234567890123456789012345678901234567890\r\n\r\n";
+    assert_eq!(parse_with(two, &small).unwrap_err().code(), 494);
+}
+
+#[test]
+fn obs_fold_and_header_syntax() {
+    assert_eq!(
+        status(b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n  folded\r\n\r\n"),
+        400
+    );
+    assert_eq!(
+        status(b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n\tfolded\r\n\r\n"),
+        400
+    );
+    assert_eq!(status(b"GET / HTTP/1.1\r\n Host: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost : a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n"), 400);
+    assert_eq!(
+        status(b"GET / HTTP/1.1\r\nHost: a\r\nX\x01: a\r\n\r\n"),
+        400
+    );
+    let r = parse(b"GET / HTTP/1.1\r\nHost: a\r\nX: \t\r\nY:\r\n\r\n").unwrap();
+    assert_eq!(r.header("x"), Some(&b""[..]));
+    assert_eq!(r.header("y"), Some(&b""[..]));
+    let r = parse(b"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9 \xff\r\n\r\n").unwrap();
+    assert_eq!(r.header("x"), Some(&b"caf\xc3\xa9 \xff"[..]));
+}
+
+#[test]
+fn invalid_header_names_ignored_or_refused() {
+    let req =
+        b"GET / HTTP/1.1\r\nHost: a\r\nX.Dot: 1\r\nX@At: 2\r\nX\xffHigh: 3\r\nOk-1: 4\r\n\r\n";
+    let r = parse(req).unwrap();
+    assert_eq!(
+        r.headers().map(|(n, _)| n).collect::<Vec<_>>(),
+        ["Host", "Ok-1"]
+    );
+    let strict = Limits {
+        ignore_invalid_headers: false,
+        ..Limits::default()
+    };
+    // With ignore_invalid_headers off nginx passes token names on and we do too; names that
+    // are not even tokens are refused.
+    let r = parse_with(b"GET / HTTP/1.1\r\nHost: a\r\nX.Dot: 1\r\n\r\n", &strict).unwrap();
+    assert_eq!(r.header("x.dot"), Some(&b"1"[..]));
+    assert_eq!(
+        status_with(b"GET / HTTP/1.1\r\nHost: a\r\nX@At: 1\r\n\r\n", &strict),
+        400
+    );
+    assert_eq!(
+        status_with(b"GET / HTTP/1.1\r\nHost: a\r\nX\xffH: 1\r\n\r\n", &strict),
+        400
+    );
+}
+
+#[test]
+fn underscores_in_headers() {
+    let req = b"GET / HTTP/1.1\r\nHost: a\r\nX_Forwarded: 1\r\n\r\n";
+    assert_eq!(parse(req).unwrap().header("x_forwarded"), None);
+    let on = Limits {
+        underscores_in_headers: true,
+        ..Limits::default()
+    };
+    assert_eq!(
+        parse_with(req, &on).unwrap().header("x_forwarded"),
+        Some(&b"1"[..])
+    );
+    let strict = Limits {
+        ignore_invalid_headers: false,
+        ..Limits::default()
+    };
+    assert_eq!(
+        parse_with(req, &strict).unwrap().header("x_forwarded"),
+        Some(&b"1"[..])
+    );
+    // A smuggled Content_Length is ignored, never taken for Content-Length.
+    let r = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent_Length: 5\r\n\r\n").unwrap();
+    assert_eq!(r.body(), BodyKind::Empty);
+}
+
+#[test]
+fn host_rules() {
+    assert_eq!(status(b"GET / HTTP/1.1\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost:\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a..b\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.0\r\nHost: ..\r\n\r\n"), 400);
+    let r = parse(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(r.host(), None);
+    let r = parse(b"GET / HTTP/1.1\r\nHost: WWW.Example.org.:443\r\n\r\n").unwrap();
+    assert_eq!(r.host().unwrap().as_ref(), b"www.example.org");
+}
+
+#[test]
+fn absolute_form_target() {
+    let r = parse(b"GET http://Other.Example:81/a/../b?q HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.host().unwrap().as_ref(), b"other.example");
+    assert_eq!(r.path().as_ref(), b"/b");
+    assert_eq!(r.query(), Some(&b"q"[..]));
+    let r = parse(b"GET http://h HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.path().as_ref(), b"/");
+    // Host is still required on 1.1, as nginx.
+    assert_eq!(status(b"GET http://h/ HTTP/1.1\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://u@h/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://h:x/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET * HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET a/b HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    let r = parse(b"GET http://[::1]:8080/x HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.host().unwrap().as_ref(), b"[::1]");
+}
+
+#[test]
+fn keep_alive_matrix() {
+    let ka = |req: &[u8]| parse(req).unwrap().keep_alive();
+    assert!(ka(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+    assert!(!ka(
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(!ka(
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive, Close\r\n\r\n"
+    ));
+    assert!(ka(
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n\r\n"
+    ));
+    assert!(ka(
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n"
+    ));
+    assert!(!ka(b"GET / HTTP/1.0\r\n\r\n"));
+    assert!(ka(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    assert!(ka(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
+    assert!(!ka(b"GET / HTTP/1.0\r\nConnection: close\r\n\r\n"));
+    assert!(!ka(
+        b"GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n"
+    ));
+}
+
+#[test]
+fn expect_continue() {
+    let e = |req: &[u8]| parse(req).unwrap().expect_continue();
+    assert!(e(
+        b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n"
+    ));
+    assert!(!e(
+        b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n"
+    ));
+    assert!(!e(b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n"));
+}
+
+#[test]
+fn path_normalization_in_requests() {
+    let p = |req: &[u8]| {
+        parse(req)
+            .map(|r| r.path().to_vec())
+            .map_err(|e| e.status())
+    };
+    assert_eq!(p(b"GET /a/./b/../c HTTP/1.0\r\n\r\n"), Ok(b"/a/c".to_vec()));
+    assert_eq!(p(b"GET /%2e%2e/x HTTP/1.0\r\n\r\n"), Err(400));
+    assert_eq!(p(b"GET /../x HTTP/1.0\r\n\r\n"), Err(400));
+    assert_eq!(p(b"GET /a%00b HTTP/1.0\r\n\r\n"), Err(400));
+    assert_eq!(p(b"GET /a%zz HTTP/1.0\r\n\r\n"), Err(400));
+    assert_eq!(p(b"GET //a//b HTTP/1.0\r\n\r\n"), Ok(b"/a/b".to_vec()));
+    assert_eq!(p(b"GET /a?x=/../.. HTTP/1.0\r\n\r\n"), Ok(b"/a".to_vec()));
+    let off = Limits {
+        merge_slashes: false,
+        ..Limits::default()
+    };
+    let r = parse_with(b"GET //a//b HTTP/1.0\r\n\r\n", &off).unwrap();
+    assert_eq!(r.path().as_ref(), b"//a//b");
+}
+
+#[test]
+fn body_framing_and_smuggling() {
+    let body = |req: &[u8]| parse(req).map(|r| r.body()).map_err(|e| e.status());
+    assert_eq!(
+        body(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 42\r\n\r\n"),
+        Ok(BodyKind::Length(42))
+    );
+    assert_eq!(
+        body(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"),
+        Ok(BodyKind::Empty)
+    );
+    assert_eq!(
+        body(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n"),
+        Ok(BodyKind::Chunked)
+    );
+    for bad in [
+        &b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length : 5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n Content-Length: 5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\n",
+    ] {
+        assert_eq!(body(bad), Err(400), "{}", String::from_utf8_lossy(bad));
+    }
+    assert_eq!(
+        body(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775807\r\n\r\n"),
+        Ok(BodyKind::Length(i64::MAX as u64))
+    );
+    for te in [
+        "gzip",
+        "gzip, chunked",
+        "chunked, gzip",
+        "identity",
+        "chunked;x",
+        "",
+    ] {
+        let req = format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n");
+        assert_eq!(body(req.as_bytes()), Err(501), "{te}");
+    }
+}
+
+#[test]
+fn max_body_size_from_content_length() {
+    let r = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2000000\r\n\r\n").unwrap();
+    let e = r.body().check_max_size(1 << 20).unwrap_err();
+    assert_eq!(e.status(), 413);
+    assert!(r.body().check_max_size(0).is_ok());
+    assert!(crate::BodyDecoder::new(r.body(), 1 << 20).is_err());
+}
+
+#[test]
+fn pipelining_and_partial() {
+    let reqs = b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\nPOST /2 HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET /3 HTTP/1.1\r\nHost: a\r\n\r\nGET /4 HT";
+    let mut buf = BytesMut::from(&reqs[..]);
+    let mut p = HeadParser::default();
+    let r1 = p.parse(&mut buf).unwrap().unwrap();
+    assert_eq!(r1.path().as_ref(), b"/1");
+    assert_eq!(r1.head_len(), 28);
+    let r2 = p.parse(&mut buf).unwrap().unwrap();
+    assert_eq!(r2.path().as_ref(), b"/2");
+    assert!(buf.starts_with(b"abc"));
+    let mut dec = crate::BodyDecoder::new(r2.body(), 0).unwrap();
+    assert_eq!(
+        dec.decode_buf(&mut buf).unwrap(),
+        crate::BodyChunk::Data(bytes::Bytes::from_static(b"abc"))
+    );
+    assert!(dec.is_done());
+    let r3 = p.parse(&mut buf).unwrap().unwrap();
+    assert_eq!(r3.path().as_ref(), b"/3");
+    assert!(p.parse(&mut buf).unwrap().is_none());
+    buf.extend_from_slice(b"TP/1.1\r\nHost: a\r\n\r\n");
+    let r4 = p.parse(&mut buf).unwrap().unwrap();
+    assert_eq!(r4.path().as_ref(), b"/4");
+    assert!(buf.is_empty());
+}
+
+#[test]
+fn byte_by_byte_equals_all_at_once() {
+    let req = b"POST /a%20b/../c?x HTTP/1.1\r\nHost: h\r\nX_Y: 1\r\nContent-Length: 4\r\n\r\nbody";
+    let whole = parse(req).unwrap();
+    let mut p = HeadParser::default();
+    let mut buf = BytesMut::new();
+    let mut got = None;
+    for &b in req.iter() {
+        buf.extend_from_slice(&[b]);
+        if let Some(r) = p.parse(&mut buf).unwrap() {
+            got = Some(r);
+            break;
+        }
+    }
+    let got = got.unwrap();
+    assert_eq!(summary(&got), summary(&whole));
+    assert_eq!(got.body(), BodyKind::Length(4));
+    assert_eq!(got.head_len(), req.len() - 4);
+}
+
+#[test]
+fn many_headers_take_the_heap_road() {
+    let mut req = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+    for i in 0..100 {
+        req.extend_from_slice(format!("X-{i}: {i}\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"\r\n");
+    assert_eq!(parse(&req).unwrap().header_count(), 101);
+}
+
+#[test]
+fn fast_road_agrees_with_careful_road() {
+    let l = Limits::default();
+    let head = b"GET /x HTTP/1.1\r\nHost: a\r\nX.Y: 1\r\nA: b\r\n\r\n";
+    let fast = parse_fast(head, 3, &l).expect("httparse takes it");
+    let careful = parse_careful(head, &l).unwrap();
+    assert_eq!(fast, careful);
+}
