@@ -1,4 +1,514 @@
-//! placeholder
+//! One HTTP/1.x connection on a worker: read a head, find the server and location, answer,
+//! repeat while keep-alive allows.
+//!
+//! Runs on the worker; never blocks. Pipelined requests are answered in order, and their
+//! answers are gathered into one write while more complete requests wait in the read buffer, so
+//! a deep pipeline costs one `write` per batch, not per request. An idle keep-alive connection
+//! waits on three things at once: the client, `keepalive_timeout`, and a graceful stop (which
+//! closes it at once). A busy connection under a graceful stop answers its current request with
+//! `Connection: close`.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-pub async fn serve(_fd: OwnedFd, _key: crate::listen::SocketKey, _g: Arc<crate::cycle::Generation>, _n: u64, _guard: crate::worker::ConnGuard) {}
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use shoal_http::{
+    BodyChunk, BodyKind, BodyLength, ChunkedDecoder, Connection, DateCache, HeadParser,
+    LengthDecoder, Limits, Request, ResponseHead,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+use super::static_files::{self, Body, Reply};
+use super::{LocConf, ServerConf, ServerTokens};
+use crate::cycle::Generation;
+use crate::listen::{ListenAddr, SocketKey};
+use crate::log::Level;
+use crate::worker::ConnGuard;
+
+/// Read buffer size per read call.
+const READ_CHUNK: usize = 16 * 1024;
+/// Gather pipelined answers up to this many bytes before writing.
+const MAX_GATHER: usize = 64 * 1024;
+
+thread_local! {
+    static DATE: RefCell<DateCache> = RefCell::new(DateCache::new());
+}
+
+/// A client socket: TCP or unix.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read_buf(buf).await,
+            Stream::Unix(s) => s.read_buf(buf).await,
+        }
+    }
+
+    async fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(data).await,
+            Stream::Unix(s) => s.write_all(data).await,
+        }
+    }
+
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Waits until the socket can take more bytes (for sendfile's EAGAIN).
+    pub async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.writable().await,
+            Stream::Unix(s) => s.writable().await,
+        }
+    }
+
+    /// Runs a nonblocking write syscall, waiting for writability on EAGAIN.
+    pub async fn try_io_write<R>(&self, f: impl FnMut() -> std::io::Result<R>) -> std::io::Result<R> {
+        match self {
+            Stream::Tcp(s) => s.async_io(tokio::io::Interest::WRITABLE, f).await,
+            Stream::Unix(s) => s.async_io(tokio::io::Interest::WRITABLE, f).await,
+        }
+    }
+}
+
+/// What the connection knows about itself, for variables and log lines.
+pub struct ConnInfo {
+    pub number: u64,
+    pub peer: Option<SocketAddr>,
+    pub local: Option<SocketAddr>,
+    pub socket: ListenAddr,
+}
+
+impl ConnInfo {
+    /// `client: 127.0.0.1` as nginx's log lines say it (`unix:` for unix sockets).
+    pub fn client(&self) -> String {
+        match self.peer {
+            Some(p) => p.ip().to_string(),
+            None => "unix:".to_string(),
+        }
+    }
+}
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(fd: OwnedFd, key: SocketKey, generation: Arc<Generation>, number: u64, guard: ConnGuard) {
+    let (stream, info) = match make_stream(fd, &key) {
+        Ok(x) => x,
+        Err(e) => {
+            crate::error_log!(Level::Alert, "cannot use an accepted socket: {e}");
+            return;
+        }
+    };
+    let mut conn = Conn {
+        stream,
+        info: ConnInfo { number, ..info },
+        buf: BytesMut::with_capacity(READ_CHUNK),
+        out: BytesMut::new(),
+        generation,
+        guard,
+        requests: 0,
+    };
+    if let Err(e) = conn.run().await {
+        crate::conn_log!(Level::Info, number, "{e}");
+    }
+}
+
+fn make_stream(fd: OwnedFd, key: &SocketKey) -> std::io::Result<(Stream, ConnInfo)> {
+    match key.addr {
+        ListenAddr::Unix(_) => {
+            let s = std::os::unix::net::UnixStream::from(fd);
+            let s = UnixStream::from_std(s)?;
+            Ok((
+                Stream::Unix(s),
+                ConnInfo {
+                    number: 0,
+                    peer: None,
+                    local: None,
+                    socket: key.addr.clone(),
+                },
+            ))
+        }
+        ListenAddr::Inet(_) => {
+            let s = std::net::TcpStream::from(fd);
+            let s = TcpStream::from_std(s)?;
+            let info = ConnInfo {
+                number: 0,
+                peer: s.peer_addr().ok(),
+                local: s.local_addr().ok(),
+                socket: key.addr.clone(),
+            };
+            Ok((Stream::Tcp(s), info))
+        }
+    }
+}
+
+struct Conn {
+    stream: Stream,
+    info: ConnInfo,
+    buf: BytesMut,
+    /// Answers gathered for one write.
+    out: BytesMut,
+    generation: Arc<Generation>,
+    guard: ConnGuard,
+    requests: u64,
+}
+
+/// Why reading a head stopped without a request.
+enum ReadEnd {
+    /// The client closed, or a graceful stop closed an idle connection: close quietly.
+    Closed,
+    /// `client_header_timeout` ran out mid-head.
+    HeaderTimeout,
+    /// `keepalive_timeout` ran out while idle.
+    Idle,
+}
+
+impl Conn {
+    async fn run(&mut self) -> std::io::Result<()> {
+        
+        loop {
+            // Between requests, move to the newest configuration if this socket is still in it.
+            if self.requests > 0 {
+                let current = self.guard.0.current.borrow().clone();
+                if current.id != self.generation.id {
+                    if current.sockets.iter().any(|s| s.key.addr == self.info.socket) {
+                        self.generation = current;
+                    } else {
+                        self.flush().await?;
+                        return Ok(());
+                    }
+                }
+            }
+            let gen = self.generation.clone();
+            let Some(route) = gen.servers_for(&self.info.socket, self.info.local) else {
+                return Ok(());
+            };
+            let default_srv = gen.find_server(route, None);
+            let mut parser = HeadParser::new(limits_for(default_srv));
+            let req = match self.read_head(&mut parser, default_srv).await? {
+                Ok(r) => r,
+                Err(ReadEnd::Closed) | Err(ReadEnd::Idle) => {
+                    self.flush().await?;
+                    return Ok(());
+                }
+                Err(ReadEnd::HeaderTimeout) => {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client timed out (110: Connection timed out) while reading client request headers, client: {}, server: {}",
+                        self.info.client(),
+                        default_srv.name()
+                    );
+                    self.error_and_close(408, &default_srv.loc).await?;
+                    return Ok(());
+                }
+            };
+            let req = match req {
+                Ok(r) => r,
+                Err(e) => {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "{}, client: {}, server: {}",
+                        e,
+                        self.info.client(),
+                        default_srv.name()
+                    );
+                    self.error_and_close(e.code(), &default_srv.loc).await?;
+                    return Ok(());
+                }
+            };
+            self.requests += 1;
+            let host = req.host().map(|h| String::from_utf8_lossy(h).into_owned());
+            let srv = gen.find_server(route, host.as_deref());
+            let keep = self.handle(&req, srv, host.as_deref()).await?;
+            if !keep {
+                self.flush().await?;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads until a complete head is in the buffer. The outer error is I/O; the inner is
+    /// why there is no request.
+    #[allow(clippy::type_complexity)]
+    async fn read_head(
+        &mut self,
+        parser: &mut HeadParser,
+        srv: &ServerConf,
+    ) -> std::io::Result<Result<Result<Request, shoal_http::Error>, ReadEnd>> {
+        let worker = self.guard.0.clone();
+        let header_timeout = srv.srv.client_header_timeout();
+        let (keepalive, _) = srv.loc.keepalive_timeout();
+        let mut header_deadline: Option<Instant> = None;
+        loop {
+            if !self.buf.is_empty() {
+                match parser.parse(&mut self.buf) {
+                    Ok(Some(req)) => return Ok(Ok(Ok(req))),
+                    Ok(None) => {}
+                    Err(e) => return Ok(Ok(Err(e))),
+                }
+            }
+            // Nothing more to parse: the gathered answers go out before we wait.
+            self.flush().await?;
+            let idle = self.buf.is_empty() && self.requests > 0;
+            if idle && worker.stopping.get() {
+                return Ok(Err(ReadEnd::Closed));
+            }
+            let deadline = if idle {
+                Instant::now() + keepalive
+            } else {
+                *header_deadline.get_or_insert_with(|| Instant::now() + header_timeout)
+            };
+            if self.buf.capacity() - self.buf.len() < 1024 {
+                self.buf.reserve(READ_CHUNK);
+            }
+            let stop = worker.stop_notify.notified();
+            let n = tokio::select! {
+                r = self.stream.read_buf(&mut self.buf) => r?,
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
+                }
+                _ = stop, if idle => return Ok(Err(ReadEnd::Closed)),
+            };
+            if n == 0 {
+                if !self.buf.is_empty() {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client prematurely closed connection while reading client request headers, client: {}",
+                        self.info.client()
+                    );
+                }
+                return Ok(Err(ReadEnd::Closed));
+            }
+            if idle {
+                header_deadline = Some(Instant::now() + header_timeout);
+            }
+        }
+    }
+
+    /// Answers one request. Returns whether the connection stays open.
+    async fn handle(&mut self, req: &Request, srv: &ServerConf, host: Option<&str>) -> std::io::Result<bool> {
+        let path = String::from_utf8_lossy(req.path()).into_owned();
+        let lc: &LocConf = match super::location::find(&srv.locations, &path) {
+            Some(l) => &l.loc,
+            None => &srv.loc,
+        };
+        let body_kind = req.body();
+        // Static content never reads a request body; it is discarded so the next request on
+        // the connection starts where it should.
+        if body_kind != BodyKind::Empty {
+            if req.expect_continue() {
+                // Nothing will read the body; nginx answers without 100 Continue and discards.
+            }
+            if !self.discard_body(body_kind).await? {
+                return Ok(false);
+            }
+        }
+        let reply = static_files::handle(req, srv, lc, &path, host, &self.info);
+        let mut keep = req.keep_alive()
+            && !lc.keepalive_timeout().0.is_zero()
+            && self.requests < lc.keepalive_requests()
+            && !self.guard.0.stopping.get();
+        if matches!(reply.status, 400 | 413 | 414 | 494 | 500 | 501) {
+            keep = false;
+        }
+        self.send(req, reply, lc, keep).await?;
+        Ok(keep)
+    }
+
+    /// Reads and drops a request body. Returns false when the connection must close.
+    async fn discard_body(&mut self, kind: BodyKind) -> std::io::Result<bool> {
+        enum D {
+            Len(LengthDecoder),
+            Chunked(ChunkedDecoder),
+        }
+        let mut d = match kind {
+            BodyKind::Empty => return Ok(true),
+            BodyKind::Length(n) => D::Len(LengthDecoder::new(n)),
+            BodyKind::Chunked => D::Chunked(ChunkedDecoder::new()),
+        };
+        loop {
+            let step = match &mut d {
+                D::Len(l) => Ok(l.decode_buf(&mut self.buf)),
+                D::Chunked(c) => c.decode_buf(&mut self.buf),
+            };
+            match step {
+                Ok(BodyChunk::Done) => return Ok(true),
+                Ok(BodyChunk::Data(_)) => continue,
+                Ok(BodyChunk::NeedMore) => {}
+                Err(_) => return Ok(false),
+            }
+            self.buf.reserve(READ_CHUNK);
+            let read = tokio::time::timeout(Duration::from_secs(60), self.stream.read_buf(&mut self.buf)).await;
+            match read {
+                Ok(Ok(0)) | Err(_) => return Ok(false),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(e),
+            }
+        }
+    }
+
+    async fn error_and_close(&mut self, code: u16, lc: &LocConf) -> std::io::Result<()> {
+        let reply = static_files::error_reply(code, lc);
+        self.write_reply_head_and_body(None, reply, lc, false).await?;
+        self.flush().await
+    }
+
+    async fn send(&mut self, req: &Request, reply: Reply, lc: &LocConf, keep: bool) -> std::io::Result<()> {
+        self.write_reply_head_and_body(Some(req), reply, lc, keep).await
+    }
+
+    async fn write_reply_head_and_body(
+        &mut self,
+        req: Option<&Request>,
+        reply: Reply,
+        lc: &LocConf,
+        keep: bool,
+    ) -> std::io::Result<()> {
+        let head_only = req.is_some_and(|r| r.method() == "HEAD");
+        let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
+        let date = DATE.with(|d| *d.borrow_mut().now());
+        let length = reply.body.len();
+        let mut extra: Vec<(&str, &[u8])> = Vec::with_capacity(reply.headers.len());
+        for (n, v) in &reply.headers {
+            extra.push((n, v.as_bytes()));
+        }
+        let last_modified = reply.last_modified;
+        let head = ResponseHead {
+            status: reply.status,
+            reason: None,
+            server: Some(tokens(lc.server_tokens())),
+            date: Some(&date),
+            content_type: reply.content_type.as_deref().map(str::as_bytes),
+            length: match length {
+                Some(n) => BodyLength::Length(n),
+                None => BodyLength::Unknown,
+            },
+            last_modified: last_modified.as_ref(),
+            location: reply.location.as_deref().map(str::as_bytes),
+            connection: if keep {
+                Connection::KeepAlive
+            } else {
+                Connection::Close
+            },
+            keep_alive_timeout: if keep { lc.keepalive_timeout().1.map(|d| d.as_secs()) } else { None },
+            headers: &extra,
+        };
+        let _ = http10;
+        head.write_to(&mut self.out);
+        if head_only {
+            return self.maybe_flush().await;
+        }
+        match reply.body {
+            Body::Empty => {}
+            Body::Bytes(b) => self.out.extend_from_slice(&b),
+            Body::Static(s) => self.out.extend_from_slice(s),
+            Body::File { file, offset, len } => {
+                if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
+                    // Small bodies go out with the head in one write; without sendfile, large
+                    // ones are read in pieces.
+                    let mut off = offset;
+                    let end = offset + len;
+                    while off < end {
+                        let want = ((end - off) as usize).min(MAX_GATHER);
+                        let start = self.out.len();
+                        self.out.resize(start + want, 0);
+                        let n = read_at(&file, &mut self.out[start..], off)?;
+                        self.out.truncate(start + n);
+                        if n == 0 {
+                            // The file shrank under us: the length we promised cannot be kept.
+                            return Err(std::io::Error::other("file shrank while being sent"));
+                        }
+                        off += n as u64;
+                        if self.out.len() >= MAX_GATHER {
+                            self.flush().await?;
+                        }
+                    }
+                } else {
+                    self.flush().await?;
+                    self.sendfile(&file, offset, len).await?;
+                }
+            }
+        }
+        self.maybe_flush().await
+    }
+
+    async fn sendfile(&mut self, file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let in_fd = file.as_raw_fd();
+        let out_fd = self.stream.raw_fd();
+        let mut off = offset as libc::off_t;
+        let end = offset + len;
+        while (off as u64) < end {
+            let count = ((end - off as u64) as usize).min(1 << 30);
+            let n = self
+                .stream
+                .try_io_write(|| {
+                    // SAFETY: both fds are open for the duration of the call; off is a valid
+                    // pointer to an off_t.
+                    let n = unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) };
+                    if n < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
+                    }
+                })
+                .await?;
+            if n == 0 {
+                return Err(std::io::Error::other("file shrank while being sent"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the gathered answers unless more pipelined requests are already buffered and the
+    /// batch is still small.
+    async fn maybe_flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() || self.out.len() >= MAX_GATHER {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.out.is_empty() {
+            let out = std::mem::take(&mut self.out);
+            self.stream.write_all(&out).await?;
+            let mut out = out;
+            out.clear();
+            self.out = out;
+        }
+        Ok(())
+    }
+}
+
+fn read_at(file: &std::fs::File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    file.read_at(buf, off)
+}
+
+fn tokens(t: ServerTokens) -> shoal_http::ServerTokens {
+    match t {
+        ServerTokens::On => shoal_http::ServerTokens::On,
+        ServerTokens::Off => shoal_http::ServerTokens::Off,
+        ServerTokens::Build => shoal_http::ServerTokens::Build,
+    }
+}
+
+fn limits_for(_srv: &ServerConf) -> Limits {
+    Limits::default()
+}
