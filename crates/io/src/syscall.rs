@@ -1,0 +1,534 @@
+//! Thin, typed wrappers over the Linux system calls shoal's file path needs: `sendfile`, `pread`,
+//! `preadv2(RWF_NOWAIT)`, `cachestat`, `posix_fadvise`, `fstat`/`fstatfs`, TCP_CORK/TCP_NODELAY and
+//! an `O_DIRECT` open.
+//!
+//! This is the only module of the crate with `unsafe`; every block says why it holds. The wrappers
+//! neither decide nor retry policy (that is `residency` and `file`): they retry `EINTR`, turn the
+//! answers callers branch on into enum variants and every other failure into an `io::Error`.
+//! Whether a call may block is the caller's business: `pread` and `sendfile` from a file that is
+//! not in the page cache wait for the disk and belong on a pool thread; `preadv2(RWF_NOWAIT)`
+//! and `cachestat` never wait and are meant for the worker.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// `cachestat(2)`'s syscall number. It is 451 on every architecture that has it (the number was
+/// allocated after the syscall tables were unified), and libc does not export it for all targets.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// `statfs.f_type` of tmpfs (and of `/dev/shm`).
+pub const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// `statfs.f_type` of ramfs.
+pub const RAMFS_MAGIC: i64 = 0x8584_58f6;
+/// `statfs.f_type` of FUSE mounts.
+pub const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// Runs a syscall wrapper until it stops failing with `EINTR`.
+fn retry_eintr(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let ret = call();
+        if ret >= 0 {
+            return Ok(ret as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// Converts a file offset for the kernel, refusing offsets that do not fit `off_t`.
+fn to_off(offset: u64) -> io::Result<libc::off_t> {
+    libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset out of range"))
+}
+
+/// The size of a page of the page cache, in bytes.
+pub fn page_size() -> u64 {
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf takes no pointers and has no preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if size > 0 {
+            size as u64
+        } else {
+            4096
+        }
+    })
+}
+
+/// `sendfile(out_fd, in_fd, &offset, count)`: copies up to `count` bytes of `in_fd` starting at
+/// `offset` to `out_fd` (a socket) without the file position of `in_fd` moving. Returns the
+/// number of bytes sent; a nonblocking socket that is full gives `ErrorKind::WouldBlock`, and
+/// 0 means `offset` is at or past the end of the file.
+pub fn sendfile(
+    out_fd: BorrowedFd<'_>,
+    in_fd: BorrowedFd<'_>,
+    offset: u64,
+    count: usize,
+) -> io::Result<usize> {
+    let mut off = to_off(offset)?;
+    retry_eintr(|| {
+        // SAFETY: both fds are borrowed, hence open for the duration of the call; `off` is a live
+        // local the kernel writes the new offset to and nothing else aliases it.
+        unsafe { libc::sendfile(out_fd.as_raw_fd(), in_fd.as_raw_fd(), &mut off, count) }
+    })
+}
+
+/// `pread(fd, buf, offset)`: reads at `offset` without moving the file position; may block on
+/// the disk. Returns the number of bytes read (short only at the end of the file, or for
+/// special files).
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = to_off(offset)?;
+    retry_eintr(|| {
+        // SAFETY: `buf` is a valid, exclusively borrowed region of `buf.len()` bytes for the whole
+        // call, and the fd is borrowed, hence open.
+        unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) }
+    })
+}
+
+/// Reads `buf.len()` bytes at `offset` unless the end of the file comes first, looping over
+/// short reads. Returns the number of bytes read. May block.
+pub fn pread_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match pread(fd, &mut buf[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(done)
+}
+
+/// What `preadv2(..., RWF_NOWAIT)` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NowaitRead {
+    /// The whole buffer was filled from the page cache.
+    Full,
+    /// Fewer bytes than asked (possibly 0): either only this prefix is in the page cache, or the
+    /// file ends here. The kernel answers `EAGAIN`, not 0, when nothing is cached, so `Short(0)`
+    /// with a non-empty buffer is the end of the file.
+    Short(usize),
+    /// `EAGAIN`: the first page is not in the page cache; reading it would wait for the disk.
+    WouldBlock,
+    /// `EOPNOTSUPP`: this file's filesystem refuses `RWF_NOWAIT` (tmpfs, FUSE, ...).
+    Unsupported,
+}
+
+/// `preadv2(fd, [buf], offset, RWF_NOWAIT)`: reads only what is already in the page cache, never
+/// waiting for the disk. Cheap enough (≈ a plain `pread` on a hot page) to try on the worker.
+pub fn preadv2_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<NowaitRead> {
+    let off = to_off(offset)?;
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let res = retry_eintr(|| {
+        // SAFETY: `iov` describes `buf`, valid and exclusively borrowed for the call; the kernel
+        // reads exactly one iovec from the pointer; the fd is borrowed, hence open.
+        unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) }
+    });
+    match res {
+        Ok(n) if n == buf.len() => Ok(NowaitRead::Full),
+        Ok(n) => Ok(NowaitRead::Short(n)),
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(NowaitRead::WouldBlock),
+        Err(e) if is_unsupported(&e) => Ok(NowaitRead::Unsupported),
+        Err(e) => Err(e),
+    }
+}
+
+/// True for the errors that mean "this kernel or filesystem does not do that": ENOSYS,
+/// EOPNOTSUPP (= ENOTSUP on Linux).
+pub fn is_unsupported(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
+    )
+}
+
+/// `struct cachestat` from `<linux/mman.h>`: page counts of a file range.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStat {
+    /// Pages of the range in the page cache (dirty and under writeback included).
+    pub nr_cache: u64,
+    /// Cached pages that are dirty.
+    pub nr_dirty: u64,
+    /// Cached pages under writeback.
+    pub nr_writeback: u64,
+    /// Pages of the range that were evicted from the cache.
+    pub nr_evicted: u64,
+    /// Evicted pages that would still be in the cache with a bigger working set.
+    pub nr_recently_evicted: u64,
+}
+
+/// `struct cachestat_range` from `<linux/mman.h>`.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// What `cachestat(2)` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cachestat {
+    /// The counts for the range.
+    Stat(CacheStat),
+    /// `ENOSYS` (kernel older than 6.5) or `EOPNOTSUPP` (e.g. hugetlbfs): ask `preadv2` instead.
+    Unsupported,
+}
+
+/// `cachestat(fd, {off, len}, &stat, 0)`: how many pages of `[off, off + len)` are in the page
+/// cache, without touching them. `len == 0` means "to the end of the file". Pages past the end
+/// of the file are not counted. Never blocks.
+pub fn cachestat(fd: BorrowedFd<'_>, off: u64, len: u64) -> io::Result<Cachestat> {
+    let range = CachestatRange { off, len };
+    let mut stat = CacheStat::default();
+    let res = retry_eintr(|| {
+        // SAFETY: `range` and `stat` are live locals with the kernel's `#[repr(C)]` layouts
+        // (two and five u64s); the kernel reads the first and writes the second only during the
+        // call; the fd is borrowed, hence open; flags must be 0.
+        let ret = unsafe {
+            libc::syscall(
+                SYS_CACHESTAT,
+                fd.as_raw_fd() as libc::c_uint,
+                &range as *const CachestatRange,
+                &mut stat as *mut CacheStat,
+                0 as libc::c_uint,
+            )
+        };
+        ret as isize
+    });
+    match res {
+        Ok(_) => Ok(Cachestat::Stat(stat)),
+        Err(e) if is_unsupported(&e) => Ok(Cachestat::Unsupported),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether this kernel has `cachestat(2)` (Linux ≥ 6.5), asked once per process with a call on
+/// an invalid fd: `ENOSYS` means no, `EBADF` means yes.
+pub fn cachestat_in_kernel() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        let range = CachestatRange { off: 0, len: 1 };
+        let mut stat = CacheStat::default();
+        // SAFETY: as in `cachestat`; fd -1 is never valid, so the kernel only validates it.
+        let ret = unsafe {
+            libc::syscall(
+                SYS_CACHESTAT,
+                -1 as libc::c_int as libc::c_uint,
+                &range as *const CachestatRange,
+                &mut stat as *mut CacheStat,
+                0 as libc::c_uint,
+            )
+        };
+        !(ret < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+    })
+}
+
+/// Advice for [`fadvise`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// `POSIX_FADV_DONTNEED`: drop the range's clean pages from the page cache (tests use it to
+    /// make a file cold).
+    DontNeed,
+    /// `POSIX_FADV_SEQUENTIAL`: the file will be read front to back; read ahead more.
+    Sequential,
+    /// `POSIX_FADV_WILLNEED`: start reading the range into the page cache now.
+    WillNeed,
+    /// `POSIX_FADV_RANDOM`: no readahead on this open file (tests use it to cache exact ranges).
+    Random,
+}
+
+/// `posix_fadvise(fd, off, len, advice)`; `len == 0` means to the end of the file.
+pub fn fadvise(fd: BorrowedFd<'_>, off: u64, len: u64, advice: Advice) -> io::Result<()> {
+    let advice = match advice {
+        Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
+        Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+        Advice::WillNeed => libc::POSIX_FADV_WILLNEED,
+        Advice::Random => libc::POSIX_FADV_RANDOM,
+    };
+    let (off, len) = (to_off(off)?, to_off(len)?);
+    // SAFETY: no pointers are passed; the fd is borrowed, hence open.
+    let ret = unsafe { libc::posix_fadvise(fd.as_raw_fd(), off, len, advice) };
+    // posix_fadvise returns the error number instead of setting errno.
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
+/// The fields of `fstat` this crate uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// `st_dev`: the filesystem.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// `st_size` in bytes.
+    pub size: u64,
+    /// `st_mtime` seconds.
+    pub mtime: i64,
+    /// `st_mtime` nanoseconds.
+    pub mtime_nsec: i64,
+    /// A directory.
+    pub is_dir: bool,
+    /// A regular file.
+    pub is_file: bool,
+}
+
+/// `fstat(fd)`.
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` points to writable storage of the size of `struct stat`; the fd is borrowed.
+    let ret = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat returned 0, so the kernel filled the whole struct.
+    let st = unsafe { st.assume_init() };
+    let kind = st.st_mode & libc::S_IFMT;
+    Ok(Stat {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        size: st.st_size.max(0) as u64,
+        mtime: st.st_mtime,
+        mtime_nsec: st.st_mtime_nsec,
+        is_dir: kind == libc::S_IFDIR,
+        is_file: kind == libc::S_IFREG,
+    })
+}
+
+/// `fstatfs(fd).f_type`: the filesystem's magic number (compare with [`TMPFS_MAGIC`], ...).
+pub fn fs_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
+    let mut sfs = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `sfs` points to writable storage of the size of `struct statfs`; fd is borrowed.
+    let ret = unsafe { libc::fstatfs(fd.as_raw_fd(), sfs.as_mut_ptr()) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstatfs returned 0, so the kernel filled the whole struct.
+    let sfs = unsafe { sfs.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
+    Ok(sfs.f_type as i64)
+}
+
+/// Sets an integer socket option.
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is a live c_int and its exact size is passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads an integer socket option.
+fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live locals; `len` holds the size of `value`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if ret == 0 {
+        Ok(value)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// TCP_CORK on (hold partial frames: header + sendfile body leave in full packets) or off (flush).
+pub fn set_tcp_cork(sock: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    setsockopt_int(
+        sock.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_CORK,
+        on as libc::c_int,
+    )
+}
+
+/// Whether TCP_CORK is on.
+pub fn tcp_cork(sock: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(getsockopt_int(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CORK)? != 0)
+}
+
+/// TCP_NODELAY on or off.
+pub fn set_tcp_nodelay(sock: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    setsockopt_int(
+        sock.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_NODELAY,
+        on as libc::c_int,
+    )
+}
+
+/// Whether TCP_NODELAY is on.
+pub fn tcp_nodelay(sock: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(getsockopt_int(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+}
+
+/// Whether `sock` has room to write right now: `poll(POLLOUT)` with a zero timeout.
+///
+/// A worker whose socket filled up in a pool thread's `sendfile` must not trust its event loop's
+/// cached readiness (the loop did not see the `EAGAIN`); with tokio:
+/// `loop { s.writable().await?; if s.try_io(Interest::WRITABLE, || if writable_now(fd)? { Ok(()) }
+/// else { Err(ErrorKind::WouldBlock.into()) }).is_ok() { break } }`: readiness is cleared only
+/// when the kernel says "full", so no edge is lost.
+pub fn writable_now(sock: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    retry_eintr(|| {
+        // SAFETY: `pfd` is one live pollfd and we pass a count of 1; timeout 0 never waits.
+        unsafe { libc::poll(&mut pfd, 1, 0) as isize }
+    })?;
+    Ok(pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0)
+}
+
+/// Opens `path` read-only with `O_DIRECT` (nginx's `directio`): reads bypass the page cache and
+/// must use buffers, offsets and lengths aligned to the device's logical block size. Some
+/// filesystems (tmpfs) refuse it with `EINVAL`.
+pub fn open_direct(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    fn temp_on_disk(data: &[u8]) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new_in("/var/tmp").expect("temp file in /var/tmp");
+        f.write_all(data).expect("write temp file");
+        f.flush().expect("flush");
+        f
+    }
+
+    #[test]
+    fn pread_and_nowait_read_a_hot_file() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let f = temp_on_disk(&data);
+        let fd = f.as_file().as_fd();
+        let mut buf = vec![0; 100];
+        assert_eq!(pread(fd, &mut buf, 1000).unwrap(), 100);
+        assert_eq!(buf, data[1000..1100]);
+        let mut buf = vec![0; 4096];
+        assert_eq!(preadv2_nowait(fd, &mut buf, 10).unwrap(), NowaitRead::Full);
+        assert_eq!(buf, data[10..4106]);
+        // Past the end: a short read, the tail of the file.
+        let mut buf = vec![0; 4096];
+        assert_eq!(
+            preadv2_nowait(fd, &mut buf, 9000).unwrap(),
+            NowaitRead::Short(1000)
+        );
+        assert_eq!(buf[..1000], data[9000..]);
+        assert_eq!(
+            preadv2_nowait(fd, &mut buf, 20_000).unwrap(),
+            NowaitRead::Short(0)
+        );
+    }
+
+    #[test]
+    fn cachestat_counts_pages_of_a_hot_file() {
+        let page = page_size() as usize;
+        let f = temp_on_disk(&vec![7u8; 5 * page + 1]);
+        let fd = f.as_file().as_fd();
+        match cachestat(fd, 0, 0).unwrap() {
+            Cachestat::Stat(st) => assert_eq!(st.nr_cache, 6, "{st:?}"),
+            Cachestat::Unsupported => panic!("cachestat is expected on this kernel (>= 6.5)"),
+        }
+        assert!(cachestat_in_kernel());
+        // A range past the end counts nothing.
+        match cachestat(fd, 100 * page as u64, page as u64).unwrap() {
+            Cachestat::Stat(st) => assert_eq!(st.nr_cache, 0),
+            Cachestat::Unsupported => unreachable!("supported a line above"),
+        }
+    }
+
+    #[test]
+    fn fstat_and_fs_type() {
+        let f = temp_on_disk(b"hello");
+        let st = fstat(f.as_file().as_fd()).unwrap();
+        assert_eq!(st.size, 5);
+        assert!(st.is_file && !st.is_dir);
+        assert_ne!(fs_type(f.as_file().as_fd()).unwrap(), TMPFS_MAGIC);
+        let shm = tempfile::NamedTempFile::new_in("/dev/shm").expect("temp file in /dev/shm");
+        assert_eq!(fs_type(shm.as_file().as_fd()).unwrap(), TMPFS_MAGIC);
+    }
+
+    #[test]
+    fn fadvise_accepts_all_advice() {
+        let f = temp_on_disk(&[1; 8192]);
+        for advice in [
+            Advice::Sequential,
+            Advice::Random,
+            Advice::WillNeed,
+            Advice::DontNeed,
+        ] {
+            fadvise(f.as_file().as_fd(), 0, 0, advice).unwrap();
+        }
+    }
+
+    #[test]
+    fn tcp_cork_and_nodelay_toggle() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let fd = client.as_fd();
+        set_tcp_cork(fd, true).unwrap();
+        assert!(tcp_cork(fd).unwrap());
+        set_tcp_cork(fd, false).unwrap();
+        assert!(!tcp_cork(fd).unwrap());
+        set_tcp_nodelay(fd, true).unwrap();
+        assert!(tcp_nodelay(fd).unwrap());
+        set_tcp_nodelay(fd, false).unwrap();
+        assert!(!tcp_nodelay(fd).unwrap());
+    }
+
+    #[test]
+    fn open_direct_reads_aligned_blocks() {
+        let page = page_size() as usize;
+        let data: Vec<u8> = (0..4 * page).map(|i| (i % 253) as u8).collect();
+        let f = temp_on_disk(&data);
+        f.as_file().sync_all().unwrap();
+        let direct = open_direct(f.path()).expect("O_DIRECT on ext4");
+        // O_DIRECT needs an aligned buffer: carve one out of a bigger Vec.
+        let mut raw = vec![0u8; 3 * page];
+        let start = raw.as_ptr().align_offset(page);
+        let buf = &mut raw[start..start + page];
+        assert_eq!(pread(direct.as_fd(), buf, page as u64).unwrap(), page);
+        assert_eq!(buf, &data[page..2 * page]);
+    }
+}
