@@ -7,6 +7,7 @@
 //! types. The one rule everything here serves: **blocking work never runs on a worker**. Each
 //! module's first line says which side it runs on. Linux only.
 
+pub mod file;
 pub mod pool;
 pub mod residency;
 pub mod syscall;
