@@ -8,6 +8,7 @@
 //! module's first line says which side it runs on. Linux only.
 
 pub mod file;
+pub mod open_file_cache;
 pub mod pool;
 pub mod residency;
 pub mod syscall;
