@@ -80,8 +80,7 @@ fn parse_cli(args: &[String]) -> Result<Cli, String> {
         let Some(flags) = arg.strip_prefix('-') else {
             return Err(format!("invalid option: \"{arg}\""));
         };
-        let mut chars = flags.char_indices();
-        while let Some((pos, c)) = chars.next() {
+        for (pos, c) in flags.char_indices() {
             let slot = match c {
                 '?' | 'h' => {
                     cli.help = true;
@@ -153,7 +152,11 @@ fn print_version(full: bool) {
         eprintln!(
             "built with {} ({} profile)",
             option_env!("RUSTC_VERSION").unwrap_or("rustc"),
-            if cfg!(debug_assertions) { "debug" } else { "release" }
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
         );
         eprintln!(
             "features: epoll, reuseport, EPOLLEXCLUSIVE, threads (one tokio current_thread \
@@ -192,7 +195,11 @@ fn main() {
     let (conf_file, builtin) = match &cli.conf {
         Some(c) => {
             let p = Path::new(c);
-            let file = if p.is_absolute() { p.to_path_buf() } else { prefix.join(p) };
+            let file = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                prefix.join(p)
+            };
             (file, None)
         }
         None if Path::new(DEFAULT_CONF).exists() => (PathBuf::from(DEFAULT_CONF), None),
@@ -227,9 +234,10 @@ fn main() {
 /// `-t` / `-T`: nginx's wording on stderr; `-T` also prints every file read to stdout.
 fn test_config(opts: &Options, quiet: bool, dump: bool) -> i32 {
     let name = opts.conf_file.display();
-    match opts.load().and_then(|conf| {
-        master::check_for_test(&conf).map(|_| conf)
-    }) {
+    match opts
+        .load()
+        .and_then(|conf| master::check_for_test(&conf).map(|_| conf))
+    {
         Ok(conf) => {
             master::report_warnings(&conf);
             if !quiet {
@@ -275,7 +283,10 @@ mod tests {
     #[test]
     fn errors() {
         assert_eq!(cli(&["-x"]).err().unwrap(), "invalid option: \"x\"");
-        assert_eq!(cli(&["-c"]).err().unwrap(), "option \"-c\" requires file name");
+        assert_eq!(
+            cli(&["-c"]).err().unwrap(),
+            "option \"-c\" requires file name"
+        );
         assert_eq!(cli(&["-s"]).err().unwrap(), "option \"-s\" requires signal");
         assert_eq!(cli(&["foo"]).err().unwrap(), "invalid option: \"foo\"");
     }

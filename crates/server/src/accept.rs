@@ -137,7 +137,9 @@ fn find_registration(fd: RawFd) -> io::Result<(RawFd, u64)> {
         if let Some(data) = registered_data(ep, fd)? {
             if found.is_some() {
                 // Two epolls hold it (several workers): ambiguous, do not guess.
-                return Err(io::Error::other("listening fd registered in several epolls"));
+                return Err(io::Error::other(
+                    "listening fd registered in several epolls",
+                ));
             }
             found = Some((ep, data));
         }
@@ -171,7 +173,8 @@ fn registered_data(epfd: RawFd, fd: RawFd) -> io::Result<Option<u64>> {
     };
     for line in info.lines() {
         let mut it = line.split_whitespace();
-        if it.next() != Some("tfd:") || it.next().and_then(|s| s.parse::<RawFd>().ok()) != Some(fd) {
+        if it.next() != Some("tfd:") || it.next().and_then(|s| s.parse::<RawFd>().ok()) != Some(fd)
+        {
             continue;
         }
         while let Some(tok) = it.next() {

@@ -15,9 +15,24 @@ use crate::event::EventsConf;
 use crate::http::HttpConf;
 
 pub static DIRECTIVES: &[Command] = &[
-    Command::new("worker_processes", Ctx::MAIN, Args::ONE, set_worker_processes),
-    Command::new("worker_rlimit_nofile", Ctx::MAIN, Args::ONE, set_rlimit_nofile),
-    Command::new("worker_shutdown_timeout", Ctx::MAIN, Args::ONE, set_shutdown_timeout),
+    Command::new(
+        "worker_processes",
+        Ctx::MAIN,
+        Args::ONE,
+        set_worker_processes,
+    ),
+    Command::new(
+        "worker_rlimit_nofile",
+        Ctx::MAIN,
+        Args::ONE,
+        set_rlimit_nofile,
+    ),
+    Command::new(
+        "worker_shutdown_timeout",
+        Ctx::MAIN,
+        Args::ONE,
+        set_shutdown_timeout,
+    ),
     Command::new("pid", Ctx::MAIN, Args::ONE, set_pid),
     Command::new("daemon", Ctx::MAIN, Args::Flag, set_daemon),
     Command::new("master_process", Ctx::MAIN, Args::Flag, set_master_process),

@@ -52,7 +52,11 @@ pub struct Generation {
 impl Generation {
     /// Opens (or takes over from `old`) every socket `config` needs. On failure nothing of
     /// `old` is touched, and the error reads as nginx's.
-    pub fn new(id: u64, config: Arc<Config>, old: Option<&Generation>) -> Result<Generation, String> {
+    pub fn new(
+        id: u64,
+        config: Arc<Config>,
+        old: Option<&Generation>,
+    ) -> Result<Generation, String> {
         let workers = config.main.workers();
         let mut sockets = Vec::new();
         let mut routes = HashMap::new();
@@ -108,7 +112,11 @@ impl Generation {
 
     /// The servers for a connection accepted on `socket` with local address `local`: the
     /// specific address if configured, else the socket's own (wildcard) address.
-    pub fn servers_for(&self, socket: &ListenAddr, local: Option<SocketAddr>) -> Option<&AddrServers> {
+    pub fn servers_for(
+        &self,
+        socket: &ListenAddr,
+        local: Option<SocketAddr>,
+    ) -> Option<&AddrServers> {
         if let Some(l) = local {
             if let Some(r) = self.routes.get(&ListenAddr::Inet(l)) {
                 return Some(r);
@@ -120,12 +128,24 @@ impl Generation {
     /// The server for a Host among `candidates`: exact name, then the longest `*.suffix`, then
     /// the longest `prefix.*`, else the default server (nginx's order; regex names come with
     /// the HTTP issue).
-    pub fn find_server<'a>(&'a self, candidates: &AddrServers, host: Option<&str>) -> &'a ServerConf {
-        let http = self.config.http.as_ref().expect("a connection implies an http block");
+    pub fn find_server<'a>(
+        &'a self,
+        candidates: &AddrServers,
+        host: Option<&str>,
+    ) -> &'a ServerConf {
+        let http = self
+            .config
+            .http
+            .as_ref()
+            .expect("a connection implies an http block");
         let servers = &http.servers;
         if let Some(host) = host {
             let host = host.trim_end_matches('.');
-            if let Some(&i) = candidates.servers.iter().find(|&&i| servers[i].names.iter().any(|n| n == host)) {
+            if let Some(&i) = candidates
+                .servers
+                .iter()
+                .find(|&&i| servers[i].names.iter().any(|n| n == host))
+            {
                 return &servers[i];
             }
             let mut best: Option<(usize, usize)> = None;
@@ -136,7 +156,12 @@ impl Generation {
                             && host.ends_with(suffix)
                             && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
                     } else if let Some(suffix) = n.strip_prefix('.') {
-                        host == suffix || (host.ends_with(suffix) && host.as_bytes().get(host.len().wrapping_sub(suffix.len() + 1)) == Some(&b'.'))
+                        host == suffix
+                            || (host.ends_with(suffix)
+                                && host
+                                    .as_bytes()
+                                    .get(host.len().wrapping_sub(suffix.len() + 1))
+                                    == Some(&b'.'))
                     } else {
                         false
                     };
@@ -167,7 +192,10 @@ impl Generation {
 
 /// nginx tries a busy address five times, half a second apart, logging each failure, before
 /// giving up with `still could not bind()`.
-fn open_with_retries(addr: &ListenAddr, opts: &crate::listen::SocketOptions) -> Result<OwnedFd, String> {
+fn open_with_retries(
+    addr: &ListenAddr,
+    opts: &crate::listen::SocketOptions,
+) -> Result<OwnedFd, String> {
     let mut last = String::new();
     for attempt in 0..5 {
         match open_socket(addr, opts) {

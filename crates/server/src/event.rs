@@ -7,12 +7,24 @@ use std::time::Duration;
 
 use shoal_conf::{Directive, Error};
 
-use crate::conf::{err, flag_arg, number_arg, set_once, time_arg, Args, Builder, Command, Ctx, Scope};
+use crate::conf::{
+    err, flag_arg, number_arg, set_once, time_arg, Args, Builder, Command, Ctx, Scope,
+};
 
 pub static DIRECTIVES: &[Command] = &[
-    Command::new("worker_connections", Ctx::EVENTS, Args::ONE, set_worker_connections),
+    Command::new(
+        "worker_connections",
+        Ctx::EVENTS,
+        Args::ONE,
+        set_worker_connections,
+    ),
     Command::new("accept_mutex", Ctx::EVENTS, Args::Flag, set_accept_mutex),
-    Command::new("accept_mutex_delay", Ctx::EVENTS, Args::ONE, set_accept_mutex_delay),
+    Command::new(
+        "accept_mutex_delay",
+        Ctx::EVENTS,
+        Args::ONE,
+        set_accept_mutex_delay,
+    ),
     Command::new("multi_accept", Ctx::EVENTS, Args::Flag, set_multi_accept),
     Command::new("use", Ctx::EVENTS, Args::ONE, set_use),
 ];

@@ -136,16 +136,16 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
                 opts.bind = true;
             }
             ("ipv6only", Some(v)) => {
-                let on = crate::conf::parse_flag(v).ok_or_else(|| {
-                    err(d, format!("invalid ipv6only flags \"{v}\""))
-                })?;
+                let on = crate::conf::parse_flag(v)
+                    .ok_or_else(|| err(d, format!("invalid ipv6only flags \"{v}\"")))?;
                 opts.ipv6only = Some(on);
                 opts.bind = true;
             }
             ("so_keepalive", Some(v)) => {
-                opts.so_keepalive = Some(parse_so_keepalive(v).ok_or_else(|| {
-                    err(d, format!("invalid so_keepalive value: \"{v}\""))
-                })?);
+                opts.so_keepalive = Some(
+                    parse_so_keepalive(v)
+                        .ok_or_else(|| err(d, format!("invalid so_keepalive value: \"{v}\"")))?,
+                );
                 opts.bind = true;
             }
             ("ssl" | "http2" | "quic" | "proxy_protocol", None) => {
@@ -173,7 +173,9 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
                 *had_opts |= opts.any_set();
                 *had_default |= default_server;
             }
-            None => b.listens.push((addr.clone(), opts.any_set(), default_server)),
+            None => b
+                .listens
+                .push((addr.clone(), opts.any_set(), default_server)),
         }
         srv.listen.push(ListenConf {
             addr,
@@ -237,7 +239,10 @@ pub fn parse_addr(s: &str) -> Result<Vec<ListenAddr>, &'static str> {
             None if after.is_empty() => 80,
             None => return Err("invalid host"),
         };
-        return Ok(vec![ListenAddr::Inet(SocketAddr::new(IpAddr::V6(ip), port))]);
+        return Ok(vec![ListenAddr::Inet(SocketAddr::new(
+            IpAddr::V6(ip),
+            port,
+        ))]);
     }
     if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() {
         let port = port_of(s)?;
@@ -257,7 +262,10 @@ pub fn parse_addr(s: &str) -> Result<Vec<ListenAddr>, &'static str> {
         ))]);
     }
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
-        return Ok(vec![ListenAddr::Inet(SocketAddr::new(IpAddr::V4(ip), port))]);
+        return Ok(vec![ListenAddr::Inet(SocketAddr::new(
+            IpAddr::V4(ip),
+            port,
+        ))]);
     }
     if host.is_empty() {
         return Err("no host");
@@ -344,8 +352,13 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
                 .map_err(|e| os("setsockopt(IPV6_V6ONLY)", e))?;
         }
         if let Some(n) = opts.fastopen {
-            setsockopt_int(&sock, libc::IPPROTO_TCP, libc::TCP_FASTOPEN, n as libc::c_int)
-                .map_err(|e| os("setsockopt(TCP_FASTOPEN)", e))?;
+            setsockopt_int(
+                &sock,
+                libc::IPPROTO_TCP,
+                libc::TCP_FASTOPEN,
+                n as libc::c_int,
+            )
+            .map_err(|e| os("setsockopt(TCP_FASTOPEN)", e))?;
         }
         if opts.deferred {
             setsockopt_int(&sock, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, 1)
@@ -353,9 +366,17 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
         }
         match &opts.so_keepalive {
             None => {}
-            Some(SoKeepalive::Off) => sock.set_keepalive(false).map_err(|e| os("setsockopt(SO_KEEPALIVE)", e))?,
-            Some(SoKeepalive::On) => sock.set_keepalive(true).map_err(|e| os("setsockopt(SO_KEEPALIVE)", e))?,
-            Some(SoKeepalive::Tuned { idle, interval, count }) => {
+            Some(SoKeepalive::Off) => sock
+                .set_keepalive(false)
+                .map_err(|e| os("setsockopt(SO_KEEPALIVE)", e))?,
+            Some(SoKeepalive::On) => sock
+                .set_keepalive(true)
+                .map_err(|e| os("setsockopt(SO_KEEPALIVE)", e))?,
+            Some(SoKeepalive::Tuned {
+                idle,
+                interval,
+                count,
+            }) => {
                 let mut ka = TcpKeepalive::new();
                 if let Some(t) = idle {
                     ka = ka.with_time(*t);
@@ -372,10 +393,12 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
         }
     }
     if let Some(n) = opts.rcvbuf {
-        sock.set_recv_buffer_size(n).map_err(|e| os("setsockopt(SO_RCVBUF)", e))?;
+        sock.set_recv_buffer_size(n)
+            .map_err(|e| os("setsockopt(SO_RCVBUF)", e))?;
     }
     if let Some(n) = opts.sndbuf {
-        sock.set_send_buffer_size(n).map_err(|e| os("setsockopt(SO_SNDBUF)", e))?;
+        sock.set_send_buffer_size(n)
+            .map_err(|e| os("setsockopt(SO_SNDBUF)", e))?;
     }
     sock.bind(&sockaddr).map_err(|e| os("bind() to", e))?;
     if let ListenAddr::Unix(p) = addr {
@@ -388,7 +411,12 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
 }
 
 /// An integer socket option socket2 does not wrap.
-fn setsockopt_int(sock: &Socket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
+fn setsockopt_int(
+    sock: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
     // SAFETY: a valid socket fd and a pointer to a c_int of the size passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -427,7 +455,9 @@ mod tests {
         );
         assert_eq!(parse_addr("70000"), Err("invalid port"));
         assert_eq!(parse_addr("1.2.3.4:0"), Err("invalid port"));
-        assert!(parse_addr("localhost:8080").unwrap().contains(&inet("127.0.0.1:8080")));
+        assert!(parse_addr("localhost:8080")
+            .unwrap()
+            .contains(&inet("127.0.0.1:8080")));
     }
 
     #[test]
@@ -443,7 +473,10 @@ mod tests {
         let a = l("0.0.0.0:80", false);
         let b = l("127.0.0.1:80", false);
         let c = l("127.0.0.2:80", true);
-        let got: Vec<_> = bound_addresses(&[&a, &b, &c]).into_iter().map(|x| x.0).collect();
+        let got: Vec<_> = bound_addresses(&[&a, &b, &c])
+            .into_iter()
+            .map(|x| x.0)
+            .collect();
         assert_eq!(got, vec![inet("0.0.0.0:80"), inet("127.0.0.2:80")]);
     }
 

@@ -146,7 +146,11 @@ impl ErrorLog {
             let file = match &c.target {
                 Target::Stderr => None,
                 Target::File(p) => Some(open_append(p).map_err(|e| {
-                    format!("open() \"{}\" failed {}", p.display(), shoal_conf::os_error(&e))
+                    format!(
+                        "open() \"{}\" failed {}",
+                        p.display(),
+                        shoal_conf::os_error(&e)
+                    )
                 })?),
             };
             sinks.push(Sink {
@@ -160,7 +164,12 @@ impl ErrorLog {
 
     /// Makes this the process's error log.
     pub fn install(self) {
-        let max = self.sinks.iter().map(|s| s.level).max().unwrap_or(Level::Emerg);
+        let max = self
+            .sinks
+            .iter()
+            .map(|s| s.level)
+            .max()
+            .unwrap_or(Level::Emerg);
         MAX_LEVEL.store(max as u8, Ordering::Relaxed);
         *CURRENT.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(self));
     }

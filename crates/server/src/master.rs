@@ -226,7 +226,11 @@ impl Master {
         for w in self.workers.iter().chain(self.retired.iter()) {
             let generation = w.tx.borrow().generation.clone();
             let _ = w.tx.send(Command {
-                generation: if stop == Stop::Run { self.generation.clone() } else { generation },
+                generation: if stop == Stop::Run {
+                    self.generation.clone()
+                } else {
+                    generation
+                },
                 stop,
             });
         }
@@ -396,7 +400,11 @@ pub fn send_signal(opts: &Options, name: &str) -> i32 {
         Err(e) => {
             report(
                 Level::Error,
-                &format!("open() \"{}\" failed {}", path.display(), shoal_conf::os_error(&e)),
+                &format!(
+                    "open() \"{}\" failed {}",
+                    path.display(),
+                    shoal_conf::os_error(&e)
+                ),
             );
             return 1;
         }
@@ -406,7 +414,11 @@ pub fn send_signal(opts: &Options, name: &str) -> i32 {
         _ => {
             report(
                 Level::Error,
-                &format!("invalid PID number \"{}\" in \"{}\"", text.trim(), path.display()),
+                &format!(
+                    "invalid PID number \"{}\" in \"{}\"",
+                    text.trim(),
+                    path.display()
+                ),
             );
             return 1;
         }

@@ -51,7 +51,11 @@ pub static DIRECTIVES: &[Command] = &[
     p("client_body_buffer_size", HSL, ONE),
     p("client_body_timeout", HSL, ONE),
     p("client_header_buffer_size", Ctx::HTTP.or(Ctx::SERVER), ONE),
-    p("large_client_header_buffers", Ctx::HTTP.or(Ctx::SERVER), TWO),
+    p(
+        "large_client_header_buffers",
+        Ctx::HTTP.or(Ctx::SERVER),
+        TWO,
+    ),
     p("send_timeout", HSL, ONE),
     p("reset_timedout_connection", HSL, FLAG),
     p("log_not_found", HSL, FLAG),

@@ -43,13 +43,22 @@ pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), String> {
     // SAFETY: plain syscalls with valid arguments; failures are checked.
     unsafe {
         if libc::setgid(gid) != 0 {
-            return Err(format!("setgid({gid}) failed {}", shoal_conf::os_error(&std::io::Error::last_os_error())));
+            return Err(format!(
+                "setgid({gid}) failed {}",
+                shoal_conf::os_error(&std::io::Error::last_os_error())
+            ));
         }
         if libc::initgroups(cuser.as_ptr(), gid) != 0 {
-            return Err(format!("initgroups({user}, {gid}) failed {}", shoal_conf::os_error(&std::io::Error::last_os_error())));
+            return Err(format!(
+                "initgroups({user}, {gid}) failed {}",
+                shoal_conf::os_error(&std::io::Error::last_os_error())
+            ));
         }
         if libc::setuid(uid) != 0 {
-            return Err(format!("setuid({uid}) failed {}", shoal_conf::os_error(&std::io::Error::last_os_error())));
+            return Err(format!(
+                "setuid({uid}) failed {}",
+                shoal_conf::os_error(&std::io::Error::last_os_error())
+            ));
         }
     }
     Ok(())

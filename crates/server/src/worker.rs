@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 
 use crate::accept::Acceptor;
 use crate::cycle::Generation;
+use crate::error_log;
 use crate::listen::SocketKey;
 use crate::log::Level;
-use crate::error_log;
 
 /// What the master wants of a worker.
 #[derive(Clone)]
@@ -79,11 +79,7 @@ impl Drop for ConnGuard {
 }
 
 /// Runs worker `index` until told to stop. Called on the worker's own thread.
-pub fn run(
-    index: usize,
-    rx: watch::Receiver<Command>,
-    counter: Arc<std::sync::atomic::AtomicU64>,
-) {
+pub fn run(index: usize, rx: watch::Receiver<Command>, counter: Arc<std::sync::atomic::AtomicU64>) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -178,25 +174,21 @@ fn reconcile(
             "worker {} accepting on {}{}",
             worker.index,
             sock.key.addr,
-            if acceptor.is_exclusive() { " (EPOLLEXCLUSIVE)" } else { "" }
+            if acceptor.is_exclusive() {
+                " (EPOLLEXCLUSIVE)"
+            } else {
+                ""
+            }
         );
-        let task = tokio::task::spawn_local(accept_loop(
-            worker.clone(),
-            acceptor,
-            sock.key.clone(),
-        ));
+        let task =
+            tokio::task::spawn_local(accept_loop(worker.clone(), acceptor, sock.key.clone()));
         accepting.insert(sock.key.clone(), task);
     }
 }
 
 async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
     loop {
-        let limit = worker
-            .current
-            .borrow()
-            .config
-            .events
-            .worker_connections();
+        let limit = worker.current.borrow().config.events.worker_connections();
         if worker.active.get() >= limit {
             error_log!(Level::Alert, "{limit} worker_connections are not enough");
             // Like nginx, stop accepting until a connection frees a slot.

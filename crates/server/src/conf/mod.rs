@@ -213,7 +213,12 @@ impl Builder {
     }
 
     /// Applies a list of directives in context `ctx`.
-    pub fn walk(&mut self, dirs: &[Directive], ctx: Ctx, scope: &mut Scope<'_>) -> Result<(), Error> {
+    pub fn walk(
+        &mut self,
+        dirs: &[Directive],
+        ctx: Ctx,
+        scope: &mut Scope<'_>,
+    ) -> Result<(), Error> {
         for d in dirs {
             self.apply(d, ctx, scope)?;
         }
@@ -225,13 +230,22 @@ impl Builder {
             return self.absent(d);
         };
         let Some(cmd) = cmds.iter().find(|c| c.ctx.contains(ctx)) else {
-            return Err(err(d, format!("\"{}\" directive is not allowed here", d.name)));
+            return Err(err(
+                d,
+                format!("\"{}\" directive is not allowed here", d.name),
+            ));
         };
         if !cmd.block && d.block.is_some() {
-            return Err(err(d, format!("directive \"{}\" is not terminated by \";\"", d.name)));
+            return Err(err(
+                d,
+                format!("directive \"{}\" is not terminated by \";\"", d.name),
+            ));
         }
         if cmd.block && d.block.is_none() {
-            return Err(err(d, format!("directive \"{}\" has no opening \"{{\"", d.name)));
+            return Err(err(
+                d,
+                format!("directive \"{}\" has no opening \"{{\"", d.name),
+            ));
         }
         if !cmd.args.accepts(d.args.len()) {
             return Err(invalid_args(d));
@@ -264,7 +278,10 @@ impl Builder {
             }
             Some((module, Absent::Unsupported)) => Err(err(
                 d,
-                format!("\"{}\" directive of {module} is not supported by shoal", d.name),
+                format!(
+                    "\"{}\" directive of {module} is not supported by shoal",
+                    d.name
+                ),
             )),
             None => Err(err(d, format!("unknown directive \"{}\"", d.name))),
         }
@@ -283,7 +300,10 @@ pub fn directive_err(d: &Directive, what: &str) -> Error {
 
 /// `invalid number of arguments in "NAME" directive`.
 pub fn invalid_args(d: &Directive) -> Error {
-    err(d, format!("invalid number of arguments in \"{}\" directive", d.name))
+    err(
+        d,
+        format!("invalid number of arguments in \"{}\" directive", d.name),
+    )
 }
 
 /// `"NAME" directive is duplicate`.
@@ -293,7 +313,10 @@ pub fn duplicate(d: &Directive) -> Error {
 
 /// `invalid value "V" in "NAME" directive` (nginx's wording for enumerated values).
 pub fn invalid_value(d: &Directive, v: &str) -> Error {
-    err(d, format!("invalid value \"{v}\" in \"{}\" directive", d.name))
+    err(
+        d,
+        format!("invalid value \"{v}\" in \"{}\" directive", d.name),
+    )
 }
 
 /// Sets an unset field, or fails with `is duplicate` as nginx's slot setters do.

@@ -76,7 +76,10 @@ impl Stream {
     }
 
     /// Runs a nonblocking write syscall, waiting for writability on EAGAIN.
-    pub async fn try_io_write<R>(&self, f: impl FnMut() -> std::io::Result<R>) -> std::io::Result<R> {
+    pub async fn try_io_write<R>(
+        &self,
+        f: impl FnMut() -> std::io::Result<R>,
+    ) -> std::io::Result<R> {
         match self {
             Stream::Tcp(s) => s.async_io(tokio::io::Interest::WRITABLE, f).await,
             Stream::Unix(s) => s.async_io(tokio::io::Interest::WRITABLE, f).await,
@@ -103,7 +106,13 @@ impl ConnInfo {
 }
 
 /// Serves one accepted connection until it closes.
-pub async fn serve(fd: OwnedFd, key: SocketKey, generation: Arc<Generation>, number: u64, guard: ConnGuard) {
+pub async fn serve(
+    fd: OwnedFd,
+    key: SocketKey,
+    generation: Arc<Generation>,
+    number: u64,
+    guard: ConnGuard,
+) {
     let (stream, info) = match make_stream(fd, &key) {
         Ok(x) => x,
         Err(e) => {
@@ -177,13 +186,16 @@ enum ReadEnd {
 
 impl Conn {
     async fn run(&mut self) -> std::io::Result<()> {
-        
         loop {
             // Between requests, move to the newest configuration if this socket is still in it.
             if self.requests > 0 {
                 let current = self.guard.0.current.borrow().clone();
                 if current.id != self.generation.id {
-                    if current.sockets.iter().any(|s| s.key.addr == self.info.socket) {
+                    if current
+                        .sockets
+                        .iter()
+                        .any(|s| s.key.addr == self.info.socket)
+                    {
                         self.generation = current;
                     } else {
                         self.flush().await?;
@@ -301,7 +313,12 @@ impl Conn {
     }
 
     /// Answers one request. Returns whether the connection stays open.
-    async fn handle(&mut self, req: &Request, srv: &ServerConf, host: Option<&str>) -> std::io::Result<bool> {
+    async fn handle(
+        &mut self,
+        req: &Request,
+        srv: &ServerConf,
+        host: Option<&str>,
+    ) -> std::io::Result<bool> {
         let path = String::from_utf8_lossy(req.path()).into_owned();
         let lc: &LocConf = match super::location::find(&srv.locations, &path) {
             Some(l) => &l.loc,
@@ -353,7 +370,9 @@ impl Conn {
                 Err(_) => return Ok(false),
             }
             self.buf.reserve(READ_CHUNK);
-            let read = tokio::time::timeout(Duration::from_secs(60), self.stream.read_buf(&mut self.buf)).await;
+            let read =
+                tokio::time::timeout(Duration::from_secs(60), self.stream.read_buf(&mut self.buf))
+                    .await;
             match read {
                 Ok(Ok(0)) | Err(_) => return Ok(false),
                 Ok(Ok(_)) => {}
@@ -364,12 +383,20 @@ impl Conn {
 
     async fn error_and_close(&mut self, code: u16, lc: &LocConf) -> std::io::Result<()> {
         let reply = static_files::error_reply(code, lc);
-        self.write_reply_head_and_body(None, reply, lc, false).await?;
+        self.write_reply_head_and_body(None, reply, lc, false)
+            .await?;
         self.flush().await
     }
 
-    async fn send(&mut self, req: &Request, reply: Reply, lc: &LocConf, keep: bool) -> std::io::Result<()> {
-        self.write_reply_head_and_body(Some(req), reply, lc, keep).await
+    async fn send(
+        &mut self,
+        req: &Request,
+        reply: Reply,
+        lc: &LocConf,
+        keep: bool,
+    ) -> std::io::Result<()> {
+        self.write_reply_head_and_body(Some(req), reply, lc, keep)
+            .await
     }
 
     async fn write_reply_head_and_body(
@@ -382,7 +409,7 @@ impl Conn {
         let head_only = req.is_some_and(|r| r.method() == "HEAD");
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
         let date = DATE.with(|d| *d.borrow_mut().now());
-        let length = reply.body.len();
+        let length = reply.body.length();
         let mut extra: Vec<(&str, &[u8])> = Vec::with_capacity(reply.headers.len());
         for (n, v) in &reply.headers {
             extra.push((n, v.as_bytes()));
@@ -405,7 +432,11 @@ impl Conn {
             } else {
                 Connection::Close
             },
-            keep_alive_timeout: if keep { lc.keepalive_timeout().1.map(|d| d.as_secs()) } else { None },
+            keep_alive_timeout: if keep {
+                lc.keepalive_timeout().1.map(|d| d.as_secs())
+            } else {
+                None
+            },
             headers: &extra,
         };
         let _ = http10;
@@ -447,7 +478,12 @@ impl Conn {
         self.maybe_flush().await
     }
 
-    async fn sendfile(&mut self, file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<()> {
+    async fn sendfile(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
         let in_fd = file.as_raw_fd();
         let out_fd = self.stream.raw_fd();

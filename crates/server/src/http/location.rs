@@ -95,16 +95,31 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
         Scope::Location(parent) => {
             let pname = &parent.name;
             if parent.kind == Match::Exact {
-                return Err(err(d, format!("location \"{name}\" cannot be inside the exact location \"{pname}\"")));
+                return Err(err(
+                    d,
+                    format!("location \"{name}\" cannot be inside the exact location \"{pname}\""),
+                ));
             }
             if parent.kind == Match::Named {
-                return Err(err(d, format!("location \"{name}\" cannot be inside the named location \"{pname}\"")));
+                return Err(err(
+                    d,
+                    format!("location \"{name}\" cannot be inside the named location \"{pname}\""),
+                ));
             }
             if kind == Match::Named {
-                return Err(err(d, format!("named location \"{name}\" can be on the server level only")));
+                return Err(err(
+                    d,
+                    format!("named location \"{name}\" can be on the server level only"),
+                ));
             }
-            if kind != Match::Regex && parent.kind != Match::Regex && !name.starts_with(pname.as_str()) {
-                return Err(err(d, format!("location \"{name}\" is outside location \"{pname}\"")));
+            if kind != Match::Regex
+                && parent.kind != Match::Regex
+                && !name.starts_with(pname.as_str())
+            {
+                return Err(err(
+                    d,
+                    format!("location \"{name}\" is outside location \"{pname}\""),
+                ));
             }
             &mut parent.nested
         }
@@ -112,11 +127,15 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
     };
     let same_key = |l: &LocationConf| {
         l.name == name
-            && match (l.kind, kind) {
-                (Match::Exact, Match::Exact) | (Match::Named, Match::Named) => true,
-                (Match::Prefix | Match::NoRegex, Match::Prefix | Match::NoRegex) => true,
-                _ => false,
-            }
+            && matches!(
+                (l.kind, kind),
+                (Match::Exact, Match::Exact)
+                    | (Match::Named, Match::Named)
+                    | (
+                        Match::Prefix | Match::NoRegex,
+                        Match::Prefix | Match::NoRegex
+                    )
+            )
     };
     if siblings.iter().any(same_key) {
         return Err(err(d, format!("duplicate location \"{name}\"")));
@@ -136,14 +155,19 @@ enum Found<'a> {
 }
 
 fn search<'a>(locs: &'a [LocationConf], uri: &str) -> Found<'a> {
-    if let Some(exact) = locs.iter().find(|l| l.kind == Match::Exact && l.name == uri) {
+    if let Some(exact) = locs
+        .iter()
+        .find(|l| l.kind == Match::Exact && l.name == uri)
+    {
         return Found::Final(exact);
     }
     let mut found = Found::None;
     let mut noregex = false;
     let longest = locs
         .iter()
-        .filter(|l| matches!(l.kind, Match::Prefix | Match::NoRegex) && uri.starts_with(l.name.as_str()))
+        .filter(|l| {
+            matches!(l.kind, Match::Prefix | Match::NoRegex) && uri.starts_with(l.name.as_str())
+        })
         .max_by_key(|l| l.name.len());
     if let Some(p) = longest {
         noregex = p.kind == Match::NoRegex;
@@ -178,7 +202,8 @@ pub fn find<'a>(locs: &'a [LocationConf], uri: &str) -> Option<&'a LocationConf>
 
 /// A named location (`@name`), for internal redirects.
 pub fn find_named<'a>(locs: &'a [LocationConf], name: &str) -> Option<&'a LocationConf> {
-    locs.iter().find(|l| l.kind == Match::Named && l.name == name)
+    locs.iter()
+        .find(|l| l.kind == Match::Named && l.name == name)
 }
 
 #[cfg(test)]
@@ -221,7 +246,14 @@ mod tests {
     #[test]
     fn nested_prefix_then_regex() {
         let locs = vec![
-            loc(Match::Prefix, "/a/", vec![loc(Match::Prefix, "/a/b/", vec![]), loc(Match::Regex, r"\.php$", vec![])]),
+            loc(
+                Match::Prefix,
+                "/a/",
+                vec![
+                    loc(Match::Prefix, "/a/b/", vec![]),
+                    loc(Match::Regex, r"\.php$", vec![]),
+                ],
+            ),
             loc(Match::Regex, r"\.txt$", vec![]),
         ];
         assert_eq!(found(&locs, "/a/b/c"), "/a/b/");

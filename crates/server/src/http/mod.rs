@@ -26,8 +26,18 @@ pub use location::{LocationConf, Match};
 
 pub static DIRECTIVES: &[Command] = &[
     Command::block("server", Ctx::HTTP, Args::NONE, set_server),
-    Command::block("location", Ctx::SERVER.or(Ctx::LOCATION), Args::Take(1, 2), location::set_location),
-    Command::new("server_name", Ctx::SERVER, Args::ONE_OR_MORE, set_server_name),
+    Command::block(
+        "location",
+        Ctx::SERVER.or(Ctx::LOCATION),
+        Args::Take(1, 2),
+        location::set_location,
+    ),
+    Command::new(
+        "server_name",
+        Ctx::SERVER,
+        Args::ONE_OR_MORE,
+        set_server_name,
+    ),
     Command::new("root", Ctx::HSL.or(Ctx::LIF), Args::ONE, set_root),
     Command::new("index", Ctx::HSL, Args::ONE_OR_MORE, set_index),
     Command::block("types", Ctx::HSL, Args::NONE, set_types),
@@ -35,10 +45,25 @@ pub static DIRECTIVES: &[Command] = &[
     Command::new("sendfile", Ctx::HSL.or(Ctx::LIF), Args::Flag, set_sendfile),
     Command::new("tcp_nopush", Ctx::HSL, Args::Flag, set_tcp_nopush),
     Command::new("tcp_nodelay", Ctx::HSL, Args::Flag, set_tcp_nodelay),
-    Command::new("keepalive_timeout", Ctx::HSL, Args::Take(1, 2), set_keepalive_timeout),
-    Command::new("keepalive_requests", Ctx::HSL, Args::ONE, set_keepalive_requests),
+    Command::new(
+        "keepalive_timeout",
+        Ctx::HSL,
+        Args::Take(1, 2),
+        set_keepalive_timeout,
+    ),
+    Command::new(
+        "keepalive_requests",
+        Ctx::HSL,
+        Args::ONE,
+        set_keepalive_requests,
+    ),
     Command::new("server_tokens", Ctx::HSL, Args::ONE, set_server_tokens),
-    Command::new("client_header_timeout", Ctx::HTTP.or(Ctx::SERVER), Args::ONE, set_client_header_timeout),
+    Command::new(
+        "client_header_timeout",
+        Ctx::HTTP.or(Ctx::SERVER),
+        Args::ONE,
+        set_client_header_timeout,
+    ),
 ];
 
 /// The `http` block.
@@ -59,12 +84,16 @@ pub struct SrvConf {
 
 impl SrvConf {
     fn merge(&mut self, parent: &SrvConf) {
-        merge(&mut self.client_header_timeout, &parent.client_header_timeout);
+        merge(
+            &mut self.client_header_timeout,
+            &parent.client_header_timeout,
+        );
     }
 
     /// `client_header_timeout` (default 60s).
     pub fn client_header_timeout(&self) -> Duration {
-        self.client_header_timeout.unwrap_or(Duration::from_secs(60))
+        self.client_header_timeout
+            .unwrap_or(Duration::from_secs(60))
     }
 }
 
@@ -134,7 +163,8 @@ impl LocConf {
         self.sendfile.get_or_insert(false);
         self.tcp_nopush.get_or_insert(false);
         self.tcp_nodelay.get_or_insert(true);
-        self.keepalive_timeout.get_or_insert((Duration::from_secs(75), None));
+        self.keepalive_timeout
+            .get_or_insert((Duration::from_secs(75), None));
         self.keepalive_requests.get_or_insert(1000);
         self.server_tokens.get_or_insert(ServerTokens::On);
     }
@@ -152,7 +182,10 @@ impl LocConf {
     pub fn content_type(&self, path: &std::path::Path) -> &str {
         let ext = path.extension().and_then(|e| e.to_str());
         if let (Some(ext), Some(types)) = (ext, &self.types) {
-            if let Some(t) = types.get(ext).or_else(|| types.get(&ext.to_ascii_lowercase())) {
+            if let Some(t) = types
+                .get(ext)
+                .or_else(|| types.get(&ext.to_ascii_lowercase()))
+            {
                 return t;
             }
         }
@@ -173,7 +206,8 @@ impl LocConf {
 
     /// `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`; zero disables keep-alive.
     pub fn keepalive_timeout(&self) -> (Duration, Option<Duration>) {
-        self.keepalive_timeout.unwrap_or((Duration::from_secs(75), None))
+        self.keepalive_timeout
+            .unwrap_or((Duration::from_secs(75), None))
     }
 
     pub fn keepalive_requests(&self) -> u64 {
@@ -203,7 +237,9 @@ pub fn loc_conf<'a>(s: &'a mut Scope<'_>) -> &'a mut LocConf {
         Scope::Http(h) => &mut h.loc,
         Scope::Server(srv) => &mut srv.loc,
         Scope::Location(l) => &mut l.loc,
-        _ => unreachable!("the registry allows location-level directives in http, server and location only"),
+        _ => unreachable!(
+            "the registry allows location-level directives in http, server and location only"
+        ),
     }
 }
 
@@ -332,7 +368,11 @@ fn set_server_tokens(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
     set_once(&mut loc_conf(s).server_tokens, v, d)
 }
 
-fn set_client_header_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+fn set_client_header_timeout(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
     let t = time_arg(d, 0)?;
     if t.is_zero() {
         return Err(directive_err(d, "invalid value"));
@@ -345,7 +385,11 @@ impl HttpConf {
     /// listen (`*:80` as root, `*:8000` otherwise) for servers without one.
     pub fn finish(&mut self, prefix: &std::path::Path) {
         self.loc.set_defaults(prefix);
-        let default_port = if crate::privileges::is_root() { 80 } else { 8000 };
+        let default_port = if crate::privileges::is_root() {
+            80
+        } else {
+            8000
+        };
         for srv in &mut self.servers {
             srv.srv.merge(&self.srv);
             srv.loc.merge(&self.loc);

@@ -28,8 +28,8 @@ pub enum Body {
 }
 
 impl Body {
-    /// The body's length, for `Content-Length`.
-    pub fn len(&self) -> Option<u64> {
+    /// The body's length, for `Content-Length` (`None`: no body at all).
+    pub fn length(&self) -> Option<u64> {
         match self {
             Body::Empty => None,
             Body::Bytes(b) => Some(b.len() as u64),
@@ -114,7 +114,14 @@ pub fn handle(
 
 /// `index`: the first index file that exists, served as if its URI had been asked for (an
 /// internal redirect, so its location applies).
-fn index(req: &Request, srv: &ServerConf, lc: &LocConf, path: &str, host: Option<&str>, info: &ConnInfo) -> Reply {
+fn index(
+    req: &Request,
+    srv: &ServerConf,
+    lc: &LocConf,
+    path: &str,
+    host: Option<&str>,
+    info: &ConnInfo,
+) -> Reply {
     let dir = full_path(lc.root(), path);
     for name in lc.index() {
         let uri = if name.starts_with('/') {
@@ -164,7 +171,14 @@ fn full_path(root: &Path, uri: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
-fn serve_file(req: &Request, srv: &ServerConf, lc: &LocConf, path: &str, host: Option<&str>, info: &ConnInfo) -> Reply {
+fn serve_file(
+    req: &Request,
+    srv: &ServerConf,
+    lc: &LocConf,
+    path: &str,
+    host: Option<&str>,
+    info: &ConnInfo,
+) -> Reply {
     let full = full_path(lc.root(), path);
     let file = match File::open(&full) {
         Ok(f) => f,
@@ -189,7 +203,14 @@ fn serve_file(req: &Request, srv: &ServerConf, lc: &LocConf, path: &str, host: O
     let meta = match file.metadata() {
         Ok(m) => m,
         Err(e) => {
-            crate::conn_log!(Level::Crit, info.number, "fstat() \"{}\" failed {}{}", full.display(), shoal_conf::os_error(&e), log_ctx(req, srv, info));
+            crate::conn_log!(
+                Level::Crit,
+                info.number,
+                "fstat() \"{}\" failed {}{}",
+                full.display(),
+                shoal_conf::os_error(&e),
+                log_ctx(req, srv, info)
+            );
             return error_reply(500, lc);
         }
     };
