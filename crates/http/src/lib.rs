@@ -10,6 +10,9 @@
 //! [`body`] (framing and decoders), [`response`] (heads and chunk framing out), [`status`]
 //! (status lines and error pages), [`date`] (the `Date` header), [`error`].
 
+/// The `bytes` crate this API speaks (`Bytes`, `BytesMut`), for callers without their own.
+pub use bytes;
+
 pub mod body;
 pub mod date;
 pub mod error;

@@ -262,6 +262,20 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Option<Request>, Err
     HeadParser::new(*limits).parse_slice(buf)
 }
 
+/// For the fuzz target: when httparse takes the complete head in `buf`, the careful road must
+/// find the same request line and headers. Returns false on a disagreement.
+#[doc(hidden)]
+pub fn roads_agree(buf: &[u8], limits: &Limits) -> bool {
+    let Ok(Some(end)) = Scanner::default().scan(buf, limits) else {
+        return true;
+    };
+    let head = buf.get(..end.len).unwrap_or_default();
+    match parse_fast(head, end.header_lines, limits) {
+        Some(fast) => parse_careful(head, limits).as_ref() == Ok(&fast),
+        None => true,
+    }
+}
+
 /// Is `name` valid by nginx's rules: `[A-Za-z0-9-]`, plus `_` with `underscores_in_headers`.
 fn nginx_valid_name(name: &[u8], underscores: bool) -> bool {
     name.iter()
