@@ -124,7 +124,8 @@ pub struct Sent {
 /// Sends `[off, off + len)` of `file` to the nonblocking socket `sock` with `sendfile`, inline
 /// or from `pool` as [`sendfile_plan`] decides, until the range is sent, the socket is full or
 /// the file ends. A pool thread sending to the (nonblocking) socket never waits for the peer:
-/// it returns what it sent, and the worker waits for writability and calls again.
+/// it returns what it sent, and the worker waits for writability and calls again (with tokio,
+/// check [`writable_now`](crate::syscall::writable_now) before trusting cached readiness).
 pub async fn sendfile_range(
     sock: BorrowedFd<'_>,
     file: &Arc<File>,

@@ -1,15 +1,17 @@
 //! The way a task's result gets back to the worker that posted it: a [`Completion`] future on the
-//! worker, a `Completer` on the pool thread. Polled on the worker; never blocks (two uncontended
-//! mutexes per poll).
+//! worker, a `Completer` on the pool thread. Polled on the worker; never blocks (uncontended
+//! mutexes only).
 //!
-//! Each posting thread has a *port*. A pool thread that finishes a task stores the result in the
-//! task's slot, then: if no wake-up is in flight to that port, it wakes the task's waker (the one
-//! cross-thread wake-up: an eventfd write into the worker's tokio driver) and marks the port
-//! *designated*; if one is in flight, it only queues the task's waker on the port. The first
-//! completion future polled on the worker (or the designated one being dropped) drains the port
-//! and wakes the queued wakers from the worker itself, which in a current_thread runtime is a
-//! push on the local run queue, not a syscall. So a burst of completions costs one cross-thread
-//! wake-up, where a tokio oneshot per task costs one each.
+//! Each posting thread has a *port*: a queue of wakers of completed tasks and a tokio `Notify`,
+//! drained by a small task that the first post from inside a current_thread runtime spawns on
+//! it (and that the next post re-spawns if that runtime went away). A pool thread that finishes
+//! a task stores the result in the task's slot and queues the poster's waker on the port; only
+//! the completion that finds the port idle notifies the drainer: that is the one cross-thread
+//! wake-up (an eventfd write into the worker's driver) for the whole burst. The drainer, on the
+//! worker, wakes the queued tasks, which in a current_thread runtime is a push on the local run
+//! queue, not a syscall. A tokio oneshot per task would cost one eventfd write per completion.
+//! Outside a current_thread runtime (a plain thread, a multi-thread runtime) there is no
+//! drainer and each completion wakes its poster directly.
 
 use std::future::Future;
 use std::mem;
@@ -18,38 +20,83 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
+use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::sync::Notify;
+
 use super::TaskError;
 
-/// Locks, ignoring poisoning: no code runs user closures while holding these locks.
+/// Locks, ignoring poisoning: no code that can panic runs while these locks are held.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One per posting thread: wakers of completed tasks waiting for the designated drain.
+/// One per posting thread.
 #[derive(Default)]
 struct Port {
     inner: Mutex<PortInner>,
+    /// Wakes the drainer: one permit per burst.
+    notify: Notify,
 }
 
 #[derive(Default)]
 struct PortInner {
-    /// Wakers of tasks completed while a wake-up was in flight.
+    /// Wakers of completed tasks, for the drainer to wake.
     ready: Vec<Waker>,
-    /// The slot (by address) whose cross-thread wake-up is in flight; 0: none.
-    designated: usize,
-}
-
-impl Port {
-    /// Takes the queued wakers and ends the designation.
-    fn drain(&self) -> Vec<Waker> {
-        let mut port = lock(&self.inner);
-        port.designated = 0;
-        mem::take(&mut port.ready)
-    }
+    /// The drainer has been notified and has not drained yet.
+    notified: bool,
+    /// A drainer task is alive on this thread's runtime.
+    drainer: bool,
 }
 
 thread_local! {
     static PORT: Arc<Port> = Arc::new(Port::default());
+}
+
+/// This thread's port, with a drainer running if this thread is in a current_thread runtime.
+fn current_port() -> Arc<Port> {
+    let port = PORT.with(Arc::clone);
+    if !lock(&port.inner).drainer {
+        if let Ok(handle) = Handle::try_current() {
+            if handle.runtime_flavor() == RuntimeFlavor::CurrentThread {
+                lock(&port.inner).drainer = true;
+                // The guard is made here, not in the task: a task dropped before its first poll
+                // (a runtime shutting down) must still clear the flag.
+                drop(handle.spawn(drain(DrainerAlive(port.clone()))));
+            }
+        }
+    }
+    port
+}
+
+/// Clears the port's drainer flag when the drainer dies (its runtime shut down), waking what it
+/// left queued so nothing is stranded.
+struct DrainerAlive(Arc<Port>);
+
+impl Drop for DrainerAlive {
+    fn drop(&mut self) {
+        let batch = {
+            let mut port = lock(&self.0.inner);
+            port.drainer = false;
+            port.notified = false;
+            mem::take(&mut port.ready)
+        };
+        batch.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// The drainer task: on each notification, wake every queued poster, from the worker.
+async fn drain(alive: DrainerAlive) {
+    let mut batch = Vec::new();
+    loop {
+        alive.0.notify.notified().await;
+        {
+            let mut port = lock(&alive.0.inner);
+            port.notified = false;
+            mem::swap(&mut port.ready, &mut batch);
+        }
+        // `batch` keeps its capacity for the next burst.
+        batch.drain(..).for_each(Waker::wake);
+    }
 }
 
 /// A task's result and its poster's waker, shared by the two ends.
@@ -64,20 +111,19 @@ struct SlotInner<T> {
     abandoned: bool,
 }
 
-/// A future that resolves, on the thread that polls it, with the result of a task posted to a
+/// A future that resolves with the result of a task posted to a
 /// [`ThreadPool`](super::ThreadPool): `Ok(value)`, or `Err` if the task panicked.
 ///
 /// Dropping it does not cancel the task (it is running or queued on another thread); its result
-/// is dropped when it completes. It is `Send` when `T` is, but it belongs on the thread that
-/// posted the task: that is where it wakes up.
+/// is dropped when it completes. It is `Send` when `T` is, but it is meant to be awaited on the
+/// thread that posted the task: that is the worker the completion wakes.
 #[must_use = "a completion does nothing unless awaited; dropping it discards the task's result"]
 pub struct Completion<T> {
     slot: Arc<Slot<T>>,
-    port: Arc<Port>,
     done: bool,
 }
 
-/// The pool thread's end: delivers the result exactly once (or `TaskError::Cancelled` if dropped
+/// The pool thread's end: delivers the result exactly once (`TaskError::Cancelled` if dropped
 /// unused).
 pub(crate) struct Completer<T> {
     slot: Arc<Slot<T>>,
@@ -94,24 +140,25 @@ pub(crate) fn pair<T>() -> (Completion<T>, Completer<T>) {
             abandoned: false,
         }),
     });
-    let port = PORT.with(Arc::clone);
     let completion = Completion {
         slot: slot.clone(),
-        port: port.clone(),
         done: false,
     };
     (
         completion,
         Completer {
             slot,
-            port,
+            port: current_port(),
             sent: false,
         },
     )
 }
 
-fn slot_id<T>(slot: &Arc<Slot<T>>) -> usize {
-    Arc::as_ptr(slot) as usize
+/// What a completing pool thread must do after releasing the locks.
+enum Wake {
+    Nothing,
+    Drainer,
+    Poster(Waker),
 }
 
 impl<T> Completer<T> {
@@ -128,30 +175,41 @@ impl<T> Completer<T> {
             let mut slot = lock(&self.slot.inner);
             if slot.abandoned {
                 unwanted = Some(result);
-                None
+                Wake::Nothing
             } else {
                 slot.result = Some(result);
                 match slot.waker.take() {
-                    // Never polled yet: its first poll finds the result.
-                    None => None,
-                    Some(waker) if port.designated == 0 => {
-                        port.designated = slot_id(&self.slot);
-                        Some(waker)
-                    }
+                    // Not polled yet: its first poll finds the result.
+                    None => Wake::Nothing,
+                    Some(waker) if !port.drainer => Wake::Poster(waker),
                     Some(waker) => {
                         port.ready.push(waker);
-                        None
+                        if mem::replace(&mut port.notified, true) {
+                            Wake::Nothing
+                        } else {
+                            Wake::Drainer
+                        }
                     }
                 }
             }
         };
         // Outside the locks: a result's Drop and a waker may do anything.
         drop(unwanted);
-        if let Some(waker) = wake {
+        let count = || {
             if let Some(counter) = wakeups {
                 counter.fetch_add(1, Ordering::Relaxed);
             }
-            waker.wake();
+        };
+        match wake {
+            Wake::Nothing => {}
+            Wake::Drainer => {
+                count();
+                self.port.notify.notify_one();
+            }
+            Wake::Poster(waker) => {
+                count();
+                waker.wake();
+            }
         }
     }
 }
@@ -169,12 +227,6 @@ impl<T> Future for Completion<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         assert!(!self.done, "Completion polled after it returned Ready");
-        // Whoever is polled first wakes the rest of the batch, locally.
-        for waker in self.port.drain() {
-            if !waker.will_wake(cx.waker()) {
-                waker.wake();
-            }
-        }
         let mut slot = lock(&self.slot.inner);
         if let Some(result) = slot.result.take() {
             drop(slot);
@@ -193,24 +245,12 @@ impl<T> Drop for Completion<T> {
         if self.done {
             return;
         }
-        let (batch, unwanted) = {
-            let mut port = lock(&self.port.inner);
-            // Dropped after being woken and before being polled: the drain is ours to do.
-            let batch = if port.designated == slot_id(&self.slot) {
-                port.designated = 0;
-                mem::take(&mut port.ready)
-            } else {
-                Vec::new()
-            };
+        let (result, waker) = {
             let mut slot = lock(&self.slot.inner);
             slot.abandoned = true;
-            slot.waker = None;
-            (batch, slot.result.take())
+            (slot.result.take(), slot.waker.take())
         };
-        drop(unwanted);
-        for waker in batch {
-            waker.wake();
-        }
+        drop((result, waker));
     }
 }
 
@@ -228,10 +268,11 @@ mod tests {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
-    impl Counter {
-        fn count(&self) -> usize {
-            self.0.load(Ordering::SeqCst)
-        }
+    fn counts(counters: &[Arc<Counter>]) -> Vec<usize> {
+        counters
+            .iter()
+            .map(|c| c.0.load(Ordering::SeqCst))
+            .collect()
     }
 
     fn poll<T>(c: &mut Completion<T>, w: &Arc<Counter>) -> Poll<Result<T, TaskError>> {
@@ -239,61 +280,95 @@ mod tests {
         Pin::new(c).poll(&mut Context::from_waker(&waker))
     }
 
-    #[test]
-    fn a_batch_costs_one_cross_thread_wake_up() {
-        let wakeups = AtomicU64::new(0);
-        let (mut pending, mut completers): (Vec<_>, Vec<_>) = (0..5).map(|_| pair::<u32>()).unzip();
-        let counters: Vec<Arc<Counter>> = (0..5).map(|_| Arc::default()).collect();
-        for (c, w) in pending.iter_mut().zip(&counters) {
-            assert!(poll(c, w).is_pending());
-        }
-        for (i, completer) in completers.drain(..).enumerate() {
-            completer.complete(Ok(i as u32), &wakeups);
-        }
-        // Only the first completion woke its task; the others wait on the port.
-        assert_eq!(wakeups.load(Ordering::SeqCst), 1);
-        assert_eq!(
-            counters.iter().map(|c| c.count()).collect::<Vec<_>>(),
-            [1, 0, 0, 0, 0]
-        );
-        // Polling the woken one drains the port and wakes the rest.
-        assert!(matches!(
-            poll(&mut pending[0], &counters[0]),
-            Poll::Ready(Ok(0))
-        ));
-        assert_eq!(
-            counters.iter().map(|c| c.count()).collect::<Vec<_>>(),
-            [1, 1, 1, 1, 1]
-        );
-        for (i, (c, w)) in pending.iter_mut().zip(&counters).enumerate().skip(1) {
-            assert!(matches!(poll(c, w), Poll::Ready(Ok(v)) if v == i as u32));
-        }
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
     }
 
     #[test]
-    fn dropping_the_designated_completion_passes_the_batch_on() {
-        let wakeups = AtomicU64::new(0);
-        let (mut first, first_done) = pair::<u32>();
-        let (mut second, second_done) = pair::<u32>();
-        let (w1, w2) = (Arc::<Counter>::default(), Arc::<Counter>::default());
-        assert!(poll(&mut first, &w1).is_pending());
-        assert!(poll(&mut second, &w2).is_pending());
-        first_done.complete(Ok(1), &wakeups);
-        second_done.complete(Ok(2), &wakeups);
-        assert_eq!((w1.count(), w2.count()), (1, 0));
-        drop(first); // e.g. the request was cancelled in a select!
-        assert_eq!(w2.count(), 1);
-        assert!(matches!(poll(&mut second, &w2), Poll::Ready(Ok(2))));
-        // The port is free again: the next completion wakes directly.
-        let (mut third, third_done) = pair::<u32>();
-        let w3 = Arc::<Counter>::default();
-        assert!(poll(&mut third, &w3).is_pending());
-        third_done.complete(Ok(3), &wakeups);
-        assert_eq!((w3.count(), wakeups.load(Ordering::SeqCst)), (1, 2));
+    fn a_burst_costs_one_cross_thread_wake_up() {
+        current_thread().block_on(async {
+            let wakeups = AtomicU64::new(0);
+            let (mut pending, completers): (Vec<_>, Vec<_>) = (0..5).map(|_| pair::<u32>()).unzip();
+            let counters: Vec<Arc<Counter>> = (0..5).map(|_| Arc::default()).collect();
+            for (c, w) in pending.iter_mut().zip(&counters) {
+                assert!(poll(c, w).is_pending());
+            }
+            // Completed from another thread, all before the worker runs again.
+            std::thread::spawn(move || {
+                let wakeups = AtomicU64::new(0);
+                for (i, completer) in completers.into_iter().enumerate() {
+                    completer.complete(Ok(i as u32), &wakeups);
+                }
+                assert_eq!(wakeups.load(Ordering::SeqCst), 1);
+            })
+            .join()
+            .unwrap();
+            assert_eq!(counts(&counters), [0; 5]);
+            // The drainer runs when this task yields, and wakes all five.
+            while counts(&counters) != [1; 5] {
+                tokio::task::yield_now().await;
+            }
+            for (i, (c, w)) in pending.iter_mut().zip(&counters).enumerate() {
+                assert!(matches!(poll(c, w), Poll::Ready(Ok(v)) if v == i as u32));
+            }
+            // The port is idle again: the next completion notifies again.
+            let (mut c, done) = pair::<u32>();
+            let w = Arc::<Counter>::default();
+            assert!(poll(&mut c, &w).is_pending());
+            done.complete(Ok(9), &wakeups);
+            assert_eq!(wakeups.load(Ordering::SeqCst), 1);
+            while counts(std::slice::from_ref(&w)) != [1] {
+                tokio::task::yield_now().await;
+            }
+        });
     }
 
     #[test]
-    fn unpolled_and_abandoned_and_cancelled() {
+    fn without_a_runtime_each_completion_wakes_its_poster() {
+        let wakeups = AtomicU64::new(0);
+        let (mut a, a_done) = pair::<u32>();
+        let (mut b, b_done) = pair::<u32>();
+        let (wa, wb) = (Arc::<Counter>::default(), Arc::<Counter>::default());
+        assert!(poll(&mut a, &wa).is_pending() && poll(&mut b, &wb).is_pending());
+        a_done.complete(Ok(1), &wakeups);
+        b_done.complete(Ok(2), &wakeups);
+        assert_eq!(counts(&[wa.clone(), wb.clone()]), [1, 1]);
+        assert_eq!(wakeups.load(Ordering::SeqCst), 2);
+        assert!(matches!(poll(&mut a, &wa), Poll::Ready(Ok(1))));
+        assert!(matches!(poll(&mut b, &wb), Poll::Ready(Ok(2))));
+    }
+
+    #[test]
+    fn a_new_runtime_gets_a_new_drainer_and_nothing_is_stranded() {
+        let wakeups = AtomicU64::new(0);
+        let w = Arc::<Counter>::default();
+        let mut leftover = current_thread()
+            .block_on(async {
+                let (mut c, done) = pair::<u32>();
+                assert!(poll(&mut c, &w).is_pending());
+                // Completed, queued for the drainer, and the runtime goes away before it drains.
+                done.complete(Ok(1), &wakeups);
+                Some(c) // in an Option: handed out, not awaited
+            })
+            .expect("returned above");
+        assert_eq!(counts(std::slice::from_ref(&w)), [1]); // woken by the dying drainer
+        assert!(matches!(poll(&mut leftover, &w), Poll::Ready(Ok(1))));
+        current_thread().block_on(async {
+            let (mut c, done) = pair::<u32>();
+            let w = Arc::<Counter>::default();
+            assert!(poll(&mut c, &w).is_pending());
+            done.complete(Ok(2), &wakeups);
+            while counts(std::slice::from_ref(&w)) != [1] {
+                tokio::task::yield_now().await;
+            }
+            assert!(matches!(poll(&mut c, &w), Poll::Ready(Ok(2))));
+        });
+    }
+
+    #[test]
+    fn unpolled_abandoned_and_cancelled() {
         let wakeups = AtomicU64::new(0);
         // Completed before the first poll: no wake-up needed, the poll finds it.
         let (mut c, done) = pair::<&str>();
