@@ -73,7 +73,7 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
     };
     let mut http = b.http.take();
     if let Some(h) = &mut http {
-        h.finish(&b.prefix);
+        h.finish(&mut b)?;
     }
     Ok(Config {
         main: b.main,

@@ -17,6 +17,7 @@ pub mod log;
 pub mod master;
 pub mod pending;
 pub mod privileges;
+pub mod variables;
 pub mod worker;
 
 /// shoal's version, as `-v` and `Server:` print it.

@@ -256,6 +256,7 @@ impl Master {
                     _ = usr1.recv() => {
                         crate::error_log!(Level::Notice, "reopening logs");
                         crate::log::reopen();
+                        crate::http::access_log::reopen();
                     }
                     _ = usr2.recv() => crate::error_log!(Level::Notice, "binary upgrade (SIGUSR2) is not implemented yet, ignored"),
                     _ = winch.recv() => {}

@@ -63,9 +63,6 @@ pub static DIRECTIVES: &[Command] = &[
     p("server_names_hash_max_size", Ctx::HTTP, ONE),
     p("types_hash_max_size", HSL, ONE),
     p("types_hash_bucket_size", HSL, ONE),
-    // logging
-    p("access_log", HSLI.or(Ctx::LMT), MORE),
-    p("log_format", Ctx::HTTP, Args::Take(2, usize::MAX)),
     // gzip
     p("gzip", HSLI, FLAG),
     p("gzip_vary", HSL, FLAG),

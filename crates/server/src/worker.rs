@@ -110,6 +110,21 @@ async fn serve(
         current: RefCell::new(first.generation.clone()),
         counter,
     });
+    // Buffered access logs: written when their `flush=` age is reached, and at exit.
+    let ticker = tokio::task::spawn_local(async {
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tick.tick().await;
+            crate::http::access_log::flush_buffers(false);
+        }
+    });
+    serve_commands(&worker, &mut rx, first).await;
+    ticker.abort();
+    crate::http::access_log::flush_buffers(true);
+}
+
+async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, first: Command) {
+    let worker = worker.clone();
     let mut accepting: HashMap<SocketKey, JoinHandle<()>> = HashMap::new();
     let mut cmd = first;
     loop {

@@ -179,6 +179,9 @@ pub struct Builder {
     /// The directory of the main configuration file (relative `include`s resolve against it).
     pub conf_prefix: PathBuf,
     pub warnings: Vec<Warning>,
+    /// `log_format`s and open access log files, shared by every `access_log` of this
+    /// configuration.
+    pub formats: crate::http::access_log::Formats,
 }
 
 impl Builder {
@@ -192,6 +195,7 @@ impl Builder {
             prefix,
             conf_prefix,
             warnings: Vec::new(),
+            formats: Default::default(),
         }
     }
 

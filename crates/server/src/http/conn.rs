@@ -27,6 +27,7 @@ use super::{LocConf, ServerConf, ServerTokens};
 use crate::cycle::Generation;
 use crate::listen::{ListenAddr, SocketKey};
 use crate::log::Level;
+use crate::variables::{Sent, Vars};
 use crate::worker::ConnGuard;
 
 /// Read buffer size per read call.
@@ -223,7 +224,7 @@ impl Conn {
                         self.info.client(),
                         default_srv.name()
                     );
-                    self.error_and_close(408, &default_srv.loc).await?;
+                    self.error_and_close(408, default_srv).await?;
                     return Ok(());
                 }
             };
@@ -238,7 +239,7 @@ impl Conn {
                         self.info.client(),
                         default_srv.name()
                     );
-                    self.error_and_close(e.code(), &default_srv.loc).await?;
+                    self.error_and_close(e.code(), default_srv).await?;
                     return Ok(());
                 }
             };
@@ -319,6 +320,7 @@ impl Conn {
         srv: &ServerConf,
         host: Option<&str>,
     ) -> std::io::Result<bool> {
+        let start = Instant::now();
         let path = String::from_utf8_lossy(req.path()).into_owned();
         let lc: &LocConf = match super::location::find(&srv.locations, &path) {
             Some(l) => &l.loc,
@@ -336,6 +338,11 @@ impl Conn {
             }
         }
         let reply = static_files::handle(req, srv, lc, &path, host, &self.info);
+        let request_length = req.head_len() as u64
+            + match body_kind {
+                BodyKind::Length(n) => n,
+                _ => 0,
+            };
         let mut keep = req.keep_alive()
             && !lc.keepalive_timeout().0.is_zero()
             && self.requests < lc.keepalive_requests()
@@ -343,7 +350,37 @@ impl Conn {
         if matches!(reply.status, 400 | 413 | 414 | 494 | 500 | 501) {
             keep = false;
         }
-        self.send(req, reply, lc, keep).await?;
+        let logs = lc.access_logs();
+        let sent_headers = if logs.is_empty() {
+            Vec::new()
+        } else {
+            reply.header_list()
+        };
+        let status = reply.status;
+        let (head_len, body_len) = self.send(req, reply, lc, keep).await?;
+        if !logs.is_empty() {
+            let sent = Sent {
+                status,
+                body_bytes: body_len,
+                bytes: head_len + body_len,
+                headers: sent_headers,
+            };
+            let vars = Vars {
+                req: Some(req),
+                peer: self.info.peer,
+                local: self.info.local,
+                server_name: srv.name(),
+                document_root: Some(lc.root()),
+                request_filename: None,
+                connection: self.info.number,
+                connection_requests: self.requests,
+                start,
+                request_length,
+                sent: Some(&sent),
+                captures: &[],
+            };
+            super::access_log::log_request(logs, &vars);
+        }
         Ok(keep)
     }
 
@@ -381,11 +418,42 @@ impl Conn {
         }
     }
 
-    async fn error_and_close(&mut self, code: u16, lc: &LocConf) -> std::io::Result<()> {
+    /// Answers a request that could not be read (400, 408, 414, ...) and closes; it is
+    /// logged with `$request` empty (`"-"`), as nginx logs it.
+    async fn error_and_close(&mut self, code: u16, srv: &ServerConf) -> std::io::Result<()> {
+        let start = Instant::now();
+        let lc = &srv.loc;
         let reply = static_files::error_reply(code, lc);
-        self.write_reply_head_and_body(None, reply, lc, false)
+        let status = reply.status;
+        let (head_len, body_len) = self
+            .write_reply_head_and_body(None, reply, lc, false)
             .await?;
-        self.flush().await
+        self.flush().await?;
+        let logs = lc.access_logs();
+        if !logs.is_empty() {
+            let sent = Sent {
+                status,
+                body_bytes: body_len,
+                bytes: head_len + body_len,
+                headers: Vec::new(),
+            };
+            let vars = Vars {
+                req: None,
+                peer: self.info.peer,
+                local: self.info.local,
+                server_name: srv.name(),
+                document_root: None,
+                request_filename: None,
+                connection: self.info.number,
+                connection_requests: self.requests + 1,
+                start,
+                request_length: 0,
+                sent: Some(&sent),
+                captures: &[],
+            };
+            super::access_log::log_request(logs, &vars);
+        }
+        Ok(())
     }
 
     async fn send(
@@ -394,7 +462,7 @@ impl Conn {
         reply: Reply,
         lc: &LocConf,
         keep: bool,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<(u64, u64)> {
         self.write_reply_head_and_body(Some(req), reply, lc, keep)
             .await
     }
@@ -405,7 +473,7 @@ impl Conn {
         reply: Reply,
         lc: &LocConf,
         keep: bool,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<(u64, u64)> {
         let head_only = req.is_some_and(|r| r.method() == "HEAD");
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
         let date = DATE.with(|d| *d.borrow_mut().now());
@@ -440,10 +508,14 @@ impl Conn {
             headers: &extra,
         };
         let _ = http10;
+        let before = self.out.len();
         head.write_to(&mut self.out);
+        let head_len = (self.out.len() - before) as u64;
         if head_only {
-            return self.maybe_flush().await;
+            self.maybe_flush().await?;
+            return Ok((head_len, 0));
         }
+        let body_len = length.unwrap_or(0);
         match reply.body {
             Body::Empty => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
@@ -475,7 +547,8 @@ impl Conn {
                 }
             }
         }
-        self.maybe_flush().await
+        self.maybe_flush().await?;
+        Ok((head_len, body_len))
     }
 
     async fn sendfile(

@@ -6,6 +6,7 @@
 //! everything below it: [`LocConf::merge`] fills what a level left unset from its parent, once,
 //! after the walk, and the accessors hold nginx's defaults, so each default lives in one place.
 
+pub mod access_log;
 pub mod conn;
 pub mod location;
 pub mod static_files;
@@ -58,6 +59,18 @@ pub static DIRECTIVES: &[Command] = &[
         set_keepalive_requests,
     ),
     Command::new("server_tokens", Ctx::HSL, Args::ONE, set_server_tokens),
+    Command::new(
+        "log_format",
+        Ctx::HTTP,
+        Args::Take(2, usize::MAX),
+        access_log::set_log_format,
+    ),
+    Command::new(
+        "access_log",
+        Ctx::HSL.or(Ctx::LIF).or(Ctx::LMT),
+        Args::ONE_OR_MORE,
+        access_log::set_access_log,
+    ),
     Command::new(
         "client_header_timeout",
         Ctx::HTTP.or(Ctx::SERVER),
@@ -137,6 +150,8 @@ pub struct LocConf {
     pub keepalive_timeout: Option<(Duration, Option<Duration>)>,
     pub keepalive_requests: Option<u64>,
     pub server_tokens: Option<ServerTokens>,
+    /// `access_log` lines of this level (empty: `access_log off`).
+    pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
 }
 
 impl LocConf {
@@ -152,6 +167,7 @@ impl LocConf {
         merge(&mut self.keepalive_timeout, &parent.keepalive_timeout);
         merge(&mut self.keepalive_requests, &parent.keepalive_requests);
         merge(&mut self.server_tokens, &parent.server_tokens);
+        merge(&mut self.access_log, &parent.access_log);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
@@ -216,6 +232,14 @@ impl LocConf {
 
     pub fn server_tokens(&self) -> ServerTokens {
         self.server_tokens.unwrap_or(ServerTokens::On)
+    }
+
+    /// The access logs in force (empty with `access_log off`).
+    pub fn access_logs(&self) -> &[Arc<access_log::AccessLog>] {
+        self.access_log
+            .as_deref()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 }
 
@@ -383,7 +407,13 @@ fn set_client_header_timeout(
 impl HttpConf {
     /// Applies inheritance: http → server → location → nested location, and nginx's default
     /// listen (`*:80` as root, `*:8000` otherwise) for servers without one.
-    pub fn finish(&mut self, prefix: &std::path::Path) {
+    pub fn finish(&mut self, b: &mut Builder) -> Result<(), Error> {
+        let prefix = b.prefix.clone();
+        let prefix = prefix.as_path();
+        if self.loc.access_log.is_none() {
+            self.loc.access_log =
+                Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
+        }
         self.loc.set_defaults(prefix);
         let default_port = if crate::privileges::is_root() {
             80
@@ -407,6 +437,7 @@ impl HttpConf {
                 l.finish(&srv.loc);
             }
         }
+        Ok(())
     }
 
     /// Every listen of every server.

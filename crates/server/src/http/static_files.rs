@@ -50,6 +50,24 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
+    pub fn header_list(&self) -> Vec<(String, String)> {
+        let mut out = Vec::with_capacity(self.headers.len() + 3);
+        if let Some(t) = &self.content_type {
+            out.push(("content-type".into(), t.clone()));
+        }
+        if let Some(n) = self.body.length() {
+            out.push(("content-length".into(), n.to_string()));
+        }
+        if let Some(l) = &self.location {
+            out.push(("location".into(), l.clone()));
+        }
+        for (n, v) in &self.headers {
+            out.push((n.to_ascii_lowercase(), v.clone()));
+        }
+        out
+    }
+
     fn new(status: u16) -> Reply {
         Reply {
             status,

@@ -1,0 +1,410 @@
+//! `log_format` and `access_log`: one line per request, in nginx's formats, buffered per
+//! worker when `buffer=` is given.
+//!
+//! Runs on the worker. Without `buffer=`, a line is one `write(2)` (as nginx). With it, lines
+//! gather in a per-worker buffer written when the next line would not fit, when the oldest line
+//! is `flush=` old (a per-worker ticker checks), on reopen, and when the worker stops; with
+//! `gzip[=LEVEL]` each written buffer is one gzip member, so `zcat` reads the file whole.
+//! Log files are opened when the configuration is read (so `-t` checks them, as nginx's does) and
+//! reopened in place on SIGUSR1.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use shoal_conf::{Directive, Error};
+
+use super::loc_conf;
+use crate::conf::{err, Builder, Scope};
+use crate::variables::{Escape, Template, Vars};
+
+/// nginx's predefined format.
+pub const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
+
+/// A `log_format`.
+#[derive(Debug)]
+pub struct LogFormat {
+    pub name: String,
+    pub escape: Escape,
+    pub template: Template,
+}
+
+/// An open log file, shared by every `access_log` naming the same path.
+#[derive(Debug)]
+pub struct LogFile {
+    pub path: PathBuf,
+    file: RwLock<File>,
+}
+
+impl LogFile {
+    fn open(path: &Path) -> std::io::Result<File> {
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+    }
+
+    fn write(&self, data: &[u8]) {
+        let f = self.file.read().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = (&*f).write_all(data) {
+            crate::error_log!(
+                crate::log::Level::Alert,
+                "write() to \"{}\" failed {}",
+                self.path.display(),
+                shoal_conf::os_error(&e)
+            );
+        }
+    }
+}
+
+/// Every log file opened by any configuration still alive, for SIGUSR1.
+static OPEN_FILES: Mutex<Vec<Weak<LogFile>>> = Mutex::new(Vec::new());
+
+/// Reopens every access log file (SIGUSR1). Buffered lines written afterwards go to the new
+/// file.
+pub fn reopen() {
+    let mut files = OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
+    files.retain(|w| w.strong_count() > 0);
+    for f in files.iter().filter_map(Weak::upgrade) {
+        match LogFile::open(&f.path) {
+            Ok(new) => *f.file.write().unwrap_or_else(|e| e.into_inner()) = new,
+            Err(e) => crate::error_log!(
+                crate::log::Level::Alert,
+                "open() \"{}\" failed {}",
+                f.path.display(),
+                shoal_conf::os_error(&e)
+            ),
+        }
+    }
+}
+
+/// Where a log goes: a file opened at configuration time, or a path with variables opened
+/// for each line.
+#[derive(Debug)]
+pub enum LogTarget {
+    File(Arc<LogFile>),
+    Dynamic { path: Template, prefix: PathBuf },
+}
+
+/// One `access_log` directive.
+#[derive(Debug)]
+pub struct AccessLog {
+    pub target: LogTarget,
+    pub format: Arc<LogFormat>,
+    pub buffer: Option<usize>,
+    pub flush: Option<Duration>,
+    pub gzip: Option<u32>,
+    pub condition: Option<Template>,
+}
+
+/// State of `log_format`s while the configuration is read (they must precede their use).
+#[derive(Default)]
+pub struct Formats {
+    pub formats: HashMap<String, Arc<LogFormat>>,
+    pub files: HashMap<PathBuf, Arc<LogFile>>,
+}
+
+impl Formats {
+    fn combined(&mut self) -> Arc<LogFormat> {
+        self.formats
+            .entry("combined".to_string())
+            .or_insert_with(|| {
+                Arc::new(LogFormat {
+                    name: "combined".into(),
+                    escape: Escape::Default,
+                    template: Template::compile(COMBINED).expect("the combined format compiles"),
+                })
+            })
+            .clone()
+    }
+
+    fn file(&mut self, path: &Path) -> Result<Arc<LogFile>, String> {
+        if let Some(f) = self.files.get(path) {
+            return Ok(f.clone());
+        }
+        let file = LogFile::open(path).map_err(|e| {
+            format!(
+                "open() \"{}\" failed {}",
+                path.display(),
+                shoal_conf::os_error(&e)
+            )
+        })?;
+        let f = Arc::new(LogFile {
+            path: path.to_path_buf(),
+            file: RwLock::new(file),
+        });
+        OPEN_FILES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&f));
+        self.files.insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+}
+
+pub(super) fn set_log_format(
+    b: &mut Builder,
+    d: &Directive,
+    _: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let name = d.args[0].value.clone();
+    b.formats.combined();
+    if b.formats.formats.contains_key(&name) {
+        return Err(err(d, format!("duplicate \"log_format\" name \"{name}\"")));
+    }
+    let mut rest = &d.args[1..];
+    let mut escape = Escape::Default;
+    if let Some(e) = rest.first().and_then(|a| a.value.strip_prefix("escape=")) {
+        escape = match e {
+            "default" => Escape::Default,
+            "json" => Escape::Json,
+            "none" => Escape::None,
+            other => return Err(err(d, format!("unknown log format escaping \"{other}\""))),
+        };
+        rest = &rest[1..];
+    }
+    if rest.is_empty() {
+        return Err(crate::conf::invalid_args(d));
+    }
+    let text: String = rest.iter().map(|a| a.value.as_str()).collect();
+    let template = Template::compile(&text).map_err(|m| err(d, m))?;
+    b.formats.formats.insert(
+        name.clone(),
+        Arc::new(LogFormat {
+            name,
+            escape,
+            template,
+        }),
+    );
+    Ok(())
+}
+
+pub(super) fn set_access_log(
+    b: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    let path = &d.args[0].value;
+    if path == "off" {
+        if d.args.len() > 1 {
+            return Err(crate::conf::invalid_args(d));
+        }
+        lc.access_log = Some(Arc::new(Vec::new()));
+        return Ok(());
+    }
+    if path.starts_with("syslog:") {
+        return Err(err(d, "syslog access logs are not supported by shoal"));
+    }
+    let format = match d.args.get(1).filter(|a| !a.value.contains('=')) {
+        Some(a) => match a.value.as_str() {
+            "combined" => b.formats.combined(),
+            name => b
+                .formats
+                .formats
+                .get(name)
+                .cloned()
+                .ok_or_else(|| err(d, format!("unknown log format \"{name}\"")))?,
+        },
+        None => b.formats.combined(),
+    };
+    let params_from = if d.args.get(1).is_some_and(|a| !a.value.contains('=')) {
+        2
+    } else {
+        1
+    };
+    let (mut buffer, mut flush, mut gzip, mut condition) = (None, None, None, None);
+    for a in &d.args[params_from..] {
+        let v = a.value.as_str();
+        if let Some(n) = v.strip_prefix("buffer=") {
+            buffer = Some(
+                crate::conf::parse_size(n)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| err(d, format!("invalid buffer size \"{n}\"")))?
+                    as usize,
+            );
+        } else if let Some(t) = v.strip_prefix("flush=") {
+            flush = Some(
+                crate::conf::parse_time(t)
+                    .filter(|t| !t.is_zero())
+                    .ok_or_else(|| err(d, format!("invalid flush time \"{t}\"")))?,
+            );
+        } else if v == "gzip" {
+            gzip = Some(1);
+        } else if let Some(l) = v.strip_prefix("gzip=") {
+            gzip = Some(
+                l.parse::<u32>()
+                    .ok()
+                    .filter(|l| (1..=9).contains(l))
+                    .ok_or_else(|| err(d, format!("invalid compression level \"{l}\"")))?,
+            );
+        } else if let Some(c) = v.strip_prefix("if=") {
+            condition = Some(Template::compile(c).map_err(|m| err(d, m))?);
+        } else {
+            return Err(err(d, format!("invalid parameter \"{v}\"")));
+        }
+    }
+    if (flush.is_some() || gzip.is_some()) && buffer.is_none() {
+        // nginx: flush= and gzip imply a 64k buffer.
+        buffer = Some(64 * 1024);
+    }
+    let template = Template::compile(path).map_err(|m| err(d, m))?;
+    let target = if template.is_static() {
+        LogTarget::File(b.formats.file(&b.full_path(path)).map_err(|m| err(d, m))?)
+    } else {
+        if buffer.is_some() {
+            return Err(err(d, "buffered logs cannot have variables in name"));
+        }
+        LogTarget::Dynamic {
+            path: template,
+            prefix: b.prefix.clone(),
+        }
+    };
+    let log = AccessLog {
+        target,
+        format,
+        buffer,
+        flush,
+        gzip,
+        condition,
+    };
+    let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(Arc::new(log));
+    Ok(())
+}
+
+/// The default access log at http level: `logs/access.log combined`.
+pub(super) fn default_logs(b: &mut Builder) -> Result<Arc<Vec<Arc<AccessLog>>>, String> {
+    let format = b.formats.combined();
+    let file = b.formats.file(&b.full_path("logs/access.log"))?;
+    Ok(Arc::new(vec![Arc::new(AccessLog {
+        target: LogTarget::File(file),
+        format,
+        buffer: None,
+        flush: None,
+        gzip: None,
+        condition: None,
+    })]))
+}
+
+/// A worker's pending lines for one buffered log.
+struct Pending {
+    log: Arc<AccessLog>,
+    data: Vec<u8>,
+    since: Instant,
+}
+
+thread_local! {
+    static BUFFERS: RefCell<HashMap<usize, Pending>> = RefCell::new(HashMap::new());
+}
+
+/// Writes one request's line to each log.
+pub fn log_request(logs: &[Arc<AccessLog>], vars: &Vars<'_>) {
+    for log in logs {
+        if let Some(c) = &log.condition {
+            let v = vars.eval(c);
+            if v.is_empty() || v == "0" {
+                continue;
+            }
+        }
+        let mut line = Vec::with_capacity(256);
+        vars.eval_log(&log.format.template, log.format.escape, &mut line);
+        line.push(b'\n');
+        match &log.target {
+            LogTarget::Dynamic { path, prefix } => {
+                let p = vars.eval(path);
+                let p = if Path::new(&p).is_absolute() {
+                    PathBuf::from(p)
+                } else {
+                    prefix.join(p)
+                };
+                match LogFile::open(&p) {
+                    Ok(mut f) => {
+                        let _ = f.write_all(&line);
+                    }
+                    Err(e) => crate::error_log!(
+                        crate::log::Level::Error,
+                        "open() \"{}\" failed {}",
+                        p.display(),
+                        shoal_conf::os_error(&e)
+                    ),
+                }
+            }
+            LogTarget::File(file) => match log.buffer {
+                None => file.write(&line),
+                Some(size) => buffered(log, file, line, size),
+            },
+        }
+    }
+}
+
+fn buffered(log: &Arc<AccessLog>, file: &Arc<LogFile>, line: Vec<u8>, size: usize) {
+    let key = Arc::as_ptr(log) as usize;
+    BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        let p = b.entry(key).or_insert_with(|| Pending {
+            log: log.clone(),
+            data: Vec::with_capacity(size),
+            since: Instant::now(),
+        });
+        if !p.data.is_empty() && p.data.len() + line.len() > size {
+            write_out(&p.log, file, &p.data);
+            p.data.clear();
+        }
+        if line.len() > size {
+            write_out(&p.log, file, &line);
+            return;
+        }
+        if p.data.is_empty() {
+            p.since = Instant::now();
+        }
+        p.data.extend_from_slice(&line);
+    });
+}
+
+fn write_out(log: &AccessLog, file: &LogFile, data: &[u8]) {
+    match log.gzip {
+        None => file.write(data),
+        Some(level) => {
+            let mut enc = flate2::write::GzEncoder::new(
+                Vec::with_capacity(data.len() / 4),
+                flate2::Compression::new(level),
+            );
+            if enc.write_all(data).is_ok() {
+                if let Ok(z) = enc.finish() {
+                    file.write(&z);
+                }
+            }
+        }
+    }
+}
+
+/// Writes buffers older than their `flush=` (all of them with `all`), and forgets buffers of
+/// logs no configuration uses any more. Called by the worker's ticker and when it stops.
+pub fn flush_buffers(all: bool) {
+    BUFFERS.with(|b| {
+        let mut b = b.borrow_mut();
+        let now = Instant::now();
+        b.retain(|_, p| {
+            let due = all
+                || Arc::strong_count(&p.log) == 1
+                || p.log
+                    .flush
+                    .is_some_and(|f| now.duration_since(p.since) >= f);
+            if due && !p.data.is_empty() {
+                if let LogTarget::File(f) = &p.log.target {
+                    write_out(&p.log, f, &p.data);
+                }
+                p.data.clear();
+            }
+            Arc::strong_count(&p.log) > 1
+        });
+    });
+}

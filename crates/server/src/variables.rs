@@ -1,0 +1,629 @@
+//! Variables: `$name` and `${name}` in directive arguments, compiled once when the configuration
+//! is read (an unknown name is `[emerg] unknown "name" variable`, as in nginx) and evaluated
+//! lazily per request: nothing is computed for a variable no template uses.
+//!
+//! A [`Template`] is literal text and variable references. [`Vars`] is what a request offers to
+//! evaluate them: the request, its connection, the chosen server and location, and, once the
+//! answer is sent, the response (for `$status`, `$body_bytes_sent`, `$sent_http_*` in logs).
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use shoal_http::Request;
+
+/// A variable reference, resolved at configuration time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Var {
+    Uri,
+    RequestUri,
+    Args,
+    IsArgs,
+    Host,
+    Hostname,
+    RemoteAddr,
+    RemotePort,
+    RemoteUser,
+    ServerAddr,
+    ServerPort,
+    ServerName,
+    ServerProtocol,
+    Scheme,
+    Request,
+    RequestMethod,
+    RequestLength,
+    RequestTime,
+    RequestFilename,
+    DocumentRoot,
+    RealpathRoot,
+    ContentType,
+    ContentLength,
+    Status,
+    BodyBytesSent,
+    BytesSent,
+    Connection,
+    ConnectionRequests,
+    Msec,
+    Pid,
+    TimeLocal,
+    TimeIso8601,
+    /// `$arg_NAME`
+    Arg(String),
+    /// `$http_NAME` (the name with `_` for `-`, lowercase)
+    Http(String),
+    /// `$sent_http_NAME`
+    SentHttp(String),
+    /// `$cookie_NAME`
+    Cookie(String),
+    /// `$1`..`$9`: a regex capture of the last match.
+    Capture(usize),
+}
+
+impl Var {
+    /// The variable for `name`, or `None` if shoal has no such variable.
+    pub fn lookup(name: &str) -> Option<Var> {
+        Some(match name {
+            "uri" | "document_uri" => Var::Uri,
+            "request_uri" => Var::RequestUri,
+            "args" | "query_string" => Var::Args,
+            "is_args" => Var::IsArgs,
+            "host" => Var::Host,
+            "hostname" => Var::Hostname,
+            "remote_addr" => Var::RemoteAddr,
+            "remote_port" => Var::RemotePort,
+            "remote_user" => Var::RemoteUser,
+            "server_addr" => Var::ServerAddr,
+            "server_port" => Var::ServerPort,
+            "server_name" => Var::ServerName,
+            "server_protocol" => Var::ServerProtocol,
+            "scheme" => Var::Scheme,
+            "request" => Var::Request,
+            "request_method" => Var::RequestMethod,
+            "request_length" => Var::RequestLength,
+            "request_time" => Var::RequestTime,
+            "request_filename" => Var::RequestFilename,
+            "document_root" => Var::DocumentRoot,
+            "realpath_root" => Var::RealpathRoot,
+            "content_type" => Var::ContentType,
+            "content_length" => Var::ContentLength,
+            "status" => Var::Status,
+            "body_bytes_sent" => Var::BodyBytesSent,
+            "bytes_sent" => Var::BytesSent,
+            "connection" => Var::Connection,
+            "connection_requests" => Var::ConnectionRequests,
+            "msec" => Var::Msec,
+            "pid" => Var::Pid,
+            "time_local" => Var::TimeLocal,
+            "time_iso8601" => Var::TimeIso8601,
+            _ => {
+                if let Some(n) = name.strip_prefix("arg_") {
+                    Var::Arg(n.to_string())
+                } else if let Some(n) = name.strip_prefix("http_") {
+                    Var::Http(n.to_ascii_lowercase())
+                } else if let Some(n) = name.strip_prefix("sent_http_") {
+                    Var::SentHttp(n.to_ascii_lowercase())
+                } else if let Some(n) = name.strip_prefix("cookie_") {
+                    Var::Cookie(n.to_string())
+                } else if name.len() == 1 && name.as_bytes()[0].is_ascii_digit() {
+                    Var::Capture((name.as_bytes()[0] - b'0') as usize)
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+}
+
+/// One piece of a template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    Text(String),
+    Var(Var),
+}
+
+/// A directive argument with variables, compiled.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Template {
+    pub pieces: Vec<Piece>,
+}
+
+impl Template {
+    /// Compiles `s`. Errors are nginx's: `invalid variable name in "..."`,
+    /// `unknown "name" variable`.
+    pub fn compile(s: &str) -> Result<Template, String> {
+        let b = s.as_bytes();
+        let mut pieces = Vec::new();
+        let mut text = String::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] != b'$' {
+                let next = memchr::memchr(b'$', &b[i..]).map_or(b.len(), |p| i + p);
+                text.push_str(&s[i..next]);
+                i = next;
+                continue;
+            }
+            i += 1;
+            let braced = b.get(i) == Some(&b'{');
+            if braced {
+                i += 1;
+            }
+            let start = i;
+            if b.get(i).is_some_and(|c| c.is_ascii_digit()) && !braced {
+                i += 1;
+            } else {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+            }
+            let name = &s[start..i];
+            if braced {
+                if b.get(i) != Some(&b'}') {
+                    return Err(format!(
+                        "the closing bracket in \"{name}\" variable is missing"
+                    ));
+                }
+                i += 1;
+            }
+            if name.is_empty() {
+                return Err(format!("invalid variable name in \"{s}\""));
+            }
+            let var = Var::lookup(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?;
+            if !text.is_empty() {
+                pieces.push(Piece::Text(std::mem::take(&mut text)));
+            }
+            pieces.push(Piece::Var(var));
+        }
+        if !text.is_empty() {
+            pieces.push(Piece::Text(text));
+        }
+        Ok(Template { pieces })
+    }
+
+    /// Whether the template has no variables.
+    pub fn is_static(&self) -> bool {
+        self.pieces.iter().all(|p| matches!(p, Piece::Text(_)))
+    }
+}
+
+/// How a value is escaped where it is written (`log_format ... escape=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Escape {
+    /// `"`, `\`, control characters and bytes ≥ 0x7F as `\xXX`.
+    #[default]
+    Default,
+    /// JSON string escaping.
+    Json,
+    None,
+}
+
+/// The response, once sent (for log variables).
+#[derive(Clone, Debug, Default)]
+pub struct Sent {
+    pub status: u16,
+    pub body_bytes: u64,
+    pub bytes: u64,
+    /// Response headers, lowercase names.
+    pub headers: Vec<(String, String)>,
+}
+
+/// What a request offers to variables.
+pub struct Vars<'a> {
+    pub req: Option<&'a Request>,
+    pub peer: Option<SocketAddr>,
+    pub local: Option<SocketAddr>,
+    pub server_name: &'a str,
+    pub document_root: Option<&'a Path>,
+    pub request_filename: Option<&'a Path>,
+    pub connection: u64,
+    pub connection_requests: u64,
+    pub start: Instant,
+    pub request_length: u64,
+    pub sent: Option<&'a Sent>,
+    pub captures: &'a [Option<String>],
+}
+
+impl Vars<'_> {
+    /// Appends the value of `v`; returns false when the variable has no value (nginx's
+    /// "not found", which access logs write as `-`).
+    pub fn value(&self, v: &Var, out: &mut String) -> bool {
+        let req = self.req;
+        match v {
+            Var::Uri => match req {
+                Some(r) => out.push_str(&String::from_utf8_lossy(r.path())),
+                None => return false,
+            },
+            Var::RequestUri => match req {
+                Some(r) => out.push_str(&String::from_utf8_lossy(r.uri())),
+                None => return false,
+            },
+            Var::Args => match req.and_then(|r| r.query()) {
+                Some(q) => out.push_str(&String::from_utf8_lossy(q)),
+                None => return false,
+            },
+            Var::IsArgs => {
+                if req.and_then(|r| r.query()).is_some() {
+                    out.push('?');
+                }
+            }
+            Var::Host => match req.and_then(|r| r.host()) {
+                Some(h) => out.push_str(&String::from_utf8_lossy(h)),
+                None => out.push_str(self.server_name),
+            },
+            Var::Hostname => out.push_str(&hostname()),
+            Var::RemoteAddr => match self.peer {
+                Some(p) => {
+                    let _ = write!(out, "{}", p.ip());
+                }
+                None => out.push_str("unix:"),
+            },
+            Var::RemotePort => match self.peer {
+                Some(p) => {
+                    let _ = write!(out, "{}", p.port());
+                }
+                None => {}
+            },
+            Var::RemoteUser => return false,
+            Var::ServerAddr => match self.local {
+                Some(l) => {
+                    let _ = write!(out, "{}", l.ip());
+                }
+                None => out.push_str("unix:"),
+            },
+            Var::ServerPort => match self.local {
+                Some(l) => {
+                    let _ = write!(out, "{}", l.port());
+                }
+                None => {}
+            },
+            Var::ServerName => out.push_str(self.server_name),
+            Var::ServerProtocol => match req {
+                Some(r) => out.push_str(r.version().as_str()),
+                None => return false,
+            },
+            Var::Scheme => out.push_str("http"),
+            Var::Request => match req {
+                Some(r) => {
+                    let _ = write!(
+                        out,
+                        "{} {} {}",
+                        r.method(),
+                        String::from_utf8_lossy(r.uri()),
+                        r.version().as_str()
+                    );
+                }
+                None => return false,
+            },
+            Var::RequestMethod => match req {
+                Some(r) => out.push_str(r.method()),
+                None => return false,
+            },
+            Var::RequestLength => {
+                let _ = write!(out, "{}", self.request_length);
+            }
+            Var::RequestTime => {
+                let ms = self.start.elapsed().as_millis();
+                let _ = write!(out, "{}.{:03}", ms / 1000, ms % 1000);
+            }
+            Var::RequestFilename => match self.request_filename {
+                Some(p) => out.push_str(&p.to_string_lossy()),
+                None => return false,
+            },
+            Var::DocumentRoot => match self.document_root {
+                Some(p) => out.push_str(&p.to_string_lossy()),
+                None => return false,
+            },
+            Var::RealpathRoot => match self
+                .document_root
+                .and_then(|p| std::fs::canonicalize(p).ok())
+            {
+                Some(p) => out.push_str(&p.to_string_lossy()),
+                None => return false,
+            },
+            Var::ContentType => match req.and_then(|r| r.header("content-type")) {
+                Some(v) => out.push_str(&String::from_utf8_lossy(v)),
+                None => return false,
+            },
+            Var::ContentLength => match req.and_then(|r| r.header("content-length")) {
+                Some(v) => out.push_str(&String::from_utf8_lossy(v)),
+                None => return false,
+            },
+            Var::Status => match self.sent {
+                Some(s) => {
+                    let _ = write!(out, "{:03}", s.status);
+                }
+                None => out.push_str("000"),
+            },
+            Var::BodyBytesSent => {
+                let _ = write!(out, "{}", self.sent.map_or(0, |s| s.body_bytes));
+            }
+            Var::BytesSent => {
+                let _ = write!(out, "{}", self.sent.map_or(0, |s| s.bytes));
+            }
+            Var::Connection => {
+                let _ = write!(out, "{}", self.connection);
+            }
+            Var::ConnectionRequests => {
+                let _ = write!(out, "{}", self.connection_requests);
+            }
+            Var::Msec => {
+                let d = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                let _ = write!(out, "{}.{:03}", d.as_secs(), d.subsec_millis());
+            }
+            Var::Pid => {
+                let _ = write!(out, "{}", std::process::id());
+            }
+            Var::TimeLocal => out.push_str(&time_local()),
+            Var::TimeIso8601 => out.push_str(&time_iso8601()),
+            Var::Arg(name) => match req.and_then(|r| r.query()).and_then(|q| arg(q, name)) {
+                Some(v) => out.push_str(&String::from_utf8_lossy(v)),
+                None => return false,
+            },
+            Var::Http(name) => {
+                let Some(r) = req else { return false };
+                let mut found = false;
+                // nginx joins repeated headers with ", " (with "; " for Cookie).
+                let sep = if name == "cookie" { "; " } else { ", " };
+                for (n, v) in r.headers() {
+                    if header_matches(n, name) {
+                        if found {
+                            out.push_str(sep);
+                        }
+                        out.push_str(&String::from_utf8_lossy(v));
+                        found = true;
+                    }
+                }
+                return found;
+            }
+            Var::SentHttp(name) => {
+                let Some(s) = self.sent else { return false };
+                match s.headers.iter().find(|(n, _)| header_matches(n, name)) {
+                    Some((_, v)) => out.push_str(v),
+                    None => return false,
+                }
+            }
+            Var::Cookie(name) => match req.and_then(|r| cookie(r, name)) {
+                Some(v) => out.push_str(&v),
+                None => return false,
+            },
+            Var::Capture(n) => match self.captures.get(*n).and_then(|c| c.as_deref()) {
+                Some(v) => out.push_str(v),
+                None => return false,
+            },
+        }
+        true
+    }
+
+    /// Evaluates a template (variables without a value are empty).
+    pub fn eval(&self, t: &Template) -> String {
+        let mut out = String::new();
+        for p in &t.pieces {
+            match p {
+                Piece::Text(s) => out.push_str(s),
+                Piece::Var(v) => {
+                    self.value(v, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// Evaluates a `log_format`: values escaped; a variable without a value is written as `-`
+    /// with the default escaping and as nothing with `json` and `none` (nginx's rule).
+    pub fn eval_log(&self, t: &Template, escape: Escape, out: &mut Vec<u8>) {
+        let mut val = String::new();
+        for p in &t.pieces {
+            match p {
+                Piece::Text(s) => out.extend_from_slice(s.as_bytes()),
+                Piece::Var(v) => {
+                    val.clear();
+                    if !self.value(v, &mut val) {
+                        if escape == Escape::Default {
+                            out.push(b'-');
+                        }
+                        continue;
+                    }
+                    escape_into(val.as_bytes(), escape, out);
+                }
+            }
+        }
+    }
+}
+
+fn header_matches(header: &str, var_name: &str) -> bool {
+    header.len() == var_name.len()
+        && header
+            .bytes()
+            .zip(var_name.bytes())
+            .all(|(h, v)| h.to_ascii_lowercase() == v || (h == b'-' && v == b'_'))
+}
+
+/// `$arg_NAME`: the first `NAME=value` of the query string (names compared case-insensitively,
+/// as nginx does).
+fn arg<'q>(query: &'q [u8], name: &str) -> Option<&'q [u8]> {
+    for pair in query.split(|&c| c == b'&') {
+        let (k, v) = match pair.iter().position(|&c| c == b'=') {
+            Some(p) => (&pair[..p], &pair[p + 1..]),
+            None => (pair, &b""[..]),
+        };
+        if k.eq_ignore_ascii_case(name.as_bytes()) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn cookie(r: &Request, name: &str) -> Option<String> {
+    for v in r.header_all("cookie") {
+        for part in v.split(|&c| c == b';') {
+            let part = part.trim_ascii();
+            if let Some(p) = part.iter().position(|&c| c == b'=') {
+                if part[..p].eq_ignore_ascii_case(name.as_bytes()) {
+                    return Some(String::from_utf8_lossy(&part[p + 1..]).into_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Escapes `v` into `out` as `log_format ... escape=` says.
+pub fn escape_into(v: &[u8], escape: Escape, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    match escape {
+        Escape::None => out.extend_from_slice(v),
+        Escape::Default => {
+            for &c in v {
+                if c == b'"' || c == b'\\' || c < 0x20 || c >= 0x7f {
+                    out.extend_from_slice(&[
+                        b'\\',
+                        b'x',
+                        HEX[(c >> 4) as usize],
+                        HEX[(c & 15) as usize],
+                    ]);
+                } else {
+                    out.push(c);
+                }
+            }
+        }
+        Escape::Json => {
+            for &c in v {
+                match c {
+                    b'"' => out.extend_from_slice(b"\\\""),
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    0x08 => out.extend_from_slice(b"\\b"),
+                    0x0c => out.extend_from_slice(b"\\f"),
+                    c if c < 0x20 => out.extend_from_slice(&[
+                        b'\\',
+                        b'u',
+                        b'0',
+                        b'0',
+                        HEX[(c >> 4) as usize],
+                        HEX[(c & 15) as usize],
+                    ]),
+                    c => out.push(c),
+                }
+            }
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn local_tm() -> (libc::tm, i64) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as libc::time_t)
+        .unwrap_or(0);
+    // SAFETY: an all-zero tm is valid for localtime_r to overwrite.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers for the call's duration.
+    unsafe { libc::localtime_r(&now, &mut tm) };
+    let off = tm.tm_gmtoff;
+    (tm, off)
+}
+
+fn tz(off: i64, colon: bool) -> String {
+    let sign = if off < 0 { '-' } else { '+' };
+    let off = off.abs();
+    if colon {
+        format!("{sign}{:02}:{:02}", off / 3600, (off % 3600) / 60)
+    } else {
+        format!("{sign}{:02}{:02}", off / 3600, (off % 3600) / 60)
+    }
+}
+
+/// `$time_local`: `21/Nov/2026:10:00:00 +0000`.
+pub fn time_local() -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (tm, off) = local_tm();
+    format!(
+        "{:02}/{}/{}:{:02}:{:02}:{:02} {}",
+        tm.tm_mday,
+        MONTHS[tm.tm_mon.clamp(0, 11) as usize],
+        tm.tm_year + 1900,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        tz(off, false)
+    )
+}
+
+/// `$time_iso8601`: `2026-11-21T10:00:00+00:00`.
+pub fn time_iso8601() -> String {
+    let (tm, off) = local_tm();
+    format!(
+        "{}-{:02}-{:02}T{:02}:{:02}:{:02}{}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        tz(off, true)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compile() {
+        let t = Template::compile("$remote_addr - ${status}x $http_user_agent").unwrap();
+        assert_eq!(
+            t.pieces,
+            vec![
+                Piece::Var(Var::RemoteAddr),
+                Piece::Text(" - ".into()),
+                Piece::Var(Var::Status),
+                Piece::Text("x ".into()),
+                Piece::Var(Var::Http("user_agent".into())),
+            ]
+        );
+        assert_eq!(
+            Template::compile("$nope").unwrap_err(),
+            "unknown \"nope\" variable"
+        );
+        assert_eq!(
+            Template::compile("a$").unwrap_err(),
+            "invalid variable name in \"a$\""
+        );
+        assert!(Template::compile("${uri").is_err());
+        assert_eq!(
+            Template::compile("$1x").unwrap().pieces[0],
+            Piece::Var(Var::Capture(1))
+        );
+        assert!(Template::compile("plain").unwrap().is_static());
+    }
+
+    #[test]
+    fn escapes() {
+        let mut out = Vec::new();
+        escape_into(b"a\"b\\c\x01\xff", Escape::Default, &mut out);
+        assert_eq!(out, b"a\\x22b\\x5Cc\\x01\\xFF");
+        out.clear();
+        escape_into(b"a\"\n\x01", Escape::Json, &mut out);
+        assert_eq!(out, b"a\\\"\\n\\u0001");
+    }
+
+    #[test]
+    fn args_and_headers() {
+        assert_eq!(arg(b"a=1&B=2&c", "b"), Some(&b"2"[..]));
+        assert_eq!(arg(b"a=1&c", "c"), Some(&b""[..]));
+        assert_eq!(arg(b"a=1", "z"), None);
+        assert!(header_matches("User-Agent", "user_agent"));
+        assert!(!header_matches("User-Agent", "user_agen"));
+    }
+}
