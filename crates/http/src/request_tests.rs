@@ -261,6 +261,7 @@ fn absolute_form_target() {
     assert_eq!(status(b"GET http://u@h/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
     assert_eq!(status(b"GET http://h:x/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
     assert_eq!(status(b"GET * HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://h/ HTTP/1.1\r\nHost: a..b\r\n\r\n"), 400);
     assert_eq!(status(b"GET a/b HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
     let r = parse(b"GET http://[::1]:8080/x HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
     assert_eq!(r.host().unwrap().as_ref(), b"[::1]");
