@@ -120,7 +120,8 @@ impl Default for Prefix {
 /// The body of the test `index.html`.
 pub const INDEX: &str = "<html><body>shoal e2e</body></html>\n";
 
-/// Runs the binary with `args`, bounded by [`WAIT`] (killed if it runs longer).
+/// Runs the binary with `args`, bounded by [`WAIT`]: fails if it runs longer, or if something
+/// it started keeps its stdout/stderr open after it exited.
 pub fn run(args: &[String]) -> Output {
     let mut child = Command::new(BIN)
         .args(args)
@@ -129,24 +130,28 @@ pub fn run(args: &[String]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawning shoal");
-    let pid = child.id() as i32;
-    let guard = KillOnDrop(pid);
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let mut stderr = Vec::new();
-    let _ = err.read_to_end(&mut stderr);
-    let stdout = reader.join().unwrap_or_default();
+    let guard = KillOnDrop(child.id() as i32);
+    let drain = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
     let status = wait_child(&mut child, "shoal to exit");
     std::mem::forget(guard);
+    let collect = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(WAIT)
+            .expect("shoal exited but its output pipe is still held open")
+    };
     Output {
         status,
-        stdout,
-        stderr,
+        stdout: collect(out),
+        stderr: collect(err),
     }
 }
 
@@ -321,6 +326,14 @@ impl Drop for Shoal {
             let _ = c.wait();
         }
     }
+}
+
+/// Waits until 127.0.0.1:`port` accepts connections while process `pid` lives.
+pub fn wait_port_of(pid: i32, port: u16) {
+    wait_for(&format!("process {pid} to listen on {port}"), || {
+        assert!(alive(pid), "process {pid} exited before listening on {port}");
+        TcpStream::connect(("127.0.0.1", port)).is_ok().then_some(())
+    })
 }
 
 /// The names of a process's threads.
