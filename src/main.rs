@@ -124,6 +124,9 @@ fn parse_cli(args: &[String]) -> Result<Cli, String> {
             } else {
                 return Err(format!("option \"-{c}\" requires {}", slot.1));
             };
+            if c == 's' && !matches!(value.as_str(), "stop" | "quit" | "reopen" | "reload") {
+                return Err(format!("invalid option: \"-s {value}\""));
+            }
             *slot.0 = Some(value);
             break;
         }
@@ -289,5 +292,7 @@ mod tests {
         );
         assert_eq!(cli(&["-s"]).err().unwrap(), "option \"-s\" requires signal");
         assert_eq!(cli(&["foo"]).err().unwrap(), "invalid option: \"foo\"");
+        assert_eq!(cli(&["-s", "halt"]).err().unwrap(), "invalid option: \"-s halt\"");
+        assert!(cli(&["-sreload"]).is_ok());
     }
 }
