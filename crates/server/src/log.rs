@@ -221,15 +221,47 @@ pub fn reopen() {
         });
     }
     ErrorLog { sinks }.install();
+    if !use_stderr() {
+        redirect_stderr();
+    }
     for f in failures {
         log(Level::Alert, None, format_args!("{f}"));
     }
 }
 
+/// Points the process's standard error at the current error log's first file, as nginx's
+/// `ngx_log_redirect_stderr` does once started: whatever still writes to fd 2 (a panic message)
+/// lands in the log, and the terminal or pipe that started shoal is no longer held open. Nothing
+/// happens when a target is `stderr` itself.
+pub fn redirect_stderr() {
+    let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(current) = current else { return };
+    if current.has_stderr() {
+        return;
+    }
+    if let Some(f) = current.sinks.iter().find_map(|s| s.file.as_ref()) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 of an open file onto fd 2; fd 2 is replaced atomically.
+        if unsafe { libc::dup2(f.as_raw_fd(), libc::STDERR_FILENO) } == -1 {
+            let e = std::io::Error::last_os_error();
+            log(
+                Level::Alert,
+                None,
+                format_args!("dup2(STDERR) failed {}", shoal_conf::os_error(&e)),
+            );
+        }
+    }
+}
+
+/// Whether messages are still shown on the terminal (see [`set_use_stderr`]).
+pub fn use_stderr() -> bool {
+    USE_STDERR.load(Ordering::Relaxed)
+}
+
 static USE_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
-/// Whether messages are also shown on the terminal as `shoal: [LEVEL] ...` (until the process
-/// daemonizes, as nginx's `ngx_use_stderr`).
+/// Whether messages are also shown on the terminal as `shoal: [LEVEL] ...` (until startup is
+/// complete, as nginx's `ngx_use_stderr`).
 pub fn set_use_stderr(on: bool) {
     USE_STDERR.store(on, Ordering::Relaxed);
 }

@@ -170,6 +170,9 @@ pub fn run(opts: Options) -> i32 {
             return 1;
         }
     }
+    // Started: from now on messages go to the error log only, and so does fd 2 (nginx).
+    crate::log::redirect_stderr();
+    crate::log::set_use_stderr(false);
     let mut master = Master {
         opts,
         generation,
@@ -304,6 +307,9 @@ impl Master {
             }
         };
         log.install();
+        if !crate::log::use_stderr() {
+            crate::log::redirect_stderr();
+        }
         let new_pid = generation.config.pid_path();
         if new_pid != self.pid_path {
             match write_pid(&new_pid) {
