@@ -99,6 +99,9 @@ struct Master {
 
 /// Runs shoal until it is told to stop. Returns the process exit code.
 pub fn run(opts: Options) -> i32 {
+    // Until the signal loop's handlers exist, a signal waits instead of acting by default
+    // (SIGHUP's default is to terminate): nginx installs its handlers before anything else.
+    mask_signals(libc::SIG_BLOCK);
     let conf = match opts.load() {
         Ok(c) => c,
         Err(e) => {
@@ -253,6 +256,9 @@ impl Master {
             let mut usr1 = signal(SignalKind::user_defined1()).expect("SIGUSR1 handler");
             let mut usr2 = signal(SignalKind::user_defined2()).expect("SIGUSR2 handler");
             let mut winch = signal(SignalKind::window_change()).expect("SIGWINCH handler");
+            // The handlers are in place: what arrived while starting is delivered now. The
+            // workers were started with these signals blocked, so they all come here.
+            mask_signals(libc::SIG_UNBLOCK);
             loop {
                 tokio::select! {
                     _ = hup.recv() => self.reload(),
@@ -333,6 +339,30 @@ impl Master {
                 stop: Stop::Run,
             });
         }
+    }
+}
+
+/// The signals the master handles.
+const HANDLED: [libc::c_int; 7] = [
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+];
+
+/// Blocks or unblocks [`HANDLED`] for the calling thread (threads started meanwhile inherit it).
+fn mask_signals(how: libc::c_int) {
+    // SAFETY: the set is initialised by sigemptyset before use; the signal numbers are valid.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in HANDLED {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
     }
 }
 

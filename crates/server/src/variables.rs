@@ -210,6 +210,8 @@ pub struct Sent {
 /// What a request offers to variables.
 pub struct Vars<'a> {
     pub req: Option<&'a Request>,
+    /// The URI after internal redirects (`$uri`), when it differs from the request's.
+    pub uri: Option<&'a str>,
     pub peer: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     pub server_name: &'a str,
@@ -229,9 +231,10 @@ impl Vars<'_> {
     pub fn value(&self, v: &Var, out: &mut String) -> bool {
         let req = self.req;
         match v {
-            Var::Uri => match req {
-                Some(r) => out.push_str(&String::from_utf8_lossy(r.path())),
-                None => return false,
+            Var::Uri => match (self.uri, req) {
+                (Some(u), _) => out.push_str(u),
+                (None, Some(r)) => out.push_str(&String::from_utf8_lossy(r.path())),
+                (None, None) => return false,
             },
             Var::RequestUri => match req {
                 Some(r) => out.push_str(&String::from_utf8_lossy(r.uri())),

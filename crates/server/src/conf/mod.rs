@@ -140,6 +140,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::event::DIRECTIVES,
             crate::log::DIRECTIVES,
             crate::http::DIRECTIVES,
+            crate::http::directives::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];

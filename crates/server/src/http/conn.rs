@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use shoal_http::{
     BodyChunk, BodyKind, BodyLength, ChunkedDecoder, Connection, DateCache, HeadParser,
-    LengthDecoder, Limits, Request, ResponseHead,
+    LengthDecoder, Request, ResponseHead,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
+use super::phases::{self, Processed, Req};
 use super::static_files::{self, Body, Reply};
 use super::{LocConf, ServerConf, ServerTokens};
 use crate::cycle::Generation;
@@ -57,6 +58,14 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.write_all(data).await,
             Stream::Unix(s) => s.write_all(data).await,
+        }
+    }
+
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
         }
     }
 
@@ -129,6 +138,7 @@ pub async fn serve(
         generation,
         guard,
         requests: 0,
+        born: Instant::now(),
     };
     if let Err(e) = conn.run().await {
         crate::conn_log!(Level::Info, number, "{e}");
@@ -173,6 +183,8 @@ struct Conn {
     generation: Arc<Generation>,
     guard: ConnGuard,
     requests: u64,
+    /// When the connection was accepted (`keepalive_time`).
+    born: Instant,
 }
 
 /// Why reading a head stopped without a request.
@@ -209,7 +221,7 @@ impl Conn {
                 return Ok(());
             };
             let default_srv = gen.find_server(route, None);
-            let mut parser = HeadParser::new(limits_for(default_srv));
+            let mut parser = HeadParser::new(default_srv.srv.limits());
             let req = match self.read_head(&mut parser, default_srv).await? {
                 Ok(r) => r,
                 Err(ReadEnd::Closed) | Err(ReadEnd::Idle) => {
@@ -321,71 +333,153 @@ impl Conn {
         host: Option<&str>,
     ) -> std::io::Result<bool> {
         let start = Instant::now();
-        let path = String::from_utf8_lossy(req.path()).into_owned();
-        let lc: &LocConf = match super::location::find(&srv.locations, &path) {
-            Some(l) => &l.loc,
-            None => &srv.loc,
+        let info = &self.info;
+        let r = Req {
+            req,
+            srv,
+            host,
+            info,
+            start,
         };
         let body_kind = req.body();
-        // Static content never reads a request body; it is discarded so the next request on
-        // the connection starts where it should.
-        if body_kind != BodyKind::Empty {
-            if req.expect_continue() {
-                // Nothing will read the body; nginx answers without 100 Continue and discards.
+        // `client_max_body_size` is checked against the location found for the request URI,
+        // before any body byte is read, as nginx does.
+        let first_lc = super::location::find(&srv.locations, &String::from_utf8_lossy(req.path()))
+            .map_or(&srv.loc, |l| &l.loc);
+        let too_large = body_kind
+            .check_max_size(first_lc.client_max_body_size())
+            .is_err();
+        let Processed {
+            reply,
+            lc,
+            uri,
+            close,
+        } = if too_large {
+            crate::conn_log!(
+                Level::Error,
+                self.info.number,
+                "client intended to send too large body: {} bytes{}",
+                match body_kind {
+                    BodyKind::Length(n) => n,
+                    _ => 0,
+                },
+                r.log_ctx()
+            );
+            Processed {
+                reply: static_files::error_reply(413, first_lc),
+                lc: first_lc,
+                uri: String::new(),
+                close: false,
             }
-            if !self.discard_body(body_kind).await? {
+        } else {
+            phases::process(&r)
+        };
+        if close {
+            // `return 444`: close without a word; logged with status 444.
+            self.log(req, srv, lc, &uri, start, 444, 0, 0, Vec::new());
+            return Ok(false);
+        }
+        // Nothing here reads request bodies (the proxy will); a body is discarded so the next
+        // request on the connection starts where it should.
+        if body_kind != BodyKind::Empty && !too_large {
+            if req.expect_continue() && self.buf.is_empty() {
+                self.out.extend_from_slice(shoal_http::response::CONTINUE);
+                self.flush().await?;
+            }
+            if !self
+                .discard_body(body_kind, lc.client_body_timeout())
+                .await?
+            {
                 return Ok(false);
             }
         }
-        let reply = static_files::handle(req, srv, lc, &path, host, &self.info);
         let request_length = req.head_len() as u64
             + match body_kind {
                 BodyKind::Length(n) => n,
                 _ => 0,
             };
         let mut keep = req.keep_alive()
+            && !too_large
             && !lc.keepalive_timeout().0.is_zero()
             && self.requests < lc.keepalive_requests()
+            && self.born.elapsed() < lc.keepalive_time()
             && !self.guard.0.stopping.get();
         if matches!(reply.status, 400 | 413 | 414 | 494 | 500 | 501) {
             keep = false;
         }
-        let logs = lc.access_logs();
-        let sent_headers = if logs.is_empty() {
-            Vec::new()
-        } else {
+        let logs = !lc.access_logs().is_empty();
+        let sent_headers = if logs {
             reply.header_list()
+        } else {
+            Vec::new()
         };
         let status = reply.status;
         let (head_len, body_len) = self.send(req, reply, lc, keep).await?;
-        if !logs.is_empty() {
-            let sent = Sent {
-                status,
-                body_bytes: body_len,
-                bytes: head_len + body_len,
-                headers: sent_headers,
-            };
-            let vars = Vars {
-                req: Some(req),
-                peer: self.info.peer,
-                local: self.info.local,
-                server_name: srv.name(),
-                document_root: Some(lc.root()),
-                request_filename: None,
-                connection: self.info.number,
-                connection_requests: self.requests,
+        if logs {
+            self.log(
+                req,
+                srv,
+                lc,
+                &uri,
                 start,
-                request_length,
-                sent: Some(&sent),
-                captures: &[],
-            };
-            super::access_log::log_request(logs, &vars);
+                status,
+                head_len,
+                body_len,
+                sent_headers,
+            );
         }
+        let _ = request_length;
         Ok(keep)
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn log(
+        &self,
+        req: &Request,
+        srv: &ServerConf,
+        lc: &LocConf,
+        uri: &str,
+        start: Instant,
+        status: u16,
+        head_len: u64,
+        body_len: u64,
+        headers: Vec<(String, String)>,
+    ) {
+        let logs = lc.access_logs();
+        if logs.is_empty() {
+            return;
+        }
+        let sent = Sent {
+            status,
+            body_bytes: body_len,
+            bytes: head_len + body_len,
+            headers,
+        };
+        let request_length = req.head_len() as u64
+            + match req.body() {
+                BodyKind::Length(n) => n,
+                _ => 0,
+            };
+        let vars = Vars {
+            req: Some(req),
+            uri: Some(uri),
+            peer: self.info.peer,
+            local: self.info.local,
+            server_name: srv.name(),
+            document_root: Some(lc.root()),
+            request_filename: None,
+            connection: self.info.number,
+            connection_requests: self.requests,
+            start,
+            request_length,
+            sent: Some(&sent),
+            captures: &[],
+        };
+        super::access_log::log_request(logs, &vars);
+    }
+
     /// Reads and drops a request body. Returns false when the connection must close.
-    async fn discard_body(&mut self, kind: BodyKind) -> std::io::Result<bool> {
+    async fn discard_body(&mut self, kind: BodyKind, timeout: Duration) -> std::io::Result<bool> {
         enum D {
             Len(LengthDecoder),
             Chunked(ChunkedDecoder),
@@ -407,9 +501,7 @@ impl Conn {
                 Err(_) => return Ok(false),
             }
             self.buf.reserve(READ_CHUNK);
-            let read =
-                tokio::time::timeout(Duration::from_secs(60), self.stream.read_buf(&mut self.buf))
-                    .await;
+            let read = tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await;
             match read {
                 Ok(Ok(0)) | Err(_) => return Ok(false),
                 Ok(Ok(_)) => {}
@@ -439,6 +531,7 @@ impl Conn {
             };
             let vars = Vars {
                 req: None,
+                uri: None,
                 peer: self.info.peer,
                 local: self.info.local,
                 server_name: srv.name(),
@@ -478,8 +571,12 @@ impl Conn {
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
         let date = DATE.with(|d| *d.borrow_mut().now());
         let length = reply.body.length();
-        let mut extra: Vec<(&str, &[u8])> = Vec::with_capacity(reply.headers.len());
+        let mut extra: Vec<(&str, &[u8])> =
+            Vec::with_capacity(reply.headers.len() + reply.extra.len());
         for (n, v) in &reply.headers {
+            extra.push((n, v.as_bytes()));
+        }
+        for (n, v) in &reply.extra {
             extra.push((n, v.as_bytes()));
         }
         let last_modified = reply.last_modified;
@@ -519,43 +616,72 @@ impl Conn {
         match reply.body {
             Body::Empty => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
-            Body::Static(s) => self.out.extend_from_slice(s),
-            Body::File { file, offset, len } => {
-                if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
-                    // Small bodies go out with the head in one write; without sendfile, large
-                    // ones are read in pieces.
-                    let mut off = offset;
-                    let end = offset + len;
-                    while off < end {
-                        let want = ((end - off) as usize).min(MAX_GATHER);
-                        let start = self.out.len();
-                        self.out.resize(start + want, 0);
-                        let n = read_at(&file, &mut self.out[start..], off)?;
-                        self.out.truncate(start + n);
-                        if n == 0 {
-                            // The file shrank under us: the length we promised cannot be kept.
-                            return Err(std::io::Error::other("file shrank while being sent"));
-                        }
-                        off += n as u64;
-                        if self.out.len() >= MAX_GATHER {
-                            self.flush().await?;
-                        }
-                    }
-                } else {
-                    self.flush().await?;
-                    self.sendfile(&file, offset, len).await?;
+            Body::Multipart { file, parts } => {
+                for (header, br) in &parts.parts {
+                    self.out.extend_from_slice(header);
+                    self.copy_file(&file, br.start, br.end - br.start, lc)
+                        .await?;
                 }
+                self.out.extend_from_slice(&parts.trailer);
             }
+            Body::File { file, offset, len } => self.copy_file(&file, offset, len, lc).await?,
         }
         self.maybe_flush().await?;
         Ok((head_len, body_len))
     }
 
+    /// Sends a file range after what is gathered in `out`: small ranges (or all of them with
+    /// `sendfile off`) are read into `out`; large ones go by sendfile, with TCP_CORK around the
+    /// head and the file when `tcp_nopush on` (nginx's way to send them in full packets).
+    async fn copy_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+        lc: &LocConf,
+    ) -> std::io::Result<()> {
+        if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
+            let mut off = offset;
+            let end = offset + len;
+            while off < end {
+                let want = ((end - off) as usize).min(MAX_GATHER);
+                let start = self.out.len();
+                self.out.resize(start + want, 0);
+                let n = read_at(file, &mut self.out[start..], off)?;
+                self.out.truncate(start + n);
+                if n == 0 {
+                    // The file shrank under us: the length we promised cannot be kept.
+                    return Err(std::io::Error::other("file shrank while being sent"));
+                }
+                off += n as u64;
+                if self.out.len() >= MAX_GATHER {
+                    self.flush().await?;
+                }
+            }
+            return Ok(());
+        }
+        let cork = lc.tcp_nopush() && matches!(self.stream, Stream::Tcp(_));
+        if cork {
+            let _ = shoal_io::syscall::set_tcp_cork(self.stream.as_fd(), true);
+        }
+        self.flush().await?;
+        let sent = self
+            .sendfile(file, offset, len, lc.sendfile_max_chunk())
+            .await;
+        if cork {
+            let _ = shoal_io::syscall::set_tcp_cork(self.stream.as_fd(), false);
+        }
+        sent
+    }
+
+    /// sendfile in chunks of `sendfile_max_chunk`, letting other connections run between
+    /// chunks so one fast client cannot hold the worker.
     async fn sendfile(
         &mut self,
         file: &std::fs::File,
         offset: u64,
         len: u64,
+        max_chunk: u64,
     ) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
         let in_fd = file.as_raw_fd();
@@ -563,7 +689,8 @@ impl Conn {
         let mut off = offset as libc::off_t;
         let end = offset + len;
         while (off as u64) < end {
-            let count = ((end - off as u64) as usize).min(1 << 30);
+            let chunk = if max_chunk == 0 { 1 << 30 } else { max_chunk };
+            let count = (end - off as u64).min(chunk) as usize;
             let n = self
                 .stream
                 .try_io_write(|| {
@@ -579,6 +706,9 @@ impl Conn {
                 .await?;
             if n == 0 {
                 return Err(std::io::Error::other("file shrank while being sent"));
+            }
+            if ((off as u64) < end) && n as u64 >= chunk {
+                tokio::task::yield_now().await;
             }
         }
         Ok(())
@@ -616,8 +746,4 @@ fn tokens(t: ServerTokens) -> shoal_http::ServerTokens {
         ServerTokens::Off => shoal_http::ServerTokens::Off,
         ServerTokens::Build => shoal_http::ServerTokens::Build,
     }
-}
-
-fn limits_for(_srv: &ServerConf) -> Limits {
-    Limits::default()
 }

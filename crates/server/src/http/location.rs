@@ -33,6 +33,8 @@ pub struct LocationConf {
     pub regex: Option<Regex>,
     pub loc: LocConf,
     pub nested: Vec<LocationConf>,
+    /// `internal`: only internal redirects may reach it.
+    pub internal: bool,
 }
 
 impl LocationConf {
@@ -89,6 +91,7 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
         regex,
         loc: LocConf::default(),
         nested: Vec::new(),
+        internal: false,
     };
     let siblings = match s {
         Scope::Server(srv) => &mut srv.locations,
@@ -142,6 +145,24 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
     }
     let body = d.block.as_deref().unwrap_or_default();
     b.walk(body, Ctx::LOCATION, &mut Scope::Location(&mut loc))?;
+    if let Some(root) = &mut loc.loc.root {
+        if root.alias {
+            root.alias_len = match loc.kind {
+                Match::Regex => None,
+                _ => Some(loc.name.len()),
+            };
+        }
+    }
+    if loc.kind == Match::Regex
+        && loc
+            .loc
+            .root
+            .as_ref()
+            .is_some_and(|r| r.alias && r.template.is_none())
+    {
+        // nginx: an alias in a regex location is the whole path; without a capture it would
+        // send every URI to one file. Allowed, as nginx allows it.
+    }
     siblings.push(loc);
     Ok(())
 }
@@ -217,6 +238,7 @@ mod tests {
             regex: (kind == Match::Regex).then(|| Regex::new(name).unwrap()),
             loc: LocConf::default(),
             nested,
+            internal: false,
         }
     }
 

@@ -8,7 +8,10 @@
 
 pub mod access_log;
 pub mod conn;
+pub mod directives;
 pub mod location;
+pub mod phases;
+pub mod range;
 pub mod static_files;
 
 use std::collections::HashMap;
@@ -93,6 +96,11 @@ pub struct HttpConf {
 #[derive(Clone, Debug, Default)]
 pub struct SrvConf {
     pub client_header_timeout: Option<Duration>,
+    pub client_header_buffer_size: Option<usize>,
+    pub large_client_header_buffers: Option<(usize, usize)>,
+    pub ignore_invalid_headers: Option<bool>,
+    pub underscores_in_headers: Option<bool>,
+    pub merge_slashes: Option<bool>,
 }
 
 impl SrvConf {
@@ -101,6 +109,44 @@ impl SrvConf {
             &mut self.client_header_timeout,
             &parent.client_header_timeout,
         );
+        merge(
+            &mut self.client_header_buffer_size,
+            &parent.client_header_buffer_size,
+        );
+        merge(
+            &mut self.large_client_header_buffers,
+            &parent.large_client_header_buffers,
+        );
+        merge(
+            &mut self.ignore_invalid_headers,
+            &parent.ignore_invalid_headers,
+        );
+        merge(
+            &mut self.underscores_in_headers,
+            &parent.underscores_in_headers,
+        );
+        merge(&mut self.merge_slashes, &parent.merge_slashes);
+    }
+
+    /// The request-head limits of this server (nginx's defaults: 1k, 4 × 8k, on, off, on).
+    pub fn limits(&self) -> shoal_http::Limits {
+        let mut l = shoal_http::Limits::default();
+        if let Some(n) = self.client_header_buffer_size {
+            l.client_header_buffer_size = n;
+        }
+        if let Some((num, size)) = self.large_client_header_buffers {
+            l.large_client_header_buffers = shoal_http::LargeBuffers { num, size };
+        }
+        if let Some(v) = self.ignore_invalid_headers {
+            l.ignore_invalid_headers = v;
+        }
+        if let Some(v) = self.underscores_in_headers {
+            l.underscores_in_headers = v;
+        }
+        if let Some(v) = self.merge_slashes {
+            l.merge_slashes = v;
+        }
+        l
     }
 
     /// `client_header_timeout` (default 60s).
@@ -118,6 +164,8 @@ pub struct ServerConf {
     pub srv: SrvConf,
     pub loc: LocConf,
     pub locations: Vec<LocationConf>,
+    /// A `return` at server level (the server's rewrite phase).
+    pub srv_return: Option<Arc<directives::Return>>,
     /// Where the block is, for log lines.
     pub line: usize,
 }
@@ -140,7 +188,8 @@ pub enum ServerTokens {
 /// Location-level settings (also written at http and server level as defaults).
 #[derive(Clone, Debug, Default)]
 pub struct LocConf {
-    pub root: Option<PathBuf>,
+    /// `root` or `alias`.
+    pub root: Option<DocRoot>,
     pub index: Option<Vec<String>>,
     pub types: Option<Arc<HashMap<String, String>>>,
     pub default_type: Option<String>,
@@ -152,6 +201,98 @@ pub struct LocConf {
     pub server_tokens: Option<ServerTokens>,
     /// `access_log` lines of this level (empty: `access_log off`).
     pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
+    /// Not inherited (nginx's `try_files` and `return` apply where written).
+    pub try_files: Option<Arc<directives::TryFiles>>,
+    pub ret: Option<Arc<directives::Return>>,
+    pub error_page: Option<Arc<Vec<directives::ErrorPage>>>,
+    pub add_header: Option<Arc<Vec<directives::AddHeader>>>,
+    pub expires: Option<directives::Expires>,
+    pub etag: Option<bool>,
+    pub if_modified_since: Option<directives::IfModifiedSince>,
+    pub absolute_redirect: Option<bool>,
+    pub port_in_redirect: Option<bool>,
+    pub server_name_in_redirect: Option<bool>,
+    pub log_not_found: Option<bool>,
+    pub disable_symlinks: Option<bool>,
+    pub client_max_body_size: Option<u64>,
+    pub client_body_buffer_size: Option<u64>,
+    pub client_body_timeout: Option<Duration>,
+    pub send_timeout: Option<Duration>,
+    pub keepalive_time: Option<Duration>,
+    pub lingering_close: Option<directives::Lingering>,
+    pub lingering_time: Option<Duration>,
+    pub lingering_timeout: Option<Duration>,
+    pub reset_timedout_connection: Option<bool>,
+    pub sendfile_max_chunk: Option<u64>,
+    pub max_ranges: Option<u64>,
+}
+
+/// `root PATH` or `alias PATH`: where a URI's file is.
+#[derive(Clone, Debug)]
+pub struct DocRoot {
+    pub alias: bool,
+    /// The path when it has no variables (resolved against the prefix).
+    pub path: PathBuf,
+    /// The path with variables, evaluated per request.
+    pub template: Option<crate::variables::Template>,
+    /// For `alias` in a prefix location: how many leading bytes of the URI it replaces
+    /// (the location's name); `None` in a regex location, where the alias is the whole path.
+    pub alias_len: Option<usize>,
+    /// The prefix, for a path with variables that evaluates relative.
+    prefix: PathBuf,
+}
+
+impl DocRoot {
+    /// Reads `root`/`alias` text (nginx drops a trailing `/` of a root, keeps an alias's).
+    pub fn new(b: &Builder, text: &str, alias: bool) -> Result<DocRoot, String> {
+        let text = if !alias && text.len() > 1 {
+            text.strip_suffix('/').unwrap_or(text)
+        } else {
+            text
+        };
+        let template = crate::variables::Template::compile(text)?;
+        let template = (!template.is_static()).then_some(template);
+        Ok(DocRoot {
+            alias,
+            path: b.full_path(text),
+            template,
+            alias_len: None,
+            prefix: b.prefix.clone(),
+        })
+    }
+
+    /// The file for `uri`: root + URI, or the alias in place of the location's prefix.
+    pub fn map(&self, uri: &str, vars: Option<&crate::variables::Vars<'_>>) -> PathBuf {
+        let base: PathBuf = match (&self.template, vars) {
+            (Some(t), Some(v)) => {
+                let p = PathBuf::from(v.eval(t));
+                if p.is_absolute() {
+                    p
+                } else {
+                    self.prefix.join(p)
+                }
+            }
+            _ => self.path.clone(),
+        };
+        if !self.alias {
+            let mut s = base.into_os_string();
+            s.push(uri);
+            return PathBuf::from(s);
+        }
+        match self.alias_len {
+            Some(n) => {
+                let mut s = base.into_os_string();
+                s.push(uri.get(n..).unwrap_or(""));
+                PathBuf::from(s)
+            }
+            None => base,
+        }
+    }
+
+    /// `$document_root`.
+    pub fn base(&self) -> &std::path::Path {
+        &self.path
+    }
 }
 
 impl LocConf {
@@ -168,11 +309,47 @@ impl LocConf {
         merge(&mut self.keepalive_requests, &parent.keepalive_requests);
         merge(&mut self.server_tokens, &parent.server_tokens);
         merge(&mut self.access_log, &parent.access_log);
+        merge(&mut self.error_page, &parent.error_page);
+        merge(&mut self.add_header, &parent.add_header);
+        merge(&mut self.expires, &parent.expires);
+        merge(&mut self.etag, &parent.etag);
+        merge(&mut self.if_modified_since, &parent.if_modified_since);
+        merge(&mut self.absolute_redirect, &parent.absolute_redirect);
+        merge(&mut self.port_in_redirect, &parent.port_in_redirect);
+        merge(
+            &mut self.server_name_in_redirect,
+            &parent.server_name_in_redirect,
+        );
+        merge(&mut self.log_not_found, &parent.log_not_found);
+        merge(&mut self.disable_symlinks, &parent.disable_symlinks);
+        merge(&mut self.client_max_body_size, &parent.client_max_body_size);
+        merge(
+            &mut self.client_body_buffer_size,
+            &parent.client_body_buffer_size,
+        );
+        merge(&mut self.client_body_timeout, &parent.client_body_timeout);
+        merge(&mut self.send_timeout, &parent.send_timeout);
+        merge(&mut self.keepalive_time, &parent.keepalive_time);
+        merge(&mut self.lingering_close, &parent.lingering_close);
+        merge(&mut self.lingering_time, &parent.lingering_time);
+        merge(&mut self.lingering_timeout, &parent.lingering_timeout);
+        merge(
+            &mut self.reset_timedout_connection,
+            &parent.reset_timedout_connection,
+        );
+        merge(&mut self.sendfile_max_chunk, &parent.sendfile_max_chunk);
+        merge(&mut self.max_ranges, &parent.max_ranges);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
     fn set_defaults(&mut self, prefix: &std::path::Path) {
-        self.root.get_or_insert_with(|| prefix.join("html"));
+        self.root.get_or_insert_with(|| DocRoot {
+            alias: false,
+            path: prefix.join("html"),
+            template: None,
+            alias_len: None,
+            prefix: prefix.to_path_buf(),
+        });
         self.index.get_or_insert_with(|| vec!["index.html".into()]);
         self.types.get_or_insert_with(|| Arc::new(default_types()));
         self.default_type.get_or_insert_with(|| "text/plain".into());
@@ -186,8 +363,88 @@ impl LocConf {
     }
 
     /// The document root (after merge, always set).
+    pub fn doc_root(&self) -> &DocRoot {
+        self.root
+            .as_ref()
+            .expect("set at http level by set_defaults")
+    }
+
+    /// `$document_root` without variables.
     pub fn root(&self) -> &std::path::Path {
-        self.root.as_deref().unwrap_or(std::path::Path::new("html"))
+        self.doc_root().base()
+    }
+
+    pub fn etag(&self) -> bool {
+        self.etag.unwrap_or(true)
+    }
+
+    pub fn if_modified_since(&self) -> directives::IfModifiedSince {
+        self.if_modified_since
+            .unwrap_or(directives::IfModifiedSince::Exact)
+    }
+
+    pub fn absolute_redirect(&self) -> bool {
+        self.absolute_redirect.unwrap_or(true)
+    }
+
+    pub fn port_in_redirect(&self) -> bool {
+        self.port_in_redirect.unwrap_or(true)
+    }
+
+    pub fn server_name_in_redirect(&self) -> bool {
+        self.server_name_in_redirect.unwrap_or(false)
+    }
+
+    pub fn log_not_found(&self) -> bool {
+        self.log_not_found.unwrap_or(true)
+    }
+
+    pub fn disable_symlinks(&self) -> bool {
+        self.disable_symlinks.unwrap_or(false)
+    }
+
+    /// `client_max_body_size` (default 1m; 0 = unlimited).
+    pub fn client_max_body_size(&self) -> u64 {
+        self.client_max_body_size.unwrap_or(1024 * 1024)
+    }
+
+    pub fn client_body_timeout(&self) -> Duration {
+        self.client_body_timeout.unwrap_or(Duration::from_secs(60))
+    }
+
+    pub fn send_timeout(&self) -> Duration {
+        self.send_timeout.unwrap_or(Duration::from_secs(60))
+    }
+
+    /// `keepalive_time` (default 1h): no request starts on a connection older than this.
+    pub fn keepalive_time(&self) -> Duration {
+        self.keepalive_time.unwrap_or(Duration::from_secs(3600))
+    }
+
+    pub fn lingering_close(&self) -> directives::Lingering {
+        self.lingering_close.unwrap_or(directives::Lingering::On)
+    }
+
+    pub fn lingering_time(&self) -> Duration {
+        self.lingering_time.unwrap_or(Duration::from_secs(30))
+    }
+
+    pub fn lingering_timeout(&self) -> Duration {
+        self.lingering_timeout.unwrap_or(Duration::from_secs(5))
+    }
+
+    pub fn reset_timedout_connection(&self) -> bool {
+        self.reset_timedout_connection.unwrap_or(false)
+    }
+
+    /// `sendfile_max_chunk` (default 2m; 0 = unlimited).
+    pub fn sendfile_max_chunk(&self) -> u64 {
+        self.sendfile_max_chunk.unwrap_or(2 * 1024 * 1024)
+    }
+
+    /// `max_ranges` (unset: unlimited).
+    pub fn max_ranges(&self) -> Option<u64> {
+        self.max_ranges
     }
 
     pub fn index(&self) -> &[String] {
@@ -267,7 +524,7 @@ pub fn loc_conf<'a>(s: &'a mut Scope<'_>) -> &'a mut LocConf {
     }
 }
 
-fn srv_conf<'a>(s: &'a mut Scope<'_>) -> &'a mut SrvConf {
+pub(crate) fn srv_conf<'a>(s: &'a mut Scope<'_>) -> &'a mut SrvConf {
     match s {
         Scope::Http(h) => &mut h.srv,
         Scope::Server(srv) => &mut srv.srv,
@@ -304,8 +561,19 @@ fn set_server_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
 }
 
 fn set_root(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let p = b.full_path(&d.args[0].value);
-    set_once(&mut loc_conf(s).root, p, d)
+    let lc = loc_conf(s);
+    if let Some(r) = &lc.root {
+        return Err(err(
+            d,
+            if r.alias {
+                "\"root\" directive is duplicate, \"alias\" directive was specified earlier"
+            } else {
+                "\"root\" directive is duplicate"
+            },
+        ));
+    }
+    lc.root = Some(DocRoot::new(b, &d.args[0].value, false).map_err(|m| err(d, m))?);
+    Ok(())
 }
 
 fn set_index(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

@@ -1,0 +1,708 @@
+//! The rest of nginx's http core directives: request limits and timeouts, `alias`,
+//! `try_files`, `error_page`, `return`, `internal`, `add_header`, `expires`, `etag`,
+//! `if_modified_since`, the redirect knobs, `sendfile_max_chunk`, `max_ranges`,
+//! `log_not_found`, `disable_symlinks`, `merge_slashes` and the header buffers.
+//!
+//! Only reading them lives here; `phases.rs` and `conn.rs` apply them.
+
+use std::sync::Arc;
+
+use shoal_conf::{Directive, Error};
+
+use super::{loc_conf, srv_conf, DocRoot};
+use crate::conf::{
+    directive_err, err, flag_arg, invalid_value, set_once, size_arg, time_arg, Args, Builder,
+    Command, Ctx, Scope,
+};
+use crate::variables::Template;
+
+const HSL: Ctx = Ctx::HSL;
+const HS: Ctx = Ctx::HTTP.or(Ctx::SERVER);
+const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
+
+pub static DIRECTIVES: &[Command] = &[
+    Command::new("alias", Ctx::LOCATION, Args::ONE, set_alias),
+    Command::new(
+        "try_files",
+        Ctx::SERVER.or(Ctx::LOCATION),
+        Args::Take(2, usize::MAX),
+        set_try_files,
+    ),
+    Command::new(
+        "error_page",
+        HSL.or(Ctx::LIF),
+        Args::Take(2, usize::MAX),
+        set_error_page,
+    ),
+    Command::new("return", REWRITE, Args::Take(1, 2), set_return),
+    Command::new("internal", Ctx::LOCATION, Args::NONE, set_internal),
+    Command::new(
+        "add_header",
+        HSL.or(Ctx::LIF),
+        Args::Take(2, 3),
+        set_add_header,
+    ),
+    Command::new("expires", HSL.or(Ctx::LIF), Args::Take(1, 2), set_expires),
+    Command::new("etag", HSL, Args::Flag, set_etag),
+    Command::new("if_modified_since", HSL, Args::ONE, set_if_modified_since),
+    Command::new("absolute_redirect", HSL, Args::Flag, set_absolute_redirect),
+    Command::new("port_in_redirect", HSL, Args::Flag, set_port_in_redirect),
+    Command::new(
+        "server_name_in_redirect",
+        HSL,
+        Args::Flag,
+        set_server_name_in_redirect,
+    ),
+    Command::new("log_not_found", HSL, Args::Flag, set_log_not_found),
+    Command::new(
+        "disable_symlinks",
+        HSL,
+        Args::Take(1, 2),
+        set_disable_symlinks,
+    ),
+    Command::new(
+        "client_max_body_size",
+        HSL,
+        Args::ONE,
+        set_client_max_body_size,
+    ),
+    Command::new(
+        "client_body_buffer_size",
+        HSL,
+        Args::ONE,
+        set_client_body_buffer_size,
+    ),
+    Command::new(
+        "client_body_timeout",
+        HSL,
+        Args::ONE,
+        set_client_body_timeout,
+    ),
+    Command::new("send_timeout", HSL, Args::ONE, set_send_timeout),
+    Command::new("keepalive_time", HSL, Args::ONE, set_keepalive_time),
+    Command::new(
+        "keepalive_disable",
+        HSL,
+        Args::ONE_OR_MORE,
+        set_keepalive_disable,
+    ),
+    Command::new("lingering_close", HSL, Args::ONE, set_lingering_close),
+    Command::new("lingering_time", HSL, Args::ONE, set_lingering_time),
+    Command::new("lingering_timeout", HSL, Args::ONE, set_lingering_timeout),
+    Command::new(
+        "reset_timedout_connection",
+        HSL,
+        Args::Flag,
+        set_reset_timedout_connection,
+    ),
+    Command::new("sendfile_max_chunk", HSL, Args::ONE, set_sendfile_max_chunk),
+    Command::new("max_ranges", HSL, Args::ONE, set_max_ranges),
+    Command::new(
+        "client_header_buffer_size",
+        HS,
+        Args::ONE,
+        set_client_header_buffer_size,
+    ),
+    Command::new(
+        "large_client_header_buffers",
+        HS,
+        Args::TWO,
+        set_large_client_header_buffers,
+    ),
+    Command::new(
+        "ignore_invalid_headers",
+        HS,
+        Args::Flag,
+        set_ignore_invalid_headers,
+    ),
+    Command::new(
+        "underscores_in_headers",
+        HS,
+        Args::Flag,
+        set_underscores_in_headers,
+    ),
+    Command::new("merge_slashes", HS, Args::Flag, set_merge_slashes),
+    Command::new(
+        "server_names_hash_max_size",
+        Ctx::HTTP,
+        Args::ONE,
+        set_hash_size,
+    ),
+    Command::new(
+        "server_names_hash_bucket_size",
+        Ctx::HTTP,
+        Args::ONE,
+        set_hash_size,
+    ),
+    Command::new("types_hash_max_size", HSL, Args::ONE, set_hash_size),
+    Command::new("types_hash_bucket_size", HSL, Args::ONE, set_hash_size),
+];
+
+/// The last parameter of `try_files`.
+#[derive(Clone, Debug)]
+pub enum TryFallback {
+    /// `=404`
+    Code(u16),
+    /// `@name`
+    Named(String),
+    /// A URI, internally redirected to.
+    Uri(Template),
+}
+
+/// `try_files file ... fallback`.
+#[derive(Clone, Debug)]
+pub struct TryFiles {
+    pub files: Vec<Template>,
+    pub fallback: TryFallback,
+}
+
+/// `error_page code ... [=[response]] uri`.
+#[derive(Clone, Debug)]
+pub struct ErrorPage {
+    pub codes: Vec<u16>,
+    /// `None`: keep the code; `Some(None)`: `=` (the target's status); `Some(Some(c))`: `=c`.
+    pub answer: Option<Option<u16>>,
+    pub target: Template,
+}
+
+/// `return code [text|URL]` / `return URL`.
+#[derive(Clone, Debug)]
+pub struct Return {
+    pub code: u16,
+    pub text: Option<Template>,
+}
+
+/// `add_header name value [always]`.
+#[derive(Clone, Debug)]
+pub struct AddHeader {
+    pub name: String,
+    pub value: Template,
+    pub always: bool,
+}
+
+/// `expires`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expires {
+    Off,
+    Epoch,
+    Max,
+    /// Seconds from now (negative: in the past), or from the file's time with `modified`.
+    After {
+        secs: i64,
+        modified: bool,
+    },
+    /// `@15h30m`: at this time of day.
+    Daily(i64),
+}
+
+/// `if_modified_since`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IfModifiedSince {
+    Off,
+    Exact,
+    Before,
+}
+
+/// `lingering_close`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lingering {
+    Off,
+    On,
+    Always,
+}
+
+fn set_alias(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let Scope::Location(loc) = s else {
+        unreachable!("alias is allowed in location only")
+    };
+    if loc.kind == super::Match::Named {
+        return Err(err(
+            d,
+            format!("\"alias\" directive cannot be used inside the named location"),
+        ));
+    }
+    let lc = &mut loc.loc;
+    if let Some(r) = &lc.root {
+        return Err(err(
+            d,
+            if r.alias {
+                "\"alias\" directive is duplicate".to_string()
+            } else {
+                "\"alias\" directive is duplicate, \"root\" directive was specified earlier"
+                    .to_string()
+            },
+        ));
+    }
+    lc.root = Some(DocRoot::new(b, &d.args[0].value, true).map_err(|m| err(d, m))?);
+    Ok(())
+}
+
+fn set_try_files(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    if lc.try_files.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let (last, files) = d.args.split_last().expect("at least two arguments");
+    let fallback = if let Some(code) = last.value.strip_prefix('=') {
+        match code.parse::<u16>() {
+            Ok(c) if (1..=999).contains(&c) => TryFallback::Code(c),
+            _ => return Err(err(d, format!("invalid code \"{}\"", last.value))),
+        }
+    } else if last.value.starts_with('@') {
+        TryFallback::Named(last.value.clone())
+    } else {
+        TryFallback::Uri(Template::compile(&last.value).map_err(|m| err(d, m))?)
+    };
+    let files = files
+        .iter()
+        .map(|a| Template::compile(&a.value).map_err(|m| err(d, m)))
+        .collect::<Result<Vec<_>, _>>()?;
+    lc.try_files = Some(Arc::new(TryFiles { files, fallback }));
+    Ok(())
+}
+
+fn set_error_page(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    let (last, rest) = d.args.split_last().expect("at least two arguments");
+    let mut codes = Vec::new();
+    let mut answer = None;
+    for a in rest {
+        let v = a.value.as_str();
+        if let Some(code) = v.strip_prefix('=') {
+            if code.is_empty() {
+                answer = Some(None);
+            } else {
+                match code.parse::<u16>() {
+                    Ok(c) if (100..=999).contains(&c) => answer = Some(Some(c)),
+                    _ => return Err(err(d, format!("invalid value \"{v}\""))),
+                }
+            }
+            continue;
+        }
+        match v.parse::<u16>() {
+            Ok(c) if (300..=599).contains(&c) && c != 499 => codes.push(c),
+            Ok(_) => return Err(err(d, format!("value \"{v}\" must be between 300 and 599"))),
+            Err(_) => return Err(err(d, format!("invalid value \"{v}\""))),
+        }
+    }
+    if codes.is_empty() {
+        return Err(crate::conf::invalid_args(d));
+    }
+    let target = Template::compile(&last.value).map_err(|m| err(d, m))?;
+    let list = lc.error_page.get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(ErrorPage {
+        codes,
+        answer,
+        target,
+    });
+    Ok(())
+}
+
+fn set_return(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let first = &d.args[0].value;
+    let ret = match first.parse::<u16>() {
+        Ok(code) if code <= 999 => {
+            let text = match d.args.get(1) {
+                Some(a) => Some(Template::compile(&a.value).map_err(|m| err(d, m))?),
+                None => None,
+            };
+            Return { code, text }
+        }
+        Ok(_) => return Err(err(d, format!("invalid return code \"{first}\""))),
+        Err(_) => {
+            if d.args.len() > 1 {
+                return Err(err(d, format!("invalid return code \"{first}\"")));
+            }
+            if !(first.starts_with("http://")
+                || first.starts_with("https://")
+                || first.starts_with("$scheme"))
+            {
+                return Err(err(d, format!("invalid return code \"{first}\"")));
+            }
+            Return {
+                code: 302,
+                text: Some(Template::compile(first).map_err(|m| err(d, m))?),
+            }
+        }
+    };
+    let slot = match s {
+        Scope::Server(srv) => &mut srv.srv_return,
+        Scope::Location(l) => &mut l.loc.ret,
+        _ => unreachable!("return is allowed in server and location"),
+    };
+    // Later `return`s can never run: nginx stops at the first.
+    if slot.is_none() {
+        *slot = Some(Arc::new(ret));
+    }
+    Ok(())
+}
+
+fn set_internal(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let Scope::Location(l) = s else {
+        unreachable!("internal is allowed in location only")
+    };
+    if l.internal {
+        return Err(crate::conf::duplicate(d));
+    }
+    l.internal = true;
+    Ok(())
+}
+
+fn set_add_header(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let always = match d.args.get(2) {
+        None => false,
+        Some(a) if a.value == "always" => true,
+        Some(a) => return Err(err(d, format!("invalid parameter \"{}\"", a.value))),
+    };
+    let value = Template::compile(&d.args[1].value).map_err(|m| err(d, m))?;
+    let lc = loc_conf(s);
+    let list = lc.add_header.get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(AddHeader {
+        name: d.args[0].value.clone(),
+        value,
+        always,
+    });
+    Ok(())
+}
+
+fn set_expires(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    if lc.expires.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let (modified, v) = match d.args.len() {
+        2 if d.args[0].value == "modified" => (true, d.args[1].value.as_str()),
+        2 => return Err(err(d, format!("invalid value \"{}\"", d.args[0].value))),
+        _ => (false, d.args[0].value.as_str()),
+    };
+    let e = match v {
+        "off" if !modified => Expires::Off,
+        "epoch" if !modified => Expires::Epoch,
+        "max" if !modified => Expires::Max,
+        _ => {
+            if let Some(t) = v.strip_prefix('@') {
+                let t = crate::conf::parse_time(t)
+                    .filter(|t| t.as_secs() < 86400)
+                    .ok_or_else(|| err(d, format!("invalid value \"{v}\"")))?;
+                Expires::Daily(t.as_secs() as i64)
+            } else {
+                let (neg, t) = match v.strip_prefix('-') {
+                    Some(t) => (true, t),
+                    None => (false, v.strip_prefix('+').unwrap_or(v)),
+                };
+                let secs = crate::conf::parse_time(t)
+                    .ok_or_else(|| err(d, format!("invalid value \"{v}\"")))?
+                    .as_secs() as i64;
+                Expires::After {
+                    secs: if neg { -secs } else { secs },
+                    modified,
+                }
+            }
+        }
+    };
+    lc.expires = Some(e);
+    Ok(())
+}
+
+fn set_etag(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).etag, flag_arg(d), d)
+}
+
+fn set_if_modified_since(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "off" => IfModifiedSince::Off,
+        "exact" => IfModifiedSince::Exact,
+        "before" => IfModifiedSince::Before,
+        other => return Err(invalid_value(d, other)),
+    };
+    set_once(&mut loc_conf(s).if_modified_since, v, d)
+}
+
+fn set_absolute_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).absolute_redirect, flag_arg(d), d)
+}
+
+fn set_port_in_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).port_in_redirect, flag_arg(d), d)
+}
+
+fn set_server_name_in_redirect(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).server_name_in_redirect, flag_arg(d), d)
+}
+
+fn set_log_not_found(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).log_not_found, flag_arg(d), d)
+}
+
+fn set_disable_symlinks(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "off" if d.args.len() == 1 => false,
+        "on" => true,
+        "if_not_owner" => {
+            return Err(err(
+                d,
+                "\"disable_symlinks if_not_owner\" is not supported by shoal yet",
+            ));
+        }
+        other => return Err(invalid_value(d, other)),
+    };
+    if let Some(a) = d.args.get(1) {
+        if !a.value.starts_with("from=") {
+            return Err(err(d, format!("invalid parameter \"{}\"", a.value)));
+        }
+        return Err(err(
+            d,
+            "\"disable_symlinks ... from=\" is not supported by shoal yet",
+        ));
+    }
+    set_once(&mut loc_conf(s).disable_symlinks, v, d)
+}
+
+fn set_client_max_body_size(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut loc_conf(s).client_max_body_size, n, d)
+}
+
+fn set_client_body_buffer_size(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut loc_conf(s).client_body_buffer_size, n, d)
+}
+
+fn set_client_body_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut loc_conf(s).client_body_timeout, t, d)
+}
+
+fn set_send_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut loc_conf(s).send_timeout, t, d)
+}
+
+fn set_keepalive_time(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut loc_conf(s).keepalive_time, t, d)
+}
+
+fn set_keepalive_disable(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    for a in &d.args {
+        if !matches!(a.value.as_str(), "none" | "msie6" | "safari") {
+            return Err(err(d, format!("invalid value \"{}\"", a.value)));
+        }
+    }
+    // shoal does not sniff browsers: `msie6` and `safari` name clients that no longer exist in
+    // practice; the directive is accepted for compatibility.
+    let _ = loc_conf(s);
+    Ok(())
+}
+
+fn set_lingering_close(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "off" => Lingering::Off,
+        "on" => Lingering::On,
+        "always" => Lingering::Always,
+        other => return Err(invalid_value(d, other)),
+    };
+    set_once(&mut loc_conf(s).lingering_close, v, d)
+}
+
+fn set_lingering_time(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut loc_conf(s).lingering_time, t, d)
+}
+
+fn set_lingering_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut loc_conf(s).lingering_timeout, t, d)
+}
+
+fn set_reset_timedout_connection(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).reset_timedout_connection, flag_arg(d), d)
+}
+
+fn set_sendfile_max_chunk(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut loc_conf(s).sendfile_max_chunk, n, d)
+}
+
+fn set_max_ranges(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = crate::conf::number_arg(d, 0)?;
+    set_once(&mut loc_conf(s).max_ranges, n, d)
+}
+
+fn set_client_header_buffer_size(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    if n == 0 {
+        return Err(directive_err(d, "invalid value"));
+    }
+    set_once(&mut srv_conf(s).client_header_buffer_size, n as usize, d)
+}
+
+fn set_large_client_header_buffers(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let num = crate::conf::number_arg(d, 0)?;
+    let size = size_arg(d, 1)?;
+    if num == 0 || size == 0 {
+        return Err(directive_err(d, "invalid value"));
+    }
+    set_once(
+        &mut srv_conf(s).large_client_header_buffers,
+        (num as usize, size as usize),
+        d,
+    )
+}
+
+fn set_ignore_invalid_headers(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut srv_conf(s).ignore_invalid_headers, flag_arg(d), d)
+}
+
+fn set_underscores_in_headers(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut srv_conf(s).underscores_in_headers, flag_arg(d), d)
+}
+
+fn set_merge_slashes(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut srv_conf(s).merge_slashes, flag_arg(d), d)
+}
+
+/// Hash sizing: nginx needs them for its static hash tables; shoal's tables size themselves.
+fn set_hash_size(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    size_arg(d, 0).map(|_| ())
+}
+
+/// `Expires` and `Cache-Control` for a response whose file time is `mtime`, at `now`.
+pub fn expires_headers(e: Expires, now: i64, mtime: Option<i64>) -> Option<(String, String)> {
+    let (expires_at, max_age) = match e {
+        Expires::Off => return None,
+        Expires::Epoch => {
+            return Some((
+                shoal_http::date::format_unix(1)
+                    .iter()
+                    .map(|&c| c as char)
+                    .collect(),
+                "no-cache".into(),
+            ))
+        }
+        Expires::Max => {
+            return Some((
+                "Thu, 31 Dec 2037 23:55:55 GMT".into(),
+                "max-age=315360000".into(),
+            ));
+        }
+        Expires::After { secs, modified } => {
+            let base = if modified { mtime.unwrap_or(now) } else { now };
+            let at = base + secs;
+            (at, at - now)
+        }
+        Expires::Daily(tod) => {
+            let day_start = now - now.rem_euclid(86400);
+            let mut at = day_start + tod;
+            if at <= now {
+                at += 86400;
+            }
+            (at, at - now)
+        }
+    };
+    let cc = if max_age < 0 {
+        "no-cache".to_string()
+    } else {
+        format!("max-age={max_age}")
+    };
+    let at = expires_at.max(0) as u64;
+    Some((
+        shoal_http::date::format_unix(at)
+            .iter()
+            .map(|&c| c as char)
+            .collect(),
+        cc,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expires() {
+        let now = 1_000_000;
+        assert_eq!(
+            expires_headers(
+                Expires::After {
+                    secs: 3600,
+                    modified: false
+                },
+                now,
+                None
+            )
+            .unwrap()
+            .1,
+            "max-age=3600"
+        );
+        assert_eq!(
+            expires_headers(
+                Expires::After {
+                    secs: -1,
+                    modified: false
+                },
+                now,
+                None
+            )
+            .unwrap()
+            .1,
+            "no-cache"
+        );
+        assert_eq!(
+            expires_headers(
+                Expires::After {
+                    secs: 60,
+                    modified: true
+                },
+                now,
+                Some(now - 30)
+            )
+            .unwrap()
+            .1,
+            "max-age=30"
+        );
+        assert_eq!(
+            expires_headers(Expires::Epoch, now, None).unwrap().0,
+            "Thu, 01 Jan 1970 00:00:01 GMT"
+        );
+        assert_eq!(
+            expires_headers(Expires::Max, now, None).unwrap().1,
+            "max-age=315360000"
+        );
+        assert!(expires_headers(Expires::Off, now, None).is_none());
+        let d = expires_headers(Expires::Daily(3600), 86400 * 10 + 7200, None).unwrap();
+        assert_eq!(d.1, format!("max-age={}", 86400 - 3600));
+    }
+}

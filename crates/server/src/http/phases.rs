@@ -1,0 +1,349 @@
+//! A request's way through nginx's phases: the server's `return`, finding the location (again
+//! after each internal redirect, at most 10 times), `internal`, the location's `return`,
+//! `try_files` or the static handler, `error_page`, and the header filters (`add_header`,
+//! `expires`).
+//!
+//! Runs on the worker. Everything here decides; `conn.rs` reads bodies and writes answers.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use shoal_http::Request;
+
+use super::conn::ConnInfo;
+use super::directives::{expires_headers, Return, TryFallback, TryFiles};
+use super::location::{self, LocationConf, Match};
+use super::static_files::{self, Body, Outcome, Reply};
+use super::{LocConf, ServerConf};
+use crate::log::Level;
+use crate::variables::Vars;
+
+/// nginx's limit on internal redirects and `error_page` cycles.
+const MAX_REDIRECTS: u32 = 10;
+
+/// What a request came to.
+pub struct Processed<'a> {
+    pub reply: Reply,
+    /// The location configuration that answered (for keep-alive, sendfile and logs).
+    pub lc: &'a LocConf,
+    /// The URI after internal redirects (`$uri`).
+    pub uri: String,
+    /// `return 444`: close without answering.
+    pub close: bool,
+}
+
+/// Per-request state the phases share.
+///
+/// `'s` is the configuration's lifetime (what the answer may borrow), `'r` the request's.
+pub struct Req<'s, 'r> {
+    pub req: &'r Request,
+    pub srv: &'s ServerConf,
+    pub host: Option<&'r str>,
+    pub info: &'r ConnInfo,
+    pub start: std::time::Instant,
+}
+
+impl Req<'_, '_> {
+    /// Variables for the current URI and captures.
+    pub fn vars<'b>(
+        &'b self,
+        uri: &'b str,
+        lc: &'b LocConf,
+        captures: &'b [Option<String>],
+    ) -> Vars<'b> {
+        Vars {
+            req: Some(self.req),
+            uri: Some(uri),
+            peer: self.info.peer,
+            local: self.info.local,
+            server_name: self.srv.name(),
+            document_root: Some(lc.root()),
+            request_filename: None,
+            connection: self.info.number,
+            connection_requests: 0,
+            start: self.start,
+            request_length: 0,
+            sent: None,
+            captures,
+        }
+    }
+
+    /// `, client: ..., server: ..., request: "...", host: "..."` for error log lines.
+    pub fn log_ctx(&self) -> String {
+        static_files::log_ctx(self.req, self.srv, self.info)
+    }
+}
+
+fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Vec<Option<String>> {
+    match loc {
+        Some(l) if l.kind == Match::Regex => l
+            .regex
+            .as_ref()
+            .and_then(|re| re.captures(uri))
+            .map(|c| {
+                c.iter()
+                    .map(|m| m.map(|m| m.as_str().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Runs the phases for one request.
+pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
+    let srv = r.srv;
+    let mut uri = String::from_utf8_lossy(r.req.path()).into_owned();
+    let mut method_get = false;
+    let mut internal = false;
+    let mut named: Option<String> = None;
+    let mut redirects = 0u32;
+    let mut error_page_used = false;
+    // The status an error page answers with: `None` = the target's own.
+    let mut forced_status: Option<u16> = None;
+
+    if let Some(ret) = &srv.srv_return {
+        let vars = r.vars(&uri, &srv.loc, &[]);
+        let reply = do_return(ret, &srv.loc, &vars, r);
+        return finish(r, reply, &srv.loc, uri, &[]);
+    }
+
+    loop {
+        if redirects > MAX_REDIRECTS {
+            crate::conn_log!(
+                Level::Error,
+                r.info.number,
+                "rewrite or internal redirection cycle while internally redirecting to \"{}\"{}",
+                uri,
+                r.log_ctx()
+            );
+            return finish(
+                r,
+                static_files::error_reply(500, &srv.loc),
+                &srv.loc,
+                uri,
+                &[],
+            );
+        }
+        let loc = match named.take() {
+            Some(n) => match location::find_named(&srv.locations, &n) {
+                Some(l) => Some(l),
+                None => {
+                    crate::conn_log!(
+                        Level::Error,
+                        r.info.number,
+                        "could not find named location \"{n}\"{}",
+                        r.log_ctx()
+                    );
+                    return finish(
+                        r,
+                        static_files::error_reply(500, &srv.loc),
+                        &srv.loc,
+                        uri,
+                        &[],
+                    );
+                }
+            },
+            None => location::find(&srv.locations, &uri),
+        };
+        let lc = loc.map_or(&srv.loc, |l| &l.loc);
+        let captures = captures_of(loc, &uri);
+        let method = if method_get && r.req.method() != "HEAD" {
+            "GET"
+        } else {
+            r.req.method()
+        };
+
+        let outcome = if loc.is_some_and(|l| l.internal) && !internal {
+            Outcome::Reply(static_files::error_reply(404, lc))
+        } else if let Some(ret) = &lc.ret {
+            let vars = r.vars(&uri, lc, &captures);
+            Outcome::Reply(do_return(ret, lc, &vars, r))
+        } else if let Some(tf) = &lc.try_files {
+            try_files(r, tf, lc, &uri, &captures, method)
+        } else {
+            let vars = r.vars(&uri, lc, &captures);
+            static_files::handle(r, lc, method, &uri, &vars)
+        };
+
+        match outcome {
+            Outcome::Internal(new_uri) => {
+                uri = new_uri;
+                internal = true;
+                redirects += 1;
+            }
+            Outcome::Named(n) => {
+                named = Some(n);
+                internal = true;
+                redirects += 1;
+            }
+            Outcome::Reply(mut reply) => {
+                if reply.status >= 300 && !error_page_used {
+                    let page = lc
+                        .error_page
+                        .as_deref()
+                        .and_then(|pages| pages.iter().find(|p| p.codes.contains(&reply.status)));
+                    if let Some(page) = page {
+                        error_page_used = true;
+                        let vars = r.vars(&uri, lc, &captures);
+                        let target = vars.eval(&page.target);
+                        let code = reply.status;
+                        if target.starts_with('@') || target.starts_with('/') {
+                            forced_status = match page.answer {
+                                None => Some(code),
+                                Some(None) => None,
+                                Some(Some(c)) => Some(c),
+                            };
+                            method_get = true;
+                            internal = true;
+                            redirects += 1;
+                            if target.starts_with('@') {
+                                named = Some(target);
+                            } else {
+                                uri = target.split('?').next().unwrap_or("").to_string();
+                            }
+                            continue;
+                        }
+                        // An external URL: a redirect (302 unless `=301`/`=303`/...).
+                        let status = match page.answer {
+                            Some(Some(c @ (301 | 302 | 303 | 307 | 308))) => c,
+                            _ => 302,
+                        };
+                        let mut redirect = static_files::error_reply(status, lc);
+                        redirect.location = Some(target);
+                        return finish(r, redirect, lc, uri, &captures);
+                    }
+                }
+                if let Some(s) = forced_status {
+                    if reply.status < 300 || reply.status == 304 {
+                        if s != 200 {
+                            // nginx's range filter only sees 200s: an error page is whole.
+                            reply.headers.retain(|(n, _)| *n != "Accept-Ranges");
+                        }
+                        reply.status = s;
+                    } else if reply.status != s {
+                        // The error page itself failed: nginx answers with the original code
+                        // and its own page.
+                        reply = static_files::error_reply(s, lc);
+                    }
+                }
+                return finish(r, reply, lc, uri, &captures);
+            }
+        }
+    }
+}
+
+/// `try_files`: the first file (or `dir/`) that exists is served in this location; else the
+/// fallback: a code, a named location, or an internal redirect.
+fn try_files(
+    r: &Req<'_, '_>,
+    tf: &TryFiles,
+    lc: &LocConf,
+    uri: &str,
+    captures: &[Option<String>],
+    method: &str,
+) -> Outcome {
+    let vars = r.vars(uri, lc, captures);
+    for t in &tf.files {
+        let name = vars.eval(t);
+        let want_dir = name.ends_with('/');
+        let path = lc.doc_root().map(&name, Some(&vars));
+        let ok = match std::fs::metadata(&path) {
+            Ok(m) => m.is_dir() == want_dir,
+            Err(_) => false,
+        };
+        if ok {
+            return static_files::handle(r, lc, method, &name, &vars);
+        }
+    }
+    match &tf.fallback {
+        TryFallback::Code(c) => Outcome::Reply(static_files::error_reply(*c, lc)),
+        TryFallback::Named(n) => Outcome::Named(n.clone()),
+        TryFallback::Uri(t) => {
+            let u = vars.eval(t);
+            Outcome::Internal(u.split('?').next().unwrap_or("").to_string())
+        }
+    }
+}
+
+/// `return`: a redirect for 301/302/303/307/308, a text body, or nginx's page for the code.
+fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> Reply {
+    let text = ret.text.as_ref().map(|t| vars.eval(t));
+    match (ret.code, text) {
+        (301 | 302 | 303 | 307 | 308, Some(url)) => {
+            let mut reply = static_files::error_reply(ret.code, lc);
+            reply.location = Some(if url.starts_with('/') {
+                static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
+            } else {
+                url
+            });
+            reply
+        }
+        (code, Some(body)) => {
+            let mut reply = Reply::new(code);
+            reply.content_type = Some(
+                lc.default_type
+                    .clone()
+                    .unwrap_or_else(|| "text/plain".into()),
+            );
+            reply.body = Body::Bytes(body.into_bytes());
+            reply
+        }
+        (code, None) if code >= 300 => static_files::error_reply(code, lc),
+        (code, None) => {
+            let mut reply = Reply::new(code);
+            reply.body = Body::Bytes(Vec::new());
+            reply
+        }
+    }
+}
+
+/// The header filters: `add_header` (for 200, 201, 204, 206, 301, 302, 303, 304, 307, 308
+/// unless `always`) and `expires` (for the same codes).
+fn finish<'s>(
+    r: &Req<'s, '_>,
+    mut reply: Reply,
+    lc: &'s LocConf,
+    uri: String,
+    captures: &[Option<String>],
+) -> Processed<'s> {
+    let close = reply.status == 444;
+    let good = matches!(
+        reply.status,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    );
+    if good {
+        if let Some(e) = lc.expires {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
+            if let Some((expires, cc)) = expires_headers(e, now, reply.mtime) {
+                reply.headers.push(("Expires", expires));
+                reply.headers.push(("Cache-Control", cc));
+            }
+        }
+    }
+    if let Some(headers) = &lc.add_header {
+        let vars = r.vars(&uri, lc, captures);
+        for h in headers.iter() {
+            if good || h.always {
+                let v = vars.eval(&h.value);
+                if !v.is_empty() {
+                    reply.extra.push((h.name.clone(), v));
+                }
+            }
+        }
+    }
+    Processed {
+        reply,
+        lc,
+        uri,
+        close,
+    }
+}
+
+/// The file a URI maps to in a location (for `$request_filename`).
+pub fn request_filename(lc: &LocConf, uri: &str) -> PathBuf {
+    lc.doc_root().map(uri, None)
+}
