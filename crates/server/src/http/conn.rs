@@ -340,6 +340,7 @@ impl Conn {
             host,
             info,
             start,
+            whole: std::cell::Cell::new(false),
         };
         let body_kind = req.body();
         // `client_max_body_size` is checked against the location found for the request URI,

@@ -41,6 +41,8 @@ pub struct Req<'s, 'r> {
     pub host: Option<&'r str>,
     pub info: &'r ConnInfo,
     pub start: std::time::Instant,
+    /// Set by an `error_page` redirect: the page goes out whole, whatever `Range` says.
+    pub whole: std::cell::Cell<bool>,
 }
 
 impl Req<'_, '_> {
@@ -195,6 +197,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                                 Some(Some(c)) => Some(c),
                             };
                             method_get = true;
+                            r.whole.set(true);
                             internal = true;
                             redirects += 1;
                             if target.starts_with('@') {
