@@ -68,6 +68,7 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
         b.walk(&g.directives, Ctx::MAIN, &mut Scope::Main)?;
     }
     b.walk(&parsed.directives, Ctx::MAIN, &mut Scope::Main)?;
+    crate::http::aio::check_pool_refs(&mut b)?;
     let Some(events) = b.events.take() else {
         return Err(Error::new("no \"events\" section in configuration", None));
     };

@@ -16,6 +16,7 @@ pub mod listen;
 pub mod log;
 pub mod master;
 pub mod pending;
+pub mod pools;
 pub mod privileges;
 pub mod variables;
 pub mod worker;

@@ -184,6 +184,12 @@ pub fn run(opts: Options) -> i32 {
         counter: Arc::new(AtomicU64::new(0)),
         pid_path,
     };
+    // Pool threads start after daemon(): threads do not survive fork.
+    if let Err(e) = crate::pools::configure(&master.generation.config.main.thread_pools) {
+        report(Level::Emerg, &e);
+        let _ = std::fs::remove_file(&master.pid_path);
+        return 1;
+    }
     master.resize_workers();
     crate::error_log!(
         Level::Notice,
@@ -256,6 +262,7 @@ impl Master {
             let mut usr1 = signal(SignalKind::user_defined1()).expect("SIGUSR1 handler");
             let mut usr2 = signal(SignalKind::user_defined2()).expect("SIGUSR2 handler");
             let mut winch = signal(SignalKind::window_change()).expect("SIGWINCH handler");
+            let mut pool_report = tokio::time::interval(std::time::Duration::from_secs(10));
             // The handlers are in place: what arrived while starting is delivered now. The
             // workers were started with these signals blocked, so they all come here.
             mask_signals(libc::SIG_UNBLOCK);
@@ -269,6 +276,7 @@ impl Master {
                     }
                     _ = usr2.recv() => crate::error_log!(Level::Notice, "binary upgrade (SIGUSR2) is not implemented yet, ignored"),
                     _ = winch.recv() => {}
+                    _ = pool_report.tick() => crate::pools::report(),
                     _ = quit.recv() => {
                         crate::error_log!(Level::Notice, "gracefully shutting down");
                         self.broadcast(Stop::Graceful);
@@ -325,6 +333,10 @@ impl Master {
                 }
                 Err(e) => report(Level::Alert, &e),
             }
+        }
+        if let Err(e) = crate::pools::configure(&generation.config.main.thread_pools) {
+            report(Level::Emerg, &e);
+            return;
         }
         self.generation = generation;
         self.broadcast_generation();

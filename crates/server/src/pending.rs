@@ -28,10 +28,6 @@ const fn pb(name: &'static str, ctx: Ctx, args: Args) -> Command {
 
 pub static DIRECTIVES: &[Command] = &[
     // thread pools and file I/O (the thread pool issue)
-    p("aio", HSL, ONE),
-    p("aio_write", HSL, FLAG),
-    p("directio", HSL, ONE),
-    p("directio_alignment", HSL, ONE),
     p("output_buffers", HSL, TWO),
     p("open_file_cache", HSL, Args::Take(1, 2)),
     p("open_file_cache_valid", HSL, ONE),

@@ -141,6 +141,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::log::DIRECTIVES,
             crate::http::DIRECTIVES,
             crate::http::directives::DIRECTIVES,
+            crate::http::aio::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];
@@ -183,6 +184,8 @@ pub struct Builder {
     /// `log_format`s and open access log files, shared by every `access_log` of this
     /// configuration.
     pub formats: crate::http::access_log::Formats,
+    /// Pools named by `aio threads=NAME`, checked once everything is read.
+    pub pool_refs: Vec<(String, Span)>,
 }
 
 impl Builder {
@@ -197,6 +200,7 @@ impl Builder {
             conf_prefix,
             warnings: Vec::new(),
             formats: Default::default(),
+            pool_refs: Vec::new(),
         }
     }
 

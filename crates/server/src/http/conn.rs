@@ -19,6 +19,7 @@ use shoal_http::{
     BodyChunk, BodyKind, BodyLength, ChunkedDecoder, Connection, DateCache, HeadParser,
     LengthDecoder, Request, ResponseHead,
 };
+use shoal_io::pool::ThreadPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
@@ -139,6 +140,7 @@ pub async fn serve(
         guard,
         requests: 0,
         born: Instant::now(),
+        pool: None,
     };
     if let Err(e) = conn.run().await {
         crate::conn_log!(Level::Info, number, "{e}");
@@ -185,6 +187,8 @@ struct Conn {
     requests: u64,
     /// When the connection was accepted (`keepalive_time`).
     born: Instant,
+    /// The current answer's thread pool (`aio threads`).
+    pool: Option<Arc<ThreadPool>>,
 }
 
 /// Why reading a head stopped without a request.
@@ -414,8 +418,42 @@ impl Conn {
         } else {
             Vec::new()
         };
+        // `aio threads`: the request's pool. A small body is read through it before the head
+        // goes out, so a full queue can still be answered with 503 (nginx's behaviour).
+        let mut reply = reply;
+        let mut pool = None;
+        if matches!(reply.body, Body::File { .. } | Body::Multipart { .. }) {
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                whole: std::cell::Cell::new(false),
+            };
+            let vars = r.vars(&uri, lc, &[]);
+            match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
+                Ok(p) => pool = p,
+                Err(()) => {
+                    reply = static_files::error_reply(500, lc);
+                    keep = false;
+                }
+            }
+        }
+        if let Some(p) = &pool {
+            if let Body::File { len, .. } = reply.body {
+                if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
+                    if let Err(e) = self.preread(&mut reply, p, lc).await {
+                        if !is_overflow(&e) {
+                            return Err(e);
+                        }
+                        reply = static_files::error_reply(503, lc);
+                    }
+                }
+            }
+        }
         let status = reply.status;
-        let (head_len, body_len) = self.send(req, reply, lc, keep).await?;
+        let (head_len, body_len) = self.send(req, reply, lc, keep, pool.as_ref()).await?;
         if logs {
             self.log(
                 req,
@@ -556,9 +594,52 @@ impl Conn {
         reply: Reply,
         lc: &LocConf,
         keep: bool,
+        pool: Option<&Arc<ThreadPool>>,
     ) -> std::io::Result<(u64, u64)> {
-        self.write_reply_head_and_body(Some(req), reply, lc, keep)
-            .await
+        self.pool = pool.cloned();
+        let r = self
+            .write_reply_head_and_body(Some(req), reply, lc, keep)
+            .await;
+        self.pool = None;
+        r
+    }
+
+    /// Reads a small file body through the pool (page-cache hits inline first, unless
+    /// `aio_residency_check off`), turning it into bytes.
+    async fn preread(
+        &mut self,
+        reply: &mut Reply,
+        pool: &Arc<ThreadPool>,
+        lc: &LocConf,
+    ) -> std::io::Result<()> {
+        let Body::File { file, offset, len } = std::mem::replace(&mut reply.body, Body::Empty)
+        else {
+            return Ok(());
+        };
+        let file = Arc::new(file);
+        let data = shoal_io::file::read_range(
+            &file,
+            offset,
+            len as usize,
+            Some(pool),
+            lc.aio_residency_check(),
+        )
+        .await;
+        let data = data.map_err(|e| self.pool_error(e))?;
+        if (data.len() as u64) < len {
+            return Err(std::io::Error::other("file shrank while being sent"));
+        }
+        reply.body = Body::Bytes(data);
+        Ok(())
+    }
+
+    /// Logs a pool overflow as nginx does (`thread pool "NAME" queue overflow: N tasks
+    /// waiting`) and passes the error on.
+    fn pool_error(&self, e: std::io::Error) -> std::io::Error {
+        if let Some(o) = shoal_io::pool::Overflow::from_io(&e) {
+            crate::conn_log!(Level::Error, self.info.number, "{o}");
+        }
+        e
     }
 
     async fn write_reply_head_and_body(
@@ -618,6 +699,7 @@ impl Conn {
             Body::Empty => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
             Body::Multipart { file, parts } => {
+                let file = Arc::new(file);
                 for (header, br) in &parts.parts {
                     self.out.extend_from_slice(header);
                     self.copy_file(&file, br.start, br.end - br.start, lc)
@@ -625,7 +707,9 @@ impl Conn {
                 }
                 self.out.extend_from_slice(&parts.trailer);
             }
-            Body::File { file, offset, len } => self.copy_file(&file, offset, len, lc).await?,
+            Body::File { file, offset, len } => {
+                self.copy_file(&Arc::new(file), offset, len, lc).await?
+            }
         }
         self.maybe_flush().await?;
         Ok((head_len, body_len))
@@ -636,20 +720,40 @@ impl Conn {
     /// head and the file when `tcp_nopush on` (nginx's way to send them in full packets).
     async fn copy_file(
         &mut self,
-        file: &std::fs::File,
+        file: &Arc<std::fs::File>,
         offset: u64,
         len: u64,
         lc: &LocConf,
     ) -> std::io::Result<()> {
+        let pool = self.pool.clone();
         if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
             let mut off = offset;
             let end = offset + len;
             while off < end {
                 let want = ((end - off) as usize).min(MAX_GATHER);
-                let start = self.out.len();
-                self.out.resize(start + want, 0);
-                let n = read_at(file, &mut self.out[start..], off)?;
-                self.out.truncate(start + n);
+                let n = match &pool {
+                    None => {
+                        let start = self.out.len();
+                        self.out.resize(start + want, 0);
+                        let n = read_at(file, &mut self.out[start..], off)?;
+                        self.out.truncate(start + n);
+                        n
+                    }
+                    Some(p) => {
+                        // After the head, an overflow can only close the connection.
+                        let data = shoal_io::file::read_range(
+                            file,
+                            off,
+                            want,
+                            Some(p),
+                            lc.aio_residency_check(),
+                        )
+                        .await
+                        .map_err(|e| self.pool_error(e))?;
+                        self.out.extend_from_slice(&data);
+                        data.len()
+                    }
+                };
                 if n == 0 {
                     // The file shrank under us: the length we promised cannot be kept.
                     return Err(std::io::Error::other("file shrank while being sent"));
@@ -667,7 +771,7 @@ impl Conn {
         }
         self.flush().await?;
         let sent = self
-            .sendfile(file, offset, len, lc.sendfile_max_chunk())
+            .send_file_range(file, offset, len, pool.as_ref(), lc)
             .await;
         if cork {
             let _ = shoal_io::syscall::set_tcp_cork(self.stream.as_fd(), false);
@@ -676,39 +780,50 @@ impl Conn {
     }
 
     /// sendfile in chunks of `sendfile_max_chunk`, letting other connections run between
-    /// chunks so one fast client cannot hold the worker.
-    async fn sendfile(
+    /// chunks. With a pool (`aio threads`), resident ranges go inline and cold ones as a pool
+    /// task (all of them with `aio_residency_check off`). A full socket is waited for with a
+    /// fresh poll: a pool thread's writes leave tokio's cached readiness stale.
+    async fn send_file_range(
         &mut self,
-        file: &std::fs::File,
+        file: &Arc<std::fs::File>,
         offset: u64,
         len: u64,
-        max_chunk: u64,
+        pool: Option<&Arc<ThreadPool>>,
+        lc: &LocConf,
     ) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let in_fd = file.as_raw_fd();
-        let out_fd = self.stream.raw_fd();
-        let mut off = offset as libc::off_t;
+        let chunk = match lc.sendfile_max_chunk() {
+            0 => u64::MAX,
+            n => n,
+        };
+        let mut off = offset;
         let end = offset + len;
-        while (off as u64) < end {
-            let chunk = if max_chunk == 0 { 1 << 30 } else { max_chunk };
-            let count = (end - off as u64).min(chunk) as usize;
-            let n = self
-                .stream
-                .try_io_write(|| {
-                    // SAFETY: both fds are open for the duration of the call; off is a valid
-                    // pointer to an off_t.
-                    let n = unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) };
-                    if n < 0 {
-                        Err(std::io::Error::last_os_error())
-                    } else {
-                        Ok(n as usize)
-                    }
-                })
-                .await?;
-            if n == 0 {
+        while off < end {
+            let count = (end - off).min(chunk);
+            let sent = shoal_io::file::sendfile_range(
+                self.stream.as_fd(),
+                file,
+                off,
+                count,
+                pool.map(|p| &**p),
+                lc.aio_residency_check(),
+            )
+            .await
+            .map_err(|e| self.pool_error(e))?;
+            off += sent.bytes;
+            if sent.socket_full {
+                let fd = self.stream.as_fd();
+                self.stream
+                    .try_io_write(|| {
+                        if shoal_io::syscall::writable_now(fd)? {
+                            Ok(())
+                        } else {
+                            Err(std::io::ErrorKind::WouldBlock.into())
+                        }
+                    })
+                    .await?;
+            } else if sent.bytes == 0 {
                 return Err(std::io::Error::other("file shrank while being sent"));
-            }
-            if ((off as u64) < end) && n as u64 >= chunk {
+            } else {
                 tokio::task::yield_now().await;
             }
         }
@@ -734,6 +849,10 @@ impl Conn {
         }
         Ok(())
     }
+}
+
+fn is_overflow(e: &std::io::Error) -> bool {
+    shoal_io::pool::Overflow::from_io(e).is_some()
 }
 
 fn read_at(file: &std::fs::File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {

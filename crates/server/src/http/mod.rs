@@ -7,6 +7,7 @@
 //! after the walk, and the accessors hold nginx's defaults, so each default lives in one place.
 
 pub mod access_log;
+pub mod aio;
 pub mod conn;
 pub mod directives;
 pub mod location;
@@ -225,6 +226,12 @@ pub struct LocConf {
     pub reset_timedout_connection: Option<bool>,
     pub sendfile_max_chunk: Option<u64>,
     pub max_ranges: Option<u64>,
+    pub aio: Option<aio::Aio>,
+    pub aio_write: Option<bool>,
+    pub aio_residency_check: Option<bool>,
+    /// `directio SIZE` (`Some(None)`: `off`).
+    pub directio: Option<Option<u64>>,
+    pub directio_alignment: Option<u64>,
 }
 
 /// `root PATH` or `alias PATH`: where a URI's file is.
@@ -339,6 +346,11 @@ impl LocConf {
         );
         merge(&mut self.sendfile_max_chunk, &parent.sendfile_max_chunk);
         merge(&mut self.max_ranges, &parent.max_ranges);
+        merge(&mut self.aio, &parent.aio);
+        merge(&mut self.aio_write, &parent.aio_write);
+        merge(&mut self.aio_residency_check, &parent.aio_residency_check);
+        merge(&mut self.directio, &parent.directio);
+        merge(&mut self.directio_alignment, &parent.directio_alignment);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
@@ -440,6 +452,21 @@ impl LocConf {
     /// `sendfile_max_chunk` (default 2m; 0 = unlimited).
     pub fn sendfile_max_chunk(&self) -> u64 {
         self.sendfile_max_chunk.unwrap_or(2 * 1024 * 1024)
+    }
+
+    /// `aio_residency_check` (default on): page-cache hits are served inline.
+    pub fn aio_residency_check(&self) -> bool {
+        self.aio_residency_check.unwrap_or(true)
+    }
+
+    /// `directio` threshold, if on.
+    pub fn directio(&self) -> Option<u64> {
+        self.directio.flatten()
+    }
+
+    /// `directio_alignment` (default 512).
+    pub fn directio_alignment(&self) -> u64 {
+        self.directio_alignment.unwrap_or(512)
     }
 
     /// `max_ranges` (unset: unlimited).

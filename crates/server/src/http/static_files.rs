@@ -299,7 +299,10 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         reply.headers.push(("ETag", etag.clone()));
     }
     let ranges_on = lc.max_ranges() != Some(0);
-    let range_header = r.req.header("range").filter(|_| ranges_on && !r.whole.get());
+    let range_header = r
+        .req
+        .header("range")
+        .filter(|_| ranges_on && !r.whole.get());
     let if_range_ok = match r.req.header("if-range") {
         Some(v) => range::if_range_allows(v, if lc.etag() { &etag } else { "" }, mtime),
         None => true,
