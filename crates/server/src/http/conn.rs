@@ -55,10 +55,10 @@ impl Stream {
         }
     }
 
-    async fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+    async fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         match self {
-            Stream::Tcp(s) => s.write_all(data).await,
-            Stream::Unix(s) => s.write_all(data).await,
+            Stream::Tcp(s) => s.write(data).await,
+            Stream::Unix(s) => s.write(data).await,
         }
     }
 
@@ -131,6 +131,10 @@ pub async fn serve(
             return;
         }
     };
+    let rules = generation
+        .servers_for(&key.addr, info.local)
+        .map(|r| CloseRules::of(&generation.find_server(r, None).loc))
+        .unwrap_or_else(|| CloseRules::of(&LocConf::default()));
     let mut conn = Conn {
         stream,
         info: ConnInfo { number, ..info },
@@ -141,9 +145,21 @@ pub async fn serve(
         requests: 0,
         born: Instant::now(),
         pool: None,
+        rules,
+        unread_input: false,
     };
-    if let Err(e) = conn.run().await {
-        crate::conn_log!(Level::Info, number, "{e}");
+    match conn.run().await {
+        Ok(()) => conn.close().await,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            crate::conn_log!(
+                Level::Info,
+                number,
+                "client timed out (110: Connection timed out) while sending response to client, client: {}",
+                conn.info.client()
+            );
+            conn.reset_if_asked();
+        }
+        Err(e) => crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client()),
     }
 }
 
@@ -189,6 +205,33 @@ struct Conn {
     born: Instant,
     /// The current answer's thread pool (`aio threads`).
     pool: Option<Arc<ThreadPool>>,
+    /// How to close, from the last request's location (or the default server's).
+    rules: CloseRules,
+    /// Input may still arrive that nobody read (a refused body, a broken request): close
+    /// with a lingering read so the answer is not destroyed by a reset.
+    unread_input: bool,
+}
+
+/// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
+#[derive(Clone, Copy)]
+struct CloseRules {
+    lingering: super::directives::Lingering,
+    lingering_time: Duration,
+    lingering_timeout: Duration,
+    send_timeout: Duration,
+    reset_timedout: bool,
+}
+
+impl CloseRules {
+    fn of(lc: &LocConf) -> CloseRules {
+        CloseRules {
+            lingering: lc.lingering_close(),
+            lingering_time: lc.lingering_time(),
+            lingering_timeout: lc.lingering_timeout(),
+            send_timeout: lc.send_timeout(),
+            reset_timedout: lc.reset_timedout_connection(),
+        }
+    }
 }
 
 /// Why reading a head stopped without a request.
@@ -225,6 +268,7 @@ impl Conn {
                 return Ok(());
             };
             let default_srv = gen.find_server(route, None);
+            self.rules = CloseRules::of(&default_srv.loc);
             let mut parser = HeadParser::new(default_srv.srv.limits());
             let req = match self.read_head(&mut parser, default_srv).await? {
                 Ok(r) => r,
@@ -240,6 +284,11 @@ impl Conn {
                         self.info.client(),
                         default_srv.name()
                     );
+                    if self.rules.reset_timedout {
+                        self.reset_if_asked();
+                        return Ok(());
+                    }
+                    self.unread_input = true;
                     self.error_and_close(408, default_srv).await?;
                     return Ok(());
                 }
@@ -247,6 +296,7 @@ impl Conn {
             let req = match req {
                 Ok(r) => r,
                 Err(e) => {
+                    self.unread_input = true;
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,
@@ -379,9 +429,16 @@ impl Conn {
         } else {
             phases::process(&r)
         };
+        self.rules = CloseRules::of(lc);
+        if too_large {
+            self.unread_input = true;
+        }
         if close {
-            // `return 444`: close without a word; logged with status 444.
+            // `return 444`: close without a word (a reset with `reset_timedout_connection`);
+            // logged with status 444.
             self.log(req, srv, lc, &uri, start, 444, 0, 0, Vec::new());
+            self.unread_input = body_kind != BodyKind::Empty;
+            self.reset_if_asked();
             return Ok(false);
         }
         // Nothing here reads request bodies (the proxy will); a body is discarded so the next
@@ -395,6 +452,7 @@ impl Conn {
                 .discard_body(body_kind, lc.client_body_timeout())
                 .await?
             {
+                self.unread_input = true;
                 return Ok(false);
             }
         }
@@ -839,15 +897,83 @@ impl Conn {
         Ok(())
     }
 
+    /// Writes what is gathered. `send_timeout` bounds each wait for the client to take more,
+    /// not the whole transfer (nginx's rule).
     async fn flush(&mut self) -> std::io::Result<()> {
-        if !self.out.is_empty() {
-            let out = std::mem::take(&mut self.out);
-            self.stream.write_all(&out).await?;
-            let mut out = out;
-            out.clear();
-            self.out = out;
+        if self.out.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let out = std::mem::take(&mut self.out);
+        let mut pos = 0;
+        let mut result = Ok(());
+        while pos < out.len() {
+            match tokio::time::timeout(self.rules.send_timeout, self.stream.write(&out[pos..]))
+                .await
+            {
+                Ok(Ok(0)) => {
+                    result = Err(std::io::ErrorKind::WriteZero.into());
+                    break;
+                }
+                Ok(Ok(n)) => pos += n,
+                Ok(Err(e)) => {
+                    result = Err(e);
+                    break;
+                }
+                Err(_) => {
+                    result = Err(std::io::ErrorKind::TimedOut.into());
+                    break;
+                }
+            }
+        }
+        let mut out = out;
+        out.clear();
+        self.out = out;
+        result
+    }
+
+    /// The end of a connection we chose to close: nginx's lingering close when input may
+    /// still come (`lingering_close on`) or always (`always`): stop writing, then read and
+    /// drop what arrives for up to `lingering_time`, each wait bounded by `lingering_timeout`,
+    /// so the client reads our answer instead of a reset.
+    async fn close(&mut self) {
+        use super::directives::Lingering;
+        let linger = match self.rules.lingering {
+            Lingering::Off => false,
+            Lingering::Always => true,
+            Lingering::On => self.unread_input || !self.buf.is_empty(),
+        };
+        if !linger {
+            return;
+        }
+        if let Stream::Tcp(s) = &self.stream {
+            let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
+        }
+        let deadline = Instant::now() + self.rules.lingering_time;
+        let mut sink = BytesMut::with_capacity(READ_CHUNK);
+        loop {
+            let wait = self
+                .rules
+                .lingering_timeout
+                .min(deadline.saturating_duration_since(Instant::now()));
+            if wait.is_zero() {
+                return;
+            }
+            sink.clear();
+            match tokio::time::timeout(wait, self.stream.read_buf(&mut sink)).await {
+                Ok(Ok(n)) if n > 0 => continue,
+                _ => return,
+            }
+        }
+    }
+
+    /// `reset_timedout_connection on`: a timed-out connection is closed with a reset
+    /// (SO_LINGER 0), freeing its memory at once.
+    fn reset_if_asked(&self) {
+        if self.rules.reset_timedout {
+            if let Stream::Tcp(s) = &self.stream {
+                let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
+            }
+        }
     }
 }
 
