@@ -18,6 +18,7 @@ pub mod master;
 pub mod pending;
 pub mod pools;
 pub mod privileges;
+pub mod status;
 pub mod variables;
 pub mod worker;
 

@@ -83,8 +83,6 @@ pub static DIRECTIVES: &[Command] = &[
     pb("map", Ctx::HTTP, TWO),
     // stream (TCP proxy): the whole block is accepted and ignored, with the warning
     pb("stream", Ctx::MAIN, Args::NONE),
-    // status
-    p("stub_status", SL, Args::Take(0, 1)),
 ];
 
 fn pending(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {

@@ -48,6 +48,10 @@ pub enum Var {
     Pid,
     TimeLocal,
     TimeIso8601,
+    ConnectionsActive,
+    ConnectionsReading,
+    ConnectionsWriting,
+    ConnectionsWaiting,
     /// `$arg_NAME`
     Arg(String),
     /// `$http_NAME` (the name with `_` for `-`, lowercase)
@@ -96,6 +100,10 @@ impl Var {
             "pid" => Var::Pid,
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
+            "connections_active" => Var::ConnectionsActive,
+            "connections_reading" => Var::ConnectionsReading,
+            "connections_writing" => Var::ConnectionsWriting,
+            "connections_waiting" => Var::ConnectionsWaiting,
             _ => {
                 if let Some(n) = name.strip_prefix("arg_") {
                     Var::Arg(n.to_string())
@@ -360,6 +368,18 @@ impl Vars<'_> {
             }
             Var::TimeLocal => out.push_str(&time_local()),
             Var::TimeIso8601 => out.push_str(&time_iso8601()),
+            Var::ConnectionsActive => {
+                let _ = write!(out, "{}", crate::status::snapshot().active());
+            }
+            Var::ConnectionsReading => {
+                let _ = write!(out, "{}", crate::status::snapshot().reading);
+            }
+            Var::ConnectionsWriting => {
+                let _ = write!(out, "{}", crate::status::snapshot().writing);
+            }
+            Var::ConnectionsWaiting => {
+                let _ = write!(out, "{}", crate::status::snapshot().waiting);
+            }
             Var::Arg(name) => match req.and_then(|r| r.query()).and_then(|q| arg(q, name)) {
                 Some(v) => out.push_str(&String::from_utf8_lossy(v)),
                 None => return false,

@@ -142,6 +142,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::DIRECTIVES,
             crate::http::directives::DIRECTIVES,
             crate::http::aio::DIRECTIVES,
+            crate::http::stub_status::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];

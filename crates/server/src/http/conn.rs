@@ -29,6 +29,7 @@ use super::{LocConf, ServerConf, ServerTokens};
 use crate::cycle::Generation;
 use crate::listen::{ListenAddr, SocketKey};
 use crate::log::Level;
+use crate::status::State;
 use crate::variables::{Sent, Vars};
 use crate::worker::ConnGuard;
 
@@ -146,6 +147,7 @@ pub async fn serve(
         born: Instant::now(),
         pool: None,
         rules,
+        state: crate::status::ConnState::accepted(),
         unread_input: false,
     };
     match conn.run().await {
@@ -207,6 +209,8 @@ struct Conn {
     pool: Option<Arc<ThreadPool>>,
     /// How to close, from the last request's location (or the default server's).
     rules: CloseRules,
+    /// This connection's place in `stub_status`.
+    state: crate::status::ConnState,
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
     unread_input: bool,
@@ -334,16 +338,27 @@ impl Conn {
         let mut header_deadline: Option<Instant> = None;
         loop {
             if !self.buf.is_empty() {
+                self.state.set(State::Reading);
                 match parser.parse(&mut self.buf) {
-                    Ok(Some(req)) => return Ok(Ok(Ok(req))),
+                    Ok(Some(req)) => {
+                        self.state.set(State::Writing);
+                        crate::status::request();
+                        return Ok(Ok(Ok(req)));
+                    }
                     Ok(None) => {}
-                    Err(e) => return Ok(Ok(Err(e))),
+                    Err(e) => {
+                        self.state.set(State::Writing);
+                        return Ok(Ok(Err(e)));
+                    }
                 }
+            } else {
+                self.state.set(State::Waiting);
             }
             // Nothing more to parse: the gathered answers go out before we wait.
             self.flush().await?;
             let idle = self.buf.is_empty() && self.requests > 0;
-            if idle && worker.stopping.get() {
+            // A graceful stop closes every connection with no request in progress.
+            if self.buf.is_empty() && worker.stopping.get() {
                 return Ok(Err(ReadEnd::Closed));
             }
             let deadline = if idle {
@@ -360,7 +375,7 @@ impl Conn {
                 _ = tokio::time::sleep_until(deadline.into()) => {
                     return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
                 }
-                _ = stop, if idle => return Ok(Err(ReadEnd::Closed)),
+                _ = stop, if self.buf.is_empty() => return Ok(Err(ReadEnd::Closed)),
             };
             if n == 0 {
                 if !self.buf.is_empty() {

@@ -14,6 +14,7 @@ pub mod location;
 pub mod phases;
 pub mod range;
 pub mod static_files;
+pub mod stub_status;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -232,6 +233,8 @@ pub struct LocConf {
     /// `directio SIZE` (`Some(None)`: `off`).
     pub directio: Option<Option<u64>>,
     pub directio_alignment: Option<u64>,
+    /// `stub_status` in this location (not inherited).
+    pub stub_status: Option<bool>,
 }
 
 /// `root PATH` or `alias PATH`: where a URI's file is.

@@ -161,6 +161,8 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
         } else if let Some(ret) = &lc.ret {
             let vars = r.vars(&uri, lc, &captures);
             Outcome::Reply(do_return(ret, lc, &vars, r))
+        } else if lc.stub_status == Some(true) {
+            Outcome::Reply(super::stub_status::reply(method, lc))
         } else if let Some(tf) = &lc.try_files {
             try_files(r, tf, lc, &uri, &captures, method)
         } else {

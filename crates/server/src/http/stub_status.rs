@@ -1,0 +1,32 @@
+//! `stub_status`: nginx's basic status page (`text/plain`, never cached), from the counters in
+//! `crate::status`.
+
+use shoal_conf::{Directive, Error};
+
+use super::static_files::{Body, Reply};
+use crate::conf::{Args, Builder, Command, Ctx, Scope};
+
+pub static DIRECTIVES: &[Command] = &[Command::new(
+    "stub_status",
+    Ctx::SERVER.or(Ctx::LOCATION),
+    Args::Take(0, 1),
+    set_stub_status,
+)];
+
+fn set_stub_status(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    // nginx accepted `stub_status on|off` before 1.7.5; any argument still means on.
+    let _ = d;
+    super::loc_conf(s).stub_status = Some(true);
+    Ok(())
+}
+
+/// The page, as nginx answers it (GET and HEAD only).
+pub fn reply(method: &str, lc: &super::LocConf) -> Reply {
+    if method != "GET" && method != "HEAD" {
+        return super::static_files::error_reply(405, lc);
+    }
+    let mut r = Reply::new(200);
+    r.content_type = Some("text/plain".into());
+    r.body = Body::Bytes(crate::status::snapshot().render().into_bytes());
+    r
+}
