@@ -36,15 +36,10 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// Registers `fd` with this thread's reactor. `shared`: other workers poll it too.
-    pub fn new(fd: RawFd, shared: bool, multi_accept: bool) -> io::Result<Acceptor> {
-        // SAFETY: fcntl(F_DUPFD_CLOEXEC) on an fd the caller keeps open.
-        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-        if dup < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: dup is a new fd owned by nobody else.
-        let own = unsafe { OwnedFd::from_raw_fd(dup) };
+    /// Registers `own` (this worker's duplicate of the listening socket) with this thread's
+    /// reactor. `shared`: other workers poll the socket too.
+    pub fn new(own: OwnedFd, shared: bool, multi_accept: bool) -> io::Result<Acceptor> {
+        let dup = own.as_raw_fd();
         // SAFETY: ListenFd owns its fd and keeps it open for as long as the AsyncFd lives.
         let io = unsafe { AsyncFd::register_with_interest(ListenFd(own), Interest::READABLE) }
             .map_err(|e| e.into_parts().1)?;
@@ -132,21 +127,53 @@ fn find_registration(fd: RawFd) -> io::Result<(RawFd, u64)> {
         Some(ep) => vec![ep],
         None => epoll_fds()?,
     };
-    let mut found = None;
+    let mut found: Option<(RawFd, u64)> = None;
     for ep in candidates {
         if let Some(data) = registered_data(ep, fd)? {
-            if found.is_some() {
-                // Two epolls hold it (several workers): ambiguous, do not guess.
-                return Err(io::Error::other(
-                    "listening fd registered in several epolls",
-                ));
+            match found {
+                // mio keeps a duplicate of its epoll fd (`Registry::try_clone`): one epoll
+                // under two numbers is not ambiguous.
+                Some((first, _)) if same_epoll(first, ep) => {}
+                // Two epolls hold it: ambiguous, do not guess.
+                Some(_) => {
+                    return Err(io::Error::other(
+                        "listening fd registered in several epolls",
+                    ))
+                }
+                None => found = Some((ep, data)),
             }
-            found = Some((ep, data));
         }
     }
     let (ep, data) = found.ok_or_else(|| io::Error::other("reactor epoll not found"))?;
     REACTOR_EPOLL.with(|c| c.set(Some(ep)));
     Ok((ep, data))
+}
+
+/// Whether two epoll fds of this process are one epoll instance: kcmp(2) when the kernel (or a
+/// seccomp filter) allows it, else the same registrations under both numbers (each worker's
+/// listening fd number is its own, so two instances cannot list the same ones).
+fn same_epoll(a: RawFd, b: RawFd) -> bool {
+    const KCMP_FILE: libc::c_int = 0;
+    // SAFETY: getpid has no preconditions; kcmp compares two fds of our own process and
+    // touches no memory of ours.
+    let r = unsafe {
+        let pid = libc::getpid();
+        libc::syscall(libc::SYS_kcmp, pid, pid, KCMP_FILE, a, b)
+    };
+    if r >= 0 {
+        return r == 0;
+    }
+    let tfds = |ep: RawFd| -> Option<Vec<String>> {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{ep}")).ok()?;
+        let mut v: Vec<String> = info
+            .lines()
+            .filter(|l| l.starts_with("tfd:"))
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        Some(v)
+    };
+    matches!((tfds(a), tfds(b)), (Some(x), Some(y)) if x == y)
 }
 
 fn epoll_fds() -> io::Result<Vec<RawFd>> {
