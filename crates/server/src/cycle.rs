@@ -5,31 +5,66 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::http::ServerConf;
 use crate::listen::{bound_addresses, open_socket, ListenAddr, SocketKey};
 
 /// An open listening socket, owned by the master. A unix socket's file is removed when the
-/// socket is finally closed.
+/// socket is closed.
+///
+/// Connections hold the generation they started on, and so its `Listening`s; a socket that a
+/// reload drops is therefore closed explicitly ([`Listening::close`]) rather than when the last
+/// reference goes, or it would keep listening (the kernel completing handshakes nobody
+/// accepts) for as long as a keep-alive connection of the old generation stays open.
 #[derive(Debug)]
 pub struct Listening {
     pub key: SocketKey,
-    fd: OwnedFd,
+    fd: Mutex<Option<OwnedFd>>,
 }
 
 impl Listening {
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    fn new(key: SocketKey, fd: OwnedFd) -> Listening {
+        Listening {
+            key,
+            fd: Mutex::new(Some(fd)),
+        }
+    }
+
+    /// A close-on-exec duplicate for a worker to poll; fails once the socket is closed.
+    pub fn dup(&self) -> std::io::Result<OwnedFd> {
+        let fd = self.fd.lock().unwrap_or_else(|e| e.into_inner());
+        match fd.as_ref() {
+            Some(fd) => fd.try_clone(),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the listening socket was closed by a reload",
+            )),
+        }
+    }
+
+    /// The socket's fd, while it is open (for diagnostics).
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        let fd = self.fd.lock().unwrap_or_else(|e| e.into_inner());
+        fd.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// Closes the master's fd (the socket stops listening once the workers dropped their
+    /// duplicates) and removes a unix socket's file.
+    pub fn close(&self) {
+        let fd = self.fd.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if fd.is_some() {
+            if let ListenAddr::Unix(p) = &self.key.addr {
+                let _ = std::fs::remove_file(p);
+            }
+        }
     }
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        if let ListenAddr::Unix(p) = &self.key.addr {
-            let _ = std::fs::remove_file(p);
-        }
+        self.close();
     }
 }
 
@@ -79,10 +114,10 @@ impl Generation {
                     let reused = old.and_then(|g| g.sockets.iter().find(|s| s.key == key).cloned());
                     let sock = match reused {
                         Some(s) => s,
-                        None => Arc::new(Listening {
-                            fd: open_with_retries(&key.addr, &opts)?,
-                            key,
-                        }),
+                        None => Arc::new(Listening::new(
+                            key.clone(),
+                            open_with_retries(&key.addr, &opts)?,
+                        )),
                     };
                     sockets.push(sock);
                 }
@@ -108,6 +143,15 @@ impl Generation {
             sockets,
             routes,
         })
+    }
+
+    /// Closes the sockets of this generation that `next` does not have (a reload switched).
+    pub fn close_sockets_not_in(&self, next: &Generation) {
+        for s in &self.sockets {
+            if !next.sockets.iter().any(|n| Arc::ptr_eq(n, s)) {
+                s.close();
+            }
+        }
     }
 
     /// The servers for a connection accepted on `socket` with local address `local`: the

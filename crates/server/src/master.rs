@@ -338,7 +338,8 @@ impl Master {
             report(Level::Emerg, &e);
             return;
         }
-        self.generation = generation;
+        let old = std::mem::replace(&mut self.generation, generation);
+        old.close_sockets_not_in(&self.generation);
         self.broadcast_generation();
         self.resize_workers();
         crate::error_log!(Level::Notice, "reconfigured (generation {id})");

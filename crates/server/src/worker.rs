@@ -171,8 +171,13 @@ fn reconcile(
             continue;
         }
         let shared = sock.key.worker.is_none();
-        let acceptor = match Acceptor::new(sock.raw_fd(), shared, multi_accept) {
+        let acceptor = match sock
+            .dup()
+            .and_then(|fd| Acceptor::new(fd, shared, multi_accept))
+        {
             Ok(a) => a,
+            // A newer reload already dropped this socket: the next command says so.
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => continue,
             Err(e) => {
                 error_log!(
                     Level::Alert,
