@@ -92,8 +92,21 @@ impl MainConf {
     }
 }
 
-/// The number of cores this process may run on (`worker_processes auto`).
+/// The number of cores this process may run on (`worker_processes auto`): the CPUs of its
+/// affinity mask, as `nproc` counts them. Unlike `available_parallelism`, a cgroup CPU quota is
+/// not counted, as nginx does not count it.
 pub fn ncpu() -> usize {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set for sched_getaffinity to fill.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is valid for writes of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r == 0 {
+        // SAFETY: `set` was filled by sched_getaffinity.
+        let n = unsafe { libc::CPU_COUNT(&set) };
+        if n > 0 {
+            return n as usize;
+        }
+    }
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
