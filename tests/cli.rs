@@ -313,3 +313,33 @@ fn daemon_does_not_hold_the_output_pipe() {
     common::signal(pid, libc::SIGTERM);
     wait_for("the daemon to exit", || (!common::alive(pid)).then_some(()));
 }
+
+#[test]
+fn signal_to_a_stale_pid() {
+    let p = Prefix::new();
+    p.write_conf("events {}\n");
+    // pid_max itself is never a process id.
+    let pid_max: i32 = fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    fs::write(p.pid_file(), format!("{pid_max}\n")).unwrap();
+    let out = p.run(&["-s", "stop"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("shoal: [alert] kill({pid_max}, 15) failed (3: No such process)\n")
+    );
+    assert_eq!(out.status.code(), Some(1));
+
+    fs::write(p.pid_file(), "garbage\n").unwrap();
+    let out = p.run(&["-s", "reopen"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "shoal: [error] invalid PID number \"garbage\" in \"{}\"\n",
+            p.pid_file().display()
+        )
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -257,3 +257,69 @@ fn usr1_reopens_the_error_log() {
         assert!(common::parse_log_line(line).is_some(), "{line}");
     }
 }
+
+#[test]
+fn reload_onto_a_busy_port_keeps_the_old_configuration() {
+    let port = free_port();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().port();
+    let s = Shoal::start(&common::basic_conf(port), port);
+    let mut held = s.client(port);
+    assert_index(held.get("/"), "before");
+    s.prefix
+        .write_conf(&common::conf_with(port, "", &format!("        listen 127.0.0.1:{busy};")));
+    s.signal(libc::SIGHUP);
+    s.wait_log("still could not bind()", 1);
+    let log = s.error_log();
+    assert_eq!(
+        log.matches(&format!("[emerg] {}#", s.pid)).count(),
+        6,
+        "five bind() failures and the final line:\n{log}"
+    );
+    assert!(log.contains(&format!(
+        ": bind() to 127.0.0.1:{busy} failed (98: Address already in use)\n"
+    )));
+    assert!(!log.contains("reconfigured"), "{log}");
+    assert_index(held.get("/"), "held connection after the failed reload");
+    assert_index(common::get(port, "/"), "new connection after the failed reload");
+    drop(taken);
+}
+
+#[test]
+fn reload_with_an_unwritable_error_log_keeps_the_old_configuration() {
+    let port = free_port();
+    let s = Shoal::start(&common::basic_conf(port), port);
+    s.prefix.write_conf(&common::basic_conf(port).replace(
+        "error_log logs/error.log notice;",
+        "error_log logs/error.log notice;\nerror_log /proc/nope/error.log;",
+    ));
+    s.signal(libc::SIGHUP);
+    s.wait_log(
+        "[emerg] ",
+        1,
+    );
+    assert!(
+        s.error_log()
+            .contains(": open() \"/proc/nope/error.log\" failed (2: No such file or directory)\n"),
+        "{}",
+        s.error_log()
+    );
+    assert!(!s.error_log().contains("reconfigured"));
+    assert_index(common::get(port, "/"), "after the failed reload");
+}
+
+#[test]
+fn worker_shutdown_timeout_ends_a_stuck_request() {
+    let port = free_port();
+    let mut s = Shoal::start(
+        &common::conf_with(port, "worker_shutdown_timeout 200ms;", ""),
+        port,
+    );
+    let mut stuck = s.client(port);
+    stuck.send(b"GET / HTTP/1.1\r\n").unwrap();
+    // The head is incomplete and stays so: only the timeout can end the worker.
+    dash_s(&s, "quit");
+    assert_eq!(s.wait_exit().code(), Some(0));
+    assert!(stuck.closed_by_peer());
+    assert!(!s.prefix.pid_file().exists());
+}
