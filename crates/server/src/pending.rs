@@ -1,4 +1,4 @@
-//! Directives that shoal knows the shape of but does not implement yet (gzip, proxy, cache,
+//! Directives that shoal knows the shape of but does not implement yet (proxy, cache,
 //! rewrite, access log, ...): their names, contexts and argument counts are checked as nginx
 //! checks them, so a configuration is validated the same way, and each use is accepted with a
 //! `[warn] "NAME" directive is not implemented yet, ignored` line, never silently.
@@ -10,7 +10,6 @@ use shoal_conf::{Directive, Error};
 use crate::conf::{Args, Builder, Command, Ctx, Scope};
 
 const HSL: Ctx = Ctx::HSL;
-const HSLI: Ctx = Ctx::HSL.or(Ctx::LIF);
 const SL: Ctx = Ctx::SERVER.or(Ctx::LOCATION);
 const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
 const ONE: Args = Args::ONE;
@@ -33,17 +32,6 @@ pub static DIRECTIVES: &[Command] = &[
     p("open_file_cache_valid", HSL, ONE),
     p("open_file_cache_min_uses", HSL, ONE),
     p("open_file_cache_errors", HSL, FLAG),
-    // gzip
-    p("gzip", HSLI, FLAG),
-    p("gzip_vary", HSL, FLAG),
-    p("gzip_proxied", HSL, MORE),
-    p("gzip_comp_level", HSL, ONE),
-    p("gzip_buffers", HSL, TWO),
-    p("gzip_http_version", HSL, ONE),
-    p("gzip_min_length", HSL, ONE),
-    p("gzip_types", HSL, MORE),
-    p("gzip_disable", HSL, MORE),
-    p("gzip_static", HSL, ONE),
     // rewrite
     p("rewrite", REWRITE, Args::Take(2, 3)),
     p("set", REWRITE, TWO),

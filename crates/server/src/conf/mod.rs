@@ -143,6 +143,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::directives::DIRECTIVES,
             crate::http::aio::DIRECTIVES,
             crate::http::stub_status::DIRECTIVES,
+            crate::http::gzip::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];

@@ -147,6 +147,7 @@ pub async fn serve(
         born: Instant::now(),
         pool: None,
         rules,
+        gzip: None,
         state: crate::status::ConnState::accepted(),
         unread_input: false,
     };
@@ -209,6 +210,8 @@ struct Conn {
     pool: Option<Arc<ThreadPool>>,
     /// How to close, from the last request's location (or the default server's).
     rules: CloseRules,
+    /// `gzip_comp_level` when the current answer is compressed.
+    gzip: Option<u32>,
     /// This connection's place in `stub_status`.
     state: crate::status::ConnState,
     /// Input may still arrive that nobody read (a refused body, a broken request): close
@@ -525,8 +528,16 @@ impl Conn {
                 }
             }
         }
+        let gzip = gzip_filter(&mut reply, req, lc);
+        if gzip.is_some() && req.version() == shoal_http::Version::Http10 {
+            // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
+            keep = false;
+        }
         let status = reply.status;
-        let (head_len, body_len) = self.send(req, reply, lc, keep, pool.as_ref()).await?;
+        self.gzip = gzip;
+        let sent = self.send(req, reply, lc, keep, pool.as_ref()).await;
+        self.gzip = None;
+        let (head_len, body_len) = sent?;
         if logs {
             self.log(
                 req,
@@ -706,6 +717,72 @@ impl Conn {
         Ok(())
     }
 
+    /// Sends a body through the gzip compressor, as chunks (`chunked`) or raw (HTTP/1.0).
+    /// Files are read a piece at a time (through the pool with `aio threads`), so the body is
+    /// never held whole. Returns the compressed bytes sent.
+    async fn send_gzipped(&mut self, body: Body, level: u32, chunked: bool, lc: &LocConf) -> std::io::Result<u64> {
+        let mut z = super::gzip::Compressor::new(level);
+        let mut total = 0u64;
+        match body {
+            Body::Empty => {}
+            Body::Bytes(b) => {
+                let out = z.feed(&b)?;
+                total += self.emit(&out, chunked);
+            }
+            Body::File { file, offset, len } => {
+                let file = Arc::new(file);
+                let pool = self.pool.clone();
+                let mut off = offset;
+                let end = offset + len;
+                while off < end {
+                    let want = ((end - off) as usize).min(MAX_GATHER);
+                    let data = match &pool {
+                        Some(p) => shoal_io::file::read_range(&file, off, want, Some(p), lc.aio_residency_check())
+                            .await
+                            .map_err(|e| self.pool_error(e))?,
+                        None => {
+                            let mut buf = vec![0; want];
+                            let n = read_at(&file, &mut buf, off)?;
+                            buf.truncate(n);
+                            buf
+                        }
+                    };
+                    if data.is_empty() {
+                        return Err(std::io::Error::other("file shrank while being sent"));
+                    }
+                    off += data.len() as u64;
+                    let out = z.feed(&data)?;
+                    total += self.emit(&out, chunked);
+                    if self.out.len() >= MAX_GATHER {
+                        self.flush().await?;
+                    }
+                }
+            }
+            Body::Multipart { .. } => {
+                return Err(std::io::Error::other("gzip never applies to 206 answers"));
+            }
+        }
+        let out = z.finish()?;
+        total += self.emit(&out, chunked);
+        if chunked {
+            self.out.extend_from_slice(shoal_http::response::LAST_CHUNK);
+        }
+        Ok(total)
+    }
+
+    /// Appends compressed bytes to the output, framed as a chunk when `chunked`.
+    fn emit(&mut self, data: &[u8], chunked: bool) -> u64 {
+        if data.is_empty() {
+            return 0;
+        }
+        if chunked {
+            shoal_http::response::write_chunk(&mut self.out, data);
+        } else {
+            self.out.extend_from_slice(data);
+        }
+        data.len() as u64
+    }
+
     /// Logs a pool overflow as nginx does (`thread pool "NAME" queue overflow: N tasks
     /// waiting`) and passes the error on.
     fn pool_error(&self, e: std::io::Error) -> std::io::Error {
@@ -741,9 +818,11 @@ impl Conn {
             server: Some(tokens(lc.server_tokens())),
             date: Some(&date),
             content_type: reply.content_type.as_deref().map(str::as_bytes),
-            length: match length {
-                Some(n) => BodyLength::Length(n),
-                None => BodyLength::Unknown,
+            length: match (length, self.gzip, http10) {
+                (_, Some(_), false) => BodyLength::Chunked,
+                (_, Some(_), true) => BodyLength::Unknown,
+                (Some(n), None, _) => BodyLength::Length(n),
+                (None, None, _) => BodyLength::Unknown,
             },
             last_modified: last_modified.as_ref(),
             location: reply.location.as_deref().map(str::as_bytes),
@@ -766,6 +845,11 @@ impl Conn {
         if head_only {
             self.maybe_flush().await?;
             return Ok((head_len, 0));
+        }
+        if let Some(level) = self.gzip {
+            let body_len = self.send_gzipped(reply.body, level, !http10, lc).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
         }
         let body_len = length.unwrap_or(0);
         match reply.body {
@@ -990,6 +1074,55 @@ impl Conn {
             }
         }
     }
+}
+
+/// The gzip header filter: decides, and adjusts the headers of a compressed answer.
+/// Returns the compression level to use.
+fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
+    if !lc.gzip.enabled() {
+        return None;
+    }
+    let find = |name: &str| -> Option<String> {
+        reply
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                reply
+                    .extra
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.clone())
+            })
+    };
+    let cache_control = find("cache-control");
+    let facts = super::gzip::ResponseFacts {
+        status: reply.status,
+        content_type: reply.content_type.as_deref(),
+        content_length: reply.body.length(),
+        already_encoded: find("content-encoding").is_some_and(|v| !v.is_empty()),
+        head_only: req.method() == "HEAD",
+        has_last_modified: reply.last_modified.is_some(),
+        has_etag: find("etag").is_some(),
+        cache_control: cache_control.as_deref(),
+        has_expires: find("expires").is_some(),
+    };
+    let (compress, vary) = super::gzip::decide(&lc.gzip, req, &facts);
+    if vary {
+        reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
+    }
+    if !compress {
+        return None;
+    }
+    reply.headers.retain(|(n, _)| *n != "Accept-Ranges");
+    for (n, v) in reply.headers.iter_mut() {
+        if *n == "ETag" && v.starts_with('"') {
+            *v = format!("W/{v}");
+        }
+    }
+    reply.headers.push(("Content-Encoding", "gzip".into()));
+    Some(lc.gzip.level())
 }
 
 fn is_overflow(e: &std::io::Error) -> bool {

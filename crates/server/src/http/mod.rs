@@ -10,6 +10,7 @@ pub mod access_log;
 pub mod aio;
 pub mod conn;
 pub mod directives;
+pub mod gzip;
 pub mod location;
 pub mod phases;
 pub mod range;
@@ -233,6 +234,7 @@ pub struct LocConf {
     /// `directio SIZE` (`Some(None)`: `off`).
     pub directio: Option<Option<u64>>,
     pub directio_alignment: Option<u64>,
+    pub gzip: gzip::GzipLoc,
     /// `stub_status` in this location (not inherited).
     pub stub_status: Option<bool>,
 }
@@ -350,6 +352,7 @@ impl LocConf {
         merge(&mut self.sendfile_max_chunk, &parent.sendfile_max_chunk);
         merge(&mut self.max_ranges, &parent.max_ranges);
         merge(&mut self.aio, &parent.aio);
+        self.gzip.merge(&parent.gzip);
         merge(&mut self.aio_write, &parent.aio_write);
         merge(&mut self.aio_residency_check, &parent.aio_residency_check);
         merge(&mut self.directio, &parent.directio);

@@ -226,7 +226,22 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         );
         return error_reply(403, lc);
     }
-    let file = match File::open(&full) {
+    // `gzip_static`: a precompressed FILE.gz goes out as it is, with Content-Encoding: gzip.
+    let mut precompressed = false;
+    let opened = if super::gzip::static_wanted(&lc.gzip, r.req) {
+        let mut gz = full.clone().into_os_string();
+        gz.push(".gz");
+        match File::open(&gz) {
+            Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => {
+                precompressed = true;
+                Ok(f)
+            }
+            _ => File::open(&full),
+        }
+    } else {
+        File::open(&full)
+    };
+    let file = match opened {
         Ok(f) => f,
         Err(e) => {
             let (code, level) = match e.kind() {
@@ -298,7 +313,15 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     if lc.etag() {
         reply.headers.push(("ETag", etag.clone()));
     }
-    let ranges_on = lc.max_ranges() != Some(0);
+    if precompressed {
+        reply.headers.push(("Content-Encoding", "gzip".into()));
+        if lc.gzip.vary.unwrap_or(false) {
+            reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
+        }
+    }
+    // A compressed answer has no length to take ranges of: nginx's gzip filter runs first.
+    let compressed = !precompressed && super::gzip::would_compress(&lc.gzip, r.req, &content_type, size);
+    let ranges_on = lc.max_ranges() != Some(0) && !compressed;
     let range_header = r
         .req
         .header("range")

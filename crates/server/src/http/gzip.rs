@@ -1,0 +1,444 @@
+//! nginx's gzip filter: `gzip`, `gzip_types`, `gzip_comp_level`, `gzip_min_length`,
+//! `gzip_buffers`, `gzip_http_version`, `gzip_proxied`, `gzip_vary`, `gzip_disable`, and
+//! `gzip_static`.
+//!
+//! The decision is nginx's, made when the header is about to go out: the response is 200, 403
+//! or 404, not already encoded, of a listed type (`text/html` always), at least
+//! `gzip_min_length` long when the length is known; the request accepts gzip, is at least
+//! `gzip_http_version`, its User-Agent is not disabled, and if it came through a proxy (a `Via`
+//! header) `gzip_proxied` allows it. Then `Content-Length` and `Accept-Ranges` go (no ranges
+//! from a compressed stream), a strong ETag is weakened, and the body is compressed as it is
+//! sent (never held whole): chunked for HTTP/1.1, closed for HTTP/1.0. Compression is flate2
+//! on zlib-rs (measured fastest here, ARCHITECTURE.md).
+
+use std::sync::Arc;
+
+use regex::{Regex, RegexBuilder};
+use shoal_conf::{Directive, Error};
+use shoal_http::Request;
+
+use super::loc_conf;
+use crate::conf::{err, flag_arg, merge, number_arg, set_once, size_arg, Args, Builder, Command, Ctx, Scope};
+
+pub static DIRECTIVES: &[Command] = &[
+    Command::new("gzip", Ctx::HSL.or(Ctx::LIF), Args::Flag, set_gzip),
+    Command::new("gzip_types", Ctx::HSL, Args::ONE_OR_MORE, set_gzip_types),
+    Command::new("gzip_comp_level", Ctx::HSL, Args::ONE, set_gzip_comp_level),
+    Command::new("gzip_min_length", Ctx::HSL, Args::ONE, set_gzip_min_length),
+    Command::new("gzip_buffers", Ctx::HSL, Args::TWO, set_gzip_buffers),
+    Command::new("gzip_http_version", Ctx::HSL, Args::ONE, set_gzip_http_version),
+    Command::new("gzip_proxied", Ctx::HSL, Args::ONE_OR_MORE, set_gzip_proxied),
+    Command::new("gzip_vary", Ctx::HSL, Args::Flag, set_gzip_vary),
+    Command::new("gzip_disable", Ctx::HSL, Args::ONE_OR_MORE, set_gzip_disable),
+    Command::new("gzip_static", Ctx::HSL, Args::ONE, set_gzip_static),
+];
+
+/// `gzip_proxied` flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Proxied {
+    pub expired: bool,
+    pub no_cache: bool,
+    pub no_store: bool,
+    pub private: bool,
+    pub no_last_modified: bool,
+    pub no_etag: bool,
+    pub auth: bool,
+    pub any: bool,
+}
+
+/// `gzip_static`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GzipStatic {
+    Off,
+    On,
+    Always,
+}
+
+/// The gzip settings of one level (unset = inherited; defaults in the accessors).
+#[derive(Clone, Debug, Default)]
+pub struct GzipLoc {
+    pub enable: Option<bool>,
+    /// `gzip_types` (`None` inside: `*`).
+    pub types: Option<Option<Arc<Vec<String>>>>,
+    pub comp_level: Option<u32>,
+    pub min_length: Option<u64>,
+    pub http_version_10: Option<bool>,
+    pub proxied: Option<Proxied>,
+    pub vary: Option<bool>,
+    pub disable: Option<Arc<Vec<Regex>>>,
+    pub disable_msie6: Option<bool>,
+    pub static_: Option<GzipStatic>,
+}
+
+impl GzipLoc {
+    pub fn merge(&mut self, p: &GzipLoc) {
+        merge(&mut self.enable, &p.enable);
+        merge(&mut self.types, &p.types);
+        merge(&mut self.comp_level, &p.comp_level);
+        merge(&mut self.min_length, &p.min_length);
+        merge(&mut self.http_version_10, &p.http_version_10);
+        merge(&mut self.proxied, &p.proxied);
+        merge(&mut self.vary, &p.vary);
+        merge(&mut self.disable, &p.disable);
+        merge(&mut self.disable_msie6, &p.disable_msie6);
+        merge(&mut self.static_, &p.static_);
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enable.unwrap_or(false)
+    }
+
+    /// `gzip_comp_level` (default 1).
+    pub fn level(&self) -> u32 {
+        self.comp_level.unwrap_or(1)
+    }
+
+    pub fn static_mode(&self) -> GzipStatic {
+        self.static_.unwrap_or(GzipStatic::Off)
+    }
+
+    fn type_ok(&self, content_type: &str) -> bool {
+        let base = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if base == "text/html" {
+            return true;
+        }
+        match &self.types {
+            Some(None) => true,
+            Some(Some(list)) => list.iter().any(|t| *t == base),
+            None => false,
+        }
+    }
+}
+
+fn gz<'a>(s: &'a mut Scope<'_>) -> &'a mut GzipLoc {
+    &mut loc_conf(s).gzip
+}
+
+fn set_gzip(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut gz(s).enable, flag_arg(d), d)
+}
+
+fn set_gzip_types(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let g = gz(s);
+    if g.types.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    if d.args.iter().any(|a| a.value == "*") {
+        g.types = Some(None);
+        return Ok(());
+    }
+    let list = d.args.iter().map(|a| a.value.to_ascii_lowercase()).collect();
+    g.types = Some(Some(Arc::new(list)));
+    Ok(())
+}
+
+fn set_gzip_comp_level(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = number_arg(d, 0)?;
+    if !(1..=9).contains(&n) {
+        return Err(err(d, "value must be between 1 and 9"));
+    }
+    set_once(&mut gz(s).comp_level, n as u32, d)
+}
+
+fn set_gzip_min_length(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut gz(s).min_length, n, d)
+}
+
+/// `gzip_buffers NUMBER SIZE`: nginx's output buffers for compressed data. shoal writes
+/// compressed output as it comes; the values are checked and otherwise need no effect.
+fn set_gzip_buffers(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let n = number_arg(d, 0)?;
+    let size = size_arg(d, 1)?;
+    if n == 0 || size == 0 {
+        return Err(crate::conf::directive_err(d, "invalid value"));
+    }
+    Ok(())
+}
+
+fn set_gzip_http_version(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "1.0" => true,
+        "1.1" => false,
+        other => return Err(crate::conf::invalid_value(d, other)),
+    };
+    set_once(&mut gz(s).http_version_10, v, d)
+}
+
+fn set_gzip_proxied(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let mut p = Proxied::default();
+    for a in &d.args {
+        match a.value.as_str() {
+            "off" => p = Proxied::default(),
+            "expired" => p.expired = true,
+            "no-cache" => p.no_cache = true,
+            "no-store" => p.no_store = true,
+            "private" => p.private = true,
+            "no_last_modified" => p.no_last_modified = true,
+            "no_etag" => p.no_etag = true,
+            "auth" => p.auth = true,
+            "any" => p.any = true,
+            other => return Err(crate::conf::invalid_value(d, other)),
+        }
+    }
+    set_once(&mut gz(s).proxied, p, d)
+}
+
+fn set_gzip_vary(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut gz(s).vary, flag_arg(d), d)
+}
+
+fn set_gzip_disable(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let g = gz(s);
+    let mut list: Vec<Regex> = g.disable.as_deref().cloned().unwrap_or_default();
+    for a in &d.args {
+        if a.value == "msie6" {
+            g.disable_msie6 = Some(true);
+            continue;
+        }
+        let re = RegexBuilder::new(&a.value)
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| err(d, format!("regex \"{}\" failed to compile: {e}", a.value)))?;
+        list.push(re);
+    }
+    g.disable = Some(Arc::new(list));
+    Ok(())
+}
+
+fn set_gzip_static(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "off" => GzipStatic::Off,
+        "on" => GzipStatic::On,
+        "always" => GzipStatic::Always,
+        other => return Err(crate::conf::invalid_value(d, other)),
+    };
+    set_once(&mut gz(s).static_, v, d)
+}
+
+/// Whether the client accepts gzip: a `gzip` token in Accept-Encoding with a q-value that is
+/// not zero (nginx's `ngx_http_gzip_accept_encoding`).
+pub fn accepts_gzip(req: &Request) -> bool {
+    req.header_all("accept-encoding").any(|v| {
+        String::from_utf8_lossy(v).split(',').any(|item| {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            if !coding.eq_ignore_ascii_case("gzip") && !coding.eq_ignore_ascii_case("x-gzip") {
+                return false;
+            }
+            for p in parts {
+                if let Some(q) = p.trim().strip_prefix("q=") {
+                    return q.trim().parse::<f32>().map(|q| q > 0.0).unwrap_or(false);
+                }
+            }
+            true
+        })
+    })
+}
+
+fn msie6(ua: &str) -> bool {
+    // nginx's `msie6`: "MSIE 4." to "MSIE 6." without "SV1" in the rest of the string.
+    if let Some(p) = ua.find("MSIE ") {
+        let rest = &ua[p + 5..];
+        let major = rest.as_bytes().first().copied();
+        if matches!(major, Some(b'4'..=b'6')) && rest.as_bytes().get(1) == Some(&b'.') {
+            return !rest.contains("SV1");
+        }
+    }
+    false
+}
+
+/// What the response offers to the decision.
+pub struct ResponseFacts<'a> {
+    pub status: u16,
+    pub content_type: Option<&'a str>,
+    pub content_length: Option<u64>,
+    pub already_encoded: bool,
+    pub head_only: bool,
+    pub has_last_modified: bool,
+    pub has_etag: bool,
+    /// `Cache-Control` and `Expires` of the response (for `gzip_proxied`).
+    pub cache_control: Option<&'a str>,
+    pub has_expires: bool,
+}
+
+/// The decision: `(compress, add Vary: Accept-Encoding)`.
+pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bool) {
+    if !g.enabled()
+        || !matches!(resp.status, 200 | 403 | 404)
+        || resp.already_encoded
+        || resp.content_length.is_some_and(|n| n < g.min_length.unwrap_or(20))
+        || !resp.content_type.is_some_and(|t| g.type_ok(t))
+        || resp.head_only
+    {
+        return (false, false);
+    }
+    let vary = g.vary.unwrap_or(false);
+    // ngx_http_gzip_ok: the request side.
+    let version_ok = match req.version() {
+        shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
+        _ => true,
+    };
+    if !version_ok || !accepts_gzip(req) {
+        return (false, vary);
+    }
+    if req.header("via").is_some() && !proxied_ok(g, req, resp) {
+        return (false, vary);
+    }
+    let ua = req
+        .header("user-agent")
+        .map(|u| String::from_utf8_lossy(u).into_owned())
+        .unwrap_or_default();
+    if g.disable_msie6.unwrap_or(false) && msie6(&ua) {
+        return (false, vary);
+    }
+    if let Some(list) = &g.disable {
+        if list.iter().any(|re| re.is_match(&ua)) {
+            return (false, vary);
+        }
+    }
+    (true, vary)
+}
+
+fn proxied_ok(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> bool {
+    let p = g.proxied.unwrap_or_default();
+    if p.any {
+        return true;
+    }
+    if p == Proxied::default() {
+        return false;
+    }
+    if p.auth && req.header("authorization").is_some() {
+        return true;
+    }
+    let cc = resp.cache_control.unwrap_or("").to_ascii_lowercase();
+    if p.expired && resp.has_expires {
+        return true;
+    }
+    if p.no_cache && cc.contains("no-cache") {
+        return true;
+    }
+    if p.no_store && cc.contains("no-store") {
+        return true;
+    }
+    if p.private && cc.contains("private") {
+        return true;
+    }
+    if p.no_last_modified && !resp.has_last_modified {
+        return true;
+    }
+    if p.no_etag && !resp.has_etag {
+        return true;
+    }
+    false
+}
+
+/// A streaming compressor: feed body bytes, take compressed output as it is produced.
+pub struct Compressor {
+    enc: flate2::write::GzEncoder<Vec<u8>>,
+}
+
+impl Compressor {
+    pub fn new(level: u32) -> Compressor {
+        Compressor {
+            enc: flate2::write::GzEncoder::new(Vec::with_capacity(16 * 1024), flate2::Compression::new(level)),
+        }
+    }
+
+    /// Compresses `data`; returns what is ready to send (may be empty).
+    pub fn feed(&mut self, data: &[u8]) -> std::io::Result<Vec<u8>> {
+        use std::io::Write;
+        self.enc.write_all(data)?;
+        Ok(std::mem::take(self.enc.get_mut()))
+    }
+
+    /// Ends the stream; returns the rest (the gzip trailer included).
+    pub fn finish(self) -> std::io::Result<Vec<u8>> {
+        self.enc.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn msie6_rule() {
+        assert!(msie6("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)"));
+        assert!(!msie6("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"));
+        assert!(!msie6("Mozilla/5.0 (compatible; MSIE 7.0)"));
+        assert!(!msie6("curl/8"));
+    }
+
+    #[test]
+    fn streaming_round_trip() {
+        use std::io::Read;
+        let data: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let mut c = Compressor::new(2);
+        let mut out = Vec::new();
+        for chunk in data.chunks(7000) {
+            out.extend(c.feed(chunk).unwrap());
+        }
+        out.extend(c.finish().unwrap());
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&out[..]).read_to_end(&mut back).unwrap();
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn types() {
+        let mut g = GzipLoc::default();
+        assert!(g.type_ok("text/html; charset=utf-8"));
+        assert!(!g.type_ok("application/json"));
+        g.types = Some(Some(Arc::new(vec!["application/json".into()])));
+        assert!(g.type_ok("application/json"));
+        g.types = Some(None);
+        assert!(g.type_ok("image/png"));
+    }
+}
+
+/// Whether a plain file answer of `content_type` and `size` would be compressed for `req`
+/// (the static handler asks, because a compressed answer is never a range).
+pub fn would_compress(g: &GzipLoc, req: &Request, content_type: &str, size: u64) -> bool {
+    let facts = ResponseFacts {
+        status: 200,
+        content_type: Some(content_type),
+        content_length: Some(size),
+        already_encoded: false,
+        head_only: req.method() == "HEAD",
+        has_last_modified: true,
+        has_etag: true,
+        cache_control: None,
+        has_expires: false,
+    };
+    decide(g, req, &facts).0
+}
+
+/// `gzip_static`: whether to look for `FILE.gz` for this request (`on`: the client accepts
+/// gzip and passes the same request checks as the gzip filter; `always`: every client).
+pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
+    match g.static_mode() {
+        GzipStatic::Off => false,
+        GzipStatic::Always => true,
+        GzipStatic::On => {
+            let version_ok = match req.version() {
+                shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
+                _ => true,
+            };
+            let ua = req
+                .header("user-agent")
+                .map(|u| String::from_utf8_lossy(u).into_owned())
+                .unwrap_or_default();
+            version_ok
+                && accepts_gzip(req)
+                && !(g.disable_msie6.unwrap_or(false) && msie6(&ua))
+                && !g.disable.as_ref().is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
+                && (req.header("via").is_none() || g.proxied.is_some_and(|p| p.any))
+        }
+    }
+}
