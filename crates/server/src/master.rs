@@ -167,7 +167,9 @@ pub fn run(opts: Options) -> i32 {
         return 1;
     }
     if let Some((user, group)) = &conf.main.user {
-        if let Err(e) = crate::privileges::drop_to(user, group.as_deref()) {
+        if let Err(e) = crate::privileges::keep_pid_file(&pid_path)
+            .and_then(|()| crate::privileges::drop_to(user, group.as_deref()))
+        {
             report(Level::Emerg, &e);
             let _ = std::fs::remove_file(&pid_path);
             return 1;

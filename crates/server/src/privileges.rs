@@ -1,6 +1,10 @@
 //! `user`: who the process runs as. shoal's workers are threads of one process, so dropping
 //! privileges applies to the whole process; it happens once the listening sockets, pid file and
 //! logs are open. After it, a reload cannot bind new privileged ports (the error says so).
+//!
+//! nginx's master stays root and removes its pid file at exit; ours cannot once it is `user`
+//! (the file's directory is root's), so a small process forked before the drop keeps root for
+//! that one job: it waits for the master to end, then removes the pid file if it is still ours.
 
 use std::ffi::CString;
 
@@ -62,4 +66,77 @@ pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Forks the pid file's keeper (see the module doc): it stays root, waits until this process
+/// has exited (the pipe it reads reaches end of file), then removes `pid_path` if it still names
+/// this process. Call before [`drop_to`].
+pub fn keep_pid_file(pid_path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let os_err = || shoal_conf::os_error(&std::io::Error::last_os_error());
+    // Everything the child needs is prepared here: after fork it only makes syscalls.
+    let path = CString::new(pid_path.as_os_str().as_bytes())
+        .map_err(|_| format!("invalid pid file name \"{}\"", pid_path.display()))?;
+    let mine = format!("{}\n", std::process::id()).into_bytes();
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is valid for two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe2() failed {}", os_err()));
+    }
+    let (read_end, write_end) = (fds[0], fds[1]);
+    // SAFETY: the child calls only async-signal-safe functions (dup2, close_range/close, open,
+    // read, unlink, _exit) on memory prepared before the fork, so it is sound even if other
+    // threads exist.
+    unsafe {
+        match libc::fork() {
+            -1 => {
+                libc::close(read_end);
+                libc::close(write_end);
+                Err(format!("fork() failed {}", os_err()))
+            }
+            0 => {
+                // The pipe's read end becomes fd 3; everything else is closed so that the
+                // keeper holds no listening socket, log or terminal open.
+                libc::dup2(read_end, 3);
+                if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+                    for fd in 4..65536 {
+                        libc::close(fd);
+                    }
+                }
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                if null >= 0 {
+                    libc::dup2(null, 0);
+                    libc::dup2(null, 1);
+                    libc::dup2(null, 2);
+                    if null > 3 {
+                        libc::close(null);
+                    }
+                }
+                let mut b = [0u8; 1];
+                loop {
+                    let n = libc::read(3, b.as_mut_ptr().cast(), 1);
+                    if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+                        break;
+                    }
+                }
+                // Remove the file only if it still names the master: a new instance may
+                // already have written its own.
+                let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+                if fd >= 0 {
+                    let mut text = [0u8; 32];
+                    let n = libc::read(fd, text.as_mut_ptr().cast(), text.len());
+                    libc::close(fd);
+                    if n >= 0 && text[..n as usize] == mine[..] {
+                        libc::unlink(path.as_ptr());
+                    }
+                }
+                libc::_exit(0);
+            }
+            _ => {
+                libc::close(read_end);
+                // The write end stays open (close-on-exec) for as long as this process lives.
+                Ok(())
+            }
+        }
+    }
 }
