@@ -274,19 +274,41 @@ fn nginx_directive_shoal_lacks() {
     );
 }
 
+/// A directive still waiting for its module (`p("NAME", HSL, ONE)` in the server's
+/// `pending.rs`), to write as `NAME x;` in `http`; none once every module has landed.
+fn a_pending_directive() -> Option<String> {
+    let src = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/server/src/pending.rs"),
+    )
+    .ok()?;
+    src.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("p(\"")?;
+        let (name, args) = rest.split_once('"')?;
+        (args == ", HSL, ONE),").then(|| name.to_string())
+    })
+}
+
 #[test]
 fn inert_and_pending_directives_warn() {
     let p = Prefix::new();
-    let err = passes(
-        &p,
-        "events {}\nhttp {\n    fastcgi_temp_path /tmp/x;\n    gzip on;\n}\n",
-    );
+    let err = passes(&p, "events {}\nhttp {\n    fastcgi_temp_path /tmp/x;\n}\n");
     let file = p.join("conf/shoal.conf").display().to_string();
-    assert!(err.starts_with(&format!(
-        "shoal: [warn] \"fastcgi_temp_path\" directive of ngx_http_fastcgi_module is not supported \
-         by shoal and has no effect in {file}:3\n\
-         shoal: [warn] \"gzip\" directive is not implemented yet, ignored in {file}:4\n"
-    )), "stderr:\n{err}");
+    assert!(
+        err.starts_with(&format!(
+            "shoal: [warn] \"fastcgi_temp_path\" directive of ngx_http_fastcgi_module is not \
+             supported by shoal and has no effect in {file}:3\n"
+        )),
+        "stderr:\n{err}"
+    );
+    if let Some(name) = a_pending_directive() {
+        let err = passes(&p, &format!("events {{}}\nhttp {{\n\n    {name} x;\n}}\n"));
+        assert!(
+            err.starts_with(&format!(
+                "shoal: [warn] \"{name}\" directive is not implemented yet, ignored in {file}:4\n"
+            )),
+            "stderr:\n{err}"
+        );
+    }
 }
 
 #[test]
@@ -330,6 +352,7 @@ fn seed_configurations_pass() {
         .collect();
     names.sort();
     assert!(names.len() >= 20, "seed configurations: {names:?}");
+    let mut failures = Vec::new();
     for name in &names {
         let p = Prefix::new();
         let dir = p.join("seed");
@@ -346,29 +369,31 @@ fn seed_configurations_pass() {
         ]);
         let err = String::from_utf8_lossy(&out.stderr);
         let f = file.display();
-        assert!(
-            err.ends_with(&format!(
-                "shoal: the configuration file {f} syntax is ok\n\
-                 shoal: configuration file {f} test is successful\n"
-            )),
-            "{name}:\n{err}"
+        let ok_tail = format!(
+            "shoal: the configuration file {f} syntax is ok\n\
+             shoal: configuration file {f} test is successful\n"
         );
-        assert_eq!(out.status.code(), Some(0), "{name}:\n{err}");
-        for line in err.lines() {
-            assert!(
-                line.starts_with("shoal: [warn] ") || line.starts_with("shoal: the configuration") || line.starts_with("shoal: configuration file"),
-                "{name}: unexpected line {line:?}"
-            );
+        if !err.ends_with(&ok_tail) || out.status.code() != Some(0) {
+            failures.push(format!("{name}:\n{err}"));
+            continue;
         }
-        if name == "seed002.conf" {
-            assert!(
-                err.contains(&format!(
-                    "shoal: [warn] \"stream\" directive is not implemented yet, ignored in {f}:21\n"
-                )),
-                "{err}"
-            );
+        for line in err.lines() {
+            if !(line.starts_with("shoal: [warn] ")
+                || line.starts_with("shoal: the configuration")
+                || line.starts_with("shoal: configuration file"))
+            {
+                failures.push(format!("{name}: unexpected line {line:?}"));
+            }
+        }
+        if name == "seed002.conf"
+            && !err.lines().any(|l| {
+                l.starts_with("shoal: [warn] \"stream\" directive ") && l.ends_with(&format!(" in {f}:21"))
+            })
+        {
+            failures.push(format!("{name}: stream {{}} is not accepted with a warning:\n{err}"));
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -323,3 +323,30 @@ fn worker_shutdown_timeout_ends_a_stuck_request() {
     assert!(stuck.closed_by_peer());
     assert!(!s.prefix.pid_file().exists());
 }
+
+#[test]
+fn user_directive_still_removes_the_pid_file() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: `user` is ignored; skipped");
+        return;
+    }
+    let port = free_port();
+    let p = common::Prefix::new();
+    // `nobody` must be able to read the prefix to serve it.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let mut s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
+    // The privileges are dropped once the sockets and the pid file are in place.
+    common::wait_for("shoal to run as nobody", || {
+        let status = fs::read_to_string(format!("/proc/{}/status", s.pid)).ok()?;
+        let uid = status.lines().find(|l| l.starts_with("Uid:"))?.to_string();
+        (!uid.split_whitespace().skip(1).any(|u| u == "0")).then_some(())
+    });
+    assert_index(common::get(port, "/"), "served as nobody");
+    assert_eq!(s.prefix.pid_in_file(), Some(s.pid));
+    dash_s(&s, "quit");
+    assert_eq!(s.wait_exit().code(), Some(0));
+    // nginx's master, still root, removes it; here a root helper does, just after the exit.
+    common::wait_for("the pid file to go", || (!s.prefix.pid_file().exists()).then_some(()));
+}

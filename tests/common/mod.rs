@@ -209,11 +209,16 @@ impl Shoal {
         Shoal::start_in(Prefix::new(), conf, port, &[])
     }
 
-    /// Starts shoal in `prefix` with `conf` and extra arguments, and waits until `port` answers.
+    /// Starts shoal in `prefix` with `conf` and extra arguments, and waits until `port` answers
+    /// and, unless `conf` moves it, the pid file names it (the port answers as soon as it is
+    /// bound, a moment before the pid file is written: `-s` needs the file).
     pub fn start_in(prefix: Prefix, conf: &str, port: u16, extra: &[&str]) -> Shoal {
         let mut s = Shoal::spawn(prefix, conf, extra);
         s.port = port;
         s.wait_port(port);
+        if !conf.lines().any(|l| l.trim_start().starts_with("pid ")) {
+            wait_for("the pid file", || (s.prefix.pid_in_file() == Some(s.pid)).then_some(()));
+        }
         s
     }
 
