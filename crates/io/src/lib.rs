@@ -7,6 +7,7 @@
 //! types. The one rule everything here serves: **blocking work never runs on a worker**. Each
 //! module's first line says which side it runs on. Linux only.
 
+pub mod direct;
 pub mod file;
 pub mod open_file_cache;
 pub mod pool;
