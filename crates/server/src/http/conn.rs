@@ -35,6 +35,8 @@ use crate::worker::ConnGuard;
 
 /// Read buffer size per read call.
 const READ_CHUNK: usize = 16 * 1024;
+/// Requests answered on one connection before it lets the others run.
+const FAIR_BATCH: u32 = 16;
 /// Gather pipelined answers up to this many bytes before writing.
 const MAX_GATHER: usize = 64 * 1024;
 
@@ -132,10 +134,17 @@ pub async fn serve(
             return;
         }
     };
-    let rules = generation
+    let default_loc = generation
         .servers_for(&key.addr, info.local)
-        .map(|r| CloseRules::of(&generation.find_server(r, None).loc))
-        .unwrap_or_else(|| CloseRules::of(&LocConf::default()));
+        .map(|r| &generation.find_server(r, None).loc);
+    let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
+    // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
+    // Nagle's algorithm.
+    if let Stream::Tcp(s) = &stream {
+        if default_loc.is_none_or(|lc| lc.tcp_nodelay()) {
+            let _ = s.set_nodelay(true);
+        }
+    }
     let mut conn = Conn {
         stream,
         info: ConnInfo { number, ..info },
@@ -148,6 +157,7 @@ pub async fn serve(
         pool: None,
         rules,
         gzip: None,
+        since_yield: 0,
         state: crate::status::ConnState::accepted(),
         unread_input: false,
     };
@@ -212,6 +222,8 @@ struct Conn {
     rules: CloseRules,
     /// `gzip_comp_level` when the current answer is compressed.
     gzip: Option<u32>,
+    /// Requests answered since this task last yielded.
+    since_yield: u32,
     /// This connection's place in `stub_status`.
     state: crate::status::ConnState,
     /// Input may still arrive that nobody read (a refused body, a broken request): close
@@ -323,6 +335,16 @@ impl Conn {
             if !keep {
                 self.flush().await?;
                 return Ok(());
+            }
+            // Fairness: a client that pipelines never makes us wait for its socket, so without
+            // this its task would keep the worker for hundreds of requests (tokio's budget is
+            // per I/O call, and one read brings many requests). Every FAIR_BATCH answers, send
+            // what is gathered and let the other connections and the accept loop run.
+            self.since_yield += 1;
+            if self.since_yield >= FAIR_BATCH {
+                self.since_yield = 0;
+                self.flush().await?;
+                tokio::task::yield_now().await;
             }
         }
     }
@@ -597,6 +619,8 @@ impl Conn {
             request_length,
             sent: Some(&sent),
             captures: &[],
+            user: None,
+            doc_root: None,
         };
         super::access_log::log_request(logs, &vars);
     }
@@ -666,6 +690,8 @@ impl Conn {
                 request_length: 0,
                 sent: Some(&sent),
                 captures: &[],
+                user: None,
+                doc_root: None,
             };
             super::access_log::log_request(logs, &vars);
         }
