@@ -87,12 +87,18 @@ fn bare_lf_and_leading_empty_lines() {
 }
 
 #[test]
-fn any_token_method_and_spaces() {
+fn nginx_method_characters_and_spaces() {
     assert_eq!(
         parse(b"PURGE /x HTTP/1.0\r\n\r\n").unwrap().method(),
         "PURGE"
     );
-    assert_eq!(parse(b"get /x HTTP/1.0\r\n\r\n").unwrap().method(), "get");
+    assert_eq!(
+        parse(b"M-SEARCH_X /x HTTP/1.0\r\n\r\n").unwrap().method(),
+        "M-SEARCH_X"
+    );
+    // nginx takes only `A`-`Z`, `_` and `-`: a lower-case method is a 400, not a 405.
+    assert_eq!(status(b"get /x HTTP/1.0\r\n\r\n"), 400);
+    assert_eq!(status(b"G@T /x HTTP/1.0\r\n\r\n"), 400);
     // Runs of spaces between the parts, as nginx accepts; trailing spaces too.
     let r = parse(b"GET  /x   HTTP/1.0  \r\n\r\n").unwrap();
     assert_eq!(r.uri(), b"/x");
