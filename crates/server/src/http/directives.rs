@@ -152,8 +152,18 @@ pub enum TryFallback {
 /// `try_files file ... fallback`.
 #[derive(Clone, Debug)]
 pub struct TryFiles {
-    pub files: Vec<Template>,
+    pub files: Vec<TryFile>,
     pub fallback: TryFallback,
+}
+
+/// One `file` of `try_files`.
+#[derive(Clone, Debug)]
+pub struct TryFile {
+    /// The name, without the trailing `/` of a directory test (nginx strips it: `$uri/` for
+    /// `/dir` tests `/dir` and, when it is a directory, serves `/dir`, which then redirects).
+    pub name: Template,
+    /// Written with a trailing `/`: only a directory matches; otherwise only a file does.
+    pub dir: bool,
 }
 
 /// `error_page code ... [=[response]] uri`.
@@ -218,7 +228,7 @@ fn set_alias(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
     if loc.kind == super::Match::Named {
         return Err(err(
             d,
-            format!("\"alias\" directive cannot be used inside the named location"),
+            "\"alias\" directive cannot be used inside the named location",
         ));
     }
     let lc = &mut loc.loc;
@@ -255,7 +265,14 @@ fn set_try_files(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
     };
     let files = files
         .iter()
-        .map(|a| Template::compile(&a.value).map_err(|m| err(d, m)))
+        .map(|a| {
+            let v = a.value.as_str();
+            let dir = v.ends_with('/');
+            let name = if dir { &v[..v.len() - 1] } else { v };
+            Template::compile(name)
+                .map(|name| TryFile { name, dir })
+                .map_err(|m| err(d, m))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     lc.try_files = Some(Arc::new(TryFiles { files, fallback }));
     Ok(())

@@ -41,7 +41,8 @@ pub struct Req<'s, 'r> {
     pub host: Option<&'r str>,
     pub info: &'r ConnInfo,
     pub start: std::time::Instant,
-    /// Set by an `error_page` redirect: the page goes out whole, whatever `Range` says.
+    /// No longer read: whether an error page takes ranges is decided by its status, as in
+    /// nginx (a `=200` page does). Kept until `conn.rs` stops setting it.
     pub whole: std::cell::Cell<bool>,
 }
 
@@ -199,7 +200,6 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                                 Some(Some(c)) => Some(c),
                             };
                             method_get = true;
-                            r.whole.set(true);
                             internal = true;
                             redirects += 1;
                             if target.starts_with('@') {
@@ -221,10 +221,8 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                 }
                 if let Some(s) = forced_status {
                     if reply.status < 300 || reply.status == 304 {
-                        if s != 200 {
-                            // nginx's range filter only sees 200s: an error page is whole.
-                            reply.headers.retain(|(n, _)| *n != "Accept-Ranges");
-                        }
+                        // Set before the header filters, as nginx's `err_status`: ranges and
+                        // conditionals then apply only if the page answers 200.
                         reply.status = s;
                     } else if reply.status != s {
                         // The error page itself failed: nginx answers with the original code
@@ -250,11 +248,10 @@ fn try_files(
 ) -> Outcome {
     let vars = r.vars(uri, lc, captures);
     for t in &tf.files {
-        let name = vars.eval(t);
-        let want_dir = name.ends_with('/');
+        let name = vars.eval(&t.name);
         let path = lc.doc_root().map(&name, Some(&vars));
         let ok = match std::fs::metadata(&path) {
-            Ok(m) => m.is_dir() == want_dir,
+            Ok(m) => m.is_dir() == t.dir,
             Err(_) => false,
         };
         if ok {
@@ -272,6 +269,8 @@ fn try_files(
 }
 
 /// `return`: a redirect for 301/302/303/307/308, a text body, or nginx's page for the code.
+/// A text (even an empty one, `return 200;`) is typed by the URI's extension, as any answer
+/// nginx sends with `ngx_http_send_response`.
 fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> Reply {
     let text = ret.text.as_ref().map(|t| vars.eval(t));
     match (ret.code, text) {
@@ -284,27 +283,21 @@ fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> Re
             });
             reply
         }
-        (code, Some(body)) => {
-            let mut reply = Reply::new(code);
-            reply.content_type = Some(
-                lc.default_type
-                    .clone()
-                    .unwrap_or_else(|| "text/plain".into()),
-            );
-            reply.body = Body::Bytes(body.into_bytes());
-            reply
-        }
         (code, None) if code >= 300 => static_files::error_reply(code, lc),
-        (code, None) => {
+        (code, text) => {
             let mut reply = Reply::new(code);
-            reply.body = Body::Bytes(Vec::new());
+            let uri = vars.uri.unwrap_or_default();
+            reply.content_type = Some(static_files::uri_content_type(lc, uri).to_string());
+            reply.body = Body::Bytes(text.unwrap_or_default().into_bytes());
             reply
         }
     }
 }
 
-/// The header filters: `add_header` (for 200, 201, 204, 206, 301, 302, 303, 304, 307, 308
-/// unless `always`) and `expires` (for the same codes).
+/// The header filters, in nginx's order: not-modified (`If-*` on a 200: 304 or 412), headers
+/// (`expires` and `add_header`), range (on a 200 that allows ranges: 206, 416 or
+/// `Accept-Ranges`), and what nginx's header writer drops (`Last-Modified` but on 200, 206 and
+/// 304; a 204's body headers).
 fn finish<'s>(
     r: &Req<'s, '_>,
     mut reply: Reply,
@@ -313,6 +306,57 @@ fn finish<'s>(
     captures: &[Option<String>],
 ) -> Processed<'s> {
     let close = reply.status == 444;
+    if reply.status == 200 {
+        match static_files::precondition(r.req, lc, &reply) {
+            Some(412) => reply = static_files::error_reply(412, lc),
+            Some(_) => {
+                reply.status = 304;
+                reply.content_type = None;
+                reply.body = Body::Empty;
+                reply.allow_ranges = false;
+            }
+            None => {}
+        }
+    }
+    headers_filter(r, &mut reply, lc, &uri, captures);
+    if reply.status == 200 && reply.allow_ranges {
+        if let Some(content_range) = static_files::range_filter(r.req, lc, &mut reply) {
+            // nginx finalizes the request with 416 from inside the filter chain: what the
+            // headers filter added for the 200 stays, the chain runs again for the 416 (so an
+            // `add_header ... always` is sent twice), and the file's validators go.
+            let mut e = static_files::error_reply(416, lc);
+            e.headers = std::mem::take(&mut reply.headers);
+            e.headers.retain(|(n, _)| *n != "ETag");
+            e.headers.push(("Content-Range", content_range));
+            e.extra = std::mem::take(&mut reply.extra);
+            reply = e;
+            headers_filter(r, &mut reply, lc, &uri, captures);
+        }
+    }
+    if !matches!(reply.status, 200 | 206 | 304) {
+        reply.last_modified = None;
+    }
+    if reply.status == 204 {
+        reply.content_type = None;
+        reply.body = Body::Empty;
+    }
+    Processed {
+        reply,
+        lc,
+        uri,
+        close,
+    }
+}
+
+/// nginx's headers filter: `expires` and `add_header` for 200, 201, 204, 206, 301, 302, 303,
+/// 304, 307 and 308; `add_header ... always` for any status.
+fn headers_filter(
+    r: &Req<'_, '_>,
+    reply: &mut Reply,
+    lc: &LocConf,
+    uri: &str,
+    captures: &[Option<String>],
+) {
     let good = matches!(
         reply.status,
         200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
@@ -330,7 +374,7 @@ fn finish<'s>(
         }
     }
     if let Some(headers) = &lc.add_header {
-        let vars = r.vars(&uri, lc, captures);
+        let vars = r.vars(uri, lc, captures);
         for h in headers.iter() {
             if good || h.always {
                 let v = vars.eval(&h.value);
@@ -339,12 +383,6 @@ fn finish<'s>(
                 }
             }
         }
-    }
-    Processed {
-        reply,
-        lc,
-        uri,
-        close,
     }
 }
 

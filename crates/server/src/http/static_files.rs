@@ -6,8 +6,10 @@
 //! Runs on the worker. Opening and stat-ing a file happen inline for now; the thread-pool issue
 //! moves cold reads and slow paths off the worker.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::ErrorKind;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
@@ -67,6 +69,8 @@ pub struct Reply {
     /// Headers from `add_header`.
     pub extra: Vec<(String, String)>,
     pub body: Body,
+    /// nginx's `r->allow_ranges`: a static file, whose 200 the range filter may turn into a 206.
+    pub allow_ranges: bool,
 }
 
 impl Reply {
@@ -81,6 +85,7 @@ impl Reply {
             headers: Vec::new(),
             extra: Vec::new(),
             body: Body::Empty,
+            allow_ranges: false,
         }
     }
 
@@ -107,6 +112,8 @@ impl Reply {
 }
 
 /// What a content handler decided.
+// A reply is the common outcome: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     Reply(Reply),
     /// An internal redirect to this URI (index files, `try_files`' fallback).
@@ -123,9 +130,13 @@ pub fn error_reply(code: u16, lc: &LocConf) -> Reply {
         ServerTokens::Build => shoal_http::ServerTokens::Build,
     };
     let mut r = Reply::new(code);
-    if let Some(page) = shoal_http::error_page(code, tokens) {
-        r.content_type = Some("text/html".into());
-        r.body = Body::Bytes(page.to_vec());
+    match shoal_http::error_page(code, tokens) {
+        Some(page) => {
+            r.content_type = Some("text/html".into());
+            r.body = Body::Bytes(page.to_vec());
+        }
+        // A code nginx has no page for (`return 418`): `Content-Length: 0`.
+        None => r.body = Body::Bytes(Vec::new()),
     }
     r
 }
@@ -157,47 +168,111 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Var
     Outcome::Reply(serve_file(r, lc, uri, vars))
 }
 
-/// `index`: the first index file that exists, reached by an internal redirect (so its
-/// location applies); none: 403 for an existing directory, else 404.
+/// `index`, as `ngx_http_index_handler`: the first index file that exists (a stat, so a file
+/// or a directory) is reached by an internal redirect, so its location applies; an absolute
+/// name is redirected to when reached. A name that fails with ENOTDIR or EACCES ends the
+/// search (404, 403); at the first that does not exist, the directory itself is checked (a
+/// missing one is a 404). Nothing found in an existing directory: 403, from nginx's content
+/// phase.
 fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
     let dir = lc.doc_root().map(uri, Some(vars));
+    let mut dir_tested = false;
     for name in lc.index() {
         if name.starts_with('/') {
             return Outcome::Internal(name.clone());
         }
         let mut candidate = dir.clone().into_os_string();
         candidate.push(name);
-        if std::fs::metadata(&candidate).is_ok_and(|m| !m.is_dir()) {
-            return Outcome::Internal(format!("{uri}{name}"));
+        let err = match std::fs::metadata(&candidate) {
+            Ok(_) => return Outcome::Internal(format!("{uri}{name}")),
+            Err(e) => e,
+        };
+        let errno = err.raw_os_error();
+        if matches!(
+            errno,
+            Some(libc::ENOTDIR | libc::ENAMETOOLONG | libc::EACCES)
+        ) {
+            return Outcome::Reply(index_error(r, lc, Path::new(&candidate), &err));
         }
-    }
-    let reply = match std::fs::metadata(&dir) {
-        Ok(m) if m.is_dir() => {
+        if !dir_tested {
+            // The directory, without the URI's trailing slash.
+            let bytes = candidate.as_bytes();
+            let d = Path::new(OsStr::from_bytes(&bytes[..bytes.len() - name.len() - 1]));
+            match std::fs::metadata(d) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    crate::conn_log!(
+                        Level::Alert,
+                        r.info.number,
+                        "\"{}\" is not a directory{}",
+                        d.display(),
+                        r.log_ctx()
+                    );
+                    return Outcome::Reply(error_reply(500, lc));
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return Outcome::Reply(index_error(r, lc, Path::new(&candidate), &e));
+                }
+                Err(e) => {
+                    crate::conn_log!(
+                        Level::Crit,
+                        r.info.number,
+                        "stat() \"{}\" failed {}{}",
+                        d.display(),
+                        shoal_conf::os_error(&e),
+                        r.log_ctx()
+                    );
+                    return Outcome::Reply(error_reply(500, lc));
+                }
+            }
+            dir_tested = true;
+        }
+        if err.kind() != ErrorKind::NotFound {
             crate::conn_log!(
-                Level::Error,
+                Level::Crit,
                 r.info.number,
-                "directory index of \"{}\" is forbidden{}",
-                dir.display(),
+                "stat() \"{}\" failed {}{}",
+                Path::new(&candidate).display(),
+                shoal_conf::os_error(&err),
                 r.log_ctx()
             );
-            error_reply(403, lc)
+            return Outcome::Reply(error_reply(500, lc));
         }
-        _ => {
-            if lc.log_not_found() {
-                let first = lc.index().first().cloned().unwrap_or_default();
-                crate::conn_log!(
-                    Level::Error,
-                    r.info.number,
-                    "\"{}{}\" is not found (2: No such file or directory){}",
-                    dir.display(),
-                    first,
-                    r.log_ctx()
-                );
-            }
-            error_reply(404, lc)
-        }
-    };
-    Outcome::Reply(reply)
+    }
+    crate::conn_log!(
+        Level::Error,
+        r.info.number,
+        "directory index of \"{}\" is forbidden{}",
+        dir.display(),
+        r.log_ctx()
+    );
+    Outcome::Reply(error_reply(403, lc))
+}
+
+/// `ngx_http_index_error`: 403 for EACCES, else 404 (logged unless `log_not_found off`).
+fn index_error(r: &Req<'_, '_>, lc: &LocConf, path: &Path, e: &std::io::Error) -> Reply {
+    if e.kind() == ErrorKind::PermissionDenied {
+        crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "\"{}\" is forbidden {}{}",
+            path.display(),
+            shoal_conf::os_error(e),
+            r.log_ctx()
+        );
+        return error_reply(403, lc);
+    }
+    if lc.log_not_found() {
+        crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "\"{}\" is not found {}{}",
+            path.display(),
+            shoal_conf::os_error(e),
+            r.log_ctx()
+        );
+    }
+    error_reply(404, lc)
 }
 
 /// `disable_symlinks on`: no component of the path may be a symbolic link.
@@ -295,23 +370,14 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let size = meta.len();
-    let etag = format!("\"{:x}-{:x}\"", mtime, size);
-    let last_modified = shoal_http::date::format_unix(mtime.max(0) as u64);
-    if not_modified(r.req, lc, &etag, mtime) {
-        let mut reply = Reply::new(304);
-        reply.last_modified = Some(last_modified);
-        reply.mtime = Some(mtime);
-        if lc.etag() {
-            reply.headers.push(("ETag", etag));
-        }
-        return reply;
-    }
-    let content_type = lc.content_type(&full).to_string();
+    let content_type = uri_content_type(lc, uri).to_string();
     let mut reply = Reply::new(200);
-    reply.last_modified = Some(last_modified);
+    reply.last_modified = Some(shoal_http::date::format_unix(mtime.max(0) as u64));
     reply.mtime = Some(mtime);
     if lc.etag() {
-        reply.headers.push(("ETag", etag.clone()));
+        reply
+            .headers
+            .push(("ETag", format!("\"{:x}-{:x}\"", mtime, size)));
     }
     if precompressed {
         reply.headers.push(("Content-Encoding", "gzip".into()));
@@ -319,26 +385,58 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
             reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
         }
     }
-    // A compressed answer has no length to take ranges of: nginx's gzip filter runs first.
-    let compressed = !precompressed && super::gzip::would_compress(&lc.gzip, r.req, &content_type, size);
-    let ranges_on = lc.max_ranges() != Some(0) && !compressed;
-    let range_header = r
-        .req
-        .header("range")
-        .filter(|_| ranges_on && !r.whole.get());
-    let if_range_ok = match r.req.header("if-range") {
-        Some(v) => range::if_range_allows(v, if lc.etag() { &etag } else { "" }, mtime),
+    reply.content_type = Some(content_type);
+    reply.body = Body::File {
+        file,
+        offset: 0,
+        len: size,
+    };
+    // The 304/412 and 206/416 decisions are the header filters' (`phases::finish`), made on
+    // this 200 in nginx's order, whatever produced it (an `error_page ... =200` too).
+    reply.allow_ranges = true;
+    reply
+}
+
+/// nginx's range filter on a 200 that allows ranges: a 206 (one range, or multipart), or
+/// the whole 200 with `Accept-Ranges: bytes`. Returns the `Content-Range` of a 416 when no
+/// range is satisfiable (the caller answers it, as nginx finalizes the request there).
+pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
+    let Body::File { len: size, .. } = reply.body else {
+        return None;
+    };
+    let content_type = reply.content_type.clone().unwrap_or_default();
+    // A compressed answer has no length to take ranges of: nginx's gzip filter runs first
+    // (a precompressed `gzip_static` file is not compressed again, and takes ranges).
+    let precompressed = reply.headers.iter().any(|(n, _)| *n == "Content-Encoding");
+    if lc.max_ranges() == Some(0)
+        || (!precompressed && super::gzip::would_compress(&lc.gzip, req, &content_type, size))
+    {
+        return None;
+    }
+    let etag = reply
+        .headers
+        .iter()
+        .find(|(n, _)| *n == "ETag")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("");
+    let mtime = match (reply.last_modified, reply.mtime) {
+        (Some(_), Some(t)) => t,
+        _ => -1,
+    };
+    let if_range_ok = match req.header("if-range") {
+        Some(v) => range::if_range_allows(v, etag, mtime),
         None => true,
     };
-    match range_header
+    let decision = req
+        .header("range")
         .filter(|_| if_range_ok)
-        .map(|h| range::parse(h, size, lc.max_ranges()))
-    {
+        .map(|h| range::parse(h, size, lc.max_ranges()));
+    let Body::File { file, .. } = std::mem::replace(&mut reply.body, Body::Empty) else {
+        unreachable!("matched as a file above");
+    };
+    match decision {
         None | Some(Ranges::Full) => {
-            if ranges_on {
-                reply.headers.push(("Accept-Ranges", "bytes".into()));
-            }
-            reply.content_type = Some(content_type);
+            reply.headers.push(("Accept-Ranges", "bytes".into()));
             reply.body = Body::File {
                 file,
                 offset: 0,
@@ -346,15 +444,11 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
             };
         }
         Some(Ranges::Unsatisfiable) => {
-            let mut e = error_reply(416, lc);
-            e.headers
-                .push(("Content-Range", range::unsatisfiable_content_range(size)));
-            return e;
+            return Some(range::unsatisfiable_content_range(size));
         }
         Some(Ranges::Satisfiable(list)) if list.len() == 1 => {
             let br = &list[0];
             reply.status = 206;
-            reply.content_type = Some(content_type);
             reply
                 .headers
                 .push(("Content-Range", range::content_range(br, size)));
@@ -373,40 +467,132 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
             reply.body = Body::Multipart { file, parts };
         }
     }
-    reply
+    None
 }
 
-/// nginx's conditional GET: `If-None-Match` (an ETag or `*`) first, else `If-Modified-Since`
-/// compared as `if_modified_since` says (`exact`: equal; `before`: not older).
-fn not_modified(req: &Request, lc: &LocConf, etag: &str, mtime: i64) -> bool {
-    if let Some(inm) = req.header("if-none-match") {
-        if !lc.etag() {
+/// nginx's not-modified filter on a 200 (`ngx_http_not_modified_header_filter`), for files
+/// and any other 200 alike: `If-Unmodified-Since` then `If-Match` fail with 412; then
+/// `If-Modified-Since` (per `if_modified_since`; "modified" ends the test with the 200) and
+/// `If-None-Match` give 304. `None`: the 200 stands.
+pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
+    let etag = reply
+        .headers
+        .iter()
+        .find(|(n, _)| *n == "ETag")
+        .map(|(_, v)| v.as_str());
+    // nginx's `last_modified_time`, -1 when the answer has none.
+    let mtime = match (reply.last_modified, reply.mtime) {
+        (Some(_), Some(t)) => t,
+        _ => -1,
+    };
+    let time = |v: &[u8]| {
+        shoal_http::date::parse(v)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(-1, |d| d.as_secs() as i64)
+    };
+    if let Some(v) = req.header("if-unmodified-since") {
+        if mtime == -1 || time(v) < mtime {
+            return Some(412);
+        }
+    }
+    if let Some(v) = req.header("if-match") {
+        if !etag_matches(v, etag, false) {
+            return Some(412);
+        }
+    }
+    let ims = req.header("if-modified-since");
+    let inm = req.header("if-none-match");
+    if ims.is_none() && inm.is_none() {
+        return None;
+    }
+    if let Some(v) = ims {
+        let modified = match lc.if_modified_since() {
+            _ if mtime == -1 => true,
+            IfModifiedSince::Off => true,
+            mode => {
+                let t = time(v);
+                t != mtime && (mode == IfModifiedSince::Exact || t < mtime)
+            }
+        };
+        if modified {
+            return None;
+        }
+    }
+    if let Some(v) = inm {
+        if !etag_matches(v, etag, true) {
+            return None;
+        }
+    }
+    Some(304)
+}
+
+/// `ngx_http_test_if_match`: `*` matches anything (even without an ETag); otherwise one of the
+/// listed tags must equal ours byte for byte, ignoring `W/` on both sides when `weak`.
+fn etag_matches(list: &[u8], etag: Option<&str>, weak: bool) -> bool {
+    if list == b"*" {
+        return true;
+    }
+    let Some(etag) = etag else {
+        return false;
+    };
+    let mut etag = etag.as_bytes();
+    if weak && etag.len() > 2 && etag.starts_with(b"W/") {
+        etag = &etag[2..];
+    }
+    let mut p = 0;
+    while p < list.len() {
+        if weak && list.len() - p > 2 && list[p..].starts_with(b"W/") {
+            p += 2;
+        }
+        if etag.len() > list.len() - p {
             return false;
         }
-        let inm = String::from_utf8_lossy(inm);
-        return inm.trim() == "*"
-            || inm
-                .split(',')
-                .map(|t| t.trim().trim_start_matches("W/"))
-                .any(|t| t == etag);
-    }
-    let mode = lc.if_modified_since();
-    if mode == IfModifiedSince::Off {
-        return false;
-    }
-    if let Some(ims) = req.header("if-modified-since") {
-        if let Some(t) = shoal_http::date::parse(ims) {
-            if let Ok(d) = t.duration_since(UNIX_EPOCH) {
-                let ims = d.as_secs() as i64;
-                return match mode {
-                    IfModifiedSince::Exact => ims == mtime,
-                    IfModifiedSince::Before => ims >= mtime,
-                    IfModifiedSince::Off => false,
-                };
+        if list[p..].starts_with(etag) {
+            let mut q = p + etag.len();
+            while q < list.len() && matches!(list[q], b' ' | b'\t') {
+                q += 1;
             }
+            if q == list.len() || list[q] == b',' {
+                return true;
+            }
+        }
+        while p < list.len() && list[p] != b',' {
+            p += 1;
+        }
+        while p < list.len() && matches!(list[p], b' ' | b'\t' | b',') {
+            p += 1;
         }
     }
     false
+}
+
+/// The type of an answer for `uri`, as `ngx_http_set_content_type`: from the URI's extension
+/// (after the last `.` of the last segment, unless the segment starts with it), looked up in
+/// `types` (as written, then lowercased), else `default_type`. nginx types by the URI, not by
+/// the file: an `alias` to `x.txt` at `/one` is `default_type`.
+pub fn uri_content_type<'a>(lc: &'a LocConf, uri: &str) -> &'a str {
+    let b = uri.as_bytes();
+    let mut exten = None;
+    let mut i = b.len();
+    while i > 2 {
+        i -= 1;
+        if b[i] == b'.' && b[i - 1] != b'/' {
+            exten = Some(&uri[i + 1..]);
+            break;
+        }
+        if b[i] == b'/' {
+            break;
+        }
+    }
+    if let (Some(ext), Some(types)) = (exten, &lc.types) {
+        if let Some(t) = types
+            .get(ext)
+            .or_else(|| types.get(&ext.to_ascii_lowercase()))
+        {
+            return t;
+        }
+    }
+    lc.default_type.as_deref().unwrap_or("text/plain")
 }
 
 /// A `Location` for a local path, as nginx builds it: absolute with `absolute_redirect on`
@@ -422,12 +608,11 @@ pub fn absolute_location(
     if !lc.absolute_redirect() {
         return path.to_string();
     }
+    // Without a Host (HTTP/1.0), nginx names the local address, not the server.
     let name = if lc.server_name_in_redirect() && !srv.name().is_empty() {
         srv.name().to_string()
     } else if let Some(h) = host {
         h.to_string()
-    } else if !srv.name().is_empty() {
-        srv.name().to_string()
     } else {
         match info.local {
             Some(l) => match l.ip() {
