@@ -292,7 +292,10 @@ mod tests {
         );
         assert_eq!(cli(&["-s"]).err().unwrap(), "option \"-s\" requires signal");
         assert_eq!(cli(&["foo"]).err().unwrap(), "invalid option: \"foo\"");
-        assert_eq!(cli(&["-s", "halt"]).err().unwrap(), "invalid option: \"-s halt\"");
+        assert_eq!(
+            cli(&["-s", "halt"]).err().unwrap(),
+            "invalid option: \"-s halt\""
+        );
         assert!(cli(&["-sreload"]).is_ok());
     }
 }

@@ -14,7 +14,10 @@ use common::{free_port, parse_log_line, wait_for, KillOnDrop, Prefix, Shoal};
 fn version() {
     let (code, err) = common::run_str(&["-v"]);
     assert_eq!(code, 0);
-    assert_eq!(err, format!("shoal version: shoal/{}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        err,
+        format!("shoal version: shoal/{}\n", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
@@ -35,14 +38,20 @@ fn help() {
     for flag in ["-h", "-?"] {
         let (code, err) = common::run_str(&[flag]);
         assert_eq!(code, 0);
-        assert!(err.starts_with("Usage: shoal [-?hvVtTq] [-s signal]"), "{err}");
+        assert!(
+            err.starts_with("Usage: shoal [-?hvVtTq] [-s signal]"),
+            "{err}"
+        );
         assert!(err.contains("-g directives : set global directives out of configuration file"));
     }
 }
 
 #[test]
 fn invalid_options() {
-    assert_eq!(common::run_str(&["-x"]), (1, "shoal: invalid option: \"x\"\n".into()));
+    assert_eq!(
+        common::run_str(&["-x"]),
+        (1, "shoal: invalid option: \"x\"\n".into())
+    );
     assert_eq!(
         common::run_str(&["-c"]),
         (1, "shoal: option \"-c\" requires file name\n".into())
@@ -62,7 +71,10 @@ fn relative_conf_resolves_against_the_prefix() {
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("shoal: configuration file {} test is successful", file.display())),
+        err.contains(&format!(
+            "shoal: configuration file {} test is successful",
+            file.display()
+        )),
         "{err}"
     );
 }
@@ -90,7 +102,10 @@ fn signal_with_a_broken_configuration_is_not_sent() {
     let out = p.run(&["-s", "reload"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        format!("shoal: [emerg] unknown directive \"broken\" in {}:2\n", file.display())
+        format!(
+            "shoal: [emerg] unknown directive \"broken\" in {}:2\n",
+            file.display()
+        )
     );
     assert_eq!(out.status.code(), Some(1));
 }
@@ -100,7 +115,9 @@ fn global_directives() {
     let port = free_port();
     let conf = common::basic_conf(port);
     let s = Shoal::start_in(Prefix::new(), &conf, port, &["-g", "worker_processes 2;"]);
-    wait_for("two worker threads", || (s.worker_threads() == 2).then_some(()));
+    wait_for("two worker threads", || {
+        (s.worker_threads() == 2).then_some(())
+    });
     assert_eq!(common::get(port, "/").unwrap().status, 200);
 }
 
@@ -128,17 +145,23 @@ fn address_in_use() {
     p.write_conf(&common::basic_conf(port).replace("error_log logs/error.log notice;", ""));
     let out = p.run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
-    let bind = format!(
-        "shoal: [emerg] bind() to 127.0.0.1:{port} failed (98: Address already in use)\n"
-    );
+    let bind =
+        format!("shoal: [emerg] bind() to 127.0.0.1:{port} failed (98: Address already in use)\n");
     // nginx tries five times before giving up.
     assert_eq!(err.matches(&bind).count(), 5, "{err}");
-    assert!(err.ends_with("shoal: [emerg] still could not bind()\n"), "{err}");
+    assert!(
+        err.ends_with("shoal: [emerg] still could not bind()\n"),
+        "{err}"
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(!p.pid_file().exists());
     // The same lines, in nginx's format, in the default error log.
     let log = p.read("logs/error.log");
-    assert_eq!(log.matches(&bind["shoal: [emerg] ".len()..]).count(), 5, "{log}");
+    assert_eq!(
+        log.matches(&bind["shoal: [emerg] ".len()..]).count(),
+        5,
+        "{log}"
+    );
     drop(taken);
 }
 
@@ -161,9 +184,10 @@ fn unwritable_pid_file() {
 fn unwritable_error_log() {
     let port = free_port();
     let p = Prefix::new();
-    p.write_conf(
-        &common::basic_conf(port).replace("error_log logs/error.log notice;", "error_log /proc/nope/error.log;"),
-    );
+    p.write_conf(&common::basic_conf(port).replace(
+        "error_log logs/error.log notice;",
+        "error_log /proc/nope/error.log;",
+    ));
     let out = p.run(&[]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -196,13 +220,22 @@ fn error_log_format() {
     let s = Shoal::start(&common::basic_conf(port), port);
     assert_eq!(common::get(port, "/nope.html").unwrap().status, 404);
     let file = s.prefix.join("html/nope.html");
-    let needle = format!("open() \"{}\" failed (2: No such file or directory)", file.display());
+    let needle = format!(
+        "open() \"{}\" failed (2: No such file or directory)",
+        file.display()
+    );
     s.wait_log(&needle, 1);
     s.wait_log(" started, ", 1);
     let log = s.error_log();
     all_lines_nginx_format(&log, s.pid);
-    let notice = log.lines().find(|l| l.contains(" [notice] ")).expect("a notice line");
-    assert!(notice.contains(&format!("shoal/{}", env!("CARGO_PKG_VERSION"))), "{log}");
+    let notice = log
+        .lines()
+        .find(|l| l.contains(" [notice] "))
+        .expect("a notice line");
+    assert!(
+        notice.contains(&format!("shoal/{}", env!("CARGO_PKG_VERSION"))),
+        "{log}"
+    );
     let err = log.lines().find(|l| l.contains(&needle)).unwrap();
     let (level, _, _, msg) = parse_log_line(err).unwrap();
     assert_eq!(level, "error");
@@ -220,10 +253,15 @@ fn dash_e_sets_the_error_log() {
     let s = Shoal::start_in(p, &conf, port, &["-e", &e]);
     assert_eq!(common::get(port, "/missing").unwrap().status, 404);
     wait_for("the 404 line in the -e file", || {
-        fs::read_to_string(&elog).ok().filter(|t| t.contains("/missing\" failed (2: No such file or directory)"))
+        fs::read_to_string(&elog)
+            .ok()
+            .filter(|t| t.contains("/missing\" failed (2: No such file or directory)"))
     });
     all_lines_nginx_format(&fs::read_to_string(&elog).unwrap(), s.pid);
-    assert!(!s.prefix.join("logs/error.log").exists(), "-e replaces the default error log");
+    assert!(
+        !s.prefix.join("logs/error.log").exists(),
+        "-e replaces the default error log"
+    );
 }
 
 #[test]
@@ -238,7 +276,10 @@ fn error_log_at_several_levels() {
     });
     all_lines_nginx_format(&second, s.pid);
     s.wait_log(" started, ", 1);
-    assert!(!second.contains("[notice]"), "second.log is at level error:\n{second}");
+    assert!(
+        !second.contains("[notice]"),
+        "second.log is at level error:\n{second}"
+    );
 }
 
 #[test]
@@ -257,7 +298,9 @@ fn daemon_mode() {
         .unwrap();
     let launcher = child.id() as i32;
     let _launcher_guard = KillOnDrop(launcher);
-    let status = wait_for("the launching process to exit", || child.try_wait().unwrap());
+    let status = wait_for("the launching process to exit", || {
+        child.try_wait().unwrap()
+    });
     assert_eq!(status.code(), Some(0), "{}", p.read("stderr.txt"));
     let pid = wait_for("the pid file", || p.pid_in_file());
     let _guard = KillOnDrop(pid);
@@ -268,9 +311,16 @@ fn daemon_mode() {
     assert_eq!(r.body, common::INDEX.as_bytes());
 
     let out = p.run(&["-s", "stop"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     wait_for("the daemon to exit", || (!common::alive(pid)).then_some(()));
-    wait_for("the pid file to go", || (!p.pid_file().exists()).then_some(()));
+    wait_for("the pid file to go", || {
+        (!p.pid_file().exists()).then_some(())
+    });
 }
 
 #[test]
@@ -301,7 +351,9 @@ fn daemon_does_not_hold_the_output_pipe() {
             let _ = tx.send(v);
         });
     }
-    let status = wait_for("the launching process to exit", || child.try_wait().unwrap());
+    let status = wait_for("the launching process to exit", || {
+        child.try_wait().unwrap()
+    });
     assert_eq!(status.code(), Some(0));
     let pid = wait_for("the pid file", || p.pid_in_file());
     let _guard = KillOnDrop(pid);

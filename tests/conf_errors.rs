@@ -25,7 +25,9 @@ fn test_conf(p: &Prefix, text: &str) -> (i32, String, String) {
 fn fails_at(text: &str, message: &str, line: usize) {
     let p = Prefix::new();
     let (code, err, file) = test_conf(&p, text);
-    let want = format!("shoal: [emerg] {message} in {file}:{line}\nshoal: configuration file {file} test failed\n");
+    let want = format!(
+        "shoal: [emerg] {message} in {file}:{line}\nshoal: configuration file {file} test failed\n"
+    );
     assert_eq!(err, want, "for configuration:\n{text}");
     assert_eq!(code, 1);
 }
@@ -97,7 +99,11 @@ fn duplicate_directive() {
         "\"worker_processes\" directive is duplicate",
         3,
     );
-    fails_at("events {}\nevents {}\n", "\"events\" directive is duplicate", 2);
+    fails_at(
+        "events {}\nevents {}\n",
+        "\"events\" directive is duplicate",
+        2,
+    );
     fails_at(
         "events {}\npid a.pid;\n\npid b.pid;\n",
         "\"pid\" directive is duplicate",
@@ -329,7 +335,10 @@ fn unwritable_error_log_fails_the_test() {
 fn errors_at_startup_match_the_test() {
     // Without -t the same message is printed and shoal exits 1 without listening.
     let p = Prefix::new();
-    let file = p.write_conf("daemon off;\nevents {}\n\nfoo;\n").display().to_string();
+    let file = p
+        .write_conf("daemon off;\nevents {}\n\nfoo;\n")
+        .display()
+        .to_string();
     let out = p.run(&[]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -387,10 +396,13 @@ fn seed_configurations_pass() {
         }
         if name == "seed002.conf"
             && !err.lines().any(|l| {
-                l.starts_with("shoal: [warn] \"stream\" directive ") && l.ends_with(&format!(" in {f}:21"))
+                l.starts_with("shoal: [warn] \"stream\" directive ")
+                    && l.ends_with(&format!(" in {f}:21"))
             })
         {
-            failures.push(format!("{name}: stream {{}} is not accepted with a warning:\n{err}"));
+            failures.push(format!(
+                "{name}: stream {{}} is not accepted with a warning:\n{err}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -413,14 +425,20 @@ fn dump_prints_every_file() {
     let out = p.run(&["-T"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0));
-    assert!(stdout.contains(&format!(
-        "# configuration file {}:\nevents {{}}\ninclude inc.conf;\n",
-        file.display()
-    )), "{stdout}");
-    assert!(stdout.contains(&format!(
-        "# configuration file {}:\nworker_processes 1;\n",
-        p.join("conf/inc.conf").display()
-    )), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "# configuration file {}:\nevents {{}}\ninclude inc.conf;\n",
+            file.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "# configuration file {}:\nworker_processes 1;\n",
+            p.join("conf/inc.conf").display()
+        )),
+        "{stdout}"
+    );
 }
 
 #[test]

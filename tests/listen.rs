@@ -10,8 +10,13 @@ use common::{free_port, wait_for, Shoal};
 
 /// What `nproc` prints (the CPUs this process may run on), as nginx counts them.
 fn nproc() -> usize {
-    let out = std::process::Command::new("nproc").output().expect("running nproc");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("nproc's number")
+    let out = std::process::Command::new("nproc")
+        .output()
+        .expect("running nproc");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("nproc's number")
 }
 
 #[test]
@@ -19,7 +24,9 @@ fn worker_processes_auto_starts_one_worker_per_core() {
     let port = free_port();
     let s = Shoal::start(&common::conf_with(port, "worker_processes auto;", ""), port);
     let want = nproc();
-    wait_for("a worker per core", || (s.worker_threads() == want).then_some(()));
+    wait_for("a worker per core", || {
+        (s.worker_threads() == want).then_some(())
+    });
     let mut names: Vec<String> = s
         .thread_names()
         .into_iter()
@@ -34,18 +41,23 @@ fn worker_processes_auto_starts_one_worker_per_core() {
 #[test]
 fn reuseport_opens_a_socket_per_worker() {
     let port = free_port();
-    let conf = common::conf_with(port, "worker_processes 2;", "")
-        .replace(&format!("listen 127.0.0.1:{port};"), &format!("listen 127.0.0.1:{port} reuseport;"));
+    let conf = common::conf_with(port, "worker_processes 2;", "").replace(
+        &format!("listen 127.0.0.1:{port};"),
+        &format!("listen 127.0.0.1:{port} reuseport;"),
+    );
     let s = Shoal::start(&conf, port);
     assert_eq!(common::listening_sockets(port), 2);
     for _ in 0..20 {
         assert_eq!(common::get(port, "/").unwrap().status, 200);
     }
     // A reload down to one worker closes the second worker's socket.
-    s.prefix.write_conf(&conf.replace("worker_processes 2;", "worker_processes 1;"));
+    s.prefix
+        .write_conf(&conf.replace("worker_processes 2;", "worker_processes 1;"));
     s.signal(libc::SIGHUP);
     s.wait_log("reconfigured (generation 2)", 1);
-    wait_for("one listening socket", || (common::listening_sockets(port) == 1).then_some(()));
+    wait_for("one listening socket", || {
+        (common::listening_sockets(port) == 1).then_some(())
+    });
     wait_for("one worker", || (s.worker_threads() == 1).then_some(()));
     for _ in 0..20 {
         assert_eq!(common::get(port, "/").unwrap().status, 200);
@@ -70,7 +82,9 @@ fn epoll_registrations(pid: i32) -> Vec<Registration> {
         return out;
     };
     for e in dir.filter_map(|e| e.ok()) {
-        let Ok(info) = fs::read_to_string(e.path()) else { continue };
+        let Ok(info) = fs::read_to_string(e.path()) else {
+            continue;
+        };
         for l in info.lines().filter(|l| l.starts_with("tfd:")) {
             // tfd: N events: HEX data: HEX pos:0 ino:HEX sdev:HEX
             let f: Vec<&str> = l.split_whitespace().collect();
@@ -78,7 +92,11 @@ fn epoll_registrations(pid: i32) -> Vec<Registration> {
             let ino = f.iter().find_map(|t| t.strip_prefix("ino:"));
             if let (Some(tfd), Some(ev), Some(ino)) = (field("tfd:"), field("events:"), ino) {
                 if let (Ok(tfd), Ok(events)) = (tfd.parse(), u32::from_str_radix(ev, 16)) {
-                    out.push(Registration { tfd, events, ino: ino.to_string() });
+                    out.push(Registration {
+                        tfd,
+                        events,
+                        ino: ino.to_string(),
+                    });
                 }
             }
         }
@@ -116,14 +134,19 @@ fn shared_socket_is_polled_with_epollexclusive() {
 #[test]
 fn reuseport_sockets_are_not_exclusive() {
     let port = free_port();
-    let conf = common::conf_with(port, "worker_processes 2;", "")
-        .replace(&format!("listen 127.0.0.1:{port};"), &format!("listen 127.0.0.1:{port} reuseport;"));
+    let conf = common::conf_with(port, "worker_processes 2;", "").replace(
+        &format!("listen 127.0.0.1:{port};"),
+        &format!("listen 127.0.0.1:{port} reuseport;"),
+    );
     let s = Shoal::start(&conf, port);
     assert_eq!(common::get(port, "/").unwrap().status, 200);
     let any_exclusive = epoll_registrations(s.pid)
         .iter()
         .any(|r| r.events & EPOLLEXCLUSIVE != 0);
-    assert!(!any_exclusive, "a per-worker socket needs no EPOLLEXCLUSIVE");
+    assert!(
+        !any_exclusive,
+        "a per-worker socket needs no EPOLLEXCLUSIVE"
+    );
 }
 
 #[test]
@@ -152,7 +175,8 @@ fn ipv6_loopback() {
         assert!(common::alive(s.pid), "shoal exited: {}", s.stderr());
         std::net::TcpStream::connect(("::1", port)).ok()
     });
-    c.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
     c.set_read_timeout(Some(common::WAIT)).unwrap();
     let mut resp = String::new();
     c.read_to_string(&mut resp).unwrap();
@@ -165,11 +189,16 @@ fn unix_socket() {
     let port = free_port();
     let p = common::Prefix::new();
     let sock = p.join("shoal.sock");
-    let conf = common::conf_with(port, "", &format!("        listen unix:{};", sock.display()));
+    let conf = common::conf_with(
+        port,
+        "",
+        &format!("        listen unix:{};", sock.display()),
+    );
     let mut s = Shoal::start_in(p, &conf, port, &[]);
     let mut c = std::os::unix::net::UnixStream::connect(&sock).expect("connecting to the socket");
     c.set_read_timeout(Some(common::WAIT)).unwrap();
-    c.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut resp = String::new();
     c.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.1 200 OK\r\n"), "{resp}");

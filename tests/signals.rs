@@ -43,7 +43,10 @@ fn hundred_reloads_with_keepalive_connections_held() {
             assert_index(c.get("/"), &format!("held connection {i} after reload {n}"));
         }
         if n % 10 == 0 {
-            assert_index(common::get(port, "/"), &format!("a new connection after reload {n}"));
+            assert_index(
+                common::get(port, "/"),
+                &format!("a new connection after reload {n}"),
+            );
         }
     }
     assert_eq!(s.worker_threads(), 2);
@@ -57,11 +60,16 @@ fn reload_with_a_broken_file_keeps_the_old_configuration() {
     let mut held = s.client(port);
     assert_index(held.get("/"), "before");
     let good = s.prefix.read("conf/shoal.conf");
-    let file = s.prefix.write_conf(&format!("{good}\nbroken_directive on;\n"));
+    let file = s
+        .prefix
+        .write_conf(&format!("{good}\nbroken_directive on;\n"));
     let lines = good.lines().count() + 2;
     s.signal(libc::SIGHUP);
     let msg = "[emerg] ";
-    let want = format!("unknown directive \"broken_directive\" in {}:{lines}", file.display());
+    let want = format!(
+        "unknown directive \"broken_directive\" in {}:{lines}",
+        file.display()
+    );
     s.wait_log(&want, 1);
     let log = s.error_log();
     let line = log.lines().find(|l| l.contains(&want)).unwrap();
@@ -69,7 +77,10 @@ fn reload_with_a_broken_file_keeps_the_old_configuration() {
     assert!(common::parse_log_line(line).is_some(), "{line}");
     assert!(!log.contains("reconfigured"), "{log}");
     assert_index(held.get("/"), "held connection after the failed reload");
-    assert_index(common::get(port, "/"), "new connection after the failed reload");
+    assert_index(
+        common::get(port, "/"),
+        "new connection after the failed reload",
+    );
 
     // The file is fixed: the next reload takes it.
     s.prefix.write_conf(&good);
@@ -122,11 +133,19 @@ fn reload_changes_what_is_served() {
     s.signal(libc::SIGHUP);
     s.wait_log("reconfigured (generation 2)", 1);
     let body = |r: common::Response| String::from_utf8_lossy(&r.body).into_owned();
-    assert_eq!(body(common::get(port, "/").unwrap()), "other root\n", "a new connection");
+    assert_eq!(
+        body(common::get(port, "/").unwrap()),
+        "other root\n",
+        "a new connection"
+    );
     // A request that arrives on a held keep-alive connection after the reload is served by
     // the new configuration, as on a new connection (in nginx the old worker would have
     // closed the idle connection, and the client's retry would reach a new worker).
-    assert_eq!(body(held.get("/").unwrap()), "other root\n", "a held connection");
+    assert_eq!(
+        body(held.get("/").unwrap()),
+        "other root\n",
+        "a held connection"
+    );
 }
 
 #[test]
@@ -151,7 +170,10 @@ fn quit_lets_a_slow_request_finish() {
     assert!(slow.closed_by_peer());
     let status = s.wait_exit();
     assert_eq!(status.code(), Some(0));
-    assert!(!s.prefix.pid_file().exists(), "the pid file outlived the process");
+    assert!(
+        !s.prefix.pid_file().exists(),
+        "the pid file outlived the process"
+    );
 }
 
 #[test]
@@ -163,16 +185,23 @@ fn quit_lets_a_large_response_finish() {
     fs::write(s.prefix.join("html/big.bin"), &data).unwrap();
     let mut c = s.client(port);
     // A small receive buffer keeps most of the response in the server while it stops.
-    c.send(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    c.send(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
     let head = c.read_head().unwrap();
     assert_eq!(head.status, 200);
-    assert_eq!(head.header("content-length"), Some(size.to_string().as_str()));
+    assert_eq!(
+        head.header("content-length"),
+        Some(size.to_string().as_str())
+    );
     let first = c.read_body(64 * 1024).unwrap();
     s.signal(libc::SIGQUIT);
     s.wait_log("gracefully shutting down", 1);
     assert!(!s.exited(), "shoal exited with a response in flight");
     let rest = c.read_body(size - first.len()).unwrap();
-    assert!(first == data[..first.len()] && rest == data[first.len()..], "the body differs");
+    assert!(
+        first == data[..first.len()] && rest == data[first.len()..],
+        "the body differs"
+    );
     assert!(c.closed_by_peer());
     assert_eq!(s.wait_exit().code(), Some(0));
     assert!(!s.prefix.pid_file().exists());
@@ -214,7 +243,10 @@ fn pid_file_life_cycle() {
         "the pid file exists before the port listens"
     );
     assert_eq!(pid, s.pid);
-    assert_eq!(fs::read_to_string(&pid_file).unwrap(), format!("{}\n", s.pid));
+    assert_eq!(
+        fs::read_to_string(&pid_file).unwrap(),
+        format!("{}\n", s.pid)
+    );
     s.wait_port(port);
     // A reload keeps it.
     s.signal(libc::SIGHUP);
@@ -252,7 +284,10 @@ fn usr1_reopens_the_error_log() {
     s.wait_log("/after-reopen\" failed", 1);
     let old = fs::read_to_string(&rotated).unwrap();
     assert!(old.contains("reopening logs"), "{old}");
-    assert!(!old.contains("/after-reopen"), "a line went to the rotated file:\n{old}");
+    assert!(
+        !old.contains("/after-reopen"),
+        "a line went to the rotated file:\n{old}"
+    );
     for line in s.error_log().lines() {
         assert!(common::parse_log_line(line).is_some(), "{line}");
     }
@@ -266,8 +301,11 @@ fn reload_onto_a_busy_port_keeps_the_old_configuration() {
     let s = Shoal::start(&common::basic_conf(port), port);
     let mut held = s.client(port);
     assert_index(held.get("/"), "before");
-    s.prefix
-        .write_conf(&common::conf_with(port, "", &format!("        listen 127.0.0.1:{busy};")));
+    s.prefix.write_conf(&common::conf_with(
+        port,
+        "",
+        &format!("        listen 127.0.0.1:{busy};"),
+    ));
     s.signal(libc::SIGHUP);
     s.wait_log("still could not bind()", 1);
     let log = s.error_log();
@@ -281,7 +319,10 @@ fn reload_onto_a_busy_port_keeps_the_old_configuration() {
     )));
     assert!(!log.contains("reconfigured"), "{log}");
     assert_index(held.get("/"), "held connection after the failed reload");
-    assert_index(common::get(port, "/"), "new connection after the failed reload");
+    assert_index(
+        common::get(port, "/"),
+        "new connection after the failed reload",
+    );
     drop(taken);
 }
 
@@ -294,10 +335,7 @@ fn reload_with_an_unwritable_error_log_keeps_the_old_configuration() {
         "error_log logs/error.log notice;\nerror_log /proc/nope/error.log;",
     ));
     s.signal(libc::SIGHUP);
-    s.wait_log(
-        "[emerg] ",
-        1,
-    );
+    s.wait_log("[emerg] ", 1);
     assert!(
         s.error_log()
             .contains(": open() \"/proc/nope/error.log\" failed (2: No such file or directory)\n"),
@@ -348,5 +386,7 @@ fn user_directive_still_removes_the_pid_file() {
     dash_s(&s, "quit");
     assert_eq!(s.wait_exit().code(), Some(0));
     // nginx's master, still root, removes it; here a root helper does, just after the exit.
-    common::wait_for("the pid file to go", || (!s.prefix.pid_file().exists()).then_some(()));
+    common::wait_for("the pid file to go", || {
+        (!s.prefix.pid_file().exists()).then_some(())
+    });
 }

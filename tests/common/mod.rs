@@ -57,8 +57,11 @@ impl Prefix {
             fs::create_dir(dir.path().join(d)).expect("creating a prefix directory");
         }
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        fs::copy(repo.join("conf/mime.types"), dir.path().join("conf/mime.types"))
-            .expect("copying mime.types");
+        fs::copy(
+            repo.join("conf/mime.types"),
+            dir.path().join("conf/mime.types"),
+        )
+        .expect("copying mime.types");
         fs::write(dir.path().join("html/index.html"), INDEX).expect("writing index.html");
         Prefix { dir }
     }
@@ -107,7 +110,11 @@ impl Prefix {
 
     /// The pid in `logs/shoal.pid`, if the file exists and holds one.
     pub fn pid_in_file(&self) -> Option<i32> {
-        fs::read_to_string(self.pid_file()).ok()?.trim().parse().ok()
+        fs::read_to_string(self.pid_file())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 }
 
@@ -158,7 +165,10 @@ pub fn run(args: &[String]) -> Output {
 /// Runs `shoal ARGS` and returns (exit code, stderr).
 pub fn run_str(args: &[&str]) -> (i32, String) {
     let out = run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn wait_child(child: &mut Child, what: &str) -> ExitStatus {
@@ -188,7 +198,9 @@ pub fn signal(pid: i32, sig: i32) {
 pub fn alive(pid: i32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesized command name.
-        Ok(s) => s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }
@@ -217,7 +229,9 @@ impl Shoal {
         s.port = port;
         s.wait_port(port);
         if !conf.lines().any(|l| l.trim_start().starts_with("pid ")) {
-            wait_for("the pid file", || (s.prefix.pid_in_file() == Some(s.pid)).then_some(()));
+            wait_for("the pid file", || {
+                (s.prefix.pid_in_file() == Some(s.pid)).then_some(())
+            });
         }
         s
     }
@@ -252,10 +266,16 @@ impl Shoal {
                 return;
             }
             if !alive(self.pid) {
-                panic!("shoal exited before listening on {port}; stderr:\n{}", self.stderr());
+                panic!(
+                    "shoal exited before listening on {port}; stderr:\n{}",
+                    self.stderr()
+                );
             }
             if Instant::now() > deadline {
-                panic!("shoal does not listen on {port}; stderr:\n{}", self.stderr());
+                panic!(
+                    "shoal does not listen on {port}; stderr:\n{}",
+                    self.stderr()
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -264,7 +284,9 @@ impl Shoal {
     /// Waits until 127.0.0.1:`port` refuses connections.
     pub fn wait_port_closed(&self, port: u16) {
         wait_for(&format!("port {port} to close"), || {
-            TcpStream::connect(("127.0.0.1", port)).is_err().then_some(())
+            TcpStream::connect(("127.0.0.1", port))
+                .is_err()
+                .then_some(())
         })
     }
 
@@ -336,8 +358,13 @@ impl Drop for Shoal {
 /// Waits until 127.0.0.1:`port` accepts connections while process `pid` lives.
 pub fn wait_port_of(pid: i32, port: u16) {
     wait_for(&format!("process {pid} to listen on {port}"), || {
-        assert!(alive(pid), "process {pid} exited before listening on {port}");
-        TcpStream::connect(("127.0.0.1", port)).is_ok().then_some(())
+        assert!(
+            alive(pid),
+            "process {pid} exited before listening on {port}"
+        );
+        TcpStream::connect(("127.0.0.1", port))
+            .is_ok()
+            .then_some(())
     })
 }
 
@@ -434,7 +461,10 @@ impl Client {
     pub fn read_head(&mut self) -> io::Result<Response> {
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ));
         }
         let status = line
             .strip_prefix("HTTP/1.1 ")
@@ -445,7 +475,10 @@ impl Client {
         loop {
             line.clear();
             if self.reader.read_line(&mut line)? == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed in the head"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "closed in the head",
+                ));
             }
             let l = line.trim_end_matches(['\r', '\n']);
             if l.is_empty() {
@@ -516,7 +549,8 @@ pub fn listening_sockets(port: u16) -> usize {
 /// and returns (level, pid, tid, message).
 pub fn parse_log_line(line: &str) -> Option<(String, u32, u32, String)> {
     let b = line.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
     let shape = b.len() > 21
         && digits(0..4)
         && b[4] == b'/'
@@ -538,5 +572,10 @@ pub fn parse_log_line(line: &str) -> Option<(String, u32, u32, String)> {
     let (level, rest) = rest.split_once("] ")?;
     let (ids, msg) = rest.split_once(": ")?;
     let (pid, tid) = ids.split_once('#')?;
-    Some((level.to_string(), pid.parse().ok()?, tid.parse().ok()?, msg.to_string()))
+    Some((
+        level.to_string(),
+        pid.parse().ok()?,
+        tid.parse().ok()?,
+        msg.to_string(),
+    ))
 }
