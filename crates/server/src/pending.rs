@@ -74,6 +74,13 @@ pub static DIRECTIVES: &[Command] = &[
 ];
 
 fn pending(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    // `split_clients STRING $var` and `map STRING $var` declare `$var`: configurations that use
+    // it elsewhere still read (it is empty until the module lands).
+    if matches!(d.name.as_str(), "split_clients" | "map") {
+        if let Some(name) = d.args.get(1).and_then(|a| a.value.strip_prefix('$')) {
+            crate::variables::declare(name);
+        }
+    }
     b.warn(
         format!("\"{}\" directive is not implemented yet, ignored", d.name),
         &d.span,

@@ -62,6 +62,16 @@ pub enum Var {
     Cookie(String),
     /// `$1`..`$9`: a regex capture of the last match.
     Capture(usize),
+    /// A variable the configuration declares: `set $name`, a named regex capture
+    /// `(?<name>...)` (and later `map`, `split_clients`). Undeclared names are reported when
+    /// the whole configuration has been read, as nginx does.
+    User(String),
+    /// Variables of the upstream and proxy modules (`$upstream_cache_status`,
+    /// `$upstream_addr`, `$upstream_http_NAME`, `$proxy_host`, ...): known names whose value,
+    /// for a request that was not proxied, is "not found", as in nginx.
+    Upstream(String),
+    /// `$proxy_add_x_forwarded_for`: the client's `X-Forwarded-For` with `$remote_addr` added.
+    ProxyAddXForwardedFor,
 }
 
 impl Var {
@@ -100,6 +110,20 @@ impl Var {
             "pid" => Var::Pid,
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
+            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
+            "upstream_addr"
+            | "upstream_status"
+            | "upstream_response_time"
+            | "upstream_connect_time"
+            | "upstream_header_time"
+            | "upstream_response_length"
+            | "upstream_bytes_received"
+            | "upstream_bytes_sent"
+            | "upstream_cache_status"
+            | "upstream_queue_time"
+            | "proxy_host"
+            | "proxy_port"
+            | "gzip_ratio" => Var::Upstream(name.to_string()),
             "connections_active" => Var::ConnectionsActive,
             "connections_reading" => Var::ConnectionsReading,
             "connections_writing" => Var::ConnectionsWriting,
@@ -111,6 +135,11 @@ impl Var {
                     Var::Http(n.to_ascii_lowercase())
                 } else if let Some(n) = name.strip_prefix("sent_http_") {
                     Var::SentHttp(n.to_ascii_lowercase())
+                } else if name.starts_with("upstream_http_")
+                    || name.starts_with("upstream_cookie_")
+                    || name.starts_with("upstream_trailer_")
+                {
+                    Var::Upstream(name.to_string())
                 } else if let Some(n) = name.strip_prefix("cookie_") {
                     Var::Cookie(n.to_string())
                 } else if name.len() == 1 && name.as_bytes()[0].is_ascii_digit() {
@@ -176,7 +205,13 @@ impl Template {
             if name.is_empty() {
                 return Err(format!("invalid variable name in \"{s}\""));
             }
-            let var = Var::lookup(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?;
+            let var = match Var::lookup(name) {
+                Some(v) => v,
+                None => {
+                    note_used(name);
+                    Var::User(name.to_string())
+                }
+            };
             if !text.is_empty() {
                 pieces.push(Piece::Text(std::mem::take(&mut text)));
             }
@@ -192,6 +227,41 @@ impl Template {
     pub fn is_static(&self) -> bool {
         self.pieces.iter().all(|p| matches!(p, Piece::Text(_)))
     }
+}
+
+thread_local! {
+    /// While a configuration is read: names used but not built in, and names declared.
+    static USED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    static DECLARED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn note_used(name: &str) {
+    USED.with(|u| u.borrow_mut().push(name.to_string()));
+}
+
+/// Declares a variable (`set $name`, a named capture).
+pub fn declare(name: &str) {
+    DECLARED.with(|d| d.borrow_mut().push(name.to_string()));
+}
+
+/// Starts reading a configuration: forgets the names of the previous one.
+pub fn begin_config() {
+    USED.with(|u| u.borrow_mut().clear());
+    DECLARED.with(|d| d.borrow_mut().clear());
+}
+
+/// Ends reading: the first used name nothing declares, in nginx's words
+/// (`unknown "name" variable`, reported without a place, as nginx does).
+pub fn end_config() -> Result<(), String> {
+    let declared: std::collections::HashSet<String> =
+        DECLARED.with(|d| d.borrow().iter().cloned().collect());
+    let used = USED.with(|u| std::mem::take(&mut *u.borrow_mut()));
+    for name in used {
+        if !declared.contains(&name) {
+            return Err(format!("unknown \"{name}\" variable"));
+        }
+    }
+    Ok(())
 }
 
 /// How a value is escaped where it is written (`log_format ... escape=`).
@@ -231,6 +301,10 @@ pub struct Vars<'a> {
     pub request_length: u64,
     pub sent: Option<&'a Sent>,
     pub captures: &'a [Option<String>],
+    /// Values of declared variables (`set`, named captures) for this request.
+    pub user: Option<&'a std::collections::HashMap<String, String>>,
+    /// `root`/`alias` in force, for `$request_filename`.
+    pub doc_root: Option<&'a crate::http::DocRoot>,
 }
 
 impl Vars<'_> {
@@ -316,9 +390,17 @@ impl Vars<'_> {
                 let ms = self.start.elapsed().as_millis();
                 let _ = write!(out, "{}.{:03}", ms / 1000, ms % 1000);
             }
-            Var::RequestFilename => match self.request_filename {
-                Some(p) => out.push_str(&p.to_string_lossy()),
-                None => return false,
+            Var::RequestFilename => match (self.request_filename, self.doc_root) {
+                (Some(p), _) => out.push_str(&p.to_string_lossy()),
+                (None, Some(root)) => {
+                    let uri = match (self.uri, req) {
+                        (Some(u), _) => u.to_string(),
+                        (None, Some(r)) => String::from_utf8_lossy(r.path()).into_owned(),
+                        (None, None) => return false,
+                    };
+                    out.push_str(&root.map(&uri, Some(self)).to_string_lossy());
+                }
+                (None, None) => return false,
             },
             Var::DocumentRoot => match self.document_root {
                 Some(p) => out.push_str(&p.to_string_lossy()),
@@ -412,6 +494,19 @@ impl Vars<'_> {
                 None => return false,
             },
             Var::Capture(n) => match self.captures.get(*n).and_then(|c| c.as_deref()) {
+                Some(v) => out.push_str(v),
+                None => return false,
+            },
+            Var::Upstream(_) => return false,
+            Var::ProxyAddXForwardedFor => {
+                let mut xff = String::new();
+                if self.value(&Var::Http("x_forwarded_for".into()), &mut xff) {
+                    out.push_str(&xff);
+                    out.push_str(", ");
+                }
+                self.value(&Var::RemoteAddr, out);
+            }
+            Var::User(name) => match self.user.and_then(|u| u.get(name)) {
                 Some(v) => out.push_str(v),
                 None => return false,
             },
@@ -615,10 +710,16 @@ mod tests {
                 Piece::Var(Var::Http("user_agent".into())),
             ]
         );
+        begin_config();
         assert_eq!(
-            Template::compile("$nope").unwrap_err(),
-            "unknown \"nope\" variable"
+            Template::compile("$nope").unwrap().pieces,
+            vec![Piece::Var(Var::User("nope".into()))]
         );
+        assert_eq!(end_config().unwrap_err(), "unknown \"nope\" variable");
+        begin_config();
+        declare("later");
+        Template::compile("$later").unwrap();
+        assert!(end_config().is_ok());
         assert_eq!(
             Template::compile("a$").unwrap_err(),
             "invalid variable name in \"a$\""

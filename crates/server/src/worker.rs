@@ -50,6 +50,8 @@ pub struct Worker {
     pub stopping: Cell<bool>,
     /// Woken when `stopping` is set.
     pub stop_notify: Notify,
+    /// Woken when a new configuration generation arrives (idle connections re-evaluate).
+    pub reload_notify: Notify,
     /// Woken when a connection closes (the accept loops wait on it at `worker_connections`,
     /// the graceful stop waits on it for the last connection).
     pub closed_notify: Notify,
@@ -106,6 +108,7 @@ async fn serve(
         active: Cell::new(0),
         stopping: Cell::new(false),
         stop_notify: Notify::new(),
+        reload_notify: Notify::new(),
         closed_notify: Notify::new(),
         current: RefCell::new(first.generation.clone()),
         counter,
@@ -131,6 +134,7 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
         match cmd.stop {
             Stop::Run => {
                 *worker.current.borrow_mut() = cmd.generation.clone();
+                worker.reload_notify.notify_waiters();
                 reconcile(&worker, &cmd.generation, &mut accepting);
             }
             Stop::Graceful => {

@@ -158,6 +158,7 @@ pub async fn serve(
         rules,
         gzip: None,
         since_yield: 0,
+        closing_after_request: false,
         state: crate::status::ConnState::accepted(),
         unread_input: false,
     };
@@ -224,6 +225,8 @@ struct Conn {
     gzip: Option<u32>,
     /// Requests answered since this task last yielded.
     since_yield: u32,
+    /// The connection's socket is gone from the configuration: answer, then close.
+    closing_after_request: bool,
     /// This connection's place in `stub_status`.
     state: crate::status::ConnState,
     /// Input may still arrive that nobody read (a refused body, a broken request): close
@@ -255,6 +258,8 @@ impl CloseRules {
 
 /// Why reading a head stopped without a request.
 enum ReadEnd {
+    /// A new configuration arrived while the connection was idle: look again.
+    Reloaded,
     /// The client closed, or a graceful stop closed an idle connection: close quietly.
     Closed,
     /// `client_header_timeout` ran out mid-head.
@@ -266,21 +271,11 @@ enum ReadEnd {
 impl Conn {
     async fn run(&mut self) -> std::io::Result<()> {
         loop {
-            // Between requests, move to the newest configuration if this socket is still in it.
-            if self.requests > 0 {
-                let current = self.guard.0.current.borrow().clone();
-                if current.id != self.generation.id {
-                    if current
-                        .sockets
-                        .iter()
-                        .any(|s| s.key.addr == self.info.socket)
-                    {
-                        self.generation = current;
-                    } else {
-                        self.flush().await?;
-                        return Ok(());
-                    }
-                }
+            // Between requests, move to the newest configuration if this socket is still in it
+            // (a socket a reload removed: the connection closes).
+            if !self.follow_reload() {
+                self.flush().await?;
+                return Ok(());
             }
             let gen = self.generation.clone();
             let Some(route) = gen.servers_for(&self.info.socket, self.info.local) else {
@@ -291,6 +286,7 @@ impl Conn {
             let mut parser = HeadParser::new(default_srv.srv.limits());
             let req = match self.read_head(&mut parser, default_srv).await? {
                 Ok(r) => r,
+                Err(ReadEnd::Reloaded) => continue,
                 Err(ReadEnd::Closed) | Err(ReadEnd::Idle) => {
                     self.flush().await?;
                     return Ok(());
@@ -329,6 +325,17 @@ impl Conn {
                 }
             };
             self.requests += 1;
+            // A reload that came while the head was arriving: the request takes the newest
+            // configuration (or the last one of a removed socket, then the connection closes).
+            let gen = if self.follow_reload() {
+                self.generation.clone()
+            } else {
+                self.closing_after_request = true;
+                gen
+            };
+            let Some(route) = gen.servers_for(&self.info.socket, self.info.local) else {
+                return Ok(());
+            };
             let host = req.host().map(|h| String::from_utf8_lossy(h).into_owned());
             let srv = gen.find_server(route, host.as_deref());
             let keep = self.handle(&req, srv, host.as_deref()).await?;
@@ -346,6 +353,25 @@ impl Conn {
                 self.flush().await?;
                 tokio::task::yield_now().await;
             }
+        }
+    }
+
+    /// Takes the worker's newest configuration if this connection's socket is still in it.
+    /// Returns false when the socket was removed by a reload.
+    fn follow_reload(&mut self) -> bool {
+        let current = self.guard.0.current.borrow().clone();
+        if current.id == self.generation.id {
+            return true;
+        }
+        if current
+            .sockets
+            .iter()
+            .any(|s| s.key.addr == self.info.socket)
+        {
+            self.generation = current;
+            true
+        } else {
+            false
         }
     }
 
@@ -395,12 +421,14 @@ impl Conn {
                 self.buf.reserve(READ_CHUNK);
             }
             let stop = worker.stop_notify.notified();
+            let reload = worker.reload_notify.notified();
             let n = tokio::select! {
                 r = self.stream.read_buf(&mut self.buf) => r?,
                 _ = tokio::time::sleep_until(deadline.into()) => {
                     return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
                 }
                 _ = stop, if self.buf.is_empty() => return Ok(Err(ReadEnd::Closed)),
+                _ = reload, if self.buf.is_empty() => return Ok(Err(ReadEnd::Reloaded)),
             };
             if n == 0 {
                 if !self.buf.is_empty() {
@@ -506,6 +534,7 @@ impl Conn {
             && !lc.keepalive_timeout().0.is_zero()
             && self.requests < lc.keepalive_requests()
             && self.born.elapsed() < lc.keepalive_time()
+            && !self.closing_after_request
             && !self.guard.0.stopping.get();
         if matches!(reply.status, 400 | 413 | 414 | 494 | 500 | 501) {
             keep = false;
@@ -746,7 +775,13 @@ impl Conn {
     /// Sends a body through the gzip compressor, as chunks (`chunked`) or raw (HTTP/1.0).
     /// Files are read a piece at a time (through the pool with `aio threads`), so the body is
     /// never held whole. Returns the compressed bytes sent.
-    async fn send_gzipped(&mut self, body: Body, level: u32, chunked: bool, lc: &LocConf) -> std::io::Result<u64> {
+    async fn send_gzipped(
+        &mut self,
+        body: Body,
+        level: u32,
+        chunked: bool,
+        lc: &LocConf,
+    ) -> std::io::Result<u64> {
         let mut z = super::gzip::Compressor::new(level);
         let mut total = 0u64;
         match body {
@@ -763,9 +798,15 @@ impl Conn {
                 while off < end {
                     let want = ((end - off) as usize).min(MAX_GATHER);
                     let data = match &pool {
-                        Some(p) => shoal_io::file::read_range(&file, off, want, Some(p), lc.aio_residency_check())
-                            .await
-                            .map_err(|e| self.pool_error(e))?,
+                        Some(p) => shoal_io::file::read_range(
+                            &file,
+                            off,
+                            want,
+                            Some(p),
+                            lc.aio_residency_check(),
+                        )
+                        .await
+                        .map_err(|e| self.pool_error(e))?,
                         None => {
                             let mut buf = vec![0; want];
                             let n = read_at(&file, &mut buf, off)?;
