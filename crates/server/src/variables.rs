@@ -342,12 +342,11 @@ impl Vars<'_> {
                 }
                 None => out.push_str("unix:"),
             },
-            Var::RemotePort => match self.peer {
-                Some(p) => {
+            Var::RemotePort => {
+                if let Some(p) = self.peer {
                     let _ = write!(out, "{}", p.port());
                 }
-                None => {}
-            },
+            }
             Var::RemoteUser => return false,
             Var::ServerAddr => match self.local {
                 Some(l) => {
@@ -355,12 +354,11 @@ impl Vars<'_> {
                 }
                 None => out.push_str("unix:"),
             },
-            Var::ServerPort => match self.local {
-                Some(l) => {
+            Var::ServerPort => {
+                if let Some(l) = self.local {
                     let _ = write!(out, "{}", l.port());
                 }
-                None => {}
-            },
+            }
             Var::ServerName => out.push_str(self.server_name),
             Var::ServerProtocol => match req {
                 Some(r) => out.push_str(r.version().as_str()),
@@ -594,7 +592,7 @@ pub fn escape_into(v: &[u8], escape: Escape, out: &mut Vec<u8>) {
         Escape::None => out.extend_from_slice(v),
         Escape::Default => {
             for &c in v {
-                if c == b'"' || c == b'\\' || c < 0x20 || c >= 0x7f {
+                if c == b'"' || c == b'\\' || !(0x20..0x7f).contains(&c) {
                     out.extend_from_slice(&[
                         b'\\',
                         b'x',

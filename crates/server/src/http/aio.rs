@@ -132,13 +132,17 @@ pub fn check_pool_refs(b: &mut Builder) -> Result<(), Error> {
     Ok(())
 }
 
+/// A pool named by a variable that does not exist (logged; the request gets 500).
+#[derive(Debug)]
+pub struct UnknownPool;
+
 /// The pool a request's file I/O uses: `Ok(None)` for `aio off`; an unknown pool named by a
 /// variable is an error line and a 500, as nginx answers.
 pub fn pool_for(
     aio: Option<&Aio>,
     vars: &Vars<'_>,
     conn: u64,
-) -> Result<Option<Arc<ThreadPool>>, ()> {
+) -> Result<Option<Arc<ThreadPool>>, UnknownPool> {
     let name = match aio {
         None | Some(Aio::Off) => return Ok(None),
         Some(Aio::Threads(PoolName::Literal(n))) => std::borrow::Cow::Borrowed(n.as_str()),
@@ -148,7 +152,7 @@ pub fn pool_for(
         Some(p) => Ok(Some(p)),
         None => {
             crate::conn_log!(Level::Error, conn, "thread pool \"{name}\" not found");
-            Err(())
+            Err(UnknownPool)
         }
     }
 }

@@ -561,7 +561,7 @@ impl Conn {
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
                 Ok(p) => pool = p,
-                Err(()) => {
+                Err(super::aio::UnknownPool) => {
                     reply = static_files::error_reply(500, lc);
                     keep = false;
                 }

@@ -18,7 +18,9 @@ use shoal_conf::{Directive, Error};
 use shoal_http::Request;
 
 use super::loc_conf;
-use crate::conf::{err, flag_arg, merge, number_arg, set_once, size_arg, Args, Builder, Command, Ctx, Scope};
+use crate::conf::{
+    err, flag_arg, merge, number_arg, set_once, size_arg, Args, Builder, Command, Ctx, Scope,
+};
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new("gzip", Ctx::HSL.or(Ctx::LIF), Args::Flag, set_gzip),
@@ -26,10 +28,25 @@ pub static DIRECTIVES: &[Command] = &[
     Command::new("gzip_comp_level", Ctx::HSL, Args::ONE, set_gzip_comp_level),
     Command::new("gzip_min_length", Ctx::HSL, Args::ONE, set_gzip_min_length),
     Command::new("gzip_buffers", Ctx::HSL, Args::TWO, set_gzip_buffers),
-    Command::new("gzip_http_version", Ctx::HSL, Args::ONE, set_gzip_http_version),
-    Command::new("gzip_proxied", Ctx::HSL, Args::ONE_OR_MORE, set_gzip_proxied),
+    Command::new(
+        "gzip_http_version",
+        Ctx::HSL,
+        Args::ONE,
+        set_gzip_http_version,
+    ),
+    Command::new(
+        "gzip_proxied",
+        Ctx::HSL,
+        Args::ONE_OR_MORE,
+        set_gzip_proxied,
+    ),
     Command::new("gzip_vary", Ctx::HSL, Args::Flag, set_gzip_vary),
-    Command::new("gzip_disable", Ctx::HSL, Args::ONE_OR_MORE, set_gzip_disable),
+    Command::new(
+        "gzip_disable",
+        Ctx::HSL,
+        Args::ONE_OR_MORE,
+        set_gzip_disable,
+    ),
     Command::new("gzip_static", Ctx::HSL, Args::ONE, set_gzip_static),
 ];
 
@@ -109,7 +126,7 @@ impl GzipLoc {
         }
         match &self.types {
             Some(None) => true,
-            Some(Some(list)) => list.iter().any(|t| *t == base),
+            Some(Some(list)) => list.contains(&base),
             None => false,
         }
     }
@@ -132,7 +149,11 @@ fn set_gzip_types(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
         g.types = Some(None);
         return Ok(());
     }
-    let list = d.args.iter().map(|a| a.value.to_ascii_lowercase()).collect();
+    let list = d
+        .args
+        .iter()
+        .map(|a| a.value.to_ascii_lowercase())
+        .collect();
     g.types = Some(Some(Arc::new(list)));
     Ok(())
 }
@@ -272,7 +293,9 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
     if !g.enabled()
         || !matches!(resp.status, 200 | 403 | 404)
         || resp.already_encoded
-        || resp.content_length.is_some_and(|n| n < g.min_length.unwrap_or(20))
+        || resp
+            .content_length
+            .is_some_and(|n| n < g.min_length.unwrap_or(20))
         || !resp.content_type.is_some_and(|t| g.type_ok(t))
         || resp.head_only
     {
@@ -346,7 +369,10 @@ pub struct Compressor {
 impl Compressor {
     pub fn new(level: u32) -> Compressor {
         Compressor {
-            enc: flate2::write::GzEncoder::new(Vec::with_capacity(16 * 1024), flate2::Compression::new(level)),
+            enc: flate2::write::GzEncoder::new(
+                Vec::with_capacity(16 * 1024),
+                flate2::Compression::new(level),
+            ),
         }
     }
 
@@ -370,7 +396,9 @@ mod tests {
     #[test]
     fn msie6_rule() {
         assert!(msie6("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)"));
-        assert!(!msie6("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"));
+        assert!(!msie6(
+            "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"
+        ));
         assert!(!msie6("Mozilla/5.0 (compatible; MSIE 7.0)"));
         assert!(!msie6("curl/8"));
     }
@@ -378,7 +406,9 @@ mod tests {
     #[test]
     fn streaming_round_trip() {
         use std::io::Read;
-        let data: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         let mut c = Compressor::new(2);
         let mut out = Vec::new();
         for chunk in data.chunks(7000) {
@@ -386,7 +416,9 @@ mod tests {
         }
         out.extend(c.finish().unwrap());
         let mut back = Vec::new();
-        flate2::read::GzDecoder::new(&out[..]).read_to_end(&mut back).unwrap();
+        flate2::read::GzDecoder::new(&out[..])
+            .read_to_end(&mut back)
+            .unwrap();
         assert_eq!(back, data);
     }
 
@@ -437,7 +469,10 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
             version_ok
                 && accepts_gzip(req)
                 && !(g.disable_msie6.unwrap_or(false) && msie6(&ua))
-                && !g.disable.as_ref().is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
+                && !g
+                    .disable
+                    .as_ref()
+                    .is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
                 && (req.header("via").is_none() || g.proxied.is_some_and(|p| p.any))
         }
     }

@@ -68,6 +68,8 @@ impl Req<'_, '_> {
             request_length: 0,
             sent: None,
             captures,
+            user: None,
+            doc_root: Some(lc.doc_root()),
         }
     }
 
