@@ -55,6 +55,7 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
+    crate::variables::begin_config();
     let globals = match src.globals {
         Some(g) => Some(shoal_conf::parse_str(g, None, &conf_prefix)?),
         None => None,
@@ -69,6 +70,7 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
     }
     b.walk(&parsed.directives, Ctx::MAIN, &mut Scope::Main)?;
     crate::http::aio::check_pool_refs(&mut b)?;
+    crate::variables::end_config().map_err(|m| Error::new(m, None))?;
     let Some(events) = b.events.take() else {
         return Err(Error::new("no \"events\" section in configuration", None));
     };

@@ -1,6 +1,7 @@
-//! Directives that shoal knows the shape of but does not implement yet (proxy, cache,
-//! rewrite, access log, ...): their names, contexts and argument counts are checked as nginx
-//! checks them, so a configuration is validated the same way, and each use is accepted with a
+//! Directives that shoal knows the shape of but does not implement yet (proxy, proxy cache,
+//! upstream, map, split_clients, stream, open_file_cache, ...): their names, contexts and
+//! argument counts are checked as nginx checks them, so a configuration is validated the same
+//! way, and each use is accepted with a
 //! `[warn] "NAME" directive is not implemented yet, ignored` line, never silently.
 //!
 //! When a module lands, its real table replaces its lines here.
@@ -10,8 +11,6 @@ use shoal_conf::{Directive, Error};
 use crate::conf::{Args, Builder, Command, Ctx, Scope};
 
 const HSL: Ctx = Ctx::HSL;
-const SL: Ctx = Ctx::SERVER.or(Ctx::LOCATION);
-const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
 const ONE: Args = Args::ONE;
 const TWO: Args = Args::TWO;
 const MORE: Args = Args::ONE_OR_MORE;
@@ -32,12 +31,6 @@ pub static DIRECTIVES: &[Command] = &[
     p("open_file_cache_valid", HSL, ONE),
     p("open_file_cache_min_uses", HSL, ONE),
     p("open_file_cache_errors", HSL, FLAG),
-    // rewrite
-    p("rewrite", REWRITE, Args::Take(2, 3)),
-    p("set", REWRITE, TWO),
-    p("break", REWRITE, Args::NONE),
-    p("rewrite_log", REWRITE.or(Ctx::HTTP), FLAG),
-    pb("if", SL, MORE),
     // proxy and upstream
     p("proxy_pass", Ctx::LOCATION.or(Ctx::LIF).or(Ctx::LMT), ONE),
     p("proxy_set_header", HSL, TWO),

@@ -305,6 +305,8 @@ pub struct Vars<'a> {
     pub user: Option<&'a std::collections::HashMap<String, String>>,
     /// `root`/`alias` in force, for `$request_filename`.
     pub doc_root: Option<&'a crate::http::DocRoot>,
+    /// The arguments after rewrites (`Some(None)`: none); `None`: the request's own.
+    pub args: Option<Option<&'a str>>,
 }
 
 impl Vars<'_> {
@@ -322,12 +324,20 @@ impl Vars<'_> {
                 Some(r) => out.push_str(&String::from_utf8_lossy(r.uri())),
                 None => return false,
             },
-            Var::Args => match req.and_then(|r| r.query()) {
-                Some(q) => out.push_str(&String::from_utf8_lossy(q)),
-                None => return false,
+            Var::Args => match self.args {
+                Some(Some(a)) => out.push_str(a),
+                Some(None) => return false,
+                None => match req.and_then(|r| r.query()) {
+                    Some(q) => out.push_str(&String::from_utf8_lossy(q)),
+                    None => return false,
+                },
             },
             Var::IsArgs => {
-                if req.and_then(|r| r.query()).is_some() {
+                let has = match self.args {
+                    Some(a) => a.is_some(),
+                    None => req.and_then(|r| r.query()).is_some(),
+                };
+                if has {
                     out.push('?');
                 }
             }
@@ -460,7 +470,12 @@ impl Vars<'_> {
             Var::ConnectionsWaiting => {
                 let _ = write!(out, "{}", crate::status::snapshot().waiting);
             }
-            Var::Arg(name) => match req.and_then(|r| r.query()).and_then(|q| arg(q, name)) {
+            Var::Arg(name) => match self
+                .args
+                .map(|a| a.map(str::as_bytes))
+                .unwrap_or_else(|| req.and_then(|r| r.query()))
+                .and_then(|q| arg(q, name))
+            {
                 Some(v) => out.push_str(&String::from_utf8_lossy(v)),
                 None => return false,
             },

@@ -144,6 +144,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::aio::DIRECTIVES,
             crate::http::stub_status::DIRECTIVES,
             crate::http::gzip::DIRECTIVES,
+            crate::http::rewrite::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];

@@ -477,6 +477,8 @@ impl Conn {
             lc,
             uri,
             close,
+            args: _,
+            user_vars: _,
         } = if too_large {
             crate::conn_log!(
                 Level::Error,
@@ -493,6 +495,8 @@ impl Conn {
                 lc: first_lc,
                 uri: String::new(),
                 close: false,
+                args: None,
+                user_vars: Default::default(),
             }
         } else {
             phases::process(&r)
@@ -650,6 +654,7 @@ impl Conn {
             captures: &[],
             user: None,
             doc_root: None,
+            args: None,
         };
         super::access_log::log_request(logs, &vars);
     }
@@ -721,6 +726,7 @@ impl Conn {
                 captures: &[],
                 user: None,
                 doc_root: None,
+                args: None,
             };
             super::access_log::log_request(logs, &vars);
         }

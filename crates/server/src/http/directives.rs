@@ -18,7 +18,6 @@ use crate::variables::Template;
 
 const HSL: Ctx = Ctx::HSL;
 const HS: Ctx = Ctx::HTTP.or(Ctx::SERVER);
-const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new("alias", Ctx::LOCATION, Args::ONE, set_alias),
@@ -34,7 +33,6 @@ pub static DIRECTIVES: &[Command] = &[
         Args::Take(2, usize::MAX),
         set_error_page,
     ),
-    Command::new("return", REWRITE, Args::Take(1, 2), set_return),
     Command::new("internal", Ctx::LOCATION, Args::NONE, set_internal),
     Command::new(
         "add_header",
@@ -312,45 +310,6 @@ fn set_error_page(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
         answer,
         target,
     });
-    Ok(())
-}
-
-fn set_return(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let first = &d.args[0].value;
-    let ret = match first.parse::<u16>() {
-        Ok(code) if code <= 999 => {
-            let text = match d.args.get(1) {
-                Some(a) => Some(Template::compile(&a.value).map_err(|m| err(d, m))?),
-                None => None,
-            };
-            Return { code, text }
-        }
-        Ok(_) => return Err(err(d, format!("invalid return code \"{first}\""))),
-        Err(_) => {
-            if d.args.len() > 1 {
-                return Err(err(d, format!("invalid return code \"{first}\"")));
-            }
-            if !(first.starts_with("http://")
-                || first.starts_with("https://")
-                || first.starts_with("$scheme"))
-            {
-                return Err(err(d, format!("invalid return code \"{first}\"")));
-            }
-            Return {
-                code: 302,
-                text: Some(Template::compile(first).map_err(|m| err(d, m))?),
-            }
-        }
-    };
-    let slot = match s {
-        Scope::Server(srv) => &mut srv.srv_return,
-        Scope::Location(l) => &mut l.loc.ret,
-        _ => unreachable!("return is allowed in server and location"),
-    };
-    // Later `return`s can never run: nginx stops at the first.
-    if slot.is_none() {
-        *slot = Some(Arc::new(ret));
-    }
     Ok(())
 }
 

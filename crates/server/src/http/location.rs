@@ -22,6 +22,8 @@ pub enum Match {
     Regex,
     /// `location @name`: only for internal redirects.
     Named,
+    /// The pseudo-location of an `if` block (never found by a URI).
+    If,
 }
 
 /// One `location` block.
@@ -35,6 +37,10 @@ pub struct LocationConf {
     pub nested: Vec<LocationConf>,
     /// `internal`: only internal redirects may reach it.
     pub internal: bool,
+    /// Its rewrite-module directives, in order.
+    pub rewrite: Vec<super::rewrite::Code>,
+    /// Its `if` blocks (indexed by the `If` codes of `rewrite`).
+    pub if_blocks: Vec<LocationConf>,
 }
 
 impl LocationConf {
@@ -42,6 +48,9 @@ impl LocationConf {
         self.loc.merge(parent);
         for n in &mut self.nested {
             n.finish(&self.loc);
+        }
+        for b in &mut self.if_blocks {
+            b.finish(&self.loc);
         }
     }
 }
@@ -76,12 +85,15 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
         }
     };
     let regex = if kind == Match::Regex {
-        Some(
-            RegexBuilder::new(name)
-                .case_insensitive(caseless)
-                .build()
-                .map_err(|e| err(d, format!("regex \"{name}\" failed to compile: {e}")))?,
-        )
+        let re = RegexBuilder::new(name)
+            .case_insensitive(caseless)
+            .build()
+            .map_err(|e| err(d, format!("regex \"{name}\" failed to compile: {e}")))?;
+        // Named captures are variables, as with nginx's PCRE.
+        for n in re.capture_names().flatten() {
+            crate::variables::declare(n);
+        }
+        Some(re)
     } else {
         None
     };
@@ -92,6 +104,8 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
         loc: LocConf::default(),
         nested: Vec::new(),
         internal: false,
+        rewrite: Vec::new(),
+        if_blocks: Vec::new(),
     };
     let siblings = match s {
         Scope::Server(srv) => &mut srv.locations,
@@ -239,6 +253,8 @@ mod tests {
             loc: LocConf::default(),
             nested,
             internal: false,
+            rewrite: Vec::new(),
+            if_blocks: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod gzip;
 pub mod location;
 pub mod phases;
 pub mod range;
+pub mod rewrite;
 pub mod static_files;
 pub mod stub_status;
 
@@ -167,8 +168,10 @@ pub struct ServerConf {
     pub srv: SrvConf,
     pub loc: LocConf,
     pub locations: Vec<LocationConf>,
-    /// A `return` at server level (the server's rewrite phase).
-    pub srv_return: Option<Arc<directives::Return>>,
+    /// The server's rewrite-module directives, in order (run before the location is found).
+    pub rewrite: Vec<rewrite::Code>,
+    /// Its `if` blocks.
+    pub if_blocks: Vec<LocationConf>,
     /// Where the block is, for log lines.
     pub line: usize,
 }
@@ -206,7 +209,6 @@ pub struct LocConf {
     pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
     /// Not inherited (nginx's `try_files` and `return` apply where written).
     pub try_files: Option<Arc<directives::TryFiles>>,
-    pub ret: Option<Arc<directives::Return>>,
     pub error_page: Option<Arc<Vec<directives::ErrorPage>>>,
     pub add_header: Option<Arc<Vec<directives::AddHeader>>>,
     pub expires: Option<directives::Expires>,
@@ -235,6 +237,8 @@ pub struct LocConf {
     pub directio: Option<Option<u64>>,
     pub directio_alignment: Option<u64>,
     pub gzip: gzip::GzipLoc,
+    pub rewrite_log: Option<bool>,
+    pub uninitialized_variable_warn: Option<bool>,
     /// `stub_status` in this location (not inherited).
     pub stub_status: Option<bool>,
 }
@@ -353,6 +357,11 @@ impl LocConf {
         merge(&mut self.max_ranges, &parent.max_ranges);
         merge(&mut self.aio, &parent.aio);
         self.gzip.merge(&parent.gzip);
+        merge(&mut self.rewrite_log, &parent.rewrite_log);
+        merge(
+            &mut self.uninitialized_variable_warn,
+            &parent.uninitialized_variable_warn,
+        );
         merge(&mut self.aio_write, &parent.aio_write);
         merge(&mut self.aio_residency_check, &parent.aio_residency_check);
         merge(&mut self.directio, &parent.directio);
@@ -736,6 +745,9 @@ impl HttpConf {
             }
             for l in &mut srv.locations {
                 l.finish(&srv.loc);
+            }
+            for b in &mut srv.if_blocks {
+                b.finish(&srv.loc);
             }
         }
         Ok(())

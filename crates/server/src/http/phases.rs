@@ -13,6 +13,7 @@ use shoal_http::Request;
 use super::conn::ConnInfo;
 use super::directives::{expires_headers, Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
+use super::rewrite;
 use super::static_files::{self, Body, Outcome, Reply};
 use super::{LocConf, ServerConf};
 use crate::log::Level;
@@ -30,6 +31,10 @@ pub struct Processed<'a> {
     pub uri: String,
     /// `return 444`: close without answering.
     pub close: bool,
+    /// The arguments after rewrites (`$args`).
+    pub args: Option<String>,
+    /// Values of `set` variables and named captures, for the access log.
+    pub user_vars: std::collections::HashMap<String, String>,
 }
 
 /// Per-request state the phases share.
@@ -48,6 +53,15 @@ pub struct Req<'s, 'r> {
 
 impl Req<'_, '_> {
     /// Variables for the current URI and captures.
+    /// Variables with the rewrite state: the current URI and arguments, the last captures and
+    /// the declared variables' values.
+    pub fn vars_rw<'b>(&'b self, st: &'b rewrite::State, lc: &'b LocConf) -> Vars<'b> {
+        let mut v = self.vars(&st.uri, lc, &st.captures);
+        v.user = Some(&st.vars);
+        v.args = Some(st.args.as_deref());
+        v
+    }
+
     pub fn vars<'b>(
         &'b self,
         uri: &'b str,
@@ -70,6 +84,7 @@ impl Req<'_, '_> {
             captures,
             user: None,
             doc_root: Some(lc.doc_root()),
+            args: None,
         }
     }
 
@@ -79,57 +94,91 @@ impl Req<'_, '_> {
     }
 }
 
-fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Vec<Option<String>> {
-    match loc {
-        Some(l) if l.kind == Match::Regex => l
-            .regex
-            .as_ref()
-            .and_then(|re| re.captures(uri))
-            .map(|c| {
-                c.iter()
-                    .map(|m| m.map(|m| m.as_str().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    }
+/// The captures of a regex location's match (numbered, and named ones as variables).
+#[allow(clippy::type_complexity)]
+fn captures_of(
+    loc: Option<&LocationConf>,
+    uri: &str,
+) -> Option<(Vec<Option<String>>, Vec<(String, String)>)> {
+    let l = loc.filter(|l| l.kind == Match::Regex)?;
+    let re = l.regex.as_ref()?;
+    let caps = re.captures(uri)?;
+    let numbered = caps
+        .iter()
+        .map(|m| m.map(|m| m.as_str().to_string()))
+        .collect();
+    let named = re
+        .capture_names()
+        .flatten()
+        .filter_map(|n| {
+            caps.name(n)
+                .map(|m| (n.to_string(), m.as_str().to_string()))
+        })
+        .collect();
+    Some((numbered, named))
 }
 
 /// Runs the phases for one request.
 pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
     let srv = r.srv;
-    let mut uri = String::from_utf8_lossy(r.req.path()).into_owned();
+    let mut rw = rewrite::State {
+        uri: String::from_utf8_lossy(r.req.path()).into_owned(),
+        args: r
+            .req
+            .query()
+            .map(|q| String::from_utf8_lossy(q).into_owned()),
+        ..Default::default()
+    };
     let mut method_get = false;
     let mut internal = false;
     let mut named: Option<String> = None;
     let mut redirects = 0u32;
     let mut error_page_used = false;
+    // The server's rewrites run for the request and after each internal redirect, not after
+    // `rewrite ... last` or a jump to a named location (nginx's phase order).
+    let mut server_rewrites = true;
     // The status an error page answers with: `None` = the target's own.
     let mut forced_status: Option<u16> = None;
 
-    if let Some(ret) = &srv.srv_return {
-        let vars = r.vars(&uri, &srv.loc, &[]);
-        let reply = do_return(ret, &srv.loc, &vars, r);
-        return finish(r, reply, &srv.loc, uri, &[]);
-    }
-
     loop {
-        if redirects > MAX_REDIRECTS {
+        if redirects > MAX_REDIRECTS || rw.cycles > MAX_REDIRECTS {
+            let what = if rw.cycles > MAX_REDIRECTS {
+                "processing"
+            } else {
+                "internally redirecting to"
+            };
             crate::conn_log!(
                 Level::Error,
                 r.info.number,
-                "rewrite or internal redirection cycle while internally redirecting to \"{}\"{}",
-                uri,
+                "rewrite or internal redirection cycle while {what} \"{}\"{}",
+                rw.uri,
                 r.log_ctx()
             );
             return finish(
                 r,
                 static_files::error_reply(500, &srv.loc),
                 &srv.loc,
-                uri,
+                rw,
                 &[],
             );
         }
+        if server_rewrites && named.is_none() && !srv.rewrite.is_empty() {
+            let mut no_if = None;
+            let flow = rewrite::run(
+                &srv.rewrite,
+                &srv.if_blocks,
+                &mut rw,
+                &mut no_if,
+                r,
+                &srv.loc,
+                r.info.number,
+                false,
+            );
+            if let Some(reply) = flow_reply(flow, r, &srv.loc, &rw) {
+                return finish(r, reply, &srv.loc, rw, &[]);
+            }
+        }
+        server_rewrites = false;
         let loc = match named.take() {
             Some(n) => match location::find_named(&srv.locations, &n) {
                 Some(l) => Some(l),
@@ -144,15 +193,49 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         r,
                         static_files::error_reply(500, &srv.loc),
                         &srv.loc,
-                        uri,
+                        rw,
                         &[],
                     );
                 }
             },
-            None => location::find(&srv.locations, &uri),
+            None => location::find(&srv.locations, &rw.uri),
         };
-        let lc = loc.map_or(&srv.loc, |l| &l.loc);
-        let captures = captures_of(loc, &uri);
+        if let Some(caps) = captures_of(loc, &rw.uri) {
+            rw.captures = caps.0;
+            rw.vars.extend(caps.1);
+        }
+        let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
+        if let Some(l) = loc {
+            if !l.rewrite.is_empty() {
+                let mut active_if = None;
+                let flow = rewrite::run(
+                    &l.rewrite,
+                    &l.if_blocks,
+                    &mut rw,
+                    &mut active_if,
+                    r,
+                    lc,
+                    r.info.number,
+                    true,
+                );
+                if let Some(b) = active_if {
+                    lc = &b.loc;
+                }
+                match flow {
+                    rewrite::Flow::Last => {
+                        rw.cycles += 1;
+                        continue;
+                    }
+                    other => {
+                        if let Some(reply) = flow_reply(other, r, lc, &rw) {
+                            return finish(r, reply, lc, rw, &[]);
+                        }
+                    }
+                }
+            }
+        }
+        let captures = rw.captures.clone();
+        let uri = rw.uri.clone();
         let method = if method_get && r.req.method() != "HEAD" {
             "GET"
         } else {
@@ -161,22 +244,20 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
 
         let outcome = if loc.is_some_and(|l| l.internal) && !internal {
             Outcome::Reply(static_files::error_reply(404, lc))
-        } else if let Some(ret) = &lc.ret {
-            let vars = r.vars(&uri, lc, &captures);
-            Outcome::Reply(do_return(ret, lc, &vars, r))
         } else if lc.stub_status == Some(true) {
             Outcome::Reply(super::stub_status::reply(method, lc))
         } else if let Some(tf) = &lc.try_files {
-            try_files(r, tf, lc, &uri, &captures, method)
+            try_files(r, tf, lc, &rw, method)
         } else {
-            let vars = r.vars(&uri, lc, &captures);
+            let vars = r.vars_rw(&rw, lc);
             static_files::handle(r, lc, method, &uri, &vars)
         };
 
         match outcome {
             Outcome::Internal(new_uri) => {
-                uri = new_uri;
+                set_uri(&mut rw, &new_uri);
                 internal = true;
+                server_rewrites = true;
                 redirects += 1;
             }
             Outcome::Named(n) => {
@@ -192,8 +273,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         .and_then(|pages| pages.iter().find(|p| p.codes.contains(&reply.status)));
                     if let Some(page) = page {
                         error_page_used = true;
-                        let vars = r.vars(&uri, lc, &captures);
-                        let target = vars.eval(&page.target);
+                        let target = r.vars_rw(&rw, lc).eval(&page.target);
                         let code = reply.status;
                         if target.starts_with('@') || target.starts_with('/') {
                             forced_status = match page.answer {
@@ -207,7 +287,8 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                             if target.starts_with('@') {
                                 named = Some(target);
                             } else {
-                                uri = target.split('?').next().unwrap_or("").to_string();
+                                set_uri(&mut rw, &target);
+                                server_rewrites = true;
                             }
                             continue;
                         }
@@ -218,7 +299,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         };
                         let mut redirect = static_files::error_reply(status, lc);
                         redirect.location = Some(target);
-                        return finish(r, redirect, lc, uri, &captures);
+                        return finish(r, redirect, lc, rw, &captures);
                     }
                 }
                 if let Some(s) = forced_status {
@@ -232,8 +313,44 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         reply = static_files::error_reply(s, lc);
                     }
                 }
-                return finish(r, reply, lc, uri, &captures);
+                return finish(r, reply, lc, rw, &captures);
             }
+        }
+    }
+}
+
+/// An internal redirect's target: the path, and new arguments if it has a `?`.
+fn set_uri(rw: &mut rewrite::State, target: &str) {
+    match target.split_once('?') {
+        Some((p, a)) => {
+            rw.uri = p.to_string();
+            rw.args = (!a.is_empty()).then(|| a.to_string());
+        }
+        None => rw.uri = target.to_string(),
+    }
+}
+
+/// The answer a rewrite flow ends in, if it ends in one.
+fn flow_reply(
+    flow: rewrite::Flow<'_>,
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    rw: &rewrite::State,
+) -> Option<Reply> {
+    match flow {
+        rewrite::Flow::Done | rewrite::Flow::Break | rewrite::Flow::Last => None,
+        rewrite::Flow::Return(ret) => {
+            let vars = r.vars_rw(rw, lc);
+            Some(do_return(ret, lc, &vars, r))
+        }
+        rewrite::Flow::Redirect(status, url) => {
+            let mut reply = static_files::error_reply(status, lc);
+            reply.location = Some(if url.starts_with('/') {
+                static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
+            } else {
+                url
+            });
+            Some(reply)
         }
     }
 }
@@ -244,11 +361,10 @@ fn try_files(
     r: &Req<'_, '_>,
     tf: &TryFiles,
     lc: &LocConf,
-    uri: &str,
-    captures: &[Option<String>],
+    rw: &rewrite::State,
     method: &str,
 ) -> Outcome {
-    let vars = r.vars(uri, lc, captures);
+    let vars = r.vars_rw(rw, lc);
     for t in &tf.files {
         let name = vars.eval(&t.name);
         let path = lc.doc_root().map(&name, Some(&vars));
@@ -304,8 +420,8 @@ fn finish<'s>(
     r: &Req<'s, '_>,
     mut reply: Reply,
     lc: &'s LocConf,
-    uri: String,
-    captures: &[Option<String>],
+    rw: rewrite::State,
+    _captures: &[Option<String>],
 ) -> Processed<'s> {
     let close = reply.status == 444;
     if reply.status == 200 {
@@ -320,7 +436,7 @@ fn finish<'s>(
             None => {}
         }
     }
-    headers_filter(r, &mut reply, lc, &uri, captures);
+    headers_filter(r, &mut reply, lc, &rw);
     if reply.status == 200 && reply.allow_ranges {
         if let Some(content_range) = static_files::range_filter(r.req, lc, &mut reply) {
             // nginx finalizes the request with 416 from inside the filter chain: what the
@@ -332,7 +448,7 @@ fn finish<'s>(
             e.headers.push(("Content-Range", content_range));
             e.extra = std::mem::take(&mut reply.extra);
             reply = e;
-            headers_filter(r, &mut reply, lc, &uri, captures);
+            headers_filter(r, &mut reply, lc, &rw);
         }
     }
     if !matches!(reply.status, 200 | 206 | 304) {
@@ -345,20 +461,16 @@ fn finish<'s>(
     Processed {
         reply,
         lc,
-        uri,
+        uri: rw.uri,
+        args: rw.args,
+        user_vars: rw.vars,
         close,
     }
 }
 
 /// nginx's headers filter: `expires` and `add_header` for 200, 201, 204, 206, 301, 302, 303,
 /// 304, 307 and 308; `add_header ... always` for any status.
-fn headers_filter(
-    r: &Req<'_, '_>,
-    reply: &mut Reply,
-    lc: &LocConf,
-    uri: &str,
-    captures: &[Option<String>],
-) {
+fn headers_filter(r: &Req<'_, '_>, reply: &mut Reply, lc: &LocConf, rw: &rewrite::State) {
     let good = matches!(
         reply.status,
         200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
@@ -376,7 +488,7 @@ fn headers_filter(
         }
     }
     if let Some(headers) = &lc.add_header {
-        let vars = r.vars(uri, lc, captures);
+        let vars = r.vars_rw(rw, lc);
         for h in headers.iter() {
             if good || h.always {
                 let v = vars.eval(&h.value);
