@@ -184,7 +184,6 @@ fn alias_in_a_regex_location_with_captures() {
 // shoal refuses `$name` from a named capture (`unknown "name" variable`): named captures are
 // not variables yet (variables.rs).
 #[test]
-#[ignore = "named regex captures are not variables in shoal yet"]
 fn alias_with_named_captures() {
     let p = Pair::new("location ~ ^/d/(?<name>[a-z]+)/(.*)$ { alias {HTML}/$name/$2; }");
     p.get("/d/dir/b.txt", "");
@@ -779,10 +778,8 @@ fn post_to_a_static_file() {
 }
 
 // nginx answers a 413 and then goes on discarding the announced body, the connection open
-// (no FIN) until `lingering_timeout` passes without input; shoal sends its FIN at once (the
-// lingering close in conn.rs shuts down writing first).
+// (no FIN) until `lingering_timeout` passes without input.
 #[test]
-#[ignore = "shoal half-closes at once after a 413; nginx keeps discarding the body first"]
 fn discarding_a_body_keeps_the_connection_open() {
     let p = Pair::new("");
     p.check_open(b"POST /a.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2000000\r\n\r\n");

@@ -189,6 +189,9 @@ impl Request {
 pub struct HeadParser {
     limits: Limits,
     scanner: Scanner,
+    /// The head of the last request refused by [`HeadParser::parse`] after it was cut from
+    /// the buffer (for the access log's request line).
+    failed: Option<Bytes>,
 }
 
 impl HeadParser {
@@ -197,6 +200,7 @@ impl HeadParser {
         HeadParser {
             limits,
             scanner: Scanner::default(),
+            failed: None,
         }
     }
 
@@ -219,7 +223,19 @@ impl HeadParser {
             return Ok(None);
         };
         let head = buf.split_to(end.len).freeze();
-        parse_head(head, end.header_lines, &self.limits).map(Some)
+        match parse_head(head.clone(), end.header_lines, &self.limits) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => {
+                self.failed = Some(head);
+                Err(e)
+            }
+        }
+    }
+
+    /// The head [`HeadParser::parse`] last refused after taking it off the buffer; `None` if the
+    /// error came before that (the bytes are then still in the buffer).
+    pub fn failed_head(&self) -> Option<&Bytes> {
+        self.failed.as_ref()
     }
 
     /// Like [`HeadParser::parse`] for a borrowed buffer: nothing is removed from `buf`; the

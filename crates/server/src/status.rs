@@ -93,6 +93,11 @@ impl ConnState {
         ConnState(State::Waiting)
     }
 
+    /// Where the connection is.
+    pub fn get(&self) -> State {
+        self.0
+    }
+
     /// Moves the connection to `to`.
     pub fn set(&mut self, to: State) {
         if self.0 != to {

@@ -307,6 +307,8 @@ pub struct Vars<'a> {
     pub doc_root: Option<&'a crate::http::DocRoot>,
     /// The arguments after rewrites (`Some(None)`: none); `None`: the request's own.
     pub args: Option<Option<&'a str>>,
+    /// The request line of a request refused before it was parsed (`$request` in the log).
+    pub request_line: Option<&'a str>,
 }
 
 impl Vars<'_> {
@@ -376,6 +378,9 @@ impl Vars<'_> {
             },
             Var::Scheme => out.push_str("http"),
             Var::Request => match req {
+                None if self.request_line.is_some() => {
+                    out.push_str(self.request_line.unwrap_or_default());
+                }
                 Some(r) => {
                     let _ = write!(
                         out,

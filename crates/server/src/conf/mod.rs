@@ -323,12 +323,9 @@ pub fn duplicate(d: &Directive) -> Error {
     directive_err(d, "is duplicate")
 }
 
-/// `invalid value "V" in "NAME" directive` (nginx's wording for enumerated values).
+/// `invalid value "V"` (nginx's wording for enumerated values, `ngx_conf_set_enum_slot`).
 pub fn invalid_value(d: &Directive, v: &str) -> Error {
-    err(
-        d,
-        format!("invalid value \"{v}\" in \"{}\" directive", d.name),
-    )
+    err(d, format!("invalid value \"{v}\""))
 }
 
 /// Sets an unset field, or fails with `is duplicate` as nginx's slot setters do.

@@ -161,6 +161,7 @@ pub async fn serve(
         closing_after_request: false,
         state: crate::status::ConnState::accepted(),
         unread_input: false,
+        unread_body: false,
     };
     match conn.run().await {
         Ok(()) => conn.close().await,
@@ -229,6 +230,9 @@ struct Conn {
     closing_after_request: bool,
     /// This connection's place in `stub_status`.
     state: crate::status::ConnState,
+    /// The unread input is a refused request body: nginx goes on discarding it without a
+    /// FIN until `lingering_timeout` passes with nothing read.
+    unread_body: bool,
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
     unread_input: bool,
@@ -260,6 +264,8 @@ impl CloseRules {
 enum ReadEnd {
     /// A new configuration arrived while the connection was idle: look again.
     Reloaded,
+    /// The client closed in the middle of a head: logged as a 400, nothing sent.
+    Abandoned,
     /// The client closed, or a graceful stop closed an idle connection: close quietly.
     Closed,
     /// `client_header_timeout` ran out mid-head.
@@ -287,6 +293,11 @@ impl Conn {
             let req = match self.read_head(&mut parser, default_srv).await? {
                 Ok(r) => r,
                 Err(ReadEnd::Reloaded) => continue,
+                Err(ReadEnd::Abandoned) => {
+                    let line = request_line(&self.buf, true);
+                    self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
+                    return Ok(());
+                }
                 Err(ReadEnd::Closed) | Err(ReadEnd::Idle) => {
                     self.flush().await?;
                     return Ok(());
@@ -304,7 +315,9 @@ impl Conn {
                         return Ok(());
                     }
                     self.unread_input = true;
-                    self.error_and_close(408, default_srv).await?;
+                    let line = request_line(&self.buf, true);
+                    self.error_and_close(408, default_srv, line.as_deref())
+                        .await?;
                     return Ok(());
                 }
             };
@@ -312,6 +325,10 @@ impl Conn {
                 Ok(r) => r,
                 Err(e) => {
                     self.unread_input = true;
+                    let line = request_line(
+                        parser.failed_head().map_or(&self.buf[..], |h| &h[..]),
+                        false,
+                    );
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,
@@ -320,7 +337,8 @@ impl Conn {
                         self.info.client(),
                         default_srv.name()
                     );
-                    self.error_and_close(e.code(), default_srv).await?;
+                    self.error_and_close(e.code(), default_srv, line.as_deref())
+                        .await?;
                     return Ok(());
                 }
             };
@@ -389,11 +407,14 @@ impl Conn {
         let mut header_deadline: Option<Instant> = None;
         loop {
             if !self.buf.is_empty() {
+                if self.state.get() != State::Reading {
+                    // nginx counts a request when its first byte arrives.
+                    crate::status::request();
+                }
                 self.state.set(State::Reading);
                 match parser.parse(&mut self.buf) {
                     Ok(Some(req)) => {
                         self.state.set(State::Writing);
-                        crate::status::request();
                         return Ok(Ok(Ok(req)));
                     }
                     Ok(None) => {}
@@ -438,6 +459,7 @@ impl Conn {
                         "client prematurely closed connection while reading client request headers, client: {}",
                         self.info.client()
                     );
+                    return Ok(Err(ReadEnd::Abandoned));
                 }
                 return Ok(Err(ReadEnd::Closed));
             }
@@ -504,6 +526,7 @@ impl Conn {
         self.rules = CloseRules::of(lc);
         if too_large {
             self.unread_input = true;
+            self.unread_body = true;
         }
         if close {
             // `return 444`: close without a word (a reset with `reset_timedout_connection`);
@@ -544,11 +567,6 @@ impl Conn {
             keep = false;
         }
         let logs = !lc.access_logs().is_empty();
-        let sent_headers = if logs {
-            reply.header_list()
-        } else {
-            Vec::new()
-        };
         // `aio threads`: the request's pool. A small body is read through it before the head
         // goes out, so a full queue can still be answered with 503 (nginx's behaviour).
         let mut reply = reply;
@@ -584,6 +602,20 @@ impl Conn {
             }
         }
         let gzip = gzip_filter(&mut reply, req, lc);
+        let sent_headers = if logs {
+            let mut h = reply.header_list();
+            if gzip.is_some() {
+                h.retain(|(n, _)| n != "content-length");
+            }
+            if lc.gzip.vary.unwrap_or(false) {
+                // nginx writes the gzip `Vary` from a flag in its header filter: it is not a
+                // header `$sent_http_vary` can see.
+                h.retain(|(n, v)| !(n == "vary" && v == "Accept-Encoding"));
+            }
+            h
+        } else {
+            Vec::new()
+        };
         if gzip.is_some() && req.version() == shoal_http::Version::Http10 {
             // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
             keep = false;
@@ -655,6 +687,7 @@ impl Conn {
             user: None,
             doc_root: None,
             args: None,
+            request_line: None,
         };
         super::access_log::log_request(logs, &vars);
     }
@@ -692,8 +725,13 @@ impl Conn {
     }
 
     /// Answers a request that could not be read (400, 408, 414, ...) and closes; it is
-    /// logged with `$request` empty (`"-"`), as nginx logs it.
-    async fn error_and_close(&mut self, code: u16, srv: &ServerConf) -> std::io::Result<()> {
+    /// logged with the request line read so far, as nginx logs it.
+    async fn error_and_close(
+        &mut self,
+        code: u16,
+        srv: &ServerConf,
+        line: Option<&str>,
+    ) -> std::io::Result<()> {
         let start = Instant::now();
         let lc = &srv.loc;
         let reply = static_files::error_reply(code, lc);
@@ -702,35 +740,50 @@ impl Conn {
             .write_reply_head_and_body(None, reply, lc, false)
             .await?;
         self.flush().await?;
-        let logs = lc.access_logs();
-        if !logs.is_empty() {
-            let sent = Sent {
-                status,
-                body_bytes: body_len,
-                bytes: head_len + body_len,
-                headers: Vec::new(),
-            };
-            let vars = Vars {
-                req: None,
-                uri: None,
-                peer: self.info.peer,
-                local: self.info.local,
-                server_name: srv.name(),
-                document_root: None,
-                request_filename: None,
-                connection: self.info.number,
-                connection_requests: self.requests + 1,
-                start,
-                request_length: 0,
-                sent: Some(&sent),
-                captures: &[],
-                user: None,
-                doc_root: None,
-                args: None,
-            };
-            super::access_log::log_request(logs, &vars);
-        }
+        self.log_refused(srv, status, head_len, body_len, line, start);
         Ok(())
+    }
+
+    /// The access log line of a request refused before it was parsed.
+    fn log_refused(
+        &self,
+        srv: &ServerConf,
+        status: u16,
+        head_len: u64,
+        body_len: u64,
+        line: Option<&str>,
+        start: Instant,
+    ) {
+        let logs = srv.loc.access_logs();
+        if logs.is_empty() {
+            return;
+        }
+        let sent = Sent {
+            status,
+            body_bytes: body_len,
+            bytes: head_len + body_len,
+            headers: Vec::new(),
+        };
+        let vars = Vars {
+            req: None,
+            uri: None,
+            peer: self.info.peer,
+            local: self.info.local,
+            server_name: srv.name(),
+            document_root: None,
+            request_filename: None,
+            connection: self.info.number,
+            connection_requests: self.requests + 1,
+            start,
+            request_length: 0,
+            sent: Some(&sent),
+            captures: &[],
+            user: None,
+            doc_root: None,
+            args: None,
+            request_line: line,
+        };
+        super::access_log::log_request(logs, &vars);
     }
 
     async fn send(
@@ -839,21 +892,24 @@ impl Conn {
         total += self.emit(&out, chunked);
         if chunked {
             self.out.extend_from_slice(shoal_http::response::LAST_CHUNK);
+            total += shoal_http::response::LAST_CHUNK.len() as u64;
         }
         Ok(total)
     }
 
-    /// Appends compressed bytes to the output, framed as a chunk when `chunked`.
+    /// Appends compressed bytes to the output, framed as a chunk when `chunked`. Returns the
+    /// bytes added, framing included (what `$body_bytes_sent` counts, as nginx).
     fn emit(&mut self, data: &[u8], chunked: bool) -> u64 {
         if data.is_empty() {
             return 0;
         }
+        let before = self.out.len();
         if chunked {
             shoal_http::response::write_chunk(&mut self.out, data);
         } else {
             self.out.extend_from_slice(data);
         }
-        data.len() as u64
+        (self.out.len() - before) as u64
     }
 
     /// Logs a pool overflow as nginx does (`thread pool "NAME" queue overflow: N tasks
@@ -892,6 +948,8 @@ impl Conn {
             date: Some(&date),
             content_type: reply.content_type.as_deref().map(str::as_bytes),
             length: match (length, self.gzip, http10) {
+                // A compressed HEAD answer says neither (nginx skips its chunked filter).
+                (_, Some(_), _) if head_only => BodyLength::Unknown,
                 (_, Some(_), false) => BodyLength::Chunked,
                 (_, Some(_), true) => BodyLength::Unknown,
                 (Some(n), None, _) => BodyLength::Length(n),
@@ -1117,8 +1175,10 @@ impl Conn {
         if !linger {
             return;
         }
-        if let Stream::Tcp(s) = &self.stream {
-            let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
+        if !self.unread_body {
+            if let Stream::Tcp(s) = &self.stream {
+                let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
+            }
         }
         let deadline = Instant::now() + self.rules.lingering_time;
         let mut sink = BytesMut::with_capacity(READ_CHUNK);
@@ -1170,16 +1230,19 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
             })
     };
     let cache_control = find("cache-control");
+    let expires = find("expires");
     let facts = super::gzip::ResponseFacts {
         status: reply.status,
         content_type: reply.content_type.as_deref(),
         content_length: reply.body.length(),
         already_encoded: find("content-encoding").is_some_and(|v| !v.is_empty()),
         head_only: req.method() == "HEAD",
-        has_last_modified: reply.last_modified.is_some(),
+        // A static file's time is not a Last-Modified header yet when nginx's gzip filter
+        // looks (it is written by the header filter, later); only a proxied one would be.
+        has_last_modified: false,
         has_etag: find("etag").is_some(),
         cache_control: cache_control.as_deref(),
-        has_expires: find("expires").is_some(),
+        expires: expires.as_deref(),
     };
     let (compress, vary) = super::gzip::decide(&lc.gzip, req, &facts);
     if vary {
@@ -1196,6 +1259,20 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
     }
     reply.headers.push(("Content-Encoding", "gzip".into()));
     Some(lc.gzip.level())
+}
+
+/// The request line at the start of `head` (without CR LF), for the access log; with
+/// `complete`, only a line that ended.
+fn request_line(head: &[u8], complete: bool) -> Option<String> {
+    let end = match memchr::memchr(b'\n', head) {
+        Some(e) => e,
+        None if complete || head.is_empty() => return None,
+        None => head.len(),
+    };
+    let line = head[..end.min(8192)]
+        .strip_suffix(b"\r")
+        .unwrap_or(&head[..end.min(8192)]);
+    Some(String::from_utf8_lossy(line).into_owned())
 }
 
 fn is_overflow(e: &std::io::Error) -> bool {

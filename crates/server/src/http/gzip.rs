@@ -242,19 +242,24 @@ fn set_gzip_static(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
     set_once(&mut gz(s).static_, v, d)
 }
 
-/// Whether the client accepts gzip: a `gzip` token in Accept-Encoding with a q-value that is
-/// not zero (nginx's `ngx_http_gzip_accept_encoding`).
+/// Whether the client accepts gzip, as nginx reads Accept-Encoding: a `gzip` token (not
+/// `x-gzip`) whose q-value, if any (`q=` or `Q=`), is not zero.
 pub fn accepts_gzip(req: &Request) -> bool {
     req.header_all("accept-encoding").any(|v| {
         String::from_utf8_lossy(v).split(',').any(|item| {
             let mut parts = item.split(';');
             let coding = parts.next().unwrap_or("").trim();
-            if !coding.eq_ignore_ascii_case("gzip") && !coding.eq_ignore_ascii_case("x-gzip") {
+            if !coding.eq_ignore_ascii_case("gzip") {
                 return false;
             }
             for p in parts {
-                if let Some(q) = p.trim().strip_prefix("q=") {
-                    return q.trim().parse::<f32>().map(|q| q > 0.0).unwrap_or(false);
+                let p = p.trim();
+                if p.len() >= 2 && p[..2].eq_ignore_ascii_case("q=") {
+                    return p[2..]
+                        .trim()
+                        .parse::<f32>()
+                        .map(|q| q > 0.0)
+                        .unwrap_or(false);
                 }
             }
             true
@@ -263,15 +268,23 @@ pub fn accepts_gzip(req: &Request) -> bool {
 }
 
 fn msie6(ua: &str) -> bool {
-    // nginx's `msie6`: "MSIE 4." to "MSIE 6." without "SV1" in the rest of the string.
-    if let Some(p) = ua.find("MSIE ") {
-        let rest = &ua[p + 5..];
-        let major = rest.as_bytes().first().copied();
-        if matches!(major, Some(b'4'..=b'6')) && rest.as_bytes().get(1) == Some(&b'.') {
-            return !rest.contains("SV1");
-        }
+    // nginx's `msie6` (ngx_http_process_user_agent): "MSIE 4." and "MSIE 5." always, "MSIE 6."
+    // unless "SV1" follows; never for Opera, which claims to be MSIE.
+    if ua.contains("Opera") {
+        return false;
     }
-    false
+    let Some(p) = ua.find("MSIE ") else {
+        return false;
+    };
+    let b = ua.as_bytes();
+    if p + 7 >= b.len() || b[p + 6] != b'.' {
+        return false;
+    }
+    match b[p + 5] {
+        b'4' | b'5' => true,
+        b'6' => !ua[p + 8..].contains("SV1"),
+        _ => false,
+    }
 }
 
 /// What the response offers to the decision.
@@ -285,7 +298,7 @@ pub struct ResponseFacts<'a> {
     pub has_etag: bool,
     /// `Cache-Control` and `Expires` of the response (for `gzip_proxied`).
     pub cache_control: Option<&'a str>,
-    pub has_expires: bool,
+    pub expires: Option<&'a str>,
 }
 
 /// The decision: `(compress, add Vary: Accept-Encoding)`.
@@ -297,7 +310,6 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
             .content_length
             .is_some_and(|n| n < g.min_length.unwrap_or(20))
         || !resp.content_type.is_some_and(|t| g.type_ok(t))
-        || resp.head_only
     {
         return (false, false);
     }
@@ -328,37 +340,43 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
     (true, vary)
 }
 
+/// `gzip_proxied` for a request that came through a proxy (it has `Via`), in nginx's order:
+/// `any`; `auth` with an Authorization header; then an `Expires` header alone decides (only
+/// `expired` with a date already past compresses); then a `Cache-Control` header alone decides
+/// (`no-cache`, `no-store`, `private`); then `no_last_modified` / `no_etag` can only refuse.
 fn proxied_ok(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> bool {
     let p = g.proxied.unwrap_or_default();
-    if p.any {
-        return true;
-    }
     if p == Proxied::default() {
         return false;
+    }
+    if p.any {
+        return true;
     }
     if p.auth && req.header("authorization").is_some() {
         return true;
     }
-    let cc = resp.cache_control.unwrap_or("").to_ascii_lowercase();
-    if p.expired && resp.has_expires {
-        return true;
+    if let Some(e) = resp.expires {
+        if !p.expired {
+            return false;
+        }
+        let Some(at) = shoal_http::date::parse(e.as_bytes()) else {
+            return false;
+        };
+        return at < std::time::SystemTime::now();
     }
-    if p.no_cache && cc.contains("no-cache") {
-        return true;
+    if let Some(cc) = resp.cache_control {
+        let has = |token: &str| cc.split(',').any(|t| t.trim().eq_ignore_ascii_case(token));
+        return (p.no_cache && has("no-cache"))
+            || (p.no_store && has("no-store"))
+            || (p.private && has("private"));
     }
-    if p.no_store && cc.contains("no-store") {
-        return true;
+    if p.no_last_modified && resp.has_last_modified {
+        return false;
     }
-    if p.private && cc.contains("private") {
-        return true;
+    if p.no_etag && resp.has_etag {
+        return false;
     }
-    if p.no_last_modified && !resp.has_last_modified {
-        return true;
-    }
-    if p.no_etag && !resp.has_etag {
-        return true;
-    }
-    false
+    true
 }
 
 /// A streaming compressor: feed body bytes, take compressed output as it is produced.
@@ -446,7 +464,7 @@ pub fn would_compress(g: &GzipLoc, req: &Request, content_type: &str, size: u64)
         has_last_modified: true,
         has_etag: true,
         cache_control: None,
-        has_expires: false,
+        expires: None,
     };
     decide(g, req, &facts).0
 }

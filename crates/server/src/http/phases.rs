@@ -85,6 +85,7 @@ impl Req<'_, '_> {
             user: None,
             doc_root: Some(lc.doc_root()),
             args: None,
+            request_line: None,
         }
     }
 
@@ -141,6 +142,9 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
     let mut forced_status: Option<u16> = None;
 
     loop {
+        // An answer the server's rewrites came to (`return`, a redirect): it meets the
+        // server's `error_page`s like any other.
+        let mut srv_reply: Option<Reply> = None;
         if redirects > MAX_REDIRECTS || rw.cycles > MAX_REDIRECTS {
             let what = if rw.cycles > MAX_REDIRECTS {
                 "processing"
@@ -175,37 +179,43 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                 false,
             );
             if let Some(reply) = flow_reply(flow, r, &srv.loc, &rw) {
-                return finish(r, reply, &srv.loc, rw, &[]);
+                srv_reply = Some(reply);
             }
         }
         server_rewrites = false;
-        let loc = match named.take() {
-            Some(n) => match location::find_named(&srv.locations, &n) {
-                Some(l) => Some(l),
-                None => {
-                    crate::conn_log!(
-                        Level::Error,
-                        r.info.number,
-                        "could not find named location \"{n}\"{}",
-                        r.log_ctx()
-                    );
-                    return finish(
-                        r,
-                        static_files::error_reply(500, &srv.loc),
-                        &srv.loc,
-                        rw,
-                        &[],
-                    );
-                }
-            },
-            None => location::find(&srv.locations, &rw.uri),
+        let loc = if srv_reply.is_some() {
+            None
+        } else {
+            match named.take() {
+                Some(n) => match location::find_named(&srv.locations, &n) {
+                    Some(l) => Some(l),
+                    None => {
+                        crate::conn_log!(
+                            Level::Error,
+                            r.info.number,
+                            "could not find named location \"{n}\"{}",
+                            r.log_ctx()
+                        );
+                        return finish(
+                            r,
+                            static_files::error_reply(500, &srv.loc),
+                            &srv.loc,
+                            rw,
+                            &[],
+                        );
+                    }
+                },
+                None => location::find(&srv.locations, &rw.uri),
+            }
         };
         if let Some(caps) = captures_of(loc, &rw.uri) {
             rw.captures = caps.0;
             rw.vars.extend(caps.1);
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
-        if let Some(l) = loc {
+        let mut rewrite_reply = srv_reply;
+        let refused = loc.is_some_and(|l| l.internal) && !internal;
+        if let Some(l) = loc.filter(|_| !refused) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
                 let flow = rewrite::run(
@@ -226,11 +236,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         rw.cycles += 1;
                         continue;
                     }
-                    other => {
-                        if let Some(reply) = flow_reply(other, r, lc, &rw) {
-                            return finish(r, reply, lc, rw, &[]);
-                        }
-                    }
+                    other => rewrite_reply = flow_reply(other, r, lc, &rw),
                 }
             }
         }
@@ -242,7 +248,9 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
             r.req.method()
         };
 
-        let outcome = if loc.is_some_and(|l| l.internal) && !internal {
+        let outcome = if let Some(reply) = rewrite_reply {
+            Outcome::Reply(reply)
+        } else if refused {
             Outcome::Reply(static_files::error_reply(404, lc))
         } else if lc.stub_status == Some(true) {
             Outcome::Reply(super::stub_status::reply(method, lc))

@@ -301,17 +301,27 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         );
         return error_reply(403, lc);
     }
-    // `gzip_static`: a precompressed FILE.gz goes out as it is, with Content-Encoding: gzip.
+    // `gzip_static`: a precompressed FILE.gz goes out as it is, with Content-Encoding: gzip
+    // and without ranges. A client that does not take it still learns, with `gzip_vary on`,
+    // that the answer varies (nginx's gzip_static handler does both).
     let mut precompressed = false;
-    let opened = if super::gzip::static_wanted(&lc.gzip, r.req) {
+    let mut vary_for_static = false;
+    let opened = if lc.gzip.static_mode() != super::gzip::GzipStatic::Off {
         let mut gz = full.clone().into_os_string();
         gz.push(".gz");
-        match File::open(&gz) {
-            Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => {
+        let gz_file = File::open(&gz)
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+        match gz_file {
+            Some(f) if super::gzip::static_wanted(&lc.gzip, r.req) => {
                 precompressed = true;
                 Ok(f)
             }
-            _ => File::open(&full),
+            Some(_) => {
+                vary_for_static = lc.gzip.vary.unwrap_or(false);
+                File::open(&full)
+            }
+            None => File::open(&full),
         }
     } else {
         File::open(&full)
@@ -381,9 +391,9 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     }
     if precompressed {
         reply.headers.push(("Content-Encoding", "gzip".into()));
-        if lc.gzip.vary.unwrap_or(false) {
-            reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
-        }
+    }
+    if (precompressed || vary_for_static) && lc.gzip.vary.unwrap_or(false) {
+        reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
     }
     reply.content_type = Some(content_type);
     reply.body = Body::File {
@@ -392,8 +402,9 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         len: size,
     };
     // The 304/412 and 206/416 decisions are the header filters' (`phases::finish`), made on
-    // this 200 in nginx's order, whatever produced it (an `error_page ... =200` too).
-    reply.allow_ranges = true;
+    // this 200 in nginx's order, whatever produced it (an `error_page ... =200` too). The
+    // gzip_static answer takes no ranges (nginx's handler does not allow them).
+    reply.allow_ranges = !precompressed;
     reply
 }
 
@@ -405,11 +416,8 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         return None;
     };
     let content_type = reply.content_type.clone().unwrap_or_default();
-    // A compressed answer has no length to take ranges of: nginx's gzip filter runs first
-    // (a precompressed `gzip_static` file is not compressed again, and takes ranges).
-    let precompressed = reply.headers.iter().any(|(n, _)| *n == "Content-Encoding");
-    if lc.max_ranges() == Some(0)
-        || (!precompressed && super::gzip::would_compress(&lc.gzip, req, &content_type, size))
+    // A compressed answer has no length to take ranges of: nginx's gzip filter runs first.
+    if lc.max_ranges() == Some(0) || super::gzip::would_compress(&lc.gzip, req, &content_type, size)
     {
         return None;
     }
