@@ -196,6 +196,36 @@ fn hot_file_answers_while_every_pool_thread_blocks_on_cold_sendfile() {
     hot_file_while_pool_blocked("on");
 }
 
+/// With the residency check, a cold file's ranges go to the pool and only what the page cache
+/// holds is sent inline: the worker itself must never wait for the disk while cold files are
+/// sent (sampled for 5 s: never in `D` with a page-cache wait in its kernel stack).
+#[test]
+#[ignore = "shoal bug: residency::by_cachestat counts pages whose read is still in flight \
+            (readahead started by the pool's sendfile) as resident, so the next chunk is sent \
+            inline and the worker waits on the disk; run with --ignored once fixed"]
+fn worker_never_waits_on_the_disk_during_cold_sendfile() {
+    let sc = slow_scene(
+        "thread_pool slow threads=2;",
+        "aio threads=slow;\nsendfile on;\nsendfile_max_chunk 512k;",
+    );
+    let _cold = request_cold(sc.port);
+    wait_blocked(sc.shoal.pid, "shoal-pool-slow", 2, Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        for t in threads_named(sc.shoal.pid, "shoal-worker") {
+            if t.state != 'D' {
+                continue;
+            }
+            let stack = aio_support::kernel_stack(sc.shoal.pid, t.tid);
+            assert!(
+                !stack.contains("filemap") && !stack.contains("folio_wait"),
+                "the worker waits for the disk itself during a cold sendfile:\n{stack}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// `aio_residency_check off` (nginx's way: every read posted) queues the hot read behind the
 /// cold ones: no answer while they block, the answer as soon as the disk is fast again.
 #[test]

@@ -381,6 +381,11 @@ pub fn threads_named(pid: i32, prefix: &str) -> Vec<ThreadInfo> {
         .collect()
 }
 
+/// The kernel stack of thread `tid` of `pid` (root only), for a message.
+pub fn kernel_stack(pid: i32, tid: i32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).unwrap_or_default()
+}
+
 /// Waits (at most `limit`) until every one of `count` threads named `prefix*` is blocked in the
 /// kernel (`D`) at the same moment; panics with their states otherwise.
 pub fn wait_blocked(pid: i32, prefix: &str, count: usize, limit: Duration) {
