@@ -59,6 +59,7 @@ impl Req<'_, '_> {
         let mut v = self.vars(&st.uri, lc, &st.captures);
         v.user = Some(&st.vars);
         v.args = Some(st.args.as_deref());
+        v.sent = st.err_status.as_ref();
         v
     }
 
@@ -128,6 +129,11 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
             .req
             .query()
             .map(|q| String::from_utf8_lossy(q).into_owned()),
+        quoted_uri: {
+            let target = r.req.uri();
+            let path = target.split(|&c| c == b'?').next().unwrap_or_default();
+            path.iter().any(|&c| c == b'%' || c == b'+')
+        },
         ..Default::default()
     };
     let mut method_get = false;
@@ -145,8 +151,11 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
         // An answer the server's rewrites came to (`return`, a redirect): it meets the
         // server's `error_page`s like any other.
         let mut srv_reply: Option<Reply> = None;
-        if redirects > MAX_REDIRECTS || rw.cycles > MAX_REDIRECTS {
-            let what = if rw.cycles > MAX_REDIRECTS {
+        // The answer was sent as it is (`return` with a text): `error_page` does not apply.
+        let mut sent = false;
+        // URI changes by rewrites and internal redirects share one budget, as in nginx.
+        if redirects + rw.cycles > MAX_REDIRECTS {
+            let what = if rw.cycles > redirects {
                 "processing"
             } else {
                 "internally redirecting to"
@@ -178,9 +187,12 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                 r.info.number,
                 false,
             );
-            if let Some(reply) = flow_reply(flow, r, &srv.loc, &rw) {
+            if let Some((reply, as_is)) = flow_reply(flow, r, &srv.loc, &rw) {
                 srv_reply = Some(reply);
+                sent = as_is;
             }
+            // The location is searched next anyway.
+            rw.uri_changed = false;
         }
         server_rewrites = false;
         let loc = if srv_reply.is_some() {
@@ -214,7 +226,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
         let mut rewrite_reply = srv_reply;
-        let refused = loc.is_some_and(|l| l.internal) && !internal;
+        let refused = loc.is_some_and(|l| l.internal) && !internal && !rw.internal;
         if let Some(l) = loc.filter(|_| !refused) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
@@ -232,11 +244,18 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                     lc = &b.loc;
                 }
                 match flow {
-                    rewrite::Flow::Last => {
+                    // A rewrite without a flag changed the URI: searched again too.
+                    rewrite::Flow::Last | rewrite::Flow::Done if rw.uri_changed => {
+                        rw.uri_changed = false;
                         rw.cycles += 1;
                         continue;
                     }
-                    other => rewrite_reply = flow_reply(other, r, lc, &rw),
+                    other => {
+                        if let Some((reply, as_is)) = flow_reply(other, r, lc, &rw) {
+                            rewrite_reply = Some(reply);
+                            sent = as_is;
+                        }
+                    }
                 }
             }
         }
@@ -248,13 +267,24 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
             r.req.method()
         };
 
+        let mut from_try_files = false;
         let outcome = if let Some(reply) = rewrite_reply {
             Outcome::Reply(reply)
         } else if refused {
             Outcome::Reply(static_files::error_reply(404, lc))
         } else if lc.stub_status == Some(true) {
             Outcome::Reply(super::stub_status::reply(method, lc))
+        } else if rw.rewritten_break && lc.doc_root().alias {
+            crate::conn_log!(
+                Level::Alert,
+                r.info.number,
+                "\"alias\" cannot be used in location \"{}\" where URI was rewritten{}",
+                loc.map_or("", |l| l.name.as_str()),
+                r.log_ctx()
+            );
+            Outcome::Reply(static_files::error_reply(500, lc))
         } else if let Some(tf) = &lc.try_files {
+            from_try_files = true;
             try_files(r, tf, lc, &rw, method)
         } else {
             let vars = r.vars_rw(&rw, lc);
@@ -263,7 +293,13 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
 
         match outcome {
             Outcome::Internal(new_uri) => {
-                set_uri(&mut rw, &new_uri);
+                if from_try_files {
+                    set_uri(&mut rw, &new_uri);
+                } else {
+                    // The index module's redirect keeps the arguments.
+                    rw.uri = new_uri;
+                }
+                rw.rewritten_break = false;
                 internal = true;
                 server_rewrites = true;
                 redirects += 1;
@@ -274,7 +310,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                 redirects += 1;
             }
             Outcome::Reply(mut reply) => {
-                if reply.status >= 300 && !error_page_used {
+                if reply.status >= 300 && !error_page_used && !sent {
                     let page = lc
                         .error_page
                         .as_deref()
@@ -289,6 +325,10 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                                 Some(None) => None,
                                 Some(Some(c)) => Some(c),
                             };
+                            rw.err_status = forced_status.map(|status| crate::variables::Sent {
+                                status,
+                                ..Default::default()
+                            });
                             method_get = true;
                             internal = true;
                             redirects += 1;
@@ -296,6 +336,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                                 named = Some(target);
                             } else {
                                 set_uri(&mut rw, &target);
+                                rw.rewritten_break = false;
                                 server_rewrites = true;
                             }
                             continue;
@@ -327,24 +368,29 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
     }
 }
 
-/// An internal redirect's target: the path, and new arguments if it has a `?`.
+/// An internal redirect's target (`error_page`, `try_files`): the path, and the arguments
+/// after its `?`, none without one (nginx's `ngx_http_split_args`).
 fn set_uri(rw: &mut rewrite::State, target: &str) {
     match target.split_once('?') {
         Some((p, a)) => {
             rw.uri = p.to_string();
             rw.args = (!a.is_empty()).then(|| a.to_string());
         }
-        None => rw.uri = target.to_string(),
+        None => {
+            rw.uri = target.to_string();
+            rw.args = None;
+        }
     }
 }
 
-/// The answer a rewrite flow ends in, if it ends in one.
+/// The answer a rewrite flow ends in, if it ends in one, and whether it is sent as it is
+/// (not an error status that `error_page` may take over).
 fn flow_reply(
     flow: rewrite::Flow<'_>,
     r: &Req<'_, '_>,
     lc: &LocConf,
     rw: &rewrite::State,
-) -> Option<Reply> {
+) -> Option<(Reply, bool)> {
     match flow {
         rewrite::Flow::Done | rewrite::Flow::Break | rewrite::Flow::Last => None,
         rewrite::Flow::Return(ret) => {
@@ -358,8 +404,9 @@ fn flow_reply(
             } else {
                 url
             });
-            Some(reply)
+            Some((reply, false))
         }
+        rewrite::Flow::Empty => Some((static_files::error_reply(500, lc), false)),
     }
 }
 
@@ -387,35 +434,35 @@ fn try_files(
     match &tf.fallback {
         TryFallback::Code(c) => Outcome::Reply(static_files::error_reply(*c, lc)),
         TryFallback::Named(n) => Outcome::Named(n.clone()),
-        TryFallback::Uri(t) => {
-            let u = vars.eval(t);
-            Outcome::Internal(u.split('?').next().unwrap_or("").to_string())
-        }
+        TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
     }
 }
 
-/// `return`: a redirect for 301/302/303/307/308, a text body, or nginx's page for the code.
-/// A text (even an empty one, `return 200;`) is typed by the URI's extension, as any answer
-/// nginx sends with `ngx_http_send_response`.
-fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> Reply {
-    let text = ret.text.as_ref().map(|t| vars.eval(t));
-    match (ret.code, text) {
-        (301 | 302 | 303 | 307 | 308, Some(url)) => {
+/// `return`, as nginx's `ngx_http_script_return_code`: 301/302/303/307/308 answer nginx's
+/// page with the text as `Location` (empty without one); a code of 400 or more without a text
+/// (or with a literal empty one) answers nginx's page, which `error_page` may take over; any
+/// other is sent as it is with the text as body (`ngx_http_send_response`: typed by the URI's
+/// extension), and `error_page` does not apply. Returns the reply and whether it is sent so.
+fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (Reply, bool) {
+    let no_text = ret.text.as_ref().is_none_or(|t| t.pieces.is_empty());
+    let text = ret.text.as_ref().map(|t| vars.eval(t)).unwrap_or_default();
+    match ret.code {
+        301 | 302 | 303 | 307 | 308 => {
             let mut reply = static_files::error_reply(ret.code, lc);
-            reply.location = Some(if url.starts_with('/') {
-                static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
+            reply.location = Some(if text.starts_with('/') {
+                static_files::absolute_location(lc, &text, r.host, r.info, r.srv)
             } else {
-                url
+                text
             });
-            reply
+            (reply, false)
         }
-        (code, None) if code >= 300 => static_files::error_reply(code, lc),
-        (code, text) => {
+        code if code >= 400 && no_text => (static_files::error_reply(code, lc), false),
+        code => {
             let mut reply = Reply::new(code);
             let uri = vars.uri.unwrap_or_default();
             reply.content_type = Some(static_files::uri_content_type(lc, uri).to_string());
-            reply.body = Body::Bytes(text.unwrap_or_default().into_bytes());
-            reply
+            reply.body = Body::Bytes(text.into_bytes());
+            (reply, true)
         }
     }
 }

@@ -4,7 +4,8 @@
 //! The directives of one level (server, location, or an `if` block) compile into a list of
 //! [`Code`]s run in order, as nginx's rewrite module does: the server's list before the
 //! location is found, the location's after. `rewrite ... last` ends the list and searches the
-//! location again with the new URI (at most 10 times, then 500); `break` ends the list and stays;
+//! location again with the new URI (at most 10 URI changes, internal redirects included, then
+//! 500), as does a rewrite without a flag once the list ends; `break` ends the list and stays;
 //! `redirect`/`permanent` (or a replacement starting with `http://`, `https://`, `$scheme`)
 //! answer 302/301. An `if` whose condition holds runs its own list, and in a location its
 //! other directives (`root`, `add_header`, ...) configure the request from then on.
@@ -23,7 +24,7 @@ use super::phases::Req;
 use super::LocConf;
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::log::Level;
-use crate::variables::Template;
+use crate::variables::{Piece, Template, Var, Vars};
 
 const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
 
@@ -69,10 +70,13 @@ pub enum Code {
     Rewrite {
         regex: Regex,
         source: String,
+        /// The replacement without a trailing `?`.
         replacement: Template,
         flag: Flag,
         /// The replacement starts with `http://`, `https://` or `$scheme`: a redirect.
         external: bool,
+        /// The request's arguments are kept (the replacement does not end with `?`).
+        add_args: bool,
     },
     Return(Arc<Return>),
     Set {
@@ -150,12 +154,18 @@ fn set_rewrite(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), 
     };
     let external =
         repl.starts_with("http://") || repl.starts_with("https://") || repl.starts_with("$scheme");
+    // A last `?` drops the request's arguments (nginx strips it before compiling).
+    let (repl, add_args) = match repl.strip_suffix('?') {
+        Some(r) => (r, false),
+        None => (repl, true),
+    };
     codes(s).push(Code::Rewrite {
         regex: re,
         source,
         replacement: compile(d, repl)?,
         flag,
         external,
+        add_args,
     });
     Ok(())
 }
@@ -249,17 +259,26 @@ fn parse_cond(d: &Directive) -> Result<Cond, Error> {
             ),
         )
     };
+    // As nginx: a lone `(` or `)` is a word of its own (`if ($a = "")` ends in the words `""`
+    // and `)`); an empty quoted word stays a word.
     let first = words.first_mut().ok_or_else(bad)?;
     if !first.starts_with('(') {
         return Err(bad());
     }
-    first.remove(0);
+    if first.len() == 1 {
+        words.remove(0);
+    } else {
+        first.remove(0);
+    }
     let last = words.last_mut().ok_or_else(bad)?;
     if !last.ends_with(')') {
         return Err(bad());
     }
-    last.pop();
-    words.retain(|w| !w.is_empty());
+    if last.len() == 1 {
+        words.pop();
+    } else {
+        last.pop();
+    }
     match words.as_slice() {
         [v] if v.starts_with('$') => Ok(Cond::Value(compile(d, v)?)),
         [op, path]
@@ -319,16 +338,18 @@ fn set_if(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error
 
 /// What running a list of codes came to.
 pub enum Flow<'c> {
-    /// Every code ran; go on.
+    /// Every code ran; go on (the location is searched again if `State::uri_changed`).
     Done,
-    /// `break`: stop rewriting, stay in this location.
+    /// `break`, or `rewrite ... break` (`last` at server level): stop rewriting, stay.
     Break,
-    /// `rewrite ... last`: search the location again.
+    /// `rewrite ... last` in a location: search the location again.
     Last,
     /// A redirect: (status, Location).
     Redirect(u16, String),
     /// `return`.
     Return(&'c Return),
+    /// The rewritten URI is empty: 500, as nginx.
+    Empty,
 }
 
 /// One request's rewrite state.
@@ -341,6 +362,20 @@ pub struct State {
     pub captures: Vec<Option<String>>,
     /// URI changes by `last` so far.
     pub cycles: u32,
+    /// A rewrite without `break` changed the URI: at the end of the location's list the
+    /// location is searched again, flag or not (nginx's `r->uri_changed`).
+    pub uri_changed: bool,
+    /// A `rewrite ... break` changed the URI: an `alias` can no longer map it, 500 (nginx's
+    /// `!r->valid_location`). An internal redirect clears it.
+    pub rewritten_break: bool,
+    /// A rewrite to a URI makes the request internal: `internal` locations take it.
+    pub internal: bool,
+    /// The request's path was sent with `%` or `+`: numbered captures copied into new
+    /// arguments or into a redirect are escaped (nginx's `quoted_uri`, `plus_in_uri`).
+    pub quoted_uri: bool,
+    /// The status an `error_page` answers with, for `$status` while it is served (nginx's
+    /// `r->err_status`).
+    pub err_status: Option<crate::variables::Sent>,
 }
 
 /// Runs `codes` (of a level whose `if_blocks` they index) for a request. `active_if` is set
@@ -365,8 +400,9 @@ pub fn run<'c>(
                 replacement,
                 flag,
                 external,
+                add_args,
             } => {
-                let Some(caps) = regex.captures(&st.uri) else {
+                let Some(caps) = capture(regex, &st.uri) else {
                     if log {
                         crate::conn_log!(
                             Level::Notice,
@@ -375,45 +411,52 @@ pub fn run<'c>(
                             st.uri
                         );
                     }
+                    // nginx forgets the captures of an earlier match.
+                    st.captures.clear();
                     continue;
                 };
                 if log {
                     crate::conn_log!(Level::Notice, conn, "\"{source}\" matches \"{}\"", st.uri);
                 }
-                st.captures = caps
-                    .iter()
-                    .map(|m| m.map(|m| m.as_str().to_string()))
-                    .collect();
-                for name in regex.capture_names().flatten() {
-                    if let Some(m) = caps.name(name) {
-                        st.vars.insert(name.to_string(), m.as_str().to_string());
+                set_captures(st, caps);
+                let redirect = *external || matches!(flag, Flag::Redirect | Flag::Permanent);
+                if !redirect {
+                    st.internal = true;
+                    if *flag == Flag::Break {
+                        st.rewritten_break = true;
+                        st.uri_changed = false;
+                    } else {
+                        st.uri_changed = true;
                     }
                 }
-                let new = r.vars_rw(st, lc).eval(replacement);
-                if *external || matches!(flag, Flag::Redirect | Flag::Permanent) {
+                let quoted = st.quoted_uri;
+                let (new, args_at) = expand(replacement, &r.vars_rw(st, lc), redirect, quoted);
+                let old_args = st.args.as_deref().filter(|a| !a.is_empty() && *add_args);
+                if redirect {
                     let status = if *flag == Flag::Permanent { 301 } else { 302 };
                     // The request's arguments follow the replacement's own (`&`) or start them
                     // (`?`), unless the replacement ends with `?`.
-                    let mut location = new;
-                    if location.ends_with('?') {
-                        location.pop();
-                    } else if let Some(a) = &st.args {
-                        location.push(if location.contains('?') { '&' } else { '?' });
+                    let mut location = unescape_redirect(&new);
+                    if let Some(a) = old_args {
+                        location.push(if args_at.is_some() { '&' } else { '?' });
                         location.push_str(a);
+                    }
+                    if log {
+                        crate::conn_log!(Level::Notice, conn, "rewritten redirect: \"{location}\"");
                     }
                     return Flow::Redirect(status, location);
                 }
-                let (path, args) = match new.split_once('?') {
-                    Some((p, "")) => (p.to_string(), None),
-                    Some((p, a)) => {
-                        let mut a = a.to_string();
-                        if let Some(old) = &st.args {
+                let (path, args) = match args_at {
+                    Some(i) => {
+                        let mut a = new[i + 1..].to_string();
+                        if let Some(old) = old_args {
                             a.push('&');
                             a.push_str(old);
                         }
-                        (p.to_string(), Some(a))
+                        (new[..i].to_string(), (!a.is_empty()).then_some(a))
                     }
-                    None => (new, st.args.take()),
+                    None if *add_args => (new, st.args.take()),
+                    None => (new, None),
                 };
                 if log {
                     crate::conn_log!(
@@ -422,6 +465,15 @@ pub fn run<'c>(
                         "rewritten data: \"{path}\", args: \"{}\"",
                         args.as_deref().unwrap_or("")
                     );
+                }
+                if path.is_empty() {
+                    crate::conn_log!(
+                        Level::Error,
+                        conn,
+                        "the rewritten URI has a zero length{}",
+                        r.log_ctx()
+                    );
+                    return Flow::Empty;
                 }
                 st.uri = path;
                 st.args = args;
@@ -436,7 +488,10 @@ pub fn run<'c>(
                 let v = r.vars_rw(st, lc).eval(value);
                 st.vars.insert(name.clone(), v);
             }
-            Code::Break => return Flow::Break,
+            Code::Break => {
+                st.uri_changed = false;
+                return Flow::Break;
+            }
             Code::If { cond, block } => {
                 let Some(ifb) = level_ifs.get(*block) else {
                     continue;
@@ -466,6 +521,118 @@ pub fn run<'c>(
     Flow::Done
 }
 
+/// A match's numbered captures, and its named ones.
+struct Captured {
+    numbered: Vec<Option<String>>,
+    named: Vec<(String, String)>,
+}
+
+fn capture(regex: &Regex, text: &str) -> Option<Captured> {
+    let caps = regex.captures(text)?;
+    Some(Captured {
+        numbered: caps
+            .iter()
+            .map(|m| m.map(|m| m.as_str().to_string()))
+            .collect(),
+        named: regex
+            .capture_names()
+            .flatten()
+            .filter_map(|n| {
+                caps.name(n)
+                    .map(|m| (n.to_string(), m.as_str().to_string()))
+            })
+            .collect(),
+    })
+}
+
+/// The numbered captures become `$1`..`$9`, the named ones variables.
+fn set_captures(st: &mut State, c: Captured) {
+    st.captures = c.numbered;
+    st.vars.extend(c.named);
+}
+
+/// Evaluates a replacement as nginx's script engine does. Returns the text and the position
+/// of its first literal `?` (where new arguments start; a `?` from a variable's value is part
+/// of the URI). Numbered captures after that `?`, or anywhere in a redirect, are escaped when
+/// the request's path was (`quoted`).
+fn expand(t: &Template, vars: &Vars<'_>, redirect: bool, quoted: bool) -> (String, Option<usize>) {
+    let mut out = String::new();
+    let mut args_at = None;
+    for piece in &t.pieces {
+        match piece {
+            Piece::Text(text) => {
+                if args_at.is_none() {
+                    args_at = text.find('?').map(|i| out.len() + i);
+                }
+                out.push_str(text);
+            }
+            Piece::Var(v @ Var::Capture(_)) if quoted && (redirect || args_at.is_some()) => {
+                let mut value = String::new();
+                vars.value(v, &mut value);
+                escape_args(value.as_bytes(), &mut out);
+            }
+            Piece::Var(v) => {
+                vars.value(v, &mut out);
+            }
+        }
+    }
+    (out, args_at)
+}
+
+/// nginx's `NGX_ESCAPE_ARGS`: controls, space, `#`, `%`, `&`, `+`, `;`, `?` and non-ASCII.
+fn escape_args(v: &[u8], out: &mut String) {
+    for &c in v {
+        if c <= b' ' || c >= 0x7f || matches!(c, b'#' | b'%' | b'&' | b'+' | b';' | b'?') {
+            out.push_str(&format!("%{c:02X}"));
+        } else {
+            out.push(c as char);
+        }
+    }
+}
+
+/// nginx's `ngx_unescape_uri(NGX_UNESCAPE_REDIRECT)` on a redirect: up to the first `?`
+/// (literal or escaped), `%XX` of a printable character above `%` is decoded, any other stays
+/// escaped; a malformed escape loses its `%` (and a bad second digit the pair).
+fn unescape_redirect(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'?' {
+            out.extend_from_slice(&b[i..]);
+            break;
+        }
+        if c != b'%' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let Some(&c1) = b.get(i + 1) else { break };
+        let Some(hi) = hex(c1) else {
+            out.push(c1);
+            i += 2;
+            continue;
+        };
+        let Some(&c2) = b.get(i + 2) else { break };
+        i += 3;
+        let Some(lo) = hex(c2) else { continue };
+        let ch = (hi << 4) | lo;
+        if ch == b'?' {
+            out.push(ch);
+            out.extend_from_slice(&b[i..]);
+            break;
+        }
+        if ch > b'%' && ch < 0x7f {
+            out.push(ch);
+        } else {
+            out.extend_from_slice(&[b'%', c1, c2]);
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
     match cond {
         Cond::Value(t) => {
@@ -482,22 +649,16 @@ fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
             negate,
         } => {
             let v = r.vars_rw(st, lc).eval(value);
-            match regex.captures(&v) {
+            // A match sets the captures (negated or not); no match forgets them.
+            match capture(regex, &v) {
                 Some(caps) => {
-                    if !*negate {
-                        st.captures = caps
-                            .iter()
-                            .map(|m| m.map(|m| m.as_str().to_string()))
-                            .collect();
-                        for name in regex.capture_names().flatten() {
-                            if let Some(m) = caps.name(name) {
-                                st.vars.insert(name.to_string(), m.as_str().to_string());
-                            }
-                        }
-                    }
+                    set_captures(st, caps);
                     !*negate
                 }
-                None => *negate,
+                None => {
+                    st.captures.clear();
+                    *negate
+                }
             }
         }
         Cond::File { path, test, negate } => {
@@ -515,5 +676,25 @@ fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
             };
             ok != *negate
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escape_args, unescape_redirect};
+
+    #[test]
+    fn redirect_unescaping_as_nginx() {
+        assert_eq!(unescape_redirect("/a%41%20b"), "/aA%20b");
+        assert_eq!(unescape_redirect("/a%3Fb%41?c=%41"), "/a?b%41?c=%41");
+        assert_eq!(unescape_redirect("/%zz/%2z/%"), "/zz//");
+        assert_eq!(unescape_redirect("/%25%26"), "/%25&");
+    }
+
+    #[test]
+    fn args_escaping_as_nginx() {
+        let mut out = String::new();
+        escape_args(b"a b&c+d;e?f#g%h=i/j", &mut out);
+        assert_eq!(out, "a%20b%26c%2Bd%3Be%3Ff%23g%25h=i/j");
     }
 }
