@@ -27,10 +27,6 @@ const fn pb(name: &'static str, ctx: Ctx, args: Args) -> Command {
 pub static DIRECTIVES: &[Command] = &[
     // thread pools and file I/O (the thread pool issue)
     p("output_buffers", HSL, TWO),
-    p("open_file_cache", HSL, Args::Take(1, 2)),
-    p("open_file_cache_valid", HSL, ONE),
-    p("open_file_cache_min_uses", HSL, ONE),
-    p("open_file_cache_errors", HSL, FLAG),
     // proxy and upstream
     p("proxy_pass", Ctx::LOCATION.or(Ctx::LIF).or(Ctx::LMT), ONE),
     p("proxy_set_header", HSL, TWO),

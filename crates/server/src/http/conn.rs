@@ -590,7 +590,10 @@ impl Conn {
             }
         }
         if let Some(p) = &pool {
-            if let Body::File { len, .. } = reply.body {
+            if let Body::File {
+                len, cached: None, ..
+            } = reply.body
+            {
                 if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
                     if let Err(e) = self.preread(&mut reply, p, lc).await {
                         if !is_overflow(&e) {
@@ -810,11 +813,19 @@ impl Conn {
         pool: &Arc<ThreadPool>,
         lc: &LocConf,
     ) -> std::io::Result<()> {
-        let Body::File { file, offset, len } = std::mem::replace(&mut reply.body, Body::Empty)
+        let Body::File {
+            file,
+            offset,
+            len,
+            cached,
+        } = std::mem::replace(&mut reply.body, Body::Empty)
         else {
             return Ok(());
         };
-        let file = Arc::new(file);
+        if let Some(c) = cached {
+            reply.body = Body::Bytes(c[offset as usize..(offset + len) as usize].to_vec());
+            return Ok(());
+        }
         let data = shoal_io::file::read_range(
             &file,
             offset,
@@ -849,8 +860,18 @@ impl Conn {
                 let out = z.feed(&b)?;
                 total += self.emit(&out, chunked);
             }
-            Body::File { file, offset, len } => {
-                let file = Arc::new(file);
+            Body::File {
+                cached: Some(c),
+                offset,
+                len,
+                ..
+            } => {
+                let out = z.feed(&c[offset as usize..(offset + len) as usize])?;
+                total += self.emit(&out, chunked);
+            }
+            Body::File {
+                file, offset, len, ..
+            } => {
                 let pool = self.pool.clone();
                 let mut off = offset;
                 let end = offset + len;
@@ -986,18 +1007,36 @@ impl Conn {
         match reply.body {
             Body::Empty => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
-            Body::Multipart { file, parts } => {
-                let file = Arc::new(file);
+            Body::Multipart {
+                file,
+                parts,
+                cached,
+            } => {
                 for (header, br) in &parts.parts {
                     self.out.extend_from_slice(header);
-                    self.copy_file(&file, br.start, br.end - br.start, lc)
-                        .await?;
+                    match &cached {
+                        Some(c) => self
+                            .out
+                            .extend_from_slice(&c[br.start as usize..br.end as usize]),
+                        None => {
+                            self.copy_file(&file, br.start, br.end - br.start, lc)
+                                .await?
+                        }
+                    }
                 }
                 self.out.extend_from_slice(&parts.trailer);
             }
-            Body::File { file, offset, len } => {
-                self.copy_file(&Arc::new(file), offset, len, lc).await?
-            }
+            Body::File {
+                cached: Some(c),
+                offset,
+                len,
+                ..
+            } => self
+                .out
+                .extend_from_slice(&c[offset as usize..(offset + len) as usize]),
+            Body::File {
+                file, offset, len, ..
+            } => self.copy_file(&file, offset, len, lc).await?,
         }
         self.maybe_flush().await?;
         Ok((head_len, body_len))

@@ -12,6 +12,7 @@ pub mod conn;
 pub mod directives;
 pub mod gzip;
 pub mod location;
+pub mod open_file_cache;
 pub mod phases;
 pub mod range;
 pub mod rewrite;
@@ -237,6 +238,7 @@ pub struct LocConf {
     pub directio: Option<Option<u64>>,
     pub directio_alignment: Option<u64>,
     pub gzip: gzip::GzipLoc,
+    pub open_file_cache: open_file_cache::OfcLoc,
     pub rewrite_log: Option<bool>,
     pub uninitialized_variable_warn: Option<bool>,
     /// `stub_status` in this location (not inherited).
@@ -357,6 +359,7 @@ impl LocConf {
         merge(&mut self.max_ranges, &parent.max_ranges);
         merge(&mut self.aio, &parent.aio);
         self.gzip.merge(&parent.gzip);
+        self.open_file_cache.merge(&parent.open_file_cache);
         merge(&mut self.rewrite_log, &parent.rewrite_log);
         merge(
             &mut self.uninitialized_variable_warn,

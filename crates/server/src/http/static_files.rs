@@ -12,6 +12,7 @@ use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use shoal_http::date::DATE_LEN;
@@ -19,6 +20,7 @@ use shoal_http::Request;
 
 use super::conn::ConnInfo;
 use super::directives::IfModifiedSince;
+use super::open_file_cache;
 use super::phases::Req;
 use super::range::{self, Ranges};
 use super::{LocConf, ServerConf, ServerTokens};
@@ -32,15 +34,19 @@ pub const SMALL_FILE: usize = 32 * 1024;
 pub enum Body {
     Empty,
     Bytes(Vec<u8>),
+    /// A range of a file; `cached` holds the whole file's bytes when the open-file cache has
+    /// them (small hot files), so no read is needed.
     File {
-        file: File,
+        file: Arc<File>,
         offset: u64,
         len: u64,
+        cached: Option<bytes::Bytes>,
     },
     /// A `multipart/byteranges` answer over one file.
     Multipart {
-        file: File,
+        file: Arc<File>,
         parts: range::Multipart,
+        cached: Option<bytes::Bytes>,
     },
 }
 
@@ -306,28 +312,31 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     // that the answer varies (nginx's gzip_static handler does both).
     let mut precompressed = false;
     let mut vary_for_static = false;
+    let mut path = full.clone();
     let opened = if lc.gzip.static_mode() != super::gzip::GzipStatic::Off {
         let mut gz = full.clone().into_os_string();
         gz.push(".gz");
-        let gz_file = File::open(&gz)
+        let gz = std::path::PathBuf::from(gz);
+        let gz_file = open_file_cache::open(lc, &gz)
             .ok()
-            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+            .filter(|o| !o.info.is_dir);
         match gz_file {
-            Some(f) if super::gzip::static_wanted(&lc.gzip, r.req) => {
+            Some(o) if super::gzip::static_wanted(&lc.gzip, r.req) => {
                 precompressed = true;
-                Ok(f)
+                path = gz;
+                Ok(o)
             }
             Some(_) => {
                 vary_for_static = lc.gzip.vary.unwrap_or(false);
-                File::open(&full)
+                open_file_cache::open(lc, &full)
             }
-            None => File::open(&full),
+            None => open_file_cache::open(lc, &full),
         }
     } else {
-        File::open(&full)
+        open_file_cache::open(lc, &full)
     };
-    let file = match opened {
-        Ok(f) => f,
+    let opened = match opened {
+        Ok(o) => o,
         Err(e) => {
             let (code, level) = match e.kind() {
                 ErrorKind::NotFound => (404, Level::Error),
@@ -349,21 +358,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
             return error_reply(code, lc);
         }
     };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => {
-            crate::conn_log!(
-                Level::Crit,
-                r.info.number,
-                "fstat() \"{}\" failed {}{}",
-                full.display(),
-                shoal_conf::os_error(&e),
-                r.log_ctx()
-            );
-            return error_reply(500, lc);
-        }
-    };
-    if meta.is_dir() {
+    let Some(file) = opened.file.clone().filter(|_| !opened.info.is_dir) else {
         let mut reply = error_reply(301, lc);
         let mut target = format!("{uri}/");
         if let Some(q) = r.req.query() {
@@ -372,14 +367,9 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         }
         reply.location = Some(absolute_location(lc, &target, r.host, r.info, r.srv));
         return reply;
-    }
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let size = meta.len();
+    };
+    let mtime = opened.info.mtime;
+    let size = opened.info.size;
     let content_type = uri_content_type(lc, uri).to_string();
     let mut reply = Reply::new(200);
     reply.last_modified = Some(shoal_http::date::format_unix(mtime.max(0) as u64));
@@ -400,6 +390,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         file,
         offset: 0,
         len: size,
+        cached: open_file_cache::small_content(lc, &path, &opened, SMALL_FILE),
     };
     // The 304/412 and 206/416 decisions are the header filters' (`phases::finish`), made on
     // this 200 in nginx's order, whatever produced it (an `error_page ... =200` too). The
@@ -439,7 +430,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         .header("range")
         .filter(|_| if_range_ok)
         .map(|h| range::parse(h, size, lc.max_ranges()));
-    let Body::File { file, .. } = std::mem::replace(&mut reply.body, Body::Empty) else {
+    let Body::File { file, cached, .. } = std::mem::replace(&mut reply.body, Body::Empty) else {
         unreachable!("matched as a file above");
     };
     match decision {
@@ -449,6 +440,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
                 file,
                 offset: 0,
                 len: size,
+                cached,
             };
         }
         Some(Ranges::Unsatisfiable) => {
@@ -464,6 +456,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
                 file,
                 offset: br.start,
                 len: br.end - br.start,
+                cached,
             };
         }
         Some(Ranges::Satisfiable(list)) => {
@@ -472,7 +465,11 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             let parts = range::multipart(&list, size, &content_type, seed);
             reply.status = 206;
             reply.content_type = Some(parts.content_type());
-            reply.body = Body::Multipart { file, parts };
+            reply.body = Body::Multipart {
+                file,
+                parts,
+                cached,
+            };
         }
     }
     None
