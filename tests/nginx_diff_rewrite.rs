@@ -790,7 +790,6 @@ fn internal_redirects_and_arguments() {
 }
 
 #[test]
-#[ignore = "conn.rs closes after any 500/400/413/414/501; nginx only after its own error page"]
 fn return_500_with_a_text_keeps_the_connection() {
     let p = Pair::new("location = /r500t { return 500 \"broken $uri\"; }");
     p.get("/r500t", "");
@@ -835,7 +834,6 @@ fn args_without_value() {
 }
 
 #[test]
-#[ignore = "variables.rs: $is_args must be empty for an empty query (`/q?`)"]
 fn is_args_of_an_empty_query() {
     let p = Pair::new("location = /q { return 200 \"args=[$args] is=[$is_args]\"; }");
     p.get("/q?", "");

@@ -335,9 +335,10 @@ impl Vars<'_> {
                 },
             },
             Var::IsArgs => {
+                // nginx: `?` only when there are arguments (`GET /q?` has none).
                 let has = match self.args {
-                    Some(a) => a.is_some(),
-                    None => req.and_then(|r| r.query()).is_some(),
+                    Some(a) => a.is_some_and(|a| !a.is_empty()),
+                    None => req.and_then(|r| r.query()).is_some_and(|q| !q.is_empty()),
                 };
                 if has {
                     out.push('?');

@@ -260,6 +260,15 @@ impl CloseRules {
     }
 }
 
+/// How discarding a request body ended.
+enum Discard {
+    Done,
+    /// The body's framing is broken (a bad chunk): 400.
+    Invalid,
+    /// The client went away or stopped sending: close.
+    Gone,
+}
+
 /// Why reading a head stopped without a request.
 enum ReadEnd {
     /// A new configuration arrived while the connection was idle: look again.
@@ -495,7 +504,7 @@ impl Conn {
             .check_max_size(first_lc.client_max_body_size())
             .is_err();
         let Processed {
-            reply,
+            mut reply,
             lc,
             uri,
             close,
@@ -543,12 +552,26 @@ impl Conn {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
             }
-            if !self
+            match self
                 .discard_body(body_kind, lc.client_body_timeout())
                 .await?
             {
-                self.unread_input = true;
-                return Ok(false);
+                Discard::Done => {}
+                Discard::Gone => {
+                    self.unread_input = true;
+                    return Ok(false);
+                }
+                Discard::Invalid => {
+                    // A malformed chunked body: nginx answers 400 and closes.
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client sent invalid chunked body{}",
+                        static_files::log_ctx(req, srv, &self.info)
+                    );
+                    self.unread_input = true;
+                    reply = static_files::error_reply(400, lc);
+                }
             }
         }
         let request_length = req.head_len() as u64
@@ -563,7 +586,7 @@ impl Conn {
             && self.born.elapsed() < lc.keepalive_time()
             && !self.closing_after_request
             && !self.guard.0.stopping.get();
-        if matches!(reply.status, 400 | 413 | 414 | 494 | 500 | 501) {
+        if reply.ends_keepalive() {
             keep = false;
         }
         let logs = !lc.access_logs().is_empty();
@@ -594,7 +617,9 @@ impl Conn {
                 len, cached: None, ..
             } = reply.body
             {
-                if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
+                // Only a small body is read ahead of the head (larger ones are read piece by
+                // piece after it); a HEAD answer reads nothing.
+                if len <= static_files::SMALL_FILE as u64 && req.method() != "HEAD" {
                     if let Err(e) = self.preread(&mut reply, p, lc).await {
                         if !is_overflow(&e) {
                             return Err(e);
@@ -695,14 +720,18 @@ impl Conn {
         super::access_log::log_request(logs, &vars);
     }
 
-    /// Reads and drops a request body. Returns false when the connection must close.
-    async fn discard_body(&mut self, kind: BodyKind, timeout: Duration) -> std::io::Result<bool> {
+    /// Reads and drops a request body.
+    async fn discard_body(
+        &mut self,
+        kind: BodyKind,
+        timeout: Duration,
+    ) -> std::io::Result<Discard> {
         enum D {
             Len(LengthDecoder),
             Chunked(ChunkedDecoder),
         }
         let mut d = match kind {
-            BodyKind::Empty => return Ok(true),
+            BodyKind::Empty => return Ok(Discard::Done),
             BodyKind::Length(n) => D::Len(LengthDecoder::new(n)),
             BodyKind::Chunked => D::Chunked(ChunkedDecoder::new()),
         };
@@ -712,15 +741,15 @@ impl Conn {
                 D::Chunked(c) => c.decode_buf(&mut self.buf),
             };
             match step {
-                Ok(BodyChunk::Done) => return Ok(true),
+                Ok(BodyChunk::Done) => return Ok(Discard::Done),
                 Ok(BodyChunk::Data(_)) => continue,
                 Ok(BodyChunk::NeedMore) => {}
-                Err(_) => return Ok(false),
+                Err(_) => return Ok(Discard::Invalid),
             }
             self.buf.reserve(READ_CHUNK);
             let read = tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await;
             match read {
-                Ok(Ok(0)) | Err(_) => return Ok(false),
+                Ok(Ok(0)) | Err(_) => return Ok(Discard::Gone),
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(e),
             }
@@ -937,7 +966,8 @@ impl Conn {
     /// waiting`) and passes the error on.
     fn pool_error(&self, e: std::io::Error) -> std::io::Error {
         if let Some(o) = shoal_io::pool::Overflow::from_io(&e) {
-            crate::conn_log!(Level::Error, self.info.number, "{o}");
+            // nginx logs this line from the pool, without the connection's number.
+            crate::error_log!(Level::Error, "{o}");
         }
         e
     }

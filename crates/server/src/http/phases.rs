@@ -146,6 +146,8 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
     let mut server_rewrites = true;
     // The status an error page answers with: `None` = the target's own.
     let mut forced_status: Option<u16> = None;
+    // An error nginx generated before an `error_page` took over: keep-alive is off.
+    let mut close_after = false;
 
     loop {
         // An answer the server's rewrites came to (`return`, a redirect): it meets the
@@ -317,6 +319,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         .and_then(|pages| pages.iter().find(|p| p.codes.contains(&reply.status)));
                     if let Some(page) = page {
                         error_page_used = true;
+                        close_after |= reply.ends_keepalive();
                         let target = r.vars_rw(&rw, lc).eval(&page.target);
                         let code = reply.status;
                         if target.starts_with('@') || target.starts_with('/') {
@@ -362,6 +365,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         reply = static_files::error_reply(s, lc);
                     }
                 }
+                reply.close_after |= close_after;
                 return finish(r, reply, lc, rw, &captures);
             }
         }

@@ -74,12 +74,24 @@ pub struct Reply {
     pub headers: Vec<(&'static str, String)>,
     /// Headers from `add_header`.
     pub extra: Vec<(String, String)>,
+    /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494, 500 and
+    /// 501; a `return 500 "text"` keeps the connection).
+    pub special: bool,
+    /// Close after this answer: an error nginx generated turned keep-alive off before an
+    /// `error_page` replaced its content.
+    pub close_after: bool,
     pub body: Body,
     /// nginx's `r->allow_ranges`: a static file, whose 200 the range filter may turn into a 206.
     pub allow_ranges: bool,
 }
 
 impl Reply {
+    /// Whether nginx would turn keep-alive off after this answer.
+    pub fn ends_keepalive(&self) -> bool {
+        self.close_after
+            || (self.special && matches!(self.status, 400 | 413 | 414 | 494 | 500 | 501))
+    }
+
     /// A reply with `status` and nothing else.
     pub fn new(status: u16) -> Reply {
         Reply {
@@ -90,6 +102,8 @@ impl Reply {
             mtime: None,
             headers: Vec::new(),
             extra: Vec::new(),
+            special: false,
+            close_after: false,
             body: Body::Empty,
             allow_ranges: false,
         }
@@ -136,6 +150,7 @@ pub fn error_reply(code: u16, lc: &LocConf) -> Reply {
         ServerTokens::Build => shoal_http::ServerTokens::Build,
     };
     let mut r = Reply::new(code);
+    r.special = true;
     match shoal_http::error_page(code, tokens) {
         Some(page) => {
             r.content_type = Some("text/html".into());
