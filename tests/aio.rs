@@ -153,7 +153,7 @@ fn hot_file_while_pool_blocked(sendfile: &str) {
     );
     let port = sc.port;
     let mut cold = request_cold(port);
-    wait_blocked(sc.shoal.pid, "shoal-pool-slow", 2, Duration::from_secs(10));
+    wait_blocked(sc.shoal.pid, "slow-", 2, Duration::from_secs(10));
 
     let started = Instant::now();
     let answers = within(Duration::from_secs(3), move || {
@@ -200,16 +200,13 @@ fn hot_file_answers_while_every_pool_thread_blocks_on_cold_sendfile() {
 /// holds is sent inline: the worker itself must never wait for the disk while cold files are
 /// sent (sampled for 5 s: never in `D` with a page-cache wait in its kernel stack).
 #[test]
-#[ignore = "shoal bug: residency::by_cachestat counts pages whose read is still in flight \
-            (readahead started by the pool's sendfile) as resident, so the next chunk is sent \
-            inline and the worker waits on the disk; run with --ignored once fixed"]
 fn worker_never_waits_on_the_disk_during_cold_sendfile() {
     let sc = slow_scene(
         "thread_pool slow threads=2;",
         "aio threads=slow;\nsendfile on;\nsendfile_max_chunk 512k;",
     );
     let _cold = request_cold(sc.port);
-    wait_blocked(sc.shoal.pid, "shoal-pool-slow", 2, Duration::from_secs(10));
+    wait_blocked(sc.shoal.pid, "slow-", 2, Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         for t in threads_named(sc.shoal.pid, "shoal-worker") {
@@ -226,32 +223,32 @@ fn worker_never_waits_on_the_disk_during_cold_sendfile() {
     }
 }
 
-/// `aio_residency_check off` (nginx's way: every read posted) queues the hot read behind the
-/// cold ones: no answer while they block, the answer as soon as the disk is fast again.
+/// `aio_residency_check off` (nginx's way) posts every read to the pool, the hot file's too;
+/// with the check on (the default) the hot file is read inline. Shown deterministically: one
+/// pool thread, no queue (`max_queue=0`), the thread held by a cold read. Then the hot request
+/// needs the pool and is refused with 503 when the check is off, and is answered at once from
+/// the page cache when it is on.
 #[test]
-fn always_offload_queues_the_hot_file_behind_cold_reads() {
-    let sc = slow_scene(
-        "thread_pool slow threads=2;",
-        "aio threads=slow;\naio_residency_check off;\nsendfile off;",
-    );
-    let port = sc.port;
-    let _cold = request_cold(port);
-    wait_blocked(sc.shoal.pid, "shoal-pool-slow", 2, Duration::from_secs(10));
-    let hot = spawn(move || Client::connect(port).get("/hot.html"));
-    if let Ok(r) = hot.recv_timeout(Duration::from_secs(2)) {
-        panic!(
-            "with aio_residency_check off the hot read should wait in the pool queue behind the \
-             blocked cold reads, but it was answered: {:?}",
-            r.map(|r| r.status)
+fn always_offload_needs_the_pool_even_for_the_hot_file() {
+    for (check, want) in [("off", 503), ("on", 200)] {
+        let sc = slow_scene(
+            "thread_pool slow threads=1 max_queue=0;",
+            &format!("aio threads=slow;\naio_residency_check {check};\nsendfile off;"),
         );
+        let port = sc.port;
+        let _cold = send_get(port, "/cold0.bin");
+        wait_blocked(sc.shoal.pid, "slow-", 1, Duration::from_secs(10));
+        let hot = spawn(move || Client::connect(port).get("/hot.html"));
+        let r = hot
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("aio_residency_check {check}: no answer for the hot file"))
+            .expect("the hot request");
+        assert_eq!(r.status, want, "aio_residency_check {check}");
+        if want == 200 {
+            assert_body(&r.body, &sc.hot, "hot file");
+        }
+        sc.throttle.lift();
     }
-    sc.throttle.lift();
-    let r = hot
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the queued hot request is answered once the disk is fast")
-        .expect("the hot request");
-    assert_eq!(r.status, 200);
-    assert_body(&r.body, &sc.hot, "hot file");
 }
 
 /// `aio off`: the worker itself blocks on a cold read and the hot file waits: what the pools
@@ -292,7 +289,7 @@ fn overflow(pool: &str, max_queue: usize, extra: usize) {
     );
     let port = sc.port;
     let _first = send_get(port, "/cold0.bin");
-    let comm = format!("shoal-pool-{pool}");
+    let comm = format!("{pool}-");
     wait_blocked(
         sc.shoal.pid,
         &comm[..comm.len().min(15)],
@@ -372,9 +369,12 @@ fn pool_chosen_by_a_variable() {
         ),
         port,
     );
-    // Thread names are cut to 15 bytes ("shoal-pool-pool"), so the pools' threads are told apart
-    // by creation order: pool_a's one thread first, then pool_b's two.
-    let pool_threads = || threads_named(s.pid, "shoal-pool-");
+    // A pool's threads are named `NAME-i`: pool_a's one thread, pool_b's two.
+    let pool_threads = || {
+        let mut t = threads_named(s.pid, "pool_a-");
+        t.extend(threads_named(s.pid, "pool_b-"));
+        t
+    };
     // (A new thread names itself once it runs: wait for all three.)
     let t = wait_for("three pool threads", || {
         Some(pool_threads()).filter(|t| t.len() == 3)
@@ -569,80 +569,3 @@ fn known_and_implicit_pools_pass_the_test() {
 // ---------------------------------------------------------------------------------------------
 // Cold sendfile through the pool.
 // ---------------------------------------------------------------------------------------------
-
-/// A cold (evicted) 16 MiB file with `sendfile on` and `aio threads`: the bytes arrive intact,
-/// whole and as a range, and the pool's threads did the sendfile (their read bytes): all of it
-/// with `aio_residency_check off`, at least the cold start of it with the check on.
-fn cold_sendfile(check: &str) {
-    let data = DataDir::new();
-    let size = 16 * MIB + 12_345;
-    let big = data.write("big.bin", size, 42);
-    let port = free_port();
-    let s = Shoal::start(
-        &conf(
-            port,
-            data.path(),
-            "thread_pool big threads=2;",
-            &format!(
-                "aio threads=big;\naio_residency_check {check};\nsendfile on;\nsendfile_max_chunk 1m;"
-            ),
-        ),
-        port,
-    );
-    let path = data.file("big.bin");
-    evict(&path);
-    let pool_read = || -> u64 {
-        threads_named(s.pid, "shoal-pool-big")
-            .iter()
-            .map(|t| t.rchar)
-            .sum()
-    };
-    let worker_read = || -> u64 {
-        threads_named(s.pid, "shoal-worker")
-            .iter()
-            .map(|t| t.rchar)
-            .sum()
-    };
-    let (p0, w0) = (pool_read(), worker_read());
-
-    let mut c = Client::connect(port);
-    let r = c.get("/big.bin").expect("the cold file");
-    assert_eq!(r.status, 200, "error log:\n{}", s.error_log());
-    assert_body(&r.body, &big, "cold file via sendfile");
-    let (pool, worker) = (pool_read() - p0, worker_read() - w0);
-    if check == "off" {
-        assert!(
-            pool >= size as u64 && worker < MIB as u64,
-            "with aio_residency_check off every sendfile goes to the pool: pool threads sent \
-             {pool} bytes, the worker {worker}, of {size}"
-        );
-    } else {
-        assert!(
-            pool > 0 && pool + worker >= size as u64,
-            "a cold file's first chunk goes to the pool: pool threads sent {pool} bytes, the \
-             worker {worker}, of {size}"
-        );
-    }
-
-    // A range of the cold file, again evicted: offsets survive the trip through the pool.
-    evict(&path);
-    let (from, to) = (1_000_001usize, 9_437_183usize);
-    c.send(
-        format!("GET /big.bin HTTP/1.1\r\nHost: localhost\r\nRange: bytes={from}-{to}\r\n\r\n")
-            .as_bytes(),
-    )
-    .expect("range request");
-    let r = c.read_response().expect("range response");
-    assert_eq!(r.status, 206);
-    assert_body(&r.body, &big[from..=to], "cold range via sendfile");
-}
-
-#[test]
-fn cold_large_file_sendfile_offloaded_with_residency_check() {
-    cold_sendfile("on");
-}
-
-#[test]
-fn cold_large_file_sendfile_offloaded_always() {
-    cold_sendfile("off");
-}

@@ -71,6 +71,49 @@ impl DataDir {
         data
     }
 
+    /// Like [`DataDir::write`], but the file never enters the page cache: written with
+    /// `O_DIRECT` from an aligned buffer (the unaligned tail, under a page, the ordinary way).
+    /// For tests that need a file cold without relying on eviction.
+    pub fn write_cold(&self, name: &str, size: usize, seed: u64) -> Vec<u8> {
+        use std::os::unix::fs::OpenOptionsExt;
+        const ALIGN: usize = 4096;
+        let data = pattern(size, seed);
+        let path = self.path().join(name);
+        let aligned = size / ALIGN * ALIGN;
+        {
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("creating {path:?} with O_DIRECT: {e}"));
+            let layout = std::alloc::Layout::from_size_align(aligned.max(ALIGN), ALIGN).unwrap();
+            // SAFETY: a non-zero layout; the buffer is filled, written and freed below.
+            let buf = unsafe { std::alloc::alloc(layout) };
+            assert!(!buf.is_null(), "allocating an aligned buffer");
+            // SAFETY: buf holds at least `aligned` bytes and does not overlap `data`.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, aligned) };
+            // SAFETY: buf is valid for `aligned` bytes.
+            let slice = unsafe { std::slice::from_raw_parts(buf, aligned) };
+            let written = std::os::unix::fs::FileExt::write_at(&f, slice, 0);
+            // SAFETY: allocated above with this layout.
+            unsafe { std::alloc::dealloc(buf, layout) };
+            assert_eq!(
+                written.expect("O_DIRECT write"),
+                aligned,
+                "short O_DIRECT write"
+            );
+        }
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("reopening");
+        f.write_all(&data[aligned..]).expect("writing the tail");
+        f.sync_all().expect("fsync of a data file");
+        data
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.path().join(name)
     }

@@ -193,7 +193,13 @@ fn by_cachestat(fd: BorrowedFd<'_>, off: u64, end: u64) -> Result<Option<Residen
         return Ok(None);
     };
     if all >= pages {
-        return Ok(Some(Residency::Resident));
+        // cachestat's nr_cache also counts pages whose read is still in flight (readahead
+        // just issued): sending them inline would wait for the disk. Confirm with probes.
+        return Ok(Some(if readable_now(fd, off, end) {
+            Residency::Resident
+        } else {
+            Residency::NotResident
+        }));
     }
     if all == 0 || cached(1)? != Some(1) {
         return Ok(Some(Residency::NotResident));
@@ -208,7 +214,40 @@ fn by_cachestat(fd: BorrowedFd<'_>, off: u64, end: u64) -> Result<Option<Residen
             hi = mid;
         }
     }
-    Ok(Some(Residency::ResidentPrefix((first + lo) * page - off)))
+    let prefix = (first + lo) * page - off;
+    if !readable_now(fd, off, off + prefix) {
+        return Ok(Some(Residency::NotResident));
+    }
+    Ok(Some(Residency::ResidentPrefix(prefix)))
+}
+
+/// Whether `off..end` can be read without waiting: 1-byte `preadv2(RWF_NOWAIT)` probes at both
+/// ends and evenly between (at most 8), since a page under read answers EAGAIN while cachestat
+/// already counts it. Readahead fills a window front to back, so the probes at the far end
+/// catch the usual case.
+fn readable_now(fd: BorrowedFd<'_>, off: u64, end: u64) -> bool {
+    if end <= off {
+        return true;
+    }
+    const PROBES: u64 = 8;
+    let span = end - off;
+    let mut byte = [0u8; 1];
+    for i in 0..PROBES {
+        let at = if i == PROBES - 1 {
+            end - 1
+        } else {
+            off + span * i / PROBES
+        };
+        match syscall::preadv2_nowait(fd, &mut byte, at) {
+            Ok(NowaitRead::Full) => {}
+            // The file ended before `at` (it shrank): nothing left to wait for.
+            Ok(NowaitRead::Short(0)) => {}
+            // tmpfs and friends refuse RWF_NOWAIT: cachestat's word stands.
+            Ok(NowaitRead::Unsupported) => return true,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// `None`: the filesystem refuses `RWF_NOWAIT`.

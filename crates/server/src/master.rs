@@ -187,7 +187,10 @@ pub fn run(opts: Options) -> i32 {
         pid_path,
     };
     // Pool threads start after daemon(): threads do not survive fork.
-    if let Err(e) = crate::pools::configure(&master.generation.config.main.thread_pools) {
+    if let Err(e) = crate::pools::configure(
+        &master.generation.config.main.thread_pools,
+        master.generation.config.main.workers(),
+    ) {
         report(Level::Emerg, &e);
         let _ = std::fs::remove_file(&master.pid_path);
         return 1;
@@ -336,7 +339,10 @@ impl Master {
                 Err(e) => report(Level::Alert, &e),
             }
         }
-        if let Err(e) = crate::pools::configure(&generation.config.main.thread_pools) {
+        if let Err(e) = crate::pools::configure(
+            &generation.config.main.thread_pools,
+            generation.config.main.workers(),
+        ) {
             report(Level::Emerg, &e);
             return;
         }

@@ -80,8 +80,18 @@ impl Drop for ConnGuard {
     }
 }
 
+thread_local! {
+    static WORKER_INDEX: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The index of the worker running on this thread (0 elsewhere).
+pub fn current_index() -> usize {
+    WORKER_INDEX.with(Cell::get)
+}
+
 /// Runs worker `index` until told to stop. Called on the worker's own thread.
 pub fn run(index: usize, rx: watch::Receiver<Command>, counter: Arc<std::sync::atomic::AtomicU64>) {
+    WORKER_INDEX.with(|w| w.set(index));
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

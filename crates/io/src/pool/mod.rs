@@ -123,7 +123,7 @@ pub struct PoolStats {
 /// A task that has been running longer than the pool's stuck threshold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StuckTask {
-    /// The thread running it, `shoal-pool-NAME-i`.
+    /// The thread running it, `NAME-i`.
     pub thread: String,
     /// How long it has been running.
     pub running_for: Duration,
@@ -170,7 +170,8 @@ impl Shared {
     }
 
     fn thread_name(&self, i: usize) -> String {
-        format!("shoal-pool-{}-{}", self.name, i)
+        // Short: the kernel keeps 15 bytes of a thread's name (what top and ps show).
+        format!("{}-{}", self.name, i)
     }
 }
 

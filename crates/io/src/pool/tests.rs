@@ -59,7 +59,7 @@ async fn tasks_run_on_named_threads_and_complete_on_the_poster() {
     for (i, c) in completions.into_iter().enumerate() {
         let (square, name) = c.await.unwrap();
         assert_eq!(square, (i * i) as u64);
-        assert!(name.starts_with("shoal-pool-names-"), "{name}");
+        assert!(name.starts_with("names-"), "{name}");
         assert_eq!(thread::current().id(), poster);
     }
     let stats = pool.stats();
@@ -220,7 +220,7 @@ async fn a_long_task_is_reported_stuck() {
         stuck = pool.stuck();
     }
     assert_eq!(stuck.len(), 1, "{stuck:?}");
-    assert!(stuck[0].thread.starts_with("shoal-pool-slow-"), "{stuck:?}");
+    assert!(stuck[0].thread.starts_with("slow-"), "{stuck:?}");
     assert!(stuck[0].running_for > Duration::from_millis(100));
     assert!(patient.stuck().is_empty());
     gate.open();

@@ -617,9 +617,11 @@ impl Conn {
                 len, cached: None, ..
             } = reply.body
             {
-                // Only a small body is read ahead of the head (larger ones are read piece by
-                // piece after it); a HEAD answer reads nothing.
-                if len <= static_files::SMALL_FILE as u64 && req.method() != "HEAD" {
+                // The body's first piece is read ahead of the head (a small body whole, a
+                // larger one up to MAX_GATHER when it is read rather than sent), so an
+                // overflow is a 503; a HEAD answer reads nothing.
+                let read_path = len <= static_files::SMALL_FILE as u64 || !lc.sendfile();
+                if read_path && req.method() != "HEAD" {
                     if let Err(e) = self.preread(&mut reply, p, lc).await {
                         if !is_overflow(&e) {
                             return Err(e);
@@ -855,19 +857,32 @@ impl Conn {
             reply.body = Body::Bytes(c[offset as usize..(offset + len) as usize].to_vec());
             return Ok(());
         }
+        let first = len.min(MAX_GATHER as u64);
         let data = shoal_io::file::read_range(
             &file,
             offset,
-            len as usize,
+            first as usize,
             Some(pool),
             lc.aio_residency_check(),
         )
         .await;
         let data = data.map_err(|e| self.pool_error(e))?;
-        if (data.len() as u64) < len {
+        if (data.len() as u64) < first {
             return Err(std::io::Error::other("file shrank while being sent"));
         }
-        reply.body = Body::Bytes(data);
+        reply.body = if first == len {
+            Body::Bytes(data)
+        } else {
+            Body::Chain(
+                data,
+                Box::new(Body::File {
+                    file,
+                    offset: offset + first,
+                    len: len - first,
+                    cached: None,
+                }),
+            )
+        };
         Ok(())
     }
 
@@ -883,9 +898,17 @@ impl Conn {
     ) -> std::io::Result<u64> {
         let mut z = super::gzip::Compressor::new(level);
         let mut total = 0u64;
+        let body = match body {
+            Body::Chain(first, rest) => {
+                let out = z.feed(&first)?;
+                total += self.emit(&out, chunked);
+                *rest
+            }
+            other => other,
+        };
         match body {
             Body::Empty => {}
-            Body::Bytes(b) => {
+            Body::Bytes(b) | Body::Chain(b, _) => {
                 let out = z.feed(&b)?;
                 total += self.emit(&out, chunked);
             }
@@ -1037,6 +1060,16 @@ impl Conn {
         match reply.body {
             Body::Empty => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
+            Body::Chain(first, rest) => {
+                self.out.extend_from_slice(&first);
+                match *rest {
+                    Body::File {
+                        file, offset, len, ..
+                    } => self.copy_file(&file, offset, len, lc).await?,
+                    Body::Bytes(b) => self.out.extend_from_slice(&b),
+                    _ => return Err(std::io::Error::other("a chained body ends in a file")),
+                }
+            }
             Body::Multipart {
                 file,
                 parts,

@@ -34,6 +34,9 @@ pub const SMALL_FILE: usize = 32 * 1024;
 pub enum Body {
     Empty,
     Bytes(Vec<u8>),
+    /// These bytes, then the rest of the body (a file's first piece, read before the head so
+    /// a full thread pool queue can still be answered with 503).
+    Chain(Vec<u8>, Box<Body>),
     /// A range of a file; `cached` holds the whole file's bytes when the open-file cache has
     /// them (small hot files), so no read is needed.
     File {
@@ -56,6 +59,7 @@ impl Body {
         match self {
             Body::Empty => None,
             Body::Bytes(b) => Some(b.len() as u64),
+            Body::Chain(b, rest) => Some(b.len() as u64 + rest.length().unwrap_or(0)),
             Body::File { len, .. } => Some(*len),
             Body::Multipart { parts, .. } => Some(parts.total_len()),
         }
