@@ -68,6 +68,9 @@ impl Drop for Listening {
     }
 }
 
+/// The captures of a `server_name ~regex` match: numbered, and named as variables.
+pub type NameCaptures = (Vec<Option<String>>, Vec<(String, String)>);
+
 /// The servers reachable at one address, and which of them is the default.
 #[derive(Clone, Debug)]
 pub struct AddrServers {
@@ -169,28 +172,72 @@ impl Generation {
         self.routes.get(socket)
     }
 
-    /// The server for a Host among `candidates`: exact name, then the longest `*.suffix`, then
-    /// the longest `prefix.*`, else the default server (nginx's order; regex names come with
-    /// the HTTP issue).
-    pub fn find_server<'a>(
+    /// The server for a Host among `candidates` (see [`Generation::find_server_captures`]).
+    pub fn find_server<'a>(&'a self, candidates: &AddrServers, host: Option<&str>) -> &'a ServerConf {
+        self.find_server_captures(candidates, host).0
+    }
+
+    /// The server for a Host among `candidates`, in nginx's order: exact name, the longest
+    /// `*.suffix`, the longest `prefix.*`, the first matching `~regex` (its captures returned),
+    /// else the default server. Without a Host, a server named `""` before the default.
+    pub fn find_server_captures<'a>(
         &'a self,
         candidates: &AddrServers,
         host: Option<&str>,
-    ) -> &'a ServerConf {
+    ) -> (&'a ServerConf, Option<NameCaptures>) {
         let http = self
             .config
             .http
             .as_ref()
             .expect("a connection implies an http block");
         let servers = &http.servers;
-        if let Some(host) = host {
+        let Some(host) = host.filter(|h| !h.is_empty()) else {
+            if let Some(&i) = candidates
+                .servers
+                .iter()
+                .find(|&&i| servers[i].names.iter().any(|n| n.is_empty()))
+            {
+                return (&servers[i], None);
+            }
+            return (&servers[candidates.default], None);
+        };
+        if let Some(srv) = self.find_by_name(candidates, host) {
+            return (srv, None);
+        }
+        for &i in &candidates.servers {
+            for re in &servers[i].name_regexes {
+                if let Some(caps) = re.captures(host) {
+                    let numbered = caps
+                        .iter()
+                        .map(|m| m.map(|m| m.as_str().to_string()))
+                        .collect();
+                    let named = re
+                        .capture_names()
+                        .flatten()
+                        .filter_map(|n| caps.name(n).map(|m| (n.to_string(), m.as_str().to_string())))
+                        .collect();
+                    return (&servers[i], Some((numbered, named)));
+                }
+            }
+        }
+        (&servers[candidates.default], None)
+    }
+
+    fn find_by_name<'a>(&'a self, candidates: &AddrServers, host: &str) -> Option<&'a ServerConf> {
+        let http = self
+            .config
+            .http
+            .as_ref()
+            .expect("a connection implies an http block");
+        let servers = &http.servers;
+        {
             let host = host.trim_end_matches('.');
             if let Some(&i) = candidates
                 .servers
                 .iter()
                 .find(|&&i| servers[i].names.iter().any(|n| n == host))
             {
-                return &servers[i];
+                return Some(&servers[i]);
             }
             let mut best: Option<(usize, usize)> = None;
             for &i in &candidates.servers {
@@ -215,7 +262,7 @@ impl Generation {
                 }
             }
             if let Some((i, _)) = best {
-                return &servers[i];
+                return Some(&servers[i]);
             }
             for &i in &candidates.servers {
                 for n in &servers[i].names {
@@ -224,13 +271,13 @@ impl Generation {
                             && host.starts_with(prefix)
                             && host.as_bytes()[prefix.len()] == b'.'
                         {
-                            return &servers[i];
+                            return Some(&servers[i]);
                         }
                     }
                 }
             }
         }
-        &servers[candidates.default]
+        None
     }
 }
 

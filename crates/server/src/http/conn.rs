@@ -364,8 +364,8 @@ impl Conn {
                 return Ok(());
             };
             let host = req.host().map(|h| String::from_utf8_lossy(h).into_owned());
-            let srv = gen.find_server(route, host.as_deref());
-            let keep = self.handle(&req, srv, host.as_deref()).await?;
+            let (srv, name_captures) = gen.find_server_captures(route, host.as_deref());
+            let keep = self.handle(&req, srv, host.as_deref(), name_captures.as_ref()).await?;
             if !keep {
                 self.flush().await?;
                 return Ok(());
@@ -484,6 +484,7 @@ impl Conn {
         req: &Request,
         srv: &ServerConf,
         host: Option<&str>,
+        name_captures: Option<&crate::cycle::NameCaptures>,
     ) -> std::io::Result<bool> {
         let start = Instant::now();
         let info = &self.info;
@@ -493,7 +494,7 @@ impl Conn {
             host,
             info,
             start,
-            whole: std::cell::Cell::new(false),
+            name_captures,
         };
         let body_kind = req.body();
         // `client_max_body_size` is checked against the location found for the request URI,
@@ -601,7 +602,7 @@ impl Conn {
                 host,
                 info: &self.info,
                 start,
-                whole: std::cell::Cell::new(false),
+                name_captures,
             };
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {

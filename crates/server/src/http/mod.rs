@@ -169,6 +169,8 @@ pub struct ServerConf {
     pub srv: SrvConf,
     pub loc: LocConf,
     pub locations: Vec<LocationConf>,
+    /// `server_name ~REGEX` names, in order.
+    pub name_regexes: Vec<regex::Regex>,
     /// The server's rewrite-module directives, in order (run before the location is found).
     pub rewrite: Vec<rewrite::Code>,
     /// Its `if` blocks.
@@ -596,6 +598,20 @@ fn set_server_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
         unreachable!("server_name is allowed in server only")
     };
     for a in &d.args {
+        if let Some(re) = a.value.strip_prefix('~') {
+            // nginx compiles server name regexes caseless; captures become `$1`.. and named
+            // variables for the request.
+            let compiled = regex::RegexBuilder::new(re)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| err(d, format!("regex \"{re}\" failed to compile: {e}")))?;
+            for n in compiled.capture_names().flatten() {
+                crate::variables::declare(n);
+            }
+            srv.name_regexes.push(compiled);
+            srv.names.push(a.value.clone());
+            continue;
+        }
         let name = a.value.to_ascii_lowercase();
         if name.is_empty() && !a.quoted {
             continue;

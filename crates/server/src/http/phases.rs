@@ -48,7 +48,8 @@ pub struct Req<'s, 'r> {
     pub start: std::time::Instant,
     /// No longer read: whether an error page takes ranges is decided by its status, as in
     /// nginx (a `=200` page does). Kept until `conn.rs` stops setting it.
-    pub whole: std::cell::Cell<bool>,
+    /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
+    pub name_captures: Option<&'r crate::cycle::NameCaptures>,
 }
 
 impl Req<'_, '_> {
