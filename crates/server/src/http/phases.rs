@@ -137,6 +137,10 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
         },
         ..Default::default()
     };
+    if let Some((numbered, named)) = r.name_captures {
+        rw.captures = numbered.clone();
+        rw.vars.extend(named.iter().cloned());
+    }
     let mut method_get = false;
     let mut internal = false;
     let mut named: Option<String> = None;
