@@ -173,7 +173,11 @@ impl Generation {
     }
 
     /// The server for a Host among `candidates` (see [`Generation::find_server_captures`]).
-    pub fn find_server<'a>(&'a self, candidates: &AddrServers, host: Option<&str>) -> &'a ServerConf {
+    pub fn find_server<'a>(
+        &'a self,
+        candidates: &AddrServers,
+        host: Option<&str>,
+    ) -> &'a ServerConf {
         self.find_server_captures(candidates, host).0
     }
 
@@ -214,7 +218,10 @@ impl Generation {
                     let named = re
                         .capture_names()
                         .flatten()
-                        .filter_map(|n| caps.name(n).map(|m| (n.to_string(), m.as_str().to_string())))
+                        .filter_map(|n| {
+                            caps.name(n)
+                                .map(|m| (n.to_string(), m.as_str().to_string()))
+                        })
                         .collect();
                     return (&servers[i], Some((numbered, named)));
                 }

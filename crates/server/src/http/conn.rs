@@ -365,7 +365,9 @@ impl Conn {
             };
             let host = req.host().map(|h| String::from_utf8_lossy(h).into_owned());
             let (srv, name_captures) = gen.find_server_captures(route, host.as_deref());
-            let keep = self.handle(&req, srv, host.as_deref(), name_captures.as_ref()).await?;
+            let keep = self
+                .handle(&req, srv, host.as_deref(), name_captures.as_ref())
+                .await?;
             if !keep {
                 self.flush().await?;
                 return Ok(());

@@ -407,6 +407,50 @@ impl Compressor {
     }
 }
 
+/// Whether a plain file answer of `content_type` and `size` would be compressed for `req`
+/// (the static handler asks, because a compressed answer is never a range).
+pub fn would_compress(g: &GzipLoc, req: &Request, content_type: &str, size: u64) -> bool {
+    let facts = ResponseFacts {
+        status: 200,
+        content_type: Some(content_type),
+        content_length: Some(size),
+        already_encoded: false,
+        head_only: req.method() == "HEAD",
+        has_last_modified: true,
+        has_etag: true,
+        cache_control: None,
+        expires: None,
+    };
+    decide(g, req, &facts).0
+}
+
+/// `gzip_static`: whether to look for `FILE.gz` for this request (`on`: the client accepts
+/// gzip and passes the same request checks as the gzip filter; `always`: every client).
+pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
+    match g.static_mode() {
+        GzipStatic::Off => false,
+        GzipStatic::Always => true,
+        GzipStatic::On => {
+            let version_ok = match req.version() {
+                shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
+                _ => true,
+            };
+            let ua = req
+                .header("user-agent")
+                .map(|u| String::from_utf8_lossy(u).into_owned())
+                .unwrap_or_default();
+            version_ok
+                && accepts_gzip(req)
+                && !(g.disable_msie6.unwrap_or(false) && msie6(&ua))
+                && !g
+                    .disable
+                    .as_ref()
+                    .is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
+                && (req.header("via").is_none() || g.proxied.is_some_and(|p| p.any))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,49 +493,5 @@ mod tests {
         assert!(g.type_ok("application/json"));
         g.types = Some(None);
         assert!(g.type_ok("image/png"));
-    }
-}
-
-/// Whether a plain file answer of `content_type` and `size` would be compressed for `req`
-/// (the static handler asks, because a compressed answer is never a range).
-pub fn would_compress(g: &GzipLoc, req: &Request, content_type: &str, size: u64) -> bool {
-    let facts = ResponseFacts {
-        status: 200,
-        content_type: Some(content_type),
-        content_length: Some(size),
-        already_encoded: false,
-        head_only: req.method() == "HEAD",
-        has_last_modified: true,
-        has_etag: true,
-        cache_control: None,
-        expires: None,
-    };
-    decide(g, req, &facts).0
-}
-
-/// `gzip_static`: whether to look for `FILE.gz` for this request (`on`: the client accepts
-/// gzip and passes the same request checks as the gzip filter; `always`: every client).
-pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
-    match g.static_mode() {
-        GzipStatic::Off => false,
-        GzipStatic::Always => true,
-        GzipStatic::On => {
-            let version_ok = match req.version() {
-                shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
-                _ => true,
-            };
-            let ua = req
-                .header("user-agent")
-                .map(|u| String::from_utf8_lossy(u).into_owned())
-                .unwrap_or_default();
-            version_ok
-                && accepts_gzip(req)
-                && !(g.disable_msie6.unwrap_or(false) && msie6(&ua))
-                && !g
-                    .disable
-                    .as_ref()
-                    .is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
-                && (req.header("via").is_none() || g.proxied.is_some_and(|p| p.any))
-        }
     }
 }

@@ -725,7 +725,7 @@ mod tests {
             };
             if let Ranges::Satisfiable(v) = parse(&h, size, max) {
                 assert!(!v.is_empty());
-                assert!(max.map_or(true, |m| v.len() as u64 <= m), "{h:?}");
+                assert!(max.is_none_or(|m| v.len() as u64 <= m), "{h:?}");
                 let mut sum = 0u64;
                 for br in &v {
                     assert!(br.start < br.end && br.end <= size, "{h:?} {size} {br:?}");
