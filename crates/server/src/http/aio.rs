@@ -88,14 +88,10 @@ fn set_residency_check(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Res
     set_once(&mut loc_conf(s).aio_residency_check, flag_arg(d), d)
 }
 
-fn set_directio(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+fn set_directio(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let v = if d.args[0].value == "off" {
         None
     } else {
-        b.warn(
-            "\"directio\" is not implemented yet: files are read through the page cache",
-            &d.span,
-        );
         Some(size_arg(d, 0)?)
     };
     set_once(&mut loc_conf(s).directio, v, d)

@@ -157,6 +157,7 @@ pub async fn serve(
         pool: None,
         rules,
         gzip: None,
+        direct: None,
         since_yield: 0,
         closing_after_request: false,
         state: crate::status::ConnState::accepted(),
@@ -224,6 +225,8 @@ struct Conn {
     rules: CloseRules,
     /// `gzip_comp_level` when the current answer is compressed.
     gzip: Option<u32>,
+    /// `directio`: the current answer's file is read with O_DIRECT (path, alignment).
+    direct: Option<(std::path::PathBuf, usize)>,
     /// Requests answered since this task last yielded.
     since_yield: u32,
     /// The connection's socket is gone from the configuration: answer, then close.
@@ -615,7 +618,9 @@ impl Conn {
                 }
             }
         }
-        if let Some(p) = &pool {
+        self.pool = pool.clone();
+        self.direct = reply.direct.take();
+        if pool.is_some() {
             if let Body::File {
                 len, cached: None, ..
             } = reply.body
@@ -625,7 +630,7 @@ impl Conn {
                 // overflow is a 503; a HEAD answer reads nothing.
                 let read_path = len <= static_files::SMALL_FILE as u64 || !lc.sendfile();
                 if read_path && req.method() != "HEAD" {
-                    if let Err(e) = self.preread(&mut reply, p, lc).await {
+                    if let Err(e) = self.preread(&mut reply, lc).await {
                         if !is_overflow(&e) {
                             return Err(e);
                         }
@@ -657,6 +662,7 @@ impl Conn {
         self.gzip = gzip;
         let sent = self.send(req, reply, lc, keep, pool.as_ref()).await;
         self.gzip = None;
+        self.direct = None;
         let (head_len, body_len) = sent?;
         if logs {
             self.log(
@@ -841,12 +847,7 @@ impl Conn {
 
     /// Reads a small file body through the pool (page-cache hits inline first, unless
     /// `aio_residency_check off`), turning it into bytes.
-    async fn preread(
-        &mut self,
-        reply: &mut Reply,
-        pool: &Arc<ThreadPool>,
-        lc: &LocConf,
-    ) -> std::io::Result<()> {
+    async fn preread(&mut self, reply: &mut Reply, lc: &LocConf) -> std::io::Result<()> {
         let Body::File {
             file,
             offset,
@@ -861,15 +862,7 @@ impl Conn {
             return Ok(());
         }
         let first = len.min(MAX_GATHER as u64);
-        let data = shoal_io::file::read_range(
-            &file,
-            offset,
-            first as usize,
-            Some(pool),
-            lc.aio_residency_check(),
-        )
-        .await;
-        let data = data.map_err(|e| self.pool_error(e))?;
+        let data = self.read_piece(&file, offset, first as usize, lc).await?;
         if (data.len() as u64) < first {
             return Err(std::io::Error::other("file shrank while being sent"));
         }
@@ -927,28 +920,11 @@ impl Conn {
             Body::File {
                 file, offset, len, ..
             } => {
-                let pool = self.pool.clone();
                 let mut off = offset;
                 let end = offset + len;
                 while off < end {
                     let want = ((end - off) as usize).min(MAX_GATHER);
-                    let data = match &pool {
-                        Some(p) => shoal_io::file::read_range(
-                            &file,
-                            off,
-                            want,
-                            Some(p),
-                            lc.aio_residency_check(),
-                        )
-                        .await
-                        .map_err(|e| self.pool_error(e))?,
-                        None => {
-                            let mut buf = vec![0; want];
-                            let n = read_at(&file, &mut buf, off)?;
-                            buf.truncate(n);
-                            buf
-                        }
-                    };
+                    let data = self.read_piece(&file, off, want, lc).await?;
                     if data.is_empty() {
                         return Err(std::io::Error::other("file shrank while being sent"));
                     }
@@ -1108,6 +1084,34 @@ impl Conn {
         Ok((head_len, body_len))
     }
 
+    /// Reads a piece of the current answer's file: with `O_DIRECT` for `directio` files, through
+    /// the pool with `aio threads` (page-cache hits inline unless `aio_residency_check off`),
+    /// else inline.
+    async fn read_piece(
+        &self,
+        file: &Arc<std::fs::File>,
+        off: u64,
+        want: usize,
+        lc: &LocConf,
+    ) -> std::io::Result<Vec<u8>> {
+        let result = match (&self.direct, &self.pool) {
+            (Some((path, align)), pool) => {
+                shoal_io::direct::read_direct(path, off, want, *align, pool.as_deref()).await
+            }
+            (None, Some(p)) => {
+                shoal_io::file::read_range(file, off, want, Some(p), lc.aio_residency_check()).await
+            }
+            (None, None) => {
+                let mut buf = vec![0; want];
+                read_at(file, &mut buf, off).map(|n| {
+                    buf.truncate(n);
+                    buf
+                })
+            }
+        };
+        result.map_err(|e| self.pool_error(e))
+    }
+
     /// Sends a file range after what is gathered in `out`: small ranges (or all of them with
     /// `sendfile off`) are read into `out`; large ones go by sendfile, with TCP_CORK around the
     /// head and the file when `tcp_nopush on` (nginx's way to send them in full packets).
@@ -1119,30 +1123,22 @@ impl Conn {
         lc: &LocConf,
     ) -> std::io::Result<()> {
         let pool = self.pool.clone();
-        if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() {
+        if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() || self.direct.is_some() {
             let mut off = offset;
             let end = offset + len;
             while off < end {
                 let want = ((end - off) as usize).min(MAX_GATHER);
-                let n = match &pool {
-                    None => {
+                let n = match (&pool, &self.direct) {
+                    (None, None) => {
                         let start = self.out.len();
                         self.out.resize(start + want, 0);
                         let n = read_at(file, &mut self.out[start..], off)?;
                         self.out.truncate(start + n);
                         n
                     }
-                    Some(p) => {
+                    _ => {
                         // After the head, an overflow can only close the connection.
-                        let data = shoal_io::file::read_range(
-                            file,
-                            off,
-                            want,
-                            Some(p),
-                            lc.aio_residency_check(),
-                        )
-                        .await
-                        .map_err(|e| self.pool_error(e))?;
+                        let data = self.read_piece(file, off, want, lc).await?;
                         self.out.extend_from_slice(&data);
                         data.len()
                     }

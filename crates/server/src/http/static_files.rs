@@ -84,6 +84,8 @@ pub struct Reply {
     /// Close after this answer: an error nginx generated turned keep-alive off before an
     /// `error_page` replaced its content.
     pub close_after: bool,
+    /// `directio`: read this file with O_DIRECT (its path, the alignment), never sendfile.
+    pub direct: Option<(std::path::PathBuf, usize)>,
     pub body: Body,
     /// nginx's `r->allow_ranges`: a static file, whose 200 the range filter may turn into a 206.
     pub allow_ranges: bool,
@@ -108,6 +110,7 @@ impl Reply {
             extra: Vec::new(),
             special: false,
             close_after: false,
+            direct: None,
             body: Body::Empty,
             allow_ranges: false,
         }
@@ -389,6 +392,8 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     };
     let mtime = opened.info.mtime;
     let size = opened.info.size;
+    // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.
+    let direct = lc.directio().is_some_and(|t| size >= t);
     let content_type = uri_content_type(lc, uri).to_string();
     let mut reply = Reply::new(200);
     reply.last_modified = Some(shoal_http::date::format_unix(mtime.max(0) as u64));
@@ -409,8 +414,15 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         file,
         offset: 0,
         len: size,
-        cached: open_file_cache::small_content(lc, &path, &opened, SMALL_FILE),
+        cached: if direct {
+            None
+        } else {
+            open_file_cache::small_content(lc, &path, &opened, SMALL_FILE)
+        },
     };
+    if direct {
+        reply.direct = Some((path.clone(), lc.directio_alignment() as usize));
+    }
     // The 304/412 and 206/416 decisions are the header filters' (`phases::finish`), made on
     // this 200 in nginx's order, whatever produced it (an `error_page ... =200` too). The
     // gzip_static answer takes no ranges (nginx's handler does not allow them).
