@@ -49,9 +49,9 @@ pub struct Worker {
     /// current request.
     pub stopping: Cell<bool>,
     /// Woken when `stopping` is set.
-    pub stop_notify: Notify,
-    /// Woken when a new configuration generation arrives (idle connections re-evaluate).
-    pub reload_notify: Notify,
+    /// Wakes idle connections: a graceful stop began (`stopping` is set) or a new generation
+    /// arrived. One registration per wait on the hot path, instead of one per reason.
+    pub wake_idle: Notify,
     /// Woken when a connection closes (the accept loops wait on it at `worker_connections`,
     /// the graceful stop waits on it for the last connection).
     pub closed_notify: Notify,
@@ -117,8 +117,7 @@ async fn serve(
         index,
         active: Cell::new(0),
         stopping: Cell::new(false),
-        stop_notify: Notify::new(),
-        reload_notify: Notify::new(),
+        wake_idle: Notify::new(),
         closed_notify: Notify::new(),
         current: RefCell::new(first.generation.clone()),
         counter,
@@ -144,7 +143,7 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
         match cmd.stop {
             Stop::Run => {
                 *worker.current.borrow_mut() = cmd.generation.clone();
-                worker.reload_notify.notify_waiters();
+                worker.wake_idle.notify_waiters();
                 reconcile(&worker, &cmd.generation, &mut accepting);
             }
             Stop::Graceful => {
@@ -263,7 +262,7 @@ async fn graceful_stop(
         task.abort();
     }
     worker.stopping.set(true);
-    worker.stop_notify.notify_waiters();
+    worker.wake_idle.notify_waiters();
     let timeout = generation.config.main.worker_shutdown_timeout;
     let wait_idle = async {
         while worker.active.get() > 0 {

@@ -159,6 +159,7 @@ pub async fn serve(
         gzip: None,
         direct: None,
         since_yield: 0,
+        timer: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
         closing_after_request: false,
         state: crate::status::ConnState::accepted(),
         unread_input: false,
@@ -229,6 +230,8 @@ struct Conn {
     direct: Option<(std::path::PathBuf, usize)>,
     /// Requests answered since this task last yielded.
     since_yield: u32,
+    /// The connection's one timer (header and keep-alive timeouts), reset for each wait.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// The connection's socket is gone from the configuration: answer, then close.
     closing_after_request: bool,
     /// This connection's place in `stub_status`.
@@ -391,10 +394,10 @@ impl Conn {
     /// Takes the worker's newest configuration if this connection's socket is still in it.
     /// Returns false when the socket was removed by a reload.
     fn follow_reload(&mut self) -> bool {
-        let current = self.guard.0.current.borrow().clone();
-        if current.id == self.generation.id {
+        if self.guard.0.current.borrow().id == self.generation.id {
             return true;
         }
+        let current = self.guard.0.current.borrow().clone();
         if current
             .sockets
             .iter()
@@ -455,15 +458,20 @@ impl Conn {
             if self.buf.capacity() - self.buf.len() < 1024 {
                 self.buf.reserve(READ_CHUNK);
             }
-            let stop = worker.stop_notify.notified();
-            let reload = worker.reload_notify.notified();
+            let wake = worker.wake_idle.notified();
+            let empty = self.buf.is_empty();
+            // One timer per connection, reset for each wait (not a new one per request).
+            self.timer.as_mut().reset(deadline.into());
             let n = tokio::select! {
+                biased;
                 r = self.stream.read_buf(&mut self.buf) => r?,
-                _ = tokio::time::sleep_until(deadline.into()) => {
+                _ = wake, if empty => {
+                    // A graceful stop, or a reload: look again (the loop closes or moves on).
+                    return Ok(Err(if worker.stopping.get() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
+                }
+                _ = &mut self.timer => {
                     return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
                 }
-                _ = stop, if self.buf.is_empty() => return Ok(Err(ReadEnd::Closed)),
-                _ = reload, if self.buf.is_empty() => return Ok(Err(ReadEnd::Reloaded)),
             };
             if n == 0 {
                 if !self.buf.is_empty() {
