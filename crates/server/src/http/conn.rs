@@ -900,7 +900,8 @@ impl Conn {
         chunked: bool,
         lc: &LocConf,
     ) -> std::io::Result<u64> {
-        let mut z = super::gzip::Compressor::new(level);
+        let len = body.length();
+        let mut z = super::gzip::Compressor::new(level, len);
         let mut total = 0u64;
         let body = match body {
             Body::Chain(first, rest) => {
