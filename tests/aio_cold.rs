@@ -6,50 +6,10 @@
 mod aio_support;
 mod common;
 
-use std::path::Path;
-
-use aio_support::{evict, threads_named, DataDir};
+use aio_support::{assert_body, conf, evict, threads_named, DataDir};
 use common::{free_port, Client, Shoal};
 
 const MIB: usize = 1 << 20;
-
-/// A configuration with one worker (so cold and hot requests share it), errors at debug level,
-/// and one server on 127.0.0.1:`port` whose root is `data`.
-fn conf(port: u16, data: &Path, main: &str, server: &str) -> String {
-    format!(
-        "daemon off;\n\
-         pid logs/shoal.pid;\n\
-         error_log logs/error.log debug;\n\
-         worker_processes 1;\n\
-         {main}\n\
-         events {{ worker_connections 256; }}\n\
-         http {{\n\
-         \x20   include mime.types;\n\
-         \x20   default_type application/octet-stream;\n\
-         \x20   access_log off;\n\
-         \x20   server {{\n\
-         \x20       listen 127.0.0.1:{port};\n\
-         \x20       server_name localhost;\n\
-         \x20       root {};\n\
-         {server}\n\
-         \x20   }}\n\
-         }}\n",
-        data.display()
-    )
-}
-
-/// Asserts that `body` is `want`, naming the first differing byte rather than printing MiBs.
-#[track_caller]
-fn assert_body(body: &[u8], want: &[u8], what: &str) {
-    if body != want {
-        let at = body.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{what}: body of {} bytes differs from the file's {} bytes (first difference at {at:?})",
-            body.len(),
-            want.len()
-        );
-    }
-}
 
 /// A cold (evicted) 16 MiB file with `sendfile on` and `aio threads`: the bytes arrive intact,
 /// whole and as a range, and the pool's threads did the sendfile (their read bytes): all of it

@@ -36,10 +36,20 @@ pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 
 /// A port on 127.0.0.1 that was free a moment ago (bound to port 0, read, closed).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("binding 127.0.0.1:0")
-        .port()
+    // Tests run in parallel threads: the kernel may give two of them the same just-freed port,
+    // and then one test's requests reach the other test's server. Never hand a port out twice.
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("binding 127.0.0.1:0")
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A temporary prefix: `logs/`, `conf/` (with `mime.types`) and `html/` (with `index.html`).

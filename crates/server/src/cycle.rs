@@ -68,8 +68,8 @@ impl Drop for Listening {
     }
 }
 
-/// The captures of a `server_name ~regex` match: numbered, and named as variables.
-pub type NameCaptures = (Vec<Option<String>>, Vec<(String, String)>);
+/// The captures of a `server_name ~regex` match.
+pub type NameCaptures = crate::variables::Captures;
 
 /// The servers reachable at one address, and which of them is the default.
 #[derive(Clone, Debug)]
@@ -172,6 +172,13 @@ impl Generation {
         self.routes.get(socket)
     }
 
+    fn http(&self) -> &crate::http::HttpConf {
+        self.config
+            .http
+            .as_ref()
+            .expect("a connection implies an http block")
+    }
+
     /// The server for a Host among `candidates` (see [`Generation::find_server_captures`]).
     pub fn find_server<'a>(
         &'a self,
@@ -189,12 +196,7 @@ impl Generation {
         candidates: &AddrServers,
         host: Option<&str>,
     ) -> (&'a ServerConf, Option<NameCaptures>) {
-        let http = self
-            .config
-            .http
-            .as_ref()
-            .expect("a connection implies an http block");
-        let servers = &http.servers;
+        let servers = &self.http().servers;
         let Some(host) = host.filter(|h| !h.is_empty()) else {
             if let Some(&i) = candidates
                 .servers
@@ -210,20 +212,8 @@ impl Generation {
         }
         for &i in &candidates.servers {
             for re in &servers[i].name_regexes {
-                if let Some(caps) = re.captures(host) {
-                    let numbered = caps
-                        .iter()
-                        .map(|m| m.map(|m| m.as_str().to_string()))
-                        .collect();
-                    let named = re
-                        .capture_names()
-                        .flatten()
-                        .filter_map(|n| {
-                            caps.name(n)
-                                .map(|m| (n.to_string(), m.as_str().to_string()))
-                        })
-                        .collect();
-                    return (&servers[i], Some((numbered, named)));
+                if let Some(caps) = crate::variables::capture(re, host) {
+                    return (&servers[i], Some(caps));
                 }
             }
         }
@@ -231,12 +221,7 @@ impl Generation {
     }
 
     fn find_by_name<'a>(&'a self, candidates: &AddrServers, host: &str) -> Option<&'a ServerConf> {
-        let http = self
-            .config
-            .http
-            .as_ref()
-            .expect("a connection implies an http block");
-        let servers = &http.servers;
+        let servers = &self.http().servers;
         {
             let host = host.trim_end_matches('.');
             if let Some(&i) = candidates

@@ -129,7 +129,8 @@ pub struct ErrorLog {
 static MAX_LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 static CURRENT: RwLock<Option<Arc<ErrorLog>>> = RwLock::new(None);
 
-fn open_append(path: &PathBuf) -> std::io::Result<File> {
+/// Opens a log file for appending (created 0644, close-on-exec), as nginx opens its logs.
+pub(crate) fn open_append(path: &std::path::Path) -> std::io::Result<File> {
     OpenOptions::new()
         .append(true)
         .create(true)

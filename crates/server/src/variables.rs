@@ -264,6 +264,33 @@ pub fn end_config() -> Result<(), String> {
     Ok(())
 }
 
+/// A regex match's captures: numbered ones (`$1`..`$9`) and named ones (variables).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Captures {
+    pub numbered: Vec<Option<String>>,
+    pub named: Vec<(String, String)>,
+}
+
+/// Matches `regex` against `text`, keeping its captures (location, `server_name`, `rewrite`
+/// and `if` regexes all feed variables this way).
+pub fn capture(regex: &regex::Regex, text: &str) -> Option<Captures> {
+    let caps = regex.captures(text)?;
+    Some(Captures {
+        numbered: caps
+            .iter()
+            .map(|m| m.map(|m| m.as_str().to_string()))
+            .collect(),
+        named: regex
+            .capture_names()
+            .flatten()
+            .filter_map(|n| {
+                caps.name(n)
+                    .map(|m| (n.to_string(), m.as_str().to_string()))
+            })
+            .collect(),
+    })
+}
+
 /// How a value is escaped where it is written (`log_format ... escape=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Escape {

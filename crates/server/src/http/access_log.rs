@@ -10,9 +10,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -43,12 +42,7 @@ pub struct LogFile {
 
 impl LogFile {
     fn open(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o644)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path)
+        crate::log::open_append(path)
     }
 
     fn write(&self, data: &[u8]) {

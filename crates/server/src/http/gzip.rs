@@ -415,9 +415,12 @@ impl Compressor {
         let key = (level, window_bits(len));
         let reused = STATES.with(|s| {
             let mut s = s.borrow_mut();
-            s.iter().position(|(k, _)| *k == key).map(|i| s.swap_remove(i).1)
+            s.iter()
+                .position(|(k, _)| *k == key)
+                .map(|i| s.swap_remove(i).1)
         });
-        let c = reused.unwrap_or_else(|| flate2::Compress::new_gzip(flate2::Compression::new(level), key.1));
+        let c = reused
+            .unwrap_or_else(|| flate2::Compress::new_gzip(flate2::Compression::new(level), key.1));
         Compressor { c: Some(c), key }
     }
 
@@ -436,7 +439,10 @@ impl Compressor {
             input = &input[used..];
             match status {
                 flate2::Status::StreamEnd => return Ok(out),
-                _ if input.is_empty() && flush == flate2::FlushCompress::None && out.len() < out.capacity() => {
+                _ if input.is_empty()
+                    && flush == flate2::FlushCompress::None
+                    && out.len() < out.capacity() =>
+                {
                     return Ok(out)
                 }
                 _ => {}
@@ -551,7 +557,9 @@ mod tests {
             let mut out = c.feed(&data).unwrap();
             out.extend(c.finish().unwrap());
             let mut back = Vec::new();
-            flate2::read::GzDecoder::new(&out[..]).read_to_end(&mut back).unwrap();
+            flate2::read::GzDecoder::new(&out[..])
+                .read_to_end(&mut back)
+                .unwrap();
             assert_eq!(back, data, "len {len}");
         }
         assert_eq!(window_bits(Some(1024)), 11);

@@ -97,28 +97,10 @@ impl Req<'_, '_> {
     }
 }
 
-/// The captures of a regex location's match (numbered, and named ones as variables).
-#[allow(clippy::type_complexity)]
-fn captures_of(
-    loc: Option<&LocationConf>,
-    uri: &str,
-) -> Option<(Vec<Option<String>>, Vec<(String, String)>)> {
+/// The captures of a regex location's match.
+fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables::Captures> {
     let l = loc.filter(|l| l.kind == Match::Regex)?;
-    let re = l.regex.as_ref()?;
-    let caps = re.captures(uri)?;
-    let numbered = caps
-        .iter()
-        .map(|m| m.map(|m| m.as_str().to_string()))
-        .collect();
-    let named = re
-        .capture_names()
-        .flatten()
-        .filter_map(|n| {
-            caps.name(n)
-                .map(|m| (n.to_string(), m.as_str().to_string()))
-        })
-        .collect();
-    Some((numbered, named))
+    crate::variables::capture(l.regex.as_ref()?, uri)
 }
 
 /// Runs the phases for one request.
@@ -137,9 +119,9 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
         },
         ..Default::default()
     };
-    if let Some((numbered, named)) = r.name_captures {
-        rw.captures = numbered.clone();
-        rw.vars.extend(named.iter().cloned());
+    if let Some(caps) = r.name_captures {
+        rw.captures = caps.numbered.clone();
+        rw.vars.extend(caps.named.iter().cloned());
     }
     let mut method_get = false;
     let mut internal = false;
@@ -228,8 +210,8 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
             }
         };
         if let Some(caps) = captures_of(loc, &rw.uri) {
-            rw.captures = caps.0;
-            rw.vars.extend(caps.1);
+            rw.captures = caps.numbered;
+            rw.vars.extend(caps.named);
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
         let mut rewrite_reply = srv_reply;

@@ -24,6 +24,7 @@ use super::phases::Req;
 use super::LocConf;
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::log::Level;
+use crate::variables::Captures;
 use crate::variables::{Piece, Template, Var, Vars};
 
 const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
@@ -402,7 +403,7 @@ pub fn run<'c>(
                 external,
                 add_args,
             } => {
-                let Some(caps) = capture(regex, &st.uri) else {
+                let Some(caps) = crate::variables::capture(regex, &st.uri) else {
                     if log {
                         crate::conn_log!(
                             Level::Notice,
@@ -521,32 +522,8 @@ pub fn run<'c>(
     Flow::Done
 }
 
-/// A match's numbered captures, and its named ones.
-struct Captured {
-    numbered: Vec<Option<String>>,
-    named: Vec<(String, String)>,
-}
-
-fn capture(regex: &Regex, text: &str) -> Option<Captured> {
-    let caps = regex.captures(text)?;
-    Some(Captured {
-        numbered: caps
-            .iter()
-            .map(|m| m.map(|m| m.as_str().to_string()))
-            .collect(),
-        named: regex
-            .capture_names()
-            .flatten()
-            .filter_map(|n| {
-                caps.name(n)
-                    .map(|m| (n.to_string(), m.as_str().to_string()))
-            })
-            .collect(),
-    })
-}
-
 /// The numbered captures become `$1`..`$9`, the named ones variables.
-fn set_captures(st: &mut State, c: Captured) {
+fn set_captures(st: &mut State, c: Captures) {
     st.captures = c.numbered;
     st.vars.extend(c.named);
 }
@@ -650,7 +627,7 @@ fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
         } => {
             let v = r.vars_rw(st, lc).eval(value);
             // A match sets the captures (negated or not); no match forgets them.
-            match capture(regex, &v) {
+            match crate::variables::capture(regex, &v) {
                 Some(caps) => {
                     set_captures(st, caps);
                     !*negate
