@@ -1,7 +1,6 @@
-//! Cold sendfile through a thread pool: a file that is not in the page cache at all, sent with
-//! `sendfile on` and `aio threads`, arrives intact, and the pool (not the worker) does the
-//! sending. In a test binary of its own: it needs a truly cold file, and the slow-disk tests in
-//! `aio.rs` leave the test process in a state where fresh files get read into the page cache.
+//! Cold sendfile through a thread pool: a file that is not in the page cache at all (written
+//! with `O_DIRECT`, then evicted to be sure), sent with `sendfile on` and `aio threads`, arrives
+//! intact, and the pool (not the worker) does the sending.
 
 mod aio_support;
 mod common;
