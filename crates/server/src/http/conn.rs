@@ -512,11 +512,17 @@ impl Conn {
         let body_kind = req.body();
         // `client_max_body_size` is checked against the location found for the request URI,
         // before any body byte is read, as nginx does.
-        let first_lc = super::location::find(&srv.locations, &String::from_utf8_lossy(req.path()))
-            .map_or(&srv.loc, |l| &l.loc);
-        let too_large = body_kind
-            .check_max_size(first_lc.client_max_body_size())
-            .is_err();
+        // (Only a request with a body needs that lookup.)
+        let first_lc = if body_kind == BodyKind::Empty {
+            &srv.loc
+        } else {
+            super::location::find(&srv.locations, &String::from_utf8_lossy(req.path()))
+                .map_or(&srv.loc, |l| &l.loc)
+        };
+        let too_large = body_kind != BodyKind::Empty
+            && body_kind
+                .check_max_size(first_lc.client_max_body_size())
+                .is_err();
         let Processed {
             mut reply,
             lc,
