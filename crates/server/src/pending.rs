@@ -1,7 +1,6 @@
 //! Directives that shoal knows the shape of but does not implement yet (proxy, proxy cache,
-//! upstream, map, split_clients, stream, open_file_cache, ...): their names, contexts and
-//! argument counts are checked as nginx checks them, so a configuration is validated the same
-//! way, and each use is accepted with a
+//! upstream, stream, ...): their names, contexts and argument counts are checked as nginx
+//! checks them, so a configuration is validated the same way, and each use is accepted with a
 //! `[warn] "NAME" directive is not implemented yet, ignored` line, never silently.
 //!
 //! When a module lands, its real table replaces its lines here.
@@ -56,20 +55,11 @@ pub static DIRECTIVES: &[Command] = &[
     p("proxy_cache_background_update", HSL, FLAG),
     p("proxy_ignore_headers", HSL, MORE),
     pb("upstream", Ctx::HTTP, ONE),
-    pb("split_clients", Ctx::HTTP, TWO),
-    pb("map", Ctx::HTTP, TWO),
     // stream (TCP proxy): the whole block is accepted and ignored, with the warning
     pb("stream", Ctx::MAIN, Args::NONE),
 ];
 
 fn pending(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    // `split_clients STRING $var` and `map STRING $var` declare `$var`: configurations that use
-    // it elsewhere still read (it is empty until the module lands).
-    if matches!(d.name.as_str(), "split_clients" | "map") {
-        if let Some(name) = d.args.get(1).and_then(|a| a.value.strip_prefix('$')) {
-            crate::variables::declare(name);
-        }
-    }
     b.warn(
         format!("\"{}\" directive is not implemented yet, ignored", d.name),
         &d.span,

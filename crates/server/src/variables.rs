@@ -5,10 +5,19 @@
 //! A [`Template`] is literal text and variable references. [`Vars`] is what a request offers to
 //! evaluate them: the request, its connection, the chosen server and location, and, once the
 //! answer is sent, the response (for `$status`, `$body_bytes_sent`, `$sent_http_*` in logs).
+//!
+//! Variables a configuration computes (`map`, `split_clients`) are resolved the way nginx
+//! resolves variable indexes: when the configuration has been read. Each template reference to
+//! a declared name holds a slot ([`UserVar`]) that [`end_config`] points at the definition, which
+//! the `http` block owns ([`crate::http::HttpConf::variables`]); so a request needs nothing but
+//! its templates to evaluate them, and a reload's generation never sees another's definitions.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use shoal_http::Request;
@@ -63,9 +72,9 @@ pub enum Var {
     /// `$1`..`$9`: a regex capture of the last match.
     Capture(usize),
     /// A variable the configuration declares: `set $name`, a named regex capture
-    /// `(?<name>...)` (and later `map`, `split_clients`). Undeclared names are reported when
-    /// the whole configuration has been read, as nginx does.
-    User(String),
+    /// `(?<name>...)`, `map`, `split_clients`. Undeclared names are reported when the whole
+    /// configuration has been read, as nginx does.
+    User(UserVar),
     /// Variables of the upstream and proxy modules (`$upstream_cache_status`,
     /// `$upstream_addr`, `$upstream_http_NAME`, `$proxy_host`, ...): known names whose value,
     /// for a request that was not proxied, is "not found", as in nginx.
@@ -152,6 +161,78 @@ impl Var {
     }
 }
 
+/// A variable computed when used, from others (`map`, `split_clients`).
+pub trait Compute: Send + Sync + std::fmt::Debug {
+    /// Appends the value; false when it has none ("not found").
+    fn compute(&self, vars: &Vars<'_>, out: &mut String) -> bool;
+}
+
+/// Where a template finds the definition of a computed variable, once the configuration is read.
+type Slot = Arc<OnceLock<Weak<dyn Compute>>>;
+
+/// A reference to a declared variable: its name, and the definition if `map` or
+/// `split_clients` computes it (the `http` block owns definitions; templates only point at them,
+/// so a map that uses itself is no reference cycle).
+#[derive(Clone)]
+pub struct UserVar {
+    pub name: String,
+    slot: Slot,
+}
+
+impl UserVar {
+    /// The reference of a template being compiled: one slot per name per configuration.
+    fn new(name: &str) -> UserVar {
+        let slot = SLOTS.with(|s| s.borrow_mut().entry(name.to_string()).or_default().clone());
+        UserVar {
+            name: name.to_string(),
+            slot,
+        }
+    }
+
+    /// The definition, when a `map` or `split_clients` computes this variable.
+    pub fn computed(&self) -> Option<Arc<dyn Compute>> {
+        self.slot.get().and_then(Weak::upgrade)
+    }
+}
+
+impl From<&str> for UserVar {
+    /// A reference outside any configuration (never computed).
+    fn from(name: &str) -> UserVar {
+        UserVar {
+            name: name.to_string(),
+            slot: Slot::default(),
+        }
+    }
+}
+
+impl PartialEq for UserVar {
+    fn eq(&self, other: &UserVar) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for UserVar {}
+
+impl std::fmt::Debug for UserVar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "${}", self.name)
+    }
+}
+
+/// Whether `name` is one of shoal's own variables, which a configuration may not define
+/// (nginx: `the duplicate "uri" variable`). Prefixed families (`$http_x`, `$arg_x`, ...) and
+/// `$args` are not: nginx lets `map` and `split_clients` take those over.
+pub fn is_builtin(name: &str) -> bool {
+    match Var::lookup(name) {
+        None | Some(Var::Arg(_) | Var::Http(_) | Var::SentHttp(_) | Var::Cookie(_)) => false,
+        Some(Var::Capture(_)) => false,
+        Some(Var::Upstream(n)) => !["upstream_http_", "upstream_cookie_", "upstream_trailer_"]
+            .iter()
+            .any(|p| n.starts_with(p)),
+        Some(_) => name != "args",
+    }
+}
+
 /// One piece of a template.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Piece {
@@ -205,11 +286,14 @@ impl Template {
             if name.is_empty() {
                 return Err(format!("invalid variable name in \"{s}\""));
             }
-            let var = match Var::lookup(name) {
+            // A name `map`/`split_clients` defined takes over a built-in family's (`$http_x`),
+            // as in nginx; for uses written before the definition the built-in stays.
+            let computed = !name.starts_with(|c: char| c.is_ascii_digit()) && is_defined(name);
+            let var = match Var::lookup(name).filter(|_| !computed) {
                 Some(v) => v,
                 None => {
                     note_used(name);
-                    Var::User(name.to_string())
+                    Var::User(UserVar::new(name))
                 }
             };
             if !text.is_empty() {
@@ -231,8 +315,12 @@ impl Template {
 
 thread_local! {
     /// While a configuration is read: names used but not built in, and names declared.
-    static USED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
-    static DECLARED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    static USED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static DECLARED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The slot of each name templates use, and the definitions of computed variables (the last
+    /// one of a name wins, as in nginx, where a second `map` replaces the first's handler).
+    static SLOTS: RefCell<HashMap<String, Slot>> = RefCell::new(HashMap::new());
+    static DEFINED: RefCell<HashMap<String, Weak<dyn Compute>>> = RefCell::new(HashMap::new());
 }
 
 fn note_used(name: &str) {
@@ -244,15 +332,36 @@ pub fn declare(name: &str) {
     DECLARED.with(|d| d.borrow_mut().push(name.to_string()));
 }
 
+/// Declares a computed variable (`map`, `split_clients`). The caller keeps `def` alive for as
+/// long as the configuration is (templates hold weak references).
+pub fn define(name: &str, def: &Arc<dyn Compute>) {
+    declare(name);
+    DEFINED.with(|d| d.borrow_mut().insert(name.to_string(), Arc::downgrade(def)));
+}
+
+fn is_defined(name: &str) -> bool {
+    DEFINED.with(|d| d.borrow().contains_key(name))
+}
+
 /// Starts reading a configuration: forgets the names of the previous one.
 pub fn begin_config() {
     USED.with(|u| u.borrow_mut().clear());
     DECLARED.with(|d| d.borrow_mut().clear());
+    SLOTS.with(|s| s.borrow_mut().clear());
+    DEFINED.with(|d| d.borrow_mut().clear());
 }
 
-/// Ends reading: the first used name nothing declares, in nginx's words
+/// Ends reading: points every template's reference to a computed variable at its definition,
+/// then reports the first used name nothing declares, in nginx's words
 /// (`unknown "name" variable`, reported without a place, as nginx does).
 pub fn end_config() -> Result<(), String> {
+    let defined = DEFINED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    let slots = SLOTS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    for (name, slot) in slots {
+        if let Some(def) = defined.get(&name) {
+            let _ = slot.set(def.clone());
+        }
+    }
     let declared: std::collections::HashSet<String> =
         DECLARED.with(|d| d.borrow().iter().cloned().collect());
     let used = USED.with(|u| std::mem::take(&mut *u.borrow_mut()));
@@ -552,12 +661,94 @@ impl Vars<'_> {
                 }
                 self.value(&Var::RemoteAddr, out);
             }
-            Var::User(name) => match self.user.and_then(|u| u.get(name)) {
+            // A value `set` gave wins over the definition (nginx: `set` stores into the
+            // variable, which is then valid for the request).
+            Var::User(u) => match self.user.and_then(|m| m.get(&u.name)) {
                 Some(v) => out.push_str(v),
-                None => return false,
+                None => match u.computed() {
+                    Some(def) => return self.compute(&u.name, &*def, out),
+                    None => return false,
+                },
             },
         }
         true
+    }
+
+    /// Evaluates a computed variable, as nginx's `ngx_http_get_indexed_variable` does: at most
+    /// 100 evaluations deep (deeper is `cycle while evaluating variable`, logged, and the
+    /// variable not found), and, within one outermost evaluation, each variable computed once
+    /// (nginx caches per request), so that a map using itself twice stays linear.
+    fn compute(&self, name: &str, def: &dyn Compute, out: &mut String) -> bool {
+        let key = def as *const dyn Compute as *const () as usize;
+        let hit = MEMO.with(|m| {
+            m.borrow()
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        });
+        match hit {
+            Some(Some(v)) => {
+                out.push_str(&v);
+                return true;
+            }
+            Some(None) => return false,
+            None => {}
+        }
+        let depth = DEPTH.get();
+        if depth == 0 {
+            crate::log::log(
+                crate::log::Level::Error,
+                Some(self.connection),
+                format_args!(
+                    "cycle while evaluating variable \"{name}\"{}",
+                    self.log_ctx()
+                ),
+            );
+            return false;
+        }
+        struct Restore(u32);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                DEPTH.set(self.0);
+                if self.0 == MAX_DEPTH {
+                    MEMO.with(|m| m.borrow_mut().clear());
+                }
+            }
+        }
+        let _restore = Restore(depth);
+        DEPTH.set(depth - 1);
+        let start = out.len();
+        let found = def.compute(self, out);
+        if depth < MAX_DEPTH {
+            let v = found.then(|| out[start..].to_string());
+            MEMO.with(|m| m.borrow_mut().push((key, v)));
+        }
+        found
+    }
+
+    /// `, client: ..., server: ..., request: "...", host: "..."` for an error log line.
+    fn log_ctx(&self) -> String {
+        let mut s = String::from(", client: ");
+        match self.peer {
+            Some(p) => {
+                let _ = write!(s, "{}", p.ip());
+            }
+            None => s.push_str("unix:"),
+        }
+        let _ = write!(s, ", server: {}", self.server_name);
+        if let Some(r) = self.req {
+            let _ = write!(
+                s,
+                ", request: \"{} {} {}\"",
+                r.method(),
+                String::from_utf8_lossy(r.uri()),
+                r.version().as_str()
+            );
+            if let Some(h) = r.header("host") {
+                let _ = write!(s, ", host: \"{}\"", String::from_utf8_lossy(h));
+            }
+        }
+        s
     }
 
     /// Evaluates a template (variables without a value are empty).
@@ -594,6 +785,16 @@ impl Vars<'_> {
             }
         }
     }
+}
+
+/// nginx's `ngx_http_variable_depth`: how deep computed variables may nest.
+const MAX_DEPTH: u32 = 100;
+
+thread_local! {
+    /// Evaluation is synchronous on the worker's thread: how deep it is now, and the values
+    /// computed so far in the outermost evaluation.
+    static DEPTH: Cell<u32> = const { Cell::new(MAX_DEPTH) };
+    static MEMO: RefCell<Vec<(usize, Option<String>)>> = const { RefCell::new(Vec::new()) };
 }
 
 fn header_matches(header: &str, var_name: &str) -> bool {
@@ -776,6 +977,17 @@ mod tests {
             Piece::Var(Var::Capture(1))
         );
         assert!(Template::compile("plain").unwrap().is_static());
+    }
+
+    #[test]
+    fn builtin_names_cannot_be_defined() {
+        assert!(is_builtin("uri"));
+        assert!(is_builtin("query_string"));
+        assert!(is_builtin("upstream_addr"));
+        assert!(!is_builtin("args"), "nginx lets map take $args over");
+        assert!(!is_builtin("http_foo"));
+        assert!(!is_builtin("upstream_http_foo"));
+        assert!(!is_builtin("disk"));
     }
 
     #[test]

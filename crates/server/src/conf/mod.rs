@@ -145,6 +145,8 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::stub_status::DIRECTIVES,
             crate::http::gzip::DIRECTIVES,
             crate::http::rewrite::DIRECTIVES,
+            crate::http::map::DIRECTIVES,
+            crate::http::split_clients::DIRECTIVES,
             crate::http::open_file_cache::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,

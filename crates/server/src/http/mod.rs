@@ -12,10 +12,12 @@ pub mod conn;
 pub mod directives;
 pub mod gzip;
 pub mod location;
+pub mod map;
 pub mod open_file_cache;
 pub mod phases;
 pub mod range;
 pub mod rewrite;
+pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
 
@@ -95,6 +97,9 @@ pub struct HttpConf {
     pub srv: SrvConf,
     /// Location-level defaults written at http level.
     pub loc: LocConf,
+    /// The variables `map` and `split_clients` define: owned here, for as long as the
+    /// configuration lives; templates reach them through [`crate::variables::UserVar`].
+    pub variables: Vec<Arc<dyn crate::variables::Compute>>,
 }
 
 /// Server-level settings that may be written at http level too.
