@@ -227,7 +227,17 @@ async fn a_long_task_is_reported_stuck() {
     for c in running.into_iter().chain(running_patient) {
         c.await.unwrap();
     }
-    assert!(pool.stuck().is_empty());
+    // The result reaches us a moment before the pool thread clears its "running since" mark:
+    // what must hold is that the task stops being reported once done.
+    let mut still = pool.stuck();
+    for _ in 0..500 {
+        if still.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        still = pool.stuck();
+    }
+    assert!(still.is_empty(), "{still:?}");
 }
 
 #[test]
