@@ -6,6 +6,7 @@
 //! nginx is the reference: a difference here is a bug in shoal unless a comment at the scenario
 //! says why shoal deliberately differs. The suite fails when nginx is not installed.
 
+mod common;
 mod diff;
 
 use diff::{etag, permissions_enforced, Conf, Pair, A_TXT, MTIME_HTTP};

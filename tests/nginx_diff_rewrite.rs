@@ -10,6 +10,7 @@
 //! system's `gzip -dc`, and compares status, headers (framing included: both must send
 //! `Transfer-Encoding: chunked`) and the decompressed body.
 
+mod common;
 mod diff;
 
 use std::fs;

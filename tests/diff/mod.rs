@@ -14,11 +14,13 @@
 
 use std::fs;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+
+use crate::common::free_port;
 
 /// The binary under test.
 pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
@@ -275,23 +277,6 @@ impl Drop for Server {
                 // SAFETY: kill(2) on a worker of the nginx this harness started.
                 unsafe { libc::kill(k, libc::SIGKILL) };
             }
-        }
-    }
-}
-
-/// A port for one server: never the same twice in this process (parallel tests could
-/// otherwise be given one just-freed port and talk to each other's servers).
-fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("binding 127.0.0.1:0")
-            .port();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
         }
     }
 }

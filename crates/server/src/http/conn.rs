@@ -594,11 +594,6 @@ impl Conn {
                 }
             }
         }
-        let request_length = req.head_len() as u64
-            + match body_kind {
-                BodyKind::Length(n) => n,
-                _ => 0,
-            };
         let mut keep = req.keep_alive()
             && !too_large
             && !lc.keepalive_timeout().0.is_zero()
@@ -691,7 +686,6 @@ impl Conn {
                 sent_headers,
             );
         }
-        let _ = request_length;
         Ok(keep)
     }
 
