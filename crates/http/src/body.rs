@@ -11,6 +11,10 @@
 //! Decoders never copy body bytes: [`ChunkedDecoder::decode`] hands back slices of its input,
 //! the `_buf` variants split `Bytes` off the buffer. Trailer fields are read and dropped, as nginx
 //! does.
+//!
+//! An upstream's chunked response is read with [`ChunkedDecoder::for_upstream`], which takes
+//! what nginx's `ngx_http_parse_chunked` takes: a bare LF wherever CRLF is expected, and any bytes
+//! in chunk extensions and trailers (the [`crate::upstream`] room wraps it).
 
 use bytes::{Bytes, BytesMut};
 
@@ -216,6 +220,9 @@ pub struct ChunkedDecoder {
     /// Body bytes announced so far (for `client_max_body_size`).
     total: u64,
     max_size: u64,
+    /// nginx's own chunk grammar (upstream responses): bare LF ends lines, extensions and
+    /// trailers take any byte.
+    lenient: bool,
 }
 
 impl Default for ChunkedDecoder {
@@ -239,6 +246,18 @@ impl ChunkedDecoder {
             line_len: 0,
             total: 0,
             max_size: max,
+            lenient: false,
+        }
+    }
+
+    /// A decoder for a chunked response from an upstream, with the grammar of nginx's
+    /// `ngx_http_parse_chunked`: LF alone ends a size line, a chunk's data or a trailer line,
+    /// whitespace after the size starts an extension, and extensions and trailers take any byte.
+    /// The line-length bounds of the strict decoder still apply (nginx's bound is its buffer).
+    pub fn for_upstream() -> ChunkedDecoder {
+        ChunkedDecoder {
+            lenient: true,
+            ..ChunkedDecoder::new()
         }
     }
 
@@ -291,6 +310,24 @@ impl ChunkedDecoder {
         Err(e)
     }
 
+    /// The size line is over: on to the data, or to the trailers after the last chunk.
+    fn end_size_line(&mut self, invalid: Error) -> Result<(), Error> {
+        self.line_len = 0;
+        if self.size == 0 {
+            self.state = State::TrailerStart;
+            return Ok(());
+        }
+        self.total = self.total.saturating_add(self.size);
+        if self.total > MAX_LENGTH {
+            self.fail(invalid)?;
+        }
+        if self.max_size != 0 && self.total > self.max_size {
+            self.fail(too_large())?;
+        }
+        self.state = State::Data;
+        Ok(())
+    }
+
     /// The state machine: (consumed, data range within input).
     fn step(&mut self, input: &[u8]) -> Result<(usize, Option<(usize, usize)>), Error> {
         let invalid = Error::bad_request("client sent invalid chunked body");
@@ -321,12 +358,16 @@ impl ChunkedDecoder {
                     } else {
                         match b {
                             b'\r' => self.state = State::SizeLf,
+                            b'\n' if self.lenient => self.end_size_line(invalid)?,
                             b';' => self.state = State::Ext,
+                            b' ' | b'\t' if self.lenient => self.state = State::Ext,
                             b' ' | b'\t' => self.state = State::SizeWs,
                             _ => return self.fail(invalid),
                         }
                     }
-                    self.line_len += 1;
+                    if self.state != State::Data && self.state != State::TrailerStart {
+                        self.line_len += 1;
+                    }
                 }
                 State::SizeWs => {
                     match b {
@@ -340,36 +381,27 @@ impl ChunkedDecoder {
                 State::Ext => {
                     match b {
                         b'\r' => self.state = State::SizeLf,
+                        b'\n' if self.lenient => self.end_size_line(invalid)?,
+                        _ if self.lenient => {}
                         b'\t' => {}
                         _ if b < 0x20 || b == 0x7f => return self.fail(invalid),
                         _ => {}
                     }
-                    self.line_len += 1;
+                    if self.state == State::Ext || self.state == State::SizeLf {
+                        self.line_len += 1;
+                    }
                 }
                 State::SizeLf => {
                     if b != b'\n' {
                         return self.fail(invalid);
                     }
-                    self.line_len = 0;
-                    if self.size == 0 {
-                        self.state = State::TrailerStart;
-                    } else {
-                        self.total = self.total.saturating_add(self.size);
-                        if self.total > MAX_LENGTH {
-                            return self.fail(invalid);
-                        }
-                        if self.max_size != 0 && self.total > self.max_size {
-                            return self.fail(too_large());
-                        }
-                        self.state = State::Data;
-                    }
+                    self.end_size_line(invalid)?;
                 }
-                State::DataCr => {
-                    if b != b'\r' {
-                        return self.fail(invalid);
-                    }
-                    self.state = State::DataLf;
-                }
+                State::DataCr => match b {
+                    b'\r' => self.state = State::DataLf,
+                    b'\n' if self.lenient => self.state = State::SizeStart,
+                    _ => return self.fail(invalid),
+                },
                 State::DataLf => {
                     if b != b'\n' {
                         return self.fail(invalid);
@@ -379,6 +411,11 @@ impl ChunkedDecoder {
                 State::TrailerStart => {
                     self.state = match b {
                         b'\r' => State::EndLf,
+                        b'\n' if self.lenient => {
+                            self.state = State::Done;
+                            return Ok((i + 1, None));
+                        }
+                        b'\0' if self.lenient => State::Trailer,
                         b'\n' | b'\0' => return self.fail(invalid),
                         _ => State::Trailer,
                     };
@@ -387,6 +424,8 @@ impl ChunkedDecoder {
                 State::Trailer => {
                     match b {
                         b'\r' => self.state = State::TrailerLf,
+                        b'\n' if self.lenient => self.state = State::TrailerStart,
+                        b'\0' if self.lenient => {}
                         b'\n' | b'\0' => return self.fail(invalid),
                         _ => {}
                     }

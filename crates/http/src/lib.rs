@@ -8,7 +8,8 @@
 //!
 //! Rooms: [`limits`] (nginx's header buffers), [`request`] (heads), [`uri`] (path and host),
 //! [`body`] (framing and decoders), [`response`] (heads and chunk framing out), [`status`]
-//! (status lines and error pages), [`date`] (the `Date` header), [`error`].
+//! (status lines and error pages), [`date`] (the `Date` header), [`error`], and [`upstream`]
+//! (what a backend answers a proxy: its head, its body's framing, connection reuse).
 
 /// The `bytes` crate this API speaks (`Bytes`, `BytesMut`), for callers without their own.
 pub use bytes;
@@ -20,6 +21,7 @@ pub mod limits;
 pub mod request;
 pub mod response;
 pub mod status;
+pub mod upstream;
 pub mod uri;
 
 pub use body::{BodyChunk, BodyDecoder, BodyKind, Chunk, ChunkedDecoder, LengthDecoder};
@@ -29,3 +31,7 @@ pub use limits::{LargeBuffers, Limits};
 pub use request::{parse_request, HeadParser, Request, Version};
 pub use response::{BodyLength, Connection, ResponseHead, ServerTokens};
 pub use status::{error_page, ErrorPage};
+pub use upstream::{
+    framing, parse_upstream_head, parse_upstream_head_buf, parse_upstream_head_with, Framing,
+    Rules, UpstreamBodyDecoder, UpstreamError, UpstreamHead, UpstreamRequest,
+};
