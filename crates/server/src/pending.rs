@@ -26,21 +26,7 @@ const fn pb(name: &'static str, ctx: Ctx, args: Args) -> Command {
 pub static DIRECTIVES: &[Command] = &[
     // thread pools and file I/O (the thread pool issue)
     p("output_buffers", HSL, TWO),
-    // proxy and upstream
-    p("proxy_pass", Ctx::LOCATION.or(Ctx::LIF).or(Ctx::LMT), ONE),
-    p("proxy_set_header", HSL, TWO),
-    p("proxy_http_version", HSL, ONE),
-    p("proxy_buffering", HSL, FLAG),
-    p("proxy_buffers", HSL, TWO),
-    p("proxy_buffer_size", HSL, ONE),
-    p("proxy_connect_timeout", HSL, ONE),
-    p("proxy_read_timeout", HSL, ONE),
-    p("proxy_send_timeout", HSL, ONE),
-    p("proxy_next_upstream", HSL, MORE),
-    p("proxy_redirect", HSL, Args::Take(1, 2)),
-    p("proxy_hide_header", HSL, ONE),
-    p("proxy_pass_header", HSL, ONE),
-    p("proxy_temp_path", HSL, Args::Take(1, 4)),
+    // proxy cache (the proxy cache issue)
     p("proxy_cache_path", Ctx::HTTP, Args::Take(2, usize::MAX)),
     p("proxy_cache", HSL, ONE),
     p("proxy_cache_key", HSL, ONE),
@@ -53,8 +39,6 @@ pub static DIRECTIVES: &[Command] = &[
     p("proxy_cache_min_uses", HSL, ONE),
     p("proxy_cache_revalidate", HSL, FLAG),
     p("proxy_cache_background_update", HSL, FLAG),
-    p("proxy_ignore_headers", HSL, MORE),
-    pb("upstream", Ctx::HTTP, ONE),
     // stream (TCP proxy): the whole block is accepted and ignored, with the warning
     pb("stream", Ctx::MAIN, Args::NONE),
 ];

@@ -92,6 +92,7 @@ pub enum Scope<'a> {
     Location(&'a mut LocationConf),
     /// A block whose lines are data, not directives (`types {}`); handled by its owner.
     Data,
+    Upstream(&'a mut crate::upstream::conf::UpstreamConf),
 }
 
 /// A setter: applies one directive to the scope it appears in.
@@ -148,6 +149,8 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::map::DIRECTIVES,
             crate::http::split_clients::DIRECTIVES,
             crate::http::open_file_cache::DIRECTIVES,
+            crate::http::proxy::DIRECTIVES,
+            crate::upstream::conf::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];

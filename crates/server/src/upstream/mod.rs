@@ -9,8 +9,10 @@
 //! the addresses it resolved for that `server` line.
 
 pub mod balance;
+pub mod conf;
 pub mod crc32;
 pub mod peers;
+pub mod state;
 
 pub use balance::{Attempt, Balancer, Input, Method};
 pub use peers::{Outcome, Peer, Peers, ServerEntry};

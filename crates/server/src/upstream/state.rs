@@ -1,0 +1,147 @@
+//! What each worker keeps per upstream: its [`Balancer`] (peer weights, failures, active
+//! connections: per worker, as nginx's without a `zone`) and its keep-alive cache, the idle
+//! connections `keepalive N` allows.
+//!
+//! Thread-local: a worker is one thread with one current-thread runtime, so no lock is ever
+//! taken. A cached connection is handed out only to a request that picked the same peer, and
+//! only if it is still quiet (no EOF, no stray bytes: an upstream that closed it, or that sent
+//! something unasked, makes it useless).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use super::conf::UpstreamConf;
+use super::{Attempt, Balancer, Input, Outcome};
+use crate::http::conn::Stream;
+
+/// An idle upstream connection in a worker's keep-alive cache.
+struct Idle {
+    stream: Stream,
+    peer: usize,
+    /// When it went idle (`keepalive_timeout`).
+    since: Instant,
+    /// When it was opened (`keepalive_time`).
+    born: Instant,
+    /// Requests it has carried (`keepalive_requests`).
+    requests: u64,
+}
+
+/// A connection taken from the cache, with its history.
+pub struct Reused {
+    pub stream: Stream,
+    pub born: Instant,
+    pub requests: u64,
+}
+
+#[derive(Default)]
+struct WorkerState {
+    balancers: HashMap<u64, Balancer>,
+    idle: HashMap<u64, VecDeque<Idle>>,
+}
+
+thread_local! {
+    static STATE: RefCell<WorkerState> = RefCell::new(WorkerState::default());
+}
+
+fn with_balancer<T>(u: &UpstreamConf, f: impl FnOnce(&mut Balancer) -> T) -> T {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let b = s.balancers.entry(u.id).or_insert_with(|| {
+            let seed = crate::worker::current_index() as u64 ^ u.id.rotate_left(32);
+            Balancer::new(u.method, &u.entries, seed)
+                .expect("upstreams are checked when the configuration is read")
+        });
+        f(b)
+    })
+}
+
+/// Starts a request's walk over the peers.
+pub fn start(u: &UpstreamConf, input: Input<'_>) -> Attempt {
+    with_balancer(u, |b| b.start(input))
+}
+
+/// Chooses a peer (`None`: no live upstreams).
+pub fn pick(u: &UpstreamConf, a: &mut Attempt) -> Option<usize> {
+    with_balancer(u, |b| b.pick(a, Instant::now()))
+}
+
+/// Ends the use of the current peer.
+pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
+    with_balancer(u, |b| b.free(a, outcome, Instant::now()))
+}
+
+/// A cached connection to `peer`, most recently used first; stale ones met on the way are
+/// closed.
+pub fn take_idle(u: &UpstreamConf, peer: usize) -> Option<Reused> {
+    u.keepalive?;
+    let timeout = u.keepalive_timeout();
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let list = s.idle.get_mut(&u.id)?;
+        let now = Instant::now();
+        list.retain(|i| now.saturating_duration_since(i.since) < timeout);
+        while let Some(pos) = list.iter().rposition(|i| i.peer == peer) {
+            let idle = list.remove(pos)?;
+            if quiet(&idle.stream) {
+                return Some(Reused {
+                    stream: idle.stream,
+                    born: idle.born,
+                    requests: idle.requests,
+                });
+            }
+        }
+        None
+    })
+}
+
+/// Puts a connection whose answer was read to its end back in the cache, if the upstream
+/// keeps connections and this one may carry more requests; the oldest idle one goes when the
+/// cache is full.
+pub fn put_idle(u: &UpstreamConf, peer: usize, stream: Stream, born: Instant, requests: u64) {
+    let Some(max) = u.keepalive else {
+        return;
+    };
+    if requests >= u.keepalive_requests() || born.elapsed() >= u.keepalive_time() {
+        return;
+    }
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let list = s.idle.entry(u.id).or_default();
+        let now = Instant::now();
+        let timeout = u.keepalive_timeout();
+        list.retain(|i| now.saturating_duration_since(i.since) < timeout);
+        if list.len() >= max {
+            list.pop_front();
+        }
+        list.push_back(Idle {
+            stream,
+            peer,
+            since: now,
+            born,
+            requests,
+        });
+    });
+}
+
+/// Idle connections this worker holds for `u` (for tests and status).
+pub fn idle_count(u: &UpstreamConf) -> usize {
+    STATE.with(|s| s.borrow().idle.get(&u.id).map_or(0, VecDeque::len))
+}
+
+/// Nothing to read and no EOF: the upstream still holds its end open and sent nothing
+/// unasked.
+fn quiet(stream: &Stream) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; the descriptor is owned
+    // by `stream`, which outlives the call.
+    let n = unsafe {
+        libc::recv(
+            stream.raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+}
