@@ -445,6 +445,8 @@ pub struct Vars<'a> {
     pub args: Option<Option<&'a str>>,
     /// The request line of a request refused before it was parsed (`$request` in the log).
     pub request_line: Option<&'a str>,
+    /// A proxied request's upstream exchange (`$upstream_*`, `$proxy_host`, `$proxy_port`).
+    pub upstream: Option<&'a crate::http::proxy::handler::Record>,
 }
 
 impl Vars<'_> {
@@ -652,7 +654,10 @@ impl Vars<'_> {
                 Some(v) => out.push_str(v),
                 None => return false,
             },
-            Var::Upstream(_) => return false,
+            Var::Upstream(name) => match self.upstream {
+                Some(rec) => return rec.value(name, out),
+                None => return false,
+            },
             Var::ProxyAddXForwardedFor => {
                 let mut xff = String::new();
                 if self.value(&Var::Http("x_forwarded_for".into()), &mut xff) {
@@ -754,15 +759,20 @@ impl Vars<'_> {
     /// Evaluates a template (variables without a value are empty).
     pub fn eval(&self, t: &Template) -> String {
         let mut out = String::new();
+        self.eval_into(t, &mut out);
+        out
+    }
+
+    /// Evaluates a template onto the end of `out`.
+    pub fn eval_into(&self, t: &Template, out: &mut String) {
         for p in &t.pieces {
             match p {
                 Piece::Text(s) => out.push_str(s),
                 Piece::Var(v) => {
-                    self.value(v, &mut out);
+                    self.value(v, out);
                 }
             }
         }
-        out
     }
 
     /// Evaluates a `log_format`: values escaped; a variable without a value is written as `-`

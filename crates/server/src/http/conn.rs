@@ -24,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
 use super::phases::{self, Processed, Req};
+use super::proxy::body::{Piece, RequestBody, UpstreamBody};
 use super::static_files::{self, Body, Reply};
 use super::{LocConf, ServerConf, ServerTokens};
 use crate::cycle::Generation;
@@ -51,17 +52,24 @@ pub enum Stream {
 }
 
 impl Stream {
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+    pub async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read_buf(buf).await,
             Stream::Unix(s) => s.read_buf(buf).await,
         }
     }
 
-    async fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+    pub async fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(data).await,
             Stream::Unix(s) => s.write(data).await,
+        }
+    }
+
+    pub async fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(data).await,
+            Stream::Unix(s) => s.write_all(data).await,
         }
     }
 
@@ -500,15 +508,6 @@ impl Conn {
         name_captures: Option<&crate::cycle::NameCaptures>,
     ) -> std::io::Result<bool> {
         let start = Instant::now();
-        let info = &self.info;
-        let r = Req {
-            req,
-            srv,
-            host,
-            info,
-            start,
-            name_captures,
-        };
         let body_kind = req.body();
         // `client_max_body_size` is checked against the location found for the request URI,
         // before any body byte is read, as nginx does.
@@ -523,6 +522,33 @@ impl Conn {
             && body_kind
                 .check_max_size(first_lc.client_max_body_size())
                 .is_err();
+        // A server that proxies reads a request body before the phases run, to pass it on
+        // (nginx's `proxy_request_buffering on`); others discard it after answering.
+        let mut req_body = RequestBody::None;
+        let mut bad_body = false;
+        if srv.has_proxy && body_kind != BodyKind::Empty && !too_large {
+            if req.expect_continue() && self.buf.is_empty() {
+                self.out.extend_from_slice(shoal_http::response::CONTINUE);
+                self.flush().await?;
+            }
+            match self.read_body(body_kind, first_lc).await? {
+                Ok(b) => req_body = b,
+                Err(Discard::Gone) => {
+                    self.unread_input = true;
+                    return Ok(false);
+                }
+                Err(_) => bad_body = true,
+            }
+        }
+        let info = &self.info;
+        let r = Req {
+            req,
+            srv,
+            host,
+            info,
+            start,
+            name_captures,
+        };
         let Processed {
             mut reply,
             lc,
@@ -530,7 +556,8 @@ impl Conn {
             close,
             args: _,
             user_vars: _,
-        } = if too_large {
+            upstream,
+        } = if too_large || bad_body {
             crate::conn_log!(
                 Level::Error,
                 self.info.number,
@@ -548,10 +575,29 @@ impl Conn {
                 close: false,
                 args: None,
                 user_vars: Default::default(),
+                upstream: None,
+            }
+        } else if bad_body {
+            crate::conn_log!(
+                Level::Info,
+                self.info.number,
+                "client sent invalid chunked body{}",
+                r.log_ctx()
+            );
+            self.unread_input = true;
+            Processed {
+                reply: static_files::error_reply(400, first_lc),
+                lc: first_lc,
+                uri: String::new(),
+                close: false,
+                args: None,
+                user_vars: Default::default(),
+                upstream: None,
             }
         } else {
-            phases::process(&r)
+            phases::process(&r, &req_body).await
         };
+        drop(req_body);
         self.rules = CloseRules::of(lc);
         if too_large {
             self.unread_input = true;
@@ -560,14 +606,14 @@ impl Conn {
         if close {
             // `return 444`: close without a word (a reset with `reset_timedout_connection`);
             // logged with status 444.
-            self.log(req, srv, lc, &uri, start, 444, 0, 0, Vec::new());
+            self.log(req, srv, lc, &uri, start, 444, 0, 0, Vec::new(), None);
             self.unread_input = body_kind != BodyKind::Empty;
             self.reset_if_asked();
             return Ok(false);
         }
         // Nothing here reads request bodies (the proxy will); a body is discarded so the next
         // request on the connection starts where it should.
-        if body_kind != BodyKind::Empty && !too_large {
+        if body_kind != BodyKind::Empty && !too_large && !srv.has_proxy {
             if req.expect_continue() && self.buf.is_empty() {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
@@ -667,6 +713,19 @@ impl Conn {
             // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
             keep = false;
         }
+        match &reply.body {
+            // An upstream body of unknown length to an HTTP/1.0 client ends with the
+            // connection; a tunnel is the connection's last use.
+            Body::Upstream(u)
+                if u.length.is_none()
+                    && u.has_body()
+                    && req.version() == shoal_http::Version::Http10 =>
+            {
+                keep = false
+            }
+            Body::Tunnel(_) => keep = false,
+            _ => {}
+        }
         let status = reply.status;
         self.gzip = gzip;
         let sent = self.send(req, reply, lc, keep, pool.as_ref()).await;
@@ -674,6 +733,7 @@ impl Conn {
         self.direct = None;
         let (head_len, body_len) = sent?;
         if logs {
+            let rec = upstream.as_ref().map(|u| u.borrow());
             self.log(
                 req,
                 srv,
@@ -684,6 +744,7 @@ impl Conn {
                 head_len,
                 body_len,
                 sent_headers,
+                rec.as_deref(),
             );
         }
         Ok(keep)
@@ -701,6 +762,7 @@ impl Conn {
         head_len: u64,
         body_len: u64,
         headers: Vec<(String, String)>,
+        upstream: Option<&super::proxy::handler::Record>,
     ) {
         let logs = lc.access_logs();
         if logs.is_empty() {
@@ -735,8 +797,179 @@ impl Conn {
             doc_root: None,
             args: None,
             request_line: None,
+            upstream,
         };
         super::access_log::log_request(logs, &vars);
+    }
+
+    /// Reads a request body whole, to pass it upstream: in memory up to
+    /// `client_body_buffer_size` (default 16k), beyond it in an unlinked temporary file.
+    async fn read_body(
+        &mut self,
+        kind: BodyKind,
+        lc: &LocConf,
+    ) -> std::io::Result<Result<RequestBody, Discard>> {
+        use std::io::Write;
+        let mut d = match shoal_http::BodyDecoder::new(kind, u64::MAX) {
+            Ok(d) => d,
+            Err(_) => return Ok(Err(Discard::Invalid)),
+        };
+        let limit = lc.client_body_buffer_size.unwrap_or(16 * 1024);
+        let timeout = lc.client_body_timeout();
+        let mut memory: Vec<u8> = Vec::new();
+        let mut file: Option<(std::fs::File, u64)> = None;
+        loop {
+            match d.decode_buf(&mut self.buf) {
+                Ok(BodyChunk::Done) => break,
+                Ok(BodyChunk::Data(data)) => {
+                    if file.is_none() && (memory.len() + data.len()) as u64 > limit {
+                        let mut f = temp_file()?;
+                        f.write_all(&memory)?;
+                        file = Some((f, memory.len() as u64));
+                        memory = Vec::new();
+                    }
+                    match &mut file {
+                        Some((f, n)) => {
+                            f.write_all(&data)?;
+                            *n += data.len() as u64;
+                        }
+                        None => memory.extend_from_slice(&data),
+                    }
+                    continue;
+                }
+                Ok(BodyChunk::NeedMore) => {}
+                Err(_) => return Ok(Err(Discard::Invalid)),
+            }
+            self.buf.reserve(READ_CHUNK);
+            let read = tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await;
+            match read {
+                Ok(Ok(0)) | Err(_) => return Ok(Err(Discard::Gone)),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(e),
+            }
+        }
+        Ok(Ok(match file {
+            Some((f, n)) => RequestBody::File(f, n),
+            None => RequestBody::Memory(memory.into()),
+        }))
+    }
+
+    /// Sends an upstream's body as it arrives: what is buffered is taken, gathered output is
+    /// written before each wait on the upstream. Returns the bytes sent (framing included).
+    /// A body cut short is logged and ends the connection (never a short body that looks
+    /// whole).
+    async fn relay(&mut self, mut ub: UpstreamBody, chunked: bool) -> std::io::Result<u64> {
+        let mut total = 0u64;
+        // What one read brought is sent as one chunk, however the upstream chunked it (as
+        // nginx re-chunks its buffers).
+        let mut pending: Vec<bytes::Bytes> = Vec::new();
+        loop {
+            let step = ub.take();
+            if !matches!(step, Ok(Piece::Data(_))) && !pending.is_empty() {
+                total += self.emit_pieces(&mut pending, chunked);
+            }
+            match step {
+                Ok(Piece::Data(d)) => {
+                    pending.push(d);
+                    if pending.iter().map(|p| p.len()).sum::<usize>() >= MAX_GATHER {
+                        total += self.emit_pieces(&mut pending, chunked);
+                        self.flush().await?;
+                    }
+                }
+                Ok(Piece::End) => break,
+                Ok(Piece::NeedMore) => {
+                    self.flush().await?;
+                    if let Err(e) = ub.fill().await {
+                        return Err(self.upstream_body_error(ub, e).await);
+                    }
+                }
+                Err(e) => return Err(self.upstream_body_error(ub, e).await),
+            }
+        }
+        if chunked {
+            self.out.extend_from_slice(shoal_http::response::LAST_CHUNK);
+            total += shoal_http::response::LAST_CHUNK.len() as u64;
+        }
+        ub.finish();
+        Ok(total)
+    }
+
+    /// Appends body pieces to the output, as one chunk when `chunked`. Returns the bytes
+    /// added.
+    fn emit_pieces(&mut self, pieces: &mut Vec<bytes::Bytes>, chunked: bool) -> u64 {
+        let before = self.out.len();
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
+        if chunked {
+            shoal_http::response::write_chunk_header(&mut self.out, len);
+        }
+        for p in pieces.drain(..) {
+            self.out.extend_from_slice(&p);
+        }
+        if chunked {
+            self.out.extend_from_slice(shoal_http::response::CHUNK_END);
+        }
+        (self.out.len() - before) as u64
+    }
+
+    /// An upstream body that could not be read to its end: logged as nginx logs it, what was
+    /// gathered is sent, and the connection is to be closed.
+    async fn upstream_body_error(
+        &mut self,
+        ub: UpstreamBody,
+        e: super::proxy::body::BodyError,
+    ) -> std::io::Error {
+        crate::conn_log!(
+            Level::Error,
+            self.info.number,
+            "{e} while reading upstream{}",
+            ub.ctx
+        );
+        ub.finish();
+        let _ = self.flush().await;
+        std::io::Error::other("upstream body cut short")
+    }
+
+    /// A 101 from the upstream: bytes go both ways until either side closes or nothing moves
+    /// for `proxy_read_timeout`.
+    async fn tunnel(&mut self, mut ub: UpstreamBody) -> std::io::Result<u64> {
+        self.flush().await?;
+        let Some(mut up) = ub.stream.take() else {
+            return Ok(0);
+        };
+        let mut total = 0u64;
+        if !ub.buf.is_empty() {
+            self.stream.write_all(&ub.buf).await?;
+            total += ub.buf.len() as u64;
+        }
+        if !self.buf.is_empty() {
+            up.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        let idle = ub.read_timeout;
+        let mut from_client = BytesMut::with_capacity(READ_CHUNK);
+        let mut from_upstream = BytesMut::with_capacity(READ_CHUNK);
+        loop {
+            from_client.clear();
+            from_upstream.clear();
+            let step = tokio::time::timeout(idle, async {
+                tokio::select! {
+                    r = self.stream.read_buf(&mut from_client) => (true, r),
+                    r = up.read_buf(&mut from_upstream) => (false, r),
+                }
+            })
+            .await;
+            match step {
+                Err(_) => break,
+                Ok((_, Ok(0))) | Ok((_, Err(_))) => break,
+                Ok((true, Ok(_))) => up.write_all(&from_client).await?,
+                Ok((false, Ok(n))) => {
+                    self.stream.write_all(&from_upstream).await?;
+                    total += n as u64;
+                }
+            }
+        }
+        ub.record.borrow_mut().finish(true);
+        Ok(total)
     }
 
     /// Reads and drops a request body.
@@ -833,6 +1066,7 @@ impl Conn {
             doc_root: None,
             args: None,
             request_line: line,
+            upstream: None,
         };
         super::access_log::log_request(logs, &vars);
     }
@@ -948,6 +1182,31 @@ impl Conn {
             Body::Multipart { .. } => {
                 return Err(std::io::Error::other("gzip never applies to 206 answers"));
             }
+            Body::Upstream(mut ub) => loop {
+                match ub.take() {
+                    Ok(Piece::Data(d)) => {
+                        let out = z.feed(&d)?;
+                        total += self.emit(&out, chunked);
+                        if self.out.len() >= MAX_GATHER {
+                            self.flush().await?;
+                        }
+                    }
+                    Ok(Piece::End) => {
+                        ub.finish();
+                        break;
+                    }
+                    Ok(Piece::NeedMore) => {
+                        self.flush().await?;
+                        if let Err(e) = ub.fill().await {
+                            return Err(self.upstream_body_error(*ub, e).await);
+                        }
+                    }
+                    Err(e) => return Err(self.upstream_body_error(*ub, e).await),
+                }
+            },
+            Body::Tunnel(_) => {
+                return Err(std::io::Error::other("gzip never applies to a tunnel"));
+            }
         }
         let out = z.finish()?;
         total += self.emit(&out, chunked);
@@ -994,6 +1253,9 @@ impl Conn {
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
         let date = DATE.with(|d| *d.borrow_mut().now());
         let length = reply.body.length();
+        let upstream_unsized =
+            matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());
+        let tunnel = matches!(reply.body, Body::Tunnel(_));
         let mut extra: Vec<(&str, &[u8])> =
             Vec::with_capacity(reply.headers.len() + reply.extra.len());
         for (n, v) in &reply.headers {
@@ -1005,7 +1267,7 @@ impl Conn {
         let last_modified = reply.last_modified;
         let head = ResponseHead {
             status: reply.status,
-            reason: None,
+            reason: reply.reason.as_deref(),
             server: Some(tokens(lc.server_tokens())),
             date: Some(&date),
             content_type: reply.content_type.as_deref().map(str::as_bytes),
@@ -1015,11 +1277,15 @@ impl Conn {
                 (_, Some(_), false) => BodyLength::Chunked,
                 (_, Some(_), true) => BodyLength::Unknown,
                 (Some(n), None, _) => BodyLength::Length(n),
+                // An upstream body of unknown length: chunked for HTTP/1.1 clients.
+                (None, None, false) if upstream_unsized => BodyLength::Chunked,
                 (None, None, _) => BodyLength::Unknown,
             },
             last_modified: last_modified.as_ref(),
             location: reply.location.as_deref().map(str::as_bytes),
-            connection: if keep {
+            connection: if tunnel {
+                Connection::Upgrade
+            } else if keep {
                 Connection::KeepAlive
             } else {
                 Connection::Close
@@ -1036,8 +1302,21 @@ impl Conn {
         head.write_to(&mut self.out);
         let head_len = (self.out.len() - before) as u64;
         if head_only {
+            if let Body::Upstream(u) = reply.body {
+                u.finish();
+            }
             self.maybe_flush().await?;
             return Ok((head_len, 0));
+        }
+        if let Body::Upstream(u) = reply.body {
+            let chunked = upstream_unsized && !http10;
+            let body_len = self.relay(*u, chunked).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        if let Body::Tunnel(u) = reply.body {
+            let body_len = self.tunnel(*u).await?;
+            return Ok((head_len, body_len));
         }
         if let Some(level) = self.gzip {
             let body_len = self.send_gzipped(reply.body, level, !http10, lc).await?;
@@ -1088,6 +1367,7 @@ impl Conn {
             Body::File {
                 file, offset, len, ..
             } => self.copy_file(&file, offset, len, lc).await?,
+            Body::Upstream(_) | Body::Tunnel(_) => unreachable!("sent above"),
         }
         self.maybe_flush().await?;
         Ok((head_len, body_len))
@@ -1349,7 +1629,7 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
         head_only: req.method() == "HEAD",
         // A static file's time is not a Last-Modified header yet when nginx's gzip filter
         // looks (it is written by the header filter, later); only a proxied one would be.
-        has_last_modified: false,
+        has_last_modified: reply.proxied && find("last-modified").is_some(),
         has_etag: find("etag").is_some(),
         cache_control: cache_control.as_deref(),
         expires: expires.as_deref(),
@@ -1362,9 +1642,21 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
         return None;
     }
     reply.headers.retain(|(n, _)| *n != "Accept-Ranges");
+    if reply.proxied {
+        reply
+            .extra
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+    }
     for (n, v) in reply.headers.iter_mut() {
         if *n == "ETag" && v.starts_with('"') {
             *v = format!("W/{v}");
+        }
+    }
+    if reply.proxied {
+        for (n, v) in reply.extra.iter_mut() {
+            if n.eq_ignore_ascii_case("etag") && v.starts_with('"') {
+                *v = format!("W/{v}");
+            }
         }
     }
     reply.headers.push(("Content-Encoding", "gzip".into()));
@@ -1383,6 +1675,18 @@ fn request_line(head: &[u8], complete: bool) -> Option<String> {
         .strip_suffix(b"\r")
         .unwrap_or(&head[..end.min(8192)]);
     Some(String::from_utf8_lossy(line).into_owned())
+}
+
+/// An unlinked temporary file for a request body (`O_TMPFILE` in the system's temporary
+/// directory).
+fn temp_file() -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(std::env::temp_dir())
 }
 
 fn is_overflow(e: &std::io::Error) -> bool {

@@ -51,7 +51,25 @@ impl LocationConf {
         }
         for b in &mut self.if_blocks {
             b.finish(&self.loc);
+            // An `if` block answers with its location's handler (nginx: a nameless location
+            // takes the proxy handler of the one it is in).
+            if b.loc.proxy.pass.is_none() {
+                b.loc.proxy.pass.clone_from(&self.loc.proxy.pass);
+            }
         }
+    }
+
+    /// Calls `f` with this location's configuration and every one below it (nested
+    /// locations, `if` blocks).
+    pub(super) fn each_loc(
+        &self,
+        f: &mut dyn FnMut(&LocConf) -> Result<(), shoal_conf::Error>,
+    ) -> Result<(), shoal_conf::Error> {
+        f(&self.loc)?;
+        for n in self.nested.iter().chain(self.if_blocks.iter()) {
+            n.each_loc(f)?;
+        }
+        Ok(())
     }
 }
 

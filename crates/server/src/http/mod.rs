@@ -15,6 +15,7 @@ pub mod location;
 pub mod map;
 pub mod open_file_cache;
 pub mod phases;
+pub mod proxy;
 pub mod range;
 pub mod rewrite;
 pub mod split_clients;
@@ -100,6 +101,8 @@ pub struct HttpConf {
     /// The variables `map` and `split_clients` define: owned here, for as long as the
     /// configuration lives; templates reach them through [`crate::variables::UserVar`].
     pub variables: Vec<Arc<dyn crate::variables::Compute>>,
+    /// `upstream` blocks, in order.
+    pub upstreams: Vec<Arc<crate::upstream::conf::UpstreamConf>>,
 }
 
 /// Server-level settings that may be written at http level too.
@@ -182,6 +185,9 @@ pub struct ServerConf {
     pub if_blocks: Vec<LocationConf>,
     /// Where the block is, for log lines.
     pub line: usize,
+    /// Some location of this server proxies: request bodies are read before the phases run
+    /// (the proxy passes them on), not discarded after.
+    pub has_proxy: bool,
 }
 
 impl ServerConf {
@@ -250,6 +256,7 @@ pub struct LocConf {
     pub uninitialized_variable_warn: Option<bool>,
     /// `stub_status` in this location (not inherited).
     pub stub_status: Option<bool>,
+    pub proxy: proxy::ProxyLoc,
 }
 
 /// `root PATH` or `alias PATH`: where a URI's file is.
@@ -366,6 +373,7 @@ impl LocConf {
         merge(&mut self.max_ranges, &parent.max_ranges);
         merge(&mut self.aio, &parent.aio);
         self.gzip.merge(&parent.gzip);
+        self.proxy.merge(&parent.proxy);
         self.open_file_cache.merge(&parent.open_file_cache);
         merge(&mut self.rewrite_log, &parent.rewrite_log);
         merge(
@@ -773,6 +781,16 @@ impl HttpConf {
             for b in &mut srv.if_blocks {
                 b.finish(&srv.loc);
             }
+            let mut has_proxy = false;
+            for l in srv.locations.iter().chain(srv.if_blocks.iter()) {
+                l.each_loc(&mut |lc| {
+                    if lc.proxy.pass.is_some() {
+                        has_proxy = true;
+                    }
+                    proxy::link_all(lc, &self.upstreams)
+                })?;
+            }
+            srv.has_proxy = has_proxy;
         }
         Ok(())
     }

@@ -5,7 +5,9 @@
 //!
 //! Runs on the worker. Everything here decides; `conn.rs` reads bodies and writes answers.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use shoal_http::Request;
@@ -13,6 +15,8 @@ use shoal_http::Request;
 use super::conn::ConnInfo;
 use super::directives::{expires_headers, Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
+use super::proxy::body::RequestBody;
+use super::proxy::handler::{self as proxy, Handled, Record};
 use super::rewrite;
 use super::static_files::{self, Body, Outcome, Reply};
 use super::{LocConf, ServerConf};
@@ -35,6 +39,8 @@ pub struct Processed<'a> {
     pub args: Option<String>,
     /// Values of `set` variables and named captures, for the access log.
     pub user_vars: std::collections::HashMap<String, String>,
+    /// A proxied request's exchange with its upstream, for `$upstream_*` in the access log.
+    pub upstream: Option<Rc<RefCell<Record>>>,
 }
 
 /// Per-request state the phases share.
@@ -88,6 +94,7 @@ impl Req<'_, '_> {
             doc_root: Some(lc.doc_root()),
             args: None,
             request_line: None,
+            upstream: None,
         }
     }
 
@@ -103,8 +110,8 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
     crate::variables::capture(l.regex.as_ref()?, uri)
 }
 
-/// Runs the phases for one request.
-pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
+/// Runs the phases for one request; `body` is its body when the server proxies.
+pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
     let srv = r.srv;
     let mut rw = rewrite::State {
         uri: String::from_utf8_lossy(r.req.path()).into_owned(),
@@ -135,6 +142,7 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
     let mut forced_status: Option<u16> = None;
     // An error nginx generated before an `error_page` took over: keep-alive is off.
     let mut close_after = false;
+    let mut upstream: Option<Rc<RefCell<Record>>> = None;
 
     loop {
         // An answer the server's rewrites came to (`return`, a redirect): it meets the
@@ -272,6 +280,40 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                 r.log_ctx()
             );
             Outcome::Reply(static_files::error_reply(500, lc))
+        } else if let (Some(pass), Some(tf)) = (&lc.proxy.pass, &lc.try_files) {
+            // A file `try_files` finds is proxied with its name as the URI; none: the fallback.
+            from_try_files = true;
+            match try_files_find(r, tf, lc, &rw) {
+                Ok(name) => {
+                    rw.uri = name;
+                    proxy_outcome(
+                        r,
+                        lc,
+                        pass,
+                        &rw,
+                        internal,
+                        method,
+                        body,
+                        &mut upstream,
+                        &mut sent,
+                    )
+                    .await
+                }
+                Err(fallback) => fallback,
+            }
+        } else if let Some(pass) = &lc.proxy.pass {
+            proxy_outcome(
+                r,
+                lc,
+                pass,
+                &rw,
+                internal,
+                method,
+                body,
+                &mut upstream,
+                &mut sent,
+            )
+            .await
         } else if let Some(tf) = &lc.try_files {
             from_try_files = true;
             try_files(r, tf, lc, &rw, method)
@@ -346,6 +388,8 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                         // Set before the header filters, as nginx's `err_status`: ranges and
                         // conditionals then apply only if the page answers 200.
                         reply.status = s;
+                        // The status line is nginx's for the new status.
+                        reply.reason = None;
                     } else if reply.status != s {
                         // The error page itself failed: nginx answers with the original code
                         // and its own page.
@@ -353,7 +397,9 @@ pub fn process<'s>(r: &Req<'s, '_>) -> Processed<'s> {
                     }
                 }
                 reply.close_after |= close_after;
-                return finish(r, reply, lc, rw, &captures);
+                let mut done = finish(r, reply, lc, rw, &captures);
+                done.upstream = upstream;
+                return done;
             }
         }
     }
@@ -399,6 +445,57 @@ fn flow_reply(
         }
         rewrite::Flow::Empty => Some((static_files::error_reply(500, lc), false)),
     }
+}
+
+/// The proxy module's content handler: the upstream's answer is sent as it is; shoal's own
+/// errors (and upstream errors `proxy_intercept_errors` takes) meet `error_page`.
+#[allow(clippy::too_many_arguments)]
+async fn proxy_outcome(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    pass: &super::proxy::ProxyPass,
+    rw: &rewrite::State,
+    internal: bool,
+    method: &str,
+    body: &RequestBody,
+    upstream: &mut Option<Rc<RefCell<Record>>>,
+    sent: &mut bool,
+) -> Outcome {
+    let st = proxy::UriState { rw, internal };
+    let (handled, record) = proxy::handle(r, lc, pass, st, method, body).await;
+    *upstream = record;
+    match handled {
+        Handled::Reply(reply) => {
+            *sent = true;
+            Outcome::Reply(reply)
+        }
+        Handled::Error(code) => Outcome::Reply(static_files::error_reply(code, lc)),
+    }
+}
+
+/// `try_files` in a proxied location: the name of the first file (or `dir/`) that exists, or
+/// the fallback's outcome.
+// The fallback is the rare case; boxing it would only move the allocation.
+#[allow(clippy::result_large_err)]
+fn try_files_find(
+    r: &Req<'_, '_>,
+    tf: &TryFiles,
+    lc: &LocConf,
+    rw: &rewrite::State,
+) -> Result<String, Outcome> {
+    let vars = r.vars_rw(rw, lc);
+    for t in &tf.files {
+        let name = vars.eval(&t.name);
+        let path = lc.doc_root().map(&name, Some(&vars));
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_dir() == t.dir) {
+            return Ok(name);
+        }
+    }
+    Err(match &tf.fallback {
+        TryFallback::Code(c) => Outcome::Reply(static_files::error_reply(*c, lc)),
+        TryFallback::Named(n) => Outcome::Named(n.clone()),
+        TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
+    })
 }
 
 /// `try_files`: the first file (or `dir/`) that exists is served in this location; else the
@@ -470,7 +567,7 @@ fn finish<'s>(
     _captures: &[Option<String>],
 ) -> Processed<'s> {
     let close = reply.status == 444;
-    if reply.status == 200 {
+    if reply.status == 200 && !reply.proxied {
         match static_files::precondition(r.req, lc, &reply) {
             Some(412) => reply = static_files::error_reply(412, lc),
             Some(_) => {
@@ -511,6 +608,7 @@ fn finish<'s>(
         args: rw.args,
         user_vars: rw.vars,
         close,
+        upstream: None,
     }
 }
 

@@ -51,6 +51,10 @@ pub enum Body {
         parts: range::Multipart,
         cached: Option<bytes::Bytes>,
     },
+    /// A proxied answer's body, still on the upstream connection.
+    Upstream(Box<super::proxy::body::UpstreamBody>),
+    /// A 101 from the upstream: after the head, bytes go both ways until either side closes.
+    Tunnel(Box<super::proxy::body::UpstreamBody>),
 }
 
 impl Body {
@@ -62,6 +66,8 @@ impl Body {
             Body::Chain(b, rest) => Some(b.len() as u64 + rest.length().unwrap_or(0)),
             Body::File { len, .. } => Some(*len),
             Body::Multipart { parts, .. } => Some(parts.total_len()),
+            Body::Upstream(u) => u.length,
+            Body::Tunnel(_) => None,
         }
     }
 }
@@ -89,6 +95,11 @@ pub struct Reply {
     pub body: Body,
     /// nginx's `r->allow_ranges`: a static file, whose 200 the range filter may turn into a 206.
     pub allow_ranges: bool,
+    /// The status line's text after the code, as an upstream sent it.
+    pub reason: Option<String>,
+    /// An upstream's answer: the not-modified filter leaves it alone (nginx's
+    /// `disable_not_modified` without a cache).
+    pub proxied: bool,
 }
 
 impl Reply {
@@ -113,6 +124,8 @@ impl Reply {
             direct: None,
             body: Body::Empty,
             allow_ranges: false,
+            reason: None,
+            proxied: false,
         }
     }
 

@@ -1,0 +1,232 @@
+//! Bodies on both sides of the proxy: the client's request body as read before the upstream is
+//! contacted (nginx's `proxy_request_buffering on`: in memory up to
+//! `client_body_buffer_size`, beyond it in an unlinked temporary file), and the upstream's
+//! answer body, taken from the upstream connection piece by piece as the client is written.
+//!
+//! An answer's connection goes back to the worker's keep-alive cache only when its body was
+//! read to its very end and nothing follows it.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use shoal_http::{BodyChunk, ChunkedDecoder};
+
+use super::handler::Record;
+use crate::http::conn::Stream;
+use crate::upstream::conf::UpstreamConf;
+
+/// A request body, read whole before the request is passed on.
+pub enum RequestBody {
+    None,
+    Memory(Bytes),
+    /// Spilled to a temporary file (already unlinked): the file and its length.
+    File(File, u64),
+}
+
+impl RequestBody {
+    /// The body's length; `None` without a body.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            RequestBody::None => None,
+            RequestBody::Memory(b) => Some(b.len() as u64),
+            RequestBody::File(_, n) => Some(*n),
+        }
+    }
+}
+
+/// How an upstream's body ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (HEAD, 1xx, 204, 304).
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the upstream closes.
+    Close,
+}
+
+/// One step of reading an upstream body.
+pub enum Piece {
+    Data(Bytes),
+    /// Nothing buffered: [`UpstreamBody::fill`] next (after sending what is gathered).
+    NeedMore,
+    End,
+}
+
+/// Why an upstream body could not be read to its end; the text is nginx's log line start.
+#[derive(Debug)]
+pub enum BodyError {
+    Closed,
+    TimedOut,
+    Invalid,
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Closed => f.write_str("upstream prematurely closed connection"),
+            BodyError::TimedOut => f.write_str("upstream timed out (110: Connection timed out)"),
+            BodyError::Invalid => f.write_str("upstream sent invalid chunked response"),
+            BodyError::Io(e) => write!(f, "recv() failed {}", shoal_conf::os_error(e)),
+        }
+    }
+}
+
+/// The body of an upstream's answer, still on its connection.
+pub struct UpstreamBody {
+    pub stream: Option<Stream>,
+    /// Bytes read past what was taken.
+    pub buf: BytesMut,
+    pub framing: Framing,
+    remaining: u64,
+    chunked: ChunkedDecoder,
+    /// `Content-Length` for the client, when the upstream gave one.
+    pub length: Option<u64>,
+    /// The upstream allows another request on this connection after this answer.
+    pub reusable: bool,
+    done: bool,
+    pub upstream: Arc<UpstreamConf>,
+    pub peer: usize,
+    pub born: Instant,
+    pub requests: u64,
+    pub read_timeout: Duration,
+    pub record: Rc<RefCell<Record>>,
+    /// `, client: ...` for log lines.
+    pub ctx: String,
+}
+
+impl UpstreamBody {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        stream: Stream,
+        buf: BytesMut,
+        framing: Framing,
+        length: Option<u64>,
+        reusable: bool,
+        upstream: Arc<UpstreamConf>,
+        peer: usize,
+        born: Instant,
+        requests: u64,
+        read_timeout: Duration,
+        record: Rc<RefCell<Record>>,
+        ctx: String,
+    ) -> UpstreamBody {
+        UpstreamBody {
+            stream: Some(stream),
+            buf,
+            framing,
+            remaining: match framing {
+                Framing::Length(n) => n,
+                _ => 0,
+            },
+            chunked: ChunkedDecoder::for_upstream(),
+            length,
+            reusable,
+            done: framing == Framing::None,
+            upstream,
+            peer,
+            born,
+            requests,
+            read_timeout,
+            record,
+            ctx,
+        }
+    }
+
+    /// The next piece from what is buffered.
+    pub fn take(&mut self) -> Result<Piece, BodyError> {
+        if self.done {
+            return Ok(Piece::End);
+        }
+        match self.framing {
+            Framing::None => Ok(Piece::End),
+            Framing::Length(_) => {
+                if self.remaining == 0 {
+                    self.done = true;
+                    return Ok(Piece::End);
+                }
+                if self.buf.is_empty() {
+                    return Ok(Piece::NeedMore);
+                }
+                let n = (self.buf.len() as u64).min(self.remaining) as usize;
+                self.remaining -= n as u64;
+                Ok(Piece::Data(self.buf.split_to(n).freeze()))
+            }
+            Framing::Chunked => match self.chunked.decode_buf(&mut self.buf) {
+                Ok(BodyChunk::Data(d)) => Ok(Piece::Data(d)),
+                Ok(BodyChunk::NeedMore) => Ok(Piece::NeedMore),
+                Ok(BodyChunk::Done) => {
+                    self.done = true;
+                    Ok(Piece::End)
+                }
+                Err(_) => Err(BodyError::Invalid),
+            },
+            Framing::Close => {
+                if self.buf.is_empty() {
+                    return Ok(Piece::NeedMore);
+                }
+                let n = self.buf.len();
+                Ok(Piece::Data(self.buf.split_to(n).freeze()))
+            }
+        }
+    }
+
+    /// Reads more from the upstream (`proxy_read_timeout` bounds the wait).
+    pub async fn fill(&mut self) -> Result<(), BodyError> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(BodyError::Closed);
+        };
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(32 * 1024);
+        }
+        let n = match tokio::time::timeout(self.read_timeout, stream.read_buf(&mut self.buf)).await
+        {
+            Err(_) => return Err(BodyError::TimedOut),
+            Ok(Err(e)) => return Err(BodyError::Io(e)),
+            Ok(Ok(n)) => n,
+        };
+        self.record.borrow_mut().received(n as u64);
+        if n == 0 {
+            self.stream = None;
+            if self.framing == Framing::Close {
+                self.done = true;
+                self.reusable = false;
+                return Ok(());
+            }
+            return Err(BodyError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Whether the answer has a body at all (not a HEAD answer, a 204 or a 304).
+    pub fn has_body(&self) -> bool {
+        self.framing != Framing::None
+    }
+
+    /// The body has been read to its end.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Ends the exchange: the connection goes back to the keep-alive cache if its answer was
+    /// read whole and nothing more came; otherwise it is closed.
+    pub fn finish(mut self) {
+        let whole = self.done && self.buf.is_empty() && self.reusable;
+        self.record.borrow_mut().finish(self.done);
+        if let (true, Some(stream)) = (whole, self.stream.take()) {
+            crate::upstream::state::put_idle(
+                &self.upstream,
+                self.peer,
+                stream,
+                self.born,
+                self.requests,
+            );
+        }
+    }
+}

@@ -1,0 +1,875 @@
+//! One proxied request: choose a peer (the upstream's balancer), take a kept-alive connection
+//! to it or connect (`proxy_connect_timeout`), send the request (`proxy_send_timeout`), read
+//! the answer's head (`proxy_read_timeout`, at most `proxy_buffer_size`), and turn it into a
+//! reply whose body stays on the upstream connection until the client is written.
+//!
+//! A failure is logged with nginx's words and context, counted against the peer
+//! (`max_fails`/`fail_timeout`), and the next peer is tried while `proxy_next_upstream` allows
+//! (a request that was already sent is not retried unless idempotent or `non_idempotent` is
+//! given); when none is left, the answer is 502 (504 after a timeout). A kept-alive connection
+//! the upstream closed before answering is not the peer's fault: the request is sent again on
+//! a new connection.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use shoal_http::upstream::UpstreamRequest;
+
+use super::body::{RequestBody, UpstreamBody};
+use super::request::{self, UriParts};
+use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target};
+use crate::http::conn::Stream;
+use crate::http::phases::Req;
+use crate::http::rewrite;
+use crate::http::static_files::{Body, Reply};
+use crate::http::LocConf;
+use crate::log::Level;
+use crate::upstream::conf::{split_host_port, PeerAddr, UpstreamConf};
+use crate::upstream::{state, Input, Outcome};
+use crate::variables::Vars;
+
+/// What the `$upstream_*` variables report: one entry per peer tried.
+#[derive(Debug, Default)]
+pub struct Record {
+    pub proxy_host: String,
+    pub proxy_port: u16,
+    pub tries: Vec<Try>,
+    /// The last answer's headers (`$upstream_http_NAME`), names as sent.
+    pub headers: Vec<(String, String)>,
+}
+
+/// One peer tried.
+#[derive(Debug)]
+pub struct Try {
+    pub addr: String,
+    /// The answer's status, or what nginx records for a failure (502, 504).
+    pub status: Option<u16>,
+    start: Instant,
+    pub connect: Option<Duration>,
+    pub header: Option<Duration>,
+    pub response: Option<Duration>,
+    /// Bytes read from the upstream, head included.
+    pub received: u64,
+    pub head_len: u64,
+    pub sent: u64,
+}
+
+impl Record {
+    fn begin(&mut self, addr: String) {
+        self.tries.push(Try {
+            addr,
+            status: None,
+            start: Instant::now(),
+            connect: None,
+            header: None,
+            response: None,
+            received: 0,
+            head_len: 0,
+            sent: 0,
+        });
+    }
+
+    fn last(&mut self) -> &mut Try {
+        self.tries.last_mut().expect("a try was begun")
+    }
+
+    fn fail(&mut self, status: u16) {
+        let t = self.last();
+        t.status = Some(status);
+        t.response = Some(t.start.elapsed());
+    }
+
+    pub fn received(&mut self, n: u64) {
+        if let Some(t) = self.tries.last_mut() {
+            t.received += n;
+        }
+    }
+
+    /// The body was read (or given up on): the response time is taken.
+    pub fn finish(&mut self, _complete: bool) {
+        if let Some(t) = self.tries.last_mut() {
+            t.response.get_or_insert_with(|| t.start.elapsed());
+        }
+    }
+
+    /// The value of an upstream variable (`upstream_addr`, `proxy_host`, `upstream_http_x`,
+    /// ...); false when it has none.
+    pub fn value(&self, name: &str, out: &mut String) -> bool {
+        use std::fmt::Write;
+        let secs = |d: Option<Duration>| match d {
+            Some(d) => format!("{}.{:03}", d.as_secs(), d.subsec_millis()),
+            None => "-".to_string(),
+        };
+        let list = |out: &mut String, f: &dyn Fn(&Try) -> String| {
+            for (i, t) in self.tries.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&f(t));
+            }
+            !self.tries.is_empty()
+        };
+        match name {
+            "proxy_host" => out.push_str(&self.proxy_host),
+            "proxy_port" => {
+                let _ = write!(out, "{}", self.proxy_port);
+            }
+            "upstream_addr" => return list(out, &|t| t.addr.clone()),
+            "upstream_status" => {
+                return list(out, &|t| {
+                    t.status.map_or_else(|| "-".into(), |s| s.to_string())
+                })
+            }
+            "upstream_connect_time" => return list(out, &|t| secs(t.connect)),
+            "upstream_header_time" => return list(out, &|t| secs(t.header)),
+            "upstream_response_time" => {
+                return list(out, &|t| secs(t.response.or(Some(t.start.elapsed()))))
+            }
+            "upstream_response_length" => {
+                return list(out, &|t| t.received.saturating_sub(t.head_len).to_string())
+            }
+            "upstream_bytes_received" => return list(out, &|t| t.received.to_string()),
+            "upstream_bytes_sent" => return list(out, &|t| t.sent.to_string()),
+            _ => {
+                let Some(h) = name.strip_prefix("upstream_http_") else {
+                    return false;
+                };
+                let found = self.headers.iter().find(|(n, _)| {
+                    n.len() == h.len()
+                        && n.bytes().zip(h.bytes()).all(|(a, b)| {
+                            let a = a.to_ascii_lowercase();
+                            a == b || (a == b'-' && b == b'_')
+                        })
+                });
+                match found {
+                    Some((_, v)) => out.push_str(v),
+                    None => return false,
+                }
+            }
+        }
+        true
+    }
+}
+
+/// What the proxy came to.
+// A reply is the common outcome: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
+pub enum Handled {
+    /// The upstream's answer, passed on as it is (`error_page` does not apply).
+    Reply(Reply),
+    /// shoal's own error (502, 504, 500), or an upstream error status that
+    /// `proxy_intercept_errors` hands to `error_page`.
+    Error(u16),
+}
+
+/// The request's URI state, for the URI sent upstream.
+pub struct UriState<'a> {
+    pub rw: &'a rewrite::State,
+    /// An internal redirect happened.
+    pub internal: bool,
+}
+
+/// Why one try failed.
+enum Fail {
+    /// `error`: refused, reset, closed early (502).
+    Error(String),
+    /// `timeout` (504).
+    Timeout(String),
+    /// `invalid_header` (502).
+    Invalid(String),
+}
+
+/// Runs the exchange for a request in a `proxy_pass` location. Returns what it came to and
+/// the record of the exchange (for `$upstream_*`), if it got as far as choosing an upstream.
+pub async fn handle(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    st: UriState<'_>,
+    method: &str,
+    body: &RequestBody,
+) -> (Handled, Option<Rc<RefCell<Record>>>) {
+    let mut record = None;
+    let handled = run(r, lc, pass, st, method, body, &mut record).await;
+    (handled, record)
+}
+
+async fn run(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    st: UriState<'_>,
+    method: &str,
+    body: &RequestBody,
+    record_out: &mut Option<Rc<RefCell<Record>>>,
+) -> Handled {
+    let conf = &lc.proxy;
+    let vars = r.vars_rw(st.rw, lc);
+    let original_path = String::from_utf8_lossy(r.req.path());
+    let original_args = r.req.query().map(String::from_utf8_lossy);
+    let changed = st.internal
+        || st.rw.internal
+        || st.rw.uri != original_path
+        || st.rw.args.as_deref() != original_args.as_deref();
+    let parts = UriParts {
+        unparsed: r.req.uri(),
+        changed,
+        uri: &st.rw.uri,
+        args: st.rw.args.as_deref(),
+        escape: st.rw.quoted_uri || st.internal,
+        rewritten_break: st.rw.rewritten_break,
+    };
+
+    // Where to: the linked upstream, or the URL's variables evaluated now.
+    let (upstream, uri, host, port) = match &pass.target {
+        Target::Dynamic {
+            template,
+            upstreams,
+        } => {
+            let url = vars.eval(template);
+            match dynamic_target(&url, upstreams.get().map_or(&[][..], Vec::as_slice)) {
+                Ok((u, uri_part, host, port)) => {
+                    let uri = match uri_part {
+                        Some(u) => u.into_bytes(),
+                        None => request::upstream_uri(&parts, None, ""),
+                    };
+                    (u, uri, host, port)
+                }
+                Err((status, message)) => {
+                    crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
+                    return Handled::Error(status);
+                }
+            }
+        }
+        _ => {
+            let Some(u) = pass.upstream() else {
+                return Handled::Error(500);
+            };
+            let uri = request::upstream_uri(&parts, pass.uri.as_deref(), &pass.location);
+            (u.clone(), uri, pass.host.clone(), pass.port)
+        }
+    };
+
+    let record = Rc::new(RefCell::new(Record {
+        proxy_host: host,
+        proxy_port: port,
+        ..Default::default()
+    }));
+    *record_out = Some(record.clone());
+
+    // The request, written once for every try.
+    let set_body = conf.set_body.as_ref().map(|t| vars.eval(t).into_bytes());
+    let body_len = match (&set_body, conf.pass_request_body()) {
+        (Some(b), _) => Some(b.len() as u64),
+        (None, true) => body.len(),
+        (None, false) => None,
+    };
+    let mut head = Vec::with_capacity(512);
+    {
+        let rec = record.borrow();
+        let mut v = r.vars_rw(st.rw, lc);
+        v.upstream = Some(&rec);
+        request::write_head(&mut head, method, &uri, conf, &v, body_len);
+    }
+
+    let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
+    let input = Input {
+        client: r.info.peer.map(|p| p.ip()),
+        key: hash_key.as_deref().map_or(&[][..], str::as_bytes),
+    };
+    let mut attempt = state::start(&upstream, input);
+    let next = conf.next_upstream();
+    let max_tries = conf.next_upstream_tries();
+    let deadline = match conf.next_upstream_timeout() {
+        Duration::ZERO => None,
+        t => Some(Instant::now() + t),
+    };
+    let idempotent = !matches!(method, "POST" | "LOCK" | "PATCH");
+    let mut tries = 0u64;
+    let mut last_status = 502;
+    let uri_text = String::from_utf8_lossy(&uri).into_owned();
+    loop {
+        let Some(peer) = state::pick(&upstream, &mut attempt) else {
+            crate::conn_log!(
+                Level::Error,
+                r.info.number,
+                "no live upstreams while connecting to upstream{}",
+                ctx_with_upstream(r, &format!("http://{}{uri_text}", upstream.name))
+            );
+            return Handled::Error(last_status);
+        };
+        tries += 1;
+        let addr = &upstream.addrs[peer];
+        record.borrow_mut().begin(addr.to_string());
+        let ctx = ctx_with_upstream(r, &upstream_url(addr, &uri_text));
+        let (result, sent_any) = exchange(
+            &upstream,
+            peer,
+            addr,
+            conf,
+            &head,
+            set_body.as_deref(),
+            body,
+            UpstreamRequest {
+                head: method == "HEAD",
+                upgrade: r.req.header("upgrade").is_some(),
+            },
+            &record,
+            &ctx,
+            r.info.number,
+        )
+        .await;
+        let fail = match result {
+            Ok(answer) => {
+                let status = answer.status;
+                let bit = NextUpstream::of_status(status);
+                let more = attempt.tries() > 1
+                    && next.has(bit)
+                    && (idempotent || next.has(NextUpstream::NON_IDEMPOTENT))
+                    && (max_tries == 0 || tries < max_tries)
+                    && deadline.is_none_or(|d| Instant::now() < d);
+                if more {
+                    // Counted as a failure for 5xx, not for 403/404/429 (nginx's rule).
+                    let outcome = if matches!(status, 500 | 502 | 503 | 504) {
+                        Outcome::Failed
+                    } else {
+                        Outcome::Success
+                    };
+                    state::free(&upstream, &mut attempt, outcome);
+                    drop(answer);
+                    record.borrow_mut().finish(false);
+                    last_status = status;
+                    continue;
+                }
+                state::free(&upstream, &mut attempt, Outcome::Success);
+                if conf.intercept_errors()
+                    && status >= 300
+                    && lc
+                        .error_page
+                        .as_deref()
+                        .is_some_and(|p| p.iter().any(|e| e.codes.contains(&status)))
+                {
+                    record.borrow_mut().finish(false);
+                    return Handled::Error(status);
+                }
+                return Handled::Reply(answer.into_reply(lc, pass, r, &record, &ctx));
+            }
+            Err(f) => f,
+        };
+        let (status, bit, message) = match fail {
+            Fail::Error(m) => (502, NextUpstream::ERROR, m),
+            Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
+            Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
+        };
+        crate::conn_log!(Level::Error, r.info.number, "{message}{ctx}");
+        record.borrow_mut().fail(status);
+        state::free(&upstream, &mut attempt, Outcome::Failed);
+        last_status = status;
+        let more = attempt.tries() > 0
+            && next.has(bit)
+            && (!sent_any || idempotent || next.has(NextUpstream::NON_IDEMPOTENT))
+            && (max_tries == 0 || tries < max_tries)
+            && deadline.is_none_or(|d| Instant::now() < d);
+        if !more {
+            return Handled::Error(status);
+        }
+    }
+}
+
+/// `http://ADDR/uri` as nginx's log lines name the upstream.
+fn upstream_url(addr: &PeerAddr, uri: &str) -> String {
+    match addr {
+        PeerAddr::Inet(a) => format!("http://{a}{uri}"),
+        PeerAddr::Unix(p) => format!("http://unix:{}:{uri}", p.display()),
+    }
+}
+
+/// `, client: ..., server: ..., request: "...", upstream: "...", host: "..."`.
+fn ctx_with_upstream(r: &Req<'_, '_>, upstream: &str) -> String {
+    let base = r.log_ctx();
+    let up = format!(", upstream: \"{upstream}\"");
+    match base.find(", host: \"") {
+        Some(i) => format!("{}{up}{}", &base[..i], &base[i..]),
+        None => base + &up,
+    }
+}
+
+/// A URL with variables, evaluated: an upstream block by the host's name, or an address.
+#[allow(clippy::type_complexity)]
+fn dynamic_target(
+    url: &str,
+    upstreams: &[Arc<UpstreamConf>],
+) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16), (u16, String)> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err((500, format!("invalid URL prefix in \"{url}\"")));
+    };
+    if let Some(path) = rest.strip_prefix("unix:") {
+        let (sock, uri) = match path.split_once(':') {
+            Some((p, u)) => (p, Some(u.to_string()).filter(|u| !u.is_empty())),
+            None => (path, None),
+        };
+        return Ok((
+            Arc::new(UpstreamConf::unix(sock)),
+            uri,
+            format!("unix:{sock}"),
+            80,
+        ));
+    }
+    let (authority, uri) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(rest[i..].to_string())),
+        None => (rest, None),
+    };
+    let (name, port) = split_host_port(authority, 80).map_err(|m| (500, m))?;
+    if let Some(u) = upstreams.iter().find(|u| u.name == name) {
+        return Ok((u.clone(), uri, authority.to_string(), port));
+    }
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<std::net::IpAddr>().is_err() {
+        return Err((502, format!("no resolver defined to resolve {name}")));
+    }
+    let u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
+    Ok((Arc::new(u), uri, authority.to_string(), port))
+}
+
+/// An answer's head, read; its body still on the connection.
+struct Answer {
+    status: u16,
+    reason: String,
+    headers: Vec<(String, String)>,
+    body: UpstreamBody,
+    upgrade: bool,
+}
+
+impl Answer {
+    /// The reply to the client: the status line and headers passed on (minus hop-by-hop and
+    /// hidden ones, `Location`/`Refresh` through `proxy_redirect`), the body streamed.
+    fn into_reply(
+        self,
+        lc: &LocConf,
+        pass: &ProxyPass,
+        r: &Req<'_, '_>,
+        record: &Rc<RefCell<Record>>,
+        _ctx: &str,
+    ) -> Reply {
+        let conf = &lc.proxy;
+        let mut reply = Reply::new(self.status);
+        reply.proxied = true;
+        if !self.reason.is_empty() {
+            reply.reason = Some(self.reason);
+        }
+        for (name, value) in &self.headers {
+            let lower = name.to_ascii_lowercase();
+            match lower.as_str() {
+                "connection" | "keep-alive" | "transfer-encoding" | "content-length" => continue,
+                "upgrade" if !self.upgrade => continue,
+                _ => {}
+            }
+            if !conf.passes(name) {
+                continue;
+            }
+            match lower.as_str() {
+                "content-type" => reply.content_type = Some(value.clone()),
+                "location" => {
+                    let v = redirect(conf, pass, r, lc, record, value);
+                    // nginx's header filter makes a relative Location absolute, whoever set it.
+                    reply.location = Some(if v.starts_with('/') {
+                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
+                    } else {
+                        v
+                    });
+                }
+                "refresh" => {
+                    let v = match value.find("url=") {
+                        Some(i) => {
+                            let (a, b) = value.split_at(i + 4);
+                            format!("{a}{}", redirect(conf, pass, r, lc, record, b))
+                        }
+                        None => value.clone(),
+                    };
+                    reply.extra.push((name.clone(), v));
+                }
+                "last-modified" if !matches!(self.status, 200 | 206 | 304) => {}
+                _ => reply.extra.push((name.clone(), value.clone())),
+            }
+        }
+        record.borrow_mut().headers = self.headers;
+        reply.body = if self.upgrade {
+            Body::Tunnel(Box::new(self.body))
+        } else {
+            Body::Upstream(Box::new(self.body))
+        };
+        reply
+    }
+}
+
+/// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value.
+fn redirect(
+    conf: &ProxyLoc,
+    pass: &ProxyPass,
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    record: &Rc<RefCell<Record>>,
+    value: &str,
+) -> String {
+    let default_rule = || -> Option<(String, String)> {
+        if matches!(pass.target, Target::Dynamic { .. }) {
+            return None;
+        }
+        Some(match &pass.uri {
+            Some(_) => (pass.url.clone(), pass.location.clone()),
+            None => (format!("{}/", pass.url), "/".to_string()),
+        })
+    };
+    let rules = match conf.redirect() {
+        Redirect::Off => return value.to_string(),
+        Redirect::Default => {
+            if let Some((from, to)) = default_rule() {
+                if let Some(rest) = value.strip_prefix(from.as_str()) {
+                    return format!("{to}{rest}");
+                }
+            }
+            return value.to_string();
+        }
+        Redirect::Rules(rules) => rules,
+    };
+    let rec = record.borrow();
+    let uri = String::from_utf8_lossy(r.req.path()).into_owned();
+    let mut vars: Vars<'_> = r.vars(&uri, lc, &[]);
+    vars.upstream = Some(&rec);
+    for rule in rules {
+        match &rule.from {
+            RedirectFrom::Default => {
+                if let Some((from, to)) = default_rule() {
+                    if let Some(rest) = value.strip_prefix(from.as_str()) {
+                        return format!("{to}{rest}");
+                    }
+                }
+            }
+            RedirectFrom::Prefix(t) => {
+                let from = vars.eval(t);
+                if let Some(rest) = value.strip_prefix(from.as_str()) {
+                    return format!("{}{rest}", vars.eval(&rule.to));
+                }
+            }
+            RedirectFrom::Regex(re) => {
+                if let Some(caps) = crate::variables::capture(re, value) {
+                    let v = Vars {
+                        captures: &caps.numbered,
+                        ..vars
+                    };
+                    return v.eval(&rule.to);
+                }
+            }
+        }
+    }
+    value.to_string()
+}
+
+/// Connects to a peer: a kept-alive connection when one is cached (and `cached` allows),
+/// else a new one. A cached one comes with when it was opened and how many requests it carried.
+async fn connect(
+    upstream: &UpstreamConf,
+    peer: usize,
+    addr: &PeerAddr,
+    conf: &ProxyLoc,
+    cached: bool,
+) -> Result<(Stream, Option<(Instant, u64)>), Fail> {
+    if cached {
+        if let Some(r) = state::take_idle(upstream, peer) {
+            return Ok((r.stream, Some((r.born, r.requests))));
+        }
+    }
+    let timeout = conf.connect_timeout();
+    let timed_out = || {
+        Fail::Timeout(
+            "upstream timed out (110: Connection timed out) while connecting to upstream".into(),
+        )
+    };
+    let refused = |e: std::io::Error| {
+        Fail::Error(format!(
+            "connect() failed {} while connecting to upstream",
+            shoal_conf::os_error(&e)
+        ))
+    };
+    let stream = match addr {
+        PeerAddr::Inet(a) => {
+            let socket = if a.is_ipv4() {
+                tokio::net::TcpSocket::new_v4()
+            } else {
+                tokio::net::TcpSocket::new_v6()
+            }
+            .map_err(refused)?;
+            if conf.socket_keepalive.unwrap_or(false) {
+                let _ = socket.set_keepalive(true);
+            }
+            if let Some(Some(bind)) = &conf.bind {
+                if let Some(text) = bind.pieces.first().and_then(|p| match p {
+                    crate::variables::Piece::Text(t) => Some(t.clone()),
+                    _ => None,
+                }) {
+                    if let Ok(ip) = text.parse::<std::net::IpAddr>() {
+                        socket.bind(std::net::SocketAddr::new(ip, 0)).map_err(|e| {
+                            Fail::Error(format!(
+                                "bind({text}) failed {} while connecting to upstream",
+                                shoal_conf::os_error(&e)
+                            ))
+                        })?;
+                    }
+                }
+            }
+            match tokio::time::timeout(timeout, socket.connect(*a)).await {
+                Err(_) => return Err(timed_out()),
+                Ok(Err(e)) => return Err(refused(e)),
+                Ok(Ok(s)) => {
+                    let _ = s.set_nodelay(true);
+                    Stream::Tcp(s)
+                }
+            }
+        }
+        PeerAddr::Unix(p) => {
+            match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
+                Err(_) => return Err(timed_out()),
+                Ok(Err(e)) => return Err(refused(e)),
+                Ok(Ok(s)) => Stream::Unix(s),
+            }
+        }
+    };
+    Ok((stream, None))
+}
+
+/// One try: connect, send, read the head. Returns the answer or the failure, and whether any
+/// of the request reached the upstream (a non-idempotent request is then not retried).
+#[allow(clippy::too_many_arguments)]
+async fn exchange(
+    upstream: &Arc<UpstreamConf>,
+    peer: usize,
+    addr: &PeerAddr,
+    conf: &ProxyLoc,
+    head: &[u8],
+    set_body: Option<&[u8]>,
+    body: &RequestBody,
+    asked: UpstreamRequest,
+    record: &Rc<RefCell<Record>>,
+    ctx: &str,
+    conn: u64,
+) -> (Result<Answer, Fail>, bool) {
+    // A cached connection may have been closed by the upstream just now: then the request
+    // goes once more on a new connection, and the failure is not the peer's.
+    let mut fresh_only = false;
+    loop {
+        let started = Instant::now();
+        let (stream, reused) = match connect(upstream, peer, addr, conf, !fresh_only).await {
+            Ok(x) => x,
+            Err(f) => return (Err(f), false),
+        };
+        let was_cached = reused.is_some();
+        let (born, requests) = reused.unwrap_or((Instant::now(), 0));
+        record.borrow_mut().last().connect = Some(started.elapsed());
+        match send_and_read(
+            stream,
+            conf,
+            head,
+            set_body,
+            body,
+            asked,
+            record,
+            upstream,
+            peer,
+            born,
+            requests + 1,
+            ctx,
+        )
+        .await
+        {
+            Ok(a) => return (Ok(a), true),
+            Err((f, nothing_read)) => {
+                if was_cached && nothing_read && matches!(f, Fail::Error(_)) {
+                    crate::conn_log!(
+                        Level::Debug,
+                        conn,
+                        "a kept-alive upstream connection was closed, sending again"
+                    );
+                    fresh_only = true;
+                    continue;
+                }
+                return (Err(f), true);
+            }
+        }
+    }
+}
+
+/// Sends the request on `stream` and reads the answer's head. On failure, whether nothing at
+/// all was read back.
+#[allow(clippy::too_many_arguments)]
+async fn send_and_read(
+    mut stream: Stream,
+    conf: &ProxyLoc,
+    head: &[u8],
+    set_body: Option<&[u8]>,
+    body: &RequestBody,
+    asked: UpstreamRequest,
+    record: &Rc<RefCell<Record>>,
+    upstream: &Arc<UpstreamConf>,
+    peer: usize,
+    born: Instant,
+    requests: u64,
+    ctx: &str,
+) -> Result<Answer, (Fail, bool)> {
+    let send_timeout = conf.send_timeout();
+    let sending = async {
+        match (set_body, conf.pass_request_body(), body) {
+            (Some(b), _, _) => {
+                let mut all = Vec::with_capacity(head.len() + b.len());
+                all.extend_from_slice(head);
+                all.extend_from_slice(b);
+                stream.write_all(&all).await
+            }
+            (None, true, RequestBody::Memory(b)) if b.len() <= 64 * 1024 => {
+                let mut all = Vec::with_capacity(head.len() + b.len());
+                all.extend_from_slice(head);
+                all.extend_from_slice(b);
+                stream.write_all(&all).await
+            }
+            (None, true, RequestBody::Memory(b)) => {
+                stream.write_all(head).await?;
+                stream.write_all(b).await
+            }
+            (None, true, RequestBody::File(f, len)) => {
+                stream.write_all(head).await?;
+                let mut off = 0u64;
+                let mut chunk = vec![0u8; 64 * 1024];
+                while off < *len {
+                    let want = ((*len - off) as usize).min(chunk.len());
+                    let n = std::os::unix::fs::FileExt::read_at(f, &mut chunk[..want], off)?;
+                    if n == 0 {
+                        return Err(std::io::Error::other("request body file shrank"));
+                    }
+                    stream.write_all(&chunk[..n]).await?;
+                    off += n as u64;
+                }
+                Ok(())
+            }
+            _ => stream.write_all(head).await,
+        }
+    };
+    match tokio::time::timeout(send_timeout, sending).await {
+        Err(_) => return Err((
+            Fail::Timeout(
+                "upstream timed out (110: Connection timed out) while sending request to upstream"
+                    .into(),
+            ),
+            true,
+        )),
+        Ok(Err(e)) => {
+            return Err((
+                Fail::Error(format!(
+                    "writev() failed {} while sending request to upstream",
+                    shoal_conf::os_error(&e)
+                )),
+                true,
+            ))
+        }
+        Ok(Ok(())) => {}
+    }
+    {
+        let mut rec = record.borrow_mut();
+        let sent = head.len() as u64
+            + match (set_body, conf.pass_request_body()) {
+                (Some(b), _) => b.len() as u64,
+                (None, true) => body.len().unwrap_or(0),
+                (None, false) => 0,
+            };
+        rec.last().sent = sent;
+    }
+    let read_timeout = conf.read_timeout();
+    let max = conf.buffer_size();
+    let mut buf = BytesMut::with_capacity(max.max(4096));
+    let started = Instant::now();
+    let parsed = loop {
+        match super::parse::head(&mut buf, max, asked) {
+            Ok(Some(p)) => break p,
+            Ok(None) => {}
+            Err(message) => {
+                return Err((
+                    Fail::Invalid(format!(
+                        "{message} while reading response header from upstream"
+                    )),
+                    buf.is_empty(),
+                ))
+            }
+        }
+        if buf.len() >= max {
+            return Err((
+                Fail::Invalid(
+                    "upstream sent too big header while reading response header from upstream"
+                        .into(),
+                ),
+                false,
+            ));
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(max);
+        }
+        match tokio::time::timeout(read_timeout, stream.read_buf(&mut buf)).await {
+            Err(_) => {
+                return Err((
+                    Fail::Timeout(
+                        "upstream timed out (110: Connection timed out) while reading response header from upstream"
+                            .into(),
+                    ),
+                    buf.is_empty(),
+                ))
+            }
+            Ok(Err(e)) => {
+                return Err((
+                    Fail::Error(format!(
+                        "recv() failed {} while reading response header from upstream",
+                        shoal_conf::os_error(&e)
+                    )),
+                    buf.is_empty(),
+                ))
+            }
+            Ok(Ok(0)) => {
+                return Err((
+                    Fail::Error(
+                        "upstream prematurely closed connection while reading response header from upstream"
+                            .into(),
+                    ),
+                    buf.is_empty(),
+                ))
+            }
+            Ok(Ok(n)) => record.borrow_mut().received(n as u64),
+        }
+    };
+    {
+        let mut rec = record.borrow_mut();
+        let t = rec.last();
+        t.header = Some(started.elapsed() + t.connect.unwrap_or_default());
+        t.status = Some(parsed.status);
+        t.head_len = parsed.consumed as u64;
+    }
+    let body = UpstreamBody::new(
+        stream,
+        buf,
+        parsed.framing,
+        parsed.content_length,
+        parsed.reusable,
+        upstream.clone(),
+        peer,
+        born,
+        requests,
+        read_timeout,
+        record.clone(),
+        ctx.to_string(),
+    );
+    Ok(Answer {
+        status: parsed.status,
+        reason: parsed.reason,
+        headers: parsed.headers,
+        body,
+        upgrade: parsed.upgrade,
+    })
+}

@@ -1,0 +1,826 @@
+//! nginx's proxy module: `proxy_pass` and the `proxy_*` directives that shape the request sent
+//! upstream and the answer passed back.
+//!
+//! - [`ProxyLoc`]: the directives, merged down like every location-level setting.
+//! - [`request`]: the request line and headers sent upstream (nginx's `create_request`).
+//! - [`handler`]: one request's exchange: choose a peer, connect (or reuse a kept-alive
+//!   connection), send, read the head, try the next peer when `proxy_next_upstream` says so.
+//! - [`body`]: the answer's body, read from the upstream while it is written to the client.
+//!
+//! Runs on the worker; everything waits on sockets, nothing blocks.
+
+pub mod body;
+pub mod handler;
+pub mod parse;
+pub mod request;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use shoal_conf::{Directive, Error};
+
+use super::location::Match;
+use super::{loc_conf, LocConf};
+use crate::conf::{
+    directive_err, err, flag_arg, invalid_value, merge, set_once, size_arg, time_arg, Args,
+    Builder, Command, Ctx, Scope,
+};
+use crate::upstream::conf::{split_host_port, UpstreamConf};
+use crate::variables::Template;
+
+const HSL: Ctx = Ctx::HSL;
+
+pub static DIRECTIVES: &[Command] = &[
+    Command::new(
+        "proxy_pass",
+        Ctx::LOCATION.or(Ctx::LIF).or(Ctx::LMT),
+        Args::ONE,
+        set_proxy_pass,
+    ),
+    Command::new("proxy_set_header", HSL, Args::TWO, set_set_header),
+    Command::new("proxy_http_version", HSL, Args::ONE, set_http_version),
+    Command::new(
+        "proxy_pass_request_headers",
+        HSL,
+        Args::Flag,
+        set_pass_request_headers,
+    ),
+    Command::new(
+        "proxy_pass_request_body",
+        HSL,
+        Args::Flag,
+        set_pass_request_body,
+    ),
+    Command::new("proxy_set_body", HSL, Args::ONE, set_set_body),
+    Command::new("proxy_hide_header", HSL, Args::ONE, set_hide_header),
+    Command::new("proxy_pass_header", HSL, Args::ONE, set_pass_header),
+    Command::new(
+        "proxy_ignore_headers",
+        HSL,
+        Args::ONE_OR_MORE,
+        set_ignore_headers,
+    ),
+    Command::new("proxy_redirect", HSL, Args::Take(1, 2), set_redirect),
+    Command::new("proxy_buffering", HSL, Args::Flag, set_buffering),
+    Command::new(
+        "proxy_request_buffering",
+        HSL,
+        Args::Flag,
+        set_request_buffering,
+    ),
+    Command::new("proxy_buffers", HSL, Args::TWO, set_buffers),
+    Command::new("proxy_buffer_size", HSL, Args::ONE, set_buffer_size),
+    Command::new(
+        "proxy_busy_buffers_size",
+        HSL,
+        Args::ONE,
+        set_busy_buffers_size,
+    ),
+    Command::new(
+        "proxy_max_temp_file_size",
+        HSL,
+        Args::ONE,
+        set_max_temp_file_size,
+    ),
+    Command::new(
+        "proxy_temp_file_write_size",
+        HSL,
+        Args::ONE,
+        set_temp_file_write_size,
+    ),
+    Command::new("proxy_temp_path", HSL, Args::Take(1, 4), set_temp_path),
+    Command::new("proxy_connect_timeout", HSL, Args::ONE, set_connect_timeout),
+    Command::new("proxy_send_timeout", HSL, Args::ONE, set_send_timeout),
+    Command::new("proxy_read_timeout", HSL, Args::ONE, set_read_timeout),
+    Command::new(
+        "proxy_next_upstream",
+        HSL,
+        Args::ONE_OR_MORE,
+        set_next_upstream,
+    ),
+    Command::new(
+        "proxy_next_upstream_tries",
+        HSL,
+        Args::ONE,
+        set_next_upstream_tries,
+    ),
+    Command::new(
+        "proxy_next_upstream_timeout",
+        HSL,
+        Args::ONE,
+        set_next_upstream_timeout,
+    ),
+    Command::new(
+        "proxy_intercept_errors",
+        HSL,
+        Args::Flag,
+        set_intercept_errors,
+    ),
+    Command::new(
+        "proxy_socket_keepalive",
+        HSL,
+        Args::Flag,
+        set_socket_keepalive,
+    ),
+    Command::new("proxy_bind", HSL, Args::Take(1, 2), set_bind),
+];
+
+/// `proxy_pass URL`.
+#[derive(Debug)]
+pub struct ProxyPass {
+    /// The URL as written (`proxy_redirect default` and log lines use it).
+    pub url: String,
+    pub target: Target,
+    /// The URI part (`http://backend/app/` → `/app/`); `None` passes the client's URI.
+    pub uri: Option<String>,
+    /// `$proxy_host`: `host[:port]` as written (the port only when written).
+    pub host: String,
+    /// `$proxy_port`.
+    pub port: u16,
+    /// The location's prefix (a URI part replaces it in the passed URI).
+    pub location: String,
+    /// Where the directive is, for errors found when upstreams are linked.
+    pub span: shoal_conf::Span,
+}
+
+/// Where requests go.
+#[derive(Debug)]
+pub enum Target {
+    /// A name to find among the `upstream` blocks once all are read, else to resolve
+    /// (`port`: written explicitly).
+    Named {
+        name: String,
+        port: Option<u16>,
+        upstream: OnceLock<Arc<UpstreamConf>>,
+    },
+    /// `http://unix:/path:`.
+    Unix(Arc<UpstreamConf>),
+    /// A URL with variables: evaluated per request; its host must name an `upstream` block or
+    /// be an address (shoal has no `resolver`).
+    Dynamic {
+        template: Template,
+        upstreams: OnceLock<Vec<Arc<UpstreamConf>>>,
+    },
+}
+
+impl ProxyPass {
+    /// The upstream of a static target (linked when the configuration was read).
+    pub fn upstream(&self) -> Option<&Arc<UpstreamConf>> {
+        match &self.target {
+            Target::Named { upstream, .. } => upstream.get(),
+            Target::Unix(u) => Some(u),
+            Target::Dynamic { .. } => None,
+        }
+    }
+}
+
+/// `proxy_http_version`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpVersion {
+    V10,
+    V11,
+}
+
+/// `proxy_redirect`.
+#[derive(Clone, Debug)]
+pub enum Redirect {
+    /// `default`: the `proxy_pass` URL is replaced by the location's name.
+    Default,
+    Off,
+    /// `FROM TO` lines, in order; FROM is a prefix, or a regex (`~`, `~*`).
+    Rules(Vec<RedirectRule>),
+}
+
+#[derive(Clone, Debug)]
+pub struct RedirectRule {
+    pub from: RedirectFrom,
+    pub to: Template,
+}
+
+#[derive(Clone, Debug)]
+pub enum RedirectFrom {
+    /// A prefix (with variables, evaluated per request), compared as nginx does, without
+    /// regard to case.
+    Prefix(Template),
+    /// `default` among other rules.
+    Default,
+    Regex(regex::Regex),
+}
+
+/// `proxy_next_upstream` conditions (nginx's `NGX_HTTP_UPSTREAM_FT_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NextUpstream(pub u32);
+
+impl NextUpstream {
+    pub const ERROR: u32 = 1;
+    pub const TIMEOUT: u32 = 1 << 1;
+    pub const INVALID_HEADER: u32 = 1 << 2;
+    pub const HTTP_500: u32 = 1 << 3;
+    pub const HTTP_502: u32 = 1 << 4;
+    pub const HTTP_503: u32 = 1 << 5;
+    pub const HTTP_504: u32 = 1 << 6;
+    pub const HTTP_403: u32 = 1 << 7;
+    pub const HTTP_404: u32 = 1 << 8;
+    pub const HTTP_429: u32 = 1 << 9;
+    pub const NON_IDEMPOTENT: u32 = 1 << 10;
+    pub const OFF: u32 = 1 << 31;
+
+    pub fn has(self, bit: u32) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// The condition an upstream status stands for, if any.
+    pub fn of_status(status: u16) -> u32 {
+        match status {
+            500 => Self::HTTP_500,
+            502 => Self::HTTP_502,
+            503 => Self::HTTP_503,
+            504 => Self::HTTP_504,
+            403 => Self::HTTP_403,
+            404 => Self::HTTP_404,
+            429 => Self::HTTP_429,
+            _ => 0,
+        }
+    }
+}
+
+/// The proxy module's location-level settings.
+#[derive(Clone, Debug, Default)]
+pub struct ProxyLoc {
+    /// Not inherited by nested locations; `if` blocks take their location's.
+    pub pass: Option<Arc<ProxyPass>>,
+    pub set_header: Option<Arc<Vec<(String, Template)>>>,
+    pub http_version: Option<HttpVersion>,
+    pub pass_request_headers: Option<bool>,
+    pub pass_request_body: Option<bool>,
+    pub set_body: Option<Template>,
+    pub hide_header: Option<Arc<Vec<String>>>,
+    pub pass_header: Option<Arc<Vec<String>>>,
+    pub ignore_headers: Option<Arc<Vec<String>>>,
+    pub redirect: Option<Redirect>,
+    pub buffering: Option<bool>,
+    pub request_buffering: Option<bool>,
+    pub buffers: Option<(usize, usize)>,
+    pub buffer_size: Option<usize>,
+    pub busy_buffers_size: Option<usize>,
+    pub max_temp_file_size: Option<u64>,
+    pub temp_file_write_size: Option<usize>,
+    pub temp_path: Option<std::path::PathBuf>,
+    pub connect_timeout: Option<Duration>,
+    pub send_timeout: Option<Duration>,
+    pub read_timeout: Option<Duration>,
+    pub next_upstream: Option<NextUpstream>,
+    pub next_upstream_tries: Option<u64>,
+    pub next_upstream_timeout: Option<Duration>,
+    pub intercept_errors: Option<bool>,
+    pub socket_keepalive: Option<bool>,
+    /// `proxy_bind ADDRESS [transparent] | off` (`Some(None)`: off).
+    pub bind: Option<Option<Template>>,
+}
+
+impl ProxyLoc {
+    pub fn merge(&mut self, parent: &ProxyLoc) {
+        merge(&mut self.set_header, &parent.set_header);
+        merge(&mut self.http_version, &parent.http_version);
+        merge(&mut self.pass_request_headers, &parent.pass_request_headers);
+        merge(&mut self.pass_request_body, &parent.pass_request_body);
+        merge(&mut self.set_body, &parent.set_body);
+        merge(&mut self.hide_header, &parent.hide_header);
+        merge(&mut self.pass_header, &parent.pass_header);
+        merge(&mut self.ignore_headers, &parent.ignore_headers);
+        merge(&mut self.redirect, &parent.redirect);
+        merge(&mut self.buffering, &parent.buffering);
+        merge(&mut self.request_buffering, &parent.request_buffering);
+        merge(&mut self.buffers, &parent.buffers);
+        merge(&mut self.buffer_size, &parent.buffer_size);
+        merge(&mut self.busy_buffers_size, &parent.busy_buffers_size);
+        merge(&mut self.max_temp_file_size, &parent.max_temp_file_size);
+        merge(&mut self.temp_file_write_size, &parent.temp_file_write_size);
+        merge(&mut self.temp_path, &parent.temp_path);
+        merge(&mut self.connect_timeout, &parent.connect_timeout);
+        merge(&mut self.send_timeout, &parent.send_timeout);
+        merge(&mut self.read_timeout, &parent.read_timeout);
+        merge(&mut self.next_upstream, &parent.next_upstream);
+        merge(&mut self.next_upstream_tries, &parent.next_upstream_tries);
+        merge(
+            &mut self.next_upstream_timeout,
+            &parent.next_upstream_timeout,
+        );
+        merge(&mut self.intercept_errors, &parent.intercept_errors);
+        merge(&mut self.socket_keepalive, &parent.socket_keepalive);
+        merge(&mut self.bind, &parent.bind);
+    }
+
+    pub fn http_version(&self) -> HttpVersion {
+        self.http_version.unwrap_or(HttpVersion::V10)
+    }
+
+    pub fn pass_request_headers(&self) -> bool {
+        self.pass_request_headers.unwrap_or(true)
+    }
+
+    pub fn pass_request_body(&self) -> bool {
+        self.pass_request_body.unwrap_or(true)
+    }
+
+    pub fn buffer_size(&self) -> usize {
+        self.buffer_size.unwrap_or(4096)
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or(Duration::from_secs(60))
+    }
+
+    pub fn send_timeout(&self) -> Duration {
+        self.send_timeout.unwrap_or(Duration::from_secs(60))
+    }
+
+    pub fn read_timeout(&self) -> Duration {
+        self.read_timeout.unwrap_or(Duration::from_secs(60))
+    }
+
+    /// `proxy_next_upstream` (default `error timeout`).
+    pub fn next_upstream(&self) -> NextUpstream {
+        self.next_upstream
+            .unwrap_or(NextUpstream(NextUpstream::ERROR | NextUpstream::TIMEOUT))
+    }
+
+    /// `proxy_next_upstream_tries` (0: no limit).
+    pub fn next_upstream_tries(&self) -> u64 {
+        self.next_upstream_tries.unwrap_or(0)
+    }
+
+    /// `proxy_next_upstream_timeout` (0: no limit).
+    pub fn next_upstream_timeout(&self) -> Duration {
+        self.next_upstream_timeout.unwrap_or(Duration::ZERO)
+    }
+
+    pub fn intercept_errors(&self) -> bool {
+        self.intercept_errors.unwrap_or(false)
+    }
+
+    pub fn redirect(&self) -> &Redirect {
+        self.redirect.as_ref().unwrap_or(&Redirect::Default)
+    }
+
+    /// How much of an answer is read ahead of the client: `proxy_buffers` in all.
+    pub fn buffers_total(&self) -> usize {
+        let (n, size) = self.buffers.unwrap_or((8, 4096));
+        n * size
+    }
+
+    pub fn buffering(&self) -> bool {
+        self.buffering.unwrap_or(true)
+    }
+
+    /// Whether a header the upstream sent is passed to the client: not one of nginx's hidden
+    /// ones (`Date`, `Server`, `X-Pad`, `X-Accel-*`) unless `proxy_pass_header` names it, and
+    /// not one `proxy_hide_header` names.
+    pub fn passes(&self, name: &str) -> bool {
+        const HIDDEN: &[&str] = &[
+            "date",
+            "server",
+            "x-pad",
+            "x-accel-expires",
+            "x-accel-redirect",
+            "x-accel-limit-rate",
+            "x-accel-buffering",
+            "x-accel-charset",
+        ];
+        let listed = |list: &Option<Arc<Vec<String>>>| {
+            list.as_ref()
+                .is_some_and(|l| l.iter().any(|h| h.eq_ignore_ascii_case(name)))
+        };
+        if listed(&self.hide_header) {
+            return false;
+        }
+        !HIDDEN.iter().any(|h| h.eq_ignore_ascii_case(name)) || listed(&self.pass_header)
+    }
+}
+
+fn proxy<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxyLoc {
+    &mut loc_conf(s).proxy
+}
+
+fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let (kind, location) = match s {
+        Scope::Location(l) => (l.kind, l.name.clone()),
+        _ => unreachable!("proxy_pass is allowed in locations only"),
+    };
+    if proxy(s).pass.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let url = d.args[0].value.clone();
+    let template = Template::compile(&url).map_err(|m| err(d, m))?;
+    let _ = b;
+    let pass = if !template.is_static() {
+        if !url.starts_with("http://") && !url.starts_with('$') {
+            return Err(err(d, "invalid URL prefix"));
+        }
+        ProxyPass {
+            url: url.clone(),
+            target: Target::Dynamic {
+                template,
+                upstreams: OnceLock::new(),
+            },
+            uri: None,
+            host: String::new(),
+            port: 80,
+            location,
+            span: d.span.clone(),
+        }
+    } else {
+        let rest = if let Some(r) = url.strip_prefix("http://") {
+            r
+        } else if url.starts_with("https://") {
+            return Err(err(
+                d,
+                "https upstreams are not supported by shoal (\"proxy_pass https://...\")",
+            ));
+        } else {
+            return Err(err(d, "invalid URL prefix"));
+        };
+        let (target, uri, host, port) = if let Some(path) = rest.strip_prefix("unix:") {
+            // `unix:/path:/uri`: the socket's path ends at the first `:`.
+            let (sock, uri) = match path.split_once(':') {
+                Some((p, u)) => (p, Some(u.to_string())),
+                None => (path, None),
+            };
+            if sock.is_empty() {
+                return Err(err(
+                    d,
+                    format!("no path in the unix domain socket \"{url}\""),
+                ));
+            }
+            let u = Arc::new(UpstreamConf::unix(sock));
+            let host = format!("unix:{sock}");
+            (Target::Unix(u), uri.filter(|u| !u.is_empty()), host, 80)
+        } else {
+            let (authority, uri) = match rest.find('/') {
+                Some(i) => (&rest[..i], Some(rest[i..].to_string())),
+                None => (rest, None),
+            };
+            let (name, port) = split_host_port(authority, 80).map_err(|m| err(d, m))?;
+            let port_written = if authority.starts_with('[') {
+                authority.contains("]:")
+            } else {
+                authority.contains(':')
+            };
+            let written = port_written.then_some(port);
+            (
+                Target::Named {
+                    name,
+                    port: written,
+                    upstream: OnceLock::new(),
+                },
+                uri,
+                authority.to_string(),
+                port,
+            )
+        };
+        if uri.is_some() && !matches!(kind, Match::Prefix | Match::Exact | Match::NoRegex) {
+            return Err(err(
+                d,
+                "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block",
+            ));
+        }
+        ProxyPass {
+            url: url.clone(),
+            target,
+            uri,
+            host,
+            port,
+            location,
+            span: d.span.clone(),
+        }
+    };
+    proxy(s).pass = Some(Arc::new(pass));
+    Ok(())
+}
+
+/// Links every `proxy_pass` of a configuration to its upstream, once all `upstream` blocks are
+/// read: a block of that name (which may not be given a port), else the name resolved now.
+pub fn link(pass: &ProxyPass, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Error> {
+    match &pass.target {
+        Target::Named {
+            name,
+            port,
+            upstream,
+        } => {
+            if upstream.get().is_some() {
+                return Ok(());
+            }
+            let found = upstreams.iter().find(|u| u.name == *name);
+            let u = match (found, port) {
+                (Some(_), Some(p)) => {
+                    return Err(Error::new(
+                        format!("upstream \"{name}\" may not have port {p}"),
+                        Some(pass.span.clone()),
+                    ));
+                }
+                (Some(u), None) => u.clone(),
+                (None, p) => Arc::new(
+                    UpstreamConf::implicit(name, p.unwrap_or(80))
+                        .map_err(|m| Error::new(m, Some(pass.span.clone())))?,
+                ),
+            };
+            let _ = upstream.set(u);
+        }
+        Target::Unix(_) => {}
+        Target::Dynamic { upstreams: all, .. } => {
+            let _ = all.set(upstreams.to_vec());
+        }
+    }
+    Ok(())
+}
+
+fn set_set_header(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let value = Template::compile(&d.args[1].value).map_err(|m| err(d, m))?;
+    let p = proxy(s);
+    let list = p.set_header.get_or_insert_with(Default::default);
+    Arc::make_mut(list).push((d.args[0].value.clone(), value));
+    Ok(())
+}
+
+fn set_http_version(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "1.0" => HttpVersion::V10,
+        "1.1" => HttpVersion::V11,
+        other => return Err(invalid_value(d, other)),
+    };
+    set_once(&mut proxy(s).http_version, v, d)
+}
+
+fn set_pass_request_headers(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut proxy(s).pass_request_headers, flag_arg(d), d)
+}
+
+fn set_pass_request_body(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut proxy(s).pass_request_body, flag_arg(d), d)
+}
+
+fn set_set_body(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
+    set_once(&mut proxy(s).set_body, t, d)
+}
+
+fn push_name(list: &mut Option<Arc<Vec<String>>>, name: &str) {
+    Arc::make_mut(list.get_or_insert_with(Default::default)).push(name.to_string());
+}
+
+fn set_hide_header(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    push_name(&mut proxy(s).hide_header, &d.args[0].value);
+    Ok(())
+}
+
+fn set_pass_header(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    push_name(&mut proxy(s).pass_header, &d.args[0].value);
+    Ok(())
+}
+
+fn set_ignore_headers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    const KNOWN: &[&str] = &[
+        "X-Accel-Redirect",
+        "X-Accel-Expires",
+        "X-Accel-Limit-Rate",
+        "X-Accel-Buffering",
+        "X-Accel-Charset",
+        "Expires",
+        "Cache-Control",
+        "Set-Cookie",
+        "Vary",
+    ];
+    let p = proxy(s);
+    if p.ignore_headers.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let mut list = Vec::new();
+    for a in &d.args {
+        match KNOWN.iter().find(|k| k.eq_ignore_ascii_case(&a.value)) {
+            Some(k) => list.push(k.to_string()),
+            None => return Err(invalid_value(d, &a.value)),
+        }
+    }
+    p.ignore_headers = Some(Arc::new(list));
+    Ok(())
+}
+
+fn set_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let p = proxy(s);
+    let first = d.args[0].value.as_str();
+    if d.args.len() == 1 {
+        let value = match first {
+            "off" => Redirect::Off,
+            "false" => Redirect::Off,
+            "default" => Redirect::Default,
+            _ => return Err(crate::conf::invalid_args(d)),
+        };
+        if let Some(Redirect::Rules(_)) = p.redirect {
+            if matches!(value, Redirect::Off) {
+                return Err(directive_err(d, "is duplicate"));
+            }
+        }
+        if p.redirect.is_some() && !matches!(value, Redirect::Default) {
+            return Err(crate::conf::duplicate(d));
+        }
+        match value {
+            Redirect::Default => {
+                let rules = match p.redirect.take() {
+                    Some(Redirect::Rules(r)) => r,
+                    _ => Vec::new(),
+                };
+                if rules.is_empty() {
+                    p.redirect = Some(Redirect::Default);
+                } else {
+                    let mut rules = rules;
+                    rules.push(RedirectRule {
+                        from: RedirectFrom::Default,
+                        to: Template::compile("").map_err(|m| err(d, m))?,
+                    });
+                    p.redirect = Some(Redirect::Rules(rules));
+                }
+            }
+            other => p.redirect = Some(other),
+        }
+        return Ok(());
+    }
+    let to = Template::compile(&d.args[1].value).map_err(|m| err(d, m))?;
+    let from = if let Some(re) = first.strip_prefix("~*") {
+        RedirectFrom::Regex(
+            regex::RegexBuilder::new(re)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| err(d, format!("regex \"{re}\" failed to compile: {e}")))?,
+        )
+    } else if let Some(re) = first.strip_prefix('~') {
+        RedirectFrom::Regex(
+            regex::Regex::new(re)
+                .map_err(|e| err(d, format!("regex \"{re}\" failed to compile: {e}")))?,
+        )
+    } else {
+        RedirectFrom::Prefix(Template::compile(first).map_err(|m| err(d, m))?)
+    };
+    let rule = RedirectRule { from, to };
+    match &mut p.redirect {
+        Some(Redirect::Rules(r)) => r.push(rule),
+        Some(Redirect::Default) => {
+            p.redirect = Some(Redirect::Rules(vec![
+                RedirectRule {
+                    from: RedirectFrom::Default,
+                    to: Template::compile("").map_err(|m| err(d, m))?,
+                },
+                rule,
+            ]))
+        }
+        Some(Redirect::Off) => return Err(crate::conf::duplicate(d)),
+        None => p.redirect = Some(Redirect::Rules(vec![rule])),
+    }
+    Ok(())
+}
+
+fn set_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut proxy(s).buffering, flag_arg(d), d)
+}
+
+fn set_request_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut proxy(s).request_buffering, flag_arg(d), d)
+}
+
+fn set_buffers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = crate::conf::number_arg(d, 0)?;
+    let size = size_arg(d, 1)?;
+    if n == 0 || size == 0 {
+        return Err(directive_err(d, "invalid value"));
+    }
+    set_once(&mut proxy(s).buffers, (n as usize, size as usize), d)
+}
+
+fn set_buffer_size(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut proxy(s).buffer_size, n as usize, d)
+}
+
+fn set_busy_buffers_size(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut proxy(s).busy_buffers_size, n as usize, d)
+}
+
+fn set_max_temp_file_size(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut proxy(s).max_temp_file_size, n, d)
+}
+
+fn set_temp_file_write_size(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut proxy(s).temp_file_write_size, n as usize, d)
+}
+
+fn set_temp_path(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    for a in &d.args[1..] {
+        if crate::conf::parse_number(&a.value).is_none_or(|n| n == 0 || n > 2) {
+            return Err(invalid_value(d, &a.value));
+        }
+    }
+    let path = b.full_path(&d.args[0].value);
+    set_once(&mut proxy(s).temp_path, path, d)
+}
+
+fn set_connect_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut proxy(s).connect_timeout, t, d)
+}
+
+fn set_send_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut proxy(s).send_timeout, t, d)
+}
+
+fn set_read_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut proxy(s).read_timeout, t, d)
+}
+
+fn set_next_upstream(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let mut bits = 0u32;
+    for a in &d.args {
+        bits |= match a.value.as_str() {
+            "error" => NextUpstream::ERROR,
+            "timeout" => NextUpstream::TIMEOUT,
+            "invalid_header" => NextUpstream::INVALID_HEADER,
+            "http_500" => NextUpstream::HTTP_500,
+            "http_502" => NextUpstream::HTTP_502,
+            "http_503" => NextUpstream::HTTP_503,
+            "http_504" => NextUpstream::HTTP_504,
+            "http_403" => NextUpstream::HTTP_403,
+            "http_404" => NextUpstream::HTTP_404,
+            "http_429" => NextUpstream::HTTP_429,
+            "non_idempotent" => NextUpstream::NON_IDEMPOTENT,
+            "off" => NextUpstream::OFF,
+            other => return Err(invalid_value(d, other)),
+        };
+    }
+    if bits & NextUpstream::OFF != 0 && bits != NextUpstream::OFF {
+        return Err(err(
+            d,
+            format!("invalid value \"off\" in \"{}\" directive", d.name),
+        ));
+    }
+    set_once(&mut proxy(s).next_upstream, NextUpstream(bits), d)
+}
+
+fn set_next_upstream_tries(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = crate::conf::number_arg(d, 0)?;
+    set_once(&mut proxy(s).next_upstream_tries, n, d)
+}
+
+fn set_next_upstream_timeout(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let t = time_arg(d, 0)?;
+    set_once(&mut proxy(s).next_upstream_timeout, t, d)
+}
+
+fn set_intercept_errors(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut proxy(s).intercept_errors, flag_arg(d), d)
+}
+
+fn set_socket_keepalive(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut proxy(s).socket_keepalive, flag_arg(d), d)
+}
+
+fn set_bind(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    if let Some(a) = d.args.get(1) {
+        if a.value != "transparent" {
+            return Err(invalid_value(d, &a.value));
+        }
+        return Err(err(
+            d,
+            "\"proxy_bind ... transparent\" is not supported by shoal",
+        ));
+    }
+    let v = if d.args[0].value == "off" {
+        None
+    } else {
+        Some(Template::compile(&d.args[0].value).map_err(|m| err(d, m))?)
+    };
+    set_once(&mut proxy(s).bind, v, d)
+}
+
+/// The location-level part of linking: every `proxy_pass` below `lc` (this location's and
+/// those of its nested locations and `if` blocks).
+pub fn link_all(lc: &LocConf, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Error> {
+    if let Some(p) = &lc.proxy.pass {
+        link(p, upstreams)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! The upstream's answer head, through the codec (`shoal_http::upstream`), in the shape the
+//! proxy passes on: the status line, the headers as text, how the body ends and whether the
+//! connection can carry another request.
+
+use bytes::BytesMut;
+use shoal_http::upstream::{self, Framing as CodecFraming, Rules, UpstreamRequest};
+
+use super::body::Framing;
+
+/// A head read from an upstream.
+pub struct Parsed {
+    pub status: u16,
+    pub reason: String,
+    pub headers: Vec<(String, String)>,
+    pub framing: Framing,
+    /// `Content-Length`, for the client's head.
+    pub content_length: Option<u64>,
+    /// The connection may carry another request once the body is read.
+    pub reusable: bool,
+    /// A 101 to a client that asked to upgrade: the connections become a tunnel.
+    pub upgrade: bool,
+    /// Bytes of the head.
+    pub consumed: usize,
+}
+
+/// Parses the head at the start of `buf` (split off it on success). `max` is
+/// `proxy_buffer_size`; `Ok(None)`: more bytes are needed. An error is nginx's log text.
+pub fn head(
+    buf: &mut BytesMut,
+    max: usize,
+    request: UpstreamRequest,
+) -> Result<Option<Parsed>, String> {
+    let head = match upstream::parse_upstream_head_buf(buf, max, Rules::Nginx122) {
+        Ok(Some(h)) => h,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let framing = upstream::framing(&head, request);
+    let (framing, upgrade) = match framing {
+        CodecFraming::None => (Framing::None, false),
+        CodecFraming::Length(n) => (Framing::Length(n), false),
+        CodecFraming::Chunked => (Framing::Chunked, false),
+        CodecFraming::Close => (Framing::Close, false),
+        CodecFraming::Tunnel => (Framing::Close, true),
+    };
+    let headers = head
+        .headers()
+        .map(|(n, v)| {
+            (
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        })
+        .collect();
+    let reusable = !upgrade
+        && head.keep_alive()
+        && matches!(
+            framing,
+            Framing::None | Framing::Length(_) | Framing::Chunked
+        );
+    Ok(Some(Parsed {
+        status: head.status(),
+        reason: String::from_utf8_lossy(head.reason()).into_owned(),
+        headers,
+        framing,
+        content_length: head.content_length(),
+        reusable,
+        upgrade,
+        consumed: head.head_len(),
+    }))
+}
