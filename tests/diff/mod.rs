@@ -381,9 +381,10 @@ impl Pair {
         if nn != sn {
             panic!(
                 "shoal differs from nginx for request:\n{}\n--- nginx\n{nn}\n--- shoal\n{sn}\n\
-                 --- shoal's error.log tail\n{}",
+                 --- shoal's error.log tail\n{}\n--- nginx's error.log tail\n{}",
                 String::from_utf8_lossy(req).escape_debug(),
                 tail(&self.shoal.read("logs/error.log"), 5),
+                tail(&self.nginx.read("logs/error.log"), 5),
             );
         }
         nn

@@ -1,0 +1,628 @@
+//! The reverse proxy end to end: the real binary in front of real upstream servers
+//! (tests/common/upstream.rs) — what reaches the upstream, what reaches the client, keep-alive
+//! reuse counted at the upstream, the balancing methods' distributions, unix sockets, WebSocket
+//! upgrades, and every failure with nginx's status and error-log line.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::upstream::{Answer, Upstream};
+use common::*;
+
+/// shoal with `http_extra` in the http block and `server` lines in the one server.
+fn start(port: u16, http_extra: &str, server: &str) -> Shoal {
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\nerror_log logs/error.log info;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n    access_log logs/access.log;\n{http_extra}\n    server {{\n        \
+         listen 127.0.0.1:{port};\n        server_name localhost;\n{server}\n    }}\n}}\n"
+    );
+    Shoal::start(&conf, port)
+}
+
+/// Sends raw bytes on a new connection and reads until the server closes it.
+fn raw(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn get_close(port: u16, path: &str) -> String {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+fn status_of(resp: &str) -> u16 {
+    resp.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+fn body_of(resp: &str) -> &str {
+    resp.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+/// The decoded body of a chunked response.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk size line");
+        let n = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+        if n == 0 {
+            return out;
+        }
+        out.push_str(&rest[..n]);
+        body = &rest[n + 2..];
+    }
+}
+
+#[test]
+fn the_request_goes_upstream_as_nginx_writes_it() {
+    let up = Upstream::echo();
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    let resp = raw(
+        port,
+        "GET /a/b?x=1 HTTP/1.1\r\nHost: localhost\r\nX-Custom: v\r\nKeep-Alive: 300\r\n\
+         TE: trailers\r\nUpgrade: foo\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    let seen = up.last();
+    assert_eq!(seen.method, "GET");
+    assert_eq!(seen.target, "/a/b?x=1");
+    assert_eq!(seen.version, "HTTP/1.0");
+    // nginx's defaults first, then the client's headers minus the hop-by-hop ones.
+    assert_eq!(
+        seen.header_names(),
+        vec!["Host", "Connection", "X-Custom"],
+        "{:?}",
+        seen.headers
+    );
+    assert_eq!(
+        seen.header("host"),
+        Some(&*format!("127.0.0.1:{}", up.port()))
+    );
+    assert_eq!(seen.header("connection"), Some("close"));
+    // The answer: the upstream's headers, shoal's Server and Date.
+    assert!(resp.contains("Server: shoal"), "{resp}");
+    assert!(resp.contains("Content-Type: text/plain\r\n"), "{resp}");
+    assert!(
+        body_of(&resp).starts_with("GET /a/b?x=1 HTTP/1.0\r\n"),
+        "{resp}"
+    );
+    drop(s);
+}
+
+#[test]
+fn a_uri_part_replaces_the_location_prefix_and_set_header_applies() {
+    let up = Upstream::echo();
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!(
+            "location /one/ {{ proxy_pass {}/two/; proxy_set_header X-Real-IP $remote_addr; \
+             proxy_set_header Host backend.example; proxy_set_header Accept \"\"; }}\n\
+             location /keep/ {{ proxy_pass {}; }}",
+            up.url(),
+            up.url()
+        ),
+    );
+    let resp = raw(
+        port,
+        "GET /one/x%20y?q=1 HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    let seen = up.last();
+    assert_eq!(seen.target, "/two/x%20y?q=1");
+    assert_eq!(seen.header("host"), Some("backend.example"));
+    assert_eq!(seen.header("x-real-ip"), Some("127.0.0.1"));
+    assert_eq!(
+        seen.header("accept"),
+        None,
+        "an empty value drops the header"
+    );
+    // Without a URI part the client's URI goes as it was sent, escapes and dots included.
+    let resp = get_close(port, "/keep/a%2Fb/./c");
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    assert_eq!(up.last().target, "/keep/a%2Fb/./c");
+}
+
+#[test]
+fn request_bodies_reach_the_upstream_whole() {
+    let up = Upstream::echo();
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!(
+            "client_max_body_size 10m;\nlocation / {{ proxy_pass {}; }}",
+            up.url()
+        ),
+    );
+    // Small (memory), large (spilled to a temp file), and chunked from the client.
+    for size in [10usize, 200_000] {
+        let body: String = (0..size).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        let resp = raw(
+            port,
+            &format!(
+                "POST /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\
+                 Connection: close\r\n\r\n{body}"
+            ),
+        );
+        assert_eq!(
+            status_of(&resp),
+            200,
+            "{size}: {}",
+            &resp[..resp.len().min(300)]
+        );
+        let seen = up.last();
+        assert_eq!(seen.header("content-length"), Some(&*size.to_string()));
+        assert_eq!(seen.body.len(), size);
+        assert_eq!(seen.body, body.as_bytes());
+    }
+    let resp = raw(
+        port,
+        "POST /c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\
+         Connection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    );
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    let seen = up.last();
+    assert!(!seen.chunked, "the body is passed with a length once read");
+    assert_eq!(seen.header("content-length"), Some("11"));
+    assert_eq!(seen.body, b"hello world");
+}
+
+#[test]
+fn keepalive_connections_are_reused_and_counted_at_the_upstream() {
+    let up = Upstream::hello("hi");
+    let plain = Upstream::hello("hi");
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!(
+            "upstream kept {{ server 127.0.0.1:{}; keepalive 4; }}\n\
+             upstream plain {{ server 127.0.0.1:{}; }}",
+            up.port(),
+            plain.port()
+        ),
+        "location /k { proxy_pass http://kept; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }\n\
+         location /p { proxy_pass http://plain; }",
+    );
+    let mut c = Client::connect(port);
+    for _ in 0..20 {
+        let r = c.get("/k").unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"hi");
+        let r = c.get("/p").unwrap();
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(up.request_count(), 20);
+    assert_eq!(
+        up.accepted(),
+        1,
+        "one upstream connection carried every request"
+    );
+    assert_eq!(
+        plain.accepted(),
+        20,
+        "without keepalive, a connection per request"
+    );
+    assert!(up.requests().iter().all(|r| r.version == "HTTP/1.1"));
+}
+
+#[test]
+fn chunked_and_close_delimited_answers_are_relayed_whole() {
+    let big: String = "0123456789".repeat(10_000);
+    let b1 = big.clone();
+    let up = Upstream::start(move |r| match r.target.as_str() {
+        "/chunked" => Answer::ok(b1.clone()).chunked(&[1, 7, 4096]),
+        "/close" => Answer::ok(b1.clone()).close_delimited(),
+        "/204" => Answer::status(204),
+        _ => Answer::ok("x"),
+    });
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    for path in ["/chunked", "/close"] {
+        let resp = get_close(port, path);
+        assert_eq!(status_of(&resp), 200, "{path}");
+        assert!(resp.contains("Transfer-Encoding: chunked\r\n"), "{path}");
+        assert_eq!(dechunk(body_of(&resp)), big, "{path}");
+        // An HTTP/1.0 client: the body ends with the connection.
+        let resp = raw(port, &format!("GET {path} HTTP/1.0\r\n\r\n"));
+        assert_eq!(status_of(&resp), 200, "{path}");
+        assert!(!resp.contains("Transfer-Encoding"), "{path}");
+        assert_eq!(body_of(&resp), big, "{path}");
+    }
+    let resp = get_close(port, "/204");
+    assert_eq!(status_of(&resp), 204);
+    assert_eq!(body_of(&resp), "");
+}
+
+#[test]
+fn a_cut_short_answer_closes_the_client_connection() {
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/short" => Answer::ok("only this").cut_short(100),
+        "/shortchunk" => {
+            Answer::raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+                .close()
+        }
+        _ => Answer::ok("x"),
+    });
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    let resp = get_close(port, "/short");
+    assert!(resp.contains("Content-Length: 100\r\n"), "{resp}");
+    assert_eq!(body_of(&resp), "only this", "sent what came, then closed");
+    let resp = raw(port, "GET /shortchunk HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(resp.contains("Transfer-Encoding: chunked"), "{resp}");
+    assert!(
+        !body_of(&resp).contains("0\r\n\r\n"),
+        "never the last chunk of a body that did not end: {resp}"
+    );
+    s.wait_log(
+        "upstream prematurely closed connection while reading upstream",
+        2,
+    );
+}
+
+#[test]
+fn a_refusing_upstream_is_502_with_nginx_log_line() {
+    let dead = free_port();
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass http://127.0.0.1:{dead}; }}"),
+    );
+    let resp = get_close(port, "/x?y");
+    assert_eq!(status_of(&resp), 502, "{resp}");
+    assert!(resp.contains("<center><h1>502 Bad Gateway</h1></center>"));
+    s.wait_log(
+        &format!(
+            "connect() failed (111: Connection refused) while connecting to upstream, client: \
+             127.0.0.1, server: localhost, request: \"GET /x?y HTTP/1.1\", upstream: \
+             \"http://127.0.0.1:{dead}/x?y\", host: \"localhost\""
+        ),
+        1,
+    );
+}
+
+#[test]
+fn a_silent_upstream_is_504_after_proxy_read_timeout() {
+    let up = Upstream::start(|_| Answer::ok("late").delay_head(Duration::from_secs(3)));
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!(
+            "location / {{ proxy_pass {}; proxy_read_timeout 300ms; }}",
+            up.url()
+        ),
+    );
+    let resp = get_close(port, "/slow");
+    assert_eq!(status_of(&resp), 504, "{resp}");
+    s.wait_log(
+        "upstream timed out (110: Connection timed out) while reading response header from \
+         upstream, client: 127.0.0.1",
+        1,
+    );
+}
+
+#[test]
+fn a_malformed_head_is_502_invalid_header() {
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/badline" => Answer::raw("HTTP/1.1 200 OK\r\nBad Header Line\r\n\r\n").close(),
+        _ => Answer::raw("NOT HTTP AT ALL\r\n\r\n").close(),
+    });
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    let resp = get_close(port, "/badline");
+    assert_eq!(status_of(&resp), 502, "{resp}");
+    s.wait_log("upstream sent invalid header", 1);
+    let resp = get_close(port, "/status");
+    assert_eq!(status_of(&resp), 502, "{resp}");
+    s.wait_log("upstream sent no valid HTTP/1.0 header", 1);
+}
+
+#[test]
+fn next_upstream_skips_a_dead_peer_and_max_fails_takes_it_out() {
+    let live = Upstream::hello("live");
+    let dead = free_port();
+    let port = free_port();
+    let s = start(
+        port,
+        &format!(
+            "upstream pair {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=30s; \
+             server 127.0.0.1:{}; }}",
+            live.port()
+        ),
+        "location / { proxy_pass http://pair; }",
+    );
+    for _ in 0..10 {
+        let resp = get_close(port, "/");
+        assert_eq!(status_of(&resp), 200, "{resp}");
+        assert_eq!(body_of(&resp), "live");
+    }
+    // The dead peer failed once, then was out for fail_timeout: one refusal logged.
+    let log = s.error_log();
+    assert_eq!(log.matches("connect() failed (111").count(), 1, "{log}");
+    assert_eq!(live.request_count(), 10);
+}
+
+#[test]
+fn weighted_round_robin_and_hashes_distribute_as_nginx() {
+    let a = Upstream::hello("a");
+    let b = Upstream::hello("b");
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!(
+            "upstream wrr {{ server 127.0.0.1:{pa} weight=3; server 127.0.0.1:{pb}; }}\n\
+             upstream iph {{ ip_hash; server 127.0.0.1:{pa}; server 127.0.0.1:{pb}; }}\n\
+             upstream key {{ hash $arg_k consistent; server 127.0.0.1:{pa}; server 127.0.0.1:{pb}; }}\n\
+             upstream lc {{ least_conn; server 127.0.0.1:{pa}; server 127.0.0.1:{pb}; }}",
+            pa = a.port(),
+            pb = b.port()
+        ),
+        "location /wrr { proxy_pass http://wrr; }\n\
+         location /iph { proxy_pass http://iph; }\n\
+         location /key { proxy_pass http://key; }\n\
+         location /lc { proxy_pass http://lc; }",
+    );
+    let mut c = Client::connect(port);
+    let mut seq = String::new();
+    for _ in 0..8 {
+        seq.push_str(std::str::from_utf8(&c.get("/wrr").unwrap().body).unwrap());
+    }
+    // nginx's smooth weighted round robin for weights 3:1.
+    assert_eq!(seq, "aabaaaba");
+    let first = c.get("/iph").unwrap().body;
+    for _ in 0..10 {
+        assert_eq!(
+            c.get("/iph").unwrap().body,
+            first,
+            "ip_hash keeps a client on one peer"
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    for k in 0..40 {
+        let one = c.get(&format!("/key?k={k}")).unwrap().body;
+        assert_eq!(
+            c.get(&format!("/key?k={k}")).unwrap().body,
+            one,
+            "same key, same peer"
+        );
+        seen.insert(one);
+    }
+    assert_eq!(seen.len(), 2, "40 keys land on both peers");
+    // least_conn with no concurrency alternates like round robin.
+    let x = c.get("/lc").unwrap().body;
+    let y = c.get("/lc").unwrap().body;
+    assert_ne!(x, y);
+}
+
+#[test]
+fn unix_socket_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("app.sock");
+    let up = Upstream::start_unix(&sock, |r| Answer::ok(format!("unix {}", r.target)));
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!("upstream app {{ server unix:{}; }}", sock.display()),
+        &format!(
+            "location /u {{ proxy_pass http://app; }}\nlocation /d {{ proxy_pass {}; }}",
+            up.url()
+        ),
+    );
+    let resp = get_close(port, "/u/1");
+    assert_eq!(body_of(&resp), "unix /u/1", "{resp}");
+    let resp = get_close(port, "/d/2");
+    assert_eq!(body_of(&resp), "unix /d/2", "{resp}");
+}
+
+#[test]
+fn websocket_upgrade_becomes_a_tunnel() {
+    let up = Upstream::start(|_| Answer::upgrade("websocket"));
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!(
+            "location /ws {{ proxy_pass {}; proxy_http_version 1.1; \
+             proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection \"upgrade\"; }}",
+            up.url()
+        ),
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "the head arrives");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    assert!(
+        head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("Upgrade: websocket\r\n"), "{head}");
+    assert!(head.contains("Connection: upgrade\r\n"), "{head}");
+    let seen = up.last();
+    assert_eq!(seen.header("upgrade"), Some("websocket"));
+    assert_eq!(seen.header("connection"), Some("upgrade"));
+    for msg in ["ping", "a longer message through the tunnel"] {
+        s.write_all(msg.as_bytes()).unwrap();
+        let mut got = vec![0u8; msg.len()];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(got, msg.as_bytes());
+    }
+}
+
+#[test]
+fn head_requests_and_intercepted_errors() {
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/missing" => Answer::status(404).body("upstream's own 404"),
+        _ => Answer::ok("0123456789"),
+    });
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!(
+            "location / {{ proxy_pass {u}; }}\n\
+             location /i/ {{ proxy_pass {u}/; proxy_intercept_errors on; error_page 404 =200 /fallback; }}\n\
+             location = /fallback {{ return 200 \"fallback\"; }}",
+            u = up.url()
+        ),
+    );
+    let mut c = Client::connect(port);
+    c.send(b"HEAD /h HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let r = c.read_head().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("10"));
+    assert_eq!(up.last().method, "HEAD");
+    // The connection goes on after a HEAD answer.
+    let r = c.get("/missing").unwrap();
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        r.body, b"upstream's own 404",
+        "not intercepted: passed as it is"
+    );
+    let r = c.get("/i/missing").unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"fallback");
+}
+
+#[test]
+fn upstream_variables_in_the_access_log_and_redirects() {
+    let up = Upstream::start(|_| Answer::ok("body").header("X-Thing", "t1"));
+    // The second upstream redirects to its own address, which it learns once started.
+    let own = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let own2 = own.clone();
+    let up2 = Upstream::start(move |_| {
+        let p = own2.load(std::sync::atomic::Ordering::SeqCst);
+        Answer::status(302).header("Location", &format!("http://127.0.0.1:{p}/two/next"))
+    });
+    own.store(up2.port(), std::sync::atomic::Ordering::SeqCst);
+    let port = free_port();
+    let s = start(
+        port,
+        "log_format up '$upstream_addr|$upstream_status|$upstream_http_x_thing|$proxy_host';",
+        &format!(
+            "access_log logs/up.log up;\n\
+             location /one/ {{ proxy_pass {}/two/; }}\n\
+             location /r/ {{ proxy_pass {}/two/; }}",
+            up.url(),
+            up2.url()
+        ),
+    );
+    let resp = get_close(port, "/one/x");
+    assert_eq!(status_of(&resp), 200);
+    let resp = get_close(port, "/r/r");
+    assert_eq!(status_of(&resp), 302);
+    // `proxy_redirect default`: the proxy_pass URL becomes the location, made absolute.
+    assert!(
+        resp.contains(&format!("Location: http://localhost:{port}/r/next\r\n")),
+        "{resp}"
+    );
+    let log = wait_for("two log lines", || {
+        let l = s.prefix.read("logs/up.log");
+        (l.lines().count() >= 2).then_some(l)
+    });
+    let first = log.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!("127.0.0.1:{p}|200|t1|127.0.0.1:{p}", p = up.port())
+    );
+}
+
+#[test]
+fn no_descriptor_leaks_under_churn_and_clients_that_leave() {
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/slow" => Answer::ok(vec![b'x'; 200_000]).delay_body(1000, Duration::from_secs(2)),
+        "/short" => Answer::ok("abc").cut_short(10),
+        _ => Answer::ok("fine"),
+    });
+    let dead = free_port();
+    let port = free_port();
+    let s = start(
+        port,
+        &format!(
+            "upstream ka {{ server 127.0.0.1:{}; keepalive 2; }}",
+            up.port()
+        ),
+        &format!(
+            "location / {{ proxy_pass http://ka; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}\n\
+             location /dead {{ proxy_pass http://127.0.0.1:{dead}; }}"
+        ),
+    );
+    let pid = s.pid as u32;
+    // One round of everything first, so what the server creates once (its runtime's
+    // descriptors, log files) is there before counting.
+    let round = |n: usize, abandoned: usize| {
+        for i in 0..n {
+            let path = ["/ok", "/short", "/dead"][i % 3];
+            let _ = get_close(port, path);
+        }
+        // Clients that go away while the answer is still coming: the upstream side is
+        // closed, not cached half-read.
+        for _ in 0..abandoned {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.write_all(b"GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                .unwrap();
+            let mut b = [0u8; 512];
+            let _ = c.read(&mut b);
+        }
+    };
+    round(3, 1);
+    wait_for("the first abandoned exchange to end", || {
+        (up.open() <= 2).then_some(())
+    });
+    let before = open_fds(pid);
+    round(60, 3);
+    let deadline = std::time::Instant::now() + WAIT;
+    while open_fds(pid) > before + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "descriptors: {before} before, now {:?}",
+            fd_targets(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every /slow exchange was abandoned: none of those connections is still open upstream
+    // beyond the two the cache may keep.
+    wait_for("upstream connections closed", || {
+        (up.open() <= 2).then_some(())
+    });
+}
