@@ -1,11 +1,14 @@
 //! Shared helpers for the end-to-end tests: a temporary prefix, the real `shoal` binary started
 //! in it (and always killed, by pid, when the test ends), free ports, a raw HTTP/1.1 client over
-//! `std::net::TcpStream`, signals, and bounded polling.
+//! `std::net::TcpStream`, signals, bounded polling, and (in [`upstream`]) real upstream servers
+//! for the proxy tests.
 //!
 //! Nothing here sleeps for a fixed time to "let the server settle": every wait polls a condition
 //! with a deadline ([`WAIT`]), so a slow machine makes a test slower, never flaky.
 
 #![allow(dead_code)]
+
+pub mod upstream;
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
