@@ -7,10 +7,11 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::upstream::{echo_answer, Answer, Upstream};
-use common::{Client, WAIT};
+use common::{fd_targets, open_fds, wait_for, Client, WAIT};
 
 fn connect(u: &Upstream) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", u.port())).expect("connecting to the upstream");
@@ -345,4 +346,52 @@ fn malformed_request_gets_400_and_close() {
     let all = String::from_utf8(read_to_eof(&mut s)).unwrap();
     assert!(all.starts_with("HTTP/1.1 400 "), "{all}");
     assert_eq!(u.request_count(), 0);
+}
+
+/// A child process, killed and reaped when dropped.
+struct Sleeper(Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `sh -c SCRIPT` (which ends in `exec sleep`) and returns it once it runs `sleep`.
+fn sleeper(script: &str) -> Sleeper {
+    let child = Sleeper(
+        Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning sh"),
+    );
+    let pid = child.0.id();
+    wait_for("the child to exec sleep", || {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        (comm.trim() == "sleep").then_some(())
+    });
+    child
+}
+
+#[test]
+fn open_fds_counts_another_process() {
+    // Descriptors inherited from whatever started the tests vary by machine; the difference
+    // between two children started alike does not (dash takes one-digit descriptors only).
+    let plain = sleeper("exec sleep 30");
+    let more = sleeper("exec 8</dev/null 9</dev/null; exec sleep 30");
+    let (a, b) = (plain.0.id(), more.0.id());
+    assert_eq!(
+        open_fds(b),
+        open_fds(a) + 2,
+        "{:?} vs {:?}",
+        fd_targets(b),
+        fd_targets(a)
+    );
+    assert_eq!(fd_targets(a).len(), open_fds(a));
+    assert!(fd_targets(a).iter().filter(|t| *t == "/dev/null").count() >= 3);
+    assert_eq!(open_fds(u32::MAX), 0);
 }

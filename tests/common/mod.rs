@@ -1,7 +1,7 @@
 //! Shared helpers for the end-to-end tests: a temporary prefix, the real `shoal` binary started
 //! in it (and always killed, by pid, when the test ends), free ports, a raw HTTP/1.1 client over
-//! `std::net::TcpStream`, signals, bounded polling, and (in [`upstream`]) real upstream servers
-//! for the proxy tests.
+//! `std::net::TcpStream`, signals, bounded polling, counts of a process's open descriptors, and
+//! (in [`upstream`]) real upstream servers for the proxy tests.
 //!
 //! Nothing here sleeps for a fixed time to "let the server settle": every wait polls a condition
 //! with a deadline ([`WAIT`]), so a slow machine makes a test slower, never flaky.
@@ -591,4 +591,26 @@ pub fn parse_log_line(line: &str) -> Option<(String, u32, u32, String)> {
         tid.parse().ok()?,
         msg.to_string(),
     ))
+}
+
+/// How many descriptors the process `pid` has open (entries of /proc/PID/fd; 0 if it is gone).
+/// For leak tests: compare before and after a load, after the connections had time to close.
+pub fn open_fds(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// What each open descriptor of `pid` points at (`socket:[123]`, a path, `pipe:[45]`, ...),
+/// sorted: the message to print when [`open_fds`] says something leaked.
+pub fn fd_targets(pid: u32) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    v.sort();
+    v
 }
