@@ -328,7 +328,7 @@ summarize() {
                 rc = (canned != "" && ck in cpu && cpu[ck] > 0) ? sprintf("%.2f", cpu[k] / cpu[ck]) : "-"
                 rr = (bk in rps && rps[bk] > 0) ? sprintf("%.2f", rps[k] / rps[bk]) : "-"
                 printf "%-16s -t%s %4d %10.0f %8.2f %8.2f %8.2f %8.2f %9.2f", kk[1], t, runs[k], rps[k], median(k SUBSEP "p50"), median(k SUBSEP "p99"), median(k SUBSEP "mean"), median(k SUBSEP "sd"), cpu[k]
-                if (has_up) printf " %8s", median(k SUBSEP "up")
+                if (has_up) { up = median(k SUBSEP "up"); if (up == "nan") printf " %8s", up; else printf " %8.2f", up }
                 printf " %8s", rb
                 if (canned != "") printf " %8s", rc
                 printf " %8s %s\n", rr, errs[k]
