@@ -1,5 +1,8 @@
 #!/bin/sh
-# Installs what shoal's benchmarks need on a fresh Debian 12 machine: nginx, h2o and wrk.
+# Installs what shoal's benchmarks need on a fresh Debian 12 machine: nginx, h2o, wrk, curl and
+# ss (iproute2), and python3 with venv for seed 004's API (whose virtualenv, flask and gunicorn
+# pinned, bench/seed004/setup.sh creates; run here too unless under sudo, where it would land in
+# root's home rather than the user's: the benchmark scripts run it themselves anyway).
 # apt must not start a system nginx (or h2o) listening on port 80 while installing, so a
 # policy-rc.d that refuses every service start is in place for the duration of the install.
 # Idempotent: packages already installed are left alone, and an existing policy-rc.d is restored.
@@ -7,14 +10,14 @@
 set -eu
 
 need=""
-for pkg in nginx wrk h2o; do
+for pkg in nginx wrk h2o curl iproute2 python3 python3-venv; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
         need="$need $pkg"
     fi
 done
 
 if [ -z "$need" ]; then
-    echo "install.sh: nginx, wrk and h2o are already installed"
+    echo "install.sh: nginx, wrk, h2o, curl, iproute2, python3 and python3-venv are already installed"
 else
     policy=/usr/sbin/policy-rc.d
     saved=""
@@ -47,8 +50,15 @@ for svc in nginx h2o; do
     fi
 done
 
-# Rust is needed to build shoal and bench/canned; it is not installed here (use rustup).
-command -v cargo >/dev/null 2>&1 || echo "install.sh: note: cargo not found; install Rust with rustup to build shoal and bench/canned"
+# Rust is needed to build shoal, bench/canned and bench/hello; it is not installed here (rustup).
+command -v cargo >/dev/null 2>&1 || echo "install.sh: note: cargo not found; install Rust with rustup to build shoal, bench/canned and bench/hello"
+
+# Seed 004's virtualenv (idempotent; needs PyPI).
+if [ -z "${SUDO_USER:-}" ]; then
+    "$(dirname "$0")/seed004/setup.sh" >/dev/null
+else
+    echo "install.sh: note: under sudo; bench/seed004.sh creates its virtualenv for $SUDO_USER when first run"
+fi
 
 nginx -v
 wrk --version 2>&1 | head -1 || true

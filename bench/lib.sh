@@ -13,10 +13,10 @@ STARTED_PIDS=()
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Builds shoal and the canned server. shoal: SHOAL=path uses that binary; SHOAL_REV=rev builds a
+# Builds shoal (build_shoal) and the canned server (build_all does both). shoal: SHOAL=path uses that binary; SHOAL_REV=rev builds a
 # clean snapshot of that commit (git archive, so half-edited files in the checkout do not count);
 # otherwise the checkout is built as it is.
-build_all() {
+build_shoal() {
     if [ -n "${SHOAL:-}" ]; then
         SHOAL_DESC="$SHOAL (prebuilt)"
     elif [ -n "${SHOAL_REV:-}" ]; then
@@ -36,9 +36,24 @@ build_all() {
         SHOAL_DESC="checkout at $(cd "$REPO" && git rev-parse --short HEAD)$(cd "$REPO" && git diff --quiet HEAD -- . ':!bench' || echo ' + uncommitted changes')"
     fi
     [ -x "$SHOAL" ] || die "no shoal binary at $SHOAL"
+}
+
+build_canned() {
     log "building bench/canned"
     cargo build --release --manifest-path "$BENCH_DIR/canned/Cargo.toml" >&2 || die "canned build failed"
     CANNED=$CARGO_TARGET_DIR/release/canned
+}
+
+# The hello-world upstream of the proxy benchmarks (bench/hello).
+build_hello() {
+    log "building bench/hello"
+    cargo build --release --manifest-path "$BENCH_DIR/hello/Cargo.toml" >&2 || die "hello build failed"
+    HELLO=$CARGO_TARGET_DIR/release/hello
+}
+
+build_all() {
+    build_shoal
+    build_canned
 }
 
 # A prefix directory readable by nginx's unprivileged workers, holding html/ and conf/.
@@ -211,8 +226,11 @@ to_ms() {
 
 # Runs wrk against a started server and appends one result line to $WORK/results/raw.tsv:
 #   test name wrk_threads round reqs req_s p50_ms p99_ms mean_ms stdev_ms cpu_us_per_req errors non2xx
+#   upstream_cpu_us_per_req
 # usage: run_wrk TEST NAME THREADS CONNS ROUND [extra wrk options...]
-# (arguments for a wrk script, which go after the URL, in the array WRK_SCRIPT_ARGS)
+# (arguments for a wrk script, which go after the URL, in the array WRK_SCRIPT_ARGS; the path
+# asked for in WRK_PATH, default /; with UPSTREAM_PID set, the CPU of that process tree (a proxy's
+# upstream) per request is recorded too, else "-")
 run_wrk() {
     local test=$1 name=$2 threads=$3 conns=$4 round=$5; shift 5
     local pid=${PID[$name]} port=${PORT[$name]}
@@ -222,11 +240,13 @@ run_wrk() {
         return
     fi
     local out=$WORK/results/$test.$name.t$threads.r$round.wrk
-    local before after
+    local before after up_before=0 up_after=0
     before=$(tree_ticks "$pid")
+    [ -n "${UPSTREAM_PID:-}" ] && up_before=$(tree_ticks "$UPSTREAM_PID")
     timeout -k 5 $(( ${DURATION%s} + 30 )) wrk -t"$threads" -c"$conns" -d"$DURATION" --latency "$@" \
-        "http://127.0.0.1:$port/" ${WRK_SCRIPT_ARGS[@]+"${WRK_SCRIPT_ARGS[@]}"} >"$out" 2>&1 || log "warning: wrk exited with $? for $name"
+        "http://127.0.0.1:$port${WRK_PATH:-/}" ${WRK_SCRIPT_ARGS[@]+"${WRK_SCRIPT_ARGS[@]}"} >"$out" 2>&1 || log "warning: wrk exited with $? for $name"
     after=$(tree_ticks "$pid")
+    [ -n "${UPSTREAM_PID:-}" ] && up_after=$(tree_ticks "$UPSTREAM_PID")
     if ! kill -0 "$pid" 2>/dev/null; then
         log "warning: $name (pid $pid) died during the run"
     fi
@@ -241,54 +261,150 @@ run_wrk() {
     stdev=$(to_ms "$(awk '$1 == "Latency" && NF >= 4 {print $3; exit}' "$out")")
     errors=$(awk '/Socket errors:/ {gsub(/,/, ""); print "connect=" $4 ",read=" $6 ",write=" $8 ",timeout=" $10}' "$out")
     non2xx=$(awk '/Non-2xx/ {print $NF}' "$out")
-    local cpu
+    local cpu up_cpu=-
     cpu=$(awk -v b="$before" -v a="$after" -v hz="$HZ" -v n="${reqs:-0}" \
         'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$test" "$name" "$threads" "$round" \
-        "${reqs:-0}" "${rps:-0}" "$p50" "$p99" "$mean" "$stdev" "$cpu" "${errors:--}" "${non2xx:-0}" \
+    [ -n "${UPSTREAM_PID:-}" ] && up_cpu=$(awk -v b="$up_before" -v a="$up_after" -v hz="$HZ" -v n="${reqs:-0}" \
+        'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$test" "$name" "$threads" "$round" \
+        "${reqs:-0}" "${rps:-0}" "$p50" "$p99" "$mean" "$stdev" "$cpu" "${errors:--}" "${non2xx:-0}" "$up_cpu" \
         >>"$WORK/results/raw.tsv"
-    log "$test $name -t$threads round $round: ${rps:-?} req/s, p50 ${p50} ms, p99 ${p99} ms, ${cpu} us CPU/req${errors:+, socket errors $errors}${non2xx:+, non-2xx $non2xx}"
+    log "$test $name -t$threads round $round: ${rps:-?} req/s, p50 ${p50} ms, p99 ${p99} ms, ${cpu} us CPU/req${UPSTREAM_PID:+ (upstream $up_cpu)}${errors:+, socket errors $errors}${non2xx:+, non-2xx $non2xx}"
 }
 
 # Median table for one test from raw.tsv.
 # usage: summarize TEST BASELINE_NAME [CANNED_NAME]   (names are matched per wrk thread count)
+# Rows marked BAD (record_bad: the server's answer was wrong, so wrk was not run) show up in
+# notes, and a server with no good run at all gets a row of dashes. With upstream CPU recorded
+# (UPSTREAM_PID in run_wrk) an "upCPUus" column follows CPUus/req; canned's column is left out
+# when no CANNED_NAME is given.
 summarize() {
     local test=$1 base=$2 canned=${3:-}
     awk -F'\t' -v test="$test" -v base="$base" -v canned="$canned" '
         function median(key,   n, m, i, j, t, a, b) {
-            # "nan" samples (wrk printed no usable value) are left out.
+            # "nan" and "-" samples (no usable value) are left out.
             m = split(vals[key], b, " "); n = 0
-            for (i = 1; i <= m; i++) if (b[i] != "nan") a[++n] = b[i]
+            for (i = 1; i <= m; i++) if (b[i] != "nan" && b[i] != "-") a[++n] = b[i]
             for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
             if (n == 0) return "nan"
             return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
         }
-        $1 == test && $5 != "DEAD" {
+        function remember(k) { if (!(k in seen)) { seen[k] = 1; order[++cnt] = k } }
+        $1 == test && $5 != "DEAD" && $5 != "BAD" {
             k = $2 SUBSEP $3
-            if (!(k in seen)) { seen[k] = 1; order[++cnt] = k }
+            remember(k)
             vals[k, "rps"] = vals[k, "rps"] " " $6; vals[k, "p50"] = vals[k, "p50"] " " $7
             vals[k, "p99"] = vals[k, "p99"] " " $8; vals[k, "mean"] = vals[k, "mean"] " " $9
             vals[k, "sd"] = vals[k, "sd"] " " $10; vals[k, "cpu"] = vals[k, "cpu"] " " $11
+            if (NF >= 14 && $14 != "-") { vals[k, "up"] = vals[k, "up"] " " $14; has_up = 1 }
             runs[k]++
             if ($12 != "-" && $12 != "connect=0,read=0,write=0,timeout=0") errs[k] = errs[k] " r" $4 ":" $12
             if ($13 + 0 > 0) errs[k] = errs[k] " r" $4 ":non2xx=" $13
         }
-        $1 == test && $5 == "DEAD" { k = $2 SUBSEP $3; errs[k] = errs[k] " r" $4 ":DEAD" }
+        $1 == test && $5 == "DEAD" { k = $2 SUBSEP $3; remember(k); errs[k] = errs[k] " r" $4 ":DEAD" }
+        $1 == test && $5 == "BAD" { k = $2 SUBSEP $3; remember(k); errs[k] = errs[k] " r" $4 ":BAD(" $6 ")" }
         END {
             for (i = 1; i <= cnt; i++) {
                 k = order[i]
-                cpu[k] = median(k SUBSEP "cpu"); rps[k] = median(k SUBSEP "rps")
+                if (runs[k] > 0) { cpu[k] = median(k SUBSEP "cpu"); rps[k] = median(k SUBSEP "rps") }
             }
-            printf "%-16s %3s %4s %10s %8s %8s %8s %8s %9s %8s %8s %8s  %s\n", "server", "wrk", "runs", "req/s", "p50ms", "p99ms", "meanms", "sdevms", "CPUus/req", "cpu/base", "cpu/cann", "rps/base", "notes"
+            printf "%-16s %3s %4s %10s %8s %8s %8s %8s %9s", "server", "wrk", "runs", "req/s", "p50ms", "p99ms", "meanms", "sdevms", "CPUus/req"
+            if (has_up) printf " %8s", "upCPUus"
+            printf " %8s", "cpu/base"
+            if (canned != "") printf " %8s", "cpu/cann"
+            printf " %8s  %s\n", "rps/base", "notes"
             for (i = 1; i <= cnt; i++) {
                 k = order[i]; split(k, kk, SUBSEP); t = kk[2]
+                if (runs[k] == 0) {
+                    printf "%-16s -t%s %4d %10s %8s %8s %8s %8s %9s", kk[1], t, 0, "-", "-", "-", "-", "-", "-"
+                    if (has_up) printf " %8s", "-"
+                    printf " %8s", "-"
+                    if (canned != "") printf " %8s", "-"
+                    printf " %8s %s\n", "-", errs[k]
+                    continue
+                }
                 bk = base SUBSEP t; ck = canned SUBSEP t
                 rb = (bk in cpu && cpu[bk] > 0) ? sprintf("%.2f", cpu[k] / cpu[bk]) : "-"
                 rc = (canned != "" && ck in cpu && cpu[ck] > 0) ? sprintf("%.2f", cpu[k] / cpu[ck]) : "-"
                 rr = (bk in rps && rps[bk] > 0) ? sprintf("%.2f", rps[k] / rps[bk]) : "-"
-                printf "%-16s -t%s %4d %10.0f %8.2f %8.2f %8.2f %8.2f %9.2f %8s %8s %8s %s\n", kk[1], t, runs[k], rps[k], median(k SUBSEP "p50"), median(k SUBSEP "p99"), median(k SUBSEP "mean"), median(k SUBSEP "sd"), cpu[k], rb, rc, rr, errs[k]
+                printf "%-16s -t%s %4d %10.0f %8.2f %8.2f %8.2f %8.2f %9.2f", kk[1], t, runs[k], rps[k], median(k SUBSEP "p50"), median(k SUBSEP "p99"), median(k SUBSEP "mean"), median(k SUBSEP "sd"), cpu[k]
+                if (has_up) { up = median(k SUBSEP "up"); if (up == "nan") printf " %8s", up; else printf " %8.2f", up }
+                printf " %8s", rb
+                if (canned != "") printf " %8s", rc
+                printf " %8s %s\n", rr, errs[k]
             }
         }' "$WORK/results/raw.tsv"
+}
+
+# Records that NAME's answer was wrong in this round (wrk not run): a BAD row for summarize.
+# usage: record_bad TEST NAME THREADS ROUND REASON
+record_bad() {
+    printf '%s\t%s\t%s\t%s\tBAD\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$WORK/results/raw.tsv"
+    log "warning: $2 answered wrong ($5); $1 round $4 not measured"
+}
+
+# Asks a started server for PATH once and checks the status and that the body contains NEEDLE
+# (fixed string). Returns 0 if right; else 1, with what was wrong in CHECK_MSG (no spaces).
+# usage: check_answer NAME PATH STATUS NEEDLE
+check_answer() {
+    local name=$1 path=$2 want=$3 needle=$4
+    local out=$WORK/logs/$name.check code
+    code=$(curl -s -o "$out" -w '%{http_code}' --max-time 10 "http://127.0.0.1:${PORT[$name]}$path" 2>/dev/null) || true
+    CHECK_MSG=
+    if [ "$code" != "$want" ]; then
+        CHECK_MSG="status=${code:-none}"
+    elif ! grep -qF -- "$needle" "$out"; then
+        CHECK_MSG="wrong-body($(wc -c <"$out")B)"
+    fi
+    [ -z "$CHECK_MSG" ]
+}
+
+# check_answer, then run_wrk if the answer was right, record_bad if not.
+# usage: run_checked PATH STATUS NEEDLE -- run_wrk's arguments (TEST NAME THREADS CONNS ROUND ...)
+run_checked() {
+    local path=$1 want=$2 needle=$3; shift 4
+    if check_answer "$2" "$path" "$want" "$needle"; then
+        WRK_PATH=$path run_wrk "$@"
+    else
+        record_bad "$1" "$2" "$3" "$5" "$CHECK_MSG"
+    fi
+}
+
+# Starts nginx or shoal on a configuration file already written to $WORK/conf/NAME.conf, and waits
+# until PORT answers HTTP at all (what it answers is check_answer's business); sets PID, PORT, KIND.
+# usage: start_conf NAME KIND(nginx|shoal) PORT
+start_conf() {
+    local name=$1 kind=$2 port=$3
+    port_free "$port" || die "port $port is in use"
+    local out=$WORK/logs/$name.out
+    case $kind in
+        shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        *) die "start_conf: unknown server kind $kind" ;;
+    esac
+    local pid=$!
+    STARTED_PIDS+=("$pid")
+    PID[$name]=$pid PORT[$name]=$port KIND[$name]=$kind
+    local i
+    for i in $(seq 50); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$out" "$WORK/logs/$name.error.log" >&2 2>/dev/null || true
+            die "$name exited at start"
+        fi
+        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" 2>/dev/null && break
+        sleep 0.1
+    done
+    log "started $name (pid $pid, port $port)"
+}
+
+# The features a server said it does not implement (shoal's "[warn] ... is not implemented yet"):
+# a result from a server that ignored part of its configuration is not comparable.
+report_unimplemented() {
+    local f
+    for f in "$WORK"/logs/*.out "$WORK"/logs/*.error.log; do
+        [ -s "$f" ] || continue
+        grep -h 'not implemented yet' "$f" | sed 's/^.*\[warn\] //' | sort -u | sed "s/^/$(basename "$f" | cut -d. -f1): /" || true
+    done | sort -u
 }
 
 # Scans the servers' error logs and stdout/stderr for anything but the expected warnings.
