@@ -450,3 +450,89 @@ fn started_server_answers_with_a_good_configuration() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, common::INDEX.as_bytes());
 }
+
+/// The upstream and proxy modules' configuration errors, with nginx 1.22's words and lines
+/// (checked against `nginx -t`).
+#[test]
+fn upstream_and_proxy_errors() {
+    let h = |body: &str| format!("events {{}}\nhttp {{\n{body}\n}}\n");
+    fails_at(
+        &h("upstream a {\n    server 127.0.0.1 foo=1;\n}"),
+        "invalid parameter \"foo=1\"",
+        4,
+    );
+    fails_at(
+        &h("upstream a {\n    server 127.0.0.1 weight=0;\n}"),
+        "invalid parameter \"weight=0\"",
+        4,
+    );
+    fails_at(
+        &h("upstream a { server 127.0.0.1; }\nupstream a { server 127.0.0.2; }"),
+        "duplicate upstream \"a\"",
+        4,
+    );
+    fails_at(
+        &h("upstream a {\n    server no-such-host.invalid;\n}"),
+        "host not found in upstream \"no-such-host.invalid\"",
+        4,
+    );
+    fails_at(
+        &h("upstream a {\n    server 127.0.0.1:99999;\n}"),
+        "invalid port in upstream \"127.0.0.1:99999\"",
+        4,
+    );
+    fails_at(
+        &h("upstream a {\n    server 127.0.0.1;\n    keepalive 0;\n}"),
+        "invalid value \"0\" in \"keepalive\" directive",
+        5,
+    );
+    fails_at(
+        &h("upstream a\n{\n    server 127.0.0.1 backup;\n}"),
+        "no servers in upstream \"a\"",
+        4,
+    );
+    fails_at(
+        &h("upstream a {\n    ip_hash;\n    server 127.0.0.1 backup;\n}"),
+        "balancing method does not support parameter \"backup\"",
+        5,
+    );
+    fails_at(
+        &h("server {\n    location / {\n        proxy_pass http://a:81;\n    }\n}\nupstream a { server 127.0.0.1:1; }"),
+        "upstream \"a\" may not have port 81",
+        5,
+    );
+    fails_at(
+        &h("server {\n    location ~ x {\n        proxy_pass http://127.0.0.1/x;\n    }\n}"),
+        "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside \
+         named location, or inside \"if\" statement, or inside \"limit_except\" block",
+        5,
+    );
+    fails_at(
+        &h("server {\n    location / {\n        proxy_pass 127.0.0.1;\n    }\n}"),
+        "invalid URL prefix",
+        5,
+    );
+    fails_at(
+        &h("server {\n    location / {\n        proxy_pass http://no-such-host.invalid;\n    }\n}"),
+        "host not found in upstream \"no-such-host.invalid\"",
+        5,
+    );
+    fails_at(
+        &h("server {\n    proxy_pass http://127.0.0.1;\n}"),
+        "\"proxy_pass\" directive is not allowed here",
+        4,
+    );
+    // An upstream defined after the proxy_pass that names it, and a unix socket: fine.
+    let p = Prefix::new();
+    passes(
+        &p,
+        &h("server {\n    location / { proxy_pass http://b; }\n    \
+            location /u { proxy_pass http://unix:/tmp/x.sock:/app; }\n}\n\
+            upstream b { least_conn; server 127.0.0.1:1; keepalive 8; }"),
+    );
+    let err = passes(
+        &p,
+        &h("upstream c {\n    least_conn;\n    ip_hash;\n    server 127.0.0.1;\n}"),
+    );
+    assert!(err.contains("[warn] load balancing method redefined"), "{err}");
+}
