@@ -7,6 +7,7 @@
 #
 #   bench/gzip.sh                      # ROUNDS=3 DURATION=10s CONNS=50
 #   SHOAL=/path/to/shoal bench/gzip.sh # a prebuilt binary (else SHOAL_REV=HEAD is built)
+#   SHOAL_BASE=/path/to/old/shoal ...   # also runs that binary as "shoal-base" (before/after)
 #
 # Listens on 127.0.0.1 only; stops what it started by PID.
 set -euo pipefail
@@ -78,8 +79,10 @@ CONF
 declare -A SPID SPORT
 start() { # NAME KIND PORT
     conf "$1" "$3"
-    if [ "$2" = shoal ]; then
-        (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
+    if [ "$2" = shoal ] || [ "$2" = shoal-base ]; then
+        local bin=$SHOAL
+        [ "$2" = shoal-base ] && bin=$SHOAL_BASE
+        (cd "$WORK" && exec "$bin" -p "$WORK/" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
     else
         (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$1.error.log" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
     fi
@@ -93,10 +96,15 @@ start() { # NAME KIND PORT
 
 start shoal shoal "$BASE_PORT"
 start nginx nginx $((BASE_PORT + 1))
+NAMES="nginx shoal"
+if [ -n "${SHOAL_BASE:-}" ]; then
+    start shoal-base shoal-base $((BASE_PORT + 2))
+    NAMES="nginx shoal-base shoal"
+fi
 printf 'server\tfile\tround\treq_s\tcpu_us\n' >"$WORK/raw.tsv"
 for round in $(seq "$ROUNDS"); do
     for file in api.json page.html; do
-        for name in nginx shoal; do
+        for name in $NAMES; do
             pid=${SPID[$name]} port=${SPORT[$name]}
             before=$(tree_ticks "$pid")
             out=$(timeout -k 5 60 wrk -t1 -c"$CONNS" -d"$DURATION" -H 'Accept-Encoding: gzip' "http://127.0.0.1:$port/$file")
@@ -113,6 +121,6 @@ echo
 echo "## gzip_comp_level 2, wrk -t1 -c$CONNS -d$DURATION, Accept-Encoding: gzip, medians of $ROUNDS rounds ($(date -u +%F))"
 awk -F'\t' 'NR > 1 { k = $1 "\t" $2; cpu[k] = cpu[k] " " $5; rps[k] = rps[k] " " $4 }
     function med(s,   a, n, i, j, t) { n = split(s, a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }; return a[int((n + 1) / 2)] }
-    END { printf "%-8s %-10s %10s %10s\n", "server", "file", "req/s", "CPU us/req"
-          for (k in cpu) { split(k, p, "\t"); m[p[2]] = 1; c[k] = med(cpu[k]); r[k] = med(rps[k]); printf "%-8s %-10s %10.0f %10.2f\n", p[1], p[2], r[k], c[k] }
-          for (f in m) printf "shoal/nginx CPU per request, %s: %.2f\n", f, c["shoal\t" f] / c["nginx\t" f] }' "$WORK/raw.tsv"
+    END { printf "%-10s %-10s %10s %10s\n", "server", "file", "req/s", "CPU us/req"
+          for (k in cpu) { split(k, p, "\t"); m[p[2]] = 1; srv[p[1]] = 1; c[k] = med(cpu[k]); r[k] = med(rps[k]); printf "%-10s %-10s %10.0f %10.2f\n", p[1], p[2], r[k], c[k] }
+          for (f in m) for (s in srv) if (s != "nginx") printf "%s/nginx CPU per request, %s: %.2f\n", s, f, c[s "\t" f] / c["nginx\t" f] }' "$WORK/raw.tsv"

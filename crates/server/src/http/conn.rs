@@ -1139,8 +1139,7 @@ impl Conn {
         let mut total = 0u64;
         let body = match body {
             Body::Chain(first, rest) => {
-                let out = z.feed(&first)?;
-                total += self.emit(&out, chunked);
+                total += self.emit(z.feed(&first)?, chunked);
                 *rest
             }
             other => other,
@@ -1148,8 +1147,7 @@ impl Conn {
         match body {
             Body::Empty => {}
             Body::Bytes(b) | Body::Chain(b, _) => {
-                let out = z.feed(&b)?;
-                total += self.emit(&out, chunked);
+                total += self.emit(z.feed(&b)?, chunked);
             }
             Body::File {
                 cached: Some(c),
@@ -1157,8 +1155,8 @@ impl Conn {
                 len,
                 ..
             } => {
-                let out = z.feed(&c[offset as usize..(offset + len) as usize])?;
-                total += self.emit(&out, chunked);
+                let data = &c[offset as usize..(offset + len) as usize];
+                total += self.emit(z.feed(data)?, chunked);
             }
             Body::File {
                 file, offset, len, ..
@@ -1172,8 +1170,7 @@ impl Conn {
                         return Err(std::io::Error::other("file shrank while being sent"));
                     }
                     off += data.len() as u64;
-                    let out = z.feed(&data)?;
-                    total += self.emit(&out, chunked);
+                    total += self.emit(z.feed(&data)?, chunked);
                     if self.out.len() >= MAX_GATHER {
                         self.flush().await?;
                     }
@@ -1208,8 +1205,7 @@ impl Conn {
                 return Err(std::io::Error::other("gzip never applies to a tunnel"));
             }
         }
-        let out = z.finish()?;
-        total += self.emit(&out, chunked);
+        total += self.emit(z.finish()?, chunked);
         if chunked {
             self.out.extend_from_slice(shoal_http::response::LAST_CHUNK);
             total += shoal_http::response::LAST_CHUNK.len() as u64;

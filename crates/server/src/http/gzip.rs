@@ -9,7 +9,8 @@
 //! header) `gzip_proxied` allows it. Then `Content-Length` and `Accept-Ranges` go (no ranges
 //! from a compressed stream), a strong ETag is weakened, and the body is compressed as it is
 //! sent (never held whole): chunked for HTTP/1.1, closed for HTTP/1.0. Compression is flate2
-//! on zlib-rs (measured fastest here, ARCHITECTURE.md).
+//! on zlib-rs (measured fastest here, ARCHITECTURE.md), driven through zlib-rs's own API so the
+//! memory level can be sized like nginx's.
 
 use std::sync::Arc;
 
@@ -327,7 +328,7 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
     }
     let ua = req
         .header("user-agent")
-        .map(|u| String::from_utf8_lossy(u).into_owned())
+        .map(String::from_utf8_lossy)
         .unwrap_or_default();
     if g.disable_msie6.unwrap_or(false) && msie6(&ua) {
         return (false, vary);
@@ -381,93 +382,143 @@ fn proxied_ok(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> bool {
 
 /// A streaming compressor: feed body bytes, take compressed output as it is produced.
 ///
-/// Deflate state is reused: each worker keeps a few states per (level, window) and resets them
-/// between answers, instead of allocating and clearing ~300 KB per response. The window is
-/// shrunk to the body's known length as nginx does (`wbits` down while the length is below
-/// half the window), which makes small answers (a 1 KB JSON) cheap.
+/// Deflate states are reused: each worker keeps a few per (level, window, memory level) and
+/// resets them between answers instead of allocating ~250 KB per response. The window and the
+/// memory level are lowered for a body of known length as nginx does (both down one step while
+/// the length is below half the window), so a 1 KB JSON gets a 2 KB window and 1 K-symbol
+/// blocks. zlib-rs's hash table is 64 K entries whatever the memory level (zlib-ng's layout),
+/// so every reset still clears 128 KB: the floor of a small answer's cost here.
+///
+/// Output goes to a scratch buffer kept with the state (no allocation per answer); `feed` and
+/// `finish` lend it until the next call.
 pub struct Compressor {
-    c: Option<flate2::Compress>,
-    key: (u32, u8),
+    state: Option<State>,
+    key: Key,
+}
+
+/// (level, window bits, memory level).
+type Key = (u8, u8, u8);
+
+struct State {
+    z: zlib_rs::Deflate,
+    out: Vec<u8>,
 }
 
 thread_local! {
-    static STATES: std::cell::RefCell<Vec<((u32, u8), flate2::Compress)>> =
+    static STATES: std::cell::RefCell<Vec<(Key, State)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// States kept per worker.
 const KEEP_STATES: usize = 8;
 
-/// nginx's window for a body of `len` bytes (ngx_http_gzip_filter_memory).
-fn window_bits(len: Option<u64>) -> u8 {
-    let mut wbits: u8 = 15;
+/// A kept state's scratch buffer is shrunk back to this when it grew past it.
+const KEEP_OUT: usize = 64 * 1024;
+
+/// nginx's window bits and memory level for a body of `len` bytes
+/// (ngx_http_gzip_filter_memory): 15 and 8, each lowered by one while the body fits in half
+/// the window (less zlib's 262-byte lookahead margin).
+fn sizes(len: Option<u64>) -> (u8, u8) {
+    let (mut wbits, mut memlevel) = (15u8, 8u8);
     if let Some(n) = len.filter(|n| *n > 0) {
         while wbits > 9 && n < ((1u64 << (wbits - 1)) - 262) {
             wbits -= 1;
+            memlevel = memlevel.saturating_sub(1);
         }
     }
-    wbits
+    (wbits, memlevel.max(1))
 }
 
 impl Compressor {
-    /// A compressor at `level` for a body of `len` bytes if known.
+    /// A compressor at `level` (1..=9) for a body of `len` bytes if known.
     pub fn new(level: u32, len: Option<u64>) -> Compressor {
-        let key = (level, window_bits(len));
+        debug_assert!(
+            (1..=9).contains(&level),
+            "gzip_comp_level is checked when read"
+        );
+        let (wbits, memlevel) = sizes(len);
+        let key = (level.clamp(1, 9) as u8, wbits, memlevel);
         let reused = STATES.with(|s| {
             let mut s = s.borrow_mut();
             s.iter()
                 .position(|(k, _)| *k == key)
                 .map(|i| s.swap_remove(i).1)
         });
-        let c = reused
-            .unwrap_or_else(|| flate2::Compress::new_gzip(flate2::Compression::new(level), key.1));
-        Compressor { c: Some(c), key }
+        let state = reused.unwrap_or_else(|| State {
+            // Valid by construction (level 1..=9, window 9..=15 plus 16 for a gzip wrapper,
+            // memory level 1..=8), which is all zlib-rs's constructor asserts.
+            z: zlib_rs::Deflate::new_with_config(zlib_rs::DeflateConfig {
+                level: i32::from(key.0),
+                method: zlib_rs::Method::Deflated,
+                window_bits: i32::from(wbits) + 16,
+                mem_level: i32::from(memlevel),
+                strategy: zlib_rs::Strategy::Default,
+            }),
+            out: vec![0; 4096],
+        });
+        Compressor {
+            state: Some(state),
+            key,
+        }
     }
 
-    fn run(&mut self, mut input: &[u8], flush: flate2::FlushCompress) -> std::io::Result<Vec<u8>> {
-        let c = self.c.as_mut().expect("present until finish");
-        let mut out = Vec::with_capacity(input.len() / 2 + 128);
+    fn run(&mut self, mut input: &[u8], flush: zlib_rs::DeflateFlush) -> std::io::Result<&[u8]> {
+        let State { z, out } = self.state.as_mut().expect("present until finish");
+        let mut used = 0;
         loop {
-            if out.capacity() - out.len() < 64 {
-                out.reserve(out.capacity().max(4096));
+            if out.len() - used < 64 {
+                out.resize(out.len() * 2, 0);
             }
-            let before = c.total_in();
-            let status = c
-                .compress_vec(input, &mut out, flush)
-                .map_err(std::io::Error::other)?;
-            let used = (c.total_in() - before) as usize;
-            input = &input[used..];
+            let (in_before, out_before) = (z.total_in(), z.total_out());
+            let status = z
+                .compress(input, &mut out[used..], flush)
+                .map_err(|e| std::io::Error::other(e.as_str()))?;
+            input = &input[(z.total_in() - in_before) as usize..];
+            used += (z.total_out() - out_before) as usize;
             match status {
-                flate2::Status::StreamEnd => return Ok(out),
+                zlib_rs::Status::StreamEnd => break,
+                // All input taken and room left: deflate holds the rest until more comes.
                 _ if input.is_empty()
-                    && flush == flate2::FlushCompress::None
-                    && out.len() < out.capacity() =>
+                    && flush == zlib_rs::DeflateFlush::NoFlush
+                    && used < out.len() =>
                 {
-                    return Ok(out)
+                    break
                 }
                 _ => {}
             }
         }
+        Ok(&out[..used])
     }
 
     /// Compresses `data`; returns what is ready to send (may be empty).
-    pub fn feed(&mut self, data: &[u8]) -> std::io::Result<Vec<u8>> {
-        self.run(data, flate2::FlushCompress::None)
+    pub fn feed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        self.run(data, zlib_rs::DeflateFlush::NoFlush)
     }
 
     /// Ends the stream; returns the rest (the gzip trailer included).
-    pub fn finish(mut self) -> std::io::Result<Vec<u8>> {
-        let out = self.run(&[], flate2::FlushCompress::Finish)?;
-        if let Some(mut c) = self.c.take() {
-            c.reset();
-            STATES.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < KEEP_STATES {
-                    s.push((self.key, c));
-                }
-            });
+    pub fn finish(&mut self) -> std::io::Result<&[u8]> {
+        self.run(&[], zlib_rs::DeflateFlush::Finish)
+    }
+}
+
+impl Drop for Compressor {
+    /// Gives the state back to the worker, reset for the next answer (also after an error
+    /// or an answer cut short: a reset state is as good as a new one).
+    fn drop(&mut self) {
+        let Some(mut state) = self.state.take() else {
+            return;
+        };
+        state.z.reset();
+        if state.out.len() > KEEP_OUT {
+            state.out.truncate(KEEP_OUT);
+            state.out.shrink_to_fit();
         }
-        Ok(out)
+        let _ = STATES.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < KEEP_STATES {
+                s.push((self.key, state));
+            }
+        });
     }
 }
 
@@ -554,7 +605,7 @@ mod tests {
         for (len, level) in [(900usize, 2u32), (1000, 2), (40_000, 6), (900, 2)] {
             let data: Vec<u8> = (0..len).map(|i| b"abcdefgh {}\n"[i % 12]).collect();
             let mut c = Compressor::new(level, Some(len as u64));
-            let mut out = c.feed(&data).unwrap();
+            let mut out = c.feed(&data).unwrap().to_vec();
             out.extend(c.finish().unwrap());
             let mut back = Vec::new();
             flate2::read::GzDecoder::new(&out[..])
@@ -562,9 +613,47 @@ mod tests {
                 .unwrap();
             assert_eq!(back, data, "len {len}");
         }
-        assert_eq!(window_bits(Some(1024)), 11);
-        assert_eq!(window_bits(None), 15);
-        assert_eq!(window_bits(Some(100_000)), 15);
+        assert_eq!(sizes(Some(820)), (11, 4));
+        assert_eq!(sizes(Some(1024)), (11, 4));
+        assert_eq!(sizes(Some(1)), (9, 2));
+        assert_eq!(sizes(None), (15, 8));
+        assert_eq!(sizes(Some(100_000)), (15, 8));
+    }
+
+    #[test]
+    fn lengths_that_lie_and_abandoned_streams_round_trip() {
+        use std::io::Read;
+        // Random bytes (the output outgrows the input and the scratch buffer), far more of
+        // them than the length the state was sized for; then a stream dropped half-way, whose
+        // state the next answer of the same size gets back.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let data: Vec<u8> = (0..300_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        for round in 0..3 {
+            let mut c = Compressor::new(2, Some(300));
+            let mut out = Vec::new();
+            for chunk in data.chunks(65_536) {
+                out.extend(c.feed(chunk).unwrap());
+                if round == 1 {
+                    break;
+                }
+            }
+            if round == 1 {
+                continue;
+            }
+            out.extend(c.finish().unwrap());
+            let mut back = Vec::new();
+            flate2::read::GzDecoder::new(&out[..])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert!(back == data, "round {round}");
+        }
     }
 
     #[test]
