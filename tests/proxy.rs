@@ -626,3 +626,103 @@ fn no_descriptor_leaks_under_churn_and_clients_that_leave() {
         (up.open() <= 2).then_some(())
     });
 }
+
+/// `gzip -dc` of `data` (the root package has no flate2).
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("gzip")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running gzip -dc");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("gzip -dc output");
+    writer.join().unwrap();
+    assert!(out.status.success(), "gzip -dc failed");
+    out.stdout
+}
+
+/// Reads one chunked response's body bytes (framing removed) from a raw answer.
+fn dechunk_bytes(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a size line");
+        let n = usize::from_str_radix(std::str::from_utf8(&body[..eol]).unwrap().trim(), 16)
+            .expect("a hex size");
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[eol + 2..eol + 2 + n]);
+        body = &body[eol + 2 + n + 2..];
+    }
+}
+
+#[test]
+fn proxied_answers_are_gzipped_as_gzip_proxied_allows() {
+    let json: String = (0..200)
+        .map(|i| format!("{{\"id\":{i},\"name\":\"item {i}\"}},"))
+        .collect();
+    let j = json.clone();
+    let up = Upstream::start(move |r| {
+        let a = Answer::ok(j.clone()).header("Content-Type", "application/json");
+        if r.target.contains("chunked") {
+            a.chunked(&[100, 1000])
+        } else if r.target.contains("private") {
+            a.header("Cache-Control", "private")
+        } else if r.target.contains("nostore") {
+            a.header("Cache-Control", "no-store")
+        } else {
+            a
+        }
+    });
+    let port = free_port();
+    let _s = start(
+        port,
+        "gzip on; gzip_types application/json; gzip_proxied private; gzip_vary on;",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    let ask = |path: &str, via: bool| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let via = if via { "Via: 1.1 proxy\r\n" } else { "" };
+        s.write_all(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n{via}\
+                 Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        (
+            String::from_utf8_lossy(&out[..split]).into_owned(),
+            out[split + 4..].to_vec(),
+        )
+    };
+    for path in ["/plain", "/chunked"] {
+        let (head, body) = ask(path, false);
+        assert!(head.contains("Content-Encoding: gzip"), "{path}: {head}");
+        assert!(!head.contains("Content-Length"), "{path}: {head}");
+        assert!(head.contains("Vary: Accept-Encoding"), "{path}: {head}");
+        assert_eq!(gunzip(&dechunk_bytes(&body)), json.as_bytes(), "{path}");
+    }
+    // Through another proxy (`Via`): only what `gzip_proxied private` allows.
+    let (head, body) = ask("/private", true);
+    assert!(head.contains("Content-Encoding: gzip"), "{head}");
+    assert_eq!(gunzip(&dechunk_bytes(&body)), json.as_bytes());
+    // A Cache-Control that `private` does not name: not compressed (nginx's order: with no
+    // Cache-Control and no Expires at all it would be).
+    let (head, body) = ask("/nostore", true);
+    assert!(!head.contains("Content-Encoding"), "{head}");
+    assert_eq!(body, json.as_bytes());
+}

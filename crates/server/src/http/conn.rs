@@ -1304,18 +1304,18 @@ impl Conn {
             self.maybe_flush().await?;
             return Ok((head_len, 0));
         }
-        if let Body::Upstream(u) = reply.body {
-            let chunked = upstream_unsized && !http10;
-            let body_len = self.relay(*u, chunked).await?;
-            self.maybe_flush().await?;
-            return Ok((head_len, body_len));
-        }
         if let Body::Tunnel(u) = reply.body {
             let body_len = self.tunnel(*u).await?;
             return Ok((head_len, body_len));
         }
         if let Some(level) = self.gzip {
             let body_len = self.send_gzipped(reply.body, level, !http10, lc).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        if let Body::Upstream(u) = reply.body {
+            let chunked = upstream_unsized && !http10;
+            let body_len = self.relay(*u, chunked).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
