@@ -534,5 +534,8 @@ fn upstream_and_proxy_errors() {
         &p,
         &h("upstream c {\n    least_conn;\n    ip_hash;\n    server 127.0.0.1;\n}"),
     );
-    assert!(err.contains("[warn] load balancing method redefined"), "{err}");
+    assert!(
+        err.contains("[warn] load balancing method redefined"),
+        "{err}"
+    );
 }

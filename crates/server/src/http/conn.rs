@@ -1183,7 +1183,7 @@ impl Conn {
                 match ub.take() {
                     Ok(Piece::Data(d)) => {
                         let out = z.feed(&d)?;
-                        total += self.emit(&out, chunked);
+                        total += self.emit(out, chunked);
                         if self.out.len() >= MAX_GATHER {
                             self.flush().await?;
                         }
