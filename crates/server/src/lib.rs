@@ -10,6 +10,7 @@ pub mod conf;
 pub mod config;
 pub mod core;
 pub mod cycle;
+pub mod deadline;
 pub mod event;
 pub mod http;
 pub mod listen;

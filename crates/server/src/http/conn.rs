@@ -34,6 +34,10 @@ use crate::status::State;
 use crate::variables::{Sent, Vars};
 use crate::worker::ConnGuard;
 
+/// The request and server an answer is for (for log lines); `None` for a request that could
+/// not be read.
+type Who<'a> = Option<(&'a Request, &'a ServerConf)>;
+
 /// Read buffer size per read call.
 const READ_CHUNK: usize = 16 * 1024;
 /// Requests answered on one connection before it lets the others run.
@@ -86,6 +90,17 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Whether the runtime has seen the socket readable (data or EOF) since a read drained it.
+    pub fn poll_read_ready(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self {
+            Stream::Tcp(s) => s.poll_read_ready(cx),
+            Stream::Unix(s) => s.poll_read_ready(cx),
         }
     }
 
@@ -728,7 +743,7 @@ impl Conn {
         }
         let status = reply.status;
         self.gzip = gzip;
-        let sent = self.send(req, reply, lc, keep, pool.as_ref()).await;
+        let sent = self.send(req, srv, reply, lc, keep, pool.as_ref()).await;
         self.gzip = None;
         self.direct = None;
         let (head_len, body_len) = sent?;
@@ -858,7 +873,12 @@ impl Conn {
     /// written before each wait on the upstream. Returns the bytes sent (framing included).
     /// A body cut short is logged and ends the connection (never a short body that looks
     /// whole).
-    async fn relay(&mut self, mut ub: UpstreamBody, chunked: bool) -> std::io::Result<u64> {
+    async fn relay(
+        &mut self,
+        mut ub: UpstreamBody,
+        chunked: bool,
+        who: Who<'_>,
+    ) -> std::io::Result<u64> {
         let mut total = 0u64;
         // What one read brought is sent as one chunk, however the upstream chunked it (as
         // nginx re-chunks its buffers).
@@ -880,10 +900,10 @@ impl Conn {
                 Ok(Piece::NeedMore) => {
                     self.flush().await?;
                     if let Err(e) = ub.fill().await {
-                        return Err(self.upstream_body_error(ub, e).await);
+                        return Err(self.upstream_body_error(ub, e, who).await);
                     }
                 }
-                Err(e) => return Err(self.upstream_body_error(ub, e).await),
+                Err(e) => return Err(self.upstream_body_error(ub, e, who).await),
             }
         }
         if chunked {
@@ -917,12 +937,16 @@ impl Conn {
         &mut self,
         ub: UpstreamBody,
         e: super::proxy::body::BodyError,
+        who: Who<'_>,
     ) -> std::io::Error {
+        let ctx = match who {
+            Some((req, srv)) => ub.record.borrow().log_ctx(req, srv, &self.info),
+            None => String::new(),
+        };
         crate::conn_log!(
             Level::Error,
             self.info.number,
-            "{e} while reading upstream{}",
-            ub.ctx
+            "{e} while reading upstream{ctx}"
         );
         ub.finish();
         let _ = self.flush().await;
@@ -1074,6 +1098,7 @@ impl Conn {
     async fn send(
         &mut self,
         req: &Request,
+        srv: &ServerConf,
         reply: Reply,
         lc: &LocConf,
         keep: bool,
@@ -1081,7 +1106,7 @@ impl Conn {
     ) -> std::io::Result<(u64, u64)> {
         self.pool = pool.cloned();
         let r = self
-            .write_reply_head_and_body(Some(req), reply, lc, keep)
+            .write_reply_head_and_body(Some((req, srv)), reply, lc, keep)
             .await;
         self.pool = None;
         r
@@ -1133,6 +1158,7 @@ impl Conn {
         level: u32,
         chunked: bool,
         lc: &LocConf,
+        who: Who<'_>,
     ) -> std::io::Result<u64> {
         let len = body.length();
         let mut z = super::gzip::Compressor::new(level, len);
@@ -1195,10 +1221,10 @@ impl Conn {
                     Ok(Piece::NeedMore) => {
                         self.flush().await?;
                         if let Err(e) = ub.fill().await {
-                            return Err(self.upstream_body_error(*ub, e).await);
+                            return Err(self.upstream_body_error(*ub, e, who).await);
                         }
                     }
-                    Err(e) => return Err(self.upstream_body_error(*ub, e).await),
+                    Err(e) => return Err(self.upstream_body_error(*ub, e, who).await),
                 }
             },
             Body::Tunnel(_) => {
@@ -1240,11 +1266,12 @@ impl Conn {
 
     async fn write_reply_head_and_body(
         &mut self,
-        req: Option<&Request>,
+        who: Who<'_>,
         reply: Reply,
         lc: &LocConf,
         keep: bool,
     ) -> std::io::Result<(u64, u64)> {
+        let req = who.map(|(r, _)| r);
         let head_only = req.is_some_and(|r| r.method() == "HEAD");
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
         let date = DATE.with(|d| *d.borrow_mut().now());
@@ -1309,13 +1336,15 @@ impl Conn {
             return Ok((head_len, body_len));
         }
         if let Some(level) = self.gzip {
-            let body_len = self.send_gzipped(reply.body, level, !http10, lc).await?;
+            let body_len = self
+                .send_gzipped(reply.body, level, !http10, lc, who)
+                .await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
         if let Body::Upstream(u) = reply.body {
             let chunked = upstream_unsized && !http10;
-            let body_len = self.relay(*u, chunked).await?;
+            let body_len = self.relay(*u, chunked, who).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
@@ -1523,7 +1552,7 @@ impl Conn {
         let mut pos = 0;
         let mut result = Ok(());
         while pos < out.len() {
-            match tokio::time::timeout(self.rules.send_timeout, self.stream.write(&out[pos..]))
+            match crate::deadline::within(self.rules.send_timeout, self.stream.write(&out[pos..]))
                 .await
             {
                 Ok(Ok(0)) => {
