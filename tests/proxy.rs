@@ -726,3 +726,39 @@ fn proxied_answers_are_gzipped_as_gzip_proxied_allows() {
     assert!(!head.contains("Content-Encoding"), "{head}");
     assert_eq!(body, json.as_bytes());
 }
+
+#[test]
+fn a_kept_alive_connection_the_upstream_closed_is_not_an_error() {
+    // Each answer says nothing against keep-alive, then the upstream closes the connection:
+    // the cached connection is dead when the next request comes. Some are dropped when the
+    // close is seen first; the others fail before any answer byte and are sent again on a new
+    // connection. Either way every client request succeeds and nothing is logged as an error.
+    let up =
+        Upstream::start(|_| Answer::raw("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").close());
+    let port = free_port();
+    let s = start(
+        port,
+        &format!(
+            "upstream ka {{ server 127.0.0.1:{}; keepalive 4; }}",
+            up.port()
+        ),
+        "location / { proxy_pass http://ka; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }",
+    );
+    let mut c = Client::connect(port);
+    for i in 0..20 {
+        let r = c.get("/").unwrap();
+        assert_eq!(r.status, 200, "request {i}");
+        assert_eq!(r.body, b"ok");
+        if i % 2 == 0 {
+            // Give the close time to arrive before the next request, half of the time.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert_eq!(
+        up.request_count(),
+        20,
+        "each request reached the upstream once"
+    );
+    assert!(!s.error_log().contains("[error]"), "{}", s.error_log());
+}

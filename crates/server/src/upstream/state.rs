@@ -130,18 +130,20 @@ pub fn idle_count(u: &UpstreamConf) -> usize {
 }
 
 /// Nothing to read and no EOF: the upstream still holds its end open and sent nothing
-/// unasked.
+/// unasked. Asked of the runtime's readiness, not the socket (no syscall): a read event since
+/// the last read that drained the socket means data or EOF arrived. One that arrived but was
+/// not yet collected from epoll is caught later: the request fails before any answer byte and
+/// is sent again on a new connection.
 fn quiet(stream: &Stream) -> bool {
-    let mut b = [0u8; 1];
-    // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; the descriptor is owned
-    // by `stream`, which outlives the call.
-    let n = unsafe {
-        libc::recv(
-            stream.raw_fd(),
-            b.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+    thread_local! {
+        static NOOP: std::task::Waker = std::task::Waker::from(std::sync::Arc::new(Noop));
+    }
+    NOOP.with(|w| {
+        let mut cx = std::task::Context::from_waker(w);
+        stream.poll_read_ready(&mut cx).is_pending()
+    })
 }

@@ -97,8 +97,6 @@ pub struct UpstreamBody {
     pub requests: u64,
     pub read_timeout: Duration,
     pub record: Rc<RefCell<Record>>,
-    /// `, client: ...` for log lines.
-    pub ctx: String,
 }
 
 impl UpstreamBody {
@@ -115,7 +113,6 @@ impl UpstreamBody {
         requests: u64,
         read_timeout: Duration,
         record: Rc<RefCell<Record>>,
-        ctx: String,
     ) -> UpstreamBody {
         UpstreamBody {
             stream: Some(stream),
@@ -135,7 +132,6 @@ impl UpstreamBody {
             requests,
             read_timeout,
             record,
-            ctx,
         }
     }
 
@@ -185,7 +181,8 @@ impl UpstreamBody {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(32 * 1024);
         }
-        let n = match tokio::time::timeout(self.read_timeout, stream.read_buf(&mut self.buf)).await
+        let n = match crate::deadline::within(self.read_timeout, stream.read_buf(&mut self.buf))
+            .await
         {
             Err(_) => return Err(BodyError::TimedOut),
             Ok(Err(e)) => return Err(BodyError::Io(e)),

@@ -32,19 +32,33 @@ use crate::upstream::{state, Input, Outcome};
 use crate::variables::Vars;
 
 /// What the `$upstream_*` variables report: one entry per peer tried.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Record {
-    pub proxy_host: String,
+    pub proxy_host: Arc<str>,
     pub proxy_port: u16,
+    /// The URI sent upstream.
+    pub uri: Vec<u8>,
     pub tries: Vec<Try>,
-    /// The last answer's headers (`$upstream_http_NAME`), names as sent.
-    pub headers: Vec<(String, String)>,
+    /// The last answer's head (`$upstream_http_NAME`).
+    pub head: Option<shoal_http::upstream::UpstreamHead>,
+}
+
+impl Default for Record {
+    fn default() -> Record {
+        Record {
+            proxy_host: Arc::from(""),
+            proxy_port: 80,
+            uri: Vec::new(),
+            tries: Vec::new(),
+            head: None,
+        }
+    }
 }
 
 /// One peer tried.
 #[derive(Debug)]
 pub struct Try {
-    pub addr: String,
+    pub addr: PeerAddr,
     /// The answer's status, or what nginx records for a failure (502, 504).
     pub status: Option<u16>,
     start: Instant,
@@ -58,7 +72,7 @@ pub struct Try {
 }
 
 impl Record {
-    fn begin(&mut self, addr: String) {
+    fn begin(&mut self, addr: PeerAddr) {
         self.tries.push(Try {
             addr,
             status: None,
@@ -95,6 +109,27 @@ impl Record {
         }
     }
 
+    /// `, client: ..., server: ..., request: "...", upstream: "...", host: "..."` for a log line
+    /// about the current try.
+    pub fn log_ctx(
+        &self,
+        req: &shoal_http::Request,
+        srv: &crate::http::ServerConf,
+        info: &crate::http::conn::ConnInfo,
+    ) -> String {
+        let base = crate::http::static_files::log_ctx(req, srv, info);
+        let uri = String::from_utf8_lossy(&self.uri);
+        let url = match self.tries.last() {
+            Some(t) => upstream_url(&t.addr, &uri),
+            None => format!("http://{}{uri}", self.proxy_host),
+        };
+        let up = format!(", upstream: \"{url}\"");
+        match base.find(", host: \"") {
+            Some(i) => format!("{}{up}{}", &base[..i], &base[i..]),
+            None => base + &up,
+        }
+    }
+
     /// The value of an upstream variable (`upstream_addr`, `proxy_host`, `upstream_http_x`,
     /// ...); false when it has none.
     pub fn value(&self, name: &str, out: &mut String) -> bool {
@@ -117,7 +152,7 @@ impl Record {
             "proxy_port" => {
                 let _ = write!(out, "{}", self.proxy_port);
             }
-            "upstream_addr" => return list(out, &|t| t.addr.clone()),
+            "upstream_addr" => return list(out, &|t| t.addr.to_string()),
             "upstream_status" => {
                 return list(out, &|t| {
                     t.status.map_or_else(|| "-".into(), |s| s.to_string())
@@ -137,15 +172,17 @@ impl Record {
                 let Some(h) = name.strip_prefix("upstream_http_") else {
                     return false;
                 };
-                let found = self.headers.iter().find(|(n, _)| {
-                    n.len() == h.len()
-                        && n.bytes().zip(h.bytes()).all(|(a, b)| {
-                            let a = a.to_ascii_lowercase();
-                            a == b || (a == b'-' && b == b'_')
-                        })
+                let found = self.head.as_ref().and_then(|head| {
+                    head.headers().find(|(n, _)| {
+                        n.len() == h.len()
+                            && n.iter().zip(h.bytes()).all(|(a, b)| {
+                                let a = a.to_ascii_lowercase();
+                                a == b || (a == b'-' && b == b'_')
+                            })
+                    })
                 });
                 match found {
-                    Some((_, v)) => out.push_str(v),
+                    Some((_, v)) => out.push_str(&String::from_utf8_lossy(v)),
                     None => return false,
                 }
             }
@@ -208,12 +245,10 @@ async fn run(
 ) -> Handled {
     let conf = &lc.proxy;
     let vars = r.vars_rw(st.rw, lc);
-    let original_path = String::from_utf8_lossy(r.req.path());
-    let original_args = r.req.query().map(String::from_utf8_lossy);
     let changed = st.internal
         || st.rw.internal
-        || st.rw.uri != original_path
-        || st.rw.args.as_deref() != original_args.as_deref();
+        || st.rw.uri.as_bytes() != &r.req.path()[..]
+        || st.rw.args.as_deref().map(str::as_bytes) != r.req.query();
     let parts = UriParts {
         unparsed: r.req.uri(),
         changed,
@@ -236,7 +271,7 @@ async fn run(
                         Some(u) => u.into_bytes(),
                         None => request::upstream_uri(&parts, None, ""),
                     };
-                    (u, uri, host, port)
+                    (u, uri, Arc::<str>::from(host), port)
                 }
                 Err((status, message)) => {
                     crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
@@ -290,9 +325,11 @@ async fn run(
     let idempotent = !matches!(method, "POST" | "LOCK" | "PATCH");
     let mut tries = 0u64;
     let mut last_status = 502;
-    let uri_text = String::from_utf8_lossy(&uri).into_owned();
+    record.borrow_mut().uri = uri;
+    let upgrade = r.req.header("upgrade").is_some();
     loop {
         let Some(peer) = state::pick(&upstream, &mut attempt) else {
+            let uri_text = String::from_utf8_lossy(&record.borrow().uri).into_owned();
             crate::conn_log!(
                 Level::Error,
                 r.info.number,
@@ -303,8 +340,7 @@ async fn run(
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
-        record.borrow_mut().begin(addr.to_string());
-        let ctx = ctx_with_upstream(r, &upstream_url(addr, &uri_text));
+        record.borrow_mut().begin(addr.clone());
         let (result, sent_any) = exchange(
             &upstream,
             peer,
@@ -315,10 +351,9 @@ async fn run(
             body,
             UpstreamRequest {
                 head: method == "HEAD",
-                upgrade: r.req.header("upgrade").is_some(),
+                upgrade,
             },
             &record,
-            &ctx,
             r.info.number,
         )
         .await;
@@ -355,7 +390,7 @@ async fn run(
                     record.borrow_mut().finish(false);
                     return Handled::Error(status);
                 }
-                return Handled::Reply(answer.into_reply(lc, pass, r, &record, &ctx));
+                return Handled::Reply(answer.into_reply(lc, pass, r, &record));
             }
             Err(f) => f,
         };
@@ -364,7 +399,12 @@ async fn run(
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
             Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
         };
-        crate::conn_log!(Level::Error, r.info.number, "{message}{ctx}");
+        crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "{message}{}",
+            record.borrow().log_ctx(r.req, r.srv, r.info)
+        );
         record.borrow_mut().fail(status);
         state::free(&upstream, &mut attempt, Outcome::Failed);
         last_status = status;
@@ -437,8 +477,8 @@ fn dynamic_target(
 /// An answer's head, read; its body still on the connection.
 struct Answer {
     status: u16,
-    reason: String,
-    headers: Vec<(String, String)>,
+    reason: Option<String>,
+    head: shoal_http::upstream::UpstreamHead,
     body: UpstreamBody,
     upgrade: bool,
 }
@@ -452,50 +492,51 @@ impl Answer {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
-        _ctx: &str,
     ) -> Reply {
         let conf = &lc.proxy;
         let mut reply = Reply::new(self.status);
         reply.proxied = true;
-        if !self.reason.is_empty() {
-            reply.reason = Some(self.reason);
-        }
-        for (name, value) in &self.headers {
-            let lower = name.to_ascii_lowercase();
-            match lower.as_str() {
-                "connection" | "keep-alive" | "transfer-encoding" | "content-length" => continue,
-                "upgrade" if !self.upgrade => continue,
-                _ => {}
+        reply.reason = self.reason;
+        for (name, value) in self.head.headers() {
+            let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            if is("connection")
+                || is("keep-alive")
+                || is("transfer-encoding")
+                || is("content-length")
+                || (is("upgrade") && !self.upgrade)
+                || (is("last-modified") && !matches!(self.status, 200 | 206 | 304))
+            {
+                continue;
             }
+            let name = &*String::from_utf8_lossy(name);
             if !conf.passes(name) {
                 continue;
             }
-            match lower.as_str() {
-                "content-type" => reply.content_type = Some(value.clone()),
-                "location" => {
-                    let v = redirect(conf, pass, r, lc, record, value);
-                    // nginx's header filter makes a relative Location absolute, whoever set it.
-                    reply.location = Some(if v.starts_with('/') {
-                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-                    } else {
-                        v
-                    });
-                }
-                "refresh" => {
-                    let v = match value.find("url=") {
-                        Some(i) => {
-                            let (a, b) = value.split_at(i + 4);
-                            format!("{a}{}", redirect(conf, pass, r, lc, record, b))
-                        }
-                        None => value.clone(),
-                    };
-                    reply.extra.push((name.clone(), v));
-                }
-                "last-modified" if !matches!(self.status, 200 | 206 | 304) => {}
-                _ => reply.extra.push((name.clone(), value.clone())),
+            let value = String::from_utf8_lossy(value).into_owned();
+            if is("content-type") {
+                reply.content_type = Some(value);
+            } else if is("location") {
+                let v = redirect(conf, pass, r, lc, record, &value);
+                // nginx's header filter makes a relative Location absolute, whoever set it.
+                reply.location = Some(if v.starts_with('/') {
+                    crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
+                } else {
+                    v
+                });
+            } else if is("refresh") {
+                let v = match value.find("url=") {
+                    Some(i) => {
+                        let (a, b) = value.split_at(i + 4);
+                        format!("{a}{}", redirect(conf, pass, r, lc, record, b))
+                    }
+                    None => value,
+                };
+                reply.extra.push((name.to_string(), v));
+            } else {
+                reply.extra.push((name.to_string(), value));
             }
         }
-        record.borrow_mut().headers = self.headers;
+        record.borrow_mut().head = Some(self.head);
         reply.body = if self.upgrade {
             Body::Tunnel(Box::new(self.body))
         } else {
@@ -653,21 +694,27 @@ async fn exchange(
     body: &RequestBody,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
-    ctx: &str,
     conn: u64,
 ) -> (Result<Answer, Fail>, bool) {
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
     let mut fresh_only = false;
     loop {
-        let started = Instant::now();
         let (stream, reused) = match connect(upstream, peer, addr, conf, !fresh_only).await {
             Ok(x) => x,
             Err(f) => return (Err(f), false),
         };
         let was_cached = reused.is_some();
-        let (born, requests) = reused.unwrap_or((Instant::now(), 0));
-        record.borrow_mut().last().connect = Some(started.elapsed());
+        // A cached connection took no time to get (nginx reports 0.000 for it).
+        let (born, requests, connect) = match reused {
+            Some((born, requests)) => (born, requests, Duration::ZERO),
+            None => {
+                let now = Instant::now();
+                let start = record.borrow_mut().last().start;
+                (now, 0, now.saturating_duration_since(start))
+            }
+        };
+        record.borrow_mut().last().connect = Some(connect);
         match send_and_read(
             stream,
             conf,
@@ -680,7 +727,6 @@ async fn exchange(
             peer,
             born,
             requests + 1,
-            ctx,
         )
         .await
         {
@@ -716,7 +762,6 @@ async fn send_and_read(
     peer: usize,
     born: Instant,
     requests: u64,
-    ctx: &str,
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     let sending = async {
@@ -755,7 +800,7 @@ async fn send_and_read(
             _ => stream.write_all(head).await,
         }
     };
-    match tokio::time::timeout(send_timeout, sending).await {
+    match crate::deadline::within(send_timeout, sending).await {
         Err(_) => return Err((
             Fail::Timeout(
                 "upstream timed out (110: Connection timed out) while sending request to upstream"
@@ -787,7 +832,6 @@ async fn send_and_read(
     let read_timeout = conf.read_timeout();
     let max = conf.buffer_size();
     let mut buf = BytesMut::with_capacity(max.max(4096));
-    let started = Instant::now();
     let parsed = loop {
         match super::parse::head(&mut buf, max, asked) {
             Ok(Some(p)) => break p,
@@ -813,7 +857,7 @@ async fn send_and_read(
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(max);
         }
-        match tokio::time::timeout(read_timeout, stream.read_buf(&mut buf)).await {
+        match crate::deadline::within(read_timeout, stream.read_buf(&mut buf)).await {
             Err(_) => {
                 return Err((
                     Fail::Timeout(
@@ -847,7 +891,7 @@ async fn send_and_read(
     {
         let mut rec = record.borrow_mut();
         let t = rec.last();
-        t.header = Some(started.elapsed() + t.connect.unwrap_or_default());
+        t.header = Some(t.start.elapsed());
         t.status = Some(parsed.status);
         t.head_len = parsed.consumed as u64;
     }
@@ -863,12 +907,11 @@ async fn send_and_read(
         requests,
         read_timeout,
         record.clone(),
-        ctx.to_string(),
     );
     Ok(Answer {
         status: parsed.status,
         reason: parsed.reason,
-        headers: parsed.headers,
+        head: parsed.head,
         body,
         upgrade: parsed.upgrade,
     })

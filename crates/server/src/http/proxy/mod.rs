@@ -134,7 +134,7 @@ pub struct ProxyPass {
     /// The URI part (`http://backend/app/` → `/app/`); `None` passes the client's URI.
     pub uri: Option<String>,
     /// `$proxy_host`: `host[:port]` as written (the port only when written).
-    pub host: String,
+    pub host: Arc<str>,
     /// `$proxy_port`.
     pub port: u16,
     /// The location's prefix (a URI part replaces it in the passed URI).
@@ -424,7 +424,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
                 upstreams: OnceLock::new(),
             },
             uri: None,
-            host: String::new(),
+            host: Arc::from(""),
             port: 80,
             location,
             span: d.span.clone(),
@@ -488,7 +488,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
             url: url.clone(),
             target,
             uri,
-            host,
+            host: Arc::from(host),
             port,
             location,
             span: d.span.clone(),

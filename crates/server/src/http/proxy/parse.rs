@@ -10,8 +10,10 @@ use super::body::Framing;
 /// A head read from an upstream.
 pub struct Parsed {
     pub status: u16,
-    pub reason: String,
-    pub headers: Vec<(String, String)>,
+    /// The reason phrase when it is not the standard one for the status.
+    pub reason: Option<String>,
+    /// The head as received (headers are passed on from it).
+    pub head: upstream::UpstreamHead,
     pub framing: Framing,
     /// `Content-Length`, for the client's head.
     pub content_length: Option<u64>,
@@ -43,15 +45,10 @@ pub fn head(
         CodecFraming::Close => (Framing::Close, false),
         CodecFraming::Tunnel => (Framing::Close, true),
     };
-    let headers = head
-        .headers()
-        .map(|(n, v)| {
-            (
-                String::from_utf8_lossy(n).into_owned(),
-                String::from_utf8_lossy(v).into_owned(),
-            )
-        })
-        .collect();
+    let status = head.status();
+    let standard = shoal_http::status::status_line(status).and_then(|l| l.get(4..));
+    let reason = (!head.reason().is_empty() && standard.map(str::as_bytes) != Some(head.reason()))
+        .then(|| String::from_utf8_lossy(head.reason()).into_owned());
     let reusable = !upgrade
         && head.keep_alive()
         && matches!(
@@ -59,13 +56,13 @@ pub fn head(
             Framing::None | Framing::Length(_) | Framing::Chunked
         );
     Ok(Some(Parsed {
-        status: head.status(),
-        reason: String::from_utf8_lossy(head.reason()).into_owned(),
-        headers,
+        status,
+        reason,
         framing,
         content_length: head.content_length(),
         reusable,
         upgrade,
         consumed: head.head_len(),
+        head,
     }))
 }

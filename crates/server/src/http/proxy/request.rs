@@ -127,7 +127,7 @@ pub fn write_head(
                 }
             }
             ("Host", _) => {
-                let host = vars.upstream.map_or("", |u| u.proxy_host.as_str());
+                let host = vars.upstream.map_or("", |u| &*u.proxy_host);
                 header_line(out, name, host.as_bytes());
             }
             (_, Some(v)) => header_line(out, name, v.as_bytes()),
