@@ -414,6 +414,23 @@ pub fn writable_now(sock: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0)
 }
 
+/// Whether a connected socket has nothing to read and no EOF pending: `recv(MSG_PEEK |
+/// MSG_DONTWAIT)` of one byte says `EAGAIN` (an idle kept-alive connection is still good).
+pub fn nothing_to_read(sock: BorrowedFd<'_>) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; `sock` is borrowed for the
+    // call, so the descriptor stays open.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
 /// Opens `path` read-only with `O_DIRECT` (nginx's `directio`): reads bypass the page cache and
 /// must use buffers, offsets and lengths aligned to the device's logical block size. Some
 /// filesystems (tmpfs) refuse it with `EINVAL`.
@@ -530,5 +547,35 @@ mod tests {
         let buf = &mut raw[start..start + page];
         assert_eq!(pread(direct.as_fd(), buf, page as u64).unwrap(), page);
         assert_eq!(buf, &data[page..2 * page]);
+    }
+
+    #[test]
+    fn nothing_to_read_tells_an_idle_socket_from_data_or_eof() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        assert!(nothing_to_read(b.as_fd()));
+        a.write_all(b"x").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while nothing_to_read(b.as_fd()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the byte never arrived"
+            );
+        }
+        let mut one = [0u8; 1];
+        std::io::Read::read_exact(&mut &b, &mut one).unwrap();
+        assert!(
+            nothing_to_read(b.as_fd()),
+            "a peek does not consume, the read did"
+        );
+        drop(a);
+        while nothing_to_read(b.as_fd()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the EOF never arrived"
+            );
+        }
     }
 }

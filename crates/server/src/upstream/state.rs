@@ -130,10 +130,11 @@ pub fn idle_count(u: &UpstreamConf) -> usize {
 }
 
 /// Nothing to read and no EOF: the upstream still holds its end open and sent nothing
-/// unasked. Asked of the runtime's readiness, not the socket (no syscall): a read event since
-/// the last read that drained the socket means data or EOF arrived. One that arrived but was
-/// not yet collected from epoll is caught later: the request fails before any answer byte and
-/// is sent again on a new connection.
+/// unasked. The runtime's readiness answers first (no syscall): no read event since a read
+/// drained the socket means quiet. When it says readable (data or EOF arrived, or the last read
+/// just filled its buffer), a peek decides. An EOF that arrived but was not yet collected from
+/// epoll is caught later: the request fails before any answer byte and is sent again on a new
+/// connection.
 fn quiet(stream: &Stream) -> bool {
     struct Noop;
     impl std::task::Wake for Noop {
@@ -142,8 +143,12 @@ fn quiet(stream: &Stream) -> bool {
     thread_local! {
         static NOOP: std::task::Waker = std::task::Waker::from(std::sync::Arc::new(Noop));
     }
-    NOOP.with(|w| {
+    let pending = NOOP.with(|w| {
         let mut cx = std::task::Context::from_waker(w);
         stream.poll_read_ready(&mut cx).is_pending()
-    })
+    });
+    if pending {
+        return true;
+    }
+    shoal_io::syscall::nothing_to_read(stream.as_fd())
 }
