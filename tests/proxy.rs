@@ -762,3 +762,68 @@ fn a_kept_alive_connection_the_upstream_closed_is_not_an_error() {
     );
     assert!(!s.error_log().contains("[error]"), "{}", s.error_log());
 }
+
+#[test]
+fn proxy_buffering_frees_the_upstream_while_a_slow_client_reads() {
+    // 16 MiB: more than the sockets between them can hold, so the rest waits in shoal (memory,
+    // then the temporary file) or, without buffering, in the upstream.
+    const SIZE: usize = 16 << 20;
+    let body: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    let b = body.clone();
+    let up = Upstream::start(move |r| match r.target.as_str() {
+        "/small" => Answer::ok("small"),
+        _ => Answer::ok(b.clone()),
+    });
+    let port = free_port();
+    let tmp = tempfile::tempdir().unwrap();
+    let _s = start(
+        port,
+        &format!(
+            "upstream ka {{ server 127.0.0.1:{}; keepalive 1; }}\nproxy_temp_path {};",
+            up.port(),
+            tmp.path().display()
+        ),
+        "proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
+         location /on/ { proxy_pass http://ka/; }\n\
+         location /off/ { proxy_pass http://ka/; proxy_buffering off; }\n\
+         location /nofile/ { proxy_pass http://ka/; proxy_max_temp_file_size 0; }",
+    );
+    for (prefix, frees) in [("/on/", true), ("/off/", false), ("/nofile/", false)] {
+        // A client that asks for the big answer and reads only its head for now.
+        let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        slow.set_read_timeout(Some(WAIT)).unwrap();
+        slow.write_all(format!("GET {prefix}big HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            slow.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        let conn_of = |t: &str| {
+            let seen = up.requests();
+            seen.iter().rev().find(|r| r.target == t).map(|r| r.conn)
+        };
+        if frees {
+            // Once the whole answer has left the upstream, its connection is back in the cache
+            // and a next request goes on it.
+            wait_for("a request on the big answer's connection", || {
+                let r = get_close(port, &format!("{prefix}small"));
+                assert_eq!(body_of(&r), "small", "{prefix}");
+                (conn_of("/small") == conn_of("/big")).then_some(())
+            });
+        } else {
+            let r = get_close(port, &format!("{prefix}small"));
+            assert_eq!(body_of(&r), "small", "{prefix}");
+            assert_ne!(
+                conn_of("/small"),
+                conn_of("/big"),
+                "{prefix}: the big answer's connection is still busy"
+            );
+        }
+        // The slow client now reads everything, intact.
+        let mut got = vec![0u8; SIZE];
+        slow.read_exact(&mut got).unwrap();
+        assert!(got == body, "{prefix}: the body arrived intact");
+    }
+}

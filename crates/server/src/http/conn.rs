@@ -93,6 +93,14 @@ impl Stream {
         }
     }
 
+    /// Writes what the socket takes now (`WouldBlock` when nothing).
+    pub fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.try_write(data),
+            Stream::Unix(s) => s.try_write(data),
+        }
+    }
+
     /// Whether the runtime has seen the socket readable (data or EOF) since a read drained it.
     pub fn poll_read_ready(
         &self,
@@ -878,6 +886,7 @@ impl Conn {
         mut ub: UpstreamBody,
         chunked: bool,
         who: Who<'_>,
+        lc: &LocConf,
     ) -> std::io::Result<u64> {
         let mut total = 0u64;
         // What one read brought is sent as one chunk, however the upstream chunked it (as
@@ -898,6 +907,13 @@ impl Conn {
                 }
                 Ok(Piece::End) => break,
                 Ok(Piece::NeedMore) => {
+                    if lc.proxy.buffering() && !self.flush_now()? {
+                        // The client is slower than the upstream: `proxy_buffering on` reads
+                        // ahead, into memory and then a temporary file, so the upstream is
+                        // free as soon as its answer is in.
+                        let rest = self.relay_buffered(ub, chunked, who, lc).await?;
+                        return Ok(total + rest);
+                    }
                     self.flush().await?;
                     if let Err(e) = ub.fill().await {
                         return Err(self.upstream_body_error(ub, e, who).await);
@@ -911,6 +927,173 @@ impl Conn {
             total += shoal_http::response::LAST_CHUNK.len() as u64;
         }
         ub.finish();
+        Ok(total)
+    }
+
+    /// Writes what is gathered as far as the socket takes it without waiting. Returns whether
+    /// everything went.
+    fn flush_now(&mut self) -> std::io::Result<bool> {
+        let mut pos = 0;
+        while pos < self.out.len() {
+            match self.stream.try_write(&self.out[pos..]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => pos += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        let _ = self.out.split_to(pos);
+        Ok(self.out.is_empty())
+    }
+
+    /// The rest of an upstream body to a client that cannot keep up: the upstream is read as
+    /// fast as it sends while the client is written as fast as it takes, what waits is held
+    /// in memory up to `proxy_buffers` and beyond that in an unlinked temporary file (up to
+    /// `proxy_max_temp_file_size`; past it, or with 0, the upstream waits for the client). The
+    /// upstream connection is released the moment its answer is complete.
+    async fn relay_buffered(
+        &mut self,
+        ub: UpstreamBody,
+        chunked: bool,
+        who: Who<'_>,
+        lc: &LocConf,
+    ) -> std::io::Result<u64> {
+        use std::collections::VecDeque;
+        use std::os::unix::fs::FileExt;
+        let memory_limit = lc.proxy.buffers_total().max(READ_CHUNK);
+        let file_limit = lc.proxy.max_temp_file_size.unwrap_or(1024 * 1024 * 1024);
+        let send_timeout = self.rules.send_timeout;
+        let mut ub = Some(ub);
+        let mut queue: VecDeque<bytes::Bytes> = VecDeque::new();
+        let mut queued = 0usize;
+        // The temporary file: what is written and what is read back so far.
+        let mut spill: Option<(std::fs::File, u64, u64)> = None;
+        let mut total = 0u64;
+        if !self.out.is_empty() {
+            let out = self.out.split().freeze();
+            queued += out.len();
+            queue.push_back(out);
+        }
+        loop {
+            // Move file data back to memory once memory has drained.
+            if queue.is_empty() {
+                if let Some((f, written, read)) = &mut spill {
+                    if *read < *written {
+                        let want = ((*written - *read) as usize).min(MAX_GATHER);
+                        let mut b = vec![0u8; want];
+                        let n = f.read_at(&mut b, *read)?;
+                        if n == 0 {
+                            return Err(std::io::Error::other("proxy temp file shrank"));
+                        }
+                        b.truncate(n);
+                        *read += n as u64;
+                        queued += n;
+                        queue.push_back(b.into());
+                    }
+                }
+            }
+            let upstream_open = ub.as_ref().is_some_and(|u| !u.is_done());
+            if queue.is_empty() && !upstream_open {
+                break;
+            }
+            let spilled = spill.as_ref().map_or(0, |s| s.1);
+            let room = queued < memory_limit || spilled < file_limit;
+            let stream = &mut self.stream;
+            let front = queue.front().cloned();
+            let step = tokio::select! {
+                biased;
+                w = async {
+                    match &front {
+                        Some(b) => crate::deadline::within(send_timeout, stream.write(b)).await,
+                        None => std::future::pending().await,
+                    }
+                } => Err(w),
+                r = async {
+                    match ub.as_mut() {
+                        Some(u) => u.fill().await,
+                        None => std::future::pending().await,
+                    }
+                }, if upstream_open && room => Ok(r),
+            };
+            match step {
+                Err(w) => {
+                    let n = match w {
+                        Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+                        Ok(Err(e)) => return Err(e),
+                        Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                        Ok(Ok(n)) => n,
+                    };
+                    queued -= n;
+                    let front = queue.front_mut().expect("a write had something to write");
+                    if n == front.len() {
+                        queue.pop_front();
+                    } else {
+                        let _ = front.split_to(n);
+                    }
+                }
+                Ok(Err(e)) => {
+                    let u = ub.take().expect("reading an open upstream");
+                    // What arrived is not sent: the answer is cut short either way.
+                    return Err(self.upstream_body_error(u, e, who).await);
+                }
+                Ok(Ok(())) => {
+                    // Everything the read brought, framed for the client.
+                    let u = ub.as_mut().expect("reading an open upstream");
+                    let mut pieces: Vec<bytes::Bytes> = Vec::new();
+                    let mut end = false;
+                    loop {
+                        match u.take() {
+                            Ok(Piece::Data(d)) => pieces.push(d),
+                            Ok(Piece::NeedMore) => break,
+                            Ok(Piece::End) => {
+                                end = true;
+                                break;
+                            }
+                            Err(e) => {
+                                let u = ub.take().expect("reading an open upstream");
+                                return Err(self.upstream_body_error(u, e, who).await);
+                            }
+                        }
+                    }
+                    let mut framed = BytesMut::new();
+                    let len: usize = pieces.iter().map(|p| p.len()).sum();
+                    if chunked && len > 0 {
+                        shoal_http::response::write_chunk_header(&mut framed, len);
+                    }
+                    for p in &pieces {
+                        framed.extend_from_slice(p);
+                    }
+                    if chunked && len > 0 {
+                        framed.extend_from_slice(shoal_http::response::CHUNK_END);
+                    }
+                    if end {
+                        if chunked {
+                            framed.extend_from_slice(shoal_http::response::LAST_CHUNK);
+                        }
+                        // The answer is in: the upstream connection goes back or closes now.
+                        if let Some(u) = ub.take() {
+                            u.finish();
+                        }
+                    }
+                    total += framed.len() as u64;
+                    let framed = framed.freeze();
+                    let to_file = file_limit > 0
+                        && (spill.as_ref().is_some_and(|s| s.2 < s.1)
+                            || queued + framed.len() > memory_limit);
+                    if to_file && !framed.is_empty() {
+                        if spill.is_none() {
+                            spill = Some((proxy_temp_file(lc)?, 0, 0));
+                        }
+                        let (f, written, _) = spill.as_mut().expect("just made");
+                        f.write_all_at(&framed, *written)?;
+                        *written += framed.len() as u64;
+                    } else if !framed.is_empty() {
+                        queued += framed.len();
+                        queue.push_back(framed);
+                    }
+                }
+            }
+        }
         Ok(total)
     }
 
@@ -1344,7 +1527,7 @@ impl Conn {
         }
         if let Body::Upstream(u) = reply.body {
             let chunked = upstream_unsized && !http10;
-            let body_len = self.relay(*u, chunked, who).await?;
+            let body_len = self.relay(*u, chunked, who, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
@@ -1700,6 +1883,23 @@ fn request_line(head: &[u8], complete: bool) -> Option<String> {
         .strip_suffix(b"\r")
         .unwrap_or(&head[..end.min(8192)]);
     Some(String::from_utf8_lossy(line).into_owned())
+}
+
+/// An unlinked temporary file for an upstream answer held for a slow client: in
+/// `proxy_temp_path`, else the system's temporary directory.
+fn proxy_temp_file(lc: &LocConf) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = lc
+        .proxy
+        .temp_path
+        .clone()
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(dir)
 }
 
 /// An unlinked temporary file for a request body (`O_TMPFILE` in the system's temporary
