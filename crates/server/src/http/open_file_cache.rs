@@ -61,6 +61,11 @@ impl OfcLoc {
         crate::conf::merge(&mut self.errors, &p.errors);
     }
 
+    /// Whether `open_file_cache` is on here.
+    pub fn enabled(&self) -> bool {
+        self.cache.flatten().is_some()
+    }
+
     /// The cache's configuration, if it is on.
     fn config(&self) -> Option<OpenFileCacheConfig> {
         let (max, inactive) = self.cache.flatten()?;

@@ -224,6 +224,12 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
         }
         let mut candidate = dir.clone().into_os_string();
         candidate.push(name);
+        // With `open_file_cache`, a cached index file needs no stat (nginx's index module
+        // tests through the cache too); a miss or an error is decided by the stat below.
+        if lc.open_file_cache.enabled() && open_file_cache::open(lc, Path::new(&candidate)).is_ok()
+        {
+            return Outcome::Internal(format!("{uri}{name}"));
+        }
         let err = match std::fs::metadata(&candidate) {
             Ok(_) => return Outcome::Internal(format!("{uri}{name}")),
             Err(e) => e,
