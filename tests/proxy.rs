@@ -827,3 +827,40 @@ fn proxy_buffering_frees_the_upstream_while_a_slow_client_reads() {
         assert!(got == body, "{prefix}: the body arrived intact");
     }
 }
+
+#[test]
+fn a_client_that_leaves_while_the_upstream_thinks_is_a_499() {
+    let up = Upstream::start(|_| Answer::ok("late").delay_head(Duration::from_secs(2)));
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"GET /wait HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    up.wait_requests(1);
+    drop(c);
+    s.wait_log(
+        "client prematurely closed connection, so upstream connection is closed too while \
+         reading response header from upstream, client: 127.0.0.1",
+        1,
+    );
+    let log = wait_for("the access log line", || {
+        let l = s.prefix.read("logs/access.log");
+        l.contains("\"GET /wait HTTP/1.1\"").then_some(l)
+    });
+    assert!(log.contains("\"GET /wait HTTP/1.1\" 499 0"), "{log}");
+    // A pipelined client (more bytes, no close) is not mistaken for one that left.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(
+        b"GET /a HTTP/1.1\r\nHost: localhost\r\n\r\nGET /b HTTP/1.1\r\nHost: localhost\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 2, "{out}");
+}

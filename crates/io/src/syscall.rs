@@ -431,6 +431,23 @@ pub fn nothing_to_read(sock: BorrowedFd<'_>) -> bool {
     n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
 }
 
+/// Whether the next read of a connected socket would return EOF (or fail): a one-byte
+/// `recv(MSG_PEEK | MSG_DONTWAIT)` gives 0 or an error other than `EAGAIN`.
+pub fn eof_pending(sock: BorrowedFd<'_>) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; `sock` is borrowed for the
+    // call, so the descriptor stays open.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock)
+}
+
 /// Opens `path` read-only with `O_DIRECT` (nginx's `directio`): reads bypass the page cache and
 /// must use buffers, offsets and lengths aligned to the device's logical block size. Some
 /// filesystems (tmpfs) refuse it with `EINVAL`.

@@ -93,6 +93,37 @@ impl Stream {
         }
     }
 
+    /// Waits until the peer has closed its side (an EOF is pending; true) or has sent more
+    /// bytes (false: they are not consumed, and the caller should stop watching).
+    pub async fn peer_closed(&self) -> bool {
+        loop {
+            let ready = match self {
+                Stream::Tcp(s) => s.readable().await,
+                Stream::Unix(s) => s.readable().await,
+            };
+            if ready.is_err() {
+                return true;
+            }
+            let fd = self.as_fd();
+            let peek = || {
+                if shoal_io::syscall::nothing_to_read(fd) {
+                    Err(std::io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(shoal_io::syscall::eof_pending(fd))
+                }
+            };
+            let r = match self {
+                Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+                Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            };
+            match r {
+                Ok(eof) => return eof,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return true,
+            }
+        }
+    }
+
     /// Writes what the socket takes now (`WouldBlock` when nothing).
     pub fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
         match self {
@@ -571,6 +602,7 @@ impl Conn {
             info,
             start,
             name_captures,
+            client: Some(&self.stream),
         };
         let Processed {
             mut reply,
@@ -628,8 +660,20 @@ impl Conn {
         }
         if close {
             // `return 444`: close without a word (a reset with `reset_timedout_connection`);
-            // logged with status 444.
-            self.log(req, srv, lc, &uri, start, 444, 0, 0, Vec::new(), None);
+            // logged with status 444. A client gone while proxied: 499, as nginx logs it.
+            let rec = upstream.as_ref().map(|u| u.borrow());
+            self.log(
+                req,
+                srv,
+                lc,
+                &uri,
+                start,
+                reply.status,
+                0,
+                0,
+                Vec::new(),
+                rec.as_deref(),
+            );
             self.unread_input = body_kind != BodyKind::Empty;
             self.reset_if_asked();
             return Ok(false);
@@ -686,6 +730,7 @@ impl Conn {
                 info: &self.info,
                 start,
                 name_captures,
+                client: None,
             };
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {

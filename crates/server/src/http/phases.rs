@@ -56,6 +56,9 @@ pub struct Req<'s, 'r> {
     /// nginx (a `=200` page does). Kept until `conn.rs` stops setting it.
     /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
     pub name_captures: Option<&'r crate::cycle::NameCaptures>,
+    /// The client's socket, watched while the proxy waits for an upstream (a client that
+    /// closes makes nginx give up the upstream too).
+    pub client: Option<&'r super::conn::Stream>,
 }
 
 impl Req<'_, '_> {
@@ -470,6 +473,10 @@ async fn proxy_outcome(
             Outcome::Reply(reply)
         }
         Handled::Error(code) => Outcome::Reply(static_files::error_reply(code, lc)),
+        Handled::ClientGone => {
+            *sent = true;
+            Outcome::Reply(Reply::new(499))
+        }
     }
 }
 
@@ -566,7 +573,8 @@ fn finish<'s>(
     rw: rewrite::State,
     _captures: &[Option<String>],
 ) -> Processed<'s> {
-    let close = reply.status == 444;
+    // `return 444`, and 499: the client went away while the upstream was working.
+    let close = matches!(reply.status, 444 | 499);
     if reply.status == 200 && !reply.proxied {
         match static_files::precondition(r.req, lc, &reply) {
             Some(412) => reply = static_files::error_reply(412, lc),

@@ -200,6 +200,9 @@ pub enum Handled {
     /// shoal's own error (502, 504, 500), or an upstream error status that
     /// `proxy_intercept_errors` hands to `error_page`.
     Error(u16),
+    /// The client closed its connection while the upstream was working: nothing is sent, the
+    /// upstream connection is closed, the access log says 499.
+    ClientGone,
 }
 
 /// The request's URI state, for the URI sent upstream.
@@ -211,6 +214,8 @@ pub struct UriState<'a> {
 
 /// Why one try failed.
 enum Fail {
+    /// The client closed while the answer was awaited: not the upstream's fault.
+    ClientGone,
     /// `error`: refused, reset, closed early (502).
     Error(String),
     /// `timeout` (504).
@@ -355,6 +360,7 @@ async fn run(
             },
             &record,
             r.info.number,
+            r.client,
         )
         .await;
         let fail = match result {
@@ -395,6 +401,18 @@ async fn run(
             Err(f) => f,
         };
         let (status, bit, message) = match fail {
+            Fail::ClientGone => {
+                crate::conn_log!(
+                    Level::Info,
+                    r.info.number,
+                    "client prematurely closed connection, so upstream connection is closed too \
+                     while reading response header from upstream{}",
+                    record.borrow().log_ctx(r.req, r.srv, r.info)
+                );
+                record.borrow_mut().fail(499);
+                state::free(&upstream, &mut attempt, Outcome::Success);
+                return Handled::ClientGone;
+            }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
             Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
@@ -695,6 +713,7 @@ async fn exchange(
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     conn: u64,
+    client: Option<&Stream>,
 ) -> (Result<Answer, Fail>, bool) {
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
@@ -727,6 +746,7 @@ async fn exchange(
             peer,
             born,
             requests + 1,
+            client,
         )
         .await
         {
@@ -762,6 +782,7 @@ async fn send_and_read(
     peer: usize,
     born: Instant,
     requests: u64,
+    client: Option<&Stream>,
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     let sending = async {
@@ -832,6 +853,7 @@ async fn send_and_read(
     let read_timeout = conf.read_timeout();
     let max = conf.buffer_size();
     let mut buf = BytesMut::with_capacity(max.max(4096));
+    let mut watch_client = true;
     let parsed = loop {
         match super::parse::head(&mut buf, max, asked) {
             Ok(Some(p)) => break p,
@@ -857,7 +879,26 @@ async fn send_and_read(
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(max);
         }
-        match crate::deadline::within(read_timeout, stream.read_buf(&mut buf)).await {
+        // While waiting, the client is watched: one that closes ends the exchange (nginx's
+        // `proxy_ignore_client_abort off`); one that sends more (a pipelined request) is not
+        // watched any further.
+        let read = crate::deadline::within(read_timeout, stream.read_buf(&mut buf));
+        let read = match client.filter(|_| watch_client) {
+            None => read.await,
+            Some(c) => {
+                tokio::select! {
+                    r = read => r,
+                    gone = c.peer_closed() => {
+                        if gone {
+                            return Err((Fail::ClientGone, false));
+                        }
+                        watch_client = false;
+                        continue;
+                    }
+                }
+            }
+        };
+        match read {
             Err(_) => {
                 return Err((
                     Fail::Timeout(
