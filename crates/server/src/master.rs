@@ -195,6 +195,14 @@ pub fn run(opts: Options) -> i32 {
         let _ = std::fs::remove_file(&master.pid_path);
         return 1;
     }
+    crate::http::proxy_cache::zone::configure(
+        master
+            .generation
+            .config
+            .http
+            .as_ref()
+            .map_or(&[][..], |h| &h.cache_paths[..]),
+    );
     master.resize_workers();
     crate::error_log!(
         Level::Notice,
@@ -346,6 +354,13 @@ impl Master {
             report(Level::Emerg, &e);
             return;
         }
+        crate::http::proxy_cache::zone::configure(
+            generation
+                .config
+                .http
+                .as_ref()
+                .map_or(&[][..], |h| &h.cache_paths[..]),
+        );
         let old = std::mem::replace(&mut self.generation, generation);
         old.close_sockets_not_in(&self.generation);
         self.broadcast_generation();
