@@ -39,6 +39,8 @@ pub struct Record {
     pub tries: Vec<Try>,
     /// The last answer's headers (`$upstream_http_NAME`), names as sent.
     pub headers: Vec<(String, String)>,
+    /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
+    pub cache_status: Option<&'static str>,
 }
 
 /// One peer tried.
@@ -118,6 +120,10 @@ impl Record {
                 let _ = write!(out, "{}", self.proxy_port);
             }
             "upstream_addr" => return list(out, &|t| t.addr.clone()),
+            "upstream_cache_status" => match self.cache_status {
+                Some(s) => out.push_str(s),
+                None => return false,
+            },
             "upstream_status" => {
                 return list(out, &|t| {
                     t.status.map_or_else(|| "-".into(), |s| s.to_string())
@@ -506,7 +512,7 @@ impl Answer {
 }
 
 /// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value.
-fn redirect(
+pub(crate) fn redirect(
     conf: &ProxyLoc,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
