@@ -166,6 +166,17 @@ pub fn run(opts: Options) -> i32 {
         report(Level::Emerg, &e);
         return 1;
     }
+    // Cache directories are made before privileges go, and given to the workers' user (nginx's
+    // `ngx_create_paths`).
+    if let Some(h) = &conf.http {
+        let owner = conf
+            .main
+            .user
+            .as_ref()
+            .filter(|_| crate::privileges::is_root())
+            .and_then(|(u, g)| crate::privileges::lookup(u, g.as_deref()).ok());
+        crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, owner);
+    }
     if let Some((user, group)) = &conf.main.user {
         if let Err(e) = crate::privileges::keep_pid_file(&pid_path)
             .and_then(|()| crate::privileges::drop_to(user, group.as_deref()))

@@ -454,7 +454,6 @@ impl Object {
                 _ => reply.extra.push((name.clone(), value.clone())),
             }
         }
-        record.borrow_mut().headers = headers;
         let len = self.len.saturating_sub(body_start);
         reply.body = if status == 204 || status == 304 {
             Body::Empty
@@ -466,7 +465,13 @@ impl Object {
                 cached: None,
             }
         };
-        reply.allow_ranges = status == 200;
+        // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
+        // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22).
+        reply.allow_ranges = status == 200
+            && headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
+        record.borrow_mut().headers = headers;
         reply
     }
 }

@@ -458,6 +458,31 @@ pub fn configure(paths: &[Arc<CachePathConf>]) {
     registry().store(Arc::new(new));
 }
 
+/// Creates each cache directory (and its temp directory) and, when running as root, gives
+/// them to the workers' user.
+pub fn make_dirs(paths: &[Arc<CachePathConf>], owner: Option<(libc::uid_t, libc::gid_t)>) {
+    for c in paths {
+        let mut dirs = vec![c.path.as_path()];
+        if c.use_temp_path {
+            dirs.push(c.temp_path.as_path());
+        }
+        for d in dirs {
+            if let Err(e) = std::fs::create_dir_all(d) {
+                crate::error_log!(
+                    Level::Emerg,
+                    "mkdir() \"{}\" failed {}",
+                    d.display(),
+                    shoal_conf::os_error(&e)
+                );
+                continue;
+            }
+            if let Some((uid, gid)) = owner {
+                let _ = std::os::unix::fs::chown(d, Some(uid), Some(gid));
+            }
+        }
+    }
+}
+
 /// Starts the zone's loader and manager threads.
 fn start(z: &Arc<Zone>) {
     let weak = Arc::downgrade(z);
