@@ -166,6 +166,17 @@ pub fn run(opts: Options) -> i32 {
         report(Level::Emerg, &e);
         return 1;
     }
+    // Cache directories are made before privileges go, and given to the workers' user (nginx's
+    // `ngx_create_paths`).
+    if let Some(h) = &conf.http {
+        let owner = conf
+            .main
+            .user
+            .as_ref()
+            .filter(|_| crate::privileges::is_root())
+            .and_then(|(u, g)| crate::privileges::lookup(u, g.as_deref()).ok());
+        crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, owner);
+    }
     if let Some((user, group)) = &conf.main.user {
         if let Err(e) = crate::privileges::keep_pid_file(&pid_path)
             .and_then(|()| crate::privileges::drop_to(user, group.as_deref()))
@@ -195,6 +206,14 @@ pub fn run(opts: Options) -> i32 {
         let _ = std::fs::remove_file(&master.pid_path);
         return 1;
     }
+    crate::http::proxy_cache::zone::configure(
+        master
+            .generation
+            .config
+            .http
+            .as_ref()
+            .map_or(&[][..], |h| &h.cache_paths[..]),
+    );
     master.resize_workers();
     crate::error_log!(
         Level::Notice,
@@ -346,6 +365,13 @@ impl Master {
             report(Level::Emerg, &e);
             return;
         }
+        crate::http::proxy_cache::zone::configure(
+            generation
+                .config
+                .http
+                .as_ref()
+                .map_or(&[][..], |h| &h.cache_paths[..]),
+        );
         let old = std::mem::replace(&mut self.generation, generation);
         old.close_sockets_not_in(&self.generation);
         self.broadcast_generation();

@@ -10,10 +10,7 @@ use shoal_conf::{Directive, Error};
 use crate::conf::{Args, Builder, Command, Ctx, Scope};
 
 const HSL: Ctx = Ctx::HSL;
-const ONE: Args = Args::ONE;
 const TWO: Args = Args::TWO;
-const MORE: Args = Args::ONE_OR_MORE;
-const FLAG: Args = Args::Flag;
 
 const fn p(name: &'static str, ctx: Ctx, args: Args) -> Command {
     Command::new(name, ctx, args, pending)
@@ -26,19 +23,6 @@ const fn pb(name: &'static str, ctx: Ctx, args: Args) -> Command {
 pub static DIRECTIVES: &[Command] = &[
     // thread pools and file I/O (the thread pool issue)
     p("output_buffers", HSL, TWO),
-    // proxy cache (the proxy cache issue)
-    p("proxy_cache_path", Ctx::HTTP, Args::Take(2, usize::MAX)),
-    p("proxy_cache", HSL, ONE),
-    p("proxy_cache_key", HSL, ONE),
-    p("proxy_cache_valid", HSL, MORE),
-    p("proxy_cache_lock", HSL, FLAG),
-    p("proxy_cache_use_stale", HSL, MORE),
-    p("proxy_cache_bypass", HSL, MORE),
-    p("proxy_no_cache", HSL, MORE),
-    p("proxy_cache_methods", HSL, MORE),
-    p("proxy_cache_min_uses", HSL, ONE),
-    p("proxy_cache_revalidate", HSL, FLAG),
-    p("proxy_cache_background_update", HSL, FLAG),
     // stream (TCP proxy): the whole block is accepted and ignored, with the warning
     pb("stream", Ctx::MAIN, Args::NONE),
 ];

@@ -16,6 +16,7 @@ pub mod map;
 pub mod open_file_cache;
 pub mod phases;
 pub mod proxy;
+pub mod proxy_cache;
 pub mod range;
 pub mod rewrite;
 pub mod split_clients;
@@ -103,6 +104,8 @@ pub struct HttpConf {
     pub variables: Vec<Arc<dyn crate::variables::Compute>>,
     /// `upstream` blocks, in order.
     pub upstreams: Vec<Arc<crate::upstream::conf::UpstreamConf>>,
+    /// `proxy_cache_path` lines, in order.
+    pub cache_paths: Vec<Arc<proxy_cache::CachePathConf>>,
 }
 
 /// Server-level settings that may be written at http level too.
@@ -752,6 +755,11 @@ impl HttpConf {
     pub fn finish(&mut self, b: &mut Builder) -> Result<(), Error> {
         let prefix = b.prefix.clone();
         let prefix = prefix.as_path();
+        proxy_cache::resolve_temp_paths(
+            &mut self.cache_paths,
+            self.loc.proxy.temp_path.as_ref(),
+            prefix,
+        );
         if self.loc.access_log.is_none() {
             self.loc.access_log =
                 Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
@@ -787,6 +795,7 @@ impl HttpConf {
                     if lc.proxy.pass.is_some() {
                         has_proxy = true;
                     }
+                    proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)
                 })?;
             }

@@ -17,6 +17,7 @@ use super::directives::{expires_headers, Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
 use super::proxy::body::RequestBody;
 use super::proxy::handler::{self as proxy, Handled, Record};
+use super::proxy_cache::serve::Begin;
 use super::rewrite;
 use super::static_files::{self, Body, Outcome, Reply};
 use super::{LocConf, ServerConf};
@@ -172,7 +173,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
                 static_files::error_reply(500, &srv.loc),
                 &srv.loc,
                 rw,
-                &[],
+                None,
             );
         }
         if server_rewrites && named.is_none() && !srv.rewrite.is_empty() {
@@ -213,7 +214,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
                             static_files::error_reply(500, &srv.loc),
                             &srv.loc,
                             rw,
-                            &[],
+                            None,
                         );
                     }
                 },
@@ -259,7 +260,6 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
                 }
             }
         }
-        let captures = rw.captures.clone();
         let uri = rw.uri.clone();
         let method = if method_get && r.req.method() != "HEAD" {
             "GET"
@@ -383,7 +383,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
                         };
                         let mut redirect = static_files::error_reply(status, lc);
                         redirect.location = Some(target);
-                        return finish(r, redirect, lc, rw, &captures);
+                        return finish(r, redirect, lc, rw, None);
                     }
                 }
                 if let Some(s) = forced_status {
@@ -400,7 +400,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
                     }
                 }
                 reply.close_after |= close_after;
-                let mut done = finish(r, reply, lc, rw, &captures);
+                let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;
             }
@@ -464,8 +464,27 @@ async fn proxy_outcome(
     upstream: &mut Option<Rc<RefCell<Record>>>,
     sent: &mut bool,
 ) -> Outcome {
+    let plan = match super::proxy_cache::serve::begin(r, lc, pass, rw, method).await {
+        Begin::Off => None,
+        Begin::Hit(reply, record) => {
+            *upstream = Some(record);
+            *sent = true;
+            return Outcome::Reply(*reply);
+        }
+        Begin::Status(204) => return Outcome::Reply(Reply::new(204)),
+        Begin::Status(code) => return Outcome::Reply(static_files::error_reply(code, lc)),
+        Begin::Miss(plan) => Some(plan),
+    };
     let st = proxy::UriState { rw, internal };
-    let (handled, record) = proxy::handle(r, lc, pass, st, method, body).await;
+    let (mut handled, record) = proxy::handle(r, lc, pass, st, method, body).await;
+    if let (Some(plan), Some(rec)) = (plan, &record) {
+        match &mut handled {
+            Handled::Reply(reply) => plan.attach(reply, rec, lc, r.req),
+            Handled::Error(_) | Handled::ClientGone => {
+                rec.borrow_mut().cache_status = Some(plan.status)
+            }
+        }
+    }
     *upstream = record;
     match handled {
         Handled::Reply(reply) => {
@@ -571,7 +590,7 @@ fn finish<'s>(
     mut reply: Reply,
     lc: &'s LocConf,
     rw: rewrite::State,
-    _captures: &[Option<String>],
+    upstream: Option<&Rc<RefCell<Record>>>,
 ) -> Processed<'s> {
     // `return 444`, and 499: the client went away while the upstream was working.
     let close = matches!(reply.status, 444 | 499);
@@ -580,6 +599,7 @@ fn finish<'s>(
             Some(412) => reply = static_files::error_reply(412, lc),
             Some(_) => {
                 reply.status = 304;
+                reply.reason = None;
                 reply.content_type = None;
                 reply.body = Body::Empty;
                 reply.allow_ranges = false;
@@ -587,7 +607,7 @@ fn finish<'s>(
             None => {}
         }
     }
-    headers_filter(r, &mut reply, lc, &rw);
+    headers_filter(r, &mut reply, lc, &rw, upstream);
     if reply.status == 200 && reply.allow_ranges {
         if let Some(content_range) = static_files::range_filter(r.req, lc, &mut reply) {
             // nginx finalizes the request with 416 from inside the filter chain: what the
@@ -599,7 +619,7 @@ fn finish<'s>(
             e.headers.push(("Content-Range", content_range));
             e.extra = std::mem::take(&mut reply.extra);
             reply = e;
-            headers_filter(r, &mut reply, lc, &rw);
+            headers_filter(r, &mut reply, lc, &rw, upstream);
         }
     }
     if !matches!(reply.status, 200 | 206 | 304) {
@@ -622,7 +642,13 @@ fn finish<'s>(
 
 /// nginx's headers filter: `expires` and `add_header` for 200, 201, 204, 206, 301, 302, 303,
 /// 304, 307 and 308; `add_header ... always` for any status.
-fn headers_filter(r: &Req<'_, '_>, reply: &mut Reply, lc: &LocConf, rw: &rewrite::State) {
+fn headers_filter(
+    r: &Req<'_, '_>,
+    reply: &mut Reply,
+    lc: &LocConf,
+    rw: &rewrite::State,
+    upstream: Option<&Rc<RefCell<Record>>>,
+) {
     let good = matches!(
         reply.status,
         200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
@@ -640,7 +666,9 @@ fn headers_filter(r: &Req<'_, '_>, reply: &mut Reply, lc: &LocConf, rw: &rewrite
         }
     }
     if let Some(headers) = &lc.add_header {
-        let vars = r.vars_rw(rw, lc);
+        let rec = upstream.map(|u| u.borrow());
+        let mut vars = r.vars_rw(rw, lc);
+        vars.upstream = rec.as_deref();
         for h in headers.iter() {
             if good || h.always {
                 let v = vars.eval(&h.value);

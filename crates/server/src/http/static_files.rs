@@ -453,7 +453,13 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
 /// the whole 200 with `Accept-Ranges: bytes`. Returns the `Content-Range` of a 416 when no
 /// range is satisfiable (the caller answers it, as nginx finalizes the request there).
 pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
-    let Body::File { len: size, .. } = reply.body else {
+    // A cached object's body starts after its header: ranges are taken from `base` on.
+    let Body::File {
+        len: size,
+        offset: base,
+        ..
+    } = reply.body
+    else {
         return None;
     };
     let content_type = reply.content_type.clone().unwrap_or_default();
@@ -485,10 +491,14 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
     };
     match decision {
         None | Some(Ranges::Full) => {
-            reply.headers.push(("Accept-Ranges", "bytes".into()));
+            // A cached object (its body past a header, `base > 0`): nginx sends the stored
+            // head as it is, with no `Accept-Ranges` of its own.
+            if base == 0 {
+                reply.headers.push(("Accept-Ranges", "bytes".into()));
+            }
             reply.body = Body::File {
                 file,
-                offset: 0,
+                offset: base,
                 len: size,
                 cached,
             };
@@ -499,12 +509,17 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         Some(Ranges::Satisfiable(list)) if list.len() == 1 => {
             let br = &list[0];
             reply.status = 206;
+            reply.reason = None;
+            // A cached head's own `Accept-Ranges` goes from a 206, as nginx's range filter drops it.
+            reply
+                .extra
+                .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
             reply
                 .headers
                 .push(("Content-Range", range::content_range(br, size)));
             reply.body = Body::File {
                 file,
-                offset: br.start,
+                offset: base + br.start,
                 len: br.end - br.start,
                 cached,
             };
@@ -512,8 +527,17 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         Some(Ranges::Satisfiable(list)) => {
             static BOUNDARY: AtomicU64 = AtomicU64::new(1);
             let seed = BOUNDARY.fetch_add(1, Ordering::Relaxed);
-            let parts = range::multipart(&list, size, &content_type, seed);
+            let mut parts = range::multipart(&list, size, &content_type, seed);
+            for (_, br) in &mut parts.parts {
+                br.start += base;
+                br.end += base;
+            }
             reply.status = 206;
+            reply.reason = None;
+            // A cached head's own `Accept-Ranges` goes from a 206, as nginx's range filter drops it.
+            reply
+                .extra
+                .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
             reply.content_type = Some(parts.content_type());
             reply.body = Body::Multipart {
                 file,

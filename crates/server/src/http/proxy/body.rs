@@ -97,6 +97,8 @@ pub struct UpstreamBody {
     pub requests: u64,
     pub read_timeout: Duration,
     pub record: Rc<RefCell<Record>>,
+    /// The proxy cache's fill: given every piece taken, and the end.
+    pub tee: Option<Box<dyn crate::http::proxy_cache::serve::Tee>>,
 }
 
 impl UpstreamBody {
@@ -132,11 +134,20 @@ impl UpstreamBody {
             requests,
             read_timeout,
             record,
+            tee: None,
         }
     }
 
-    /// The next piece from what is buffered.
+    /// The next piece from what is buffered (a cache fill gets a copy).
     pub fn take(&mut self) -> Result<Piece, BodyError> {
+        let piece = self.take_buffered();
+        if let (Ok(Piece::Data(d)), Some(tee)) = (&piece, self.tee.as_mut()) {
+            tee.data(d);
+        }
+        piece
+    }
+
+    fn take_buffered(&mut self) -> Result<Piece, BodyError> {
         if self.done {
             return Ok(Piece::End);
         }
@@ -216,6 +227,9 @@ impl UpstreamBody {
     pub fn finish(mut self) {
         let whole = self.done && self.buf.is_empty() && self.reusable;
         self.record.borrow_mut().finish(self.done);
+        if let Some(tee) = self.tee.take() {
+            tee.end(self.done);
+        }
         if let (true, Some(stream)) = (whole, self.stream.take()) {
             crate::upstream::state::put_idle(
                 &self.upstream,

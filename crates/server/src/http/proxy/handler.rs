@@ -41,6 +41,10 @@ pub struct Record {
     pub tries: Vec<Try>,
     /// The last answer's head (`$upstream_http_NAME`).
     pub head: Option<shoal_http::upstream::UpstreamHead>,
+    /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
+    pub cache_status: Option<&'static str>,
+    /// The headers of an answer served from the cache (no upstream head then).
+    pub cached_headers: Vec<(String, String)>,
 }
 
 impl Default for Record {
@@ -51,6 +55,8 @@ impl Default for Record {
             uri: Vec::new(),
             tries: Vec::new(),
             head: None,
+            cache_status: None,
+            cached_headers: Vec::new(),
         }
     }
 }
@@ -130,6 +136,22 @@ impl Record {
         }
     }
 
+    /// The answer's headers, names as sent: the upstream's, or the cached answer's.
+    pub fn header_list(&self) -> Vec<(String, String)> {
+        match &self.head {
+            Some(h) => h
+                .headers()
+                .map(|(n, v)| {
+                    (
+                        String::from_utf8_lossy(n).into_owned(),
+                        String::from_utf8_lossy(v).into_owned(),
+                    )
+                })
+                .collect(),
+            None => self.cached_headers.clone(),
+        }
+    }
+
     /// The value of an upstream variable (`upstream_addr`, `proxy_host`, `upstream_http_x`,
     /// ...); false when it has none.
     pub fn value(&self, name: &str, out: &mut String) -> bool {
@@ -153,6 +175,10 @@ impl Record {
                 let _ = write!(out, "{}", self.proxy_port);
             }
             "upstream_addr" => return list(out, &|t| t.addr.to_string()),
+            "upstream_cache_status" => match self.cache_status {
+                Some(s) => out.push_str(s),
+                None => return false,
+            },
             "upstream_status" => {
                 return list(out, &|t| {
                     t.status.map_or_else(|| "-".into(), |s| s.to_string())
@@ -172,17 +198,26 @@ impl Record {
                 let Some(h) = name.strip_prefix("upstream_http_") else {
                     return false;
                 };
-                let found = self.head.as_ref().and_then(|head| {
-                    head.headers().find(|(n, _)| {
-                        n.len() == h.len()
-                            && n.iter().zip(h.bytes()).all(|(a, b)| {
-                                let a = a.to_ascii_lowercase();
-                                a == b || (a == b'-' && b == b'_')
-                            })
-                    })
-                });
+                let matches = |n: &[u8]| {
+                    n.len() == h.len()
+                        && n.iter().zip(h.bytes()).all(|(a, b)| {
+                            let a = a.to_ascii_lowercase();
+                            a == b || (a == b'-' && b == b'_')
+                        })
+                };
+                let found: Option<std::borrow::Cow<'_, [u8]>> = match &self.head {
+                    Some(head) => head
+                        .headers()
+                        .find(|(n, _)| matches(n))
+                        .map(|(_, v)| std::borrow::Cow::Borrowed(v)),
+                    None => self
+                        .cached_headers
+                        .iter()
+                        .find(|(n, _)| matches(n.as_bytes()))
+                        .map(|(_, v)| std::borrow::Cow::Borrowed(v.as_bytes())),
+                };
                 match found {
-                    Some((_, v)) => out.push_str(&String::from_utf8_lossy(v)),
+                    Some(v) => out.push_str(&String::from_utf8_lossy(&v)),
                     None => return false,
                 }
             }
@@ -565,7 +600,7 @@ impl Answer {
 }
 
 /// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value.
-fn redirect(
+pub(crate) fn redirect(
     conf: &ProxyLoc,
     pass: &ProxyPass,
     r: &Req<'_, '_>,

@@ -276,6 +276,8 @@ pub struct ProxyLoc {
     pub socket_keepalive: Option<bool>,
     /// `proxy_bind ADDRESS [transparent] | off` (`Some(None)`: off).
     pub bind: Option<Option<Template>>,
+    /// The proxy cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
+    pub cache: crate::http::proxy_cache::CacheLoc,
 }
 
 impl ProxyLoc {
@@ -309,6 +311,7 @@ impl ProxyLoc {
         merge(&mut self.intercept_errors, &parent.intercept_errors);
         merge(&mut self.socket_keepalive, &parent.socket_keepalive);
         merge(&mut self.bind, &parent.bind);
+        self.cache.merge(&parent.cache);
     }
 
     pub fn http_version(&self) -> HttpVersion {

@@ -14,6 +14,16 @@ use crate::variables::{Template, Vars};
 
 /// nginx's default `proxy_set_header` list. `None` values are emptied headers (never sent, and
 /// the client's are dropped); `Content-Length` is the body's, written by [`write_head`].
+/// Request headers nginx's `ngx_http_proxy_cache_headers` set empty.
+const CACHE_DROPPED: &[&str] = &[
+    "If-Modified-Since",
+    "If-Unmodified-Since",
+    "If-None-Match",
+    "If-Match",
+    "Range",
+    "If-Range",
+];
+
 const DEFAULTS: &[(&str, Option<&str>)] = &[
     ("Host", Some("$proxy_host")),
     ("Connection", Some("close")),
@@ -138,6 +148,13 @@ pub fn write_head(
         if let Some(req) = vars.req {
             for (name, v) in req.headers() {
                 if overridden(name) || DEFAULTS.iter().any(|(d, _)| d.eq_ignore_ascii_case(name)) {
+                    continue;
+                }
+                // With the cache on, nginx's cache headers empty these (the answer stored
+                // must be the whole, unconditional one).
+                if conf.cache.enabled()
+                    && CACHE_DROPPED.iter().any(|d| d.eq_ignore_ascii_case(name))
+                {
                     continue;
                 }
                 header_line(out, name, v);

@@ -1,0 +1,810 @@
+//! One request's part in the proxy cache, around the proxy's exchange:
+//!
+//! 1. [`begin`]: is the cache on here (`proxy_cache`, `proxy_cache_methods`), is it a purge, a
+//!    bypass? Then the key (`proxy_cache_key`) is looked up: a fresh object is a HIT, answered
+//!    from the file (ranges and conditionals by the usual filters); a stale one is EXPIRED, a
+//!    bad one (truncated, garbage, another key) a MISS that is logged and replaced.
+//! 2. Otherwise the proxy runs, and [`Plan::attach`] decides by nginx's rules ([`super::rules`])
+//!    whether its answer is stored: if so, a [`Fill`] rides on the upstream body and receives
+//!    every piece the client is sent.
+//! 3. The fill writes a temp file (through the `aio threads` pool with `aio_write on`, else on
+//!    the worker as nginx does) and renames it into place only if the body came whole; a write
+//!    error (a full disk) is logged and the fill dropped, the client is still served.
+//!
+//! Runs on the worker: the header of a cold object is read through the pool like any file
+//! read; the rename and unlink of a fill go through the pool when writes do.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use shoal_io::pool::ThreadPool;
+
+use super::file::{self, Header};
+use super::rules::{self, Ignore};
+use super::zone::{self, Zone};
+use super::{md5, CacheRef};
+use crate::http::phases::Req;
+use crate::http::proxy::handler::Record;
+use crate::http::proxy::ProxyPass;
+use crate::http::rewrite;
+use crate::http::static_files::{Body, Reply};
+use crate::http::LocConf;
+use crate::log::Level;
+
+/// What a piece of an upstream body is given to while it goes to the client.
+pub trait Tee {
+    /// Bytes of the body, in order.
+    fn data(&mut self, d: &[u8]);
+    /// The body ended: `complete` when it was read to its very end.
+    fn end(self: Box<Self>, complete: bool);
+}
+
+/// What the cache made of a request before the upstream is asked.
+pub enum Begin {
+    /// No cache here (or not for this method).
+    Off,
+    /// Answered from the cache.
+    Hit(Box<Reply>, Rc<RefCell<Record>>),
+    /// Go upstream; the plan says what to do with the answer.
+    Miss(Box<Plan>),
+    /// A status to answer with (500: a zone named by a variable does not exist; a purge's
+    /// 204 or 404).
+    Status(u16),
+}
+
+/// A request that goes upstream with the cache on.
+pub struct Plan {
+    zone: Arc<Zone>,
+    key: String,
+    md5: [u8; 16],
+    /// `$upstream_cache_status` for it: MISS, EXPIRED or BYPASS.
+    pub status: &'static str,
+    /// `proxy_no_cache` said no, or `proxy_cache_min_uses` is not reached yet.
+    no_store: bool,
+    pool: Option<Arc<ThreadPool>>,
+    conn: u64,
+}
+
+fn truthy(
+    vars: &crate::variables::Vars<'_>,
+    list: Option<&Vec<crate::variables::Template>>,
+) -> bool {
+    list.is_some_and(|l| {
+        l.iter().any(|t| {
+            let v = vars.eval(t);
+            !v.is_empty() && v != "0"
+        })
+    })
+}
+
+/// The lookup for a request in a proxied location (see the module's doc).
+pub async fn begin(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    rw: &rewrite::State,
+    method: &str,
+) -> Begin {
+    let c = &lc.proxy.cache;
+    let purge = method == "PURGE" && c.purge.is_some();
+    if !c.enabled() || (!c.caches_method(method) && !purge) {
+        return Begin::Off;
+    }
+    let record = Record {
+        proxy_host: pass.host.clone(),
+        proxy_port: pass.port,
+        ..Default::default()
+    };
+    let (zone_name, key, bypass, no_cache, pool, variant_of) = {
+        let mut vars = r.vars_rw(rw, lc);
+        vars.upstream = Some(&record);
+        let zone_name = match &c.cache {
+            Some(CacheRef::Zone(n)) => n.clone(),
+            Some(CacheRef::Var(t)) => vars.eval(t),
+            _ => return Begin::Off,
+        };
+        let key = match &c.key {
+            Some(t) => vars.eval(t),
+            // nginx 1.22's default is not what its documentation says
+            // (`$scheme$proxy_host$request_uri`) but `http://HOST` as `proxy_pass` writes it,
+            // then the URI (checked against nginx's file names).
+            None => {
+                let mut k = String::from("http://");
+                k.push_str(&pass.host);
+                k.push_str(&String::from_utf8_lossy(r.req.uri()));
+                k
+            }
+        };
+        if purge && !truthy(&vars, c.purge.as_deref()) {
+            return Begin::Off;
+        }
+        let bypass = truthy(&vars, c.bypass.as_deref());
+        let no_cache = truthy(&vars, c.no_cache.as_deref());
+        let pool = crate::http::aio::pool_for(lc.aio.as_ref(), &vars, r.info.number)
+            .ok()
+            .flatten();
+        (
+            zone_name,
+            key,
+            bypass,
+            no_cache,
+            pool,
+            variant_request(r.req),
+        )
+    };
+    let Some(zone) = zone::get(&zone_name) else {
+        crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "cache \"{zone_name}\" not found{}",
+            r.log_ctx()
+        );
+        return Begin::Status(500);
+    };
+    let (_, md5) = file::name_of(key.as_bytes());
+    if purge {
+        return Begin::Status(purge_key(&zone, &key));
+    }
+    let mut plan = Plan {
+        zone: zone.clone(),
+        key,
+        md5,
+        status: "MISS",
+        no_store: no_cache,
+        pool: pool.clone(),
+        conn: r.info.number,
+    };
+    if bypass {
+        plan.status = "BYPASS";
+        return Begin::Miss(Box::new(plan));
+    }
+    let node = zone.touch(&md5);
+    if node.uses < c.min_uses() && !node.exists {
+        plan.no_store = true;
+    }
+    if !node.exists && !zone.is_cold() {
+        zone.stats
+            .misses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Begin::Miss(Box::new(plan));
+    }
+    match open_object(&zone, &plan, pool.as_deref(), lc, r.info.number).await {
+        Opened::Fresh(obj) | Opened::Stale(obj) if obj.variant_mismatch(&variant_of) => {
+            zone.stats
+                .misses
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Begin::Miss(Box::new(plan))
+        }
+        Opened::Fresh(obj) => {
+            zone.stats
+                .hits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let record = Rc::new(RefCell::new(Record {
+                cache_status: Some("HIT"),
+                ..record
+            }));
+            let reply = obj.into_reply(lc, pass, r, &record);
+            Begin::Hit(Box::new(reply), record)
+        }
+        Opened::Stale(_) => {
+            plan.status = "EXPIRED";
+            zone.stats
+                .misses
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Begin::Miss(Box::new(plan))
+        }
+        Opened::None => {
+            zone.stats
+                .misses
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Begin::Miss(Box::new(plan))
+        }
+    }
+}
+
+/// `proxy_cache_purge` of one key (a key ending in `*` purges every key with that prefix):
+/// 204 when something was removed, 404 otherwise.
+fn purge_key(zone: &Zone, key: &str) -> u16 {
+    if let Some(prefix) = key.strip_suffix('*') {
+        return if purge_prefix(zone, prefix.as_bytes()) > 0 {
+            204
+        } else {
+            404
+        };
+    }
+    let (_, md5) = file::name_of(key.as_bytes());
+    let path = zone.path_of(&md5);
+    let in_index = zone.remove(&md5);
+    let on_disk = std::fs::remove_file(&path).is_ok();
+    if in_index || on_disk {
+        204
+    } else {
+        404
+    }
+}
+
+/// Removes every object whose key starts with `prefix` (the keys are read from the files).
+fn purge_prefix(zone: &Zone, prefix: &[u8]) -> usize {
+    let conf = zone.conf();
+    let mut n = 0;
+    let mut stack = vec![conf.path.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p);
+                continue;
+            }
+            let Some(k) = e.file_name().to_str().and_then(md5::unhex) else {
+                continue;
+            };
+            let mut start = vec![0u8; 4096];
+            let Ok(f) = File::open(&p) else { continue };
+            let got = f.read_at(&mut start, 0).unwrap_or(0);
+            if file::key_of(&start[..got]).is_some_and(|key| key.starts_with(prefix)) {
+                zone.remove(&k);
+                if std::fs::remove_file(&p).is_ok() {
+                    n += 1;
+                }
+            }
+        }
+    }
+    n
+}
+
+/// An object read from disk.
+struct Object {
+    file: Arc<File>,
+    len: u64,
+    header: Header,
+    head: Vec<u8>,
+}
+
+enum Opened {
+    Fresh(Object),
+    Stale(Object),
+    None,
+}
+
+impl Object {
+    fn variant_mismatch(&self, req_variant: &dyn Fn(&[u8]) -> [u8; 16]) -> bool {
+        !self.header.vary.is_empty() && req_variant(&self.header.vary) != self.header.variant
+    }
+}
+
+/// The request's variant function: the MD5 of the values of the request headers a `Vary`
+/// names (names lowercased, `name:value\n` each, in the Vary's order).
+fn variant_request(req: &shoal_http::Request) -> impl Fn(&[u8]) -> [u8; 16] + '_ {
+    move |vary: &[u8]| {
+        let mut s = Vec::new();
+        for name in vary.split(|&c| c == b',') {
+            let name = String::from_utf8_lossy(name).trim().to_ascii_lowercase();
+            if name.is_empty() {
+                continue;
+            }
+            s.extend_from_slice(name.as_bytes());
+            s.push(b':');
+            if let Some(v) = req.header(&name) {
+                s.extend_from_slice(v);
+            }
+            s.push(b'\n');
+        }
+        md5::md5(&s)
+    }
+}
+
+/// Opens and checks the object of `plan.key`: a file that is not there is a miss; one that is
+/// bad is logged, removed and a miss.
+async fn open_object(
+    zone: &Zone,
+    plan: &Plan,
+    pool: Option<&ThreadPool>,
+    lc: &LocConf,
+    conn: u64,
+) -> Opened {
+    let path = zone.path_of(&plan.md5);
+    let f = match File::open(&path) {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            if e.kind() != io::ErrorKind::NotFound {
+                crate::conn_log!(
+                    Level::Crit,
+                    conn,
+                    "open() \"{}\" failed {}",
+                    path.display(),
+                    shoal_conf::os_error(&e)
+                );
+            }
+            zone.lost(&plan.md5);
+            return Opened::None;
+        }
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let check = lc.aio_residency_check();
+    let mut start = match shoal_io::file::read_range(&f, 0, 4096, pool, check).await {
+        Ok(b) => b,
+        Err(_) => return Opened::None,
+    };
+    if start.len() >= file::HEADER_SIZE {
+        let body_start = u16::from_le_bytes([start[56], start[57]]) as usize;
+        if body_start > start.len() && (body_start as u64) <= len {
+            match shoal_io::file::read_range(&f, 0, body_start, pool, check).await {
+                Ok(b) => start = b,
+                Err(_) => return Opened::None,
+            }
+        }
+    }
+    let (header, head) = match file::decode(&start, len, plan.key.as_bytes()) {
+        Ok((h, head)) => (h, head.to_vec()),
+        Err(why) => {
+            crate::conn_log!(
+                Level::Crit,
+                conn,
+                "{why}: \"{}\", key \"{}\"; a miss, the object is replaced",
+                path.display(),
+                plan.key
+            );
+            // A wrong key is another key's object: left alone, but this key is not stored
+            // over it (nginx's collision rule).
+            if !matches!(why, file::Invalid::WrongKey) {
+                let _ = std::fs::remove_file(&path);
+                zone.lost(&plan.md5);
+            }
+            return Opened::None;
+        }
+    };
+    let obj = Object {
+        file: f,
+        len,
+        header,
+        head,
+    };
+    if obj.header.valid_sec < zone::now() {
+        Opened::Stale(obj)
+    } else {
+        Opened::Fresh(obj)
+    }
+}
+
+/// The status line and headers of a stored head (untrusted: `None` if it does not parse).
+/// A stored head's status, reason and headers.
+type Head = (u16, String, Vec<(String, String)>);
+
+fn parse_head(head: &[u8]) -> Option<Head> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next()?;
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next()?;
+    if !version.starts_with("HTTP/") {
+        return None;
+    }
+    let status: u16 = parts.next()?.parse().ok()?;
+    let reason = parts.next().unwrap_or("").to_string();
+    let mut headers = Vec::new();
+    for l in lines {
+        if l.is_empty() {
+            continue;
+        }
+        let (n, v) = l.split_once(':')?;
+        headers.push((n.to_string(), v.trim().to_string()));
+    }
+    Some((status, reason, headers))
+}
+
+impl Object {
+    /// The reply a hit sends: the stored head passed on as the proxy passes a fresh one, the
+    /// body from the file; the not-modified and range filters apply (nginx's cached answers).
+    fn into_reply(
+        self,
+        lc: &LocConf,
+        pass: &ProxyPass,
+        r: &Req<'_, '_>,
+        record: &Rc<RefCell<Record>>,
+    ) -> Reply {
+        let conf = &lc.proxy;
+        let body_start = self.header.body_start as u64;
+        let Some((status, reason, headers)) = parse_head(&self.head) else {
+            return crate::http::static_files::error_reply(500, lc);
+        };
+        let mut reply = Reply::new(status);
+        if !reason.is_empty() {
+            reply.reason = Some(reason);
+        }
+        for (name, value) in &headers {
+            let lower = name.to_ascii_lowercase();
+            if matches!(
+                lower.as_str(),
+                "connection" | "keep-alive" | "transfer-encoding" | "content-length" | "upgrade"
+            ) || !conf.passes(name)
+            {
+                continue;
+            }
+            match lower.as_str() {
+                "content-type" => reply.content_type = Some(value.clone()),
+                "location" => {
+                    let v = crate::http::proxy::handler::redirect(conf, pass, r, lc, record, value);
+                    reply.location = Some(if v.starts_with('/') {
+                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
+                    } else {
+                        v
+                    });
+                }
+                "etag" => reply.headers.push(("ETag", value.clone())),
+                "last-modified" => {
+                    if matches!(status, 200 | 206) {
+                        let t = shoal_http::date::parse(value.as_bytes());
+                        if let Some(t) = t {
+                            let secs = t
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map_or(0, |d| d.as_secs() as i64);
+                            reply.mtime = Some(secs);
+                            reply.last_modified = Some(shoal_http::date::format(t));
+                        }
+                    }
+                }
+                _ => reply.extra.push((name.clone(), value.clone())),
+            }
+        }
+        let len = self.len.saturating_sub(body_start);
+        reply.body = if status == 204 || status == 304 {
+            Body::Empty
+        } else {
+            Body::File {
+                file: self.file,
+                offset: body_start,
+                len,
+                cached: None,
+            }
+        };
+        // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
+        // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22).
+        reply.allow_ranges = status == 200
+            && headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
+        record.borrow_mut().cached_headers = headers;
+        reply
+    }
+}
+
+impl Plan {
+    /// The proxy answered: `$upstream_cache_status` is set, and if the answer may be stored,
+    /// a fill is attached to its body.
+    pub fn attach(
+        self,
+        reply: &mut Reply,
+        record: &Rc<RefCell<Record>>,
+        lc: &LocConf,
+        req: &shoal_http::Request,
+    ) {
+        record.borrow_mut().cache_status = Some(self.status);
+        // A HEAD answer has no body to store.
+        if self.no_store || req.method() == "HEAD" {
+            return;
+        }
+        let Body::Upstream(ub) = &mut reply.body else {
+            return;
+        };
+        let c = &lc.proxy.cache;
+        let headers = record.borrow().header_list();
+        let ignore = Ignore::from_list(lc.proxy.ignore_headers.as_deref().map(Vec::as_slice));
+        let now = zone::now();
+        let Some(st) = rules::decide(reply.status, &headers, c.valid(), ignore, now) else {
+            return;
+        };
+        // The head as received, less its framing.
+        let mut head = Vec::with_capacity(512);
+        head.extend_from_slice(b"HTTP/1.1 ");
+        head.extend_from_slice(reply.status.to_string().as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(
+            reply
+                .reason
+                .as_deref()
+                .or_else(|| shoal_http::status::reason(reply.status))
+                .unwrap_or("")
+                .as_bytes(),
+        );
+        head.extend_from_slice(b"\r\n");
+        let mut etag = Vec::new();
+        let mut last_modified = -1;
+        for (n, v) in &headers {
+            if n.eq_ignore_ascii_case("transfer-encoding")
+                || n.eq_ignore_ascii_case("content-length")
+                || n.eq_ignore_ascii_case("connection")
+                || n.eq_ignore_ascii_case("keep-alive")
+            {
+                continue;
+            }
+            if n.eq_ignore_ascii_case("etag") {
+                etag = v.as_bytes().to_vec();
+            }
+            if n.eq_ignore_ascii_case("last-modified") {
+                last_modified = shoal_http::date::parse(v.as_bytes())
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(-1, |d| d.as_secs() as i64);
+            }
+            head.extend_from_slice(n.as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(v.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+
+        let variant = if st.vary.is_empty() {
+            [0; 16]
+        } else {
+            variant_request(req)(st.vary.as_bytes())
+        };
+        let header = Header {
+            valid_sec: st.valid_sec,
+            updating_sec: st.updating_sec,
+            error_sec: st.error_sec,
+            last_modified: if matches!(reply.status, 200 | 206) {
+                last_modified
+            } else {
+                -1
+            },
+            date: now,
+            etag: if matches!(reply.status, 200 | 206) {
+                etag
+            } else {
+                Vec::new()
+            },
+            vary: st.vary.into_bytes(),
+            variant,
+            ..Default::default()
+        };
+        let Some(start) = file::encode(&header, self.key.as_bytes(), &head) else {
+            return;
+        };
+        self.zone.begin_update(&self.md5, None);
+        let temp = self.zone.temp_path_for(&self.md5);
+        let final_path = self.zone.path_of(&self.md5);
+        let expected = ub.length.map(|n| n + start.len() as u64);
+        let mut fill = Fill {
+            shared: Arc::new(Mutex::new(FillFile {
+                file: None,
+                temp,
+                final_path,
+                failed: false,
+                outstanding: 0,
+                ended: None,
+                expected,
+                zone: self.zone.clone(),
+                md5: self.md5,
+                valid_sec: st.valid_sec,
+                conn: self.conn,
+            })),
+            pool: if lc.aio_write.unwrap_or(false) {
+                self.pool
+            } else {
+                None
+            },
+            buf: Vec::with_capacity(start.len().max(FILL_CHUNK)),
+            offset: 0,
+        };
+        fill.buf.extend_from_slice(&start);
+        ub.tee = Some(Box::new(fill));
+    }
+}
+
+/// Body bytes gathered before one write.
+const FILL_CHUNK: usize = 64 * 1024;
+
+/// A fill in progress, on the worker: gathers the body and posts writes.
+struct Fill {
+    shared: Arc<Mutex<FillFile>>,
+    pool: Option<Arc<ThreadPool>>,
+    buf: Vec<u8>,
+    offset: u64,
+}
+
+/// The temp file's side, shared with the pool threads that write it.
+struct FillFile {
+    file: Option<File>,
+    temp: PathBuf,
+    final_path: PathBuf,
+    failed: bool,
+    /// Writes posted and not done.
+    outstanding: usize,
+    /// The body ended (whole or not); the last write commits or discards.
+    ended: Option<bool>,
+    /// The file's size when whole (the body's Content-Length was known).
+    expected: Option<u64>,
+    zone: Arc<Zone>,
+    md5: [u8; 16],
+    valid_sec: i64,
+    conn: u64,
+}
+
+fn lock(m: &Mutex<FillFile>) -> std::sync::MutexGuard<'_, FillFile> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FillFile {
+    fn write(&mut self, data: &[u8], off: u64) {
+        if self.failed {
+            return;
+        }
+        if self.file.is_none() {
+            if let Some(dir) = self.temp.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&self.temp)
+            {
+                Ok(f) => self.file = Some(f),
+                Err(e) => {
+                    self.fail("open()", &e);
+                    return;
+                }
+            }
+        }
+        let f = self.file.as_ref().expect("opened above");
+        if let Err(e) = f.write_all_at(data, off) {
+            self.fail("pwrite()", &e);
+        }
+    }
+
+    fn fail(&mut self, call: &str, e: &io::Error) {
+        crate::conn_log!(
+            Level::Crit,
+            self.conn,
+            "{call} \"{}\" failed {}",
+            self.temp.display(),
+            shoal_conf::os_error(e)
+        );
+        self.zone
+            .stats
+            .write_errors
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.failed = true;
+        self.file = None;
+        let _ = std::fs::remove_file(&self.temp);
+    }
+
+    /// All writes are done and the body ended: rename into place, or drop the temp file.
+    fn commit(&mut self) {
+        let whole = self.ended == Some(true) && !self.failed;
+        let file = self.file.take();
+        let size = file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| (m.len(), m));
+        let complete = whole
+            && match (self.expected, &size) {
+                (Some(want), Some((got, _))) => want == *got,
+                (None, Some(_)) => true,
+                _ => false,
+            };
+        if !complete {
+            if file.is_some() || size.is_some() {
+                let _ = std::fs::remove_file(&self.temp);
+            }
+            self.zone.end_update(&self.md5);
+            return;
+        }
+        drop(file);
+        let disk = size.map_or(0, |(len, m)| {
+            use std::os::unix::fs::MetadataExt;
+            (m.blocks() * 512).max(len)
+        });
+        match place(&self.temp, &self.final_path) {
+            Ok(()) => self.zone.stored(&self.md5, disk, self.valid_sec),
+            Err(e) => {
+                crate::conn_log!(
+                    Level::Crit,
+                    self.conn,
+                    "rename() \"{}\" to \"{}\" failed {}",
+                    self.temp.display(),
+                    self.final_path.display(),
+                    shoal_conf::os_error(&e)
+                );
+                let _ = std::fs::remove_file(&self.temp);
+                self.zone.end_update(&self.md5);
+            }
+        }
+    }
+}
+
+/// Moves a complete temp file to its object's name: a rename (atomic), or across filesystems
+/// a copy beside the object, then a rename.
+fn place(temp: &Path, dest: &Path) -> io::Result<()> {
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::rename(temp, dest) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+            let mut beside = dest.as_os_str().to_owned();
+            beside.push(format!(".{}", std::process::id()));
+            let beside = PathBuf::from(beside);
+            let r = std::fs::copy(temp, &beside).and_then(|_| std::fs::rename(&beside, dest));
+            let _ = std::fs::remove_file(temp);
+            if r.is_err() {
+                let _ = std::fs::remove_file(&beside);
+            }
+            r
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs a write (or the commit) of `shared`; the last one to finish after the end commits.
+fn run_write(shared: &Mutex<FillFile>, data: Option<(Vec<u8>, u64)>) {
+    let mut f = lock(shared);
+    if let Some((d, off)) = data {
+        f.write(&d, off);
+        f.outstanding -= 1;
+    }
+    if f.outstanding == 0 && f.ended.is_some() {
+        f.commit();
+    }
+}
+
+impl Fill {
+    fn post(&mut self, data: Option<(Vec<u8>, u64)>) {
+        let shared = self.shared.clone();
+        if data.is_some() {
+            lock(&shared).outstanding += 1;
+        }
+        match &self.pool {
+            Some(pool) => {
+                let task_shared = shared.clone();
+                let task_data = data;
+                if let Err(o) = pool.post(move || run_write(&task_shared, task_data)) {
+                    crate::error_log!(Level::Error, "{o}");
+                    // The task was dropped: the fill is given up, the rest still commits.
+                    let mut f = lock(&shared);
+                    f.failed = true;
+                    f.outstanding = f.outstanding.saturating_sub(1);
+                    drop(f);
+                    run_write(&shared, None);
+                }
+            }
+            None => run_write(&shared, data),
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(FILL_CHUNK));
+        let off = self.offset;
+        self.offset += data.len() as u64;
+        self.post(Some((data, off)));
+    }
+}
+
+impl Tee for Fill {
+    fn data(&mut self, d: &[u8]) {
+        if lock(&self.shared).failed {
+            return;
+        }
+        self.buf.extend_from_slice(d);
+        if self.buf.len() >= FILL_CHUNK {
+            self.flush();
+        }
+    }
+
+    fn end(mut self: Box<Self>, complete: bool) {
+        if complete {
+            self.flush();
+        }
+        lock(&self.shared).ended = Some(complete);
+        self.post(None);
+    }
+}

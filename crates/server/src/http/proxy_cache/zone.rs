@@ -1,0 +1,726 @@
+//! One `keys_zone`: the index of a cache directory, shared by every worker, and the two
+//! background threads that keep it (nginx's cache loader and cache manager processes).
+//!
+//! **The index** maps a key's MD5 to what the workers need to decide without touching the disk:
+//! whether the object exists, its size, until when it is fresh, how often it was asked for
+//! (`proxy_cache_min_uses`), whether someone is filling it (`updating`), and when it was last
+//! used (`inactive`). Workers are threads of one process, so it is plain memory: 16 shards,
+//! each a `Mutex` over a map and an LRU order (a `BTreeMap` from a global use stamp to the
+//! key). A request locks one shard for a few hundred nanoseconds; two workers rarely meet on
+//! the same shard, and nothing waits for I/O under a lock. The LRU is per shard: eviction takes
+//! a shard's oldest, which is within a shard's spread of the global oldest (nginx's own is one
+//! queue under one shared-memory mutex; sharding trades exact order for no contention).
+//! The zone's size bounds the keys, about 8,000 per MB as nginx's nodes take.
+//!
+//! **The loader** walks the directory once after start, `loader_files` entries per batch
+//! (for at most `loader_threshold`), sleeping `loader_sleep` between batches, and adds each
+//! object it finds; until it is done the zone is "cold" and a key missing from the index is
+//! still looked for on disk. Files that are not objects (temp files a crash left beside the
+//! objects) are removed. **The manager** removes objects unused for `inactive`, and the least
+//! recently used ones while the cache is over `max_size` or the disk under `min_free`.
+//! Both run on their own threads (they block on the disk by design), never on a worker.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use super::md5;
+use super::CachePathConf;
+use crate::log::Level;
+
+const SHARDS: usize = 16;
+
+/// What the index knows of one key.
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    stamp: u64,
+    /// Fresh until (unix seconds); 0: not known yet (found by the loader).
+    pub valid_sec: i64,
+    /// Requests for the key since it entered the index.
+    pub uses: u64,
+    /// Bytes on disk (0 when not stored).
+    pub size: u64,
+    /// A fill is in progress.
+    pub updating: bool,
+    /// Since when (for `proxy_cache_lock_age`).
+    pub updating_since: Option<Instant>,
+    /// The object is on disk.
+    pub exists: bool,
+    /// Last use (unix seconds), for `inactive`.
+    pub accessed: i64,
+}
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<[u8; 16], Node>,
+    lru: BTreeMap<u64, [u8; 16]>,
+}
+
+/// The cache's figures (for status pages).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+    pub write_errors: AtomicU64,
+}
+
+/// One `keys_zone` and its directory.
+pub struct Zone {
+    conf: ArcSwap<CachePathConf>,
+    shards: Box<[Mutex<Shard>]>,
+    clock: AtomicU64,
+    /// Bytes of the objects on disk that the index knows.
+    bytes: AtomicI64,
+    /// The loader has not finished: a key not in the index may still be on disk.
+    cold: AtomicBool,
+    stop: AtomicBool,
+    temp_counter: AtomicU64,
+    pub stats: Stats,
+}
+
+/// Unix seconds now.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Zone {
+    /// A zone for `conf`, empty and cold (call [`Zone::start`] to load and manage it).
+    pub fn new(conf: Arc<CachePathConf>) -> Zone {
+        Zone {
+            conf: ArcSwap::new(conf),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            clock: AtomicU64::new(1),
+            bytes: AtomicI64::new(0),
+            cold: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            temp_counter: AtomicU64::new(0),
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn conf(&self) -> Arc<CachePathConf> {
+        self.conf.load_full()
+    }
+
+    pub fn is_cold(&self) -> bool {
+        self.cold.load(Ordering::Acquire)
+    }
+
+    /// Bytes the index counts on disk.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Keys in the index.
+    pub fn entries(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).map.len()).sum()
+    }
+
+    fn shard(&self, key: &[u8; 16]) -> MutexGuard<'_, Shard> {
+        lock(&self.shards[key[15] as usize % SHARDS])
+    }
+
+    fn per_shard(&self) -> usize {
+        self.conf().max_keys().div_ceil(SHARDS)
+    }
+
+    /// The path of the object named `key` (levels from the end of its hex name).
+    pub fn path_of(&self, key: &[u8; 16]) -> PathBuf {
+        path_in(&self.conf(), key)
+    }
+
+    /// A request for `key`: counts a use, moves it to the front, adds it when absent. Returns
+    /// what the index knows (after the use).
+    pub fn touch(&self, key: &[u8; 16]) -> Node {
+        let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
+        let cap = self.per_shard();
+        let mut evicted = Vec::new();
+        let node = {
+            let mut sh = self.shard(key);
+            let sh = &mut *sh;
+            if !sh.map.contains_key(key) {
+                while sh.map.len() >= cap {
+                    match evict_one(sh) {
+                        Some((k, n)) => evicted.push((k, n)),
+                        None => break,
+                    }
+                }
+            }
+            let n = sh.map.entry(*key).or_default();
+            sh.lru.remove(&n.stamp);
+            n.stamp = stamp;
+            n.uses += 1;
+            n.accessed = now();
+            sh.lru.insert(stamp, *key);
+            n.clone()
+        };
+        for (k, n) in evicted {
+            self.forget(&k, &n);
+        }
+        node
+    }
+
+    /// What the index knows of `key`, without counting a use.
+    pub fn peek(&self, key: &[u8; 16]) -> Option<Node> {
+        self.shard(key).map.get(key).cloned()
+    }
+
+    /// Marks a fill of `key` started; false if another is in progress (and younger than `age`).
+    pub fn begin_update(&self, key: &[u8; 16], age: Option<Duration>) -> bool {
+        let mut sh = self.shard(key);
+        let Some(n) = sh.map.get_mut(key) else {
+            return true;
+        };
+        if n.updating {
+            match (age, n.updating_since) {
+                (Some(a), Some(t)) if t.elapsed() >= a => {}
+                (None, _) => {}
+                _ => return false,
+            }
+        }
+        n.updating = true;
+        n.updating_since = Some(Instant::now());
+        true
+    }
+
+    /// A fill ended without storing anything.
+    pub fn end_update(&self, key: &[u8; 16]) {
+        if let Some(n) = self.shard(key).map.get_mut(key) {
+            n.updating = false;
+            n.updating_since = None;
+        }
+    }
+
+    /// An object was renamed into place: `size` bytes on disk, fresh until `valid_sec`.
+    pub fn stored(&self, key: &[u8; 16], size: u64, valid_sec: i64) {
+        let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
+        let old_size;
+        {
+            let mut sh = self.shard(key);
+            let sh = &mut *sh;
+            let n = sh.map.entry(*key).or_default();
+            sh.lru.remove(&n.stamp);
+            n.stamp = stamp;
+            old_size = if n.exists { n.size } else { 0 };
+            n.exists = true;
+            n.size = size;
+            n.valid_sec = valid_sec;
+            n.updating = false;
+            n.updating_since = None;
+            n.accessed = now();
+            sh.lru.insert(stamp, *key);
+        }
+        self.bytes
+            .fetch_add(size as i64 - old_size as i64, Ordering::Relaxed);
+    }
+
+    /// The loader found an object on disk (not known yet, or known only as asked for).
+    fn loaded(&self, key: &[u8; 16], size: u64) {
+        let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
+        let cap = self.per_shard();
+        let mut evicted = Vec::new();
+        {
+            let mut sh = self.shard(key);
+            let sh = &mut *sh;
+            if let Some(n) = sh.map.get(key) {
+                if n.exists {
+                    return;
+                }
+            } else {
+                while sh.map.len() >= cap {
+                    match evict_one(sh) {
+                        Some(e) => evicted.push(e),
+                        None => break,
+                    }
+                }
+            }
+            let n = sh.map.entry(*key).or_default();
+            sh.lru.remove(&n.stamp);
+            n.stamp = stamp;
+            n.exists = true;
+            n.size = size;
+            n.accessed = now();
+            sh.lru.insert(stamp, *key);
+        }
+        self.bytes.fetch_add(size as i64, Ordering::Relaxed);
+        for (k, n) in evicted {
+            self.forget(&k, &n);
+        }
+    }
+
+    /// Drops `key` from the index (its file is left to the caller). Returns whether it was
+    /// stored.
+    pub fn remove(&self, key: &[u8; 16]) -> bool {
+        let node = {
+            let mut sh = self.shard(key);
+            let n = sh.map.remove(key);
+            if let Some(n) = &n {
+                sh.lru.remove(&n.stamp);
+            }
+            n
+        };
+        match node {
+            Some(n) if n.exists => {
+                self.bytes.fetch_sub(n.size as i64, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Marks `key` as not on disk (its file was found bad and removed).
+    pub fn lost(&self, key: &[u8; 16]) {
+        let size = {
+            let mut sh = self.shard(key);
+            match sh.map.get_mut(key) {
+                Some(n) if n.exists => {
+                    n.exists = false;
+                    std::mem::take(&mut n.size)
+                }
+                _ => 0,
+            }
+        };
+        self.bytes.fetch_sub(size as i64, Ordering::Relaxed);
+    }
+
+    /// An entry evicted to make room: its bytes leave the count, its file goes.
+    fn forget(&self, key: &[u8; 16], n: &Node) {
+        self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+        if n.exists {
+            self.bytes.fetch_sub(n.size as i64, Ordering::Relaxed);
+            // The unlink runs off the worker: the manager's thread takes the list.
+            lock(&PENDING_UNLINK).push(self.path_of(key));
+        }
+    }
+
+    /// A unique temp file name for a fill of `key`: beside the object (`use_temp_path=off`)
+    /// or under the temp path.
+    pub fn temp_path_for(&self, key: &[u8; 16]) -> PathBuf {
+        let conf = self.conf();
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}.{}.{n}", md5::hex(key), std::process::id());
+        if conf.use_temp_path {
+            conf.temp_path.join(name)
+        } else {
+            let mut p = path_in(&conf, key);
+            p.set_file_name(name);
+            p
+        }
+    }
+
+    /// Removes the least recently used object not being filled; returns its path and size.
+    fn evict_lru(&self) -> Option<(PathBuf, u64)> {
+        // The shard whose oldest entry is the oldest.
+        let mut best: Option<(usize, u64)> = None;
+        for (i, s) in self.shards.iter().enumerate() {
+            let sh = lock(s);
+            let oldest = sh
+                .lru
+                .iter()
+                .find(|(_, k)| sh.map.get(*k).is_some_and(|n| n.exists && !n.updating));
+            if let Some((stamp, _)) = oldest {
+                if best.is_none_or(|(_, b)| *stamp < b) {
+                    best = Some((i, *stamp));
+                }
+            }
+        }
+        let (i, stamp) = best?;
+        let mut sh = lock(&self.shards[i]);
+        let key = *sh.lru.get(&stamp)?;
+        let n = sh.map.remove(&key)?;
+        sh.lru.remove(&stamp);
+        drop(sh);
+        self.bytes.fetch_sub(n.size as i64, Ordering::Relaxed);
+        self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+        Some((self.path_of(&key), n.size))
+    }
+
+    /// Entries unused since `before` (unix seconds) and not being filled.
+    fn inactive_keys(&self, before: i64, max: usize) -> Vec<[u8; 16]> {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let sh = lock(s);
+            for k in sh.lru.values() {
+                if out.len() >= max {
+                    return out;
+                }
+                match sh.map.get(k) {
+                    Some(n) if n.accessed < before && !n.updating => out.push(*k),
+                    // The LRU order is by use: the rest of this shard is younger.
+                    Some(n) if n.accessed >= before => break,
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Removes the oldest entry of a full shard that is not being filled.
+fn evict_one(sh: &mut Shard) -> Option<([u8; 16], Node)> {
+    let (&stamp, &key) = sh
+        .lru
+        .iter()
+        .find(|(_, k)| sh.map.get(*k).is_some_and(|n| !n.updating))?;
+    sh.lru.remove(&stamp);
+    let n = sh.map.remove(&key)?;
+    Some((key, n))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic under the lock leaves plain data: still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Files whose index entries were evicted by workers, for the manager to unlink.
+static PENDING_UNLINK: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The object's path for a configuration.
+pub fn path_in(conf: &CachePathConf, key: &[u8; 16]) -> PathBuf {
+    let name = md5::hex(key);
+    let mut p = conf.path.clone();
+    let mut end = name.len();
+    for &l in &conf.levels {
+        p.push(&name[end - l..end]);
+        end -= l;
+    }
+    p.push(&name);
+    p
+}
+
+/// Bytes a file takes on disk.
+fn disk_size(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    (m.blocks() * 512).max(m.len())
+}
+
+// ---- the registry of running zones ----
+
+type Zones = std::collections::HashMap<String, Arc<Zone>>;
+
+fn registry() -> &'static ArcSwap<Zones> {
+    static R: OnceLock<ArcSwap<Zones>> = OnceLock::new();
+    R.get_or_init(|| ArcSwap::from_pointee(Zones::new()))
+}
+
+/// The running zone named `name`.
+pub fn get(name: &str) -> Option<Arc<Zone>> {
+    registry().load().get(name).cloned()
+}
+
+/// Every running zone (for status pages).
+pub fn all() -> Vec<Arc<Zone>> {
+    registry().load().values().cloned().collect()
+}
+
+/// Makes `paths` the running zones (at start and on reload): a zone with the same name and
+/// directory keeps its index (its limits may change); others are created, with their
+/// directories, and loaded in the background; zones no longer configured stop their threads.
+pub fn configure(paths: &[Arc<CachePathConf>]) {
+    let old = registry().load_full();
+    let mut new = Zones::new();
+    for c in paths {
+        match old.get(&c.zone) {
+            Some(z) if z.conf().path == c.path => {
+                z.conf.store(c.clone());
+                new.insert(c.zone.clone(), z.clone());
+            }
+            _ => {
+                if let Err(e) = std::fs::create_dir_all(&c.path) {
+                    crate::error_log!(
+                        Level::Emerg,
+                        "mkdir() \"{}\" failed {}",
+                        c.path.display(),
+                        shoal_conf::os_error(&e)
+                    );
+                }
+                if c.use_temp_path {
+                    let _ = std::fs::create_dir_all(&c.temp_path);
+                }
+                let z = Arc::new(Zone::new(c.clone()));
+                start(&z);
+                new.insert(c.zone.clone(), z);
+            }
+        }
+    }
+    for (name, z) in old.iter() {
+        if !new.get(name).is_some_and(|n| Arc::ptr_eq(n, z)) {
+            z.stop.store(true, Ordering::Release);
+        }
+    }
+    registry().store(Arc::new(new));
+}
+
+/// Creates each cache directory (and its temp directory) and, when running as root, gives
+/// them to the workers' user.
+pub fn make_dirs(paths: &[Arc<CachePathConf>], owner: Option<(libc::uid_t, libc::gid_t)>) {
+    for c in paths {
+        let mut dirs = vec![c.path.as_path()];
+        if c.use_temp_path {
+            dirs.push(c.temp_path.as_path());
+        }
+        for d in dirs {
+            if let Err(e) = std::fs::create_dir_all(d) {
+                crate::error_log!(
+                    Level::Emerg,
+                    "mkdir() \"{}\" failed {}",
+                    d.display(),
+                    shoal_conf::os_error(&e)
+                );
+                continue;
+            }
+            if let Some((uid, gid)) = owner {
+                let _ = std::os::unix::fs::chown(d, Some(uid), Some(gid));
+            }
+        }
+    }
+}
+
+/// Starts the zone's loader and manager threads.
+fn start(z: &Arc<Zone>) {
+    let weak = Arc::downgrade(z);
+    let _ = std::thread::Builder::new()
+        .name("cache-loader".into())
+        .spawn(move || {
+            if let Some(z) = weak.upgrade() {
+                load(&z);
+                z.cold.store(false, Ordering::Release);
+            }
+        });
+    let weak = Arc::downgrade(z);
+    let _ = std::thread::Builder::new()
+        .name("cache-manager".into())
+        .spawn(move || loop {
+            let Some(z) = weak.upgrade() else { return };
+            if z.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let sleep = manage(&z);
+            drop(z);
+            std::thread::sleep(sleep);
+        });
+}
+
+/// The loader: walks the directory, `loader_files` entries per batch.
+fn load(z: &Zone) {
+    let conf = z.conf();
+    let mut stack = vec![(conf.path.clone(), 0usize)];
+    let mut batch = 0u64;
+    let mut batch_start = Instant::now();
+    let mut files = 0u64;
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if z.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let path = e.path();
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                if depth < conf.levels.len() {
+                    stack.push((path, depth + 1));
+                }
+                continue;
+            }
+            let name = e.file_name();
+            let key = name.to_str().and_then(md5::unhex);
+            match key {
+                Some(k) if depth == conf.levels.len() && path == path_in(&conf, &k) => {
+                    z.loaded(&k, disk_size(&m));
+                    files += 1;
+                }
+                _ => {
+                    // A temp file a crash left beside the objects, or a stranger.
+                    crate::error_log!(
+                        Level::Crit,
+                        "cache file \"{}\" is not a cache object, deleted",
+                        path.display()
+                    );
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+            batch += 1;
+            if batch >= conf.loader_files.max(1) || batch_start.elapsed() >= conf.loader_threshold {
+                std::thread::sleep(conf.loader_sleep);
+                batch = 0;
+                batch_start = Instant::now();
+            }
+        }
+    }
+    crate::error_log!(
+        Level::Notice,
+        "http file cache: {} {} files, {}M of disk",
+        conf.path.display(),
+        files,
+        z.bytes() / (1024 * 1024)
+    );
+}
+
+/// One round of the manager: evicted files unlinked, inactive objects removed, then the LRU
+/// ones while over `max_size` or under `min_free`. Returns how long to sleep.
+fn manage(z: &Zone) -> Duration {
+    let conf = z.conf();
+    let pending = std::mem::take(&mut *lock(&PENDING_UNLINK));
+    for p in pending {
+        // A key evicted and stored again since keeps its new file.
+        let fresh = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(md5::unhex)
+            .and_then(|k| z.peek(&k))
+            .is_some_and(|n| n.exists);
+        if !fresh {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    let started = Instant::now();
+    let mut done = 0u64;
+    let over_budget = |done: u64| {
+        done >= conf.manager_files.max(1) || started.elapsed() >= conf.manager_threshold
+    };
+    let before = now() - conf.inactive.as_secs() as i64;
+    for k in z.inactive_keys(before, conf.manager_files.max(1) as usize) {
+        if z.remove(&k) {
+            let _ = std::fs::remove_file(z.path_of(&k));
+        }
+        done += 1;
+    }
+    loop {
+        if over_budget(done) {
+            return conf.manager_sleep;
+        }
+        let over_size = conf.max_size.is_some_and(|m| z.bytes() > m);
+        let low_disk = conf.min_free > 0
+            && shoal_io::syscall::fs_free(&conf.path).is_ok_and(|free| free < conf.min_free);
+        if !over_size && !low_disk {
+            break;
+        }
+        match z.evict_lru() {
+            Some((p, _)) => {
+                let _ = std::fs::remove_file(&p);
+                done += 1;
+            }
+            None => break,
+        }
+    }
+    if done > 0 {
+        conf.manager_sleep
+    } else {
+        Duration::from_millis(200).max(conf.manager_sleep)
+    }
+}
+
+/// Whether `path` is inside `dir` (for the temp path check).
+pub fn within(path: &Path, dir: &Path) -> bool {
+    path.starts_with(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(dir: &Path, zone_size: u64) -> Arc<CachePathConf> {
+        Arc::new(CachePathConf {
+            path: dir.to_path_buf(),
+            levels: vec![1, 2],
+            zone: "z".into(),
+            zone_size,
+            inactive: Duration::from_secs(600),
+            max_size: None,
+            min_free: 0,
+            use_temp_path: false,
+            manager_files: 100,
+            manager_sleep: Duration::from_millis(50),
+            manager_threshold: Duration::from_millis(200),
+            loader_files: 100,
+            loader_sleep: Duration::from_millis(1),
+            loader_threshold: Duration::from_millis(200),
+            temp_path: dir.join("tmp"),
+            span: shoal_conf::Span {
+                file: None,
+                line: 0,
+            },
+        })
+    }
+
+    #[test]
+    fn levels_come_from_the_end_of_the_name() {
+        let c = conf(Path::new("/c"), 1 << 20);
+        let k = md5::unhex("b7f54b2df7773722d382f4809d65029c").unwrap();
+        assert_eq!(
+            path_in(&c, &k),
+            Path::new("/c/c/29/b7f54b2df7773722d382f4809d65029c")
+        );
+    }
+
+    #[test]
+    fn the_zone_size_bounds_the_keys_and_the_oldest_go() {
+        // 8 KiB: 64 keys, 4 per shard.
+        let z = Zone::new(conf(Path::new("/nonexistent"), 8192));
+        let keys: Vec<[u8; 16]> = (0..200u32).map(|i| md5::md5(&i.to_le_bytes())).collect();
+        for k in &keys {
+            z.touch(k);
+        }
+        assert!(z.entries() <= 64, "{}", z.entries());
+        // The last one touched is there, the first is not.
+        assert!(z.peek(keys.last().unwrap()).is_some());
+        assert!(z.peek(&keys[0]).is_none());
+    }
+
+    #[test]
+    fn bytes_follow_stores_and_removals_and_lru_eviction_takes_the_oldest() {
+        let z = Zone::new(conf(Path::new("/nonexistent"), 1 << 20));
+        let a = md5::md5(b"a");
+        let b = md5::md5(b"b");
+        z.touch(&a);
+        z.stored(&a, 100, 1);
+        z.touch(&b);
+        z.stored(&b, 50, 1);
+        assert_eq!(z.bytes(), 150);
+        z.touch(&a);
+        let (p, size) = z.evict_lru().unwrap();
+        assert_eq!(size, 50);
+        assert!(p.ends_with(md5::hex(&b)));
+        assert_eq!(z.bytes(), 100);
+        assert!(z.remove(&a));
+        assert_eq!(z.bytes(), 0);
+    }
+
+    #[test]
+    fn one_fill_at_a_time() {
+        let z = Zone::new(conf(Path::new("/nonexistent"), 1 << 20));
+        let a = md5::md5(b"a");
+        z.touch(&a);
+        assert!(z.begin_update(&a, Some(Duration::from_secs(5))));
+        assert!(!z.begin_update(&a, Some(Duration::from_secs(5))));
+        assert!(z.begin_update(&a, Some(Duration::ZERO)));
+        z.end_update(&a);
+        assert!(z.begin_update(&a, Some(Duration::from_secs(5))));
+    }
+
+    #[test]
+    fn the_loader_finds_objects_and_deletes_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = conf(dir.path(), 1 << 20);
+        let k = md5::md5(b"key");
+        let p = path_in(&c, &k);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"x").unwrap();
+        let leftover = p.with_file_name(format!("{}.1.2", md5::hex(&k)));
+        std::fs::write(&leftover, b"half").unwrap();
+        let z = Zone::new(c);
+        load(&z);
+        assert!(z.peek(&k).is_some_and(|n| n.exists));
+        assert!(!leftover.exists());
+        assert!(p.exists());
+    }
+}
