@@ -45,10 +45,13 @@ mod tests {
 
     #[test]
     fn a_wait_longer_than_the_limit_fails() {
-        let r = rt().block_on(within(
-            Duration::from_millis(20),
-            tokio::time::sleep(Duration::from_secs(5)),
-        ));
+        let r = rt().block_on(async {
+            within(
+                Duration::from_millis(20),
+                tokio::time::sleep(Duration::from_secs(5)),
+            )
+            .await
+        });
         assert_eq!(r, Err(Elapsed));
     }
 
