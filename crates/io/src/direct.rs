@@ -12,6 +12,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::pool::ThreadPool;
 use crate::syscall;
@@ -48,67 +49,93 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// Reads `len` bytes at `off` of the file at `path` with `O_DIRECT` (fewer if the file ends
-/// first). Blocks: call it on a pool thread, or inline only where blocking is accepted.
+/// A file opened for `directio`: with `O_DIRECT`, or normally on a filesystem that refuses
+/// it (tmpfs answers EINVAL: it is memory anyway). Opened once per answer, read in pieces.
+#[derive(Debug)]
+pub struct DirectFile {
+    file: File,
+    direct: bool,
+}
+
+impl DirectFile {
+    /// Opens `path` read-only with `O_DIRECT` where the filesystem allows it.
+    pub fn open(path: &Path) -> io::Result<DirectFile> {
+        match syscall::open_direct(path) {
+            Ok(file) => Ok(DirectFile { file, direct: true }),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(DirectFile {
+                file: File::open(path)?,
+                direct: false,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads `len` bytes at `off` (fewer if the file ends first). Blocks: call it on a pool
+    /// thread, or inline only where blocking is accepted.
+    pub fn read_blocking(&self, off: u64, len: usize, align: usize) -> io::Result<Vec<u8>> {
+        if !self.direct {
+            let mut buf = vec![0; len];
+            let n = syscall::pread_full(self.file.as_fd(), &mut buf, off)?;
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        let align64 = align as u64;
+        let start = off / align64 * align64;
+        let end = (off + len as u64).div_ceil(align64) * align64;
+        let window = (end - start) as usize;
+        let mut buf = AlignedBuf::new(window, align)?;
+        let slice = buf.as_mut_slice();
+        let mut got = 0usize;
+        while got < window {
+            let n = syscall::pread(
+                self.file.as_fd(),
+                &mut slice[got..window],
+                start + got as u64,
+            )?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+            if n % align != 0 {
+                // A short read that is not a whole block: the end of the file.
+                break;
+            }
+        }
+        let from = (off - start) as usize;
+        let to = (from + len).min(got);
+        Ok(if from >= to {
+            Vec::new()
+        } else {
+            slice[from..to].to_vec()
+        })
+    }
+}
+
+/// Opens the file at `path` for `directio` and reads `len` bytes at `off` (one piece; an
+/// answer in several pieces opens once with [`DirectFile::open`]).
 pub fn read_direct_blocking(
     path: &Path,
     off: u64,
     len: usize,
     align: usize,
 ) -> io::Result<Vec<u8>> {
-    let file = match syscall::open_direct(path) {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            // No O_DIRECT on this filesystem: an ordinary read.
-            let f = File::open(path)?;
-            let mut buf = vec![0; len];
-            let n = syscall::pread_full(f.as_fd(), &mut buf, off)?;
-            buf.truncate(n);
-            return Ok(buf);
-        }
-        Err(e) => return Err(e),
-    };
-    let align64 = align as u64;
-    let start = off / align64 * align64;
-    let end = (off + len as u64).div_ceil(align64) * align64;
-    let window = (end - start) as usize;
-    let mut buf = AlignedBuf::new(window, align)?;
-    let slice = buf.as_mut_slice();
-    let mut got = 0usize;
-    while got < window {
-        let n = syscall::pread(file.as_fd(), &mut slice[got..window], start + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-        if n % align != 0 {
-            // A short read that is not a whole block: the end of the file.
-            break;
-        }
-    }
-    let from = (off - start) as usize;
-    let to = (from + len).min(got);
-    Ok(if from >= to {
-        Vec::new()
-    } else {
-        slice[from..to].to_vec()
-    })
+    DirectFile::open(path)?.read_blocking(off, len, align)
 }
 
-/// [`read_direct_blocking`] through `pool` when given (the worker waits without blocking), or
-/// inline without one (`aio off`).
+/// [`DirectFile::read_blocking`] through `pool` when given (the worker waits without
+/// blocking), or inline without one (`aio off`).
 pub async fn read_direct(
-    path: &Path,
+    file: &Arc<DirectFile>,
     off: u64,
     len: usize,
     align: usize,
     pool: Option<&ThreadPool>,
 ) -> io::Result<Vec<u8>> {
     match pool {
-        None => read_direct_blocking(path, off, len, align),
+        None => file.read_blocking(off, len, align),
         Some(p) => {
-            let path = path.to_path_buf();
-            p.post(move || read_direct_blocking(&path, off, len, align))?
+            let file = Arc::clone(file);
+            p.post(move || file.read_blocking(off, len, align))?
                 .await
                 .map_err(io::Error::other)?
         }

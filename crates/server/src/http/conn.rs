@@ -220,6 +220,7 @@ pub async fn serve(
         rules,
         gzip: None,
         direct: None,
+        direct_file: RefCell::new(None),
         since_yield: 0,
         timer: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
         closing_after_request: false,
@@ -290,6 +291,9 @@ struct Conn {
     gzip: Option<u32>,
     /// `directio`: the current answer's file is read with O_DIRECT (path, alignment).
     direct: Option<(std::path::PathBuf, usize)>,
+    /// The `directio` file of the current answer, opened at its first read and kept for the
+    /// rest (not reopened per piece).
+    direct_file: RefCell<Option<Arc<shoal_io::direct::DirectFile>>>,
     /// Requests answered since this task last yielded.
     since_yield: u32,
     /// The connection's one timer (header and keep-alive timeouts), reset for each wait.
@@ -799,6 +803,7 @@ impl Conn {
         let sent = self.send(req, srv, reply, lc, keep, pool.as_ref()).await;
         self.gzip = None;
         self.direct = None;
+        self.direct_file.replace(None);
         let (head_len, body_len) = sent?;
         if logs {
             let rec = upstream.as_ref().map(|u| u.borrow());
@@ -1638,7 +1643,18 @@ impl Conn {
     ) -> std::io::Result<Vec<u8>> {
         let result = match (&self.direct, &self.pool) {
             (Some((path, align)), pool) => {
-                shoal_io::direct::read_direct(path, off, want, *align, pool.as_deref()).await
+                let opened = self.direct_file.borrow().clone();
+                let file = match opened {
+                    Some(f) => f,
+                    None => {
+                        // The answer's file was just opened and stat-ed on this worker: its
+                        // inode is cached, so this open does not wait for the disk.
+                        let f = Arc::new(shoal_io::direct::DirectFile::open(path)?);
+                        self.direct_file.replace(Some(f.clone()));
+                        f
+                    }
+                };
+                shoal_io::direct::read_direct(&file, off, want, *align, pool.as_deref()).await
             }
             (None, Some(p)) => {
                 shoal_io::file::read_range(file, off, want, Some(p), lc.aio_residency_check()).await
