@@ -93,6 +93,22 @@ impl Stream {
         }
     }
 
+    /// Waits until the socket may be read.
+    pub async fn readable(&self) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.readable().await,
+            Stream::Unix(s) => s.readable().await,
+        }
+    }
+
+    /// Reads what is there now into `buf` (`WouldBlock` when nothing).
+    pub fn try_read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.try_read_buf(buf),
+            Stream::Unix(s) => s.try_read_buf(buf),
+        }
+    }
+
     /// Waits until the peer has closed its side (an EOF is pending; true) or has sent more
     /// bytes (false: they are not consumed, and the caller should stop watching).
     pub async fn peer_closed(&self) -> bool {
@@ -582,15 +598,28 @@ impl Conn {
                 .is_err();
         // A server that proxies reads a request body before the phases run, to pass it on
         // (nginx's `proxy_request_buffering on`); others discard it after answering.
-        let mut req_body = RequestBody::None;
+        let mut read_first: RequestBody<'static> = RequestBody::None;
         let mut bad_body = false;
-        if srv.has_proxy && body_kind != BodyKind::Empty && !too_large {
+        // `proxy_request_buffering off` where the URI leads: the body goes upstream as it comes
+        // (chunked needs HTTP/1.1 upstream; else it is read first, as nginx does).
+        let streamed = first_lc.proxy.pass.is_some()
+            && first_lc.proxy.request_buffering == Some(false)
+            && body_kind != BodyKind::Empty
+            && !too_large
+            && (matches!(body_kind, BodyKind::Length(_))
+                || first_lc.proxy.http_version() == super::proxy::HttpVersion::V11);
+        if streamed {
+            if req.expect_continue() && self.buf.is_empty() {
+                self.out.extend_from_slice(shoal_http::response::CONTINUE);
+                self.flush().await?;
+            }
+        } else if srv.has_proxy && body_kind != BodyKind::Empty && !too_large {
             if req.expect_continue() && self.buf.is_empty() {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
             }
             match self.read_body(body_kind, first_lc).await? {
-                Ok(b) => req_body = b,
+                Ok(b) => read_first = b,
                 Err(Discard::Gone) => {
                     self.unread_input = true;
                     return Ok(false);
@@ -607,6 +636,31 @@ impl Conn {
             start,
             name_captures,
             client: Some(&self.stream),
+        };
+        let req_body = if streamed {
+            let decoder = shoal_http::BodyDecoder::new(body_kind, u64::MAX)
+                .expect("a body kind the head parser accepted");
+            RequestBody::Streaming(std::cell::RefCell::new(
+                super::proxy::body::Streaming {
+                    buf: &mut self.buf,
+                    client: &self.stream,
+                    decoder,
+                    length: match body_kind {
+                        BodyKind::Length(n) => Some(n),
+                        _ => None,
+                    },
+                    timeout: first_lc.client_body_timeout(),
+                    started: false,
+                    done: false,
+                },
+            ))
+        } else {
+            // The same body, at this scope's lifetime (the type is invariant in it).
+            match read_first {
+                RequestBody::Memory(b) => RequestBody::Memory(b),
+                RequestBody::File(f, n) => RequestBody::File(f, n),
+                RequestBody::None | RequestBody::Streaming(_) => RequestBody::None,
+            }
         };
         let Processed {
             mut reply,
@@ -656,7 +710,20 @@ impl Conn {
         } else {
             phases::process(&r, &req_body).await
         };
+        // A streamed body the answer came before: what is left of it cannot be found again,
+        // so the connection ends after the answer; one not touched is discarded as usual.
+        let (stream_started, stream_done) = match &req_body {
+            RequestBody::Streaming(s) => {
+                let s = s.borrow();
+                (s.started, s.done)
+            }
+            _ => (false, false),
+        };
         drop(req_body);
+        let body_left = streamed && stream_started && !stream_done;
+        if body_left {
+            self.unread_input = true;
+        }
         self.rules = CloseRules::of(lc);
         if too_large {
             self.unread_input = true;
@@ -684,7 +751,10 @@ impl Conn {
         }
         // Nothing here reads request bodies (the proxy will); a body is discarded so the next
         // request on the connection starts where it should.
-        if body_kind != BodyKind::Empty && !too_large && !srv.has_proxy {
+        if body_kind != BodyKind::Empty
+            && !too_large
+            && (!srv.has_proxy || (streamed && !stream_started))
+        {
             if req.expect_continue() && self.buf.is_empty() {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
@@ -718,7 +788,7 @@ impl Conn {
             && self.born.elapsed() < lc.keepalive_time()
             && !self.closing_after_request
             && !self.guard.0.stopping.get();
-        if reply.ends_keepalive() {
+        if reply.ends_keepalive() || body_left {
             keep = false;
         }
         let logs = !lc.access_logs().is_empty();
@@ -881,7 +951,7 @@ impl Conn {
         &mut self,
         kind: BodyKind,
         lc: &LocConf,
-    ) -> std::io::Result<Result<RequestBody, Discard>> {
+    ) -> std::io::Result<Result<RequestBody<'static>, Discard>> {
         use std::io::Write;
         let mut d = match shoal_http::BodyDecoder::new(kind, u64::MAX) {
             Ok(d) => d,

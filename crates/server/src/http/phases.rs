@@ -115,7 +115,7 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 }
 
 /// Runs the phases for one request; `body` is its body when the server proxies.
-pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody) -> Processed<'s> {
+pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'s> {
     let srv = r.srv;
     let mut rw = rewrite::State {
         uri: String::from_utf8_lossy(r.req.path()).into_owned(),
@@ -460,7 +460,7 @@ async fn proxy_outcome(
     rw: &rewrite::State,
     internal: bool,
     method: &str,
-    body: &RequestBody,
+    body: &RequestBody<'_>,
     upstream: &mut Option<Rc<RefCell<Record>>>,
     sent: &mut bool,
 ) -> Outcome {

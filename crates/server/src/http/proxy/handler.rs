@@ -267,7 +267,7 @@ pub async fn handle(
     pass: &ProxyPass,
     st: UriState<'_>,
     method: &str,
-    body: &RequestBody,
+    body: &RequestBody<'_>,
 ) -> (Handled, Option<Rc<RefCell<Record>>>) {
     let mut record = None;
     let handled = run(r, lc, pass, st, method, body, &mut record).await;
@@ -280,7 +280,7 @@ async fn run(
     pass: &ProxyPass,
     st: UriState<'_>,
     method: &str,
-    body: &RequestBody,
+    body: &RequestBody<'_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
 ) -> Handled {
     let conf = &lc.proxy;
@@ -744,7 +744,7 @@ async fn exchange(
     conf: &ProxyLoc,
     head: &[u8],
     set_body: Option<&[u8]>,
-    body: &RequestBody,
+    body: &RequestBody<'_>,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     conn: u64,
@@ -810,7 +810,7 @@ async fn send_and_read(
     conf: &ProxyLoc,
     head: &[u8],
     set_body: Option<&[u8]>,
-    body: &RequestBody,
+    body: &RequestBody<'_>,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     upstream: &Arc<UpstreamConf>,
