@@ -25,6 +25,20 @@ fn upstream() -> Upstream {
             Answer::status(302)
                 .header("Location", &format!("http://{}/two/next", host_of(r)))
                 .body("moved")
+        } else if t.contains("relloc") {
+            Answer::status(302)
+                .header("Location", "/rel/x")
+                .body("moved")
+        } else if t.contains("refreshup") {
+            echo.header("Refresh", &format!("5; URL=http://{}/two/next", host_of(r)))
+        } else if t.contains("auth401") {
+            Answer::status(401)
+                .header("WWW-Authenticate", "Basic realm=\"x\"")
+                .body("no")
+        } else if t.contains("noreason") {
+            Answer::raw("HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok")
+        } else if t.contains("upgradehdr") {
+            echo.header("Upgrade", "h2c")
         } else if t.contains("reason") {
             echo.reason("Fine Thanks")
         } else if t.contains("hidden") {
@@ -87,6 +101,8 @@ fn default_request_and_answer() {
     head(&p, "/head", "");
     get(&p, "/hidden", "");
     get(&p, "/reason", "");
+    get(&p, "/noreason", "");
+    get(&p, "/upgradehdr", "");
     get(&p, "/nocontent", "");
     get(&p, "/notmod", "If-None-Match: \"e1\"\r\n");
     p.check_open(b"GET /old HTTP/1.0\r\n\r\n");
@@ -121,6 +137,8 @@ fn uris_by_nginx_rules() {
     get(&p, "/one/x/y?q=1", "");
     get(&p, "/one/x%20y", "");
     get(&p, "/one/a+b", "");
+    // A `+` does not make nginx escape the path (only a `%` does): raw UTF-8 passes raw.
+    get(&p, "/one/a+b/\u{e9}", "");
     get(&p, "/one/../one/dots", "");
     get(&p, "/brk/z?k=v", "");
     get(&p, "/last/moved?k=v", "");
@@ -185,12 +203,17 @@ fn redirects_and_errors() {
              location /off/ {{ proxy_pass UP/two/; proxy_redirect off; }}\n\
              location /dead/ {{ proxy_pass http://127.0.0.1:{dead}; }}\n\
              location /slow/ {{ proxy_pass UP; proxy_read_timeout 300ms; }}\n\
-             location /i/ {{ proxy_pass UP; proxy_intercept_errors on; error_page 500 /one/fallback; }}\n\
+             location /i/ {{ proxy_pass UP; proxy_intercept_errors on; error_page 500 401 /one/fallback; }}\n\
              location /ni/ {{ proxy_pass UP; error_page 500 /one/fallback; }}"
         ),
     );
     get(&p, "/one/redir", "");
     get(&p, "/off/redir", "");
+    // A relative Location no rule rewrote stays relative; a Refresh URL is rewritten whatever
+    // the case of its `URL=`.
+    get(&p, "/one/relloc", "");
+    get(&p, "/one/refreshup", "");
+    get(&p, "/i/auth401", "");
     get(&p, "/dead/x", "");
     get(&p, "/slow/x", "");
     get(&p, "/i/err500", "");

@@ -770,23 +770,18 @@ fn proxy_buffering_frees_the_upstream_while_a_slow_client_reads() {
     const SIZE: usize = 16 << 20;
     let body: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
     let b = body.clone();
-    let up = Upstream::start(move |r| match r.target.as_str() {
-        "/small" => Answer::ok("small"),
-        _ => Answer::ok(b.clone()),
-    });
+    let up = Upstream::start(move |_| Answer::ok(b.clone()));
     let port = free_port();
     let tmp = tempfile::tempdir().unwrap();
     let _s = start(
         port,
+        &format!("proxy_temp_path {};", tmp.path().display()),
         &format!(
-            "upstream ka {{ server 127.0.0.1:{}; keepalive 1; }}\nproxy_temp_path {};",
-            up.port(),
-            tmp.path().display()
+            "location /on/ {{ proxy_pass {u}/; }}
+             location /off/ {{ proxy_pass {u}/; proxy_buffering off; }}
+             location /nofile/ {{ proxy_pass {u}/; proxy_max_temp_file_size 0; }}",
+            u = up.url()
         ),
-        "proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
-         location /on/ { proxy_pass http://ka/; }\n\
-         location /off/ { proxy_pass http://ka/; proxy_buffering off; }\n\
-         location /nofile/ { proxy_pass http://ka/; proxy_max_temp_file_size 0; }",
     );
     for (prefix, frees) in [("/on/", true), ("/off/", false), ("/nofile/", false)] {
         // A client that asks for the big answer and reads only its head for now.
@@ -800,31 +795,23 @@ fn proxy_buffering_frees_the_upstream_while_a_slow_client_reads() {
             slow.read_exact(&mut byte).unwrap();
             head.push(byte[0]);
         }
-        let conn_of = |t: &str| {
-            let seen = up.requests();
-            seen.iter().rev().find(|r| r.target == t).map(|r| r.conn)
-        };
         if frees {
-            // Once the whole answer has left the upstream, its connection is back in the cache
-            // and a next request goes on it.
-            wait_for("a request on the big answer's connection", || {
-                let r = get_close(port, &format!("{prefix}small"));
-                assert_eq!(body_of(&r), "small", "{prefix}");
-                (conn_of("/small") == conn_of("/big")).then_some(())
+            // The whole answer leaves the upstream, whose connection (no keepalive) closes,
+            // while the client has read nothing of the body yet.
+            wait_for("the upstream connection closed", || {
+                (up.open() == 0).then_some(())
             });
         } else {
-            let r = get_close(port, &format!("{prefix}small"));
-            assert_eq!(body_of(&r), "small", "{prefix}");
-            assert_ne!(
-                conn_of("/small"),
-                conn_of("/big"),
-                "{prefix}: the big answer's connection is still busy"
-            );
+            // 16 MiB cannot all be in flight: the upstream is still writing.
+            assert_eq!(up.open(), 1, "{prefix}: the upstream waits for the client");
         }
         // The slow client now reads everything, intact.
         let mut got = vec![0u8; SIZE];
         slow.read_exact(&mut got).unwrap();
         assert!(got == body, "{prefix}: the body arrived intact");
+        wait_for("the upstream connection closed", || {
+            (up.open() == 0).then_some(())
+        });
     }
 }
 
@@ -863,4 +850,185 @@ fn a_client_that_leaves_while_the_upstream_thinks_is_a_499() {
     let mut out = String::new();
     let _ = c.read_to_string(&mut out);
     assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 2, "{out}");
+}
+
+#[test]
+fn a_post_is_never_sent_twice_on_a_dead_kept_alive_connection() {
+    // The upstream reads the second request of each connection and closes without a word.
+    let up = Upstream::start(|r| {
+        if r.seq >= 2 {
+            Answer::hang_up()
+        } else {
+            Answer::ok("first")
+        }
+    });
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!(
+            "upstream ka {{ server 127.0.0.1:{}; keepalive 2; }}",
+            up.port()
+        ),
+        "location / { proxy_pass http://ka; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }",
+    );
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/warm").unwrap().status, 200);
+    c.send(b"POST /once HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc")
+        .unwrap();
+    let r = c.read_response().unwrap();
+    assert_eq!(
+        r.status, 502,
+        "nginx answers 502 rather than sending the POST again"
+    );
+    let posts = up.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 1, "the upstream saw the POST once");
+    // A GET in the same situation is sent again on a new connection.
+    let r = c.get("/warm2").unwrap();
+    assert_eq!(r.status, 200);
+    let r = c.get("/again").unwrap();
+    assert_eq!(
+        r.status, 200,
+        "an idempotent request is retried on a fresh connection"
+    );
+}
+
+#[test]
+fn no_live_upstreams_is_502_even_after_a_timeout() {
+    let a = Upstream::start(|_| Answer::ok("late").delay_head(Duration::from_secs(3)));
+    let b = Upstream::start(|_| Answer::ok("late").delay_head(Duration::from_secs(3)));
+    let port = free_port();
+    let s = start(
+        port,
+        &format!(
+            "upstream two {{ server 127.0.0.1:{} max_fails=1 fail_timeout=30s; \
+             server 127.0.0.1:{} max_fails=1 fail_timeout=30s; }}",
+            a.port(),
+            b.port()
+        ),
+        "location / { proxy_pass http://two; proxy_read_timeout 300ms; }",
+    );
+    // Both peers time out (and are out for 30 s): 504.
+    let r = get_close(port, "/first");
+    assert_eq!(status_of(&r), 504, "{r}");
+    // Now none is live: nginx's 502, whatever failed before.
+    let r = get_close(port, "/second");
+    assert_eq!(status_of(&r), 502, "{r}");
+    s.wait_log("no live upstreams while connecting to upstream", 1);
+}
+
+#[test]
+fn a_tunnel_whose_client_stops_reading_times_out() {
+    let up = Upstream::start(|_| Answer::upgrade("websocket"));
+    let port = free_port();
+    let s = start(
+        port,
+        "",
+        &format!(
+            "location /ws {{ proxy_pass {}; proxy_http_version 1.1; \
+             proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection \"upgrade\"; \
+             send_timeout 500ms; proxy_read_timeout 60s; }}",
+            up.url()
+        ),
+    );
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    // Push far more than the sockets can hold through the echo, and never read it back.
+    let mut w = c.try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..1024 {
+            if w.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    s.wait_log(
+        "client timed out (110: Connection timed out) while proxying upgraded connection",
+        1,
+    );
+    drop(c);
+    writer.join().unwrap();
+}
+
+#[test]
+fn proxy_request_buffering_off_streams_the_body_upstream() {
+    let up = Upstream::echo();
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!(
+            "location /s/ {{ proxy_pass {u}; proxy_request_buffering off; proxy_http_version 1.1; }}\n\
+             location /b/ {{ proxy_pass {u}; }}",
+            u = up.url()
+        ),
+    );
+    // Half a body: streamed, the upstream is contacted before the rest comes; buffered, not.
+    for (prefix, streams) in [("/b/", false), ("/s/", true)] {
+        let before = up.accepted();
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        c.write_all(
+            format!(
+                "POST {prefix}x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nhello"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        if streams {
+            wait_for("the upstream contacted mid-body", || {
+                (up.accepted() > before).then_some(())
+            });
+        } else {
+            // Give a buffering proxy every chance to connect early: it must not.
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(
+                up.accepted(),
+                before,
+                "{prefix}: buffered until the body is in"
+            );
+        }
+        c.write_all(b"world").unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&out).contains("helloworld") {
+            let n = c.read(&mut buf).unwrap();
+            assert!(
+                n > 0,
+                "{prefix}: closed early: {}",
+                String::from_utf8_lossy(&out)
+            );
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(up.last().body, b"helloworld", "{prefix}");
+        assert_eq!(up.last().header("content-length"), Some("10"), "{prefix}");
+    }
+    // A chunked body to an HTTP/1.1 upstream goes chunked, as it comes.
+    let r = raw(
+        port,
+        "POST /s/c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\
+         Connection: close\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
+    );
+    assert_eq!(status_of(&r), 200, "{r}");
+    let seen = up.last();
+    assert!(seen.chunked, "sent upstream chunked");
+    assert_eq!(seen.body, b"abcdefg");
+    // A keep-alive connection goes on after a streamed body.
+    let mut c = Client::connect(port);
+    c.send(b"POST /s/k HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\nok")
+        .unwrap();
+    assert_eq!(c.read_response().unwrap().status, 200);
+    assert_eq!(c.get("/b/after").unwrap().status, 200);
 }

@@ -115,6 +115,7 @@ impl<'a> ResponseHead<'a> {
         let code = status::wire_status(self.status);
         out.put_slice(b"HTTP/1.1 ");
         match (self.reason, status::status_line(code)) {
+            (Some(""), _) => put_status_code(out, code),
             (Some(reason), _) => {
                 put_status_code(out, code);
                 out.put_u8(b' ');

@@ -640,20 +640,18 @@ impl Conn {
         let req_body = if streamed {
             let decoder = shoal_http::BodyDecoder::new(body_kind, u64::MAX)
                 .expect("a body kind the head parser accepted");
-            RequestBody::Streaming(std::cell::RefCell::new(
-                super::proxy::body::Streaming {
-                    buf: &mut self.buf,
-                    client: &self.stream,
-                    decoder,
-                    length: match body_kind {
-                        BodyKind::Length(n) => Some(n),
-                        _ => None,
-                    },
-                    timeout: first_lc.client_body_timeout(),
-                    started: false,
-                    done: false,
+            RequestBody::Streaming(std::cell::RefCell::new(super::proxy::body::Streaming {
+                buf: &mut self.buf,
+                client: &self.stream,
+                decoder,
+                length: match body_kind {
+                    BodyKind::Length(n) => Some(n),
+                    _ => None,
                 },
-            ))
+                timeout: first_lc.client_body_timeout(),
+                started: false,
+                done: false,
+            }))
         } else {
             // The same body, at this scope's lifetime (the type is invariant in it).
             match read_first {
@@ -1258,41 +1256,83 @@ impl Conn {
 
     /// A 101 from the upstream: bytes go both ways until either side closes or nothing moves
     /// for `proxy_read_timeout`.
-    async fn tunnel(&mut self, mut ub: UpstreamBody) -> std::io::Result<u64> {
+    async fn tunnel(&mut self, mut ub: UpstreamBody, lc: &LocConf) -> std::io::Result<u64> {
+        use bytes::Buf;
         self.flush().await?;
-        let Some(mut up) = ub.stream.take() else {
+        let Some(up) = ub.stream.take() else {
             return Ok(0);
         };
-        let mut total = 0u64;
-        if !ub.buf.is_empty() {
-            self.stream.write_all(&ub.buf).await?;
-            total += ub.buf.len() as u64;
-        }
-        if !self.buf.is_empty() {
-            up.write_all(&self.buf).await?;
-            self.buf.clear();
-        }
+        // Both directions at once, each with what it has read and not yet written: a side
+        // that cannot take more stops only its own direction.
+        let mut c2u = BytesMut::from(&self.buf[..]);
+        self.buf.clear();
+        let mut u2c = std::mem::take(&mut ub.buf);
         let idle = ub.read_timeout;
-        let mut from_client = BytesMut::with_capacity(READ_CHUNK);
-        let mut from_upstream = BytesMut::with_capacity(READ_CHUNK);
+        let (client_wait, upstream_wait) = (self.rules.send_timeout, lc.proxy.send_timeout());
+        let (mut client_open, mut upstream_open) = (true, true);
+        let mut total = 0u64;
+        let client = &self.stream;
+        #[derive(Clone, Copy)]
+        enum Ev {
+            ClientRead,
+            ClientWrite,
+            UpRead,
+            UpWrite,
+        }
         loop {
-            from_client.clear();
-            from_upstream.clear();
-            let step = tokio::time::timeout(idle, async {
+            if (!client_open && c2u.is_empty()) || (!upstream_open && u2c.is_empty()) {
+                break;
+            }
+            // Room to read into (a read into a full buffer would look like an EOF).
+            for b in [&mut c2u, &mut u2c] {
+                if b.capacity() - b.len() < 1024 {
+                    b.reserve(READ_CHUNK);
+                }
+            }
+            // Waiting to write: that side's timeout; waiting for either to speak: the idle one.
+            let (wait, who) = match (!u2c.is_empty(), !c2u.is_empty()) {
+                (true, _) => (client_wait, "client"),
+                (false, true) => (upstream_wait, "upstream"),
+                (false, false) => (idle, "upstream"),
+            };
+            let step = crate::deadline::within(wait, async {
                 tokio::select! {
-                    r = self.stream.read_buf(&mut from_client) => (true, r),
-                    r = up.read_buf(&mut from_upstream) => (false, r),
+                    r = client.readable(), if client_open && c2u.is_empty() => Some((Ev::ClientRead, r)),
+                    r = up.writable(), if !c2u.is_empty() => Some((Ev::UpWrite, r)),
+                    r = up.readable(), if upstream_open && u2c.is_empty() => Some((Ev::UpRead, r)),
+                    r = client.writable(), if !u2c.is_empty() => Some((Ev::ClientWrite, r)),
+                    else => None,
                 }
             })
             .await;
-            match step {
-                Err(_) => break,
-                Ok((_, Ok(0))) | Ok((_, Err(_))) => break,
-                Ok((true, Ok(_))) => up.write_all(&from_client).await?,
-                Ok((false, Ok(n))) => {
-                    self.stream.write_all(&from_upstream).await?;
-                    total += n as u64;
+            let ev = match step {
+                Err(_) => {
+                    crate::conn_log!(
+                        if who == "client" { Level::Info } else { Level::Error },
+                        self.info.number,
+                        "{who} timed out (110: Connection timed out) while proxying upgraded connection, client: {}",
+                        self.info.client()
+                    );
+                    break;
                 }
+                Ok(None) | Ok(Some((_, Err(_)))) => break,
+                Ok(Some((ev, Ok(())))) => ev,
+            };
+            let r = match ev {
+                Ev::ClientRead => client.try_read_buf(&mut c2u).map(|n| {
+                    client_open = n > 0;
+                }),
+                Ev::UpRead => up.try_read_buf(&mut u2c).map(|n| {
+                    upstream_open = n > 0;
+                    total += n as u64;
+                }),
+                Ev::ClientWrite => client.try_write(&u2c).map(|n| u2c.advance(n)),
+                Ev::UpWrite => up.try_write(&c2u).map(|n| c2u.advance(n)),
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => break,
             }
         }
         ub.record.borrow_mut().finish(true);
@@ -1635,7 +1675,7 @@ impl Conn {
             return Ok((head_len, 0));
         }
         if let Body::Tunnel(u) = reply.body {
-            let body_len = self.tunnel(*u).await?;
+            let body_len = self.tunnel(*u, lc).await?;
             return Ok((head_len, body_len));
         }
         if let Some(level) = self.gzip {

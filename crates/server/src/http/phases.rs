@@ -400,6 +400,9 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                     }
                 }
                 reply.close_after |= close_after;
+                if let Some(rec) = &upstream {
+                    reply.extra.append(&mut rec.borrow_mut().carry);
+                }
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;
@@ -477,6 +480,10 @@ async fn proxy_outcome(
     };
     let st = proxy::UriState { rw, internal };
     let (mut handled, record) = proxy::handle(r, lc, pass, st, method, body).await;
+    // What an earlier, intercepted answer handed on goes with this record.
+    if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
+        new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
+    }
     if let (Some(plan), Some(rec)) = (plan, &record) {
         match &mut handled {
             Handled::Reply(reply) => plan.attach(reply, rec, lc, r.req),

@@ -96,6 +96,8 @@ pub struct UpstreamConf {
     /// Made by `proxy_pass host:port` (no block): nginx does not count failures for a
     /// single implicit peer either way, and its `$upstream_addr` is the same.
     pub implicit: bool,
+    /// Made for one request from a URL with variables: its per-worker state is not kept.
+    pub ephemeral: bool,
 }
 
 impl UpstreamConf {
@@ -113,6 +115,7 @@ impl UpstreamConf {
             keepalive_time: None,
             keepalive_timeout: None,
             implicit,
+            ephemeral: false,
         }
     }
 

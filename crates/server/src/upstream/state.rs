@@ -37,6 +37,9 @@ pub struct Reused {
 #[derive(Default)]
 struct WorkerState {
     balancers: HashMap<u64, Balancer>,
+    /// The balancer of the one upstream a request's URL made (`proxy_pass` with variables):
+    /// it lives for that request only, as in nginx, and is replaced by the next one.
+    scratch: Option<(u64, Balancer)>,
     idle: HashMap<u64, VecDeque<Idle>>,
 }
 
@@ -45,13 +48,21 @@ thread_local! {
 }
 
 fn with_balancer<T>(u: &UpstreamConf, f: impl FnOnce(&mut Balancer) -> T) -> T {
+    let make = || {
+        let seed = crate::worker::current_index() as u64 ^ u.id.rotate_left(32);
+        Balancer::new(u.method, &u.entries, seed)
+            .expect("upstreams are checked when the configuration is read")
+    };
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        let b = s.balancers.entry(u.id).or_insert_with(|| {
-            let seed = crate::worker::current_index() as u64 ^ u.id.rotate_left(32);
-            Balancer::new(u.method, &u.entries, seed)
-                .expect("upstreams are checked when the configuration is read")
-        });
+        if u.ephemeral {
+            if s.scratch.as_ref().is_none_or(|(id, _)| *id != u.id) {
+                s.scratch = Some((u.id, make()));
+            }
+            let (_, b) = s.scratch.as_mut().expect("just set");
+            return f(b);
+        }
+        let b = s.balancers.entry(u.id).or_insert_with(make);
         f(b)
     })
 }

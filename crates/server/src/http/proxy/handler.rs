@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use shoal_http::upstream::UpstreamRequest;
 
-use super::body::{RequestBody, UpstreamBody};
+use super::body::{ClientBodyError, RequestBody, UpstreamBody};
 use super::request::{self, UriParts};
 use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target};
 use crate::http::conn::Stream;
@@ -45,6 +45,8 @@ pub struct Record {
     pub cache_status: Option<&'static str>,
     /// The headers of an answer served from the cache (no upstream head then).
     pub cached_headers: Vec<(String, String)>,
+    /// Upstream headers an intercepted error's answer keeps (a 401's `WWW-Authenticate`).
+    pub carry: Vec<(String, String)>,
 }
 
 impl Default for Record {
@@ -57,6 +59,7 @@ impl Default for Record {
             head: None,
             cache_status: None,
             cached_headers: Vec::new(),
+            carry: Vec::new(),
         }
     }
 }
@@ -251,6 +254,8 @@ pub struct UriState<'a> {
 enum Fail {
     /// The client closed while the answer was awaited: not the upstream's fault.
     ClientGone,
+    /// The client's streamed body was malformed (400).
+    ClientInvalid,
     /// `error`: refused, reset, closed early (502).
     Error(String),
     /// `timeout` (504).
@@ -294,7 +299,13 @@ async fn run(
         changed,
         uri: &st.rw.uri,
         args: st.rw.args.as_deref(),
-        escape: st.rw.quoted_uri || st.internal,
+        // nginx escapes `$uri` when the client's path had a `%` (`quoted_uri`; a `+` does
+        // not count) or the request is internal.
+        escape: st.internal || {
+            let target = r.req.uri();
+            let path = target.split(|&c| c == b'?').next().unwrap_or_default();
+            path.contains(&b'%')
+        },
         rewritten_break: st.rw.rewritten_break,
     };
 
@@ -347,7 +358,11 @@ async fn run(
         let rec = record.borrow();
         let mut v = r.vars_rw(st.rw, lc);
         v.upstream = Some(&rec);
-        request::write_head(&mut head, method, &uri, conf, &v, body_len);
+        let chunked = set_body.is_none()
+            && conf.pass_request_body()
+            && matches!(body, RequestBody::Streaming(_))
+            && body_len.is_none();
+        request::write_head(&mut head, method, &uri, conf, &v, body_len, chunked);
     }
 
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
@@ -376,7 +391,9 @@ async fn run(
                 "no live upstreams while connecting to upstream{}",
                 ctx_with_upstream(r, &format!("http://{}{uri_text}", upstream.name))
             );
-            return Handled::Error(last_status);
+            // nginx's `NGX_HTTP_UPSTREAM_FT_NOLIVE`: 502, whatever failed before.
+            let _ = last_status;
+            return Handled::Error(502);
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
@@ -396,6 +413,7 @@ async fn run(
             &record,
             r.info.number,
             r.client,
+            idempotent || next.has(NextUpstream::NON_IDEMPOTENT),
         )
         .await;
         let fail = match result {
@@ -404,15 +422,16 @@ async fn run(
                 let bit = NextUpstream::of_status(status);
                 let more = attempt.tries() > 1
                     && next.has(bit)
+                    && !body.consumed()
                     && (idempotent || next.has(NextUpstream::NON_IDEMPOTENT))
                     && (max_tries == 0 || tries < max_tries)
                     && deadline.is_none_or(|d| Instant::now() < d);
                 if more {
-                    // Counted as a failure for 5xx, not for 403/404/429 (nginx's rule).
-                    let outcome = if matches!(status, 500 | 502 | 503 | 504) {
-                        Outcome::Failed
-                    } else {
+                    // Counted as a failure but for 403 and 404 (nginx's rule).
+                    let outcome = if matches!(status, 403 | 404) {
                         Outcome::Success
+                    } else {
+                        Outcome::Failed
                     };
                     state::free(&upstream, &mut attempt, outcome);
                     drop(answer);
@@ -428,7 +447,17 @@ async fn run(
                         .as_deref()
                         .is_some_and(|p| p.iter().any(|e| e.codes.contains(&status)))
                 {
-                    record.borrow_mut().finish(false);
+                    let mut rec = record.borrow_mut();
+                    rec.finish(false);
+                    // nginx keeps a 401's `WWW-Authenticate` for the error page's answer.
+                    if status == 401 {
+                        if let Some(v) = answer.head.header("www-authenticate") {
+                            rec.carry.push((
+                                "WWW-Authenticate".to_string(),
+                                String::from_utf8_lossy(v).into_owned(),
+                            ));
+                        }
+                    }
                     return Handled::Error(status);
                 }
                 return Handled::Reply(answer.into_reply(lc, pass, r, &record));
@@ -448,6 +477,16 @@ async fn run(
                 state::free(&upstream, &mut attempt, Outcome::Success);
                 return Handled::ClientGone;
             }
+            Fail::ClientInvalid => {
+                crate::conn_log!(
+                    Level::Info,
+                    r.info.number,
+                    "client sent invalid chunked body{}",
+                    r.log_ctx()
+                );
+                state::free(&upstream, &mut attempt, Outcome::Success);
+                return Handled::Error(400);
+            }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
             Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
@@ -463,12 +502,103 @@ async fn run(
         last_status = status;
         let more = attempt.tries() > 0
             && next.has(bit)
+            && !body.consumed()
             && (!sent_any || idempotent || next.has(NextUpstream::NON_IDEMPOTENT))
             && (max_tries == 0 || tries < max_tries)
             && deadline.is_none_or(|d| Instant::now() < d);
         if !more {
             return Handled::Error(status);
         }
+    }
+}
+
+/// Why sending a request failed.
+enum SendError {
+    TimedOut,
+    Io(std::io::Error),
+    /// The client's body could not be read (streamed bodies).
+    Client(ClientBodyError),
+}
+
+/// Writes `data`, each wait for the upstream bounded by `timeout`.
+async fn write_timed(stream: &mut Stream, data: &[u8], timeout: Duration) -> Result<(), SendError> {
+    let mut pos = 0;
+    while pos < data.len() {
+        match crate::deadline::within(timeout, stream.write(&data[pos..])).await {
+            Err(_) => return Err(SendError::TimedOut),
+            Ok(Err(e)) => return Err(SendError::Io(e)),
+            Ok(Ok(0)) => return Err(SendError::Io(std::io::ErrorKind::WriteZero.into())),
+            Ok(Ok(n)) => pos += n,
+        }
+    }
+    Ok(())
+}
+
+/// Sends the request head and its body (from memory, the temporary file, or the client as it
+/// arrives: chunked when its length is unknown).
+// A streamed body is borrowed for the whole send: only this request's task touches it, and
+// nothing else borrows it until the send is over.
+#[allow(clippy::await_holding_refcell_ref)]
+async fn send_request(
+    stream: &mut Stream,
+    head: &[u8],
+    set_body: Option<&[u8]>,
+    conf: &ProxyLoc,
+    body: &RequestBody<'_>,
+    timeout: Duration,
+) -> Result<(), SendError> {
+    let small = |b: &[u8]| {
+        let mut all = Vec::with_capacity(head.len() + b.len());
+        all.extend_from_slice(head);
+        all.extend_from_slice(b);
+        all
+    };
+    match (set_body, conf.pass_request_body(), body) {
+        (Some(b), _, _) => write_timed(stream, &small(b), timeout).await,
+        (None, true, RequestBody::Memory(b)) if b.len() <= 64 * 1024 => {
+            write_timed(stream, &small(b), timeout).await
+        }
+        (None, true, RequestBody::Memory(b)) => {
+            write_timed(stream, head, timeout).await?;
+            write_timed(stream, b, timeout).await
+        }
+        (None, true, RequestBody::File(f, len)) => {
+            write_timed(stream, head, timeout).await?;
+            let mut off = 0u64;
+            let mut chunk = vec![0u8; 64 * 1024];
+            while off < *len {
+                let want = ((*len - off) as usize).min(chunk.len());
+                let n = std::os::unix::fs::FileExt::read_at(f, &mut chunk[..want], off)
+                    .map_err(SendError::Io)?;
+                if n == 0 {
+                    return Err(SendError::Io(std::io::Error::other(
+                        "request body file shrank",
+                    )));
+                }
+                write_timed(stream, &chunk[..n], timeout).await?;
+                off += n as u64;
+            }
+            Ok(())
+        }
+        (None, true, RequestBody::Streaming(s)) => {
+            write_timed(stream, head, timeout).await?;
+            let mut s = s.borrow_mut();
+            let chunked = s.length.is_none();
+            while let Some(piece) = s.next().await.map_err(SendError::Client)? {
+                if chunked {
+                    let mut framed = Vec::with_capacity(piece.len() + 16);
+                    shoal_http::response::write_chunk(&mut framed, &piece);
+                    write_timed(stream, &framed, timeout).await?;
+                } else {
+                    write_timed(stream, &piece, timeout).await?;
+                }
+            }
+            if chunked {
+                write_timed(stream, shoal_http::response::LAST_CHUNK, timeout).await?;
+            }
+            Ok(())
+        }
+        _ => write_timed(stream, head, timeout).await,
     }
 }
 
@@ -504,26 +634,30 @@ fn dynamic_target(
             Some((p, u)) => (p, Some(u.to_string()).filter(|u| !u.is_empty())),
             None => (path, None),
         };
-        return Ok((
-            Arc::new(UpstreamConf::unix(sock)),
-            uri,
-            format!("unix:{sock}"),
-            80,
-        ));
+        let mut u = UpstreamConf::unix(sock);
+        u.ephemeral = true;
+        return Ok((Arc::new(u), uri, format!("unix:{sock}"), 80));
     }
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),
         None => (rest, None),
     };
     let (name, port) = split_host_port(authority, 80).map_err(|m| (500, m))?;
-    if let Some(u) = upstreams.iter().find(|u| u.name == name) {
+    let port_written = if authority.starts_with('[') {
+        authority.contains("]:")
+    } else {
+        authority.contains(':')
+    };
+    // An upstream block is found by name only when no port is given (nginx's rule).
+    if let Some(u) = upstreams.iter().find(|u| !port_written && u.name == name) {
         return Ok((u.clone(), uri, authority.to_string(), port));
     }
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
         return Err((502, format!("no resolver defined to resolve {name}")));
     }
-    let u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
+    let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
+    u.ephemeral = true;
     Ok((Arc::new(u), uri, authority.to_string(), port))
 }
 
@@ -556,7 +690,6 @@ impl Answer {
                 || is("keep-alive")
                 || is("transfer-encoding")
                 || is("content-length")
-                || (is("upgrade") && !self.upgrade)
                 || (is("last-modified") && !matches!(self.status, 200 | 206 | 304))
             {
                 continue;
@@ -569,18 +702,24 @@ impl Answer {
             if is("content-type") {
                 reply.content_type = Some(value);
             } else if is("location") {
-                let v = redirect(conf, pass, r, lc, record, &value);
-                // nginx's header filter makes a relative Location absolute, whoever set it.
-                reply.location = Some(if v.starts_with('/') {
-                    crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-                } else {
-                    v
+                // nginx's header filter makes a relative Location absolute only when
+                // `proxy_redirect` rewrote it (a rewritten header is nginx's own).
+                reply.location = Some(match redirect(conf, pass, r, lc, record, &value) {
+                    Some(v) if v.starts_with('/') => {
+                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
+                    }
+                    Some(v) => v,
+                    None => value,
                 });
             } else if is("refresh") {
-                let v = match value.find("url=") {
+                let at = value.to_ascii_lowercase().find("url=");
+                let v = match at {
                     Some(i) => {
                         let (a, b) = value.split_at(i + 4);
-                        format!("{a}{}", redirect(conf, pass, r, lc, record, b))
+                        match redirect(conf, pass, r, lc, record, b) {
+                            Some(new) => format!("{a}{new}"),
+                            None => value.clone(),
+                        }
                     }
                     None => value,
                 };
@@ -607,7 +746,7 @@ pub(crate) fn redirect(
     lc: &LocConf,
     record: &Rc<RefCell<Record>>,
     value: &str,
-) -> String {
+) -> Option<String> {
     let default_rule = || -> Option<(String, String)> {
         if matches!(pass.target, Target::Dynamic { .. }) {
             return None;
@@ -618,14 +757,12 @@ pub(crate) fn redirect(
         })
     };
     let rules = match conf.redirect() {
-        Redirect::Off => return value.to_string(),
+        Redirect::Off => return None,
         Redirect::Default => {
-            if let Some((from, to)) = default_rule() {
-                if let Some(rest) = value.strip_prefix(from.as_str()) {
-                    return format!("{to}{rest}");
-                }
-            }
-            return value.to_string();
+            let (from, to) = default_rule()?;
+            return value
+                .strip_prefix(from.as_str())
+                .map(|rest| format!("{to}{rest}"));
         }
         Redirect::Rules(rules) => rules,
     };
@@ -638,14 +775,14 @@ pub(crate) fn redirect(
             RedirectFrom::Default => {
                 if let Some((from, to)) = default_rule() {
                     if let Some(rest) = value.strip_prefix(from.as_str()) {
-                        return format!("{to}{rest}");
+                        return Some(format!("{to}{rest}"));
                     }
                 }
             }
             RedirectFrom::Prefix(t) => {
                 let from = vars.eval(t);
                 if let Some(rest) = value.strip_prefix(from.as_str()) {
-                    return format!("{}{rest}", vars.eval(&rule.to));
+                    return Some(format!("{}{rest}", vars.eval(&rule.to)));
                 }
             }
             RedirectFrom::Regex(re) => {
@@ -654,12 +791,12 @@ pub(crate) fn redirect(
                         captures: &caps.numbered,
                         ..vars
                     };
-                    return v.eval(&rule.to);
+                    return Some(v.eval(&rule.to));
                 }
             }
         }
     }
-    value.to_string()
+    None
 }
 
 /// Connects to a peer: a kept-alive connection when one is cached (and `cached` allows),
@@ -749,6 +886,7 @@ async fn exchange(
     record: &Rc<RefCell<Record>>,
     conn: u64,
     client: Option<&Stream>,
+    resend_ok: bool,
 ) -> (Result<Answer, Fail>, bool) {
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
@@ -787,7 +925,14 @@ async fn exchange(
         {
             Ok(a) => return (Ok(a), true),
             Err((f, nothing_read)) => {
-                if was_cached && nothing_read && matches!(f, Fail::Error(_)) {
+                // Sent again only when nginx would send it to another peer: an idempotent
+                // method (or `non_idempotent`), and a body that can be sent twice.
+                if was_cached
+                    && nothing_read
+                    && resend_ok
+                    && !body.consumed()
+                    && matches!(f, Fail::Error(_))
+                {
                     crate::conn_log!(
                         Level::Debug,
                         conn,
@@ -820,51 +965,24 @@ async fn send_and_read(
     client: Option<&Stream>,
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
-    let sending = async {
-        match (set_body, conf.pass_request_body(), body) {
-            (Some(b), _, _) => {
-                let mut all = Vec::with_capacity(head.len() + b.len());
-                all.extend_from_slice(head);
-                all.extend_from_slice(b);
-                stream.write_all(&all).await
-            }
-            (None, true, RequestBody::Memory(b)) if b.len() <= 64 * 1024 => {
-                let mut all = Vec::with_capacity(head.len() + b.len());
-                all.extend_from_slice(head);
-                all.extend_from_slice(b);
-                stream.write_all(&all).await
-            }
-            (None, true, RequestBody::Memory(b)) => {
-                stream.write_all(head).await?;
-                stream.write_all(b).await
-            }
-            (None, true, RequestBody::File(f, len)) => {
-                stream.write_all(head).await?;
-                let mut off = 0u64;
-                let mut chunk = vec![0u8; 64 * 1024];
-                while off < *len {
-                    let want = ((*len - off) as usize).min(chunk.len());
-                    let n = std::os::unix::fs::FileExt::read_at(f, &mut chunk[..want], off)?;
-                    if n == 0 {
-                        return Err(std::io::Error::other("request body file shrank"));
-                    }
-                    stream.write_all(&chunk[..n]).await?;
-                    off += n as u64;
-                }
-                Ok(())
-            }
-            _ => stream.write_all(head).await,
+    // `proxy_send_timeout` bounds each wait for the upstream to take more, not the transfer.
+    let sent = send_request(&mut stream, head, set_body, conf, body, send_timeout).await;
+    match sent {
+        Err(SendError::TimedOut) => {
+            return Err((
+                Fail::Timeout(
+                    "upstream timed out (110: Connection timed out) while sending request to \
+                     upstream"
+                        .into(),
+                ),
+                true,
+            ))
         }
-    };
-    match crate::deadline::within(send_timeout, sending).await {
-        Err(_) => return Err((
-            Fail::Timeout(
-                "upstream timed out (110: Connection timed out) while sending request to upstream"
-                    .into(),
-            ),
-            true,
-        )),
-        Ok(Err(e)) => {
+        Err(SendError::Client(ClientBodyError::Gone)) => return Err((Fail::ClientGone, true)),
+        Err(SendError::Client(ClientBodyError::Invalid)) => {
+            return Err((Fail::ClientInvalid, true))
+        }
+        Err(SendError::Io(e)) => {
             return Err((
                 Fail::Error(format!(
                     "writev() failed {} while sending request to upstream",
@@ -873,7 +991,7 @@ async fn send_and_read(
                 true,
             ))
         }
-        Ok(Ok(())) => {}
+        Ok(()) => {}
     }
     {
         let mut rec = record.borrow_mut();

@@ -47,7 +47,9 @@ pub fn head(
     };
     let status = head.status();
     let standard = shoal_http::status::status_line(status).and_then(|l| l.get(4..));
-    let reason = (!head.reason().is_empty() && standard.map(str::as_bytes) != Some(head.reason()))
+    // The status line passes as sent (an empty reason too: `HTTP/1.1 200`); the standard one
+    // needs no copy.
+    let reason = (standard.map(str::as_bytes) != Some(head.reason()))
         .then(|| String::from_utf8_lossy(head.reason()).into_owned());
     let reusable = !upgrade
         && head.keep_alive()

@@ -101,6 +101,7 @@ pub fn write_head(
     conf: &ProxyLoc,
     vars: &Vars<'_>,
     body_len: Option<u64>,
+    chunked: bool,
 ) {
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
@@ -136,6 +137,8 @@ pub fn write_head(
                     header_line(out, name, n.to_string().as_bytes());
                 }
             }
+            // A body streamed from a chunked client request (`proxy_request_buffering off`).
+            ("Transfer-Encoding", _) if chunked => header_line(out, name, b"chunked"),
             ("Host", _) => {
                 let host = vars.upstream.map_or("", |u| &*u.proxy_host);
                 header_line(out, name, host.as_bytes());

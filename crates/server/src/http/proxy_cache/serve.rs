@@ -432,10 +432,14 @@ impl Object {
                 "content-type" => reply.content_type = Some(value.clone()),
                 "location" => {
                     let v = crate::http::proxy::handler::redirect(conf, pass, r, lc, record, value);
-                    reply.location = Some(if v.starts_with('/') {
-                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-                    } else {
-                        v
+                    reply.location = Some(match v {
+                        Some(v) if v.starts_with('/') => {
+                            crate::http::static_files::absolute_location(
+                                lc, &v, r.host, r.info, r.srv,
+                            )
+                        }
+                        Some(v) => v,
+                        None => value.clone(),
                     });
                 }
                 "etag" => reply.headers.push(("ETag", value.clone())),
