@@ -132,6 +132,7 @@ fn uris_by_nginx_rules() {
          location /last/ { rewrite ^/last/(.*)$ /one/$1 last; }\n\
          location = /exact { proxy_pass UP/e; }\n\
          location /plain/ { proxy_pass UP; }\n\
+         location /setargs/ { set $args \"z=9&$args\"; proxy_pass UP; }\n\
          location /ep { error_page 404 /one/from-error-page; return 404; }",
     );
     get(&p, "/one/x/y?q=1", "");
@@ -145,6 +146,8 @@ fn uris_by_nginx_rules() {
     get(&p, "/exact?a", "");
     get(&p, "/plain/%41%2F./b?c", "");
     get(&p, "/ep", "");
+    get(&p, "/setargs/q?a=1", "");
+    get(&p, "/setargs/none", "");
 }
 
 #[test]

@@ -211,7 +211,9 @@ fn set_set(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
             format!("invalid variable name \"{}\"", d.args[0].value),
         ));
     }
-    if crate::variables::Var::lookup(name).is_some() {
+    // nginx lets `set` change `$args` and `$limit_rate` and take over the prefixed families
+    // (`$http_x`, `$arg_x`, ...); every other built-in variable is "duplicate".
+    if crate::variables::is_builtin(name) && name != "limit_rate" {
         return Err(err(d, format!("the duplicate \"{name}\" variable")));
     }
     crate::variables::declare(name);
@@ -487,7 +489,13 @@ pub fn run<'c>(
             Code::Return(r) => return Flow::Return(r),
             Code::Set { name, value } => {
                 let v = r.vars_rw(st, lc).eval(value);
-                st.vars.insert(name.clone(), v);
+                if name == "args" {
+                    // The request's arguments themselves (what `$args`, `$is_args` and the
+                    // proxied URI use).
+                    st.args = (!v.is_empty()).then_some(v);
+                } else {
+                    st.vars.insert(name.clone(), v);
+                }
             }
             Code::Break => {
                 st.uri_changed = false;
