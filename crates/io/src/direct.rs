@@ -188,9 +188,14 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let got = rt
-            .block_on(read_direct(f.path(), 100, 5000, 512, Some(&pool)))
-            .unwrap();
-        assert_eq!(got, vec![42u8; 5000]);
+        let file = Arc::new(DirectFile::open(f.path()).unwrap());
+        // One open, several pieces.
+        for off in [100u64, 5100, 9000] {
+            let got = rt
+                .block_on(read_direct(&file, off, 5000, 512, Some(&pool)))
+                .unwrap();
+            let want = (10_000 - off as usize).min(5000);
+            assert_eq!(got, vec![42u8; want]);
+        }
     }
 }

@@ -458,6 +458,24 @@ pub fn open_direct(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Bytes free for an unprivileged user on the filesystem holding `path` (`statvfs`'s
+/// `f_bavail * f_frsize`), for the proxy cache's `min_free`.
+pub fn fs_free(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut s = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path; `s` points to writable storage of the struct's size.
+    let ret = unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so the kernel filled the whole struct.
+    let s = unsafe { s.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // the fields' widths differ between architectures
+    Ok(s.f_bavail as u64 * s.f_frsize as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,22 +613,4 @@ mod tests {
             );
         }
     }
-}
-
-/// Bytes free for an unprivileged user on the filesystem holding `path` (`statvfs`'s
-/// `f_bavail * f_frsize`), for the proxy cache's `min_free`.
-pub fn fs_free(path: &Path) -> io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut s = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a NUL-terminated path; `s` points to writable storage of the struct's size.
-    let ret = unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) };
-    if ret != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: statvfs returned 0, so the kernel filled the whole struct.
-    let s = unsafe { s.assume_init() };
-    #[allow(clippy::unnecessary_cast)] // the fields' widths differ between architectures
-    Ok(s.f_bavail as u64 * s.f_frsize as u64)
 }
