@@ -1032,3 +1032,58 @@ fn proxy_request_buffering_off_streams_the_body_upstream() {
     assert_eq!(c.read_response().unwrap().status, 200);
     assert_eq!(c.get("/b/after").unwrap().status, 200);
 }
+
+#[test]
+fn random_hash_and_backup_peers() {
+    let a = Upstream::hello("a");
+    let b = Upstream::hello("b");
+    let dead = free_port();
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!(
+            "upstream rnd {{ random two least_conn; server 127.0.0.1:{pa}; server 127.0.0.1:{pb}; }}\n\
+             upstream hs {{ hash $arg_k; server 127.0.0.1:{pa}; server 127.0.0.1:{pb}; }}\n\
+             upstream bk {{ server 127.0.0.1:{dead}; server 127.0.0.1:{pb} backup; }}\n\
+             upstream dn {{ server 127.0.0.1:{pa} down; server 127.0.0.1:{pb}; }}",
+            pa = a.port(),
+            pb = b.port()
+        ),
+        "location /rnd { proxy_pass http://rnd; }\n\
+         location /hs { proxy_pass http://hs; }\n\
+         location /bk { proxy_pass http://bk; }\n\
+         location /dn { proxy_pass http://dn; }",
+    );
+    let mut c = Client::connect(port);
+    let mut counts = std::collections::HashMap::new();
+    for _ in 0..200 {
+        *counts.entry(c.get("/rnd").unwrap().body).or_insert(0) += 1;
+    }
+    assert_eq!(
+        counts.len(),
+        2,
+        "random spreads over both peers: {counts:?}"
+    );
+    assert!(
+        counts.values().all(|&n| n >= 40),
+        "roughly even: {counts:?}"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for k in 0..30 {
+        let one = c.get(&format!("/hs?k=key{k}")).unwrap().body;
+        for _ in 0..3 {
+            assert_eq!(c.get(&format!("/hs?k=key{k}")).unwrap().body, one);
+        }
+        seen.insert(one);
+    }
+    assert_eq!(seen.len(), 2, "hash spreads 30 keys over both peers");
+    // The primary refuses: the backup answers.
+    for _ in 0..5 {
+        assert_eq!(c.get("/bk").unwrap().body, b"b");
+    }
+    // A `down` peer is never chosen.
+    for _ in 0..10 {
+        assert_eq!(c.get("/dn").unwrap().body, b"b");
+    }
+    assert_eq!(a.requests().iter().filter(|r| r.target == "/dn").count(), 0);
+}
