@@ -219,6 +219,21 @@ fn without_use_stale_an_error_is_passed_on_but_stale_if_error_covers_it() {
         (500, "EXPIRED"),
         "{a}"
     );
+    // stale-if-error covers errors, not an upstream's 500 (nginx 1.22).
+    let b = get(port, "/sie");
+    assert_eq!(
+        (status_of(&b), cache_status(&b).as_str()),
+        (500, "EXPIRED"),
+        "{b}"
+    );
+    sw.mode.store(2, Ordering::SeqCst);
+    sw2.mode.store(2, Ordering::SeqCst);
+    let a = get(port, "/plain");
+    assert_eq!(
+        (status_of(&a), cache_status(&a).as_str()),
+        (502, "EXPIRED"),
+        "{a}"
+    );
     let b = get(port, "/sie");
     assert_eq!(
         (status_of(&b), cache_status(&b).as_str()),

@@ -622,6 +622,10 @@ fn finish<'s>(
                 reply.content_type = None;
                 reply.body = Body::Empty;
                 reply.allow_ranges = false;
+                // `ngx_http_clear_accept_ranges`: a cached head's own goes too.
+                reply
+                    .extra
+                    .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
             }
             None => {}
         }
@@ -640,6 +644,11 @@ fn finish<'s>(
             reply = e;
             headers_filter(r, &mut reply, lc, &rw, upstream);
         }
+    }
+    // A stored MISS that allows ranges: the range filter's own `Accept-Ranges` (its body is
+    // streamed, so a `Range` is not cut from it: the whole answer goes).
+    if reply.status == 200 && reply.allow_ranges && matches!(reply.body, Body::Upstream(_)) {
+        reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
     }
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;

@@ -461,8 +461,10 @@ pub fn answer(
                     }
                     return Handled::Reply(plan.revalidated(record, lc, pass, r));
                 }
+                // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
+                // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
                 let bit = stale::of_status(reply.status);
-                if bit != 0 && (use_stale & bit != 0 || plan.stale_error) {
+                if bit != 0 && use_stale & bit != 0 {
                     return Handled::Reply(plan.serve_stale(record, lc, pass, r));
                 }
             }
@@ -915,6 +917,15 @@ impl Plan {
         };
         fill.buf.extend_from_slice(&start);
         ub.tee = Some(Box::new(fill));
+        // nginx's `ngx_http_upstream_copy_allow_ranges` for an answer being cached: the
+        // upstream's Accept-Ranges is not passed on, the range filter answers for it.
+        let before = reply.extra.len();
+        reply
+            .extra
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+        if reply.extra.len() != before {
+            reply.allow_ranges = true;
+        }
     }
 }
 
