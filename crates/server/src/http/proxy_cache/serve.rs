@@ -585,6 +585,9 @@ struct Object {
     len: u64,
     header: Header,
     head: Vec<u8>,
+    /// The whole file, when the first read took it all (a small object): the body is sent
+    /// from memory, no second read or sendfile.
+    whole: Option<bytes::Bytes>,
 }
 
 enum Opened {
@@ -680,11 +683,13 @@ async fn open_object(
             return Opened::None;
         }
     };
+    let whole = (start.len() as u64 == len).then(|| bytes::Bytes::from(start));
     let obj = Object {
         file: f,
         len,
         header,
         head,
+        whole,
     };
     if obj.header.valid_sec < zone::now() {
         Opened::Stale(obj)
@@ -781,7 +786,7 @@ impl Object {
                 file: self.file,
                 offset: body_start,
                 len,
-                cached: None,
+                cached: self.whole,
             }
         };
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
