@@ -335,15 +335,33 @@ fn revalidate_sends_the_validators_and_a_304_refreshes_the_object() {
 fn a_head_miss_goes_upstream_as_get_and_is_stored() {
     let up = Upstream::start(|r| Answer::ok(format!("body of {} {}", r.method, r.target)));
     let port = free_port();
-    let _s = Shoal::start(&conf(port, &cached(&up, "proxy_cache_valid 200 1m;")), port);
+    let s = Shoal::start(&conf(port, &cached(&up, "proxy_cache_valid 200 1m;")), port);
     let h = request(port, "HEAD", "/h", "");
     assert_eq!(cache_status(&h), "MISS", "{h}");
     assert_eq!(body_of(&h), "");
     assert_eq!(up.last().method, "GET");
-    let g = wait_for("the HEAD's object", || {
-        let g = get(port, "/h");
-        (cache_status(&g) == "HIT").then_some(g)
+    // The body is read into the cache after the HEAD's answer: wait for the object.
+    let key = format!("http://127.0.0.1:{}/h", up.port());
+    wait_for("the HEAD's object", || {
+        let mut stack = vec![s.prefix.join("cache")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).ok()?.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if e.file_type().ok()?.is_dir() {
+                    stack.push(e.path());
+                } else if name.len() == 32 {
+                    let data = std::fs::read(e.path()).ok()?;
+                    let want = format!("\nKEY: {key}\n");
+                    if data.windows(want.len()).any(|w| w == want.as_bytes()) {
+                        return Some(());
+                    }
+                }
+            }
+        }
+        None
     });
+    let g = get(port, "/h");
+    assert_eq!(cache_status(&g), "HIT", "{g}");
     assert_eq!(body_of(&g), "body of GET /h");
     assert_eq!(seen(&up, "/h"), 1);
 }
