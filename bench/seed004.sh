@@ -9,11 +9,15 @@
 #   (b) tuned     the seed's knobs on top: worker_connections 1024, access_log off,
 #                 keepalive_timeout 15, gzip_vary/proxied/comp_level/buffers/http_version/
 #                 min_length/types                         seed: 2,141 req/s
-#   (c)-(e)       proxy cache on disk, on tmpfs, buffered access log: placeholders below, to be
-#                 filled in when shoal has proxy_cache (seed: 31,625 / 39,387 / 50,413 req/s).
+#   (c) cache-disk          (b) + the seed's proxy cache (keys_zone=my_zone:10m inactive=1d,
+#                           its key, proxy_cache_valid and X-Cache-Status)  seed: 31,625 req/s
+#   (d) cache-tmpfs         the same cache on tmpfs (/dev/shm)               seed: 39,387 req/s
+#   (e) cache-tmpfs-logbuf  + access_log ... buffer=256k flush=10s           seed: 50,413 req/s
+#   After the check request every request of (c)-(e) is a HIT: their CPUus/req is the hit path's.
 #
 #   bench/seed004.sh                               # ROUNDS=3 DURATION=10s
 #   ROUNDS=1 DURATION=3s SHOAL=/path/to/shoal bench/seed004.sh
+#   ROUNDS=2 DURATION=5s STEPS="cache-disk cache-tmpfs cache-tmpfs-logbuf" bench/seed004.sh
 #
 # Reported per server: req/s and latency (gunicorn is the bottleneck: 5 sync workers on 2 cores,
 # so req/s says little about the proxy), the proxy's CPU per request (its process tree; the main
@@ -44,6 +48,10 @@ make_prefix
 trap 'stop_all; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 SOCK=$WORK/api.sock
+# (d), (e): the cache on tmpfs (/dev/shm: no mount needed), removed at exit.
+SHM=/dev/shm/shoal-seed004-$$
+mkdir -p "$SHM"
+trap 'stop_all; rm -rf "$SHM"; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 
 # usage: write_seed004_conf NAME PORT STEP(default|tuned)
 write_seed004_conf() {
@@ -69,19 +77,24 @@ write_seed004_conf() {
     gzip_min_length 256;
     gzip_types text/plain text/css application/json application/x-javascript text/xml application/xml application/xml+rss text/javascript;"
             ;;
-        # (c) disk cache — for when shoal has proxy_cache (another issue). The seed's lines:
-        #   proxy_cache_path $WORK/cache keys_zone=my_zone:10m inactive=1d;   (http)
-        #   location / { ...; proxy_cache my_zone;
-        #       proxy_cache_key "\$host\$request_uri\$http_authorization";
-        #       proxy_cache_valid 404 302 1m; proxy_cache_valid 200 1d;
-        #       add_header X-Cache-Status \$upstream_cache_status; }
-        # cache-disk) events=...; http="<tuned> + proxy_cache_path on disk" ;;
-        # (d) the same cache on tmpfs: proxy_cache_path on a tmpfs mount (needs root:
-        #   mount -t tmpfs -o size=256M tmpfs $WORK/ramcache), or /dev/shm/... without mounting.
-        # cache-tmpfs) ... ;;
-        # (e) buffered access log on top of (d):
-        #   access_log logs/$name.access.log combined buffer=256k flush=10s;
-        # cache-tmpfs-logbuf) ... ;;
+        # (c)-(e): the tuned step plus the seed's cache (and, in (e), its buffered access log).
+        cache-disk | cache-tmpfs | cache-tmpfs-logbuf)
+            write_seed004_conf "$name" "$port" tuned
+            local dir=$WORK/cache-$name log="access_log off;"
+            [ "$step" = cache-disk ] || dir=$SHM/cache-$name
+            [ "$step" = cache-tmpfs-logbuf ] &&
+                log="access_log logs/$name.access.log combined buffer=256k flush=10s;"
+            sed -i -e "s|^    access_log off;|    $log\n    proxy_cache_path $dir keys_zone=my_zone:10m inactive=1d;|" \
+                -e 's|^            proxy_set_header X-Real-IP \$remote_addr;|&\
+            proxy_cache my_zone;\
+            proxy_cache_key "$host$request_uri$http_authorization";\
+            proxy_cache_valid 404 302 1m;\
+            proxy_cache_valid 200 1d;\
+            add_header X-Cache-Status $upstream_cache_status;|' \
+                -e "s|^# bench/seed004.sh step \"tuned\"|# bench/seed004.sh step \"$step\"|" \
+                "$WORK/conf/$name.conf"
+            return
+            ;;
         *) die "unknown step $step" ;;
     esac
     cat >"$WORK/conf/$name.conf" <<CONF
@@ -135,22 +148,24 @@ grep -qF "$API_MARKER" "$WORK/logs/gunicorn.check" || die "gunicorn did not answ
 log "started gunicorn (pid $GUNICORN_PID, $GUNICORN_WORKERS sync workers, $SOCK)"
 
 p=$BASE_PORT
-SERVERS=(nginx-default shoal-default nginx-tuned shoal-tuned)
+# STEPS picks steps of the ladder (default: all of them).
+SERVERS=()
+for step in ${STEPS:-default tuned cache-disk cache-tmpfs cache-tmpfs-logbuf}; do
+    SERVERS+=("nginx-$step" "shoal-$step")
+done
 i=0
 for s in "${SERVERS[@]}"; do
     write_seed004_conf "$s" $((p + i)) "${s#*-}"
     start_conf "$s" "${s%%-*}" $((p + i))
     i=$((i + 1))
 done
-# (c)-(e): start nginx-cache-disk shoal-cache-disk nginx-cache-tmpfs ... here, once the steps
-# above exist in write_seed004_conf, and add them to SERVERS and to the tables below.
 
 {
     echo "# seed 004 — $(date -u '+%Y-%m-%d %H:%M UTC')"
     machine_info
     echo "upstream: $("$VENV/bin/gunicorn" --version 2>&1 | head -1), $GUNICORN_WORKERS sync workers, $("$VENV/bin/python" --version), flask $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("flask"))')"
     echo "servers at start:"; server_state "${SERVERS[@]}" gunicorn
-    echo "command: ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS${ACCEPT_GZIP:+ ACCEPT_GZIP=1} bench/seed004.sh"
+    echo "command: ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS${ACCEPT_GZIP:+ ACCEPT_GZIP=1}${STEPS:+ STEPS=\"$STEPS\"} bench/seed004.sh"
 } | tee "$WORK/results/header.txt" >&2
 
 export UPSTREAM_PID=$GUNICORN_PID
@@ -169,11 +184,17 @@ cat "$WORK/results/header.txt"
 echo
 echo "## wrk -t$WRK_THREADS -c$CONNS -d$DURATION --latency $API_PATH, medians of $ROUNDS interleaved rounds"
 echo "## CPUus/req: the proxy's process tree; upCPUus: gunicorn's (master + workers); ratios vs nginx at the same step"
-echo "## (a) default (seed: 1,663 req/s)"
-summarize default nginx-default
-echo "## (b) tuned: worker_connections 1024, access_log off, keepalive_timeout 15, gzip_* (seed: 2,141 req/s)"
-summarize tuned nginx-tuned
-echo "## (c) disk cache (seed: 31,625), (d) tmpfs cache (39,387), (e) + buffered access log (50,413): not yet (needs proxy_cache)"
+declare -A TITLE=(
+    [default]="(a) default (seed: 1,663 req/s)"
+    [tuned]="(b) tuned: worker_connections 1024, access_log off, keepalive_timeout 15, gzip_* (seed: 2,141 req/s)"
+    [cache-disk]="(c) + proxy cache on disk, every request after the first a HIT (seed: 31,625 req/s)"
+    [cache-tmpfs]="(d) the cache on tmpfs (seed: 39,387 req/s)"
+    [cache-tmpfs-logbuf]="(e) + access_log buffer=256k flush=10s (seed: 50,413 req/s)"
+)
+for step in ${STEPS:-default tuned cache-disk cache-tmpfs cache-tmpfs-logbuf}; do
+    echo "## ${TITLE[$step]}"
+    summarize "$step" "nginx-$step"
+done
 echo
 echo "## servers after the load (threads, RSS, open fds; compare with the start above)"
 sleep 1

@@ -59,3 +59,133 @@ fn miss_then_hit_as_nginx() {
     let r = get(&p, "/ranged", "Range: bytes=2-4\r\n");
     assert!(r.starts_with("HTTP/1.1 206"), "{r}");
 }
+
+/// The KEY lines of the objects under a cache directory.
+fn keys_in(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            } else if let Ok(data) = std::fs::read(e.path()) {
+                let text = String::from_utf8_lossy(&data);
+                if let Some(k) = text.split("\nKEY: ").nth(1) {
+                    out.push(k.lines().next().unwrap_or("").to_string());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
+    let up = Upstream::start(|r| {
+        Answer::ok(format!("object {} {}", r.method, r.target))
+            .header("ETag", "\"e1\"")
+            .header("Accept-Ranges", "bytes")
+    });
+    let server = format!(
+        "location / {{ proxy_pass {u}; proxy_cache z; proxy_cache_valid 200 1h; \
+         add_header X-Cache-Status $upstream_cache_status always; }}\n\
+         location /min/ {{ proxy_pass {u}; proxy_cache z; proxy_cache_valid 200 1h; \
+         proxy_cache_min_uses 2; add_header X-Cache-Status $upstream_cache_status always; }}\n\
+         location /far/ {{ proxy_pass {u}; proxy_cache z; proxy_cache_valid 200 1h; \
+         proxy_cache_max_range_offset 4; add_header X-Cache-Status $upstream_cache_status always; }}\n\
+         location /a/ {{ proxy_pass {u}/b/; proxy_cache z; proxy_cache_valid 200 1h; \
+         add_header X-Cache-Status $upstream_cache_status always; }}",
+        u = up.url()
+    );
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    // A HEAD miss goes upstream as GET and is stored (proxy_cache_convert_head on).
+    p.check_open(b"HEAD /h HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    get(&p, "/h", "");
+    // Stored on the second use.
+    for _ in 0..3 {
+        get(&p, "/min/x", "");
+    }
+    // A stored MISS meets the not-modified filter.
+    get(&p, "/nm", "If-None-Match: \"e1\"\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    get(&p, "/nm", "If-None-Match: \"e1\"\r\n");
+    // A range beyond proxy_cache_max_range_offset goes upstream, not stored.
+    get(&p, "/far/r", "Range: bytes=5-\r\n");
+    get(&p, "/far/r", "");
+    get(&p, "/far/r", "Range: bytes=1-2\r\n");
+    // The default key with a URI part in proxy_pass.
+    get(&p, "/a/x?q=1", "");
+    let root = p.html().parent().unwrap().to_path_buf();
+    let nginx_keys = keys_in(&root.join("nginx/cache"));
+    let shoal_keys = keys_in(&root.join("shoal/cache"));
+    assert_eq!(nginx_keys, shoal_keys);
+    assert!(
+        nginx_keys.iter().any(|k| k.ends_with("/b/x?q=1")),
+        "{nginx_keys:?}"
+    );
+}
+
+#[test]
+fn stale_on_error_and_revalidation_as_nginx() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let mode = Arc::new(AtomicUsize::new(0));
+    let m = mode.clone();
+    let up = Upstream::start(move |r| match m.load(Ordering::SeqCst) {
+        1 => Answer::status(500).body("broken"),
+        3 => Answer::hang_up(),
+        2 if r.header("if-none-match") == Some("\"v\"") => {
+            Answer::status(304).header("ETag", "\"v\"")
+        }
+        _ => Answer::ok(format!("v {}", r.target))
+            .header("ETag", "\"v\"")
+            .header(
+                "Cache-Control",
+                if r.target.contains("sie") {
+                    "max-age=1, stale-if-error=60"
+                } else {
+                    "max-age=1"
+                },
+            ),
+    });
+    let server = format!(
+        "location / {{ proxy_pass {u}; proxy_cache z; proxy_cache_valid 304 1h; \
+         proxy_cache_revalidate on; add_header X-Cache-Status $upstream_cache_status always; }}\n\
+         location /stale/ {{ proxy_pass {u}; proxy_cache z; proxy_cache_use_stale http_500; \
+         add_header X-Cache-Status $upstream_cache_status always; }}",
+        u = up.url()
+    );
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    for path in ["/stale/a", "/plain", "/sie", "/rv"] {
+        get(&p, path, "");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    mode.store(1, Ordering::SeqCst);
+    // use_stale http_500: STALE; none: the 500 (EXPIRED); stale-if-error does not cover an
+    // upstream's 500 in nginx 1.22 (only errors and timeouts): the 500 (EXPIRED).
+    for path in ["/stale/a", "/plain", "/sie"] {
+        get(&p, path, "");
+    }
+    // An upstream that hangs up is an error: stale-if-error answers STALE.
+    mode.store(3, Ordering::SeqCst);
+    let r = get(&p, "/sie", "");
+    assert!(r.contains("STALE"), "{r}");
+    // Revalidation: If-None-Match upstream, 304, REVALIDATED, then fresh for an hour.
+    mode.store(2, Ordering::SeqCst);
+    let r = get(&p, "/rv", "");
+    assert!(r.contains("REVALIDATED"), "{r}");
+    get(&p, "/rv", "");
+}

@@ -129,6 +129,8 @@ impl Var {
             | "upstream_bytes_received"
             | "upstream_bytes_sent"
             | "upstream_cache_status"
+            | "upstream_cache_last_modified"
+            | "upstream_cache_etag"
             | "upstream_queue_time"
             | "proxy_host"
             | "proxy_port"

@@ -888,6 +888,24 @@ impl Conn {
                 rec.as_deref(),
             );
         }
+        // `proxy_cache_background_update`: the stale answer is out; the update runs before
+        // the next request is read (nginx's main request waits for its subrequest).
+        let background = upstream
+            .as_ref()
+            .and_then(|u| u.borrow_mut().background.take());
+        if let Some(bg) = background {
+            self.flush().await?;
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                name_captures,
+                client: None,
+            };
+            super::proxy_cache::serve::update_in_background(&r, lc, bg).await;
+        }
         Ok(keep)
     }
 
@@ -1669,7 +1687,8 @@ impl Conn {
         let head_len = (self.out.len() - before) as u64;
         if head_only {
             if let Body::Upstream(u) = reply.body {
-                u.finish();
+                // A HEAD converted to GET for the cache: the body is still stored.
+                u.finish_or_store();
             }
             self.maybe_flush().await?;
             return Ok((head_len, 0));

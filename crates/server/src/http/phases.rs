@@ -272,7 +272,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
             Outcome::Reply(reply)
         } else if refused {
             Outcome::Reply(static_files::error_reply(404, lc))
-        } else if lc.stub_status == Some(true) {
+        } else if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
             Outcome::Reply(super::stub_status::reply(method, lc))
         } else if rw.rewritten_break && lc.doc_root().alias {
             crate::conn_log!(
@@ -467,7 +467,7 @@ async fn proxy_outcome(
     upstream: &mut Option<Rc<RefCell<Record>>>,
     sent: &mut bool,
 ) -> Outcome {
-    let plan = match super::proxy_cache::serve::begin(r, lc, pass, rw, method).await {
+    let plan = match super::proxy_cache::serve::begin(r, lc, pass, rw, internal, method).await {
         Begin::Off => None,
         Begin::Hit(reply, record) => {
             *upstream = Some(record);
@@ -478,19 +478,25 @@ async fn proxy_outcome(
         Begin::Status(code) => return Outcome::Reply(static_files::error_reply(code, lc)),
         Begin::Miss(plan) => Some(plan),
     };
-    let st = proxy::UriState { rw, internal };
-    let (mut handled, record) = proxy::handle(r, lc, pass, st, method, body).await;
+    // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
+    // what comes back can be stored.
+    let up_method = if method == "HEAD" && plan.is_some() && lc.proxy.cache.convert_head() {
+        "GET"
+    } else {
+        method
+    };
+    let st = proxy::UriState {
+        rw,
+        internal,
+        validators: plan.as_ref().and_then(|p| p.validators()),
+    };
+    let (mut handled, record) = proxy::handle(r, lc, pass, st, up_method, body).await;
     // What an earlier, intercepted answer handed on goes with this record.
     if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     if let (Some(plan), Some(rec)) = (plan, &record) {
-        match &mut handled {
-            Handled::Reply(reply) => plan.attach(reply, rec, lc, r.req),
-            Handled::Error(_) | Handled::ClientGone => {
-                rec.borrow_mut().cache_status = Some(plan.status)
-            }
-        }
+        handled = super::proxy_cache::serve::answer(plan, handled, rec, lc, pass, r);
     }
     *upstream = record;
     match handled {
@@ -601,8 +607,21 @@ fn finish<'s>(
 ) -> Processed<'s> {
     // `return 444`, and 499: the client went away while the upstream was working.
     let close = matches!(reply.status, 444 | 499);
-    if reply.status == 200 && !reply.proxied {
-        match static_files::precondition(r.req, lc, &reply) {
+    let stored = matches!(&reply.body, Body::Upstream(u) if u.tee.is_some());
+    if reply.status == 200 && (!reply.proxied || stored) {
+        // nginx's not-modified filter takes an upstream's answer only when it is being cached
+        // (`r->disable_not_modified = !u->cacheable`); the body is still read into the cache.
+        let verdict = if stored {
+            super::proxy_cache::serve::precondition_of_upstream(r.req, lc, &reply)
+        } else {
+            static_files::precondition(r.req, lc, &reply)
+        };
+        if verdict.is_some() {
+            if let Body::Upstream(u) = std::mem::replace(&mut reply.body, Body::Empty) {
+                u.finish_or_store();
+            }
+        }
+        match verdict {
             Some(412) => reply = static_files::error_reply(412, lc),
             Some(_) => {
                 reply.status = 304;
@@ -610,6 +629,10 @@ fn finish<'s>(
                 reply.content_type = None;
                 reply.body = Body::Empty;
                 reply.allow_ranges = false;
+                // `ngx_http_clear_accept_ranges`: a cached head's own goes too.
+                reply
+                    .extra
+                    .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
             }
             None => {}
         }
@@ -628,6 +651,11 @@ fn finish<'s>(
             reply = e;
             headers_filter(r, &mut reply, lc, &rw, upstream);
         }
+    }
+    // A stored MISS that allows ranges: the range filter's own `Accept-Ranges` (its body is
+    // streamed, so a `Range` is not cut from it: the whole answer goes).
+    if reply.status == 200 && reply.allow_ranges && matches!(reply.body, Body::Upstream(_)) {
+        reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
     }
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;

@@ -20,13 +20,19 @@ fn set_stub_status(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
     Ok(())
 }
 
-/// The page, as nginx answers it (GET and HEAD only).
+/// The page, as nginx answers it (GET and HEAD only); or, in a `proxy_cache_status`
+/// location, the cache zones' figures (`super::proxy_cache::status_page`).
 pub fn reply(method: &str, lc: &super::LocConf) -> Reply {
     if method != "GET" && method != "HEAD" {
         return super::static_files::error_reply(405, lc);
     }
     let mut r = Reply::new(200);
     r.content_type = Some("text/plain".into());
-    r.body = Body::Bytes(crate::status::snapshot().render().into_bytes());
+    let page = if lc.proxy.cache.status_page == Some(true) {
+        super::proxy_cache::status_page()
+    } else {
+        crate::status::snapshot().render()
+    };
+    r.body = Body::Bytes(page.into_bytes());
     r
 }

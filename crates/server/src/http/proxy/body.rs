@@ -306,6 +306,34 @@ impl UpstreamBody {
         self.done
     }
 
+    /// Reads the body to its end with no client, for the cache's fill (a background update,
+    /// or an answer the client takes no body of: HEAD, 304), then ends the exchange.
+    pub async fn drain(mut self) {
+        loop {
+            match self.take() {
+                Ok(Piece::Data(_)) => {}
+                Ok(Piece::NeedMore) => {
+                    if self.fill().await.is_err() {
+                        break;
+                    }
+                }
+                Ok(Piece::End) | Err(_) => break,
+            }
+        }
+        self.finish();
+    }
+
+    /// Ends the exchange, or, when a cache fill rides on a body not read yet, leaves a task
+    /// on the worker that reads it into the cache (nginx keeps reading an answer it stores
+    /// after the client has what it wants).
+    pub fn finish_or_store(self) {
+        if self.tee.is_some() && !self.done && self.stream.is_some() {
+            tokio::task::spawn_local(self.drain());
+        } else {
+            self.finish();
+        }
+    }
+
     /// Ends the exchange: the connection goes back to the keep-alive cache if its answer was
     /// read whole and nothing more came; otherwise it is closed.
     pub fn finish(mut self) {

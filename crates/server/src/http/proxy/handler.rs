@@ -47,6 +47,15 @@ pub struct Record {
     pub cached_headers: Vec<(String, String)>,
     /// Upstream headers an intercepted error's answer keeps (a 401's `WWW-Authenticate`).
     pub carry: Vec<(String, String)>,
+    /// How the last try failed (a `NextUpstream` bit: error, timeout, invalid_header), for
+    /// `proxy_cache_use_stale`.
+    pub last_fail: u32,
+    /// The stored object's validators sent upstream by `proxy_cache_revalidate`
+    /// (`$upstream_cache_last_modified`, `$upstream_cache_etag`).
+    pub cache_validators: Option<(Option<String>, Option<String>)>,
+    /// `proxy_cache_background_update`: the update the connection runs once this answer
+    /// (a stale one) is sent.
+    pub background: Option<Box<crate::http::proxy_cache::serve::Background>>,
 }
 
 impl Default for Record {
@@ -60,6 +69,9 @@ impl Default for Record {
             cache_status: None,
             cached_headers: Vec::new(),
             carry: Vec::new(),
+            last_fail: 0,
+            cache_validators: None,
+            background: None,
         }
     }
 }
@@ -182,6 +194,19 @@ impl Record {
                 Some(s) => out.push_str(s),
                 None => return false,
             },
+            "upstream_cache_last_modified" | "upstream_cache_etag" => {
+                let v = self.cache_validators.as_ref().and_then(|(lm, etag)| {
+                    if name == "upstream_cache_etag" {
+                        etag.as_ref()
+                    } else {
+                        lm.as_ref()
+                    }
+                });
+                match v {
+                    Some(v) => out.push_str(v),
+                    None => return false,
+                }
+            }
             "upstream_status" => {
                 return list(out, &|t| {
                     t.status.map_or_else(|| "-".into(), |s| s.to_string())
@@ -248,6 +273,9 @@ pub struct UriState<'a> {
     pub rw: &'a rewrite::State,
     /// An internal redirect happened.
     pub internal: bool,
+    /// `proxy_cache_revalidate`: the expired object's Last-Modified and ETag, sent as
+    /// If-Modified-Since and If-None-Match.
+    pub validators: Option<&'a (Option<String>, Option<String>)>,
 }
 
 /// Why one try failed.
@@ -342,6 +370,7 @@ async fn run(
     let record = Rc::new(RefCell::new(Record {
         proxy_host: host,
         proxy_port: port,
+        cache_validators: st.validators.cloned(),
         ..Default::default()
     }));
     *record_out = Some(record.clone());
@@ -491,6 +520,7 @@ async fn run(
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
             Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
         };
+        record.borrow_mut().last_fail = bit;
         crate::conn_log!(
             Level::Error,
             r.info.number,

@@ -147,6 +147,16 @@ pub fn write_head(
             (_, None) => {}
         }
     }
+    // nginx's cache headers: `If-Modified-Since: $upstream_cache_last_modified` and
+    // `If-None-Match: $upstream_cache_etag` (set only when revalidating an expired object).
+    if let Some((lm, etag)) = vars.upstream.and_then(|u| u.cache_validators.as_ref()) {
+        if let (Some(v), false) = (lm, overridden("If-Modified-Since")) {
+            header_line(out, "If-Modified-Since", v.as_bytes());
+        }
+        if let (Some(v), false) = (etag, overridden("If-None-Match")) {
+            header_line(out, "If-None-Match", v.as_bytes());
+        }
+    }
     if conf.pass_request_headers() {
         if let Some(req) = vars.req {
             for (name, v) in req.headers() {

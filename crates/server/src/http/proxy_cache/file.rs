@@ -113,6 +113,29 @@ pub fn encode(h: &Header, key: &[u8], head: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Where the validity fields start (`valid_sec`, `updating_sec`, `error_sec`), rewritten in
+/// place when a revalidation refreshes an object.
+pub const VALIDITY_OFFSET: u64 = 8;
+
+/// The validity fields as they sit at [`VALIDITY_OFFSET`]: valid_sec, updating_sec, error_sec,
+/// last_modified (kept), date.
+pub fn encode_validity(h: &Header) -> [u8; 40] {
+    let mut out = [0u8; 40];
+    for (i, v) in [
+        h.valid_sec,
+        h.updating_sec,
+        h.error_sec,
+        h.last_modified,
+        h.date,
+    ]
+    .iter()
+    .enumerate()
+    {
+        out[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
 fn i64_at(b: &[u8], at: usize) -> i64 {
     i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }

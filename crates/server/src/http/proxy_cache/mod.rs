@@ -76,6 +76,12 @@ pub static DIRECTIVES: &[Command] = &[
         set_max_range_offset,
     ),
     Command::new("proxy_cache_purge", HSL, Args::ONE_OR_MORE, set_purge),
+    Command::new(
+        "proxy_cache_status",
+        Ctx::LOCATION,
+        Args::NONE,
+        set_status_page,
+    ),
 ];
 
 /// One `proxy_cache_path`.
@@ -170,6 +176,9 @@ pub struct CacheLoc {
     pub max_range_offset: Option<u64>,
     /// `proxy_cache_purge` conditions.
     pub purge: Option<Arc<Vec<Template>>>,
+    /// `proxy_cache_status` (shoal's): this location answers the zones' figures (not
+    /// inherited, as `stub_status`).
+    pub status_page: Option<bool>,
 }
 
 /// `proxy_cache_methods` bits.
@@ -440,6 +449,37 @@ fn set_no_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
 fn set_purge(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = templates(d)?;
     set_once(&mut cache(s).purge, Arc::new(t), d)
+}
+
+fn set_status_page(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut cache(s).status_page, true, d)
+}
+
+/// The `proxy_cache_status` page: one line per zone, by name, `NAME key value ...`
+/// (`text/plain`; stub_status's own page stays nginx's to the byte).
+pub fn status_page() -> String {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut zones = zone::all();
+    zones.sort_by_key(|z| z.conf().zone.clone());
+    let mut out = String::new();
+    for z in zones {
+        let c = z.conf();
+        let _ = writeln!(
+            out,
+            "{} entries {} bytes {} max_size {} hits {} misses {} evictions {} write_errors {} cold {}",
+            c.zone,
+            z.entries(),
+            z.bytes(),
+            c.max_size.unwrap_or(0),
+            z.stats.hits.load(Relaxed),
+            z.stats.misses.load(Relaxed),
+            z.stats.evictions.load(Relaxed),
+            z.stats.write_errors.load(Relaxed),
+            u8::from(z.is_cold()),
+        );
+    }
+    out
 }
 
 fn set_lock(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

@@ -26,10 +26,11 @@ use shoal_io::pool::ThreadPool;
 
 use super::file::{self, Header};
 use super::rules::{self, Ignore};
+use super::stale;
 use super::zone::{self, Zone};
 use super::{md5, CacheRef};
 use crate::http::phases::Req;
-use crate::http::proxy::handler::Record;
+use crate::http::proxy::handler::{Handled, Record};
 use crate::http::proxy::ProxyPass;
 use crate::http::rewrite;
 use crate::http::static_files::{Body, Reply};
@@ -64,10 +65,43 @@ pub struct Plan {
     md5: [u8; 16],
     /// `$upstream_cache_status` for it: MISS, EXPIRED or BYPASS.
     pub status: &'static str,
-    /// `proxy_no_cache` said no, or `proxy_cache_min_uses` is not reached yet.
+    /// `proxy_no_cache` said no, `proxy_cache_min_uses` is not reached yet, or the cache lock
+    /// timed out.
     no_store: bool,
     pool: Option<Arc<ThreadPool>>,
     conn: u64,
+    /// This request set the index's `updating` mark (the cache lock, or the update of an
+    /// expired object): it is cleared when the plan ends without a fill taking it over.
+    held: bool,
+    /// The expired object, kept for `proxy_cache_use_stale` and `proxy_cache_revalidate`.
+    stale: Option<Object>,
+    /// The object's `stale-if-error` still covers now.
+    stale_error: bool,
+    /// The expired object's validators, when `proxy_cache_revalidate` sends them.
+    validators: Option<(Option<String>, Option<String>)>,
+}
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        if self.held {
+            self.zone.end_update(&self.md5);
+        }
+    }
+}
+
+/// An update that runs after the stale answer is sent (`proxy_cache_background_update`):
+/// nginx's background subrequest. It rides on the answer's [`Record`] to the connection,
+/// which runs it before it reads the next request (as nginx's main request waits for it).
+pub struct Background {
+    plan: Box<Plan>,
+    rw: rewrite::State,
+    internal: bool,
+}
+
+impl std::fmt::Debug for Background {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Background({})", self.plan.key)
+    }
 }
 
 fn truthy(
@@ -82,12 +116,70 @@ fn truthy(
     })
 }
 
+fn count(zone: &Zone, hit: bool) {
+    let c = if hit {
+        &zone.stats.hits
+    } else {
+        &zone.stats.misses
+    };
+    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The default `proxy_cache_key`: nginx 1.22's is not what its documentation says
+/// (`$scheme$proxy_host$request_uri`) but `http://HOST` as `proxy_pass` writes it, then the
+/// URI as sent upstream (`ngx_http_proxy_create_key`): the client's unparsed URI when
+/// `proxy_pass` has no URI part and nothing changed it, else the URI with the location's prefix
+/// replaced by `proxy_pass`'s (checked against nginx's file names).
+fn default_key(
+    r: &Req<'_, '_>,
+    pass: &ProxyPass,
+    rw: &rewrite::State,
+    internal: bool,
+    vars: &crate::variables::Vars<'_>,
+) -> String {
+    let mut k = String::from("http://");
+    k.push_str(&pass.host);
+    let uri = match &pass.target {
+        crate::http::proxy::Target::Dynamic { .. } => None,
+        _ => {
+            let changed = internal
+                || rw.internal
+                || rw.uri.as_bytes() != &r.req.path()[..]
+                || rw.args.as_deref().map(str::as_bytes) != r.req.query();
+            let parts = crate::http::proxy::request::UriParts {
+                unparsed: r.req.uri(),
+                changed,
+                uri: &rw.uri,
+                args: rw.args.as_deref(),
+                escape: rw.quoted_uri || internal,
+                rewritten_break: rw.rewritten_break,
+            };
+            Some(crate::http::proxy::request::upstream_uri(
+                &parts,
+                pass.uri.as_deref(),
+                &pass.location,
+            ))
+        }
+    };
+    let _ = vars;
+    match uri {
+        Some(u) => k.push_str(&String::from_utf8_lossy(&u)),
+        None => k.push_str(&String::from_utf8_lossy(r.req.uri())),
+    }
+    k
+}
+
+/// How often a request waiting on the cache lock looks again (nginx looks every 500 ms at
+/// most; shoal sooner, the waiters are few and the look is one shard lock).
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The lookup for a request in a proxied location (see the module's doc).
 pub async fn begin(
     r: &Req<'_, '_>,
     lc: &LocConf,
     pass: &ProxyPass,
     rw: &rewrite::State,
+    internal: bool,
     method: &str,
 ) -> Begin {
     let c = &lc.proxy.cache;
@@ -110,15 +202,7 @@ pub async fn begin(
         };
         let key = match &c.key {
             Some(t) => vars.eval(t),
-            // nginx 1.22's default is not what its documentation says
-            // (`$scheme$proxy_host$request_uri`) but `http://HOST` as `proxy_pass` writes it,
-            // then the URI (checked against nginx's file names).
-            None => {
-                let mut k = String::from("http://");
-                k.push_str(&pass.host);
-                k.push_str(&String::from_utf8_lossy(r.req.uri()));
-                k
-            }
+            None => default_key(r, pass, rw, internal, &vars),
         };
         if purge && !truthy(&vars, c.purge.as_deref()) {
             return Begin::Off;
@@ -158,51 +242,286 @@ pub async fn begin(
         no_store: no_cache,
         pool: pool.clone(),
         conn: r.info.number,
+        held: false,
+        stale: None,
+        stale_error: false,
+        validators: None,
     };
     if bypass {
         plan.status = "BYPASS";
         return Begin::Miss(Box::new(plan));
     }
+    // `proxy_cache_max_range_offset`: a range starting beyond it goes upstream, not stored.
+    if let (Some(max), Some(range)) = (c.max_range_offset, r.req.header("range")) {
+        if range_beyond(range, max) {
+            plan.no_store = true;
+            count(&zone, false);
+            return Begin::Miss(Box::new(plan));
+        }
+    }
     let node = zone.touch(&md5);
-    if node.uses < c.min_uses() && !node.exists {
+    // nginx's "scarce" object: asked for fewer than `proxy_cache_min_uses` times; not
+    // stored, and no lock is taken for it.
+    let scarce = node.uses < c.min_uses() && !node.exists;
+    if scarce {
         plan.no_store = true;
     }
-    if !node.exists && !zone.is_cold() {
-        zone.stats
-            .misses
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Begin::Miss(Box::new(plan));
+    let lock = c.lock() && !scarce;
+    let wait_until = std::time::Instant::now() + c.lock_timeout();
+    let mut known_absent = !node.exists && !zone.is_cold();
+    loop {
+        let opened = if known_absent {
+            Opened::None
+        } else {
+            open_object(&zone, &plan, pool.as_deref(), lc, r.info.number).await
+        };
+        let obj = match opened {
+            Opened::Fresh(obj) | Opened::Stale(obj) if obj.variant_mismatch(&variant_of) => {
+                count(&zone, false);
+                return Begin::Miss(Box::new(plan));
+            }
+            Opened::Fresh(obj) => {
+                count(&zone, true);
+                return hit(obj, "HIT", lc, pass, r, record);
+            }
+            Opened::Stale(obj) => obj,
+            Opened::None => {
+                if !lock || plan.no_store {
+                    count(&zone, false);
+                    return Begin::Miss(Box::new(plan));
+                }
+                // `proxy_cache_lock`: one request fills, the others wait for its object.
+                if zone.begin_update(&md5, Some(c.lock_age())) {
+                    plan.held = true;
+                    count(&zone, false);
+                    return Begin::Miss(Box::new(plan));
+                }
+                let now = std::time::Instant::now();
+                if now >= wait_until {
+                    crate::conn_log!(
+                        Level::Info,
+                        r.info.number,
+                        "cache lock timeout{}",
+                        r.log_ctx()
+                    );
+                    plan.no_store = true;
+                    count(&zone, false);
+                    return Begin::Miss(Box::new(plan));
+                }
+                tokio::time::sleep(LOCK_POLL.min(wait_until - now)).await;
+                known_absent = !zone.peek(&md5).is_some_and(|n| n.exists);
+                continue;
+            }
+        };
+        return expired(obj, plan, r, lc, pass, rw, internal, record);
     }
-    match open_object(&zone, &plan, pool.as_deref(), lc, r.info.number).await {
-        Opened::Fresh(obj) | Opened::Stale(obj) if obj.variant_mismatch(&variant_of) => {
-            zone.stats
-                .misses
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Begin::Miss(Box::new(plan))
-        }
-        Opened::Fresh(obj) => {
-            zone.stats
-                .hits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let record = Rc::new(RefCell::new(Record {
-                cache_status: Some("HIT"),
-                ..record
-            }));
-            let reply = obj.into_reply(lc, pass, r, &record);
-            Begin::Hit(Box::new(reply), record)
-        }
-        Opened::Stale(_) => {
+}
+
+/// A cached object answers: HIT, UPDATING or STALE.
+fn hit(
+    obj: Object,
+    status: &'static str,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    r: &Req<'_, '_>,
+    record: Record,
+) -> Begin {
+    let record = Rc::new(RefCell::new(Record {
+        cache_status: Some(status),
+        ..record
+    }));
+    let reply = obj.into_reply(lc, pass, r, &record);
+    Begin::Hit(Box::new(reply), record)
+}
+
+/// An expired object (nginx's `ngx_http_file_cache_read` and `ngx_http_upstream_cache`): the
+/// first request to find it updates it (upstream as EXPIRED, or STALE at once with
+/// `proxy_cache_background_update`); while it does, others are answered UPDATING if
+/// `proxy_cache_use_stale updating` or the object's `stale-while-revalidate` allows, else they
+/// go upstream too.
+#[allow(clippy::too_many_arguments)]
+fn expired(
+    obj: Object,
+    mut plan: Plan,
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    rw: &rewrite::State,
+    internal: bool,
+    record: Record,
+) -> Begin {
+    let c = &lc.proxy.cache;
+    let zone = plan.zone.clone();
+    let now = zone::now();
+    let h = &obj.header;
+    let stale_updating = h.valid_sec + h.updating_sec >= now;
+    plan.stale_error = h.valid_sec + h.error_sec >= now;
+    let may_update_stale = c.use_stale() & stale::UPDATING != 0 || stale_updating;
+    let mine = zone.begin_update(&plan.md5, Some(std::time::Duration::MAX));
+    if mine {
+        plan.held = true;
+        if may_update_stale && c.background_update() {
+            count(&zone, true);
             plan.status = "EXPIRED";
-            zone.stats
-                .misses
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Begin::Miss(Box::new(plan))
+            let validators = c.revalidate.unwrap_or(false).then(|| validators_of(&obj));
+            let mut bg_plan = plan;
+            bg_plan.validators = validators;
+            let begin = hit(obj, "STALE", lc, pass, r, record);
+            if let Begin::Hit(_, rec) = &begin {
+                rec.borrow_mut().background = Some(Box::new(Background {
+                    plan: Box::new(bg_plan),
+                    rw: clone_state(rw),
+                    internal,
+                }));
+            }
+            return begin;
         }
-        Opened::None => {
-            zone.stats
-                .misses
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Begin::Miss(Box::new(plan))
+    } else if may_update_stale {
+        count(&zone, true);
+        return hit(obj, "UPDATING", lc, pass, r, record);
+    }
+    count(&zone, false);
+    plan.status = "EXPIRED";
+    if c.revalidate.unwrap_or(false) {
+        plan.validators = Some(validators_of(&obj));
+    }
+    plan.stale = Some(obj);
+    Begin::Miss(Box::new(plan))
+}
+
+/// `$upstream_cache_last_modified` and `$upstream_cache_etag` of an object.
+fn validators_of(obj: &Object) -> (Option<String>, Option<String>) {
+    let lm = (obj.header.last_modified >= 0).then(|| {
+        let d = shoal_http::date::format(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(obj.header.last_modified as u64),
+        );
+        String::from_utf8_lossy(&d).into_owned()
+    });
+    let etag = (!obj.header.etag.is_empty())
+        .then(|| String::from_utf8_lossy(&obj.header.etag).into_owned());
+    (lm, etag)
+}
+
+fn clone_state(rw: &rewrite::State) -> rewrite::State {
+    rewrite::State {
+        uri: rw.uri.clone(),
+        args: rw.args.clone(),
+        vars: rw.vars.clone(),
+        captures: rw.captures.clone(),
+        cycles: rw.cycles,
+        uri_changed: rw.uri_changed,
+        rewritten_break: rw.rewritten_break,
+        internal: rw.internal,
+        quoted_uri: rw.quoted_uri,
+        err_status: None,
+    }
+}
+
+/// Whether a `Range` value starts at or beyond `max` (nginx's
+/// `ngx_http_upstream_cache_check_range`: a suffix range `-N` always does).
+fn range_beyond(range: &[u8], max: u64) -> bool {
+    if range.len() < 7 || !range[..6].eq_ignore_ascii_case(b"bytes=") {
+        return false;
+    }
+    let mut p = &range[6..];
+    while let [b' ', rest @ ..] = p {
+        p = rest;
+    }
+    if p.first() == Some(&b'-') {
+        return true;
+    }
+    let digits = p.iter().take_while(|c| c.is_ascii_digit()).count();
+    let offset = std::str::from_utf8(&p[..digits])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    offset >= max
+}
+
+/// The proxy's answer to a planned request: a 304 to a revalidation refreshes the stored
+/// object and answers from it (REVALIDATED); an error or a status `proxy_cache_use_stale`
+/// (or the object's `stale-if-error`) names answers the expired object (STALE); otherwise the
+/// answer goes on, stored if it may be.
+pub fn answer(
+    mut plan: Box<Plan>,
+    handled: Handled,
+    record: &Rc<RefCell<Record>>,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    r: &Req<'_, '_>,
+) -> Handled {
+    let c = &lc.proxy.cache;
+    let use_stale = c.use_stale() & !stale::OFF;
+    match handled {
+        Handled::Reply(mut reply) => {
+            if plan.stale.is_some() {
+                if reply.status == 304 && c.revalidate.unwrap_or(false) {
+                    if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
+                        ub.finish();
+                    }
+                    return Handled::Reply(plan.revalidated(record, lc, pass, r));
+                }
+                // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
+                // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
+                let bit = stale::of_status(reply.status);
+                if bit != 0 && use_stale & bit != 0 {
+                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
+                }
+            }
+            plan.attach(&mut reply, record, lc, r.req);
+            Handled::Reply(reply)
+        }
+        Handled::Error(code) => {
+            if plan.stale.is_some() {
+                let failed = record.borrow().last_fail;
+                let bit = if failed != 0 {
+                    failed
+                } else {
+                    stale::of_status(code) | stale::ERROR
+                };
+                if use_stale & bit != 0 || plan.stale_error {
+                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
+                }
+            }
+            record.borrow_mut().cache_status = Some(plan.status);
+            Handled::Error(code)
+        }
+        Handled::ClientGone => {
+            record.borrow_mut().cache_status = Some(plan.status);
+            Handled::ClientGone
+        }
+    }
+}
+
+/// `proxy_cache_background_update`'s update, run by the connection once the stale answer is
+/// sent: the request goes upstream as a GET, its answer stored (read to its end with no
+/// client).
+pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Background>) {
+    let Some(pass) = &lc.proxy.pass else {
+        return;
+    };
+    let Background { plan, rw, internal } = *bg;
+    let validators = plan.validators.clone();
+    let st = crate::http::proxy::handler::UriState {
+        rw: &rw,
+        internal,
+        validators: validators.as_ref(),
+    };
+    let (handled, record) = crate::http::proxy::handler::handle(
+        r,
+        lc,
+        pass,
+        st,
+        "GET",
+        &crate::http::proxy::body::RequestBody::None,
+    )
+    .await;
+    let Some(record) = record else {
+        return;
+    };
+    if let Handled::Reply(reply) = answer(plan, handled, &record, lc, pass, r) {
+        if let Body::Upstream(ub) = reply.body {
+            ub.drain().await;
         }
     }
 }
@@ -266,6 +585,9 @@ struct Object {
     len: u64,
     header: Header,
     head: Vec<u8>,
+    /// The whole file, when the first read took it all (a small object): the body is sent
+    /// from memory, no second read or sendfile.
+    whole: Option<bytes::Bytes>,
 }
 
 enum Opened {
@@ -361,11 +683,13 @@ async fn open_object(
             return Opened::None;
         }
     };
+    let whole = (start.len() as u64 == len).then(|| bytes::Bytes::from(start));
     let obj = Object {
         file: f,
         len,
         header,
         head,
+        whole,
     };
     if obj.header.valid_sec < zone::now() {
         Opened::Stale(obj)
@@ -466,7 +790,7 @@ impl Object {
                 file: self.file,
                 offset: body_start,
                 len,
-                cached: None,
+                cached: self.whole,
             }
         };
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
@@ -484,15 +808,15 @@ impl Plan {
     /// The proxy answered: `$upstream_cache_status` is set, and if the answer may be stored,
     /// a fill is attached to its body.
     pub fn attach(
-        self,
+        &mut self,
         reply: &mut Reply,
         record: &Rc<RefCell<Record>>,
         lc: &LocConf,
         req: &shoal_http::Request,
     ) {
         record.borrow_mut().cache_status = Some(self.status);
-        // A HEAD answer has no body to store.
-        if self.no_store || req.method() == "HEAD" {
+        // A HEAD answer has no body to store (a HEAD converted to GET has).
+        if self.no_store || (req.method() == "HEAD" && !lc.proxy.cache.convert_head()) {
             return;
         }
         let Body::Upstream(ub) = &mut reply.body else {
@@ -572,6 +896,8 @@ impl Plan {
             return;
         };
         self.zone.begin_update(&self.md5, None);
+        // The fill clears the mark when it ends.
+        self.held = false;
         let temp = self.zone.temp_path_for(&self.md5);
         let final_path = self.zone.path_of(&self.md5);
         let expected = ub.length.map(|n| n + start.len() as u64);
@@ -590,16 +916,111 @@ impl Plan {
                 conn: self.conn,
             })),
             pool: if lc.aio_write.unwrap_or(false) {
-                self.pool
+                self.pool.clone()
             } else {
                 None
             },
             buf: Vec::with_capacity(start.len().max(FILL_CHUNK)),
             offset: 0,
+            ended: false,
         };
         fill.buf.extend_from_slice(&start);
         ub.tee = Some(Box::new(fill));
+        // nginx's `ngx_http_upstream_copy_allow_ranges` for an answer being cached: the
+        // upstream's Accept-Ranges is not passed on, the range filter answers for it.
+        let before = reply.extra.len();
+        reply
+            .extra
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+        if reply.extra.len() != before {
+            reply.allow_ranges = true;
+        }
     }
+}
+
+impl Plan {
+    /// The expired object answers (an upstream error `proxy_cache_use_stale` covers): STALE.
+    fn serve_stale(
+        &mut self,
+        record: &Rc<RefCell<Record>>,
+        lc: &LocConf,
+        pass: &ProxyPass,
+        r: &Req<'_, '_>,
+    ) -> Reply {
+        let obj = self.stale.take().expect("checked by the caller");
+        record.borrow_mut().cache_status = Some("STALE");
+        obj.into_reply(lc, pass, r, record)
+    }
+
+    /// The upstream said 304 to a revalidation: the object is fresh again for what the 304's
+    /// headers say (else `proxy_cache_valid` for 304; neither: it stays expired, as nginx),
+    /// its header rewritten in place, and it answers: REVALIDATED.
+    fn revalidated(
+        &mut self,
+        record: &Rc<RefCell<Record>>,
+        lc: &LocConf,
+        pass: &ProxyPass,
+        r: &Req<'_, '_>,
+    ) -> Reply {
+        let mut obj = self.stale.take().expect("checked by the caller");
+        let headers = record.borrow().header_list();
+        let ignore = Ignore::from_list(lc.proxy.ignore_headers.as_deref().map(Vec::as_slice));
+        let now = zone::now();
+        if let Some(st) = rules::decide(304, &headers, lc.proxy.cache.valid(), ignore, now) {
+            obj.header.valid_sec = st.valid_sec;
+            obj.header.updating_sec = st.updating_sec;
+            obj.header.error_sec = st.error_sec;
+            obj.header.date = now;
+            let path = self.zone.path_of(&self.md5);
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| {
+                    f.write_all_at(&file::encode_validity(&obj.header), file::VALIDITY_OFFSET)
+                });
+            match written {
+                Ok(()) => self.zone.refreshed(&self.md5, st.valid_sec),
+                Err(e) => crate::conn_log!(
+                    Level::Crit,
+                    self.conn,
+                    "pwrite() \"{}\" failed {}",
+                    path.display(),
+                    shoal_conf::os_error(&e)
+                ),
+            }
+        }
+        record.borrow_mut().cache_status = Some("REVALIDATED");
+        obj.into_reply(lc, pass, r, record)
+    }
+
+    /// The validators `proxy_cache_revalidate` sends upstream for this request.
+    pub fn validators(&self) -> Option<&(Option<String>, Option<String>)> {
+        self.validators.as_ref()
+    }
+}
+
+/// The not-modified filter's verdict for an upstream's 200 that is being stored: its
+/// validators are in the passed-on headers.
+pub fn precondition_of_upstream(
+    req: &shoal_http::Request,
+    lc: &LocConf,
+    reply: &Reply,
+) -> Option<u16> {
+    let mut probe = Reply::new(200);
+    for (n, v) in &reply.extra {
+        if n.eq_ignore_ascii_case("etag") {
+            probe.headers.push(("ETag", v.clone()));
+        } else if n.eq_ignore_ascii_case("last-modified") {
+            if let Some(t) = shoal_http::date::parse(v.as_bytes()) {
+                probe.mtime = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .map(|d| d.as_secs() as i64);
+                probe.last_modified = Some(shoal_http::date::format(t));
+            }
+        }
+    }
+    crate::http::static_files::precondition(req, lc, &probe)
 }
 
 /// Body bytes gathered before one write.
@@ -611,6 +1032,18 @@ struct Fill {
     pool: Option<Arc<ThreadPool>>,
     buf: Vec<u8>,
     offset: u64,
+    /// `end` was called; a fill dropped without it (its body dropped unread) ends incomplete.
+    ended: bool,
+}
+
+impl Drop for Fill {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            lock(&self.shared).ended = Some(false);
+            self.post(None);
+        }
+    }
 }
 
 /// The temp file's side, shared with the pool threads that write it.
@@ -808,6 +1241,7 @@ impl Tee for Fill {
         if complete {
             self.flush();
         }
+        self.ended = true;
         lock(&self.shared).ended = Some(complete);
         self.post(None);
     }

@@ -221,6 +221,13 @@ impl Zone {
             .fetch_add(size as i64 - old_size as i64, Ordering::Relaxed);
     }
 
+    /// A revalidated object is fresh again until `valid_sec`.
+    pub fn refreshed(&self, key: &[u8; 16], valid_sec: i64) {
+        if let Some(n) = self.shard(key).map.get_mut(key) {
+            n.valid_sec = valid_sec;
+        }
+    }
+
     /// The loader found an object on disk (not known yet, or known only as asked for).
     fn loaded(&self, key: &[u8; 16], size: u64) {
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
