@@ -74,6 +74,9 @@ pub fn parse(value: &[u8]) -> Option<SystemTime> {
 pub struct DateCache {
     secs: u64,
     value: [u8; DATE_LEN],
+    /// When (on the monotonic clock) the second `value` names ends: before it, a caller with
+    /// an `Instant` in hand needs no clock read at all.
+    valid_until: Option<std::time::Instant>,
 }
 
 impl Default for DateCache {
@@ -89,7 +92,28 @@ impl DateCache {
         DateCache {
             secs,
             value: format_unix(secs),
+            valid_until: None,
         }
+    }
+
+    /// The date at `at`, a monotonic time just read by the caller (a request's start): the
+    /// wall clock is read only when `at` is past the second last formatted.
+    pub fn at_instant(&mut self, at: std::time::Instant) -> &[u8; DATE_LEN] {
+        if self.valid_until.is_some_and(|end| at < end) {
+            return &self.value;
+        }
+        let wall = SystemTime::now();
+        let mono = std::time::Instant::now();
+        let since = wall.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        let secs = since.as_secs();
+        if secs != self.secs {
+            self.secs = secs;
+            self.value = format_unix(secs);
+        }
+        let left = Duration::from_secs(1)
+            .saturating_sub(Duration::from_nanos(u64::from(since.subsec_nanos())));
+        self.valid_until = Some(mono + left);
+        &self.value
     }
 
     /// The date for now.
@@ -119,6 +143,25 @@ pub fn cached_date() -> [u8; DATE_LEN] {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn at_instant_names_the_current_second_without_rereading_within_it() {
+        let mut c = DateCache::new();
+        let now = std::time::Instant::now();
+        let first = *c.at_instant(now);
+        let wall = *DateCache::new().now();
+        // The same second, or the next one if the second turned meanwhile.
+        let next = format_unix(unix_secs(SystemTime::now()));
+        assert!(first == wall || first == next, "{first:?}");
+        // An instant before the end of that second gets the same text back.
+        assert_eq!(*c.at_instant(now), first);
+        // One well past it is reformatted from the wall clock.
+        let before = format_unix(unix_secs(SystemTime::now()));
+        let later = *c.at_instant(now + Duration::from_secs(5));
+        let after = format_unix(unix_secs(SystemTime::now()));
+        assert!(later == before || later == after, "{later:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -47,6 +47,15 @@ const MAX_GATHER: usize = 64 * 1024;
 
 thread_local! {
     static DATE: RefCell<DateCache> = RefCell::new(DateCache::new());
+    /// When the request being answered on this worker started (read once per request, used
+    /// wherever "now" within the request is good enough: the Date header, open-file cache
+    /// validity).
+    static REQUEST_NOW: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The current request's start, or the clock when no request is being answered.
+pub fn request_now() -> Instant {
+    REQUEST_NOW.with(|n| n.get()).unwrap_or_else(Instant::now)
 }
 
 /// A client socket: TCP or unix.
@@ -582,6 +591,16 @@ impl Conn {
         name_captures: Option<&crate::cycle::NameCaptures>,
     ) -> std::io::Result<bool> {
         let start = Instant::now();
+        REQUEST_NOW.with(|n| n.set(Some(start)));
+        // Cleared however this returns: a later answer with no request (a timeout's 408) reads
+        // the clock.
+        struct Clear;
+        impl Drop for Clear {
+            fn drop(&mut self) {
+                REQUEST_NOW.with(|n| n.set(None));
+            }
+        }
+        let _clear = Clear;
         let body_kind = req.body();
         // `client_max_body_size` is checked against the location found for the request URI,
         // before any body byte is read, as nginx does.
@@ -783,7 +802,7 @@ impl Conn {
             && !too_large
             && !lc.keepalive_timeout().0.is_zero()
             && self.requests < lc.keepalive_requests()
-            && self.born.elapsed() < lc.keepalive_time()
+            && start.saturating_duration_since(self.born) < lc.keepalive_time()
             && !self.closing_after_request
             && !self.guard.0.stopping.get();
         if reply.ends_keepalive() || body_left {
@@ -1635,7 +1654,16 @@ impl Conn {
         let req = who.map(|(r, _)| r);
         let head_only = req.is_some_and(|r| r.method() == "HEAD");
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
-        let date = DATE.with(|d| *d.borrow_mut().now());
+        // An answer made in the poll that read its request (a file, an error page) is dated by
+        // the request's start; one that waited (a proxied answer) by the clock.
+        let date = DATE.with(|d| {
+            let mut d = d.borrow_mut();
+            if reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)) {
+                *d.now()
+            } else {
+                *d.at_instant(request_now())
+            }
+        });
         let length = reply.body.length();
         let upstream_unsized =
             matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());

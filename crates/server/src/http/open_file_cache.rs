@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shoal_conf::{Directive, Error};
 use shoal_io::open_file_cache::{FileInfo, OpenFileCache, OpenFileCacheConfig, OpenedFile};
@@ -164,7 +164,7 @@ pub fn open(lc: &super::LocConf, path: &Path) -> io::Result<OpenedFile> {
     let Some(config) = lc.open_file_cache.config() else {
         return shoal_io::open_file_cache::open(path);
     };
-    let now = Instant::now();
+    let now = super::conn::request_now();
     CACHES.with(|c| {
         c.borrow_mut()
             .entry(key(&config))
