@@ -9,6 +9,7 @@
 
 pub mod direct;
 pub mod file;
+pub mod fxhash;
 pub mod open_file_cache;
 pub mod pool;
 pub mod residency;

@@ -16,7 +16,6 @@
 //! ...) is cached like a file, until `valid` expires. Directories are cached without an fd.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::marker::PhantomData;
@@ -146,7 +145,7 @@ struct Node {
 /// The per-worker open-file cache. See the module documentation.
 pub struct OpenFileCache {
     config: OpenFileCacheConfig,
-    index: HashMap<Arc<Path>, usize>,
+    index: crate::fxhash::FxHashMap<Arc<Path>, usize>,
     nodes: Vec<Option<Node>>,
     free: Vec<usize>,
     /// Most recently used.
@@ -165,7 +164,7 @@ impl OpenFileCache {
     pub fn new(config: OpenFileCacheConfig) -> OpenFileCache {
         OpenFileCache {
             config,
-            index: HashMap::new(),
+            index: Default::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             head: None,

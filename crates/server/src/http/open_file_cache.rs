@@ -10,8 +10,8 @@
 //!
 //! Runs on the worker; the caches are thread-local, so nothing here takes a lock.
 
+use shoal_io::fxhash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -154,8 +154,8 @@ struct Content {
 }
 
 thread_local! {
-    static CACHES: RefCell<HashMap<Key, OpenFileCache>> = RefCell::new(HashMap::new());
-    static CONTENT: RefCell<HashMap<PathBuf, Content>> = RefCell::new(HashMap::new());
+    static CACHES: RefCell<FxHashMap<Key, OpenFileCache>> = RefCell::new(FxHashMap::default());
+    static CONTENT: RefCell<FxHashMap<PathBuf, Content>> = RefCell::new(FxHashMap::default());
 }
 
 /// Opens `path` through this location's cache (or directly when it is off). A directory comes
