@@ -1087,3 +1087,31 @@ fn random_hash_and_backup_peers() {
     }
     assert_eq!(a.requests().iter().filter(|r| r.target == "/dn").count(), 0);
 }
+
+#[test]
+fn header_values_that_are_not_utf8_pass_byte_for_byte() {
+    let up = Upstream::start(|_| {
+        Answer::raw(
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\
+               Content-Disposition: attachment; filename=\"caf\xe9.txt\"\r\n\r\nok"[..],
+        )
+    });
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass {}; }}", up.url()),
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(b"GET /f HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let want = b"Content-Disposition: attachment; filename=\"caf\xe9.txt\"\r\n";
+    assert!(
+        out.windows(want.len()).any(|w| w == want),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}

@@ -1676,6 +1676,9 @@ impl Conn {
         for (n, v) in &reply.extra {
             extra.push((n, v.as_bytes()));
         }
+        for (n, v) in &reply.raw_extra {
+            extra.push((n, v));
+        }
         let last_modified = reply.last_modified;
         let head = ResponseHead {
             status: reply.status,

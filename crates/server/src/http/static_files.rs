@@ -84,6 +84,9 @@ pub struct Reply {
     pub headers: Vec<(&'static str, String)>,
     /// Headers from `add_header`.
     pub extra: Vec<(String, String)>,
+    /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
+    /// `Content-Disposition`): sent byte for byte, as nginx does.
+    pub raw_extra: Vec<(String, Vec<u8>)>,
     /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494, 500 and
     /// 501; a `return 500 "text"` keeps the connection).
     pub special: bool,
@@ -119,6 +122,7 @@ impl Reply {
             mtime: None,
             headers: Vec::new(),
             extra: Vec::new(),
+            raw_extra: Vec::new(),
             special: false,
             close_after: false,
             direct: None,
@@ -146,6 +150,12 @@ impl Reply {
         }
         for (n, v) in &self.extra {
             out.push((n.to_ascii_lowercase(), v.clone()));
+        }
+        for (n, v) in &self.raw_extra {
+            out.push((
+                n.to_ascii_lowercase(),
+                String::from_utf8_lossy(v).into_owned(),
+            ));
         }
         out
     }

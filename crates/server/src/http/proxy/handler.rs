@@ -728,7 +728,14 @@ impl Answer {
             if !conf.passes(name) {
                 continue;
             }
-            let value = String::from_utf8_lossy(value).into_owned();
+            let value = match std::str::from_utf8(value) {
+                Ok(v) => v.to_string(),
+                Err(_) => {
+                    // Not text: passed on as the bytes it is.
+                    reply.raw_extra.push((name.to_string(), value.to_vec()));
+                    continue;
+                }
+            };
             if is("content-type") {
                 reply.content_type = Some(value);
             } else if is("location") {
