@@ -10,7 +10,9 @@
 //! reload epoch, and the same [`Node::gen`], which changes whenever the object on disk does
 //! (stored over, revalidated, purged, evicted, found bad). Freshness is read from the entry's
 //! header on every hit, as from the file's. So a worker never answers from a copy the index no
-//! longer vouches for; the cost of the check is the shard lock a hit takes anyway.
+//! longer vouches for; the cost of the check is the shard lock a hit takes anyway, plus one
+//! `fstat` of the held file, which catches a file changed behind shoal's back (truncated or
+//! overwritten in place: read again, and a logged miss if it is bad).
 //!
 //! Bounded in entries (open files) and bytes; the least recently used entry goes first.
 //! Thread-local: nothing here takes a lock.
@@ -79,7 +81,8 @@ pub fn get(zone: &Arc<Zone>, md5: &[u8; 16], key: &[u8], node: &Node) -> Option<
             && e.gen == node.gen
             && same_zone(&e.zone, zone)
             && e.epoch == zone.epoch()
-            && *e.key == *key;
+            && *e.key == *key
+            && e.obj.unchanged();
         if !good {
             h.remove(md5);
             return None;

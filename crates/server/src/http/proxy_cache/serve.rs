@@ -592,12 +592,32 @@ fn purge_prefix(zone: &Zone, prefix: &[u8]) -> usize {
 pub struct Object {
     file: Arc<File>,
     len: u64,
+    /// The file as it was read (see [`Object::unchanged`]).
+    stamp: FileStamp,
     header: Rc<Header>,
     /// The stored head, parsed once (`None`: it does not parse, a 500).
     head: Option<Rc<ParsedHead>>,
     /// The whole file, when it was read whole (a small object): the body is sent from
     /// memory, no second read or sendfile.
     whole: Option<bytes::Bytes>,
+}
+
+/// What tells a file changed in place: inode, size, modification and change times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileStamp([i64; 6]);
+
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp([
+            m.ino() as i64,
+            m.size() as i64,
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ])
+    }
 }
 
 /// A stored head's status line and headers.
@@ -618,6 +638,15 @@ impl Object {
                     .sum::<usize>()
         });
         self.whole.as_ref().map_or(0, |b| b.len()) + head + std::mem::size_of::<Header>() + 256
+    }
+
+    /// Whether the open file is still as it was read (one `fstat`): the index's generation
+    /// covers every change shoal makes; this covers a file changed behind its back (truncated
+    /// or overwritten in place), which is then read again and, if bad, a logged miss.
+    pub fn unchanged(&self) -> bool {
+        self.file
+            .metadata()
+            .is_ok_and(|m| FileStamp::of(&m) == self.stamp)
     }
 
     fn opened(self) -> Opened {
@@ -689,7 +718,11 @@ async fn open_object(
             return Opened::None;
         }
     };
-    let len = f.metadata().map_or(0, |m| m.len());
+    let Ok(meta) = f.metadata() else {
+        return Opened::None;
+    };
+    let len = meta.len();
+    let stamp = FileStamp::of(&meta);
     let check = lc.aio_residency_check();
     let mut start = match shoal_io::file::read_range(&f, 0, 4096, pool, check).await {
         Ok(b) => b,
@@ -738,6 +771,7 @@ async fn open_object(
     Object {
         file: f,
         len,
+        stamp,
         header: Rc::new(header),
         head: parse_head(&head).map(Rc::new),
         whole,
