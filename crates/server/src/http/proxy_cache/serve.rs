@@ -230,7 +230,8 @@ pub async fn begin(
         );
         return Begin::Status(500);
     };
-    let (_, md5) = file::name_of(key.as_bytes());
+    // Once per request: the hit path needs the digest only, not its hex name.
+    let md5 = md5::md5(key.as_bytes());
     if purge {
         return Begin::Status(purge_key(&zone, &key));
     }
@@ -828,17 +829,19 @@ impl Object {
             reply.reason = Some(head.reason.clone());
         }
         for (name, value) in headers.iter() {
-            let lower = name.to_ascii_lowercase();
-            if matches!(
-                lower.as_str(),
-                "connection" | "keep-alive" | "transfer-encoding" | "content-length" | "upgrade"
-            ) || !conf.passes(name)
+            let is = |n: &str| name.eq_ignore_ascii_case(n);
+            if is("connection")
+                || is("keep-alive")
+                || is("transfer-encoding")
+                || is("content-length")
+                || is("upgrade")
+                || !conf.passes(name)
             {
                 continue;
             }
-            match lower.as_str() {
-                "content-type" => reply.content_type = Some(value.clone()),
-                "location" => {
+            match () {
+                _ if is("content-type") => reply.content_type = Some(value.clone()),
+                _ if is("location") => {
                     let v = crate::http::proxy::handler::redirect(conf, pass, r, lc, record, value);
                     reply.location = Some(match v {
                         Some(v) if v.starts_with('/') => {
@@ -850,8 +853,8 @@ impl Object {
                         None => value.clone(),
                     });
                 }
-                "etag" => reply.headers.push(("ETag", value.clone())),
-                "last-modified" => {
+                _ if is("etag") => reply.headers.push(("ETag", value.clone())),
+                _ if is("last-modified") => {
                     if matches!(status, 200 | 206) {
                         let t = shoal_http::date::parse(value.as_bytes());
                         if let Some(t) = t {
