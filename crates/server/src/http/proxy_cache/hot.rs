@@ -14,12 +14,15 @@
 //! `fstat` of the held file, which catches a file changed behind shoal's back (truncated or
 //! overwritten in place: read again, and a logged miss if it is bad).
 //!
-//! Bounded in entries (open files) and bytes; the least recently used entry goes first.
+//! Bounded in entries (open files) and bytes per worker, and in open files for all workers
+//! together (an eighth of `RLIMIT_NOFILE`, so the copies never starve `accept`); the least
+//! recently used entry goes first.
 //! Thread-local: nothing here takes a lock.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use super::serve::Object;
 use super::zone::{Node, Zone};
@@ -29,6 +32,18 @@ const MAX_ENTRIES: usize = 512;
 /// Bytes of kept small objects per worker.
 const MAX_BYTES: usize = 16 << 20;
 
+/// Files the entries of all workers hold open.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// The most files all workers' entries may hold: an eighth of the open-file limit, read once
+/// (`worker_rlimit_nofile` is set before the workers start).
+fn held_max() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        shoal_io::syscall::nofile_limit().map_or(128, |n| (n / 8).min(1 << 20) as usize)
+    })
+}
+
 struct Entry {
     zone: Weak<Zone>,
     epoch: u64,
@@ -37,6 +52,12 @@ struct Entry {
     obj: Object,
     bytes: usize,
     used: u64,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        HELD.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Default)]
@@ -105,7 +126,10 @@ pub fn put(zone: &Arc<Zone>, md5: &[u8; 16], key: &[u8], node: &Node, obj: &Obje
     HOT.with(|h| {
         let mut h = h.borrow_mut();
         h.remove(md5);
-        while h.map.len() >= MAX_ENTRIES || h.bytes + bytes > MAX_BYTES {
+        while h.map.len() >= MAX_ENTRIES
+            || h.bytes + bytes > MAX_BYTES
+            || HELD.load(Ordering::Relaxed) >= held_max()
+        {
             if h.map.is_empty() {
                 return;
             }
@@ -114,6 +138,7 @@ pub fn put(zone: &Arc<Zone>, md5: &[u8; 16], key: &[u8], node: &Node, obj: &Obje
         h.tick += 1;
         let used = h.tick;
         h.bytes += bytes;
+        HELD.fetch_add(1, Ordering::Relaxed);
         h.map.insert(
             *md5,
             Entry {
