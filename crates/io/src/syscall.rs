@@ -476,6 +476,21 @@ pub fn fs_free(path: &Path) -> io::Result<u64> {
     Ok(s.f_bavail as u64 * s.f_frsize as u64)
 }
 
+/// The process's soft limit on open files (`RLIMIT_NOFILE`), for caches that hold files open.
+pub fn nofile_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit struct.
+    let ret = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t's width differs between architectures
+    Ok(lim.rlim_cur as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,7 @@ pub struct Record {
     /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
     pub cache_status: Option<&'static str>,
     /// The headers of an answer served from the cache (no upstream head then).
-    pub cached_headers: Vec<(String, String)>,
+    pub cached_headers: std::rc::Rc<[(String, String)]>,
     /// Upstream headers an intercepted error's answer keeps (a 401's `WWW-Authenticate`).
     pub carry: Vec<(String, String)>,
     /// How the last try failed (a `NextUpstream` bit: error, timeout, invalid_header), for
@@ -67,7 +67,7 @@ impl Default for Record {
             tries: Vec::new(),
             head: None,
             cache_status: None,
-            cached_headers: Vec::new(),
+            cached_headers: std::rc::Rc::from(Vec::new()),
             carry: Vec::new(),
             last_fail: 0,
             cache_validators: None,
@@ -163,7 +163,7 @@ impl Record {
                     )
                 })
                 .collect(),
-            None => self.cached_headers.clone(),
+            None => self.cached_headers.to_vec(),
         }
     }
 

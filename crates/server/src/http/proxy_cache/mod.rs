@@ -13,6 +13,7 @@
 //! its reply and its upstream body) and the pure parts (md5, file, rules) are small.
 
 pub mod file;
+pub mod hot;
 pub mod md5;
 pub mod rules;
 pub mod serve;

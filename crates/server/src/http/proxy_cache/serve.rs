@@ -230,7 +230,8 @@ pub async fn begin(
         );
         return Begin::Status(500);
     };
-    let (_, md5) = file::name_of(key.as_bytes());
+    // Once per request: the hit path needs the digest only, not its hex name.
+    let md5 = md5::md5(key.as_bytes());
     if purge {
         return Begin::Status(purge_key(&zone, &key));
     }
@@ -269,11 +270,19 @@ pub async fn begin(
     let lock = c.lock() && !scarce;
     let wait_until = std::time::Instant::now() + c.lock_timeout();
     let mut known_absent = !node.exists && !zone.is_cold();
+    // The worker's copy, if the index still vouches for it (see `hot`).
+    let mut from_hot = super::hot::get(&zone, &md5, plan.key.as_bytes(), &node);
     loop {
-        let opened = if known_absent {
+        let opened = if let Some(obj) = from_hot.take() {
+            obj.opened()
+        } else if known_absent {
             Opened::None
         } else {
-            open_object(&zone, &plan, pool.as_deref(), lc, r.info.number).await
+            let opened = open_object(&zone, &plan, pool.as_deref(), lc, r.info.number, &node).await;
+            if let Opened::Fresh(obj) | Opened::Stale(obj) = &opened {
+                super::hot::put(&zone, &md5, plan.key.as_bytes(), &node, obj);
+            }
+            opened
         };
         let obj = match opened {
             Opened::Fresh(obj) | Opened::Stale(obj) if obj.variant_mismatch(&variant_of) => {
@@ -579,15 +588,75 @@ fn purge_prefix(zone: &Zone, prefix: &[u8]) -> usize {
     n
 }
 
-/// An object read from disk.
-struct Object {
+/// An object read from disk (or the worker's copy of one, [`super::hot`]): cheap to clone.
+#[derive(Clone)]
+pub struct Object {
     file: Arc<File>,
     len: u64,
-    header: Header,
-    head: Vec<u8>,
-    /// The whole file, when the first read took it all (a small object): the body is sent
-    /// from memory, no second read or sendfile.
+    /// The file as it was read (see [`Object::unchanged`]).
+    stamp: FileStamp,
+    header: Rc<Header>,
+    /// The stored head, parsed once (`None`: it does not parse, a 500).
+    head: Option<Rc<ParsedHead>>,
+    /// The whole file, when it was read whole (a small object): the body is sent from
+    /// memory, no second read or sendfile.
     whole: Option<bytes::Bytes>,
+}
+
+/// What tells a file changed in place: inode, size, modification and change times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileStamp([i64; 6]);
+
+impl FileStamp {
+    fn of(m: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp([
+            m.ino() as i64,
+            m.size() as i64,
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ])
+    }
+}
+
+/// A stored head's status line and headers.
+struct ParsedHead {
+    status: u16,
+    reason: String,
+    headers: Rc<[(String, String)]>,
+}
+
+impl Object {
+    /// Bytes this object keeps in memory.
+    pub fn kept_bytes(&self) -> usize {
+        let head = self.head.as_ref().map_or(0, |h| {
+            h.reason.len()
+                + h.headers
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len() + 48)
+                    .sum::<usize>()
+        });
+        self.whole.as_ref().map_or(0, |b| b.len()) + head + std::mem::size_of::<Header>() + 256
+    }
+
+    /// Whether the open file is still as it was read (one `fstat`): the index's generation
+    /// covers every change shoal makes; this covers a file changed behind its back (truncated
+    /// or overwritten in place), which is then read again and, if bad, a logged miss.
+    pub fn unchanged(&self) -> bool {
+        self.file
+            .metadata()
+            .is_ok_and(|m| FileStamp::of(&m) == self.stamp)
+    }
+
+    fn opened(self) -> Opened {
+        if self.header.valid_sec < zone::now() {
+            Opened::Stale(self)
+        } else {
+            Opened::Fresh(self)
+        }
+    }
 }
 
 enum Opened {
@@ -631,6 +700,7 @@ async fn open_object(
     pool: Option<&ThreadPool>,
     lc: &LocConf,
     conn: u64,
+    node: &zone::Node,
 ) -> Opened {
     let path = zone.path_of(&plan.md5);
     let f = match File::open(&path) {
@@ -649,7 +719,11 @@ async fn open_object(
             return Opened::None;
         }
     };
-    let len = f.metadata().map_or(0, |m| m.len());
+    let Ok(meta) = f.metadata() else {
+        return Opened::None;
+    };
+    let len = meta.len();
+    let stamp = FileStamp::of(&meta);
     let check = lc.aio_residency_check();
     let mut start = match shoal_io::file::read_range(&f, 0, 4096, pool, check).await {
         Ok(b) => b,
@@ -683,26 +757,31 @@ async fn open_object(
             return Opened::None;
         }
     };
+    // A small object the worker will keep (the index knows its generation) is read whole
+    // now, once, so its hits are answered from memory.
+    let small = len.saturating_sub(header.body_start as u64)
+        <= crate::http::static_files::SMALL_FILE as u64;
+    if (start.len() as u64) < len && small && node.exists && node.gen != 0 {
+        if let Ok(b) = shoal_io::file::read_range(&f, 0, len as usize, pool, check).await {
+            if b.len() as u64 == len {
+                start = b;
+            }
+        }
+    }
     let whole = (start.len() as u64 == len).then(|| bytes::Bytes::from(start));
-    let obj = Object {
+    Object {
         file: f,
         len,
-        header,
-        head,
+        stamp,
+        header: Rc::new(header),
+        head: parse_head(&head).map(Rc::new),
         whole,
-    };
-    if obj.header.valid_sec < zone::now() {
-        Opened::Stale(obj)
-    } else {
-        Opened::Fresh(obj)
     }
+    .opened()
 }
 
 /// The status line and headers of a stored head (untrusted: `None` if it does not parse).
-/// A stored head's status, reason and headers.
-type Head = (u16, String, Vec<(String, String)>);
-
-fn parse_head(head: &[u8]) -> Option<Head> {
+fn parse_head(head: &[u8]) -> Option<ParsedHead> {
     let text = std::str::from_utf8(head).ok()?;
     let mut lines = text.split("\r\n");
     let status_line = lines.next()?;
@@ -721,7 +800,11 @@ fn parse_head(head: &[u8]) -> Option<Head> {
         let (n, v) = l.split_once(':')?;
         headers.push((n.to_string(), v.trim().to_string()));
     }
-    Some((status, reason, headers))
+    Some(ParsedHead {
+        status,
+        reason,
+        headers: headers.into(),
+    })
 }
 
 impl Object {
@@ -736,25 +819,29 @@ impl Object {
     ) -> Reply {
         let conf = &lc.proxy;
         let body_start = self.header.body_start as u64;
-        let Some((status, reason, headers)) = parse_head(&self.head) else {
+        let Some(head) = &self.head else {
             return crate::http::static_files::error_reply(500, lc);
         };
+        let status = head.status;
+        let headers = &head.headers;
         let mut reply = Reply::new(status);
-        if !reason.is_empty() {
-            reply.reason = Some(reason);
+        if !head.reason.is_empty() {
+            reply.reason = Some(head.reason.clone());
         }
-        for (name, value) in &headers {
-            let lower = name.to_ascii_lowercase();
-            if matches!(
-                lower.as_str(),
-                "connection" | "keep-alive" | "transfer-encoding" | "content-length" | "upgrade"
-            ) || !conf.passes(name)
+        for (name, value) in headers.iter() {
+            let is = |n: &str| name.eq_ignore_ascii_case(n);
+            if is("connection")
+                || is("keep-alive")
+                || is("transfer-encoding")
+                || is("content-length")
+                || is("upgrade")
+                || !conf.passes(name)
             {
                 continue;
             }
-            match lower.as_str() {
-                "content-type" => reply.content_type = Some(value.clone()),
-                "location" => {
+            match () {
+                _ if is("content-type") => reply.content_type = Some(value.clone()),
+                _ if is("location") => {
                     let v = crate::http::proxy::handler::redirect(conf, pass, r, lc, record, value);
                     reply.location = Some(match v {
                         Some(v) if v.starts_with('/') => {
@@ -766,8 +853,8 @@ impl Object {
                         None => value.clone(),
                     });
                 }
-                "etag" => reply.headers.push(("ETag", value.clone())),
-                "last-modified" => {
+                _ if is("etag") => reply.headers.push(("ETag", value.clone())),
+                _ if is("last-modified") => {
                     if matches!(status, 200 | 206) {
                         let t = shoal_http::date::parse(value.as_bytes());
                         if let Some(t) = t {
@@ -799,7 +886,7 @@ impl Object {
             && headers
                 .iter()
                 .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
-        record.borrow_mut().cached_headers = headers;
+        record.borrow_mut().cached_headers = headers.clone();
         reply
     }
 }
@@ -967,10 +1054,11 @@ impl Plan {
         let ignore = Ignore::from_list(lc.proxy.ignore_headers.as_deref().map(Vec::as_slice));
         let now = zone::now();
         if let Some(st) = rules::decide(304, &headers, lc.proxy.cache.valid(), ignore, now) {
-            obj.header.valid_sec = st.valid_sec;
-            obj.header.updating_sec = st.updating_sec;
-            obj.header.error_sec = st.error_sec;
-            obj.header.date = now;
+            let h = Rc::make_mut(&mut obj.header);
+            h.valid_sec = st.valid_sec;
+            h.updating_sec = st.updating_sec;
+            h.error_sec = st.error_sec;
+            h.date = now;
             let path = self.zone.path_of(&self.md5);
             let written = std::fs::OpenOptions::new()
                 .write(true)

@@ -52,6 +52,10 @@ pub struct Node {
     pub exists: bool,
     /// Last use (unix seconds), for `inactive`.
     pub accessed: i64,
+    /// The object's generation: a new value (never reused in the zone) each time the object
+    /// on disk changes (stored, refreshed by a revalidation, found by the loader, lost); 0
+    /// while none is known. A worker's copy of an object is good only while this is the same.
+    pub gen: u64,
 }
 
 #[derive(Default)]
@@ -80,6 +84,8 @@ pub struct Zone {
     cold: AtomicBool,
     stop: AtomicBool,
     temp_counter: AtomicU64,
+    /// Bumped by each reload that keeps this zone: the workers' copies of its objects go.
+    epoch: AtomicU64,
     pub stats: Stats,
 }
 
@@ -101,6 +107,7 @@ impl Zone {
             cold: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             temp_counter: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
             stats: Stats::default(),
         }
     }
@@ -111,6 +118,11 @@ impl Zone {
 
     pub fn is_cold(&self) -> bool {
         self.cold.load(Ordering::Acquire)
+    }
+
+    /// The reload epoch (see [`Node::gen`] for the object's own).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     /// Bytes the index counts on disk.
@@ -209,6 +221,7 @@ impl Zone {
             sh.lru.remove(&n.stamp);
             n.stamp = stamp;
             old_size = if n.exists { n.size } else { 0 };
+            n.gen = stamp;
             n.exists = true;
             n.size = size;
             n.valid_sec = valid_sec;
@@ -223,8 +236,10 @@ impl Zone {
 
     /// A revalidated object is fresh again until `valid_sec`.
     pub fn refreshed(&self, key: &[u8; 16], valid_sec: i64) {
+        let gen = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some(n) = self.shard(key).map.get_mut(key) {
             n.valid_sec = valid_sec;
+            n.gen = gen;
         }
     }
 
@@ -251,6 +266,7 @@ impl Zone {
             let n = sh.map.entry(*key).or_default();
             sh.lru.remove(&n.stamp);
             n.stamp = stamp;
+            n.gen = stamp;
             n.exists = true;
             n.size = size;
             n.accessed = now();
@@ -284,11 +300,13 @@ impl Zone {
 
     /// Marks `key` as not on disk (its file was found bad and removed).
     pub fn lost(&self, key: &[u8; 16]) {
+        let gen = self.clock.fetch_add(1, Ordering::Relaxed);
         let size = {
             let mut sh = self.shard(key);
             match sh.map.get_mut(key) {
                 Some(n) if n.exists => {
                     n.exists = false;
+                    n.gen = gen;
                     std::mem::take(&mut n.size)
                 }
                 _ => 0,
@@ -437,6 +455,7 @@ pub fn configure(paths: &[Arc<CachePathConf>]) {
         match old.get(&c.zone) {
             Some(z) if z.conf().path == c.path => {
                 z.conf.store(c.clone());
+                z.epoch.fetch_add(1, Ordering::AcqRel);
                 new.insert(c.zone.clone(), z.clone());
             }
             _ => {

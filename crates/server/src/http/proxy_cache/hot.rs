@@ -1,0 +1,160 @@
+//! The worker's hot objects: what a HIT needs, kept per worker so that a hit of a hot object
+//! touches no file (the `open_file_cache` of the proxy cache). An entry holds the open file
+//! (so a large body is sent from it without open/fstat/close), the object's fixed header and
+//! its stored head already parsed, and for a small object (a body up to `SMALL_FILE`) the
+//! whole file's bytes, sent from memory with the head in one write.
+//!
+//! The one thing to know: an entry is only ever used after the shared index
+//! ([`super::zone`]) said, for this very request, that the object is still the one the entry
+//! was taken from: the same zone (a reload that moves the cache makes another zone), the same
+//! reload epoch, and the same [`Node::gen`], which changes whenever the object on disk does
+//! (stored over, revalidated, purged, evicted, found bad). Freshness is read from the entry's
+//! header on every hit, as from the file's. So a worker never answers from a copy the index no
+//! longer vouches for; the cost of the check is the shard lock a hit takes anyway, plus one
+//! `fstat` of the held file, which catches a file changed behind shoal's back (truncated or
+//! overwritten in place: read again, and a logged miss if it is bad).
+//!
+//! Bounded in entries (open files) and bytes per worker, and in open files for all workers
+//! together (an eighth of `RLIMIT_NOFILE`, so the copies never starve `accept`); the least
+//! recently used entry goes first.
+//! Thread-local: nothing here takes a lock.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use super::serve::Object;
+use super::zone::{Node, Zone};
+
+/// Entries per worker (each one open file).
+const MAX_ENTRIES: usize = 512;
+/// Bytes of kept small objects per worker.
+const MAX_BYTES: usize = 16 << 20;
+
+/// Files the entries of all workers hold open.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// The most files all workers' entries may hold: an eighth of the open-file limit, read once
+/// (`worker_rlimit_nofile` is set before the workers start).
+fn held_max() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        shoal_io::syscall::nofile_limit().map_or(128, |n| (n / 8).min(1 << 20) as usize)
+    })
+}
+
+struct Entry {
+    zone: Weak<Zone>,
+    epoch: u64,
+    gen: u64,
+    key: Box<[u8]>,
+    obj: Object,
+    bytes: usize,
+    used: u64,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        HELD.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Default)]
+struct Hot {
+    map: HashMap<[u8; 16], Entry>,
+    bytes: usize,
+    tick: u64,
+}
+
+impl Hot {
+    fn remove(&mut self, md5: &[u8; 16]) {
+        if let Some(e) = self.map.remove(md5) {
+            self.bytes -= e.bytes;
+        }
+    }
+
+    fn evict_oldest(&mut self) {
+        let oldest = self.map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| *k);
+        if let Some(k) = oldest {
+            self.remove(&k);
+        }
+    }
+}
+
+thread_local! {
+    static HOT: RefCell<Hot> = RefCell::new(Hot::default());
+}
+
+fn same_zone(w: &Weak<Zone>, zone: &Arc<Zone>) -> bool {
+    std::ptr::eq(w.as_ptr(), Arc::as_ptr(zone))
+}
+
+/// The worker's copy of the object `node` (the index's answer for `md5`, just now) describes,
+/// if it has one; a copy that no longer matches is dropped.
+pub fn get(zone: &Arc<Zone>, md5: &[u8; 16], key: &[u8], node: &Node) -> Option<Object> {
+    HOT.with(|h| {
+        let mut h = h.borrow_mut();
+        let h = &mut *h;
+        let e = h.map.get_mut(md5)?;
+        let good = node.exists
+            && node.gen != 0
+            && e.gen == node.gen
+            && same_zone(&e.zone, zone)
+            && e.epoch == zone.epoch()
+            && *e.key == *key
+            && e.obj.unchanged();
+        if !good {
+            h.remove(md5);
+            return None;
+        }
+        h.tick += 1;
+        e.used = h.tick;
+        Some(e.obj.clone())
+    })
+}
+
+/// Keeps `obj`, read from disk after the index said `node` for `md5`.
+pub fn put(zone: &Arc<Zone>, md5: &[u8; 16], key: &[u8], node: &Node, obj: &Object) {
+    if !node.exists || node.gen == 0 {
+        return;
+    }
+    let bytes = obj.kept_bytes() + key.len();
+    if bytes > MAX_BYTES / 4 {
+        return;
+    }
+    HOT.with(|h| {
+        let mut h = h.borrow_mut();
+        h.remove(md5);
+        while h.map.len() >= MAX_ENTRIES
+            || h.bytes + bytes > MAX_BYTES
+            || HELD.load(Ordering::Relaxed) >= held_max()
+        {
+            if h.map.is_empty() {
+                return;
+            }
+            h.evict_oldest();
+        }
+        h.tick += 1;
+        let used = h.tick;
+        h.bytes += bytes;
+        HELD.fetch_add(1, Ordering::Relaxed);
+        h.map.insert(
+            *md5,
+            Entry {
+                zone: Arc::downgrade(zone),
+                epoch: zone.epoch(),
+                gen: node.gen,
+                key: key.into(),
+                obj: obj.clone(),
+                bytes,
+                used,
+            },
+        );
+    })
+}
+
+/// Drops the worker's copy of `md5` (the object was found changed or bad).
+pub fn forget(md5: &[u8; 16]) {
+    HOT.with(|h| h.borrow_mut().remove(md5));
+}
