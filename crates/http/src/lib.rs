@@ -15,6 +15,7 @@
 pub use bytes;
 
 pub mod body;
+pub mod crc32;
 pub mod date;
 pub mod error;
 pub mod limits;
