@@ -17,6 +17,7 @@ pub use bytes;
 pub mod body;
 pub mod crc32;
 pub mod date;
+pub mod deflate;
 pub mod error;
 pub mod limits;
 pub mod request;
