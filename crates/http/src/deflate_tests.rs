@@ -27,7 +27,11 @@ fn round_trip(enc: &mut Encoder, data: &[u8]) -> Vec<u8> {
     for level in 1..=4 {
         let mut z = Vec::new();
         enc.gzip(data, level, &mut z);
-        assert!(gunzip(&z) == data, "gzip, level {level}, {} bytes", data.len());
+        assert!(
+            gunzip(&z) == data,
+            "gzip, level {level}, {} bytes",
+            data.len()
+        );
         assert_eq!(&z[..10], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
         let mut raw = Vec::new();
         enc.deflate(data, level, &mut raw);
@@ -119,7 +123,14 @@ fn text_and_json() {
 fn block_boundaries() {
     let mut enc = Encoder::new();
     let t = text(3 * BLOCK + 10);
-    for n in [BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK, 2 * BLOCK + 3, 3 * BLOCK + 10] {
+    for n in [
+        BLOCK - 1,
+        BLOCK,
+        BLOCK + 1,
+        2 * BLOCK,
+        2 * BLOCK + 3,
+        3 * BLOCK + 10,
+    ] {
         round_trip(&mut enc, &t[..n]);
         round_trip(&mut enc, &random(n, 11));
     }
