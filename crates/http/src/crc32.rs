@@ -6,7 +6,7 @@
 //! Also the gzip trailer's checksum ([`crate::deflate`]), so whole bodies go eight bytes at a
 //! step (slicing-by-8: eight 1 KB tables, each byte's contribution shifted one more byte).
 
-const TABLES: [[u32; 256]; 8] = tables();
+static TABLES: [[u32; 256]; 8] = tables();
 
 const fn tables() -> [[u32; 256]; 8] {
     let mut t = [[0u32; 256]; 8];

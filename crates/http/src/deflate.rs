@@ -52,10 +52,10 @@ const CL_ORDER: [usize; CL_CODES] = [
 ];
 
 /// Length - 3 → length code - 257.
-const LEN_CODE: [u8; 256] = len_codes();
+static LEN_CODE: [u8; 256] = len_codes();
 /// Distance - 1 → distance code: below 256 directly, above by (distance - 1) >> 7 from 256
 /// (every code past 16 spans a multiple of 128 distances, aligned).
-const DIST_CODE: [u8; 512] = dist_codes();
+static DIST_CODE: [u8; 512] = dist_codes();
 
 const fn len_codes() -> [u8; 256] {
     let mut t = [0u8; 256];
@@ -133,27 +133,29 @@ struct Code<const N: usize> {
 
 impl<const N: usize> Code<N> {
     fn from_lengths(len: [u8; N]) -> Code<N> {
-        let mut count = [0u16; 16];
-        for &l in &len {
-            count[l as usize] += 1;
+        // Unused symbols (length 0) count and take codes in 16 dummy slots in turn, so the
+        // loops neither branch on the length nor wait on one counter's previous increment.
+        let slot = |s: usize, l: u8| l as usize | usize::from(l == 0) * (16 + (s & 15));
+        let mut count = [0u16; 32];
+        for (s, &l) in len.iter().enumerate() {
+            count[slot(s, l)] += 1;
         }
-        count[0] = 0;
-        let mut next = [0u16; 16];
+        let mut next = [0u16; 32];
         let mut c = 0u16;
         for bits in 1..16 {
-            c = (c + count[bits - 1]) << 1;
+            c = (c + if bits > 1 { count[bits - 1] } else { 0 }) << 1;
             next[bits] = c;
         }
         let mut code = [0u16; N];
-        for (s, &l) in len.iter().enumerate() {
-            if l > 0 {
-                code[s] = next[l as usize].reverse_bits() >> (16 - l);
-                next[l as usize] += 1;
-            }
+        for (s, (c, &l)) in code.iter_mut().zip(&len).enumerate() {
+            let n = &mut next[slot(s, l)];
+            *c = (u64::from(u32::from(*n).reverse_bits()) >> (32 - l)) as u16;
+            *n = n.wrapping_add(1);
         }
         Code { len, code }
     }
 
+    #[inline(always)]
     fn put(&self, w: &mut Bits<'_>, sym: usize) {
         debug_assert!(self.len[sym] > 0, "symbol {sym} has a code");
         w.put(u32::from(self.code[sym]), u32::from(self.len[sym]));
@@ -168,6 +170,7 @@ struct Bits<'a> {
 }
 
 impl Bits<'_> {
+    #[inline(always)]
     fn put(&mut self, v: u32, len: u32) {
         debug_assert!(len <= 32 && (len == 32 || v >> len == 0));
         self.acc |= u64::from(v) << self.n;
@@ -546,16 +549,21 @@ fn cl_extra_bits(sym: u8) -> u32 {
 /// simplest complete code every inflater takes.
 fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
     *len = [0; N];
-    let mut leaves = [(0u32, 0u16); N];
+    // (frequency << 16 | symbol): sorting these plain integers is the frequency order.
+    debug_assert!(N <= LIT_CODES && freq.iter().all(|&f| f <= u32::from(u16::MAX)));
+    let mut leaves = [0u32; LIT_CODES];
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
-        if f > 0 {
-            leaves[n] = (f, s as u16);
-            n += 1;
-        }
+        // Branch-free: an unused symbol is written and then overwritten.
+        leaves[n] = f << 16 | s as u32;
+        n += usize::from(f > 0);
     }
     if n < 2 {
-        let used = if n == 1 { leaves[0].1 as usize } else { 0 };
+        let used = if n == 1 {
+            (leaves[0] & 0xffff) as usize
+        } else {
+            0
+        };
         len[used] = 1;
         len[usize::from(used == 0)] = 1;
         return;
@@ -563,11 +571,10 @@ fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
     let leaves = &mut leaves[..n];
     leaves.sort_unstable();
     // Nodes 0..n are the leaves, n..2n-1 the internal nodes in the order they are made.
-    debug_assert!(N <= LIT_CODES);
     let mut weight = [0u32; 2 * LIT_CODES];
-    let mut parent = [0usize; 2 * LIT_CODES];
-    for (i, &(f, _)) in leaves.iter().enumerate() {
-        weight[i] = f;
+    let mut parent = [0u16; 2 * LIT_CODES];
+    for (i, &l) in leaves.iter().enumerate() {
+        weight[i] = l >> 16;
     }
     let (mut next_leaf, mut next_node) = (0, n);
     for k in n..2 * n - 1 {
@@ -582,13 +589,13 @@ fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
         };
         let (a, b) = (take(), take());
         weight[k] = weight[a] + weight[b];
-        parent[a] = k;
-        parent[b] = k;
+        parent[a] = k as u16;
+        parent[b] = k as u16;
     }
     // Depths from the root (the last node) down; a parent is always made after its children.
     let mut depth = [0u32; 2 * LIT_CODES];
     for k in (0..2 * n - 2).rev() {
-        depth[k] = depth[parent[k]] + 1;
+        depth[k] = depth[parent[k] as usize] + 1;
     }
     let mut count = [0u32; 16];
     for &d in &depth[..n] {
@@ -613,7 +620,7 @@ fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
     let mut i = 0;
     for l in (1..=limit).rev() {
         for _ in 0..count[l as usize] {
-            len[leaves[i].1 as usize] = l as u8;
+            len[(leaves[i] & 0xffff) as usize] = l as u8;
             i += 1;
         }
     }
