@@ -765,6 +765,64 @@ mod tests {
         }
     }
 
+    /// Where the small encoder stops paying: time per body, it and zlib-rs (sized as nginx),
+    /// on text like bench/gzip.sh's page. `cargo test --release -p shoal-server --lib --
+    /// --ignored --nocapture crossover`.
+    #[test]
+    #[ignore]
+    fn crossover() {
+        let words = [
+            "shoal ",
+            "nginx ",
+            "worker ",
+            "<p id=\"p1\">",
+            "gzip ",
+            "cache\n",
+        ];
+        let mut x = 7u32;
+        let mut text = Vec::new();
+        while text.len() < 64 * 1024 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            text.extend_from_slice(words[(x >> 16) as usize % words.len()].as_bytes());
+        }
+        for n in [820usize, 4096, 8192, 16_384, 32_768, 65_536] {
+            let data = &text[..n];
+            let (wbits, memlevel) = sizes(Some(n as u64));
+            let key = (2, wbits, memlevel);
+            let mut time = |small: bool| {
+                let rounds = 20_000_000 / (n + 2000);
+                let t = std::time::Instant::now();
+                let mut size = 0;
+                for _ in 0..rounds {
+                    let mut c = if small {
+                        // Built directly: past SMALL_MAX `new` would choose zlib-rs.
+                        let mut c = Compressor::new(2, Some(1));
+                        c.small.as_mut().unwrap().input.reserve(n);
+                        c
+                    } else {
+                        Compressor {
+                            state: Some(zlib_state(key)),
+                            small: None,
+                            key,
+                        }
+                    };
+                    if small {
+                        c.small.as_mut().unwrap().input.extend_from_slice(data);
+                    } else {
+                        c.feed(data).unwrap();
+                    }
+                    size = c.finish().unwrap().len();
+                }
+                (t.elapsed().as_secs_f64() * 1e6 / rounds as f64, size)
+            };
+            let (ours, zlib) = (time(true), time(false));
+            println!(
+                "{n} bytes: small {:.1} us {} B, zlib-rs {:.1} us {} B",
+                ours.0, ours.1, zlib.0, zlib.1
+            );
+        }
+    }
+
     #[test]
     fn types() {
         let mut g = GzipLoc::default();
