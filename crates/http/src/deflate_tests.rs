@@ -278,7 +278,15 @@ proptest! {
 fn speed() {
     let mut enc = Encoder::new();
     let mut out = Vec::with_capacity(4096);
-    for level in 1..=4 {
+    // SPEED_LEVEL=N times one level (for `perf stat`).
+    let levels = match std::env::var("SPEED_LEVEL")
+        .ok()
+        .and_then(|l| l.parse().ok())
+    {
+        Some(l) => l..=l,
+        None => 1..=4,
+    };
+    for level in levels {
         let rounds = 200_000;
         let t = std::time::Instant::now();
         for _ in 0..rounds {
