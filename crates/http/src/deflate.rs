@@ -193,13 +193,15 @@ impl Bits<'_> {
     }
 }
 
-/// (hash chain steps, length good enough to stop looking) per `gzip_comp_level`.
-fn effort(level: u32) -> (u32, usize) {
+/// (hash chain steps, length good enough to stop looking, longest match whose inner
+/// positions go into the hash) per `gzip_comp_level`. Skipping the inside of long matches is
+/// what keeps repetitive input cheap; what it loses is a few later matches.
+fn effort(level: u32) -> (u32, usize, usize) {
     match level {
-        0 | 1 => (4, 16),
-        2 => (8, 32),
-        3 => (16, 64),
-        _ => (32, MAX_MATCH),
+        0 | 1 => (4, 16, 8),
+        2 => (8, 32, 16),
+        3 => (16, 64, 32),
+        _ => (32, MAX_MATCH, MAX_MATCH),
     }
 }
 
@@ -292,7 +294,7 @@ impl Encoder {
 
     /// Greedy LZ77 over one block into `syms`, counting symbol frequencies.
     fn lz77(&mut self, d: &[u8], level: u32) {
-        let (chain, nice) = effort(level);
+        let (chain, nice, insert) = effort(level);
         self.new_generation(d.len());
         self.syms.clear();
         self.lit_freq = [0; LIT_CODES];
@@ -331,7 +333,11 @@ impl Encoder {
             self.head[h] = base + p as u32;
             if best >= MIN_MATCH {
                 self.matched(best, best_dist);
-                let last = (p + best).min(n + 1 - MIN_MATCH);
+                let last = if best <= insert {
+                    (p + best).min(n + 1 - MIN_MATCH)
+                } else {
+                    p + 1
+                };
                 for i in p + 1..last {
                     let h = hash(d, i);
                     self.prev[i] = self.head[h];

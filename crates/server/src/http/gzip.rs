@@ -402,9 +402,10 @@ pub struct Compressor {
     key: Key,
 }
 
-/// The largest known body length the small encoder takes. Below it the small encoder is ahead
-/// of zlib-rs (whose reset costs the same at any size); bench/README.md has the measurement.
-pub const SMALL_MAX: u64 = 16 * 1024;
+/// The largest known body length the small encoder takes. Its setup is free but it is slower
+/// per byte than zlib-rs (greedy matching in plain safe Rust): about even at 4–8 KiB, zlib-rs
+/// ahead past that (the `crossover` test; bench/README.md has the figures).
+pub const SMALL_MAX: u64 = 8 * 1024;
 
 /// The small encoder's per-worker buffers.
 struct Small {
