@@ -135,7 +135,7 @@ impl<const N: usize> Code<N> {
     fn from_lengths(len: [u8; N]) -> Code<N> {
         // Unused symbols (length 0) count and take codes in 16 dummy slots in turn, so the
         // loops neither branch on the length nor wait on one counter's previous increment.
-        let slot = |s: usize, l: u8| l as usize | usize::from(l == 0) * (16 + (s & 15));
+        let slot = |s: usize, l: u8| l as usize | (usize::from(l == 0) * (16 + (s & 15)));
         let mut count = [0u16; 32];
         for (s, &l) in len.iter().enumerate() {
             count[slot(s, l)] += 1;
@@ -359,7 +359,7 @@ impl Encoder {
 
     fn matched(&mut self, len: usize, dist: usize) {
         debug_assert!((MIN_MATCH..=MAX_MATCH).contains(&len) && (1..=32768).contains(&dist));
-        self.syms.push(MATCH | (len as u32) << 16 | dist as u32);
+        self.syms.push(MATCH | ((len as u32) << 16) | dist as u32);
         self.lit_freq[257 + LEN_CODE[len - 3] as usize] += 1;
         self.dist_freq[dist_code(dist)] += 1;
     }

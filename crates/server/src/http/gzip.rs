@@ -790,7 +790,7 @@ mod tests {
             let data = &text[..n];
             let (wbits, memlevel) = sizes(Some(n as u64));
             let key = (2, wbits, memlevel);
-            let mut time = |small: bool| {
+            let time = |small: bool| {
                 let rounds = 20_000_000 / (n + 2000);
                 let t = std::time::Instant::now();
                 let mut size = 0;
