@@ -10,7 +10,8 @@
 //! from a compressed stream), a strong ETag is weakened, and the body is compressed as it is
 //! sent (never held whole): chunked for HTTP/1.1, closed for HTTP/1.0. Compression is flate2
 //! on zlib-rs (measured fastest here, ARCHITECTURE.md), driven through zlib-rs's own API so the
-//! memory level can be sized like nginx's.
+//! memory level can be sized like nginx's; small bodies of known length at levels 1–4 go to
+//! shoal's own encoder instead, whose setup costs nothing ([`Compressor`]).
 
 use std::sync::Arc;
 
