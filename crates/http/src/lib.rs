@@ -8,14 +8,17 @@
 //!
 //! Rooms: [`limits`] (nginx's header buffers), [`request`] (heads), [`uri`] (path and host),
 //! [`body`] (framing and decoders), [`response`] (heads and chunk framing out), [`status`]
-//! (status lines and error pages), [`date`] (the `Date` header), [`error`], and [`upstream`]
-//! (what a backend answers a proxy: its head, its body's framing, connection reuse).
+//! (status lines and error pages), [`date`] (the `Date` header), [`error`], [`upstream`]
+//! (what a backend answers a proxy: its head, its body's framing, connection reuse), and two
+//! byte-level helpers: [`crc32`] and [`deflate`] (a small gzip encoder for whole bodies).
 
 /// The `bytes` crate this API speaks (`Bytes`, `BytesMut`), for callers without their own.
 pub use bytes;
 
 pub mod body;
+pub mod crc32;
 pub mod date;
+pub mod deflate;
 pub mod error;
 pub mod limits;
 pub mod request;

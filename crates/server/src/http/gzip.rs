@@ -10,7 +10,8 @@
 //! from a compressed stream), a strong ETag is weakened, and the body is compressed as it is
 //! sent (never held whole): chunked for HTTP/1.1, closed for HTTP/1.0. Compression is flate2
 //! on zlib-rs (measured fastest here, ARCHITECTURE.md), driven through zlib-rs's own API so the
-//! memory level can be sized like nginx's.
+//! memory level can be sized like nginx's; small bodies of known length at levels 1–4 go to
+//! shoal's own encoder instead, whose setup costs nothing ([`Compressor`]).
 
 use std::sync::Arc;
 
@@ -387,13 +388,35 @@ fn proxied_ok(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> bool {
 /// memory level are lowered for a body of known length as nginx does (both down one step while
 /// the length is below half the window), so a 1 KB JSON gets a 2 KB window and 1 K-symbol
 /// blocks. zlib-rs's hash table is 64 K entries whatever the memory level (zlib-ng's layout),
-/// so every reset still clears 128 KB: the floor of a small answer's cost here.
+/// so every reset still clears 128 KB: why small answers do not come here.
 ///
 /// Output goes to a scratch buffer kept with the state (no allocation per answer); `feed` and
 /// `finish` lend it until the next call.
+///
+/// A body of known length up to [`SMALL_MAX`] at levels 1–4 goes to shoal's own encoder
+/// instead ([`shoal_http::deflate`]), whose setup costs nothing: it is gathered (small by
+/// definition) and compressed whole at `finish`. If more arrives than the length said, the
+/// gathered bytes move to a zlib-rs state and the answer streams from there.
 pub struct Compressor {
     state: Option<State>,
+    small: Option<Small>,
     key: Key,
+}
+
+/// The largest known body length the small encoder takes. Its setup is free but it is slower
+/// per byte than zlib-rs (greedy matching in plain safe Rust): about even at 4–8 KiB, zlib-rs
+/// ahead past that (the `crossover` test; bench/README.md has the figures).
+pub const SMALL_MAX: u64 = 8 * 1024;
+
+/// The small encoder's per-worker buffers.
+struct Small {
+    enc: shoal_http::deflate::Encoder,
+    input: Vec<u8>,
+    out: Vec<u8>,
+}
+
+thread_local! {
+    static SMALL: std::cell::RefCell<Option<Small>> = const { std::cell::RefCell::new(None) };
 }
 
 /// (level, window bits, memory level).
@@ -414,6 +437,29 @@ const KEEP_STATES: usize = 8;
 
 /// A kept state's scratch buffer is shrunk back to this when it grew past it.
 const KEEP_OUT: usize = 64 * 1024;
+
+/// A zlib-rs state for `key`, one the worker kept or a new one.
+fn zlib_state(key: Key) -> State {
+    let reused = STATES.with(|s| {
+        let mut s = s.borrow_mut();
+        s.iter()
+            .position(|(k, _)| *k == key)
+            .map(|i| s.swap_remove(i).1)
+    });
+    let (level, wbits, memlevel) = key;
+    reused.unwrap_or_else(|| State {
+        // Valid by construction (level 1..=9, window 9..=15 plus 16 for a gzip wrapper,
+        // memory level 1..=8), which is all zlib-rs's constructor asserts.
+        z: zlib_rs::Deflate::new_with_config(zlib_rs::DeflateConfig {
+            level: i32::from(level),
+            method: zlib_rs::Method::Deflated,
+            window_bits: i32::from(wbits) + 16,
+            mem_level: i32::from(memlevel),
+            strategy: zlib_rs::Strategy::Default,
+        }),
+        out: vec![0; 4096],
+    })
+}
 
 /// nginx's window bits and memory level for a body of `len` bytes
 /// (ngx_http_gzip_filter_memory): 15 and 8, each lowered by one while the body fits in half
@@ -438,32 +484,31 @@ impl Compressor {
         );
         let (wbits, memlevel) = sizes(len);
         let key = (level.clamp(1, 9) as u8, wbits, memlevel);
-        let reused = STATES.with(|s| {
-            let mut s = s.borrow_mut();
-            s.iter()
-                .position(|(k, _)| *k == key)
-                .map(|i| s.swap_remove(i).1)
-        });
-        let state = reused.unwrap_or_else(|| State {
-            // Valid by construction (level 1..=9, window 9..=15 plus 16 for a gzip wrapper,
-            // memory level 1..=8), which is all zlib-rs's constructor asserts.
-            z: zlib_rs::Deflate::new_with_config(zlib_rs::DeflateConfig {
-                level: i32::from(key.0),
-                method: zlib_rs::Method::Deflated,
-                window_bits: i32::from(wbits) + 16,
-                mem_level: i32::from(memlevel),
-                strategy: zlib_rs::Strategy::Default,
-            }),
-            out: vec![0; 4096],
-        });
+        if level <= 4 && len.is_some_and(|n| n <= SMALL_MAX) {
+            let small = SMALL
+                .try_with(|s| s.borrow_mut().take())
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Small {
+                    enc: shoal_http::deflate::Encoder::new(),
+                    input: Vec::new(),
+                    out: Vec::new(),
+                });
+            return Compressor {
+                state: None,
+                small: Some(small),
+                key,
+            };
+        }
         Compressor {
-            state: Some(state),
+            state: Some(zlib_state(key)),
+            small: None,
             key,
         }
     }
 
     fn run(&mut self, mut input: &[u8], flush: zlib_rs::DeflateFlush) -> std::io::Result<&[u8]> {
-        let State { z, out } = self.state.as_mut().expect("present until finish");
+        let State { z, out } = self.state.as_mut().expect("present until dropped");
         let mut used = 0;
         loop {
             if out.len() - used < 64 {
@@ -492,11 +537,30 @@ impl Compressor {
 
     /// Compresses `data`; returns what is ready to send (may be empty).
     pub fn feed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
-        self.run(data, zlib_rs::DeflateFlush::NoFlush)
+        let small = match (&self.state, &mut self.small) {
+            (None, Some(small)) => small,
+            _ => return self.run(data, zlib_rs::DeflateFlush::NoFlush),
+        };
+        if small.input.len() + data.len() <= SMALL_MAX as usize {
+            small.input.extend_from_slice(data);
+            return Ok(&[]);
+        }
+        // Longer than the length said: on with zlib-rs, from the start.
+        let mut gathered = std::mem::take(&mut small.input);
+        gathered.extend_from_slice(data);
+        self.state = Some(zlib_state(self.key));
+        self.run(&gathered, zlib_rs::DeflateFlush::NoFlush)
     }
 
     /// Ends the stream; returns the rest (the gzip trailer included).
     pub fn finish(&mut self) -> std::io::Result<&[u8]> {
+        if self.state.is_none() {
+            let small = self.small.as_mut().expect("one of the two is present");
+            small.out.clear();
+            let level = u32::from(self.key.0);
+            small.enc.gzip(&small.input, level, &mut small.out);
+            return Ok(&small.out);
+        }
         self.run(&[], zlib_rs::DeflateFlush::Finish)
     }
 }
@@ -505,6 +569,16 @@ impl Drop for Compressor {
     /// Gives the state back to the worker, reset for the next answer (also after an error
     /// or an answer cut short: a reset state is as good as a new one).
     fn drop(&mut self) {
+        if let Some(mut small) = self.small.take() {
+            small.input.clear();
+            small.out.clear();
+            let _ = SMALL.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.is_none() {
+                    *s = Some(small);
+                }
+            });
+        }
         let Some(mut state) = self.state.take() else {
             return;
         };
@@ -653,6 +727,101 @@ mod tests {
                 .read_to_end(&mut back)
                 .unwrap();
             assert!(back == data, "round {round}");
+        }
+    }
+
+    #[test]
+    fn small_bodies_in_pieces_and_past_their_length_round_trip() {
+        use std::io::Read;
+        let data: Vec<u8> = (0..60_000u32)
+            .map(|i| b"{\"id\": 1, \"name\": \"alpha\"}, "[(i % 28) as usize] ^ (i / 997) as u8)
+            .collect();
+        // (bytes sent, length announced, level): the small encoder, its edge, and bodies
+        // that outgrow it part-way (gathered bytes continue in zlib-rs).
+        for (n, len, level) in [
+            (0, 0, 1),
+            (1, 1, 2),
+            (820, 820, 2),
+            (SMALL_MAX as usize, SMALL_MAX, 4),
+            (SMALL_MAX as usize + 1, SMALL_MAX, 3),
+            (40_000, 500, 2),
+            (60_000, 16_000, 1),
+            (820, 820, 5),
+        ] {
+            let mut c = Compressor::new(level, Some(len));
+            assert_eq!(
+                c.small.is_some(),
+                level <= 4 && len <= SMALL_MAX,
+                "{n} {len} {level}"
+            );
+            let mut out = Vec::new();
+            for piece in data[..n].chunks(1000) {
+                out.extend(c.feed(piece).unwrap());
+            }
+            out.extend(c.finish().unwrap());
+            let mut back = Vec::new();
+            flate2::read::GzDecoder::new(&out[..])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert!(back == data[..n], "{n} {len} {level}");
+        }
+    }
+
+    /// Where the small encoder stops paying: time per body, it and zlib-rs (sized as nginx),
+    /// on text like bench/gzip.sh's page. `cargo test --release -p shoal-server --lib --
+    /// --ignored --nocapture crossover`.
+    #[test]
+    #[ignore]
+    fn crossover() {
+        let words = [
+            "shoal ",
+            "nginx ",
+            "worker ",
+            "<p id=\"p1\">",
+            "gzip ",
+            "cache\n",
+        ];
+        let mut x = 7u32;
+        let mut text = Vec::new();
+        while text.len() < 64 * 1024 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            text.extend_from_slice(words[(x >> 16) as usize % words.len()].as_bytes());
+        }
+        for n in [820usize, 4096, 8192, 16_384, 32_768, 65_536] {
+            let data = &text[..n];
+            let (wbits, memlevel) = sizes(Some(n as u64));
+            let key = (2, wbits, memlevel);
+            let time = |small: bool| {
+                let rounds = 20_000_000 / (n + 2000);
+                let t = std::time::Instant::now();
+                let mut size = 0;
+                for _ in 0..rounds {
+                    let mut c = if small {
+                        // Built directly: past SMALL_MAX `new` would choose zlib-rs.
+                        let mut c = Compressor::new(2, Some(1));
+                        c.small.as_mut().unwrap().input.reserve(n);
+                        c
+                    } else {
+                        Compressor {
+                            state: Some(zlib_state(key)),
+                            small: None,
+                            key,
+                        }
+                    };
+                    if small {
+                        c.small.as_mut().unwrap().input.extend_from_slice(data);
+                    } else {
+                        c.feed(data).unwrap();
+                    }
+                    size = c.finish().unwrap().len();
+                }
+                (t.elapsed().as_secs_f64() * 1e6 / rounds as f64, size)
+            };
+            let (ours, zlib) = (time(true), time(false));
+            println!(
+                "{n} bytes: small {:.1} us {} B, zlib-rs {:.1} us {} B",
+                ours.0, ours.1, zlib.0, zlib.1
+            );
         }
     }
 

@@ -10,7 +10,7 @@
 
 pub mod balance;
 pub mod conf;
-pub mod crc32;
+pub use shoal_http::crc32;
 pub mod peers;
 pub mod state;
 

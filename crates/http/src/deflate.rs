@@ -1,0 +1,637 @@
+//! A small deflate encoder (RFC 1951) in a gzip member (RFC 1952), for answers whose whole body
+//! is in hand and small: the gzip filter's JSON and short pages at `gzip_comp_level` 1–4.
+//!
+//! What it is for is a cheap start. A general deflate library sets up per stream what a 32 KiB
+//! window needs (zlib-rs clears a 128 KB hash head on every reset); here the per-worker
+//! [`Encoder`] keeps a 16 KB hash head whose entries carry the position they were written at
+//! plus a generation base, so an entry from an earlier body reads as empty and nothing is
+//! cleared between answers. The LZ77 stage is greedy (no lazy matching) with a short hash chain
+//! per level; each piece of up to [`BLOCK`] bytes becomes one block, dynamic Huffman
+//! (lengths limited to 15 bits, code lengths run-length coded as §3.2.7 says), fixed Huffman or
+//! stored, whichever is shortest, so incompressible input grows by a few bytes at most.
+//!
+//! What it deliberately does not do: stream (the input is one slice), lazy matching, or large
+//! inputs well: matches never cross a [`BLOCK`] boundary. Callers keep zlib for those.
+
+use crate::crc32::Crc32;
+
+/// Input bytes per deflate block; matches stay inside a block, so every distance fits the
+/// 32 KiB window and a stored block (at most 65,535 bytes) can always hold the block.
+pub const BLOCK: usize = 32 * 1024;
+
+const HASH_BITS: u32 = 12;
+const HASH_SIZE: usize = 1 << HASH_BITS;
+const MIN_MATCH: usize = 4;
+const MAX_MATCH: usize = 258;
+/// A symbol with this bit is a match: length in bits 16..25, distance in bits 0..16.
+const MATCH: u32 = 1 << 31;
+const END_OF_BLOCK: usize = 256;
+const LIT_CODES: usize = 286;
+const DIST_CODES: usize = 30;
+const CL_CODES: usize = 19;
+
+/// RFC 1951 §3.2.5: lengths 3..=258 by code 257..=285, and distances by code 0..=29.
+const LEN_BASE: [u16; 29] = [
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
+    163, 195, 227, 258,
+];
+const LEN_EXTRA: [u8; 29] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0,
+];
+const DIST_BASE: [u16; 30] = [
+    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+    2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577,
+];
+const DIST_EXTRA: [u8; 30] = [
+    0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+    13,
+];
+/// §3.2.7: the order the code-length code's lengths are sent in.
+const CL_ORDER: [usize; CL_CODES] = [
+    16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15,
+];
+
+/// Length - 3 → length code - 257.
+static LEN_CODE: [u8; 256] = len_codes();
+/// Distance - 1 → distance code: below 256 directly, above by (distance - 1) >> 7 from 256
+/// (every code past 16 spans a multiple of 128 distances, aligned).
+static DIST_CODE: [u8; 512] = dist_codes();
+
+const fn len_codes() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut code = 0;
+    while code < 29 {
+        let mut l = LEN_BASE[code] as usize;
+        let end = l + (1 << LEN_EXTRA[code]);
+        while l < end && l <= MAX_MATCH {
+            // Ascending, so 258 ends up with its own code 285, not 284 plus 31 extra.
+            t[l - 3] = code as u8;
+            l += 1;
+        }
+        code += 1;
+    }
+    t
+}
+
+const fn dist_codes() -> [u8; 512] {
+    let mut t = [0u8; 512];
+    let mut code = 0;
+    while code < 30 {
+        let mut d = DIST_BASE[code] as usize;
+        let end = d + (1 << DIST_EXTRA[code]);
+        while d < end {
+            if d - 1 < 256 {
+                t[d - 1] = code as u8;
+                d += 1;
+            } else {
+                t[256 + ((d - 1) >> 7)] = code as u8;
+                d += 128;
+            }
+        }
+        code += 1;
+    }
+    t
+}
+
+fn dist_code(dist: usize) -> usize {
+    let d = dist - 1;
+    if d < 256 {
+        DIST_CODE[d] as usize
+    } else {
+        DIST_CODE[256 + (d >> 7)] as usize
+    }
+}
+
+/// A reusable encoder: keep one per thread and hand it every small body.
+pub struct Encoder {
+    /// Hash of 4 bytes → `base + position` of the latest position with it (older than `base`:
+    /// empty).
+    head: Box<[u32; HASH_SIZE]>,
+    /// Position → the previous entry of its hash chain (written before it is read).
+    prev: Vec<u32>,
+    /// The generation base of the current block.
+    base: u32,
+    syms: Vec<u32>,
+    lit_freq: [u32; LIT_CODES],
+    dist_freq: [u32; DIST_CODES],
+    fixed_lit: Code<288>,
+    fixed_dist: Code<DIST_CODES>,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder::new()
+    }
+}
+
+/// A canonical Huffman code: bit lengths and the codes, bit-reversed for LSB-first output.
+#[derive(Clone, Copy)]
+struct Code<const N: usize> {
+    len: [u8; N],
+    code: [u16; N],
+}
+
+impl<const N: usize> Code<N> {
+    fn from_lengths(len: [u8; N]) -> Code<N> {
+        // Unused symbols (length 0) count and take codes in 16 dummy slots in turn, so the
+        // loops neither branch on the length nor wait on one counter's previous increment.
+        let slot = |s: usize, l: u8| l as usize | (usize::from(l == 0) * (16 + (s & 15)));
+        let mut count = [0u16; 32];
+        for (s, &l) in len.iter().enumerate() {
+            count[slot(s, l)] += 1;
+        }
+        let mut next = [0u16; 32];
+        let mut c = 0u16;
+        for bits in 1..16 {
+            c = (c + if bits > 1 { count[bits - 1] } else { 0 }) << 1;
+            next[bits] = c;
+        }
+        let mut code = [0u16; N];
+        for (s, (c, &l)) in code.iter_mut().zip(&len).enumerate() {
+            let n = &mut next[slot(s, l)];
+            *c = (u64::from(u32::from(*n).reverse_bits()) >> (32 - l)) as u16;
+            *n = n.wrapping_add(1);
+        }
+        Code { len, code }
+    }
+
+    #[inline(always)]
+    fn put(&self, w: &mut Bits<'_>, sym: usize) {
+        debug_assert!(self.len[sym] > 0, "symbol {sym} has a code");
+        w.put(u32::from(self.code[sym]), u32::from(self.len[sym]));
+    }
+}
+
+/// LSB-first bit output (§3.1.1).
+struct Bits<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl Bits<'_> {
+    #[inline(always)]
+    fn put(&mut self, v: u32, len: u32) {
+        debug_assert!(len <= 32 && (len == 32 || v >> len == 0));
+        self.acc |= u64::from(v) << self.n;
+        self.n += len;
+        if self.n >= 32 {
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.n -= 32;
+        }
+    }
+
+    /// Pads to a byte boundary and writes out what is pending.
+    fn align(&mut self) {
+        while self.n > 0 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n = self.n.saturating_sub(8);
+        }
+        self.acc = 0;
+    }
+}
+
+/// (hash chain steps, length good enough to stop looking, longest match whose inner
+/// positions go into the hash) per `gzip_comp_level`. Skipping the inside of long matches is
+/// what keeps repetitive input cheap; what it loses is a few later matches.
+fn effort(level: u32) -> (u32, usize, usize) {
+    match level {
+        0 | 1 => (4, 16, 8),
+        2 => (8, 32, 16),
+        3 => (16, 64, 32),
+        _ => (32, MAX_MATCH, MAX_MATCH),
+    }
+}
+
+fn load32(d: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]])
+}
+
+fn load64(d: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(d[i..i + 8].try_into().expect("an 8-byte slice"))
+}
+
+fn hash(d: &[u8], i: usize) -> usize {
+    (load32(d, i).wrapping_mul(0x9E37_79B1) >> (32 - HASH_BITS)) as usize
+}
+
+/// How many bytes at `p` repeat those at `q` (< `p`), up to `max`.
+fn match_len(d: &[u8], q: usize, p: usize, max: usize) -> usize {
+    let mut l = 0;
+    while l + 8 <= max {
+        let x = load64(d, q + l) ^ load64(d, p + l);
+        if x != 0 {
+            return l + (x.trailing_zeros() / 8) as usize;
+        }
+        l += 8;
+    }
+    while l < max && d[q + l] == d[p + l] {
+        l += 1;
+    }
+    l
+}
+
+impl Encoder {
+    /// An encoder (allocates its 16 KB hash head once).
+    pub fn new() -> Encoder {
+        let mut lit = [0u8; 288];
+        for (s, l) in lit.iter_mut().enumerate() {
+            *l = match s {
+                0..=143 => 8,
+                144..=255 => 9,
+                256..=279 => 7,
+                _ => 8,
+            };
+        }
+        Encoder {
+            head: Box::new([0; HASH_SIZE]),
+            prev: Vec::new(),
+            base: 1,
+            syms: Vec::new(),
+            lit_freq: [0; LIT_CODES],
+            dist_freq: [0; DIST_CODES],
+            fixed_lit: Code::from_lengths(lit),
+            fixed_dist: Code::from_lengths([5; DIST_CODES]),
+        }
+    }
+
+    /// Appends to `out` a gzip member of `data` (nginx's header: no name, no time, OS Unix),
+    /// compressed with `level`'s effort.
+    pub fn gzip(&mut self, data: &[u8], level: u32, out: &mut Vec<u8>) {
+        out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
+        self.deflate(data, level, out);
+        out.extend_from_slice(&Crc32::new().update(data).finish().to_le_bytes());
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    }
+
+    /// Appends to `out` a raw deflate stream of `data`.
+    pub fn deflate(&mut self, data: &[u8], level: u32, out: &mut Vec<u8>) {
+        let mut w = Bits { out, acc: 0, n: 0 };
+        let mut blocks = data.chunks(BLOCK).peekable();
+        if blocks.peek().is_none() {
+            self.block(&[], level, true, &mut w);
+        }
+        while let Some(b) = blocks.next() {
+            self.block(b, level, blocks.peek().is_none(), &mut w);
+        }
+        w.align();
+    }
+
+    /// Starts a new generation of the hash head for a block of `len` bytes.
+    fn new_generation(&mut self, len: usize) {
+        self.base = self.base.wrapping_add(BLOCK as u32 + 1);
+        if self.base == 0 || u32::MAX - self.base < BLOCK as u32 + 1 {
+            // Once every ~130,000 blocks the tags wrap: then (only then) the head is cleared.
+            self.head.fill(0);
+            self.base = 1;
+        }
+        if self.prev.len() < len {
+            self.prev.resize(len, 0);
+        }
+    }
+
+    /// Greedy LZ77 over one block into `syms`, counting symbol frequencies.
+    fn lz77(&mut self, d: &[u8], level: u32) {
+        let (chain, nice, insert) = effort(level);
+        self.new_generation(d.len());
+        self.syms.clear();
+        self.lit_freq = [0; LIT_CODES];
+        self.dist_freq = [0; DIST_CODES];
+        let base = self.base;
+        let n = d.len();
+        let mut p = 0;
+        while p < n {
+            if p + MIN_MATCH > n {
+                self.literal(d[p]);
+                p += 1;
+                continue;
+            }
+            let h = hash(d, p);
+            let max = (n - p).min(MAX_MATCH);
+            let (mut best, mut best_dist) = (0, 0);
+            let mut cand = self.head[h];
+            let mut steps = chain;
+            while cand >= base && steps > 0 {
+                let q = (cand - base) as usize;
+                debug_assert!(q < p, "chains only hold earlier positions of this block");
+                if d[q + best] == d[p + best] {
+                    let l = match_len(d, q, p, max);
+                    if l > best {
+                        best = l;
+                        best_dist = p - q;
+                        if l >= nice || l == max {
+                            break;
+                        }
+                    }
+                }
+                cand = self.prev[q];
+                steps -= 1;
+            }
+            self.prev[p] = self.head[h];
+            self.head[h] = base + p as u32;
+            if best >= MIN_MATCH {
+                self.matched(best, best_dist);
+                let last = if best <= insert {
+                    (p + best).min(n + 1 - MIN_MATCH)
+                } else {
+                    p + 1
+                };
+                for i in p + 1..last {
+                    let h = hash(d, i);
+                    self.prev[i] = self.head[h];
+                    self.head[h] = base + i as u32;
+                }
+                p += best;
+            } else {
+                self.literal(d[p]);
+                p += 1;
+            }
+        }
+        self.lit_freq[END_OF_BLOCK] += 1;
+    }
+
+    fn literal(&mut self, b: u8) {
+        self.syms.push(u32::from(b));
+        self.lit_freq[b as usize] += 1;
+    }
+
+    fn matched(&mut self, len: usize, dist: usize) {
+        debug_assert!((MIN_MATCH..=MAX_MATCH).contains(&len) && (1..=32768).contains(&dist));
+        self.syms.push(MATCH | ((len as u32) << 16) | dist as u32);
+        self.lit_freq[257 + LEN_CODE[len - 3] as usize] += 1;
+        self.dist_freq[dist_code(dist)] += 1;
+    }
+
+    /// Bits the symbols take under these codes, extra bits included.
+    fn data_bits(&self, lit: &[u8], dist: &[u8]) -> u64 {
+        let mut bits = 0u64;
+        for (s, &f) in self.lit_freq.iter().enumerate() {
+            let extra = if s > END_OF_BLOCK {
+                u64::from(LEN_EXTRA[s - 257])
+            } else {
+                0
+            };
+            bits += u64::from(f) * (u64::from(lit[s]) + extra);
+        }
+        for (c, &f) in self.dist_freq.iter().enumerate() {
+            bits += u64::from(f) * u64::from(dist[c] + DIST_EXTRA[c]);
+        }
+        bits
+    }
+
+    fn block(&mut self, d: &[u8], level: u32, last: bool, w: &mut Bits<'_>) {
+        self.lz77(d, level);
+        let mut lit_len = [0u8; LIT_CODES];
+        let mut dist_len = [0u8; DIST_CODES];
+        lengths(&self.lit_freq, 15, &mut lit_len);
+        lengths(&self.dist_freq, 15, &mut dist_len);
+        let header = DynamicHeader::new(&lit_len, &dist_len);
+        let dynamic = 3 + header.bits() + self.data_bits(&lit_len, &dist_len);
+        let fixed = 3 + self.data_bits(&self.fixed_lit.len[..LIT_CODES], &self.fixed_dist.len);
+        let pad = u64::from((8 - (w.n + 3) % 8) % 8);
+        let stored = 3 + pad + 32 + 8 * d.len() as u64;
+        let last = u32::from(last);
+        if stored < dynamic.min(fixed) {
+            w.put(last, 1);
+            w.put(0, 2);
+            w.align();
+            let n = d.len() as u16;
+            w.out.extend_from_slice(&n.to_le_bytes());
+            w.out.extend_from_slice(&(!n).to_le_bytes());
+            w.out.extend_from_slice(d);
+        } else if fixed <= dynamic {
+            w.put(last, 1);
+            w.put(1, 2);
+            self.put_symbols(w, &self.fixed_lit, &self.fixed_dist);
+        } else {
+            w.put(last, 1);
+            w.put(2, 2);
+            header.put(w);
+            let mut lit = [0u8; 288];
+            lit[..LIT_CODES].copy_from_slice(&lit_len);
+            self.put_symbols(w, &Code::from_lengths(lit), &Code::from_lengths(dist_len));
+        }
+    }
+
+    fn put_symbols(&self, w: &mut Bits<'_>, lit: &Code<288>, dist: &Code<DIST_CODES>) {
+        for &s in &self.syms {
+            if s & MATCH == 0 {
+                lit.put(w, s as usize);
+                continue;
+            }
+            let len = ((s >> 16) & 0x1ff) as usize;
+            let d = (s & 0xffff) as usize;
+            let lc = LEN_CODE[len - 3] as usize;
+            lit.put(w, 257 + lc);
+            w.put(
+                (len - LEN_BASE[lc] as usize) as u32,
+                u32::from(LEN_EXTRA[lc]),
+            );
+            let dc = dist_code(d);
+            dist.put(w, dc);
+            w.put(
+                (d - DIST_BASE[dc] as usize) as u32,
+                u32::from(DIST_EXTRA[dc]),
+            );
+        }
+        lit.put(w, END_OF_BLOCK);
+    }
+}
+
+/// A dynamic block's header (§3.2.7): the code lengths, run-length coded, and their own code.
+struct DynamicHeader {
+    hlit: usize,
+    hdist: usize,
+    hclen: usize,
+    /// (code-length symbol, extra bits value).
+    runs: [(u8, u8); LIT_CODES + DIST_CODES],
+    nruns: usize,
+    cl: Code<CL_CODES>,
+}
+
+impl DynamicHeader {
+    fn new(lit: &[u8; LIT_CODES], dist: &[u8; DIST_CODES]) -> DynamicHeader {
+        let hlit = 257.max(lit.iter().rposition(|&l| l > 0).map_or(0, |i| i + 1));
+        let hdist = 1.max(dist.iter().rposition(|&l| l > 0).map_or(0, |i| i + 1));
+        let mut seq = [0u8; LIT_CODES + DIST_CODES];
+        seq[..hlit].copy_from_slice(&lit[..hlit]);
+        seq[hlit..hlit + hdist].copy_from_slice(&dist[..hdist]);
+        let seq = &seq[..hlit + hdist];
+        let mut runs = [(0u8, 0u8); LIT_CODES + DIST_CODES];
+        let mut nruns = 0;
+        let mut push = |sym: u8, extra: u8| {
+            runs[nruns] = (sym, extra);
+            nruns += 1;
+        };
+        let mut i = 0;
+        while i < seq.len() {
+            let cur = seq[i];
+            let mut run = seq[i..].iter().take_while(|&&l| l == cur).count();
+            i += run;
+            if cur == 0 {
+                while run >= 11 {
+                    let r = run.min(138);
+                    push(18, (r - 11) as u8);
+                    run -= r;
+                }
+                if run >= 3 {
+                    push(17, (run - 3) as u8);
+                    run = 0;
+                }
+            } else {
+                push(cur, 0);
+                run -= 1;
+                while run >= 3 {
+                    let r = run.min(6);
+                    push(16, (r - 3) as u8);
+                    run -= r;
+                }
+            }
+            for _ in 0..run {
+                push(cur, 0);
+            }
+        }
+        let mut freq = [0u32; CL_CODES];
+        for &(s, _) in &runs[..nruns] {
+            freq[s as usize] += 1;
+        }
+        let mut cl_len = [0u8; CL_CODES];
+        lengths(&freq, 7, &mut cl_len);
+        let hclen = 4.max(
+            CL_ORDER
+                .iter()
+                .rposition(|&s| cl_len[s] > 0)
+                .map_or(0, |i| i + 1),
+        );
+        DynamicHeader {
+            hlit,
+            hdist,
+            hclen,
+            runs,
+            nruns,
+            cl: Code::from_lengths(cl_len),
+        }
+    }
+
+    fn bits(&self) -> u64 {
+        let mut bits = 5 + 5 + 4 + 3 * self.hclen as u64;
+        for &(s, _) in &self.runs[..self.nruns] {
+            bits += u64::from(self.cl.len[s as usize]) + u64::from(cl_extra_bits(s));
+        }
+        bits
+    }
+
+    fn put(&self, w: &mut Bits<'_>) {
+        w.put((self.hlit - 257) as u32, 5);
+        w.put((self.hdist - 1) as u32, 5);
+        w.put((self.hclen - 4) as u32, 4);
+        for &s in &CL_ORDER[..self.hclen] {
+            w.put(u32::from(self.cl.len[s]), 3);
+        }
+        for &(s, extra) in &self.runs[..self.nruns] {
+            self.cl.put(w, s as usize);
+            w.put(u32::from(extra), cl_extra_bits(s));
+        }
+    }
+}
+
+fn cl_extra_bits(sym: u8) -> u32 {
+    match sym {
+        16 => 2,
+        17 => 3,
+        18 => 7,
+        _ => 0,
+    }
+}
+
+/// Huffman code lengths for `freq`, none longer than `limit`, into `len`.
+///
+/// A Huffman tree from the symbols sorted by frequency (two queues: leaves, and internal nodes,
+/// which are made in nondecreasing weight), its depths clamped to `limit` and the Kraft sum
+/// brought back to one by moving codes one level down; then the lengths are dealt out
+/// shortest to the most frequent. Fewer than two used symbols get two codes of one bit, the
+/// simplest complete code every inflater takes.
+fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
+    *len = [0; N];
+    // (frequency << 16 | symbol): sorting these plain integers is the frequency order.
+    debug_assert!(N <= LIT_CODES && freq.iter().all(|&f| f <= u32::from(u16::MAX)));
+    let mut leaves = [0u32; LIT_CODES];
+    let mut n = 0;
+    for (s, &f) in freq.iter().enumerate() {
+        // Branch-free: an unused symbol is written and then overwritten.
+        leaves[n] = f << 16 | s as u32;
+        n += usize::from(f > 0);
+    }
+    if n < 2 {
+        let used = if n == 1 {
+            (leaves[0] & 0xffff) as usize
+        } else {
+            0
+        };
+        len[used] = 1;
+        len[usize::from(used == 0)] = 1;
+        return;
+    }
+    let leaves = &mut leaves[..n];
+    leaves.sort_unstable();
+    // Nodes 0..n are the leaves, n..2n-1 the internal nodes in the order they are made.
+    let mut weight = [0u32; 2 * LIT_CODES];
+    let mut parent = [0u16; 2 * LIT_CODES];
+    for (i, &l) in leaves.iter().enumerate() {
+        weight[i] = l >> 16;
+    }
+    let (mut next_leaf, mut next_node) = (0, n);
+    for k in n..2 * n - 1 {
+        let mut take = || {
+            if next_leaf < n && (next_node >= k || weight[next_leaf] <= weight[next_node]) {
+                next_leaf += 1;
+                next_leaf - 1
+            } else {
+                next_node += 1;
+                next_node - 1
+            }
+        };
+        let (a, b) = (take(), take());
+        weight[k] = weight[a] + weight[b];
+        parent[a] = k as u16;
+        parent[b] = k as u16;
+    }
+    // Depths from the root (the last node) down; a parent is always made after its children.
+    let mut depth = [0u32; 2 * LIT_CODES];
+    for k in (0..2 * n - 2).rev() {
+        depth[k] = depth[parent[k] as usize] + 1;
+    }
+    let mut count = [0u32; 16];
+    for &d in &depth[..n] {
+        count[d.min(limit) as usize] += 1;
+    }
+    let mut kraft: u64 = (1..=limit)
+        .map(|l| u64::from(count[l as usize]) << (limit - l))
+        .sum();
+    while kraft > 1 << limit {
+        // One code from the longest level moves under a shorter code, which goes down a
+        // level with it: the sum falls by one unit each time.
+        count[limit as usize] -= 1;
+        let l = (1..limit)
+            .rev()
+            .find(|&l| count[l as usize] > 0)
+            .expect("while over, some code is shorter than the limit");
+        count[l as usize] -= 1;
+        count[l as usize + 1] += 2;
+        kraft -= 1;
+    }
+    // Rarest first get the longest codes.
+    let mut i = 0;
+    for l in (1..=limit).rev() {
+        for _ in 0..count[l as usize] {
+            len[(leaves[i] & 0xffff) as usize] = l as u8;
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "deflate_tests.rs"]
+mod tests;
