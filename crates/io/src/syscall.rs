@@ -414,9 +414,8 @@ pub fn writable_now(sock: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0)
 }
 
-/// Whether a connected socket has nothing to read and no EOF pending: `recv(MSG_PEEK |
-/// MSG_DONTWAIT)` of one byte says `EAGAIN` (an idle kept-alive connection is still good).
-pub fn nothing_to_read(sock: BorrowedFd<'_>) -> bool {
+/// A one-byte `recv(MSG_PEEK | MSG_DONTWAIT)`: how many bytes it saw (0 is an EOF) or why not.
+fn peek_one(sock: BorrowedFd<'_>) -> io::Result<usize> {
     let mut b = [0u8; 1];
     // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; `sock` is borrowed for the
     // call, so the descriptor stays open.
@@ -428,24 +427,25 @@ pub fn nothing_to_read(sock: BorrowedFd<'_>) -> bool {
             libc::MSG_PEEK | libc::MSG_DONTWAIT,
         )
     };
-    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
-/// Whether the next read of a connected socket would return EOF (or fail): a one-byte
-/// `recv(MSG_PEEK | MSG_DONTWAIT)` gives 0 or an error other than `EAGAIN`.
+/// Whether a connected socket has nothing to read and no EOF pending (an idle kept-alive
+/// connection is still good).
+pub fn nothing_to_read(sock: BorrowedFd<'_>) -> bool {
+    matches!(peek_one(sock), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+/// Whether the next read of a connected socket would return EOF (or fail).
 pub fn eof_pending(sock: BorrowedFd<'_>) -> bool {
-    let mut b = [0u8; 1];
-    // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; `sock` is borrowed for the
-    // call, so the descriptor stays open.
-    let n = unsafe {
-        libc::recv(
-            sock.as_raw_fd(),
-            b.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n == 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock)
+    match peek_one(sock) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+    }
 }
 
 /// Opens `path` read-only with `O_DIRECT` (nginx's `directio`): reads bypass the page cache and

@@ -283,12 +283,20 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 r.log_ctx()
             );
             Outcome::Reply(static_files::error_reply(500, lc))
-        } else if let (Some(pass), Some(tf)) = (&lc.proxy.pass, &lc.try_files) {
+        } else if let Some(pass) = &lc.proxy.pass {
             // A file `try_files` finds is proxied with its name as the URI; none: the fallback.
-            from_try_files = true;
-            match try_files_find(r, tf, lc, &rw) {
+            let found = match &lc.try_files {
+                Some(tf) => {
+                    from_try_files = true;
+                    try_files_find(r, tf, lc, &rw).map(Some)
+                }
+                None => Ok(None),
+            };
+            match found {
                 Ok(name) => {
-                    rw.uri = name;
+                    if let Some(name) = name {
+                        rw.uri = name;
+                    }
                     proxy_outcome(
                         r,
                         lc,
@@ -304,19 +312,6 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 }
                 Err(fallback) => fallback,
             }
-        } else if let Some(pass) = &lc.proxy.pass {
-            proxy_outcome(
-                r,
-                lc,
-                pass,
-                &rw,
-                internal,
-                method,
-                body,
-                &mut upstream,
-                &mut sent,
-            )
-            .await
         } else if let Some(tf) = &lc.try_files {
             from_try_files = true;
             try_files(r, tf, lc, &rw, method)

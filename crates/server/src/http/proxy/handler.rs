@@ -739,15 +739,7 @@ impl Answer {
             if is("content-type") {
                 reply.content_type = Some(value);
             } else if is("location") {
-                // nginx's header filter makes a relative Location absolute only when
-                // `proxy_redirect` rewrote it (a rewritten header is nginx's own).
-                reply.location = Some(match redirect(conf, pass, r, lc, record, &value) {
-                    Some(v) if v.starts_with('/') => {
-                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-                    }
-                    Some(v) => v,
-                    None => value,
-                });
+                reply.location = Some(location(pass, r, lc, record, value));
             } else if is("refresh") {
                 let at = value.to_ascii_lowercase().find("url=");
                 let v = match at {
@@ -775,7 +767,27 @@ impl Answer {
     }
 }
 
-/// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value.
+/// An upstream's `Location` as passed on: through `proxy_redirect`, and made absolute only when
+/// a rule rewrote it (nginx's header filter completes a relative Location it set itself, not
+/// one it passes on as it came).
+pub(crate) fn location(
+    pass: &ProxyPass,
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    record: &Rc<RefCell<Record>>,
+    value: String,
+) -> String {
+    match redirect(&lc.proxy, pass, r, lc, record, &value) {
+        Some(v) if v.starts_with('/') => {
+            crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
+        }
+        Some(v) => v,
+        None => value,
+    }
+}
+
+/// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value: the rewritten value when
+/// a rule matched.
 pub(crate) fn redirect(
     conf: &ProxyLoc,
     pass: &ProxyPass,

@@ -842,16 +842,13 @@ impl Object {
             match () {
                 _ if is("content-type") => reply.content_type = Some(value.clone()),
                 _ if is("location") => {
-                    let v = crate::http::proxy::handler::redirect(conf, pass, r, lc, record, value);
-                    reply.location = Some(match v {
-                        Some(v) if v.starts_with('/') => {
-                            crate::http::static_files::absolute_location(
-                                lc, &v, r.host, r.info, r.srv,
-                            )
-                        }
-                        Some(v) => v,
-                        None => value.clone(),
-                    });
+                    reply.location = Some(crate::http::proxy::handler::location(
+                        pass,
+                        r,
+                        lc,
+                        record,
+                        value.clone(),
+                    ));
                 }
                 _ if is("etag") => reply.headers.push(("ETag", value.clone())),
                 _ if is("last-modified") => {
