@@ -23,6 +23,7 @@ fn builtin_conf() -> &'static str {
          pid /tmp/shoal.pid;\n\
          events {{ }}\n\
          http {{\n    \
+             access_log /dev/stdout;\n    \
              include {repo}/conf/mime.types;\n    \
              default_type application/octet-stream;\n    \
              sendfile on;\n    \

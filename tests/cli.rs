@@ -396,3 +396,18 @@ fn signal_to_a_stale_pid() {
     );
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// The README's first command: with no `-c` and nothing at /etc/shoal/shoal.conf, the built-in
+/// configuration must load on a fresh machine (no /usr/share/shoal prefix to hold logs).
+#[test]
+fn the_builtin_configuration_loads_without_a_prefix() {
+    if std::path::Path::new("/etc/shoal/shoal.conf").exists() {
+        eprintln!(
+            "skipped: /etc/shoal/shoal.conf exists, so the built-in configuration is not used"
+        );
+        return;
+    }
+    let (code, err) = common::run_str(&["-t"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("built-in.conf test is successful"), "{err}");
+}
