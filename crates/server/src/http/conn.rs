@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use shoal_http::{
-    BodyChunk, BodyKind, BodyLength, ChunkedDecoder, Connection, DateCache, HeadParser,
-    LengthDecoder, Request, ResponseHead,
+    BodyChunk, BodyKind, BodyLength, Connection, DateCache, HeadParser, Request, ResponseHead,
 };
 use shoal_io::pool::ThreadPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -988,48 +987,65 @@ impl Conn {
         lc: &LocConf,
     ) -> std::io::Result<Result<RequestBody<'static>, Discard>> {
         use std::io::Write;
-        let mut d = match shoal_http::BodyDecoder::new(kind, u64::MAX) {
-            Ok(d) => d,
-            Err(_) => return Ok(Err(Discard::Invalid)),
-        };
         let limit = lc.client_body_buffer_size.unwrap_or(16 * 1024);
-        let timeout = lc.client_body_timeout();
         let mut memory: Vec<u8> = Vec::new();
         let mut file: Option<(std::fs::File, u64)> = None;
+        let end = self
+            .read_body_pieces(kind, lc.client_body_timeout(), |data| {
+                if file.is_none() && (memory.len() + data.len()) as u64 > limit {
+                    let mut f = unlinked_temp_file(&std::env::temp_dir())?;
+                    f.write_all(&memory)?;
+                    file = Some((f, memory.len() as u64));
+                    memory = Vec::new();
+                }
+                match &mut file {
+                    Some((f, n)) => {
+                        f.write_all(&data)?;
+                        *n += data.len() as u64;
+                    }
+                    None => memory.extend_from_slice(&data),
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(match end {
+            Discard::Done => Ok(match file {
+                Some((f, n)) => RequestBody::File(f, n),
+                None => RequestBody::Memory(memory.into()),
+            }),
+            other => Err(other),
+        })
+    }
+
+    /// Reads a request body to its end, handing each piece to `keep`; how the reading ended
+    /// (`Done`, a broken framing, a client gone or silent for `timeout`).
+    async fn read_body_pieces(
+        &mut self,
+        kind: BodyKind,
+        timeout: Duration,
+        mut keep: impl FnMut(bytes::Bytes) -> std::io::Result<()>,
+    ) -> std::io::Result<Discard> {
+        let Ok(mut d) = shoal_http::BodyDecoder::new(kind, u64::MAX) else {
+            return Ok(Discard::Invalid);
+        };
         loop {
             match d.decode_buf(&mut self.buf) {
-                Ok(BodyChunk::Done) => break,
+                Ok(BodyChunk::Done) => return Ok(Discard::Done),
                 Ok(BodyChunk::Data(data)) => {
-                    if file.is_none() && (memory.len() + data.len()) as u64 > limit {
-                        let mut f = temp_file()?;
-                        f.write_all(&memory)?;
-                        file = Some((f, memory.len() as u64));
-                        memory = Vec::new();
-                    }
-                    match &mut file {
-                        Some((f, n)) => {
-                            f.write_all(&data)?;
-                            *n += data.len() as u64;
-                        }
-                        None => memory.extend_from_slice(&data),
-                    }
+                    keep(data)?;
                     continue;
                 }
                 Ok(BodyChunk::NeedMore) => {}
-                Err(_) => return Ok(Err(Discard::Invalid)),
+                Err(_) => return Ok(Discard::Invalid),
             }
             self.buf.reserve(READ_CHUNK);
             let read = tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await;
             match read {
-                Ok(Ok(0)) | Err(_) => return Ok(Err(Discard::Gone)),
+                Ok(Ok(0)) | Err(_) => return Ok(Discard::Gone),
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(e),
             }
         }
-        Ok(Ok(match file {
-            Some((f, n)) => RequestBody::File(f, n),
-            None => RequestBody::Memory(memory.into()),
-        }))
     }
 
     /// Sends an upstream's body as it arrives: what is buffered is taken, gathered output is
@@ -1211,16 +1227,7 @@ impl Conn {
                         }
                     }
                     let mut framed = BytesMut::new();
-                    let len: usize = pieces.iter().map(|p| p.len()).sum();
-                    if chunked && len > 0 {
-                        shoal_http::response::write_chunk_header(&mut framed, len);
-                    }
-                    for p in &pieces {
-                        framed.extend_from_slice(p);
-                    }
-                    if chunked && len > 0 {
-                        framed.extend_from_slice(shoal_http::response::CHUNK_END);
-                    }
+                    frame_pieces(&mut framed, &mut pieces, chunked);
                     if end {
                         if chunked {
                             framed.extend_from_slice(shoal_http::response::LAST_CHUNK);
@@ -1237,7 +1244,13 @@ impl Conn {
                             || queued + framed.len() > memory_limit);
                     if to_file && !framed.is_empty() {
                         if spill.is_none() {
-                            spill = Some((proxy_temp_file(lc)?, 0, 0));
+                            // `proxy_temp_path`, else the system's temporary directory.
+                            let dir = lc
+                                .proxy
+                                .temp_path
+                                .clone()
+                                .unwrap_or_else(std::env::temp_dir);
+                            spill = Some((unlinked_temp_file(&dir)?, 0, 0));
                         }
                         let (f, written, _) = spill.as_mut().expect("just made");
                         f.write_all_at(&framed, *written)?;
@@ -1256,16 +1269,7 @@ impl Conn {
     /// added.
     fn emit_pieces(&mut self, pieces: &mut Vec<bytes::Bytes>, chunked: bool) -> u64 {
         let before = self.out.len();
-        let len: usize = pieces.iter().map(|p| p.len()).sum();
-        if chunked {
-            shoal_http::response::write_chunk_header(&mut self.out, len);
-        }
-        for p in pieces.drain(..) {
-            self.out.extend_from_slice(&p);
-        }
-        if chunked {
-            self.out.extend_from_slice(shoal_http::response::CHUNK_END);
-        }
+        frame_pieces(&mut self.out, pieces, chunked);
         (self.out.len() - before) as u64
     }
 
@@ -1382,34 +1386,10 @@ impl Conn {
         kind: BodyKind,
         timeout: Duration,
     ) -> std::io::Result<Discard> {
-        enum D {
-            Len(LengthDecoder),
-            Chunked(ChunkedDecoder),
+        if kind == BodyKind::Empty {
+            return Ok(Discard::Done);
         }
-        let mut d = match kind {
-            BodyKind::Empty => return Ok(Discard::Done),
-            BodyKind::Length(n) => D::Len(LengthDecoder::new(n)),
-            BodyKind::Chunked => D::Chunked(ChunkedDecoder::new()),
-        };
-        loop {
-            let step = match &mut d {
-                D::Len(l) => Ok(l.decode_buf(&mut self.buf)),
-                D::Chunked(c) => c.decode_buf(&mut self.buf),
-            };
-            match step {
-                Ok(BodyChunk::Done) => return Ok(Discard::Done),
-                Ok(BodyChunk::Data(_)) => continue,
-                Ok(BodyChunk::NeedMore) => {}
-                Err(_) => return Ok(Discard::Invalid),
-            }
-            self.buf.reserve(READ_CHUNK);
-            let read = tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await;
-            match read {
-                Ok(Ok(0)) | Err(_) => return Ok(Discard::Gone),
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(e),
-            }
-        }
+        self.read_body_pieces(kind, timeout, |_| Ok(())).await
     }
 
     /// Answers a request that could not be read (400, 408, 414, ...) and closes; it is
@@ -2106,33 +2086,33 @@ fn request_line(head: &[u8], complete: bool) -> Option<String> {
     Some(String::from_utf8_lossy(line).into_owned())
 }
 
-/// An unlinked temporary file for an upstream answer held for a slow client: in
-/// `proxy_temp_path`, else the system's temporary directory.
-fn proxy_temp_file(lc: &LocConf) -> std::io::Result<std::fs::File> {
+/// Appends body pieces, as one chunk when `chunked` (nothing for no bytes: an empty chunk
+/// would end the body). What one read brought goes as one chunk, however the upstream chunked
+/// it, as nginx re-chunks its buffers.
+fn frame_pieces(out: &mut BytesMut, pieces: &mut Vec<bytes::Bytes>, chunked: bool) {
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
+    let framed = chunked && len > 0;
+    if framed {
+        shoal_http::response::write_chunk_header(out, len);
+    }
+    for p in pieces.drain(..) {
+        out.extend_from_slice(&p);
+    }
+    if framed {
+        out.extend_from_slice(shoal_http::response::CHUNK_END);
+    }
+}
+
+/// An unlinked temporary file in `dir` (`O_TMPFILE`): a request body, or an upstream answer
+/// held for a slow client. Nothing is left behind whatever happens to the process.
+fn unlinked_temp_file(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = lc
-        .proxy
-        .temp_path
-        .clone()
-        .unwrap_or_else(std::env::temp_dir);
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_TMPFILE)
         .mode(0o600)
         .open(dir)
-}
-
-/// An unlinked temporary file for a request body (`O_TMPFILE` in the system's temporary
-/// directory).
-fn temp_file() -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE)
-        .mode(0o600)
-        .open(std::env::temp_dir())
 }
 
 fn is_overflow(e: &std::io::Error) -> bool {
