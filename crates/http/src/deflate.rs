@@ -27,6 +27,7 @@ const MAX_MATCH: usize = 258;
 const MATCH: u32 = 1 << 31;
 const END_OF_BLOCK: usize = 256;
 const LIT_CODES: usize = 286;
+const LIT_ALPHABET: usize = 288;
 const DIST_CODES: usize = 30;
 const CL_CODES: usize = 19;
 
@@ -112,9 +113,11 @@ pub struct Encoder {
     /// The generation base of the current block.
     base: u32,
     syms: Vec<u32>,
-    lit_freq: [u32; LIT_CODES],
+    /// Literal/length frequencies over the whole 288-symbol alphabet (286 and 287 never occur),
+    /// the fixed code's size.
+    lit_freq: [u32; LIT_ALPHABET],
     dist_freq: [u32; DIST_CODES],
-    fixed_lit: Code<288>,
+    fixed_lit: Code<LIT_ALPHABET>,
     fixed_dist: Code<DIST_CODES>,
 }
 
@@ -132,25 +135,50 @@ struct Code<const N: usize> {
 }
 
 impl<const N: usize> Code<N> {
+    /// The length-limited Huffman code for `freq`, and the bits its symbols take under it
+    /// (Σ frequency × length).
+    fn build(freq: &[u32; N], limit: u32) -> (Code<N>, u64) {
+        let mut len = [0u8; N];
+        let mut used = [0u16; N];
+        let n = lengths(freq, limit, &mut len, &mut used);
+        let used = &used[..n];
+        let bits = used
+            .iter()
+            .map(|&s| u64::from(freq[s as usize]) * u64::from(len[s as usize]))
+            .sum();
+        (Code::canonical(len, used), bits)
+    }
+
+    /// The canonical code for these lengths (every symbol with a nonzero length gets one).
     fn from_lengths(len: [u8; N]) -> Code<N> {
-        // Unused symbols (length 0) count and take codes in 16 dummy slots in turn, so the
-        // loops neither branch on the length nor wait on one counter's previous increment.
-        let slot = |s: usize, l: u8| l as usize | (usize::from(l == 0) * (16 + (s & 15)));
-        let mut count = [0u16; 32];
+        let mut used = [0u16; N];
+        let mut n = 0;
         for (s, &l) in len.iter().enumerate() {
-            count[slot(s, l)] += 1;
+            used[n] = s as u16;
+            n += usize::from(l > 0);
         }
-        let mut next = [0u16; 32];
+        Code::canonical(len, &used[..n])
+    }
+
+    /// RFC 1951 §3.2.2's codes for `len`; `used` is every symbol with a nonzero length, in
+    /// symbol order (only those are visited: a small body uses a fraction of the alphabet).
+    fn canonical(len: [u8; N], used: &[u16]) -> Code<N> {
+        let mut count = [0u16; 16];
+        for &s in used {
+            count[len[s as usize] as usize] += 1;
+        }
+        let mut next = [0u16; 16];
         let mut c = 0u16;
         for bits in 1..16 {
-            c = (c + if bits > 1 { count[bits - 1] } else { 0 }) << 1;
+            c = (c + count[bits - 1]) << 1;
             next[bits] = c;
         }
         let mut code = [0u16; N];
-        for (s, (c, &l)) in code.iter_mut().zip(&len).enumerate() {
-            let n = &mut next[slot(s, l)];
-            *c = (u64::from(u32::from(*n).reverse_bits()) >> (32 - l)) as u16;
-            *n = n.wrapping_add(1);
+        for &s in used {
+            let l = len[s as usize];
+            let n = &mut next[l as usize];
+            code[s as usize] = (u32::from(*n).reverse_bits() >> (32 - u32::from(l))) as u16;
+            *n += 1;
         }
         Code { len, code }
     }
@@ -236,7 +264,7 @@ fn match_len(d: &[u8], q: usize, p: usize, max: usize) -> usize {
 impl Encoder {
     /// An encoder (allocates its 16 KB hash head once).
     pub fn new() -> Encoder {
-        let mut lit = [0u8; 288];
+        let mut lit = [0u8; LIT_ALPHABET];
         for (s, l) in lit.iter_mut().enumerate() {
             *l = match s {
                 0..=143 => 8,
@@ -250,7 +278,7 @@ impl Encoder {
             prev: Vec::new(),
             base: 1,
             syms: Vec::new(),
-            lit_freq: [0; LIT_CODES],
+            lit_freq: [0; LIT_ALPHABET],
             dist_freq: [0; DIST_CODES],
             fixed_lit: Code::from_lengths(lit),
             fixed_dist: Code::from_lengths([5; DIST_CODES]),
@@ -296,26 +324,38 @@ impl Encoder {
     fn lz77(&mut self, d: &[u8], level: u32) {
         let (chain, nice, insert) = effort(level);
         self.new_generation(d.len());
-        self.syms.clear();
-        self.lit_freq = [0; LIT_CODES];
+        self.lit_freq = [0; LIT_ALPHABET];
         self.dist_freq = [0; DIST_CODES];
-        let base = self.base;
+        // Split borrows, so the loop keeps them in registers rather than reloading through
+        // `self` after every store.
+        let Encoder {
+            head,
+            prev,
+            base,
+            syms,
+            lit_freq,
+            dist_freq,
+            ..
+        } = self;
+        let head = &mut **head;
+        let base = *base;
         let n = d.len();
+        let prev = &mut prev[..n];
+        syms.clear();
+        syms.reserve(n + 1);
+        // Positions from which a 4-byte hash can be read.
+        let hashed = (n + 1).saturating_sub(MIN_MATCH);
         let mut p = 0;
-        while p < n {
-            if p + MIN_MATCH > n {
-                self.literal(d[p]);
-                p += 1;
-                continue;
-            }
+        while p < hashed {
             let h = hash(d, p);
             let max = (n - p).min(MAX_MATCH);
             let (mut best, mut best_dist) = (0, 0);
-            let mut cand = self.head[h];
+            let mut cand = head[h];
             let mut steps = chain;
             while cand >= base && steps > 0 {
                 let q = (cand - base) as usize;
                 debug_assert!(q < p, "chains only hold earlier positions of this block");
+                // A longer match must also differ nowhere up to `best`: its byte there first.
                 if d[q + best] == d[p + best] {
                     let l = match_len(d, q, p, max);
                     if l > best {
@@ -326,70 +366,68 @@ impl Encoder {
                         }
                     }
                 }
-                cand = self.prev[q];
+                cand = prev[q];
                 steps -= 1;
             }
-            self.prev[p] = self.head[h];
-            self.head[h] = base + p as u32;
+            prev[p] = head[h];
+            head[h] = base + p as u32;
             if best >= MIN_MATCH {
-                self.matched(best, best_dist);
+                debug_assert!((1..=32768).contains(&best_dist));
+                syms.push(MATCH | ((best as u32) << 16) | best_dist as u32);
+                lit_freq[257 + LEN_CODE[best - 3] as usize] += 1;
+                dist_freq[dist_code(best_dist)] += 1;
                 let last = if best <= insert {
-                    (p + best).min(n + 1 - MIN_MATCH)
+                    (p + best).min(hashed)
                 } else {
                     p + 1
                 };
                 for i in p + 1..last {
                     let h = hash(d, i);
-                    self.prev[i] = self.head[h];
-                    self.head[h] = base + i as u32;
+                    prev[i] = head[h];
+                    head[h] = base + i as u32;
                 }
                 p += best;
             } else {
-                self.literal(d[p]);
+                syms.push(u32::from(d[p]));
+                lit_freq[d[p] as usize] += 1;
                 p += 1;
             }
         }
-        self.lit_freq[END_OF_BLOCK] += 1;
-    }
-
-    fn literal(&mut self, b: u8) {
-        self.syms.push(u32::from(b));
-        self.lit_freq[b as usize] += 1;
-    }
-
-    fn matched(&mut self, len: usize, dist: usize) {
-        debug_assert!((MIN_MATCH..=MAX_MATCH).contains(&len) && (1..=32768).contains(&dist));
-        self.syms.push(MATCH | ((len as u32) << 16) | dist as u32);
-        self.lit_freq[257 + LEN_CODE[len - 3] as usize] += 1;
-        self.dist_freq[dist_code(dist)] += 1;
-    }
-
-    /// Bits the symbols take under these codes, extra bits included.
-    fn data_bits(&self, lit: &[u8], dist: &[u8]) -> u64 {
-        let mut bits = 0u64;
-        for (s, &f) in self.lit_freq.iter().enumerate() {
-            let extra = if s > END_OF_BLOCK {
-                u64::from(LEN_EXTRA[s - 257])
-            } else {
-                0
-            };
-            bits += u64::from(f) * (u64::from(lit[s]) + extra);
+        for &b in &d[p.min(n)..] {
+            syms.push(u32::from(b));
+            lit_freq[b as usize] += 1;
         }
-        for (c, &f) in self.dist_freq.iter().enumerate() {
-            bits += u64::from(f) * u64::from(dist[c] + DIST_EXTRA[c]);
-        }
-        bits
+        lit_freq[END_OF_BLOCK] += 1;
+    }
+
+    /// Extra bits of the lengths and distances (the same under any code).
+    fn extra_bits(&self) -> u64 {
+        let lens = self.lit_freq[257..257 + LEN_EXTRA.len()]
+            .iter()
+            .zip(LEN_EXTRA);
+        let dists = self.dist_freq.iter().zip(DIST_EXTRA);
+        lens.chain(dists)
+            .map(|(&f, e)| u64::from(f) * u64::from(e))
+            .sum()
+    }
+
+    /// Bits the symbols take under the fixed code (§3.2.6), extra bits aside.
+    fn fixed_bits(&self) -> u64 {
+        let sum = |r: std::ops::Range<usize>| -> u64 {
+            self.lit_freq[r].iter().map(|&f| u64::from(f)).sum()
+        };
+        let dist: u64 = self.dist_freq.iter().map(|&f| u64::from(f)).sum();
+        8 * sum(0..144) + 9 * sum(144..256) + 7 * sum(256..280) + 8 * sum(280..288) + 5 * dist
     }
 
     fn block(&mut self, d: &[u8], level: u32, last: bool, w: &mut Bits<'_>) {
         self.lz77(d, level);
-        let mut lit_len = [0u8; LIT_CODES];
-        let mut dist_len = [0u8; DIST_CODES];
-        lengths(&self.lit_freq, 15, &mut lit_len);
-        lengths(&self.dist_freq, 15, &mut dist_len);
-        let header = DynamicHeader::new(&lit_len, &dist_len);
-        let dynamic = 3 + header.bits() + self.data_bits(&lit_len, &dist_len);
-        let fixed = 3 + self.data_bits(&self.fixed_lit.len[..LIT_CODES], &self.fixed_dist.len);
+        let (lit, lit_bits) = Code::build(&self.lit_freq, 15);
+        let (dist, dist_bits) = Code::build(&self.dist_freq, 15);
+        let header = DynamicHeader::new(&lit.len[..LIT_CODES], &dist.len);
+        let extra = self.extra_bits();
+        let dynamic = 3 + header.bits() + lit_bits + dist_bits + extra;
+        let fixed = 3 + self.fixed_bits() + extra;
         let pad = u64::from((8 - (w.n + 3) % 8) % 8);
         let stored = 3 + pad + 32 + 8 * d.len() as u64;
         let last = u32::from(last);
@@ -409,13 +447,11 @@ impl Encoder {
             w.put(last, 1);
             w.put(2, 2);
             header.put(w);
-            let mut lit = [0u8; 288];
-            lit[..LIT_CODES].copy_from_slice(&lit_len);
-            self.put_symbols(w, &Code::from_lengths(lit), &Code::from_lengths(dist_len));
+            self.put_symbols(w, &lit, &dist);
         }
     }
 
-    fn put_symbols(&self, w: &mut Bits<'_>, lit: &Code<288>, dist: &Code<DIST_CODES>) {
+    fn put_symbols(&self, w: &mut Bits<'_>, lit: &Code<LIT_ALPHABET>, dist: &Code<DIST_CODES>) {
         for &s in &self.syms {
             if s & MATCH == 0 {
                 lit.put(w, s as usize);
@@ -452,7 +488,7 @@ struct DynamicHeader {
 }
 
 impl DynamicHeader {
-    fn new(lit: &[u8; LIT_CODES], dist: &[u8; DIST_CODES]) -> DynamicHeader {
+    fn new(lit: &[u8], dist: &[u8]) -> DynamicHeader {
         let hlit = 257.max(lit.iter().rposition(|&l| l > 0).map_or(0, |i| i + 1));
         let hdist = 1.max(dist.iter().rposition(|&l| l > 0).map_or(0, |i| i + 1));
         let mut seq = [0u8; LIT_CODES + DIST_CODES];
@@ -497,12 +533,11 @@ impl DynamicHeader {
         for &(s, _) in &runs[..nruns] {
             freq[s as usize] += 1;
         }
-        let mut cl_len = [0u8; CL_CODES];
-        lengths(&freq, 7, &mut cl_len);
+        let (cl, _) = Code::build(&freq, 7);
         let hclen = 4.max(
             CL_ORDER
                 .iter()
-                .rposition(|&s| cl_len[s] > 0)
+                .rposition(|&s| cl.len[s] > 0)
                 .map_or(0, |i| i + 1),
         );
         DynamicHeader {
@@ -511,7 +546,7 @@ impl DynamicHeader {
             hclen,
             runs,
             nruns,
-            cl: Code::from_lengths(cl_len),
+            cl,
         }
     }
 
@@ -546,60 +581,74 @@ fn cl_extra_bits(sym: u8) -> u32 {
     }
 }
 
-/// Huffman code lengths for `freq`, none longer than `limit`, into `len`.
+/// Huffman code lengths for `freq`, none longer than `limit`, into `len` (zeroed by the
+/// caller); the symbols given a length go to `used` in symbol order, and their number is
+/// returned.
 ///
 /// A Huffman tree from the symbols sorted by frequency (two queues: leaves, and internal nodes,
 /// which are made in nondecreasing weight), its depths clamped to `limit` and the Kraft sum
 /// brought back to one by moving codes one level down; then the lengths are dealt out
 /// shortest to the most frequent. Fewer than two used symbols get two codes of one bit, the
 /// simplest complete code every inflater takes.
-fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
-    *len = [0; N];
+fn lengths<const N: usize>(
+    freq: &[u32; N],
+    limit: u32,
+    len: &mut [u8; N],
+    used: &mut [u16; N],
+) -> usize {
     // (frequency << 16 | symbol): sorting these plain integers is the frequency order.
-    debug_assert!(N <= LIT_CODES && freq.iter().all(|&f| f <= u32::from(u16::MAX)));
-    let mut leaves = [0u32; LIT_CODES];
+    debug_assert!(N <= LIT_ALPHABET && freq.iter().all(|&f| f <= u32::from(u16::MAX)));
+    debug_assert!(len.iter().all(|&l| l == 0));
+    let mut leaves = [0u32; LIT_ALPHABET];
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
         // Branch-free: an unused symbol is written and then overwritten.
         leaves[n] = f << 16 | s as u32;
+        used[n] = s as u16;
         n += usize::from(f > 0);
     }
     if n < 2 {
-        let used = if n == 1 {
-            (leaves[0] & 0xffff) as usize
-        } else {
-            0
-        };
-        len[used] = 1;
-        len[usize::from(used == 0)] = 1;
-        return;
+        let one = if n == 1 { used[0] as usize } else { 0 };
+        let other = usize::from(one == 0);
+        len[one] = 1;
+        len[other] = 1;
+        used[0] = one.min(other) as u16;
+        used[1] = one.max(other) as u16;
+        return 2;
     }
     let leaves = &mut leaves[..n];
     leaves.sort_unstable();
-    // Nodes 0..n are the leaves, n..2n-1 the internal nodes in the order they are made.
-    let mut weight = [0u32; 2 * LIT_CODES];
-    let mut parent = [0u16; 2 * LIT_CODES];
-    for (i, &l) in leaves.iter().enumerate() {
-        weight[i] = l >> 16;
+    // Two queues, the sorted leaves and the internal nodes (made in nondecreasing weight),
+    // each with a sentinel weight past its end that no sum reaches, so each pick is one
+    // comparison and conditional moves, not a branch the data would steer. Node ids: leaves
+    // 0..n, internal nodes n..2n-1 in the order they are made.
+    let mut leaf_w = [u32::MAX; LIT_ALPHABET + 1];
+    for (w, &l) in leaf_w.iter_mut().zip(leaves.iter()) {
+        *w = l >> 16;
     }
-    let (mut next_leaf, mut next_node) = (0, n);
-    for k in n..2 * n - 1 {
+    let mut node_w = [u32::MAX; LIT_ALPHABET];
+    let mut parent = [0u16; 2 * LIT_ALPHABET];
+    let (mut i, mut j) = (0, 0);
+    for k in 0..n - 1 {
         let mut take = || {
-            if next_leaf < n && (next_node >= k || weight[next_leaf] <= weight[next_node]) {
-                next_leaf += 1;
-                next_leaf - 1
+            let leaf = leaf_w[i] <= node_w[j];
+            let (w, id) = if leaf {
+                (leaf_w[i], i)
             } else {
-                next_node += 1;
-                next_node - 1
-            }
+                (node_w[j], n + j)
+            };
+            i += usize::from(leaf);
+            j += usize::from(!leaf);
+            (w, id)
         };
-        let (a, b) = (take(), take());
-        weight[k] = weight[a] + weight[b];
-        parent[a] = k as u16;
-        parent[b] = k as u16;
+        let (wa, a) = take();
+        let (wb, b) = take();
+        node_w[k] = wa + wb;
+        parent[a] = (n + k) as u16;
+        parent[b] = (n + k) as u16;
     }
     // Depths from the root (the last node) down; a parent is always made after its children.
-    let mut depth = [0u32; 2 * LIT_CODES];
+    let mut depth = [0u32; 2 * LIT_ALPHABET];
     for k in (0..2 * n - 2).rev() {
         depth[k] = depth[parent[k] as usize] + 1;
     }
@@ -630,6 +679,7 @@ fn lengths<const N: usize>(freq: &[u32; N], limit: u32, len: &mut [u8; N]) {
             i += 1;
         }
     }
+    n
 }
 
 #[cfg(test)]

@@ -185,7 +185,13 @@ fn lengths_are_limited_and_complete() {
     }
     for limit in [7, 15] {
         let mut len = [0u8; LIT_CODES];
-        lengths(&fib, limit, &mut len);
+        let mut used = [0u16; LIT_CODES];
+        let n = lengths(&fib, limit, &mut len, &mut used);
+        assert_eq!(
+            &used[..n],
+            &(0..24).collect::<Vec<u16>>()[..],
+            "in symbol order"
+        );
         assert!(len.iter().all(|&l| u32::from(l) <= limit));
         let kraft: u64 = len
             .iter()
