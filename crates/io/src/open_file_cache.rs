@@ -68,8 +68,6 @@ pub struct FileInfo {
     pub dev: u64,
     /// A directory (cached without an fd).
     pub is_dir: bool,
-    /// The ETag nginx sends for it: `"<mtime hex>-<size hex>"`, quotes included.
-    pub etag: String,
 }
 
 /// An opened path: the shared fd (`None` for a directory) and its metadata.
@@ -100,7 +98,6 @@ pub fn open(path: &Path) -> io::Result<OpenedFile> {
         inode: st.ino,
         dev: st.dev,
         is_dir: st.is_dir,
-        etag: etag(st.mtime, st.size),
     };
     Ok(OpenedFile {
         file: (!st.is_dir).then(|| Arc::new(file)),

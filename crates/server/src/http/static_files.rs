@@ -430,7 +430,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     if lc.etag() {
         reply
             .headers
-            .push(("ETag", format!("\"{:x}-{:x}\"", mtime, size)));
+            .push(("ETag", shoal_io::open_file_cache::etag(mtime, size)));
     }
     if precompressed {
         reply.headers.push(("Content-Encoding", "gzip".into()));
