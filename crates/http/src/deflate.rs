@@ -119,6 +119,7 @@ pub struct Encoder {
     dist_freq: [u32; DIST_CODES],
     fixed_lit: Code<LIT_ALPHABET>,
     fixed_dist: Code<DIST_CODES>,
+    tree: Box<Tree>,
 }
 
 impl Default for Encoder {
@@ -137,10 +138,10 @@ struct Code<const N: usize> {
 impl<const N: usize> Code<N> {
     /// The length-limited Huffman code for `freq`, and the bits its symbols take under it
     /// (Σ frequency × length).
-    fn build(freq: &[u32; N], limit: u32) -> (Code<N>, u64) {
+    fn build(freq: &[u32; N], limit: u32, tree: &mut Tree) -> (Code<N>, u64) {
         let mut len = [0u8; N];
         let mut used = [0u16; N];
-        let n = lengths(freq, limit, &mut len, &mut used);
+        let n = lengths(freq, limit, &mut len, &mut used, tree);
         let used = &used[..n];
         let bits = used
             .iter()
@@ -282,6 +283,7 @@ impl Encoder {
             dist_freq: [0; DIST_CODES],
             fixed_lit: Code::from_lengths(lit),
             fixed_dist: Code::from_lengths([5; DIST_CODES]),
+            tree: Box::new(Tree::new()),
         }
     }
 
@@ -422,9 +424,10 @@ impl Encoder {
 
     fn block(&mut self, d: &[u8], level: u32, last: bool, w: &mut Bits<'_>) {
         self.lz77(d, level);
-        let (lit, lit_bits) = Code::build(&self.lit_freq, 15);
-        let (dist, dist_bits) = Code::build(&self.dist_freq, 15);
-        let header = DynamicHeader::new(&lit.len[..LIT_CODES], &dist.len);
+        let tree = &mut self.tree;
+        let (lit, lit_bits) = Code::build(&self.lit_freq, 15, tree);
+        let (dist, dist_bits) = Code::build(&self.dist_freq, 15, tree);
+        let header = DynamicHeader::new(&lit.len[..LIT_CODES], &dist.len, tree);
         let extra = self.extra_bits();
         let dynamic = 3 + header.bits() + lit_bits + dist_bits + extra;
         let fixed = 3 + self.fixed_bits() + extra;
@@ -488,7 +491,7 @@ struct DynamicHeader {
 }
 
 impl DynamicHeader {
-    fn new(lit: &[u8], dist: &[u8]) -> DynamicHeader {
+    fn new(lit: &[u8], dist: &[u8], tree: &mut Tree) -> DynamicHeader {
         let hlit = 257.max(lit.iter().rposition(|&l| l > 0).map_or(0, |i| i + 1));
         let hdist = 1.max(dist.iter().rposition(|&l| l > 0).map_or(0, |i| i + 1));
         let mut seq = [0u8; LIT_CODES + DIST_CODES];
@@ -533,7 +536,7 @@ impl DynamicHeader {
         for &(s, _) in &runs[..nruns] {
             freq[s as usize] += 1;
         }
-        let (cl, _) = Code::build(&freq, 7);
+        let (cl, _) = Code::build(&freq, 7, tree);
         let hclen = 4.max(
             CL_ORDER
                 .iter()
@@ -581,6 +584,33 @@ fn cl_extra_bits(sym: u8) -> u32 {
     }
 }
 
+/// The Huffman tree's working arrays, kept with the encoder: every slot is written before it
+/// is read, so nothing is cleared per code (three codes a block).
+pub(crate) struct Tree {
+    /// (frequency << 16 | symbol) of the used symbols: sorting these plain integers is the
+    /// frequency order.
+    leaves: [u32; LIT_ALPHABET],
+    /// The leaves' weights in that order, then a sentinel.
+    leaf_w: [u32; LIT_ALPHABET + 1],
+    /// The internal nodes' weights in the order they are made, then a sentinel.
+    node_w: [u32; LIT_ALPHABET],
+    /// Node ids: leaves 0..n, internal nodes n..2n-1.
+    parent: [u16; 2 * LIT_ALPHABET],
+    depth: [u32; 2 * LIT_ALPHABET],
+}
+
+impl Tree {
+    pub(crate) fn new() -> Tree {
+        Tree {
+            leaves: [0; LIT_ALPHABET],
+            leaf_w: [0; LIT_ALPHABET + 1],
+            node_w: [0; LIT_ALPHABET],
+            parent: [0; 2 * LIT_ALPHABET],
+            depth: [0; 2 * LIT_ALPHABET],
+        }
+    }
+}
+
 /// Huffman code lengths for `freq`, none longer than `limit`, into `len` (zeroed by the
 /// caller); the symbols given a length go to `used` in symbol order, and their number is
 /// returned.
@@ -595,15 +625,14 @@ fn lengths<const N: usize>(
     limit: u32,
     len: &mut [u8; N],
     used: &mut [u16; N],
+    tree: &mut Tree,
 ) -> usize {
-    // (frequency << 16 | symbol): sorting these plain integers is the frequency order.
     debug_assert!(N <= LIT_ALPHABET && freq.iter().all(|&f| f <= u32::from(u16::MAX)));
     debug_assert!(len.iter().all(|&l| l == 0));
-    let mut leaves = [0u32; LIT_ALPHABET];
     let mut n = 0;
     for (s, &f) in freq.iter().enumerate() {
         // Branch-free: an unused symbol is written and then overwritten.
-        leaves[n] = f << 16 | s as u32;
+        tree.leaves[n] = f << 16 | s as u32;
         used[n] = s as u16;
         n += usize::from(f > 0);
     }
@@ -616,20 +645,25 @@ fn lengths<const N: usize>(
         used[1] = one.max(other) as u16;
         return 2;
     }
+    let Tree {
+        leaves,
+        leaf_w,
+        node_w,
+        parent,
+        depth,
+    } = tree;
     let leaves = &mut leaves[..n];
     leaves.sort_unstable();
     // Two queues, the sorted leaves and the internal nodes (made in nondecreasing weight),
     // each with a sentinel weight past its end that no sum reaches, so each pick is one
-    // comparison and conditional moves, not a branch the data would steer. Node ids: leaves
-    // 0..n, internal nodes n..2n-1 in the order they are made.
-    let mut leaf_w = [u32::MAX; LIT_ALPHABET + 1];
+    // comparison and conditional moves, not a branch the data would steer.
     for (w, &l) in leaf_w.iter_mut().zip(leaves.iter()) {
         *w = l >> 16;
     }
-    let mut node_w = [u32::MAX; LIT_ALPHABET];
-    let mut parent = [0u16; 2 * LIT_ALPHABET];
+    leaf_w[n] = u32::MAX;
     let (mut i, mut j) = (0, 0);
     for k in 0..n - 1 {
+        node_w[k] = u32::MAX;
         let mut take = || {
             let leaf = leaf_w[i] <= node_w[j];
             let (w, id) = if leaf {
@@ -648,7 +682,7 @@ fn lengths<const N: usize>(
         parent[b] = (n + k) as u16;
     }
     // Depths from the root (the last node) down; a parent is always made after its children.
-    let mut depth = [0u32; 2 * LIT_ALPHABET];
+    depth[2 * n - 2] = 0;
     for k in (0..2 * n - 2).rev() {
         depth[k] = depth[parent[k] as usize] + 1;
     }

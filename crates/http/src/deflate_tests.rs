@@ -186,7 +186,7 @@ fn lengths_are_limited_and_complete() {
     for limit in [7, 15] {
         let mut len = [0u8; LIT_CODES];
         let mut used = [0u16; LIT_CODES];
-        let n = lengths(&fib, limit, &mut len, &mut used);
+        let n = lengths(&fib, limit, &mut len, &mut used, &mut Tree::new());
         assert_eq!(
             &used[..n],
             &(0..24).collect::<Vec<u16>>()[..],
