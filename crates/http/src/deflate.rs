@@ -383,9 +383,9 @@ impl Encoder {
                 } else {
                     p + 1
                 };
-                for i in p + 1..last {
+                for (i, link) in prev.iter_mut().enumerate().take(last).skip(p + 1) {
                     let h = hash(d, i);
-                    prev[i] = head[h];
+                    *link = head[h];
                     head[h] = base + i as u32;
                 }
                 p += best;
