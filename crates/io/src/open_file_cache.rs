@@ -16,6 +16,7 @@
 //! ...) is cached like a file, until `valid` expires. Directories are cached without an fd.
 
 use std::cell::Cell;
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::marker::PhantomData;
@@ -81,7 +82,23 @@ pub struct OpenedFile {
 
 /// nginx's ETag for a file of this mtime and size: `"%xT-%xO"`, e.g. `"5f5e1000-1234"`.
 pub fn etag(mtime: i64, size: u64) -> String {
-    format!("\"{mtime:x}-{size:x}\"")
+    // By hand: this is on every static answer, and `format!` costs more than the rest.
+    fn hex(out: &mut String, v: u64) {
+        let digits = (16 - v.leading_zeros() as usize / 4).max(1);
+        for i in (0..digits).rev() {
+            out.push(char::from(
+                b"0123456789abcdef"[(v >> (4 * i)) as usize & 15],
+            ));
+        }
+    }
+    let mut s = String::with_capacity(36);
+    s.push('"');
+    // A negative time as its two's complement, as `{:x}` of an i64 prints it.
+    hex(&mut s, mtime as u64);
+    s.push('-');
+    hex(&mut s, size);
+    s.push('"');
+    s
 }
 
 /// Opens `path` read-only (nonblocking, so a FIFO cannot hang it) and stats the fd. Blocking:
@@ -126,7 +143,8 @@ enum Cached {
 }
 
 struct Node {
-    path: Arc<Path>,
+    /// The path's bytes: a path's own `Hash` walks its components, bytes hash in words.
+    path: Arc<OsStr>,
     cached: Cached,
     uses: u32,
     /// When the cached answer was obtained (for `valid`).
@@ -142,7 +160,7 @@ struct Node {
 /// The per-worker open-file cache. See the module documentation.
 pub struct OpenFileCache {
     config: OpenFileCacheConfig,
-    index: crate::fxhash::FxHashMap<Arc<Path>, usize>,
+    index: crate::fxhash::FxHashMap<Arc<OsStr>, usize>,
     nodes: Vec<Option<Node>>,
     free: Vec<usize>,
     /// Most recently used.
@@ -188,7 +206,7 @@ impl OpenFileCache {
     /// Looks `path` up at time `now`, counting a use. Never touches the filesystem.
     pub fn lookup(&mut self, path: &Path, now: Instant) -> Lookup {
         self.expire_some(now, EXPIRE_PER_CALL);
-        let Some(&i) = self.index.get(path) else {
+        let Some(&i) = self.index.get(path.as_os_str()) else {
             return Lookup::Miss;
         };
         if now.saturating_duration_since(self.node(i).accessed) > self.config.inactive {
@@ -222,14 +240,14 @@ impl OpenFileCache {
                 Some(errno) if self.config.errors => Cached::Error(errno),
                 // Not cached: forget the path, as nginx does.
                 _ => {
-                    if let Some(&i) = self.index.get(path) {
+                    if let Some(&i) = self.index.get(path.as_os_str()) {
                         self.remove(i);
                     }
                     return;
                 }
             },
         };
-        let i = match self.index.get(path) {
+        let i = match self.index.get(path.as_os_str()) {
             Some(&i) => i,
             None => self.add(path, now),
         };
@@ -303,7 +321,7 @@ impl OpenFileCache {
                 self.remove(lru);
             }
         }
-        let path: Arc<Path> = Arc::from(path);
+        let path: Arc<OsStr> = Arc::from(path.as_os_str());
         let node = Node {
             path: path.clone(),
             cached: Cached::Uses,
@@ -377,7 +395,7 @@ impl OpenFileCache {
         let mut out = Vec::with_capacity(self.index.len());
         let mut at = self.head;
         while let Some(i) = at {
-            out.push(self.node(i).path.to_path_buf());
+            out.push(PathBuf::from(&*self.node(i).path));
             at = self.node(i).next;
         }
         out
