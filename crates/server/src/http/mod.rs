@@ -24,7 +24,7 @@ pub mod static_files;
 pub mod stub_status;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -298,30 +298,29 @@ impl DocRoot {
 
     /// The file for `uri`: root + URI, or the alias in place of the location's prefix.
     pub fn map(&self, uri: &str, vars: Option<&crate::variables::Vars<'_>>) -> PathBuf {
-        let base: PathBuf = match (&self.template, vars) {
+        let evaluated;
+        let base: &Path = match (&self.template, vars) {
             (Some(t), Some(v)) => {
                 let p = PathBuf::from(v.eval(t));
-                if p.is_absolute() {
+                evaluated = if p.is_absolute() {
                     p
                 } else {
                     self.prefix.join(p)
-                }
+                };
+                &evaluated
             }
-            _ => self.path.clone(),
+            _ => &self.path,
         };
-        if !self.alias {
-            let mut s = base.into_os_string();
-            s.push(uri);
-            return PathBuf::from(s);
-        }
-        match self.alias_len {
-            Some(n) => {
-                let mut s = base.into_os_string();
-                s.push(uri.get(n..).unwrap_or(""));
-                PathBuf::from(s)
-            }
-            None => base,
-        }
+        let tail = match (self.alias, self.alias_len) {
+            (false, _) => uri,
+            (true, Some(n)) => uri.get(n..).unwrap_or(""),
+            (true, None) => return base.to_path_buf(),
+        };
+        // One allocation of the final size (not the root's, then grown for the URI).
+        let mut s = std::ffi::OsString::with_capacity(base.as_os_str().len() + tail.len());
+        s.push(base.as_os_str());
+        s.push(tail);
+        PathBuf::from(s)
     }
 
     /// `$document_root`.

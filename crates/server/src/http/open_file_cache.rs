@@ -12,9 +12,10 @@
 
 use shoal_io::fxhash::FxHashMap;
 use std::cell::RefCell;
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,7 +156,8 @@ struct Content {
 
 thread_local! {
     static CACHES: RefCell<FxHashMap<Key, OpenFileCache>> = RefCell::new(FxHashMap::default());
-    static CONTENT: RefCell<FxHashMap<PathBuf, Content>> = RefCell::new(FxHashMap::default());
+    /// Keyed by the path's bytes (a `Path`'s own hash walks its components).
+    static CONTENT: RefCell<FxHashMap<OsString, Content>> = RefCell::new(FxHashMap::default());
 }
 
 /// Opens `path` through this location's cache (or directly when it is off). A directory comes
@@ -187,7 +189,7 @@ pub fn small_content(
     }
     let hit = CONTENT.with(|c| {
         c.borrow()
-            .get(path)
+            .get(path.as_os_str())
             .filter(|e| Arc::ptr_eq(&e.info, &opened.info))
             .map(|e| e.bytes.clone())
     });
@@ -214,7 +216,7 @@ pub fn small_content(
             }
         }
         c.insert(
-            path.to_path_buf(),
+            path.as_os_str().to_owned(),
             Content {
                 info: opened.info.clone(),
                 bytes: bytes.clone(),

@@ -232,16 +232,18 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
         if name.starts_with('/') {
             return Outcome::Internal(name.clone());
         }
-        let mut candidate = dir.clone().into_os_string();
+        let mut candidate = std::ffi::OsString::with_capacity(dir.as_os_str().len() + name.len());
+        candidate.push(dir.as_os_str());
         candidate.push(name);
+        let internal = || [uri, name.as_str()].concat();
         // With `open_file_cache`, a cached index file needs no stat (nginx's index module
         // tests through the cache too); a miss or an error is decided by the stat below.
         if lc.open_file_cache.enabled() && open_file_cache::open(lc, Path::new(&candidate)).is_ok()
         {
-            return Outcome::Internal(format!("{uri}{name}"));
+            return Outcome::Internal(internal());
         }
         let err = match std::fs::metadata(&candidate) {
-            Ok(_) => return Outcome::Internal(format!("{uri}{name}")),
+            Ok(_) => return Outcome::Internal(internal()),
             Err(e) => e,
         };
         let errno = err.raw_os_error();
