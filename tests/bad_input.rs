@@ -245,6 +245,51 @@ fn a_dribbling_client_times_out_while_others_are_answered() {
     }
 }
 
+/// After a keep-alive answer, the next head's `client_header_timeout` starts with its first
+/// bytes: a head left half-sent is cut off at that timeout, not at `keepalive_timeout`.
+#[test]
+fn a_half_head_after_keepalive_times_out_at_client_header_timeout() {
+    let port = free_port();
+    let _s = Shoal::start(
+        &conf(
+            port,
+            "",
+            "worker_connections 256;",
+            "",
+            "client_header_timeout 1s; keepalive_timeout 300s;",
+        ),
+        port,
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, body) = read_small_answer(&mut s).unwrap();
+    assert_eq!((status, body.as_slice()), (200, INDEX.as_bytes()));
+    // Idle for a while (under keepalive_timeout, past client_header_timeout), then half a head.
+    std::thread::sleep(Duration::from_millis(1500));
+    s.write_all(b"GET /index.html HTTP/1.1\r\nHost: loc")
+        .unwrap();
+    let sent = Instant::now();
+    let mut rest = Vec::new();
+    let end = s.read_to_end(&mut rest);
+    let after = sent.elapsed();
+    assert!(
+        end.is_ok()
+            || matches!(
+                end.as_ref().map_err(|e| e.kind()),
+                Err(ErrorKind::ConnectionReset)
+            ),
+        "the connection ends with a close: {end:?} after {after:?}"
+    );
+    // Not at once (the idle time before the bytes does not count), and long before the 300 s
+    // keep-alive timeout.
+    assert!(
+        after >= Duration::from_millis(800) && after < Duration::from_secs(30),
+        "half a head was cut off after {after:?} (client_header_timeout 1s)"
+    );
+}
+
 // ---- 2. ten thousand idle keep-alive connections -----------------------------------------
 
 const IDLE: usize = 10_000;
