@@ -830,11 +830,14 @@ impl Object {
         }
         for (name, value) in headers.iter() {
             let is = |n: &str| name.eq_ignore_ascii_case(n);
+            // A cached answer's `Accept-Ranges` is not passed on: it allows ranges, and the
+            // range filter says so itself (`ngx_http_upstream_copy_allow_ranges`).
             if is("connection")
                 || is("keep-alive")
                 || is("transfer-encoding")
                 || is("content-length")
                 || is("upgrade")
+                || is("accept-ranges")
                 || !conf.passes(name)
             {
                 continue;
