@@ -602,11 +602,11 @@ fn finish<'s>(
 ) -> Processed<'s> {
     // `return 444`, and 499: the client went away while the upstream was working.
     let close = matches!(reply.status, 444 | 499);
-    let stored = matches!(&reply.body, Body::Upstream(u) if u.tee.is_some());
-    if reply.status == 200 && (!reply.proxied || stored) {
-        // nginx's not-modified filter takes an upstream's answer only when it is being cached
+    let cacheable = matches!(&reply.body, Body::Upstream(u) if u.cacheable);
+    if reply.status == 200 && (!reply.proxied || cacheable) {
+        // nginx's not-modified filter takes an upstream's answer only when it is cacheable
         // (`r->disable_not_modified = !u->cacheable`); the body is still read into the cache.
-        let verdict = if stored {
+        let verdict = if cacheable {
             super::proxy_cache::serve::precondition_of_upstream(r.req, lc, &reply)
         } else {
             static_files::precondition(r.req, lc, &reply)
@@ -647,8 +647,8 @@ fn finish<'s>(
             headers_filter(r, &mut reply, lc, &rw, upstream);
         }
     }
-    // A stored MISS that allows ranges: the range filter's own `Accept-Ranges` (its body is
-    // streamed, so a `Range` is not cut from it: the whole answer goes).
+    // A cacheable MISS that allows ranges: the range filter's own `Accept-Ranges` (its body
+    // is streamed, so a `Range` is not cut from it: the whole answer goes).
     if reply.status == 200 && reply.allow_ranges && matches!(reply.body, Body::Upstream(_)) {
         reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
     }

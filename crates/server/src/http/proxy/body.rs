@@ -183,6 +183,9 @@ pub struct UpstreamBody {
     pub record: Rc<RefCell<Record>>,
     /// The proxy cache's fill: given every piece taken, and the end.
     pub tee: Option<Box<dyn crate::http::proxy_cache::serve::Tee>>,
+    /// nginx's `u->cacheable` once the headers were read: the answer may be stored as far as
+    /// they go (the not-modified and range filters take it on that alone).
+    pub cacheable: bool,
 }
 
 impl UpstreamBody {
@@ -219,6 +222,7 @@ impl UpstreamBody {
             read_timeout,
             record,
             tee: None,
+            cacheable: false,
         }
     }
 
