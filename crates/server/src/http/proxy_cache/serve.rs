@@ -922,7 +922,8 @@ impl Plan {
         }
         ub.cacheable = true;
         // nginx's `ngx_http_upstream_copy_allow_ranges` for a cacheable answer: the
-        // upstream's Accept-Ranges is not passed on, the range filter answers for it.
+        // upstream's Accept-Ranges is not passed on, the range filter answers for it (one
+        // range at most: see `partial`).
         let before = reply.extra.len();
         reply
             .extra
