@@ -189,3 +189,163 @@ fn stale_on_error_and_revalidation_as_nginx() {
     assert!(r.contains("REVALIDATED"), "{r}");
     get(&p, "/rv", "");
 }
+
+/// The bodies of the objects under a cache directory, by key (what follows the stored head).
+fn bodies_in(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+                continue;
+            }
+            let Ok(data) = std::fs::read(e.path()) else {
+                continue;
+            };
+            let Some(k) = data.windows(6).position(|w| w == b"\nKEY: ") else {
+                continue;
+            };
+            let key_end = k + 6 + data[k + 6..].iter().position(|&c| c == b'\n').unwrap_or(0);
+            let key = String::from_utf8_lossy(&data[k + 6..key_end]).into_owned();
+            let head_end = data[key_end..]
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map_or(data.len(), |i| key_end + i + 4);
+            out.push((key, data[head_end..].to_vec()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The upstream for the range scenarios: 1000 bytes with validators, `Accept-Ranges` unless
+/// the path says `noar`, chunked when it says `chunked`.
+fn ranged_upstream() -> Upstream {
+    Upstream::start(|r| {
+        let t = r.target.as_str();
+        let mut a = Answer::ok(diff::range_body())
+            .header("ETag", "\"r1\"")
+            .header("Last-Modified", diff::MTIME_HTTP);
+        if !t.contains("noar") {
+            a = a.header("Accept-Ranges", "bytes");
+        }
+        if t.contains("chunked") {
+            a = a.chunked(&[300]);
+        }
+        a
+    })
+}
+
+#[test]
+fn ranges_on_a_miss_as_nginx() {
+    let up = ranged_upstream();
+    let loc = |path: &str, extra: &str| {
+        format!(
+            "location {path} {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; {extra} \
+             add_header X-Cache-Status $upstream_cache_status always; }}\n",
+            up.url()
+        )
+    };
+    let server = [
+        loc("/", ""),
+        loc("/one/", "max_ranges 1;"),
+        loc("/none/", "max_ranges 0;"),
+        loc("/nostore/", "proxy_no_cache 1;"),
+    ]
+    .concat();
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    // One range of a MISS: 206, only those bytes; the object stored is the whole answer, and
+    // its HIT serves any range, several as multipart/byteranges.
+    let r = get(&p, "/single", "Range: bytes=2-5\r\n");
+    assert!(
+        r.starts_with("HTTP/1.1 206") && r.contains("\n2345\n"),
+        "{r}"
+    );
+    let r = get(&p, "/single", "Range: bytes=100-109\r\n");
+    assert!(r.starts_with("HTTP/1.1 206") && r.contains("HIT"), "{r}");
+    get(&p, "/single", "Range: bytes=0-1,5-6\r\n");
+    get(&p, "/single", "");
+    get(&p, "/suffix", "Range: bytes=-5\r\n");
+    get(&p, "/open", "Range: bytes=990-\r\n");
+    get(&p, "/open", "Range: bytes=-1000\r\n");
+    get(&p, "/clamped", "Range: bytes=995-5000\r\n");
+    get(&p, "/skipped", "Range: bytes=2000-3000,7-8\r\n");
+    // Several ranges of a MISS: nginx cuts one range at most from a stream (single_range):
+    // the whole 200 with Accept-Ranges; the HIT then answers them.
+    let r = get(&p, "/multi", "Range: bytes=0-1,5-6\r\n");
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.contains("Accept-Ranges"),
+        "{r}"
+    );
+    let r = get(&p, "/multi", "Range: bytes=0-1,5-6\r\n");
+    assert!(r.contains("multipart/byteranges"), "{r}");
+    get(&p, "/overlap", "Range: bytes=0-999,0-999\r\n");
+    // Unsatisfiable: 416, and nginx does not read the answer on: not stored, still a MISS.
+    let r = get(&p, "/unsat", "Range: bytes=1000-\r\n");
+    assert!(r.starts_with("HTTP/1.1 416"), "{r}");
+    get(&p, "/unsat", "");
+    get(&p, "/unsat", "Range: bytes=1000-\r\n");
+    get(&p, "/badsyntax", "Range: bytes=x\r\n");
+    get(&p, "/notbytes", "Range: items=0-1\r\n");
+    // If-Range against the upstream's ETag and Last-Modified.
+    get(&p, "/ir-etag", "Range: bytes=1-2\r\nIf-Range: \"r1\"\r\n");
+    get(
+        &p,
+        "/ir-etag-no",
+        "Range: bytes=1-2\r\nIf-Range: \"r2\"\r\n",
+    );
+    get(&p, "/ir-weak", "Range: bytes=1-2\r\nIf-Range: W/\"r1\"\r\n");
+    get(
+        &p,
+        "/ir-date",
+        &format!("Range: bytes=1-2\r\nIf-Range: {}\r\n", diff::MTIME_HTTP),
+    );
+    get(
+        &p,
+        "/ir-date-no",
+        "Range: bytes=1-2\r\nIf-Range: Sun, 01 Jan 2023 00:00:01 GMT\r\n",
+    );
+    // max_ranges.
+    get(&p, "/one/a", "Range: bytes=1-2\r\n");
+    get(&p, "/one/b", "Range: bytes=1-2,4-5\r\n");
+    get(&p, "/none/a", "Range: bytes=1-2\r\n");
+    get(&p, "/none/a", "Range: bytes=1-2\r\n");
+    // No Accept-Ranges from the upstream: no ranges, now or from the cache.
+    get(&p, "/noar", "Range: bytes=1-2\r\n");
+    get(&p, "/noar", "Range: bytes=1-2\r\n");
+    // A HEAD goes up as GET and is stored; its answer is the range's head.
+    p.check_open(b"HEAD /head HTTP/1.1\r\nHost: localhost\r\nRange: bytes=1-2\r\n\r\n");
+    get(&p, "/head", "Range: bytes=3-4\r\n");
+    // proxy_no_cache is asked after the headers: the answer is still cacheable for the range
+    // and not-modified filters, just not stored.
+    get(&p, "/nostore/a", "Range: bytes=1-2\r\n");
+    get(&p, "/nostore/a", "Range: bytes=1-2,4-5\r\n");
+    get(&p, "/nostore/a", "If-None-Match: \"r1\"\r\n");
+    // A chunked answer has no length for the range filter: the whole 200, no Accept-Ranges.
+    // (HTTP/1.0: re-chunking depends on timing.)
+    let r = p.check_open(b"GET /chunked HTTP/1.0\r\nRange: bytes=1-2\r\n\r\n");
+    assert!(
+        r.starts_with("HTTP/1.1 200") && !r.contains("Accept-Ranges"),
+        "{r}"
+    );
+    // Every object is the whole answer, as nginx's.
+    let root = p.html().parent().unwrap().to_path_buf();
+    let nginx = bodies_in(&root.join("nginx/cache"));
+    let shoal = bodies_in(&root.join("shoal/cache"));
+    let keys =
+        |objects: &[(String, Vec<u8>)]| objects.iter().map(|o| o.0.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&nginx), keys(&shoal));
+    // All but /unsat's 416, /badsyntax's 416 and /nostore/.
+    assert_eq!(nginx.len(), 20, "{:?}", keys(&nginx));
+    for (key, body) in nginx.iter().chain(&shoal) {
+        assert_eq!(body, diff::range_body().as_bytes(), "{key}");
+    }
+}

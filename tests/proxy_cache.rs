@@ -553,3 +553,108 @@ fn configuration_errors_in_nginx_words() {
         assert!(err.contains(want), "{http} {loc}: want {want}, got {err}");
     }
 }
+
+/// 300,000 bytes in which every 8-byte line says where it starts (`0000000\n`, `0000008\n`,
+/// ...): a byte out of place shows.
+fn numbered_body() -> Vec<u8> {
+    (0..37_500)
+        .flat_map(|i| format!("{:07}\n", i * 8).into_bytes())
+        .collect()
+}
+
+/// One answer off a connection: the head, and as many body bytes as its Content-Length says.
+fn read_answer(s: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+#[test]
+fn a_range_of_a_miss_is_cut_from_the_stream_and_the_whole_answer_is_stored() {
+    let body = numbered_body();
+    let up = {
+        let body = body.clone();
+        Upstream::start(move |r| {
+            // The body arrives in two parts, so the range spans reads of the upstream.
+            let a = Answer::ok(body.clone())
+                .header("Accept-Ranges", "bytes")
+                .delay_body(150_000, Duration::from_millis(50));
+            if r.target.contains("nostore") {
+                a.header("Cache-Control", "no-store")
+            } else {
+                a
+            }
+        })
+    };
+    let port = free_port();
+    let s = Shoal::start(
+        &conf(port, PATH, &cached(&up, "proxy_cache_valid 200 1m;")),
+        port,
+    );
+    let ask = |c: &mut TcpStream, path: &str, range: &str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nRange: bytes={range}\r\n\r\n");
+        c.write_all(req.as_bytes()).unwrap();
+        read_answer(c)
+    };
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+
+    // A MISS: 206 with the range's bytes only, across the two parts.
+    let (head, got) = ask(&mut c, "/a", "100000-200000");
+    assert!(head.starts_with("HTTP/1.1 206 "), "{head}");
+    assert!(
+        head.contains("\r\nContent-Range: bytes 100000-200000/300000\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("\r\nX-Cache-Status: MISS\r\n"), "{head}");
+    assert!(!head.contains("Accept-Ranges"), "{head}");
+    assert_eq!(got, &body[100_000..=200_000]);
+    // The connection goes on once the rest is read into the cache: the object is whole, and
+    // its HIT serves ranges of it.
+    let (head, got) = ask(&mut c, "/a", "-10");
+    assert!(head.contains("\r\nX-Cache-Status: HIT\r\n"), "{head}");
+    assert_eq!(got, &body[299_990..]);
+    let (head, got) = ask(&mut c, "/a", "0-3,299996-");
+    assert!(head.contains("multipart/byteranges"), "{head}");
+    assert!(got.windows(4).any(|w| w == b"0000") && got.windows(4).any(|w| w == b"992\n"));
+    assert_eq!(seen(&up, "/a"), 1);
+    let files = objects(&s.prefix.join("cache"));
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(std::fs::read(&files[0]).unwrap().ends_with(&body));
+
+    // A range in the first part, and one at the very end.
+    let (_, got) = ask(&mut c, "/b", "8-15");
+    assert_eq!(got, b"0000008\n");
+    let (head, got) = ask(&mut c, "/c", "299992-");
+    assert!(head.contains("/300000\r\n"), "{head}");
+    assert_eq!(got, b"0299992\n");
+
+    // Not cacheable: no range is cut, the upstream's Accept-Ranges passes.
+    let (head, got) = ask(&mut c, "/nostore", "0-3");
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(head.contains("\r\nAccept-Ranges: bytes\r\n"), "{head}");
+    assert_eq!(got, body);
+
+    // Unsatisfiable: 416, the answer is not read on nor stored; the next one goes upstream.
+    let (head, _) = ask(&mut c, "/d", "300000-");
+    assert!(head.starts_with("HTTP/1.1 416 "), "{head}");
+    assert!(
+        head.contains("\r\nContent-Range: bytes */300000\r\n"),
+        "{head}"
+    );
+    let (head, got) = ask(&mut c, "/d", "0-7");
+    assert!(head.contains("\r\nX-Cache-Status: MISS\r\n"), "{head}");
+    assert_eq!(got, b"0000000\n");
+    assert_eq!(seen(&up, "/d"), 2);
+}

@@ -602,11 +602,11 @@ fn finish<'s>(
 ) -> Processed<'s> {
     // `return 444`, and 499: the client went away while the upstream was working.
     let close = matches!(reply.status, 444 | 499);
-    let stored = matches!(&reply.body, Body::Upstream(u) if u.tee.is_some());
-    if reply.status == 200 && (!reply.proxied || stored) {
-        // nginx's not-modified filter takes an upstream's answer only when it is being cached
+    let cacheable = matches!(&reply.body, Body::Upstream(u) if u.cacheable);
+    if reply.status == 200 && (!reply.proxied || cacheable) {
+        // nginx's not-modified filter takes an upstream's answer only when it is cacheable
         // (`r->disable_not_modified = !u->cacheable`); the body is still read into the cache.
-        let verdict = if stored {
+        let verdict = if cacheable {
             super::proxy_cache::serve::precondition_of_upstream(r.req, lc, &reply)
         } else {
             static_files::precondition(r.req, lc, &reply)
@@ -634,23 +634,28 @@ fn finish<'s>(
     }
     headers_filter(r, &mut reply, lc, &rw, upstream);
     if reply.status == 200 && reply.allow_ranges {
-        if let Some(content_range) = static_files::range_filter(r.req, lc, &mut reply) {
+        // A cacheable upstream answer is streamed: a range is cut from the stream.
+        let unsatisfiable = if matches!(reply.body, Body::Upstream(_)) {
+            super::proxy_cache::partial::range_filter(r.req, lc, &mut reply)
+        } else {
+            static_files::range_filter(r.req, lc, &mut reply)
+        };
+        if let Some(content_range) = unsatisfiable {
             // nginx finalizes the request with 416 from inside the filter chain: what the
             // headers filter added for the 200 stays, the chain runs again for the 416 (so an
-            // `add_header ... always` is sent twice), and the file's validators go.
+            // `add_header ... always` is sent twice), and the validators go (a proxied
+            // answer's are among the headers it passed on).
             let mut e = static_files::error_reply(416, lc);
             e.headers = std::mem::take(&mut reply.headers);
             e.headers.retain(|(n, _)| *n != "ETag");
             e.headers.push(("Content-Range", content_range));
             e.extra = std::mem::take(&mut reply.extra);
+            e.extra.retain(|(n, _)| {
+                !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("last-modified")
+            });
             reply = e;
             headers_filter(r, &mut reply, lc, &rw, upstream);
         }
-    }
-    // A stored MISS that allows ranges: the range filter's own `Accept-Ranges` (its body is
-    // streamed, so a `Range` is not cut from it: the whole answer goes).
-    if reply.status == 200 && reply.allow_ranges && matches!(reply.body, Body::Upstream(_)) {
-        reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
     }
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;

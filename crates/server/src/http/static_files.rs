@@ -503,11 +503,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
     };
     match decision {
         None | Some(Ranges::Full) => {
-            // A cached object (its body past a header, `base > 0`): nginx sends the stored
-            // head as it is, with no `Accept-Ranges` of its own.
-            if base == 0 {
-                reply.headers.push(("Accept-Ranges", "bytes".into()));
-            }
+            reply.headers.push(("Accept-Ranges", "bytes".into()));
             reply.body = Body::File {
                 file,
                 offset: base,
@@ -522,10 +518,6 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             let br = &list[0];
             reply.status = 206;
             reply.reason = None;
-            // A cached head's own `Accept-Ranges` goes from a 206, as nginx's range filter drops it.
-            reply
-                .extra
-                .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
             reply
                 .headers
                 .push(("Content-Range", range::content_range(br, size)));
@@ -546,10 +538,6 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             }
             reply.status = 206;
             reply.reason = None;
-            // A cached head's own `Accept-Ranges` goes from a 206, as nginx's range filter drops it.
-            reply
-                .extra
-                .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
             reply.content_type = Some(parts.content_type());
             reply.body = Body::Multipart {
                 file,

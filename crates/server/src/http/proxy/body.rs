@@ -1,7 +1,8 @@
 //! Bodies on both sides of the proxy: the client's request body as read before the upstream is
 //! contacted (nginx's `proxy_request_buffering on`: in memory up to
 //! `client_body_buffer_size`, beyond it in an unlinked temporary file), and the upstream's
-//! answer body, taken from the upstream connection piece by piece as the client is written.
+//! answer body, taken from the upstream connection piece by piece as the client is written
+//! (of an answer being cached, maybe one range only, while the cache gets it all).
 //!
 //! An answer's connection goes back to the worker's keep-alive cache only when its body was
 //! read to its very end and nothing follows it.
@@ -17,6 +18,7 @@ use shoal_http::{BodyChunk, ChunkedDecoder};
 
 use super::handler::Record;
 use crate::http::conn::Stream;
+use crate::http::range::ByteRange;
 use crate::upstream::conf::UpstreamConf;
 
 /// A request body: read whole before the request is passed on, or (`proxy_request_buffering
@@ -183,6 +185,14 @@ pub struct UpstreamBody {
     pub record: Rc<RefCell<Record>>,
     /// The proxy cache's fill: given every piece taken, and the end.
     pub tee: Option<Box<dyn crate::http::proxy_cache::serve::Tee>>,
+    /// nginx's `u->cacheable` once the headers were read: the answer may be stored as far as
+    /// they go (the not-modified and range filters take it on that alone).
+    pub cacheable: bool,
+    /// The one range a 206 sends of this body (nginx's range body filter on an answer being
+    /// cached): what lies outside it is read, and given to the fill, but not taken.
+    window: Option<ByteRange>,
+    /// Body bytes read so far, where the window is measured from.
+    offset: u64,
 }
 
 impl UpstreamBody {
@@ -219,16 +229,44 @@ impl UpstreamBody {
             read_timeout,
             record,
             tee: None,
+            cacheable: false,
+            window: None,
+            offset: 0,
         }
     }
 
-    /// The next piece from what is buffered (a cache fill gets a copy).
+    /// Sends only `range` of the body to the client (a single-range 206); its `length` becomes
+    /// the range's. The whole body is still read, for the fill.
+    pub fn narrow_to(&mut self, range: ByteRange) {
+        debug_assert!(self.offset == 0, "narrowed before any of the body is taken");
+        self.length = Some(range.end - range.start);
+        self.window = Some(range);
+    }
+
+    /// The next piece from what is buffered (a cache fill gets a copy); with a window, only
+    /// what falls in it.
     pub fn take(&mut self) -> Result<Piece, BodyError> {
-        let piece = self.take_buffered();
-        if let (Ok(Piece::Data(d)), Some(tee)) = (&piece, self.tee.as_mut()) {
-            tee.data(d);
+        loop {
+            let piece = self.take_buffered();
+            let Ok(Piece::Data(d)) = piece else {
+                return piece;
+            };
+            if let Some(tee) = self.tee.as_mut() {
+                tee.data(&d);
+            }
+            let at = self.offset;
+            self.offset += d.len() as u64;
+            let Some(w) = self.window else {
+                return Ok(Piece::Data(d));
+            };
+            let (start, end) = (w.start.max(at), w.end.min(self.offset));
+            if start < end {
+                return Ok(Piece::Data(
+                    d.slice((start - at) as usize..(end - at) as usize),
+                ));
+            }
+            // Outside the window: read on (for the fill), nothing for the client.
         }
-        piece
     }
 
     fn take_buffered(&mut self) -> Result<Piece, BodyError> {

@@ -8,6 +8,7 @@
 //!   `min_free`; they run on threads of their own.
 //! - [`serve`]: one request's part: the lookup, a hit served from the object, a miss's answer
 //!   teed into a temp file renamed into place when complete.
+//! - [`partial`]: the range filter on a miss's answer, cut from the stream as it is stored.
 //!
 //! A module of the server rather than a crate: it is the proxy's (it needs its configuration,
 //! its reply and its upstream body) and the pure parts (md5, file, rules) are small.
@@ -15,6 +16,7 @@
 pub mod file;
 pub mod hot;
 pub mod md5;
+pub mod partial;
 pub mod rules;
 pub mod serve;
 pub mod zone;

@@ -99,6 +99,27 @@ pub fn decide(
     ignore: Ignore,
     now: i64,
 ) -> Option<Storable> {
+    let mut out = by_headers(headers, ignore, now)?;
+    if out.valid_sec == 0 {
+        let t = valid_for(valid, status)?;
+        if t.is_zero() {
+            return None;
+        }
+        out.valid_sec = now + t.as_secs() as i64;
+    }
+    Some(out)
+}
+
+/// Whether the headers leave an answer cacheable: nginx's `u->cacheable` once its header
+/// handlers have run, before `proxy_no_cache` and `proxy_cache_valid` are asked. The range
+/// and not-modified filters go by this, so an answer they allow may still not be stored.
+pub fn cacheable_by_headers(headers: &[(String, String)], ignore: Ignore, now: i64) -> bool {
+    by_headers(headers, ignore, now).is_some()
+}
+
+/// What the headers say (see the module's doc): `None` when they make the answer not
+/// cacheable, else its times, `valid_sec` 0 when none of them gave one.
+fn by_headers(headers: &[(String, String)], ignore: Ignore, now: i64) -> Option<Storable> {
     let mut cacheable = true;
     let mut no_cache = false;
     let mut expired = false;
@@ -197,13 +218,6 @@ pub fn decide(
     }
     if !cacheable || no_cache || expired {
         return None;
-    }
-    if valid_sec == 0 {
-        let t = valid_for(valid, status)?;
-        if t.is_zero() {
-            return None;
-        }
-        valid_sec = now + t.as_secs() as i64;
     }
     out.valid_sec = valid_sec;
     Some(out)
@@ -306,6 +320,30 @@ mod tests {
             until(200, &[("Cache-Control", "no-store")], &v, ig),
             Some(NOW + 600)
         );
+    }
+
+    #[test]
+    fn cacheable_by_headers_needs_no_valid_time() {
+        let ig = Ignore::default();
+        // No time anywhere: not stored, but still cacheable as far as the headers go.
+        assert_eq!(until(200, &[], &[], ig), None);
+        assert!(cacheable_by_headers(&h(&[]), ig, NOW));
+        assert!(cacheable_by_headers(
+            &h(&[("Cache-Control", "max-age=5")]),
+            ig,
+            NOW
+        ));
+        for (n, v) in [
+            ("Cache-Control", "no-store"),
+            ("Cache-Control", "max-age=0"),
+            ("Cache-Control", "max-age=x"),
+            ("Expires", "Thu, 01 Jan 1970 00:00:01 GMT"),
+            ("X-Accel-Expires", "0"),
+            ("Set-Cookie", "a=1"),
+            ("Vary", "*"),
+        ] {
+            assert!(!cacheable_by_headers(&h(&[(n, v)]), ig, NOW), "{n}: {v}");
+        }
     }
 
     #[test]

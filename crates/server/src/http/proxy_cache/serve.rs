@@ -65,9 +65,13 @@ pub struct Plan {
     md5: [u8; 16],
     /// `$upstream_cache_status` for it: MISS, EXPIRED or BYPASS.
     pub status: &'static str,
-    /// `proxy_no_cache` said no, `proxy_cache_min_uses` is not reached yet, or the cache lock
-    /// timed out.
+    /// Not cacheable from the start (nginx's `u->cacheable = 0` before the upstream is asked):
+    /// `proxy_cache_min_uses` is not reached yet, the cache lock timed out, or a range starts
+    /// past `proxy_cache_max_range_offset`.
     no_store: bool,
+    /// `proxy_no_cache` said no: asked only once the answer's headers are in, so the answer
+    /// is still cacheable for the range and not-modified filters, just not stored.
+    no_cache: bool,
     pool: Option<Arc<ThreadPool>>,
     conn: u64,
     /// This request set the index's `updating` mark (the cache lock, or the update of an
@@ -240,7 +244,8 @@ pub async fn begin(
         key,
         md5,
         status: "MISS",
-        no_store: no_cache,
+        no_store: false,
+        no_cache,
         pool: pool.clone(),
         conn: r.info.number,
         held: false,
@@ -295,7 +300,7 @@ pub async fn begin(
             }
             Opened::Stale(obj) => obj,
             Opened::None => {
-                if !lock || plan.no_store {
+                if !lock || plan.no_store || plan.no_cache {
                     count(&zone, false);
                     return Begin::Miss(Box::new(plan));
                 }
@@ -830,11 +835,14 @@ impl Object {
         }
         for (name, value) in headers.iter() {
             let is = |n: &str| name.eq_ignore_ascii_case(n);
+            // A cached answer's `Accept-Ranges` is not passed on: it allows ranges, and the
+            // range filter says so itself (`ngx_http_upstream_copy_allow_ranges`).
             if is("connection")
                 || is("keep-alive")
                 || is("transfer-encoding")
                 || is("content-length")
                 || is("upgrade")
+                || is("accept-ranges")
                 || !conf.passes(name)
             {
                 continue;
@@ -899,8 +907,7 @@ impl Plan {
         req: &shoal_http::Request,
     ) {
         record.borrow_mut().cache_status = Some(self.status);
-        // A HEAD answer has no body to store (a HEAD converted to GET has).
-        if self.no_store || (req.method() == "HEAD" && !lc.proxy.cache.convert_head()) {
+        if self.no_store {
             return;
         }
         let Body::Upstream(ub) = &mut reply.body else {
@@ -910,6 +917,24 @@ impl Plan {
         let headers = record.borrow().header_list();
         let ignore = Ignore::from_list(lc.proxy.ignore_headers.as_deref().map(Vec::as_slice));
         let now = zone::now();
+        if !rules::cacheable_by_headers(&headers, ignore, now) {
+            return;
+        }
+        ub.cacheable = true;
+        // nginx's `ngx_http_upstream_copy_allow_ranges` for a cacheable answer: the
+        // upstream's Accept-Ranges is not passed on, the range filter answers for it (one
+        // range at most: see `partial`).
+        let before = reply.extra.len();
+        reply
+            .extra
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+        if reply.extra.len() != before {
+            reply.allow_ranges = true;
+        }
+        // A HEAD answer has no body to store (a HEAD converted to GET has).
+        if self.no_cache || (req.method() == "HEAD" && !c.convert_head()) {
+            return;
+        }
         let Some(st) = rules::decide(reply.status, &headers, c.valid(), ignore, now) else {
             return;
         };
@@ -1010,15 +1035,6 @@ impl Plan {
         };
         fill.buf.extend_from_slice(&start);
         ub.tee = Some(Box::new(fill));
-        // nginx's `ngx_http_upstream_copy_allow_ranges` for an answer being cached: the
-        // upstream's Accept-Ranges is not passed on, the range filter answers for it.
-        let before = reply.extra.len();
-        reply
-            .extra
-            .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
-        if reply.extra.len() != before {
-            reply.allow_ranges = true;
-        }
     }
 }
 
