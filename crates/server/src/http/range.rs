@@ -179,6 +179,24 @@ impl Cursor<'_> {
     }
 }
 
+/// The range header filter's reading of a request for a `size`-byte answer whose validators
+/// are `etag` and `last_modified_secs` (-1: none): `None` when it asks for no range or its
+/// `If-Range` no longer holds (the whole answer goes), else what its `Range` asks for.
+pub fn requested(
+    req: &shoal_http::Request,
+    size: u64,
+    etag: &str,
+    last_modified_secs: i64,
+    max_ranges: Option<u64>,
+) -> Option<Ranges> {
+    if let Some(v) = req.header("if-range") {
+        if !if_range_allows(v, etag, last_modified_secs) {
+            return None;
+        }
+    }
+    req.header("range").map(|h| parse(h, size, max_ranges))
+}
+
 /// nginx's `If-Range` rule: a value of 2+ bytes ending in `"` is an entity tag and must equal
 /// our `ETag` byte for byte (so `W/"x"` never matches a strong `"x"`); anything else is an HTTP
 /// date that must equal Last-Modified to the second. `etag` is `""` when the response has no

@@ -490,14 +490,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         (Some(_), Some(t)) => t,
         _ => -1,
     };
-    let if_range_ok = match req.header("if-range") {
-        Some(v) => range::if_range_allows(v, etag, mtime),
-        None => true,
-    };
-    let decision = req
-        .header("range")
-        .filter(|_| if_range_ok)
-        .map(|h| range::parse(h, size, lc.max_ranges()));
+    let decision = range::requested(req, size, etag, mtime, lc.max_ranges());
     let Body::File { file, cached, .. } = std::mem::replace(&mut reply.body, Body::Empty) else {
         unreachable!("matched as a file above");
     };

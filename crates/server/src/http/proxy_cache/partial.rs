@@ -39,14 +39,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         .and_then(|v| shoal_http::date::parse(v.as_bytes()))
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(-1, |d| d.as_secs() as i64);
-    let if_range_ok = match req.header("if-range") {
-        Some(v) => range::if_range_allows(v, etag, mtime),
-        None => true,
-    };
-    let decision = req
-        .header("range")
-        .filter(|_| if_range_ok)
-        .map(|h| range::parse(h, size, Some(1)));
+    let decision = range::requested(req, size, etag, mtime, Some(1));
     match decision {
         None | Some(Ranges::Full) => {
             reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
