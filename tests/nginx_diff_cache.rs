@@ -83,6 +83,40 @@ fn keys_in(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
+/// `proxy_buffering off`: nginx streams the answer without storing it, so every request is a
+/// MISS and the cache stays empty; where buffering is on, the same answers are stored.
+#[test]
+fn unbuffered_answers_are_not_stored_as_nginx() {
+    let up = Upstream::start(|r| Answer::ok(format!("object {}", r.target)));
+    let server = format!(
+        "location /unbuffered/ {{ proxy_pass {url}; proxy_cache z; proxy_cache_valid 200 1h; \
+         proxy_buffering off; add_header X-Cache-Status $upstream_cache_status always; }} \
+         location /buffered/ {{ proxy_pass {url}; proxy_cache z; proxy_cache_valid 200 1h; \
+         add_header X-Cache-Status $upstream_cache_status always; }}",
+        url = up.url()
+    );
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    // Each answer is compared with nginx's (the harness fails on a difference).
+    for path in ["/unbuffered/a", "/unbuffered/a", "/buffered/b"] {
+        assert!(get(&p, path, "").contains("X-Cache-Status: MISS"), "{path}");
+    }
+    assert!(get(&p, "/unbuffered/a", "").contains("X-Cache-Status: MISS"));
+    assert!(get(&p, "/buffered/b", "").contains("X-Cache-Status: HIT"));
+    let root = p.html().parent().unwrap().to_path_buf();
+    let nginx_keys = keys_in(&root.join("nginx/cache"));
+    let shoal_keys = keys_in(&root.join("shoal/cache"));
+    assert_eq!(nginx_keys, shoal_keys);
+    assert_eq!(
+        nginx_keys.len(),
+        1,
+        "only the buffered answer is stored: {nginx_keys:?}"
+    );
+}
+
 #[test]
 fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
     let up = Upstream::start(|r| {
