@@ -259,3 +259,47 @@ fn ranges_pass_upstream_unless_the_answer_may_be_cached() {
     // The upstream says nothing of ranges: none are taken.
     get(&p, "/c/plain", "Range: bytes=0-3\r\n");
 }
+
+#[test]
+fn proxy_force_ranges_as_nginx() {
+    // With `proxy_force_ranges on` any answer of known length takes a range, whatever the
+    // upstream said: one range is cut from the stream (several: the whole 200), the range
+    // filter's own `Accept-Ranges` replaces the upstream's, a HIT takes several.
+    let up = upstream();
+    let p = pair(
+        &up,
+        "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        "location / { proxy_pass UP; proxy_force_ranges on; }\n\
+         location /c/ { proxy_pass UP; proxy_force_ranges on; proxy_cache z; \
+         proxy_cache_valid 200 1h; add_header X-Cache-Status $upstream_cache_status; }",
+    );
+    let r = get(&p, "/plain", "Range: bytes=0-3\r\n");
+    assert!(r.starts_with("HTTP/1.1 206"), "{r}");
+    let r = get(&p, "/plain", "");
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.contains("Accept-Ranges: bytes"),
+        "{r}"
+    );
+    let r = get(&p, "/ranges", "");
+    assert_eq!(r.matches("Accept-Ranges").count(), 1, "{r}");
+    get(&p, "/ranges", "Range: bytes=2-5\r\n");
+    get(&p, "/plain", "Range: bytes=-4\r\n");
+    get(&p, "/plain", "Range: bytes=0-3,5-6\r\n");
+    get(&p, "/plain", "Range: bytes=100000-\r\n");
+    // No length, no ranges (a HEAD: the relay's chunk boundaries are not nginx's to compare).
+    let r = head(&p, "/chunked", "Range: bytes=0-3\r\n");
+    assert!(
+        r.starts_with("HTTP/1.1 200") && !r.contains("Accept-Ranges"),
+        "{r}"
+    );
+    let r = get(&p, "/c/plain", "Range: bytes=0-3\r\n");
+    assert!(
+        r.starts_with("HTTP/1.1 206") && r.contains("X-Cache-Status: MISS"),
+        "{r}"
+    );
+    let r = get(&p, "/c/plain", "Range: bytes=0-3,5-6\r\n");
+    assert!(
+        r.starts_with("HTTP/1.1 206") && r.contains("X-Cache-Status: HIT"),
+        "{r}"
+    );
+}

@@ -376,7 +376,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("proxy_cookie_path",              "ngx_http_proxy_module",         Unsupported),
     ("proxy_download_rate",            "ngx_stream_proxy_module",       Unsupported),
     ("proxy_downstream_buffer",        "ngx_stream_proxy_module",       Unsupported),
-    ("proxy_force_ranges",             "ngx_http_proxy_module",         Unsupported),
     ("proxy_half_close",               "ngx_stream_proxy_module",       Unsupported),
     ("proxy_headers_hash_bucket_size", "ngx_http_proxy_module",         Unsupported),
     ("proxy_headers_hash_max_size",    "ngx_http_proxy_module",         Unsupported),

@@ -738,6 +738,9 @@ impl Answer {
             };
             if is("content-type") {
                 reply.content_type = Some(value);
+            } else if is("accept-ranges") && conf.force_ranges() {
+                // `proxy_force_ranges`: the range filter answers for ranges and says so itself
+                // (`ngx_http_upstream_copy_allow_ranges` copies nothing).
             } else if is("location") {
                 reply.location = Some(location(pass, r, lc, record, value));
             } else if is("refresh") {
@@ -757,6 +760,9 @@ impl Answer {
                 reply.extra.push((name.to_string(), value));
             }
         }
+        // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
+        // `r->allow_ranges` and, the answer being streamed, `r->single_range`).
+        reply.allow_ranges = conf.force_ranges() && self.status == 200;
         record.borrow_mut().head = Some(self.head);
         reply.body = if self.upgrade {
             Body::Tunnel(Box::new(self.body))

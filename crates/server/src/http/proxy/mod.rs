@@ -62,6 +62,7 @@ pub static DIRECTIVES: &[Command] = &[
     ),
     Command::new("proxy_redirect", HSL, Args::Take(1, 2), set_redirect),
     Command::new("proxy_buffering", HSL, Args::Flag, set_buffering),
+    Command::new("proxy_force_ranges", HSL, Args::Flag, set_force_ranges),
     Command::new(
         "proxy_request_buffering",
         HSL,
@@ -260,6 +261,7 @@ pub struct ProxyLoc {
     pub redirect: Option<Redirect>,
     pub buffering: Option<bool>,
     pub request_buffering: Option<bool>,
+    pub force_ranges: Option<bool>,
     pub buffers: Option<(usize, usize)>,
     pub buffer_size: Option<usize>,
     pub busy_buffers_size: Option<usize>,
@@ -292,6 +294,7 @@ impl ProxyLoc {
         merge(&mut self.ignore_headers, &parent.ignore_headers);
         merge(&mut self.redirect, &parent.redirect);
         merge(&mut self.buffering, &parent.buffering);
+        merge(&mut self.force_ranges, &parent.force_ranges);
         merge(&mut self.request_buffering, &parent.request_buffering);
         merge(&mut self.buffers, &parent.buffers);
         merge(&mut self.buffer_size, &parent.buffer_size);
@@ -374,6 +377,11 @@ impl ProxyLoc {
 
     pub fn buffering(&self) -> bool {
         self.buffering.unwrap_or(true)
+    }
+
+    /// `proxy_force_ranges` (off by default).
+    pub fn force_ranges(&self) -> bool {
+        self.force_ranges.unwrap_or(false)
     }
 
     /// Whether a header the upstream sent is passed to the client: not one of nginx's hidden
@@ -687,6 +695,10 @@ fn set_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
 
 fn set_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     set_once(&mut proxy(s).buffering, flag_arg(d), d)
+}
+
+fn set_force_ranges(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut proxy(s).force_ranges, flag_arg(d), d)
 }
 
 fn set_request_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

@@ -886,11 +886,13 @@ impl Object {
             }
         };
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
-        // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22).
+        // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22), or always with
+        // `proxy_force_ranges`.
         reply.allow_ranges = status == 200
-            && headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges"));
+            && (lc.proxy.force_ranges()
+                || headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges")));
         record.borrow_mut().cached_headers = headers.clone();
         reply
     }
