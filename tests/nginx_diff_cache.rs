@@ -117,6 +117,62 @@ fn unbuffered_answers_are_not_stored_as_nginx() {
     );
 }
 
+/// What decides whether an answer may be stored, and when: a scarce request, or one whose
+/// range starts past `proxy_cache_max_range_offset`, sends its `Range` upstream (nginx's
+/// `u->cacheable` is off when the request is made; a bypassed one keeps it, its answer is
+/// stored); `proxy_no_cache` is asked once the
+/// answer's headers are in (`$upstream_http_*`); a hidden `Accept-Ranges` allows no ranges on
+/// the HIT either.
+#[test]
+fn what_may_be_stored_is_decided_as_nginx() {
+    let up = Upstream::start(|r| {
+        let got = r.header("range").unwrap_or("-").to_string();
+        let a = Answer::ok("0123456789".repeat(100))
+            .header("Accept-Ranges", "bytes")
+            .header("X-Got-Range", &got);
+        if r.target.contains("nc") {
+            a.header("X-NC", "1")
+        } else {
+            a
+        }
+    });
+    let loc = |path: &str, extra: &str| {
+        format!(
+            "location /{path}/ {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
+             add_header X-Cache-Status $upstream_cache_status always; {extra} }}",
+            up.url()
+        )
+    };
+    let server = [
+        loc("off", "proxy_cache_max_range_offset 100;"),
+        loc("min", "proxy_cache_min_uses 3;"),
+        loc("by", "proxy_cache_bypass $arg_b;"),
+        loc("nc", "proxy_no_cache $upstream_http_x_nc;"),
+        loc("hide", "proxy_hide_header Accept-Ranges;"),
+    ]
+    .join("\n");
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    let r = get(&p, "/off/a", "Range: bytes=200-209\r\n");
+    assert!(r.contains("X-Got-Range: bytes=200-209"), "{r}");
+    get(&p, "/off/a", "Range: bytes=0-9\r\n");
+    let r = get(&p, "/min/a", "Range: bytes=0-9\r\n");
+    assert!(r.contains("X-Got-Range: bytes=0-9"), "{r}");
+    get(&p, "/by/a?b=1", "Range: bytes=0-9\r\n");
+    get(&p, "/by/a", "Range: bytes=0-9\r\n");
+    for _ in 0..2 {
+        let r = get(&p, "/nc/x", "");
+        assert!(r.contains("X-Cache-Status: MISS"), "{r}");
+    }
+    for _ in 0..3 {
+        let r = get(&p, "/hide/h", "Range: bytes=0-9\r\n");
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+}
+
 #[test]
 fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
     let up = Upstream::start(|r| {

@@ -484,6 +484,7 @@ async fn proxy_outcome(
         rw,
         internal,
         validators: plan.as_ref().and_then(|p| p.validators()),
+        cacheable: plan.as_ref().is_some_and(|p| p.cacheable()),
     };
     let (mut handled, record) = proxy::handle(r, lc, pass, st, up_method, body).await;
     // What an earlier, intercepted answer handed on goes with this record.
@@ -491,7 +492,7 @@ async fn proxy_outcome(
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     if let (Some(plan), Some(rec)) = (plan, &record) {
-        handled = super::proxy_cache::serve::answer(plan, handled, rec, lc, pass, r);
+        handled = super::proxy_cache::serve::answer(plan, handled, rec, lc, pass, r, rw);
     }
     *upstream = record;
     match handled {

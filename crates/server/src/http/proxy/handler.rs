@@ -276,6 +276,9 @@ pub struct UriState<'a> {
     /// `proxy_cache_revalidate`: the expired object's Last-Modified and ETag, sent as
     /// If-Modified-Since and If-None-Match.
     pub validators: Option<&'a (Option<String>, Option<String>)>,
+    /// nginx's `u->cacheable` as the request is made: the answer may be stored, so the
+    /// request asks for the whole, unconditional answer (no `Range`, no `If-*`).
+    pub cacheable: bool,
 }
 
 /// Why one try failed.
@@ -391,7 +394,14 @@ async fn run(
             && conf.pass_request_body()
             && matches!(body, RequestBody::Streaming(_))
             && body_len.is_none();
-        request::write_head(&mut head, method, &uri, conf, &v, body_len, chunked);
+        let req = request::Head {
+            method,
+            uri: &uri,
+            body_len,
+            chunked,
+            cacheable: st.cacheable,
+        };
+        request::write_head(&mut head, &req, conf, &v);
     }
 
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));

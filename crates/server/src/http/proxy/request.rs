@@ -93,16 +93,27 @@ pub fn escape_uri(v: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Writes the request line and headers. `body_len`: the length of the body that follows.
-pub fn write_head(
-    out: &mut Vec<u8>,
-    method: &str,
-    uri: &[u8],
-    conf: &ProxyLoc,
-    vars: &Vars<'_>,
-    body_len: Option<u64>,
-    chunked: bool,
-) {
+/// What the request line and the framing headers say.
+pub struct Head<'a> {
+    pub method: &'a str,
+    pub uri: &'a [u8],
+    /// The length of the body that follows.
+    pub body_len: Option<u64>,
+    pub chunked: bool,
+    /// The answer may be stored (nginx's `u->cacheable`): the client's `Range` and `If-*`
+    /// stay home.
+    pub cacheable: bool,
+}
+
+/// Writes the request line and headers.
+pub fn write_head(out: &mut Vec<u8>, head: &Head<'_>, conf: &ProxyLoc, vars: &Vars<'_>) {
+    let &Head {
+        method,
+        uri,
+        body_len,
+        chunked,
+        cacheable,
+    } = head;
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
     out.extend_from_slice(uri);
@@ -163,11 +174,10 @@ pub fn write_head(
                 if overridden(name) || DEFAULTS.iter().any(|(d, _)| d.eq_ignore_ascii_case(name)) {
                     continue;
                 }
-                // With the cache on, nginx's cache headers empty these (the answer stored
-                // must be the whole, unconditional one).
-                if conf.cache.enabled()
-                    && CACHE_DROPPED.iter().any(|d| d.eq_ignore_ascii_case(name))
-                {
+                // For an answer that may be stored, nginx's cache headers empty these (what
+                // is stored must be the whole, unconditional answer); a scarce request, or a
+                // range past `proxy_cache_max_range_offset`, sends them on.
+                if cacheable && CACHE_DROPPED.iter().any(|d| d.eq_ignore_ascii_case(name)) {
                     continue;
                 }
                 header_line(out, name, v);

@@ -69,8 +69,10 @@ pub struct Plan {
     /// `proxy_cache_min_uses` is not reached yet, the cache lock timed out, or a range starts
     /// past `proxy_cache_max_range_offset`.
     no_store: bool,
-    /// `proxy_no_cache` said no: asked only once the answer's headers are in, so the answer
-    /// is still cacheable for the range and not-modified filters, just not stored.
+    /// `proxy_no_cache` said no: asked once the answer's headers are in (its variables may
+    /// be `$upstream_http_*`), so the request took the lock and dropped its `Range` as any
+    /// other, and the answer is still cacheable for the range and not-modified filters, just
+    /// not stored.
     no_cache: bool,
     pool: Option<Arc<ThreadPool>>,
     conn: u64,
@@ -196,7 +198,7 @@ pub async fn begin(
         proxy_port: pass.port,
         ..Default::default()
     };
-    let (zone_name, key, bypass, no_cache, pool, variant_of) = {
+    let (zone_name, key, bypass, pool, variant_of) = {
         let mut vars = r.vars_rw(rw, lc);
         vars.upstream = Some(&record);
         let zone_name = match &c.cache {
@@ -212,18 +214,10 @@ pub async fn begin(
             return Begin::Off;
         }
         let bypass = truthy(&vars, c.bypass.as_deref());
-        let no_cache = truthy(&vars, c.no_cache.as_deref());
         let pool = crate::http::aio::pool_for(lc.aio.as_ref(), &vars, r.info.number)
             .ok()
             .flatten();
-        (
-            zone_name,
-            key,
-            bypass,
-            no_cache,
-            pool,
-            variant_request(r.req),
-        )
+        (zone_name, key, bypass, pool, variant_request(r.req))
     };
     let Some(zone) = zone::get(&zone_name) else {
         crate::conn_log!(
@@ -245,7 +239,7 @@ pub async fn begin(
         md5,
         status: "MISS",
         no_store: false,
-        no_cache,
+        no_cache: false,
         pool: pool.clone(),
         conn: r.info.number,
         held: false,
@@ -257,7 +251,8 @@ pub async fn begin(
         plan.status = "BYPASS";
         return Begin::Miss(Box::new(plan));
     }
-    // `proxy_cache_max_range_offset`: a range starting beyond it goes upstream, not stored.
+    // `proxy_cache_max_range_offset`: a range starting beyond it goes upstream (the `Range`
+    // with it), and the answer is not stored.
     if let (Some(max), Some(range)) = (c.max_range_offset, r.req.header("range")) {
         if range_beyond(range, max) {
             plan.no_store = true;
@@ -300,7 +295,7 @@ pub async fn begin(
             }
             Opened::Stale(obj) => obj,
             Opened::None => {
-                if !lock || plan.no_store || plan.no_cache {
+                if !lock || plan.no_store {
                     count(&zone, false);
                     return Begin::Miss(Box::new(plan));
                 }
@@ -463,8 +458,15 @@ pub fn answer(
     lc: &LocConf,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
+    rw: &crate::http::rewrite::State,
 ) -> Handled {
     let c = &lc.proxy.cache;
+    if c.no_cache.is_some() {
+        let rec = record.borrow();
+        let mut vars = r.vars_rw(rw, lc);
+        vars.upstream = Some(&rec);
+        plan.no_cache = truthy(&vars, c.no_cache.as_deref());
+    }
     let use_stale = c.use_stale() & !stale::OFF;
     match handled {
         Handled::Reply(mut reply) => {
@@ -520,6 +522,7 @@ pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Backgro
         rw: &rw,
         internal,
         validators: validators.as_ref(),
+        cacheable: plan.cacheable(),
     };
     let (handled, record) = crate::http::proxy::handler::handle(
         r,
@@ -533,7 +536,7 @@ pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Backgro
     let Some(record) = record else {
         return;
     };
-    if let Handled::Reply(reply) = answer(plan, handled, &record, lc, pass, r) {
+    if let Handled::Reply(reply) = answer(plan, handled, &record, lc, pass, r, &rw) {
         if let Body::Upstream(ub) = reply.body {
             ub.drain().await;
         }
@@ -888,11 +891,12 @@ impl Object {
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
         // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22), or always with
         // `proxy_force_ranges`.
+        // A header `proxy_hide_header` hides never gets that far, as on the MISS.
         reply.allow_ranges = status == 200
-            && (lc.proxy.force_ranges()
+            && (conf.force_ranges()
                 || headers
                     .iter()
-                    .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges")));
+                    .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges") && conf.passes(n)));
         record.borrow_mut().cached_headers = headers.clone();
         reply
     }
@@ -1096,6 +1100,14 @@ impl Plan {
         }
         record.borrow_mut().cache_status = Some("REVALIDATED");
         obj.into_reply(lc, pass, r, record)
+    }
+
+    /// Whether the answer may be stored as far as the request goes (nginx's `u->cacheable`
+    /// when the request is made): not scarce, no lock timeout, no range past
+    /// `proxy_cache_max_range_offset`. A bypassed request's answer is stored; `proxy_no_cache`
+    /// is not asked yet.
+    pub fn cacheable(&self) -> bool {
+        !self.no_store
     }
 
     /// The validators `proxy_cache_revalidate` sends upstream for this request.
