@@ -173,6 +173,54 @@ fn what_may_be_stored_is_decided_as_nginx() {
     }
 }
 
+/// `X-Accel-Buffering` turns buffering on or off for one answer, and with it whether the
+/// cache takes it (unless `proxy_ignore_headers` names it).
+#[test]
+fn x_accel_buffering_decides_storing_as_nginx() {
+    let up = Upstream::start(|r| {
+        let a = Answer::ok(format!("object {}", r.target));
+        if r.target.contains("say-no") {
+            a.header("X-Accel-Buffering", "no")
+        } else if r.target.contains("say-yes") {
+            a.header("X-Accel-Buffering", "YES")
+        } else {
+            a
+        }
+    });
+    let loc = |path: &str, extra: &str| {
+        format!(
+            "location /{path}/ {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
+             add_header X-Cache-Status $upstream_cache_status always; {extra} }}",
+            up.url()
+        )
+    };
+    let server = [
+        loc("on", ""),
+        loc("off", "proxy_buffering off;"),
+        loc("ign", "proxy_ignore_headers X-Accel-Buffering;"),
+    ]
+    .join("\n");
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    // Each answer is compared with nginx's; the second of each pair says whether it was stored.
+    for (path, second) in [
+        ("/on/say-no", "MISS"),
+        ("/off/say-yes", "HIT"),
+        ("/ign/say-no", "HIT"),
+        ("/on/plain", "HIT"),
+    ] {
+        get(&p, path, "");
+        let r = get(&p, path, "");
+        assert!(
+            r.contains(&format!("X-Cache-Status: {second}")),
+            "{path}: {r}"
+        );
+    }
+}
+
 #[test]
 fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
     let up = Upstream::start(|r| {

@@ -1078,7 +1078,7 @@ impl Conn {
                 }
                 Ok(Piece::End) => break,
                 Ok(Piece::NeedMore) => {
-                    if lc.proxy.buffering() && !self.flush_now()? {
+                    if ub.buffering && !self.flush_now()? {
                         // The client is slower than the upstream: `proxy_buffering on` reads
                         // ahead, into memory and then a temporary file, so the upstream is
                         // free as soon as its answer is in.

@@ -188,6 +188,9 @@ pub struct UpstreamBody {
     /// nginx's `u->cacheable` once the headers were read: the answer may be stored as far as
     /// they go (the not-modified and range filters take it on that alone).
     pub cacheable: bool,
+    /// `proxy_buffering` for this answer, as its `X-Accel-Buffering` may have turned it: read
+    /// ahead of a slow client, and the only road that stores the answer in the cache.
+    pub buffering: bool,
     /// The one range a 206 sends of this body (nginx's range body filter on an answer being
     /// cached): what lies outside it is read, and given to the fill, but not taken.
     window: Option<ByteRange>,
@@ -230,6 +233,7 @@ impl UpstreamBody {
             record,
             tee: None,
             cacheable: false,
+            buffering: true,
             window: None,
             offset: 0,
         }

@@ -714,7 +714,7 @@ impl Answer {
     /// The reply to the client: the status line and headers passed on (minus hop-by-hop and
     /// hidden ones, `Location`/`Refresh` through `proxy_redirect`), the body streamed.
     fn into_reply(
-        self,
+        mut self,
         lc: &LocConf,
         pass: &ProxyPass,
         r: &Req<'_, '_>,
@@ -724,8 +724,18 @@ impl Answer {
         let mut reply = Reply::new(self.status);
         reply.proxied = true;
         reply.reason = self.reason;
+        let mut buffering = conf.buffering();
         for (name, value) in self.head.headers() {
             let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            // `X-Accel-Buffering: yes|no` turns `proxy_buffering` on or off for this answer,
+            // unless `proxy_ignore_headers` names it (nginx's `change_buffering`).
+            if is("x-accel-buffering") && !conf.ignores("X-Accel-Buffering") {
+                if value.eq_ignore_ascii_case(b"no") {
+                    buffering = false;
+                } else if value.eq_ignore_ascii_case(b"yes") {
+                    buffering = true;
+                }
+            }
             if is("connection")
                 || is("keep-alive")
                 || is("transfer-encoding")
@@ -774,6 +784,7 @@ impl Answer {
         // `r->allow_ranges` and, the answer being streamed, `r->single_range`).
         reply.allow_ranges = conf.force_ranges() && self.status == 200;
         record.borrow_mut().head = Some(self.head);
+        self.body.buffering = buffering;
         reply.body = if self.upgrade {
             Body::Tunnel(Box::new(self.body))
         } else {

@@ -379,6 +379,13 @@ impl ProxyLoc {
         self.buffering.unwrap_or(true)
     }
 
+    /// Whether `proxy_ignore_headers` names `header` (as the directive spells it).
+    pub fn ignores(&self, header: &str) -> bool {
+        self.ignore_headers
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|h| h.eq_ignore_ascii_case(header)))
+    }
+
     /// `proxy_force_ranges` (off by default).
     pub fn force_ranges(&self) -> bool {
         self.force_ranges.unwrap_or(false)

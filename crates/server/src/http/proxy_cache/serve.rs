@@ -940,7 +940,7 @@ impl Plan {
         // A HEAD answer has no body to store (a HEAD converted to GET has). With
         // `proxy_buffering off` nginx relays the answer without its event pipe, the only road
         // that writes a cache file: the answer goes to the client, never to the cache.
-        if self.no_cache || (req.method() == "HEAD" && !c.convert_head()) || !lc.proxy.buffering() {
+        if self.no_cache || (req.method() == "HEAD" && !c.convert_head()) || !ub.buffering {
             return;
         }
         let Some(st) = rules::decide(reply.status, &headers, c.valid(), ignore, now) else {
