@@ -93,8 +93,11 @@ pub fn etag(mtime: i64, size: u64) -> String {
     }
     let mut s = String::with_capacity(36);
     s.push('"');
-    // A negative time as its two's complement, as `{:x}` of an i64 prints it.
-    hex(&mut s, mtime as u64);
+    // nginx's `%xT` is signed: a time before the epoch is `-` and the hex of its magnitude.
+    if mtime < 0 {
+        s.push('-');
+    }
+    hex(&mut s, mtime.unsigned_abs());
     s.push('-');
     hex(&mut s, size);
     s.push('"');
