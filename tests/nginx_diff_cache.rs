@@ -88,18 +88,10 @@ fn keys_in(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn unbuffered_answers_are_not_stored_as_nginx() {
     let up = Upstream::start(|r| Answer::ok(format!("object {}", r.target)));
-    let server = format!(
-        "location /unbuffered/ {{ proxy_pass {url}; proxy_cache z; proxy_cache_valid 200 1h; \
-         proxy_buffering off; add_header X-Cache-Status $upstream_cache_status always; }} \
-         location /buffered/ {{ proxy_pass {url}; proxy_cache z; proxy_cache_valid 200 1h; \
-         add_header X-Cache-Status $upstream_cache_status always; }}",
-        url = up.url()
+    let p = cached_locations(
+        &up,
+        &[("unbuffered", "proxy_buffering off;"), ("buffered", "")],
     );
-    let p = Pair::with(Conf {
-        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
-        server: &server,
-        ..Default::default()
-    });
     // Each answer is compared with nginx's (the harness fails on a difference).
     for path in ["/unbuffered/a", "/unbuffered/a", "/buffered/b"] {
         assert!(get(&p, path, "").contains("X-Cache-Status: MISS"), "{path}");
@@ -115,6 +107,26 @@ fn unbuffered_answers_are_not_stored_as_nginx() {
         1,
         "only the buffered answer is stored: {nginx_keys:?}"
     );
+}
+
+/// nginx and shoal with one cached location per `(prefix, extra directives)`, each passing to
+/// `up` and saying `X-Cache-Status`.
+fn cached_locations(up: &Upstream, locations: &[(&str, &str)]) -> Pair {
+    let server: Vec<String> = locations
+        .iter()
+        .map(|(path, extra)| {
+            format!(
+                "location /{path}/ {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
+                 add_header X-Cache-Status $upstream_cache_status always; {extra} }}",
+                up.url()
+            )
+        })
+        .collect();
+    Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server.join("\n"),
+        ..Default::default()
+    })
 }
 
 /// What decides whether an answer may be stored, and when: a scarce request, or one whose
@@ -136,26 +148,16 @@ fn what_may_be_stored_is_decided_as_nginx() {
             a
         }
     });
-    let loc = |path: &str, extra: &str| {
-        format!(
-            "location /{path}/ {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
-             add_header X-Cache-Status $upstream_cache_status always; {extra} }}",
-            up.url()
-        )
-    };
-    let server = [
-        loc("off", "proxy_cache_max_range_offset 100;"),
-        loc("min", "proxy_cache_min_uses 3;"),
-        loc("by", "proxy_cache_bypass $arg_b;"),
-        loc("nc", "proxy_no_cache $upstream_http_x_nc;"),
-        loc("hide", "proxy_hide_header Accept-Ranges;"),
-    ]
-    .join("\n");
-    let p = Pair::with(Conf {
-        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
-        server: &server,
-        ..Default::default()
-    });
+    let p = cached_locations(
+        &up,
+        &[
+            ("off", "proxy_cache_max_range_offset 100;"),
+            ("min", "proxy_cache_min_uses 3;"),
+            ("by", "proxy_cache_bypass $arg_b;"),
+            ("nc", "proxy_no_cache $upstream_http_x_nc;"),
+            ("hide", "proxy_hide_header Accept-Ranges;"),
+        ],
+    );
     let r = get(&p, "/off/a", "Range: bytes=200-209\r\n");
     assert!(r.contains("X-Got-Range: bytes=200-209"), "{r}");
     get(&p, "/off/a", "Range: bytes=0-9\r\n");
@@ -187,24 +189,14 @@ fn x_accel_buffering_decides_storing_as_nginx() {
             a
         }
     });
-    let loc = |path: &str, extra: &str| {
-        format!(
-            "location /{path}/ {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
-             add_header X-Cache-Status $upstream_cache_status always; {extra} }}",
-            up.url()
-        )
-    };
-    let server = [
-        loc("on", ""),
-        loc("off", "proxy_buffering off;"),
-        loc("ign", "proxy_ignore_headers X-Accel-Buffering;"),
-    ]
-    .join("\n");
-    let p = Pair::with(Conf {
-        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
-        server: &server,
-        ..Default::default()
-    });
+    let p = cached_locations(
+        &up,
+        &[
+            ("on", ""),
+            ("off", "proxy_buffering off;"),
+            ("ign", "proxy_ignore_headers X-Accel-Buffering;"),
+        ],
+    );
     // Each answer is compared with nginx's; the second of each pair says whether it was stored.
     for (path, second) in [
         ("/on/say-no", "MISS"),
