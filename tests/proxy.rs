@@ -1115,3 +1115,84 @@ fn header_values_that_are_not_utf8_pass_byte_for_byte() {
         String::from_utf8_lossy(&out)
     );
 }
+
+/// The completed-task count of pool `name` in the latest periodic report (debug level, every
+/// 10 s) logged after `after` bytes of the error log.
+fn pool_completed(s: &Shoal, name: &str, after: usize) -> Option<u64> {
+    let log = s.error_log();
+    let prefix = format!("thread pool \"{name}\" of worker 0: ");
+    let line = log
+        .get(after..)?
+        .lines()
+        .rev()
+        .find(|l| l.contains(&prefix))?;
+    let rest = &line[line.find(&prefix)? + prefix.len()..];
+    // "Q queued, B busy, N completed, O overflows"
+    rest.split(", ")
+        .find_map(|part| part.strip_suffix(" completed"))
+        .and_then(|n| n.parse().ok())
+}
+
+#[test]
+fn aio_write_sends_the_temporary_file_through_the_pool() {
+    // A slow client makes the answer spill to the temporary file. With `aio threads` and
+    // `aio_write on` the file is written by the pool; without `aio_write` it is written on the
+    // worker, and its pages being in memory, read back there too: that pool does nothing.
+    const SIZE: usize = 16 << 20;
+    let body: Vec<u8> = (0..SIZE).map(|i| (i % 253) as u8).collect();
+    let b = body.clone();
+    let up = Upstream::start(move |_| Answer::ok(b.clone()));
+    let port = free_port();
+    let tmp = tempfile::tempdir().unwrap();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\nerror_log logs/error.log debug;\n\
+         thread_pool w threads=2;\nthread_pool r threads=2;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n    proxy_temp_path {tmp};\n    server {{\n        \
+         listen 127.0.0.1:{port};\n        \
+         location /w/ {{ proxy_pass {u}/; aio threads=w; aio_write on; }}\n        \
+         location /r/ {{ proxy_pass {u}/; aio threads=r; }}\n    }}\n}}\n",
+        tmp = tmp.path().display(),
+        u = up.url()
+    );
+    let s = Shoal::start(&conf, port);
+    for prefix in ["/w/", "/r/"] {
+        let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        slow.set_read_timeout(Some(WAIT)).unwrap();
+        slow.write_all(format!("GET {prefix}big HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            slow.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        // The whole answer is in shoal (memory and the temporary file) before the client
+        // reads any of the body.
+        wait_for("the upstream connection closed", || {
+            (up.open() == 0).then_some(())
+        });
+        let mut got = vec![0u8; SIZE];
+        slow.read_exact(&mut got).unwrap();
+        assert!(got == body, "{prefix}: the body arrived intact");
+    }
+    // The next periodic report after the transfers.
+    let mark = s.error_log().len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (w, r) = loop {
+        if let (Some(w), Some(r)) = (pool_completed(&s, "w", mark), pool_completed(&s, "r", mark)) {
+            break (w, r);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pool report in 30 s: {}",
+            s.error_log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        w > 0,
+        "the temporary file's writes went through pool w: {w} tasks"
+    );
+    assert_eq!(r, 0, "without aio_write, pool r had nothing to do");
+}

@@ -77,6 +77,26 @@ pub async fn read_range(
     pool.post(task)?.await?
 }
 
+/// Writes all of `data` to `file` at `off`: on a `pool` thread when there is one (nginx's
+/// `aio_write on` with `aio threads`: a write may wait for the disk), else inline.
+pub async fn write_at<D>(
+    file: &Arc<File>,
+    data: D,
+    off: u64,
+    pool: Option<&ThreadPool>,
+) -> io::Result<()>
+where
+    D: AsRef<[u8]> + Send + 'static,
+{
+    use std::os::unix::fs::FileExt;
+    let Some(pool) = pool else {
+        return file.write_all_at(data.as_ref(), off);
+    };
+    let file = file.clone();
+    pool.post(move || file.write_all_at(data.as_ref(), off))?
+        .await?
+}
+
 /// How `sendfile_range` will send a range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendfilePlan {

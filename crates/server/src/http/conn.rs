@@ -812,7 +812,11 @@ impl Conn {
         // goes out, so a full queue can still be answered with 503 (nginx's behaviour).
         let mut reply = reply;
         let mut pool = None;
-        if matches!(reply.body, Body::File { .. } | Body::Multipart { .. }) {
+        // A proxied answer needs the pool only for its temporary file (read back, written
+        // with `aio_write`), and only with `aio threads`.
+        let proxied = matches!(reply.body, Body::Upstream(_))
+            && matches!(lc.aio, Some(super::aio::Aio::Threads(_)));
+        if proxied || matches!(reply.body, Body::File { .. } | Body::Multipart { .. }) {
             let r = Req {
                 req,
                 srv,
@@ -825,6 +829,9 @@ impl Conn {
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
                 Ok(p) => pool = p,
+                // The upstream's answer is in hand: it goes without the pool (the line is
+                // logged) rather than being thrown away for a 500.
+                Err(super::aio::UnknownPool) if proxied => {}
                 Err(super::aio::UnknownPool) => {
                     reply = static_files::error_reply(500, lc);
                     keep = false;
@@ -1130,15 +1137,18 @@ impl Conn {
         lc: &LocConf,
     ) -> std::io::Result<u64> {
         use std::collections::VecDeque;
-        use std::os::unix::fs::FileExt;
         let memory_limit = lc.proxy.buffers_total().max(READ_CHUNK);
+        // `aio threads`: the temporary file is read back through the pool when its pages are
+        // not in memory, and written through it with `aio_write on`.
+        let pool = self.pool.clone();
+        let write_pool = pool.clone().filter(|_| lc.aio_write.unwrap_or(false));
         let file_limit = lc.proxy.max_temp_file_size.unwrap_or(1024 * 1024 * 1024);
         let send_timeout = self.rules.send_timeout;
         let mut ub = Some(ub);
         let mut queue: VecDeque<bytes::Bytes> = VecDeque::new();
         let mut queued = 0usize;
         // The temporary file: what is written and what is read back so far.
-        let mut spill: Option<(std::fs::File, u64, u64)> = None;
+        let mut spill: Option<(Arc<std::fs::File>, u64, u64)> = None;
         let mut total = 0u64;
         if !self.out.is_empty() {
             let out = self.out.split().freeze();
@@ -1151,12 +1161,19 @@ impl Conn {
                 if let Some((f, written, read)) = &mut spill {
                     if *read < *written {
                         let want = ((*written - *read) as usize).min(MAX_GATHER);
-                        let mut b = vec![0u8; want];
-                        let n = f.read_at(&mut b, *read)?;
+                        let b = shoal_io::file::read_range(
+                            f,
+                            *read,
+                            want,
+                            pool.as_deref(),
+                            lc.aio_residency_check(),
+                        )
+                        .await
+                        .map_err(|e| self.pool_error(e))?;
+                        let n = b.len();
                         if n == 0 {
                             return Err(std::io::Error::other("proxy temp file shrank"));
                         }
-                        b.truncate(n);
                         *read += n as u64;
                         queued += n;
                         queue.push_back(b.into());
@@ -1250,11 +1267,14 @@ impl Conn {
                                 .temp_path
                                 .clone()
                                 .unwrap_or_else(std::env::temp_dir);
-                            spill = Some((unlinked_temp_file(&dir)?, 0, 0));
+                            spill = Some((Arc::new(unlinked_temp_file(&dir)?), 0, 0));
                         }
                         let (f, written, _) = spill.as_mut().expect("just made");
-                        f.write_all_at(&framed, *written)?;
-                        *written += framed.len() as u64;
+                        let len = framed.len() as u64;
+                        shoal_io::file::write_at(f, framed, *written, write_pool.as_deref())
+                            .await
+                            .map_err(|e| self.pool_error(e))?;
+                        *written += len;
                     } else if !framed.is_empty() {
                         queued += framed.len();
                         queue.push_back(framed);
