@@ -763,6 +763,21 @@ fn a_kept_alive_connection_the_upstream_closed_is_not_an_error() {
     assert!(!s.error_log().contains("[error]"), "{}", s.error_log());
 }
 
+/// A client that asks for `path` and reads only the answer's head for now.
+fn slow_client(port: u16, path: &str) -> TcpStream {
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    slow.set_read_timeout(Some(WAIT)).unwrap();
+    slow.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        slow.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    slow
+}
+
 #[test]
 fn proxy_buffering_frees_the_upstream_while_a_slow_client_reads() {
     // 16 MiB: more than the sockets between them can hold, so the rest waits in shoal (memory,
@@ -784,17 +799,7 @@ fn proxy_buffering_frees_the_upstream_while_a_slow_client_reads() {
         ),
     );
     for (prefix, frees) in [("/on/", true), ("/off/", false), ("/nofile/", false)] {
-        // A client that asks for the big answer and reads only its head for now.
-        let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        slow.set_read_timeout(Some(WAIT)).unwrap();
-        slow.write_all(format!("GET {prefix}big HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-            .unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            slow.read_exact(&mut byte).unwrap();
-            head.push(byte[0]);
-        }
+        let mut slow = slow_client(port, &format!("{prefix}big"));
         if frees {
             // The whole answer leaves the upstream, whose connection (no keepalive) closes,
             // while the client has read nothing of the body yet.
@@ -1157,16 +1162,7 @@ fn aio_write_sends_the_temporary_file_through_the_pool() {
     );
     let s = Shoal::start(&conf, port);
     for prefix in ["/w/", "/r/"] {
-        let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        slow.set_read_timeout(Some(WAIT)).unwrap();
-        slow.write_all(format!("GET {prefix}big HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
-            .unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            slow.read_exact(&mut byte).unwrap();
-            head.push(byte[0]);
-        }
+        let mut slow = slow_client(port, &format!("{prefix}big"));
         // The whole answer is in shoal (memory and the temporary file) before the client
         // reads any of the body.
         wait_for("the upstream connection closed", || {
