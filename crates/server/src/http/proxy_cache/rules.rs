@@ -33,9 +33,9 @@ pub struct Ignore {
 }
 
 impl Ignore {
-    /// From `proxy_ignore_headers`' list (names as the directive spells them).
-    pub fn from_list(list: Option<&[String]>) -> Ignore {
-        let has = |n: &str| list.is_some_and(|l| l.iter().any(|h| h.eq_ignore_ascii_case(n)));
+    /// From the location's `proxy_ignore_headers`.
+    pub fn of(conf: &crate::http::proxy::ProxyLoc) -> Ignore {
+        let has = |n: &str| conf.ignores(n);
         Ignore {
             cache_control: has("Cache-Control"),
             expires: has("Expires"),
@@ -99,7 +99,12 @@ pub fn decide(
     ignore: Ignore,
     now: i64,
 ) -> Option<Storable> {
-    let mut out = by_headers(headers, ignore, now)?;
+    with_valid(by_headers(headers, ignore, now)?, status, valid, now)
+}
+
+/// The second step of [`decide`]: an answer whose headers gave no time is kept for
+/// `proxy_cache_valid`'s time for its status, if any.
+pub fn with_valid(mut out: Storable, status: u16, valid: &[Valid], now: i64) -> Option<Storable> {
     if out.valid_sec == 0 {
         let t = valid_for(valid, status)?;
         if t.is_zero() {
@@ -110,16 +115,12 @@ pub fn decide(
     Some(out)
 }
 
-/// Whether the headers leave an answer cacheable: nginx's `u->cacheable` once its header
-/// handlers have run, before `proxy_no_cache` and `proxy_cache_valid` are asked. The range
-/// and not-modified filters go by this, so an answer they allow may still not be stored.
-pub fn cacheable_by_headers(headers: &[(String, String)], ignore: Ignore, now: i64) -> bool {
-    by_headers(headers, ignore, now).is_some()
-}
-
 /// What the headers say (see the module's doc): `None` when they make the answer not
-/// cacheable, else its times, `valid_sec` 0 when none of them gave one.
-fn by_headers(headers: &[(String, String)], ignore: Ignore, now: i64) -> Option<Storable> {
+/// cacheable, else its times, `valid_sec` 0 when none of them gave one. `Some` is nginx's
+/// `u->cacheable` once its header handlers have run, before `proxy_no_cache` and
+/// `proxy_cache_valid` are asked: the range and not-modified filters go by it, so an answer
+/// they allow may still not be stored.
+pub fn by_headers(headers: &[(String, String)], ignore: Ignore, now: i64) -> Option<Storable> {
     let mut cacheable = true;
     let mut no_cache = false;
     let mut expired = false;
@@ -327,12 +328,8 @@ mod tests {
         let ig = Ignore::default();
         // No time anywhere: not stored, but still cacheable as far as the headers go.
         assert_eq!(until(200, &[], &[], ig), None);
-        assert!(cacheable_by_headers(&h(&[]), ig, NOW));
-        assert!(cacheable_by_headers(
-            &h(&[("Cache-Control", "max-age=5")]),
-            ig,
-            NOW
-        ));
+        assert!(by_headers(&h(&[]), ig, NOW).is_some());
+        assert!(by_headers(&h(&[("Cache-Control", "max-age=5")]), ig, NOW).is_some());
         for (n, v) in [
             ("Cache-Control", "no-store"),
             ("Cache-Control", "max-age=0"),
@@ -342,7 +339,7 @@ mod tests {
             ("Set-Cookie", "a=1"),
             ("Vary", "*"),
         ] {
-            assert!(!cacheable_by_headers(&h(&[(n, v)]), ig, NOW), "{n}: {v}");
+            assert!(by_headers(&h(&[(n, v)]), ig, NOW).is_none(), "{n}: {v}");
         }
     }
 
@@ -487,8 +484,14 @@ mod tests {
 
     #[test]
     fn ignore_list_is_read_by_name() {
-        let list = vec!["Set-Cookie".to_string(), "Vary".to_string()];
-        let ig = Ignore::from_list(Some(&list));
+        let conf = crate::http::proxy::ProxyLoc {
+            ignore_headers: Some(std::sync::Arc::new(vec![
+                "Set-Cookie".to_string(),
+                "Vary".to_string(),
+            ])),
+            ..Default::default()
+        };
+        let ig = Ignore::of(&conf);
         assert!(ig.set_cookie && ig.vary && !ig.expires);
     }
 }

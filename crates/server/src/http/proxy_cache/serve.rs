@@ -836,18 +836,25 @@ impl Object {
         if !head.reason.is_empty() {
             reply.reason = Some(head.reason.clone());
         }
+        // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
+        // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22), or always with
+        // `proxy_force_ranges`. A header `proxy_hide_header` hides never gets that far, as on
+        // the MISS.
+        let mut upstream_allows_ranges = false;
         for (name, value) in headers.iter() {
             let is = |n: &str| name.eq_ignore_ascii_case(n);
-            // A cached answer's `Accept-Ranges` is not passed on: it allows ranges, and the
-            // range filter says so itself (`ngx_http_upstream_copy_allow_ranges`).
             if is("connection")
                 || is("keep-alive")
                 || is("transfer-encoding")
                 || is("content-length")
                 || is("upgrade")
-                || is("accept-ranges")
                 || !conf.passes(name)
             {
+                continue;
+            }
+            if is("accept-ranges") {
+                // Not passed on: it allows ranges, and the range filter says so itself.
+                upstream_allows_ranges = true;
                 continue;
             }
             match () {
@@ -888,15 +895,7 @@ impl Object {
                 cached: self.whole,
             }
         };
-        // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
-        // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22), or always with
-        // `proxy_force_ranges`.
-        // A header `proxy_hide_header` hides never gets that far, as on the MISS.
-        reply.allow_ranges = status == 200
-            && (conf.force_ranges()
-                || headers
-                    .iter()
-                    .any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges") && conf.passes(n)));
+        reply.allow_ranges = status == 200 && (conf.force_ranges() || upstream_allows_ranges);
         record.borrow_mut().cached_headers = headers.clone();
         reply
     }
@@ -921,11 +920,11 @@ impl Plan {
         };
         let c = &lc.proxy.cache;
         let headers = record.borrow().header_list();
-        let ignore = Ignore::from_list(lc.proxy.ignore_headers.as_deref().map(Vec::as_slice));
+        let ignore = Ignore::of(&lc.proxy);
         let now = zone::now();
-        if !rules::cacheable_by_headers(&headers, ignore, now) {
+        let Some(by_headers) = rules::by_headers(&headers, ignore, now) else {
             return;
-        }
+        };
         ub.cacheable = true;
         // nginx's `ngx_http_upstream_copy_allow_ranges` for a cacheable answer: the
         // upstream's Accept-Ranges is not passed on, the range filter answers for it (one
@@ -943,7 +942,7 @@ impl Plan {
         if self.no_cache || (req.method() == "HEAD" && !c.convert_head()) || !ub.buffering {
             return;
         }
-        let Some(st) = rules::decide(reply.status, &headers, c.valid(), ignore, now) else {
+        let Some(st) = rules::with_valid(by_headers, reply.status, c.valid(), now) else {
             return;
         };
         // The head as received, less its framing.
@@ -1072,7 +1071,7 @@ impl Plan {
     ) -> Reply {
         let mut obj = self.stale.take().expect("checked by the caller");
         let headers = record.borrow().header_list();
-        let ignore = Ignore::from_list(lc.proxy.ignore_headers.as_deref().map(Vec::as_slice));
+        let ignore = Ignore::of(&lc.proxy);
         let now = zone::now();
         if let Some(st) = rules::decide(304, &headers, lc.proxy.cache.valid(), ignore, now) {
             let h = Rc::make_mut(&mut obj.header);
