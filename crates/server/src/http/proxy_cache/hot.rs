@@ -20,7 +20,6 @@
 //! Thread-local: nothing here takes a lock.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -62,7 +61,7 @@ impl Drop for Entry {
 
 #[derive(Default)]
 struct Hot {
-    map: HashMap<[u8; 16], Entry>,
+    map: super::md5::DigestMap<Entry>,
     bytes: usize,
     tick: u64,
 }

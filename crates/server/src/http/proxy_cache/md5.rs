@@ -152,3 +152,90 @@ mod tests {
         assert_eq!(unhex("zz"), None);
     }
 }
+
+/// A table keyed by digests: the digest's bits are already uniform, so they are only mixed
+/// with a per-process random seed (which keys share a bucket cannot be chosen from outside),
+/// not run through SipHash on every lookup.
+pub type DigestMap<V> = std::collections::HashMap<[u8; 16], V, DigestHash>;
+
+/// The [`std::hash::BuildHasher`] of a [`DigestMap`].
+#[derive(Clone)]
+pub struct DigestHash {
+    seed: u64,
+}
+
+impl Default for DigestHash {
+    fn default() -> DigestHash {
+        static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let seed = *SEED.get_or_init(|| {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        });
+        DigestHash { seed }
+    }
+}
+
+impl std::hash::BuildHasher for DigestHash {
+    type Hasher = DigestHasher;
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher(self.seed)
+    }
+}
+
+/// Folds 8 bytes at a time into the state with a multiply and a rotation.
+pub struct DigestHasher(u64);
+
+impl std::hash::Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0 ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(29);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write(&n.to_le_bytes());
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+#[cfg(test)]
+mod digest_map_tests {
+    use super::*;
+
+    #[test]
+    fn digests_that_differ_in_any_byte_hash_apart() {
+        use std::hash::BuildHasher;
+        let h = DigestHash::default();
+        let base = md5(b"http://example.com/");
+        let mut seen = std::collections::HashSet::new();
+        seen.insert(h.hash_one(base));
+        for i in 0..16 {
+            for bit in 0..8 {
+                let mut d = base;
+                d[i] ^= 1 << bit;
+                assert!(seen.insert(h.hash_one(d)), "byte {i} bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_digest_map_finds_what_it_holds() {
+        let mut m: DigestMap<usize> = DigestMap::default();
+        for i in 0..1000usize {
+            m.insert(md5(i.to_string().as_bytes()), i);
+        }
+        for i in 0..1000usize {
+            assert_eq!(m.get(&md5(i.to_string().as_bytes())), Some(&i));
+        }
+        assert_eq!(m.get(&md5(b"absent")), None);
+    }
+}

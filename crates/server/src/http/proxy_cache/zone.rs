@@ -20,7 +20,7 @@
 //! recently used ones while the cache is over `max_size` or the disk under `min_free`.
 //! Both run on their own threads (they block on the disk by design), never on a worker.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -60,7 +60,7 @@ pub struct Node {
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<[u8; 16], Node>,
+    map: super::md5::DigestMap<Node>,
     lru: BTreeMap<u64, [u8; 16]>,
 }
 
