@@ -15,6 +15,25 @@ const MONTHS: [&[u8; 3]; 12] = [
     b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
 ];
 
+thread_local! {
+    static LAST_FORMATTED: std::cell::Cell<(u64, [u8; DATE_LEN])> =
+        const { std::cell::Cell::new((u64::MAX, [0; DATE_LEN])) };
+}
+
+/// [`format_unix`], remembering the last time this thread formatted: a hot file's
+/// `Last-Modified` is formatted once, not per answer.
+pub fn format_unix_recent(secs: u64) -> [u8; DATE_LEN] {
+    LAST_FORMATTED.with(|last| {
+        let (at, text) = last.get();
+        if at == secs {
+            return text;
+        }
+        let text = format_unix(secs);
+        last.set((secs, text));
+        text
+    })
+}
+
 /// Formats `secs` since the Unix epoch as an IMF-fixdate. Times before 1970 format as the epoch;
 /// years past 9999 as 9999.
 pub fn format_unix(secs: u64) -> [u8; DATE_LEN] {

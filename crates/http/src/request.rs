@@ -97,7 +97,13 @@ pub struct Request {
 impl Request {
     /// The method, as sent (any token; case is kept).
     pub fn method(&self) -> &str {
-        std::str::from_utf8(self.method.get(&self.head)).unwrap_or_default()
+        // Asked for many times per request: the usual ones without a UTF-8 check.
+        match self.method.get(&self.head) {
+            b"GET" => "GET",
+            b"HEAD" => "HEAD",
+            b"POST" => "POST",
+            m => std::str::from_utf8(m).unwrap_or_default(),
+        }
     }
 
     /// The request target exactly as sent (nginx's `$request_uri`).

@@ -112,6 +112,16 @@ impl<'a> ResponseHead<'a> {
 
     /// Appends the status line, the headers and the empty line to `out`.
     pub fn write_to(&self, out: &mut impl BufMut) {
+        self.write_fields(out);
+        for (name, value) in self.headers {
+            header(out, name.as_bytes(), value);
+        }
+        out.put_slice(b"\r\n");
+    }
+
+    /// Appends the status line and the head's own headers, without `headers` and without the
+    /// empty line: the caller adds its further headers with [`header`], then `\r\n`.
+    pub fn write_fields(&self, out: &mut impl BufMut) {
         let code = status::wire_status(self.status);
         out.put_slice(b"HTTP/1.1 ");
         match (self.reason, status::status_line(code)) {
@@ -167,10 +177,6 @@ impl<'a> ResponseHead<'a> {
             Connection::Upgrade => out.put_slice(b"Connection: upgrade\r\n"),
             Connection::Omit => {}
         }
-        for (name, value) in self.headers {
-            header(out, name.as_bytes(), value);
-        }
-        out.put_slice(b"\r\n");
     }
 
     /// The head as a new vector (for tests and slow paths; the hot path uses `write_to`).
@@ -184,7 +190,8 @@ impl<'a> ResponseHead<'a> {
 /// The interim answer to `Expect: 100-continue`.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
-fn header(out: &mut impl BufMut, name: &[u8], value: &[u8]) {
+/// Appends `NAME: VALUE\r\n`.
+pub fn header(out: &mut impl BufMut, name: &[u8], value: &[u8]) {
     out.put_slice(name);
     out.put_slice(b": ");
     out.put_slice(value);

@@ -146,6 +146,23 @@ fn resolve(path: &[u8], merge_slashes: bool) -> Result<Vec<u8>, Error> {
 ///
 /// Invalid (400 "client sent invalid host header"): empty, `..`, `/`, NUL, control characters
 /// or spaces.
+/// Host bytes [`validate_host`] passes over without a second look: all but `. : [ ] /`, NUL,
+/// controls, space, DEL and upper-case letters.
+static HOST_PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0x21;
+    while c < 0x7f {
+        t[c] = !matches!(c as u8, b'.' | b':' | b'[' | b']' | b'/' | b'A'..=b'Z');
+        c += 1;
+    }
+    let mut c = 0x80;
+    while c < 0x100 {
+        t[c] = true;
+        c += 1;
+    }
+    t
+};
+
 pub fn validate_host(host: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
     const INVALID: Error = Error::bad_request("client sent invalid host header");
     #[derive(PartialEq)]
@@ -159,6 +176,9 @@ pub fn validate_host(host: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
     let mut host_len = host.len();
     let mut upper = false;
     for (i, &ch) in host.iter().enumerate() {
+        if HOST_PLAIN[ch as usize] {
+            continue;
+        }
         match ch {
             b'.' => {
                 if i > 0 && dot_pos == Some(i - 1) {
