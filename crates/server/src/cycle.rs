@@ -84,7 +84,8 @@ pub struct Generation {
     pub id: u64,
     pub config: Arc<Config>,
     pub sockets: Vec<Arc<Listening>>,
-    pub routes: HashMap<ListenAddr, AddrServers>,
+    /// Shared so that a connection can keep its own for as long as the generation lasts.
+    pub routes: HashMap<ListenAddr, Arc<AddrServers>>,
 }
 
 impl Generation {
@@ -144,7 +145,7 @@ impl Generation {
             id,
             config,
             sockets,
-            routes,
+            routes: routes.into_iter().map(|(a, s)| (a, Arc::new(s))).collect(),
         })
     }
 
@@ -163,7 +164,7 @@ impl Generation {
         &self,
         socket: &ListenAddr,
         local: Option<SocketAddr>,
-    ) -> Option<&AddrServers> {
+    ) -> Option<&Arc<AddrServers>> {
         if let Some(l) = local {
             if let Some(r) = self.routes.get(&ListenAddr::Inet(l)) {
                 return Some(r);

@@ -237,6 +237,7 @@ pub async fn serve(
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: BytesMut::new(),
         generation,
+        route: None,
         guard,
         requests: 0,
         born: Instant::now(),
@@ -303,6 +304,9 @@ struct Conn {
     /// Answers gathered for one write.
     out: BytesMut,
     generation: Arc<Generation>,
+    /// The servers at this connection's address in `generation` (looked up once per
+    /// configuration, not per request): the generation's id and the servers.
+    route: Option<(u64, Arc<crate::cycle::AddrServers>)>,
     guard: ConnGuard,
     requests: u64,
     /// When the connection was accepted (`keepalive_time`).
@@ -389,10 +393,10 @@ impl Conn {
                 return Ok(());
             }
             let gen = self.generation.clone();
-            let Some(route) = gen.servers_for(&self.info.socket, self.info.local) else {
+            let Some(route) = self.route_in(&gen) else {
                 return Ok(());
             };
-            let default_srv = gen.find_server(route, None);
+            let default_srv = gen.find_server(&route, None);
             self.rules = CloseRules::of(&default_srv.loc);
             let mut parser = HeadParser::new(default_srv.srv.limits());
             let req = match self.read_head(&mut parser, default_srv).await? {
@@ -456,11 +460,11 @@ impl Conn {
                 self.closing_after_request = true;
                 gen
             };
-            let Some(route) = gen.servers_for(&self.info.socket, self.info.local) else {
+            let Some(route) = self.route_in(&gen) else {
                 return Ok(());
             };
-            let host = req.host().map(|h| String::from_utf8_lossy(h).into_owned());
-            let (srv, name_captures) = gen.find_server_captures(route, host.as_deref());
+            let host = req.host().map(|h| String::from_utf8_lossy(h));
+            let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
             let keep = self
                 .handle(&req, srv, host.as_deref(), name_captures.as_ref())
                 .await?;
@@ -477,6 +481,18 @@ impl Conn {
                 self.since_yield = 0;
                 self.flush().await?;
                 tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// The servers at this connection's address in `gen` (`None`: the address is not in it).
+    fn route_in(&mut self, gen: &Generation) -> Option<Arc<crate::cycle::AddrServers>> {
+        match &self.route {
+            Some((id, r)) if *id == gen.id => Some(r.clone()),
+            _ => {
+                let r = gen.servers_for(&self.info.socket, self.info.local)?.clone();
+                self.route = Some((gen.id, r.clone()));
+                Some(r)
             }
         }
     }
@@ -698,7 +714,7 @@ impl Conn {
                 r.log_ctx()
             );
             Processed {
-                reply: static_files::error_reply(413, first_lc),
+                reply: Box::new(static_files::error_reply(413, first_lc)),
                 lc: first_lc,
                 uri: String::new(),
                 close: false,
@@ -715,7 +731,7 @@ impl Conn {
             );
             self.unread_input = true;
             Processed {
-                reply: static_files::error_reply(400, first_lc),
+                reply: Box::new(static_files::error_reply(400, first_lc)),
                 lc: first_lc,
                 uri: String::new(),
                 close: false,
@@ -793,7 +809,7 @@ impl Conn {
                         static_files::log_ctx(req, srv, &self.info)
                     );
                     self.unread_input = true;
-                    reply = static_files::error_reply(400, lc);
+                    *reply = static_files::error_reply(400, lc);
                 }
             }
         }
@@ -833,7 +849,7 @@ impl Conn {
                 // logged) rather than being thrown away for a 500.
                 Err(super::aio::UnknownPool) if proxied => {}
                 Err(super::aio::UnknownPool) => {
-                    reply = static_files::error_reply(500, lc);
+                    *reply = static_files::error_reply(500, lc);
                     keep = false;
                 }
             }
@@ -854,7 +870,7 @@ impl Conn {
                         if !is_overflow(&e) {
                             return Err(e);
                         }
-                        reply = static_files::error_reply(503, lc);
+                        *reply = static_files::error_reply(503, lc);
                     }
                 }
             }
@@ -1422,7 +1438,7 @@ impl Conn {
     ) -> std::io::Result<()> {
         let start = Instant::now();
         let lc = &srv.loc;
-        let reply = static_files::error_reply(code, lc);
+        let reply = Box::new(static_files::error_reply(code, lc));
         let status = reply.status;
         let (head_len, body_len) = self
             .write_reply_head_and_body(None, reply, lc, false)
@@ -1479,7 +1495,7 @@ impl Conn {
         &mut self,
         req: &Request,
         srv: &ServerConf,
-        reply: Reply,
+        reply: Box<Reply>,
         lc: &LocConf,
         keep: bool,
         pool: Option<&Arc<ThreadPool>>,
@@ -1647,7 +1663,7 @@ impl Conn {
     async fn write_reply_head_and_body(
         &mut self,
         who: Who<'_>,
-        reply: Reply,
+        reply: Box<Reply>,
         lc: &LocConf,
         keep: bool,
     ) -> std::io::Result<(u64, u64)> {
@@ -1668,17 +1684,6 @@ impl Conn {
         let upstream_unsized =
             matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());
         let tunnel = matches!(reply.body, Body::Tunnel(_));
-        let mut extra: Vec<(&str, &[u8])> =
-            Vec::with_capacity(reply.headers.len() + reply.extra.len());
-        for (n, v) in &reply.headers {
-            extra.push((n, v.as_bytes()));
-        }
-        for (n, v) in &reply.extra {
-            extra.push((n, v.as_bytes()));
-        }
-        for (n, v) in &reply.raw_extra {
-            extra.push((n, v));
-        }
         let last_modified = reply.last_modified;
         let head = ResponseHead {
             status: reply.status,
@@ -1710,11 +1715,21 @@ impl Conn {
             } else {
                 None
             },
-            headers: &extra,
+            headers: &[],
         };
-        let _ = http10;
         let before = self.out.len();
-        head.write_to(&mut self.out);
+        head.write_fields(&mut self.out);
+        // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8.
+        for (n, v) in &reply.headers {
+            shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+        }
+        for (n, v) in &reply.extra {
+            shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+        }
+        for (n, v) in &reply.raw_extra {
+            shoal_http::response::header(&mut self.out, n.as_bytes(), v);
+        }
+        self.out.extend_from_slice(b"\r\n");
         let head_len = (self.out.len() - before) as u64;
         if head_only {
             if let Body::Upstream(u) = reply.body {
@@ -2039,7 +2054,7 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
             .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v.to_string())
             .or_else(|| {
                 reply
                     .extra
@@ -2078,7 +2093,7 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
     }
     for (n, v) in reply.headers.iter_mut() {
         if *n == "ETag" && v.starts_with('"') {
-            *v = format!("W/{v}");
+            *v = format!("W/{v}").into();
         }
     }
     if reply.proxied {

@@ -29,7 +29,7 @@ const MAX_REDIRECTS: u32 = 10;
 
 /// What a request came to.
 pub struct Processed<'a> {
-    pub reply: Reply,
+    pub reply: Box<Reply>,
     /// The location configuration that answered (for keep-alive, sendfile and logs).
     pub lc: &'a LocConf,
     /// The URI after internal redirects (`$uri`).
@@ -170,7 +170,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
             );
             return finish(
                 r,
-                static_files::error_reply(500, &srv.loc),
+                Box::new(static_files::error_reply(500, &srv.loc)),
                 &srv.loc,
                 rw,
                 None,
@@ -211,7 +211,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                         );
                         return finish(
                             r,
-                            static_files::error_reply(500, &srv.loc),
+                            Box::new(static_files::error_reply(500, &srv.loc)),
                             &srv.loc,
                             rw,
                             None,
@@ -260,7 +260,6 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 }
             }
         }
-        let uri = rw.uri.clone();
         let method = if method_get && r.req.method() != "HEAD" {
             "GET"
         } else {
@@ -269,11 +268,11 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
 
         let mut from_try_files = false;
         let outcome = if let Some(reply) = rewrite_reply {
-            Outcome::Reply(reply)
+            Outcome::Reply(Box::new(reply))
         } else if refused {
-            Outcome::Reply(static_files::error_reply(404, lc))
+            Outcome::Reply(Box::new(static_files::error_reply(404, lc)))
         } else if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
-            Outcome::Reply(super::stub_status::reply(method, lc))
+            Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
         } else if rw.rewritten_break && lc.doc_root().alias {
             crate::conn_log!(
                 Level::Alert,
@@ -282,7 +281,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 loc.map_or("", |l| l.name.as_str()),
                 r.log_ctx()
             );
-            Outcome::Reply(static_files::error_reply(500, lc))
+            Outcome::Reply(Box::new(static_files::error_reply(500, lc)))
         } else if let Some(pass) = &lc.proxy.pass {
             // A file `try_files` finds is proxied with its name as the URI; none: the fallback.
             let found = match &lc.try_files {
@@ -317,7 +316,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
             try_files(r, tf, lc, &rw, method)
         } else {
             let vars = r.vars_rw(&rw, lc);
-            static_files::handle(r, lc, method, &uri, &vars)
+            static_files::handle(r, lc, method, &rw.uri, &vars)
         };
 
         match outcome {
@@ -378,7 +377,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                         };
                         let mut redirect = static_files::error_reply(status, lc);
                         redirect.location = Some(target);
-                        return finish(r, redirect, lc, rw, None);
+                        return finish(r, Box::new(redirect), lc, rw, None);
                     }
                 }
                 if let Some(s) = forced_status {
@@ -391,7 +390,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                     } else if reply.status != s {
                         // The error page itself failed: nginx answers with the original code
                         // and its own page.
-                        reply = static_files::error_reply(s, lc);
+                        *reply = static_files::error_reply(s, lc);
                     }
                 }
                 reply.close_after |= close_after;
@@ -467,10 +466,12 @@ async fn proxy_outcome(
         Begin::Hit(reply, record) => {
             *upstream = Some(record);
             *sent = true;
-            return Outcome::Reply(*reply);
+            return Outcome::Reply(reply);
         }
-        Begin::Status(204) => return Outcome::Reply(Reply::new(204)),
-        Begin::Status(code) => return Outcome::Reply(static_files::error_reply(code, lc)),
+        Begin::Status(204) => return Outcome::Reply(Box::new(Reply::new(204))),
+        Begin::Status(code) => {
+            return Outcome::Reply(Box::new(static_files::error_reply(code, lc)));
+        }
         Begin::Miss(plan) => Some(plan),
     };
     // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
@@ -498,12 +499,12 @@ async fn proxy_outcome(
     match handled {
         Handled::Reply(reply) => {
             *sent = true;
-            Outcome::Reply(reply)
+            Outcome::Reply(Box::new(reply))
         }
-        Handled::Error(code) => Outcome::Reply(static_files::error_reply(code, lc)),
+        Handled::Error(code) => Outcome::Reply(Box::new(static_files::error_reply(code, lc))),
         Handled::ClientGone => {
             *sent = true;
-            Outcome::Reply(Reply::new(499))
+            Outcome::Reply(Box::new(Reply::new(499)))
         }
     }
 }
@@ -527,7 +528,7 @@ fn try_files_find(
         }
     }
     Err(match &tf.fallback {
-        TryFallback::Code(c) => Outcome::Reply(static_files::error_reply(*c, lc)),
+        TryFallback::Code(c) => Outcome::Reply(Box::new(static_files::error_reply(*c, lc))),
         TryFallback::Named(n) => Outcome::Named(n.clone()),
         TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
     })
@@ -555,7 +556,7 @@ fn try_files(
         }
     }
     match &tf.fallback {
-        TryFallback::Code(c) => Outcome::Reply(static_files::error_reply(*c, lc)),
+        TryFallback::Code(c) => Outcome::Reply(Box::new(static_files::error_reply(*c, lc))),
         TryFallback::Named(n) => Outcome::Named(n.clone()),
         TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
     }
@@ -596,7 +597,7 @@ fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (R
 /// 304; a 204's body headers).
 fn finish<'s>(
     r: &Req<'s, '_>,
-    mut reply: Reply,
+    mut reply: Box<Reply>,
     lc: &'s LocConf,
     rw: rewrite::State,
     upstream: Option<&Rc<RefCell<Record>>>,
@@ -618,7 +619,7 @@ fn finish<'s>(
             }
         }
         match verdict {
-            Some(412) => reply = static_files::error_reply(412, lc),
+            Some(412) => *reply = static_files::error_reply(412, lc),
             Some(_) => {
                 reply.status = 304;
                 reply.reason = None;
@@ -649,12 +650,12 @@ fn finish<'s>(
             let mut e = static_files::error_reply(416, lc);
             e.headers = std::mem::take(&mut reply.headers);
             e.headers.retain(|(n, _)| *n != "ETag");
-            e.headers.push(("Content-Range", content_range));
+            e.headers.push(("Content-Range", content_range.into()));
             e.extra = std::mem::take(&mut reply.extra);
             e.extra.retain(|(n, _)| {
                 !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("last-modified")
             });
-            reply = e;
+            *reply = e;
             headers_filter(r, &mut reply, lc, &rw, upstream);
         }
     }
@@ -696,8 +697,8 @@ fn headers_filter(
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0);
             if let Some((expires, cc)) = expires_headers(e, now, reply.mtime) {
-                reply.headers.push(("Expires", expires));
-                reply.headers.push(("Cache-Control", cc));
+                reply.headers.push(("Expires", expires.into()));
+                reply.headers.push(("Cache-Control", cc.into()));
             }
         }
     }

@@ -6,6 +6,7 @@
 //! Runs on the worker. Opening and stat-ing a file happen inline for now; the thread-pool issue
 //! moves cold reads and slow paths off the worker.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::ErrorKind;
@@ -81,7 +82,7 @@ pub struct Reply {
     /// The file's modification time (for `expires modified`).
     pub mtime: Option<i64>,
     /// Headers the handler sets, in nginx's order (ETag, Accept-Ranges, Content-Range, ...).
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
     /// Headers from `add_header`.
     pub extra: Vec<(String, String)>,
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
@@ -146,7 +147,7 @@ impl Reply {
             out.push(("location".into(), l.clone()));
         }
         for (n, v) in &self.headers {
-            out.push((n.to_ascii_lowercase(), v.clone()));
+            out.push((n.to_ascii_lowercase(), v.to_string()));
         }
         for (n, v) in &self.extra {
             out.push((n.to_ascii_lowercase(), v.clone()));
@@ -165,7 +166,8 @@ impl Reply {
 // A reply is the common outcome: boxing it would cost an allocation per request.
 #[allow(clippy::large_enum_variant)]
 pub enum Outcome {
-    Reply(Reply),
+    /// Boxed: an answer is moved through several phases and awaits, 8 bytes at a time.
+    Reply(Box<Reply>),
     /// An internal redirect to this URI (index files, `try_files`' fallback).
     Internal(String),
     /// An internal redirect to a named location.
@@ -211,12 +213,12 @@ pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
 /// Answers `uri` from the file system, as nginx's index and static modules do.
 pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Vars<'_>) -> Outcome {
     if method != "GET" && method != "HEAD" {
-        return Outcome::Reply(error_reply(405, lc));
+        return Outcome::Reply(Box::new(error_reply(405, lc)));
     }
     if uri.ends_with('/') {
         return index(r, lc, uri, vars);
     }
-    Outcome::Reply(serve_file(r, lc, uri, vars))
+    Outcome::Reply(Box::new(serve_file(r, lc, uri, vars)))
 }
 
 /// `index`, as `ngx_http_index_handler`: the first index file that exists (a stat, so a file
@@ -251,7 +253,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
             errno,
             Some(libc::ENOTDIR | libc::ENAMETOOLONG | libc::EACCES)
         ) {
-            return Outcome::Reply(index_error(r, lc, Path::new(&candidate), &err));
+            return Outcome::Reply(Box::new(index_error(r, lc, Path::new(&candidate), &err)));
         }
         if !dir_tested {
             // The directory, without the URI's trailing slash.
@@ -267,10 +269,10 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
                         d.display(),
                         r.log_ctx()
                     );
-                    return Outcome::Reply(error_reply(500, lc));
+                    return Outcome::Reply(Box::new(error_reply(500, lc)));
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Outcome::Reply(index_error(r, lc, Path::new(&candidate), &e));
+                    return Outcome::Reply(Box::new(index_error(r, lc, Path::new(&candidate), &e)));
                 }
                 Err(e) => {
                     crate::conn_log!(
@@ -281,7 +283,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
                         shoal_conf::os_error(&e),
                         r.log_ctx()
                     );
-                    return Outcome::Reply(error_reply(500, lc));
+                    return Outcome::Reply(Box::new(error_reply(500, lc)));
                 }
             }
             dir_tested = true;
@@ -295,7 +297,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
                 shoal_conf::os_error(&err),
                 r.log_ctx()
             );
-            return Outcome::Reply(error_reply(500, lc));
+            return Outcome::Reply(Box::new(error_reply(500, lc)));
         }
     }
     crate::conn_log!(
@@ -305,7 +307,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
         dir.display(),
         r.log_ctx()
     );
-    Outcome::Reply(error_reply(403, lc))
+    Outcome::Reply(Box::new(error_reply(403, lc)))
 }
 
 /// `ngx_http_index_error`: 403 for EACCES, else 404 (logged unless `log_not_found off`).
@@ -365,7 +367,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     // that the answer varies (nginx's gzip_static handler does both).
     let mut precompressed = false;
     let mut vary_for_static = false;
-    let mut path = full.clone();
+    let mut path = Cow::Borrowed(full.as_path());
     let opened = if lc.gzip.static_mode() != super::gzip::GzipStatic::Off {
         let mut gz = full.clone().into_os_string();
         gz.push(".gz");
@@ -376,7 +378,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         match gz_file {
             Some(o) if super::gzip::static_wanted(&lc.gzip, r.req) => {
                 precompressed = true;
-                path = gz;
+                path = Cow::Owned(gz);
                 Ok(o)
             }
             Some(_) => {
@@ -427,12 +429,12 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
     let direct = lc.directio().is_some_and(|t| size >= t);
     let content_type = uri_content_type(lc, uri).to_string();
     let mut reply = Reply::new(200);
-    reply.last_modified = Some(shoal_http::date::format_unix(mtime.max(0) as u64));
+    reply.last_modified = Some(shoal_http::date::format_unix_recent(mtime.max(0) as u64));
     reply.mtime = Some(mtime);
     if lc.etag() {
         reply
             .headers
-            .push(("ETag", shoal_io::open_file_cache::etag(mtime, size)));
+            .push(("ETag", shoal_io::open_file_cache::etag(mtime, size).into()));
     }
     if precompressed {
         reply.headers.push(("Content-Encoding", "gzip".into()));
@@ -452,7 +454,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         },
     };
     if direct {
-        reply.direct = Some((path.clone(), lc.directio_alignment() as usize));
+        reply.direct = Some((path.into_owned(), lc.directio_alignment() as usize));
     }
     // The 304/412 and 206/416 decisions are the header filters' (`phases::finish`), made on
     // this 200 in nginx's order, whatever produced it (an `error_page ... =200` too). The
@@ -474,9 +476,9 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
     else {
         return None;
     };
-    let content_type = reply.content_type.clone().unwrap_or_default();
+    let content_type = reply.content_type.as_deref().unwrap_or_default();
     // A compressed answer has no length to take ranges of: nginx's gzip filter runs first.
-    if lc.max_ranges() == Some(0) || super::gzip::would_compress(&lc.gzip, req, &content_type, size)
+    if lc.max_ranges() == Some(0) || super::gzip::would_compress(&lc.gzip, req, content_type, size)
     {
         return None;
     }
@@ -484,7 +486,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         .headers
         .iter()
         .find(|(n, _)| *n == "ETag")
-        .map(|(_, v)| v.as_str())
+        .map(|(_, v)| &**v)
         .unwrap_or("");
     let mtime = match (reply.last_modified, reply.mtime) {
         (Some(_), Some(t)) => t,
@@ -513,7 +515,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             reply.reason = None;
             reply
                 .headers
-                .push(("Content-Range", range::content_range(br, size)));
+                .push(("Content-Range", range::content_range(br, size).into()));
             reply.body = Body::File {
                 file,
                 offset: base + br.start,
@@ -551,7 +553,7 @@ pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
         .headers
         .iter()
         .find(|(n, _)| *n == "ETag")
-        .map(|(_, v)| v.as_str());
+        .map(|(_, v)| &**v);
     // nginx's `last_modified_time`, -1 when the answer has none.
     let mtime = match (reply.last_modified, reply.mtime) {
         (Some(_), Some(t)) => t,

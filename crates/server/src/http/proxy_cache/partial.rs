@@ -57,7 +57,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             reply.reason = None;
             reply
                 .headers
-                .push(("Content-Range", range::content_range(&br, size)));
+                .push(("Content-Range", range::content_range(&br, size).into()));
             if let Body::Upstream(ub) = &mut reply.body {
                 ub.narrow_to(br);
             }
@@ -68,11 +68,11 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
 
 /// A header of the reply: one the filters set (`expires`), else one the upstream sent.
 fn header<'a>(reply: &'a Reply, name: &str) -> Option<&'a str> {
-    let set = reply.headers.iter().map(|(n, v)| (*n, v));
-    let passed = reply.extra.iter().map(|(n, v)| (n.as_str(), v));
+    let set = reply.headers.iter().map(|(n, v)| (*n, &**v));
+    let passed = reply.extra.iter().map(|(n, v)| (n.as_str(), v.as_str()));
     set.chain(passed)
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+        .map(|(_, v)| v)
 }
 
 /// Whether the gzip filter will compress this 200 (it runs before the range filter and

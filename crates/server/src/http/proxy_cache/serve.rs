@@ -868,7 +868,7 @@ impl Object {
                         value.clone(),
                     ));
                 }
-                _ if is("etag") => reply.headers.push(("ETag", value.clone())),
+                _ if is("etag") => reply.headers.push(("ETag", value.clone().into())),
                 _ if is("last-modified") => {
                     if matches!(status, 200 | 206) {
                         let t = shoal_http::date::parse(value.as_bytes());
@@ -1125,7 +1125,7 @@ pub fn precondition_of_upstream(
     let mut probe = Reply::new(200);
     for (n, v) in &reply.extra {
         if n.eq_ignore_ascii_case("etag") {
-            probe.headers.push(("ETag", v.clone()));
+            probe.headers.push(("ETag", v.clone().into()));
         } else if n.eq_ignore_ascii_case("last-modified") {
             if let Some(t) = shoal_http::date::parse(v.as_bytes()) {
                 probe.mtime = t
