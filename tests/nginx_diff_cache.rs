@@ -479,3 +479,70 @@ fn ranges_on_a_miss_as_nginx() {
         assert_eq!(body, diff::range_body().as_bytes(), "{key}");
     }
 }
+
+/// A HEAD on a new connection, kept open.
+fn head(p: &Pair, path: &str, headers: &str) -> String {
+    p.check_open(format!("HEAD {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+}
+
+/// An answer the upstream sent without a length (chunked, or ended by its close): nginx stores
+/// its head as it came, so the HIT has no length either: chunked to HTTP/1.1 (in pieces of
+/// 32k with `sendfile off`, nginx's output buffers; whole with `sendfile on`), to the close to
+/// HTTP/1.0, no Accept-Ranges and no 206 (not even with `proxy_force_ranges`), and a HEAD
+/// says neither.
+#[test]
+fn a_hit_of_an_answer_without_a_length_has_none_as_nginx() {
+    let up = Upstream::start(|r| {
+        let t = r.target.as_str();
+        let body = if t.contains("big") {
+            "0123456789".repeat(10_000)
+        } else {
+            format!("body of {t}")
+        };
+        let a = Answer::ok(body).header("Accept-Ranges", "bytes");
+        if t.contains("close") {
+            a.close_delimited()
+        } else {
+            a.chunked(&[])
+        }
+    });
+    let p = cached_locations(
+        &up,
+        &[
+            ("c", ""),
+            ("force", "proxy_force_ranges on;"),
+            ("sf", "sendfile on;"),
+        ],
+    );
+    let paths = [
+        "/c/chunked",
+        "/c/close",
+        "/c/big",
+        "/force/chunked",
+        "/sf/big",
+    ];
+    for path in paths {
+        // The MISS in HTTP/1.0: how a stream is chunked again depends on timing.
+        p.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
+    }
+    // A HEAD's MISS (up as a GET) says neither either, and keeps an HTTP/1.0 keep-alive
+    // connection; the body is stored.
+    head(&p, "/c/head-chunked", "");
+    p.check_open(b"HEAD /c/head10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    for path in paths.iter().chain(&["/c/head-chunked"]) {
+        let r = get(&p, path, "");
+        assert!(
+            r.contains("X-Cache-Status: HIT") && r.contains("Transfer-Encoding: chunked"),
+            "{r}"
+        );
+        let r = get(&p, path, "Range: bytes=0-3\r\n");
+        assert!(
+            r.starts_with("HTTP/1.1 200") && !r.contains("Accept-Ranges"),
+            "{r}"
+        );
+        let r = head(&p, path, "");
+        assert!(!r.contains("Content-Length"), "{r}");
+        p.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
+        p.check_open(format!("HEAD {path} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes());
+    }
+}
