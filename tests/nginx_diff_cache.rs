@@ -546,3 +546,71 @@ fn a_hit_of_an_answer_without_a_length_has_none_as_nginx() {
         p.check_open(format!("HEAD {path} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes());
     }
 }
+
+/// `proxy_cache_convert_head off`: a HEAD goes upstream as a HEAD and its answer is stored as
+/// it came, the GET's Content-Length and no body. With the default key a later GET is that
+/// object's HIT: nginx sends the length and no body and keeps the connection; a range of it is
+/// a 206 (or multipart) with nothing in it. A GET stored first answers a HEAD. With
+/// `$request_method` in the key, each method has its own object.
+#[test]
+fn convert_head_off_stores_the_head_answer_as_nginx() {
+    let up = Upstream::start(|r| {
+        let t = r.target.as_str();
+        let mut a = Answer::ok(format!("{} {t}", r.method)).header("X-Method", &r.method);
+        if t.contains("ar") {
+            a = a.header("Accept-Ranges", "bytes");
+        }
+        if t.contains("chunked") {
+            a = a.chunked(&[]);
+        }
+        a
+    });
+    let p = cached_locations(
+        &up,
+        &[
+            ("h", "proxy_cache_convert_head off;"),
+            (
+                "k",
+                "proxy_cache_convert_head off; proxy_cache_key $request_method$request_uri;",
+            ),
+        ],
+    );
+    let r = head(&p, "/h/a", "");
+    assert!(r.contains("X-Method: HEAD") && r.contains("MISS"), "{r}");
+    let r = head(&p, "/h/a", "");
+    assert!(r.contains("HIT"), "{r}");
+    let r = get(&p, "/h/a", "");
+    assert!(
+        r.contains("X-Method: HEAD") && r.contains("HIT") && r.contains("[kept open]"),
+        "{r}"
+    );
+    get(&p, "/h/a", "Range: bytes=0-3\r\n");
+    // The bodiless HIT, then the next answer on the same connection.
+    p.check_open(
+        b"GET /h/a HTTP/1.1\r\nHost: localhost\r\n\r\nGET /h/b HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    head(&p, "/h/ar", "Range: bytes=0-3\r\n");
+    let r = get(&p, "/h/ar", "Range: bytes=0-3\r\n");
+    assert!(r.starts_with("HTTP/1.1 206"), "{r}");
+    get(&p, "/h/ar", "Range: bytes=0-1,3-4\r\n");
+    get(&p, "/h/ar", "Range: bytes=100-\r\n");
+    p.check_open(b"GET /h/ar HTTP/1.0\r\n\r\n");
+    // A chunked HEAD answer: the GET's HIT is an empty chunked body.
+    head(&p, "/h/chunked", "");
+    get(&p, "/h/chunked", "");
+    // A GET stored first: the HEAD is its HIT.
+    get(&p, "/h/g", "");
+    let r = head(&p, "/h/g", "");
+    assert!(r.contains("X-Method: GET") && r.contains("HIT"), "{r}");
+    // Keyed by method: the GET has its own object.
+    head(&p, "/k/a", "");
+    head(&p, "/k/a", "");
+    let r = get(&p, "/k/a", "");
+    assert!(r.contains("X-Method: GET") && r.contains("MISS"), "{r}");
+    let r = get(&p, "/k/a", "");
+    assert!(r.contains("HIT") && r.contains("GET /k/a"), "{r}");
+    let root = p.html().parent().unwrap().to_path_buf();
+    let nginx = bodies_in(&root.join("nginx/cache"));
+    let shoal = bodies_in(&root.join("shoal/cache"));
+    assert_eq!(nginx, shoal);
+}

@@ -999,10 +999,11 @@ impl Plan {
         if reply.extra.len() != before {
             reply.allow_ranges = true;
         }
-        // A HEAD answer has no body to store (a HEAD converted to GET has). With
-        // `proxy_buffering off` nginx relays the answer without its event pipe, the only road
-        // that writes a cache file: the answer goes to the client, never to the cache.
-        if self.no_cache || (req.method() == "HEAD" && !c.convert_head()) || !ub.buffering {
+        // With `proxy_buffering off` nginx relays the answer without its event pipe, the only
+        // road that writes a cache file: the answer goes to the client, never to the cache.
+        // An answer to a HEAD (`proxy_cache_convert_head off`) is stored as any other: its
+        // head, the GET's Content-Length in it, and no body (see `Told::Absent`).
+        if self.no_cache || !ub.buffering {
             return;
         }
         let Some(st) = rules::with_valid(by_headers, reply.status, c.valid(), now) else {
