@@ -819,7 +819,11 @@ impl Conn {
         // with `aio_write`), and only with `aio threads`.
         let proxied = matches!(reply.body, Body::Upstream(_))
             && matches!(lc.aio, Some(super::aio::Aio::Threads(_)));
-        if proxied || matches!(reply.body, Body::File { .. } | Body::Multipart { .. }) {
+        let file = matches!(
+            reply.body,
+            Body::File { .. } | Body::Multipart { .. } | Body::Unsized(_)
+        );
+        if proxied || file {
             let r = Req {
                 req,
                 srv,
