@@ -1,6 +1,6 @@
 //! Thread pools end to end (seeds 000 and 003): `thread_pool`, `aio threads[=NAME]` (also with
 //! a variable), `aio_residency_check`, the 503 and log line of a full queue, `-t` on unknown
-//! pools, and cold sendfile through a pool.
+//! pools, cold sendfile through a pool, and a proxy cache HIT without a length read through it.
 //!
 //! The slow-disk tests are the seeds' benchmark in miniature: the data files sit on a real disk,
 //! are evicted from the page cache, and shoal's process is put in a cgroup v1 blkio group whose
@@ -235,6 +235,61 @@ fn aio_off_blocks_the_worker_on_a_cold_read() {
         .expect("the hot request");
     assert_eq!(r.status, 200);
     assert_body(&r.body, &sc.hot, "hot file");
+}
+
+/// A proxy cache HIT of an answer that came without a length (chunked upstream) is read
+/// through the pool like any other HIT: with `aio_residency_check off` the pool's threads read
+/// the body, not the worker.
+#[test]
+fn an_unsized_cache_hit_is_read_through_the_pool() {
+    use common::upstream::{Answer, Upstream};
+    use std::io::{Read, Write};
+    let size = 4 * MIB + 123;
+    let body = aio_support::pattern(size, 9);
+    let sent = body.clone();
+    let up = Upstream::start(move |_| Answer::ok(sent.clone()).chunked(&[]));
+    let port = free_port();
+    let text = format!(
+        "daemon off;\nworker_processes 1;\nerror_log logs/error.log info;\n\
+         thread_pool p threads=2;\nevents {{ worker_connections 64; }}\n\
+         http {{\n    access_log off;\n    \
+         proxy_cache_path cache levels=1:2 keys_zone=z:1m use_temp_path=off;\n    \
+         server {{\n        listen 127.0.0.1:{port};\n        server_name localhost;\n        \
+         location / {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
+         aio threads=p; aio_residency_check off; sendfile off; \
+         add_header X-Cache-Status $upstream_cache_status always; }}\n    }}\n}}\n",
+        up.url()
+    );
+    let s = Shoal::start(&text, port);
+    let fetch = || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"GET /u HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        c.read_to_end(&mut out).unwrap();
+        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&out[..end]).into_owned();
+        (head, out[end..].to_vec())
+    };
+    let (head, got) = fetch();
+    assert!(head.contains("X-Cache-Status: MISS"), "{head}");
+    assert_body(&got, &body, "the MISS");
+    let pool_read = || -> u64 { threads_named(s.pid, "p-").iter().map(|t| t.rchar).sum() };
+    let worker_read = || -> u64 {
+        threads_named(s.pid, "shoal-worker")
+            .iter()
+            .map(|t| t.rchar)
+            .sum()
+    };
+    let (p0, w0) = (pool_read(), worker_read());
+    let (head, got) = fetch();
+    assert!(head.contains("X-Cache-Status: HIT"), "{head}");
+    assert!(!head.contains("Content-Length"), "{head}");
+    assert_body(&got, &body, "the HIT");
+    let (pool, worker) = (pool_read() - p0, worker_read() - w0);
+    assert!(
+        pool >= size as u64 && worker < MIB as u64,
+        "the pool's threads read {pool} bytes, the worker {worker}, of {size}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

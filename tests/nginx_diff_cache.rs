@@ -479,3 +479,138 @@ fn ranges_on_a_miss_as_nginx() {
         assert_eq!(body, diff::range_body().as_bytes(), "{key}");
     }
 }
+
+/// A HEAD on a new connection, kept open.
+fn head(p: &Pair, path: &str, headers: &str) -> String {
+    p.check_open(format!("HEAD {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+}
+
+/// An answer the upstream sent without a length (chunked, or ended by its close): nginx stores
+/// its head as it came, so the HIT has no length either: chunked to HTTP/1.1 (in pieces of
+/// 32k with `sendfile off`, nginx's output buffers; whole with `sendfile on`), to the close to
+/// HTTP/1.0, no Accept-Ranges and no 206 (not even with `proxy_force_ranges`), and a HEAD
+/// says neither.
+#[test]
+fn a_hit_of_an_answer_without_a_length_has_none_as_nginx() {
+    let up = Upstream::start(|r| {
+        let t = r.target.as_str();
+        let body = if t.contains("big") {
+            "0123456789".repeat(10_000)
+        } else {
+            format!("body of {t}")
+        };
+        let a = Answer::ok(body).header("Accept-Ranges", "bytes");
+        if t.contains("close") {
+            a.close_delimited()
+        } else {
+            a.chunked(&[])
+        }
+    });
+    let p = cached_locations(
+        &up,
+        &[
+            ("c", ""),
+            ("force", "proxy_force_ranges on;"),
+            ("sf", "sendfile on;"),
+        ],
+    );
+    let paths = [
+        "/c/chunked",
+        "/c/close",
+        "/c/big",
+        "/force/chunked",
+        "/sf/big",
+    ];
+    for path in paths {
+        // The MISS in HTTP/1.0: how a stream is chunked again depends on timing.
+        p.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
+    }
+    // A HEAD's MISS (up as a GET) says neither either, and keeps an HTTP/1.0 keep-alive
+    // connection; the body is stored.
+    head(&p, "/c/head-chunked", "");
+    p.check_open(b"HEAD /c/head10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    for path in paths.iter().chain(&["/c/head-chunked"]) {
+        let r = get(&p, path, "");
+        assert!(
+            r.contains("X-Cache-Status: HIT") && r.contains("Transfer-Encoding: chunked"),
+            "{r}"
+        );
+        let r = get(&p, path, "Range: bytes=0-3\r\n");
+        assert!(
+            r.starts_with("HTTP/1.1 200") && !r.contains("Accept-Ranges"),
+            "{r}"
+        );
+        let r = head(&p, path, "");
+        assert!(!r.contains("Content-Length"), "{r}");
+        p.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
+        p.check_open(format!("HEAD {path} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes());
+    }
+}
+
+/// `proxy_cache_convert_head off`: a HEAD goes upstream as a HEAD and its answer is stored as
+/// it came, the GET's Content-Length and no body. With the default key a later GET is that
+/// object's HIT: nginx sends the length and no body and keeps the connection; a range of it is
+/// a 206 (or multipart) with nothing in it. A GET stored first answers a HEAD. With
+/// `$request_method` in the key, each method has its own object.
+#[test]
+fn convert_head_off_stores_the_head_answer_as_nginx() {
+    let up = Upstream::start(|r| {
+        let t = r.target.as_str();
+        let mut a = Answer::ok(format!("{} {t}", r.method)).header("X-Method", &r.method);
+        if t.contains("ar") {
+            a = a.header("Accept-Ranges", "bytes");
+        }
+        if t.contains("chunked") {
+            a = a.chunked(&[]);
+        }
+        a
+    });
+    let p = cached_locations(
+        &up,
+        &[
+            ("h", "proxy_cache_convert_head off;"),
+            (
+                "k",
+                "proxy_cache_convert_head off; proxy_cache_key $request_method$request_uri;",
+            ),
+        ],
+    );
+    let r = head(&p, "/h/a", "");
+    assert!(r.contains("X-Method: HEAD") && r.contains("MISS"), "{r}");
+    let r = head(&p, "/h/a", "");
+    assert!(r.contains("HIT"), "{r}");
+    let r = get(&p, "/h/a", "");
+    assert!(
+        r.contains("X-Method: HEAD") && r.contains("HIT") && r.contains("[kept open]"),
+        "{r}"
+    );
+    get(&p, "/h/a", "Range: bytes=0-3\r\n");
+    // The bodiless HIT, then the next answer on the same connection.
+    p.check_open(
+        b"GET /h/a HTTP/1.1\r\nHost: localhost\r\n\r\nGET /h/b HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    head(&p, "/h/ar", "Range: bytes=0-3\r\n");
+    let r = get(&p, "/h/ar", "Range: bytes=0-3\r\n");
+    assert!(r.starts_with("HTTP/1.1 206"), "{r}");
+    get(&p, "/h/ar", "Range: bytes=0-1,3-4\r\n");
+    get(&p, "/h/ar", "Range: bytes=100-\r\n");
+    p.check_open(b"GET /h/ar HTTP/1.0\r\n\r\n");
+    // A chunked HEAD answer: the GET's HIT is an empty chunked body.
+    head(&p, "/h/chunked", "");
+    get(&p, "/h/chunked", "");
+    // A GET stored first: the HEAD is its HIT.
+    get(&p, "/h/g", "");
+    let r = head(&p, "/h/g", "");
+    assert!(r.contains("X-Method: GET") && r.contains("HIT"), "{r}");
+    // Keyed by method: the GET has its own object.
+    head(&p, "/k/a", "");
+    head(&p, "/k/a", "");
+    let r = get(&p, "/k/a", "");
+    assert!(r.contains("X-Method: GET") && r.contains("MISS"), "{r}");
+    let r = get(&p, "/k/a", "");
+    assert!(r.contains("HIT") && r.contains("GET /k/a"), "{r}");
+    let root = p.html().parent().unwrap().to_path_buf();
+    let nginx = bodies_in(&root.join("nginx/cache"));
+    let shoal = bodies_in(&root.join("shoal/cache"));
+    assert_eq!(nginx, shoal);
+}

@@ -230,7 +230,9 @@ fn a_broken_or_foreign_object_is_a_miss_logged_and_replaced() {
         port,
     );
     let dir = s.prefix.join("cache");
-    for (i, how) in ["truncate", "garbage", "wrongkey"].iter().enumerate() {
+    // `cut` and `grown`: a body that is not the length its stored head tells.
+    let broken = ["truncate", "garbage", "wrongkey", "cut", "grown"];
+    for (i, how) in broken.iter().enumerate() {
         let path = format!("/broken{i}");
         get(port, &path);
         assert_eq!(cache_status(&get(port, &path)), "HIT");
@@ -243,6 +245,8 @@ fn a_broken_or_foreign_object_is_a_miss_logged_and_replaced() {
         let mut data = std::fs::read(&file).unwrap();
         match *how {
             "truncate" => data.truncate(200),
+            "cut" => data.truncate(data.len() - 3),
+            "grown" => data.extend_from_slice(b"more"),
             "garbage" => data.iter_mut().take(64).for_each(|b| *b = 0xff),
             _ => {
                 // Another key's object under this name (what an md5 collision would be).

@@ -366,8 +366,10 @@ fn a_head_miss_goes_upstream_as_get_and_is_stored() {
     assert_eq!(seen(&up, "/h"), 1);
 }
 
+/// `proxy_cache_convert_head off`: the HEAD goes up as a HEAD and its answer is stored (as
+/// nginx does), the GET's length and no body; with the default key a GET is its HIT.
 #[test]
-fn convert_head_off_passes_head_and_stores_nothing() {
+fn convert_head_off_passes_head_and_stores_its_answer() {
     let up = Upstream::start(|r| Answer::ok(format!("body of {}", r.method)));
     let port = free_port();
     let _s = Shoal::start(
@@ -382,7 +384,13 @@ fn convert_head_off_passes_head_and_stores_nothing() {
     );
     request(port, "HEAD", "/h", "");
     assert_eq!(up.last().method, "HEAD");
-    assert_eq!(cache_status(&get(port, "/h")), "MISS");
+    let h = request(port, "HEAD", "/h", "");
+    assert_eq!(cache_status(&h), "HIT", "{h}");
+    let g = get(port, "/h");
+    assert_eq!(cache_status(&g), "HIT", "{g}");
+    assert!(g.contains("Content-Length: 12\r\n"), "{g}");
+    assert_eq!(body_of(&g), "");
+    assert_eq!(seen(&up, "/h"), 1);
 }
 
 #[test]

@@ -43,6 +43,9 @@ const READ_CHUNK: usize = 16 * 1024;
 const FAIR_BATCH: u32 = 16;
 /// Gather pipelined answers up to this many bytes before writing.
 const MAX_GATHER: usize = 64 * 1024;
+/// nginx's output buffer (`output_buffers 2 32k`): with `sendfile off` it reads a file's body
+/// in pieces this large, and its chunked filter frames each as a chunk.
+const OUTPUT_BUFFER: u64 = 32 * 1024;
 
 thread_local! {
     static DATE: RefCell<DateCache> = RefCell::new(DateCache::new());
@@ -832,7 +835,11 @@ impl Conn {
         // with `aio_write`), and only with `aio threads`.
         let proxied = matches!(reply.body, Body::Upstream(_))
             && matches!(lc.aio, Some(super::aio::Aio::Threads(_)));
-        if proxied || matches!(reply.body, Body::File { .. } | Body::Multipart { .. }) {
+        let file = matches!(
+            reply.body,
+            Body::File { .. } | Body::Multipart { .. } | Body::Unsized(_)
+        );
+        if proxied || file {
             let r = Req {
                 req,
                 srv,
@@ -895,12 +902,19 @@ impl Conn {
             keep = false;
         }
         match &reply.body {
-            // An upstream body of unknown length to an HTTP/1.0 client ends with the
-            // connection; a tunnel is the connection's last use.
+            // A body of unknown length (an upstream's, or a cached answer's) to an HTTP/1.0
+            // client ends with the connection (a HEAD's answer has none to end); a tunnel is
+            // the connection's last use.
             Body::Upstream(u)
                 if u.length.is_none()
                     && u.has_body()
-                    && req.version() == shoal_http::Version::Http10 =>
+                    && req.version() == shoal_http::Version::Http10
+                    && req.method() != "HEAD" =>
+            {
+                keep = false
+            }
+            Body::Unsized(_)
+                if req.version() == shoal_http::Version::Http10 && req.method() != "HEAD" =>
             {
                 keep = false
             }
@@ -1560,6 +1574,11 @@ impl Conn {
         let mut z = super::gzip::Compressor::new(level, len);
         let mut total = 0u64;
         let body = match body {
+            Body::Unsized(inner) => *inner,
+            Body::Absent(_) => Body::Empty,
+            other => other,
+        };
+        let body = match body {
             Body::Chain(first, rest) => {
                 total += self.emit(z.feed(&first)?, chunked);
                 *rest
@@ -1626,6 +1645,7 @@ impl Conn {
             Body::Tunnel(_) => {
                 return Err(std::io::Error::other("gzip never applies to a tunnel"));
             }
+            Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
         total += self.emit(z.finish()?, chunked);
         if chunked {
@@ -1681,8 +1701,11 @@ impl Conn {
             }
         });
         let length = reply.body.length();
-        let upstream_unsized =
-            matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());
+        // A body of unknown length: chunked for HTTP/1.1 clients. The answer to a HEAD says
+        // neither (nginx's chunked filter skips a HEAD, converted to a GET upstream or not).
+        let upstream_unsized = !head_only
+            && matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());
+        let file_unsized = !head_only && matches!(reply.body, Body::Unsized(_));
         let tunnel = matches!(reply.body, Body::Tunnel(_));
         let last_modified = reply.last_modified;
         let head = ResponseHead {
@@ -1697,8 +1720,7 @@ impl Conn {
                 (_, Some(_), false) => BodyLength::Chunked,
                 (_, Some(_), true) => BodyLength::Unknown,
                 (Some(n), None, _) => BodyLength::Length(n),
-                // An upstream body of unknown length: chunked for HTTP/1.1 clients.
-                (None, None, false) if upstream_unsized => BodyLength::Chunked,
+                (None, None, false) if upstream_unsized || file_unsized => BodyLength::Chunked,
                 (None, None, _) => BodyLength::Unknown,
             },
             last_modified: last_modified.as_ref(),
@@ -1756,9 +1778,17 @@ impl Conn {
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
-        let body_len = length.unwrap_or(0);
+        if let Body::Unsized(inner) = reply.body {
+            let body_len = self.send_unsized(*inner, !http10, lc).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        let body_len = match reply.body {
+            Body::Absent(_) => 0,
+            _ => length.unwrap_or(0),
+        };
         match reply.body {
-            Body::Empty => {}
+            Body::Empty | Body::Absent(_) => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
             Body::Chain(first, rest) => {
                 self.out.extend_from_slice(&first);
@@ -1800,10 +1830,63 @@ impl Conn {
             Body::File {
                 file, offset, len, ..
             } => self.copy_file(&file, offset, len, lc).await?,
-            Body::Upstream(_) | Body::Tunnel(_) => unreachable!("sent above"),
+            Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) => unreachable!("sent above"),
         }
         self.maybe_flush().await?;
         Ok((head_len, body_len))
+    }
+
+    /// Sends a cached file body whose length was not told: as chunks when `chunked` (of
+    /// nginx's output buffer size with `sendfile off`, whole with it on, as nginx's chunked
+    /// filter frames what its output chain hands it), else as it is, to the close. Returns
+    /// the bytes sent, framing included.
+    async fn send_unsized(
+        &mut self,
+        body: Body,
+        chunked: bool,
+        lc: &LocConf,
+    ) -> std::io::Result<u64> {
+        let Body::File {
+            file,
+            offset,
+            len,
+            cached,
+        } = body
+        else {
+            return Err(std::io::Error::other("an unsized body is a file"));
+        };
+        let piece = if chunked && !lc.sendfile() {
+            OUTPUT_BUFFER
+        } else {
+            len.max(1)
+        };
+        let mut total = 0u64;
+        let mut off = 0u64;
+        while off < len {
+            let n = piece.min(len - off);
+            if chunked {
+                let at = self.out.len();
+                shoal_http::response::write_chunk_header(&mut self.out, n as usize);
+                total += (self.out.len() - at) as u64 + 2;
+            }
+            match &cached {
+                Some(c) => {
+                    let at = (offset + off) as usize;
+                    self.out.extend_from_slice(&c[at..at + n as usize]);
+                }
+                None => self.copy_file(&file, offset + off, n, lc).await?,
+            }
+            if chunked {
+                self.out.extend_from_slice(b"\r\n");
+            }
+            total += n;
+            off += n;
+        }
+        if chunked {
+            self.out.extend_from_slice(shoal_http::response::LAST_CHUNK);
+            total += shoal_http::response::LAST_CHUNK.len() as u64;
+        }
+        Ok(total)
     }
 
     /// Reads a piece of the current answer's file: with `O_DIRECT` for `directio` files, through

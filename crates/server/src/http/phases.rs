@@ -475,7 +475,9 @@ async fn proxy_outcome(
         Begin::Miss(plan) => Some(plan),
     };
     // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
-    // what comes back can be stored.
+    // what comes back has a body to store. Off, it goes as a HEAD and its bodiless answer is
+    // stored under the same key (nginx's way: a key without `$request_method` then answers a
+    // GET with it).
     let up_method = if method == "HEAD" && plan.is_some() && lc.proxy.cache.convert_head() {
         "GET"
     } else {

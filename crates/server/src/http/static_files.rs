@@ -56,6 +56,13 @@ pub enum Body {
     Upstream(Box<super::proxy::body::UpstreamBody>),
     /// A 101 from the upstream: after the head, bytes go both ways until either side closes.
     Tunnel(Box<super::proxy::body::UpstreamBody>),
+    /// A [`Body::File`] whose length is not told: a cached answer its upstream sent chunked or
+    /// to its close (nginx stores the head as it came, and has no length on the HIT either).
+    /// Chunked to an HTTP/1.1 client, to the close to an HTTP/1.0 one; no ranges.
+    Unsized(Box<Body>),
+    /// A length told and no bytes: a cached answer to a HEAD (`proxy_cache_convert_head off`),
+    /// stored with the GET's `Content-Length` and no body, which nginx sends so to a GET too.
+    Absent(u64),
 }
 
 impl Body {
@@ -68,7 +75,8 @@ impl Body {
             Body::File { len, .. } => Some(*len),
             Body::Multipart { parts, .. } => Some(parts.total_len()),
             Body::Upstream(u) => u.length,
-            Body::Tunnel(_) => None,
+            Body::Tunnel(_) | Body::Unsized(_) => None,
+            Body::Absent(n) => Some(*n),
         }
     }
 }
@@ -467,14 +475,12 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
 /// the whole 200 with `Accept-Ranges: bytes`. Returns the `Content-Range` of a 416 when no
 /// range is satisfiable (the caller answers it, as nginx finalizes the request there).
 pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
-    // A cached object's body starts after its header: ranges are taken from `base` on.
-    let Body::File {
-        len: size,
-        offset: base,
-        ..
-    } = reply.body
-    else {
-        return None;
+    // A cached object's body starts after its header: ranges are taken from `base` on. A
+    // stored HEAD answer's are taken of the length it tells, and have no bytes either.
+    let (size, base) = match reply.body {
+        Body::File { len, offset, .. } => (len, offset),
+        Body::Absent(len) => (len, 0),
+        _ => return None,
     };
     let content_type = reply.content_type.as_deref().unwrap_or_default();
     // A compressed answer has no length to take ranges of: nginx's gzip filter runs first.
@@ -493,17 +499,21 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         _ => -1,
     };
     let decision = range::requested(req, size, etag, mtime, lc.max_ranges());
-    let Body::File { file, cached, .. } = std::mem::replace(&mut reply.body, Body::Empty) else {
-        unreachable!("matched as a file above");
+    let (file, cached) = match std::mem::replace(&mut reply.body, Body::Empty) {
+        Body::File { file, cached, .. } => (Some(file), cached),
+        _ => (None, None),
     };
     match decision {
         None | Some(Ranges::Full) => {
             reply.headers.push(("Accept-Ranges", "bytes".into()));
-            reply.body = Body::File {
-                file,
-                offset: base,
-                len: size,
-                cached,
+            reply.body = match file {
+                Some(file) => Body::File {
+                    file,
+                    offset: base,
+                    len: size,
+                    cached,
+                },
+                None => Body::Absent(size),
             };
         }
         Some(Ranges::Unsatisfiable) => {
@@ -516,11 +526,15 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             reply
                 .headers
                 .push(("Content-Range", range::content_range(br, size).into()));
-            reply.body = Body::File {
-                file,
-                offset: base + br.start,
-                len: br.end - br.start,
-                cached,
+            let len = br.end - br.start;
+            reply.body = match file {
+                Some(file) => Body::File {
+                    file,
+                    offset: base + br.start,
+                    len,
+                    cached,
+                },
+                None => Body::Absent(len),
             };
         }
         Some(Ranges::Satisfiable(list)) => {
@@ -534,10 +548,15 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             reply.status = 206;
             reply.reason = None;
             reply.content_type = Some(parts.content_type());
-            reply.body = Body::Multipart {
-                file,
-                parts,
-                cached,
+            reply.body = match file {
+                Some(file) => Body::Multipart {
+                    file,
+                    parts,
+                    cached,
+                },
+                // nginx's multipart filter passes an empty body by: the parts' length is
+                // told, nothing is sent.
+                None => Body::Absent(parts.total_len()),
             };
         }
     }

@@ -22,9 +22,10 @@
 //!  body_start    the body, decoded (no chunked framing), to the end of the file
 //! ```
 //!
-//! The stored head is the upstream's head as received, less its framing: `Transfer-Encoding`
-//! goes and `Content-Length` is the stored body's (nginx stores the chunked head and undoes it
-//! when it reads; shoal stores what it will serve). Pure: bytes in, bytes out.
+//! The stored head is the upstream's head as received, `Content-Length` and
+//! `Transfer-Encoding` included (less `Connection` and `Keep-Alive`), as nginx stores it: a
+//! HIT tells the length the upstream told, or none (a chunked answer's body is stored
+//! decoded). Pure: bytes in, bytes out.
 
 use super::md5;
 

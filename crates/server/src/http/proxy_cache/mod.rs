@@ -243,6 +243,7 @@ impl CacheLoc {
         self.background_update.unwrap_or(false)
     }
 
+    /// `proxy_cache_convert_head` (default on): a HEAD goes upstream as a GET.
     pub fn convert_head(&self) -> bool {
         self.convert_head.unwrap_or(true)
     }

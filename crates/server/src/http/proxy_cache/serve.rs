@@ -634,6 +634,45 @@ struct ParsedHead {
     status: u16,
     reason: String,
     headers: Rc<[(String, String)]>,
+    /// The length it tells, against the body stored (set once the body's size is known).
+    told: Told,
+}
+
+/// What a stored head says of its body's length: nginx answers a HIT with the stored
+/// `Content-Length`, not the file's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Told {
+    /// The body's own (the usual case).
+    Body,
+    /// None: the upstream sent the answer chunked or to its close.
+    Unknown,
+    /// A length, and no body: the answer to a HEAD (`proxy_cache_convert_head off`).
+    Absent(u64),
+}
+
+impl ParsedHead {
+    /// What the head tells of a stored body of `body_len` bytes; `Err` with the reason when
+    /// the two cannot belong together (a body cut or grown behind the cache's back).
+    fn told(&self, body_len: u64) -> Result<Told, file::Invalid> {
+        let header = |name: &str| {
+            self.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        if header("transfer-encoding").is_some() {
+            return Ok(Told::Unknown);
+        }
+        let Some(v) = header("content-length") else {
+            return Ok(Told::Unknown);
+        };
+        match v.parse::<u64>() {
+            Ok(n) if n == body_len => Ok(Told::Body),
+            Ok(n) if body_len == 0 => Ok(Told::Absent(n)),
+            Ok(n) if body_len < n => Err(file::Invalid::Truncated),
+            _ => Err(file::Invalid::Garbage),
+        }
+    }
 }
 
 impl Object {
@@ -776,13 +815,31 @@ async fn open_object(
             }
         }
     }
+    let mut parsed = parse_head(&head);
+    if let Some(p) = &mut parsed {
+        match p.told(len - header.body_start as u64) {
+            Ok(t) => p.told = t,
+            Err(why) => {
+                crate::conn_log!(
+                    Level::Crit,
+                    conn,
+                    "{why}: \"{}\", key \"{}\"; a miss, the object is replaced",
+                    path.display(),
+                    plan.key
+                );
+                let _ = std::fs::remove_file(&path);
+                zone.lost(&plan.md5);
+                return Opened::None;
+            }
+        }
+    }
     let whole = (start.len() as u64 == len).then(|| bytes::Bytes::from(start));
     Object {
         file: f,
         len,
         stamp,
         header: Rc::new(header),
-        head: parse_head(&head).map(Rc::new),
+        head: parsed.map(Rc::new),
         whole,
     }
     .opened()
@@ -812,6 +869,7 @@ fn parse_head(head: &[u8]) -> Option<ParsedHead> {
         status,
         reason,
         headers: headers.into(),
+        told: Told::Body,
     })
 }
 
@@ -885,17 +943,22 @@ impl Object {
             }
         }
         let len = self.len.saturating_sub(body_start);
-        reply.body = if status == 204 || status == 304 {
-            Body::Empty
-        } else {
-            Body::File {
-                file: self.file,
-                offset: body_start,
-                len,
-                cached: self.whole,
-            }
+        let file = || Body::File {
+            file: self.file,
+            offset: body_start,
+            len,
+            cached: self.whole,
         };
-        reply.allow_ranges = status == 200 && (conf.force_ranges() || upstream_allows_ranges);
+        reply.body = match head.told {
+            _ if status == 204 || status == 304 => Body::Empty,
+            Told::Body => file(),
+            // No length, no ranges (nginx's range filter wants one), even forced.
+            Told::Unknown => Body::Unsized(Box::new(file())),
+            Told::Absent(n) => Body::Absent(n),
+        };
+        reply.allow_ranges = status == 200
+            && head.told != Told::Unknown
+            && (conf.force_ranges() || upstream_allows_ranges);
         record.borrow_mut().cached_headers = headers.clone();
         reply
     }
@@ -936,16 +999,18 @@ impl Plan {
         if reply.extra.len() != before {
             reply.allow_ranges = true;
         }
-        // A HEAD answer has no body to store (a HEAD converted to GET has). With
-        // `proxy_buffering off` nginx relays the answer without its event pipe, the only road
-        // that writes a cache file: the answer goes to the client, never to the cache.
-        if self.no_cache || (req.method() == "HEAD" && !c.convert_head()) || !ub.buffering {
+        // With `proxy_buffering off` nginx relays the answer without its event pipe, the only
+        // road that writes a cache file: the answer goes to the client, never to the cache.
+        // An answer to a HEAD (`proxy_cache_convert_head off`) is stored as any other: its
+        // head, the GET's Content-Length in it, and no body (see `Told::Absent`).
+        if self.no_cache || !ub.buffering {
             return;
         }
         let Some(st) = rules::with_valid(by_headers, reply.status, c.valid(), now) else {
             return;
         };
-        // The head as received, less its framing.
+        // The head as received (its framing too, as nginx stores it: a HIT tells the length
+        // the upstream told, or none).
         let mut head = Vec::with_capacity(512);
         head.extend_from_slice(b"HTTP/1.1 ");
         head.extend_from_slice(reply.status.to_string().as_bytes());
@@ -962,11 +1027,7 @@ impl Plan {
         let mut etag = Vec::new();
         let mut last_modified = -1;
         for (n, v) in &headers {
-            if n.eq_ignore_ascii_case("transfer-encoding")
-                || n.eq_ignore_ascii_case("content-length")
-                || n.eq_ignore_ascii_case("connection")
-                || n.eq_ignore_ascii_case("keep-alive")
-            {
+            if n.eq_ignore_ascii_case("connection") || n.eq_ignore_ascii_case("keep-alive") {
                 continue;
             }
             if n.eq_ignore_ascii_case("etag") {
@@ -1016,7 +1077,14 @@ impl Plan {
         self.held = false;
         let temp = self.zone.temp_path_for(&self.md5);
         let final_path = self.zone.path_of(&self.md5);
-        let expected = ub.length.map(|n| n + start.len() as u64);
+        // The body to come, as the upstream frames it (not `ub.length`, what the client is
+        // told: a HEAD's answer tells the GET's length and has no body).
+        let expected = match ub.framing {
+            crate::http::proxy::body::Framing::Length(n) => Some(n),
+            crate::http::proxy::body::Framing::None => Some(0),
+            _ => None,
+        }
+        .map(|n| n + start.len() as u64);
         let mut fill = Fill {
             shared: Arc::new(Mutex::new(FillFile {
                 file: None,
