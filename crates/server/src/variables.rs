@@ -760,7 +760,16 @@ impl Vars<'_> {
 
     /// Evaluates a template (variables without a value are empty).
     pub fn eval(&self, t: &Template) -> String {
-        let mut out = String::new();
+        // One allocation for the usual value: the text, and room for the variables' values.
+        let hint: usize = t
+            .pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(s) => s.len(),
+                Piece::Var(_) => 32,
+            })
+            .sum();
+        let mut out = String::with_capacity(hint);
         self.eval_into(t, &mut out);
         out
     }

@@ -58,16 +58,28 @@ pub struct Record {
     pub background: Option<Box<crate::http::proxy_cache::serve::Background>>,
 }
 
+thread_local! {
+    /// The empty values a new [`Record`] starts with, shared (a record per proxied request
+    /// allocates nothing before it has something to hold).
+    static EMPTY_HEADERS: std::rc::Rc<[(String, String)]> = std::rc::Rc::from(Vec::new());
+}
+
+/// An empty `$proxy_host`, shared.
+fn empty_host() -> Arc<str> {
+    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Arc::from("")).clone()
+}
+
 impl Default for Record {
     fn default() -> Record {
         Record {
-            proxy_host: Arc::from(""),
+            proxy_host: empty_host(),
             proxy_port: 80,
             uri: Vec::new(),
             tries: Vec::new(),
             head: None,
             cache_status: None,
-            cached_headers: std::rc::Rc::from(Vec::new()),
+            cached_headers: EMPTY_HEADERS.with(|h| h.clone()),
             carry: Vec::new(),
             last_fail: 0,
             cache_validators: None,

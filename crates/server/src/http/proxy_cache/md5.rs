@@ -184,7 +184,7 @@ impl std::hash::BuildHasher for DigestHash {
     }
 }
 
-/// Folds 8 bytes at a time into the state with a multiply and a rotation.
+/// Folds 8 bytes at a time into the state with a folded multiply.
 pub struct DigestHasher(u64);
 
 impl std::hash::Hasher for DigestHasher {
@@ -192,9 +192,10 @@ impl std::hash::Hasher for DigestHasher {
         for chunk in bytes.chunks(8) {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0 ^ u64::from_le_bytes(word))
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                .rotate_left(29);
+            // A folded multiply: both halves of the 128-bit product, so a change in any bit
+            // (the top ones too) reaches every bit of the state.
+            let m = u128::from(self.0 ^ u64::from_le_bytes(word)) * 0x9e37_79b9_7f4a_7c15;
+            self.0 = (m as u64) ^ ((m >> 64) as u64);
         }
     }
 
@@ -203,7 +204,7 @@ impl std::hash::Hasher for DigestHasher {
     }
 
     fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 32)
+        self.0
     }
 }
 

@@ -202,8 +202,8 @@ pub async fn begin(
         let mut vars = r.vars_rw(rw, lc);
         vars.upstream = Some(&record);
         let zone_name = match &c.cache {
-            Some(CacheRef::Zone(n)) => n.clone(),
-            Some(CacheRef::Var(t)) => vars.eval(t),
+            Some(CacheRef::Zone(n)) => std::borrow::Cow::Borrowed(n.as_str()),
+            Some(CacheRef::Var(t)) => std::borrow::Cow::Owned(vars.eval(t)),
             _ => return Begin::Off,
         };
         let key = match &c.key {
@@ -268,7 +268,8 @@ pub async fn begin(
         plan.no_store = true;
     }
     let lock = c.lock() && !scarce;
-    let wait_until = std::time::Instant::now() + c.lock_timeout();
+    // `proxy_cache_lock_timeout` counts from the first wait (a HIT reads no clock for it).
+    let mut wait_until = None;
     let mut known_absent = !node.exists && !zone.is_cold();
     // The worker's copy, if the index still vouches for it (see `hot`).
     let mut from_hot = super::hot::get(&zone, &md5, plan.key.as_bytes(), &node);
@@ -306,6 +307,7 @@ pub async fn begin(
                     return Begin::Miss(Box::new(plan));
                 }
                 let now = std::time::Instant::now();
+                let wait_until = *wait_until.get_or_insert(now + c.lock_timeout());
                 if now >= wait_until {
                     crate::conn_log!(
                         Level::Info,
@@ -891,7 +893,11 @@ impl Object {
         let status = head.status;
         let headers = &head.headers;
         let mut reply = Reply::new(status);
-        if !head.reason.is_empty() {
+        // A reason phrase other than nginx's own is kept (the status line is written the same
+        // either way; the usual one needs no copy).
+        let usual = shoal_http::status::wire_status(status) == status
+            && shoal_http::status::reason(status) == Some(head.reason.as_str());
+        if !head.reason.is_empty() && !usual {
             reply.reason = Some(head.reason.clone());
         }
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
