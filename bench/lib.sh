@@ -372,13 +372,15 @@ run_checked() {
 
 # Starts nginx or shoal on a configuration file already written to $WORK/conf/NAME.conf, and waits
 # until PORT answers HTTP at all (what it answers is check_answer's business); sets PID, PORT, KIND.
-# usage: start_conf NAME KIND(nginx|shoal) PORT
+# usage: start_conf NAME KIND(nginx|shoal|shoal0) PORT   (shoal0: the binary $SHOAL0, a second
+# shoal to compare with, e.g. an earlier commit)
 start_conf() {
     local name=$1 kind=$2 port=$3
     port_free "$port" || die "port $port is in use"
     local out=$WORK/logs/$name.out
     case $kind in
         shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        shoal0) (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         *) die "start_conf: unknown server kind $kind" ;;
     esac

@@ -16,7 +16,9 @@
 # answers from files) is marked BAD in notes and that run is not measured.
 #
 # Environment: ROUNDS (3), DURATION (10s), CONNS (50), WRK_THREADS (1), BASE_PORT (19280),
-# HELLO_THREADS (1), SKIP_CLOSE=1, SHOAL / SHOAL_REV / CARGO_TARGET_DIR as in seed001.sh, KEEP=1.
+# HELLO_THREADS (1), SKIP_CLOSE=1, SKIP_KA=1, SHOAL / SHOAL_REV / CARGO_TARGET_DIR as in seed001.sh,
+# KEEP=1, SHOAL0=/path/to/another/shoal (adds shoal0-* rows: that binary on the same files, run
+# interleaved with the others, for a before/after comparison).
 # Every server listens on 127.0.0.1 only; everything started here is stopped by PID at exit.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -84,17 +86,31 @@ for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$hello_port/" && b
 check_answer hello / 200 "$HELLO_BODY" || die "bench/hello answered wrong: $CHECK_MSG"
 log "started hello (pid $HELLO_PID, port $hello_port, $HELLO_THREADS thread(s))"
 
-SERVERS=(nginx-ka shoal-ka)
-write_proxy_conf nginx-ka $((p + 0)) keepalive "$hello_port"
-write_proxy_conf shoal-ka $((p + 1)) keepalive "$hello_port"
-start_conf nginx-ka nginx $((p + 0))
-start_conf shoal-ka shoal $((p + 1))
+[ -z "${SHOAL0:-}" ] || [ -x "$SHOAL0" ] || die "no shoal binary at SHOAL0=$SHOAL0"
+SERVERS=()
+if [ -z "${SKIP_KA:-}" ]; then
+    SERVERS+=(nginx-ka shoal-ka)
+    write_proxy_conf nginx-ka $((p + 0)) keepalive "$hello_port"
+    write_proxy_conf shoal-ka $((p + 1)) keepalive "$hello_port"
+    start_conf nginx-ka nginx $((p + 0))
+    start_conf shoal-ka shoal $((p + 1))
+    if [ -n "${SHOAL0:-}" ]; then
+        SERVERS+=(shoal0-ka)
+        write_proxy_conf shoal0-ka $((p + 4)) keepalive "$hello_port"
+        start_conf shoal0-ka shoal0 $((p + 4))
+    fi
+fi
 if [ -z "${SKIP_CLOSE:-}" ]; then
     SERVERS+=(nginx-close shoal-close)
     write_proxy_conf nginx-close $((p + 2)) close "$hello_port"
     write_proxy_conf shoal-close $((p + 3)) close "$hello_port"
     start_conf nginx-close nginx $((p + 2))
     start_conf shoal-close shoal $((p + 3))
+    if [ -n "${SHOAL0:-}" ]; then
+        SERVERS+=(shoal0-close)
+        write_proxy_conf shoal0-close $((p + 5)) close "$hello_port"
+        start_conf shoal0-close shoal0 $((p + 5))
+    fi
 fi
 
 {
@@ -102,7 +118,8 @@ fi
     machine_info
     echo "upstream: bench/hello, $HELLO_THREADS thread(s), 14-byte body; net.ipv4.tcp_tw_reuse=$(cat /proc/sys/net/ipv4/tcp_tw_reuse)"
     echo "servers at start:"; server_state "${SERVERS[@]}" hello
-    echo "command: ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS bench/proxy.sh"
+    [ -z "${SHOAL0:-}" ] || echo "shoal0: $SHOAL0"
+    echo "command: ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS WRK_THREADS=$WRK_THREADS${SKIP_KA:+ SKIP_KA=1}${SKIP_CLOSE:+ SKIP_CLOSE=1}${SHOAL0:+ SHOAL0=...} bench/proxy.sh"
 } | tee "$WORK/results/header.txt" >&2
 
 export UPSTREAM_PID=$HELLO_PID
@@ -119,11 +136,13 @@ unset UPSTREAM_PID
 echo
 cat "$WORK/results/header.txt"
 echo
-echo "## upstream keepalive 32 (proxy_http_version 1.1, Connection \"\"), wrk -t$WRK_THREADS -c$CONNS -d$DURATION --latency, medians of $ROUNDS interleaved rounds"
-echo "## CPUus/req: the proxy's process tree; upCPUus: bench/hello's; cpu/base, rps/base: vs nginx-ka"
-summarize keepalive nginx-ka
-if [ -z "${SKIP_CLOSE:-}" ]; then
+if [ -z "${SKIP_KA:-}" ]; then
+    echo "## upstream keepalive 32 (proxy_http_version 1.1, Connection \"\"), wrk -t$WRK_THREADS -c$CONNS -d$DURATION --latency, medians of $ROUNDS interleaved rounds"
+    echo "## CPUus/req: the proxy's process tree; upCPUus: bench/hello's; cpu/base, rps/base: vs nginx-ka"
+    summarize keepalive nginx-ka
     echo
+fi
+if [ -z "${SKIP_CLOSE:-}" ]; then
     echo "## no upstream keepalive (proxy_pass http://127.0.0.1:PORT, HTTP/1.0): a new upstream connection per request"
     summarize close nginx-close
 fi

@@ -1192,3 +1192,34 @@ fn aio_write_sends_the_temporary_file_through_the_pool() {
     );
     assert_eq!(r, 0, "without aio_write, pool r had nothing to do");
 }
+
+#[test]
+fn proxy_bind_is_the_source_address_of_a_new_upstream_connection() {
+    // A plain listener: the test upstream does not say where a connection came from.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let up = listener.local_addr().unwrap().port();
+    let seen = std::thread::spawn(move || {
+        let (mut c, peer) = listener.accept().unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && c.read(&mut byte).unwrap_or(0) == 1 {
+            head.push(byte[0]);
+        }
+        c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .unwrap();
+        (peer.ip(), String::from_utf8_lossy(&head).into_owned())
+    });
+    let port = free_port();
+    let _s = start(
+        port,
+        "",
+        &format!("location / {{ proxy_pass http://127.0.0.1:{up}; proxy_bind 127.0.0.2; }}"),
+    );
+    let resp = get_close(port, "/b?c");
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    assert_eq!(body_of(&resp), "ok");
+    let (ip, head) = seen.join().unwrap();
+    assert_eq!(ip.to_string(), "127.0.0.2");
+    assert!(head.starts_with("GET /b?c HTTP/1.0\r\n"), "{head}");
+}

@@ -104,6 +104,14 @@ impl Stream {
         }
     }
 
+    /// Turns `TCP_NODELAY` on (nothing to do on a Unix socket). Best effort, as nginx's
+    /// `ngx_tcp_nodelay` is for an upstream: a socket that refuses it still works.
+    pub fn set_nodelay(&self) {
+        if let Stream::Tcp(s) = self {
+            let _ = s.set_nodelay(true);
+        }
+    }
+
     /// Waits until the socket may be read.
     pub async fn readable(&self) -> std::io::Result<()> {
         match self {
@@ -1353,6 +1361,12 @@ impl Conn {
         let Some(up) = ub.stream.take() else {
             return Ok(0);
         };
+        // Small messages both ways: neither side held back by Nagle (nginx, with
+        // `tcp_nodelay on`, sets it on both connections of an upgraded exchange).
+        if lc.tcp_nodelay() {
+            self.stream.set_nodelay();
+            up.set_nodelay();
+        }
         // Both directions at once, each with what it has read and not yet written: a side
         // that cannot take more stops only its own direction.
         let mut c2u = BytesMut::from(&self.buf[..]);

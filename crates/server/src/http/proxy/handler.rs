@@ -10,6 +10,7 @@
 //! the upstream closed before answering is not the peer's fault: the request is sent again on
 //! a new connection.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -416,6 +417,8 @@ async fn run(
         request::write_head(&mut head, &req, conf, &v);
     }
 
+    let first = first_write(&head, set_body.as_deref(), conf, body);
+
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
     let input = Input {
         client: r.info.peer.map(|p| p.ip()),
@@ -455,6 +458,7 @@ async fn run(
             addr,
             conf,
             &head,
+            &first,
             set_body.as_deref(),
             body,
             UpstreamRequest {
@@ -586,36 +590,61 @@ async fn write_timed(stream: &mut Stream, data: &[u8], timeout: Duration) -> Res
     Ok(())
 }
 
-/// Sends the request head and its body (from memory, the temporary file, or the client as it
-/// arrives: chunked when its length is unknown).
+/// A body up to this size goes in the request's first write, with the head.
+const SMALL_BODY: usize = 64 * 1024;
+
+/// The request's first write: the head, with the body when `proxy_set_body` gives it or it is
+/// small and in memory (one write, so one segment for a small request).
+fn first_write<'h>(
+    head: &'h [u8],
+    set_body: Option<&[u8]>,
+    conf: &ProxyLoc,
+    body: &RequestBody<'_>,
+) -> Cow<'h, [u8]> {
+    let with = |b: &[u8]| {
+        if b.is_empty() {
+            return Cow::Borrowed(head);
+        }
+        let mut all = Vec::with_capacity(head.len() + b.len());
+        all.extend_from_slice(head);
+        all.extend_from_slice(b);
+        Cow::Owned(all)
+    };
+    match (set_body, conf.pass_request_body(), body) {
+        (Some(b), _, _) => with(b),
+        (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => with(b),
+        _ => Cow::Borrowed(head),
+    }
+}
+
+/// Sends the request: the rest of its first write (`first`, of which `sent` bytes went out as
+/// the connection was made), then a body that did not fit in it (from memory, the temporary
+/// file, or the client as it arrives: chunked when its length is unknown).
 // A streamed body is borrowed for the whole send: only this request's task touches it, and
 // nothing else borrows it until the send is over.
-#[allow(clippy::await_holding_refcell_ref)]
+#[allow(clippy::await_holding_refcell_ref, clippy::too_many_arguments)]
 async fn send_request(
     stream: &mut Stream,
-    head: &[u8],
+    first: &[u8],
+    sent: usize,
     set_body: Option<&[u8]>,
     conf: &ProxyLoc,
     body: &RequestBody<'_>,
     timeout: Duration,
 ) -> Result<(), SendError> {
-    let small = |b: &[u8]| {
-        let mut all = Vec::with_capacity(head.len() + b.len());
-        all.extend_from_slice(head);
-        all.extend_from_slice(b);
-        all
-    };
+    write_timed(stream, &first[sent..], timeout).await?;
+    // A body written after the head, in pieces: each goes out as written, not held back
+    // until the previous one is acknowledged. (A request in one write needs no
+    // `TCP_NODELAY`, and nginx sets none on upstream connections.)
     match (set_body, conf.pass_request_body(), body) {
-        (Some(b), _, _) => write_timed(stream, &small(b), timeout).await,
-        (None, true, RequestBody::Memory(b)) if b.len() <= 64 * 1024 => {
-            write_timed(stream, &small(b), timeout).await
-        }
+        (Some(_), _, _) => Ok(()),
+        (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => Ok(()),
         (None, true, RequestBody::Memory(b)) => {
-            write_timed(stream, head, timeout).await?;
+            stream.set_nodelay();
             write_timed(stream, b, timeout).await
         }
         (None, true, RequestBody::File(f, len)) => {
-            write_timed(stream, head, timeout).await?;
+            stream.set_nodelay();
             let mut off = 0u64;
             let mut chunk = vec![0u8; 64 * 1024];
             while off < *len {
@@ -633,7 +662,7 @@ async fn send_request(
             Ok(())
         }
         (None, true, RequestBody::Streaming(s)) => {
-            write_timed(stream, head, timeout).await?;
+            stream.set_nodelay();
             let mut s = s.borrow_mut();
             let chunked = s.length.is_none();
             while let Some(piece) = s.next().await.map_err(SendError::Client)? {
@@ -650,7 +679,7 @@ async fn send_request(
             }
             Ok(())
         }
-        _ => write_timed(stream, head, timeout).await,
+        _ => Ok(()),
     }
 }
 
@@ -888,75 +917,114 @@ pub(crate) fn redirect(
 }
 
 /// Connects to a peer: a kept-alive connection when one is cached (and `cached` allows),
-/// else a new one. A cached one comes with when it was opened and how many requests it carried.
+/// else a new one. A cached one comes with when it was opened and how many requests it carried;
+/// a new one with how much of `first` (the request's first write) it has sent already.
 async fn connect(
     upstream: &UpstreamConf,
     peer: usize,
     addr: &PeerAddr,
     conf: &ProxyLoc,
     cached: bool,
-) -> Result<(Stream, Option<(Instant, u64)>), Fail> {
+    first: &[u8],
+) -> Result<(Stream, Option<(Instant, u64)>, usize), Fail> {
     if cached {
         if let Some(r) = state::take_idle(upstream, peer) {
-            return Ok((r.stream, Some((r.born, r.requests))));
+            return Ok((r.stream, Some((r.born, r.requests)), 0));
         }
     }
     let timeout = conf.connect_timeout();
-    let timed_out = || {
-        Fail::Timeout(
-            "upstream timed out (110: Connection timed out) while connecting to upstream".into(),
-        )
-    };
-    let refused = |e: std::io::Error| {
-        Fail::Error(format!(
-            "connect() failed {} while connecting to upstream",
-            shoal_conf::os_error(&e)
-        ))
-    };
-    let stream = match addr {
+    match addr {
         PeerAddr::Inet(a) => {
-            let socket = if a.is_ipv4() {
-                tokio::net::TcpSocket::new_v4()
-            } else {
-                tokio::net::TcpSocket::new_v6()
-            }
-            .map_err(refused)?;
-            if conf.socket_keepalive.unwrap_or(false) {
-                let _ = socket.set_keepalive(true);
-            }
-            if let Some(Some(bind)) = &conf.bind {
-                if let Some(text) = bind.pieces.first().and_then(|p| match p {
-                    crate::variables::Piece::Text(t) => Some(t.clone()),
-                    _ => None,
-                }) {
-                    if let Ok(ip) = text.parse::<std::net::IpAddr>() {
-                        socket.bind(std::net::SocketAddr::new(ip, 0)).map_err(|e| {
-                            Fail::Error(format!(
-                                "bind({text}) failed {} while connecting to upstream",
-                                shoal_conf::os_error(&e)
-                            ))
-                        })?;
-                    }
-                }
-            }
-            match tokio::time::timeout(timeout, socket.connect(*a)).await {
-                Err(_) => return Err(timed_out()),
-                Ok(Err(e)) => return Err(refused(e)),
-                Ok(Ok(s)) => {
-                    let _ = s.set_nodelay(true);
-                    Stream::Tcp(s)
-                }
-            }
+            let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
+            Ok((Stream::Tcp(s), None, sent))
         }
         PeerAddr::Unix(p) => {
             match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
-                Err(_) => return Err(timed_out()),
-                Ok(Err(e)) => return Err(refused(e)),
-                Ok(Ok(s)) => Stream::Unix(s),
+                Err(_) => Err(connect_timed_out()),
+                Ok(Err(e)) => Err(connect_failed(e)),
+                Ok(Ok(s)) => Ok((Stream::Unix(s), None, 0)),
             }
         }
+    }
+}
+
+fn connect_timed_out() -> Fail {
+    Fail::Timeout(
+        "upstream timed out (110: Connection timed out) while connecting to upstream".into(),
+    )
+}
+
+fn connect_failed(e: std::io::Error) -> Fail {
+    Fail::Error(format!(
+        "connect() failed {} while connecting to upstream",
+        shoal_conf::os_error(&e)
+    ))
+}
+
+/// A new TCP connection to `a` (with `proxy_bind` and `proxy_socket_keepalive`), and how much
+/// of `first` it has sent.
+///
+/// A non-blocking connect() says EINPROGRESS even when the handshake is already over, as it
+/// is to a near peer (loopback: the peer's answer is processed before connect() returns). So
+/// `first` is written at once: taken, the connection is up and a turn of the event loop (wait
+/// for writable, then getsockopt(SO_ERROR)) is saved; EAGAIN, it is still being made and is
+/// waited for as nginx does, within `proxy_connect_timeout`. An error from that write is the
+/// connection's own (refused, reset, unreachable: what nginx reads with SO_ERROR), and is
+/// logged as nginx logs it, `connect() failed (111: Connection refused)`.
+async fn connect_tcp(
+    a: std::net::SocketAddr,
+    conf: &ProxyLoc,
+    first: &[u8],
+    timeout: Duration,
+) -> Result<(tokio::net::TcpStream, usize), Fail> {
+    use socket2::{Domain, Socket, Type};
+    use std::io::Write;
+    let socket = Socket::new(Domain::for_address(a), Type::STREAM.nonblocking(), None)
+        .map_err(connect_failed)?;
+    if conf.socket_keepalive.unwrap_or(false) {
+        let _ = socket.set_keepalive(true);
+    }
+    if let Some(Some(bind)) = &conf.bind {
+        if let Some(text) = bind.pieces.first().and_then(|p| match p {
+            crate::variables::Piece::Text(t) => Some(t.clone()),
+            _ => None,
+        }) {
+            if let Ok(ip) = text.parse::<std::net::IpAddr>() {
+                socket
+                    .bind(&std::net::SocketAddr::new(ip, 0).into())
+                    .map_err(|e| {
+                        Fail::Error(format!(
+                            "bind({text}) failed {} while connecting to upstream",
+                            shoal_conf::os_error(&e)
+                        ))
+                    })?;
+            }
+        }
+    }
+    match socket.connect(&a.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(connect_failed(e)),
+    }
+    let std = std::net::TcpStream::from(socket);
+    let sent = match (&std).write(first) {
+        Ok(n) if n > 0 => Some(n),
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) => return Err(connect_failed(e)),
     };
-    Ok((stream, None))
+    let stream = tokio::net::TcpStream::from_std(std).map_err(connect_failed)?;
+    if let Some(n) = sent {
+        return Ok((stream, n));
+    }
+    match tokio::time::timeout(timeout, stream.writable()).await {
+        Err(_) => Err(connect_timed_out()),
+        Ok(Err(e)) => Err(connect_failed(e)),
+        Ok(Ok(())) => match stream.take_error() {
+            Ok(None) => Ok((stream, 0)),
+            Ok(Some(e)) | Err(e) => Err(connect_failed(e)),
+        },
+    }
 }
 
 /// One try: connect, send, read the head. Returns the answer or the failure, and whether any
@@ -968,6 +1036,7 @@ async fn exchange(
     addr: &PeerAddr,
     conf: &ProxyLoc,
     head: &[u8],
+    first: &[u8],
     set_body: Option<&[u8]>,
     body: &RequestBody<'_>,
     asked: UpstreamRequest,
@@ -980,10 +1049,11 @@ async fn exchange(
     // goes once more on a new connection, and the failure is not the peer's.
     let mut fresh_only = false;
     loop {
-        let (stream, reused) = match connect(upstream, peer, addr, conf, !fresh_only).await {
-            Ok(x) => x,
-            Err(f) => return (Err(f), false),
-        };
+        let (stream, reused, sent) =
+            match connect(upstream, peer, addr, conf, !fresh_only, first).await {
+                Ok(x) => x,
+                Err(f) => return (Err(f), false),
+            };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
         let (born, requests, connect) = match reused {
@@ -999,6 +1069,7 @@ async fn exchange(
             stream,
             conf,
             head,
+            (first, sent),
             set_body,
             body,
             asked,
@@ -1035,13 +1106,15 @@ async fn exchange(
     }
 }
 
-/// Sends the request on `stream` and reads the answer's head. On failure, whether nothing at
-/// all was read back.
+/// Sends the request on `stream` (`first`, the request's first write, of which `sent` bytes
+/// went out as the connection was made, then the rest) and reads the answer's head. On failure,
+/// whether nothing at all was read back.
 #[allow(clippy::too_many_arguments)]
 async fn send_and_read(
     mut stream: Stream,
     conf: &ProxyLoc,
     head: &[u8],
+    (first, sent): (&[u8], usize),
     set_body: Option<&[u8]>,
     body: &RequestBody<'_>,
     asked: UpstreamRequest,
@@ -1054,8 +1127,8 @@ async fn send_and_read(
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     // `proxy_send_timeout` bounds each wait for the upstream to take more, not the transfer.
-    let sent = send_request(&mut stream, head, set_body, conf, body, send_timeout).await;
-    match sent {
+    let result = send_request(&mut stream, first, sent, set_body, conf, body, send_timeout).await;
+    match result {
         Err(SendError::TimedOut) => {
             return Err((
                 Fail::Timeout(
