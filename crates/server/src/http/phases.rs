@@ -501,7 +501,7 @@ async fn proxy_outcome(
     match handled {
         Handled::Reply(reply) => {
             *sent = true;
-            Outcome::Reply(Box::new(reply))
+            Outcome::Reply(reply)
         }
         Handled::Error(code) => Outcome::Reply(Box::new(static_files::error_reply(code, lc))),
         Handled::ClientGone => {

@@ -271,8 +271,9 @@ impl Record {
 // A reply is the common outcome: boxing it would cost an allocation per request.
 #[allow(clippy::large_enum_variant)]
 pub enum Handled {
-    /// The upstream's answer, passed on as it is (`error_page` does not apply).
-    Reply(Reply),
+    /// The upstream's answer, passed on as it is (`error_page` does not apply). Boxed: it is
+    /// moved up through several awaits.
+    Reply(Box<Reply>),
     /// shoal's own error (502, 504, 500), or an upstream error status that
     /// `proxy_intercept_errors` hands to `error_page`.
     Error(u16),
@@ -515,7 +516,7 @@ async fn run(
                     }
                     return Handled::Error(status);
                 }
-                return Handled::Reply(answer.into_reply(lc, pass, r, &record));
+                return Handled::Reply(Box::new(answer.into_reply(lc, pass, r, &record)));
             }
             Err(f) => f,
         };

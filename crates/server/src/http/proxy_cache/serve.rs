@@ -477,13 +477,13 @@ pub fn answer(
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
-                    return Handled::Reply(plan.revalidated(record, lc, pass, r));
+                    return Handled::Reply(Box::new(plan.revalidated(record, lc, pass, r)));
                 }
                 // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
                 // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
                 let bit = stale::of_status(reply.status);
                 if bit != 0 && use_stale & bit != 0 {
-                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
+                    return Handled::Reply(Box::new(plan.serve_stale(record, lc, pass, r)));
                 }
             }
             plan.attach(&mut reply, record, lc, r.req);
@@ -498,7 +498,7 @@ pub fn answer(
                     stale::of_status(code) | stale::ERROR
                 };
                 if use_stale & bit != 0 || plan.stale_error {
-                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
+                    return Handled::Reply(Box::new(plan.serve_stale(record, lc, pass, r)));
                 }
             }
             record.borrow_mut().cache_status = Some(plan.status);
