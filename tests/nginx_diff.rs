@@ -884,3 +884,46 @@ fn refused_requests_take_add_header_always_and_head() {
     p.check_open(b"\r\nHEAD /a.txt HTTP/9.9\r\nHost: localhost\r\n\r\n");
     p.check_open(b"HEAD\t/a.txt HTTP/1.1\r\n\r\n");
 }
+
+#[test]
+fn post_is_looked_up_like_get() {
+    let p = Pair::new("location /try/ { try_files $uri /missing.txt; }");
+    for path in [
+        "/nope",
+        "/dir",
+        "/dir/",
+        "/emptydir/",
+        "/nodir/",
+        "/a.txt",
+        "/a.txt/x",
+        "/try/x",
+    ] {
+        p.check_open(
+            format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\nx")
+                .as_bytes(),
+        );
+    }
+    if permissions_enforced() {
+        p.check_open(b"POST /secret.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\nx");
+    }
+}
+
+#[test]
+fn disable_symlinks_on_a_directory_on_the_way() {
+    let p = Pair::new("disable_symlinks on;");
+    let html = p.html();
+    std::os::unix::fs::symlink("dir", html.join("linkdir")).expect("a symlink");
+    std::os::unix::fs::symlink("a.txt", html.join("link.txt")).expect("a symlink");
+    std::os::unix::fs::symlink("nowhere", html.join("dangling")).expect("a symlink");
+    for path in [
+        "/link.txt",
+        "/linkdir",
+        "/linkdir/",
+        "/linkdir/b.txt",
+        "/dangling",
+        "/dangling/x",
+        "/dir/b.txt",
+    ] {
+        p.get(path, "");
+    }
+}
