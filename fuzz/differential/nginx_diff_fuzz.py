@@ -642,6 +642,16 @@ def classify(n, s):
     return "other"
 
 
+def known(req, n, s):
+    """Differences shoal keeps on purpose (see fuzz/differential/README.md): a name, or None."""
+    line = req.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
+    if not re.search(rb" HTTP/[^ ]*\s*$", line) and len(line.split()) <= 2:
+        return "HTTP/0.9 request (shoal does not serve 0.9)"
+    if any(a.startswith("HTTP/1.1 408 ") for a in s) and not any(" 408 " in a for a in n):
+        return "408 page where nginx closes silently"
+    return None
+
+
 def run_conf(name, args, rnd, slot, deadline, findings, stats):
     body, paths = CONFS[name]
     work = tempfile.mkdtemp(prefix="shoal-difffuzz-")
@@ -683,6 +693,9 @@ def run_conf(name, args, rnd, slot, deadline, findings, stats):
             crash = not shoal.alive()
             if nn != sn or crash:
                 key = "CRASH" if crash else classify(nn, sn)
+                why = known(req, nn, sn)
+                if why and not crash:
+                    key = "known: " + why
                 if res["s"][1].startswith("[no answer"):
                     key = "HANG? " + key
                 rec = {"conf": name, "class": key, "keep_open": keep,
