@@ -818,6 +818,10 @@ fn request_line_version_grammar() {
     ] {
         p.check_open(format!("GET /a.txt {v}\r\nHost: localhost\r\n\r\n").as_bytes());
     }
+    // The target is read before the version.
+    p.check_open(b"GET a.txt HTTP/2.0\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET http://u@localhost/a.txt HTTP/9.9\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET http://localhost/a.txt HTTP/9.9\r\nHost: localhost\r\n\r\n");
 }
 
 #[test]

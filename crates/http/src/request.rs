@@ -478,9 +478,13 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     if target.iter().any(|&b| b <= 0x20 || b == 0x7f) {
         return Err(invalid);
     }
+    // nginx reads left to right: a target of neither form is refused before the version.
+    if target.first() != Some(&b'/') {
+        split_absolute(target)?;
+    }
     // No version: an HTTP/0.9 simple request, which shoal does not serve.
     let version = parts.next().ok_or(invalid)?;
-    // nginx reads left to right: a version above 1.x is a 505 whatever follows it.
+    // A version above 1.x is a 505 whatever follows it.
     let version = parse_version(version)?;
     if parts.next().is_some() {
         return Err(invalid);

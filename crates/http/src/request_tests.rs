@@ -130,6 +130,10 @@ fn versions() {
     assert_eq!(status(b"GET / HTTP/2.0x\r\n\r\n"), 505);
     assert_eq!(status(b"GET / HTTP/2.0 x\r\n\r\n"), 505);
     assert_eq!(status(b"GET / HTTP/01.1\r\nHost: a\r\n\r\n"), 400);
+    // The target is read before the version.
+    assert_eq!(status(b"GET a.txt HTTP/2.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://u@a/ HTTP/2.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://a/ HTTP/2.0\r\n\r\n"), 505);
     assert_eq!(status(b"GET / HTTP/1.\r\nHost: a\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1000\r\nHost: a\r\n\r\n"), 400);
     let r = parse(b"GET / HTTP/1.100\r\nHost: a\r\n\r\n").unwrap();
