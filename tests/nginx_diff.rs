@@ -799,3 +799,135 @@ fn body_then_pipelined_get() {
         b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /page.html HTTP/1.1\r\nHost: localhost\r\n\r\n",
     );
 }
+
+// ---- found by fuzz/differential ------------------------------------------------------------
+
+#[test]
+fn request_line_version_grammar() {
+    let p = Pair::new("");
+    // A major above 1 is a 505 as soon as it is read, whatever follows; a leading zero is a 400.
+    for v in [
+        "HTTP/2",
+        "HTTP/10.1",
+        "HTTP/2.0x",
+        "HTTP/9.9 x",
+        "HTTP/01.1",
+        "HTTP/1.100",
+        "HTTP/1.1000",
+        "HTTP/1.00",
+    ] {
+        p.check_open(format!("GET /a.txt {v}\r\nHost: localhost\r\n\r\n").as_bytes());
+    }
+    // The target is read before the version.
+    p.check_open(b"GET a.txt HTTP/2.0\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET http://u@localhost/a.txt HTTP/9.9\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET http://localhost/a.txt HTTP/9.9\r\nHost: localhost\r\n\r\n");
+}
+
+#[test]
+fn headers_allowed_once() {
+    let p = Pair::new("");
+    for h in [
+        "If-None-Match: \"x\"",
+        "If-Match: \"x\"",
+        "If-Modified-Since: Sun, 01 Jan 2023 00:00:00 GMT",
+        "If-Unmodified-Since: Sun, 01 Jan 2023 00:00:00 GMT",
+        "If-Range: \"x\"",
+        "Expect: 100-continue",
+        "Authorization: Basic eDp5",
+        "Content-Range: bytes 0-1/2",
+        // Repeatable ones, for contrast.
+        "Range: bytes=0-1",
+        "User-Agent: x",
+    ] {
+        p.check_open(
+            format!("GET /a.txt HTTP/1.1\r\nHost: localhost\r\n{h}\r\n{h}\r\n\r\n").as_bytes(),
+        );
+    }
+}
+
+#[test]
+fn connection_header_last_line_wins() {
+    let p = Pair::new("");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nConnection: closed\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.0\r\nConnection: x-keep-alive-y\r\n\r\n");
+}
+
+#[test]
+fn header_line_without_colon() {
+    let p = Pair::new("");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nNoColon\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nNo Colon\r\n\r\n");
+}
+
+#[test]
+fn trace_and_connect_refused_with_the_head() {
+    let p = Pair::new("location /text { return 200 \"text\\n\"; }");
+    p.check_open(b"TRACE /text HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"TRACE /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"CONNECT localhost:80 HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    // Other unknown methods reach the location.
+    p.check_open(b"PROPFIND /text HTTP/1.1\r\nHost: localhost\r\n\r\n");
+}
+
+#[test]
+fn refused_requests_take_add_header_always_and_head() {
+    let p = Pair::new("add_header X-Always yes always;\nadd_header X-Good yes;");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/2\r\nHost: localhost\r\n\r\n");
+    p.check_open(
+        format!(
+            "GET /{} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            "a".repeat(10_000)
+        )
+        .as_bytes(),
+    );
+    // A refused HEAD gets the head of the page, not its body.
+    p.check_open(b"HEAD /a.txt HTTP/1.1\r\n\r\n");
+    p.check_open(b"\r\nHEAD /a.txt HTTP/9.9\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"HEAD\t/a.txt HTTP/1.1\r\n\r\n");
+}
+
+#[test]
+fn post_is_looked_up_like_get() {
+    let p = Pair::new("location /try/ { try_files $uri /missing.txt; }");
+    for path in [
+        "/nope",
+        "/dir",
+        "/dir/",
+        "/emptydir/",
+        "/nodir/",
+        "/a.txt",
+        "/a.txt/x",
+        "/try/x",
+    ] {
+        p.check_open(
+            format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\nx")
+                .as_bytes(),
+        );
+    }
+    if permissions_enforced() {
+        p.check_open(b"POST /secret.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\n\r\nx");
+    }
+}
+
+#[test]
+fn disable_symlinks_on_a_directory_on_the_way() {
+    let p = Pair::new("disable_symlinks on;");
+    let html = p.html();
+    std::os::unix::fs::symlink("dir", html.join("linkdir")).expect("a symlink");
+    std::os::unix::fs::symlink("a.txt", html.join("link.txt")).expect("a symlink");
+    std::os::unix::fs::symlink("nowhere", html.join("dangling")).expect("a symlink");
+    for path in [
+        "/link.txt",
+        "/linkdir",
+        "/linkdir/",
+        "/linkdir/b.txt",
+        "/dangling",
+        "/dangling/x",
+        "/dir/b.txt",
+    ] {
+        p.get(path, "");
+    }
+}

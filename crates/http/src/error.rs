@@ -23,6 +23,8 @@ pub enum ErrorKind {
     NotImplemented,
     /// An HTTP version above 1.x: 505.
     VersionNotSupported,
+    /// `TRACE` or `CONNECT`, refused with the head as nginx does: 405.
+    MethodNotAllowed,
 }
 
 /// A request error: a kind (hence a status) and a short reason for the error log.
@@ -63,6 +65,7 @@ impl Error {
             ErrorKind::PayloadTooLarge => 413,
             ErrorKind::NotImplemented => 501,
             ErrorKind::VersionNotSupported => 505,
+            ErrorKind::MethodNotAllowed => 405,
         }
     }
 

@@ -426,10 +426,11 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
         if content.is_empty() {
             break;
         }
-        let Some(colon) = memchr::memchr(b':', content) else {
-            return Err(Error::bad_request("client sent invalid header line"));
+        // A line without a colon is, for nginx, a header with an empty value.
+        let (name, value) = match memchr::memchr(b':', content) {
+            Some(colon) => (&content[..colon], &content[colon + 1..]),
+            None => (content, &content[content.len()..]),
         };
-        let (name, value) = (&content[..colon], &content[colon + 1..]);
         // Empty names, obs-fold (a line starting with SP/HT), whitespace before the colon and
         // control characters are refused whatever ignore_invalid_headers says, as in nginx.
         if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) {
@@ -483,50 +484,77 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     if target.iter().any(|&b| b <= 0x20 || b == 0x7f) {
         return Err(invalid);
     }
+    // nginx reads left to right: a target of neither form is refused before the version.
+    if target.first() != Some(&b'/') {
+        split_absolute(target)?;
+    }
     // No version: an HTTP/0.9 simple request, which shoal does not serve.
     let version = parts.next().ok_or(invalid)?;
+    // A version above 1.x is a 505 whatever follows it.
+    let version = parse_version(version)?;
     if parts.next().is_some() {
         return Err(invalid);
     }
-    Ok((method, target, parse_version(version)?))
+    Ok((method, target, version))
 }
 
+/// nginx's version grammar: `HTTP/`, a major of digits not starting with 0 (above 1 is a 505 as
+/// soon as it is seen), a dot, a minor of digits (a digit after the minor passed 99 is refused).
 fn parse_version(v: &[u8]) -> Result<Version, Error> {
     let invalid = Error::bad_request("client sent invalid request");
+    let unsupported = Error::new(
+        ErrorKind::VersionNotSupported,
+        "client sent unsupported HTTP version",
+    );
     let rest = v.strip_prefix(b"HTTP/").ok_or(invalid)?;
-    let dot = memchr::memchr(b'.', rest).ok_or(invalid)?;
-    let number = |d: &[u8]| -> Result<u32, Error> {
-        if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
+    let mut bytes = rest.iter();
+    let mut major = match bytes.next() {
+        Some(&d @ b'1'..=b'9') => u32::from(d - b'0'),
+        _ => return Err(invalid),
+    };
+    loop {
+        if major > 1 {
+            return Err(unsupported);
+        }
+        match bytes.next() {
+            Some(b'.') => break,
+            Some(&d) if d.is_ascii_digit() => major = major * 10 + u32::from(d - b'0'),
+            _ => return Err(invalid),
+        }
+    }
+    let mut minor = match bytes.next() {
+        Some(&d) if d.is_ascii_digit() => u32::from(d - b'0'),
+        _ => return Err(invalid),
+    };
+    for &d in bytes {
+        if !d.is_ascii_digit() || minor > 99 {
             return Err(invalid);
         }
-        // nginx refuses a major or minor above 99.
-        let n = d
-            .iter()
-            .try_fold(0u32, |n, &b| {
-                let n = n * 10 + u32::from(b - b'0');
-                (n <= 99).then_some(n)
-            })
-            .ok_or(invalid)?;
-        Ok(n)
-    };
-    let major = number(&rest[..dot])?;
-    let minor = number(&rest[dot + 1..])?;
-    match (major, minor) {
-        (1, 0) => Ok(Version::Http10),
-        (1, _) => Ok(Version::Http11),
-        (0, _) => Err(invalid),
-        _ => Err(Error::new(
-            ErrorKind::VersionNotSupported,
-            "client sent unsupported HTTP version",
-        )),
+        minor = minor * 10 + u32::from(d - b'0');
     }
+    Ok(if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    })
 }
 
-/// Does a comma-separated header value hold `token` (case-insensitive)?
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| trim_ows(t).eq_ignore_ascii_case(token))
+/// Headers nginx 1.22 allows once per request (beyond Host, Content-Length, Transfer-Encoding
+/// and Expect, checked where they are read).
+const UNIQUE: [&[u8]; 7] = [
+    b"content-range",
+    b"if-modified-since",
+    b"if-unmodified-since",
+    b"if-match",
+    b"if-none-match",
+    b"if-range",
+    b"authorization",
+];
+
+/// nginx's `ngx_strcasestrn`: is `needle` anywhere in `hay`, ignoring ASCII case?
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// The checks both roads share: target, Host, framing, keep-alive.
@@ -536,7 +564,8 @@ fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> 
     let mut transfer_encoding: Option<&[u8]> = None;
     let mut close = false;
     let mut keep_alive_token = false;
-    let mut expect_continue = false;
+    let mut expect_continue: Option<bool> = None;
+    let mut unique_seen = 0u8;
     let duplicate = Error::bad_request("client sent duplicate header line");
     for h in &raw.headers {
         let name = h.name.get(&head);
@@ -555,12 +584,28 @@ fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> 
                 return Err(duplicate);
             }
         } else if name.eq_ignore_ascii_case(b"connection") {
-            close |= has_token(value, b"close");
-            keep_alive_token |= has_token(value, b"keep-alive");
+            // As nginx: the last line that names either wins, found as a substring anywhere.
+            if contains_ignore_case(value, b"close") {
+                (close, keep_alive_token) = (true, false);
+            } else if contains_ignore_case(value, b"keep-alive") {
+                (close, keep_alive_token) = (false, true);
+            }
         } else if name.eq_ignore_ascii_case(b"expect") {
-            expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+            if expect_continue
+                .replace(value.eq_ignore_ascii_case(b"100-continue"))
+                .is_some()
+            {
+                return Err(duplicate);
+            }
+        } else if let Some(i) = UNIQUE.iter().position(|u| name.eq_ignore_ascii_case(u)) {
+            // nginx 1.22 keeps one of these and refuses a second.
+            if unique_seen & (1 << i) != 0 {
+                return Err(duplicate);
+            }
+            unique_seen |= 1 << i;
         }
     }
+    let expect_continue = expect_continue == Some(true);
 
     // The target: origin-form, or absolute-form whose host wins over Host (as nginx).
     let target = raw.target.get(&head);
@@ -590,6 +635,20 @@ fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> 
     let host = host.map(|h| share(&head, h));
 
     let body = body::framing(raw.version, content_length, transfer_encoding)?;
+    // nginx refuses these with the head, whatever the location would have done.
+    let method = raw.method.get(&head);
+    if method == b"TRACE" {
+        return Err(Error::new(
+            ErrorKind::MethodNotAllowed,
+            "client sent TRACE method",
+        ));
+    }
+    if method == b"CONNECT" {
+        return Err(Error::new(
+            ErrorKind::MethodNotAllowed,
+            "client sent CONNECT method",
+        ));
+    }
     let keep_alive = match raw.version {
         Version::Http11 => !close,
         Version::Http10 => keep_alive_token && !close,

@@ -123,7 +123,23 @@ fn versions() {
     assert_eq!(status(b"GET /\r\n\r\n"), 400, "HTTP/0.9 simple request");
     assert_eq!(status(b"GET / HTTP/1\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.x\r\n\r\n"), 400);
-    assert_eq!(status(b"GET / HTTP/100.0\r\n\r\n"), 400);
+    // nginx 1.22 answers 505 as soon as the major passes 1, and refuses a leading zero.
+    assert_eq!(status(b"GET / HTTP/100.0\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/10.1\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/2\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/2.0x\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/2.0 x\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/01.1\r\nHost: a\r\n\r\n"), 400);
+    // The target is read before the version.
+    assert_eq!(status(b"GET a.txt HTTP/2.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://u@a/ HTTP/2.0\r\n\r\n"), 400);
+    assert_eq!(status(b"GET http://a/ HTTP/2.0\r\n\r\n"), 505);
+    assert_eq!(status(b"GET / HTTP/1.\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET / HTTP/1.1000\r\nHost: a\r\n\r\n"), 400);
+    let r = parse(b"GET / HTTP/1.100\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(r.version(), Version::Http11);
+    let r = parse(b"GET / HTTP/1.00\r\n\r\n").unwrap();
+    assert_eq!(r.version(), Version::Http10);
     assert_eq!(status(b"GET / FTP/1.0\r\n\r\n"), 400);
     assert_eq!(status(b"GET / http/1.1\r\nHost: a\r\n\r\n"), 400);
     let r = parse(b"GET / HTTP/1.2\r\nHost: a\r\n\r\n").unwrap();
@@ -173,7 +189,13 @@ fn obs_fold_and_header_syntax() {
     assert_eq!(status(b"GET / HTTP/1.1\r\n Host: a\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost : a\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n"), 400);
-    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n"), 400);
+    // nginx takes a line without a colon as a header with an empty value.
+    let r = parse(b"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n").unwrap();
+    assert_eq!(r.header("nocolon"), Some(&b""[..]));
+    assert_eq!(
+        status(b"GET / HTTP/1.1\r\nHost: a\r\nNo Colon\r\n\r\n"),
+        400
+    );
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n"), 400);
     assert_eq!(
@@ -457,4 +479,51 @@ fn fast_road_agrees_with_careful_road() {
     let fast = parse_fast(head, 3, &l).expect("httparse takes it");
     let careful = parse_careful(head, &l).unwrap();
     assert_eq!(fast, careful);
+}
+
+#[test]
+fn headers_nginx_allows_once() {
+    for name in [
+        "If-Modified-Since",
+        "If-Unmodified-Since",
+        "If-Match",
+        "If-None-Match",
+        "If-Range",
+        "Expect",
+        "Authorization",
+        "Content-Range",
+    ] {
+        let twice = format!("GET / HTTP/1.1\r\nHost: a\r\n{name}: x\r\n{name}: y\r\n\r\n");
+        assert_eq!(status(twice.as_bytes()), 400, "{name}");
+    }
+    // Others may repeat.
+    assert_eq!(
+        status(
+            b"GET / HTTP/1.1\r\nHost: a\r\nRange: x\r\nRange: y\r\nCookie: a\r\nCookie: b\r\n\r\n"
+        ),
+        200
+    );
+}
+
+#[test]
+fn connection_last_line_wins_as_a_substring() {
+    let keep = |h: &str| {
+        parse(format!("GET / HTTP/1.0\r\n{h}\r\n").as_bytes())
+            .unwrap()
+            .keep_alive()
+    };
+    assert!(!keep("Connection: close\r\n"));
+    assert!(keep("Connection: keep-alive\r\n"));
+    assert!(keep("Connection: close\r\nConnection: keep-alive\r\n"));
+    assert!(!keep("Connection: keep-alive\r\nConnection: Closed\r\n"));
+    assert!(keep("Connection: x-Keep-Alive-y\r\n"));
+    assert!(keep("Connection: keep-alive\r\nConnection: upgrade\r\n"));
+}
+
+#[test]
+fn trace_and_connect_are_405_with_the_head() {
+    for m in ["TRACE", "CONNECT"] {
+        let e = parse(format!("{m} / HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()).unwrap_err();
+        assert_eq!(e.status(), 405, "{m}");
+    }
 }

@@ -436,7 +436,7 @@ impl Conn {
                     }
                     self.unread_input = true;
                     let line = request_line(&self.buf, true);
-                    self.error_and_close(408, default_srv, line.as_deref())
+                    self.error_and_close(408, default_srv, line.as_deref(), false)
                         .await?;
                     return Ok(());
                 }
@@ -445,10 +445,9 @@ impl Conn {
                 Ok(r) => r,
                 Err(e) => {
                     self.unread_input = true;
-                    let line = request_line(
-                        parser.failed_head().map_or(&self.buf[..], |h| &h[..]),
-                        false,
-                    );
+                    let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
+                    let line = request_line(refused, false);
+                    let head_only = is_head_request(refused);
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,
@@ -457,7 +456,7 @@ impl Conn {
                         self.info.client(),
                         default_srv.name()
                     );
-                    self.error_and_close(e.code(), default_srv, line.as_deref())
+                    self.error_and_close(e.code(), default_srv, line.as_deref(), head_only)
                         .await?;
                     return Ok(());
                 }
@@ -1457,19 +1456,33 @@ impl Conn {
     }
 
     /// Answers a request that could not be read (400, 408, 414, ...) and closes; it is
-    /// logged with the request line read so far, as nginx logs it.
+    /// logged with the request line read so far, as nginx logs it. `head_only`: the refused
+    /// request's method was `HEAD`, so the page is left out (as nginx does once it has read
+    /// the method).
     async fn error_and_close(
         &mut self,
         code: u16,
         srv: &ServerConf,
         line: Option<&str>,
+        head_only: bool,
     ) -> std::io::Result<()> {
         let start = Instant::now();
         let lc = &srv.loc;
-        let reply = Box::new(static_files::error_reply(code, lc));
+        let mut reply = Box::new(static_files::error_reply(code, lc));
+        // nginx's headers filter runs for these answers too, with the server's configuration:
+        // `add_header ... always` (none of these statuses takes the others).
+        if let Some(headers) = &lc.add_header {
+            let vars = self.refused_vars(srv, None, line, start);
+            for h in headers.iter().filter(|h| h.always) {
+                let v = vars.eval(&h.value);
+                if !v.is_empty() {
+                    reply.extra.push((h.name.clone(), v));
+                }
+            }
+        }
         let status = reply.status;
         let (head_len, body_len) = self
-            .write_reply_head_and_body(None, reply, lc, false)
+            .write_reply_head_and_body(None, reply, lc, false, head_only)
             .await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
@@ -1496,7 +1509,19 @@ impl Conn {
             bytes: head_len + body_len,
             headers: Vec::new(),
         };
-        let vars = Vars {
+        let vars = self.refused_vars(srv, Some(&sent), line, start);
+        super::access_log::log_request(logs, &vars);
+    }
+
+    /// Variables for a request refused before it was parsed: no request, the server's name.
+    fn refused_vars<'a>(
+        &'a self,
+        srv: &'a ServerConf,
+        sent: Option<&'a Sent>,
+        line: Option<&'a str>,
+        start: Instant,
+    ) -> Vars<'a> {
+        Vars {
             req: None,
             uri: None,
             peer: self.info.peer,
@@ -1508,15 +1533,14 @@ impl Conn {
             connection_requests: self.requests + 1,
             start,
             request_length: 0,
-            sent: Some(&sent),
+            sent,
             captures: &[],
             user: None,
             doc_root: None,
             args: None,
             request_line: line,
             upstream: None,
-        };
-        super::access_log::log_request(logs, &vars);
+        }
     }
 
     async fn send(
@@ -1530,7 +1554,7 @@ impl Conn {
     ) -> std::io::Result<(u64, u64)> {
         self.pool = pool.cloned();
         let r = self
-            .write_reply_head_and_body(Some((req, srv)), reply, lc, keep)
+            .write_reply_head_and_body(Some((req, srv)), reply, lc, keep, false)
             .await;
         self.pool = None;
         r
@@ -1700,9 +1724,10 @@ impl Conn {
         reply: Box<Reply>,
         lc: &LocConf,
         keep: bool,
+        refused_head: bool,
     ) -> std::io::Result<(u64, u64)> {
         let req = who.map(|(r, _)| r);
-        let head_only = req.is_some_and(|r| r.method() == "HEAD");
+        let head_only = req.map_or(refused_head, |r| r.method() == "HEAD");
         let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
         // An answer made in the poll that read its request (a file, an error page) is dated by
         // the request's start; one that waited (a proxied answer) by the clock.
@@ -2206,6 +2231,16 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
 
 /// The request line at the start of `head` (without CR LF), for the access log; with
 /// `complete`, only a line that ended.
+/// Whether a refused request's bytes start with the method `HEAD` (after the empty lines nginx
+/// skips): nginx knows the method once the space after it is read, and leaves the page out.
+fn is_head_request(bytes: &[u8]) -> bool {
+    let start = bytes
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(bytes.len());
+    bytes[start..].starts_with(b"HEAD ")
+}
+
 fn request_line(head: &[u8], complete: bool) -> Option<String> {
     let end = match memchr::memchr(b'\n', head) {
         Some(e) => e,

@@ -219,14 +219,16 @@ pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
 }
 
 /// Answers `uri` from the file system, as nginx's index and static modules do.
+/// A POST is looked up like a GET (so a missing file is a 404, a directory a 301) and refused
+/// with a 405 only when it finds a file, as nginx's static module does.
 pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Vars<'_>) -> Outcome {
-    if method != "GET" && method != "HEAD" {
+    if !matches!(method, "GET" | "HEAD" | "POST") {
         return Outcome::Reply(Box::new(error_reply(405, lc)));
     }
     if uri.ends_with('/') {
         return index(r, lc, uri, vars);
     }
-    Outcome::Reply(Box::new(serve_file(r, lc, uri, vars)))
+    Outcome::Reply(Box::new(serve_file(r, lc, uri, vars, method == "POST")))
 }
 
 /// `index`, as `ngx_http_index_handler`: the first index file that exists (a stat, so a file
@@ -344,31 +346,56 @@ fn index_error(r: &Req<'_, '_>, lc: &LocConf, path: &Path, e: &std::io::Error) -
     error_reply(404, lc)
 }
 
+/// Where `disable_symlinks on` finds a symbolic link in a path.
+#[derive(PartialEq)]
+enum Symlink {
+    None,
+    /// A directory on the way: nginx's `O_DIRECTORY|O_NOFOLLOW` open of it fails with ENOTDIR.
+    OnTheWay,
+    /// The file itself: its `O_NOFOLLOW` open fails with ELOOP.
+    Last,
+}
+
 /// `disable_symlinks on`: no component of the path may be a symbolic link.
-fn has_symlink(path: &Path) -> bool {
+fn find_symlink(path: &Path) -> Symlink {
     let mut cur = std::path::PathBuf::new();
-    for c in path.components() {
+    let mut components = path.components().peekable();
+    while let Some(c) = components.next() {
         cur.push(c);
         if matches!(c, Component::Normal(_))
             && std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink())
         {
-            return true;
+            return if components.peek().is_some() {
+                Symlink::OnTheWay
+            } else {
+                Symlink::Last
+            };
         }
     }
-    false
+    Symlink::None
 }
 
-fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Reply {
+fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: bool) -> Reply {
     let full = lc.doc_root().map(uri, Some(vars));
-    if lc.disable_symlinks() && has_symlink(&full) {
-        crate::conn_log!(
-            Level::Error,
-            r.info.number,
-            "open() \"{}\" failed (40: Too many levels of symbolic links){}",
-            full.display(),
-            r.log_ctx()
-        );
-        return error_reply(403, lc);
+    if lc.disable_symlinks() {
+        let (code, why) = match find_symlink(&full) {
+            Symlink::None => (0, ""),
+            Symlink::OnTheWay => (404, "20: Not a directory"),
+            Symlink::Last => (403, "40: Too many levels of symbolic links"),
+        };
+        if code != 0 {
+            if code != 404 || lc.log_not_found() {
+                crate::conn_log!(
+                    Level::Error,
+                    r.info.number,
+                    "open() \"{}\" failed ({}){}",
+                    full.display(),
+                    why,
+                    r.log_ctx()
+                );
+            }
+            return error_reply(code, lc);
+        }
     }
     // `gzip_static`: a precompressed FILE.gz goes out as it is, with Content-Encoding: gzip
     // and without ranges. A client that does not take it still learns, with `gzip_vary on`,
@@ -431,6 +458,9 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Repl
         reply.location = Some(absolute_location(lc, &target, r.host, r.info, r.srv));
         return reply;
     };
+    if post {
+        return error_reply(405, lc);
+    }
     let mtime = opened.info.mtime;
     let size = opened.info.size;
     // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.

@@ -1,0 +1,136 @@
+#!/bin/bash
+# User-space instructions per request, shoal vs nginx, counted by valgrind's callgrind: a figure
+# that does not move with the machine's load (CPU time does, by ±20 % on a shared machine), so
+# a change of a few percent in the request path can be seen. Kernel work is not counted: it is
+# the same send and receive for both servers (see bench/README.md), and the CPU benchmarks
+# (seed001.sh, proxy.sh, seed004.sh) still decide the performance targets.
+#
+# Each server runs alone under callgrind with one worker (nginx: master_process off), is warmed
+# up with `wrk -c10` for 2 s with counting off, then counted over a 4-second `wrk -c10` run.
+# Instructions counted / requests wrk completed = Ir/req (the warm-up is not counted).
+#
+#   SHOAL=/path/to/shoal bench/instructions.sh            # static, hit and proxy
+#   CASES="static hit" SHOAL=... SHOAL0=/path/to/older/shoal bench/instructions.sh
+#
+# Cases:
+#   static  seed 001's tuned nginx.conf, GET / (the index file, 612 bytes)
+#   hit     proxy_cache on tmpfs (/dev/shm) in front of bench/hello, every request after the
+#           first a HIT (seed 004's cache step, with add_header X-Cache-Status)
+#   proxy   proxy_pass to bench/hello with upstream keepalive 32 and proxy_http_version 1.1
+# SHOAL0 adds a second shoal (an earlier build) to every case, for before/after.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+CASES=${CASES:-static hit proxy}
+BASE_PORT=${BASE_PORT:-19840}
+command -v valgrind >/dev/null || die "valgrind is not installed (apt-get install valgrind)"
+command -v callgrind_annotate >/dev/null || die "callgrind_annotate is missing (valgrind package)"
+
+build_shoal
+build_hello
+make_prefix
+CACHE_DIR=$(mktemp -d /dev/shm/shoal-instr-cache.XXXXXX)
+cleanup() {
+    for p in "${STARTED_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    rm -rf "$WORK" "$CACHE_DIR"
+}
+trap cleanup EXIT
+
+hello_port=$((BASE_PORT + 9))
+port_free "$hello_port" || die "port $hello_port is in use"
+(cd "$WORK" && exec "$HELLO" "$hello_port" 1) >"$WORK/logs/hello.out" 2>&1 &
+STARTED_PIDS+=($!)
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$hello_port/" && break; sleep 0.1; done
+
+# usage: write_case_conf FILE CASE PORT NAME KIND
+write_case_conf() {
+    local file=$1 case=$2 port=$3 name=$4 kind=$5
+    if [ "$case" = static ]; then
+        write_nginx_conf "$file" "$port" 1 0 "$name"
+    else
+        local location
+        if [ "$case" = hit ]; then
+            location="proxy_cache zone;
+            proxy_cache_valid 200 10m;
+            add_header X-Cache-Status \$upstream_cache_status;
+            proxy_pass http://127.0.0.1:$hello_port;"
+        else
+            location="proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";"
+        fi
+        cat >"$file" <<CONF
+worker_processes 1;
+daemon off;
+pid logs/$name.pid;
+error_log logs/$name.error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    proxy_cache_path $CACHE_DIR/$name levels=1:2 keys_zone=zone:10m;
+    upstream backend { server 127.0.0.1:$hello_port; keepalive 32; }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            $location
+        }
+    }
+}
+CONF
+    fi
+    if [ "$kind" = nginx ]; then
+        # One process: valgrind follows it, and callgrind_control reaches it by its pid.
+        sed -i 's/^daemon off;/daemon off;\nmaster_process off;/' "$file"
+    fi
+}
+
+# usage: count NAME KIND(shoal|nginx) BINARY CASE PORT -> prints "Ir/req requests"
+count() {
+    local name=$1 kind=$2 bin=$3 case=$4 port=$5
+    local conf=$WORK/conf/$name.conf out=$WORK/results/$name.callgrind
+    write_case_conf "$conf" "$case" "$port" "$name" "$kind"
+    port_free "$port" || die "port $port is in use"
+    local cmd=("$bin" -p "$WORK/" -c "conf/$name.conf")
+    [ "$kind" = nginx ] && cmd=(nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf")
+    (cd "$WORK" && exec valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$out.%p" "${cmd[@]}") >"$WORK/logs/$name.valgrind" 2>&1 &
+    local vpid=$!
+    STARTED_PIDS+=("$vpid")
+    local path=/
+    [ "$case" = hit ] && path=/object
+    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port$path" && break; sleep 0.3; done
+    timeout 20 wrk -t1 -c10 -d2s "http://127.0.0.1:$port$path" >/dev/null
+    if [ "$case" = hit ]; then
+        curl -s -D- -o /dev/null "http://127.0.0.1:$port$path" | grep -qi '^X-Cache-Status: HIT' ||
+            die "$name: the hit case does not hit"
+    fi
+    callgrind_control -i on "$vpid" >/dev/null 2>&1
+    local n
+    n=$(timeout 30 wrk -t1 -c10 -d4s "http://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
+    callgrind_control -i off "$vpid" >/dev/null 2>&1
+    callgrind_control -d "$vpid" >/dev/null 2>&1
+    sleep 0.5
+    kill "$vpid" 2>/dev/null || true
+    wait "$vpid" 2>/dev/null || true
+    local file total
+    file=$(ls -S "$out".* | head -1)
+    total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(/,/, "", $1); print $1}')
+    [ -n "$n" ] && [ "$n" -gt 0 ] || die "$name: no requests counted"
+    echo "$((total / n)) $n"
+}
+
+echo "# user-space instructions per request (callgrind), $(date -u +%FT%TZ)"
+echo "# shoal: $SHOAL_DESC${SHOAL0:+; shoal0: $SHOAL0}; nginx: $(nginx -v 2>&1 | sed 's/.*: //')"
+printf '%-8s %-8s %10s %10s %10s\n' case server Ir/req requests vs-nginx
+p=$BASE_PORT
+for case in $CASES; do
+    read -r ngx_ir ngx_n < <(count "nginx-$case" nginx nginx "$case" $((p++)))
+    printf '%-8s %-8s %10d %10d %10s\n' "$case" nginx "$ngx_ir" "$ngx_n" 1.00
+    servers=("shoal:$SHOAL")
+    [ -n "${SHOAL0:-}" ] && servers+=("shoal0:$SHOAL0")
+    for s in "${servers[@]}"; do
+        read -r ir n < <(count "${s%%:*}-$case" shoal "${s#*:}" "$case" $((p++)))
+        printf '%-8s %-8s %10d %10d %10.2f\n' "$case" "${s%%:*}" "$ir" "$n" \
+            "$(awk -v a="$ir" -v b="$ngx_ir" 'BEGIN {print a / b}')"
+    done
+done
