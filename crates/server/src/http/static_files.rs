@@ -570,7 +570,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
         Some(Ranges::Satisfiable(list)) => {
             static BOUNDARY: AtomicU64 = AtomicU64::new(1);
             let seed = BOUNDARY.fetch_add(1, Ordering::Relaxed);
-            let mut parts = range::multipart(&list, size, &content_type, seed);
+            let mut parts = range::multipart(&list, size, content_type, seed);
             for (_, br) in &mut parts.parts {
                 br.start += base;
                 br.end += base;
