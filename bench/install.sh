@@ -10,14 +10,14 @@
 set -eu
 
 need=""
-for pkg in nginx wrk h2o curl iproute2 python3 python3-venv; do
+for pkg in nginx wrk h2o curl iproute2 python3 python3-venv valgrind; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
         need="$need $pkg"
     fi
 done
 
 if [ -z "$need" ]; then
-    echo "install.sh: nginx, wrk, h2o, curl, iproute2, python3 and python3-venv are already installed"
+    echo "install.sh: nginx, wrk, h2o, curl, iproute2, python3, python3-venv and valgrind are already installed"
 else
     policy=/usr/sbin/policy-rc.d
     saved=""
