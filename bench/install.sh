@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs what shoal's benchmarks need on a fresh Debian 12 machine: nginx, h2o, wrk, curl,
-# ss (iproute2), valgrind (bench/instructions.sh), and python3 with venv for seed 004's API (whose virtualenv, flask and gunicorn
-# pinned, bench/seed004/setup.sh creates; run here too unless under sudo, where it would land in
-# root's home rather than the user's: the benchmark scripts run it themselves anyway).
+# ss (iproute2), valgrind (bench/instructions.sh), and python3 with venv for seed 004's API
+# (whose virtualenv, flask and gunicorn pinned, bench/seed004/setup.sh creates; run here too
+# unless under sudo, where it would land in root's home rather than the user's: the benchmark
+# scripts run it themselves anyway).
 # apt must not start a system nginx (or h2o) listening on port 80 while installing, so a
 # policy-rc.d that refuses every service start is in place for the duration of the install.
 # Idempotent: packages already installed are left alone, and an existing policy-rc.d is restored.
