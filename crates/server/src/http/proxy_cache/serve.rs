@@ -743,6 +743,23 @@ fn variant_request(req: &shoal_http::Request) -> impl Fn(&[u8]) -> [u8; 16] + '_
 
 /// Opens and checks the object of `plan.key`: a file that is not there is a miss; one that is
 /// bad is logged, removed and a miss.
+/// A stored object that cannot be served: logged, and removed so that this key is stored
+/// anew, unless it is another key's (a wrong key: left alone, and this key is not stored over
+/// it, nginx's collision rule).
+fn refuse_object(zone: &Zone, plan: &Plan, path: &std::path::Path, conn: u64, why: file::Invalid) {
+    crate::conn_log!(
+        Level::Crit,
+        conn,
+        "{why}: \"{}\", key \"{}\"; a miss, the object is replaced",
+        path.display(),
+        plan.key
+    );
+    if !matches!(why, file::Invalid::WrongKey) {
+        let _ = std::fs::remove_file(path);
+        zone.lost(&plan.md5);
+    }
+}
+
 async fn open_object(
     zone: &Zone,
     plan: &Plan,
@@ -790,19 +807,7 @@ async fn open_object(
     let (header, head) = match file::decode(&start, len, plan.key.as_bytes()) {
         Ok((h, head)) => (h, head.to_vec()),
         Err(why) => {
-            crate::conn_log!(
-                Level::Crit,
-                conn,
-                "{why}: \"{}\", key \"{}\"; a miss, the object is replaced",
-                path.display(),
-                plan.key
-            );
-            // A wrong key is another key's object: left alone, but this key is not stored
-            // over it (nginx's collision rule).
-            if !matches!(why, file::Invalid::WrongKey) {
-                let _ = std::fs::remove_file(&path);
-                zone.lost(&plan.md5);
-            }
+            refuse_object(zone, plan, &path, conn, why);
             return Opened::None;
         }
     };
@@ -822,15 +827,7 @@ async fn open_object(
         match p.told(len - header.body_start as u64) {
             Ok(t) => p.told = t,
             Err(why) => {
-                crate::conn_log!(
-                    Level::Crit,
-                    conn,
-                    "{why}: \"{}\", key \"{}\"; a miss, the object is replaced",
-                    path.display(),
-                    plan.key
-                );
-                let _ = std::fs::remove_file(&path);
-                zone.lost(&plan.md5);
+                refuse_object(zone, plan, &path, conn, why);
                 return Opened::None;
             }
         }
