@@ -459,18 +459,18 @@ impl Vars<'_> {
         match v {
             Var::Uri => match (self.uri, req) {
                 (Some(u), _) => out.push_str(u),
-                (None, Some(r)) => out.push_str(&String::from_utf8_lossy(r.path())),
+                (None, Some(r)) => out.push_str(&shoal_http::lossy(r.path())),
                 (None, None) => return false,
             },
             Var::RequestUri => match req {
-                Some(r) => out.push_str(&String::from_utf8_lossy(r.uri())),
+                Some(r) => out.push_str(&shoal_http::lossy(r.uri())),
                 None => return false,
             },
             Var::Args => match self.args {
                 Some(Some(a)) => out.push_str(a),
                 Some(None) => return false,
                 None => match req.and_then(|r| r.query()) {
-                    Some(q) => out.push_str(&String::from_utf8_lossy(q)),
+                    Some(q) => out.push_str(&shoal_http::lossy(q)),
                     None => return false,
                 },
             },
@@ -485,7 +485,7 @@ impl Vars<'_> {
                 }
             }
             Var::Host => match req.and_then(|r| r.host()) {
-                Some(h) => out.push_str(&String::from_utf8_lossy(h)),
+                Some(h) => out.push_str(&shoal_http::lossy(h)),
                 None => out.push_str(self.server_name),
             },
             Var::Hostname => out.push_str(&hostname()),
@@ -527,7 +527,7 @@ impl Vars<'_> {
                         out,
                         "{} {} {}",
                         r.method(),
-                        String::from_utf8_lossy(r.uri()),
+                        shoal_http::lossy(r.uri()),
                         r.version().as_str()
                     );
                 }
@@ -549,7 +549,7 @@ impl Vars<'_> {
                 (None, Some(root)) => {
                     let uri = match (self.uri, req) {
                         (Some(u), _) => u.to_string(),
-                        (None, Some(r)) => String::from_utf8_lossy(r.path()).into_owned(),
+                        (None, Some(r)) => shoal_http::lossy(r.path()).into_owned(),
                         (None, None) => return false,
                     };
                     out.push_str(&root.map(&uri, Some(self)).to_string_lossy());
@@ -568,11 +568,11 @@ impl Vars<'_> {
                 None => return false,
             },
             Var::ContentType => match req.and_then(|r| r.header("content-type")) {
-                Some(v) => out.push_str(&String::from_utf8_lossy(v)),
+                Some(v) => out.push_str(&shoal_http::lossy(v)),
                 None => return false,
             },
             Var::ContentLength => match req.and_then(|r| r.header("content-length")) {
-                Some(v) => out.push_str(&String::from_utf8_lossy(v)),
+                Some(v) => out.push_str(&shoal_http::lossy(v)),
                 None => return false,
             },
             Var::Status => match self.sent {
@@ -622,7 +622,7 @@ impl Vars<'_> {
                 .unwrap_or_else(|| req.and_then(|r| r.query()))
                 .and_then(|q| arg(q, name))
             {
-                Some(v) => out.push_str(&String::from_utf8_lossy(v)),
+                Some(v) => out.push_str(&shoal_http::lossy(v)),
                 None => return false,
             },
             Var::Http(name) => {
@@ -635,7 +635,7 @@ impl Vars<'_> {
                         if found {
                             out.push_str(sep);
                         }
-                        out.push_str(&String::from_utf8_lossy(v));
+                        out.push_str(&shoal_http::lossy(v));
                         found = true;
                     }
                 }
@@ -748,11 +748,11 @@ impl Vars<'_> {
                 s,
                 ", request: \"{} {} {}\"",
                 r.method(),
-                String::from_utf8_lossy(r.uri()),
+                shoal_http::lossy(r.uri()),
                 r.version().as_str()
             );
             if let Some(h) = r.header("host") {
-                let _ = write!(s, ", host: \"{}\"", String::from_utf8_lossy(h));
+                let _ = write!(s, ", host: \"{}\"", shoal_http::lossy(h));
             }
         }
         s
@@ -847,7 +847,7 @@ fn cookie(r: &Request, name: &str) -> Option<String> {
             let part = part.trim_ascii();
             if let Some(p) = part.iter().position(|&c| c == b'=') {
                 if part[..p].eq_ignore_ascii_case(name.as_bytes()) {
-                    return Some(String::from_utf8_lossy(&part[p + 1..]).into_owned());
+                    return Some(shoal_http::lossy(&part[p + 1..]).into_owned());
                 }
             }
         }

@@ -473,7 +473,7 @@ impl Conn {
             let Some(route) = self.route_in(&gen) else {
                 return Ok(());
             };
-            let host = req.host().map(|h| String::from_utf8_lossy(h));
+            let host = req.host().map(|h| shoal_http::lossy(h));
             let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
             let keep = self
                 .handle(&req, srv, host.as_deref(), name_captures.as_ref())
@@ -633,7 +633,7 @@ impl Conn {
         let first_lc = if body_kind == BodyKind::Empty {
             &srv.loc
         } else {
-            super::location::find(&srv.locations, &String::from_utf8_lossy(req.path()))
+            super::location::find(&srv.locations, &shoal_http::lossy(req.path()))
                 .map_or(&srv.loc, |l| &l.loc)
         };
         let too_large = body_kind != BodyKind::Empty
@@ -2250,7 +2250,7 @@ fn request_line(head: &[u8], complete: bool) -> Option<String> {
     let line = head[..end.min(8192)]
         .strip_suffix(b"\r")
         .unwrap_or(&head[..end.min(8192)]);
-    Some(String::from_utf8_lossy(line).into_owned())
+    Some(shoal_http::lossy(line).into_owned())
 }
 
 /// Appends body pieces, as one chunk when `chunked` (nothing for no bytes: an empty chunk

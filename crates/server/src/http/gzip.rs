@@ -248,7 +248,7 @@ fn set_gzip_static(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
 /// `x-gzip`) whose q-value, if any (`q=` or `Q=`), is not zero.
 pub fn accepts_gzip(req: &Request) -> bool {
     req.header_all("accept-encoding").any(|v| {
-        String::from_utf8_lossy(v).split(',').any(|item| {
+        shoal_http::lossy(v).split(',').any(|item| {
             let mut parts = item.split(';');
             let coding = parts.next().unwrap_or("").trim();
             if !coding.eq_ignore_ascii_case("gzip") {
@@ -626,7 +626,7 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
             };
             let ua = req
                 .header("user-agent")
-                .map(|u| String::from_utf8_lossy(u).into_owned())
+                .map(|u| shoal_http::lossy(u).into_owned())
                 .unwrap_or_default();
             version_ok
                 && accepts_gzip(req)

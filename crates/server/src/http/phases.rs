@@ -118,11 +118,8 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'s> {
     let srv = r.srv;
     let mut rw = rewrite::State {
-        uri: String::from_utf8_lossy(r.req.path()).into_owned(),
-        args: r
-            .req
-            .query()
-            .map(|q| String::from_utf8_lossy(q).into_owned()),
+        uri: shoal_http::lossy(r.req.path()).into_owned(),
+        args: r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
         quoted_uri: {
             let target = r.req.uri();
             let path = target.split(|&c| c == b'?').next().unwrap_or_default();

@@ -615,7 +615,7 @@ fn unescape_redirect(s: &str) -> String {
             out.extend_from_slice(&[b'%', c1, c2]);
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    shoal_http::lossy(&out).into_owned()
 }
 
 fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {

@@ -161,10 +161,7 @@ impl Reply {
             out.push((n.to_ascii_lowercase(), v.clone()));
         }
         for (n, v) in &self.raw_extra {
-            out.push((
-                n.to_ascii_lowercase(),
-                String::from_utf8_lossy(v).into_owned(),
-            ));
+            out.push((n.to_ascii_lowercase(), shoal_http::lossy(v).into_owned()));
         }
         out
     }
@@ -209,11 +206,11 @@ pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
         info.client(),
         srv.name(),
         req.method(),
-        String::from_utf8_lossy(req.uri()),
+        shoal_http::lossy(req.uri()),
         req.version().as_str()
     );
     if let Some(h) = req.header("host") {
-        s.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
+        s.push_str(&format!(", host: \"{}\"", shoal_http::lossy(h)));
     }
     s
 }
@@ -453,7 +450,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
         let mut target = format!("{uri}/");
         if let Some(q) = r.req.query() {
             target.push('?');
-            target.push_str(&String::from_utf8_lossy(q));
+            target.push_str(&shoal_http::lossy(q));
         }
         reply.location = Some(absolute_location(lc, &target, r.host, r.info, r.srv));
         return reply;

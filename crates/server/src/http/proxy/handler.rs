@@ -152,7 +152,7 @@ impl Record {
         info: &crate::http::conn::ConnInfo,
     ) -> String {
         let base = crate::http::static_files::log_ctx(req, srv, info);
-        let uri = String::from_utf8_lossy(&self.uri);
+        let uri = shoal_http::lossy(&self.uri);
         let url = match self.tries.last() {
             Some(t) => upstream_url(&t.addr, &uri),
             None => format!("http://{}{uri}", self.proxy_host),
@@ -171,8 +171,8 @@ impl Record {
                 .headers()
                 .map(|(n, v)| {
                     (
-                        String::from_utf8_lossy(n).into_owned(),
-                        String::from_utf8_lossy(v).into_owned(),
+                        shoal_http::lossy(n).into_owned(),
+                        shoal_http::lossy(v).into_owned(),
                     )
                 })
                 .collect(),
@@ -258,7 +258,7 @@ impl Record {
                         .map(|(_, v)| std::borrow::Cow::Borrowed(v.as_bytes())),
                 };
                 match found {
-                    Some(v) => out.push_str(&String::from_utf8_lossy(&v)),
+                    Some(v) => out.push_str(&shoal_http::lossy(&v)),
                     None => return false,
                 }
             }
@@ -439,7 +439,7 @@ async fn run(
     let upgrade = r.req.header("upgrade").is_some();
     loop {
         let Some(peer) = state::pick(&upstream, &mut attempt) else {
-            let uri_text = String::from_utf8_lossy(&record.borrow().uri).into_owned();
+            let uri_text = shoal_http::lossy(&record.borrow().uri).into_owned();
             crate::conn_log!(
                 Level::Error,
                 r.info.number,
@@ -510,7 +510,7 @@ async fn run(
                         if let Some(v) = answer.head.header("www-authenticate") {
                             rec.carry.push((
                                 "WWW-Authenticate".to_string(),
-                                String::from_utf8_lossy(v).into_owned(),
+                                shoal_http::lossy(v).into_owned(),
                             ));
                         }
                     }
@@ -786,7 +786,7 @@ impl Answer {
             {
                 continue;
             }
-            let name = &*String::from_utf8_lossy(name);
+            let name = &*shoal_http::lossy(name);
             if !conf.passes(name) {
                 continue;
             }
@@ -885,7 +885,7 @@ pub(crate) fn redirect(
         Redirect::Rules(rules) => rules,
     };
     let rec = record.borrow();
-    let uri = String::from_utf8_lossy(r.req.path()).into_owned();
+    let uri = shoal_http::lossy(r.req.path()).into_owned();
     let mut vars: Vars<'_> = r.vars(&uri, lc, &[]);
     vars.upstream = Some(&rec);
     for rule in rules {

@@ -50,7 +50,7 @@ pub fn head(
     // The status line passes as sent (an empty reason too: `HTTP/1.1 200`); the standard one
     // needs no copy.
     let reason = (standard.map(str::as_bytes) != Some(head.reason()))
-        .then(|| String::from_utf8_lossy(head.reason()).into_owned());
+        .then(|| shoal_http::lossy(head.reason()).into_owned());
     let reusable = !upgrade
         && head.keep_alive()
         && matches!(

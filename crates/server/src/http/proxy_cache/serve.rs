@@ -169,8 +169,8 @@ fn default_key(
     };
     let _ = vars;
     match uri {
-        Some(u) => k.push_str(&String::from_utf8_lossy(&u)),
-        None => k.push_str(&String::from_utf8_lossy(r.req.uri())),
+        Some(u) => k.push_str(&shoal_http::lossy(&u)),
+        None => k.push_str(&shoal_http::lossy(r.req.uri())),
     }
     k
 }
@@ -406,10 +406,10 @@ fn validators_of(obj: &Object) -> (Option<String>, Option<String>) {
         let d = shoal_http::date::format(
             std::time::UNIX_EPOCH + std::time::Duration::from_secs(obj.header.last_modified as u64),
         );
-        String::from_utf8_lossy(&d).into_owned()
+        shoal_http::lossy(&d).into_owned()
     });
-    let etag = (!obj.header.etag.is_empty())
-        .then(|| String::from_utf8_lossy(&obj.header.etag).into_owned());
+    let etag =
+        (!obj.header.etag.is_empty()).then(|| shoal_http::lossy(&obj.header.etag).into_owned());
     (lm, etag)
 }
 
@@ -726,7 +726,7 @@ fn variant_request(req: &shoal_http::Request) -> impl Fn(&[u8]) -> [u8; 16] + '_
     move |vary: &[u8]| {
         let mut s = Vec::new();
         for name in vary.split(|&c| c == b',') {
-            let name = String::from_utf8_lossy(name).trim().to_ascii_lowercase();
+            let name = shoal_http::lossy(name).trim().to_ascii_lowercase();
             if name.is_empty() {
                 continue;
             }
