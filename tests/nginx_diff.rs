@@ -392,6 +392,29 @@ fn add_header_with_and_without_always() {
 }
 
 #[test]
+fn add_header_sees_the_headers_set_so_far() {
+    // `$sent_http_*` in add_header: nginx's headers filter reads the answer's headers as they
+    // stand (Content-Type, Content-Length, Last-Modified, ETag, an earlier add_header).
+    let p = Pair::new(
+        "location / {\n\
+             add_header X-CT \"[$sent_http_content_type]\";\n\
+             add_header X-CL \"[$sent_http_content_length]\";\n\
+             add_header X-LM \"[$sent_http_last_modified]\";\n\
+             add_header X-ET \"[$sent_http_etag]\";\n\
+             add_header X-First first;\n\
+             add_header X-Second \"[$sent_http_x_first]\";\n\
+             add_header X-Nope \"[$sent_http_x_nope]\";\n\
+         }",
+    );
+    p.get("/a.txt", "");
+    p.head("/a.txt", "");
+    p.get("/range.txt", "Range: bytes=0-3\r\n");
+    p.get("/nope", "");
+    // (`$sent_http_location` differs: nginx's is the Location as set, `/a.txt`, made absolute
+    // only when the head is written; shoal's is already absolute.)
+}
+
+#[test]
 fn expires_variants() {
     let p = Pair::new(
         "location /h/ { alias {HTML}/; expires 1h; }\n\

@@ -249,6 +249,13 @@ pub struct Template {
 }
 
 impl Template {
+    /// Whether a `$sent_http_*` variable is in it.
+    pub fn uses_sent_headers(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(Var::SentHttp(_))))
+    }
+
     /// Compiles `s`. Errors are nginx's: `invalid variable name in "..."`,
     /// `unknown "name" variable`.
     pub fn compile(s: &str) -> Result<Template, String> {

@@ -703,12 +703,27 @@ fn headers_filter(
     }
     if let Some(headers) = &lc.add_header {
         let rec = upstream.map(|u| u.borrow());
-        let mut vars = r.vars_rw(rw, lc);
-        vars.upstream = rec.as_deref();
+        // `$sent_http_*` reads the answer's headers as they stand, an earlier add_header's
+        // included (nginx's headers filter adds them one by one): made only when asked for.
+        let mut sent = headers
+            .iter()
+            .any(|h| h.value.uses_sent_headers())
+            .then(|| crate::variables::Sent {
+                status: reply.status,
+                body_bytes: 0,
+                bytes: 0,
+                headers: reply.header_list(),
+            });
         for h in headers.iter() {
             if good || h.always {
+                let mut vars = r.vars_rw(rw, lc);
+                vars.upstream = rec.as_deref();
+                vars.sent = sent.as_ref();
                 let v = vars.eval(&h.value);
                 if !v.is_empty() {
+                    if let Some(s) = &mut sent {
+                        s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
+                    }
                     reply.extra.push((h.name.clone(), v));
                 }
             }

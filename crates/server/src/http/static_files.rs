@@ -154,6 +154,9 @@ impl Reply {
         if let Some(l) = &self.location {
             out.push(("location".into(), l.clone()));
         }
+        if let Some(lm) = &self.last_modified {
+            out.push(("last-modified".into(), shoal_http::lossy(lm).into_owned()));
+        }
         for (n, v) in &self.headers {
             out.push((n.to_ascii_lowercase(), v.to_string()));
         }
@@ -168,8 +171,6 @@ impl Reply {
 }
 
 /// What a content handler decided.
-// A reply is the common outcome: boxing it would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     /// Boxed: an answer is moved through several phases and awaits, 8 bytes at a time.
     Reply(Box<Reply>),
