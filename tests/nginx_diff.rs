@@ -985,3 +985,20 @@ fn over_long_request_line_already_wrong() {
         p.check_open(line.as_bytes());
     }
 }
+
+#[test]
+fn server_protocol_is_the_raw_text() {
+    let p = Pair::new("location = /sp { return 200 \"[$server_protocol]\\n\"; }");
+    for version in [
+        "HTTP/1.1",
+        "HTTP/1.0",
+        "HTTP/1.2",
+        "HTTP/1.00",
+        "HTTP/1.010",
+        "HTTP/1.1 ",
+        "HTTP/1.1   ",
+    ] {
+        p.check_open(format!("GET /sp {version}\r\nHost: localhost\r\n\r\n").as_bytes());
+    }
+    p.check_open(b"GET /sp   HTTP/1.1\nHost: localhost\n\n");
+}

@@ -131,6 +131,18 @@ impl Request {
         self.version
     }
 
+    /// The protocol as the request line has it (nginx's `$server_protocol`): `HTTP/1.2`, a minor
+    /// of `00`, and any spaces between it and the line's end are kept.
+    pub fn version_text(&self) -> &[u8] {
+        let after = self.head.get(self.target.end..).unwrap_or_default();
+        let line = &after[..memchr::memchr(b'\n', after).unwrap_or(after.len())];
+        let mut line = line.strip_suffix(b"\r").unwrap_or(line);
+        while let [b' ', rest @ ..] = line {
+            line = rest;
+        }
+        line
+    }
+
     /// Header fields in the order sent, names with their original case, duplicates kept. Lines
     /// dropped by `ignore_invalid_headers` are not here.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {

@@ -629,3 +629,18 @@ fn over_long_request_line_already_wrong_is_not_414() {
     assert_eq!(exact.len(), 8194);
     assert_eq!(status_of(exact), 414);
 }
+
+#[test]
+fn version_text_is_as_sent() {
+    for (line, text) in [
+        (&b"GET / HTTP/1.1\r\n"[..], &b"HTTP/1.1"[..]),
+        (b"GET / HTTP/1.2\r\n", b"HTTP/1.2"),
+        (b"GET /   HTTP/1.00\n", b"HTTP/1.00"),
+        (b"GET / HTTP/1.1   \r\n", b"HTTP/1.1   "),
+        (b"GET http://a/x?y HTTP/1.010 \r\n", b"HTTP/1.010 "),
+    ] {
+        let mut req = line.to_vec();
+        req.extend_from_slice(b"Host: a\r\n\r\n");
+        assert_eq!(parse(&req).unwrap().version_text(), text);
+    }
+}
