@@ -1002,3 +1002,28 @@ fn server_protocol_is_the_raw_text() {
     }
     p.check_open(b"GET /sp   HTTP/1.1\nHost: localhost\n\n");
 }
+
+#[test]
+fn conditional_dates_read_as_nginx_reads_them() {
+    let p = Pair::new(
+        "location /exact/ { alias {HTML}/; if_modified_since exact; }\n\
+         location /before/ { alias {HTML}/; if_modified_since before; }",
+    );
+    for date in [
+        "Sun, 01 Jan 2023 00:00:00 GMT; length=17",
+        "Sun, 01 Jan 2023 00:00:00",
+        "Sun, 01 Jan 2023 00:00:00xyz",
+        "Sun, 01 Jan 2023 00:00:0",
+        "Sunday, 01-Jan-23 00:00:00",
+        "Sun Jan  1 00:00:00 2023 junk",
+        "Sun Jan 1 00:00:00 2023",
+        "Xyz, 01 Jan 2023 00:00:00 UTC",
+        "Sun,   01 Jan 2023 00:00:00 +0100",
+        "Sun, 01 Jxx 2023 00:00:00 GMT",
+        "Wed, 31 Dec 1969 23:59:59 GMT",
+    ] {
+        p.get("/exact/a.txt", &format!("If-Modified-Since: {date}\r\n"));
+        p.get("/before/a.txt", &format!("If-Modified-Since: {date}\r\n"));
+        p.get("/a.txt", &format!("If-Unmodified-Since: {date}\r\n"));
+    }
+}
