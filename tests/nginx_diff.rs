@@ -954,3 +954,99 @@ fn disable_symlinks_on_a_directory_on_the_way() {
         p.get(path, "");
     }
 }
+
+#[test]
+fn refused_requests_take_the_server_nginx_had_chosen() {
+    // The default server is the first; a `server_name ""` one is what a complete request without
+    // Host gets; `localhost` is the test's own. Each marks its answers.
+    let p = Pair::with(Conf {
+        http: "    server { listen 127.0.0.1:{PORT}; server_name default.test; \
+               add_header X-Srv default always; }\n    \
+               server { listen 127.0.0.1:{PORT}; server_name \"\"; \
+               add_header X-Srv empty always; }",
+        server: "add_header X-Srv localhost always;",
+        ..Default::default()
+    });
+    let long = "a".repeat(10_000);
+    // In the request line: the default server.
+    p.check_open(b"get /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/2.0\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /../a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(format!("GET /{long} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes());
+    // In a header line: the Host's server if it came before, else the default.
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nBad Header: x\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nBad Header: x\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: local/host\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nHost: x\r\n\r\n");
+    p.check_open(b"GET http://localhost/a.txt HTTP/1.1\r\nBad Header: x\r\n\r\n");
+    p.check_open(format!("GET / HTTP/1.1\r\nHost: localhost\r\nX: {long}\r\n\r\n").as_bytes());
+    p.check_open(format!("GET / HTTP/1.1\r\nX: {long}\r\nHost: localhost\r\n\r\n").as_bytes());
+    // After the whole head: the server a request gets (no Host: the `""` one).
+    p.check_open(b"GET /a.txt HTTP/1.1\r\n\r\n");
+    p.check_open(b"TRACE /a.txt HTTP/1.0\r\n\r\n");
+    p.check_open(b"TRACE /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n");
+}
+
+#[test]
+fn over_long_request_line_already_wrong() {
+    let p = Pair::new("");
+    let long = "a".repeat(10_000);
+    for line in [
+        format!("get /{long} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        format!("GE@T /{long} HTTP/1.1\r\n\r\n"),
+        format!("GET /\x01{long} HTTP/1.1\r\n\r\n"),
+        format!("GET 1x{long} HTTP/1.1\r\n\r\n"),
+        format!("GET http://a@b/{long} HTTP/1.1\r\n\r\n"),
+        format!("GET / HTTP/1.1 {long}\r\n\r\n"),
+        format!("GET / HTTP/2{long}\r\n\r\n"),
+        format!("GET /      {long}\r\n\r\n"),
+        // Still fine when the buffer ends: 414.
+        format!("GET {long}\r\n\r\n"),
+        format!("GET http://a/{long} HTTP/1.1\r\n\r\n"),
+    ] {
+        p.check_open(line.as_bytes());
+    }
+}
+
+#[test]
+fn server_protocol_is_the_raw_text() {
+    let p = Pair::new("location = /sp { return 200 \"[$server_protocol]\\n\"; }");
+    for version in [
+        "HTTP/1.1",
+        "HTTP/1.0",
+        "HTTP/1.2",
+        "HTTP/1.00",
+        "HTTP/1.010",
+        "HTTP/1.1 ",
+        "HTTP/1.1   ",
+    ] {
+        p.check_open(format!("GET /sp {version}\r\nHost: localhost\r\n\r\n").as_bytes());
+    }
+    p.check_open(b"GET /sp   HTTP/1.1\nHost: localhost\n\n");
+}
+
+#[test]
+fn conditional_dates_read_as_nginx_reads_them() {
+    let p = Pair::new(
+        "location /exact/ { alias {HTML}/; if_modified_since exact; }\n\
+         location /before/ { alias {HTML}/; if_modified_since before; }",
+    );
+    for date in [
+        "Sun, 01 Jan 2023 00:00:00 GMT; length=17",
+        "Sun, 01 Jan 2023 00:00:00",
+        "Sun, 01 Jan 2023 00:00:00xyz",
+        "Sun, 01 Jan 2023 00:00:0",
+        "Sunday, 01-Jan-23 00:00:00",
+        "Sun Jan  1 00:00:00 2023 junk",
+        "Sun Jan 1 00:00:00 2023",
+        "Xyz, 01 Jan 2023 00:00:00 UTC",
+        "Sun,   01 Jan 2023 00:00:00 +0100",
+        "Sun, 01 Jxx 2023 00:00:00 GMT",
+        "Wed, 31 Dec 1969 23:59:59 GMT",
+    ] {
+        p.get("/exact/a.txt", &format!("If-Modified-Since: {date}\r\n"));
+        p.get("/before/a.txt", &format!("If-Modified-Since: {date}\r\n"));
+        p.get("/a.txt", &format!("If-Unmodified-Since: {date}\r\n"));
+    }
+}

@@ -1,7 +1,7 @@
 //! Arbitrary bytes into the request-head parser: whole, split at an arbitrary point (to go
 //! through `Ok(None)` and resume), and as a pipelined stream with bodies. Checks that nothing
-//! panics, that both parsing roads agree, that splitting never changes the answer, and the
-//! invariants of a parsed request.
+//! panics (nor the replay of a refused head), that both parsing roads agree, that splitting never
+//! changes the answer, and the invariants of a parsed request.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -70,12 +70,18 @@ fn split(data: &[u8], at: usize, limits: &Limits) -> Outcome {
         Ok(Some(r)) => return Ok(Some(summary(&r))),
         Ok(None) => {}
         // An early error must also be the answer with all the bytes: checked by the caller.
-        Err(e) => return Err(e.code()),
+        Err(e) => {
+            let _ = p.refused(&buf);
+            return Err(e.code());
+        }
     }
     buf.extend_from_slice(&data[at..]);
     match p.parse(&mut buf) {
         Ok(r) => Ok(r.map(|r| summary(&r))),
-        Err(e) => Err(e.code()),
+        Err(e) => {
+            let _ = p.refused(&buf);
+            Err(e.code())
+        }
     }
 }
 

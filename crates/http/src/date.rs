@@ -1,5 +1,6 @@
 //! HTTP dates (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`): formatting without allocation, a
-//! per-second cache for the `Date` header, and parsing for conditional requests.
+//! per-second cache for the `Date` header, and parsing (nginx's lenient `ngx_parse_http_time` for
+//! conditional requests).
 //!
 //! A worker formats `Date` once per second at most: [`DateCache`] is a plain value a worker owns
 //! (no locks), and [`cached_date`] is the same cache kept per thread.
@@ -82,10 +83,149 @@ fn unix_secs(t: SystemTime) -> u64 {
         .as_secs()
 }
 
-/// Parses an HTTP date (IMF-fixdate, RFC 850 or asctime), as in `If-Modified-Since`.
+/// Parses an HTTP date (IMF-fixdate, RFC 850 or asctime) strictly, as in an upstream's `Expires`.
+/// A client's conditionals take [`parse_http_time`], nginx's lenient reading.
 pub fn parse(value: &[u8]) -> Option<SystemTime> {
     let s = std::str::from_utf8(value).ok()?;
     httpdate::parse_http_date(s.trim()).ok()
+}
+
+/// `ngx_parse_http_time`: RFC 1123 (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850
+/// (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`), as leniently as
+/// nginx: the weekday, the month's later letters, the zone and trailing bytes are not checked.
+/// Seconds since the epoch (negative before it); nginx's conditionals take its `-1` as "no date".
+pub fn parse_http_time(v: &[u8]) -> Option<i64> {
+    #[derive(PartialEq)]
+    enum Fmt {
+        Rfc822,
+        Rfc850,
+        Isoc,
+    }
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    let digit = |i: usize| at(i).is_ascii_digit().then(|| u64::from(at(i) - b'0'));
+    let two = |i: usize| Some(digit(i)? * 10 + digit(i + 1)?);
+    let four = |i: usize| Some(two(i)? * 100 + two(i + 2)?);
+    let room = |p: usize, n: usize| v.len() >= p && v.len() - p >= n;
+
+    // The weekday ends at `,` (RFC 1123/850) or a space (asctime); then spaces.
+    let mut fmt = None;
+    let mut p = match v.iter().position(|&c| c == b',' || c == b' ') {
+        Some(i) => {
+            if v[i] == b' ' {
+                fmt = Some(Fmt::Isoc);
+            }
+            i + 1
+        }
+        None => return None,
+    };
+    while at(p) == b' ' && p < v.len() {
+        p += 1;
+    }
+    if !room(p, 18) {
+        return None;
+    }
+    let mut day = 0;
+    if fmt.is_none() {
+        day = two(p)?;
+        p += 2;
+        fmt = match at(p) {
+            b' ' if room(p, 18) => Some(Fmt::Rfc822),
+            b'-' => Some(Fmt::Rfc850),
+            _ => return None,
+        };
+        p += 1;
+    }
+    let fmt = fmt.expect("set by one of the branches above");
+    let month: u64 = match at(p) {
+        b'J' if at(p + 1) == b'a' => 0,
+        b'J' if at(p + 2) == b'n' => 5,
+        b'J' => 6,
+        b'F' => 1,
+        b'M' if at(p + 2) == b'r' => 2,
+        b'M' => 4,
+        b'A' if at(p + 1) == b'p' => 3,
+        b'A' => 7,
+        b'S' => 8,
+        b'O' => 9,
+        b'N' => 10,
+        b'D' => 11,
+        _ => return None,
+    };
+    p += 3;
+    if (fmt == Fmt::Rfc822 && at(p) != b' ') || (fmt == Fmt::Rfc850 && at(p) != b'-') {
+        return None;
+    }
+    p += 1;
+    let mut year = 0;
+    match fmt {
+        Fmt::Rfc822 => {
+            year = four(p)?;
+            p += 4;
+        }
+        Fmt::Rfc850 => {
+            year = two(p)?;
+            year += if year < 70 { 2000 } else { 1900 };
+            p += 2;
+        }
+        Fmt::Isoc => {
+            if at(p) == b' ' {
+                p += 1;
+            }
+            day = digit(p)?;
+            p += 1;
+            if at(p) != b' ' {
+                day = day * 10 + digit(p)?;
+                p += 1;
+            }
+            if !room(p, 14) {
+                return None;
+            }
+        }
+    }
+    if at(p) != b' ' {
+        return None;
+    }
+    if at(p + 3) != b':' || at(p + 6) != b':' {
+        return None;
+    }
+    let (hour, min, sec) = (two(p + 1)?, two(p + 4)?, two(p + 7)?);
+    if fmt == Fmt::Isoc {
+        if at(p + 9) != b' ' {
+            return None;
+        }
+        year = four(p + 10)?;
+    }
+    const MDAY: [u64; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if hour > 23 || min > 59 || sec > 59 {
+        return None;
+    }
+    if day == 29 && month == 1 {
+        if year & 3 != 0 || (year % 100 == 0 && year % 400 != 0) {
+            return None;
+        }
+    } else if day > MDAY[month as usize] {
+        return None;
+    }
+    // Gauss' formula from March 1 as nginx computes it, in unsigned wrapping arithmetic (a year
+    // 0000 or a date before 1970 wraps exactly as nginx's `uint64_t` does).
+    let (month, year) = if month < 2 {
+        (month + 11, year.wrapping_sub(1))
+    } else {
+        (month - 1, year)
+    };
+    let days = (365u64.wrapping_mul(year))
+        .wrapping_add(year / 4)
+        .wrapping_sub(year / 100)
+        .wrapping_add(year / 400)
+        .wrapping_add(367 * month / 12)
+        .wrapping_sub(30)
+        .wrapping_add(day)
+        .wrapping_sub(1)
+        .wrapping_sub(719_527 - 31 - 28);
+    let time = days
+        .wrapping_mul(86_400)
+        .wrapping_add(hour * 3600 + min * 60 + sec);
+    Some(time as i64)
 }
 
 /// The `Date` value, formatted at most once per second.
@@ -212,5 +352,29 @@ mod tests {
         assert_eq!(parse(b"Sun, 06 Nov 1994 08:49:37 GMT"), Some(t));
         assert_eq!(parse(b"garbage"), None);
         assert_eq!(cached_date().len(), DATE_LEN);
+    }
+
+    #[test]
+    fn nginx_reads_up_to_the_seconds() {
+        let t = Some(1_672_531_200);
+        for v in [
+            "Sun, 01 Jan 2023 00:00:00 GMT",
+            "Sun, 01 Jan 2023 00:00:00 GMT; length=17",
+            "Sun, 01 Jan 2023 00:00:00",
+            "Sun, 01 Jan 2023 00:00:00xyz",
+            "Sunday, 01-Jan-23 00:00:00",
+            "Sun Jan  1 00:00:00 2023 junk",
+            "Sun Jan 1 00:00:00 2023",
+            ",01 Jan 2023 00:00:00",
+            "Sun,   01 Jan 2023 00:00:00 +0100",
+        ] {
+            assert_eq!(parse_http_time(v.as_bytes()), t, "{v}");
+        }
+        assert_eq!(parse_http_time(b"Sun, 01 Jan 2023 00:00:0"), None);
+        // The month by nginx's few letters: `Jxx` is July.
+        assert_eq!(
+            parse_http_time(b"Sun, 01 Jxx 2023 00:00:00 GMT"),
+            parse_http_time(b"Sat, 01 Jul 2023 00:00:00 GMT")
+        );
     }
 }

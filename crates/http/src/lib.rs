@@ -31,7 +31,7 @@ pub use body::{BodyChunk, BodyDecoder, BodyKind, Chunk, ChunkedDecoder, LengthDe
 pub use date::{cached_date, DateCache};
 pub use error::{Error, ErrorKind};
 pub use limits::{LargeBuffers, Limits};
-pub use request::{parse_request, HeadParser, Request, Version};
+pub use request::{parse_request, HeadParser, Refused, Request, Version};
 pub use response::{BodyLength, Connection, ResponseHead, ServerTokens};
 pub use status::{error_page, ErrorPage};
 pub use upstream::{

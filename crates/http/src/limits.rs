@@ -107,7 +107,10 @@ impl Scanner {
                     let end = self.search_from + i + 1;
                     let line = buf.get(self.line_start..end).unwrap_or_default();
                     let empty = line == b"\n" || line == b"\r\n";
-                    self.place(line.len(), !self.seen_request_line && !empty, limits)?;
+                    let request_line = !self.seen_request_line && !empty;
+                    if !self.place(line.len(), limits) {
+                        return Err(self.too_large(buf, request_line, limits));
+                    }
                     self.line_start = end;
                     self.search_from = end;
                     if empty {
@@ -127,7 +130,7 @@ impl Scanner {
                     let partial = buf.len() - self.line_start;
                     self.search_from = buf.len();
                     if partial > 0 && !self.fits(partial, limits) {
-                        return Err(too_large(!self.seen_request_line));
+                        return Err(self.too_large(buf, !self.seen_request_line, limits));
                     }
                     return Ok(None);
                 }
@@ -141,31 +144,44 @@ impl Scanner {
         self.used + len <= self.capacity || (len <= large.size && self.large_taken < large.num)
     }
 
-    /// Places a complete line, moving to a fresh large buffer when it does not fit.
-    fn place(&mut self, len: usize, request_line: bool, limits: &Limits) -> Result<(), Error> {
+    /// Places a complete line, moving to a fresh large buffer when it does not fit. False: it
+    /// cannot be placed.
+    fn place(&mut self, len: usize, limits: &Limits) -> bool {
         let large = limits.large_client_header_buffers;
         if self.used + len <= self.capacity {
             self.used += len;
-            return Ok(());
+            return true;
         }
         if len > large.size || self.large_taken >= large.num {
-            return Err(too_large(request_line));
+            return false;
         }
         self.large_taken += 1;
         self.capacity = large.size;
         self.used = len;
-        Ok(())
+        true
     }
-}
 
-fn too_large(request_line: bool) -> Error {
-    if request_line {
-        Error::new(ErrorKind::UriTooLong, "client sent too long URI")
-    } else {
-        Error::new(
-            ErrorKind::HeaderTooLarge,
-            "client sent too long header line",
-        )
+    /// Where the line being scanned starts (after an error: the line that did not fit).
+    pub fn line_start(&self) -> usize {
+        self.line_start
+    }
+
+    /// The answer for the line at `line_start` that does not fit. A request line is 414 unless
+    /// the part nginx would have read (one large buffer) is already wrong: nginx parses as it
+    /// reads, so a bad method or version is its 400 (or 505) first.
+    fn too_large(&self, buf: &[u8], request_line: bool, limits: &Limits) -> Error {
+        if !request_line {
+            return Error::new(
+                ErrorKind::HeaderTooLarge,
+                "client sent too long header line",
+            );
+        }
+        let line = buf.get(self.line_start..).unwrap_or_default();
+        let seen = &line[..line.len().min(limits.large_client_header_buffers.size)];
+        crate::request::line_prefix_error(seen).unwrap_or(Error::new(
+            ErrorKind::UriTooLong,
+            "client sent too long URI",
+        ))
     }
 }
 

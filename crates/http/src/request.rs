@@ -20,6 +20,11 @@ use crate::error::{Error, ErrorKind};
 use crate::limits::{Limits, Scanner};
 use crate::uri;
 
+#[path = "request_refused.rs"]
+mod refused;
+pub(crate) use refused::line_prefix_error;
+pub use refused::Refused;
+
 /// HTTP version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Version {
@@ -126,6 +131,18 @@ impl Request {
         self.version
     }
 
+    /// The protocol as the request line has it (nginx's `$server_protocol`): `HTTP/1.2`, a minor
+    /// of `00`, and any spaces between it and the line's end are kept.
+    pub fn version_text(&self) -> &[u8] {
+        let after = self.head.get(self.target.end..).unwrap_or_default();
+        let line = &after[..memchr::memchr(b'\n', after).unwrap_or(after.len())];
+        let mut line = line.strip_suffix(b"\r").unwrap_or(line);
+        while let [b' ', rest @ ..] = line {
+            line = rest;
+        }
+        line
+    }
+
     /// Header fields in the order sent, names with their original case, duplicates kept. Lines
     /// dropped by `ignore_invalid_headers` are not here.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
@@ -198,6 +215,8 @@ pub struct HeadParser {
     /// The head of the last request refused by [`HeadParser::parse`] after it was cut from
     /// the buffer (for the access log's request line).
     failed: Option<Bytes>,
+    /// Where the line the scanner refused starts in the buffer (a head too large to be read).
+    scan_failed_at: Option<usize>,
 }
 
 impl HeadParser {
@@ -207,6 +226,7 @@ impl HeadParser {
             limits,
             scanner: Scanner::default(),
             failed: None,
+            scan_failed_at: None,
         }
     }
 
@@ -244,6 +264,19 @@ impl HeadParser {
         self.failed.as_ref()
     }
 
+    /// How far nginx would have got into the head [`HeadParser::parse`] last refused: `buf` is
+    /// the connection's buffer (the refused head is still in it when the error came before the
+    /// head was complete).
+    pub fn refused(&self, buf: &[u8]) -> Refused {
+        match (&self.failed, self.scan_failed_at) {
+            (Some(head), _) => refused::walk(head, &self.limits, true),
+            (None, Some(at)) => {
+                refused::walk(buf.get(..at).unwrap_or_default(), &self.limits, false)
+            }
+            (None, None) => Refused::default(),
+        }
+    }
+
     /// Like [`HeadParser::parse`] for a borrowed buffer: nothing is removed from `buf`; the
     /// request's [`Request::head_len`] says how many bytes it took. The head is copied.
     pub fn parse_slice(&mut self, buf: &[u8]) -> Result<Option<Request>, Error> {
@@ -262,6 +295,7 @@ impl HeadParser {
             }
             Ok(None) => Ok(None),
             Err(e) => {
+                self.scan_failed_at = Some(self.scanner.line_start());
                 self.scanner = Scanner::default();
                 Err(e)
             }
@@ -501,16 +535,32 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
 /// nginx's version grammar: `HTTP/`, a major of digits not starting with 0 (above 1 is a 505 as
 /// soon as it is seen), a dot, a minor of digits (a digit after the minor passed 99 is refused).
 fn parse_version(v: &[u8]) -> Result<Version, Error> {
+    match version_prefix(v)? {
+        Some(version) => Ok(version),
+        None => Err(Error::bad_request("client sent invalid request")),
+    }
+}
+
+/// The start of a version as nginx reads it: an error as soon as `v` cannot begin a valid one;
+/// else the version `v` would be if it ended here (`None`: not yet a version).
+fn version_prefix(v: &[u8]) -> Result<Option<Version>, Error> {
     let invalid = Error::bad_request("client sent invalid request");
     let unsupported = Error::new(
         ErrorKind::VersionNotSupported,
         "client sent unsupported HTTP version",
     );
-    let rest = v.strip_prefix(b"HTTP/").ok_or(invalid)?;
+    let Some(rest) = v.strip_prefix(b"HTTP/") else {
+        return if b"HTTP/".starts_with(v) {
+            Ok(None)
+        } else {
+            Err(invalid)
+        };
+    };
     let mut bytes = rest.iter();
     let mut major = match bytes.next() {
         Some(&d @ b'1'..=b'9') => u32::from(d - b'0'),
-        _ => return Err(invalid),
+        Some(_) => return Err(invalid),
+        None => return Ok(None),
     };
     loop {
         if major > 1 {
@@ -519,12 +569,14 @@ fn parse_version(v: &[u8]) -> Result<Version, Error> {
         match bytes.next() {
             Some(b'.') => break,
             Some(&d) if d.is_ascii_digit() => major = major * 10 + u32::from(d - b'0'),
-            _ => return Err(invalid),
+            Some(_) => return Err(invalid),
+            None => return Ok(None),
         }
     }
     let mut minor = match bytes.next() {
         Some(&d) if d.is_ascii_digit() => u32::from(d - b'0'),
-        _ => return Err(invalid),
+        Some(_) => return Err(invalid),
+        None => return Ok(None),
     };
     for &d in bytes {
         if !d.is_ascii_digit() || minor > 99 {
@@ -532,11 +584,11 @@ fn parse_version(v: &[u8]) -> Result<Version, Error> {
         }
         minor = minor * 10 + u32::from(d - b'0');
     }
-    Ok(if minor == 0 {
+    Ok(Some(if minor == 0 {
         Version::Http10
     } else {
         Version::Http11
-    })
+    }))
 }
 
 /// Headers nginx 1.22 allows once per request (beyond Host, Content-Length, Transfer-Encoding

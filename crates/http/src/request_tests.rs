@@ -527,3 +527,120 @@ fn trace_and_connect_are_405_with_the_head() {
         assert_eq!(e.status(), 405, "{m}");
     }
 }
+
+fn refused(req: &[u8]) -> (Error, Refused) {
+    let mut p = HeadParser::new(Limits::default());
+    let mut buf = BytesMut::from(req);
+    let e = p.parse(&mut buf).expect_err("a refused head");
+    (e, p.refused(&buf))
+}
+
+fn refused_host(req: &[u8]) -> (Option<&'static str>, bool) {
+    let (_, r) = refused(req);
+    let host = r
+        .host
+        .map(|h| &*String::from_utf8(h.to_vec()).unwrap().leak());
+    (host, r.head_read)
+}
+
+#[test]
+fn refused_heads_say_which_host_nginx_had() {
+    // Refused in the request line: the default server.
+    assert_eq!(
+        refused_host(b"get / HTTP/1.1\r\nHost: a\r\n\r\n"),
+        (None, false)
+    );
+    assert_eq!(
+        refused_host(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
+        (None, false)
+    );
+    assert_eq!(
+        refused_host(b"GET /../x HTTP/1.1\r\nHost: a\r\n\r\n"),
+        (None, false)
+    );
+    // A header line before Host, or a bad Host: the default server.
+    assert_eq!(
+        refused_host(b"GET / HTTP/1.1\r\nA b: x\r\nHost: a\r\n\r\n"),
+        (None, false)
+    );
+    assert_eq!(
+        refused_host(b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"),
+        (None, false)
+    );
+    // After Host (or an absolute target): that host's server.
+    assert_eq!(
+        refused_host(b"GET / HTTP/1.1\r\nHost: A:80\r\nA b: x\r\n\r\n"),
+        (Some("a"), false)
+    );
+    assert_eq!(
+        refused_host(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+        (Some("a"), false)
+    );
+    assert_eq!(
+        refused_host(b"GET http://b/ HTTP/1.1\r\nA b: x\r\n\r\n"),
+        (Some("b"), false)
+    );
+    assert_eq!(
+        refused_host(
+            b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\nHost: a\r\n\r\n"
+        ),
+        (None, false)
+    );
+    // After the whole head: the server a request would get.
+    assert_eq!(refused_host(b"GET / HTTP/1.1\r\n\r\n"), (None, true));
+    assert_eq!(
+        refused_host(b"TRACE / HTTP/1.1\r\nHost: a\r\n\r\n"),
+        (Some("a"), true)
+    );
+    // A header line too large: the host read before it.
+    let mut big = b"GET / HTTP/1.1\r\nHost: a\r\nX: ".to_vec();
+    big.resize(big.len() + 9000, b'x');
+    assert_eq!(refused_host(&big), (Some("a"), false));
+    let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+    big.resize(big.len() + 9000, b'x');
+    big.extend_from_slice(b"\r\nHost: a\r\n\r\n");
+    assert_eq!(refused_host(&big), (None, false));
+}
+
+#[test]
+fn over_long_request_line_already_wrong_is_not_414() {
+    let long = "a".repeat(9000);
+    let status_of = |line: String| refused(line.as_bytes()).0.code();
+    assert_eq!(status_of(format!("GET /{long} HTTP/1.1\r\n\r\n")), 414);
+    assert_eq!(status_of(format!("GET /{long}")), 414);
+    assert_eq!(status_of(format!("GET http://a/{long}")), 414);
+    assert_eq!(status_of(format!("GET {long}")), 414);
+    assert_eq!(status_of(format!("GET /      {long}")), 400);
+    assert_eq!(status_of(format!("get /{long} HTTP/1.1\r\n\r\n")), 400);
+    assert_eq!(status_of(format!("GE@T /{long}")), 400);
+    assert_eq!(status_of(format!(" GET /{long}")), 400);
+    assert_eq!(status_of(format!("GET /\x01{long}")), 400);
+    assert_eq!(status_of(format!("GET 1x{long}")), 400);
+    assert_eq!(status_of(format!("GET http://a@b/{long} HTTP/1.1")), 400);
+    assert_eq!(status_of(format!("GET / HTTP/1.1 {long}")), 400);
+    assert_eq!(status_of(format!("GET / HTTP/1.1{long}")), 400);
+    assert_eq!(status_of(format!("GET / HTTX{long}")), 400);
+    assert_eq!(status_of(format!("GET / HTTP/2{long}")), 505);
+    // Only what fits in one large buffer is read: a bad byte past it is not seen.
+    assert_eq!(status_of(format!("GET /{long} HTTP/1.1 x\r\n\r\n")), 414);
+    // A line that ends right where the buffer does.
+    let mut exact = format!("GET /{}", "a".repeat(8187));
+    exact.push_str("\r\n");
+    assert_eq!(exact.len(), 8194);
+    assert_eq!(status_of(exact), 414);
+}
+
+#[test]
+fn version_text_is_as_sent() {
+    for (line, text) in [
+        (&b"GET / HTTP/1.1\r\n"[..], &b"HTTP/1.1"[..]),
+        (b"GET / HTTP/1.2\r\n", b"HTTP/1.2"),
+        (b"GET /   HTTP/1.00\n", b"HTTP/1.00"),
+        (b"GET / HTTP/1.1   \r\n", b"HTTP/1.1   "),
+        (b"GET http://a/x?y HTTP/1.010 \r\n", b"HTTP/1.010 "),
+    ] {
+        let mut req = line.to_vec();
+        req.extend_from_slice(b"Host: a\r\n\r\n");
+        assert_eq!(parse(&req).unwrap().version_text(), text);
+    }
+}

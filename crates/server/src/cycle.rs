@@ -180,6 +180,26 @@ impl Generation {
             .expect("a connection implies an http block")
     }
 
+    /// The default server of an address: the one in charge until a request names a host (its
+    /// `client_header_timeout`, and the answer to a head refused before a host was read).
+    pub fn default_server<'a>(&'a self, candidates: &AddrServers) -> &'a ServerConf {
+        &self.http().servers[candidates.default]
+    }
+
+    /// The server for a head refused after nginx had read `refused` of it: the host's, the one
+    /// for "no Host" when the whole head was read without one, else the default server.
+    pub fn refused_server<'a>(
+        &'a self,
+        candidates: &AddrServers,
+        refused: &shoal_http::Refused,
+    ) -> &'a ServerConf {
+        match &refused.host {
+            Some(h) => self.find_server(candidates, Some(&String::from_utf8_lossy(h))),
+            None if refused.head_read => self.find_server(candidates, None),
+            None => self.default_server(candidates),
+        }
+    }
+
     /// The server for a Host among `candidates` (see [`Generation::find_server_captures`]).
     pub fn find_server<'a>(
         &'a self,

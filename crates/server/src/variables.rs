@@ -521,7 +521,7 @@ impl Vars<'_> {
             }
             Var::ServerName => out.push_str(self.server_name),
             Var::ServerProtocol => match req {
-                Some(r) => out.push_str(r.version().as_str()),
+                Some(r) => out.push_str(&String::from_utf8_lossy(r.version_text())),
                 None => return false,
             },
             Var::Scheme => out.push_str("http"),

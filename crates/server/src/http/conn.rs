@@ -233,7 +233,7 @@ pub async fn serve(
     };
     let default_loc = generation
         .servers_for(&key.addr, info.local)
-        .map(|r| &generation.find_server(r, None).loc);
+        .map(|r| &generation.default_server(r).loc);
     let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
     // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
     // Nagle's algorithm.
@@ -407,7 +407,7 @@ impl Conn {
             let Some(route) = self.route_in(&gen) else {
                 return Ok(());
             };
-            let default_srv = gen.find_server(&route, None);
+            let default_srv = gen.default_server(&route);
             self.rules = CloseRules::of(&default_srv.loc);
             let mut parser = HeadParser::new(default_srv.srv.limits());
             let req = match self.read_head(&mut parser, default_srv).await? {
@@ -448,15 +448,17 @@ impl Conn {
                     let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
                     let line = request_line(refused, false);
                     let head_only = is_head_request(refused);
+                    // As nginx: the server of the host read before the error, else the default.
+                    let srv = gen.refused_server(&route, &parser.refused(&self.buf));
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,
                         "{}, client: {}, server: {}",
                         e,
                         self.info.client(),
-                        default_srv.name()
+                        srv.name()
                     );
-                    self.error_and_close(e.code(), default_srv, line.as_deref(), head_only)
+                    self.error_and_close(e.code(), srv, line.as_deref(), head_only)
                         .await?;
                     return Ok(());
                 }

@@ -14,7 +14,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 use shoal_http::date::DATE_LEN;
 use shoal_http::Request;
@@ -606,11 +605,8 @@ pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
         (Some(_), Some(t)) => t,
         _ => -1,
     };
-    let time = |v: &[u8]| {
-        shoal_http::date::parse(v)
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(-1, |d| d.as_secs() as i64)
-    };
+    // nginx's reader: anything after the seconds is ignored; -1 is its "no date".
+    let time = |v: &[u8]| shoal_http::date::parse_http_time(v).unwrap_or(-1);
     if let Some(v) = req.header("if-unmodified-since") {
         if mtime == -1 || time(v) < mtime {
             return Some(412);

@@ -1,0 +1,208 @@
+//! What nginx knew when it refused a request head: which host it had chosen its server by, and
+//! which error it saw first in a request line too long to read.
+//!
+//! nginx parses a head left to right as it arrives and picks the virtual server as soon as it
+//! meets a host (an absolute-form target, or a valid `Host` line); until then the default server
+//! of the address is in charge. So a head refused in its request line, or in a header line before
+//! `Host`, is answered with the default server's configuration, one refused at or after a later
+//! line with the server of the host read so far, and one refused after the whole head (no `Host`
+//! in HTTP/1.1, `TRACE`, bad framing) with the server a complete request would get. shoal parses
+//! a head once it is complete, so after an error it replays nginx's walk here. Nothing here runs
+//! for a request that is served.
+
+use bytes::Bytes;
+
+use super::{
+    keep_header, line_content, nginx_method, parse_request_line, parse_version, split_absolute,
+    valid_authority, version_prefix, UNIQUE,
+};
+use crate::error::Error;
+use crate::limits::Limits;
+use crate::uri;
+
+/// How far nginx got into a refused head.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// The host nginx had picked its server by (lowercased, without port), if any.
+    pub host: Option<Bytes>,
+    /// Every line passed nginx's per-line checks: the error came after the head, so the server
+    /// is the one for `host`, or for "no Host" (a `server_name ""` server) when there is none.
+    /// Otherwise it is `host`'s server, or the default server.
+    pub head_read: bool,
+}
+
+/// Replays nginx's walk over `head` (complete lines only; `complete`: it ends with its empty
+/// line) up to the first line nginx would refuse.
+pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
+    let mut out = Refused::default();
+    let mut lines = head.split_inclusive(|&b| b == b'\n');
+    let request_line = loop {
+        let Some(line) = lines.next().filter(|l| l.ends_with(b"\n")) else {
+            return out;
+        };
+        match line_content(line) {
+            Ok([]) => {}
+            Ok(content) => break content,
+            Err(_) => return out,
+        }
+    };
+    let Ok((_, target, _)) = parse_request_line(request_line) else {
+        return out;
+    };
+    let path = if target.first() == Some(&b'/') {
+        uri::split_query(target).0
+    } else {
+        let Ok((authority, path, _)) = split_absolute(target) else {
+            return out;
+        };
+        let Ok(host) = uri::validate_host(authority) else {
+            return out;
+        };
+        out.host = Some(Bytes::copy_from_slice(&host));
+        path
+    };
+    // The path is normalised with the request line, before any header is read.
+    if uri::normalize_path(path, limits.merge_slashes).is_err() {
+        out.host = None;
+        return out;
+    }
+    let mut host_seen = false;
+    let mut unique_seen = [false; UNIQUE.len()];
+    let mut framing_seen = [false; 3];
+    for line in lines {
+        if !line.ends_with(b"\n") {
+            return out;
+        }
+        let Ok(content) = line_content(line) else {
+            return out;
+        };
+        if content.is_empty() {
+            out.head_read = complete;
+            return out;
+        }
+        let (name, value) = match memchr::memchr(b':', content) {
+            Some(colon) => (&content[..colon], &content[colon + 1..]),
+            None => (content, &content[content.len()..]),
+        };
+        if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) {
+            return out;
+        }
+        let value = super::trim_ows(value);
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return out;
+        }
+        match keep_header(name, limits) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(_) => return out,
+        }
+        if name.eq_ignore_ascii_case(b"host") {
+            if std::mem::replace(&mut host_seen, true) {
+                return out;
+            }
+            let Ok(host) = uri::validate_host(value) else {
+                return out;
+            };
+            if out.host.is_none() {
+                out.host = Some(Bytes::copy_from_slice(&host));
+            }
+            continue;
+        }
+        let framing = [&b"content-length"[..], b"transfer-encoding", b"expect"];
+        let seen = match framing.iter().position(|f| name.eq_ignore_ascii_case(f)) {
+            Some(i) => &mut framing_seen[i],
+            None => match UNIQUE.iter().position(|u| name.eq_ignore_ascii_case(u)) {
+                Some(i) => &mut unique_seen[i],
+                None => continue,
+            },
+        };
+        if std::mem::replace(seen, true) {
+            return out;
+        }
+    }
+    out
+}
+
+/// The error nginx answers for the part `seen` of a request line it could not fit, when that part
+/// is already wrong (nginx reads the method, the target and the version as they arrive, before it
+/// finds the line too long). `None`: the line is fine so far, so it is a 414.
+pub(crate) fn line_prefix_error(seen: &[u8]) -> Option<Error> {
+    // A CR that ended the part read is the line's end to come.
+    let seen = seen.strip_suffix(b"\r").unwrap_or(seen);
+    let invalid = Error::bad_request("client sent invalid request");
+    let method_end = memchr::memchr(b' ', seen);
+    let method = &seen[..method_end.unwrap_or(seen.len())];
+    if method_end == Some(0) || !(method.is_empty() || nginx_method(method)) {
+        return Some(Error::bad_request("client sent invalid method"));
+    }
+    let rest = skip_spaces(&seen[method_end?..]);
+    let target_end = memchr::memchr(b' ', rest);
+    let target = &rest[..target_end.unwrap_or(rest.len())];
+    if target.iter().any(|&b| b <= 0x20 || b == 0x7f) {
+        return Some(invalid);
+    }
+    match target.first() {
+        None | Some(b'/') => {}
+        Some(b) if b.is_ascii_alphabetic() => {
+            let checked = match target_end {
+                Some(_) => split_absolute(target).map(drop),
+                None => absolute_prefix(target),
+            };
+            if let Err(e) = checked {
+                return Some(e);
+            }
+        }
+        Some(_) => return Some(invalid),
+    }
+    let rest = skip_spaces(&rest[target_end?..]);
+    let version_end = memchr::memchr(b' ', rest);
+    let version = &rest[..version_end.unwrap_or(rest.len())];
+    let checked = match version_end {
+        Some(_) => parse_version(version).map(drop),
+        None => version_prefix(version).map(drop),
+    };
+    if let Err(e) = checked {
+        return Some(e);
+    }
+    // After a whole version only spaces may come before the line's end.
+    if !skip_spaces(&rest[version_end?..]).is_empty() {
+        return Some(invalid);
+    }
+    None
+}
+
+/// The start of an absolute-form target: a scheme of letters, `://`, then host characters.
+fn absolute_prefix(t: &[u8]) -> Result<(), Error> {
+    let scheme_end = t
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .unwrap_or(t.len());
+    let rest = &t[scheme_end..];
+    if !(rest.starts_with(b"://") || b"://".starts_with(rest)) {
+        return Err(Error::bad_request("client sent invalid request"));
+    }
+    let authority = rest.get(3..).unwrap_or_default();
+    let end = authority
+        .iter()
+        .position(|&b| b == b'/' || b == b'?' || b == b'#');
+    let ok = match end {
+        Some(e) => valid_authority(&authority[..e]),
+        None => authority
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::bad_request(
+            "client sent invalid host in request line",
+        ))
+    }
+}
+
+fn skip_spaces(mut s: &[u8]) -> &[u8] {
+    while let [b' ', rest @ ..] = s {
+        s = rest;
+    }
+    s
+}
