@@ -303,3 +303,67 @@ fn proxy_force_ranges_as_nginx() {
         "{r}"
     );
 }
+
+#[test]
+fn raw_bytes_in_the_uri_go_upstream_as_sent() {
+    // A byte that is not UTF-8 in the path or the arguments: nginx passes the client's bytes,
+    // with or without a URI part (shoal used to send U+FFFD's UTF-8 in their place).
+    let up = upstream();
+    let p = pair(
+        &up,
+        "",
+        "location / { proxy_pass UP; }\nlocation /one/ { proxy_pass UP/two/; }",
+    );
+    p.check_open(b"GET /a\xe9b HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /one/a\xe9b?x=\xff HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /q?x=\xe9 HTTP/1.1\r\nHost: localhost\r\n\r\n");
+}
+
+#[test]
+fn last_modified_passes_whatever_the_status_without_a_cache() {
+    // nginx passes an upstream's Last-Modified whatever the status when no cache is involved
+    // (its header filter's rule for 200, 206 and 304 needs a date parsed for a cache).
+    let up = Upstream::start(|r| {
+        let status = if r.target.contains("404") { 404 } else { 301 };
+        Answer::status(status)
+            .header("Last-Modified", "Sun, 01 Jan 2023 00:00:00 GMT")
+            .body("x")
+    });
+    let p = pair(&up, "", "location / { proxy_pass UP; }");
+    let r = get(&p, "/404", "");
+    assert!(r.contains("Last-Modified"), "{r}");
+    get(&p, "/301", "");
+}
+
+#[test]
+fn a_proxied_location_redirects_its_name_without_the_slash() {
+    // nginx's `auto_redirect`: `/u` meets `location /u/ { proxy_pass ...; }` with a 301 to
+    // `/u/` (arguments kept), before regex locations, whichever prefix matched.
+    let up = upstream();
+    let p = pair(
+        &up,
+        "",
+        "location / { proxy_pass UP; }\n\
+         location /u/ { proxy_pass UP/base/; }\n\
+         location = /e/ { proxy_pass UP; }\n\
+         location /s/ { return 200 \"static\"; }\n\
+         location /n { proxy_pass UP; }\n\
+         location /n/ { proxy_pass UP; }\n\
+         location ~ ^/u { return 200 \"regex\"; }",
+    );
+    let r = get(&p, "/u", "");
+    assert!(r.starts_with("HTTP/1.1 301"), "{r}");
+    get(&p, "/u?a=1", "");
+    head(&p, "/e", "");
+    get(&p, "/s", "");
+    get(&p, "/n", "");
+    p.check_open(b"GET /u HTTP/1.0\r\n\r\n");
+}
+
+#[test]
+fn an_empty_request_body_keeps_its_length() {
+    let up = upstream();
+    let p = pair(&up, "", "location / { proxy_pass UP; }");
+    p.check_open(b"POST /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+    p.check_open(b"PUT /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: 00\r\n\r\n");
+}

@@ -204,7 +204,21 @@ enum Found<'a> {
     Final(&'a LocationConf),
     /// The longest prefix so far.
     Prefix(&'a LocationConf),
+    /// The URI is this location's name without its final slash: a 301 to the name.
+    AutoRedirect(&'a LocationConf),
     None,
+}
+
+impl LocationConf {
+    /// nginx's `auto_redirect`: a location whose name ends with a slash and whose handler is
+    /// `proxy_pass` answers its name without the slash with a redirect to the name.
+    fn redirects_from(&self, uri: &str) -> bool {
+        self.name.len() == uri.len() + 1
+            && matches!(self.kind, Match::Exact | Match::Prefix | Match::NoRegex)
+            && self.name.ends_with('/')
+            && self.name.starts_with(uri)
+            && self.loc.proxy.pass.is_some()
+    }
 }
 
 fn search<'a>(locs: &'a [LocationConf], uri: &str) -> Found<'a> {
@@ -222,11 +236,19 @@ fn search<'a>(locs: &'a [LocationConf], uri: &str) -> Found<'a> {
             matches!(l.kind, Match::Prefix | Match::NoRegex) && uri.starts_with(l.name.as_str())
         })
         .max_by_key(|l| l.name.len());
+    // nginx's static tree ends the search (no nested, no regex locations) at such a location
+    // when no prefix is the URI itself.
+    if longest.is_none_or(|p| p.name.len() < uri.len()) {
+        if let Some(l) = locs.iter().find(|l| l.redirects_from(uri)) {
+            return Found::AutoRedirect(l);
+        }
+    }
     if let Some(p) = longest {
         noregex = p.kind == Match::NoRegex;
         found = Found::Prefix(p);
         match search(&p.nested, uri) {
             Found::Final(l) => return Found::Final(l),
+            Found::AutoRedirect(l) => return Found::AutoRedirect(l),
             Found::Prefix(l) => found = Found::Prefix(l),
             Found::None => {}
         }
@@ -236,6 +258,7 @@ fn search<'a>(locs: &'a [LocationConf], uri: &str) -> Found<'a> {
             if r.regex.as_ref().is_some_and(|re| re.is_match(uri)) {
                 return match search(&r.nested, uri) {
                     Found::Final(l) | Found::Prefix(l) => Found::Final(l),
+                    Found::AutoRedirect(l) => Found::AutoRedirect(l),
                     Found::None => Found::Final(r),
                 };
             }
@@ -247,9 +270,19 @@ fn search<'a>(locs: &'a [LocationConf], uri: &str) -> Found<'a> {
 /// The location for a URI among a server's locations, in nginx's order; `None` means the
 /// server level itself applies.
 pub fn find<'a>(locs: &'a [LocationConf], uri: &str) -> Option<&'a LocationConf> {
+    find_or_redirect(locs, uri).0
+}
+
+/// As [`find`], and whether the request is answered with nginx's `auto_redirect`: a 301 to
+/// the location's name (the URI with a slash added), the location's configuration applying.
+pub fn find_or_redirect<'a>(
+    locs: &'a [LocationConf],
+    uri: &str,
+) -> (Option<&'a LocationConf>, bool) {
     match search(locs, uri) {
-        Found::Final(l) | Found::Prefix(l) => Some(l),
-        Found::None => None,
+        Found::Final(l) | Found::Prefix(l) => (Some(l), false),
+        Found::AutoRedirect(l) => (Some(l), true),
+        Found::None => (None, false),
     }
 }
 

@@ -215,7 +215,22 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                         );
                     }
                 },
-                None => location::find(&srv.locations, &rw.uri),
+                None => {
+                    let (loc, redirect) = location::find_or_redirect(&srv.locations, &rw.uri);
+                    if let Some(l) = loc.filter(|_| redirect) {
+                        // nginx's `auto_redirect` answers before the location's rewrites.
+                        let mut reply = static_files::error_reply(301, &l.loc);
+                        let to = match rw.args.as_deref() {
+                            Some(a) if !a.is_empty() => format!("{}?{a}", l.name),
+                            _ => l.name.clone(),
+                        };
+                        reply.location = Some(static_files::absolute_location(
+                            &l.loc, &to, r.host, r.info, r.srv,
+                        ));
+                        return finish(r, Box::new(reply), &l.loc, rw, None);
+                    }
+                    loc
+                }
             }
         };
         if let Some(caps) = captures_of(loc, &rw.uri) {

@@ -335,24 +335,14 @@ async fn run(
 ) -> Handled {
     let conf = &lc.proxy;
     let vars = r.vars_rw(st.rw, lc);
-    let changed = st.internal
-        || st.rw.internal
-        || st.rw.uri.as_bytes() != &r.req.path()[..]
-        || st.rw.args.as_deref().map(str::as_bytes) != r.req.query();
-    let parts = UriParts {
-        unparsed: r.req.uri(),
-        changed,
-        uri: &st.rw.uri,
-        args: st.rw.args.as_deref(),
-        // nginx escapes `$uri` when the client's path had a `%` (`quoted_uri`; a `+` does
-        // not count) or the request is internal.
-        escape: st.internal || {
-            let target = r.req.uri();
-            let path = target.split(|&c| c == b'?').next().unwrap_or_default();
-            path.contains(&b'%')
-        },
-        rewritten_break: st.rw.rewritten_break,
+    // nginx escapes `$uri` when the client's path had a `%` (`quoted_uri`; a `+` does not
+    // count) or the request is internal.
+    let escape = st.internal || {
+        let target = r.req.uri();
+        let path = target.split(|&c| c == b'?').next().unwrap_or_default();
+        path.contains(&b'%')
     };
+    let parts = UriParts::new(r.req, st.rw, st.internal, escape);
 
     // Where to: the linked upstream, or the URL's variables evaluated now.
     let (upstream, uri, host, port) = match &pass.target {
@@ -396,7 +386,14 @@ async fn run(
     let set_body = conf.set_body.as_ref().map(|t| vars.eval(t).into_bytes());
     let body_len = match (&set_body, conf.pass_request_body()) {
         (Some(b), _) => Some(b.len() as u64),
-        (None, true) => body.len(),
+        // A `Content-Length: 0` request has no body to read, but nginx passes the length.
+        (None, true) => body.len().or_else(|| {
+            r.req
+                .header("content-length")
+                .map(<[u8]>::trim_ascii)
+                .filter(|v| !v.is_empty() && v.iter().all(|&c| c == b'0'))
+                .map(|_| 0)
+        }),
         (None, false) => None,
     };
     let mut head = Vec::with_capacity(512);
@@ -516,7 +513,13 @@ async fn run(
                     }
                     return Handled::Error(status);
                 }
-                return Handled::Reply(Box::new(answer.into_reply(lc, pass, r, &record)));
+                return Handled::Reply(Box::new(answer.into_reply(
+                    lc,
+                    pass,
+                    r,
+                    &record,
+                    st.cacheable,
+                )));
             }
             Err(f) => f,
         };
@@ -761,6 +764,7 @@ impl Answer {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
+        cacheable: bool,
     ) -> Reply {
         let conf = &lc.proxy;
         let mut reply = Reply::new(self.status);
@@ -782,7 +786,10 @@ impl Answer {
                 || is("keep-alive")
                 || is("transfer-encoding")
                 || is("content-length")
-                || (is("last-modified") && !matches!(self.status, 200 | 206 | 304))
+                // nginx passes an upstream's Last-Modified whatever the status when the answer
+                // is not for a cache (it parses the date, which its header filter's rule for
+                // 200/206/304 needs, only then).
+                || (is("last-modified") && cacheable && !matches!(self.status, 200 | 206 | 304))
             {
                 continue;
             }

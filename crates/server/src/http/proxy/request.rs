@@ -42,15 +42,47 @@ pub struct UriParts<'a> {
     /// Whether a rewrite or an internal redirect changed the URI (nginx's
     /// `!valid_unparsed_uri`).
     pub changed: bool,
-    /// `$uri` now (decoded).
-    pub uri: &'a str,
-    /// `$args` now.
-    pub args: Option<&'a str>,
+    /// `$uri` now (decoded): the client's bytes unless a rewrite changed it.
+    pub uri: &'a [u8],
+    /// `$args` now: the client's bytes unless a rewrite changed them.
+    pub args: Option<&'a [u8]>,
     /// The client's path had `%` or `+`, or the request is internal: `$uri` is escaped.
     pub escape: bool,
     /// A `rewrite ... break` changed the URI in this location: a URI part of `proxy_pass` is
     /// ignored.
     pub rewritten_break: bool,
+}
+
+impl<'a> UriParts<'a> {
+    /// The parts of a request whose `$uri` and `$args` are now `rw`'s. Those are text, the
+    /// client's bytes through the lossy decoder: when they still read the same the URI did not
+    /// change, and the client's bytes (invalid UTF-8 too) are what goes upstream, as in nginx.
+    pub fn new(
+        req: &'a shoal_http::Request,
+        rw: &'a crate::http::rewrite::State,
+        internal: bool,
+        escape: bool,
+    ) -> UriParts<'a> {
+        let path = &req.path()[..];
+        let query = req.query();
+        // The byte comparison is the usual answer; the decoder runs only when it fails.
+        let same_uri = rw.uri.as_bytes() == path || *shoal_http::lossy(path) == *rw.uri;
+        let args = rw.args.as_deref();
+        let same_args = args.map(str::as_bytes) == query
+            || matches!((query, args), (Some(q), Some(a)) if *shoal_http::lossy(q) == *a);
+        UriParts {
+            unparsed: req.uri(),
+            changed: internal || rw.internal || !same_uri || !same_args,
+            uri: if same_uri { path } else { rw.uri.as_bytes() },
+            args: if same_args {
+                query
+            } else {
+                args.map(str::as_bytes)
+            },
+            escape,
+            rewritten_break: rw.rewritten_break,
+        }
+    }
 }
 
 /// The URI for a static `proxy_pass` (its URI part and location prefix given).
@@ -63,18 +95,18 @@ pub fn upstream_uri(parts: &UriParts<'_>, pass_uri: Option<&str>, location: &str
             let rest = match pass_uri {
                 Some(p) => {
                     out.extend_from_slice(p.as_bytes());
-                    parts.uri.get(location.len()..).unwrap_or("")
+                    parts.uri.get(location.len()..).unwrap_or_default()
                 }
                 None => parts.uri,
             };
             if parts.escape {
-                escape_uri(rest.as_bytes(), &mut out);
+                escape_uri(rest, &mut out);
             } else {
-                out.extend_from_slice(rest.as_bytes());
+                out.extend_from_slice(rest);
             }
             if let Some(a) = parts.args.filter(|a| !a.is_empty()) {
                 out.push(b'?');
-                out.extend_from_slice(a.as_bytes());
+                out.extend_from_slice(a);
             }
         }
     }
@@ -202,8 +234,8 @@ mod tests {
         UriParts {
             unparsed,
             changed: false,
-            uri,
-            args,
+            uri: uri.as_bytes(),
+            args: args.map(str::as_bytes),
             escape: false,
             rewritten_break: false,
         }

@@ -148,18 +148,12 @@ fn default_key(
     let uri = match &pass.target {
         crate::http::proxy::Target::Dynamic { .. } => None,
         _ => {
-            let changed = internal
-                || rw.internal
-                || rw.uri.as_bytes() != &r.req.path()[..]
-                || rw.args.as_deref().map(str::as_bytes) != r.req.query();
-            let parts = crate::http::proxy::request::UriParts {
-                unparsed: r.req.uri(),
-                changed,
-                uri: &rw.uri,
-                args: rw.args.as_deref(),
-                escape: rw.quoted_uri || internal,
-                rewritten_break: rw.rewritten_break,
-            };
+            let parts = crate::http::proxy::request::UriParts::new(
+                r.req,
+                rw,
+                internal,
+                rw.quoted_uri || internal,
+            );
             Some(crate::http::proxy::request::upstream_uri(
                 &parts,
                 pass.uri.as_deref(),
