@@ -88,29 +88,25 @@ log "started hello (pid $HELLO_PID, port $hello_port, $HELLO_THREADS thread(s))"
 
 [ -z "${SHOAL0:-}" ] || [ -x "$SHOAL0" ] || die "no shoal binary at SHOAL0=$SHOAL0"
 SERVERS=()
-if [ -z "${SKIP_KA:-}" ]; then
-    SERVERS+=(nginx-ka shoal-ka)
-    write_proxy_conf nginx-ka $((p + 0)) keepalive "$hello_port"
-    write_proxy_conf shoal-ka $((p + 1)) keepalive "$hello_port"
-    start_conf nginx-ka nginx $((p + 0))
-    start_conf shoal-ka shoal $((p + 1))
+# usage: add_servers NAME(ka|close) MODE(keepalive|close) NGINX_PORT SHOAL_PORT SHOAL0_PORT
+add_servers() {
+    local name=$1 mode=$2
+    SERVERS+=("nginx-$name" "shoal-$name")
+    write_proxy_conf "nginx-$name" "$3" "$mode" "$hello_port"
+    write_proxy_conf "shoal-$name" "$4" "$mode" "$hello_port"
+    start_conf "nginx-$name" nginx "$3"
+    start_conf "shoal-$name" shoal "$4"
     if [ -n "${SHOAL0:-}" ]; then
-        SERVERS+=(shoal0-ka)
-        write_proxy_conf shoal0-ka $((p + 4)) keepalive "$hello_port"
-        start_conf shoal0-ka shoal0 $((p + 4))
+        SERVERS+=("shoal0-$name")
+        write_proxy_conf "shoal0-$name" "$5" "$mode" "$hello_port"
+        start_conf "shoal0-$name" shoal0 "$5"
     fi
+}
+if [ -z "${SKIP_KA:-}" ]; then
+    add_servers ka keepalive $((p + 0)) $((p + 1)) $((p + 4))
 fi
 if [ -z "${SKIP_CLOSE:-}" ]; then
-    SERVERS+=(nginx-close shoal-close)
-    write_proxy_conf nginx-close $((p + 2)) close "$hello_port"
-    write_proxy_conf shoal-close $((p + 3)) close "$hello_port"
-    start_conf nginx-close nginx $((p + 2))
-    start_conf shoal-close shoal $((p + 3))
-    if [ -n "${SHOAL0:-}" ]; then
-        SERVERS+=(shoal0-close)
-        write_proxy_conf shoal0-close $((p + 5)) close "$hello_port"
-        start_conf shoal0-close shoal0 $((p + 5))
-    fi
+    add_servers close close $((p + 2)) $((p + 3)) $((p + 5))
 fi
 
 {
