@@ -60,6 +60,33 @@ fn miss_then_hit_as_nginx() {
     assert!(r.starts_with("HTTP/1.1 206"), "{r}");
 }
 
+#[test]
+fn an_upstream_last_modified_passes_whatever_the_status_as_nginx() {
+    // nginx keeps the upstream's Last-Modified line in the answer's headers whatever the
+    // status, a cached 404's too, on the MISS and on the HIT; only its own time (a static
+    // file's) is dropped for statuses other than 200, 206 and 304.
+    let up = Upstream::start(|r| {
+        let code = r.target.trim_start_matches('/').parse().unwrap_or(200);
+        Answer::status(code)
+            .body(format!("status {code}"))
+            .header("Last-Modified", "Sat, 01 Jan 2022 00:00:00 GMT")
+    });
+    let server = format!(
+        "location / {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 404 1h; \
+         add_header X-Cache-Status $upstream_cache_status always; }}",
+        up.url()
+    );
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    for path in ["/404", "/404", "/500", "/500", "/200", "/200", "/410"] {
+        let got = get(&p, path, "");
+        assert!(got.contains("Last-Modified: "), "{got}");
+    }
+}
+
 /// The KEY lines of the objects under a cache directory.
 fn keys_in(dir: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();

@@ -513,13 +513,7 @@ async fn run(
                     }
                     return Handled::Error(status);
                 }
-                return Handled::Reply(Box::new(answer.into_reply(
-                    lc,
-                    pass,
-                    r,
-                    &record,
-                    st.cacheable,
-                )));
+                return Handled::Reply(Box::new(answer.into_reply(lc, pass, r, &record)));
             }
             Err(f) => f,
         };
@@ -764,7 +758,6 @@ impl Answer {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
-        cacheable: bool,
     ) -> Reply {
         let conf = &lc.proxy;
         let mut reply = Reply::new(self.status);
@@ -786,10 +779,6 @@ impl Answer {
                 || is("keep-alive")
                 || is("transfer-encoding")
                 || is("content-length")
-                // nginx passes an upstream's Last-Modified whatever the status when the answer
-                // is not for a cache (it parses the date, which its header filter's rule for
-                // 200/206/304 needs, only then).
-                || (is("last-modified") && cacheable && !matches!(self.status, 200 | 206 | 304))
             {
                 continue;
             }

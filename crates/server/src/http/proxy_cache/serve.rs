@@ -925,15 +925,21 @@ impl Object {
                 }
                 _ if is("etag") => reply.headers.push(("ETag", value.clone().into())),
                 _ if is("last-modified") => {
-                    if matches!(status, 200 | 206) {
-                        let t = shoal_http::date::parse(value.as_bytes());
-                        if let Some(t) = t {
+                    // The answer's time for the not-modified filter on a 200 or 206; any other
+                    // answer passes the upstream's line as it came (nginx keeps the header
+                    // whatever the status).
+                    let t = matches!(status, 200 | 206)
+                        .then(|| shoal_http::date::parse(value.as_bytes()))
+                        .flatten();
+                    match t {
+                        Some(t) => {
                             let secs = t
                                 .duration_since(std::time::UNIX_EPOCH)
                                 .map_or(0, |d| d.as_secs() as i64);
                             reply.mtime = Some(secs);
                             reply.last_modified = Some(shoal_http::date::format(t));
                         }
+                        None => reply.extra.push((name.clone(), value.clone())),
                     }
                 }
                 _ => reply.extra.push((name.clone(), value.clone())),
