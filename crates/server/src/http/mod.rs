@@ -23,7 +23,6 @@ pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,7 +213,9 @@ pub struct LocConf {
     /// `root` or `alias`.
     pub root: Option<DocRoot>,
     pub index: Option<Vec<String>>,
-    pub types: Option<Arc<HashMap<String, String>>>,
+    /// `types`: built from the configuration, looked up with each answer's extension (FxHash:
+    /// nobody outside adds keys to it).
+    pub types: Option<Arc<shoal_io::fxhash::FxHashMap<String, String>>>,
     pub default_type: Option<String>,
     pub sendfile: Option<bool>,
     pub tcp_nopush: Option<bool>,
@@ -563,7 +564,7 @@ impl LocConf {
 }
 
 /// nginx's built-in types when no `types` block is given.
-fn default_types() -> HashMap<String, String> {
+fn default_types() -> shoal_io::fxhash::FxHashMap<String, String> {
     [
         ("html", "text/html"),
         ("gif", "image/gif"),
@@ -665,9 +666,9 @@ fn set_index(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
 
 fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let lc = loc_conf(s);
-    let mut map: HashMap<String, String> = match &lc.types {
+    let mut map: shoal_io::fxhash::FxHashMap<String, String> = match &lc.types {
         Some(t) => (**t).clone(),
-        None => HashMap::new(),
+        None => Default::default(),
     };
     for line in d.block.as_deref().unwrap_or_default() {
         if line.block.is_some() {
