@@ -629,3 +629,107 @@ mod tests {
         }
     }
 }
+
+/// `inotify_init1(IN_NONBLOCK | IN_CLOEXEC)`: a new inotify instance.
+pub fn inotify_init() -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: no pointers; the flags are valid for inotify_init1.
+    let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel, is open, and nothing else owns it.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// `inotify_add_watch` on the file `fd` has open (through `/proc/self/fd/N`, so the very inode
+/// held is watched, whatever its path says now). Returns the watch descriptor.
+pub fn inotify_watch_fd(inotify: BorrowedFd<'_>, fd: BorrowedFd<'_>, mask: u32) -> io::Result<i32> {
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(io::Error::other)?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; `inotify` is an open fd.
+    let wd = unsafe { libc::inotify_add_watch(inotify.as_raw_fd(), path.as_ptr(), mask) };
+    if wd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(wd)
+}
+
+/// `inotify_rm_watch`; a watch the kernel already dropped (the file is gone) is not an error.
+pub fn inotify_unwatch(inotify: BorrowedFd<'_>, wd: i32) {
+    // SAFETY: no pointers; an unknown `wd` only gives EINVAL, which is ignored.
+    unsafe { libc::inotify_rm_watch(inotify.as_raw_fd(), wd) };
+}
+
+/// One inotify event: the watch it is for and its mask (`wd` -1 with `IN_Q_OVERFLOW`: events
+/// were lost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InotifyEvent {
+    pub wd: i32,
+    pub mask: u32,
+}
+
+/// Reads every queued event of a non-blocking inotify instance (none: an empty list).
+pub fn inotify_read(inotify: BorrowedFd<'_>) -> io::Result<Vec<InotifyEvent>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: `buf` is valid for writes of its length for the whole call.
+        let n = unsafe { libc::read(inotify.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Ok(out),
+                _ => return Err(e),
+            }
+        }
+        let data = &buf[..n as usize];
+        // struct inotify_event: wd (i32), mask (u32), cookie (u32), len (u32), name[len].
+        let mut at = 0;
+        while at + 16 <= data.len() {
+            let word = |i: usize| {
+                [
+                    data[at + i],
+                    data[at + i + 1],
+                    data[at + i + 2],
+                    data[at + i + 3],
+                ]
+            };
+            let wd = i32::from_ne_bytes(word(0));
+            let mask = u32::from_ne_bytes(word(4));
+            let len = u32::from_ne_bytes(word(12)) as usize;
+            out.push(InotifyEvent { wd, mask });
+            at += 16 + len;
+        }
+        if n == 0 {
+            return Ok(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod inotify_tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_held_file_written_in_place_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"one").unwrap();
+        let held = File::open(&path).unwrap();
+        let ino = inotify_init().unwrap();
+        let wd =
+            inotify_watch_fd(ino.as_fd(), held.as_fd(), libc::IN_MODIFY | libc::IN_ATTRIB).unwrap();
+        assert_eq!(inotify_read(ino.as_fd()).unwrap(), vec![]);
+        std::fs::write(&path, b"two, longer").unwrap();
+        let events = inotify_read(ino.as_fd()).unwrap();
+        assert!(
+            events
+                .iter()
+                .any(|e| e.wd == wd && e.mask & libc::IN_MODIFY != 0),
+            "{events:?}"
+        );
+        inotify_unwatch(ino.as_fd(), wd);
+    }
+}

@@ -266,6 +266,12 @@ pub async fn begin(
     let mut wait_until = None;
     let mut known_absent = !node.exists && !zone.is_cold();
     // The worker's copy, if the index still vouches for it (see `hot`).
+    // Files changed behind shoal's back since the last look (see `hot`).
+    std::future::poll_fn(|cx| {
+        super::hot::take_changes(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
     let mut from_hot = super::hot::get(&zone, &md5, plan.key.as_bytes(), &node);
     loop {
         let opened = if let Some(obj) = from_hot.take() {
@@ -687,6 +693,11 @@ impl Object {
     /// Whether the open file is still as it was read (one `fstat`): the index's generation
     /// covers every change shoal makes; this covers a file changed behind its back (truncated
     /// or overwritten in place), which is then read again and, if bad, a logged miss.
+    /// The held file (for a watch on it).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     pub fn unchanged(&self) -> bool {
         self.file
             .metadata()
