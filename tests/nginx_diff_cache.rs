@@ -8,9 +8,14 @@ mod diff;
 use common::upstream::{Answer, Upstream};
 use diff::{Conf, Pair};
 
-/// nginx aborts a proxied request when the client half-closes: the client's side stays open.
+/// A request on a new connection, kept open: nginx aborts a proxied request when the client
+/// half-closes.
+fn ask(p: &Pair, method: &str, path: &str, headers: &str) -> String {
+    p.check_open(format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+}
+
 fn get(p: &Pair, path: &str, headers: &str) -> String {
-    p.check_open(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+    ask(p, "GET", path, headers)
 }
 
 #[test]
@@ -507,9 +512,8 @@ fn ranges_on_a_miss_as_nginx() {
     }
 }
 
-/// A HEAD on a new connection, kept open.
 fn head(p: &Pair, path: &str, headers: &str) -> String {
-    p.check_open(format!("HEAD {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+    ask(p, "HEAD", path, headers)
 }
 
 /// An answer the upstream sent without a length (chunked, or ended by its close): nginx stores
