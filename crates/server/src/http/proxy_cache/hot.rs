@@ -109,6 +109,12 @@ impl Hot {
     /// A watch on `obj`'s file for the entry of `md5`, making the instance first if needed.
     fn watch(&mut self, md5: &[u8; 16], obj: &Object) -> Option<i32> {
         if self.watch.is_none() && !self.watch_failed {
+            // Registering needs the worker's reactor; without one (never on a worker) the
+            // entries keep their fstat.
+            if tokio::runtime::Handle::try_current().is_err() {
+                self.watch_failed = true;
+                return None;
+            }
             let made = shoal_io::syscall::inotify_init().and_then(|fd| {
                 // SAFETY: the OwnedFd is the instance's only owner and keeps it open, the
                 // same descriptor, for as long as the AsyncFd lives.
