@@ -94,25 +94,7 @@ fn an_upstream_last_modified_passes_whatever_the_status_as_nginx() {
 
 /// The KEY lines of the objects under a cache directory.
 fn keys_in(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
-            } else if let Ok(data) = std::fs::read(e.path()) {
-                let text = String::from_utf8_lossy(&data);
-                if let Some(k) = text.split("\nKEY: ").nth(1) {
-                    out.push(k.lines().next().unwrap_or("").to_string());
-                }
-            }
-        }
-    }
-    out.sort();
-    out
+    bodies_in(dir).into_iter().map(|(key, _)| key).collect()
 }
 
 /// `proxy_buffering off`: nginx streams the answer without storing it, so every request is a
@@ -355,30 +337,20 @@ fn stale_on_error_and_revalidation_as_nginx() {
 /// The bodies of the objects under a cache directory, by key (what follows the stored head).
 fn bodies_in(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
+    for path in common::files_under(dir) {
+        let Ok(data) = std::fs::read(path) else {
             continue;
         };
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
-                continue;
-            }
-            let Ok(data) = std::fs::read(e.path()) else {
-                continue;
-            };
-            let Some(k) = data.windows(6).position(|w| w == b"\nKEY: ") else {
-                continue;
-            };
-            let key_end = k + 6 + data[k + 6..].iter().position(|&c| c == b'\n').unwrap_or(0);
-            let key = String::from_utf8_lossy(&data[k + 6..key_end]).into_owned();
-            let head_end = data[key_end..]
-                .windows(4)
-                .position(|w| w == b"\r\n\r\n")
-                .map_or(data.len(), |i| key_end + i + 4);
-            out.push((key, data[head_end..].to_vec()));
-        }
+        let Some(k) = data.windows(6).position(|w| w == b"\nKEY: ") else {
+            continue;
+        };
+        let key_end = k + 6 + data[k + 6..].iter().position(|&c| c == b'\n').unwrap_or(0);
+        let key = String::from_utf8_lossy(&data[k + 6..key_end]).into_owned();
+        let head_end = data[key_end..]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(data.len(), |i| key_end + i + 4);
+        out.push((key, data[head_end..].to_vec()));
     }
     out.sort();
     out

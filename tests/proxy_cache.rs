@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use common::upstream::{Answer, Upstream};
@@ -64,26 +64,6 @@ fn cache_status(resp: &str) -> String {
 
 fn body_of(resp: &str) -> &str {
     resp.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-}
-
-/// The object files under a cache directory.
-fn objects(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The md5 of a key in hex (through the system's md5sum, independent of shoal's).
@@ -160,7 +140,7 @@ fn a_second_request_is_a_hit_and_the_object_is_where_nginx_puts_it() {
     assert!(
         want.exists(),
         "{want:?} not in {:?}",
-        objects(&s.prefix.join("cache"))
+        files_under(&s.prefix.join("cache"))
     );
     let data = std::fs::read(&want).unwrap();
     assert_eq!(&data[0..8], &5u64.to_le_bytes());
@@ -238,7 +218,7 @@ fn a_broken_or_foreign_object_is_a_miss_logged_and_replaced() {
         assert_eq!(cache_status(&get(port, &path)), "HIT");
         let key = format!("http://127.0.0.1:{}{path}", up.port());
         let name = md5_hex(&key);
-        let file = objects(&dir)
+        let file = files_under(&dir)
             .into_iter()
             .find(|p| p.ends_with(&name))
             .unwrap();
@@ -306,7 +286,7 @@ fn the_cache_survives_a_restart_and_a_kill_mid_fill_leaves_no_half_object() {
     let prefix = std::mem::take(&mut s.prefix);
     drop(s);
     // What the fills left: temp files only, never an object under a key.
-    let leftovers = objects(&cache_dir);
+    let leftovers = files_under(&cache_dir);
     assert!(
         leftovers.iter().any(|p| p.to_string_lossy().contains('.')),
         "{leftovers:?}"
@@ -322,7 +302,7 @@ fn the_cache_survives_a_restart_and_a_kill_mid_fill_leaves_no_half_object() {
         assert_eq!(body_of(&r).len(), 200_000);
     }
     wait_for("the loader to remove temp files", || {
-        objects(&cache_dir)
+        files_under(&cache_dir)
             .iter()
             .all(|p| !p.file_name().unwrap().to_string_lossy().contains('.'))
             .then_some(())
@@ -348,16 +328,16 @@ fn max_size_holds_and_inactive_objects_go() {
         assert_eq!(status_of(&get(port, &format!("/big{i}"))), 200);
     }
     let size = || -> u64 {
-        objects(&dir)
+        files_under(&dir)
             .iter()
             .filter_map(|p| std::fs::metadata(p).ok())
             .map(|m| m.len())
             .sum()
     };
     wait_for("max_size", || (size() <= 200 * 1024 + 45_000).then_some(()));
-    assert!(!objects(&dir).is_empty());
+    assert!(!files_under(&dir).is_empty());
     // Unused for `inactive`: removed.
-    wait_for("inactive", || objects(&dir).is_empty().then_some(()));
+    wait_for("inactive", || files_under(&dir).is_empty().then_some(()));
 }
 
 #[test]
@@ -436,7 +416,7 @@ fn seed_000_cache_per_disk_with_split_clients() {
     }
     assert_eq!(up.request_count(), 30);
     for d in ["cache1", "cache2", "cache3"] {
-        assert!(!objects(&s.prefix.join(d)).is_empty(), "{d} is empty");
+        assert!(!files_under(&s.prefix.join(d)).is_empty(), "{d} is empty");
     }
 }
 
@@ -633,7 +613,7 @@ fn a_range_of_a_miss_is_cut_from_the_stream_and_the_whole_answer_is_stored() {
     assert!(head.contains("multipart/byteranges"), "{head}");
     assert!(got.windows(4).any(|w| w == b"0000") && got.windows(4).any(|w| w == b"992\n"));
     assert_eq!(seen(&up, "/a"), 1);
-    let files = objects(&s.prefix.join("cache"));
+    let files = files_under(&s.prefix.join("cache"));
     assert_eq!(files.len(), 1, "{files:?}");
     assert!(std::fs::read(&files[0]).unwrap().ends_with(&body));
 

@@ -342,23 +342,14 @@ fn a_head_miss_goes_upstream_as_get_and_is_stored() {
     assert_eq!(up.last().method, "GET");
     // The body is read into the cache after the HEAD's answer: wait for the object.
     let key = format!("http://127.0.0.1:{}/h", up.port());
+    let want = format!("\nKEY: {key}\n");
     wait_for("the HEAD's object", || {
-        let mut stack = vec![s.prefix.join("cache")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).ok()?.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if e.file_type().ok()?.is_dir() {
-                    stack.push(e.path());
-                } else if name.len() == 32 {
-                    let data = std::fs::read(e.path()).ok()?;
-                    let want = format!("\nKEY: {key}\n");
-                    if data.windows(want.len()).any(|w| w == want.as_bytes()) {
-                        return Some(());
-                    }
-                }
-            }
-        }
-        None
+        files_under(&s.prefix.join("cache"))
+            .into_iter()
+            .filter(|p| p.file_name().is_some_and(|n| n.len() == 32))
+            .filter_map(|p| std::fs::read(p).ok())
+            .any(|data| data.windows(want.len()).any(|w| w == want.as_bytes()))
+            .then_some(())
     });
     let g = get(port, "/h");
     assert_eq!(cache_status(&g), "HIT", "{g}");
@@ -470,17 +461,9 @@ fn the_default_key_uses_the_uri_sent_upstream() {
     get(port, "/a/x?q=1");
     let key = format!("http://127.0.0.1:{}/b/x?q=1", up.port());
     let found = wait_for("the object", || {
-        let mut stack = vec![s.prefix.join("cache")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).ok()?.flatten() {
-                if e.file_type().ok()?.is_dir() {
-                    stack.push(e.path());
-                } else {
-                    return std::fs::read(e.path()).ok();
-                }
-            }
-        }
-        None
+        files_under(&s.prefix.join("cache"))
+            .first()
+            .and_then(|p| std::fs::read(p).ok())
     });
     let want = format!("\nKEY: {key}\n");
     assert!(

@@ -614,3 +614,24 @@ pub fn fd_targets(pid: u32) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Every file under `dir` and its subdirectories (a cache's objects), sorted; none when `dir`
+/// does not exist.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
