@@ -729,18 +729,23 @@ fn headers_filter(
                 bytes: 0,
                 headers: reply.header_list(),
             });
-        for h in headers.iter() {
-            if good || h.always {
-                let mut vars = r.vars_rw(rw, lc);
-                vars.upstream = rec.as_deref();
-                vars.sent = sent.as_ref();
-                let v = vars.eval(&h.value);
-                if !v.is_empty() {
-                    if let Some(s) = &mut sent {
-                        s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
-                    }
-                    reply.extra.push((h.name.clone(), v));
+        let mut vars = r.vars_rw(rw, lc);
+        vars.upstream = rec.as_deref();
+        for h in headers.iter().filter(|h| good || h.always) {
+            let v = match &sent {
+                None => vars.eval(&h.value),
+                Some(s) => {
+                    let mut with_sent = r.vars_rw(rw, lc);
+                    with_sent.upstream = rec.as_deref();
+                    with_sent.sent = Some(s);
+                    with_sent.eval(&h.value)
                 }
+            };
+            if !v.is_empty() {
+                if let Some(s) = &mut sent {
+                    s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
+                }
+                reply.extra.push((h.name.clone(), v));
             }
         }
     }
