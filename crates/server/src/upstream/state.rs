@@ -8,7 +8,9 @@
 //! something unasked, makes it useless).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use shoal_io::fxhash::FxHashMap;
 use std::time::Instant;
 
 use super::conf::UpstreamConf;
@@ -34,43 +36,15 @@ pub struct Reused {
     pub requests: u64,
 }
 
-/// Upstream ids are the configuration's own numbers, chosen by no one outside: a table of
-/// them hashes an id with one multiply, not SipHash (several lookups per proxied request).
-#[derive(Default, Clone, Copy)]
-struct IdHash;
-
-impl std::hash::BuildHasher for IdHash {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 #[derive(Default)]
 struct WorkerState {
-    balancers: HashMap<u64, Balancer, IdHash>,
+    /// By upstream id: the configuration's own numbers, so FxHash (several lookups per
+    /// proxied request).
+    balancers: FxHashMap<u64, Balancer>,
     /// The balancer of the one upstream a request's URL made (`proxy_pass` with variables):
     /// it lives for that request only, as in nginx, and is replaced by the next one.
     scratch: Option<(u64, Balancer)>,
-    idle: HashMap<u64, VecDeque<Idle>, IdHash>,
+    idle: FxHashMap<u64, VecDeque<Idle>>,
 }
 
 thread_local! {
