@@ -17,22 +17,13 @@ const MONTHS: [&[u8; 3]; 12] = [
 ];
 
 thread_local! {
-    static LAST_FORMATTED: std::cell::Cell<(u64, [u8; DATE_LEN])> =
-        const { std::cell::Cell::new((u64::MAX, [0; DATE_LEN])) };
+    static LAST_FORMATTED: std::cell::RefCell<DateCache> = std::cell::RefCell::new(DateCache::new());
 }
 
-/// [`format_unix`], remembering the last time this thread formatted: a hot file's
+/// [`format_unix`] through this thread's [`DateCache`] for file times: a hot file's
 /// `Last-Modified` is formatted once, not per answer.
 pub fn format_unix_recent(secs: u64) -> [u8; DATE_LEN] {
-    LAST_FORMATTED.with(|last| {
-        let (at, text) = last.get();
-        if at == secs {
-            return text;
-        }
-        let text = format_unix(secs);
-        last.set((secs, text));
-        text
-    })
+    LAST_FORMATTED.with(|c| *c.borrow_mut().at_secs(secs))
 }
 
 /// Formats `secs` since the Unix epoch as an IMF-fixdate. Times before 1970 format as the epoch;
@@ -282,7 +273,11 @@ impl DateCache {
 
     /// The date for `t` (reformatted only when the second changed).
     pub fn at(&mut self, t: SystemTime) -> &[u8; DATE_LEN] {
-        let secs = unix_secs(t);
+        self.at_secs(unix_secs(t))
+    }
+
+    /// The date `secs` after the epoch (reformatted only when it is not the last one).
+    pub fn at_secs(&mut self, secs: u64) -> &[u8; DATE_LEN] {
         if secs != self.secs {
             self.secs = secs;
             self.value = format_unix(secs);
