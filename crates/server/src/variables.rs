@@ -431,6 +431,7 @@ pub struct Sent {
 }
 
 /// What a request offers to variables.
+#[derive(Clone)]
 pub struct Vars<'a> {
     pub req: Option<&'a Request>,
     /// The URI after internal redirects (`$uri`), when it differs from the request's.

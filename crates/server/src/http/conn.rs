@@ -1475,12 +1475,7 @@ impl Conn {
         // `add_header ... always` (none of these statuses takes the others).
         if let Some(headers) = &lc.add_header {
             let vars = self.refused_vars(srv, None, line, start);
-            for h in headers.iter().filter(|h| h.always) {
-                let v = vars.eval(&h.value);
-                if !v.is_empty() {
-                    reply.extra.push((h.name.clone(), v));
-                }
-            }
+            super::phases::add_headers(headers, false, &vars, &mut reply);
         }
         let status = reply.status;
         let (head_len, body_len) = self

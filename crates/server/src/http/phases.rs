@@ -718,35 +718,45 @@ fn headers_filter(
     }
     if let Some(headers) = &lc.add_header {
         let rec = upstream.map(|u| u.borrow());
-        // `$sent_http_*` reads the answer's headers as they stand, an earlier add_header's
-        // included (nginx's headers filter adds them one by one): made only when asked for.
-        let mut sent = headers
-            .iter()
-            .any(|h| h.value.uses_sent_headers())
-            .then(|| crate::variables::Sent {
-                status: reply.status,
-                body_bytes: 0,
-                bytes: 0,
-                headers: reply.header_list(),
-            });
         let mut vars = r.vars_rw(rw, lc);
         vars.upstream = rec.as_deref();
-        for h in headers.iter().filter(|h| good || h.always) {
-            let v = match &sent {
-                None => vars.eval(&h.value),
-                Some(s) => {
-                    let mut with_sent = r.vars_rw(rw, lc);
-                    with_sent.upstream = rec.as_deref();
-                    with_sent.sent = Some(s);
-                    with_sent.eval(&h.value)
-                }
-            };
-            if !v.is_empty() {
-                if let Some(s) = &mut sent {
-                    s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
-                }
-                reply.extra.push((h.name.clone(), v));
+        add_headers(headers, good, &vars, reply);
+    }
+}
+
+/// nginx's `add_header`: every header for a status its headers filter calls good, else the
+/// `always` ones only; values from `vars`. `$sent_http_*` in a value reads the answer's
+/// headers as they stand, an earlier add_header's included (nginx adds them one by one): that
+/// list is made only when a value asks for it.
+pub fn add_headers(
+    headers: &[super::directives::AddHeader],
+    good: bool,
+    vars: &crate::variables::Vars<'_>,
+    reply: &mut Reply,
+) {
+    let mut sent = headers
+        .iter()
+        .any(|h| h.value.uses_sent_headers())
+        .then(|| crate::variables::Sent {
+            status: reply.status,
+            body_bytes: 0,
+            bytes: 0,
+            headers: reply.header_list(),
+        });
+    for h in headers.iter().filter(|h| good || h.always) {
+        let v = match &sent {
+            None => vars.eval(&h.value),
+            Some(s) => {
+                let mut with_sent = vars.clone();
+                with_sent.sent = Some(s);
+                with_sent.eval(&h.value)
             }
+        };
+        if !v.is_empty() {
+            if let Some(s) = &mut sent {
+                s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
+            }
+            reply.extra.push((h.name.clone(), v));
         }
     }
 }
