@@ -9,6 +9,11 @@ use std::process::exit;
 use shoal_server::log::{report, Level, Target};
 use shoal_server::master::{self, Options};
 
+mod allocator;
+
+#[global_allocator]
+static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
+
 /// Compiled-in defaults, as nginx's `configure` sets them.
 const DEFAULT_PREFIX: &str = "/usr/share/shoal/";
 const DEFAULT_CONF: &str = "/etc/shoal/shoal.conf";
