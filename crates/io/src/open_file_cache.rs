@@ -69,6 +69,8 @@ pub struct FileInfo {
     pub dev: u64,
     /// A directory (cached without an fd).
     pub is_dir: bool,
+    /// nginx's ETag for this mtime and size ([`etag`]), made once per open, not per answer.
+    pub etag: Box<str>,
 }
 
 /// An opened path: the shared fd (`None` for a directory) and its metadata.
@@ -118,6 +120,7 @@ pub fn open(path: &Path) -> io::Result<OpenedFile> {
         inode: st.ino,
         dev: st.dev,
         is_dir: st.is_dir,
+        etag: etag(st.mtime, st.size).into_boxed_str(),
     };
     Ok(OpenedFile {
         file: (!st.is_dir).then(|| Arc::new(file)),
@@ -150,10 +153,11 @@ struct Node {
     path: Arc<OsStr>,
     cached: Cached,
     uses: u32,
-    /// When the cached answer was obtained (for `valid`).
-    validated: Instant,
-    /// Last use (for `inactive`).
-    accessed: Instant,
+    /// When the cached answer is to be checked again: obtained + `valid`. Deadlines rather
+    /// than times of use, so a lookup compares instead of subtracting three times.
+    revalidate_at: Instant,
+    /// When the entry is dropped unless used again: last use + `inactive`.
+    inactive_at: Instant,
     /// Towards the most recently used end.
     prev: Option<usize>,
     /// Towards the least recently used end.
@@ -172,6 +176,13 @@ pub struct OpenFileCache {
     tail: Option<usize>,
     /// Per worker: not `Sync`.
     _not_sync: PhantomData<Cell<()>>,
+}
+
+/// `now + d`, or as far as an `Instant` goes (a configured time too long to add never comes).
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(u32::MAX as u64)))
+        .unwrap_or(now)
 }
 
 /// How many stale entries each call checks at the LRU end, as nginx does.
@@ -212,16 +223,16 @@ impl OpenFileCache {
         let Some(&i) = self.index.get(path.as_os_str()) else {
             return Lookup::Miss;
         };
-        if now.saturating_duration_since(self.node(i).accessed) > self.config.inactive {
+        if now > self.node(i).inactive_at {
             self.remove(i);
             return Lookup::Miss;
         }
         self.touch(i);
-        let (valid, errors) = (self.config.valid, self.config.errors);
+        let (inactive, errors) = (self.config.inactive, self.config.errors);
         let node = self.node_mut(i);
         node.uses = node.uses.saturating_add(1);
-        node.accessed = now;
-        if now.saturating_duration_since(node.validated) >= valid {
+        node.inactive_at = later(now, inactive);
+        if now >= node.revalidate_at {
             return Lookup::Miss;
         }
         match &node.cached {
@@ -254,10 +265,14 @@ impl OpenFileCache {
             Some(&i) => i,
             None => self.add(path, now),
         };
-        let min_uses = self.config.min_uses;
+        let (min_uses, valid, inactive) = (
+            self.config.min_uses,
+            self.config.valid,
+            self.config.inactive,
+        );
         let node = self.node_mut(i);
-        node.validated = now;
-        node.accessed = now;
+        node.revalidate_at = later(now, valid);
+        node.inactive_at = later(now, inactive);
         node.cached = match cached {
             Cached::File(_) if node.uses < min_uses => Cached::Uses,
             cached => cached,
@@ -295,10 +310,7 @@ impl OpenFileCache {
         let mut dropped = 0;
         while dropped < at_most {
             match self.tail {
-                Some(i)
-                    if now.saturating_duration_since(self.node(i).accessed)
-                        > self.config.inactive =>
-                {
+                Some(i) if now > self.node(i).inactive_at => {
                     self.remove(i);
                     dropped += 1;
                 }
@@ -329,8 +341,8 @@ impl OpenFileCache {
             path: path.clone(),
             cached: Cached::Uses,
             uses: 1,
-            validated: now,
-            accessed: now,
+            revalidate_at: later(now, self.config.valid),
+            inactive_at: later(now, self.config.inactive),
             prev: None,
             next: None,
         };

@@ -187,6 +187,7 @@ fn metadata_and_nginx_etag() {
             inode: meta.ino(),
             dev: meta.dev(),
             is_dir: false,
+            etag: "\"5f5e1000-1234\"".into(),
         }
     );
     assert_eq!(etag(1_700_000_000, 612), "\"6553f100-264\"");

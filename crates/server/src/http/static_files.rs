@@ -469,7 +469,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
     if lc.etag() {
         reply
             .headers
-            .push(("ETag", shoal_io::open_file_cache::etag(mtime, size).into()));
+            .push(("ETag", String::from(&*opened.info.etag).into()));
     }
     if precompressed {
         reply.headers.push(("Content-Encoding", "gzip".into()));
