@@ -82,6 +82,28 @@ fn redirect_knobs() {
 }
 
 #[test]
+fn server_name_regex_captures_in_a_lone_server() {
+    // The address's only server: chosen whatever the Host, but its regex name still sets
+    // the captures when it matches.
+    let p = Pair::new(
+        r#"server_name ~^(?<sub>[a-z]+)\.(example)\.com$;
+        location /caps { return 200 "sub=$sub one=$1 two=$2\n"; }"#,
+    );
+    for host in [
+        "foo.example.com",
+        "localhost",
+        "bar.example.com:8080",
+        "other.test",
+    ] {
+        let r = p.check(format!("GET /caps HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    let r = p.check(b"GET /caps HTTP/1.1\r\nHost: foo.example.com\r\n\r\n");
+    assert!(r.contains("sub=foo one=foo two=example"), "{r}");
+    p.check(b"GET /caps HTTP/1.0\r\n\r\n");
+}
+
+#[test]
 fn index_files() {
     let p = Pair::new("");
     p.get("/", "");

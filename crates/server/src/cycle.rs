@@ -218,6 +218,12 @@ impl Generation {
         host: Option<&str>,
     ) -> (&'a ServerConf, Option<NameCaptures>) {
         let servers = &self.http().servers;
+        // A lone server is chosen whatever the Host, unless its names could capture from it.
+        if let [only] = candidates.servers[..] {
+            if servers[only].name_regexes.is_empty() {
+                return (&servers[only], None);
+            }
+        }
         let Some(host) = host.filter(|h| !h.is_empty()) else {
             if let Some(&i) = candidates
                 .servers
