@@ -113,8 +113,13 @@ fn reload_adds_and_removes_a_port() {
     s.prefix.write_conf(&one);
     dash_s(&s, "reload");
     s.wait_log("reconfigured (generation 3)", 1);
-    // The removed port closes even though a keep-alive connection on it is still open.
+    // The removed port closes even though a keep-alive connection on it is still open; that
+    // connection, idle, is woken by the reload and closed.
     s.wait_port_closed(b);
+    assert!(
+        on_b.closed_by_peer(),
+        "the idle connection on the removed port is still open"
+    );
     assert_eq!(common::listening_sockets(b), 0);
     assert_index(on_a.get("/"), "port a after removing b");
     assert_index(common::get(a, "/"), "new connection on port a");

@@ -530,9 +530,18 @@ impl Client {
     }
 
     /// Whether the server closed the connection (reads EOF, or a reset), within [`WAIT`].
+    /// Whether the server closed the connection (an end of file or a reset) within [`WAIT`];
+    /// a read that times out is not a close.
     pub fn closed_by_peer(&mut self) -> bool {
         let mut b = [0u8; 1];
-        matches!(self.reader.read(&mut b), Ok(0) | Err(_))
+        match self.reader.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+        }
     }
 }
 

@@ -10,8 +10,11 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -48,10 +51,9 @@ pub struct Worker {
     /// Set once a graceful stop began: idle connections close, busy ones close after their
     /// current request.
     pub stopping: Cell<bool>,
-    /// Woken when `stopping` is set.
     /// Wakes idle connections: a graceful stop began (`stopping` is set) or a new generation
-    /// arrived. One registration per wait on the hot path, instead of one per reason.
-    pub wake_idle: Notify,
+    /// arrived.
+    pub wake_idle: Rc<IdleWakers>,
     /// Woken when a connection closes (the accept loops wait on it at `worker_connections`,
     /// the graceful stop waits on it for the last connection).
     pub closed_notify: Notify,
@@ -77,6 +79,105 @@ impl Drop for ConnGuard {
     fn drop(&mut self) {
         self.0.active.set(self.0.active.get() - 1);
         self.0.closed_notify.notify_waiters();
+    }
+}
+
+/// The connections of a worker that wait between requests, to be woken all at once. A
+/// `Notify` would take a lock and a list insertion and removal per wait, on every request;
+/// here each connection has a slot for its task's waker, filled at its first wait and kept
+/// while the task's waker stays the same, and a wait is a comparison of counters.
+#[derive(Default)]
+pub struct IdleWakers {
+    /// Bumped by every [`wake_all`](Self::wake_all): a wait ends when it sees another value
+    /// than the one it started with.
+    epoch: Cell<u64>,
+    slots: RefCell<Vec<Option<Waker>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+impl IdleWakers {
+    /// The value a wait starts with (see [`IdleSlot::wait`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.get()
+    }
+
+    /// Ends every wait begun before this call.
+    pub fn wake_all(&self) {
+        self.epoch.set(self.epoch.get() + 1);
+        let wakers: Vec<Waker> = self
+            .slots
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        // Woken with no borrow held: a task woken here may be polled before this returns.
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Slots in use (for tests).
+    pub fn slots_in_use(&self) -> usize {
+        self.slots.borrow().len() - self.free.borrow().len()
+    }
+}
+
+/// A connection's place in its worker's [`IdleWakers`], given back when dropped.
+pub struct IdleSlot {
+    wakers: Rc<IdleWakers>,
+    index: usize,
+}
+
+impl IdleSlot {
+    pub fn new(wakers: &Rc<IdleWakers>) -> IdleSlot {
+        let index = match wakers.free.borrow_mut().pop() {
+            Some(i) => i,
+            None => {
+                let mut slots = wakers.slots.borrow_mut();
+                slots.push(None);
+                slots.len() - 1
+            }
+        };
+        IdleSlot {
+            wakers: wakers.clone(),
+            index,
+        }
+    }
+
+    /// Completes once [`IdleWakers::wake_all`] has been called after the epoch `since` was
+    /// read (at once if it already has).
+    pub fn wait(&self, since: u64) -> IdleWait<'_> {
+        IdleWait { slot: self, since }
+    }
+}
+
+impl Drop for IdleSlot {
+    fn drop(&mut self) {
+        self.wakers.slots.borrow_mut()[self.index] = None;
+        self.wakers.free.borrow_mut().push(self.index);
+    }
+}
+
+/// See [`IdleSlot::wait`].
+pub struct IdleWait<'a> {
+    slot: &'a IdleSlot,
+    since: u64,
+}
+
+impl Future for IdleWait<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let wakers = &self.slot.wakers;
+        if wakers.epoch.get() != self.since {
+            return Poll::Ready(());
+        }
+        let mut slots = wakers.slots.borrow_mut();
+        let held = &mut slots[self.slot.index];
+        if !held.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *held = Some(cx.waker().clone());
+        }
+        Poll::Pending
     }
 }
 
@@ -117,7 +218,7 @@ async fn serve(
         index,
         active: Cell::new(0),
         stopping: Cell::new(false),
-        wake_idle: Notify::new(),
+        wake_idle: Rc::default(),
         closed_notify: Notify::new(),
         current: RefCell::new(first.generation.clone()),
         counter,
@@ -143,7 +244,7 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
         match cmd.stop {
             Stop::Run => {
                 *worker.current.borrow_mut() = cmd.generation.clone();
-                worker.wake_idle.notify_waiters();
+                worker.wake_idle.wake_all();
                 reconcile(&worker, &cmd.generation, &mut accepting);
             }
             Stop::Graceful => {
@@ -262,7 +363,7 @@ async fn graceful_stop(
         task.abort();
     }
     worker.stopping.set(true);
-    worker.wake_idle.notify_waiters();
+    worker.wake_idle.wake_all();
     let timeout = generation.config.main.worker_shutdown_timeout;
     let wait_idle = async {
         while worker.active.get() > 0 {
@@ -285,5 +386,60 @@ async fn graceful_stop(
             }
         }
         None => wait_idle.await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on a current-thread runtime inside a LocalSet, as a worker does.
+    fn on_worker<F: Future>(f: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    #[test]
+    fn wake_all_ends_the_waits_begun_before_it_and_only_those() {
+        on_worker(async {
+            let wakers = Rc::new(IdleWakers::default());
+            let ended = Rc::new(Cell::new(0));
+            let mut tasks = Vec::new();
+            for _ in 0..3 {
+                let (wakers, ended) = (wakers.clone(), ended.clone());
+                tasks.push(tokio::task::spawn_local(async move {
+                    let slot = IdleSlot::new(&wakers);
+                    // Woken spuriously (another wake of the task) the wait goes on.
+                    slot.wait(wakers.epoch()).await;
+                    ended.set(ended.get() + 1);
+                    // A wait begun after the wake is not ended by it.
+                    let again = slot.wait(wakers.epoch());
+                    tokio::select! {
+                        _ = again => panic!("an earlier wake_all ended a later wait"),
+                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                }));
+            }
+            tokio::task::yield_now().await;
+            assert_eq!(wakers.slots_in_use(), 3);
+            assert_eq!(ended.get(), 0);
+            wakers.wake_all();
+            for t in tasks {
+                tokio::time::timeout(Duration::from_secs(10), t)
+                    .await
+                    .expect("a waiting task was not woken")
+                    .unwrap();
+            }
+            assert_eq!(ended.get(), 3);
+            // Slots are given back, and reused.
+            assert_eq!(wakers.slots_in_use(), 0);
+            let slot = IdleSlot::new(&wakers);
+            assert_eq!(wakers.slots.borrow().len(), 3);
+            // A wait that starts with an old epoch is over at once.
+            slot.wait(wakers.epoch() - 1).await;
+        });
     }
 }

@@ -242,6 +242,7 @@ pub async fn serve(
             let _ = s.set_nodelay(true);
         }
     }
+    let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
     let mut conn = Conn {
         stream,
         info: ConnInfo { number, ..info },
@@ -259,6 +260,7 @@ pub async fn serve(
         direct_file: RefCell::new(None),
         since_yield: 0,
         timer: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
+        idle_slot,
         closing_after_request: false,
         state: crate::status::ConnState::accepted(),
         unread_input: false,
@@ -337,6 +339,8 @@ struct Conn {
     since_yield: u32,
     /// The connection's one timer (header and keep-alive timeouts), reset for each wait.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// Where a graceful stop or a reload wakes this connection while it waits for a request.
+    idle_slot: crate::worker::IdleSlot,
     /// The connection's socket is gone from the configuration: answer, then close.
     closing_after_request: bool,
     /// This connection's place in `stub_status`.
@@ -576,7 +580,7 @@ impl Conn {
             if self.buf.capacity() - self.buf.len() < 1024 {
                 self.buf.reserve(READ_CHUNK);
             }
-            let wake = worker.wake_idle.notified();
+            let wake = self.idle_slot.wait(worker.wake_idle.epoch());
             let empty = self.buf.is_empty();
             // One timer per connection, reset for each wait (not a new one per request).
             self.timer.as_mut().reset(deadline.into());
