@@ -1163,8 +1163,13 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
-        let _ = self.out.split_to(pos);
-        Ok(self.out.is_empty())
+        if pos == self.out.len() {
+            // Kept, not split off: the buffer's allocation serves the next answer.
+            self.out.clear();
+            return Ok(true);
+        }
+        bytes::Buf::advance(&mut self.out, pos);
+        Ok(false)
     }
 
     /// The rest of an upstream body to a client that cannot keep up: the upstream is read as
@@ -2088,6 +2093,10 @@ impl Conn {
     /// not the whole transfer (nginx's rule).
     async fn flush(&mut self) -> std::io::Result<()> {
         if self.out.is_empty() {
+            return Ok(());
+        }
+        // Most answers fit the socket's buffer: one send, without a future or a timer.
+        if self.flush_now()? {
             return Ok(());
         }
         let out = std::mem::take(&mut self.out);
