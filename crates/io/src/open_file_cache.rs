@@ -71,6 +71,10 @@ pub struct FileInfo {
     pub is_dir: bool,
     /// nginx's ETag for this mtime and size ([`etag`]), made once per open, not per answer.
     pub etag: Box<str>,
+    /// A small file's bytes, read once while this metadata is current: a cached entry is
+    /// re-opened (and gets a new, empty record) when `valid` expires, so the bytes never
+    /// outlive the metadata they were read with.
+    pub content: std::sync::OnceLock<bytes::Bytes>,
 }
 
 /// An opened path: the shared fd (`None` for a directory) and its metadata.
@@ -121,6 +125,7 @@ pub fn open(path: &Path) -> io::Result<OpenedFile> {
         dev: st.dev,
         is_dir: st.is_dir,
         etag: etag(st.mtime, st.size).into_boxed_str(),
+        content: Default::default(),
     };
     Ok(OpenedFile {
         file: (!st.is_dir).then(|| Arc::new(file)),

@@ -188,6 +188,7 @@ fn metadata_and_nginx_etag() {
             dev: meta.dev(),
             is_dir: false,
             etag: "\"5f5e1000-1234\"".into(),
+            content: Default::default(),
         }
     );
     assert_eq!(etag(1_700_000_000, 612), "\"6553f100-264\"");

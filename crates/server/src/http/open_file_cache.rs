@@ -12,15 +12,13 @@
 
 use shoal_io::fxhash::FxHashMap;
 use std::cell::RefCell;
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use shoal_conf::{Directive, Error};
-use shoal_io::open_file_cache::{FileInfo, OpenFileCache, OpenFileCacheConfig, OpenedFile};
+use shoal_io::open_file_cache::{OpenFileCache, OpenFileCacheConfig, OpenedFile};
 
 use super::loc_conf;
 use crate::conf::{
@@ -148,16 +146,8 @@ fn key(c: &OpenFileCacheConfig) -> Key {
     )
 }
 
-/// Small files' bytes, tied to the metadata record they were read with.
-struct Content {
-    info: Arc<FileInfo>,
-    bytes: bytes::Bytes,
-}
-
 thread_local! {
     static CACHES: RefCell<FxHashMap<Key, OpenFileCache>> = RefCell::new(FxHashMap::default());
-    /// Keyed by the path's bytes (a `Path`'s own hash walks its components).
-    static CONTENT: RefCell<FxHashMap<OsString, Content>> = RefCell::new(FxHashMap::default());
 }
 
 /// Opens `path` through this location's cache (or directly when it is off). A directory comes
@@ -175,26 +165,19 @@ pub fn open(lc: &super::LocConf, path: &Path) -> io::Result<OpenedFile> {
     })
 }
 
-/// The bytes of a small file opened through the cache: from memory when the entry still
-/// holds them, else read now if the page cache has them all (never waiting for the disk).
+/// The bytes of a small file opened through the cache: from memory when its cached record
+/// already holds them, else read now if the page cache has them all (never waiting for the
+/// disk) and kept with the record.
 pub fn small_content(
     lc: &super::LocConf,
-    path: &Path,
     opened: &OpenedFile,
     limit: usize,
 ) -> Option<bytes::Bytes> {
-    let config = lc.open_file_cache.config()?;
-    if opened.info.size as usize > limit || opened.info.is_dir {
+    if !lc.open_file_cache.enabled() || opened.info.size as usize > limit || opened.info.is_dir {
         return None;
     }
-    let hit = CONTENT.with(|c| {
-        c.borrow()
-            .get(path.as_os_str())
-            .filter(|e| Arc::ptr_eq(&e.info, &opened.info))
-            .map(|e| e.bytes.clone())
-    });
-    if hit.is_some() {
-        return hit;
+    if let Some(bytes) = opened.info.content.get() {
+        return Some(bytes.clone());
     }
     let file = opened.file.as_ref()?;
     let mut buf = vec![0u8; opened.info.size as usize];
@@ -204,24 +187,11 @@ pub fn small_content(
         // Empty files, cold pages, filesystems without RWF_NOWAIT: the ordinary path.
         _ => return None,
     }
-    let bytes = bytes::Bytes::from(buf);
-    CONTENT.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.len() >= config.max {
-            // Keep it bounded like the fd cache: forget entries whose metadata is stale first,
-            // else the whole map (refilled from the page cache as files are asked for again).
-            c.retain(|_, e| Arc::strong_count(&e.info) > 1);
-            if c.len() >= config.max {
-                c.clear();
-            }
-        }
-        c.insert(
-            path.as_os_str().to_owned(),
-            Content {
-                info: opened.info.clone(),
-                bytes: bytes.clone(),
-            },
-        );
-    });
-    Some(bytes)
+    Some(
+        opened
+            .info
+            .content
+            .get_or_init(|| bytes::Bytes::from(buf))
+            .clone(),
+    )
 }

@@ -485,7 +485,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
         cached: if direct {
             None
         } else {
-            open_file_cache::small_content(lc, &path, &opened, SMALL_FILE)
+            open_file_cache::small_content(lc, &opened, SMALL_FILE)
         },
     };
     if direct {
