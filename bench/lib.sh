@@ -194,13 +194,14 @@ stop_all() {
     STARTED_PIDS=()
 }
 
-# CPU clock ticks (utime + stime, all threads) of a process and all its descendants.
+# CPU clock ticks (utime + stime, all threads) of a process and all its descendants; with
+# a second argument `sys`, only the kernel's share (stime).
 tree_ticks() {
-    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" -v only_sys="${2:-}" '
         {
             pid = $1
             rest = $0; sub(/^.*\) /, "", rest); n = split(rest, f, " ")
-            ppid[pid] = f[2]; ticks[pid] = f[12] + f[13]
+            ppid[pid] = f[2]; ticks[pid] = (only_sys == "sys") ? f[13] : f[12] + f[13]
         }
         END {
             inset[root] = 1; changed = 1
@@ -226,7 +227,7 @@ to_ms() {
 
 # Runs wrk against a started server and appends one result line to $WORK/results/raw.tsv:
 #   test name wrk_threads round reqs req_s p50_ms p99_ms mean_ms stdev_ms cpu_us_per_req errors non2xx
-#   upstream_cpu_us_per_req
+#   upstream_cpu_us_per_req sys_us_per_req (the kernel's part of cpu_us_per_req)
 # usage: run_wrk TEST NAME THREADS CONNS ROUND [extra wrk options...]
 # (arguments for a wrk script, which go after the URL, in the array WRK_SCRIPT_ARGS; the path
 # asked for in WRK_PATH, default /; with UPSTREAM_PID set, the CPU of that process tree (a proxy's
@@ -240,12 +241,14 @@ run_wrk() {
         return
     fi
     local out=$WORK/results/$test.$name.t$threads.r$round.wrk
-    local before after up_before=0 up_after=0
+    local before after up_before=0 up_after=0 sys_before sys_after
+    sys_before=$(tree_ticks "$pid" sys)
     before=$(tree_ticks "$pid")
     [ -n "${UPSTREAM_PID:-}" ] && up_before=$(tree_ticks "$UPSTREAM_PID")
     timeout -k 5 $(( ${DURATION%s} + 30 )) wrk -t"$threads" -c"$conns" -d"$DURATION" --latency "$@" \
         "http://127.0.0.1:$port${WRK_PATH:-/}" ${WRK_SCRIPT_ARGS[@]+"${WRK_SCRIPT_ARGS[@]}"} >"$out" 2>&1 || log "warning: wrk exited with $? for $name"
     after=$(tree_ticks "$pid")
+    sys_after=$(tree_ticks "$pid" sys)
     [ -n "${UPSTREAM_PID:-}" ] && up_after=$(tree_ticks "$UPSTREAM_PID")
     if ! kill -0 "$pid" 2>/dev/null; then
         log "warning: $name (pid $pid) died during the run"
@@ -261,22 +264,25 @@ run_wrk() {
     stdev=$(to_ms "$(awk '$1 == "Latency" && NF >= 4 {print $3; exit}' "$out")")
     errors=$(awk '/Socket errors:/ {gsub(/,/, ""); print "connect=" $4 ",read=" $6 ",write=" $8 ",timeout=" $10}' "$out")
     non2xx=$(awk '/Non-2xx/ {print $NF}' "$out")
-    local cpu up_cpu=-
+    local cpu sys up_cpu=-
     cpu=$(awk -v b="$before" -v a="$after" -v hz="$HZ" -v n="${reqs:-0}" \
+        'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
+    sys=$(awk -v b="$sys_before" -v a="$sys_after" -v hz="$HZ" -v n="${reqs:-0}" \
         'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
     [ -n "${UPSTREAM_PID:-}" ] && up_cpu=$(awk -v b="$up_before" -v a="$up_after" -v hz="$HZ" -v n="${reqs:-0}" \
         'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$test" "$name" "$threads" "$round" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$test" "$name" "$threads" "$round" \
         "${reqs:-0}" "${rps:-0}" "$p50" "$p99" "$mean" "$stdev" "$cpu" "${errors:--}" "${non2xx:-0}" "$up_cpu" \
-        >>"$WORK/results/raw.tsv"
-    log "$test $name -t$threads round $round: ${rps:-?} req/s, p50 ${p50} ms, p99 ${p99} ms, ${cpu} us CPU/req${UPSTREAM_PID:+ (upstream $up_cpu)}${errors:+, socket errors $errors}${non2xx:+, non-2xx $non2xx}"
+        "$sys" >>"$WORK/results/raw.tsv"
+    log "$test $name -t$threads round $round: ${rps:-?} req/s, p50 ${p50} ms, p99 ${p99} ms, ${cpu} us CPU/req (${sys} in the kernel)${UPSTREAM_PID:+ (upstream $up_cpu)}${errors:+, socket errors $errors}${non2xx:+, non-2xx $non2xx}"
 }
 
 # Median table for one test from raw.tsv.
 # usage: summarize TEST BASELINE_NAME [CANNED_NAME]   (names are matched per wrk thread count)
 # Rows marked BAD (record_bad: the server's answer was wrong, so wrk was not run) show up in
 # notes, and a server with no good run at all gets a row of dashes. With upstream CPU recorded
-# (UPSTREAM_PID in run_wrk) an "upCPUus" column follows CPUus/req; canned's column is left out
+# (UPSTREAM_PID in run_wrk) an "upCPUus" column follows CPUus/req, and "sysUS" (the server's
+# kernel time per request, part of CPUus/req) follows when recorded; canned's column is left out
 # when no CANNED_NAME is given.
 summarize() {
     local test=$1 base=$2 canned=${3:-}
@@ -297,6 +303,7 @@ summarize() {
             vals[k, "p99"] = vals[k, "p99"] " " $8; vals[k, "mean"] = vals[k, "mean"] " " $9
             vals[k, "sd"] = vals[k, "sd"] " " $10; vals[k, "cpu"] = vals[k, "cpu"] " " $11
             if (NF >= 14 && $14 != "-") { vals[k, "up"] = vals[k, "up"] " " $14; has_up = 1 }
+            if (NF >= 15 && $15 != "-") { vals[k, "sys"] = vals[k, "sys"] " " $15; has_sys = 1 }
             runs[k]++
             if ($12 != "-" && $12 != "connect=0,read=0,write=0,timeout=0") errs[k] = errs[k] " r" $4 ":" $12
             if ($13 + 0 > 0) errs[k] = errs[k] " r" $4 ":non2xx=" $13
@@ -309,6 +316,7 @@ summarize() {
                 if (runs[k] > 0) { cpu[k] = median(k SUBSEP "cpu"); rps[k] = median(k SUBSEP "rps") }
             }
             printf "%-16s %3s %4s %10s %8s %8s %8s %8s %9s", "server", "wrk", "runs", "req/s", "p50ms", "p99ms", "meanms", "sdevms", "CPUus/req"
+            if (has_sys) printf " %8s", "sysUS"
             if (has_up) printf " %8s", "upCPUus"
             printf " %8s", "cpu/base"
             if (canned != "") printf " %8s", "cpu/cann"
@@ -317,6 +325,7 @@ summarize() {
                 k = order[i]; split(k, kk, SUBSEP); t = kk[2]
                 if (runs[k] == 0) {
                     printf "%-16s -t%s %4d %10s %8s %8s %8s %8s %9s", kk[1], t, 0, "-", "-", "-", "-", "-", "-"
+                    if (has_sys) printf " %8s", "-"
                     if (has_up) printf " %8s", "-"
                     printf " %8s", "-"
                     if (canned != "") printf " %8s", "-"
@@ -328,6 +337,7 @@ summarize() {
                 rc = (canned != "" && ck in cpu && cpu[ck] > 0) ? sprintf("%.2f", cpu[k] / cpu[ck]) : "-"
                 rr = (bk in rps && rps[bk] > 0) ? sprintf("%.2f", rps[k] / rps[bk]) : "-"
                 printf "%-16s -t%s %4d %10.0f %8.2f %8.2f %8.2f %8.2f %9.2f", kk[1], t, runs[k], rps[k], median(k SUBSEP "p50"), median(k SUBSEP "p99"), median(k SUBSEP "mean"), median(k SUBSEP "sd"), cpu[k]
+                if (has_sys) { sy = median(k SUBSEP "sys"); if (sy == "nan") printf " %8s", sy; else printf " %8.2f", sy }
                 if (has_up) { up = median(k SUBSEP "up"); if (up == "nan") printf " %8s", up; else printf " %8.2f", up }
                 printf " %8s", rb
                 if (canned != "") printf " %8s", rc
