@@ -15,11 +15,14 @@ use std::time::Instant;
 
 use super::conf::UpstreamConf;
 use super::{Attempt, Balancer, Input, Outcome};
+use crate::deadline::Timer;
 use crate::http::conn::Stream;
 
 /// An idle upstream connection in a worker's keep-alive cache.
 struct Idle {
     stream: Stream,
+    /// The connection's timer, kept with it (made once, re-armed per wait).
+    timer: Timer,
     peer: usize,
     /// When it went idle (`keepalive_timeout`).
     since: Instant,
@@ -32,6 +35,7 @@ struct Idle {
 /// A connection taken from the cache, with its history.
 pub struct Reused {
     pub stream: Stream,
+    pub timer: Timer,
     pub born: Instant,
     pub requests: u64,
 }
@@ -101,6 +105,7 @@ pub fn take_idle(u: &UpstreamConf, peer: usize) -> Option<Reused> {
             if quiet(&idle.stream) {
                 return Some(Reused {
                     stream: idle.stream,
+                    timer: idle.timer,
                     born: idle.born,
                     requests: idle.requests,
                 });
@@ -113,7 +118,14 @@ pub fn take_idle(u: &UpstreamConf, peer: usize) -> Option<Reused> {
 /// Puts a connection whose answer was read to its end back in the cache, if the upstream
 /// keeps connections and this one may carry more requests; the oldest idle one goes when the
 /// cache is full.
-pub fn put_idle(u: &UpstreamConf, peer: usize, stream: Stream, born: Instant, requests: u64) {
+pub fn put_idle(
+    u: &UpstreamConf,
+    peer: usize,
+    stream: Stream,
+    timer: Timer,
+    born: Instant,
+    requests: u64,
+) {
     let Some(max) = u.keepalive else {
         return;
     };
@@ -131,6 +143,7 @@ pub fn put_idle(u: &UpstreamConf, peer: usize, stream: Stream, born: Instant, re
         }
         list.push_back(Idle {
             stream,
+            timer,
             peer,
             since: now,
             born,

@@ -22,6 +22,7 @@ use shoal_http::upstream::UpstreamRequest;
 use super::body::{ClientBodyError, RequestBody, UpstreamBody};
 use super::request::{self, UriParts};
 use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target};
+use crate::deadline::Timer;
 use crate::http::conn::Stream;
 use crate::http::phases::Req;
 use crate::http::rewrite;
@@ -575,10 +576,15 @@ enum SendError {
 }
 
 /// Writes `data`, each wait for the upstream bounded by `timeout`.
-async fn write_timed(stream: &mut Stream, data: &[u8], timeout: Duration) -> Result<(), SendError> {
+async fn write_timed(
+    stream: &mut Stream,
+    timer: &mut Timer,
+    data: &[u8],
+    timeout: Duration,
+) -> Result<(), SendError> {
     let mut pos = 0;
     while pos < data.len() {
-        match crate::deadline::within(timeout, stream.write(&data[pos..])).await {
+        match timer.within(timeout, stream.write(&data[pos..])).await {
             Err(_) => return Err(SendError::TimedOut),
             Ok(Err(e)) => return Err(SendError::Io(e)),
             Ok(Ok(0)) => return Err(SendError::Io(std::io::ErrorKind::WriteZero.into())),
@@ -623,6 +629,7 @@ fn first_write<'h>(
 #[allow(clippy::await_holding_refcell_ref, clippy::too_many_arguments)]
 async fn send_request(
     stream: &mut Stream,
+    timer: &mut Timer,
     first: &[u8],
     sent: usize,
     set_body: Option<&[u8]>,
@@ -630,7 +637,7 @@ async fn send_request(
     body: &RequestBody<'_>,
     timeout: Duration,
 ) -> Result<(), SendError> {
-    write_timed(stream, &first[sent..], timeout).await?;
+    write_timed(stream, timer, &first[sent..], timeout).await?;
     // A body written after the head, in pieces: each goes out as written, not held back
     // until the previous one is acknowledged. (A request in one write needs no
     // `TCP_NODELAY`, and nginx sets none on upstream connections.)
@@ -639,7 +646,7 @@ async fn send_request(
         (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => Ok(()),
         (None, true, RequestBody::Memory(b)) => {
             stream.set_nodelay();
-            write_timed(stream, b, timeout).await
+            write_timed(stream, timer, b, timeout).await
         }
         (None, true, RequestBody::File(f, len)) => {
             stream.set_nodelay();
@@ -654,7 +661,7 @@ async fn send_request(
                         "request body file shrank",
                     )));
                 }
-                write_timed(stream, &chunk[..n], timeout).await?;
+                write_timed(stream, timer, &chunk[..n], timeout).await?;
                 off += n as u64;
             }
             Ok(())
@@ -667,13 +674,13 @@ async fn send_request(
                 if chunked {
                     let mut framed = Vec::with_capacity(piece.len() + 16);
                     shoal_http::response::write_chunk(&mut framed, &piece);
-                    write_timed(stream, &framed, timeout).await?;
+                    write_timed(stream, timer, &framed, timeout).await?;
                 } else {
-                    write_timed(stream, &piece, timeout).await?;
+                    write_timed(stream, timer, &piece, timeout).await?;
                 }
             }
             if chunked {
-                write_timed(stream, shoal_http::response::LAST_CHUNK, timeout).await?;
+                write_timed(stream, timer, shoal_http::response::LAST_CHUNK, timeout).await?;
             }
             Ok(())
         }
@@ -914,8 +921,10 @@ pub(crate) fn redirect(
 }
 
 /// Connects to a peer: a kept-alive connection when one is cached (and `cached` allows),
-/// else a new one. A cached one comes with when it was opened and how many requests it carried;
-/// a new one with how much of `first` (the request's first write) it has sent already.
+/// else a new one. A cached one comes with its timer, when it was opened and how many requests
+/// it carried; a new one with how much of `first` (the request's first write) it has sent
+/// already.
+#[allow(clippy::type_complexity)]
 async fn connect(
     upstream: &UpstreamConf,
     peer: usize,
@@ -923,10 +932,10 @@ async fn connect(
     conf: &ProxyLoc,
     cached: bool,
     first: &[u8],
-) -> Result<(Stream, Option<(Instant, u64)>, usize), Fail> {
+) -> Result<(Stream, Option<(Timer, Instant, u64)>, usize), Fail> {
     if cached {
         if let Some(r) = state::take_idle(upstream, peer) {
-            return Ok((r.stream, Some((r.born, r.requests)), 0));
+            return Ok((r.stream, Some((r.timer, r.born, r.requests)), 0));
         }
     }
     let timeout = conf.connect_timeout();
@@ -1053,17 +1062,17 @@ async fn exchange(
             };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
-        let (born, requests, connect) = match reused {
-            Some((born, requests)) => (born, requests, Duration::ZERO),
+        let (timer, born, requests, connect) = match reused {
+            Some((timer, born, requests)) => (timer, born, requests, Duration::ZERO),
             None => {
                 let now = Instant::now();
                 let start = record.borrow_mut().last().start;
-                (now, 0, now.saturating_duration_since(start))
+                (Timer::new(), now, 0, now.saturating_duration_since(start))
             }
         };
         record.borrow_mut().last().connect = Some(connect);
         match send_and_read(
-            stream,
+            (stream, timer),
             conf,
             head,
             (first, sent),
@@ -1108,7 +1117,7 @@ async fn exchange(
 /// whether nothing at all was read back.
 #[allow(clippy::too_many_arguments)]
 async fn send_and_read(
-    mut stream: Stream,
+    (mut stream, mut timer): (Stream, Timer),
     conf: &ProxyLoc,
     head: &[u8],
     (first, sent): (&[u8], usize),
@@ -1124,7 +1133,17 @@ async fn send_and_read(
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     // `proxy_send_timeout` bounds each wait for the upstream to take more, not the transfer.
-    let result = send_request(&mut stream, first, sent, set_body, conf, body, send_timeout).await;
+    let result = send_request(
+        &mut stream,
+        &mut timer,
+        first,
+        sent,
+        set_body,
+        conf,
+        body,
+        send_timeout,
+    )
+    .await;
     match result {
         Err(SendError::TimedOut) => {
             return Err((
@@ -1193,7 +1212,7 @@ async fn send_and_read(
         // While waiting, the client is watched: one that closes ends the exchange (nginx's
         // `proxy_ignore_client_abort off`); one that sends more (a pipelined request) is not
         // watched any further.
-        let read = crate::deadline::within(read_timeout, stream.read_buf(&mut buf));
+        let read = timer.within(read_timeout, stream.read_buf(&mut buf));
         let read = match client.filter(|_| watch_client) {
             None => read.await,
             Some(c) => {
@@ -1258,6 +1277,7 @@ async fn send_and_read(
         born,
         requests,
         read_timeout,
+        timer,
         record.clone(),
     );
     Ok(Answer {
