@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -688,6 +689,37 @@ async fn send_request(
     }
 }
 
+/// Whether the client closed its connection (`Ready(true)`) or sent more (`Ready(false)`: the
+/// bytes stay unread), as [`Stream::peer_closed`] waits for it, but polled through the socket's
+/// one reader slot: no waiter is queued on the socket and taken off again per wait.
+fn poll_client_closed(c: &Stream, cx: &mut Context<'_>) -> Poll<bool> {
+    loop {
+        match c.poll_read_ready(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(_)) => return Poll::Ready(true),
+            Poll::Ready(Ok(())) => {}
+        }
+        let fd = c.as_fd();
+        let peek = || {
+            if shoal_io::syscall::nothing_to_read(fd) {
+                Err(std::io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(shoal_io::syscall::eof_pending(fd))
+            }
+        };
+        // A readiness the peek finds stale is cleared by `try_io`; the next poll waits anew.
+        let r = match c {
+            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+        };
+        match r {
+            Ok(eof) => return Poll::Ready(eof),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return Poll::Ready(true),
+        }
+    }
+}
+
 /// `http://ADDR/uri` as nginx's log lines name the upstream.
 fn upstream_url(addr: &PeerAddr, uri: &str) -> String {
     match addr {
@@ -1216,15 +1248,25 @@ async fn send_and_read(
         let read = match client.filter(|_| watch_client) {
             None => read.await,
             Some(c) => {
-                tokio::select! {
-                    r = read => r,
-                    gone = c.peer_closed() => {
-                        if gone {
-                            return Err((Fail::ClientGone, false));
-                        }
-                        watch_client = false;
-                        continue;
+                // The upstream first: the client is looked at only while its answer is awaited.
+                let mut read = std::pin::pin!(read);
+                let watched = std::future::poll_fn(|cx| {
+                    if let Poll::Ready(r) = std::future::Future::poll(read.as_mut(), cx) {
+                        return Poll::Ready(Some(r));
                     }
+                    if watch_client {
+                        match poll_client_closed(c, cx) {
+                            Poll::Ready(true) => return Poll::Ready(None),
+                            Poll::Ready(false) => watch_client = false,
+                            Poll::Pending => {}
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+                match watched {
+                    Some(r) => r,
+                    None => return Err((Fail::ClientGone, false)),
                 }
             }
         };
