@@ -223,6 +223,30 @@ fn keepalive_connections_are_reused_and_counted_at_the_upstream() {
 }
 
 #[test]
+fn an_upstream_connection_idle_past_keepalive_timeout_is_not_reused() {
+    let up = Upstream::hello("hi");
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!(
+            "upstream kept {{ server 127.0.0.1:{}; keepalive 4; keepalive_timeout 1s; }}",
+            up.port()
+        ),
+        "location / { proxy_pass http://kept; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }",
+    );
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(up.accepted(), 1, "reused while fresh");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(up.accepted(), 2, "idle 1.5 s: closed, a new one made");
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(up.accepted(), 2);
+}
+
+#[test]
 fn chunked_and_close_delimited_answers_are_relayed_whole() {
     let big: String = "0123456789".repeat(10_000);
     let b1 = big.clone();
