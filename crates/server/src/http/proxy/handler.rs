@@ -515,7 +515,7 @@ async fn run(
                     }
                     return Handled::Error(status);
                 }
-                return Handled::Reply(Box::new(answer.into_reply(lc, pass, r, &record)));
+                return Handled::Reply(answer.into_reply(lc, pass, r, &record));
             }
             Err(f) => f,
         };
@@ -784,7 +784,8 @@ struct Answer {
     status: u16,
     reason: Option<String>,
     head: shoal_http::upstream::UpstreamHead,
-    body: UpstreamBody,
+    /// Boxed where it is made: it is large, and it is boxed in the reply in the end.
+    body: Box<UpstreamBody>,
     upgrade: bool,
 }
 
@@ -797,9 +798,9 @@ impl Answer {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let conf = &lc.proxy;
-        let mut reply = Reply::new(self.status);
+        let mut reply = Box::new(Reply::new(self.status));
         reply.proxied = true;
         reply.reason = self.reason;
         let mut buffering = conf.buffering();
@@ -863,9 +864,9 @@ impl Answer {
         record.borrow_mut().head = Some(self.head);
         self.body.buffering = buffering;
         reply.body = if self.upgrade {
-            Body::Tunnel(Box::new(self.body))
+            Body::Tunnel(self.body)
         } else {
-            Body::Upstream(Box::new(self.body))
+            Body::Upstream(self.body)
         };
         reply
     }
@@ -1308,7 +1309,7 @@ async fn send_and_read(
         t.status = Some(parsed.status);
         t.head_len = parsed.consumed as u64;
     }
-    let body = UpstreamBody::new(
+    let body = Box::new(UpstreamBody::new(
         stream,
         buf,
         parsed.framing,
@@ -1321,7 +1322,7 @@ async fn send_and_read(
         read_timeout,
         timer,
         record.clone(),
-    );
+    ));
     Ok(Answer {
         status: parsed.status,
         reason: parsed.reason,
