@@ -22,7 +22,7 @@ use shoal_http::upstream::UpstreamRequest;
 
 use super::body::{ClientBodyError, RequestBody, UpstreamBody};
 use super::request::{self, UriParts};
-use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target};
+use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
 use crate::deadline::Timer;
 use crate::http::conn::Stream;
 use crate::http::phases::Req;
@@ -805,25 +805,21 @@ impl Answer {
         reply.reason = self.reason;
         let mut buffering = conf.buffering();
         for (name, value) in self.head.headers() {
-            let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            let known = UpstreamHeader::of(name);
             // `X-Accel-Buffering: yes|no` turns `proxy_buffering` on or off for this answer,
             // unless `proxy_ignore_headers` names it (nginx's `change_buffering`).
-            if is("x-accel-buffering") && !conf.ignores("X-Accel-Buffering") {
+            if known == UpstreamHeader::XAccelBuffering && !conf.ignores("X-Accel-Buffering") {
                 if value.eq_ignore_ascii_case(b"no") {
                     buffering = false;
                 } else if value.eq_ignore_ascii_case(b"yes") {
                     buffering = true;
                 }
             }
-            if is("connection")
-                || is("keep-alive")
-                || is("transfer-encoding")
-                || is("content-length")
-            {
+            if known == UpstreamHeader::HopByHop {
                 continue;
             }
             let name = &*shoal_http::lossy(name);
-            if !conf.passes(name) {
+            if !conf.passes_known(name, known.hidden()) {
                 continue;
             }
             let value = match std::str::from_utf8(value) {
@@ -834,28 +830,29 @@ impl Answer {
                     continue;
                 }
             };
-            if is("content-type") {
-                reply.content_type = Some(value);
-            } else if is("accept-ranges") && conf.force_ranges() {
+            match known {
+                UpstreamHeader::ContentType => reply.content_type = Some(value),
                 // `proxy_force_ranges`: the range filter answers for ranges and says so itself
                 // (`ngx_http_upstream_copy_allow_ranges` copies nothing).
-            } else if is("location") {
-                reply.location = Some(location(pass, r, lc, record, value));
-            } else if is("refresh") {
-                let at = value.to_ascii_lowercase().find("url=");
-                let v = match at {
-                    Some(i) => {
-                        let (a, b) = value.split_at(i + 4);
-                        match redirect(conf, pass, r, lc, record, b) {
-                            Some(new) => format!("{a}{new}"),
-                            None => value.clone(),
+                UpstreamHeader::AcceptRanges if conf.force_ranges() => {}
+                UpstreamHeader::Location => {
+                    reply.location = Some(location(pass, r, lc, record, value));
+                }
+                UpstreamHeader::Refresh => {
+                    let at = value.to_ascii_lowercase().find("url=");
+                    let v = match at {
+                        Some(i) => {
+                            let (a, b) = value.split_at(i + 4);
+                            match redirect(conf, pass, r, lc, record, b) {
+                                Some(new) => format!("{a}{new}"),
+                                None => value.clone(),
+                            }
                         }
-                    }
-                    None => value,
-                };
-                reply.extra.push((name.to_string(), v));
-            } else {
-                reply.extra.push((name.to_string(), value));
+                        None => value,
+                    };
+                    reply.extra.push((name.to_string(), v));
+                }
+                _ => reply.extra.push((name.to_string(), value)),
             }
         }
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
