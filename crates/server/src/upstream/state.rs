@@ -80,9 +80,9 @@ pub fn start(u: &UpstreamConf, input: Input<'_>) -> Attempt {
     with_balancer(u, |b| b.start(input))
 }
 
-/// Chooses a peer (`None`: no live upstreams).
-pub fn pick(u: &UpstreamConf, a: &mut Attempt) -> Option<usize> {
-    with_balancer(u, |b| b.pick(a, Instant::now()))
+/// Chooses a peer (`None`: no live upstreams) at `now`.
+pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
+    with_balancer(u, |b| b.pick(a, now))
 }
 
 /// Ends the use of the current peer.
@@ -90,15 +90,15 @@ pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
     with_balancer(u, |b| b.free(a, outcome, Instant::now()))
 }
 
-/// A cached connection to `peer`, most recently used first; stale ones met on the way are
-/// closed.
-pub fn take_idle(u: &UpstreamConf, peer: usize) -> Option<Reused> {
+/// A cached connection to `peer`, most recently used first; stale ones met on the way (idle
+/// `keepalive_timeout` at `now`) are closed.
+pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant) -> Option<Reused> {
     u.keepalive?;
     let timeout = u.keepalive_timeout();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let list = s.idle.get_mut(&u.id)?;
-        expire(list, Instant::now(), timeout);
+        expire(list, now, timeout);
         while let Some(pos) = list.iter().rposition(|i| i.peer == peer) {
             let idle = list.remove(pos)?;
             if quiet(&idle.stream) {

@@ -108,11 +108,11 @@ pub struct Try {
 }
 
 impl Record {
-    fn begin(&mut self, addr: PeerAddr) {
+    fn begin(&mut self, addr: PeerAddr, now: Instant) {
         self.tries.push(Try {
             addr,
             status: None,
-            start: Instant::now(),
+            start: now,
             connect: None,
             header: None,
             response: None,
@@ -437,7 +437,9 @@ async fn run(
     record.borrow_mut().uri = uri;
     let upgrade = r.req.header("upgrade").is_some();
     loop {
-        let Some(peer) = state::pick(&upstream, &mut attempt) else {
+        // One clock read for the choice, the try's start and the keep-alive cache's expiry.
+        let now = Instant::now();
+        let Some(peer) = state::pick(&upstream, &mut attempt, now) else {
             let uri_text = shoal_http::lossy(&record.borrow().uri).into_owned();
             crate::conn_log!(
                 Level::Error,
@@ -451,7 +453,7 @@ async fn run(
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
-        record.borrow_mut().begin(addr.clone());
+        record.borrow_mut().begin(addr.clone(), now);
         let (result, sent_any) = exchange(
             &upstream,
             peer,
@@ -950,8 +952,8 @@ pub(crate) fn redirect(
     None
 }
 
-/// Connects to a peer: a kept-alive connection when one is cached (and `cached` allows),
-/// else a new one. A cached one comes with its timer, when it was opened and how many requests
+/// Connects to a peer: a kept-alive connection when one is cached (and `cached`, the try's
+/// start, allows), else a new one. A cached one comes with its timer, when it was opened and how many requests
 /// it carried; a new one with how much of `first` (the request's first write) it has sent
 /// already.
 #[allow(clippy::type_complexity)]
@@ -960,11 +962,11 @@ async fn connect(
     peer: usize,
     addr: &PeerAddr,
     conf: &ProxyLoc,
-    cached: bool,
+    cached: Option<Instant>,
     first: &[u8],
 ) -> Result<(Stream, Option<(Timer, Instant, u64)>, usize), Fail> {
-    if cached {
-        if let Some(r) = state::take_idle(upstream, peer) {
+    if let Some(now) = cached {
+        if let Some(r) = state::take_idle(upstream, peer, now) {
             return Ok((r.stream, Some((r.timer, r.born, r.requests)), 0));
         }
     }
@@ -1084,19 +1086,20 @@ async fn exchange(
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
     let mut fresh_only = false;
+    let start = record.borrow_mut().last().start;
     loop {
-        let (stream, reused, sent) =
-            match connect(upstream, peer, addr, conf, !fresh_only, first).await {
-                Ok(x) => x,
-                Err(f) => return (Err(f), false),
-            };
+        let cached = (!fresh_only).then_some(start);
+        let (stream, reused, sent) = match connect(upstream, peer, addr, conf, cached, first).await
+        {
+            Ok(x) => x,
+            Err(f) => return (Err(f), false),
+        };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
         let (timer, born, requests, connect) = match reused {
             Some((timer, born, requests)) => (timer, born, requests, Duration::ZERO),
             None => {
                 let now = Instant::now();
-                let start = record.borrow_mut().last().start;
                 (Timer::new(), now, 0, now.saturating_duration_since(start))
             }
         };
