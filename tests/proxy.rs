@@ -223,6 +223,30 @@ fn keepalive_connections_are_reused_and_counted_at_the_upstream() {
 }
 
 #[test]
+fn an_upstream_connection_idle_past_keepalive_timeout_is_not_reused() {
+    let up = Upstream::hello("hi");
+    let port = free_port();
+    let _s = start(
+        port,
+        &format!(
+            "upstream kept {{ server 127.0.0.1:{}; keepalive 4; keepalive_timeout 1s; }}",
+            up.port()
+        ),
+        "location / { proxy_pass http://kept; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }",
+    );
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(up.accepted(), 1, "reused while fresh");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(up.accepted(), 2, "idle 1.5 s: closed, a new one made");
+    assert_eq!(c.get("/").unwrap().status, 200);
+    assert_eq!(up.accepted(), 2);
+}
+
+#[test]
 fn chunked_and_close_delimited_answers_are_relayed_whole() {
     let big: String = "0123456789".repeat(10_000);
     let b1 = big.clone();
@@ -321,6 +345,53 @@ fn a_silent_upstream_is_504_after_proxy_read_timeout() {
     );
     let resp = get_close(port, "/slow");
     assert_eq!(status_of(&resp), 504, "{resp}");
+    s.wait_log(
+        "upstream timed out (110: Connection timed out) while reading response header from \
+         upstream, client: 127.0.0.1",
+        1,
+    );
+}
+
+#[test]
+fn proxy_read_timeout_bounds_each_wait_on_a_kept_alive_connection() {
+    // A kept-alive connection keeps one timer for its life: each wait for an answer is still
+    // bounded from its own start, not from an earlier request's.
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/late" => Answer::ok("late").delay_head(Duration::from_millis(1200)),
+        "/trickle" => Answer::ok("trickled").delay_body(3, Duration::from_millis(1200)),
+        "/silent" => Answer::ok("never").delay_head(Duration::from_secs(6)),
+        _ => Answer::ok("fast"),
+    });
+    let port = free_port();
+    let s = start(
+        port,
+        &format!(
+            "upstream ka {{ server 127.0.0.1:{}; keepalive 2; }}",
+            up.port()
+        ),
+        "location / { proxy_pass http://ka; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; proxy_read_timeout 2s; }",
+    );
+    let mut c = Client::connect(port);
+    let r = c.get("/fast").unwrap();
+    assert_eq!((r.status, &r.body[..]), (200, &b"fast"[..]));
+    // 2.4 s after the first wait began, 1.2 s into this one.
+    std::thread::sleep(Duration::from_millis(1200));
+    let r = c.get("/late").unwrap();
+    assert_eq!((r.status, &r.body[..]), (200, &b"late"[..]));
+    std::thread::sleep(Duration::from_millis(1200));
+    // The body's second piece 1.2 s after its first: within the limit between two reads.
+    let r = c.get("/trickle").unwrap();
+    assert_eq!((r.status, &r.body[..]), (200, &b"trickled"[..]));
+    assert_eq!(up.accepted(), 1, "one upstream connection carried them all");
+    let start = std::time::Instant::now();
+    let r = c.get("/silent").unwrap();
+    assert_eq!(r.status, 504);
+    assert!(
+        start.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
     s.wait_log(
         "upstream timed out (110: Connection timed out) while reading response header from \
          upstream, client: 127.0.0.1",

@@ -11,15 +11,18 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use shoal_io::fxhash::FxHashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::conf::UpstreamConf;
 use super::{Attempt, Balancer, Input, Outcome};
+use crate::deadline::Timer;
 use crate::http::conn::Stream;
 
 /// An idle upstream connection in a worker's keep-alive cache.
 struct Idle {
     stream: Stream,
+    /// The connection's timer, kept with it (made once, re-armed per wait).
+    timer: Timer,
     peer: usize,
     /// When it went idle (`keepalive_timeout`).
     since: Instant,
@@ -32,6 +35,7 @@ struct Idle {
 /// A connection taken from the cache, with its history.
 pub struct Reused {
     pub stream: Stream,
+    pub timer: Timer,
     pub born: Instant,
     pub requests: u64,
 }
@@ -76,9 +80,9 @@ pub fn start(u: &UpstreamConf, input: Input<'_>) -> Attempt {
     with_balancer(u, |b| b.start(input))
 }
 
-/// Chooses a peer (`None`: no live upstreams).
-pub fn pick(u: &UpstreamConf, a: &mut Attempt) -> Option<usize> {
-    with_balancer(u, |b| b.pick(a, Instant::now()))
+/// Chooses a peer (`None`: no live upstreams) at `now`.
+pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
+    with_balancer(u, |b| b.pick(a, now))
 }
 
 /// Ends the use of the current peer.
@@ -86,21 +90,21 @@ pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
     with_balancer(u, |b| b.free(a, outcome, Instant::now()))
 }
 
-/// A cached connection to `peer`, most recently used first; stale ones met on the way are
-/// closed.
-pub fn take_idle(u: &UpstreamConf, peer: usize) -> Option<Reused> {
+/// A cached connection to `peer`, most recently used first; stale ones met on the way (idle
+/// `keepalive_timeout` at `now`) are closed.
+pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant) -> Option<Reused> {
     u.keepalive?;
     let timeout = u.keepalive_timeout();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let list = s.idle.get_mut(&u.id)?;
-        let now = Instant::now();
-        list.retain(|i| now.saturating_duration_since(i.since) < timeout);
+        expire(list, now, timeout);
         while let Some(pos) = list.iter().rposition(|i| i.peer == peer) {
             let idle = list.remove(pos)?;
             if quiet(&idle.stream) {
                 return Some(Reused {
                     stream: idle.stream,
+                    timer: idle.timer,
                     born: idle.born,
                     requests: idle.requests,
                 });
@@ -113,30 +117,51 @@ pub fn take_idle(u: &UpstreamConf, peer: usize) -> Option<Reused> {
 /// Puts a connection whose answer was read to its end back in the cache, if the upstream
 /// keeps connections and this one may carry more requests; the oldest idle one goes when the
 /// cache is full.
-pub fn put_idle(u: &UpstreamConf, peer: usize, stream: Stream, born: Instant, requests: u64) {
+pub fn put_idle(
+    u: &UpstreamConf,
+    peer: usize,
+    stream: Stream,
+    timer: Timer,
+    born: Instant,
+    requests: u64,
+) {
     let Some(max) = u.keepalive else {
         return;
     };
-    if requests >= u.keepalive_requests() || born.elapsed() >= u.keepalive_time() {
+    let now = Instant::now();
+    if requests >= u.keepalive_requests()
+        || now.saturating_duration_since(born) >= u.keepalive_time()
+    {
         return;
     }
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let list = s.idle.entry(u.id).or_default();
-        let now = Instant::now();
-        let timeout = u.keepalive_timeout();
-        list.retain(|i| now.saturating_duration_since(i.since) < timeout);
+        expire(list, now, u.keepalive_timeout());
+        debug_assert!(list.back().is_none_or(|i| i.since <= now));
         if list.len() >= max {
             list.pop_front();
         }
         list.push_back(Idle {
             stream,
+            timer,
             peer,
             since: now,
             born,
             requests,
         });
     });
+}
+
+/// Closes the connections idle for `keepalive_timeout` or longer. A connection goes in at the
+/// back as it becomes idle, so the list is oldest first and the stale ones are at its front.
+fn expire(list: &mut VecDeque<Idle>, now: Instant, timeout: Duration) {
+    let Some(cutoff) = now.checked_sub(timeout) else {
+        return;
+    };
+    while list.front().is_some_and(|i| i.since <= cutoff) {
+        list.pop_front();
+    }
 }
 
 /// Idle connections this worker holds for `u` (for tests and status).
@@ -166,4 +191,41 @@ fn quiet(stream: &Stream) -> bool {
         return true;
     }
     shoal_io::syscall::nothing_to_read(stream.as_fd())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_takes_the_stale_connections_from_the_front() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let s = Duration::from_secs(1);
+            let t0 = Instant::now();
+            let idle = |since| Idle {
+                stream: Stream::Unix(tokio::net::UnixStream::pair().unwrap().0),
+                timer: Timer::new(),
+                peer: 0,
+                since,
+                born: since,
+                requests: 1,
+            };
+            let mut list: VecDeque<Idle> = [t0, t0 + s, t0 + 2 * s, t0 + 3 * s]
+                .into_iter()
+                .map(idle)
+                .collect();
+            expire(&mut list, t0 + 30 * s, 60 * s);
+            assert_eq!(list.len(), 4, "none idle for a minute yet");
+            expire(&mut list, t0 + 61 * s + s / 2, 60 * s);
+            assert_eq!(list.len(), 2, "idle 61.5 s and 60.5 s: closed");
+            // Idle exactly `keepalive_timeout`: closed too.
+            expire(&mut list, t0 + 62 * s, 60 * s);
+            assert_eq!(list.len(), 1);
+            assert_eq!(list[0].since, t0 + 3 * s);
+        });
+    }
 }

@@ -17,6 +17,7 @@ use bytes::{Bytes, BytesMut};
 use shoal_http::{BodyChunk, ChunkedDecoder};
 
 use super::handler::Record;
+use crate::deadline::Timer;
 use crate::http::conn::Stream;
 use crate::http::range::ByteRange;
 use crate::upstream::conf::UpstreamConf;
@@ -182,6 +183,8 @@ pub struct UpstreamBody {
     pub born: Instant,
     pub requests: u64,
     pub read_timeout: Duration,
+    /// The connection's timer (it goes back to the keep-alive cache with it).
+    pub timer: Timer,
     pub record: Rc<RefCell<Record>>,
     /// The proxy cache's fill: given every piece taken, and the end.
     pub tee: Option<Box<dyn crate::http::proxy_cache::serve::Tee>>,
@@ -211,6 +214,7 @@ impl UpstreamBody {
         born: Instant,
         requests: u64,
         read_timeout: Duration,
+        timer: Timer,
         record: Rc<RefCell<Record>>,
     ) -> UpstreamBody {
         UpstreamBody {
@@ -230,6 +234,7 @@ impl UpstreamBody {
             born,
             requests,
             read_timeout,
+            timer,
             record,
             tee: None,
             cacheable: false,
@@ -318,7 +323,9 @@ impl UpstreamBody {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(32 * 1024);
         }
-        let n = match crate::deadline::within(self.read_timeout, stream.read_buf(&mut self.buf))
+        let n = match self
+            .timer
+            .within(self.read_timeout, stream.read_buf(&mut self.buf))
             .await
         {
             Err(_) => return Err(BodyError::TimedOut),
@@ -389,6 +396,7 @@ impl UpstreamBody {
                 &self.upstream,
                 self.peer,
                 stream,
+                std::mem::take(&mut self.timer),
                 self.born,
                 self.requests,
             );

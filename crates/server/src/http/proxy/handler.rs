@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -21,7 +22,8 @@ use shoal_http::upstream::UpstreamRequest;
 
 use super::body::{ClientBodyError, RequestBody, UpstreamBody};
 use super::request::{self, UriParts};
-use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target};
+use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
+use crate::deadline::Timer;
 use crate::http::conn::Stream;
 use crate::http::phases::Req;
 use crate::http::rewrite;
@@ -106,11 +108,11 @@ pub struct Try {
 }
 
 impl Record {
-    fn begin(&mut self, addr: PeerAddr) {
+    fn begin(&mut self, addr: PeerAddr, now: Instant) {
         self.tries.push(Try {
             addr,
             status: None,
-            start: Instant::now(),
+            start: now,
             connect: None,
             header: None,
             response: None,
@@ -435,7 +437,9 @@ async fn run(
     record.borrow_mut().uri = uri;
     let upgrade = r.req.header("upgrade").is_some();
     loop {
-        let Some(peer) = state::pick(&upstream, &mut attempt) else {
+        // One clock read for the choice, the try's start and the keep-alive cache's expiry.
+        let now = Instant::now();
+        let Some(peer) = state::pick(&upstream, &mut attempt, now) else {
             let uri_text = shoal_http::lossy(&record.borrow().uri).into_owned();
             crate::conn_log!(
                 Level::Error,
@@ -449,7 +453,7 @@ async fn run(
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
-        record.borrow_mut().begin(addr.clone());
+        record.borrow_mut().begin(addr.clone(), now);
         let (result, sent_any) = exchange(
             &upstream,
             peer,
@@ -513,7 +517,7 @@ async fn run(
                     }
                     return Handled::Error(status);
                 }
-                return Handled::Reply(Box::new(answer.into_reply(lc, pass, r, &record)));
+                return Handled::Reply(answer.into_reply(lc, pass, r, &record));
             }
             Err(f) => f,
         };
@@ -575,10 +579,15 @@ enum SendError {
 }
 
 /// Writes `data`, each wait for the upstream bounded by `timeout`.
-async fn write_timed(stream: &mut Stream, data: &[u8], timeout: Duration) -> Result<(), SendError> {
+async fn write_timed(
+    stream: &mut Stream,
+    timer: &mut Timer,
+    data: &[u8],
+    timeout: Duration,
+) -> Result<(), SendError> {
     let mut pos = 0;
     while pos < data.len() {
-        match crate::deadline::within(timeout, stream.write(&data[pos..])).await {
+        match timer.within(timeout, stream.write(&data[pos..])).await {
             Err(_) => return Err(SendError::TimedOut),
             Ok(Err(e)) => return Err(SendError::Io(e)),
             Ok(Ok(0)) => return Err(SendError::Io(std::io::ErrorKind::WriteZero.into())),
@@ -623,6 +632,7 @@ fn first_write<'h>(
 #[allow(clippy::await_holding_refcell_ref, clippy::too_many_arguments)]
 async fn send_request(
     stream: &mut Stream,
+    timer: &mut Timer,
     first: &[u8],
     sent: usize,
     set_body: Option<&[u8]>,
@@ -630,7 +640,7 @@ async fn send_request(
     body: &RequestBody<'_>,
     timeout: Duration,
 ) -> Result<(), SendError> {
-    write_timed(stream, &first[sent..], timeout).await?;
+    write_timed(stream, timer, &first[sent..], timeout).await?;
     // A body written after the head, in pieces: each goes out as written, not held back
     // until the previous one is acknowledged. (A request in one write needs no
     // `TCP_NODELAY`, and nginx sets none on upstream connections.)
@@ -639,7 +649,7 @@ async fn send_request(
         (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => Ok(()),
         (None, true, RequestBody::Memory(b)) => {
             stream.set_nodelay();
-            write_timed(stream, b, timeout).await
+            write_timed(stream, timer, b, timeout).await
         }
         (None, true, RequestBody::File(f, len)) => {
             stream.set_nodelay();
@@ -654,7 +664,7 @@ async fn send_request(
                         "request body file shrank",
                     )));
                 }
-                write_timed(stream, &chunk[..n], timeout).await?;
+                write_timed(stream, timer, &chunk[..n], timeout).await?;
                 off += n as u64;
             }
             Ok(())
@@ -667,17 +677,48 @@ async fn send_request(
                 if chunked {
                     let mut framed = Vec::with_capacity(piece.len() + 16);
                     shoal_http::response::write_chunk(&mut framed, &piece);
-                    write_timed(stream, &framed, timeout).await?;
+                    write_timed(stream, timer, &framed, timeout).await?;
                 } else {
-                    write_timed(stream, &piece, timeout).await?;
+                    write_timed(stream, timer, &piece, timeout).await?;
                 }
             }
             if chunked {
-                write_timed(stream, shoal_http::response::LAST_CHUNK, timeout).await?;
+                write_timed(stream, timer, shoal_http::response::LAST_CHUNK, timeout).await?;
             }
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+/// Whether the client closed its connection (`Ready(true)`) or sent more (`Ready(false)`: the
+/// bytes stay unread), as [`Stream::peer_closed`] waits for it, but polled through the socket's
+/// one reader slot: no waiter is queued on the socket and taken off again per wait.
+fn poll_client_closed(c: &Stream, cx: &mut Context<'_>) -> Poll<bool> {
+    loop {
+        match c.poll_read_ready(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(_)) => return Poll::Ready(true),
+            Poll::Ready(Ok(())) => {}
+        }
+        let fd = c.as_fd();
+        let peek = || {
+            if shoal_io::syscall::nothing_to_read(fd) {
+                Err(std::io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(shoal_io::syscall::eof_pending(fd))
+            }
+        };
+        // A readiness the peek finds stale is cleared by `try_io`; the next poll waits anew.
+        let r = match c {
+            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+        };
+        match r {
+            Ok(eof) => return Poll::Ready(eof),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return Poll::Ready(true),
+        }
     }
 }
 
@@ -745,7 +786,8 @@ struct Answer {
     status: u16,
     reason: Option<String>,
     head: shoal_http::upstream::UpstreamHead,
-    body: UpstreamBody,
+    /// Boxed where it is made: it is large, and it is boxed in the reply in the end.
+    body: Box<UpstreamBody>,
     upgrade: bool,
 }
 
@@ -758,32 +800,28 @@ impl Answer {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let conf = &lc.proxy;
-        let mut reply = Reply::new(self.status);
+        let mut reply = Box::new(Reply::new(self.status));
         reply.proxied = true;
         reply.reason = self.reason;
         let mut buffering = conf.buffering();
         for (name, value) in self.head.headers() {
-            let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            let known = UpstreamHeader::of(name);
             // `X-Accel-Buffering: yes|no` turns `proxy_buffering` on or off for this answer,
             // unless `proxy_ignore_headers` names it (nginx's `change_buffering`).
-            if is("x-accel-buffering") && !conf.ignores("X-Accel-Buffering") {
+            if known == UpstreamHeader::XAccelBuffering && !conf.ignores("X-Accel-Buffering") {
                 if value.eq_ignore_ascii_case(b"no") {
                     buffering = false;
                 } else if value.eq_ignore_ascii_case(b"yes") {
                     buffering = true;
                 }
             }
-            if is("connection")
-                || is("keep-alive")
-                || is("transfer-encoding")
-                || is("content-length")
-            {
+            if known == UpstreamHeader::HopByHop {
                 continue;
             }
             let name = &*shoal_http::lossy(name);
-            if !conf.passes(name) {
+            if !conf.passes_known(name, known.hidden()) {
                 continue;
             }
             let value = match std::str::from_utf8(value) {
@@ -794,28 +832,29 @@ impl Answer {
                     continue;
                 }
             };
-            if is("content-type") {
-                reply.content_type = Some(value);
-            } else if is("accept-ranges") && conf.force_ranges() {
+            match known {
+                UpstreamHeader::ContentType => reply.content_type = Some(value),
                 // `proxy_force_ranges`: the range filter answers for ranges and says so itself
                 // (`ngx_http_upstream_copy_allow_ranges` copies nothing).
-            } else if is("location") {
-                reply.location = Some(location(pass, r, lc, record, value));
-            } else if is("refresh") {
-                let at = value.to_ascii_lowercase().find("url=");
-                let v = match at {
-                    Some(i) => {
-                        let (a, b) = value.split_at(i + 4);
-                        match redirect(conf, pass, r, lc, record, b) {
-                            Some(new) => format!("{a}{new}"),
-                            None => value.clone(),
+                UpstreamHeader::AcceptRanges if conf.force_ranges() => {}
+                UpstreamHeader::Location => {
+                    reply.location = Some(location(pass, r, lc, record, value));
+                }
+                UpstreamHeader::Refresh => {
+                    let at = value.to_ascii_lowercase().find("url=");
+                    let v = match at {
+                        Some(i) => {
+                            let (a, b) = value.split_at(i + 4);
+                            match redirect(conf, pass, r, lc, record, b) {
+                                Some(new) => format!("{a}{new}"),
+                                None => value.clone(),
+                            }
                         }
-                    }
-                    None => value,
-                };
-                reply.extra.push((name.to_string(), v));
-            } else {
-                reply.extra.push((name.to_string(), value));
+                        None => value,
+                    };
+                    reply.extra.push((name.to_string(), v));
+                }
+                _ => reply.extra.push((name.to_string(), value)),
             }
         }
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
@@ -824,9 +863,9 @@ impl Answer {
         record.borrow_mut().head = Some(self.head);
         self.body.buffering = buffering;
         reply.body = if self.upgrade {
-            Body::Tunnel(Box::new(self.body))
+            Body::Tunnel(self.body)
         } else {
-            Body::Upstream(Box::new(self.body))
+            Body::Upstream(self.body)
         };
         reply
     }
@@ -913,20 +952,22 @@ pub(crate) fn redirect(
     None
 }
 
-/// Connects to a peer: a kept-alive connection when one is cached (and `cached` allows),
-/// else a new one. A cached one comes with when it was opened and how many requests it carried;
-/// a new one with how much of `first` (the request's first write) it has sent already.
+/// Connects to a peer: a kept-alive connection when one is cached (and `cached`, the try's
+/// start, allows), else a new one. A cached one comes with its timer, when it was opened and how many requests
+/// it carried; a new one with how much of `first` (the request's first write) it has sent
+/// already.
+#[allow(clippy::type_complexity)]
 async fn connect(
     upstream: &UpstreamConf,
     peer: usize,
     addr: &PeerAddr,
     conf: &ProxyLoc,
-    cached: bool,
+    cached: Option<Instant>,
     first: &[u8],
-) -> Result<(Stream, Option<(Instant, u64)>, usize), Fail> {
-    if cached {
-        if let Some(r) = state::take_idle(upstream, peer) {
-            return Ok((r.stream, Some((r.born, r.requests)), 0));
+) -> Result<(Stream, Option<(Timer, Instant, u64)>, usize), Fail> {
+    if let Some(now) = cached {
+        if let Some(r) = state::take_idle(upstream, peer, now) {
+            return Ok((r.stream, Some((r.timer, r.born, r.requests)), 0));
         }
     }
     let timeout = conf.connect_timeout();
@@ -1045,25 +1086,26 @@ async fn exchange(
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
     let mut fresh_only = false;
+    let start = record.borrow_mut().last().start;
     loop {
-        let (stream, reused, sent) =
-            match connect(upstream, peer, addr, conf, !fresh_only, first).await {
-                Ok(x) => x,
-                Err(f) => return (Err(f), false),
-            };
+        let cached = (!fresh_only).then_some(start);
+        let (stream, reused, sent) = match connect(upstream, peer, addr, conf, cached, first).await
+        {
+            Ok(x) => x,
+            Err(f) => return (Err(f), false),
+        };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
-        let (born, requests, connect) = match reused {
-            Some((born, requests)) => (born, requests, Duration::ZERO),
+        let (timer, born, requests, connect) = match reused {
+            Some((timer, born, requests)) => (timer, born, requests, Duration::ZERO),
             None => {
                 let now = Instant::now();
-                let start = record.borrow_mut().last().start;
-                (now, 0, now.saturating_duration_since(start))
+                (Timer::new(), now, 0, now.saturating_duration_since(start))
             }
         };
         record.borrow_mut().last().connect = Some(connect);
         match send_and_read(
-            stream,
+            (stream, timer),
             conf,
             head,
             (first, sent),
@@ -1108,7 +1150,7 @@ async fn exchange(
 /// whether nothing at all was read back.
 #[allow(clippy::too_many_arguments)]
 async fn send_and_read(
-    mut stream: Stream,
+    (mut stream, mut timer): (Stream, Timer),
     conf: &ProxyLoc,
     head: &[u8],
     (first, sent): (&[u8], usize),
@@ -1124,7 +1166,17 @@ async fn send_and_read(
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     // `proxy_send_timeout` bounds each wait for the upstream to take more, not the transfer.
-    let result = send_request(&mut stream, first, sent, set_body, conf, body, send_timeout).await;
+    let result = send_request(
+        &mut stream,
+        &mut timer,
+        first,
+        sent,
+        set_body,
+        conf,
+        body,
+        send_timeout,
+    )
+    .await;
     match result {
         Err(SendError::TimedOut) => {
             return Err((
@@ -1193,19 +1245,29 @@ async fn send_and_read(
         // While waiting, the client is watched: one that closes ends the exchange (nginx's
         // `proxy_ignore_client_abort off`); one that sends more (a pipelined request) is not
         // watched any further.
-        let read = crate::deadline::within(read_timeout, stream.read_buf(&mut buf));
+        let read = timer.within(read_timeout, stream.read_buf(&mut buf));
         let read = match client.filter(|_| watch_client) {
             None => read.await,
             Some(c) => {
-                tokio::select! {
-                    r = read => r,
-                    gone = c.peer_closed() => {
-                        if gone {
-                            return Err((Fail::ClientGone, false));
-                        }
-                        watch_client = false;
-                        continue;
+                // The upstream first: the client is looked at only while its answer is awaited.
+                let mut read = std::pin::pin!(read);
+                let watched = std::future::poll_fn(|cx| {
+                    if let Poll::Ready(r) = std::future::Future::poll(read.as_mut(), cx) {
+                        return Poll::Ready(Some(r));
                     }
+                    if watch_client {
+                        match poll_client_closed(c, cx) {
+                            Poll::Ready(true) => return Poll::Ready(None),
+                            Poll::Ready(false) => watch_client = false,
+                            Poll::Pending => {}
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+                match watched {
+                    Some(r) => r,
+                    None => return Err((Fail::ClientGone, false)),
                 }
             }
         };
@@ -1247,7 +1309,7 @@ async fn send_and_read(
         t.status = Some(parsed.status);
         t.head_len = parsed.consumed as u64;
     }
-    let body = UpstreamBody::new(
+    let body = Box::new(UpstreamBody::new(
         stream,
         buf,
         parsed.framing,
@@ -1258,8 +1320,9 @@ async fn send_and_read(
         born,
         requests,
         read_timeout,
+        timer,
         record.clone(),
-    );
+    ));
     Ok(Answer {
         status: parsed.status,
         reason: parsed.reason,
