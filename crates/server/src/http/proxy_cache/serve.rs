@@ -222,11 +222,22 @@ pub async fn begin(
         );
         return Begin::Status(500);
     };
-    // Once per request: the hit path needs the digest only, not its hex name.
-    let md5 = md5::md5(key.as_bytes());
     if purge {
         return Begin::Status(purge_key(&zone, &key));
     }
+    // Files changed behind shoal's back since the last look (see `hot`).
+    std::future::poll_fn(|cx| {
+        super::hot::take_changes(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    // The worker's copy, found by the key itself, brings the key's MD5 with it; otherwise it
+    // is computed, once per request (the hit path needs the digest only, not its hex name).
+    let found = super::hot::find(&zone, key.as_bytes());
+    let md5 = match &found {
+        Some(f) => f.md5,
+        None => md5::md5(key.as_bytes()),
+    };
     let mut plan = Plan {
         zone: zone.clone(),
         key,
@@ -266,13 +277,7 @@ pub async fn begin(
     let mut wait_until = None;
     let mut known_absent = !node.exists && !zone.is_cold();
     // The worker's copy, if the index still vouches for it (see `hot`).
-    // Files changed behind shoal's back since the last look (see `hot`).
-    std::future::poll_fn(|cx| {
-        super::hot::take_changes(cx);
-        std::task::Poll::Ready(())
-    })
-    .await;
-    let mut from_hot = super::hot::get(&zone, &md5, plan.key.as_bytes(), &node);
+    let mut from_hot = found.and_then(|f| f.confirm(plan.key.as_bytes(), &node));
     loop {
         let opened = if let Some(obj) = from_hot.take() {
             obj.opened()
@@ -690,14 +695,28 @@ impl Object {
         self.whole.as_ref().map_or(0, |b| b.len()) + head + std::mem::size_of::<Header>() + 256
     }
 
-    /// Whether the open file is still as it was read (one `fstat`): the index's generation
-    /// covers every change shoal makes; this covers a file changed behind its back (truncated
-    /// or overwritten in place), which is then read again and, if bad, a logged miss.
+    /// An object of `file` as it is now, with an empty header and no head (for tests).
+    #[cfg(test)]
+    pub fn of_file(file: File) -> Object {
+        let meta = file.metadata().expect("a test file");
+        Object {
+            file: Arc::new(file),
+            len: meta.len(),
+            stamp: FileStamp::of(&meta),
+            header: Rc::new(Header::default()),
+            head: None,
+            whole: None,
+        }
+    }
+
     /// The held file (for a watch on it).
     pub fn file(&self) -> &File {
         &self.file
     }
 
+    /// Whether the open file is still as it was read (one `fstat`): the index's generation
+    /// covers every change shoal makes; this covers a file changed behind its back (truncated
+    /// or overwritten in place), which is then read again and, if bad, a logged miss.
     pub fn unchanged(&self) -> bool {
         self.file
             .metadata()
