@@ -640,9 +640,76 @@ impl FileStamp {
 struct ParsedHead {
     status: u16,
     reason: String,
+    /// The reason phrase is nginx's own for the status (the status line needs no copy of it).
+    usual_reason: bool,
     headers: Rc<[(String, String)]>,
+    /// What each of `headers` is to a hit's reply, decided once when the head is read (every
+    /// hit of the object used to compare each name with a dozen others).
+    lines: Box<[Line]>,
     /// The length it tells, against the body stored (set once the body's size is known).
     told: Told,
+}
+
+/// One stored header, as [`Object::into_reply`] passes it on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Line {
+    kind: Kind,
+    /// One nginx hides from the client unless `proxy_pass_header` names it (`Date`,
+    /// `Server`, `X-Accel-*`...): [`crate::http::proxy::ProxyLoc::passes`] of a location
+    /// without `proxy_hide_header` or `proxy_pass_header`.
+    hidden: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Framing and hop-by-hop headers (`Connection`, `Keep-Alive`, `Transfer-Encoding`,
+    /// `Content-Length`, `Upgrade`): never passed on.
+    Dropped,
+    AcceptRanges,
+    ContentType,
+    Location,
+    ETag,
+    /// The time it tells and its text as nginx writes it, when the status is 200 or 206 and
+    /// the date parses (the not-modified filter's); otherwise it is passed as it came.
+    LastModified(Option<(i64, [u8; shoal_http::date::DATE_LEN])>),
+    Other,
+}
+
+impl Kind {
+    fn of(name: &str, value: &str, status: u16) -> Kind {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        if is("connection")
+            || is("keep-alive")
+            || is("transfer-encoding")
+            || is("content-length")
+            || is("upgrade")
+        {
+            Kind::Dropped
+        } else if is("accept-ranges") {
+            Kind::AcceptRanges
+        } else if is("content-type") {
+            Kind::ContentType
+        } else if is("location") {
+            Kind::Location
+        } else if is("etag") {
+            Kind::ETag
+        } else if is("last-modified") {
+            // The answer's time for the not-modified filter on a 200 or 206; any other answer
+            // passes the upstream's line as it came (nginx keeps the header whatever the
+            // status).
+            let t = matches!(status, 200 | 206)
+                .then(|| shoal_http::date::parse(value.as_bytes()))
+                .flatten();
+            Kind::LastModified(t.map(|t| {
+                let secs = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                (secs, shoal_http::date::format(t))
+            }))
+        } else {
+            Kind::Other
+        }
+    }
 }
 
 /// What a stored head says of its body's length: nginx answers a HIT with the stored
@@ -689,7 +756,7 @@ impl Object {
             h.reason.len()
                 + h.headers
                     .iter()
-                    .map(|(n, v)| n.len() + v.len() + 48)
+                    .map(|(n, v)| n.len() + v.len() + 48 + std::mem::size_of::<Line>())
                     .sum::<usize>()
         });
         self.whole.as_ref().map_or(0, |b| b.len()) + head + std::mem::size_of::<Header>() + 256
@@ -880,18 +947,29 @@ fn parse_head(head: &[u8]) -> Option<ParsedHead> {
     }
     let status: u16 = parts.next()?.parse().ok()?;
     let reason = parts.next().unwrap_or("").to_string();
+    let usual_reason = shoal_http::status::wire_status(status) == status
+        && shoal_http::status::reason(status) == Some(reason.as_str());
+    let plain = crate::http::proxy::ProxyLoc::default();
     let mut headers = Vec::new();
+    let mut kinds = Vec::new();
     for l in lines {
         if l.is_empty() {
             continue;
         }
         let (n, v) = l.split_once(':')?;
-        headers.push((n.to_string(), v.trim().to_string()));
+        let v = v.trim();
+        kinds.push(Line {
+            kind: Kind::of(n, v, status),
+            hidden: !plain.passes(n),
+        });
+        headers.push((n.to_string(), v.to_string()));
     }
     Some(ParsedHead {
         status,
         reason,
+        usual_reason,
         headers: headers.into(),
+        lines: kinds.into(),
         told: Told::Body,
     })
 }
@@ -916,9 +994,7 @@ impl Object {
         let mut reply = Reply::new(status);
         // A reason phrase other than nginx's own is kept (the status line is written the same
         // either way; the usual one needs no copy).
-        let usual = shoal_http::status::wire_status(status) == status
-            && shoal_http::status::reason(status) == Some(head.reason.as_str());
-        if !head.reason.is_empty() && !usual {
+        if !head.reason.is_empty() && !head.usual_reason {
             reply.reason = Some(head.reason.clone());
         }
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
@@ -926,25 +1002,22 @@ impl Object {
         // `proxy_force_ranges`. A header `proxy_hide_header` hides never gets that far, as on
         // the MISS.
         let mut upstream_allows_ranges = false;
-        for (name, value) in headers.iter() {
-            let is = |n: &str| name.eq_ignore_ascii_case(n);
-            if is("connection")
-                || is("keep-alive")
-                || is("transfer-encoding")
-                || is("content-length")
-                || is("upgrade")
-                || !conf.passes(name)
+        // Without `proxy_hide_header` and `proxy_pass_header`, what passes was decided when
+        // the head was read.
+        let plain = conf.hide_header.is_none() && conf.pass_header.is_none();
+        for ((name, value), line) in headers.iter().zip(head.lines.iter()) {
+            if line.kind == Kind::Dropped
+                || (plain && line.hidden)
+                || (!plain && !conf.passes(name))
             {
                 continue;
             }
-            if is("accept-ranges") {
+            match line.kind {
+                Kind::Dropped => {}
                 // Not passed on: it allows ranges, and the range filter says so itself.
-                upstream_allows_ranges = true;
-                continue;
-            }
-            match () {
-                _ if is("content-type") => reply.content_type = Some(value.clone()),
-                _ if is("location") => {
+                Kind::AcceptRanges => upstream_allows_ranges = true,
+                Kind::ContentType => reply.content_type = Some(value.clone()),
+                Kind::Location => {
                     reply.location = Some(crate::http::proxy::handler::location(
                         pass,
                         r,
@@ -953,26 +1026,14 @@ impl Object {
                         value.clone(),
                     ));
                 }
-                _ if is("etag") => reply.headers.push(("ETag", value.clone().into())),
-                _ if is("last-modified") => {
-                    // The answer's time for the not-modified filter on a 200 or 206; any other
-                    // answer passes the upstream's line as it came (nginx keeps the header
-                    // whatever the status).
-                    let t = matches!(status, 200 | 206)
-                        .then(|| shoal_http::date::parse(value.as_bytes()))
-                        .flatten();
-                    match t {
-                        Some(t) => {
-                            let secs = t
-                                .duration_since(std::time::UNIX_EPOCH)
-                                .map_or(0, |d| d.as_secs() as i64);
-                            reply.mtime = Some(secs);
-                            reply.last_modified = Some(shoal_http::date::format(t));
-                        }
-                        None => reply.extra.push((name.clone(), value.clone())),
-                    }
+                Kind::ETag => reply.headers.push(("ETag", value.clone().into())),
+                Kind::LastModified(Some((secs, text))) => {
+                    reply.mtime = Some(secs);
+                    reply.last_modified = Some(text);
                 }
-                _ => reply.extra.push((name.clone(), value.clone())),
+                Kind::LastModified(None) | Kind::Other => {
+                    reply.extra.push((name.clone(), value.clone()))
+                }
             }
         }
         let len = self.len.saturating_sub(body_start);
@@ -1461,5 +1522,57 @@ impl Tee for Fill {
         self.ended = true;
         lock(&self.shared).ended = Some(complete);
         self.post(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_heads_lines_are_classified_once_as_a_hit_passes_them() {
+        let head = b"HTTP/1.1 200 OK\r\nServer: up\r\nContent-Type: text/plain\r\n\
+            content-length: 5\r\nAccept-Ranges: bytes\r\nETag: \"e\"\r\n\
+            Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nX-Accel-Expires: 10\r\n\
+            Location: /x\r\nX-Other: y\r\nConnection: close\r\n\r\n";
+        let p = parse_head(head).expect("parses");
+        assert!(p.usual_reason);
+        let kinds: Vec<Kind> = p.lines.iter().map(|l| l.kind).collect();
+        let lm = shoal_http::date::format(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(784111777),
+        );
+        assert_eq!(
+            kinds,
+            [
+                Kind::Other,
+                Kind::ContentType,
+                Kind::Dropped,
+                Kind::AcceptRanges,
+                Kind::ETag,
+                Kind::LastModified(Some((784111777, lm))),
+                Kind::Other,
+                Kind::Location,
+                Kind::Other,
+                Kind::Dropped,
+            ]
+        );
+        // `hidden` is what a location without `proxy_hide_header`/`proxy_pass_header` says.
+        let plain = crate::http::proxy::ProxyLoc::default();
+        for ((name, _), line) in p.headers.iter().zip(p.lines.iter()) {
+            assert_eq!(line.hidden, !plain.passes(name), "{name}");
+        }
+        assert!(p.lines[0].hidden && p.lines[6].hidden && !p.lines[8].hidden);
+    }
+
+    #[test]
+    fn last_modified_of_another_status_and_an_unusual_reason_are_kept_as_they_came() {
+        let p = parse_head(
+            b"HTTP/1.1 404 Gone Fishing\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n",
+        )
+        .expect("parses");
+        assert!(!p.usual_reason);
+        assert_eq!(p.lines[0].kind, Kind::LastModified(None));
+        let p = parse_head(b"HTTP/1.1 200 OK\r\nLast-Modified: yesterday\r\n\r\n").expect("parses");
+        assert_eq!(p.lines[0].kind, Kind::LastModified(None));
     }
 }
