@@ -265,7 +265,9 @@ pub async fn begin(
             return Begin::Miss(Box::new(plan));
         }
     }
-    let node = zone.touch(&md5);
+    // The clock is read once for the index's use and the copy's freshness.
+    let now = zone::now();
+    let node = zone.touch_at(&md5, now);
     // nginx's "scarce" object: asked for fewer than `proxy_cache_min_uses` times; not
     // stored, and no lock is taken for it.
     let scarce = node.uses < c.min_uses() && !node.exists;
@@ -280,7 +282,7 @@ pub async fn begin(
     let mut from_hot = found.and_then(|f| f.confirm(plan.key.as_bytes(), &node));
     loop {
         let opened = if let Some(obj) = from_hot.take() {
-            obj.opened()
+            obj.opened_at(now)
         } else if known_absent {
             Opened::None
         } else {
@@ -791,7 +793,12 @@ impl Object {
     }
 
     fn opened(self) -> Opened {
-        if self.header.valid_sec < zone::now() {
+        self.opened_at(zone::now())
+    }
+
+    /// Fresh or stale at `now` (unix seconds).
+    fn opened_at(self, now: i64) -> Opened {
+        if self.header.valid_sec < now {
             Opened::Stale(self)
         } else {
             Opened::Fresh(self)

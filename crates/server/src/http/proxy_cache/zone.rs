@@ -158,8 +158,12 @@ impl Zone {
     /// A request for `key`: counts a use, moves it to the front, adds it when absent. Returns
     /// what the index knows (after the use).
     pub fn touch(&self, key: &[u8; 16]) -> Node {
+        self.touch_at(key, now())
+    }
+
+    /// [`Zone::touch`] at `accessed` (unix seconds, the caller's reading of [`now`]).
+    pub fn touch_at(&self, key: &[u8; 16], accessed: i64) -> Node {
         let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
-        let accessed = now();
         let mut sh = self.shard(key);
         // A known key (every hit): its use is written down, the LRU order is left as it is.
         if let Some(n) = sh.map.get_mut(key) {
