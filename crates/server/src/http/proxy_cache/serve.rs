@@ -342,14 +342,12 @@ fn hit(
     lc: &LocConf,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
-    record: Record,
+    mut record: Record,
 ) -> Begin {
-    let record = Rc::new(RefCell::new(Record {
-        cache_status: Some(status),
-        ..record
-    }));
+    record.cache_status = Some(status);
+    let record = Rc::new(RefCell::new(record));
     let reply = obj.into_reply(lc, pass, r, &record);
-    Begin::Hit(Box::new(reply), record)
+    Begin::Hit(reply, record)
 }
 
 /// An expired object (nginx's `ngx_http_file_cache_read` and `ngx_http_upstream_cache`): the
@@ -484,13 +482,13 @@ pub fn answer(
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
-                    return Handled::Reply(Box::new(plan.revalidated(record, lc, pass, r)));
+                    return Handled::Reply(plan.revalidated(record, lc, pass, r));
                 }
                 // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
                 // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
                 let bit = stale::of_status(reply.status);
                 if bit != 0 && use_stale & bit != 0 {
-                    return Handled::Reply(Box::new(plan.serve_stale(record, lc, pass, r)));
+                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
                 }
             }
             plan.attach(&mut reply, record, lc, r.req);
@@ -505,7 +503,7 @@ pub fn answer(
                     stale::of_status(code) | stale::ERROR
                 };
                 if use_stale & bit != 0 || plan.stale_error {
-                    return Handled::Reply(Box::new(plan.serve_stale(record, lc, pass, r)));
+                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
                 }
             }
             record.borrow_mut().cache_status = Some(plan.status);
@@ -990,15 +988,16 @@ impl Object {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let conf = &lc.proxy;
         let body_start = self.header.body_start as u64;
         let Some(head) = &self.head else {
-            return crate::http::static_files::error_reply(500, lc);
+            return Box::new(crate::http::static_files::error_reply(500, lc));
         };
         let status = head.status;
         let headers = &head.headers;
-        let mut reply = Reply::new(status);
+        // Made in its box, and filled there (a `Reply` is a few hundred bytes to move).
+        let mut reply = Box::new(Reply::new(status));
         // A reason phrase other than nginx's own is kept (the status line is written the same
         // either way; the usual one needs no copy).
         if !head.reason.is_empty() && !head.usual_reason {
@@ -1222,7 +1221,7 @@ impl Plan {
         lc: &LocConf,
         pass: &ProxyPass,
         r: &Req<'_, '_>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let obj = self.stale.take().expect("checked by the caller");
         record.borrow_mut().cache_status = Some("STALE");
         obj.into_reply(lc, pass, r, record)
@@ -1237,7 +1236,7 @@ impl Plan {
         lc: &LocConf,
         pass: &ProxyPass,
         r: &Req<'_, '_>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let mut obj = self.stale.take().expect("checked by the caller");
         let headers = record.borrow().header_list();
         let ignore = Ignore::of(&lc.proxy);
