@@ -488,11 +488,13 @@ fn disk_size(m: &std::fs::Metadata) -> u64 {
 
 // ---- the registry of running zones ----
 
-type Zones = std::collections::HashMap<String, Arc<Zone>>;
+/// By name; looked up once per request in a cached location, so with the fast hash (the
+/// names are the configuration's, a handful).
+type Zones = shoal_io::fxhash::FxHashMap<String, Arc<Zone>>;
 
 fn registry() -> &'static ArcSwap<Zones> {
     static R: OnceLock<ArcSwap<Zones>> = OnceLock::new();
-    R.get_or_init(|| ArcSwap::from_pointee(Zones::new()))
+    R.get_or_init(|| ArcSwap::from_pointee(Zones::default()))
 }
 
 /// The running zone named `name`.
@@ -510,7 +512,7 @@ pub fn all() -> Vec<Arc<Zone>> {
 /// directories, and loaded in the background; zones no longer configured stop their threads.
 pub fn configure(paths: &[Arc<CachePathConf>]) {
     let old = registry().load_full();
-    let mut new = Zones::new();
+    let mut new = Zones::default();
     for c in paths {
         match old.get(&c.zone) {
             Some(z) if z.conf().path == c.path => {
