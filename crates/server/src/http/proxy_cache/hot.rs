@@ -37,7 +37,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::task::{Context, Poll};
 
 use shoal_io::fxhash::FxHashMap;
 use tokio::io::unix::AsyncFd;
@@ -279,17 +278,32 @@ pub fn forget(key: &[u8]) {
 
 /// Drops the entries whose files changed: the events of the worker's inotify instance, if its
 /// event loop has seen it readable (no system call otherwise). Called before a hit looks.
-pub fn take_changes(cx: &mut Context<'_>) {
+///
+/// The readiness the event loop recorded is only read (`try_io`): nobody waits on the
+/// instance, the next hit looks again. Polling it instead stored the request's waker in the
+/// instance's slot under a lock on every hit, and woke a task for nothing when a file changed.
+pub fn take_changes() {
     HOT.with(|h| {
         let mut h = h.borrow_mut();
         let events = {
             let Some(w) = &h.watch else { return };
-            let Poll::Ready(Ok(mut ready)) = w.fd.poll_read_ready(cx) else {
-                return;
-            };
-            let events = shoal_io::syscall::inotify_read(w.fd.get_ref().as_fd());
-            ready.clear_ready();
-            events
+            let mut drained = Vec::new();
+            let read = w.fd.try_io(tokio::io::Interest::READABLE, |fd| {
+                // Read to the end of the queue, then say so, so that the readiness is
+                // cleared (the event loop runs on this thread: nothing comes in between).
+                drained = shoal_io::syscall::inotify_read(fd.as_fd())?;
+                Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+            });
+            match read {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if drained.is_empty() {
+                        return;
+                    }
+                    Ok(drained)
+                }
+                Err(e) => Err(e),
+                Ok(()) => Ok(drained),
+            }
         };
         let changed: Vec<Box<[u8]>> = match &events {
             // Events lost (the queue overflowed) or unreadable: every entry is suspect.

@@ -226,11 +226,7 @@ pub async fn begin(
         return Begin::Status(purge_key(&zone, &key));
     }
     // Files changed behind shoal's back since the last look (see `hot`).
-    std::future::poll_fn(|cx| {
-        super::hot::take_changes(cx);
-        std::task::Poll::Ready(())
-    })
-    .await;
+    super::hot::take_changes();
     // The worker's copy, found by the key itself, brings the key's MD5 with it; otherwise it
     // is computed, once per request (the hit path needs the digest only, not its hex name).
     let found = super::hot::find(&zone, key.as_bytes());
