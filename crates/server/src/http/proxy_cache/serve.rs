@@ -143,8 +143,6 @@ fn default_key(
     internal: bool,
     vars: &crate::variables::Vars<'_>,
 ) -> String {
-    let mut k = String::from("http://");
-    k.push_str(&pass.host);
     let uri = match &pass.target {
         crate::http::proxy::Target::Dynamic { .. } => None,
         _ => {
@@ -162,10 +160,12 @@ fn default_key(
         }
     };
     let _ = vars;
-    match uri {
-        Some(u) => k.push_str(&shoal_http::lossy(&u)),
-        None => k.push_str(&shoal_http::lossy(r.req.uri())),
-    }
+    let uri = shoal_http::lossy(uri.as_deref().unwrap_or(r.req.uri()));
+    // Sized once: growing it piece by piece was two reallocations per request.
+    let mut k = String::with_capacity("http://".len() + pass.host.len() + uri.len());
+    k.push_str("http://");
+    k.push_str(&pass.host);
+    k.push_str(&uri);
     k
 }
 
@@ -222,11 +222,18 @@ pub async fn begin(
         );
         return Begin::Status(500);
     };
-    // Once per request: the hit path needs the digest only, not its hex name.
-    let md5 = md5::md5(key.as_bytes());
     if purge {
         return Begin::Status(purge_key(&zone, &key));
     }
+    // Files changed behind shoal's back since the last look (see `hot`).
+    super::hot::take_changes();
+    // The worker's copy, found by the key itself, brings the key's MD5 with it; otherwise it
+    // is computed, once per request (the hit path needs the digest only, not its hex name).
+    let found = super::hot::find(&zone, key.as_bytes());
+    let md5 = match &found {
+        Some(f) => f.md5,
+        None => md5::md5(key.as_bytes()),
+    };
     let mut plan = Plan {
         zone: zone.clone(),
         key,
@@ -254,7 +261,9 @@ pub async fn begin(
             return Begin::Miss(Box::new(plan));
         }
     }
-    let node = zone.touch(&md5);
+    // The clock is read once for the index's use and the copy's freshness.
+    let now = zone::now();
+    let node = zone.touch_at(&md5, now);
     // nginx's "scarce" object: asked for fewer than `proxy_cache_min_uses` times; not
     // stored, and no lock is taken for it.
     let scarce = node.uses < c.min_uses() && !node.exists;
@@ -266,16 +275,10 @@ pub async fn begin(
     let mut wait_until = None;
     let mut known_absent = !node.exists && !zone.is_cold();
     // The worker's copy, if the index still vouches for it (see `hot`).
-    // Files changed behind shoal's back since the last look (see `hot`).
-    std::future::poll_fn(|cx| {
-        super::hot::take_changes(cx);
-        std::task::Poll::Ready(())
-    })
-    .await;
-    let mut from_hot = super::hot::get(&zone, &md5, plan.key.as_bytes(), &node);
+    let mut from_hot = found.and_then(|f| f.confirm(plan.key.as_bytes(), &node));
     loop {
         let opened = if let Some(obj) = from_hot.take() {
-            obj.opened()
+            obj.opened_at(now)
         } else if known_absent {
             Opened::None
         } else {
@@ -335,14 +338,12 @@ fn hit(
     lc: &LocConf,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
-    record: Record,
+    mut record: Record,
 ) -> Begin {
-    let record = Rc::new(RefCell::new(Record {
-        cache_status: Some(status),
-        ..record
-    }));
+    record.cache_status = Some(status);
+    let record = Rc::new(RefCell::new(record));
     let reply = obj.into_reply(lc, pass, r, &record);
-    Begin::Hit(Box::new(reply), record)
+    Begin::Hit(reply, record)
 }
 
 /// An expired object (nginx's `ngx_http_file_cache_read` and `ngx_http_upstream_cache`): the
@@ -477,13 +478,13 @@ pub fn answer(
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
-                    return Handled::Reply(Box::new(plan.revalidated(record, lc, pass, r)));
+                    return Handled::Reply(plan.revalidated(record, lc, pass, r));
                 }
                 // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
                 // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
                 let bit = stale::of_status(reply.status);
                 if bit != 0 && use_stale & bit != 0 {
-                    return Handled::Reply(Box::new(plan.serve_stale(record, lc, pass, r)));
+                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
                 }
             }
             plan.attach(&mut reply, record, lc, r.req);
@@ -498,7 +499,7 @@ pub fn answer(
                     stale::of_status(code) | stale::ERROR
                 };
                 if use_stale & bit != 0 || plan.stale_error {
-                    return Handled::Reply(Box::new(plan.serve_stale(record, lc, pass, r)));
+                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
                 }
             }
             record.borrow_mut().cache_status = Some(plan.status);
@@ -635,9 +636,76 @@ impl FileStamp {
 struct ParsedHead {
     status: u16,
     reason: String,
+    /// The reason phrase is nginx's own for the status (the status line needs no copy of it).
+    usual_reason: bool,
     headers: Rc<[(String, String)]>,
+    /// What each of `headers` is to a hit's reply, decided once when the head is read (every
+    /// hit of the object used to compare each name with a dozen others).
+    lines: Box<[Line]>,
     /// The length it tells, against the body stored (set once the body's size is known).
     told: Told,
+}
+
+/// One stored header, as [`Object::into_reply`] passes it on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Line {
+    kind: Kind,
+    /// One nginx hides from the client unless `proxy_pass_header` names it (`Date`,
+    /// `Server`, `X-Accel-*`...): [`crate::http::proxy::ProxyLoc::passes`] of a location
+    /// without `proxy_hide_header` or `proxy_pass_header`.
+    hidden: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Framing and hop-by-hop headers (`Connection`, `Keep-Alive`, `Transfer-Encoding`,
+    /// `Content-Length`, `Upgrade`): never passed on.
+    Dropped,
+    AcceptRanges,
+    ContentType,
+    Location,
+    ETag,
+    /// The time it tells and its text as nginx writes it, when the status is 200 or 206 and
+    /// the date parses (the not-modified filter's); otherwise it is passed as it came.
+    LastModified(Option<(i64, [u8; shoal_http::date::DATE_LEN])>),
+    Other,
+}
+
+impl Kind {
+    fn of(name: &str, value: &str, status: u16) -> Kind {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        if is("connection")
+            || is("keep-alive")
+            || is("transfer-encoding")
+            || is("content-length")
+            || is("upgrade")
+        {
+            Kind::Dropped
+        } else if is("accept-ranges") {
+            Kind::AcceptRanges
+        } else if is("content-type") {
+            Kind::ContentType
+        } else if is("location") {
+            Kind::Location
+        } else if is("etag") {
+            Kind::ETag
+        } else if is("last-modified") {
+            // The answer's time for the not-modified filter on a 200 or 206; any other answer
+            // passes the upstream's line as it came (nginx keeps the header whatever the
+            // status).
+            let t = matches!(status, 200 | 206)
+                .then(|| shoal_http::date::parse(value.as_bytes()))
+                .flatten();
+            Kind::LastModified(t.map(|t| {
+                let secs = t
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                (secs, shoal_http::date::format(t))
+            }))
+        } else {
+            Kind::Other
+        }
+    }
 }
 
 /// What a stored head says of its body's length: nginx answers a HIT with the stored
@@ -684,20 +752,34 @@ impl Object {
             h.reason.len()
                 + h.headers
                     .iter()
-                    .map(|(n, v)| n.len() + v.len() + 48)
+                    .map(|(n, v)| n.len() + v.len() + 48 + std::mem::size_of::<Line>())
                     .sum::<usize>()
         });
         self.whole.as_ref().map_or(0, |b| b.len()) + head + std::mem::size_of::<Header>() + 256
     }
 
-    /// Whether the open file is still as it was read (one `fstat`): the index's generation
-    /// covers every change shoal makes; this covers a file changed behind its back (truncated
-    /// or overwritten in place), which is then read again and, if bad, a logged miss.
+    /// An object of `file` as it is now, with an empty header and no head (for tests).
+    #[cfg(test)]
+    pub fn of_file(file: File) -> Object {
+        let meta = file.metadata().expect("a test file");
+        Object {
+            file: Arc::new(file),
+            len: meta.len(),
+            stamp: FileStamp::of(&meta),
+            header: Rc::new(Header::default()),
+            head: None,
+            whole: None,
+        }
+    }
+
     /// The held file (for a watch on it).
     pub fn file(&self) -> &File {
         &self.file
     }
 
+    /// Whether the open file is still as it was read (one `fstat`): the index's generation
+    /// covers every change shoal makes; this covers a file changed behind its back (truncated
+    /// or overwritten in place), which is then read again and, if bad, a logged miss.
     pub fn unchanged(&self) -> bool {
         self.file
             .metadata()
@@ -705,7 +787,12 @@ impl Object {
     }
 
     fn opened(self) -> Opened {
-        if self.header.valid_sec < zone::now() {
+        self.opened_at(zone::now())
+    }
+
+    /// Fresh or stale at `now` (unix seconds).
+    fn opened_at(self, now: i64) -> Opened {
+        if self.header.valid_sec < now {
             Opened::Stale(self)
         } else {
             Opened::Fresh(self)
@@ -861,18 +948,29 @@ fn parse_head(head: &[u8]) -> Option<ParsedHead> {
     }
     let status: u16 = parts.next()?.parse().ok()?;
     let reason = parts.next().unwrap_or("").to_string();
+    let usual_reason = shoal_http::status::wire_status(status) == status
+        && shoal_http::status::reason(status) == Some(reason.as_str());
+    let plain = crate::http::proxy::ProxyLoc::default();
     let mut headers = Vec::new();
+    let mut kinds = Vec::new();
     for l in lines {
         if l.is_empty() {
             continue;
         }
         let (n, v) = l.split_once(':')?;
-        headers.push((n.to_string(), v.trim().to_string()));
+        let v = v.trim();
+        kinds.push(Line {
+            kind: Kind::of(n, v, status),
+            hidden: !plain.passes(n),
+        });
+        headers.push((n.to_string(), v.to_string()));
     }
     Some(ParsedHead {
         status,
         reason,
+        usual_reason,
         headers: headers.into(),
+        lines: kinds.into(),
         told: Told::Body,
     })
 }
@@ -886,20 +984,19 @@ impl Object {
         pass: &ProxyPass,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let conf = &lc.proxy;
         let body_start = self.header.body_start as u64;
         let Some(head) = &self.head else {
-            return crate::http::static_files::error_reply(500, lc);
+            return Box::new(crate::http::static_files::error_reply(500, lc));
         };
         let status = head.status;
         let headers = &head.headers;
-        let mut reply = Reply::new(status);
+        // Made in its box, and filled there (a `Reply` is a few hundred bytes to move).
+        let mut reply = Box::new(Reply::new(status));
         // A reason phrase other than nginx's own is kept (the status line is written the same
         // either way; the usual one needs no copy).
-        let usual = shoal_http::status::wire_status(status) == status
-            && shoal_http::status::reason(status) == Some(head.reason.as_str());
-        if !head.reason.is_empty() && !usual {
+        if !head.reason.is_empty() && !head.usual_reason {
             reply.reason = Some(head.reason.clone());
         }
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
@@ -907,25 +1004,22 @@ impl Object {
         // `proxy_force_ranges`. A header `proxy_hide_header` hides never gets that far, as on
         // the MISS.
         let mut upstream_allows_ranges = false;
-        for (name, value) in headers.iter() {
-            let is = |n: &str| name.eq_ignore_ascii_case(n);
-            if is("connection")
-                || is("keep-alive")
-                || is("transfer-encoding")
-                || is("content-length")
-                || is("upgrade")
-                || !conf.passes(name)
+        // Without `proxy_hide_header` and `proxy_pass_header`, what passes was decided when
+        // the head was read.
+        let plain = conf.hide_header.is_none() && conf.pass_header.is_none();
+        for ((name, value), line) in headers.iter().zip(head.lines.iter()) {
+            if line.kind == Kind::Dropped
+                || (plain && line.hidden)
+                || (!plain && !conf.passes(name))
             {
                 continue;
             }
-            if is("accept-ranges") {
+            match line.kind {
+                Kind::Dropped => {}
                 // Not passed on: it allows ranges, and the range filter says so itself.
-                upstream_allows_ranges = true;
-                continue;
-            }
-            match () {
-                _ if is("content-type") => reply.content_type = Some(value.clone()),
-                _ if is("location") => {
+                Kind::AcceptRanges => upstream_allows_ranges = true,
+                Kind::ContentType => reply.content_type = Some(value.clone()),
+                Kind::Location => {
                     reply.location = Some(crate::http::proxy::handler::location(
                         pass,
                         r,
@@ -934,26 +1028,14 @@ impl Object {
                         value.clone(),
                     ));
                 }
-                _ if is("etag") => reply.headers.push(("ETag", value.clone().into())),
-                _ if is("last-modified") => {
-                    // The answer's time for the not-modified filter on a 200 or 206; any other
-                    // answer passes the upstream's line as it came (nginx keeps the header
-                    // whatever the status).
-                    let t = matches!(status, 200 | 206)
-                        .then(|| shoal_http::date::parse(value.as_bytes()))
-                        .flatten();
-                    match t {
-                        Some(t) => {
-                            let secs = t
-                                .duration_since(std::time::UNIX_EPOCH)
-                                .map_or(0, |d| d.as_secs() as i64);
-                            reply.mtime = Some(secs);
-                            reply.last_modified = Some(shoal_http::date::format(t));
-                        }
-                        None => reply.extra.push((name.clone(), value.clone())),
-                    }
+                Kind::ETag => reply.headers.push(("ETag", value.clone().into())),
+                Kind::LastModified(Some((secs, text))) => {
+                    reply.mtime = Some(secs);
+                    reply.last_modified = Some(text);
                 }
-                _ => reply.extra.push((name.clone(), value.clone())),
+                Kind::LastModified(None) | Kind::Other => {
+                    reply.extra.push((name.clone(), value.clone()))
+                }
             }
         }
         let len = self.len.saturating_sub(body_start);
@@ -1135,7 +1217,7 @@ impl Plan {
         lc: &LocConf,
         pass: &ProxyPass,
         r: &Req<'_, '_>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let obj = self.stale.take().expect("checked by the caller");
         record.borrow_mut().cache_status = Some("STALE");
         obj.into_reply(lc, pass, r, record)
@@ -1150,7 +1232,7 @@ impl Plan {
         lc: &LocConf,
         pass: &ProxyPass,
         r: &Req<'_, '_>,
-    ) -> Reply {
+    ) -> Box<Reply> {
         let mut obj = self.stale.take().expect("checked by the caller");
         let headers = record.borrow().header_list();
         let ignore = Ignore::of(&lc.proxy);
@@ -1442,5 +1524,57 @@ impl Tee for Fill {
         self.ended = true;
         lock(&self.shared).ended = Some(complete);
         self.post(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_heads_lines_are_classified_once_as_a_hit_passes_them() {
+        let head = b"HTTP/1.1 200 OK\r\nServer: up\r\nContent-Type: text/plain\r\n\
+            content-length: 5\r\nAccept-Ranges: bytes\r\nETag: \"e\"\r\n\
+            Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nX-Accel-Expires: 10\r\n\
+            Location: /x\r\nX-Other: y\r\nConnection: close\r\n\r\n";
+        let p = parse_head(head).expect("parses");
+        assert!(p.usual_reason);
+        let kinds: Vec<Kind> = p.lines.iter().map(|l| l.kind).collect();
+        let lm = shoal_http::date::format(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(784111777),
+        );
+        assert_eq!(
+            kinds,
+            [
+                Kind::Other,
+                Kind::ContentType,
+                Kind::Dropped,
+                Kind::AcceptRanges,
+                Kind::ETag,
+                Kind::LastModified(Some((784111777, lm))),
+                Kind::Other,
+                Kind::Location,
+                Kind::Other,
+                Kind::Dropped,
+            ]
+        );
+        // `hidden` is what a location without `proxy_hide_header`/`proxy_pass_header` says.
+        let plain = crate::http::proxy::ProxyLoc::default();
+        for ((name, _), line) in p.headers.iter().zip(p.lines.iter()) {
+            assert_eq!(line.hidden, !plain.passes(name), "{name}");
+        }
+        assert!(p.lines[0].hidden && p.lines[6].hidden && !p.lines[8].hidden);
+    }
+
+    #[test]
+    fn last_modified_of_another_status_and_an_unusual_reason_are_kept_as_they_came() {
+        let p = parse_head(
+            b"HTTP/1.1 404 Gone Fishing\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n",
+        )
+        .expect("parses");
+        assert!(!p.usual_reason);
+        assert_eq!(p.lines[0].kind, Kind::LastModified(None));
+        let p = parse_head(b"HTTP/1.1 200 OK\r\nLast-Modified: yesterday\r\n\r\n").expect("parses");
+        assert_eq!(p.lines[0].kind, Kind::LastModified(None));
     }
 }
