@@ -14,6 +14,7 @@
 //! Runs on the worker: the header of a cold object is read through the pool like any file
 //! read; the rename and unlink of a fill go through the pool when writes do.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fs::File;
 use std::io;
@@ -143,7 +144,7 @@ fn default_key(
     internal: bool,
     vars: &crate::variables::Vars<'_>,
 ) -> String {
-    let uri = match &pass.target {
+    let uri: Option<Cow<'_, [u8]>> = match &pass.target {
         crate::http::proxy::Target::Dynamic { .. } => None,
         _ => {
             let parts = crate::http::proxy::request::UriParts::new(
@@ -152,11 +153,17 @@ fn default_key(
                 internal,
                 rw.quoted_uri || internal,
             );
-            Some(crate::http::proxy::request::upstream_uri(
-                &parts,
-                pass.uri.as_deref(),
-                &pass.location,
-            ))
+            // Without a URI part, an unchanged request goes upstream as the client sent it:
+            // borrowed, not copied (the usual case).
+            Some(if pass.uri.is_none() && !parts.changed {
+                Cow::Borrowed(parts.unparsed)
+            } else {
+                Cow::Owned(crate::http::proxy::request::upstream_uri(
+                    &parts,
+                    pass.uri.as_deref(),
+                    &pass.location,
+                ))
+            })
         }
     };
     let _ = vars;
