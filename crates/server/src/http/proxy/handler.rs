@@ -820,15 +820,16 @@ impl Answer {
             if known == UpstreamHeader::HopByHop {
                 continue;
             }
-            let name = &*shoal_http::lossy(name);
             if !conf.passes_known(name, known.hidden()) {
                 continue;
             }
+            // The name as text only where it is kept (a known header's value has its field).
+            let text = |name: &[u8]| shoal_http::lossy(name).into_owned();
             let value = match std::str::from_utf8(value) {
                 Ok(v) => v.to_string(),
                 Err(_) => {
                     // Not text: passed on as the bytes it is.
-                    reply.raw_extra.push((name.to_string(), value.to_vec()));
+                    reply.raw_extra.push((text(name), value.to_vec()));
                     continue;
                 }
             };
@@ -852,9 +853,9 @@ impl Answer {
                         }
                         None => value,
                     };
-                    reply.extra.push((name.to_string(), v));
+                    reply.extra.push((text(name), v));
                 }
-                _ => reply.extra.push((name.to_string(), value)),
+                _ => reply.extra.push((text(name), value)),
             }
         }
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
