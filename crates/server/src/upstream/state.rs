@@ -87,7 +87,7 @@ pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
 
 /// Ends the use of the current peer.
 pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
-    with_balancer(u, |b| b.free(a, outcome, Instant::now()))
+    with_balancer(u, |b| b.free(a, outcome, Instant::now))
 }
 
 /// A cached connection to `peer`, most recently used first; stale ones met on the way (idle
