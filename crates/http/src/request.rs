@@ -152,6 +152,14 @@ impl Request {
         })
     }
 
+    /// [`Request::headers`] with the names as bytes (no UTF-8 check: for a caller that
+    /// writes them out again).
+    pub fn header_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.headers
+            .iter()
+            .map(|h| (h.name.get(&self.head), h.value.get(&self.head)))
+    }
+
     /// Number of header fields kept.
     pub fn header_count(&self) -> usize {
         self.headers.len()

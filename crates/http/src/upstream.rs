@@ -557,59 +557,79 @@ fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamError> {
     }))
 }
 
-const HEADER_SLOTS: usize = 32;
-
-/// The httparse road, for a complete, ordinary head: `None` whenever it might not give exactly
-/// what nginx's parser gives (httparse refuses, or a tab is in the head: httparse trims tabs
-/// around values, nginx only spaces); the careful road then decides.
-fn headers_fast(data: &[u8], status: &StatusLine) -> Option<RawHead> {
-    let rest = data.get(status.end..)?;
-    if memchr::memchr(b'\t', rest).is_some() {
-        return None;
+/// The bytes a header name may hold in nginx's parser (for an upstream): over 0x20, not DEL,
+/// not the colon that ends it.
+const NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0x21;
+    while b < 256 {
+        t[b] = b != 0x7f && b != b':' as usize;
+        b += 1;
     }
-    let lines = memchr::memchr_iter(b'\n', rest).count();
-    let mut stack = [httparse::EMPTY_HEADER; HEADER_SLOTS];
-    let mut heap;
-    let slots: &mut [httparse::Header<'_>] = if lines <= HEADER_SLOTS {
-        &mut stack[..]
-    } else {
-        heap = vec![httparse::EMPTY_HEADER; lines];
-        &mut heap[..]
+    t
+};
+
+/// The fast road, for a complete, ordinary head: each line `Name: value` ended by LF or CR LF,
+/// read in one pass with no state machine. `None` whenever the line is anything else (no
+/// colon, a byte the careful road refuses or treats specially, a CR or NUL inside the value, a
+/// repeated status line, the head not over yet); the careful road then decides, and the two
+/// must agree on whatever the fast road takes (`roads_agree`, the fuzz target).
+fn headers_fast(data: &[u8], status: &StatusLine) -> Option<RawHead> {
+    let mut headers = Vec::with_capacity(16);
+    let mut pos = status.end;
+    let len = loop {
+        let line = data.get(pos..)?;
+        match line {
+            [b'\n', ..] => break pos + 1,
+            [b'\r', b'\n', ..] => break pos + 2,
+            _ => {}
+        }
+        if line.starts_with(b"HTTP/") {
+            return None;
+        }
+        // The name: anything over 0x20 but DEL, up to the colon.
+        let mut i = line.iter().position(|&b| !NAME_BYTE[usize::from(b)])?;
+        if i == 0 || line[i] != b':' {
+            return None;
+        }
+        let name = Span::new(pos, pos + i);
+        i += 1;
+        while line.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        // The value, spaces (not tabs) around it left out; an empty one sits where the line
+        // ends, as nginx's does.
+        let start = i;
+        let mut end = i;
+        loop {
+            match *line.get(i)? {
+                b'\n' => break,
+                b'\r' => {
+                    if *line.get(i + 1)? != b'\n' {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                }
+                0 => return None,
+                b' ' => {}
+                _ => end = i + 1,
+            }
+            i += 1;
+        }
+        headers.push(HeaderSpan {
+            name,
+            value: Span::new(pos + start, pos + end),
+        });
+        pos += i + 1;
     };
-    let (len, parsed) = match httparse::parse_headers(rest, slots) {
-        Ok(httparse::Status::Complete(done)) => done,
-        _ => return None,
-    };
-    let base = data.as_ptr() as usize;
-    let at = |part: &[u8]| {
-        // `part` is a subslice of `data`; its address gives its position without unsafe.
-        let start = (part.as_ptr() as usize).wrapping_sub(base);
-        debug_assert!(start <= data.len() && start + part.len() <= data.len());
-        Span::new(start, start + part.len())
-    };
-    let headers = parsed
-        .iter()
-        .map(|h| {
-            let name = at(h.name.as_bytes());
-            let value = if h.value.is_empty() {
-                // httparse may point an empty value anywhere; nginx's sits where the line
-                // ends, after the colon and any spaces.
-                let after = data.get(name.end + 1..).unwrap_or_default();
-                let end = name.end + 1 + after.iter().take_while(|&&b| b == b' ').count();
-                Span::new(end, end)
-            } else {
-                at(h.value)
-            };
-            HeaderSpan { name, value }
-        })
-        .collect();
     Some(RawHead {
         version: status.version,
         status: status.status,
         status_line: status.line,
         reason: status.reason,
         headers,
-        len: status.end + len,
+        len,
     })
 }
 

@@ -246,8 +246,9 @@ impl Peers {
     /// failure counts toward `max_fails`, restarts `fail_timeout` and lowers the effective
     /// weight by `weight / max_fails`; a success clears the failures only if the peer was
     /// checked (chosen once `fail_timeout` had passed) after the last failure, so failures
-    /// inside one `fail_timeout` window add up even with successes between them.
-    pub fn release(&mut self, index: usize, outcome: Outcome, now: Instant) {
+    /// inside one `fail_timeout` window add up even with successes between them. `now` is
+    /// asked for only when a failure is counted (a success reads no clock).
+    pub fn release(&mut self, index: usize, outcome: Outcome, now: impl FnOnce() -> Instant) {
         let single = self.single();
         let peer = &mut self.peers[index];
         debug_assert!(peer.conns > 0, "release without a matching pick");
@@ -257,6 +258,7 @@ impl Peers {
         }
         match outcome {
             Outcome::Failed => {
+                let now = now();
                 peer.fails += 1;
                 peer.accessed = Some(now);
                 peer.checked = Some(now);
@@ -361,7 +363,7 @@ mod tests {
         };
         let mut peers = Peers::new(&[a, ServerEntry::new("b")]).unwrap();
         peers.slice_mut()[0].take(t0);
-        peers.release(0, Outcome::Failed, t0);
+        peers.release(0, Outcome::Failed, || t0);
         assert_eq!(peers.get(0).effective_weight(), 8);
         assert_eq!(peers.get(0).fails(), 1);
         assert!(!peers.get(0).is_failed(t0));

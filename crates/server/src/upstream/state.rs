@@ -87,7 +87,7 @@ pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
 
 /// Ends the use of the current peer.
 pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
-    with_balancer(u, |b| b.free(a, outcome, Instant::now()))
+    with_balancer(u, |b| b.free(a, outcome, Instant::now))
 }
 
 /// A cached connection to `peer`, most recently used first; stale ones met on the way (idle
@@ -170,32 +170,58 @@ pub fn idle_count(u: &UpstreamConf) -> usize {
 }
 
 /// Nothing to read and no EOF: the upstream still holds its end open and sent nothing
-/// unasked. The runtime's readiness answers first (no syscall): no read event since a read
-/// drained the socket means quiet. When it says readable (data or EOF arrived, or the last read
-/// just filled its buffer), a peek decides. An EOF that arrived but was not yet collected from
-/// epoll is caught later: the request fails before any answer byte and is sent again on a new
+/// unasked. The runtime's readiness answers first (no syscall, and no waker registered on the
+/// socket): no read event since a read drained the socket means quiet. When it says readable
+/// (data or EOF arrived, or the last read just filled its buffer), a peek decides; a readiness
+/// the peek finds stale is cleared. An EOF that arrived but was not yet collected from epoll is
+/// caught later: the request fails before any answer byte and is sent again on a new
 /// connection.
 fn quiet(stream: &Stream) -> bool {
-    struct Noop;
-    impl std::task::Wake for Noop {
-        fn wake(self: std::sync::Arc<Self>) {}
-    }
-    thread_local! {
-        static NOOP: std::task::Waker = std::task::Waker::from(std::sync::Arc::new(Noop));
-    }
-    let pending = NOOP.with(|w| {
-        let mut cx = std::task::Context::from_waker(w);
-        stream.poll_read_ready(&mut cx).is_pending()
-    });
-    if pending {
-        return true;
-    }
-    shoal_io::syscall::nothing_to_read(stream.as_fd())
+    let fd = stream.as_fd();
+    let peek = || {
+        if shoal_io::syscall::nothing_to_read(fd) {
+            Err(std::io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(())
+        }
+    };
+    let interest = tokio::io::Interest::READABLE;
+    let taken = match stream {
+        Stream::Tcp(s) => s.try_io(interest, peek),
+        Stream::Unix(s) => s.try_io(interest, peek),
+    };
+    taken.is_err()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_is_quiet_until_its_peer_sends_or_closes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (a, b) = tokio::net::UnixStream::pair().unwrap();
+            let a = Stream::Unix(a);
+            let Stream::Unix(s) = &a else { unreachable!() };
+            assert!(quiet(&a));
+            b.try_write(b"x").unwrap();
+            s.readable().await.unwrap();
+            assert!(!quiet(&a), "a byte unasked");
+            assert_eq!(s.try_read(&mut [0u8; 8]).unwrap(), 1);
+            assert!(
+                quiet(&a),
+                "read: the readiness left is stale, the peek says so"
+            );
+            assert!(quiet(&a));
+            drop(b);
+            s.readable().await.unwrap();
+            assert!(!quiet(&a), "the peer closed");
+        });
+    }
 
     #[test]
     fn expiry_takes_the_stale_connections_from_the_front() {

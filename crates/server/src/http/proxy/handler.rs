@@ -41,7 +41,7 @@ pub struct Record {
     pub proxy_port: u16,
     /// The URI sent upstream.
     pub uri: Vec<u8>,
-    pub tries: Vec<Try>,
+    pub tries: Tries,
     /// The last answer's head (`$upstream_http_NAME`).
     pub head: Option<shoal_http::upstream::UpstreamHead>,
     /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
@@ -79,7 +79,7 @@ impl Default for Record {
             proxy_host: empty_host(),
             proxy_port: 80,
             uri: Vec::new(),
-            tries: Vec::new(),
+            tries: Tries::default(),
             head: None,
             cache_status: None,
             cached_headers: EMPTY_HEADERS.with(|h| h.clone()),
@@ -88,6 +88,44 @@ impl Default for Record {
             cache_validators: None,
             background: None,
         }
+    }
+}
+
+/// The peers tried, in order. The first is held in place: most requests try one peer, and
+/// then the record allocates nothing for it.
+#[derive(Debug, Default)]
+pub struct Tries {
+    first: Option<Try>,
+    more: Vec<Try>,
+}
+
+impl Tries {
+    fn push(&mut self, t: Try) {
+        match self.first {
+            None => self.first = Some(t),
+            Some(_) => self.more.push(t),
+        }
+    }
+
+    /// The current (last) try.
+    pub fn last(&self) -> Option<&Try> {
+        self.more.last().or(self.first.as_ref())
+    }
+
+    fn last_mut(&mut self) -> Option<&mut Try> {
+        match self.more.last_mut() {
+            Some(t) => Some(t),
+            None => self.first.as_mut(),
+        }
+    }
+
+    /// The tries in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Try> {
+        self.first.iter().chain(&self.more)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
     }
 }
 
@@ -820,15 +858,16 @@ impl Answer {
             if known == UpstreamHeader::HopByHop {
                 continue;
             }
-            let name = &*shoal_http::lossy(name);
             if !conf.passes_known(name, known.hidden()) {
                 continue;
             }
+            // The name as text only where it is kept (a known header's value has its field).
+            let text = |name: &[u8]| shoal_http::lossy(name).into_owned();
             let value = match std::str::from_utf8(value) {
                 Ok(v) => v.to_string(),
                 Err(_) => {
                     // Not text: passed on as the bytes it is.
-                    reply.raw_extra.push((name.to_string(), value.to_vec()));
+                    reply.raw_extra.push((text(name), value.to_vec()));
                     continue;
                 }
             };
@@ -852,9 +891,9 @@ impl Answer {
                         }
                         None => value,
                     };
-                    reply.extra.push((name.to_string(), v));
+                    reply.extra.push((text(name), v));
                 }
-                _ => reply.extra.push((name.to_string(), value)),
+                _ => reply.extra.push((text(name), value)),
             }
         }
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
@@ -1330,4 +1369,41 @@ async fn send_and_read(
         body,
         upgrade: parsed.upgrade,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_try_is_reported_in_order() {
+        let mut r = Record::default();
+        let value = |r: &Record, name| {
+            let mut s = String::new();
+            r.value(name, &mut s).then_some(s)
+        };
+        assert_eq!(value(&r, "upstream_addr"), None);
+        let now = Instant::now();
+        for (port, status) in [(1, 502), (2, 504), (3, 200)] {
+            r.begin(PeerAddr::Inet(([127, 0, 0, 1], port).into()), now);
+            r.fail(status);
+            r.received(10);
+        }
+        assert_eq!(
+            value(&r, "upstream_addr").as_deref(),
+            Some("127.0.0.1:1, 127.0.0.1:2, 127.0.0.1:3")
+        );
+        assert_eq!(
+            value(&r, "upstream_status").as_deref(),
+            Some("502, 504, 200")
+        );
+        assert_eq!(
+            value(&r, "upstream_bytes_received").as_deref(),
+            Some("10, 10, 10")
+        );
+        assert_eq!(
+            r.tries.last().map(|t| t.addr.to_string()).as_deref(),
+            Some("127.0.0.1:3")
+        );
+    }
 }

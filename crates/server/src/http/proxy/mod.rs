@@ -395,15 +395,16 @@ impl ProxyLoc {
     /// ones (`Date`, `Server`, `X-Pad`, `X-Accel-*`) unless `proxy_pass_header` names it, and
     /// not one `proxy_hide_header` names.
     pub fn passes(&self, name: &str) -> bool {
-        self.passes_known(name, UpstreamHeader::of(name.as_bytes()).hidden())
+        let name = name.as_bytes();
+        self.passes_known(name, UpstreamHeader::of(name).hidden())
     }
 
     /// [`ProxyLoc::passes`] for a header already looked up (`hidden`: one of nginx's hidden
-    /// ones).
-    pub fn passes_known(&self, name: &str, hidden: bool) -> bool {
+    /// ones), its name as the upstream sent it.
+    pub fn passes_known(&self, name: &[u8], hidden: bool) -> bool {
         let listed = |list: &Option<Arc<Vec<String>>>| {
             list.as_ref()
-                .is_some_and(|l| l.iter().any(|h| h.eq_ignore_ascii_case(name)))
+                .is_some_and(|l| l.iter().any(|h| h.as_bytes().eq_ignore_ascii_case(name)))
         };
         if listed(&self.hide_header) {
             return false;

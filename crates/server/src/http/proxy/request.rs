@@ -154,7 +154,10 @@ pub fn write_head(out: &mut Vec<u8>, head: &Head<'_>, conf: &ProxyLoc, vars: &Va
         HttpVersion::V11 => b" HTTP/1.1\r\n",
     });
     let set: &[(String, Template)] = conf.set_header.as_deref().map_or(&[], Vec::as_slice);
-    let overridden = |name: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let overridden = |name: &[u8]| {
+        set.iter()
+            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+    };
     let mut value = String::new();
     for (name, t) in set {
         if name.eq_ignore_ascii_case("Content-Length") {
@@ -171,7 +174,7 @@ pub fn write_head(out: &mut Vec<u8>, head: &Head<'_>, conf: &ProxyLoc, vars: &Va
         }
     }
     for (name, default) in DEFAULTS {
-        if overridden(name) {
+        if overridden(name.as_bytes()) {
             continue;
         }
         match (*name, default) {
@@ -193,23 +196,30 @@ pub fn write_head(out: &mut Vec<u8>, head: &Head<'_>, conf: &ProxyLoc, vars: &Va
     // nginx's cache headers: `If-Modified-Since: $upstream_cache_last_modified` and
     // `If-None-Match: $upstream_cache_etag` (set only when revalidating an expired object).
     if let Some((lm, etag)) = vars.upstream.and_then(|u| u.cache_validators.as_ref()) {
-        if let (Some(v), false) = (lm, overridden("If-Modified-Since")) {
+        if let (Some(v), false) = (lm, overridden(b"If-Modified-Since")) {
             header_line(out, "If-Modified-Since", v.as_bytes());
         }
-        if let (Some(v), false) = (etag, overridden("If-None-Match")) {
+        if let (Some(v), false) = (etag, overridden(b"If-None-Match")) {
             header_line(out, "If-None-Match", v.as_bytes());
         }
     }
     if conf.pass_request_headers() {
         if let Some(req) = vars.req {
-            for (name, v) in req.headers() {
-                if overridden(name) || DEFAULTS.iter().any(|(d, _)| d.eq_ignore_ascii_case(name)) {
+            for (name, v) in req.header_fields() {
+                // A name that is not UTF-8 goes out empty, as `Request::headers` gives it.
+                let name = if name.is_ascii() || std::str::from_utf8(name).is_ok() {
+                    name
+                } else {
+                    b""
+                };
+                let named = |d: &&str| d.as_bytes().eq_ignore_ascii_case(name);
+                if overridden(name) || DEFAULTS.iter().any(|(d, _)| named(d)) {
                     continue;
                 }
                 // For an answer that may be stored, nginx's cache headers empty these (what
                 // is stored must be the whole, unconditional answer); a scarce request, or a
                 // range past `proxy_cache_max_range_offset`, sends them on.
-                if cacheable && CACHE_DROPPED.iter().any(|d| d.eq_ignore_ascii_case(name)) {
+                if cacheable && CACHE_DROPPED.iter().any(named) {
                     continue;
                 }
                 header_line(out, name, v);
@@ -219,8 +229,8 @@ pub fn write_head(out: &mut Vec<u8>, head: &Head<'_>, conf: &ProxyLoc, vars: &Va
     out.extend_from_slice(b"\r\n");
 }
 
-fn header_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(name.as_bytes());
+fn header_line(out: &mut Vec<u8>, name: impl AsRef<[u8]>, value: &[u8]) {
+    out.extend_from_slice(name.as_ref());
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");

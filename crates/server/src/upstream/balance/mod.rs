@@ -57,11 +57,47 @@ pub struct Input<'a> {
     pub key: &'a [u8],
 }
 
+/// A bit per peer, the first 64 held in place: an upstream of up to 64 peers costs a request
+/// no allocation.
+#[derive(Debug, Clone)]
+struct Tried {
+    low: u64,
+    high: Vec<u64>,
+}
+
+impl Tried {
+    fn new(peers: usize) -> Tried {
+        Tried {
+            low: 0,
+            high: vec![0; peers.saturating_sub(64).div_ceil(64)],
+        }
+    }
+
+    fn word(&mut self, i: usize) -> &mut u64 {
+        match i / 64 {
+            0 => &mut self.low,
+            w => &mut self.high[w - 1],
+        }
+    }
+
+    fn get(&self, i: usize) -> bool {
+        let w = match i / 64 {
+            0 => self.low,
+            w => self.high[w - 1],
+        };
+        w & (1 << (i % 64)) != 0
+    }
+
+    fn set(&mut self, i: usize) {
+        *self.word(i) |= 1 << (i % 64);
+    }
+}
+
 /// One request's progress through the peers (nginx's per-request peer data).
 #[derive(Debug, Clone)]
 pub struct Attempt {
     /// Bit per peer: tried by this request.
-    tried: Vec<u64>,
+    tried: Tried,
     /// Round robin and `least_conn` moved to the backups; they stay there.
     backup: bool,
     current: Option<usize>,
@@ -95,7 +131,7 @@ impl Attempt {
     }
 
     fn is_tried(&self, i: usize) -> bool {
-        self.tried[i / 64] & (1 << (i % 64)) != 0
+        self.tried.get(i)
     }
 }
 
@@ -158,7 +194,7 @@ impl Balancer {
     /// Starts a request: hashes its client address or key as the method needs.
     pub fn start(&self, input: Input<'_>) -> Attempt {
         let mut a = Attempt {
-            tried: vec![0; self.peers.len().div_ceil(64)],
+            tried: Tried::new(self.peers.len()),
             backup: false,
             current: None,
             tries: self.peers.tries(),
@@ -196,7 +232,8 @@ impl Balancer {
 
     /// Ends the use of the peer [`Balancer::pick`] returned: releases its connection and does
     /// the failure accounting ([`Peers::release`]). Nothing to do without a current peer.
-    pub fn free(&mut self, a: &mut Attempt, outcome: Outcome, now: Instant) {
+    /// `now` is asked for only when a failure is counted.
+    pub fn free(&mut self, a: &mut Attempt, outcome: Outcome, now: impl FnOnce() -> Instant) {
         let Some(i) = a.current.take() else {
             return;
         };
@@ -229,7 +266,7 @@ impl Balancer {
     /// Commits a choice: the peer's connection and check time, the request's tried bit.
     fn take(&mut self, a: &mut Attempt, i: usize, now: Instant) -> usize {
         self.peers.slice_mut()[i].take(now);
-        a.tried[i / 64] |= 1 << (i % 64);
+        a.tried.set(i);
         a.current = Some(i);
         i
     }

@@ -27,7 +27,7 @@ fn backup(addr: &str) -> ServerEntry {
 fn once(b: &mut Balancer, now: Instant, outcome: Outcome) -> Option<usize> {
     let mut a = b.start(Input::default());
     let i = b.pick(&mut a, now)?;
-    b.free(&mut a, outcome, now);
+    b.free(&mut a, outcome, || now);
     Some(i)
 }
 
@@ -41,7 +41,7 @@ fn fail_peer(b: &mut Balancer, i: usize, now: Instant) {
         } else {
             Outcome::Success
         };
-        b.free(&mut a, outcome, now);
+        b.free(&mut a, outcome, || now);
         if got == i {
             return;
         }
@@ -60,6 +60,25 @@ fn smooth_round_robin_5_1_1_is_a_a_b_a_c_a_a() {
         .map(|_| (b'a' + once(&mut b, now, Outcome::Success).unwrap() as u8) as char)
         .collect();
     assert_eq!(seq, "aabacaaaabacaa");
+}
+
+#[test]
+fn a_request_tries_each_of_many_peers_once() {
+    // More peers than one word of tried bits.
+    let now = Instant::now();
+    let mut b = Balancer::new(Method::RoundRobin, &weighted(&[1; 130]), 0).unwrap();
+    let mut a = b.start(Input::default());
+    let mut seen = [false; 130];
+    for _ in 0..130 {
+        let i = b.pick(&mut a, now).expect("an untried peer");
+        assert!(
+            !std::mem::replace(&mut seen[i], true),
+            "peer {i} tried twice"
+        );
+        // Not a failure: only the request's tried bits keep the peer from being picked again.
+        b.free(&mut a, Outcome::Success, || now);
+    }
+    assert_eq!(b.pick(&mut a, now), None);
 }
 
 #[test]
@@ -154,7 +173,7 @@ fn down_is_never_picked_by_any_method() {
             });
             let got = b.pick(&mut a, now).unwrap();
             assert_ne!(got, 1, "{m:?}");
-            b.free(&mut a, Outcome::Success, now);
+            b.free(&mut a, Outcome::Success, || now);
         }
     }
 }
@@ -222,7 +241,7 @@ fn one_request_tries_each_peer_once_then_the_backups() {
     let mut got = Vec::new();
     while let Some(i) = b.pick(&mut a, now) {
         got.push(i);
-        b.free(&mut a, Outcome::Failed, now);
+        b.free(&mut a, Outcome::Failed, || now);
     }
     assert_eq!(got, [0, 1, 2, 3]);
     assert!(a.on_backup());
@@ -242,7 +261,7 @@ fn max_conns_skips_a_full_peer() {
         assert_eq!(b.pick(&mut a, now), want);
         open.push(a);
     }
-    b.free(&mut open[0], Outcome::Success, now);
+    b.free(&mut open[0], Outcome::Success, || now);
     assert_eq!(once(&mut b, now, Outcome::Success), Some(0));
 }
 
@@ -320,7 +339,7 @@ fn a_single_peer_ignores_failures_and_is_not_retried() {
         let mut a = b.start(Input::default());
         assert_eq!(a.tries(), 1);
         assert_eq!(b.pick(&mut a, now), Some(0));
-        b.free(&mut a, Outcome::Failed, now);
+        b.free(&mut a, Outcome::Failed, || now);
         assert_eq!(a.tries(), 0);
     }
     assert_eq!(b.peers().get(0).fails(), 0);
@@ -337,7 +356,7 @@ fn effective_weight_climbs_back_after_a_failure() {
     let mut b = Balancer::new(Method::RoundRobin, &entries, 0).unwrap();
     let mut a = b.start(Input::default());
     assert_eq!(b.pick(&mut a, now), Some(0));
-    b.free(&mut a, Outcome::Failed, now);
+    b.free(&mut a, Outcome::Failed, || now);
     assert_eq!(b.peers().get(0).effective_weight(), 3);
     once(&mut b, now, Outcome::Success);
     assert_eq!(b.peers().get(0).effective_weight(), 4);
