@@ -205,13 +205,9 @@ pub fn write_head(out: &mut Vec<u8>, head: &Head<'_>, conf: &ProxyLoc, vars: &Va
     }
     if conf.pass_request_headers() {
         if let Some(req) = vars.req {
+            // The names kept are ASCII: nginx's name characters, or with
+            // `ignore_invalid_headers off` RFC tokens (the head parser refuses anything else).
             for (name, v) in req.header_fields() {
-                // A name that is not UTF-8 goes out empty, as `Request::headers` gives it.
-                let name = if name.is_ascii() || std::str::from_utf8(name).is_ok() {
-                    name
-                } else {
-                    b""
-                };
                 let named = |d: &&str| d.as_bytes().eq_ignore_ascii_case(name);
                 if overridden(name) || DEFAULTS.iter().any(|(d, _)| named(d)) {
                     continue;
