@@ -139,23 +139,29 @@ impl Stream {
             if ready.is_err() {
                 return true;
             }
-            let fd = self.as_fd();
-            let peek = || {
-                if shoal_io::syscall::nothing_to_read(fd) {
-                    Err(std::io::ErrorKind::WouldBlock.into())
-                } else {
-                    Ok(shoal_io::syscall::eof_pending(fd))
-                }
-            };
-            let r = match self {
-                Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
-                Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
-            };
-            match r {
+            match self.try_peek_closed() {
                 Ok(eof) => return eof,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(_) => return true,
             }
+        }
+    }
+
+    /// Whether what the runtime saw readable is an EOF (`Ok(true)`) or bytes (`Ok(false)`,
+    /// not consumed), looked at without reading; `WouldBlock` when the readiness was stale
+    /// (it is cleared, so the next wait waits anew).
+    pub fn try_peek_closed(&self) -> std::io::Result<bool> {
+        let fd = self.as_fd();
+        let peek = || {
+            if shoal_io::syscall::nothing_to_read(fd) {
+                Err(std::io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(shoal_io::syscall::eof_pending(fd))
+            }
+        };
+        match self {
+            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
         }
     }
 

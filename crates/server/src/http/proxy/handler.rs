@@ -739,20 +739,8 @@ fn poll_client_closed(c: &Stream, cx: &mut Context<'_>) -> Poll<bool> {
             Poll::Ready(Err(_)) => return Poll::Ready(true),
             Poll::Ready(Ok(())) => {}
         }
-        let fd = c.as_fd();
-        let peek = || {
-            if shoal_io::syscall::nothing_to_read(fd) {
-                Err(std::io::ErrorKind::WouldBlock.into())
-            } else {
-                Ok(shoal_io::syscall::eof_pending(fd))
-            }
-        };
-        // A readiness the peek finds stale is cleared by `try_io`; the next poll waits anew.
-        let r = match c {
-            Stream::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
-            Stream::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
-        };
-        match r {
+        // A readiness the peek finds stale is cleared; the next poll waits anew.
+        match c.try_peek_closed() {
             Ok(eof) => return Poll::Ready(eof),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(_) => return Poll::Ready(true),
