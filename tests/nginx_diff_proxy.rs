@@ -37,6 +37,9 @@ fn upstream() -> Upstream {
                 .body("no")
         } else if t.contains("noreason") {
             Answer::raw("HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok")
+        } else if t.contains("emptytype") {
+            // nginx writes a Content-Type only when it has a value.
+            Answer::raw("HTTP/1.1 200 OK\r\nContent-Type: \r\nContent-Length: 2\r\n\r\nok")
         } else if t.contains("upgradehdr") {
             echo.header("Upgrade", "h2c")
         } else if t.contains("reason") {
@@ -105,6 +108,7 @@ fn default_request_and_answer() {
     get(&p, "/reason", "");
     get(&p, "/noreason", "");
     get(&p, "/upgradehdr", "");
+    get(&p, "/emptytype", "");
     get(&p, "/nocontent", "");
     get(&p, "/notmod", "If-None-Match: \"e1\"\r\n");
     p.check_open(b"GET /old HTTP/1.0\r\n\r\n");

@@ -1764,7 +1764,12 @@ impl Conn {
             reason: reply.reason.as_deref(),
             server: Some(tokens(lc.server_tokens())),
             date: Some(&date),
-            content_type: reply.content_type.as_deref().map(str::as_bytes),
+            // nginx writes a Content-Type only when it has a value (an upstream's may be empty).
+            content_type: reply
+                .content_type
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(str::as_bytes),
             length: match (length, self.gzip, http10) {
                 // A compressed HEAD answer says neither (nginx skips its chunked filter).
                 (_, Some(_), _) if head_only => BodyLength::Unknown,

@@ -144,7 +144,8 @@ impl Reply {
     /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
     pub fn header_list(&self) -> Vec<(String, String)> {
         let mut out = Vec::with_capacity(self.headers.len() + self.extra.len() + 3);
-        if let Some(t) = &self.content_type {
+        // An empty type is no header (nginx writes Content-Type only with a value).
+        if let Some(t) = self.content_type.as_ref().filter(|t| !t.is_empty()) {
             out.push(("content-type".into(), t.clone()));
         }
         if let Some(n) = self.body.length() {
