@@ -177,20 +177,7 @@ pub fn idle_count(u: &UpstreamConf) -> usize {
 /// caught later: the request fails before any answer byte and is sent again on a new
 /// connection.
 fn quiet(stream: &Stream) -> bool {
-    let fd = stream.as_fd();
-    let peek = || {
-        if shoal_io::syscall::nothing_to_read(fd) {
-            Err(std::io::ErrorKind::WouldBlock.into())
-        } else {
-            Ok(())
-        }
-    };
-    let interest = tokio::io::Interest::READABLE;
-    let taken = match stream {
-        Stream::Tcp(s) => s.try_io(interest, peek),
-        Stream::Unix(s) => s.try_io(interest, peek),
-    };
-    taken.is_err()
+    stream.try_peek_closed().is_err()
 }
 
 #[cfg(test)]

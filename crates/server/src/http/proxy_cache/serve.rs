@@ -32,7 +32,7 @@ use super::zone::{self, Zone};
 use super::{md5, CacheRef};
 use crate::http::phases::Req;
 use crate::http::proxy::handler::{Handled, Record};
-use crate::http::proxy::ProxyPass;
+use crate::http::proxy::{ProxyPass, UpstreamHeader};
 use crate::http::rewrite;
 use crate::http::static_files::{Body, Reply};
 use crate::http::LocConf;
@@ -679,21 +679,18 @@ enum Kind {
 }
 
 impl Kind {
-    fn of(name: &str, value: &str, status: u16) -> Kind {
+    /// The kind of a stored line whose name the proxy knows as `known`.
+    fn of(known: UpstreamHeader, name: &str, value: &str, status: u16) -> Kind {
         let is = |n: &str| name.eq_ignore_ascii_case(n);
-        if is("connection")
-            || is("keep-alive")
-            || is("transfer-encoding")
-            || is("content-length")
-            || is("upgrade")
-        {
+        match known {
+            UpstreamHeader::HopByHop => return Kind::Dropped,
+            UpstreamHeader::AcceptRanges => return Kind::AcceptRanges,
+            UpstreamHeader::ContentType => return Kind::ContentType,
+            UpstreamHeader::Location => return Kind::Location,
+            _ => {}
+        }
+        if is("upgrade") {
             Kind::Dropped
-        } else if is("accept-ranges") {
-            Kind::AcceptRanges
-        } else if is("content-type") {
-            Kind::ContentType
-        } else if is("location") {
-            Kind::Location
         } else if is("etag") {
             Kind::ETag
         } else if is("last-modified") {
@@ -957,7 +954,6 @@ fn parse_head(head: &[u8]) -> Option<ParsedHead> {
     let reason = parts.next().unwrap_or("").to_string();
     let usual_reason = shoal_http::status::wire_status(status) == status
         && shoal_http::status::reason(status) == Some(reason.as_str());
-    let plain = crate::http::proxy::ProxyLoc::default();
     let mut headers = Vec::new();
     let mut kinds = Vec::new();
     for l in lines {
@@ -966,9 +962,10 @@ fn parse_head(head: &[u8]) -> Option<ParsedHead> {
         }
         let (n, v) = l.split_once(':')?;
         let v = v.trim();
+        let known = UpstreamHeader::of(n.as_bytes());
         kinds.push(Line {
-            kind: Kind::of(n, v, status),
-            hidden: !plain.passes(n),
+            kind: Kind::of(known, n, v, status),
+            hidden: known.hidden(),
         });
         headers.push((n.to_string(), v.to_string()));
     }
@@ -1011,14 +1008,9 @@ impl Object {
         // `proxy_force_ranges`. A header `proxy_hide_header` hides never gets that far, as on
         // the MISS.
         let mut upstream_allows_ranges = false;
-        // Without `proxy_hide_header` and `proxy_pass_header`, what passes was decided when
-        // the head was read.
-        let plain = conf.hide_header.is_none() && conf.pass_header.is_none();
+        // Whether a line is one of nginx's hidden ones was decided when the head was read.
         for ((name, value), line) in headers.iter().zip(head.lines.iter()) {
-            if line.kind == Kind::Dropped
-                || (plain && line.hidden)
-                || (!plain && !conf.passes(name))
-            {
+            if line.kind == Kind::Dropped || !conf.passes_known(name.as_bytes(), line.hidden) {
                 continue;
             }
             match line.kind {
