@@ -49,13 +49,27 @@ fn occupy(pool: &ThreadPool, n: usize, gate: &Arc<Gate>) -> Vec<Completion<()>> 
 async fn tasks_run_on_named_threads_and_complete_on_the_poster() {
     let pool = ThreadPool::new("names", 3, 16).unwrap();
     let poster = thread::current().id();
+    // The tasks wait until every completion has been polled once, so none can finish before
+    // its poster waits for it and at least one wake-up must cross threads.
+    let gate = Arc::new(Gate::default());
     let mut completions = Vec::new();
     for i in 0..10u64 {
+        let gate = gate.clone();
         completions.push(
-            pool.post(move || (i * i, thread::current().name().unwrap().to_owned()))
-                .unwrap(),
+            pool.post(move || {
+                gate.wait();
+                (i * i, thread::current().name().unwrap().to_owned())
+            })
+            .unwrap(),
         );
     }
+    for c in &mut completions {
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::pin::Pin::new(&mut *c).poll(cx).is_pending())
+        });
+        assert!(first.await, "a gated task cannot have finished");
+    }
+    gate.open();
     for (i, c) in completions.into_iter().enumerate() {
         let (square, name) = c.await.unwrap();
         assert_eq!(square, (i * i) as u64);
