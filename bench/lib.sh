@@ -13,12 +13,17 @@ STARTED_PIDS=()
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Builds shoal (build_shoal) and the canned server (build_all does both). shoal: SHOAL=path uses that binary; SHOAL_REV=rev builds a
-# clean snapshot of that commit (git archive, so half-edited files in the checkout do not count);
-# otherwise the checkout is built as it is.
+# Builds shoal (build_shoal) and the canned server (build_all does both). shoal: SHOAL=path uses
+# that binary; PGO=1 builds bench/pgo.sh's profile-optimized binary of the checkout; SHOAL_REV=rev
+# builds a clean snapshot of that commit (git archive, so half-edited files in the checkout do not
+# count); otherwise the checkout is built as it is.
 build_shoal() {
     if [ -n "${SHOAL:-}" ]; then
         SHOAL_DESC="$SHOAL (prebuilt)"
+    elif [ "${PGO:-0}" = 1 ]; then
+        log "building a profile-optimized shoal (bench/pgo.sh) from the checkout"
+        SHOAL=$("$BENCH_DIR/pgo.sh" | tail -1) || die "bench/pgo.sh failed"
+        SHOAL_DESC="checkout at $(cd "$REPO" && git rev-parse --short HEAD), PGO and BOLT (bench/pgo.sh)"
     elif [ -n "${SHOAL_REV:-}" ]; then
         local rev src
         rev=$(cd "$REPO" && git rev-parse --short "$SHOAL_REV") || die "unknown revision $SHOAL_REV"

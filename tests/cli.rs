@@ -289,7 +289,7 @@ fn daemon_mode() {
     p.write_conf(&common::basic_conf(port).replace("daemon off;", "daemon on;"));
     // Output to a file: the daemon must not keep a pipe of ours open.
     let out_file = fs::File::create(p.join("stderr.txt")).unwrap();
-    let mut child = Command::new(common::BIN)
+    let mut child = Command::new(&*common::BIN)
         .args(p.args())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -330,7 +330,7 @@ fn daemon_does_not_hold_the_output_pipe() {
     let port = free_port();
     let p = Prefix::new();
     p.write_conf(&common::basic_conf(port).replace("daemon off;", "daemon on;"));
-    let mut child = Command::new(common::BIN)
+    let mut child = Command::new(&*common::BIN)
         .args(p.args())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

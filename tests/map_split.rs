@@ -197,7 +197,7 @@ fn configuration_errors_are_nginx_s() {
     if !nginx.exists() {
         panic!("nginx is not installed at /usr/sbin/nginx: this test compares with it");
     }
-    let shoal = Path::new(diff::SHOAL);
+    let shoal = Path::new(diff::SHOAL.as_str());
     for http in [
         "map $arg_a $v { Foo 1; foo 2; }",
         "map $arg_a $v { hostnames; *.Example.com 1; .example.COM 2; }",

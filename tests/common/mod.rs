@@ -17,8 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_shoal");
+/// The binary under test: cargo's build of this checkout, or the one `SHOAL_TEST_BIN` names
+/// (bench/pgo.sh runs the suite against its profile-optimized binary that way).
+pub static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    std::env::var("SHOAL_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_shoal").to_owned())
+});
 
 /// How long any wait may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -143,7 +146,7 @@ pub const INDEX: &str = "<html><body>shoal e2e</body></html>\n";
 /// Runs the binary with `args`, bounded by [`WAIT`]: fails if it runs longer, or if something
 /// it started keeps its stdout/stderr open after it exited.
 pub fn run(args: &[String]) -> Output {
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(&*BIN)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -253,7 +256,7 @@ impl Shoal {
     pub fn spawn(prefix: Prefix, conf: &str, extra: &[&str]) -> Shoal {
         prefix.write_conf(conf);
         let stderr = fs::File::create(prefix.join("stderr.txt")).expect("creating stderr.txt");
-        let child = Command::new(BIN)
+        let child = Command::new(&*BIN)
             .args(prefix.args())
             .args(extra)
             .stdin(Stdio::null())

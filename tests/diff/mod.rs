@@ -22,8 +22,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::free_port;
 
-/// The binary under test.
-pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+/// The binary under test (`SHOAL_TEST_BIN` may name another build, see `common::BIN`).
+pub use crate::common::BIN as SHOAL;
 
 /// How long a server may take to start, or an answer to arrive.
 const WAIT: Duration = Duration::from_secs(10);
@@ -348,7 +348,7 @@ impl Pair {
         );
         let shoal = Server::start(
             "shoal",
-            Path::new(SHOAL),
+            Path::new(SHOAL.as_str()),
             dir.path().join("shoal"),
             &render(&c, &html, sp, false),
             sp,
