@@ -92,6 +92,32 @@ fn an_upstream_last_modified_passes_whatever_the_status_as_nginx() {
     }
 }
 
+#[test]
+fn a_cached_204_keeps_its_type_and_length_as_nginx() {
+    // nginx clears a 204's Content-Type and Content-Length only for a 204 of its own: a
+    // proxied one passes the upstream's, with no body, on the MISS and on the HIT.
+    let up = Upstream::start(|_| {
+        Answer::raw(
+            "HTTP/1.1 204 No Content\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n",
+        )
+    });
+    let server = format!(
+        "location / {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 204 1h; \
+         add_header X-Cache-Status $upstream_cache_status always; }}",
+        up.url()
+    );
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    let miss = get(&p, "/n", "");
+    assert!(miss.contains("X-Cache-Status: MISS"), "{miss}");
+    let hit = get(&p, "/n", "");
+    assert!(hit.contains("X-Cache-Status: HIT"), "{hit}");
+    assert!(hit.contains("Content-Length: 5"), "{hit}");
+}
+
 /// The KEY lines of the objects under a cache directory.
 fn keys_in(dir: &std::path::Path) -> Vec<String> {
     bodies_in(dir).into_iter().map(|(key, _)| key).collect()

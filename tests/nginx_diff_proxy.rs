@@ -52,6 +52,18 @@ fn upstream() -> Upstream {
                 .header("Set-Cookie", "a=1")
                 .header("Set-Cookie", "b=2")
                 .header("X-Kept", "yes")
+        } else if t.contains("typednocontent") {
+            // A proxied 204 keeps the upstream's Content-Type and Content-Length (nginx clears
+            // them only for a status it makes itself, one without an upstream's status line).
+            Answer::raw(
+                "HTTP/1.1 204 No Content\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                 Content-Length: 5\r\nX-After: 1\r\n\r\n",
+            )
+        } else if t.contains("typednotmod") {
+            Answer::raw(
+                "HTTP/1.1 304 Not Modified\r\nETag: \"e1\"\r\nContent-Type: text/plain\r\n\
+                 Content-Length: 7\r\n\r\n",
+            )
         } else if t.contains("nocontent") {
             Answer::status(204)
         } else if t.contains("notmod") {
@@ -110,6 +122,9 @@ fn default_request_and_answer() {
     get(&p, "/upgradehdr", "");
     get(&p, "/emptytype", "");
     get(&p, "/nocontent", "");
+    get(&p, "/typednocontent", "");
+    head(&p, "/typednocontent", "");
+    get(&p, "/typednotmod", "");
     get(&p, "/notmod", "If-None-Match: \"e1\"\r\n");
     p.check_open(b"GET /old HTTP/1.0\r\n\r\n");
     p.check_open(b"GET /closedelim HTTP/1.0\r\n\r\n");

@@ -676,7 +676,10 @@ fn finish<'s>(
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;
     }
-    if reply.status == 204 {
+    // nginx's header writer clears a 204's Content-Type and Content-Length only for a status
+    // of its own making: a proxied 204 comes with the upstream's status line, and what the
+    // upstream said of type and length is passed on (its body framing is already "none").
+    if reply.status == 204 && !reply.upstream_status {
         reply.content_type = None;
         reply.body = Body::Empty;
     }

@@ -60,7 +60,8 @@ pub enum Body {
     /// Chunked to an HTTP/1.1 client, to the close to an HTTP/1.0 one; no ranges.
     Unsized(Box<Body>),
     /// A length told and no bytes: a cached answer to a HEAD (`proxy_cache_convert_head off`),
-    /// stored with the GET's `Content-Length` and no body, which nginx sends so to a GET too.
+    /// stored with the GET's `Content-Length` and no body, which nginx sends so to a GET too;
+    /// a cached 204 or 304 whose upstream told a length.
     Absent(u64),
 }
 
@@ -111,6 +112,9 @@ pub struct Reply {
     /// An upstream's answer: the not-modified filter leaves it alone (nginx's
     /// `disable_not_modified` without a cache).
     pub proxied: bool,
+    /// The status line is an upstream's, as it came or from the cache (nginx's
+    /// `headers_out.status_line`): a 204 keeps the upstream's Content-Type and Content-Length.
+    pub upstream_status: bool,
 }
 
 impl Reply {
@@ -138,6 +142,7 @@ impl Reply {
             allow_ranges: false,
             reason: None,
             proxied: false,
+            upstream_status: false,
         }
     }
 

@@ -830,6 +830,7 @@ impl Answer {
         let conf = &lc.proxy;
         let mut reply = Box::new(Reply::new(self.status));
         reply.proxied = true;
+        reply.upstream_status = true;
         reply.reason = self.reason;
         let mut buffering = conf.buffering();
         for (name, value) in self.head.headers() {

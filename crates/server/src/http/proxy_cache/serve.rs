@@ -998,6 +998,7 @@ impl Object {
         let headers = &head.headers;
         // Made in its box, and filled there (a `Reply` is a few hundred bytes to move).
         let mut reply = Box::new(Reply::new(status));
+        reply.upstream_status = true;
         // A reason phrase other than nginx's own is kept (the status line is written the same
         // either way; the usual one needs no copy).
         if !head.reason.is_empty() && !head.usual_reason {
@@ -1045,6 +1046,8 @@ impl Object {
             cached: self.whole,
         };
         reply.body = match head.told {
+            // No body, but the length the upstream told is passed on, as on the MISS.
+            Told::Absent(n) if status == 204 || status == 304 => Body::Absent(n),
             _ if status == 204 || status == 304 => Body::Empty,
             Told::Body => file(),
             // No length, no ranges (nginx's range filter wants one), even forced.
