@@ -140,16 +140,19 @@ CONF
 
 # Starts a server configuration; sets PID[name] and PORT[name].
 # usage: start_server NAME KIND PORT [ARGS...]
-#   KIND shoal|nginx: ARGS = WORKERS REUSEPORT [EXTRA_EVENTS]; h2o: THREADS; canned: none
+#   KIND shoal|shoal0|nginx: ARGS = WORKERS REUSEPORT [EXTRA_EVENTS]; h2o: THREADS; canned: none
+#   (shoal0: the binary $SHOAL0, a second build in the same run)
 declare -A PID PORT KIND
 start_server() {
     local name=$1 kind=$2 port=$3; shift 3
     port_free "$port" || die "port $port is in use"
     local out=$WORK/logs/$name.out
     case $kind in
-        shoal)
+        shoal | shoal0)
+            local bin=$SHOAL
+            [ "$kind" = shoal0 ] && bin=$SHOAL0
             write_nginx_conf "$WORK/conf/$name.conf" "$port" "$1" "$2" "$name" "${3:-}"
-            (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 &
+            (cd "$WORK" && exec "$bin" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 &
             ;;
         nginx)
             write_nginx_conf "$WORK/conf/$name.conf" "$port" "$1" "$2" "$name" "${3:-}"

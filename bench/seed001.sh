@@ -8,7 +8,8 @@
 # Environment: ROUNDS (3), DURATION (10s), WRK_THREADS ("1 2"), CONNS (100), PIPE_DEPTH (16),
 # BASE_PORT (19080), SHOAL (a prebuilt binary), SHOAL_REV (build a clean snapshot of that
 # commit; otherwise the checkout is built as it is; CARGO_TARGET_DIR, default /work/target-bench),
-# SKIP_PIPELINE=1, KEEP=1 (keep the temp prefix).
+# SKIP_PIPELINE=1, KEEP=1 (keep the temp prefix), SHOAL0 (a second shoal binary, e.g. the plain
+# build beside bench/pgo.sh's: adds a shoal0-1w row, one worker, run in the same rounds).
 # Every server listens on 127.0.0.1 only; everything started here is stopped by PID at exit.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -38,6 +39,11 @@ start_server h2o-1t        h2o    $((p + 8)) 1
 start_server h2o-2t        h2o    $((p + 9)) 2
 start_server canned        canned $((p + 10))
 SERVERS=(nginx-1w nginx-1w-rp nginx-2w nginx-2w-rp shoal-1w shoal-1w-rp shoal-2w shoal-2w-rp h2o-1t h2o-2t canned)
+if [ -n "${SHOAL0:-}" ]; then
+    [ -x "$SHOAL0" ] || die "no shoal binary at SHOAL0=$SHOAL0"
+    start_server shoal0-1w shoal0 $((p + 11)) 1 0
+    SERVERS+=(shoal0-1w)
+fi
 PIPE_SERVERS=(nginx-1w shoal-1w h2o-1t canned)
 
 {
