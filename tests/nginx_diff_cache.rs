@@ -118,6 +118,20 @@ fn a_cached_204_keeps_its_type_and_length_as_nginx() {
     assert!(hit.contains("Content-Length: 5"), "{hit}");
 }
 
+/// Waits until both servers have an object whose key ends with `uri` in `cache/`: an answer
+/// whose body is read into the cache after the client's answer went out (a HEAD converted to
+/// GET, a 304 from the not-modified filter). Both servers have one worker and rename the object
+/// into place and index it in one step of that worker, so the next request sees it.
+fn wait_stored(p: &Pair, uri: &str) {
+    let root = p.html().parent().unwrap().to_path_buf();
+    for server in ["nginx", "shoal"] {
+        let dir = root.join(server).join("cache");
+        common::wait_for(&format!("{server} to store {uri}"), || {
+            keys_in(&dir).iter().any(|k| k.ends_with(uri)).then_some(())
+        });
+    }
+}
+
 /// The KEY lines of the objects under a cache directory.
 fn keys_in(dir: &std::path::Path) -> Vec<String> {
     bodies_in(dir).into_iter().map(|(key, _)| key).collect()
@@ -278,7 +292,8 @@ fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
     });
     // A HEAD miss goes upstream as GET and is stored (proxy_cache_convert_head on).
     p.check_open(b"HEAD /h HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Both read the body into the cache after the HEAD's answer went out.
+    wait_stored(&p, "/h");
     get(&p, "/h", "");
     // Stored on the second use.
     for _ in 0..3 {
@@ -286,7 +301,8 @@ fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
     }
     // A stored MISS meets the not-modified filter.
     get(&p, "/nm", "If-None-Match: \"e1\"\r\n");
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The 304 went out before the body was read into the cache.
+    wait_stored(&p, "/nm");
     get(&p, "/nm", "If-None-Match: \"e1\"\r\n");
     // A range beyond proxy_cache_max_range_offset goes upstream, not stored.
     get(&p, "/far/r", "Range: bytes=5-\r\n");

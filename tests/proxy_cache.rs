@@ -277,7 +277,15 @@ fn the_cache_survives_a_restart_and_a_kill_mid_fill_leaves_no_half_object() {
         clients.push(std::thread::spawn(move || get(p, &format!("/slow{i}"))));
     }
     up.wait_requests(7);
-    std::thread::sleep(Duration::from_millis(300));
+    // Each slow fill has written its first 64 KiB to its temp file (its upstream sent 100,000
+    // bytes and then waits): the kill lands in the middle of every fill.
+    wait_for("six fills under way", || {
+        let temps = files_under(&cache_dir)
+            .iter()
+            .filter(|p| p.file_name().unwrap().to_string_lossy().contains('.'))
+            .count();
+        (temps == 6).then_some(())
+    });
     s.signal(9);
     s.wait_exit();
     for c in clients {
@@ -401,7 +409,8 @@ fn seed_000_cache_per_disk_with_split_clients() {
              split_clients $request_uri $disk {{ 33.3% 1; 33.3% 2; * 3; }}\n\
              server {{ listen 127.0.0.1:{port};\n location / {{ proxy_pass {};\n\
              proxy_cache cache_$disk; aio threads=pool_$disk; aio_write on;\n\
-             proxy_cache_valid 200 1h; add_header X-Cache-Status $upstream_cache_status; }} }}\n}}\n",
+             proxy_cache_valid 200 1h; add_header X-Cache-Status $upstream_cache_status; }}\n\
+             location = /cache_status {{ proxy_cache_status; }} }}\n}}\n",
             up.url()
         ),
         port,
@@ -409,8 +418,41 @@ fn seed_000_cache_per_disk_with_split_clients() {
     for i in 0..30 {
         assert_eq!(cache_status(&get(port, &format!("/f{i}"))), "MISS");
     }
-    // With `aio_write on` the rename runs in the pool, a moment after the answer went out.
-    std::thread::sleep(Duration::from_millis(300));
+    // With `aio_write on` the last write and the rename run in the pool, a moment after the
+    // answer went out: wait until the 30 objects are in place and the zones' index has every
+    // one (a zone's `bytes` grows by an object's size on disk, the way it counts it, once its
+    // entry is stored).
+    let dirs = ["cache1", "cache2", "cache3"].map(|d| s.prefix.join(d));
+    wait_for("the 30 objects stored and indexed", || {
+        let files: Vec<PathBuf> = dirs.iter().flat_map(|d| files_under(d)).collect();
+        let whole = files
+            .iter()
+            .all(|p| !p.file_name().unwrap().to_string_lossy().contains('.'));
+        if files.len() != 30 || !whole {
+            return None;
+        }
+        let on_disk: u64 = files
+            .iter()
+            .map(|p| {
+                use std::os::unix::fs::MetadataExt;
+                let m = std::fs::metadata(p).unwrap();
+                (m.blocks() * 512).max(m.len())
+            })
+            .sum();
+        let page = get(port, "/cache_status");
+        let indexed: u64 = body_of(&page)
+            .lines()
+            .filter_map(|l| {
+                l.split(" bytes ")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum();
+        (indexed == on_disk).then_some(())
+    });
     for i in 0..30 {
         assert_eq!(cache_status(&get(port, &format!("/f{i}"))), "HIT", "{i}");
     }

@@ -219,6 +219,44 @@ fn reload(workers: u32) {
     assert_eq!((st.as_str(), gen.as_str()), ("MISS", "3"));
 }
 
+/// A request that a reload leaves under the old configuration (its socket is not in the new
+/// one: its connection keeps the old configuration for this last request) is served from the
+/// old configuration's cache, although the reload gave the zone's name another directory: the
+/// object stored there is still a HIT. Under the new configuration the name is the new,
+/// empty zone.
+fn old_request_keeps_old_zone(workers: u32) {
+    let up = versioned();
+    let (p1, p2) = (free_port(), free_port());
+    let s = Shoal::start(&conf(p1, workers, &up, "cache", 1), p1);
+    let v = warm(&mut Client::connect(p1), "/old");
+    // Half a head on the old port; then a reload onto another port and another directory.
+    let mut held = Client::connect(p1);
+    held.send(b"GET /old HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    s.prefix.write_conf(&conf(p2, workers, &up, "cache2", 2));
+    dash_s(&s, "reload");
+    s.wait_log("reconfigured (generation 2)", 1);
+    held.send(b"\r\n").unwrap();
+    let r = held.read_response().unwrap();
+    let body = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.header("x-gen"), Some("1"), "{r:?}");
+    assert_eq!(r.header("x-cache-status"), Some("HIT"), "{r:?}");
+    assert_eq!(body.split(' ').next(), Some(v.as_str()));
+    s.wait_port(p2);
+    let (st, _, gen) = ask(&mut Client::connect(p2), "GET", "/old", "");
+    assert_eq!((st.as_str(), gen.as_str()), ("MISS", "2"));
+}
+
+#[test]
+fn a_request_left_under_the_old_configuration_keeps_its_cache_one_worker() {
+    old_request_keeps_old_zone(1);
+}
+
+#[test]
+fn a_request_left_under_the_old_configuration_keeps_its_cache_two_workers() {
+    old_request_keeps_old_zone(2);
+}
+
 fn dash_s(s: &Shoal, name: &str) {
     let out = s.prefix.run(&["-s", name]);
     assert_eq!(

@@ -40,6 +40,43 @@ pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// A door that threads (an upstream's handler) wait at until the test opens it: how a test
+/// holds an exchange in the middle for as long as it needs, instead of hoping that a delay is
+/// longer than the steps it takes meanwhile. A wait gives up after three times [`WAIT`], so a
+/// failed test that never opens it does not leave a thread behind forever; that is longer than
+/// any client of a test waits, so giving up cannot pass for the test opening it.
+#[derive(Clone, Default)]
+pub struct Gate(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate::default()
+    }
+
+    /// Blocks until [`Gate::open`] (or three times [`WAIT`]).
+    pub fn wait(&self) {
+        let (open, cond) = &*self.0;
+        let deadline = Instant::now() + 3 * WAIT;
+        let mut is_open = open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*is_open {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            is_open = cond
+                .wait_timeout(is_open, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    pub fn open(&self) {
+        let (open, cond) = &*self.0;
+        *open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cond.notify_all();
+    }
+}
+
 /// A port on 127.0.0.1 that was free a moment ago (bound to port 0, read, closed).
 pub fn free_port() -> u16 {
     // Tests run in parallel threads: the kernel may give two of them the same just-freed port,

@@ -442,17 +442,27 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
     // A server may answer and close before reading all of a large request: a failed write is
     // part of the transcript, not a test error.
     let wrote = s.write_all(req);
+    if let Mode::HalfClose = mode {
+        let _ = s.shutdown(Shutdown::Write);
+    }
+    // Kept open, the transcript ends when nothing more comes for a short while: whether the
+    // server closed by itself is a matter of that wait. But an answer that has not come yet,
+    // or has come in part, is waited for as long as it takes (up to WAIT): on a busy machine
+    // an answer may take longer than that short while, and a slow answer is not a missing one.
     let quiet = match mode {
-        Mode::HalfClose => {
-            let _ = s.shutdown(Shutdown::Write);
-            WAIT
-        }
+        Mode::HalfClose => WAIT,
         Mode::KeepOpen => Duration::from_millis(300),
     };
-    s.set_read_timeout(Some(quiet)).expect("read timeout");
+    let head_request = req.starts_with(b"HEAD ");
     let mut bytes = Vec::new();
     let mut buf = [0u8; 16384];
     let end = loop {
+        let patience = if unfinished(&bytes, head_request) {
+            WAIT
+        } else {
+            quiet
+        };
+        s.set_read_timeout(Some(patience)).expect("read timeout");
         match s.read(&mut buf) {
             Ok(0) => break "[closed]",
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
@@ -473,6 +483,68 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
         end
     };
     Transcript { bytes, end }
+}
+
+/// Whether more of an answer is surely on its way: no whole head of a final answer yet
+/// (interim 1xx answers skipped), or a body begun and not ended as its framing tells
+/// (Content-Length, or chunked to its last chunk and trailer). A head followed by nothing yet
+/// is not waited for: some answers tell a length and send no body (a HIT of a stored HEAD
+/// answer); nor is a body delimited by the close.
+fn unfinished(bytes: &[u8], head_request: bool) -> bool {
+    let mut rest = bytes;
+    loop {
+        let Some(end) = find(rest, b"\r\n\r\n") else {
+            return true;
+        };
+        let head = String::from_utf8_lossy(&rest[..end]).into_owned();
+        let body = &rest[end + 4..];
+        let Some(status) = head
+            .strip_prefix("HTTP/1.")
+            .and_then(|r| r.get(2..5))
+            .and_then(|c| c.parse::<u16>().ok())
+        else {
+            // Not an answer this can read: what comes is judged by the quiet wait alone.
+            return false;
+        };
+        if (100..200).contains(&status) && status != 101 {
+            rest = body;
+            continue;
+        }
+        if body.is_empty() || head_request || matches!(status, 101 | 204 | 304) {
+            return false;
+        }
+        let chunked = header(&head, "transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        if chunked {
+            return !chunked_whole(body);
+        }
+        return match header(&head, "content-length").map(str::parse::<usize>) {
+            Some(Ok(n)) => body.len() < n,
+            _ => false,
+        };
+    }
+}
+
+/// Whether a chunked body is complete: chunks up to the last (size 0), then the trailer.
+fn chunked_whole(mut body: &[u8]) -> bool {
+    loop {
+        let Some(eol) = find(body, b"\r\n") else {
+            return false;
+        };
+        let line = String::from_utf8_lossy(&body[..eol]);
+        let size = line.split(';').next().unwrap_or("").trim();
+        let Ok(size) = usize::from_str_radix(size, 16) else {
+            return false;
+        };
+        body = &body[eol + 2..];
+        if size == 0 {
+            return body.starts_with(b"\r\n") || find(body, b"\r\n\r\n").is_some();
+        }
+        if body.len() < size + 2 {
+            return false;
+        }
+        body = &body[size + 2..];
+    }
 }
 
 /// The transcript as comparable text: per response the status line, the headers sorted (without

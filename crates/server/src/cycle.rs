@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::Config;
 use crate::http::ServerConf;
@@ -86,6 +86,10 @@ pub struct Generation {
     pub sockets: Vec<Arc<Listening>>,
     /// Shared so that a connection can keep its own for as long as the generation lasts.
     pub routes: HashMap<ListenAddr, Arc<AddrServers>>,
+    /// The proxy cache zones of this configuration, set by the master once they run: a
+    /// request finds its zone here, not among the latest configuration's, which a reload
+    /// replaces before the connections of this generation move on.
+    pub cache_zones: OnceLock<Arc<crate::http::proxy_cache::zone::Zones>>,
 }
 
 impl Generation {
@@ -146,6 +150,7 @@ impl Generation {
             config,
             sockets,
             routes: routes.into_iter().map(|(a, s)| (a, Arc::new(s))).collect(),
+            cache_zones: OnceLock::new(),
         })
     }
 

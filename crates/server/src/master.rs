@@ -206,7 +206,7 @@ pub fn run(opts: Options) -> i32 {
         let _ = std::fs::remove_file(&master.pid_path);
         return 1;
     }
-    crate::http::proxy_cache::zone::configure(
+    let zones = crate::http::proxy_cache::zone::configure(
         master
             .generation
             .config
@@ -214,6 +214,7 @@ pub fn run(opts: Options) -> i32 {
             .as_ref()
             .map_or(&[][..], |h| &h.cache_paths[..]),
     );
+    let _ = master.generation.cache_zones.set(zones);
     master.resize_workers();
     crate::error_log!(
         Level::Notice,
@@ -365,13 +366,14 @@ impl Master {
             report(Level::Emerg, &e);
             return;
         }
-        crate::http::proxy_cache::zone::configure(
+        let zones = crate::http::proxy_cache::zone::configure(
             generation
                 .config
                 .http
                 .as_ref()
                 .map_or(&[][..], |h| &h.cache_paths[..]),
         );
+        let _ = generation.cache_zones.set(zones);
         let old = std::mem::replace(&mut self.generation, generation);
         old.close_sockets_not_in(&self.generation);
         self.broadcast_generation();

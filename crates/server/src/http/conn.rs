@@ -488,7 +488,13 @@ impl Conn {
             let host = req.host().map(|h| shoal_http::lossy(h));
             let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
             let keep = self
-                .handle(&req, srv, host.as_deref(), name_captures.as_ref())
+                .handle(
+                    &req,
+                    srv,
+                    host.as_deref(),
+                    name_captures.as_ref(),
+                    gen.cache_zones.get().map(|z| &**z),
+                )
                 .await?;
             if !keep {
                 self.flush().await?;
@@ -626,6 +632,7 @@ impl Conn {
         srv: &ServerConf,
         host: Option<&str>,
         name_captures: Option<&crate::cycle::NameCaptures>,
+        cache_zones: Option<&super::proxy_cache::zone::Zones>,
     ) -> std::io::Result<bool> {
         let start = Instant::now();
         REQUEST_NOW.with(|n| n.set(Some(start)));
@@ -692,6 +699,7 @@ impl Conn {
             start,
             name_captures,
             client: Some(&self.stream),
+            cache_zones,
         };
         let req_body = if streamed {
             let decoder = shoal_http::BodyDecoder::new(body_kind, u64::MAX)
@@ -867,6 +875,7 @@ impl Conn {
                 start,
                 name_captures,
                 client: None,
+                cache_zones,
             };
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
@@ -977,6 +986,7 @@ impl Conn {
                 start,
                 name_captures,
                 client: None,
+                cache_zones,
             };
             super::proxy_cache::serve::update_in_background(&r, lc, bg).await;
         }

@@ -60,6 +60,8 @@ pub struct Req<'s, 'r> {
     /// The client's socket, watched while the proxy waits for an upstream (a client that
     /// closes makes nginx give up the upstream too).
     pub client: Option<&'r super::conn::Stream>,
+    /// The proxy cache zones of the request's generation (`None`: the running ones).
+    pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
 }
 
 impl Req<'_, '_> {

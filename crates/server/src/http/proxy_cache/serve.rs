@@ -220,7 +220,13 @@ pub async fn begin(
             .flatten();
         (zone_name, key, bypass, pool, variant_request(r.req))
     };
-    let Some(zone) = zone::get(&zone_name) else {
+    // The zone of the request's own configuration: after a reload that gave the name another
+    // directory, a request still under the old one keeps the old zone.
+    let zone = match r.cache_zones {
+        Some(zones) => zones.get(zone_name.as_ref()).cloned(),
+        None => zone::get(&zone_name),
+    };
+    let Some(zone) = zone else {
         crate::conn_log!(
             Level::Error,
             r.info.number,

@@ -490,14 +490,15 @@ fn disk_size(m: &std::fs::Metadata) -> u64 {
 
 /// By name; looked up once per request in a cached location, so with the fast hash (the
 /// names are the configuration's, a handful).
-type Zones = shoal_io::fxhash::FxHashMap<String, Arc<Zone>>;
+pub type Zones = shoal_io::fxhash::FxHashMap<String, Arc<Zone>>;
 
 fn registry() -> &'static ArcSwap<Zones> {
     static R: OnceLock<ArcSwap<Zones>> = OnceLock::new();
     R.get_or_init(|| ArcSwap::from_pointee(Zones::default()))
 }
 
-/// The running zone named `name`.
+/// The running zone named `name` (the latest configuration's; a request looks in its own
+/// generation's zones, [`crate::cycle::Generation::cache_zones`]).
 pub fn get(name: &str) -> Option<Arc<Zone>> {
     registry().load().get(name).cloned()
 }
@@ -510,7 +511,10 @@ pub fn all() -> Vec<Arc<Zone>> {
 /// Makes `paths` the running zones (at start and on reload): a zone with the same name and
 /// directory keeps its index (its limits may change); others are created, with their
 /// directories, and loaded in the background; zones no longer configured stop their threads.
-pub fn configure(paths: &[Arc<CachePathConf>]) {
+/// Returns them, for the generation of `paths` to keep: until a connection moves on to that
+/// generation its requests go on using the zones of their own (a zone whose directory a
+/// reload changed is another zone under the same name).
+pub fn configure(paths: &[Arc<CachePathConf>]) -> Arc<Zones> {
     let old = registry().load_full();
     let mut new = Zones::default();
     for c in paths {
@@ -543,7 +547,9 @@ pub fn configure(paths: &[Arc<CachePathConf>]) {
             z.stop.store(true, Ordering::Release);
         }
     }
-    registry().store(Arc::new(new));
+    let new = Arc::new(new);
+    registry().store(new.clone());
+    new
 }
 
 /// Creates each cache directory (and its temp directory) and, when running as root, gives
