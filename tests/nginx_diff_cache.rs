@@ -18,6 +18,21 @@ fn get(p: &Pair, path: &str, headers: &str) -> String {
     ask(p, "GET", path, headers)
 }
 
+/// nginx and shoal with `location /` proxying to `up` through the cache zone `z`, with
+/// `directives` (`proxy_cache_valid ...`) and `X-Cache-Status` on every answer.
+fn cached_root(up: &Upstream, directives: &str) -> Pair {
+    let server = format!(
+        "location / {{ proxy_pass {}; proxy_cache z; {directives} \
+         add_header X-Cache-Status $upstream_cache_status always; }}",
+        up.url()
+    );
+    Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    })
+}
+
 #[test]
 fn miss_then_hit_as_nginx() {
     let up = Upstream::start(|r| {
@@ -32,17 +47,10 @@ fn miss_then_hit_as_nginx() {
             Answer::ok(format!("object {t}")).header("X-Up", "1")
         }
     });
-    let server = format!(
-        "location / {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 1h; \
-         proxy_cache_bypass $arg_nocache; \
-         add_header X-Cache-Status $upstream_cache_status always; }}",
-        up.url()
+    let p = cached_root(
+        &up,
+        "proxy_cache_valid 200 1h; proxy_cache_bypass $arg_nocache;",
     );
-    let p = Pair::with(Conf {
-        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
-        server: &server,
-        ..Default::default()
-    });
     for path in [
         "/a",
         "/a",
@@ -76,16 +84,7 @@ fn an_upstream_last_modified_passes_whatever_the_status_as_nginx() {
             .body(format!("status {code}"))
             .header("Last-Modified", "Sat, 01 Jan 2022 00:00:00 GMT")
     });
-    let server = format!(
-        "location / {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 200 404 1h; \
-         add_header X-Cache-Status $upstream_cache_status always; }}",
-        up.url()
-    );
-    let p = Pair::with(Conf {
-        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
-        server: &server,
-        ..Default::default()
-    });
+    let p = cached_root(&up, "proxy_cache_valid 200 404 1h;");
     for path in ["/404", "/404", "/500", "/500", "/200", "/200", "/410"] {
         let got = get(&p, path, "");
         assert!(got.contains("Last-Modified: "), "{got}");
@@ -101,16 +100,7 @@ fn a_cached_204_keeps_its_type_and_length_as_nginx() {
             "HTTP/1.1 204 No Content\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n",
         )
     });
-    let server = format!(
-        "location / {{ proxy_pass {}; proxy_cache z; proxy_cache_valid 204 1h; \
-         add_header X-Cache-Status $upstream_cache_status always; }}",
-        up.url()
-    );
-    let p = Pair::with(Conf {
-        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
-        server: &server,
-        ..Default::default()
-    });
+    let p = cached_root(&up, "proxy_cache_valid 204 1h;");
     let miss = get(&p, "/n", "");
     assert!(miss.contains("X-Cache-Status: MISS"), "{miss}");
     let hit = get(&p, "/n", "");
