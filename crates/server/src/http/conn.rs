@@ -53,7 +53,16 @@ thread_local! {
     /// wherever "now" within the request is good enough: the Date header, open-file cache
     /// validity).
     static REQUEST_NOW: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+    /// Read buffers given back by connections that went idle, for the next ones that have
+    /// bytes to read, the last given back first (an allocation reused, still warm, rather than
+    /// one made and freed per request).
+    static SPARE_READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
 }
+
+/// How many read buffers a worker keeps for its connections' next requests (requests in
+/// progress at once, a proxied one waiting for its upstream, each hold one): at most
+/// `SPARE_READ_COUNT * READ_CHUNK` bytes, 1 MiB.
+const SPARE_READ_COUNT: usize = 64;
 
 /// The current request's start, or the clock when no request is being answered.
 pub fn request_now() -> Instant {
@@ -67,6 +76,39 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Reads into `buf` once the socket has bytes (or its end) to give, making room in `buf`
+    /// (`READ_CHUNK`) only then. The read clears the socket's readiness when it comes back
+    /// short, as `read_buf` does, so the next wait needs no read that finds nothing.
+    pub fn poll_read_into(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut BytesMut,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::ready;
+        use tokio::io::AsyncRead;
+        match self {
+            Stream::Tcp(s) => ready!(s.poll_read_ready(cx))?,
+            Stream::Unix(s) => ready!(s.poll_read_ready(cx))?,
+        }
+        if buf.capacity() == 0 {
+            if let Some(spare) = SPARE_READ.with(|s| s.borrow_mut().pop()) {
+                *buf = spare;
+            }
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(READ_CHUNK);
+        }
+        let mut read = tokio::io::ReadBuf::uninit(buf.spare_capacity_mut());
+        match self {
+            Stream::Tcp(s) => ready!(std::pin::Pin::new(s).poll_read(cx, &mut read))?,
+            Stream::Unix(s) => ready!(std::pin::Pin::new(s).poll_read(cx, &mut read))?,
+        }
+        let n = read.filled().len();
+        // SAFETY: `poll_read` initialized the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+        std::task::Poll::Ready(Ok(n))
+    }
+
     pub async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read_buf(buf).await,
@@ -589,16 +631,26 @@ impl Conn {
             } else {
                 *header_deadline.get_or_insert_with(|| Instant::now() + header_timeout)
             };
-            if self.buf.capacity() - self.buf.len() < 1024 {
-                self.buf.reserve(READ_CHUNK);
+            let empty = self.buf.is_empty();
+            if empty && self.buf.capacity() > 0 {
+                // A connection waiting for its next request holds no read buffer (nginx frees
+                // its header buffer on keep-alive too): it goes back to the worker, and one is
+                // taken again when bytes arrive (see `Stream::poll_read_into`).
+                let spare = std::mem::take(&mut self.buf);
+                SPARE_READ.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if s.len() < SPARE_READ_COUNT && spare.capacity() <= READ_CHUNK {
+                        s.push(spare);
+                    }
+                });
             }
             let wake = self.idle_slot.wait(worker.wake_idle.epoch());
-            let empty = self.buf.is_empty();
             // One timer per connection, reset for each wait (not a new one per request).
             self.timer.as_mut().reset(deadline.into());
+            let (stream, buf) = (&mut self.stream, &mut self.buf);
             let n = tokio::select! {
                 biased;
-                r = self.stream.read_buf(&mut self.buf) => r?,
+                r = std::future::poll_fn(|cx| stream.poll_read_into(cx, buf)) => r?,
                 _ = wake, if empty => {
                     // A graceful stop, or a reload: look again (the loop closes or moves on).
                     return Ok(Err(if worker.stopping.get() { ReadEnd::Closed } else { ReadEnd::Reloaded }));

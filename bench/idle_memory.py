@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Memory per idle keep-alive connection: opens N connections to 127.0.0.1:PORT, sends one
+`GET /` on each (or REQUESTS), reads the whole answer, keeps the sockets open, and prints how
+much the resident memory (VmRSS) of process PID grew, per connection.
+
+    ulimit -n 20000; bench/idle_memory.py PORT N PID [REQUESTS]
+
+PID is the process that holds the connections: shoal's (workers are threads), nginx's worker
+(or the only process with `master_process off`), h2o's. Bounded: every socket has a 10 s
+timeout, and all are closed when the script exits.
+"""
+import socket
+import sys
+import time
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1])
+    raise SystemExit(f"no VmRSS for pid {pid}")
+
+
+def ask(s):
+    s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    got = b""
+    while True:
+        end = got.find(b"\r\n\r\n")
+        if end >= 0:
+            head = got[:end].decode("latin-1").lower()
+            length = 0
+            for line in head.split("\r\n"):
+                if line.startswith("content-length:"):
+                    length = int(line.split(":", 1)[1])
+            if len(got) >= end + 4 + length:
+                return
+        d = s.recv(65536)
+        if not d:
+            raise SystemExit("the server closed a connection")
+        got += d
+
+
+def main():
+    port, n, pid = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    requests = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    before = rss_kib(pid)
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        for _ in range(requests):
+            ask(s)
+        socks.append(s)
+    time.sleep(0.5)
+    after = rss_kib(pid)
+    print(f"{n} idle connections after {requests} request(s) each: RSS {before} -> {after} KiB, "
+          f"{(after - before) * 1024 / n:.0f} bytes per connection")
+
+
+if __name__ == "__main__":
+    main()
