@@ -383,7 +383,8 @@ struct Conn {
     /// The `directio` file of the current answer, opened at its first read and kept for the
     /// rest (not reopened per piece).
     direct_file: RefCell<Option<Arc<shoal_io::direct::DirectFile>>>,
-    /// Requests answered since this task last yielded.
+    /// Requests answered since this task last yielded (to the scheduler, or by waiting for
+    /// its socket).
     since_yield: u32,
     /// The connection's one timer (header and keep-alive timeouts), reset for each wait.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
@@ -648,9 +649,14 @@ impl Conn {
             // One timer per connection, reset for each wait (not a new one per request).
             self.timer.as_mut().reset(deadline.into());
             let (stream, buf) = (&mut self.stream, &mut self.buf);
+            let mut waited = false;
             let n = tokio::select! {
                 biased;
-                r = std::future::poll_fn(|cx| stream.poll_read_into(cx, buf)) => r?,
+                r = std::future::poll_fn(|cx| {
+                    let r = stream.poll_read_into(cx, buf);
+                    waited |= r.is_pending();
+                    r
+                }) => r?,
                 _ = wake, if empty => {
                     // A graceful stop, or a reload: look again (the loop closes or moves on).
                     return Ok(Err(if worker.stopping.get() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
@@ -659,6 +665,11 @@ impl Conn {
                     return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
                 }
             };
+            if waited {
+                // The task gave the worker away while the socket had nothing: the fairness
+                // count starts again (only answers read without a wait lead to a yield).
+                self.since_yield = 0;
+            }
             if n == 0 {
                 if !self.buf.is_empty() {
                     crate::conn_log!(
