@@ -23,6 +23,19 @@ fn start(port: u16, http_extra: &str, server: &str) -> Shoal {
     Shoal::start(&conf, port)
 }
 
+/// shoal proxying `location /` to the upstream at `up_port` through `upstream ka { ...;
+/// UPSTREAM }` with kept-alive connections (HTTP/1.1, `Connection ""`), and `location_extra`.
+fn start_kept(port: u16, up_port: u16, upstream: &str, location_extra: &str) -> Shoal {
+    start(
+        port,
+        &format!("upstream ka {{ server 127.0.0.1:{up_port}; {upstream} }}"),
+        &format!(
+            "location / {{ proxy_pass http://ka; proxy_http_version 1.1; \
+             proxy_set_header Connection \"\"; {location_extra} }}"
+        ),
+    )
+}
+
 /// Sends raw bytes on a new connection and reads until the server closes it.
 fn raw(port: u16, request: &str) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -226,15 +239,7 @@ fn keepalive_connections_are_reused_and_counted_at_the_upstream() {
 fn an_upstream_connection_idle_past_keepalive_timeout_is_not_reused() {
     let up = Upstream::hello("hi");
     let port = free_port();
-    let _s = start(
-        port,
-        &format!(
-            "upstream kept {{ server 127.0.0.1:{}; keepalive 4; keepalive_timeout 1s; }}",
-            up.port()
-        ),
-        "location / { proxy_pass http://kept; proxy_http_version 1.1; \
-         proxy_set_header Connection \"\"; }",
-    );
+    let _s = start_kept(port, up.port(), "keepalive 4; keepalive_timeout 1s;", "");
     let mut c = Client::connect(port);
     assert_eq!(c.get("/").unwrap().status, 200);
     assert_eq!(c.get("/").unwrap().status, 200);
@@ -363,15 +368,7 @@ fn proxy_read_timeout_bounds_each_wait_on_a_kept_alive_connection() {
         _ => Answer::ok("fast"),
     });
     let port = free_port();
-    let s = start(
-        port,
-        &format!(
-            "upstream ka {{ server 127.0.0.1:{}; keepalive 2; }}",
-            up.port()
-        ),
-        "location / { proxy_pass http://ka; proxy_http_version 1.1; \
-         proxy_set_header Connection \"\"; proxy_read_timeout 2s; }",
-    );
+    let s = start_kept(port, up.port(), "keepalive 2;", "proxy_read_timeout 2s;");
     let mut c = Client::connect(port);
     let r = c.get("/fast").unwrap();
     assert_eq!((r.status, &r.body[..]), (200, &b"fast"[..]));
@@ -807,15 +804,7 @@ fn a_kept_alive_connection_the_upstream_closed_is_not_an_error() {
     let up =
         Upstream::start(|_| Answer::raw("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").close());
     let port = free_port();
-    let s = start(
-        port,
-        &format!(
-            "upstream ka {{ server 127.0.0.1:{}; keepalive 4; }}",
-            up.port()
-        ),
-        "location / { proxy_pass http://ka; proxy_http_version 1.1; \
-         proxy_set_header Connection \"\"; }",
-    );
+    let s = start_kept(port, up.port(), "keepalive 4;", "");
     let mut c = Client::connect(port);
     for i in 0..20 {
         let r = c.get("/").unwrap();
@@ -939,15 +928,7 @@ fn a_post_is_never_sent_twice_on_a_dead_kept_alive_connection() {
         }
     });
     let port = free_port();
-    let _s = start(
-        port,
-        &format!(
-            "upstream ka {{ server 127.0.0.1:{}; keepalive 2; }}",
-            up.port()
-        ),
-        "location / { proxy_pass http://ka; proxy_http_version 1.1; \
-         proxy_set_header Connection \"\"; }",
-    );
+    let _s = start_kept(port, up.port(), "keepalive 2;", "");
     let mut c = Client::connect(port);
     assert_eq!(c.get("/warm").unwrap().status, 200);
     c.send(b"POST /once HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc")
