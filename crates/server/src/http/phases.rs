@@ -60,7 +60,8 @@ pub struct Req<'s, 'r> {
     /// The client's socket, watched while the proxy waits for an upstream (a client that
     /// closes makes nginx give up the upstream too).
     pub client: Option<&'r super::conn::Stream>,
-    /// The proxy cache zones of the request's generation (`None`: the running ones).
+    /// The proxy cache zones of the request's generation (set by the master before any
+    /// worker sees it; `None` only for a generation that never ran).
     pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
 }
 

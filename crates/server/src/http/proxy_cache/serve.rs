@@ -222,11 +222,11 @@ pub async fn begin(
     };
     // The zone of the request's own configuration: after a reload that gave the name another
     // directory, a request still under the old one keeps the old zone.
-    let zone = match r.cache_zones {
-        Some(zones) => zones.get(zone_name.as_ref()).cloned(),
-        None => zone::get(&zone_name),
-    };
-    let Some(zone) = zone else {
+    let Some(zone) = r
+        .cache_zones
+        .and_then(|zones| zones.get(zone_name.as_ref()))
+        .cloned()
+    else {
         crate::conn_log!(
             Level::Error,
             r.info.number,

@@ -497,12 +497,6 @@ fn registry() -> &'static ArcSwap<Zones> {
     R.get_or_init(|| ArcSwap::from_pointee(Zones::default()))
 }
 
-/// The running zone named `name` (the latest configuration's; a request looks in its own
-/// generation's zones, [`crate::cycle::Generation::cache_zones`]).
-pub fn get(name: &str) -> Option<Arc<Zone>> {
-    registry().load().get(name).cloned()
-}
-
 /// Every running zone (for status pages).
 pub fn all() -> Vec<Arc<Zone>> {
     registry().load().values().cloned().collect()
