@@ -20,6 +20,8 @@ use crate::error::{Error, ErrorKind};
 use crate::limits::{Limits, Scanner};
 use crate::uri;
 
+#[path = "request_one_pass.rs"]
+mod one_pass;
 #[path = "request_refused.rs"]
 mod refused;
 pub(crate) use refused::line_prefix_error;
@@ -253,6 +255,16 @@ impl HeadParser {
     /// the head is split off `buf`, leaving the body or next request in it. After an error the
     /// connection should be answered and closed.
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, Error> {
+        if let Some((len, raw)) = self.one_pass(buf) {
+            let head = buf.split_to(len).freeze();
+            return match finish(head.clone(), raw, &self.limits) {
+                Ok(r) => Ok(Some(r)),
+                Err(e) => {
+                    self.failed = Some(head);
+                    Err(e)
+                }
+            };
+        }
         let Some(end) = self.scan(buf)? else {
             return Ok(None);
         };
@@ -288,11 +300,24 @@ impl HeadParser {
     /// Like [`HeadParser::parse`] for a borrowed buffer: nothing is removed from `buf`; the
     /// request's [`Request::head_len`] says how many bytes it took. The head is copied.
     pub fn parse_slice(&mut self, buf: &[u8]) -> Result<Option<Request>, Error> {
+        if let Some((len, raw)) = self.one_pass(buf) {
+            let head = Bytes::copy_from_slice(buf.get(..len).unwrap_or_default());
+            return finish(head, raw, &self.limits).map(Some);
+        }
         let Some(end) = self.scan(buf)? else {
             return Ok(None);
         };
         let head = Bytes::copy_from_slice(buf.get(..end.len).unwrap_or_default());
         parse_head(head, end.header_lines, &self.limits).map(Some)
+    }
+
+    /// The one-pass road, tried while the scanner has seen nothing of this head (a head that
+    /// came in pieces is the scanner's from its first piece).
+    fn one_pass(&self, buf: &[u8]) -> Option<(usize, RawHead)> {
+        if self.scanner.started() {
+            return None;
+        }
+        one_pass::parse(buf, &self.limits)
     }
 
     fn scan(&mut self, buf: &[u8]) -> Result<Option<crate::limits::HeadEnd>, Error> {
@@ -327,15 +352,35 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Option<Request>, Err
 }
 
 /// For the fuzz target: when httparse takes the complete head in `buf`, the careful road must
-/// find the same request line and headers. Returns false on a disagreement.
+/// find the same request line and headers (or refuse it as the shared checks do); when the one-pass road takes it, the scanner must
+/// find the same end and the other roads the same request line and headers. Returns false on
+/// a disagreement.
 #[doc(hidden)]
 pub fn roads_agree(buf: &[u8], limits: &Limits) -> bool {
-    let Ok(Some(end)) = Scanner::default().scan(buf, limits) else {
+    let scanned = Scanner::default().scan(buf, limits);
+    if let Some((len, raw)) = one_pass::parse(buf, limits) {
+        let Ok(Some(end)) = scanned else {
+            return false;
+        };
+        let head = buf.get(..len).unwrap_or_default();
+        let other = match parse_fast(head, end.header_lines, limits) {
+            Some(fast) => Ok(fast),
+            None => parse_careful(head, limits),
+        };
+        return end.len == len && other == Ok(raw);
+    }
+    let Ok(Some(end)) = scanned else {
         return true;
     };
     let head = buf.get(..end.len).unwrap_or_default();
     match parse_fast(head, end.header_lines, limits) {
-        Some(fast) => parse_careful(head, limits).as_ref() == Ok(&fast),
+        // The careful road refuses some request lines httparse takes (a target that is
+        // neither origin- nor absolute-form) that the shared checks then refuse alike.
+        Some(fast) => match parse_careful(head, limits) {
+            Ok(careful) => careful == fast,
+            Err(e) => finish(Bytes::copy_from_slice(head), fast, limits)
+                .is_err_and(|f| f.status() == e.status()),
+        },
         None => true,
     }
 }
