@@ -90,6 +90,8 @@ struct RawHead {
 pub struct Request {
     head: Bytes,
     method: Span,
+    /// The method when it is GET, HEAD or POST.
+    usual_method: Option<&'static str>,
     target: Span,
     query: Option<Span>,
     version: Version,
@@ -104,12 +106,10 @@ pub struct Request {
 impl Request {
     /// The method, as sent (any token; case is kept).
     pub fn method(&self) -> &str {
-        // Asked for many times per request: the usual ones without a UTF-8 check.
-        match self.method.get(&self.head) {
-            b"GET" => "GET",
-            b"HEAD" => "HEAD",
-            b"POST" => "POST",
-            m => std::str::from_utf8(m).unwrap_or_default(),
+        // Asked for many times per request: the usual ones were named when it was parsed.
+        match self.usual_method {
+            Some(m) => m,
+            None => std::str::from_utf8(self.method.get(&self.head)).unwrap_or_default(),
         }
     }
 
@@ -255,22 +255,31 @@ impl HeadParser {
     /// the head is split off `buf`, leaving the body or next request in it. After an error the
     /// connection should be answered and closed.
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Request>, Error> {
-        if let Some((len, raw)) = self.one_pass(buf) {
-            let head = buf.split_to(len).freeze();
-            return match finish(head.clone(), raw, &self.limits) {
-                Ok(r) => Ok(Some(r)),
-                Err(e) => {
-                    self.failed = Some(head);
-                    Err(e)
-                }
-            };
-        }
-        let Some(end) = self.scan(buf)? else {
-            return Ok(None);
+        let mut out = None;
+        self.parse_into(buf, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`HeadParser::parse`] into `out` (`Ok(false)`: need more bytes): a request is some
+    /// hundred bytes, and each move of it through a `Result` was a copy.
+    pub fn parse_into(
+        &mut self,
+        buf: &mut BytesMut,
+        out: &mut Option<Request>,
+    ) -> Result<bool, Error> {
+        let (head, raw) = match self.one_pass(buf) {
+            Some((len, raw)) => (buf.split_to(len).freeze(), Ok(raw)),
+            None => {
+                let Some(end) = self.scan(buf)? else {
+                    return Ok(false);
+                };
+                let head = buf.split_to(end.len).freeze();
+                let raw = parse_raw(&head, end.header_lines, &self.limits);
+                (head, raw)
+            }
         };
-        let head = buf.split_to(end.len).freeze();
-        match parse_head(head.clone(), end.header_lines, &self.limits) {
-            Ok(r) => Ok(Some(r)),
+        match raw.and_then(|raw| finish_into(head.clone(), raw, &self.limits, out)) {
+            Ok(()) => Ok(true),
             Err(e) => {
                 self.failed = Some(head);
                 Err(e)
@@ -338,11 +347,17 @@ impl HeadParser {
 
 /// Parses one complete head (through its empty line) with `limits`.
 fn parse_head(head: Bytes, header_lines: usize, limits: &Limits) -> Result<Request, Error> {
-    let raw = match parse_fast(&head, header_lines, limits) {
-        Some(raw) => raw,
-        None => parse_careful(&head, limits)?,
-    };
+    let raw = parse_raw(&head, header_lines, limits)?;
     finish(head, raw, limits)
+}
+
+/// The request line and header lines of one complete head: httparse's road, else the careful
+/// one.
+fn parse_raw(head: &[u8], header_lines: usize, limits: &Limits) -> Result<RawHead, Error> {
+    match parse_fast(head, header_lines, limits) {
+        Some(raw) => Ok(raw),
+        None => parse_careful(head, limits),
+    }
 }
 
 /// Convenience: parses a whole head held in `buf` with `limits` (used by tests and fuzzing).
@@ -662,8 +677,21 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// The checks both roads share: target, Host, framing, keep-alive.
+/// The checks the roads share: target, Host, framing, keep-alive.
 fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> {
+    let mut out = None;
+    finish_into(head, raw, limits, &mut out)?;
+    // (Filled whenever it succeeds.)
+    out.ok_or(Error::bad_request("client sent invalid request"))
+}
+
+/// [`finish`] into `out`.
+fn finish_into(
+    head: Bytes,
+    raw: RawHead,
+    limits: &Limits,
+    out: &mut Option<Request>,
+) -> Result<(), Error> {
     let mut host_header: Option<&[u8]> = None;
     let mut content_length: Option<&[u8]> = None;
     let mut transfer_encoding: Option<&[u8]> = None;
@@ -759,8 +787,15 @@ fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> 
         Version::Http10 => keep_alive_token && !close,
     };
     let query = query.map(|q| Span::of(&head, q));
-    Ok(Request {
+    let usual_method = match method {
+        b"GET" => Some("GET"),
+        b"HEAD" => Some("HEAD"),
+        b"POST" => Some("POST"),
+        _ => None,
+    };
+    *out = Some(Request {
         method: raw.method,
+        usual_method,
         target: raw.target,
         query,
         version: raw.version,
@@ -771,7 +806,8 @@ fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> 
         expect_continue: expect_continue && raw.version >= Version::Http11,
         body,
         head,
-    })
+    });
+    Ok(())
 }
 
 /// A `Bytes` for `part`: shared with `head` when it lies inside it, else copied.

@@ -449,6 +449,7 @@ enum ReadEnd {
 
 impl Conn {
     async fn run(&mut self) -> std::io::Result<()> {
+        let mut req_slot: Option<Request> = None;
         loop {
             // Between requests, move to the newest configuration if this socket is still in it
             // (a socket a reload removed: the connection closes).
@@ -463,7 +464,10 @@ impl Conn {
             let default_srv = gen.default_server(&route);
             self.rules = CloseRules::of(&default_srv.loc);
             let mut parser = HeadParser::new(default_srv.srv.limits());
-            let req = match self.read_head(&mut parser, default_srv).await? {
+            let parsed = match self
+                .read_head(&mut parser, default_srv, &mut req_slot)
+                .await?
+            {
                 Ok(r) => r,
                 Err(ReadEnd::Reloaded) => continue,
                 Err(ReadEnd::Abandoned) => {
@@ -494,8 +498,10 @@ impl Conn {
                     return Ok(());
                 }
             };
-            let req = match req {
-                Ok(r) => r,
+            // The request stays in its slot (read in place, not moved out).
+            let req = match parsed.map(|()| req_slot.as_ref()) {
+                Ok(Some(r)) => r,
+                Ok(None) => return Ok(()),
                 Err(e) => {
                     self.unread_input = true;
                     let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
@@ -532,13 +538,15 @@ impl Conn {
             let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
             let keep = self
                 .handle(
-                    &req,
+                    req,
                     srv,
                     host.as_deref(),
                     name_captures.as_ref(),
                     gen.cache_zones.get().map(|z| &**z),
                 )
                 .await?;
+            // Its head shares the read buffer's memory: nothing of it is kept while idle.
+            req_slot = None;
             if !keep {
                 self.flush().await?;
                 return Ok(());
@@ -587,14 +595,15 @@ impl Conn {
         }
     }
 
-    /// Reads until a complete head is in the buffer. The outer error is I/O; the inner is
-    /// why there is no request.
+    /// Reads until a complete head is in the buffer, and parses it into `slot`. The outer
+    /// error is I/O; the inner is why there is no request.
     #[allow(clippy::type_complexity)]
     async fn read_head(
         &mut self,
         parser: &mut HeadParser,
         srv: &ServerConf,
-    ) -> std::io::Result<Result<Result<Request, shoal_http::Error>, ReadEnd>> {
+        slot: &mut Option<Request>,
+    ) -> std::io::Result<Result<Result<(), shoal_http::Error>, ReadEnd>> {
         let worker = self.guard.0.clone();
         let header_timeout = srv.srv.client_header_timeout();
         let (keepalive, _) = srv.loc.keepalive_timeout();
@@ -606,12 +615,12 @@ impl Conn {
                     crate::status::request();
                 }
                 self.state.set(State::Reading);
-                match parser.parse(&mut self.buf) {
-                    Ok(Some(req)) => {
+                match parser.parse_into(&mut self.buf, slot) {
+                    Ok(true) => {
                         self.state.set(State::Writing);
-                        return Ok(Ok(Ok(req)));
+                        return Ok(Ok(Ok(())));
                     }
-                    Ok(None) => {}
+                    Ok(false) => {}
                     Err(e) => {
                         self.state.set(State::Writing);
                         return Ok(Ok(Err(e)));
