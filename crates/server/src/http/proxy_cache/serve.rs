@@ -194,14 +194,17 @@ pub async fn begin(
     if !c.enabled() || (!c.caches_method(method) && !purge) {
         return Begin::Off;
     }
-    let record = Record {
+    // Made where it will live: a `Record` is a few hundred bytes to move, and a HIT hands it
+    // on as it is.
+    let record = Rc::new(RefCell::new(Record {
         proxy_host: pass.host.clone(),
         proxy_port: pass.port,
         ..Default::default()
-    };
+    }));
     let (zone_name, key, bypass, pool, variant_of) = {
+        let rec = record.borrow();
         let mut vars = r.vars_rw(rw, lc);
-        vars.upstream = Some(&record);
+        vars.upstream = Some(&rec);
         let zone_name = match &c.cache {
             Some(CacheRef::Zone(n)) => std::borrow::Cow::Borrowed(n.as_str()),
             Some(CacheRef::Var(t)) => std::borrow::Cow::Owned(vars.eval(t)),
@@ -351,10 +354,9 @@ fn hit(
     lc: &LocConf,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
-    mut record: Record,
+    record: Rc<RefCell<Record>>,
 ) -> Begin {
-    record.cache_status = Some(status);
-    let record = Rc::new(RefCell::new(record));
+    record.borrow_mut().cache_status = Some(status);
     let reply = obj.into_reply(lc, pass, r, &record);
     Begin::Hit(reply, record)
 }
@@ -373,7 +375,7 @@ fn expired(
     pass: &ProxyPass,
     rw: &rewrite::State,
     internal: bool,
-    record: Record,
+    record: Rc<RefCell<Record>>,
 ) -> Begin {
     let c = &lc.proxy.cache;
     let zone = plan.zone.clone();
