@@ -151,7 +151,8 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
     loop {
         // An answer the server's rewrites came to (`return`, a redirect): it meets the
         // server's `error_page`s like any other.
-        let mut srv_reply: Option<Reply> = None;
+        // (Boxed: a `Reply` is a few hundred bytes, and the usual `None` was moved whole.)
+        let mut srv_reply: Option<Box<Reply>> = None;
         // The answer was sent as it is (`return` with a text): `error_page` does not apply.
         let mut sent = false;
         // URI changes by rewrites and internal redirects share one budget, as in nginx.
@@ -189,7 +190,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 false,
             );
             if let Some((reply, as_is)) = flow_reply(flow, r, &srv.loc, &rw) {
-                srv_reply = Some(reply);
+                srv_reply = Some(Box::new(reply));
                 sent = as_is;
             }
             // The location is searched next anyway.
@@ -268,7 +269,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                     }
                     other => {
                         if let Some((reply, as_is)) = flow_reply(other, r, lc, &rw) {
-                            rewrite_reply = Some(reply);
+                            rewrite_reply = Some(Box::new(reply));
                             sent = as_is;
                         }
                     }
@@ -283,7 +284,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
 
         let mut from_try_files = false;
         let outcome = if let Some(reply) = rewrite_reply {
-            Outcome::Reply(Box::new(reply))
+            Outcome::Reply(reply)
         } else if refused {
             Outcome::Reply(Box::new(static_files::error_reply(404, lc)))
         } else if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
