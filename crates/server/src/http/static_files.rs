@@ -231,7 +231,7 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Var
     if uri.ends_with('/') {
         return index(r, lc, uri, vars);
     }
-    Outcome::Reply(Box::new(serve_file(r, lc, uri, vars, method == "POST")))
+    Outcome::Reply(serve_file(r, lc, uri, vars, method == "POST"))
 }
 
 /// `index`, as `ngx_http_index_handler`: the first index file that exists (a stat, so a file
@@ -378,7 +378,7 @@ fn find_symlink(path: &Path) -> Symlink {
     Symlink::None
 }
 
-fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: bool) -> Reply {
+fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: bool) -> Box<Reply> {
     let full = lc.doc_root().map(uri, Some(vars));
     if lc.disable_symlinks() {
         let (code, why) = match find_symlink(&full) {
@@ -397,7 +397,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
                     r.log_ctx()
                 );
             }
-            return error_reply(code, lc);
+            return Box::new(error_reply(code, lc));
         }
     }
     // `gzip_static`: a precompressed FILE.gz goes out as it is, with Content-Encoding: gzip
@@ -448,11 +448,11 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
                     r.log_ctx()
                 );
             }
-            return error_reply(code, lc);
+            return Box::new(error_reply(code, lc));
         }
     };
     let Some(file) = opened.file.clone().filter(|_| !opened.info.is_dir) else {
-        let mut reply = error_reply(301, lc);
+        let mut reply = Box::new(error_reply(301, lc));
         let mut target = format!("{uri}/");
         if let Some(q) = r.req.query() {
             target.push('?');
@@ -462,14 +462,15 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
         return reply;
     };
     if post {
-        return error_reply(405, lc);
+        return Box::new(error_reply(405, lc));
     }
     let mtime = opened.info.mtime;
     let size = opened.info.size;
     // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.
     let direct = lc.directio().is_some_and(|t| size >= t);
     let content_type = uri_content_type(lc, uri).to_string();
-    let mut reply = Reply::new(200);
+    // Made in its box (a `Reply` is a few hundred bytes to move).
+    let mut reply = Box::new(Reply::new(200));
     reply.last_modified = Some(shoal_http::date::format_unix_recent(mtime.max(0) as u64));
     reply.mtime = Some(mtime);
     if lc.etag() {
