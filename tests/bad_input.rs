@@ -290,6 +290,50 @@ fn a_half_head_after_keepalive_times_out_at_client_header_timeout() {
     );
 }
 
+/// `keepalive_timeout` counts from the last answer: a connection that was busy past the first
+/// wait's deadline still gets its whole timeout after its last request, and is then closed.
+#[test]
+fn keepalive_timeout_counts_from_the_last_answer() {
+    let port = free_port();
+    let _s = Shoal::start(
+        &conf(
+            port,
+            "",
+            "worker_connections 256;",
+            "",
+            "keepalive_timeout 2s;",
+        ),
+        port,
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let ask = |s: &mut TcpStream| {
+        s.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let (status, body) = read_small_answer(s).unwrap();
+        assert_eq!((status, body.as_slice()), (200, INDEX.as_bytes()));
+    };
+    // Requests every 0.6 s for 3 s: past the first wait's 2 s deadline.
+    ask(&mut s);
+    let first = Instant::now();
+    while first.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(600));
+        ask(&mut s);
+    }
+    let last = Instant::now();
+    let mut rest = Vec::new();
+    let end = s.read_to_end(&mut rest);
+    let after = last.elapsed();
+    assert!(
+        end.is_ok() && rest.is_empty(),
+        "closed quietly: {end:?}, {rest:?}"
+    );
+    assert!(
+        after >= Duration::from_millis(1800) && after < Duration::from_secs(20),
+        "closed {after:?} after the last answer (keepalive_timeout 2s)"
+    );
+}
+
 // ---- 2. ten thousand idle keep-alive connections -----------------------------------------
 
 const IDLE: usize = 10_000;

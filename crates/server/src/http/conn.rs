@@ -386,7 +386,8 @@ struct Conn {
     /// Requests answered since this task last yielded (to the scheduler, or by waiting for
     /// its socket).
     since_yield: u32,
-    /// The connection's one timer (header and keep-alive timeouts), reset for each wait.
+    /// The connection's one timer (header and keep-alive timeouts), moved to each wait's
+    /// deadline when that is earlier.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// Where a graceful stop or a reload wakes this connection while it waits for a request.
     idle_slot: crate::worker::IdleSlot,
@@ -608,6 +609,7 @@ impl Conn {
         let header_timeout = srv.srv.client_header_timeout();
         let (keepalive, _) = srv.loc.keepalive_timeout();
         let mut header_deadline: Option<Instant> = None;
+        let mut idle_deadline: Option<Instant> = None;
         loop {
             if !self.buf.is_empty() {
                 if self.state.get() != State::Reading {
@@ -637,7 +639,7 @@ impl Conn {
                 return Ok(Err(ReadEnd::Closed));
             }
             let deadline = if idle {
-                Instant::now() + keepalive
+                *idle_deadline.get_or_insert_with(|| Instant::now() + keepalive)
             } else {
                 *header_deadline.get_or_insert_with(|| Instant::now() + header_timeout)
             };
@@ -655,8 +657,13 @@ impl Conn {
                 });
             }
             let wake = self.idle_slot.wait(worker.wake_idle.epoch());
-            // One timer per connection, reset for each wait (not a new one per request).
-            self.timer.as_mut().reset(deadline.into());
+            // One timer per connection (not a new one per request), moved only to an earlier
+            // deadline: moving it later for each wait cost more than the early wake-up it
+            // saves (it fires, is found early, and is moved then).
+            let deadline_t = tokio::time::Instant::from_std(deadline);
+            if self.timer.deadline() > deadline_t || self.timer.is_elapsed() {
+                self.timer.as_mut().reset(deadline_t);
+            }
             let (stream, buf) = (&mut self.stream, &mut self.buf);
             let mut waited = false;
             let n = tokio::select! {
@@ -671,6 +678,11 @@ impl Conn {
                     return Ok(Err(if worker.stopping.get() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
                 }
                 _ = &mut self.timer => {
+                    if Instant::now() < deadline {
+                        // An earlier wait's deadline: this one's is later.
+                        self.timer.as_mut().reset(deadline_t);
+                        continue;
+                    }
                     return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
                 }
             };
