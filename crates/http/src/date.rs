@@ -266,6 +266,13 @@ impl DateCache {
         &self.value
     }
 
+    /// The Unix time in seconds at `at`, found as [`DateCache::at_instant`] finds the date
+    /// (no clock read while `at` is within the second last seen).
+    pub fn secs_at_instant(&mut self, at: std::time::Instant) -> u64 {
+        self.at_instant(at);
+        self.secs
+    }
+
     /// The date for now.
     pub fn now(&mut self) -> &[u8; DATE_LEN] {
         self.at(SystemTime::now())
@@ -318,6 +325,20 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn secs_at_instant_is_the_second_the_date_names() {
+        let mut c = DateCache::new();
+        let now = std::time::Instant::now();
+        let before = unix_secs(SystemTime::now());
+        let secs = c.secs_at_instant(now);
+        let after = unix_secs(SystemTime::now());
+        assert!(
+            secs == before || secs == after,
+            "{secs} not in {before}..={after}"
+        );
+        assert_eq!(*c.at_instant(now), format_unix(secs));
+    }
 
     #[test]
     fn known_dates() {

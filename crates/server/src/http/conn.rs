@@ -69,6 +69,13 @@ pub fn request_now() -> Instant {
     REQUEST_NOW.with(|n| n.get()).unwrap_or_else(Instant::now)
 }
 
+/// The wall clock's second at the current request's start (see [`request_now`]), read from
+/// the worker's date cache: a clock read at most once a second.
+pub fn request_unix_secs() -> i64 {
+    let at = request_now();
+    DATE.with(|d| d.borrow_mut().secs_at_instant(at) as i64)
+}
+
 /// A client socket: TCP or unix.
 pub enum Stream {
     Tcp(TcpStream),

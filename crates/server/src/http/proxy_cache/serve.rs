@@ -277,8 +277,9 @@ pub async fn begin(
             return Begin::Miss(Box::new(plan));
         }
     }
-    // The clock is read once for the index's use and the copy's freshness.
-    let now = zone::now();
+    // One time for the index's use and the copy's freshness: the request's start, in
+    // seconds (as nginx's cached time).
+    let now = crate::http::conn::request_unix_secs();
     let node = zone.touch_at(&md5, now);
     // nginx's "scarce" object: asked for fewer than `proxy_cache_min_uses` times; not
     // stored, and no lock is taken for it.
