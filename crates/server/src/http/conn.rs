@@ -1079,7 +1079,8 @@ impl Conn {
                 client: None,
                 cache_zones,
             };
-            super::proxy_cache::serve::update_in_background(&r, lc, bg).await;
+            // (Boxed: rare, and kilobytes; see `write_reply_head_and_body`.)
+            Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
         }
         Ok(keep)
     }
@@ -1918,14 +1919,16 @@ impl Conn {
             self.maybe_flush().await?;
             return Ok((head_len, 0));
         }
+        // A tunnel and a compressed body run in futures of their own, made for the answer:
+        // each is kilobytes, and inline they would size every connection's task, an idle
+        // one's too. (The proxy's relay is not boxed: moving its future into a box cost the
+        // proxied answer more than the memory it saves.)
         if let Body::Tunnel(u) = reply.body {
-            let body_len = self.tunnel(*u, lc).await?;
+            let body_len = Box::pin(self.tunnel(*u, lc)).await?;
             return Ok((head_len, body_len));
         }
         if let Some(level) = self.gzip {
-            let body_len = self
-                .send_gzipped(reply.body, level, !http10, lc, who)
-                .await?;
+            let body_len = Box::pin(self.send_gzipped(reply.body, level, !http10, lc, who)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }

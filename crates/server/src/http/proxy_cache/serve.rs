@@ -299,7 +299,17 @@ pub async fn begin(
         } else if known_absent {
             Opened::None
         } else {
-            let opened = open_object(&zone, &plan, pool.as_deref(), lc, r.info.number, &node).await;
+            // (Boxed: a read from disk, and its future would otherwise size every
+            // connection's task; the worker's own copies answer without it.)
+            let opened = Box::pin(open_object(
+                &zone,
+                &plan,
+                pool.as_deref(),
+                lc,
+                r.info.number,
+                &node,
+            ))
+            .await;
             if let Opened::Fresh(obj) | Opened::Stale(obj) = &opened {
                 super::hot::put(&zone, &md5, plan.key.as_bytes(), &node, obj);
             }
