@@ -2310,8 +2310,13 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
                     .map(|(_, v)| v.clone())
             })
     };
-    let cache_control = find("cache-control");
-    let expires = find("expires");
+    // Only `gzip_proxied` reads these, for a request that came through a proxy (`Via`).
+    let via = req.header("via").is_some();
+    let (cache_control, expires) = if via {
+        (find("cache-control"), find("expires"))
+    } else {
+        (None, None)
+    };
     let facts = super::gzip::ResponseFacts {
         status: reply.status,
         content_type: reply.content_type.as_deref(),
@@ -2320,8 +2325,8 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
         head_only: req.method() == "HEAD",
         // A static file's time is not a Last-Modified header yet when nginx's gzip filter
         // looks (it is written by the header filter, later); only a proxied one would be.
-        has_last_modified: reply.proxied && find("last-modified").is_some(),
-        has_etag: find("etag").is_some(),
+        has_last_modified: via && reply.proxied && find("last-modified").is_some(),
+        has_etag: via && find("etag").is_some(),
         cache_control: cache_control.as_deref(),
         expires: expires.as_deref(),
     };

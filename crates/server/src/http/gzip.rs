@@ -117,18 +117,14 @@ impl GzipLoc {
     }
 
     fn type_ok(&self, content_type: &str) -> bool {
-        let base = content_type
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        if base == "text/html" {
+        // Compared without case (the list was lowered when read), nothing copied.
+        let base = content_type.split(';').next().unwrap_or("").trim();
+        if base.eq_ignore_ascii_case("text/html") {
             return true;
         }
         match &self.types {
             Some(None) => true,
-            Some(Some(list)) => list.contains(&base),
+            Some(Some(list)) => list.iter().any(|t| t.eq_ignore_ascii_case(base)),
             None => false,
         }
     }
@@ -832,6 +828,9 @@ mod tests {
         assert!(!g.type_ok("application/json"));
         g.types = Some(Some(Arc::new(vec!["application/json".into()])));
         assert!(g.type_ok("application/json"));
+        assert!(g.type_ok("Application/JSON; charset=utf-8"));
+        assert!(g.type_ok("TEXT/HTML"));
+        assert!(!g.type_ok("application/jsonx"));
         g.types = Some(None);
         assert!(g.type_ok("image/png"));
     }
