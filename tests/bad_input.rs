@@ -245,27 +245,30 @@ fn a_dribbling_client_times_out_while_others_are_answered() {
     }
 }
 
+/// Shoal with `server` lines in its server, and one connection to it (reads give up after
+/// 60 s).
+fn start_and_connect(server: &str) -> (Shoal, TcpStream) {
+    let port = free_port();
+    let shoal = Shoal::start(&conf(port, "", "worker_connections 256;", "", server), port);
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    (shoal, s)
+}
+
+/// Asks for `/index.html` on `s`, kept alive, and checks the answer.
+fn ask_index(s: &mut TcpStream) {
+    s.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let (status, body) = read_small_answer(s).unwrap();
+    assert_eq!((status, body.as_slice()), (200, INDEX.as_bytes()));
+}
+
 /// After a keep-alive answer, the next head's `client_header_timeout` starts with its first
 /// bytes: a head left half-sent is cut off at that timeout, not at `keepalive_timeout`.
 #[test]
 fn a_half_head_after_keepalive_times_out_at_client_header_timeout() {
-    let port = free_port();
-    let _s = Shoal::start(
-        &conf(
-            port,
-            "",
-            "worker_connections 256;",
-            "",
-            "client_header_timeout 1s; keepalive_timeout 300s;",
-        ),
-        port,
-    );
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    s.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let (status, body) = read_small_answer(&mut s).unwrap();
-    assert_eq!((status, body.as_slice()), (200, INDEX.as_bytes()));
+    let (_s, mut s) = start_and_connect("client_header_timeout 1s; keepalive_timeout 300s;");
+    ask_index(&mut s);
     // Idle for a while (under keepalive_timeout, past client_header_timeout), then half a head.
     std::thread::sleep(Duration::from_millis(1500));
     s.write_all(b"GET /index.html HTTP/1.1\r\nHost: loc")
@@ -294,31 +297,13 @@ fn a_half_head_after_keepalive_times_out_at_client_header_timeout() {
 /// wait's deadline still gets its whole timeout after its last request, and is then closed.
 #[test]
 fn keepalive_timeout_counts_from_the_last_answer() {
-    let port = free_port();
-    let _s = Shoal::start(
-        &conf(
-            port,
-            "",
-            "worker_connections 256;",
-            "",
-            "keepalive_timeout 2s;",
-        ),
-        port,
-    );
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let ask = |s: &mut TcpStream| {
-        s.write_all(b"GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            .unwrap();
-        let (status, body) = read_small_answer(s).unwrap();
-        assert_eq!((status, body.as_slice()), (200, INDEX.as_bytes()));
-    };
+    let (_s, mut s) = start_and_connect("keepalive_timeout 2s;");
     // Requests every 0.6 s for 3 s: past the first wait's 2 s deadline.
-    ask(&mut s);
+    ask_index(&mut s);
     let first = Instant::now();
     while first.elapsed() < Duration::from_secs(3) {
         std::thread::sleep(Duration::from_millis(600));
-        ask(&mut s);
+        ask_index(&mut s);
     }
     let last = Instant::now();
     let mut rest = Vec::new();
