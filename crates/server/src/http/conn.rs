@@ -2307,7 +2307,7 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
                     .extra
                     .iter()
                     .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                    .map(|(_, v)| v.clone())
+                    .map(|(_, v)| v.to_string())
             })
     };
     // Only `gzip_proxied` reads these, for a request that came through a proxy (`Via`).
@@ -2351,7 +2351,7 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
     if reply.proxied {
         for (n, v) in reply.extra.iter_mut() {
             if n.eq_ignore_ascii_case("etag") && v.starts_with('"') {
-                *v = format!("W/{v}");
+                *v = format!("W/{v}").into();
             }
         }
     }

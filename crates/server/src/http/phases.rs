@@ -411,7 +411,10 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 }
                 reply.close_after |= close_after;
                 if let Some(rec) = &upstream {
-                    reply.extra.append(&mut rec.borrow_mut().carry);
+                    let carried = std::mem::take(&mut rec.borrow_mut().carry);
+                    reply
+                        .extra
+                        .extend(carried.into_iter().map(|(n, v)| (n.into(), v.into())));
                 }
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
@@ -763,7 +766,7 @@ pub fn add_headers(
             if let Some(s) = &mut sent {
                 s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
             }
-            reply.extra.push((h.name.clone(), v));
+            reply.extra.push((h.name.clone().into(), v.into()));
         }
     }
 }

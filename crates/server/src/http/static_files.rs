@@ -92,7 +92,7 @@ pub struct Reply {
     /// Headers the handler sets, in nginx's order (ETag, Accept-Ranges, Content-Range, ...).
     pub headers: Vec<(&'static str, Cow<'static, str>)>,
     /// Headers from `add_header`.
-    pub extra: Vec<(String, String)>,
+    pub extra: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
     /// `Content-Disposition`): sent byte for byte, as nginx does.
     pub raw_extra: Vec<(String, Vec<u8>)>,
@@ -166,7 +166,7 @@ impl Reply {
             out.push((n.to_ascii_lowercase(), v.to_string()));
         }
         for (n, v) in &self.extra {
-            out.push((n.to_ascii_lowercase(), v.clone()));
+            out.push((n.to_ascii_lowercase(), v.to_string()));
         }
         for (n, v) in &self.raw_extra {
             out.push((n.to_ascii_lowercase(), shoal_http::lossy(v).into_owned()));

@@ -880,9 +880,9 @@ impl Answer {
                         }
                         None => value,
                     };
-                    reply.extra.push((text(name), v));
+                    reply.extra.push((text(name).into(), v.into()));
                 }
-                _ => reply.extra.push((text(name), value)),
+                _ => reply.extra.push((text(name).into(), value.into())),
             }
         }
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets

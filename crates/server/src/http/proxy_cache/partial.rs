@@ -69,7 +69,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
 /// A header of the reply: one the filters set (`expires`), else one the upstream sent.
 fn header<'a>(reply: &'a Reply, name: &str) -> Option<&'a str> {
     let set = reply.headers.iter().map(|(n, v)| (*n, &**v));
-    let passed = reply.extra.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    let passed = reply.extra.iter().map(|(n, v)| (&**n, &**v));
     set.chain(passed)
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, v)| v)

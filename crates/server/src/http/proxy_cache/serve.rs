@@ -1052,9 +1052,9 @@ impl Object {
                     reply.mtime = Some(secs);
                     reply.last_modified = Some(text);
                 }
-                Kind::LastModified(None) | Kind::Other => {
-                    reply.extra.push((name.clone(), value.clone()))
-                }
+                Kind::LastModified(None) | Kind::Other => reply
+                    .extra
+                    .push((name.clone().into(), value.clone().into())),
             }
         }
         let len = self.len.saturating_sub(body_start);
@@ -1310,7 +1310,7 @@ pub fn precondition_of_upstream(
     let mut probe = Reply::new(200);
     for (n, v) in &reply.extra {
         if n.eq_ignore_ascii_case("etag") {
-            probe.headers.push(("ETag", v.clone().into()));
+            probe.headers.push(("ETag", v.clone()));
         } else if n.eq_ignore_ascii_case("last-modified") {
             if let Some(t) = shoal_http::date::parse(v.as_bytes()) {
                 probe.mtime = t
