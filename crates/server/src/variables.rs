@@ -498,9 +498,7 @@ impl Vars<'_> {
             },
             Var::Hostname => out.push_str(&hostname()),
             Var::RemoteAddr => match self.peer {
-                Some(p) => {
-                    let _ = write!(out, "{}", p.ip());
-                }
+                Some(p) => push_peer_ip(out, p.ip()),
                 None => out.push_str("unix:"),
             },
             Var::RemotePort => {
@@ -531,13 +529,11 @@ impl Vars<'_> {
                     out.push_str(self.request_line.unwrap_or_default());
                 }
                 Some(r) => {
-                    let _ = write!(
-                        out,
-                        "{} {} {}",
-                        r.method(),
-                        shoal_http::lossy(r.uri()),
-                        r.version().as_str()
-                    );
+                    out.push_str(r.method());
+                    out.push(' ');
+                    out.push_str(&shoal_http::lossy(r.uri()));
+                    out.push(' ');
+                    out.push_str(r.version().as_str());
                 }
                 None => return false,
             },
@@ -585,16 +581,15 @@ impl Vars<'_> {
             },
             Var::Status => match self.sent {
                 Some(s) => {
-                    let _ = write!(out, "{:03}", s.status);
+                    let code = s.status.min(999);
+                    out.push(char::from(b'0' + (code / 100) as u8));
+                    out.push(char::from(b'0' + (code / 10 % 10) as u8));
+                    out.push(char::from(b'0' + (code % 10) as u8));
                 }
                 None => out.push_str("000"),
             },
-            Var::BodyBytesSent => {
-                let _ = write!(out, "{}", self.sent.map_or(0, |s| s.body_bytes));
-            }
-            Var::BytesSent => {
-                let _ = write!(out, "{}", self.sent.map_or(0, |s| s.bytes));
-            }
+            Var::BodyBytesSent => push_decimal(out, self.sent.map_or(0, |s| s.body_bytes)),
+            Var::BytesSent => push_decimal(out, self.sent.map_or(0, |s| s.bytes)),
             Var::Connection => {
                 let _ = write!(out, "{}", self.connection);
             }
@@ -610,8 +605,8 @@ impl Vars<'_> {
             Var::Pid => {
                 let _ = write!(out, "{}", std::process::id());
             }
-            Var::TimeLocal => out.push_str(&time_local()),
-            Var::TimeIso8601 => out.push_str(&time_iso8601()),
+            Var::TimeLocal => with_local_time(|t| out.push_str(&t.local)),
+            Var::TimeIso8601 => with_local_time(|t| out.push_str(&t.iso8601)),
             Var::ConnectionsActive => {
                 let _ = write!(out, "{}", crate::status::snapshot().active());
             }
@@ -638,7 +633,7 @@ impl Vars<'_> {
                 let mut found = false;
                 // nginx joins repeated headers with ", " (with "; " for Cookie).
                 let sep = if name == "cookie" { "; " } else { ", " };
-                for (n, v) in r.headers() {
+                for (n, v) in r.header_fields() {
                     if header_matches(n, name) {
                         if found {
                             out.push_str(sep);
@@ -651,7 +646,11 @@ impl Vars<'_> {
             }
             Var::SentHttp(name) => {
                 let Some(s) = self.sent else { return false };
-                match s.headers.iter().find(|(n, _)| header_matches(n, name)) {
+                match s
+                    .headers
+                    .iter()
+                    .find(|(n, _)| header_matches(n.as_bytes(), name))
+                {
                     Some((_, v)) => out.push_str(v),
                     None => return false,
                 }
@@ -826,12 +825,12 @@ thread_local! {
     static MEMO: RefCell<Vec<(usize, Option<String>)>> = const { RefCell::new(Vec::new()) };
 }
 
-fn header_matches(header: &str, var_name: &str) -> bool {
+fn header_matches(header: &[u8], var_name: &str) -> bool {
     header.len() == var_name.len()
         && header
-            .bytes()
+            .iter()
             .zip(var_name.bytes())
-            .all(|(h, v)| h.to_ascii_lowercase() == v || (h == b'-' && v == b'_'))
+            .all(|(&h, v)| h.to_ascii_lowercase() == v || (h == b'-' && v == b'_'))
 }
 
 /// `$arg_NAME`: the first `NAME=value` of the query string (names compared case-insensitively,
@@ -863,24 +862,39 @@ fn cookie(r: &Request, name: &str) -> Option<String> {
     None
 }
 
+/// The bytes the default log escaping writes as `\xHH`: `"`, the backslash, and all but
+/// printable ASCII.
+static ESCAPED: [bool; 256] = {
+    let mut t = [true; 256];
+    let mut c = 0x20;
+    while c < 0x7f {
+        t[c] = c == b'"' as usize || c == b'\\' as usize;
+        c += 1;
+    }
+    t
+};
+
 /// Escapes `v` into `out` as `log_format ... escape=` says.
 pub fn escape_into(v: &[u8], escape: Escape, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     match escape {
         Escape::None => out.extend_from_slice(v),
         Escape::Default => {
-            for &c in v {
-                if c == b'"' || c == b'\\' || !(0x20..0x7f).contains(&c) {
-                    out.extend_from_slice(&[
-                        b'\\',
-                        b'x',
-                        HEX[(c >> 4) as usize],
-                        HEX[(c & 15) as usize],
-                    ]);
-                } else {
-                    out.push(c);
-                }
+            let needs = |c: u8| ESCAPED[usize::from(c)];
+            let mut rest = v;
+            // The usual value has nothing to escape: its clean runs are copied whole.
+            while let Some(i) = rest.iter().position(|&c| needs(c)) {
+                let c = rest[i];
+                out.extend_from_slice(&rest[..i]);
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'x',
+                    HEX[(c >> 4) as usize],
+                    HEX[(c & 15) as usize],
+                ]);
+                rest = &rest[i + 1..];
             }
+            out.extend_from_slice(rest);
         }
         Escape::Json => {
             for &c in v {
@@ -913,11 +927,9 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-fn local_tm() -> (libc::tm, i64) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as libc::time_t)
-        .unwrap_or(0);
+/// The local time at `secs` after the epoch, and its offset from UTC in seconds.
+fn local_tm(secs: u64) -> (libc::tm, i64) {
+    let now = secs as libc::time_t;
     // SAFETY: an all-zero tm is valid for localtime_r to overwrite.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers for the call's duration.
@@ -936,12 +948,79 @@ fn tz(off: i64, colon: bool) -> String {
     }
 }
 
+/// `$time_local` and `$time_iso8601` of one second, formatted once for it.
+struct LocalTime {
+    secs: u64,
+    local: String,
+    iso8601: String,
+}
+
+thread_local! {
+    static LOCAL_TIME: RefCell<Option<LocalTime>> = const { RefCell::new(None) };
+    /// The text of the last client address written (`$remote_addr`), kept: the same few
+    /// clients make most requests.
+    static PEER_IP: RefCell<Option<(std::net::IpAddr, String)>> = const { RefCell::new(None) };
+}
+
+/// Calls `f` with this second's local times, formatting them when the second changed (nginx
+/// too formats its cached times once per second).
+fn with_local_time<R>(f: impl FnOnce(&LocalTime) -> R) -> R {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    LOCAL_TIME.with(|c| {
+        let mut c = c.borrow_mut();
+        if !matches!(&*c, Some(t) if t.secs == secs) {
+            *c = None;
+        }
+        f(c.get_or_insert_with(|| {
+            let (tm, off) = local_tm(secs);
+            LocalTime {
+                secs,
+                local: time_local(&tm, off),
+                iso8601: time_iso8601(&tm, off),
+            }
+        }))
+    })
+}
+
+/// Appends `ip` as `$remote_addr` writes it.
+fn push_peer_ip(out: &mut String, ip: std::net::IpAddr) {
+    PEER_IP.with(|c| {
+        let mut c = c.borrow_mut();
+        match &*c {
+            Some((last, text)) if *last == ip => out.push_str(text),
+            _ => {
+                let text = ip.to_string();
+                out.push_str(&text);
+                *c = Some((ip, text));
+            }
+        }
+    })
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
+}
+
 /// `$time_local`: `21/Nov/2026:10:00:00 +0000`.
-pub fn time_local() -> String {
+fn time_local(tm: &libc::tm, off: i64) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let (tm, off) = local_tm();
     format!(
         "{:02}/{}/{}:{:02}:{:02}:{:02} {}",
         tm.tm_mday,
@@ -955,8 +1034,7 @@ pub fn time_local() -> String {
 }
 
 /// `$time_iso8601`: `2026-11-21T10:00:00+00:00`.
-pub fn time_iso8601() -> String {
-    let (tm, off) = local_tm();
+fn time_iso8601(tm: &libc::tm, off: i64) -> String {
     format!(
         "{}-{:02}-{:02}T{:02}:{:02}:{:02}{}",
         tm.tm_year + 1900,
@@ -1025,8 +1103,34 @@ mod tests {
         escape_into(b"a\"b\\c\x01\xff", Escape::Default, &mut out);
         assert_eq!(out, b"a\\x22b\\x5Cc\\x01\\xFF");
         out.clear();
+        escape_into(b"\"clean run\" ends", Escape::Default, &mut out);
+        assert_eq!(out, b"\\x22clean run\\x22 ends");
+        out.clear();
         escape_into(b"a\"\n\x01", Escape::Json, &mut out);
         assert_eq!(out, b"a\\\"\\n\\u0001");
+    }
+
+    #[test]
+    fn numbers_and_times_as_nginx_writes_them() {
+        let mut out = String::new();
+        for n in [0, 7, 10, 612, u64::MAX] {
+            out.clear();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+        // The same second's text, again from the cache; its shape is nginx's.
+        let a = with_local_time(|t| (t.secs, t.local.clone(), t.iso8601.clone()));
+        let b = with_local_time(|t| (t.secs, t.local.clone(), t.iso8601.clone()));
+        assert!(a == b || b.0 == a.0 + 1, "{a:?} {b:?}");
+        let (local, iso) = (a.1.as_bytes(), a.2.as_bytes());
+        assert_eq!(
+            (local.len(), local[2], local[6], local[11], local[20]),
+            (26, b'/', b'/', b':', b' ')
+        );
+        assert_eq!(
+            (iso.len(), iso[4], iso[10], iso[22]),
+            (25, b'-', b'T', b':')
+        );
     }
 
     #[test]
@@ -1034,7 +1138,7 @@ mod tests {
         assert_eq!(arg(b"a=1&B=2&c", "b"), Some(&b"2"[..]));
         assert_eq!(arg(b"a=1&c", "c"), Some(&b""[..]));
         assert_eq!(arg(b"a=1", "z"), None);
-        assert!(header_matches("User-Agent", "user_agent"));
-        assert!(!header_matches("User-Agent", "user_agen"));
+        assert!(header_matches(b"User-Agent", "user_agent"));
+        assert!(!header_matches(b"User-Agent", "user_agen"));
     }
 }
