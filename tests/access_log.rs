@@ -669,3 +669,23 @@ fn log_path_with_variables() {
     assert_eq!(b, ["beta.test /index.html"]);
     assert!(!s.prefix.join("logs/access.log").exists());
 }
+
+/// A `map` on `$sent_http_*` logged through its variable sees the answer's headers (the line's
+/// headers are listed for any format that may read them, through a variable of the
+/// configuration too); `combined`, which cannot, is written alongside.
+#[test]
+fn a_map_of_sent_headers_in_a_log_format_sees_the_answer() {
+    let s = start(
+        "map $sent_http_content_type $kind { default other; ~^text/html page; }\n\
+         log_format k '$kind $status';\n\
+         access_log logs/k.log k;\n\
+         access_log logs/c.log combined;",
+        "",
+    );
+    let mut c = Client::connect(s.port);
+    assert_eq!(c.get("/index.html").unwrap().status, 200);
+    assert_eq!(c.get("/nope.html").unwrap().status, 404);
+    let k = wait_lines(&s, "logs/k.log", 2);
+    assert_eq!(k, ["page 200", "page 404"]);
+    assert_eq!(wait_lines(&s, "logs/c.log", 2).len(), 2);
+}

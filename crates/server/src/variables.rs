@@ -256,6 +256,14 @@ impl Template {
             .any(|p| matches!(p, Piece::Var(Var::SentHttp(_))))
     }
 
+    /// Whether evaluating it may read the answer's headers: `$sent_http_*`, or a variable of
+    /// the configuration's (a `map` may take its value from one).
+    pub fn may_read_sent_headers(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(Var::SentHttp(_) | Var::User(_))))
+    }
+
     /// Compiles `s`. Errors are nginx's: `invalid variable name in "..."`,
     /// `unknown "name" variable`.
     pub fn compile(s: &str) -> Result<Template, String> {

@@ -98,6 +98,19 @@ pub struct AccessLog {
     pub condition: Option<Template>,
 }
 
+impl AccessLog {
+    /// Whether writing a line may read the answer's headers (see
+    /// [`Template::may_read_sent_headers`]): only then are they listed for it.
+    pub fn reads_sent_headers(&self) -> bool {
+        self.format.template.may_read_sent_headers()
+            || self
+                .condition
+                .as_ref()
+                .is_some_and(Template::may_read_sent_headers)
+            || matches!(&self.target, LogTarget::Dynamic { path, .. } if path.may_read_sent_headers())
+    }
+}
+
 /// State of `log_format`s while the configuration is read (they must precede their use).
 #[derive(Default)]
 pub struct Formats {

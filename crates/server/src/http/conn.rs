@@ -1002,7 +1002,8 @@ impl Conn {
             }
         }
         let gzip = gzip_filter(&mut reply, req, lc);
-        let sent_headers = if logs {
+        // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
+        let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers()) {
             let mut h = reply.header_list();
             if gzip.is_some() {
                 h.retain(|(n, _)| n != "content-length");
