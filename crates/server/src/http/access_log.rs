@@ -321,6 +321,10 @@ pub fn log_request(logs: &[Arc<AccessLog>], vars: &Vars<'_>) {
                 continue;
             }
         }
+        if let (LogTarget::File(file), Some(size)) = (&log.target, log.buffer) {
+            buffered(log, file, vars, size);
+            continue;
+        }
         let mut line = Vec::with_capacity(256);
         vars.eval_log(&log.format.template, log.format.escape, &mut line);
         line.push(b'\n');
@@ -344,35 +348,41 @@ pub fn log_request(logs: &[Arc<AccessLog>], vars: &Vars<'_>) {
                     ),
                 }
             }
-            LogTarget::File(file) => match log.buffer {
-                None => file.write(&line),
-                Some(size) => buffered(log, file, line, size),
-            },
+            LogTarget::File(file) => file.write(&line),
         }
     }
 }
 
-fn buffered(log: &Arc<AccessLog>, file: &Arc<LogFile>, line: Vec<u8>, size: usize) {
+/// `buffer=`: the line is written into the worker's buffer for `log`; what was there goes to
+/// the file first when the line does not fit after it, and a line larger than the buffer goes
+/// straight out.
+fn buffered(log: &Arc<AccessLog>, file: &Arc<LogFile>, vars: &Vars<'_>, size: usize) {
     let key = Arc::as_ptr(log) as usize;
     BUFFERS.with(|b| {
         let mut b = b.borrow_mut();
         let p = b.entry(key).or_insert_with(|| Pending {
             log: log.clone(),
-            data: Vec::with_capacity(size),
+            // Room for a usual line past the buffer's size: the line is written in before it
+            // is known not to fit.
+            data: Vec::with_capacity(size.saturating_add(4096)),
             since: Instant::now(),
         });
-        if !p.data.is_empty() && p.data.len() + line.len() > size {
+        let start = p.data.len();
+        vars.eval_log(&log.format.template, log.format.escape, &mut p.data);
+        p.data.push(b'\n');
+        // Whether the line is the first in the buffer (its age starts with it).
+        let mut first = start == 0;
+        if start > 0 && p.data.len() > size {
+            write_out(&p.log, file, &p.data[..start]);
+            p.data.drain(..start);
+            first = true;
+        }
+        if p.data.len() > size {
             write_out(&p.log, file, &p.data);
             p.data.clear();
-        }
-        if line.len() > size {
-            write_out(&p.log, file, &line);
-            return;
-        }
-        if p.data.is_empty() {
+        } else if first {
             p.since = Instant::now();
         }
-        p.data.extend_from_slice(&line);
     });
 }
 
