@@ -84,6 +84,28 @@ pub enum Var {
 }
 
 impl Var {
+    /// Whether the variable's value is made of characters no log escaping changes (numbers,
+    /// times, addresses): written into a log line without the escaping scan.
+    fn log_clean(&self) -> bool {
+        matches!(
+            self,
+            Var::Status
+                | Var::BodyBytesSent
+                | Var::BytesSent
+                | Var::Connection
+                | Var::ConnectionRequests
+                | Var::Msec
+                | Var::Pid
+                | Var::TimeLocal
+                | Var::TimeIso8601
+                | Var::RemoteAddr
+                | Var::RemotePort
+                | Var::ServerPort
+                | Var::RequestLength
+                | Var::RequestTime
+        )
+    }
+
     /// The variable for `name`, or `None` if shoal has no such variable.
     pub fn lookup(name: &str) -> Option<Var> {
         Some(match name {
@@ -816,7 +838,11 @@ impl Vars<'_> {
                         }
                         continue;
                     }
-                    escape_into(val.as_bytes(), escape, out);
+                    if v.log_clean() {
+                        out.extend_from_slice(val.as_bytes());
+                    } else {
+                        escape_into(val.as_bytes(), escape, out);
+                    }
                 }
             }
         }
@@ -1019,9 +1045,7 @@ fn push_decimal(out: &mut String, mut n: u64) {
             break;
         }
     }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
 }
 
 /// `$time_local`: `21/Nov/2026:10:00:00 +0000`.
