@@ -208,18 +208,23 @@ fn put_status_code(out: &mut impl BufMut, code: u16) {
 }
 
 /// Appends `n` in decimal.
-fn put_decimal(out: &mut impl BufMut, mut n: u64) {
+fn put_decimal(out: &mut impl BufMut, n: u64) {
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
+    out.put_slice(decimal(n, &mut digits));
+}
+
+/// `n` in decimal ASCII digits, written at the end of `buf` (without `fmt`'s machinery).
+pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
     loop {
         i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
+        buf[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    out.put_slice(&digits[i..]);
+    &buf[i..]
 }
 
 /// Appends the framing that starts a chunk of `len` bytes (`len` in hex, CRLF). A zero `len`

@@ -1034,18 +1034,10 @@ fn push_peer_ip(out: &mut String, ip: std::net::IpAddr) {
 }
 
 /// Appends `n` in decimal.
-fn push_decimal(out: &mut String, mut n: u64) {
+fn push_decimal(out: &mut String, n: u64) {
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
+    let text = shoal_http::response::decimal(n, &mut digits);
+    out.push_str(std::str::from_utf8(text).unwrap_or_default());
 }
 
 /// `$time_local`: `21/Nov/2026:10:00:00 +0000`.
