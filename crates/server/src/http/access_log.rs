@@ -96,19 +96,10 @@ pub struct AccessLog {
     pub flush: Option<Duration>,
     pub gzip: Option<u32>,
     pub condition: Option<Template>,
-}
-
-impl AccessLog {
-    /// Whether writing a line may read the answer's headers (see
-    /// [`Template::may_read_sent_headers`]): only then are they listed for it.
-    pub fn reads_sent_headers(&self) -> bool {
-        self.format.template.may_read_sent_headers()
-            || self
-                .condition
-                .as_ref()
-                .is_some_and(Template::may_read_sent_headers)
-            || matches!(&self.target, LogTarget::Dynamic { path, .. } if path.may_read_sent_headers())
-    }
+    /// Whether writing a line may read the answer's headers (its format, condition or path:
+    /// see [`Template::may_read_sent_headers`]): only then are they listed for it. Found when
+    /// the configuration is read.
+    pub reads_sent_headers: bool,
 }
 
 /// State of `log_format`s while the configuration is read (they must precede their use).
@@ -274,6 +265,11 @@ pub(super) fn set_access_log(
             prefix: b.prefix.clone(),
         }
     };
+    let reads_sent_headers = format.template.may_read_sent_headers()
+        || condition
+            .as_ref()
+            .is_some_and(Template::may_read_sent_headers)
+        || matches!(&target, LogTarget::Dynamic { path, .. } if path.may_read_sent_headers());
     let log = AccessLog {
         target,
         format,
@@ -281,6 +277,7 @@ pub(super) fn set_access_log(
         flush,
         gzip,
         condition,
+        reads_sent_headers,
     };
     let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(Arc::new(log));
@@ -298,6 +295,7 @@ pub(super) fn default_logs(b: &mut Builder) -> Result<Arc<Vec<Arc<AccessLog>>>, 
         flush: None,
         gzip: None,
         condition: None,
+        reads_sent_headers: false,
     })]))
 }
 

@@ -1003,7 +1003,7 @@ impl Conn {
         }
         let gzip = gzip_filter(&mut reply, req, lc);
         // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
-        let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers()) {
+        let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers) {
             let mut h = reply.header_list();
             if gzip.is_some() {
                 h.retain(|(n, _)| n != "content-length");
@@ -2297,39 +2297,22 @@ fn gzip_filter(reply: &mut Reply, req: &Request, lc: &LocConf) -> Option<u32> {
     if !lc.gzip.enabled() {
         return None;
     }
-    let find = |name: &str| -> Option<String> {
-        reply
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.to_string())
-            .or_else(|| {
-                reply
-                    .extra
-                    .iter()
-                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                    .map(|(_, v)| v.to_string())
-            })
-    };
-    // Only `gzip_proxied` reads these, for a request that came through a proxy (`Via`).
-    let via = req.header("via").is_some();
-    let (cache_control, expires) = if via {
-        (find("cache-control"), find("expires"))
-    } else {
-        (None, None)
+    let seen: &Reply = reply;
+    // A static file's time is not a Last-Modified header yet when nginx's gzip filter looks
+    // (it is written by the header filter, later); only a proxied one would be.
+    let header = |name: &str| match name {
+        "last-modified" if !seen.proxied => None,
+        _ => seen.header(name),
     };
     let facts = super::gzip::ResponseFacts {
-        status: reply.status,
-        content_type: reply.content_type.as_deref(),
-        content_length: reply.body.length(),
-        already_encoded: find("content-encoding").is_some_and(|v| !v.is_empty()),
+        status: seen.status,
+        content_type: seen.content_type.as_deref(),
+        content_length: seen.body.length(),
+        already_encoded: seen
+            .header("content-encoding")
+            .is_some_and(|v| !v.is_empty()),
         head_only: req.method() == "HEAD",
-        // A static file's time is not a Last-Modified header yet when nginx's gzip filter
-        // looks (it is written by the header filter, later); only a proxied one would be.
-        has_last_modified: via && reply.proxied && find("last-modified").is_some(),
-        has_etag: via && find("etag").is_some(),
-        cache_control: cache_control.as_deref(),
-        expires: expires.as_deref(),
+        header: &header,
     };
     let (compress, vary) = super::gzip::decide(&lc.gzip, req, &facts);
     if vary {

@@ -91,7 +91,7 @@ pub struct Reply {
     pub mtime: Option<i64>,
     /// Headers the handler sets, in nginx's order (ETag, Accept-Ranges, Content-Range, ...).
     pub headers: Vec<(&'static str, Cow<'static, str>)>,
-    /// Headers from `add_header`.
+    /// Headers from `add_header`, an upstream's passed on, and nginx's own (`Vary`).
     pub extra: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
     /// `Content-Disposition`): sent byte for byte, as nginx does.
@@ -147,6 +147,16 @@ impl Reply {
     }
 
     /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
+    /// The value of header `name` (any case) among those the handler and the filters set,
+    /// then the others (`add_header`'s, an upstream's).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let set = self.headers.iter().map(|(n, v)| (*n, &**v));
+        let passed = self.extra.iter().map(|(n, v)| (&**n, &**v));
+        set.chain(passed)
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
     pub fn header_list(&self) -> Vec<(String, String)> {
         let mut out = Vec::with_capacity(self.headers.len() + self.extra.len() + 3);
         // An empty type is no header (nginx writes Content-Type only with a value).

@@ -33,9 +33,10 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
     if lc.max_ranges() == Some(0) || compressed(req, lc, reply, size) {
         return None;
     }
-    let etag = header(reply, "etag").unwrap_or("");
+    let etag = reply.header("etag").unwrap_or("");
     // nginx's `last_modified_time`, -1 when the answer has none.
-    let mtime = header(reply, "last-modified")
+    let mtime = reply
+        .header("last-modified")
         .and_then(|v| shoal_http::date::parse(v.as_bytes()))
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(-1, |d| d.as_secs() as i64);
@@ -66,15 +67,6 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
     None
 }
 
-/// A header of the reply: one the filters set (`expires`), else one the upstream sent.
-fn header<'a>(reply: &'a Reply, name: &str) -> Option<&'a str> {
-    let set = reply.headers.iter().map(|(n, v)| (*n, &**v));
-    let passed = reply.extra.iter().map(|(n, v)| (&**n, &**v));
-    set.chain(passed)
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v)
-}
-
 /// Whether the gzip filter will compress this 200 (it runs before the range filter and
 /// takes the length away); the facts as the connection gives them for a proxied answer.
 fn compressed(req: &Request, lc: &LocConf, reply: &Reply, size: u64) -> bool {
@@ -85,12 +77,11 @@ fn compressed(req: &Request, lc: &LocConf, reply: &Reply, size: u64) -> bool {
         status: reply.status,
         content_type: reply.content_type.as_deref(),
         content_length: Some(size),
-        already_encoded: header(reply, "content-encoding").is_some_and(|v| !v.is_empty()),
+        already_encoded: reply
+            .header("content-encoding")
+            .is_some_and(|v| !v.is_empty()),
         head_only: req.method() == "HEAD",
-        has_last_modified: header(reply, "last-modified").is_some(),
-        has_etag: header(reply, "etag").is_some(),
-        cache_control: header(reply, "cache-control"),
-        expires: header(reply, "expires"),
+        header: &|name| reply.header(name),
     };
     crate::http::gzip::decide(&lc.gzip, req, &facts).0
 }
