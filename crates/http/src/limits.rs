@@ -161,12 +161,12 @@ impl Scanner {
         true
     }
 
-    /// Where the line being scanned starts (after an error: the line that did not fit).
     /// Whether this scanner has seen part of a head.
     pub fn started(&self) -> bool {
         self.started
     }
 
+    /// Where the line being scanned starts (after an error: the line that did not fit).
     pub fn line_start(&self) -> usize {
         self.line_start
     }
