@@ -740,6 +740,15 @@ fn obs_fold() {
     p.check_open(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nX-A: 1\r\n  folded\r\n\r\n");
 }
 
+/// nginx refuses NUL in a header value and keeps its other control characters and DEL.
+#[test]
+fn control_characters_in_header_values() {
+    let p = Pair::new("location = /ua { return 200 \"[$http_user_agent]\\n\"; }");
+    p.check_open(b"GET /ua HTTP/1.1\r\nHost: localhost\r\nUser-Agent: a\x01b\x1bc\x7f\r\n\r\n");
+    p.check_open(b"GET /ua HTTP/1.1\r\nHost: localhost\r\nUser-Agent: a\x00b\r\n\r\n");
+    p.check_open(b"GET /ua HTTP/1.1\r\nHost: localhost\r\nX\x7f: a\r\n\r\n");
+}
+
 #[test]
 fn transfer_encoding_gzip() {
     let p = Pair::new("");

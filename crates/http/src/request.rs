@@ -531,13 +531,15 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
             Some(colon) => (&content[..colon], &content[colon + 1..]),
             None => (content, &content[content.len()..]),
         };
-        // Empty names, obs-fold (a line starting with SP/HT), whitespace before the colon and
-        // control characters are refused whatever ignore_invalid_headers says, as in nginx.
+        // Empty names, obs-fold (a line starting with SP/HT), whitespace before the colon,
+        // control characters in a name and NUL in a value are refused whatever
+        // ignore_invalid_headers says, as in nginx (which keeps a value's other control
+        // characters and DEL).
         if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) {
             return Err(Error::bad_request("client sent invalid header line"));
         }
         let value = trim_ows(value);
-        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        if value.contains(&0) {
             return Err(Error::bad_request("client sent invalid header line"));
         }
         if keep_header(name, limits)? {

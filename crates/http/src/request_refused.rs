@@ -88,7 +88,7 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
             return out;
         }
         let value = super::trim_ows(value);
-        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        if value.contains(&0) {
             return out;
         }
         match keep_header(name, limits) {

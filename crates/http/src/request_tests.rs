@@ -207,6 +207,9 @@ fn obs_fold_and_header_syntax() {
     assert_eq!(r.header("y"), Some(&b""[..]));
     let r = parse(b"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9 \xff\r\n\r\n").unwrap();
     assert_eq!(r.header("x"), Some(&b"caf\xc3\xa9 \xff"[..]));
+    // nginx refuses only NUL in a value: other control characters and DEL are kept.
+    let r = parse(b"GET / HTTP/1.1\r\nHost: a\r\nUser-Agent: x\x01y\x1b\x7f\r\n\r\n").unwrap();
+    assert_eq!(r.header("user-agent"), Some(&b"x\x01y\x1b\x7f"[..]));
 }
 
 #[test]
