@@ -268,6 +268,47 @@ fn log_format_variables_and_escaping() {
     assert_eq!(n[1], "||GET /index.html?q HTTP/1.1");
 }
 
+/// Bytes that are not printable ASCII are logged as nginx logs them: each byte as itself,
+/// `\xHH` with the default escaping (DEL too), raw with `json` and `none`; bytes that are
+/// not UTF-8 are not replaced first.
+#[test]
+fn bytes_beyond_ascii_are_escaped_as_themselves() {
+    let s = start(
+        "log_format j escape=json '$http_user_agent|$request';\n\
+         log_format n escape=none '$http_user_agent|$request_uri';\n\
+         access_log logs/access.log;\n\
+         access_log logs/j.log j;\n\
+         access_log logs/n.log n;",
+        "",
+    );
+    let mut c = Client::connect(s.port);
+    c.send(
+        b"GET /index.html?q=\xff\xc3\xa9 HTTP/1.1\r\nHost: localhost\r\n\
+          User-Agent: x\xffy\xc3\xa9\x7f\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(c.read_response().unwrap().status, 200);
+
+    let line = combined(&wait_lines(&s, "logs/access.log", 1)[0]);
+    assert_eq!(line.request, "GET /index.html?q=\\xFF\\xC3\\xA9 HTTP/1.1");
+    assert_eq!(line.agent, "x\\xFFy\\xC3\\xA9\\x7F");
+    let read = |file: &str| {
+        wait_for(&format!("a line in {file}"), || {
+            std::fs::read(s.prefix.join(file))
+                .ok()
+                .filter(|b| b.ends_with(b"\n"))
+        })
+    };
+    assert_eq!(
+        read("logs/j.log"),
+        b"x\xffy\xc3\xa9\x7f|GET /index.html?q=\xff\xc3\xa9 HTTP/1.1\n"
+    );
+    assert_eq!(
+        read("logs/n.log"),
+        b"x\xffy\xc3\xa9\x7f|/index.html?q=\xff\xc3\xa9\n"
+    );
+}
+
 /// nginx's `$body_bytes_sent` is what went out after the head, the chunked framing of a
 /// compressed answer included; `$sent_http_*` are the response's headers after the gzip
 /// filter (Content-Encoding is one; nginx's `Vary: Accept-Encoding` is written by the header

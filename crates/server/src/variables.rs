@@ -528,7 +528,7 @@ impl Vars<'_> {
             },
             Var::Hostname => out.push_str(&hostname()),
             Var::RemoteAddr => match self.peer {
-                Some(p) => push_peer_ip(out, p.ip()),
+                Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),
                 None => out.push_str("unix:"),
             },
             Var::RemotePort => {
@@ -831,21 +831,108 @@ impl Vars<'_> {
             match p {
                 Piece::Text(s) => out.extend_from_slice(s.as_bytes()),
                 Piece::Var(v) => {
-                    val.clear();
-                    if !self.value(v, &mut val) {
-                        if escape == Escape::Default {
-                            out.push(b'-');
+                    let found = match self.log_value(v, escape, out) {
+                        Some(found) => found,
+                        None => {
+                            val.clear();
+                            let found = self.value(v, &mut val);
+                            if v.log_clean() {
+                                out.extend_from_slice(val.as_bytes());
+                            } else {
+                                escape_into(val.as_bytes(), escape, out);
+                            }
+                            found
                         }
-                        continue;
-                    }
-                    if v.log_clean() {
-                        out.extend_from_slice(val.as_bytes());
-                    } else {
-                        escape_into(val.as_bytes(), escape, out);
+                    };
+                    if !found && escape == Escape::Default {
+                        out.push(b'-');
                     }
                 }
             }
         }
+    }
+
+    /// Writes, escaped, the value of a variable logs usually hold (`combined`'s and the
+    /// like): straight from the request's bytes, as nginx logs them (a byte that is not UTF-8
+    /// is escaped as itself, not as a replacement character), and through less code than
+    /// [`Vars::value`]. Returns whether the variable had a value, or `None` for the others.
+    fn log_value(&self, v: &Var, escape: Escape, out: &mut Vec<u8>) -> Option<bool> {
+        let req = self.req;
+        Some(match v {
+            Var::RemoteAddr => {
+                match self.peer {
+                    Some(p) => with_peer_ip_text(p.ip(), |t| out.extend_from_slice(t.as_bytes())),
+                    None => out.extend_from_slice(b"unix:"),
+                }
+                true
+            }
+            Var::RemoteUser => false,
+            Var::TimeLocal => {
+                with_local_time(|t| out.extend_from_slice(t.local.as_bytes()));
+                true
+            }
+            Var::TimeIso8601 => {
+                with_local_time(|t| out.extend_from_slice(t.iso8601.as_bytes()));
+                true
+            }
+            Var::Request => match (req, self.request_line) {
+                (Some(r), _) => {
+                    out.extend_from_slice(r.method().as_bytes());
+                    out.push(b' ');
+                    escape_into(r.uri(), escape, out);
+                    out.push(b' ');
+                    out.extend_from_slice(r.version().as_str().as_bytes());
+                    true
+                }
+                (None, Some(line)) => {
+                    escape_into(line.as_bytes(), escape, out);
+                    true
+                }
+                (None, None) => false,
+            },
+            Var::RequestUri => match req {
+                Some(r) => {
+                    escape_into(r.uri(), escape, out);
+                    true
+                }
+                None => false,
+            },
+            Var::Status => {
+                let code = self.sent.map_or(0, |s| s.status.min(999));
+                out.extend_from_slice(&[
+                    b'0' + (code / 100) as u8,
+                    b'0' + (code / 10 % 10) as u8,
+                    b'0' + (code % 10) as u8,
+                ]);
+                true
+            }
+            Var::BodyBytesSent | Var::BytesSent => {
+                let n = self.sent.map_or(0, |s| match v {
+                    Var::BodyBytesSent => s.body_bytes,
+                    _ => s.bytes,
+                });
+                let mut digits = [0u8; 20];
+                out.extend_from_slice(shoal_http::response::decimal(n, &mut digits));
+                true
+            }
+            Var::Http(name) => {
+                let Some(r) = req else { return Some(false) };
+                let mut found = false;
+                // nginx joins repeated headers with ", " (with "; " for Cookie).
+                let sep: &[u8] = if name == "cookie" { b"; " } else { b", " };
+                for (n, value) in r.header_fields() {
+                    if header_matches(n, name) {
+                        if found {
+                            out.extend_from_slice(sep);
+                        }
+                        escape_into(value, escape, out);
+                        found = true;
+                    }
+                }
+                found
+            }
+            _ => return None,
+        })
     }
 }
 
@@ -1018,18 +1105,14 @@ fn with_local_time<R>(f: impl FnOnce(&LocalTime) -> R) -> R {
     })
 }
 
-/// Appends `ip` as `$remote_addr` writes it.
-fn push_peer_ip(out: &mut String, ip: std::net::IpAddr) {
+/// Calls `f` with `ip` as `$remote_addr` writes it.
+fn with_peer_ip_text<R>(ip: std::net::IpAddr, f: impl FnOnce(&str) -> R) -> R {
     PEER_IP.with(|c| {
         let mut c = c.borrow_mut();
-        match &*c {
-            Some((last, text)) if *last == ip => out.push_str(text),
-            _ => {
-                let text = ip.to_string();
-                out.push_str(&text);
-                *c = Some((ip, text));
-            }
+        if !matches!(&*c, Some((last, _)) if *last == ip) {
+            *c = Some((ip, ip.to_string()));
         }
+        f(c.as_ref().map_or("", |(_, text)| text))
     })
 }
 
