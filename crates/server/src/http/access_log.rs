@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use shoal_conf::{Directive, Error};
+use shoal_io::fxhash::FxHashMap;
 
 use super::loc_conf;
 use crate::conf::{err, Builder, Scope};
@@ -307,7 +308,8 @@ struct Pending {
 }
 
 thread_local! {
-    static BUFFERS: RefCell<HashMap<usize, Pending>> = RefCell::new(HashMap::new());
+    /// By the log's address: FxHash, as a line looks its buffer up.
+    static BUFFERS: RefCell<FxHashMap<usize, Pending>> = RefCell::new(FxHashMap::default());
 }
 
 /// Writes one request's line to each log.
