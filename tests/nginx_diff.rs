@@ -1040,6 +1040,14 @@ fn over_long_request_line_already_wrong() {
     }
 }
 
+/// nginx reads the host's name at each cycle's start and keeps it in lower case.
+#[test]
+fn hostname_is_the_machines() {
+    let p = Pair::new("location = /hn { return 200 \"[$hostname]\\n\"; }");
+    let answer = p.check(b"GET /hn HTTP/1.0\r\n\r\n");
+    assert!(!answer.contains("[]"), "{answer}");
+}
+
 #[test]
 fn server_protocol_is_the_raw_text() {
     let p = Pair::new("location = /sp { return 200 \"[$server_protocol]\\n\"; }");

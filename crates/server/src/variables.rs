@@ -388,6 +388,7 @@ pub fn begin_config() {
     DECLARED.with(|d| d.borrow_mut().clear());
     SLOTS.with(|s| s.borrow_mut().clear());
     DEFINED.with(|d| d.borrow_mut().clear());
+    read_hostname();
 }
 
 /// Ends reading: points every template's reference to a computed variable at its definition,
@@ -526,7 +527,7 @@ impl Vars<'_> {
                 Some(h) => out.push_str(&shoal_http::lossy(h)),
                 None => out.push_str(self.server_name),
             },
-            Var::Hostname => out.push_str(&hostname()),
+            Var::Hostname => out.push_str(&HOSTNAME.read().unwrap_or_else(|e| e.into_inner())),
             Var::RemoteAddr => match self.peer {
                 Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),
                 None => out.push_str("unix:"),
@@ -1042,10 +1043,15 @@ pub fn escape_into(v: &[u8], escape: Escape, out: &mut Vec<u8>) {
     }
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+/// `$hostname`: read when a configuration is read, as nginx reads it at each cycle's start, and
+/// kept in lower case as nginx keeps it.
+static HOSTNAME: std::sync::RwLock<String> = std::sync::RwLock::new(String::new());
+
+fn read_hostname() {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    *HOSTNAME.write().unwrap_or_else(|e| e.into_inner()) = name;
 }
 
 /// The local time at `secs` after the epoch, and its offset from UTC in seconds.
