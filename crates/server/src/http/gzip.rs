@@ -117,14 +117,16 @@ impl GzipLoc {
     }
 
     fn type_ok(&self, content_type: &str) -> bool {
-        // Compared without case (the list was lowered when read), nothing copied.
-        let base = content_type.split(';').next().unwrap_or("").trim();
-        if base.eq_ignore_ascii_case("text/html") {
+        // The type before its parameters, without the spaces around it, compared as bytes and
+        // without case: nothing copied, no character decoded.
+        let ct = content_type.as_bytes();
+        let base = ct[..memchr::memchr(b';', ct).unwrap_or(ct.len())].trim_ascii();
+        if base.eq_ignore_ascii_case(b"text/html") {
             return true;
         }
         match &self.types {
             Some(None) => true,
-            Some(Some(list)) => list.iter().any(|t| t.eq_ignore_ascii_case(base)),
+            Some(Some(list)) => list.iter().any(|t| t.as_bytes().eq_ignore_ascii_case(base)),
             None => false,
         }
     }
@@ -827,6 +829,7 @@ mod tests {
         assert!(g.type_ok("Application/JSON; charset=utf-8"));
         assert!(g.type_ok("TEXT/HTML"));
         assert!(!g.type_ok("application/jsonx"));
+        assert!(g.type_ok(" application/json ;charset=utf-8"));
         g.types = Some(None);
         assert!(g.type_ok("image/png"));
     }
