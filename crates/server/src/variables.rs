@@ -350,6 +350,17 @@ impl Template {
     pub fn is_static(&self) -> bool {
         self.pieces.iter().all(|p| matches!(p, Piece::Text(_)))
     }
+
+    /// The template's value when it is one variable alone whose value is a constant string
+    /// (`add_header X-Cache-Status $upstream_cache_status`): nothing to build or copy.
+    pub fn constant_value(&self, vars: &Vars<'_>) -> Option<&'static str> {
+        match self.pieces.as_slice() {
+            [Piece::Var(Var::Upstream(name))] if name == "upstream_cache_status" => {
+                vars.upstream?.cache_status
+            }
+            _ => None,
+        }
+    }
 }
 
 thread_local! {

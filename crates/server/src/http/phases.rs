@@ -754,19 +754,22 @@ pub fn add_headers(
             headers: reply.header_list(),
         });
     for h in headers.iter().filter(|h| good || h.always) {
-        let v = match &sent {
-            None => vars.eval(&h.value),
+        let v: std::borrow::Cow<'static, str> = match &sent {
+            None => match h.value.constant_value(vars) {
+                Some(c) => c.into(),
+                None => vars.eval(&h.value).into(),
+            },
             Some(s) => {
                 let mut with_sent = vars.clone();
                 with_sent.sent = Some(s);
-                with_sent.eval(&h.value)
+                with_sent.eval(&h.value).into()
             }
         };
         if !v.is_empty() {
             if let Some(s) = &mut sent {
-                s.headers.push((h.name.to_ascii_lowercase(), v.clone()));
+                s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));
             }
-            reply.extra.push((h.name.clone().into(), v.into()));
+            reply.extra.push((h.name.clone().into(), v));
         }
     }
 }
