@@ -16,6 +16,8 @@
 #   static  seed 001's tuned nginx.conf, GET / (the index file, 612 bytes)
 #   hit     proxy_cache on tmpfs (/dev/shm) in front of bench/hello, every request after the
 #           first a HIT (seed 004's cache step, with add_header X-Cache-Status)
+#   hitlog  the same with seed 004's last step, `access_log ... combined buffer=256k flush=10s`
+#           (not run by default; hitlog - hit is what a logged line costs)
 #   proxy   proxy_pass to bench/hello with upstream keepalive 32 and proxy_http_version 1.1
 # SHOAL0 adds a second shoal (an earlier build) to every case, for before/after.
 set -euo pipefail
@@ -49,7 +51,9 @@ write_case_conf() {
         write_nginx_conf "$file" "$port" 1 0 "$name"
     else
         local location
-        if [ "$case" = hit ]; then
+        local log="access_log off;"
+        [ "$case" = hitlog ] && log="access_log logs/$name.access.log combined buffer=256k flush=10s;"
+        if [ "$case" = hit ] || [ "$case" = hitlog ]; then
             location="proxy_cache zone;
             proxy_cache_valid 200 10m;
             add_header X-Cache-Status \$upstream_cache_status;
@@ -66,7 +70,7 @@ pid logs/$name.pid;
 error_log logs/$name.error.log;
 events { worker_connections 1024; }
 http {
-    access_log off;
+    $log
     proxy_cache_path $CACHE_DIR/$name levels=1:2 keys_zone=zone:10m;
     upstream backend { server 127.0.0.1:$hello_port; keepalive 32; }
     server {
@@ -97,10 +101,10 @@ count() {
     local vpid=$!
     STARTED_PIDS+=("$vpid")
     local path=/
-    [ "$case" = hit ] && path=/object
+    [ "$case" = hit ] || [ "$case" = hitlog ] && path=/object
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port$path" && break; sleep 0.3; done
     timeout 20 wrk -t1 -c10 -d2s "http://127.0.0.1:$port$path" >/dev/null
-    if [ "$case" = hit ]; then
+    if [ "$path" = /object ]; then
         curl -s -D- -o /dev/null "http://127.0.0.1:$port$path" | grep -qi '^X-Cache-Status: HIT' ||
             die "$name: the hit case does not hit"
     fi
