@@ -351,13 +351,11 @@ impl Template {
         self.pieces.iter().all(|p| matches!(p, Piece::Text(_)))
     }
 
-    /// The template's value when it is one variable alone whose value is a constant string
+    /// The template's value when it is one variable alone whose value is a constant text
     /// (`add_header X-Cache-Status $upstream_cache_status`): nothing to build or copy.
     pub fn constant_value(&self, vars: &Vars<'_>) -> Option<&'static str> {
         match self.pieces.as_slice() {
-            [Piece::Var(Var::Upstream(name))] if name == "upstream_cache_status" => {
-                vars.upstream?.cache_status
-            }
+            [Piece::Var(Var::Upstream(name))] => vars.upstream?.constant(name),
             _ => None,
         }
     }
@@ -621,15 +619,9 @@ impl Vars<'_> {
                 Some(v) => out.push_str(&shoal_http::lossy(v)),
                 None => return false,
             },
-            Var::Status => match self.sent {
-                Some(s) => {
-                    let code = s.status.min(999);
-                    out.push(char::from(b'0' + (code / 100) as u8));
-                    out.push(char::from(b'0' + (code / 10 % 10) as u8));
-                    out.push(char::from(b'0' + (code % 10) as u8));
-                }
-                None => out.push_str("000"),
-            },
+            Var::Status => {
+                out.push_str(std::str::from_utf8(&self.status_digits()).unwrap_or("000"))
+            }
             Var::BodyBytesSent => push_decimal(out, self.sent.map_or(0, |s| s.body_bytes)),
             Var::BytesSent => push_decimal(out, self.sent.map_or(0, |s| s.bytes)),
             Var::Connection => {
@@ -673,16 +665,12 @@ impl Vars<'_> {
             Var::Http(name) => {
                 let Some(r) = req else { return false };
                 let mut found = false;
-                // nginx joins repeated headers with ", " (with "; " for Cookie).
-                let sep = if name == "cookie" { "; " } else { ", " };
-                for (n, v) in r.header_fields() {
-                    if header_matches(n, name) {
-                        if found {
-                            out.push_str(sep);
-                        }
-                        out.push_str(&shoal_http::lossy(v));
-                        found = true;
+                for v in http_values(r, name) {
+                    if found {
+                        out.push_str(http_separator(name));
                     }
+                    out.push_str(&shoal_http::lossy(v));
+                    found = true;
                 }
                 return found;
             }
@@ -864,6 +852,16 @@ impl Vars<'_> {
         }
     }
 
+    /// `$status`: three digits, `000` before there is an answer.
+    fn status_digits(&self) -> [u8; 3] {
+        let code = self.sent.map_or(0, |s| s.status.min(999));
+        [
+            b'0' + (code / 100) as u8,
+            b'0' + (code / 10 % 10) as u8,
+            b'0' + (code % 10) as u8,
+        ]
+    }
+
     /// Writes, escaped, the value of a variable logs usually hold (`combined`'s and the
     /// like): straight from the request's bytes, as nginx logs them (a byte that is not UTF-8
     /// is escaped as itself, not as a replacement character), and through less code than
@@ -910,12 +908,7 @@ impl Vars<'_> {
                 None => false,
             },
             Var::Status => {
-                let code = self.sent.map_or(0, |s| s.status.min(999));
-                out.extend_from_slice(&[
-                    b'0' + (code / 100) as u8,
-                    b'0' + (code / 10 % 10) as u8,
-                    b'0' + (code % 10) as u8,
-                ]);
+                out.extend_from_slice(&self.status_digits());
                 true
             }
             Var::BodyBytesSent | Var::BytesSent => {
@@ -930,16 +923,12 @@ impl Vars<'_> {
             Var::Http(name) => {
                 let Some(r) = req else { return Some(false) };
                 let mut found = false;
-                // nginx joins repeated headers with ", " (with "; " for Cookie).
-                let sep: &[u8] = if name == "cookie" { b"; " } else { b", " };
-                for (n, value) in r.header_fields() {
-                    if header_matches(n, name) {
-                        if found {
-                            out.extend_from_slice(sep);
-                        }
-                        escape_into(value, escape, out);
-                        found = true;
+                for v in http_values(r, name) {
+                    if found {
+                        out.extend_from_slice(http_separator(name).as_bytes());
                     }
+                    escape_into(v, escape, out);
+                    found = true;
                 }
                 found
             }
@@ -956,6 +945,22 @@ thread_local! {
     /// computed so far in the outermost evaluation.
     static DEPTH: Cell<u32> = const { Cell::new(MAX_DEPTH) };
     static MEMO: RefCell<Vec<(usize, Option<String>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The values of the request headers `$http_NAME` names, in order.
+fn http_values<'r>(r: &'r Request, name: &'r str) -> impl Iterator<Item = &'r [u8]> + 'r {
+    r.header_fields()
+        .filter(move |(n, _)| header_matches(n, name))
+        .map(|(_, v)| v)
+}
+
+/// What joins repeated headers in `$http_NAME`: ", " (nginx), "; " for Cookie.
+fn http_separator(name: &str) -> &'static str {
+    if name == "cookie" {
+        "; "
+    } else {
+        ", "
+    }
 }
 
 fn header_matches(header: &[u8], var_name: &str) -> bool {

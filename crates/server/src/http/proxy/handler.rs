@@ -220,6 +220,15 @@ impl Record {
         }
     }
 
+    /// The value of an upstream variable when it is a constant text, to be used without a
+    /// copy: `$upstream_cache_status`.
+    pub fn constant(&self, name: &str) -> Option<&'static str> {
+        match name {
+            "upstream_cache_status" => self.cache_status,
+            _ => None,
+        }
+    }
+
     /// The value of an upstream variable (`upstream_addr`, `proxy_host`, `upstream_http_x`,
     /// ...); false when it has none.
     pub fn value(&self, name: &str, out: &mut String) -> bool {
@@ -243,7 +252,7 @@ impl Record {
                 let _ = write!(out, "{}", self.proxy_port);
             }
             "upstream_addr" => return list(out, &|t| t.addr.to_string()),
-            "upstream_cache_status" => match self.cache_status {
+            "upstream_cache_status" => match self.constant(name) {
                 Some(s) => out.push_str(s),
                 None => return false,
             },
