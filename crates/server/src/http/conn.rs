@@ -1083,6 +1083,9 @@ impl Conn {
             // (Boxed: rare, and kilobytes; see `write_reply_head_and_body`.)
             Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
         }
+        if let Some(rec) = upstream {
+            super::proxy::handler::Record::recycle(rec);
+        }
         Ok(keep)
     }
 

@@ -65,7 +65,14 @@ thread_local! {
     /// The empty values a new [`Record`] starts with, shared (a record per proxied request
     /// allocates nothing before it has something to hold).
     static EMPTY_HEADERS: std::rc::Rc<[(String, String)]> = std::rc::Rc::from(Vec::new());
+    /// Records of finished requests, emptied, kept by the worker for its next ones (see
+    /// [`Record::start`]).
+    static SPARE: RefCell<Vec<Rc<RefCell<Record>>>> = const { RefCell::new(Vec::new()) };
 }
+
+/// How many emptied records a worker keeps: one per request it has in progress at once is
+/// the most it would take back before reusing them, and a few cover that.
+const SPARE_RECORDS: usize = 8;
 
 /// An empty `$proxy_host`, shared.
 fn empty_host() -> Arc<str> {
@@ -146,6 +153,71 @@ pub struct Try {
 }
 
 impl Record {
+    /// The record of a request proxied to `host:port`: an emptied one the worker kept, or a
+    /// new one. (A `Record` is a few hundred bytes: a new one is made on the stack and moved,
+    /// twice or more, into its allocation, which cost more than the allocation itself.)
+    pub fn start(host: Arc<str>, port: u16) -> Rc<RefCell<Record>> {
+        match SPARE.with(|s| s.borrow_mut().pop()) {
+            Some(rec) => {
+                let mut r = rec.borrow_mut();
+                r.proxy_host = host;
+                r.proxy_port = port;
+                drop(r);
+                rec
+            }
+            None => Rc::new(RefCell::new(Record {
+                proxy_host: host,
+                proxy_port: port,
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// Gives a finished request's record back to its worker, emptied, for [`Record::start`];
+    /// one something else still holds (a body still being read) is left to it.
+    pub fn recycle(rec: Rc<RefCell<Record>>) {
+        if Rc::strong_count(&rec) != 1 || Rc::weak_count(&rec) != 0 {
+            return;
+        }
+        SPARE.with(|s| {
+            let mut spare = s.borrow_mut();
+            if spare.len() < SPARE_RECORDS {
+                rec.borrow_mut().clear();
+                spare.push(rec);
+            }
+        });
+    }
+
+    /// Empties the record in place, keeping what it has allocated (the URI's room).
+    fn clear(&mut self) {
+        // Every field by name: a field added later must be cleared here too.
+        let Record {
+            proxy_host: _,
+            proxy_port: _,
+            uri,
+            tries,
+            head,
+            cache_status,
+            cached_headers,
+            carry,
+            last_fail,
+            cache_validators,
+            background,
+        } = self;
+        uri.clear();
+        tries.first = None;
+        tries.more.clear();
+        *head = None;
+        *cache_status = None;
+        if !cached_headers.is_empty() {
+            *cached_headers = EMPTY_HEADERS.with(|h| h.clone());
+        }
+        carry.clear();
+        *last_fail = 0;
+        *cache_validators = None;
+        *background = None;
+    }
+
     fn begin(&mut self, addr: PeerAddr, now: Instant) {
         self.tries.push(Try {
             addr,
@@ -423,12 +495,8 @@ async fn run(
         }
     };
 
-    let record = Rc::new(RefCell::new(Record {
-        proxy_host: host,
-        proxy_port: port,
-        cache_validators: st.validators.cloned(),
-        ..Default::default()
-    }));
+    let record = Record::start(host, port);
+    record.borrow_mut().cache_validators = st.validators.cloned();
     *record_out = Some(record.clone());
 
     // The request, written once for every try.

@@ -194,13 +194,8 @@ pub async fn begin(
     if !c.enabled() || (!c.caches_method(method) && !purge) {
         return Begin::Off;
     }
-    // Made where it will live: a `Record` is a few hundred bytes to move, and a HIT hands it
-    // on as it is.
-    let record = Rc::new(RefCell::new(Record {
-        proxy_host: pass.host.clone(),
-        proxy_port: pass.port,
-        ..Default::default()
-    }));
+    // Made where it will live (a HIT hands it on as it is).
+    let record = Record::start(pass.host.clone(), pass.port);
     let (zone_name, key, bypass, pool, variant_of) = {
         let rec = record.borrow();
         let mut vars = r.vars_rw(rw, lc);
