@@ -1839,7 +1839,7 @@ impl Conn {
     async fn write_reply_head_and_body(
         &mut self,
         who: Who<'_>,
-        reply: Box<Reply>,
+        mut reply: Box<Reply>,
         lc: &LocConf,
         keep: bool,
         refused_head: bool,
@@ -1915,8 +1915,11 @@ impl Conn {
         }
         self.out.extend_from_slice(b"\r\n");
         let head_len = (self.out.len() - before) as u64;
+        // The head is written: only the body is left of the reply, whose box the worker keeps.
+        let body = std::mem::replace(&mut reply.body, Body::Empty);
+        Reply::recycle(reply);
         if head_only {
-            if let Body::Upstream(u) = reply.body {
+            if let Body::Upstream(u) = body {
                 // A HEAD converted to GET for the cache: the body is still stored.
                 u.finish_or_store();
             }
@@ -1927,31 +1930,31 @@ impl Conn {
         // each is kilobytes, and inline they would size every connection's task, an idle
         // one's too. (The proxy's relay is not boxed: moving its future into a box cost the
         // proxied answer more than the memory it saves.)
-        if let Body::Tunnel(u) = reply.body {
+        if let Body::Tunnel(u) = body {
             let body_len = Box::pin(self.tunnel(*u, lc)).await?;
             return Ok((head_len, body_len));
         }
         if let Some(level) = self.gzip {
-            let body_len = Box::pin(self.send_gzipped(reply.body, level, !http10, lc, who)).await?;
+            let body_len = Box::pin(self.send_gzipped(body, level, !http10, lc, who)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
-        if let Body::Upstream(u) = reply.body {
+        if let Body::Upstream(u) = body {
             let chunked = upstream_unsized && !http10;
             let body_len = self.relay(*u, chunked, who, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
-        if let Body::Unsized(inner) = reply.body {
+        if let Body::Unsized(inner) = body {
             let body_len = self.send_unsized(*inner, !http10, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
-        let body_len = match reply.body {
+        let body_len = match body {
             Body::Absent(_) => 0,
             _ => length.unwrap_or(0),
         };
-        match reply.body {
+        match body {
             Body::Empty | Body::Absent(_) => {}
             Body::Bytes(b) => self.out.extend_from_slice(&b),
             Body::Chain(first, rest) => {

@@ -487,7 +487,7 @@ async fn proxy_outcome(
             *sent = true;
             return Outcome::Reply(reply);
         }
-        Begin::Status(204) => return Outcome::Reply(Box::new(Reply::new(204))),
+        Begin::Status(204) => return Outcome::Reply(Reply::boxed(204)),
         Begin::Status(code) => {
             return Outcome::Reply(Box::new(static_files::error_reply(code, lc)));
         }
@@ -525,7 +525,7 @@ async fn proxy_outcome(
         Handled::Error(code) => Outcome::Reply(Box::new(static_files::error_reply(code, lc))),
         Handled::ClientGone => {
             *sent = true;
-            Outcome::Reply(Box::new(Reply::new(499)))
+            Outcome::Reply(Reply::boxed(499))
         }
     }
 }

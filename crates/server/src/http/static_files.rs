@@ -81,6 +81,15 @@ impl Body {
     }
 }
 
+thread_local! {
+    /// Boxes of sent replies, emptied, kept by the worker for its next answers.
+    static SPARE_REPLIES: std::cell::RefCell<Vec<Box<Reply>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// How many emptied replies a worker keeps (as many as it has answers in progress at once
+/// is the most it takes back before reusing them; a few cover that).
+const SPARE_REPLIES_KEPT: usize = 8;
+
 /// A response to send.
 pub struct Reply {
     pub status: u16,
@@ -144,6 +153,74 @@ impl Reply {
             proxied: false,
             upstream_status: false,
         }
+    }
+
+    /// A new reply in its box: an emptied one the worker kept, or a new one. (A `Reply` is a
+    /// few hundred bytes: a new one is made on the stack and moved into its allocation.)
+    pub fn boxed(status: u16) -> Box<Reply> {
+        match SPARE_REPLIES.with(|s| std::cell::RefCell::borrow_mut(s).pop()) {
+            Some(mut reply) => {
+                reply.status = status;
+                reply
+            }
+            None => Box::new(Reply::new(status)),
+        }
+    }
+
+    /// Gives a sent reply's box back to its worker, emptied, for [`Reply::boxed`]; its lists
+    /// keep their room unless it grew past what usual answers take.
+    pub fn recycle(mut reply: Box<Reply>) {
+        SPARE_REPLIES.with(|s| {
+            let mut spare = s.borrow_mut();
+            if spare.len() < SPARE_REPLIES_KEPT {
+                reply.clear();
+                spare.push(reply);
+            }
+        });
+    }
+
+    fn clear(&mut self) {
+        fn empty<T>(v: &mut Vec<T>) {
+            if v.capacity() > 16 {
+                *v = Vec::new();
+            } else {
+                v.clear();
+            }
+        }
+        // Every field by name: a field added later must be emptied here too.
+        let Reply {
+            status: _,
+            content_type,
+            location,
+            last_modified,
+            mtime,
+            headers,
+            extra,
+            raw_extra,
+            special,
+            close_after,
+            direct,
+            body,
+            allow_ranges,
+            reason,
+            proxied,
+            upstream_status,
+        } = self;
+        *content_type = None;
+        *location = None;
+        *last_modified = None;
+        *mtime = None;
+        empty(headers);
+        empty(extra);
+        empty(raw_extra);
+        *special = false;
+        *close_after = false;
+        *direct = None;
+        *body = Body::Empty;
+        *allow_ranges = false;
+        *reason = None;
+        *proxied = false;
+        *upstream_status = false;
     }
 
     /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
@@ -479,8 +556,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
     // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.
     let direct = lc.directio().is_some_and(|t| size >= t);
     let content_type = uri_content_type(lc, uri).to_string();
-    // Made in its box (a `Reply` is a few hundred bytes to move).
-    let mut reply = Box::new(Reply::new(200));
+    let mut reply = Reply::boxed(200);
     reply.last_modified = Some(shoal_http::date::format_unix_recent(mtime.max(0) as u64));
     reply.mtime = Some(mtime);
     if lc.etag() {

@@ -905,7 +905,7 @@ impl Answer {
         record: &Rc<RefCell<Record>>,
     ) -> Box<Reply> {
         let conf = &lc.proxy;
-        let mut reply = Box::new(Reply::new(self.status));
+        let mut reply = Reply::boxed(self.status);
         reply.proxied = true;
         reply.upstream_status = true;
         reply.reason = self.reason;

@@ -1010,8 +1010,7 @@ impl Object {
         };
         let status = head.status;
         let headers = &head.headers;
-        // Made in its box, and filled there (a `Reply` is a few hundred bytes to move).
-        let mut reply = Box::new(Reply::new(status));
+        let mut reply = Reply::boxed(status);
         reply.upstream_status = true;
         // A reason phrase other than nginx's own is kept (the status line is written the same
         // either way; the usual one needs no copy).
