@@ -6,6 +6,7 @@
 //! the same words: unknown → not allowed here → `;`/`{` → argument count → the setter.
 //! Inheritance (http → server → location) is done once, after the walk, by each module's merge.
 
+mod names;
 pub mod nginx_directives;
 mod values;
 
@@ -15,6 +16,7 @@ use std::sync::OnceLock;
 
 use shoal_conf::{Directive, Error, Span};
 
+pub use names::intern;
 pub use values::{parse_flag, parse_number, parse_size, parse_time};
 
 use crate::core::MainConf;

@@ -183,7 +183,8 @@ pub struct Return {
 /// `add_header name value [always]`.
 #[derive(Clone, Debug)]
 pub struct AddHeader {
-    pub name: String,
+    /// Kept for the life of the process (see `conf::intern`): answers carry it uncopied.
+    pub name: &'static str,
     pub value: Template,
     pub always: bool,
 }
@@ -334,7 +335,7 @@ fn set_add_header(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     let lc = loc_conf(s);
     let list = lc.add_header.get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(AddHeader {
-        name: d.args[0].value.clone(),
+        name: crate::conf::intern(&d.args[0].value),
         value,
         always,
     });

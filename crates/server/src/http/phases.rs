@@ -769,7 +769,7 @@ pub fn add_headers(
             if let Some(s) = &mut sent {
                 s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));
             }
-            reply.extra.push((h.name.clone().into(), v));
+            reply.extra.push((h.name.into(), v));
         }
     }
 }
