@@ -86,6 +86,17 @@ struct RawHead {
     headers: Vec<HeaderSpan>,
 }
 
+/// A header name's bit in [`Request`]'s summary of the names sent: from its length and its
+/// first and last bytes, without case (a constant for a name written in the code).
+#[inline]
+fn name_bit(name: &[u8]) -> u64 {
+    let (Some(&first), Some(&last)) = (name.first(), name.last()) else {
+        return 1;
+    };
+    let h = (first | 0x20) as usize * 7 + (last | 0x20) as usize * 3 + name.len();
+    1 << (h & 63)
+}
+
 /// A parsed request head. Cheap to keep: it holds the head's bytes (shared, not copied) and
 /// positions into them.
 #[derive(Clone, Debug)]
@@ -98,6 +109,9 @@ pub struct Request {
     query: Option<Span>,
     version: Version,
     headers: Vec<HeaderSpan>,
+    /// A bit per header name sent (see [`name_bit`]): a name whose bit is clear was not sent,
+    /// and most lookups are for headers a request does not have.
+    names: u64,
     path: Bytes,
     host: Option<Bytes>,
     keep_alive: bool,
@@ -170,7 +184,11 @@ impl Request {
     }
 
     /// The first value of header `name` (case-insensitive).
+    #[inline]
     pub fn header(&self, name: &str) -> Option<&[u8]> {
+        if self.names & name_bit(name.as_bytes()) == 0 {
+            return None;
+        }
         self.headers
             .iter()
             .find(|h| h.name.get(&self.head).eq_ignore_ascii_case(name.as_bytes()))
@@ -178,8 +196,10 @@ impl Request {
     }
 
     /// Every value of header `name` (case-insensitive), in order.
+    #[inline]
     pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers
+        let sent = self.names & name_bit(name.as_bytes()) != 0;
+        self.headers[..if sent { self.headers.len() } else { 0 }]
             .iter()
             .filter(move |h| h.name.get(&self.head).eq_ignore_ascii_case(name.as_bytes()))
             .map(move |h| h.value.get(&self.head))
@@ -700,9 +720,11 @@ fn finish_into(
     let mut expect_continue: Option<bool> = None;
     let mut unique_seen = 0u8;
     let duplicate = Error::bad_request("client sent duplicate header line");
+    let mut names = 0u64;
     for h in &raw.headers {
         let name = h.name.get(&head);
         let value = h.value.get(&head);
+        names |= name_bit(name);
         if name.eq_ignore_ascii_case(b"host") {
             if host_header.replace(value).is_some() {
                 return Err(duplicate);
@@ -800,6 +822,7 @@ fn finish_into(
         query,
         version: raw.version,
         headers: raw.headers,
+        names,
         path,
         host,
         keep_alive,

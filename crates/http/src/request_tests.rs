@@ -79,6 +79,58 @@ fn headers_keep_order_case_and_duplicates() {
     assert_eq!(r.header_count(), 4);
 }
 
+/// Lookups go by a summary of the names sent first: every name sent is found in any case,
+/// whatever its length or characters, and names not sent are not, the ones whose summary bit
+/// another name shares included.
+#[test]
+fn every_header_sent_is_found_and_no_other() {
+    let sent: Vec<String> = (1..=40)
+        .map(|n| {
+            let mut name: String = (0..n)
+                .map(|i| (b'a' + (i * 7 + n) as u8 % 26) as char)
+                .collect();
+            if n % 3 == 0 {
+                name = name.to_ascii_uppercase();
+            }
+            if n % 4 == 0 {
+                name.push_str("-9");
+            }
+            name
+        })
+        .collect();
+    let mut head = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+    for (i, n) in sent.iter().enumerate() {
+        head.push_str(&format!("{n}: v{i}\r\n"));
+    }
+    head.push_str("\r\n");
+    let r = parse(head.as_bytes()).unwrap();
+    for (i, n) in sent.iter().enumerate() {
+        let want = format!("v{i}");
+        for name in [n.clone(), n.to_ascii_lowercase(), n.to_ascii_uppercase()] {
+            assert_eq!(r.header(&name), Some(want.as_bytes()), "{name}");
+            assert_eq!(r.header_all(&name).count(), 1, "{name}");
+        }
+    }
+    for absent in [
+        "accept-encoding",
+        "if-none-match",
+        "range",
+        "via",
+        "x",
+        "zz-9",
+        "authorization",
+    ] {
+        assert_eq!(r.header(absent), None, "{absent}");
+        assert_eq!(r.header_all(absent).count(), 0, "{absent}");
+    }
+    // A name not sent whose bit another name set still misses.
+    assert_eq!(name_bit(b"ab"), name_bit(b"bu"));
+    let one = parse(b"GET / HTTP/1.1\r\nHost: a\r\nab: 1\r\n\r\n").unwrap();
+    assert_eq!(one.header("AB"), Some(&b"1"[..]));
+    assert_eq!(one.header("bu"), None);
+    assert_eq!(one.header_all("BU").count(), 0);
+}
+
 #[test]
 fn bare_lf_and_leading_empty_lines() {
     let r = parse(b"\r\n\nGET / HTTP/1.0\nHost: a\n\n").unwrap();
