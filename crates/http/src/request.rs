@@ -87,13 +87,15 @@ struct RawHead {
 }
 
 /// A header name's bit in [`Request`]'s summary of the names sent: from its length and its
-/// first and last bytes, without case (a constant for a name written in the code).
+/// first and last bytes, without case, `_` taken as `-` (so that `$http_x_a` finds `X-A`'s);
+/// a constant for a name written in the code.
 #[inline]
 fn name_bit(name: &[u8]) -> u64 {
+    let fold = |b: u8| if b == b'_' { b'-' } else { b | 0x20 } as usize;
     let (Some(&first), Some(&last)) = (name.first(), name.last()) else {
         return 1;
     };
-    let h = (first | 0x20) as usize * 7 + (last | 0x20) as usize * 3 + name.len();
+    let h = fold(first) * 7 + fold(last) * 3 + name.len();
     1 << (h & 63)
 }
 
@@ -193,6 +195,13 @@ impl Request {
             .iter()
             .find(|h| h.name.get(&self.head).eq_ignore_ascii_case(name.as_bytes()))
             .map(|h| h.value.get(&self.head))
+    }
+
+    /// Whether a header named `name` may have been sent (case-insensitive, `_` matching `-`
+    /// too): `false` is certain, `true` says to look.
+    #[inline]
+    pub fn may_have_header(&self, name: &[u8]) -> bool {
+        self.names & name_bit(name) != 0
     }
 
     /// Every value of header `name` (case-insensitive), in order.

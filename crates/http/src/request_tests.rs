@@ -123,6 +123,11 @@ fn every_header_sent_is_found_and_no_other() {
         assert_eq!(r.header(absent), None, "{absent}");
         assert_eq!(r.header_all(absent).count(), 0, "{absent}");
     }
+    // `$http_NAME`'s spelling (`_` for `-`) is summarised as the name's.
+    assert!(r.may_have_header(b"host"));
+    let dashed = parse(b"GET / HTTP/1.1\r\nHost: a\r\n-x-a-: 1\r\n\r\n").unwrap();
+    assert!(dashed.may_have_header(b"_x_a_"));
+    assert!(!dashed.may_have_header(b"user_agent"));
     // A name not sent whose bit another name set still misses.
     assert_eq!(name_bit(b"ab"), name_bit(b"bu"));
     let one = parse(b"GET / HTTP/1.1\r\nHost: a\r\nab: 1\r\n\r\n").unwrap();

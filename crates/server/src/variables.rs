@@ -663,7 +663,9 @@ impl Vars<'_> {
                 None => return false,
             },
             Var::Http(name) => {
-                let Some(r) = req else { return false };
+                let Some(r) = req.filter(|r| r.may_have_header(name.as_bytes())) else {
+                    return false;
+                };
                 let mut found = false;
                 for v in http_values(r, name) {
                     if found {
@@ -921,7 +923,9 @@ impl Vars<'_> {
                 true
             }
             Var::Http(name) => {
-                let Some(r) = req else { return Some(false) };
+                let Some(r) = req.filter(|r| r.may_have_header(name.as_bytes())) else {
+                    return Some(false);
+                };
                 let mut found = false;
                 for v in http_values(r, name) {
                     if found {
