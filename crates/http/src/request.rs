@@ -258,6 +258,8 @@ pub struct HeadParser {
     failed: Option<Bytes>,
     /// Where the line the scanner refused starts in the buffer (a head too large to be read).
     scan_failed_at: Option<usize>,
+    /// The connection's last `Host`, validated.
+    host_memo: uri::HostMemo,
 }
 
 impl HeadParser {
@@ -268,12 +270,23 @@ impl HeadParser {
             scanner: Scanner::default(),
             failed: None,
             scan_failed_at: None,
+            host_memo: uri::HostMemo::default(),
         }
     }
 
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Readies the parser for its connection's next request, under `limits` (a reload may
+    /// have changed them): what it knew of the last head goes, what it knows of the
+    /// connection (its last `Host`) stays.
+    pub fn next_request(&mut self, limits: Limits) {
+        self.limits = limits;
+        self.scanner = Scanner::default();
+        self.failed = None;
+        self.scan_failed_at = None;
     }
 
     /// Forgets a partially seen head (after an error, or when the buffer was replaced).
@@ -309,7 +322,8 @@ impl HeadParser {
                 (head, raw)
             }
         };
-        match raw.and_then(|raw| finish_into(head.clone(), raw, &self.limits, out)) {
+        let memo = &mut self.host_memo;
+        match raw.and_then(|raw| finish_into(head.clone(), raw, &self.limits, memo, out)) {
             Ok(()) => Ok(true),
             Err(e) => {
                 self.failed = Some(head);
@@ -709,7 +723,7 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 /// The checks the roads share: target, Host, framing, keep-alive.
 fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> {
     let mut out = None;
-    finish_into(head, raw, limits, &mut out)?;
+    finish_into(head, raw, limits, &mut uri::HostMemo::default(), &mut out)?;
     // (Filled whenever it succeeds.)
     out.ok_or(Error::bad_request("client sent invalid request"))
 }
@@ -719,6 +733,7 @@ fn finish_into(
     head: Bytes,
     raw: RawHead,
     limits: &Limits,
+    host_memo: &mut uri::HostMemo,
     out: &mut Option<Request>,
 ) -> Result<(), Error> {
     let mut host_header: Option<&[u8]> = None;
@@ -783,7 +798,7 @@ fn finish_into(
     let path = share(&head, uri::normalize_path(path_part, limits.merge_slashes)?);
 
     // nginx validates Host even when the request line's host is the one used.
-    let header_host = host_header.map(uri::validate_host).transpose()?;
+    let header_host = host_header.map(|h| host_memo.validate(h)).transpose()?;
     let host = match target_host {
         Some(h) => Some(
             uri::validate_host(h)

@@ -228,9 +228,91 @@ pub fn validate_host(host: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
     }
 }
 
+/// The last `Host` a connection validated, kept to answer the next request's: a client sends
+/// the same one on every request of a connection, and validating it is a look at each byte.
+/// Only a host that was already in nginx's form (up to its port or trailing dot: a prefix of
+/// what was sent) is kept.
+#[derive(Clone, Debug)]
+pub(crate) struct HostMemo {
+    sent: [u8; HOST_MEMO_LEN],
+    sent_len: u8,
+    host_len: u8,
+}
+
+const HOST_MEMO_LEN: usize = 64;
+
+impl Default for HostMemo {
+    fn default() -> HostMemo {
+        HostMemo {
+            sent: [0; HOST_MEMO_LEN],
+            sent_len: 0,
+            host_len: 0,
+        }
+    }
+}
+
+impl HostMemo {
+    /// [`validate_host`]`(sent)`.
+    pub(crate) fn validate<'a>(&mut self, sent: &'a [u8]) -> Result<Cow<'a, [u8]>, Error> {
+        let n = self.sent_len as usize;
+        if n != 0 && n == sent.len() && self.sent[..n] == *sent {
+            return Ok(Cow::Borrowed(&sent[..self.host_len as usize]));
+        }
+        let host = validate_host(sent)?;
+        if let Cow::Borrowed(h) = &host {
+            if let Some(keep) = self.sent.get_mut(..sent.len()) {
+                keep.copy_from_slice(sent);
+                // (Both fit: `sent` fits the memo, and the host is a prefix of it.)
+                self.sent_len = sent.len() as u8;
+                self.host_len = h.len() as u8;
+            }
+        }
+        Ok(host)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The memo answers as `validate_host` does, whatever came before: the same host again,
+    /// another, an invalid one, one that needs lowering, one too long to keep.
+    #[test]
+    fn host_memo_answers_as_validation() {
+        let long = format!("{}.example.com", "a".repeat(70));
+        let hosts = [
+            "example.com",
+            "example.com",
+            "Example.com",
+            "example.com.",
+            "example.com:8080",
+            "example.com:8080",
+            "example..com",
+            "example.com",
+            "[::1]:80",
+            "[::1]:80",
+            "",
+            "a/b",
+            long.as_str(),
+            long.as_str(),
+            "127.0.0.1:19627",
+            "127.0.0.1:19627",
+            "127.0.0.1:1962",
+        ];
+        let mut memo = HostMemo::default();
+        for order in [false, true] {
+            let list: Vec<&str> = if order {
+                hosts.iter().rev().copied().collect()
+            } else {
+                hosts.to_vec()
+            };
+            for h in list {
+                let want = validate_host(h.as_bytes()).map_err(|e| e.status());
+                let got = memo.validate(h.as_bytes()).map_err(|e| e.status());
+                assert_eq!(got, want, "{h}");
+            }
+        }
+    }
 
     fn norm(p: &str) -> Result<String, u16> {
         normalize_path(p.as_bytes(), true)

@@ -458,6 +458,7 @@ enum ReadEnd {
 impl Conn {
     async fn run(&mut self) -> std::io::Result<()> {
         let mut req_slot: Option<Request> = None;
+        let mut parser = HeadParser::default();
         loop {
             // Between requests, move to the newest configuration if this socket is still in it
             // (a socket a reload removed: the connection closes).
@@ -471,7 +472,7 @@ impl Conn {
             };
             let default_srv = gen.default_server(&route);
             self.rules = CloseRules::of(&default_srv.loc);
-            let mut parser = HeadParser::new(default_srv.srv.limits());
+            parser.next_request(default_srv.srv.limits());
             let parsed = match self
                 .read_head(&mut parser, default_srv, &mut req_slot)
                 .await?
