@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -303,7 +304,7 @@ pub async fn serve(
         info: ConnInfo { number, ..info },
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: BytesMut::new(),
-        generation,
+        generation: Rc::new(generation),
         route: None,
         guard,
         requests: 0,
@@ -371,10 +372,12 @@ struct Conn {
     buf: BytesMut,
     /// Answers gathered for one write.
     out: BytesMut,
-    generation: Arc<Generation>,
-    /// The servers at this connection's address in `generation` (looked up once per
-    /// configuration, not per request): the generation's id and the servers.
-    route: Option<(u64, Arc<crate::cycle::AddrServers>)>,
+    /// The configuration, and below the servers at this connection's address in it (looked
+    /// up once per configuration, not per request: the generation's id and the servers).
+    /// Each is held through the connection's own `Rc`: taken for every request, a count of
+    /// the `Arc` itself, which every worker shares, moved its line between their cores.
+    generation: Rc<Arc<Generation>>,
+    route: Option<(u64, Rc<Arc<crate::cycle::AddrServers>>)>,
     guard: ConnGuard,
     requests: u64,
     /// When the connection was accepted (`keepalive_time`).
@@ -574,11 +577,11 @@ impl Conn {
     }
 
     /// The servers at this connection's address in `gen` (`None`: the address is not in it).
-    fn route_in(&mut self, gen: &Generation) -> Option<Arc<crate::cycle::AddrServers>> {
+    fn route_in(&mut self, gen: &Generation) -> Option<Rc<Arc<crate::cycle::AddrServers>>> {
         match &self.route {
             Some((id, r)) if *id == gen.id => Some(r.clone()),
             _ => {
-                let r = gen.servers_for(&self.info.socket, self.info.local)?.clone();
+                let r = Rc::new(gen.servers_for(&self.info.socket, self.info.local)?.clone());
                 self.route = Some((gen.id, r.clone()));
                 Some(r)
             }
@@ -597,7 +600,7 @@ impl Conn {
             .iter()
             .any(|s| s.key.addr == self.info.socket)
         {
-            self.generation = current;
+            self.generation = Rc::new(current);
             true
         } else {
             false
