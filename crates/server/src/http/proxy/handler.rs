@@ -156,17 +156,21 @@ impl Record {
     /// The record of a request proxied to `host:port`: an emptied one the worker kept, or a
     /// new one. (A `Record` is a few hundred bytes: a new one is made on the stack and moved,
     /// twice or more, into its allocation, which cost more than the allocation itself.)
-    pub fn start(host: Arc<str>, port: u16) -> Rc<RefCell<Record>> {
+    pub fn start(host: &Arc<str>, port: u16) -> Rc<RefCell<Record>> {
         match SPARE.with(|s| s.borrow_mut().pop()) {
             Some(rec) => {
                 let mut r = rec.borrow_mut();
-                r.proxy_host = host;
+                // The same host as last time, usually: its count is left alone (every worker
+                // counts a configuration's `Arc`, and each count moved its line between cores).
+                if !Arc::ptr_eq(&r.proxy_host, host) {
+                    r.proxy_host = host.clone();
+                }
                 r.proxy_port = port;
                 drop(r);
                 rec
             }
             None => Rc::new(RefCell::new(Record {
-                proxy_host: host,
+                proxy_host: host.clone(),
                 proxy_port: port,
                 ..Default::default()
             })),
@@ -188,7 +192,8 @@ impl Record {
         });
     }
 
-    /// Empties the record in place, keeping what it has allocated (the URI's room).
+    /// Empties the record in place, keeping what it has allocated (the URI's room) and its
+    /// host (see [`Record::start`]).
     fn clear(&mut self) {
         // Every field by name: a field added later must be cleared here too.
         let Record {
@@ -495,7 +500,7 @@ async fn run(
         }
     };
 
-    let record = Record::start(host, port);
+    let record = Record::start(&host, port);
     record.borrow_mut().cache_validators = st.validators.cloned();
     *record_out = Some(record.clone());
 

@@ -195,7 +195,7 @@ pub async fn begin(
         return Begin::Off;
     }
     // Made where it will live (a HIT hands it on as it is).
-    let record = Record::start(pass.host.clone(), pass.port);
+    let record = Record::start(&pass.host, pass.port);
     let (zone_name, key, bypass, pool, variant_of) = {
         let rec = record.borrow();
         let mut vars = r.vars_rw(rw, lc);
@@ -223,7 +223,6 @@ pub async fn begin(
     let Some(zone) = r
         .cache_zones
         .and_then(|zones| zones.get(zone_name.as_ref()))
-        .cloned()
     else {
         crate::conn_log!(
             Level::Error,
