@@ -114,8 +114,8 @@ pub struct Request {
     /// A bit per header name sent (see [`name_bit`]): a name whose bit is clear was not sent,
     /// and most lookups are for headers a request does not have.
     names: u64,
-    path: Bytes,
-    host: Option<Bytes>,
+    path: Piece,
+    host: Option<Piece>,
     keep_alive: bool,
     expect_continue: bool,
     body: BodyKind,
@@ -137,8 +137,8 @@ impl Request {
     }
 
     /// The decoded, normalized path (nginx's `$uri` before any rewrite). Bytes, not text.
-    pub fn path(&self) -> &Bytes {
-        &self.path
+    pub fn path(&self) -> &[u8] {
+        self.path.get(&self.head)
     }
 
     /// The query string without `?` (nginx's `$args`), still percent-encoded.
@@ -216,8 +216,8 @@ impl Request {
 
     /// The host: from an absolute request target if there was one, else from `Host`;
     /// lowercased, without port or trailing dot. `None` only for HTTP/1.0 without either.
-    pub fn host(&self) -> Option<&Bytes> {
-        self.host.as_ref()
+    pub fn host(&self) -> Option<&[u8]> {
+        self.host.as_ref().map(|h| h.get(&self.head))
     }
 
     /// Whether the client asked to keep the connection (nginx: 1.1 unless `Connection: close`,
@@ -795,7 +795,7 @@ fn finish_into(
         let (authority, p, q) = split_absolute(target)?;
         (p, q, Some(authority))
     };
-    let path = share(&head, uri::normalize_path(path_part, limits.merge_slashes)?);
+    let path = Piece::of(&head, uri::normalize_path(path_part, limits.merge_slashes)?);
 
     // nginx validates Host even when the request line's host is the one used.
     let header_host = host_header.map(|h| host_memo.validate(h)).transpose()?;
@@ -811,7 +811,7 @@ fn finish_into(
             "client sent HTTP/1.1 request without \"Host\" header",
         ));
     }
-    let host = host.map(|h| share(&head, h));
+    let host = host.map(|h| Piece::of(&head, h));
 
     let body = body::framing(raw.version, content_length, transfer_encoding)?;
     // nginx refuses these with the head, whatever the location would have done.
@@ -857,18 +857,39 @@ fn finish_into(
     Ok(())
 }
 
-/// A `Bytes` for `part`: shared with `head` when it lies inside it, else copied.
-fn share(head: &Bytes, part: std::borrow::Cow<'_, [u8]>) -> Bytes {
-    match part {
-        std::borrow::Cow::Borrowed(b) => {
-            let start = (b.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize);
-            if start <= head.len() && b.len() <= head.len() - start && !b.is_empty() {
-                head.slice(start..start + b.len())
-            } else {
-                Bytes::copy_from_slice(b)
+/// A part of the request that is usually bytes of its head as sent (the path, the host): its
+/// place there, or bytes of its own when it had to change (decoded, lowercased). A place costs
+/// nothing to keep; a share of the head's buffer was a count taken and given back.
+#[derive(Clone, Debug)]
+enum Piece {
+    InHead(Span),
+    Own(Vec<u8>),
+}
+
+impl Piece {
+    /// `part`'s place in `head` when it lies inside it, else its bytes.
+    fn of(head: &[u8], part: std::borrow::Cow<'_, [u8]>) -> Piece {
+        match part {
+            std::borrow::Cow::Borrowed(b) => {
+                let start = (b.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize);
+                if start <= head.len() && b.len() <= head.len() - start {
+                    Piece::InHead(Span {
+                        start,
+                        end: start + b.len(),
+                    })
+                } else {
+                    Piece::Own(b.to_vec())
+                }
             }
+            std::borrow::Cow::Owned(b) => Piece::Own(b),
         }
-        std::borrow::Cow::Owned(b) => Bytes::from(b),
+    }
+
+    fn get<'a>(&'a self, head: &'a [u8]) -> &'a [u8] {
+        match self {
+            Piece::InHead(s) => s.get(head),
+            Piece::Own(b) => b,
+        }
     }
 }
 
