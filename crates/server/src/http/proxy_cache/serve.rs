@@ -244,12 +244,13 @@ pub async fn begin(
         Some(f) => f.md5,
         None => md5::md5(key.as_bytes()),
     };
-    let mut plan = Plan {
+    // The plan of a request that goes upstream (a fresh HIT needs none).
+    let make_plan = |key: String, no_store: bool| Plan {
         zone: zone.clone(),
         key,
         md5,
         status: "MISS",
-        no_store: false,
+        no_store,
         no_cache: false,
         pool: pool.clone(),
         conn: r.info.number,
@@ -259,6 +260,7 @@ pub async fn begin(
         validators: None,
     };
     if bypass {
+        let mut plan = make_plan(key, false);
         plan.status = "BYPASS";
         return Begin::Miss(Box::new(plan));
     }
@@ -266,30 +268,37 @@ pub async fn begin(
     // with it), and the answer is not stored.
     if let (Some(max), Some(range)) = (c.max_range_offset, r.req.header("range")) {
         if range_beyond(range, max) {
-            plan.no_store = true;
-            count(&zone, false);
-            return Begin::Miss(Box::new(plan));
+            count(zone, false);
+            return Begin::Miss(Box::new(make_plan(key, true)));
         }
     }
     // One time for the index's use and the copy's freshness: the request's start, in
     // seconds (as nginx's cached time).
     let now = crate::http::conn::request_unix_secs();
     let node = zone.touch_at(&md5, now);
+    // The worker's copy, if the index still vouches for it (see `hot`): fresh, it is the
+    // answer (the usual HIT, with nothing more to look at or plan).
+    let mut from_hot = match found
+        .and_then(|f| f.confirm(key.as_bytes(), &node))
+        .map(|obj| obj.opened_at(now))
+    {
+        Some(Opened::Fresh(obj)) if !obj.variant_mismatch(&variant_of) => {
+            count(zone, true);
+            return hit(obj, "HIT", lc, pass, r, record);
+        }
+        other => other,
+    };
     // nginx's "scarce" object: asked for fewer than `proxy_cache_min_uses` times; not
     // stored, and no lock is taken for it.
     let scarce = node.uses < c.min_uses() && !node.exists;
-    if scarce {
-        plan.no_store = true;
-    }
+    let mut plan = make_plan(key, scarce);
     let lock = c.lock() && !scarce;
     // `proxy_cache_lock_timeout` counts from the first wait (a HIT reads no clock for it).
     let mut wait_until = None;
     let mut known_absent = !node.exists && !zone.is_cold();
-    // The worker's copy, if the index still vouches for it (see `hot`).
-    let mut from_hot = found.and_then(|f| f.confirm(plan.key.as_bytes(), &node));
     loop {
-        let opened = if let Some(obj) = from_hot.take() {
-            obj.opened_at(now)
+        let opened = if let Some(opened) = from_hot.take() {
+            opened
         } else if known_absent {
             Opened::None
         } else {
