@@ -19,6 +19,7 @@ pub mod master;
 pub mod pending;
 pub mod pools;
 pub mod privileges;
+pub mod spare;
 pub mod status;
 pub mod upstream;
 pub mod variables;

@@ -55,15 +55,11 @@ thread_local! {
     /// validity).
     static REQUEST_NOW: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
     /// Read buffers given back by connections that went idle, for the next ones that have
-    /// bytes to read, the last given back first (an allocation reused, still warm, rather than
-    /// one made and freed per request).
-    static SPARE_READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+    /// bytes to read (an allocation reused, still warm, rather than one made and freed per
+    /// request). At most 64 `READ_CHUNK`s, 1 MiB: requests in progress at once, a proxied one
+    /// waiting for its upstream, each hold one.
+    static SPARE_READ: crate::spare::Spares<BytesMut> = const { crate::spare::Spares::new(64) };
 }
-
-/// How many read buffers a worker keeps for its connections' next requests (requests in
-/// progress at once, a proxied one waiting for its upstream, each hold one): at most
-/// `SPARE_READ_COUNT * READ_CHUNK` bytes, 1 MiB.
-const SPARE_READ_COUNT: usize = 64;
 
 /// The current request's start, or the clock when no request is being answered.
 pub fn request_now() -> Instant {
@@ -99,7 +95,7 @@ impl Stream {
             Stream::Unix(s) => ready!(s.poll_read_ready(cx))?,
         }
         if buf.capacity() == 0 {
-            if let Some(spare) = SPARE_READ.with(|s| s.borrow_mut().pop()) {
+            if let Some(spare) = SPARE_READ.with(crate::spare::Spares::take) {
                 *buf = spare;
             }
         }
@@ -660,12 +656,9 @@ impl Conn {
                 // its header buffer on keep-alive too): it goes back to the worker, and one is
                 // taken again when bytes arrive (see `Stream::poll_read_into`).
                 let spare = std::mem::take(&mut self.buf);
-                SPARE_READ.with(|s| {
-                    let mut s = s.borrow_mut();
-                    if s.len() < SPARE_READ_COUNT && spare.capacity() <= READ_CHUNK {
-                        s.push(spare);
-                    }
-                });
+                if spare.capacity() <= READ_CHUNK {
+                    SPARE_READ.with(|s| s.give(spare, |_| {}));
+                }
             }
             let wake = self.idle_slot.wait(worker.wake_idle.epoch());
             // One timer per connection (not a new one per request), moved only to an earlier

@@ -82,13 +82,11 @@ impl Body {
 }
 
 thread_local! {
-    /// Boxes of sent replies, emptied, kept by the worker for its next answers.
-    static SPARE_REPLIES: std::cell::RefCell<Vec<Box<Reply>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Boxes of sent replies, emptied, kept by the worker for its next answers: a few, as it
+    /// takes them back one per answer sent.
+    static SPARE_REPLIES: crate::spare::Spares<Box<Reply>> =
+        const { crate::spare::Spares::new(8) };
 }
-
-/// How many emptied replies a worker keeps (as many as it has answers in progress at once
-/// is the most it takes back before reusing them; a few cover that).
-const SPARE_REPLIES_KEPT: usize = 8;
 
 /// A response to send.
 pub struct Reply {
@@ -158,7 +156,7 @@ impl Reply {
     /// A new reply in its box: an emptied one the worker kept, or a new one. (A `Reply` is a
     /// few hundred bytes: a new one is made on the stack and moved into its allocation.)
     pub fn boxed(status: u16) -> Box<Reply> {
-        match SPARE_REPLIES.with(|s| std::cell::RefCell::borrow_mut(s).pop()) {
+        match SPARE_REPLIES.with(crate::spare::Spares::take) {
             Some(mut reply) => {
                 reply.status = status;
                 reply
@@ -169,14 +167,8 @@ impl Reply {
 
     /// Gives a sent reply's box back to its worker, emptied, for [`Reply::boxed`]; its lists
     /// keep their room unless it grew past what usual answers take.
-    pub fn recycle(mut reply: Box<Reply>) {
-        SPARE_REPLIES.with(|s| {
-            let mut spare = s.borrow_mut();
-            if spare.len() < SPARE_REPLIES_KEPT {
-                reply.clear();
-                spare.push(reply);
-            }
-        });
+    pub fn recycle(reply: Box<Reply>) {
+        SPARE_REPLIES.with(|s| s.give(reply, |r| r.clear()));
     }
 
     fn clear(&mut self) {

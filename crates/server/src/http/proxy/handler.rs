@@ -30,6 +30,7 @@ use crate::http::rewrite;
 use crate::http::static_files::{Body, Reply};
 use crate::http::LocConf;
 use crate::log::Level;
+use crate::spare::Spares;
 use crate::upstream::conf::{split_host_port, PeerAddr, UpstreamConf};
 use crate::upstream::{state, Input, Outcome};
 use crate::variables::Vars;
@@ -66,13 +67,9 @@ thread_local! {
     /// allocates nothing before it has something to hold).
     static EMPTY_HEADERS: std::rc::Rc<[(String, String)]> = std::rc::Rc::from(Vec::new());
     /// Records of finished requests, emptied, kept by the worker for its next ones (see
-    /// [`Record::start`]).
-    static SPARE: RefCell<Vec<Rc<RefCell<Record>>>> = const { RefCell::new(Vec::new()) };
+    /// [`Record::start`]): a few, as it takes them back one per answer sent.
+    static SPARE: Spares<Rc<RefCell<Record>>> = const { Spares::new(8) };
 }
-
-/// How many emptied records a worker keeps: one per request it has in progress at once is
-/// the most it would take back before reusing them, and a few cover that.
-const SPARE_RECORDS: usize = 8;
 
 /// An empty `$proxy_host`, shared.
 fn empty_host() -> Arc<str> {
@@ -157,7 +154,7 @@ impl Record {
     /// new one. (A `Record` is a few hundred bytes: a new one is made on the stack and moved,
     /// twice or more, into its allocation, which cost more than the allocation itself.)
     pub fn start(host: &Arc<str>, port: u16) -> Rc<RefCell<Record>> {
-        match SPARE.with(|s| s.borrow_mut().pop()) {
+        match SPARE.with(Spares::take) {
             Some(rec) => {
                 let mut r = rec.borrow_mut();
                 // The same host as last time, usually: its count is left alone (every worker
@@ -183,13 +180,7 @@ impl Record {
         if Rc::strong_count(&rec) != 1 || Rc::weak_count(&rec) != 0 {
             return;
         }
-        SPARE.with(|s| {
-            let mut spare = s.borrow_mut();
-            if spare.len() < SPARE_RECORDS {
-                rec.borrow_mut().clear();
-                spare.push(rec);
-            }
-        });
+        SPARE.with(|s| s.give(rec, |rec| rec.borrow_mut().clear()));
     }
 
     /// Empties the record in place, keeping what it has allocated (the URI's room) and its
@@ -209,6 +200,9 @@ impl Record {
             cache_validators,
             background,
         } = self;
+        if uri.capacity() > 4096 {
+            *uri = Vec::new();
+        }
         uri.clear();
         tries.first = None;
         tries.more.clear();
