@@ -53,8 +53,6 @@ pub struct Req<'s, 'r> {
     pub host: Option<&'r str>,
     pub info: &'r ConnInfo,
     pub start: std::time::Instant,
-    /// No longer read: whether an error page takes ranges is decided by its status, as in
-    /// nginx (a `=200` page does). Kept until `conn.rs` stops setting it.
     /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
     pub name_captures: Option<&'r crate::cycle::NameCaptures>,
     /// The client's socket, watched while the proxy waits for an upstream (a client that
@@ -66,7 +64,6 @@ pub struct Req<'s, 'r> {
 }
 
 impl Req<'_, '_> {
-    /// Variables for the current URI and captures.
     /// Variables with the rewrite state: the current URI and arguments, the last captures and
     /// the declared variables' values.
     pub fn vars_rw<'b>(&'b self, st: &'b rewrite::State, lc: &'b LocConf) -> Vars<'b> {

@@ -215,7 +215,6 @@ impl Reply {
         *upstream_status = false;
     }
 
-    /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
     /// The value of header `name` (any case) among those the handler and the filters set,
     /// then the others (`add_header`'s, an upstream's).
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -226,6 +225,7 @@ impl Reply {
             .map(|(_, v)| v)
     }
 
+    /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
     pub fn header_list(&self) -> Vec<(String, String)> {
         let mut out = Vec::with_capacity(self.headers.len() + self.extra.len() + 3);
         // An empty type is no header (nginx writes Content-Type only with a value).
