@@ -52,10 +52,10 @@ fn simple_get() {
     .unwrap();
     assert_eq!(r.method(), "GET");
     assert_eq!(r.uri(), b"/index.html?a=1&b=%20");
-    assert_eq!(r.path().as_ref(), b"/index.html");
+    assert_eq!(r.path(), b"/index.html");
     assert_eq!(r.query(), Some(&b"a=1&b=%20"[..]));
     assert_eq!(r.version(), Version::Http11);
-    assert_eq!(r.host().unwrap().as_ref(), b"example.com");
+    assert_eq!(r.host().unwrap(), b"example.com");
     assert_eq!(r.header("accept"), Some(&b"*/*"[..]));
     assert!(r.keep_alive());
     assert!(!r.expect_continue());
@@ -139,7 +139,7 @@ fn every_header_sent_is_found_and_no_other() {
 #[test]
 fn bare_lf_and_leading_empty_lines() {
     let r = parse(b"\r\n\nGET / HTTP/1.0\nHost: a\n\n").unwrap();
-    assert_eq!(r.path().as_ref(), b"/");
+    assert_eq!(r.path(), b"/");
     assert_eq!(r.head_len(), 27);
 }
 
@@ -169,7 +169,7 @@ fn nginx_method_characters_and_spaces() {
 #[test]
 fn non_utf8_target_is_kept_as_bytes() {
     let r = parse(b"GET /caf\xe9 HTTP/1.0\r\n\r\n").unwrap();
-    assert_eq!(r.path().as_ref(), b"/caf\xe9");
+    assert_eq!(r.path(), b"/caf\xe9");
 }
 
 #[test]
@@ -333,17 +333,17 @@ fn host_rules() {
     let r = parse(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     assert_eq!(r.host(), None);
     let r = parse(b"GET / HTTP/1.1\r\nHost: WWW.Example.org.:443\r\n\r\n").unwrap();
-    assert_eq!(r.host().unwrap().as_ref(), b"www.example.org");
+    assert_eq!(r.host().unwrap(), b"www.example.org");
 }
 
 #[test]
 fn absolute_form_target() {
     let r = parse(b"GET http://Other.Example:81/a/../b?q HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
-    assert_eq!(r.host().unwrap().as_ref(), b"other.example");
-    assert_eq!(r.path().as_ref(), b"/b");
+    assert_eq!(r.host().unwrap(), b"other.example");
+    assert_eq!(r.path(), b"/b");
     assert_eq!(r.query(), Some(&b"q"[..]));
     let r = parse(b"GET http://h HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
-    assert_eq!(r.path().as_ref(), b"/");
+    assert_eq!(r.path(), b"/");
     // Host is still required on 1.1, as nginx.
     assert_eq!(status(b"GET http://h/ HTTP/1.1\r\n\r\n"), 400);
     assert_eq!(status(b"GET http://u@h/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
@@ -352,7 +352,7 @@ fn absolute_form_target() {
     assert_eq!(status(b"GET http://h/ HTTP/1.1\r\nHost: a..b\r\n\r\n"), 400);
     assert_eq!(status(b"GET a/b HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
     let r = parse(b"GET http://[::1]:8080/x HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
-    assert_eq!(r.host().unwrap().as_ref(), b"[::1]");
+    assert_eq!(r.host().unwrap(), b"[::1]");
 }
 
 #[test]
@@ -411,7 +411,7 @@ fn path_normalization_in_requests() {
         ..Limits::default()
     };
     let r = parse_with(b"GET //a//b HTTP/1.0\r\n\r\n", &off).unwrap();
-    assert_eq!(r.path().as_ref(), b"//a//b");
+    assert_eq!(r.path(), b"//a//b");
 }
 
 #[test]
@@ -482,10 +482,10 @@ fn pipelining_and_partial() {
     let mut buf = BytesMut::from(&reqs[..]);
     let mut p = HeadParser::default();
     let r1 = p.parse(&mut buf).unwrap().unwrap();
-    assert_eq!(r1.path().as_ref(), b"/1");
+    assert_eq!(r1.path(), b"/1");
     assert_eq!(r1.head_len(), 28);
     let r2 = p.parse(&mut buf).unwrap().unwrap();
-    assert_eq!(r2.path().as_ref(), b"/2");
+    assert_eq!(r2.path(), b"/2");
     assert!(buf.starts_with(b"abc"));
     let mut dec = crate::BodyDecoder::new(r2.body(), 0).unwrap();
     assert_eq!(
@@ -494,11 +494,11 @@ fn pipelining_and_partial() {
     );
     assert!(dec.is_done());
     let r3 = p.parse(&mut buf).unwrap().unwrap();
-    assert_eq!(r3.path().as_ref(), b"/3");
+    assert_eq!(r3.path(), b"/3");
     assert!(p.parse(&mut buf).unwrap().is_none());
     buf.extend_from_slice(b"TP/1.1\r\nHost: a\r\n\r\n");
     let r4 = p.parse(&mut buf).unwrap().unwrap();
-    assert_eq!(r4.path().as_ref(), b"/4");
+    assert_eq!(r4.path(), b"/4");
     assert!(buf.is_empty());
 }
 

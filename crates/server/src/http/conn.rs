@@ -372,7 +372,9 @@ struct Conn {
     /// up once per configuration, not per request: the generation's id and the servers).
     /// Each is held through the connection's own `Rc`: taken for every request, a count of
     /// the `Arc` itself, which every worker shares, moved its line between their cores.
+    #[allow(clippy::redundant_allocation)]
     generation: Rc<Arc<Generation>>,
+    #[allow(clippy::redundant_allocation)]
     route: Option<(u64, Rc<Arc<crate::cycle::AddrServers>>)>,
     guard: ConnGuard,
     requests: u64,
@@ -573,6 +575,7 @@ impl Conn {
     }
 
     /// The servers at this connection's address in `gen` (`None`: the address is not in it).
+    #[allow(clippy::redundant_allocation)] // (see `Conn::generation`)
     fn route_in(&mut self, gen: &Generation) -> Option<Rc<Arc<crate::cycle::AddrServers>>> {
         match &self.route {
             Some((id, r)) if *id == gen.id => Some(r.clone()),

@@ -63,7 +63,7 @@ impl<'a> UriParts<'a> {
         internal: bool,
         escape: bool,
     ) -> UriParts<'a> {
-        let path = &req.path()[..];
+        let path = req.path();
         let query = req.query();
         // The byte comparison is the usual answer; the decoder runs only when it fails.
         let same_uri = rw.uri.as_bytes() == path || *shoal_http::lossy(path) == *rw.uri;

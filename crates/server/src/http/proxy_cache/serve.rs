@@ -233,13 +233,13 @@ pub async fn begin(
         return Begin::Status(500);
     };
     if purge {
-        return Begin::Status(purge_key(&zone, &key));
+        return Begin::Status(purge_key(zone, &key));
     }
     // Files changed behind shoal's back since the last look (see `hot`).
     super::hot::take_changes();
     // The worker's copy, found by the key itself, brings the key's MD5 with it; otherwise it
     // is computed, once per request (the hit path needs the digest only, not its hex name).
-    let found = super::hot::find(&zone, key.as_bytes());
+    let found = super::hot::find(zone, key.as_bytes());
     let md5 = match &found {
         Some(f) => f.md5,
         None => md5::md5(key.as_bytes()),
@@ -305,7 +305,7 @@ pub async fn begin(
             // (Boxed: a read from disk, and its future would otherwise size every
             // connection's task; the worker's own copies answer without it.)
             let opened = Box::pin(open_object(
-                &zone,
+                zone,
                 &plan,
                 pool.as_deref(),
                 lc,
@@ -314,29 +314,29 @@ pub async fn begin(
             ))
             .await;
             if let Opened::Fresh(obj) | Opened::Stale(obj) = &opened {
-                super::hot::put(&zone, &md5, plan.key.as_bytes(), &node, obj);
+                super::hot::put(zone, &md5, plan.key.as_bytes(), &node, obj);
             }
             opened
         };
         let obj = match opened {
             Opened::Fresh(obj) | Opened::Stale(obj) if obj.variant_mismatch(&variant_of) => {
-                count(&zone, false);
+                count(zone, false);
                 return Begin::Miss(Box::new(plan));
             }
             Opened::Fresh(obj) => {
-                count(&zone, true);
+                count(zone, true);
                 return hit(obj, "HIT", lc, pass, r, record);
             }
             Opened::Stale(obj) => obj,
             Opened::None => {
                 if !lock || plan.no_store {
-                    count(&zone, false);
+                    count(zone, false);
                     return Begin::Miss(Box::new(plan));
                 }
                 // `proxy_cache_lock`: one request fills, the others wait for its object.
                 if zone.begin_update(&md5, Some(c.lock_age())) {
                     plan.held = true;
-                    count(&zone, false);
+                    count(zone, false);
                     return Begin::Miss(Box::new(plan));
                 }
                 let now = std::time::Instant::now();
@@ -349,7 +349,7 @@ pub async fn begin(
                         r.log_ctx()
                     );
                     plan.no_store = true;
-                    count(&zone, false);
+                    count(zone, false);
                     return Begin::Miss(Box::new(plan));
                 }
                 tokio::time::sleep(LOCK_POLL.min(wait_until - now)).await;
