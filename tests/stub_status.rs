@@ -247,3 +247,57 @@ fn connections_variables() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// With two workers every figure is the sum of both (each counts on its own), connections
+/// spread over them by `reuseport`; and a worker retired by a reload leaves its counts in the
+/// totals, as nginx's shared counters do.
+#[test]
+fn counts_add_up_over_workers_and_outlive_a_retired_one() {
+    let port = free_port();
+    let conf = conf_with(
+        port,
+        "worker_processes 2;",
+        "location = /status { stub_status; }",
+    )
+    .replace(
+        &format!("listen 127.0.0.1:{port};"),
+        &format!("listen 127.0.0.1:{port} reuseport;"),
+    );
+    let s = Shoal::start(&conf, port);
+    let mut st = Status::new(s.port);
+    // Two connections so far: the start's probe (it may be accepted, on either worker, after
+    // the status connection is) and the status connection.
+    let p0 = st.until("the probe and the status connection counted", |p| {
+        p.active == 1 && p.accepts == 2
+    });
+
+    // Twenty connections, spread over both workers by their ports; ten make a request each.
+    let mut conns: Vec<Client> = (0..20).map(|_| Client::connect(s.port)).collect();
+    for c in conns.iter_mut().take(10) {
+        assert_eq!(c.get("/index.html").unwrap().status, 200);
+    }
+    let asked = st.asked;
+    let p1 = st.until("20 waiting", |p| p.waiting == 20);
+    assert_eq!((p1.active, p1.reading, p1.writing), (21, 0, 1), "{p1:?}");
+    assert_eq!(p1.accepts, p0.accepts + 20, "{p1:?}");
+    assert_eq!(p1.handled, p1.accepts);
+    assert_eq!(p1.requests, p0.requests + 10 + (st.asked - asked), "{p1:?}");
+
+    drop(conns);
+    let p2 = st.until("only the status connection again", |p| p.active == 1);
+    assert_eq!((p2.reading, p2.writing, p2.waiting), (0, 1, 0), "{p2:?}");
+
+    // Down to one worker: what the retired one counted stays counted.
+    drop(st);
+    s.prefix
+        .write_conf(&conf.replace("worker_processes 2;", "worker_processes 1;"));
+    s.signal(libc::SIGHUP);
+    s.wait_log("reconfigured (generation 2)", 1);
+    common::wait_for("one worker", || (s.worker_threads() == 1).then_some(()));
+    let mut st = Status::new(s.port);
+    let p3 = st.until("only the new status connection", |p| p.active == 1);
+    assert_eq!(p3.accepts, p2.accepts + 1, "{p3:?} after {p2:?}");
+    assert_eq!(p3.handled, p3.accepts);
+    assert!(p3.requests > p2.requests, "{p3:?} after {p2:?}");
+    assert_eq!((p3.reading, p3.writing, p3.waiting), (0, 1, 0), "{p3:?}");
+}
