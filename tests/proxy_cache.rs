@@ -153,6 +153,74 @@ fn a_second_request_is_a_hit_and_the_object_is_where_nginx_puts_it() {
     assert_eq!(seen(&up, "/x?y=1"), 1);
 }
 
+/// A worker reuses its upstream records and reply boxes: nothing of a proxied or cached
+/// answer (its headers, its type, its `$upstream_*` values) reaches the next answer on the
+/// worker, a static file or an error page.
+#[test]
+fn a_cached_answer_leaves_nothing_to_the_next_one() {
+    let up = Upstream::start(|r| {
+        Answer::ok(format!("up {}", r.target))
+            .header("Content-Type", "application/x-up")
+            .header("Accept-Ranges", "bytes")
+            .header("X-Up", "1")
+    });
+    let port = free_port();
+    let conf = conf(
+        port,
+        &format!(
+            "{PATH}\n    log_format u '$uri [$upstream_cache_status] [$upstream_addr] \
+             [$upstream_status] [$sent_http_x_cache_status] [$sent_http_accept_ranges]';"
+        ),
+        &format!(
+            "access_log logs/u.log u;\n{}\nlocation /static/ {{ alias html/; }}",
+            cached(&up, "proxy_cache_valid 200 1m;")
+        ),
+    )
+    .replace("worker_processes 2;", "worker_processes 1;");
+    let s = Shoal::start(&conf, port);
+    let mut c = Client::connect(port);
+    let a = c.get("/x1").unwrap();
+    assert_eq!(a.header("x-cache-status"), Some("MISS"));
+    assert_eq!(a.header("accept-ranges"), Some("bytes"));
+    let b = c.get("/x1").unwrap();
+    assert_eq!(b.header("x-cache-status"), Some("HIT"));
+    assert_eq!(b.header("content-type"), Some("application/x-up"));
+    assert_eq!(b.header("x-up"), Some("1"));
+    for _ in 0..2 {
+        let f = c.get("/static/index.html").unwrap();
+        assert_eq!(f.status, 200);
+        assert_eq!(f.header("x-cache-status"), None, "{:?}", f.headers);
+        assert_eq!(f.header("x-up"), None, "{:?}", f.headers);
+        assert_eq!(f.header("content-type"), Some("text/html"));
+        assert_eq!(
+            f.body,
+            std::fs::read(s.prefix.join("html/index.html")).unwrap()
+        );
+        let e = c.get("/static/none.html").unwrap();
+        assert_eq!(e.status, 404);
+        assert_eq!(e.header("x-cache-status"), None, "{:?}", e.headers);
+        assert_eq!(e.header("accept-ranges"), None, "{:?}", e.headers);
+        assert_eq!(e.header("x-up"), None, "{:?}", e.headers);
+        assert_eq!(e.header("content-type"), Some("text/html"));
+        assert_eq!(c.get("/x1").unwrap().header("x-cache-status"), Some("HIT"));
+    }
+    let lines = wait_for("8 log lines", || {
+        let t = s.prefix.read("logs/u.log");
+        (t.lines().count() >= 8 && t.ends_with('\n')).then_some(t)
+    });
+    let upstream = format!("127.0.0.1:{}", up.port());
+    let want = [
+        format!("/x1 [MISS] [{upstream}] [200] [MISS] [bytes]"),
+        "/x1 [HIT] [-] [-] [HIT] [bytes]".to_string(),
+        "/static/index.html [-] [-] [-] [-] [bytes]".to_string(),
+        "/static/none.html [-] [-] [-] [-] [-]".to_string(),
+        "/x1 [HIT] [-] [-] [HIT] [bytes]".to_string(),
+    ];
+    let got: Vec<&str> = lines.lines().collect();
+    assert_eq!(got[..5], want[..], "{lines}");
+    assert_eq!(got[5..8], want[2..5], "{lines}");
+}
+
 #[test]
 fn proxy_cache_valid_per_status_and_the_upstreams_headers() {
     let up = counting("v");
