@@ -41,9 +41,9 @@ const SHARDS: usize = 16;
 pub struct Node {
     /// Where the entry is filed in its shard's LRU order (the `BTreeMap`'s key).
     stamp: u64,
-    /// The last use (a stamp of the zone's clock, at or after `stamp`): a use only writes
-    /// this, and the entry is filed anew at it when the LRU order is walked (see
-    /// [`oldest`]).
+    /// The last use (a stamp of its shard's, at or after `stamp`; see [`Shard::stamp`]): a
+    /// use only writes this, and the entry is filed anew at it when the LRU order is walked
+    /// (see [`oldest`]).
     used: u64,
     /// Fresh until (unix seconds); 0: not known yet (found by the loader).
     pub valid_sec: i64,
@@ -69,6 +69,24 @@ pub struct Node {
 struct Shard {
     map: super::md5::DigestMap<Node>,
     lru: BTreeMap<u64, [u8; 16]>,
+    /// The last stamp given (see [`Shard::stamp`]).
+    last_stamp: u64,
+}
+
+impl Shard {
+    /// A stamp for a use now: the time of the request being answered, in nanoseconds, made
+    /// later than every earlier stamp of the shard. Stamps order uses across the shards by
+    /// time (the least recently used object of the zone is the oldest of the shards'
+    /// oldest), and no shared counter is written for one: a HIT on one worker and a HIT on
+    /// another touch nothing in common but the shard's lock.
+    fn stamp(&mut self) -> u64 {
+        static BASE: OnceLock<Instant> = OnceLock::new();
+        let at = crate::http::conn::request_now();
+        let t = at.saturating_duration_since(*BASE.get_or_init(Instant::now));
+        let s = (t.as_nanos() as u64).max(self.last_stamp + 1);
+        self.last_stamp = s;
+        s
+    }
 }
 
 /// The cache's figures (for status pages).
@@ -84,7 +102,8 @@ pub struct Stats {
 pub struct Zone {
     conf: ArcSwap<CachePathConf>,
     shards: Box<[Mutex<Shard>]>,
-    clock: AtomicU64,
+    /// The last object generation given (see [`Node::gen`]).
+    gens: AtomicU64,
     /// Bytes of the objects on disk that the index knows.
     bytes: AtomicI64,
     /// The loader has not finished: a key not in the index may still be on disk.
@@ -109,7 +128,7 @@ impl Zone {
         Zone {
             conf: ArcSwap::new(conf),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            clock: AtomicU64::new(1),
+            gens: AtomicU64::new(0),
             bytes: AtomicI64::new(0),
             cold: AtomicBool::new(true),
             stop: AtomicBool::new(false),
@@ -146,6 +165,11 @@ impl Zone {
         lock(&self.shards[key[15] as usize % SHARDS])
     }
 
+    /// A new object generation, never given before in the zone.
+    fn next_gen(&self) -> u64 {
+        self.gens.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
     fn per_shard(&self) -> usize {
         self.conf().max_keys().div_ceil(SHARDS)
     }
@@ -163,8 +187,8 @@ impl Zone {
 
     /// [`Zone::touch`] at `accessed` (unix seconds, the caller's reading of [`now`]).
     pub fn touch_at(&self, key: &[u8; 16], accessed: i64) -> Node {
-        let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut sh = self.shard(key);
+        let stamp = sh.stamp();
         // A known key (every hit): its use is written down, the LRU order is left as it is.
         if let Some(n) = sh.map.get_mut(key) {
             n.used = stamp;
@@ -230,17 +254,18 @@ impl Zone {
 
     /// An object was renamed into place: `size` bytes on disk, fresh until `valid_sec`.
     pub fn stored(&self, key: &[u8; 16], size: u64, valid_sec: i64) {
-        let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
+        let gen = self.next_gen();
         let old_size;
         {
             let mut sh = self.shard(key);
             let sh = &mut *sh;
+            let stamp = sh.stamp();
             let n = sh.map.entry(*key).or_default();
             sh.lru.remove(&n.stamp);
             n.stamp = stamp;
             n.used = stamp;
             old_size = if n.exists { n.size } else { 0 };
-            n.gen = stamp;
+            n.gen = gen;
             n.exists = true;
             n.size = size;
             n.valid_sec = valid_sec;
@@ -255,7 +280,7 @@ impl Zone {
 
     /// A revalidated object is fresh again until `valid_sec`.
     pub fn refreshed(&self, key: &[u8; 16], valid_sec: i64) {
-        let gen = self.clock.fetch_add(1, Ordering::Relaxed);
+        let gen = self.next_gen();
         if let Some(n) = self.shard(key).map.get_mut(key) {
             n.valid_sec = valid_sec;
             n.gen = gen;
@@ -264,7 +289,7 @@ impl Zone {
 
     /// The loader found an object on disk (not known yet, or known only as asked for).
     fn loaded(&self, key: &[u8; 16], size: u64) {
-        let stamp = self.clock.fetch_add(1, Ordering::Relaxed);
+        let gen = self.next_gen();
         let cap = self.per_shard();
         let mut evicted = Vec::new();
         {
@@ -282,11 +307,12 @@ impl Zone {
                     }
                 }
             }
+            let stamp = sh.stamp();
             let n = sh.map.entry(*key).or_default();
             sh.lru.remove(&n.stamp);
             n.stamp = stamp;
             n.used = stamp;
-            n.gen = stamp;
+            n.gen = gen;
             n.exists = true;
             n.size = size;
             n.accessed = now();
@@ -320,7 +346,7 @@ impl Zone {
 
     /// Marks `key` as not on disk (its file was found bad and removed).
     pub fn lost(&self, key: &[u8; 16]) {
-        let gen = self.clock.fetch_add(1, Ordering::Relaxed);
+        let gen = self.next_gen();
         let size = {
             let mut sh = self.shard(key);
             match sh.map.get_mut(key) {
