@@ -51,6 +51,55 @@ fn add(which: fn(&Counters) -> &AtomicU64, by: u64) {
 
 const ONE_LESS: u64 = u64::MAX;
 
+/// A count that many threads add to and few read (a cache zone's hits and misses): a thread
+/// adds on a cache line of its own (one of a few, by thread), a read sums them (one line
+/// every worker added to moved between their cores at each addition).
+pub struct Tally {
+    slots: [Slot; TALLY_SLOTS],
+}
+
+#[derive(Default)]
+#[repr(align(128))]
+struct Slot(AtomicU64);
+
+const TALLY_SLOTS: usize = 16;
+
+thread_local! {
+    /// This thread's slot in every [`Tally`] (threads beyond the slots share them, safely:
+    /// an addition is atomic).
+    static TALLY_SLOT: usize = {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        NEXT.fetch_add(1, Relaxed) as usize % TALLY_SLOTS
+    };
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            slots: std::array::from_fn(|_| Slot::default()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tally({})", self.get())
+    }
+}
+
+impl Tally {
+    pub fn add(&self, n: u64) {
+        let i = TALLY_SLOT.with(|i| *i);
+        self.slots[i].0.fetch_add(n, Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.slots
+            .iter()
+            .fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Relaxed)))
+    }
+}
+
 /// A snapshot of the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
@@ -201,6 +250,19 @@ mod tests {
         assert_eq!(after.writing.wrapping_sub(before.writing), 0);
         assert_eq!(after.waiting.wrapping_sub(before.waiting), 0);
         assert_eq!(after.requests - before.requests, 2);
+    }
+
+    #[test]
+    fn a_tally_sums_what_every_thread_added() {
+        let t = Tally::default();
+        std::thread::scope(|s| {
+            for n in 1..=20u64 {
+                let t = &t;
+                s.spawn(move || t.add(n));
+            }
+        });
+        t.add(1000);
+        assert_eq!(t.get(), 1000 + 20 * 21 / 2);
     }
 
     #[test]

@@ -129,7 +129,7 @@ fn count(zone: &Zone, hit: bool) {
     } else {
         &zone.stats.misses
     };
-    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    c.add(1);
 }
 
 /// The default `proxy_cache_key`: nginx 1.22's is not what its documentation says

@@ -92,8 +92,9 @@ impl Shard {
 /// The cache's figures (for status pages).
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
+    /// (Counted per request, from every worker: see [`Tally`].)
+    pub hits: crate::status::Tally,
+    pub misses: crate::status::Tally,
     pub evictions: AtomicU64,
     pub write_errors: AtomicU64,
 }
