@@ -1,11 +1,11 @@
-//! Connection and request counters for `stub_status` and the `$connections_*` variables.
+//! Connection and request counters for `stub_status` and the `$connections_*` variables,
+//! and [`Tally`], the count they and the cache zones' figures are kept in.
 //!
-//! Each thread counts in its own block (written by that thread alone, read by any): a count
-//! is a load and a store, not a locked instruction, and the block stays in its core's cache.
-//! Counters shared by every worker were moved between the workers' cores several times per
-//! request, which cost more than the rest of the counting. A snapshot sums the blocks (each
-//! figure is exact, a set of them is taken while others move, as in nginx); a worker that
-//! retires leaves its block, so the totals keep what it counted.
+//! Every worker counts, per request: a counter all of them added to had its cache line moved
+//! between their cores at each addition, which cost more than the rest of the counting. A
+//! [`Tally`] gives each thread a line of its own, written by it alone, and sums the lines
+//! when read (each figure is exact, a set of them is taken while others move, as in nginx);
+//! a worker that retires leaves its additions in the totals.
 //!
 //! A connection is in exactly one state at a time: waiting (idle, before its first byte or
 //! between keep-alive requests), reading (a request head is arriving), or writing (the request
@@ -13,71 +13,60 @@
 //! connection ends.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
 
-/// One thread's counters, alone on their cache lines. The state counts are the thread's
-/// arrivals minus its departures, in wrapping arithmetic: their sum over the threads is the
-/// count, wherever a connection's state was dropped.
-#[derive(Default)]
-#[repr(align(128))]
-struct Counters {
-    accepts: AtomicU64,
-    handled: AtomicU64,
-    requests: AtomicU64,
-    reading: AtomicU64,
-    writing: AtomicU64,
-    waiting: AtomicU64,
-}
-
-/// Every thread's counters that ever counted (threads are few: workers live across reloads).
-static ALL: Mutex<Vec<&'static Counters>> = Mutex::new(Vec::new());
-
-thread_local! {
-    static MINE: &'static Counters = {
-        let c: &'static Counters = Box::leak(Box::default());
-        ALL.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-        c
-    };
-}
-
-/// Adds `by` (wrapping: `u64::MAX` takes one away) to one of this thread's counters. Only
-/// this thread writes them, so a load and a store suffice.
-fn add(which: fn(&Counters) -> &AtomicU64, by: u64) {
-    MINE.with(|c| {
-        let n = which(c);
-        n.store(n.load(Relaxed).wrapping_add(by), Relaxed);
-    });
-}
-
-const ONE_LESS: u64 = u64::MAX;
-
-/// A count that many threads add to and few read (a cache zone's hits and misses): a thread
-/// adds on a cache line of its own (one of a few, by thread), a read sums them (one line
-/// every worker added to moved between their cores at each addition).
+/// A count that many threads add to and few read: each of the first [`TALLY_SLOTS`] threads
+/// that count has a cache line of its own, where only it writes (an addition is a load and a
+/// store, no locked instruction); later threads share one more line, added to atomically. A
+/// read sums the lines. Additions wrap (`u64::MAX` takes one away), so a sum stays right when
+/// a thread takes away what another added.
 pub struct Tally {
-    slots: [Slot; TALLY_SLOTS],
+    /// The threads' own lines, then the shared one.
+    slots: [Slot; TALLY_SLOTS + 1],
 }
 
-#[derive(Default)]
 #[repr(align(128))]
 struct Slot(AtomicU64);
 
-const TALLY_SLOTS: usize = 16;
+/// Enough for a worker per core on most machines (workers live across reloads; a thread's
+/// line is never given to another).
+const TALLY_SLOTS: usize = 64;
 
 thread_local! {
-    /// This thread's slot in every [`Tally`] (threads beyond the slots share them, safely:
-    /// an addition is atomic).
+    /// This thread's line in every [`Tally`]: its own below [`TALLY_SLOTS`], else the shared
+    /// one.
     static TALLY_SLOT: usize = {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        NEXT.fetch_add(1, Relaxed) as usize % TALLY_SLOTS
+        (NEXT.fetch_add(1, Relaxed) as usize).min(TALLY_SLOTS)
     };
+}
+
+impl Tally {
+    pub const fn new() -> Tally {
+        Tally {
+            slots: [const { Slot(AtomicU64::new(0)) }; TALLY_SLOTS + 1],
+        }
+    }
+
+    pub fn add(&self, n: u64) {
+        let i = TALLY_SLOT.with(|i| *i);
+        let slot = &self.slots[i].0;
+        if i < TALLY_SLOTS {
+            slot.store(slot.load(Relaxed).wrapping_add(n), Relaxed);
+        } else {
+            slot.fetch_add(n, Relaxed);
+        }
+    }
+
+    pub fn get(&self) -> u64 {
+        self.slots
+            .iter()
+            .fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Relaxed)))
+    }
 }
 
 impl Default for Tally {
     fn default() -> Tally {
-        Tally {
-            slots: std::array::from_fn(|_| Slot::default()),
-        }
+        Tally::new()
     }
 }
 
@@ -87,18 +76,14 @@ impl std::fmt::Debug for Tally {
     }
 }
 
-impl Tally {
-    pub fn add(&self, n: u64) {
-        let i = TALLY_SLOT.with(|i| *i);
-        self.slots[i].0.fetch_add(n, Relaxed);
-    }
+static ACCEPTS: Tally = Tally::new();
+static HANDLED: Tally = Tally::new();
+static REQUESTS: Tally = Tally::new();
+static READING: Tally = Tally::new();
+static WRITING: Tally = Tally::new();
+static WAITING: Tally = Tally::new();
 
-    pub fn get(&self) -> u64 {
-        self.slots
-            .iter()
-            .fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Relaxed)))
-    }
-}
+const ONE_LESS: u64 = u64::MAX;
 
 /// A snapshot of the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -134,22 +119,19 @@ impl Snapshot {
 
 /// The counters now.
 pub fn snapshot() -> Snapshot {
-    let mut s = Snapshot::default();
-    for c in ALL.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        let sum = |total: &mut u64, n: &AtomicU64| *total = total.wrapping_add(n.load(Relaxed));
-        sum(&mut s.accepts, &c.accepts);
-        sum(&mut s.handled, &c.handled);
-        sum(&mut s.requests, &c.requests);
-        sum(&mut s.reading, &c.reading);
-        sum(&mut s.writing, &c.writing);
-        sum(&mut s.waiting, &c.waiting);
+    Snapshot {
+        accepts: ACCEPTS.get(),
+        handled: HANDLED.get(),
+        requests: REQUESTS.get(),
+        reading: READING.get(),
+        writing: WRITING.get(),
+        waiting: WAITING.get(),
     }
-    s
 }
 
 /// Counts one request.
 pub fn request() {
-    add(|c| &c.requests, 1);
+    REQUESTS.add(1);
 }
 
 /// Where a connection is.
@@ -160,11 +142,11 @@ pub enum State {
     Writing,
 }
 
-fn counter(s: State) -> fn(&Counters) -> &AtomicU64 {
+fn counter(s: State) -> &'static Tally {
     match s {
-        State::Waiting => |c| &c.waiting,
-        State::Reading => |c| &c.reading,
-        State::Writing => |c| &c.writing,
+        State::Waiting => &WAITING,
+        State::Reading => &READING,
+        State::Writing => &WRITING,
     }
 }
 
@@ -174,11 +156,9 @@ pub struct ConnState(State);
 impl ConnState {
     /// A connection just accepted (and handled): waiting for its first byte.
     pub fn accepted() -> ConnState {
-        MINE.with(|c| {
-            for n in [&c.accepts, &c.handled, &c.waiting] {
-                n.store(n.load(Relaxed).wrapping_add(1), Relaxed);
-            }
-        });
+        ACCEPTS.add(1);
+        HANDLED.add(1);
+        WAITING.add(1);
         ConnState(State::Waiting)
     }
 
@@ -190,8 +170,8 @@ impl ConnState {
     /// Moves the connection to `to`.
     pub fn set(&mut self, to: State) {
         if self.0 != to {
-            add(counter(self.0), ONE_LESS);
-            add(counter(to), 1);
+            counter(self.0).add(ONE_LESS);
+            counter(to).add(1);
             self.0 = to;
         }
     }
@@ -199,11 +179,7 @@ impl ConnState {
 
 impl Drop for ConnState {
     fn drop(&mut self) {
-        // (At a thread's exit its counters may be gone already: nothing is left to count.)
-        let _ = MINE.try_with(|c| {
-            let n = counter(self.0)(c);
-            n.store(n.load(Relaxed).wrapping_add(ONE_LESS), Relaxed);
-        });
+        counter(self.0).add(ONE_LESS);
     }
 }
 
@@ -256,13 +232,15 @@ mod tests {
     fn a_tally_sums_what_every_thread_added() {
         let t = Tally::default();
         std::thread::scope(|s| {
-            for n in 1..=20u64 {
+            // More threads than lines of their own: the later ones share the last.
+            for n in 1..=(TALLY_SLOTS as u64 + 20) {
                 let t = &t;
                 s.spawn(move || t.add(n));
             }
         });
         t.add(1000);
-        assert_eq!(t.get(), 1000 + 20 * 21 / 2);
+        let k = TALLY_SLOTS as u64 + 20;
+        assert_eq!(t.get(), 1000 + k * (k + 1) / 2);
     }
 
     #[test]
