@@ -188,7 +188,7 @@ impl Request {
     /// The first value of header `name` (case-insensitive).
     #[inline]
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        if self.names & name_bit(name.as_bytes()) == 0 {
+        if !self.may_have_header(name.as_bytes()) {
             return None;
         }
         self.headers
@@ -207,7 +207,7 @@ impl Request {
     /// Every value of header `name` (case-insensitive), in order.
     #[inline]
     pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        let sent = self.names & name_bit(name.as_bytes()) != 0;
+        let sent = self.may_have_header(name.as_bytes());
         self.headers[..if sent { self.headers.len() } else { 0 }]
             .iter()
             .filter(move |h| h.name.get(&self.head).eq_ignore_ascii_case(name.as_bytes()))
@@ -873,10 +873,7 @@ impl Piece {
             std::borrow::Cow::Borrowed(b) => {
                 let start = (b.as_ptr() as usize).wrapping_sub(head.as_ptr() as usize);
                 if start <= head.len() && b.len() <= head.len() - start {
-                    Piece::InHead(Span {
-                        start,
-                        end: start + b.len(),
-                    })
+                    Piece::InHead(Span::of(head, b))
                 } else {
                     Piece::Own(b.to_vec())
                 }

@@ -663,11 +663,11 @@ impl Vars<'_> {
                 None => return false,
             },
             Var::Http(name) => {
-                let Some(r) = req.filter(|r| r.may_have_header(name.as_bytes())) else {
+                let Some(values) = http_values(req, name) else {
                     return false;
                 };
                 let mut found = false;
-                for v in http_values(r, name) {
+                for v in values {
                     if found {
                         out.push_str(http_separator(name));
                     }
@@ -923,11 +923,11 @@ impl Vars<'_> {
                 true
             }
             Var::Http(name) => {
-                let Some(r) = req.filter(|r| r.may_have_header(name.as_bytes())) else {
+                let Some(values) = http_values(req, name) else {
                     return Some(false);
                 };
                 let mut found = false;
-                for v in http_values(r, name) {
+                for v in values {
                     if found {
                         out.extend_from_slice(http_separator(name).as_bytes());
                     }
@@ -951,11 +951,18 @@ thread_local! {
     static MEMO: RefCell<Vec<(usize, Option<String>)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The values of the request headers `$http_NAME` names, in order.
-fn http_values<'r>(r: &'r Request, name: &'r str) -> impl Iterator<Item = &'r [u8]> + 'r {
-    r.header_fields()
-        .filter(move |(n, _)| header_matches(n, name))
-        .map(|(_, v)| v)
+/// The values of the request headers `$http_NAME` names, in order; `None` when there is no
+/// request or its summary of names says none was sent.
+fn http_values<'r>(
+    req: Option<&'r Request>,
+    name: &'r str,
+) -> Option<impl Iterator<Item = &'r [u8]> + 'r> {
+    let r = req.filter(|r| r.may_have_header(name.as_bytes()))?;
+    Some(
+        r.header_fields()
+            .filter(move |(n, _)| header_matches(n, name))
+            .map(|(_, v)| v),
+    )
 }
 
 /// What joins repeated headers in `$http_NAME`: ", " (nginx), "; " for Cookie.
