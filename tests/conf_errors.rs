@@ -539,3 +539,49 @@ fn upstream_and_proxy_errors() {
         "{err}"
     );
 }
+
+/// nginx's buffer directives (`NUMBER SIZE`), as its `ngx_conf_set_bufs_slot` reads them; each
+/// message checked against `nginx -t` 1.22.1.
+#[test]
+fn buffer_directives() {
+    let h = |body: &str| format!("events {{}}\nhttp {{\n{body}\n}}\n");
+    for d in [
+        "output_buffers",
+        "proxy_buffers",
+        "gzip_buffers",
+        "large_client_header_buffers",
+    ] {
+        for bad in ["x 32k", "0 32k", "2 0", "2 x", "-1 4k"] {
+            fails_at(
+                &h(&format!("    {d} {bad};")),
+                &format!("\"{d}\" directive invalid value"),
+                3,
+            );
+        }
+        fails_at(
+            &h(&format!("    {d} 2;")),
+            &format!("invalid number of arguments in \"{d}\" directive"),
+            3,
+        );
+        fails_at(
+            &h(&format!("    {d} 1 4k;\n    {d} 2 8k;")),
+            &format!("\"{d}\" directive is duplicate"),
+            4,
+        );
+    }
+    // `output_buffers` in every context it has, and no longer a directive "not implemented".
+    let p = Prefix::new();
+    let err = passes(
+        &p,
+        &h(
+            "    output_buffers 1 64k;\n    server {\n        output_buffers 4 1m;\n        \
+            location / { output_buffers 2 32k; }\n    }",
+        ),
+    );
+    assert!(!err.contains("[warn]"), "{err}");
+    fails_at(
+        "output_buffers 1 4k;\nevents {}\n",
+        "\"output_buffers\" directive is not allowed here",
+        1,
+    );
+}

@@ -1,5 +1,4 @@
-//! Directives that shoal knows the shape of but does not implement yet (proxy, proxy cache,
-//! upstream, stream, ...): their names, contexts and argument counts are checked as nginx
+//! Directives that shoal knows the shape of but does not implement yet (`stream`): their names, contexts and argument counts are checked as nginx
 //! checks them, so a configuration is validated the same way, and each use is accepted with a
 //! `[warn] "NAME" directive is not implemented yet, ignored` line, never silently.
 //!
@@ -9,20 +8,11 @@ use shoal_conf::{Directive, Error};
 
 use crate::conf::{Args, Builder, Command, Ctx, Scope};
 
-const HSL: Ctx = Ctx::HSL;
-const TWO: Args = Args::TWO;
-
-const fn p(name: &'static str, ctx: Ctx, args: Args) -> Command {
-    Command::new(name, ctx, args, pending)
-}
-
 const fn pb(name: &'static str, ctx: Ctx, args: Args) -> Command {
     Command::block(name, ctx, args, pending)
 }
 
 pub static DIRECTIVES: &[Command] = &[
-    // thread pools and file I/O (the thread pool issue)
-    p("output_buffers", HSL, TWO),
     // stream (TCP proxy): the whole block is accepted and ignored, with the warning
     pb("stream", Ctx::MAIN, Args::NONE),
 ];

@@ -366,6 +366,20 @@ pub fn number_arg(d: &Directive, i: usize) -> Result<u64, Error> {
     parse_number(&d.args[i].value).ok_or_else(|| directive_err(d, "invalid number"))
 }
 
+/// `NUMBER SIZE` of nginx's buffer directives (`output_buffers`, `proxy_buffers`, `gzip_buffers`,
+/// `large_client_header_buffers`), as its `ngx_conf_set_bufs_slot` reads them: anything but a
+/// positive number and a positive size is `"NAME" directive invalid value`.
+pub fn bufs_arg(d: &Directive) -> Result<(usize, usize), Error> {
+    let invalid = || directive_err(d, "invalid value");
+    let n = parse_number(&d.args[0].value)
+        .filter(|n| *n > 0)
+        .ok_or_else(invalid)?;
+    let size = parse_size(&d.args[1].value)
+        .filter(|s| *s > 0)
+        .ok_or_else(invalid)?;
+    Ok((n as usize, size as usize))
+}
+
 /// Merges an inherited value: unset here → the parent's.
 pub fn merge<T: Clone>(child: &mut Option<T>, parent: &Option<T>) {
     if child.is_none() {

@@ -1,6 +1,6 @@
 //! The rest of nginx's http core directives: request limits and timeouts, `alias`,
 //! `try_files`, `error_page`, `return`, `internal`, `add_header`, `expires`, `etag`,
-//! `if_modified_since`, the redirect knobs, `sendfile_max_chunk`, `max_ranges`,
+//! `if_modified_since`, the redirect knobs, `sendfile_max_chunk`, `output_buffers`, `max_ranges`,
 //! `log_not_found`, `disable_symlinks`, `merge_slashes` and the header buffers.
 //!
 //! Only reading them lives here; `phases.rs` and `conn.rs` apply them.
@@ -94,6 +94,7 @@ pub static DIRECTIVES: &[Command] = &[
         set_reset_timedout_connection,
     ),
     Command::new("sendfile_max_chunk", HSL, Args::ONE, set_sendfile_max_chunk),
+    Command::new("output_buffers", HSL, Args::TWO, set_output_buffers),
     Command::new("max_ranges", HSL, Args::ONE, set_max_ranges),
     Command::new(
         "client_header_buffer_size",
@@ -517,6 +518,15 @@ fn set_sendfile_max_chunk(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> 
     set_once(&mut loc_conf(s).sendfile_max_chunk, n, d)
 }
 
+/// `output_buffers NUMBER SIZE`, as nginx's `ngx_conf_set_bufs_slot` reads it.
+fn set_output_buffers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(
+        &mut loc_conf(s).output_buffers,
+        crate::conf::bufs_arg(d)?,
+        d,
+    )
+}
+
 fn set_max_ranges(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let n = crate::conf::number_arg(d, 0)?;
     set_once(&mut loc_conf(s).max_ranges, n, d)
@@ -539,14 +549,9 @@ fn set_large_client_header_buffers(
     d: &Directive,
     s: &mut Scope<'_>,
 ) -> Result<(), Error> {
-    let num = crate::conf::number_arg(d, 0)?;
-    let size = size_arg(d, 1)?;
-    if num == 0 || size == 0 {
-        return Err(directive_err(d, "invalid value"));
-    }
     set_once(
         &mut srv_conf(s).large_client_header_buffers,
-        (num as usize, size as usize),
+        crate::conf::bufs_arg(d)?,
         d,
     )
 }

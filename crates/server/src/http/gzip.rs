@@ -87,6 +87,8 @@ pub struct GzipLoc {
     pub disable: Option<Arc<Vec<Regex>>>,
     pub disable_msie6: Option<bool>,
     pub static_: Option<GzipStatic>,
+    /// `gzip_buffers`: read only to refuse a second one.
+    pub buffers: Option<(usize, usize)>,
 }
 
 impl GzipLoc {
@@ -172,14 +174,10 @@ fn set_gzip_min_length(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Res
 }
 
 /// `gzip_buffers NUMBER SIZE`: nginx's output buffers for compressed data. shoal writes
-/// compressed output as it comes; the values are checked and otherwise need no effect.
-fn set_gzip_buffers(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    let n = number_arg(d, 0)?;
-    let size = size_arg(d, 1)?;
-    if n == 0 || size == 0 {
-        return Err(crate::conf::directive_err(d, "invalid value"));
-    }
-    Ok(())
+/// compressed output as it comes; the values are checked (and a second one in the same
+/// context is a duplicate, as in nginx) and otherwise need no effect.
+fn set_gzip_buffers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut gz(s).buffers, crate::conf::bufs_arg(d)?, d)
 }
 
 fn set_gzip_http_version(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

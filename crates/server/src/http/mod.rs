@@ -247,6 +247,8 @@ pub struct LocConf {
     pub lingering_timeout: Option<Duration>,
     pub reset_timedout_connection: Option<bool>,
     pub sendfile_max_chunk: Option<u64>,
+    /// `output_buffers NUMBER SIZE`.
+    pub output_buffers: Option<(usize, usize)>,
     pub max_ranges: Option<u64>,
     pub aio: Option<aio::Aio>,
     pub aio_write: Option<bool>,
@@ -373,6 +375,7 @@ impl LocConf {
             &parent.reset_timedout_connection,
         );
         merge(&mut self.sendfile_max_chunk, &parent.sendfile_max_chunk);
+        merge(&mut self.output_buffers, &parent.output_buffers);
         merge(&mut self.max_ranges, &parent.max_ranges);
         merge(&mut self.aio, &parent.aio);
         self.gzip.merge(&parent.gzip);
@@ -488,6 +491,13 @@ impl LocConf {
     /// `sendfile_max_chunk` (default 2m; 0 = unlimited).
     pub fn sendfile_max_chunk(&self) -> u64 {
         self.sendfile_max_chunk.unwrap_or(2 * 1024 * 1024)
+    }
+
+    /// `output_buffers` (default 2 32k): a file body that is read rather than sent with
+    /// sendfile (`sendfile off`, `directio`, gzip) is read SIZE bytes at a time, and up to
+    /// NUMBER such pieces wait for the client before the next read waits for them.
+    pub fn output_buffers(&self) -> (usize, usize) {
+        self.output_buffers.unwrap_or((2, 32 * 1024))
     }
 
     /// `aio_residency_check` (default on): page-cache hits are served inline.

@@ -769,12 +769,7 @@ fn set_request_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> R
 }
 
 fn set_buffers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let n = crate::conf::number_arg(d, 0)?;
-    let size = size_arg(d, 1)?;
-    if n == 0 || size == 0 {
-        return Err(directive_err(d, "invalid value"));
-    }
-    set_once(&mut proxy(s).buffers, (n as usize, size as usize), d)
+    set_once(&mut proxy(s).buffers, crate::conf::bufs_arg(d)?, d)
 }
 
 fn set_buffer_size(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
