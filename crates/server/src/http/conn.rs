@@ -44,9 +44,6 @@ const READ_CHUNK: usize = 16 * 1024;
 const FAIR_BATCH: u32 = 16;
 /// Gather pipelined answers up to this many bytes before writing.
 const MAX_GATHER: usize = 64 * 1024;
-/// nginx's output buffer (`output_buffers 2 32k`): with `sendfile off` it reads a file's body
-/// in pieces this large, and its chunked filter frames each as a chunk.
-const OUTPUT_BUFFER: u64 = 32 * 1024;
 
 thread_local! {
     static DATE: RefCell<DateCache> = RefCell::new(DateCache::new());
@@ -1694,7 +1691,12 @@ impl Conn {
             reply.body = Body::Bytes(c[offset as usize..(offset + len) as usize].to_vec());
             return Ok(());
         }
-        let first = len.min(MAX_GATHER as u64);
+        let piece = if !lc.sendfile() || self.direct.is_some() {
+            lc.output_buffers().1
+        } else {
+            MAX_GATHER
+        };
+        let first = len.min(piece as u64);
         let data = self.read_piece(&file, offset, first as usize, lc).await?;
         if (data.len() as u64) < first {
             return Err(std::io::Error::other("file shrank while being sent"));
@@ -1758,10 +1760,13 @@ impl Conn {
             Body::File {
                 file, offset, len, ..
             } => {
+                // A compressed body is read through the output buffers whatever `sendfile`
+                // says (nginx's gzip filter needs the bytes).
+                let piece = lc.output_buffers().1;
                 let mut off = offset;
                 let end = offset + len;
                 while off < end {
-                    let want = ((end - off) as usize).min(MAX_GATHER);
+                    let want = ((end - off) as usize).min(piece);
                     let data = self.read_piece(&file, off, want, lc).await?;
                     if data.is_empty() {
                         return Err(std::io::Error::other("file shrank while being sent"));
@@ -2004,7 +2009,7 @@ impl Conn {
     }
 
     /// Sends a cached file body whose length was not told: as chunks when `chunked` (of
-    /// nginx's output buffer size with `sendfile off`, whole with it on, as nginx's chunked
+    /// `output_buffers`' size with `sendfile off`, whole with it on, as nginx's chunked
     /// filter frames what its output chain hands it), else as it is, to the close. Returns
     /// the bytes sent, framing included.
     async fn send_unsized(
@@ -2023,7 +2028,7 @@ impl Conn {
             return Err(std::io::Error::other("an unsized body is a file"));
         };
         let piece = if chunked && !lc.sendfile() {
-            OUTPUT_BUFFER
+            lc.output_buffers().1 as u64
         } else {
             len.max(1)
         };
@@ -2095,9 +2100,10 @@ impl Conn {
         result.map_err(|e| self.pool_error(e))
     }
 
-    /// Sends a file range after what is gathered in `out`: small ranges (or all of them with
-    /// `sendfile off`) are read into `out`; large ones go by sendfile, with TCP_CORK around the
-    /// head and the file when `tcp_nopush on` (nginx's way to send them in full packets).
+    /// Sends a file range after what is gathered in `out`: small ranges are read into `out`
+    /// whole, all of them with `sendfile off` or `directio` a piece of `output_buffers` at a
+    /// time; large ones go by sendfile, with TCP_CORK around the head and the file when
+    /// `tcp_nopush on` (nginx's way to send them in full packets).
     async fn copy_file(
         &mut self,
         file: &Arc<std::fs::File>,
@@ -2106,11 +2112,19 @@ impl Conn {
         lc: &LocConf,
     ) -> std::io::Result<()> {
         let pool = self.pool.clone();
-        if len <= static_files::SMALL_FILE as u64 || !lc.sendfile() || self.direct.is_some() {
+        // Read, not sent with sendfile: through nginx's output buffers (`sendfile off`,
+        // `directio`), or whole when the file is small enough to go out with the head.
+        let buffered = !lc.sendfile() || self.direct.is_some();
+        if len <= static_files::SMALL_FILE as u64 || buffered {
+            let (buffers, piece) = if buffered {
+                lc.output_buffers()
+            } else {
+                (1, MAX_GATHER)
+            };
             let mut off = offset;
             let end = offset + len;
             while off < end {
-                let want = ((end - off) as usize).min(MAX_GATHER);
+                let want = ((end - off) as usize).min(piece);
                 let n = match (&pool, &self.direct) {
                     (None, None) => {
                         let start = self.out.len();
@@ -2131,7 +2145,13 @@ impl Conn {
                     return Err(std::io::Error::other("file shrank while being sent"));
                 }
                 off += n as u64;
-                if self.out.len() >= MAX_GATHER {
+                if buffered && off < end {
+                    // Each piece goes out as it is read, as nginx writes each output buffer
+                    // it fills; a client slower than the disk leaves at most `buffers` pieces
+                    // unsent before the next read waits for it. (The last piece waits for the
+                    // answer's end, so pipelined answers still go out together.)
+                    self.flush_to((buffers - 1) * piece).await?;
+                } else if self.out.len() >= MAX_GATHER {
                     self.flush().await?;
                 }
             }
@@ -2207,6 +2227,28 @@ impl Conn {
     async fn maybe_flush(&mut self) -> std::io::Result<()> {
         if self.buf.is_empty() || self.out.len() >= MAX_GATHER {
             self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes what the socket takes of what is gathered, then waits for the client only while
+    /// more than `keep` bytes of it are left. `send_timeout` bounds each wait, as in
+    /// [`Conn::flush`].
+    async fn flush_to(&mut self, keep: usize) -> std::io::Result<()> {
+        if keep == 0 {
+            return self.flush().await;
+        }
+        if self.flush_now()? {
+            return Ok(());
+        }
+        while self.out.len() > keep {
+            let write = self.stream.write(&self.out);
+            match crate::deadline::within(self.rules.send_timeout, write).await {
+                Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(Ok(n)) => bytes::Buf::advance(&mut self.out, n),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+            }
         }
         Ok(())
     }
