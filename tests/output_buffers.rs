@@ -41,13 +41,19 @@ fn fetch_counting(s: &Shoal, path: &str) -> (Vec<u8>, u64) {
     (out[split..].to_vec(), after - before)
 }
 
+/// A prefix with `html/f/NAME`, `len` bytes that do not repeat in short runs, and the port
+/// its configuration will listen on.
+fn with_file(name: &str, len: u32) -> (Prefix, Vec<u8>, u16) {
+    let p = Prefix::new();
+    let data: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
+    std::fs::create_dir_all(p.join("html/f")).unwrap();
+    std::fs::write(p.join("html/f").join(name), &data).unwrap();
+    (p, data, free_port())
+}
+
 #[test]
 fn sendfile_off_reads_the_file_in_pieces_of_the_buffer_size() {
-    let p = Prefix::new();
-    let data: Vec<u8> = (0..1_048_576u32).map(|i| (i * 131 % 251) as u8).collect();
-    std::fs::create_dir_all(p.join("html/f")).unwrap();
-    std::fs::write(p.join("html/f/one.bin"), &data).unwrap();
-    let port = free_port();
+    let (p, data, port) = with_file("one.bin", 1_048_576);
     let conf = conf_with(
         port,
         "thread_pool io threads=2;",
@@ -90,11 +96,7 @@ fn sendfile_off_reads_the_file_in_pieces_of_the_buffer_size() {
 /// side holds (the kernel would grow it to megabytes), so the buffers' part can be counted.
 #[test]
 fn a_client_that_stops_reading_holds_at_most_the_buffers() {
-    let p = Prefix::new();
-    let data: Vec<u8> = (0..4_194_304u32).map(|i| (i * 131 % 251) as u8).collect();
-    std::fs::create_dir_all(p.join("html/f")).unwrap();
-    std::fs::write(p.join("html/f/four.bin"), &data).unwrap();
-    let port = free_port();
+    let (p, _, port) = with_file("four.bin", 4_194_304);
     let conf = conf_with(
         port,
         "",
