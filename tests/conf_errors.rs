@@ -280,17 +280,18 @@ fn nginx_directive_shoal_lacks() {
     );
 }
 
-/// A directive still waiting for its module (`p("NAME", HSL, ONE)` in the server's
-/// `pending.rs`), to write as `NAME x;` in `http`; none once every module has landed.
-fn a_pending_directive() -> Option<String> {
+/// A block still waiting for its module (`pb("NAME", Ctx::MAIN, Args::NONE)` in the server's
+/// `pending.rs`), to write as `NAME { }` in the main context; none once every module has
+/// landed.
+fn a_pending_block() -> Option<String> {
     let src = fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/server/src/pending.rs"),
     )
     .ok()?;
     src.lines().find_map(|l| {
-        let rest = l.trim().strip_prefix("p(\"")?;
+        let rest = l.trim().strip_prefix("pb(\"")?;
         let (name, args) = rest.split_once('"')?;
-        (args == ", HSL, ONE),").then(|| name.to_string())
+        (args == ", Ctx::MAIN, Args::NONE),").then(|| name.to_string())
     })
 }
 
@@ -306,8 +307,8 @@ fn inert_and_pending_directives_warn() {
         )),
         "stderr:\n{err}"
     );
-    if let Some(name) = a_pending_directive() {
-        let err = passes(&p, &format!("events {{}}\nhttp {{\n\n    {name} x;\n}}\n"));
+    if let Some(name) = a_pending_block() {
+        let err = passes(&p, &format!("events {{}}\nhttp {{\n}}\n{name} {{\n}}\n"));
         assert!(
             err.starts_with(&format!(
                 "shoal: [warn] \"{name}\" directive is not implemented yet, ignored in {file}:4\n"
