@@ -1691,11 +1691,7 @@ impl Conn {
             reply.body = Body::Bytes(c[offset as usize..(offset + len) as usize].to_vec());
             return Ok(());
         }
-        let piece = if !lc.sendfile() || self.direct.is_some() {
-            lc.output_buffers().1
-        } else {
-            MAX_GATHER
-        };
+        let piece = self.output_buffers(lc).map_or(MAX_GATHER, |(_, size)| size);
         let first = len.min(piece as u64);
         let data = self.read_piece(&file, offset, first as usize, lc).await?;
         if (data.len() as u64) < first {
@@ -2100,6 +2096,12 @@ impl Conn {
         result.map_err(|e| self.pool_error(e))
     }
 
+    /// `output_buffers` (NUMBER, SIZE) when the current answer's file is read rather than sent
+    /// with sendfile (`sendfile off`, `directio`); `None` when sendfile sends it.
+    fn output_buffers(&self, lc: &LocConf) -> Option<(usize, usize)> {
+        (!lc.sendfile() || self.direct.is_some()).then(|| lc.output_buffers())
+    }
+
     /// Sends a file range after what is gathered in `out`: small ranges are read into `out`
     /// whole, all of them with `sendfile off` or `directio` a piece of `output_buffers` at a
     /// time; large ones go by sendfile, with TCP_CORK around the head and the file when
@@ -2112,15 +2114,11 @@ impl Conn {
         lc: &LocConf,
     ) -> std::io::Result<()> {
         let pool = self.pool.clone();
-        // Read, not sent with sendfile: through nginx's output buffers (`sendfile off`,
-        // `directio`), or whole when the file is small enough to go out with the head.
-        let buffered = !lc.sendfile() || self.direct.is_some();
-        if len <= static_files::SMALL_FILE as u64 || buffered {
-            let (buffers, piece) = if buffered {
-                lc.output_buffers()
-            } else {
-                (1, MAX_GATHER)
-            };
+        // Read, not sent with sendfile: through the output buffers, or whole when the file is
+        // small enough to go out with the head.
+        let buffered = self.output_buffers(lc);
+        if len <= static_files::SMALL_FILE as u64 || buffered.is_some() {
+            let (buffers, piece) = buffered.unwrap_or((1, MAX_GATHER));
             let mut off = offset;
             let end = offset + len;
             while off < end {
@@ -2145,7 +2143,7 @@ impl Conn {
                     return Err(std::io::Error::other("file shrank while being sent"));
                 }
                 off += n as u64;
-                if buffered && off < end {
+                if buffered.is_some() && off < end {
                     // Each piece goes out as it is read, as nginx writes each output buffer
                     // it fills; a client slower than the disk leaves at most `buffers` pieces
                     // unsent before the next read waits for it. (The last piece waits for the
