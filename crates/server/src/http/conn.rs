@@ -2229,64 +2229,35 @@ impl Conn {
         Ok(())
     }
 
+    /// Writes what is gathered. `send_timeout` bounds each wait for the client to take more,
+    /// not the whole transfer (nginx's rule).
+    async fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_to(0).await
+    }
+
     /// Writes what the socket takes of what is gathered, then waits for the client only while
-    /// more than `keep` bytes of it are left. `send_timeout` bounds each wait, as in
-    /// [`Conn::flush`].
+    /// more than `keep` bytes of it are left (`send_timeout` bounding each wait, as in
+    /// [`Conn::flush`]). After an error nothing is left to send.
     async fn flush_to(&mut self, keep: usize) -> std::io::Result<()> {
-        if keep == 0 {
-            return self.flush().await;
-        }
-        if self.flush_now()? {
+        // Most answers fit the socket's buffer: one send, without a future or a timer.
+        if self.out.is_empty() || self.flush_now()? {
             return Ok(());
         }
         while self.out.len() > keep {
             let write = self.stream.write(&self.out);
-            match crate::deadline::within(self.rules.send_timeout, write).await {
-                Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(Ok(n)) => bytes::Buf::advance(&mut self.out, n),
-                Ok(Err(e)) => return Err(e),
-                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
-            }
+            let err = match crate::deadline::within(self.rules.send_timeout, write).await {
+                Ok(Ok(0)) => std::io::ErrorKind::WriteZero.into(),
+                Ok(Ok(n)) => {
+                    bytes::Buf::advance(&mut self.out, n);
+                    continue;
+                }
+                Ok(Err(e)) => e,
+                Err(_) => std::io::ErrorKind::TimedOut.into(),
+            };
+            self.out.clear();
+            return Err(err);
         }
         Ok(())
-    }
-
-    /// Writes what is gathered. `send_timeout` bounds each wait for the client to take more,
-    /// not the whole transfer (nginx's rule).
-    async fn flush(&mut self) -> std::io::Result<()> {
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        // Most answers fit the socket's buffer: one send, without a future or a timer.
-        if self.flush_now()? {
-            return Ok(());
-        }
-        let out = std::mem::take(&mut self.out);
-        let mut pos = 0;
-        let mut result = Ok(());
-        while pos < out.len() {
-            match crate::deadline::within(self.rules.send_timeout, self.stream.write(&out[pos..]))
-                .await
-            {
-                Ok(Ok(0)) => {
-                    result = Err(std::io::ErrorKind::WriteZero.into());
-                    break;
-                }
-                Ok(Ok(n)) => pos += n,
-                Ok(Err(e)) => {
-                    result = Err(e);
-                    break;
-                }
-                Err(_) => {
-                    result = Err(std::io::ErrorKind::TimedOut.into());
-                    break;
-                }
-            }
-        }
-        let mut out = out;
-        out.clear();
-        self.out = out;
-        result
     }
 
     /// The end of a connection we chose to close: nginx's lingering close when input may
