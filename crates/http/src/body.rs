@@ -5,8 +5,10 @@
 //! closed after the answer: `Content-Length` with `Transfer-Encoding`, a repeated
 //! `Content-Length` (even an identical one), a length that is not plain digits, `Transfer-Encoding`
 //! on HTTP/1.0. A coding other than exactly `chunked` is 501, as nginx answers. The chunked
-//! decoder is strict: hex digits only (no sign, no `0x`, no space before), CRLF everywhere (a bare
-//! LF is an error, not a line end), CRLF right after each chunk's data.
+//! decoder is strict where nginx's grammar is loose without a reason: hex digits only (no sign,
+//! no `0x`, no space before), only whitespace between the size and `;`, no control characters
+//! in extensions or trailers, the line end right after each chunk's data. Like nginx, it takes a
+//! bare LF as a line end wherever CRLF is expected.
 //!
 //! Decoders never copy body bytes: [`ChunkedDecoder::decode`] hands back slices of its input,
 //! the `_buf` variants split `Bytes` off the buffer. Trailer fields are read and dropped, as nginx
@@ -271,6 +273,12 @@ impl ChunkedDecoder {
         self.total
     }
 
+    /// After a 413: the body bytes announced before the chunk that went over the limit, and
+    /// that chunk's size (nginx's `too large chunked body: N+M bytes`).
+    pub fn oversize(&self) -> (u64, u64) {
+        (self.total.saturating_sub(self.size), self.size)
+    }
+
     /// Reads from the front of `input`. Returns how many bytes were consumed and what they
     /// were: some data (framing before it consumed too), `NeedMore` (everything consumed), or
     /// `Done` (bytes after the body are left unconsumed).
@@ -358,7 +366,7 @@ impl ChunkedDecoder {
                     } else {
                         match b {
                             b'\r' => self.state = State::SizeLf,
-                            b'\n' if self.lenient => self.end_size_line(invalid)?,
+                            b'\n' => self.end_size_line(invalid)?,
                             b';' => self.state = State::Ext,
                             b' ' | b'\t' if self.lenient => self.state = State::Ext,
                             b' ' | b'\t' => self.state = State::SizeWs,
@@ -373,6 +381,11 @@ impl ChunkedDecoder {
                     match b {
                         b' ' | b'\t' => {}
                         b'\r' => self.state = State::SizeLf,
+                        b'\n' => {
+                            self.end_size_line(invalid)?;
+                            i += 1;
+                            continue;
+                        }
                         b';' => self.state = State::Ext,
                         _ => return self.fail(invalid),
                     }
@@ -381,7 +394,7 @@ impl ChunkedDecoder {
                 State::Ext => {
                     match b {
                         b'\r' => self.state = State::SizeLf,
-                        b'\n' if self.lenient => self.end_size_line(invalid)?,
+                        b'\n' => self.end_size_line(invalid)?,
                         _ if self.lenient => {}
                         b'\t' => {}
                         _ if b < 0x20 || b == 0x7f => return self.fail(invalid),
@@ -399,7 +412,7 @@ impl ChunkedDecoder {
                 }
                 State::DataCr => match b {
                     b'\r' => self.state = State::DataLf,
-                    b'\n' if self.lenient => self.state = State::SizeStart,
+                    b'\n' => self.state = State::SizeStart,
                     _ => return self.fail(invalid),
                 },
                 State::DataLf => {
@@ -411,12 +424,12 @@ impl ChunkedDecoder {
                 State::TrailerStart => {
                     self.state = match b {
                         b'\r' => State::EndLf,
-                        b'\n' if self.lenient => {
+                        b'\n' => {
                             self.state = State::Done;
                             return Ok((i + 1, None));
                         }
                         b'\0' if self.lenient => State::Trailer,
-                        b'\n' | b'\0' => return self.fail(invalid),
+                        b'\0' => return self.fail(invalid),
                         _ => State::Trailer,
                     };
                     self.line_len += 1;
@@ -424,9 +437,9 @@ impl ChunkedDecoder {
                 State::Trailer => {
                     match b {
                         b'\r' => self.state = State::TrailerLf,
-                        b'\n' if self.lenient => self.state = State::TrailerStart,
+                        b'\n' => self.state = State::TrailerStart,
                         b'\0' if self.lenient => {}
-                        b'\n' | b'\0' => return self.fail(invalid),
+                        b'\0' => return self.fail(invalid),
                         _ => {}
                     }
                     self.line_len += 1;
@@ -496,6 +509,15 @@ impl BodyDecoder {
         match self {
             BodyDecoder::Length(d) => d.is_done(),
             BodyDecoder::Chunked(d) => d.is_done(),
+        }
+    }
+
+    /// After a 413 of a chunked body: what came before the chunk that went over the limit,
+    /// and its size (see [`ChunkedDecoder::oversize`]); `None` for a length.
+    pub fn oversize(&self) -> Option<(u64, u64)> {
+        match self {
+            BodyDecoder::Length(_) => None,
+            BodyDecoder::Chunked(d) => Some(d.oversize()),
         }
     }
 
