@@ -120,6 +120,12 @@ impl Scanner {
                                 header_lines: self.header_lines,
                             }));
                         }
+                    } else if request_line && crate::request::check_request_line(line)? {
+                        // HTTP/0.9: the request line is the whole head.
+                        return Ok(Some(HeadEnd {
+                            len: end,
+                            header_lines: 0,
+                        }));
                     } else if self.seen_request_line {
                         self.header_lines += 1;
                     } else {
@@ -131,6 +137,15 @@ impl Scanner {
                     self.search_from = buf.len();
                     if partial > 0 && !self.fits(partial, limits) {
                         return Err(self.too_large(buf, !self.seen_request_line, limits));
+                    }
+                    if partial > 0 && !self.seen_request_line {
+                        // nginx parses the request line as it arrives: a wrong method (TLS
+                        // bytes on a plain port, say) is answered at once, not after
+                        // `client_header_timeout`.
+                        let seen = buf.get(self.line_start..).unwrap_or_default();
+                        if let Some(e) = crate::request::line_prefix_error(seen) {
+                            return Err(e);
+                        }
                     }
                     return Ok(None);
                 }

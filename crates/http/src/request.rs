@@ -32,6 +32,9 @@ pub use refused::Refused;
 /// HTTP version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Version {
+    /// An HTTP/0.9 simple request (`GET /path` and nothing else): no headers, and the answer
+    /// is its body alone, as nginx answers one.
+    Http09,
     /// HTTP/1.0.
     Http10,
     /// HTTP/1.1 (and HTTP/1.2..1.99, which nginx also takes as 1.1 semantics).
@@ -39,11 +42,22 @@ pub enum Version {
 }
 
 impl Version {
-    /// `HTTP/1.0` or `HTTP/1.1`.
+    /// `HTTP/1.0` or `HTTP/1.1` (`HTTP/0.9` for a simple request).
     pub fn as_str(self) -> &'static str {
         match self {
+            Version::Http09 => "HTTP/0.9",
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+        }
+    }
+
+    /// What ends a request line of this version in `$request` and log lines: ` HTTP/1.1`, or
+    /// nothing for an HTTP/0.9 simple request (`GET /`).
+    pub fn line_suffix(self) -> &'static str {
+        match self {
+            Version::Http09 => "",
+            Version::Http10 => " HTTP/1.0",
+            Version::Http11 => " HTTP/1.1",
         }
     }
 }
@@ -108,6 +122,9 @@ pub struct Request {
     /// The method when it is GET, HEAD or POST.
     usual_method: Option<&'static str>,
     target: Span,
+    /// The target from its path on (nginx's `$request_uri`): the whole target in origin-form,
+    /// what follows the authority in absolute-form (`/` when nothing does).
+    request_uri: Piece,
     query: Option<Span>,
     version: Version,
     headers: Vec<HeaderSpan>,
@@ -131,8 +148,15 @@ impl Request {
         }
     }
 
-    /// The request target exactly as sent (nginx's `$request_uri`).
+    /// The request URI as sent (nginx's `$request_uri`): the target, or in absolute-form
+    /// (`GET http://host/x`) its part after the authority, never the scheme and host, which
+    /// an upstream would take over its `Host`.
     pub fn uri(&self) -> &[u8] {
+        self.request_uri.get(&self.head)
+    }
+
+    /// The request target exactly as the request line has it (for `$request` and log lines).
+    pub fn target(&self) -> &[u8] {
         self.target.get(&self.head)
     }
 
@@ -152,8 +176,11 @@ impl Request {
     }
 
     /// The protocol as the request line has it (nginx's `$server_protocol`): `HTTP/1.2`, a minor
-    /// of `00`, and any spaces between it and the line's end are kept.
+    /// of `00`, and any spaces between it and the line's end are kept; empty for HTTP/0.9.
     pub fn version_text(&self) -> &[u8] {
+        if self.version == Version::Http09 {
+            return b"";
+        }
         let after = self.head.get(self.target.end..).unwrap_or_default();
         let line = &after[..memchr::memchr(b'\n', after).unwrap_or(after.len())];
         let mut line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -526,7 +553,7 @@ fn parse_fast(head: &[u8], header_lines: usize, limits: &Limits) -> Option<RawHe
         match keep_header(h.name.as_bytes(), limits) {
             Ok(true) => headers.push(HeaderSpan {
                 name: Span::of(head, h.name.as_bytes()),
-                value: Span::of(head, h.value),
+                value: nginx_value(head, Span::of(head, h.value)),
             }),
             Ok(false) => {}
             Err(_) => return None,
@@ -600,14 +627,37 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
     })
 }
 
+/// A header value as nginx cuts it: spaces around it are dropped, a tab is part of it (so
+/// `Content-Length:<TAB>5` is the invalid length `<TAB>5`, as nginx reads it).
 fn trim_ows(mut v: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = v {
+    while let [b' ', rest @ ..] = v {
         v = rest;
     }
-    while let [rest @ .., b' ' | b'\t'] = v {
+    while let [rest @ .., b' '] = v {
         v = rest;
     }
     v
+}
+
+/// httparse drops tabs around a value as well as spaces: a value it found beside a tab is
+/// widened back to what nginx cuts (see [`trim_ows`]). Most values have a single space before
+/// them and none after, so this looks at two or three bytes.
+fn nginx_value(head: &[u8], v: Span) -> Span {
+    let is_ws = |b: &u8| *b == b' ' || *b == b'\t';
+    let before = head.get(..v.start).unwrap_or_default();
+    let gap_start = v.start - before.iter().rev().take_while(|b| is_ws(b)).count();
+    let after = head.get(v.end..).unwrap_or_default();
+    let gap_end = v.end + after.iter().take_while(|b| is_ws(b)).count();
+    let gaps = [
+        head.get(gap_start..v.start).unwrap_or_default(),
+        head.get(v.end..gap_end).unwrap_or_default(),
+    ];
+    if !gaps.iter().any(|g| g.contains(&b'\t')) {
+        return v;
+    }
+    let line = head.get(gap_start..gap_end).unwrap_or_default();
+    let trimmed = trim_ows(line);
+    Span::of(head, trimmed)
 }
 
 /// nginx's method characters: `A`-`Z`, `_` and `-` (so `get` is a 400, not a 405).
@@ -617,7 +667,7 @@ fn nginx_method(m: &[u8]) -> bool {
             .all(|&b| b.is_ascii_uppercase() || b == b'_' || b == b'-')
 }
 
-/// `METHOD SP+ target SP+ HTTP/x.y SP*`.
+/// `METHOD SP+ target SP+ HTTP/x.y SP*`, or HTTP/0.9's `GET SP+ target SP*`.
 fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     let invalid = Error::bad_request("client sent invalid request");
     let mut parts = line.split(|&b| b == b' ').filter(|p| !p.is_empty());
@@ -625,7 +675,10 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     if !nginx_method(method) || line.first() == Some(&b' ') {
         return Err(Error::bad_request("client sent invalid method"));
     }
-    let target = parts.next().ok_or(invalid)?;
+    // A method with nothing after it never was a method, for nginx.
+    let target = parts
+        .next()
+        .ok_or(Error::bad_request("client sent invalid method"))?;
     if target.iter().any(|&b| b <= 0x20 || b == 0x7f) {
         return Err(invalid);
     }
@@ -633,8 +686,15 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     if target.first() != Some(&b'/') {
         split_absolute(target)?;
     }
-    // No version: an HTTP/0.9 simple request, which shoal does not serve.
-    let version = parts.next().ok_or(invalid)?;
+    // No version: an HTTP/0.9 simple request, which can only be a GET.
+    let Some(version) = parts.next() else {
+        if method != b"GET" {
+            return Err(Error::bad_request(
+                "client sent invalid method in HTTP/0.9 request",
+            ));
+        }
+        return Ok((method, target, Version::Http09));
+    };
     // A version above 1.x is a 505 whatever follows it.
     let version = parse_version(version)?;
     if parts.next().is_some() {
@@ -714,6 +774,47 @@ const UNIQUE: [&[u8]; 7] = [
     b"authorization",
 ];
 
+/// The most header lines a request may have (Debian's nginx 1.22.1 refuses the 1001st kept
+/// line with "client sent too many header lines"; lines `ignore_invalid_headers` drops do not
+/// count).
+pub const MAX_HEADERS: usize = 1000;
+
+/// A complete request line (its line end included) as nginx reads it before any header: its
+/// error, or whether it is an HTTP/0.9 simple request, which nginx answers at once (no
+/// header comes after one). Only the scanner's road asks: a head that came whole in one piece
+/// is read by the others.
+pub(crate) fn check_request_line(line: &[u8]) -> Result<bool, Error> {
+    let Ok(content) = line_content(line) else {
+        // A stray CR: the careful road answers it with the rest of the head.
+        return Ok(false);
+    };
+    let (_, _, version) = parse_request_line(content)?;
+    Ok(version == Version::Http09)
+}
+
+/// Whether `bytes` (a refused head, or what was read of one) start with an HTTP/0.9 simple
+/// request line, valid or not: a method and a target, no version. nginx answers it the 0.9
+/// way, its body without a status line or headers.
+pub fn is_simple_request(bytes: &[u8]) -> bool {
+    let start = bytes
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(bytes.len());
+    let rest = &bytes[start..];
+    let Some(end) = memchr::memchr(b'\n', rest) else {
+        return false;
+    };
+    let line = &rest[..end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let mut parts = line.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    !line.starts_with(b" ")
+        && parts.next().is_some_and(nginx_method)
+        && parts
+            .next()
+            .is_some_and(|t| t.first() == Some(&b'/') || split_absolute(t).is_ok())
+        && parts.next().is_none()
+}
+
 /// nginx's `ngx_strcasestrn`: is `needle` anywhere in `hay`, ignoring ASCII case?
 fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len())
@@ -745,6 +846,9 @@ fn finish_into(
     let mut unique_seen = 0u8;
     let duplicate = Error::bad_request("client sent duplicate header line");
     let mut names = 0u64;
+    if raw.headers.len() > MAX_HEADERS {
+        return Err(Error::bad_request("client sent too many header lines"));
+    }
     for h in &raw.headers {
         let name = h.name.get(&head);
         let value = h.value.get(&head);
@@ -788,12 +892,20 @@ fn finish_into(
 
     // The target: origin-form, or absolute-form whose host wins over Host (as nginx).
     let target = raw.target.get(&head);
-    let (path_part, query, target_host) = if target.first() == Some(&b'/') {
+    let (path_part, query, target_host, request_uri) = if target.first() == Some(&b'/') {
         let (p, q) = uri::split_query(target);
-        (p, q, None)
+        (p, q, None, Piece::InHead(raw.target))
     } else {
         let (authority, p, q) = split_absolute(target)?;
-        (p, q, Some(authority))
+        // What follows the authority: `$request_uri`, and what goes upstream.
+        let rest = Span::of(&head, authority).end;
+        let rest = head.get(rest..raw.target.end).unwrap_or_default();
+        let request_uri = if rest.is_empty() {
+            Piece::Own(b"/".to_vec())
+        } else {
+            Piece::InHead(Span::of(&head, rest))
+        };
+        (p, q, Some(authority), request_uri)
     };
     let path = Piece::of(&head, uri::normalize_path(path_part, limits.merge_slashes)?);
 
@@ -831,6 +943,7 @@ fn finish_into(
     let keep_alive = match raw.version {
         Version::Http11 => !close,
         Version::Http10 => keep_alive_token && !close,
+        Version::Http09 => false,
     };
     let query = query.map(|q| Span::of(&head, q));
     let usual_method = match method {
@@ -843,6 +956,7 @@ fn finish_into(
         method: raw.method,
         usual_method,
         target: raw.target,
+        request_uri,
         query,
         version: raw.version,
         headers: raw.headers,

@@ -67,6 +67,7 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
         return out;
     }
     let mut host_seen = false;
+    let mut kept = 0usize;
     let mut unique_seen = [false; UNIQUE.len()];
     let mut framing_seen = [false; 3];
     for line in lines {
@@ -95,6 +96,10 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
             Ok(true) => {}
             Ok(false) => continue,
             Err(_) => return out,
+        }
+        kept += 1;
+        if kept > super::MAX_HEADERS {
+            return out;
         }
         if name.eq_ignore_ascii_case(b"host") {
             if std::mem::replace(&mut host_seen, true) {
