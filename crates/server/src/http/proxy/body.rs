@@ -66,11 +66,13 @@ pub struct Streaming<'a> {
     pub done: bool,
 }
 
-/// Why a streamed request body could not be read; the exchange ends (499 or 400).
+/// Why a streamed request body could not be read; the exchange ends (499, 400 or 413).
 #[derive(Debug)]
 pub enum ClientBodyError {
     Gone,
     Invalid,
+    /// A chunk took the body over `client_max_body_size`: what came before it, its size.
+    TooLarge(u64, u64),
 }
 
 impl std::fmt::Display for ClientBodyError {
@@ -78,6 +80,10 @@ impl std::fmt::Display for ClientBodyError {
         match self {
             ClientBodyError::Gone => f.write_str("client prematurely closed connection"),
             ClientBodyError::Invalid => f.write_str("client sent invalid chunked body"),
+            ClientBodyError::TooLarge(before, size) => write!(
+                f,
+                "client intended to send too large chunked body: {before}+{size} bytes"
+            ),
         }
     }
 }
@@ -101,7 +107,14 @@ impl Streaming<'_> {
                     return Ok(None);
                 }
                 Ok(BodyChunk::NeedMore) => {}
-                Err(_) => return Err(ClientBodyError::Invalid),
+                Err(e) => {
+                    return Err(match (e.kind(), self.decoder.oversize()) {
+                        (shoal_http::ErrorKind::PayloadTooLarge, Some((before, size))) => {
+                            ClientBodyError::TooLarge(before, size)
+                        }
+                        _ => ClientBodyError::Invalid,
+                    })
+                }
             }
             if self.buf.capacity() - self.buf.len() < 4096 {
                 self.buf.reserve(16 * 1024);

@@ -419,8 +419,8 @@ pub struct UriState<'a> {
 enum Fail {
     /// The client closed while the answer was awaited: not the upstream's fault.
     ClientGone,
-    /// The client's streamed body was malformed (400).
-    ClientInvalid,
+    /// The client's streamed body was malformed (400) or over `client_max_body_size` (413).
+    ClientBody(ClientBodyError),
     /// `error`: refused, reset, closed early (502).
     Error(String),
     /// `timeout` (504).
@@ -648,15 +648,16 @@ async fn run(
                 state::free(&upstream, &mut attempt, Outcome::Success);
                 return Handled::ClientGone;
             }
-            Fail::ClientInvalid => {
-                crate::conn_log!(
-                    Level::Info,
-                    r.info.number,
-                    "client sent invalid chunked body{}",
-                    r.log_ctx()
-                );
+            Fail::ClientBody(e) => {
+                // nginx: an invalid chunk is an info line and 400, a chunk over
+                // `client_max_body_size` an error line and 413.
+                let (level, status) = match e {
+                    ClientBodyError::TooLarge(..) => (Level::Error, 413),
+                    _ => (Level::Info, 400),
+                };
+                crate::conn_log!(level, r.info.number, "{e}{}", r.log_ctx());
                 state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::Error(400);
+                return Handled::Error(status);
             }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
@@ -1293,8 +1294,8 @@ async fn send_and_read(
             ))
         }
         Err(SendError::Client(ClientBodyError::Gone)) => return Err((Fail::ClientGone, true)),
-        Err(SendError::Client(ClientBodyError::Invalid)) => {
-            return Err((Fail::ClientInvalid, true))
+        Err(SendError::Client(e @ (ClientBodyError::Invalid | ClientBodyError::TooLarge(..)))) => {
+            return Err((Fail::ClientBody(e), true))
         }
         Err(SendError::Io(e)) => {
             return Err((
@@ -1321,8 +1322,15 @@ async fn send_and_read(
     let max = conf.buffer_size();
     let mut buf = BytesMut::with_capacity(max.max(4096));
     let mut watch_client = true;
+    // Interim answers (100, 102, 103) read so far: skipped, their bytes counted against
+    // `proxy_buffer_size` with the final head's (so an upstream cannot send them forever).
+    let mut interim = 0usize;
     let parsed = loop {
-        match super::parse::head(&mut buf, max, asked) {
+        match super::parse::head(&mut buf, max.saturating_sub(interim), asked) {
+            Ok(Some(p)) if p.is_interim() => {
+                interim += p.consumed;
+                continue;
+            }
             Ok(Some(p)) => break p,
             Ok(None) => {}
             Err(message) => {
@@ -1334,7 +1342,7 @@ async fn send_and_read(
                 ))
             }
         }
-        if buf.len() >= max {
+        if buf.len() + interim >= max {
             return Err((
                 Fail::Invalid(
                     "upstream sent too big header while reading response header from upstream"

@@ -25,6 +25,15 @@ pub struct Parsed {
     pub consumed: usize,
 }
 
+impl Parsed {
+    /// An interim answer (100 Continue, 102 Processing, 103 Early Hints, any 1xx but a 101):
+    /// the final one follows on the same connection. nginx 1.22 took one for the answer and
+    /// its final head for body bytes; it is skipped here, as later nginx skips it.
+    pub fn is_interim(&self) -> bool {
+        (100..200).contains(&self.status) && self.status != 101
+    }
+}
+
 /// Parses the head at the start of `buf` (split off it on success). `max` is
 /// `proxy_buffer_size`; `Ok(None)`: more bytes are needed. An error is nginx's log text.
 pub fn head(

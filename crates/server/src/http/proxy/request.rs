@@ -70,9 +70,16 @@ impl<'a> UriParts<'a> {
         let args = rw.args.as_deref();
         let same_args = args.map(str::as_bytes) == query
             || matches!((query, args), (Some(q), Some(a)) if *shoal_http::lossy(q) == *a);
+        // An absolute-form target without a path (`http://host?a`) has no URI to send as it
+        // came: nginx sends the parsed one.
+        let unparsed = req.uri();
         UriParts {
-            unparsed: req.uri(),
-            changed: internal || rw.internal || !same_uri || !same_args,
+            unparsed,
+            changed: internal
+                || rw.internal
+                || !same_uri
+                || !same_args
+                || unparsed.first() != Some(&b'/'),
             uri: if same_uri { path } else { rw.uri.as_bytes() },
             args: if same_args {
                 query
