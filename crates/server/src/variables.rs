@@ -571,9 +571,8 @@ impl Vars<'_> {
                 Some(r) => {
                     out.push_str(r.method());
                     out.push(' ');
-                    out.push_str(&shoal_http::lossy(r.uri()));
-                    out.push(' ');
-                    out.push_str(r.version().as_str());
+                    out.push_str(&shoal_http::lossy(r.target()));
+                    out.push_str(r.version().line_suffix());
                 }
                 None => return false,
             },
@@ -785,10 +784,10 @@ impl Vars<'_> {
         if let Some(r) = self.req {
             let _ = write!(
                 s,
-                ", request: \"{} {} {}\"",
+                ", request: \"{} {}{}\"",
                 r.method(),
-                shoal_http::lossy(r.uri()),
-                r.version().as_str()
+                shoal_http::lossy(r.target()),
+                r.version().line_suffix()
             );
             if let Some(h) = r.header("host") {
                 let _ = write!(s, ", host: \"{}\"", shoal_http::lossy(h));
@@ -891,9 +890,8 @@ impl Vars<'_> {
                 (Some(r), _) => {
                     out.extend_from_slice(r.method().as_bytes());
                     out.push(b' ');
-                    escape_into(r.uri(), escape, out);
-                    out.push(b' ');
-                    out.extend_from_slice(r.version().as_str().as_bytes());
+                    escape_into(r.target(), escape, out);
+                    out.extend_from_slice(r.version().line_suffix().as_bytes());
                     true
                 }
                 (None, Some(line)) => {

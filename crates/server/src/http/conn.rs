@@ -430,13 +430,41 @@ impl CloseRules {
     }
 }
 
-/// How discarding a request body ended.
+/// How reading (or discarding) a request body ended.
 enum Discard {
     Done,
     /// The body's framing is broken (a bad chunk): 400.
     Invalid,
-    /// The client went away or stopped sending: close.
+    /// A chunked body went over `client_max_body_size`: 413. What came before the chunk that
+    /// went over, and that chunk's size (for nginx's log line).
+    TooLarge(u64, u64),
+    /// The client went away: close (nginx logs the request with 400).
     Gone,
+    /// The client sent nothing for `client_body_timeout`: close without an answer (nginx
+    /// logs the request with 408).
+    TimedOut,
+    /// Nothing more is in the read buffer: the rest is discarded after the answer (with the
+    /// decoder that has read so far).
+    Later(shoal_http::BodyDecoder),
+}
+
+/// What nginx knew of a refused request's shape when it answered: its method was `HEAD` (the
+/// page is left out), or it was an HTTP/0.9 simple request (the page goes without a head).
+#[derive(Clone, Copy, Default)]
+struct RefusedShape {
+    head: bool,
+    http09: bool,
+}
+
+impl RefusedShape {
+    fn of(bytes: &[u8]) -> RefusedShape {
+        // A 0.9 `HEAD /` is refused with the page (only a GET is a 0.9 request to nginx).
+        let http09 = shoal_http::request::is_simple_request(bytes);
+        RefusedShape {
+            head: !http09 && is_head_request(bytes),
+            http09,
+        }
+    }
 }
 
 /// Why reading a head stopped without a request.
@@ -500,8 +528,13 @@ impl Conn {
                     }
                     self.unread_input = true;
                     let line = request_line(&self.buf, true);
-                    self.error_and_close(408, default_srv, line.as_deref(), false)
-                        .await?;
+                    self.error_and_close(
+                        408,
+                        default_srv,
+                        line.as_deref(),
+                        RefusedShape::default(),
+                    )
+                    .await?;
                     return Ok(());
                 }
             };
@@ -513,7 +546,7 @@ impl Conn {
                     self.unread_input = true;
                     let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
                     let line = request_line(refused, false);
-                    let head_only = is_head_request(refused);
+                    let shape = RefusedShape::of(refused);
                     // As nginx: the server of the host read before the error, else the default.
                     let srv = gen.refused_server(&route, &parser.refused(&self.buf));
                     crate::conn_log!(
@@ -524,7 +557,7 @@ impl Conn {
                         self.info.client(),
                         srv.name()
                     );
-                    self.error_and_close(e.code(), srv, line.as_deref(), head_only)
+                    self.error_and_close(e.code(), srv, line.as_deref(), shape)
                         .await?;
                     return Ok(());
                 }
@@ -668,7 +701,11 @@ impl Conn {
             if self.timer.deadline() > deadline_t || self.timer.is_elapsed() {
                 self.timer.as_mut().reset(deadline_t);
             }
+            // Waiting with nothing of a request read: the worker may close this connection
+            // to make room for a new one (nginx's reusable connections).
+            self.idle_slot.set_reusable(empty);
             let (stream, buf) = (&mut self.stream, &mut self.buf);
+            let slot = &self.idle_slot;
             let mut waited = false;
             let n = tokio::select! {
                 biased;
@@ -676,10 +713,15 @@ impl Conn {
                     let r = stream.poll_read_into(cx, buf);
                     waited |= r.is_pending();
                     r
-                }) => r?,
+                }) => {
+                    slot.set_reusable(false);
+                    r?
+                }
                 _ = wake, if empty => {
-                    // A graceful stop, or a reload: look again (the loop closes or moves on).
-                    return Ok(Err(if worker.stopping.get() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
+                    slot.set_reusable(false);
+                    // A graceful stop, a reload (look again: the loop closes or moves on), or
+                    // `worker_connections` all taken: this one closes for a new one.
+                    return Ok(Err(if worker.stopping.get() || slot.reused() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
                 }
                 _ = &mut self.timer => {
                     if Instant::now() < deadline {
@@ -687,6 +729,7 @@ impl Conn {
                         self.timer.as_mut().reset(deadline_t);
                         continue;
                     }
+                    slot.set_reusable(false);
                     return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
                 }
             };
@@ -743,14 +786,15 @@ impl Conn {
             super::location::find(&srv.locations, &shoal_http::lossy(req.path()))
                 .map_or(&srv.loc, |l| &l.loc)
         };
-        let too_large = body_kind != BodyKind::Empty
-            && body_kind
-                .check_max_size(first_lc.client_max_body_size())
-                .is_err();
+        let max_body = first_lc.client_max_body_size();
+        let mut too_large =
+            body_kind != BodyKind::Empty && body_kind.check_max_size(max_body).is_err();
         // A server that proxies reads a request body before the phases run, to pass it on
         // (nginx's `proxy_request_buffering on`); others discard it after answering.
         let mut read_first: RequestBody<'static> = RequestBody::None;
-        let mut bad_body = false;
+        // Why a body read first was refused (a chunk over `client_max_body_size`, a broken
+        // chunk).
+        let mut refused_body: Option<Discard> = None;
         // `proxy_request_buffering off` where the URI leads: the body goes upstream as it comes
         // (chunked needs HTTP/1.1 upstream; else it is read first, as nginx does).
         let streamed = first_lc.proxy.pass.is_some()
@@ -771,11 +815,36 @@ impl Conn {
             }
             match self.read_body(body_kind, first_lc).await? {
                 Ok(b) => read_first = b,
-                Err(Discard::Gone) => {
-                    self.unread_input = true;
+                Err(end @ (Discard::Gone | Discard::TimedOut)) => {
+                    // Closed without an answer, as nginx: a client gone is logged (info) and
+                    // counted as 400, one silent past `client_body_timeout` as 408.
+                    let status = if matches!(end, Discard::Gone) {
+                        crate::conn_log!(
+                            Level::Info,
+                            self.info.number,
+                            "client prematurely closed connection{}",
+                            static_files::log_ctx(req, srv, &self.info)
+                        );
+                        400
+                    } else {
+                        408
+                    };
+                    let path = shoal_http::lossy(req.path());
+                    self.log(
+                        req,
+                        srv,
+                        first_lc,
+                        &path,
+                        start,
+                        status,
+                        0,
+                        0,
+                        Vec::new(),
+                        None,
+                    );
                     return Ok(false);
                 }
-                Err(_) => bad_body = true,
+                Err(other) => refused_body = Some(other),
             }
         }
         let info = &self.info;
@@ -790,8 +859,8 @@ impl Conn {
             cache_zones,
         };
         let req_body = if streamed {
-            let decoder = shoal_http::BodyDecoder::new(body_kind, u64::MAX)
-                .expect("a body kind the head parser accepted");
+            let decoder = shoal_http::BodyDecoder::new(body_kind, max_body)
+                .expect("a length over client_max_body_size is not streamed");
             RequestBody::Streaming(std::cell::RefCell::new(super::proxy::body::Streaming {
                 buf: &mut self.buf,
                 client: &self.stream,
@@ -820,17 +889,27 @@ impl Conn {
             args: _,
             user_vars: _,
             upstream,
-        } = if too_large || bad_body {
-            crate::conn_log!(
-                Level::Error,
-                self.info.number,
-                "client intended to send too large body: {} bytes{}",
-                match body_kind {
-                    BodyKind::Length(n) => n,
-                    _ => 0,
-                },
-                r.log_ctx()
-            );
+        } = if too_large || matches!(refused_body, Some(Discard::TooLarge(..))) {
+            match refused_body {
+                Some(Discard::TooLarge(before, size)) => crate::conn_log!(
+                    Level::Error,
+                    self.info.number,
+                    "client intended to send too large chunked body: {before}+{size} bytes{}",
+                    r.log_ctx()
+                ),
+                _ => crate::conn_log!(
+                    Level::Error,
+                    self.info.number,
+                    "client intended to send too large body: {} bytes{}",
+                    match body_kind {
+                        BodyKind::Length(n) => n,
+                        _ => 0,
+                    },
+                    r.log_ctx()
+                ),
+            }
+            // The rest of the body is not read: the connection closes after the answer.
+            too_large = true;
             Processed {
                 reply: Box::new(static_files::error_reply(413, first_lc)),
                 lc: first_lc,
@@ -840,7 +919,7 @@ impl Conn {
                 user_vars: Default::default(),
                 upstream: None,
             }
-        } else if bad_body {
+        } else if refused_body.is_some() {
             crate::conn_log!(
                 Level::Info,
                 self.info.number,
@@ -900,7 +979,9 @@ impl Conn {
             return Ok(false);
         }
         // Nothing here reads request bodies (the proxy will); a body is discarded so the next
-        // request on the connection starts where it should.
+        // request on the connection starts where it should: what has arrived now, and the rest
+        // after the answer (as nginx: the answer does not wait for a body nobody reads).
+        let mut discard_later = None;
         if body_kind != BodyKind::Empty
             && !too_large
             && (!srv.has_proxy || (streamed && !stream_started))
@@ -909,16 +990,10 @@ impl Conn {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
             }
-            match self
-                .discard_body(body_kind, lc.client_body_timeout())
-                .await?
-            {
+            match self.discard_now(body_kind) {
                 Discard::Done => {}
-                Discard::Gone => {
-                    self.unread_input = true;
-                    return Ok(false);
-                }
-                Discard::Invalid => {
+                Discard::Later(d) => discard_later = Some(d),
+                Discard::Gone | Discard::TimedOut | Discard::TooLarge(..) | Discard::Invalid => {
                     // A malformed chunked body: nginx answers 400 and closes.
                     crate::conn_log!(
                         Level::Info,
@@ -1014,7 +1089,7 @@ impl Conn {
         } else {
             Vec::new()
         };
-        if gzip.is_some() && req.version() == shoal_http::Version::Http10 {
+        if gzip.is_some() && req.version() < shoal_http::Version::Http11 {
             // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
             keep = false;
         }
@@ -1025,13 +1100,13 @@ impl Conn {
             Body::Upstream(u)
                 if u.length.is_none()
                     && u.has_body()
-                    && req.version() == shoal_http::Version::Http10
+                    && req.version() < shoal_http::Version::Http11
                     && req.method() != "HEAD" =>
             {
                 keep = false
             }
             Body::Unsized(_)
-                if req.version() == shoal_http::Version::Http10 && req.method() != "HEAD" =>
+                if req.version() < shoal_http::Version::Http11 && req.method() != "HEAD" =>
             {
                 keep = false
             }
@@ -1059,6 +1134,15 @@ impl Conn {
                 sent_headers,
                 rec.as_deref(),
             );
+        }
+        // The body nobody read, discarded now that the answer is out: the connection stays
+        // only if it ends within nginx's lingering bounds.
+        if let Some(d) = discard_later {
+            if keep {
+                keep = self.discard_after_answer(d, lc).await?;
+            } else {
+                self.unread_input = true;
+            }
         }
         // `proxy_cache_background_update`: the stale answer is out; the update runs before
         // the next request is read (nginx's main request waits for its subrequest).
@@ -1149,8 +1233,9 @@ impl Conn {
         let limit = lc.client_body_buffer_size.unwrap_or(16 * 1024);
         let mut memory: Vec<u8> = Vec::new();
         let mut file: Option<(std::fs::File, u64)> = None;
+        let max = lc.client_max_body_size();
         let end = self
-            .read_body_pieces(kind, lc.client_body_timeout(), |data| {
+            .read_body_pieces(kind, max, lc.client_body_timeout(), |data| {
                 if file.is_none() && (memory.len() + data.len()) as u64 > limit {
                     let mut f = unlinked_temp_file(&std::env::temp_dir())?;
                     f.write_all(&memory)?;
@@ -1177,14 +1262,16 @@ impl Conn {
     }
 
     /// Reads a request body to its end, handing each piece to `keep`; how the reading ended
-    /// (`Done`, a broken framing, a client gone or silent for `timeout`).
+    /// (`Done`, a broken framing, a chunked body over `max` (`client_max_body_size`), a client
+    /// gone or silent for `timeout`).
     async fn read_body_pieces(
         &mut self,
         kind: BodyKind,
+        max: u64,
         timeout: Duration,
         mut keep: impl FnMut(bytes::Bytes) -> std::io::Result<()>,
     ) -> std::io::Result<Discard> {
-        let Ok(mut d) = shoal_http::BodyDecoder::new(kind, u64::MAX) else {
+        let Ok(mut d) = shoal_http::BodyDecoder::new(kind, max) else {
             return Ok(Discard::Invalid);
         };
         loop {
@@ -1195,12 +1282,13 @@ impl Conn {
                     continue;
                 }
                 Ok(BodyChunk::NeedMore) => {}
-                Err(_) => return Ok(Discard::Invalid),
+                Err(e) => return Ok(body_error(&d, e)),
             }
             self.buf.reserve(READ_CHUNK);
             let read = tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await;
             match read {
-                Ok(Ok(0)) | Err(_) => return Ok(Discard::Gone),
+                Ok(Ok(0)) => return Ok(Discard::Gone),
+                Err(_) => return Ok(Discard::TimedOut),
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(e),
             }
@@ -1563,16 +1651,70 @@ impl Conn {
         Ok(total)
     }
 
-    /// Reads and drops a request body.
-    async fn discard_body(
-        &mut self,
-        kind: BodyKind,
-        timeout: Duration,
-    ) -> std::io::Result<Discard> {
-        if kind == BodyKind::Empty {
-            return Ok(Discard::Done);
+    /// Drops what has arrived of a request body nobody reads, without waiting for more
+    /// (nginx's `ngx_http_discard_request_body` before the answer): `Later` with the decoder
+    /// when the rest is still to come. No size limit applies, as in nginx: the wait for the
+    /// rest is bounded by time instead (see [`Conn::discard_after_answer`]).
+    fn discard_now(&mut self, kind: BodyKind) -> Discard {
+        let Ok(d) = shoal_http::BodyDecoder::new(kind, 0) else {
+            return Discard::Invalid;
+        };
+        self.discard_buffered(d)
+    }
+
+    /// Drops the body bytes in the read buffer.
+    fn discard_buffered(&mut self, mut d: shoal_http::BodyDecoder) -> Discard {
+        loop {
+            match d.decode_buf(&mut self.buf) {
+                Ok(BodyChunk::Done) => return Discard::Done,
+                Ok(BodyChunk::Data(_)) => {}
+                Ok(BodyChunk::NeedMore) => return Discard::Later(d),
+                Err(e) => return body_error(&d, e),
+            }
         }
-        self.read_body_pieces(kind, timeout, |_| Ok(())).await
+    }
+
+    /// The rest of a discarded body, after the answer: read and dropped for at most
+    /// `lingering_time`, each wait at most `lingering_timeout` (nginx's bounds there, not
+    /// `client_body_timeout`). Returns whether it ended in time, so the connection can serve
+    /// its next request.
+    async fn discard_after_answer(
+        &mut self,
+        mut d: shoal_http::BodyDecoder,
+        lc: &LocConf,
+    ) -> std::io::Result<bool> {
+        let deadline = Instant::now() + lc.lingering_time();
+        loop {
+            d = match self.discard_buffered(d) {
+                Discard::Done => return Ok(true),
+                Discard::Later(d) => d,
+                Discard::Invalid | Discard::TooLarge(..) | Discard::Gone | Discard::TimedOut => {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client sent invalid chunked body, client: {}",
+                        self.info.client()
+                    );
+                    return Ok(false);
+                }
+            };
+            // The answer goes out before the wait.
+            self.flush().await?;
+            let wait = lc
+                .lingering_timeout()
+                .min(deadline.saturating_duration_since(Instant::now()));
+            if wait.is_zero() {
+                return Ok(false);
+            }
+            if self.buf.capacity() - self.buf.len() < 1024 {
+                self.buf.reserve(READ_CHUNK);
+            }
+            match tokio::time::timeout(wait, self.stream.read_buf(&mut self.buf)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                // Silent past the bound, closed, or an error: the connection ends here.
+                _ => return Ok(false),
+            }
+        }
     }
 
     /// Answers a request that could not be read (400, 408, 414, ...) and closes; it is
@@ -1584,7 +1726,7 @@ impl Conn {
         code: u16,
         srv: &ServerConf,
         line: Option<&str>,
-        head_only: bool,
+        shape: RefusedShape,
     ) -> std::io::Result<()> {
         let start = Instant::now();
         let lc = &srv.loc;
@@ -1597,7 +1739,7 @@ impl Conn {
         }
         let status = reply.status;
         let (head_len, body_len) = self
-            .write_reply_head_and_body(None, reply, lc, false, head_only)
+            .write_reply_head_and_body(None, reply, lc, false, shape)
             .await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
@@ -1669,7 +1811,7 @@ impl Conn {
     ) -> std::io::Result<(u64, u64)> {
         self.pool = pool.cloned();
         let r = self
-            .write_reply_head_and_body(Some((req, srv)), reply, lc, keep, false)
+            .write_reply_head_and_body(Some((req, srv)), reply, lc, keep, RefusedShape::default())
             .await;
         self.pool = None;
         r
@@ -1843,11 +1985,15 @@ impl Conn {
         mut reply: Box<Reply>,
         lc: &LocConf,
         keep: bool,
-        refused_head: bool,
+        refused: RefusedShape,
     ) -> std::io::Result<(u64, u64)> {
         let req = who.map(|(r, _)| r);
-        let head_only = req.map_or(refused_head, |r| r.method() == "HEAD");
-        let http10 = req.is_some_and(|r| r.version() == shoal_http::Version::Http10);
+        let head_only = req.map_or(refused.head, |r| r.method() == "HEAD");
+        // No chunked framing before HTTP/1.1; no head at all for HTTP/0.9.
+        let http10 = req.is_some_and(|r| r.version() < shoal_http::Version::Http11);
+        let http09 = req.map_or(refused.http09, |r| {
+            r.version() == shoal_http::Version::Http09
+        });
         // An answer made in the poll that read its request (a file, an error page) is dated by
         // the request's start; one that waited (a proxied answer) by the clock.
         let date = DATE.with(|d| {
@@ -1903,18 +2049,20 @@ impl Conn {
             headers: &[],
         };
         let before = self.out.len();
-        head.write_fields(&mut self.out);
-        // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8.
-        for (n, v) in &reply.headers {
-            shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+        if !http09 {
+            head.write_fields(&mut self.out);
+            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8.
+            for (n, v) in &reply.headers {
+                shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+            }
+            for (n, v) in &reply.extra {
+                shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+            }
+            for (n, v) in &reply.raw_extra {
+                shoal_http::response::header(&mut self.out, n.as_bytes(), v);
+            }
+            self.out.extend_from_slice(b"\r\n");
         }
-        for (n, v) in &reply.extra {
-            shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
-        }
-        for (n, v) in &reply.raw_extra {
-            shoal_http::response::header(&mut self.out, n.as_bytes(), v);
-        }
-        self.out.extend_from_slice(b"\r\n");
         let head_len = (self.out.len() - before) as u64;
         // The head is written: only the body is left of the reply, whose box the worker keeps.
         let body = std::mem::replace(&mut reply.body, Body::Empty);
@@ -2201,16 +2349,19 @@ impl Conn {
             .map_err(|e| self.pool_error(e))?;
             off += sent.bytes;
             if sent.socket_full {
+                // `send_timeout` bounds the wait for the client to take more, as for a write.
                 let fd = self.stream.as_fd();
-                self.stream
-                    .try_io_write(|| {
-                        if shoal_io::syscall::writable_now(fd)? {
-                            Ok(())
-                        } else {
-                            Err(std::io::ErrorKind::WouldBlock.into())
-                        }
-                    })
-                    .await?;
+                let writable = self.stream.try_io_write(|| {
+                    if shoal_io::syscall::writable_now(fd)? {
+                        Ok(())
+                    } else {
+                        Err(std::io::ErrorKind::WouldBlock.into())
+                    }
+                });
+                match crate::deadline::within(self.rules.send_timeout, writable).await {
+                    Ok(r) => r?,
+                    Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+                }
             } else if sent.bytes == 0 {
                 return Err(std::io::Error::other("file shrank while being sent"));
             } else {
@@ -2411,6 +2562,17 @@ fn unlinked_temp_file(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
         .custom_flags(libc::O_TMPFILE)
         .mode(0o600)
         .open(dir)
+}
+
+/// What a body decoder's error means for the request: 413 for a chunk over
+/// `client_max_body_size`, else a broken framing (400).
+fn body_error(d: &shoal_http::BodyDecoder, e: shoal_http::Error) -> Discard {
+    match (e.kind(), d.oversize()) {
+        (shoal_http::ErrorKind::PayloadTooLarge, Some((before, size))) => {
+            Discard::TooLarge(before, size)
+        }
+        _ => Discard::Invalid,
+    }
 }
 
 fn is_overflow(e: &std::io::Error) -> bool {

@@ -312,8 +312,9 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
     let vary = g.vary.unwrap_or(false);
     // ngx_http_gzip_ok: the request side.
     let version_ok = match req.version() {
+        shoal_http::Version::Http09 => false,
         shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
-        _ => true,
+        shoal_http::Version::Http11 => true,
     };
     if !version_ok || !accepts_gzip(req) {
         return (false, vary);
@@ -613,8 +614,9 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
         GzipStatic::Always => true,
         GzipStatic::On => {
             let version_ok = match req.version() {
+                shoal_http::Version::Http09 => false,
                 shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
-                _ => true,
+                shoal_http::Version::Http11 => true,
             };
             let ua = req
                 .header("user-agent")

@@ -620,8 +620,9 @@ fn finish<'s>(
     rw: rewrite::State,
     upstream: Option<&Rc<RefCell<Record>>>,
 ) -> Processed<'s> {
-    // `return 444`, and 499: the client went away while the upstream was working.
-    let close = matches!(reply.status, 444 | 499);
+    // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
+    // client went away while the upstream was working.
+    let close = matches!(reply.status, 444 | 499) || (reply.status == 408 && !reply.proxied);
     let cacheable = matches!(&reply.body, Body::Upstream(u) if u.cacheable);
     if reply.status == 200 && (!reply.proxied || cacheable) {
         // nginx's not-modified filter takes an upstream's answer only when it is cacheable

@@ -287,12 +287,12 @@ pub fn error_reply(code: u16, lc: &LocConf) -> Reply {
 /// Context for log lines: `, client: ..., server: ..., request: "...", host: "..."`.
 pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
     let mut s = format!(
-        ", client: {}, server: {}, request: \"{} {} {}\"",
+        ", client: {}, server: {}, request: \"{} {}{}\"",
         info.client(),
         srv.name(),
         req.method(),
-        shoal_http::lossy(req.uri()),
-        req.version().as_str()
+        shoal_http::lossy(req.target()),
+        req.version().line_suffix()
     );
     if let Some(h) = req.header("host") {
         s.push_str(&format!(", host: \"{}\"", shoal_http::lossy(h)));
