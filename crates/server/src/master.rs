@@ -83,6 +83,9 @@ pub fn report_warnings(conf: &Config) {
 }
 
 struct WorkerHandle {
+    /// Which thread this is: never reused, so the end of a retired worker is not taken for
+    /// the end of the one started later with its index.
+    serial: u64,
     tx: watch::Sender<Command>,
     thread: JoinHandle<()>,
 }
@@ -91,6 +94,11 @@ struct Master {
     opts: Options,
     generation: Arc<Generation>,
     workers: Vec<WorkerHandle>,
+    /// Where each worker thread says it ended (its serial), however it ended.
+    exits: tokio::sync::mpsc::UnboundedSender<u64>,
+    exited: Option<tokio::sync::mpsc::UnboundedReceiver<u64>>,
+    /// The next worker thread's serial.
+    serials: u64,
     /// Workers retired by a reload that lowered `worker_processes`, still finishing.
     retired: Vec<WorkerHandle>,
     counter: Arc<AtomicU64>,
@@ -189,10 +197,14 @@ pub fn run(opts: Options) -> i32 {
     // Started: from now on messages go to the error log only, and so does fd 2 (nginx).
     crate::log::redirect_stderr();
     crate::log::set_use_stderr(false);
+    let (exits, exited) = tokio::sync::mpsc::unbounded_channel();
     let mut master = Master {
         opts,
         generation,
         workers: Vec::new(),
+        exits,
+        exited: Some(exited),
+        serials: 0,
         retired: Vec::new(),
         counter: Arc::new(AtomicU64::new(0)),
         pid_path,
@@ -229,16 +241,65 @@ pub fn run(opts: Options) -> i32 {
 
 impl Master {
     fn spawn_worker(&mut self, index: usize) {
+        let w = self.start_worker(index);
+        self.workers.push(w);
+    }
+
+    fn start_worker(&mut self, index: usize) -> WorkerHandle {
+        self.serials += 1;
+        let serial = self.serials;
         let (tx, rx) = watch::channel(Command {
             generation: self.generation.clone(),
             stop: Stop::Run,
         });
         let counter = self.counter.clone();
+        let exits = self.exits.clone();
         let thread = std::thread::Builder::new()
             .name(format!("shoal-worker-{index}"))
-            .spawn(move || worker::run(index, rx, counter))
+            .spawn(move || {
+                /// Tells the master the thread ended, also when it unwinds from a panic.
+                struct Ended(u64, tokio::sync::mpsc::UnboundedSender<u64>);
+                impl Drop for Ended {
+                    fn drop(&mut self) {
+                        let _ = self.1.send(self.0);
+                    }
+                }
+                let _ended = Ended(serial, exits);
+                worker::run(index, rx, counter)
+            })
             .expect("spawning a worker thread");
-        self.workers.push(WorkerHandle { tx, thread });
+        WorkerHandle { serial, tx, thread }
+    }
+
+    /// A worker thread ended. Unless it was told to stop, it died (a panic outside any
+    /// connection task): logged at `[alert]` and started again with the current
+    /// configuration, as nginx's master respawns a worker process. The other workers and
+    /// their connections are not touched.
+    fn worker_exited(&mut self, serial: u64) {
+        // A retired worker (not among the current ones) ends as it was told.
+        let Some(index) = self.workers.iter().position(|w| w.serial == serial) else {
+            return;
+        };
+        let w = &self.workers[index];
+        // A worker told to stop ends as told. (The message comes from the thread's last
+        // moments: it may not have finished yet, and is joined below.)
+        if w.tx.borrow().stop != Stop::Run {
+            return;
+        }
+        let fresh = self.start_worker(index);
+        let dead = std::mem::replace(&mut self.workers[index], fresh);
+        let why = match dead.thread.join() {
+            Ok(()) => "it returned".to_string(),
+            Err(panic) => match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+                (Some(m), _) => format!("it panicked: {m}"),
+                (_, Some(m)) => format!("it panicked: {m}"),
+                _ => "it panicked".to_string(),
+            },
+        };
+        crate::error_log!(
+            Level::Alert,
+            "worker {index} exited unexpectedly ({why}), starting it again"
+        );
     }
 
     /// Starts or retires workers to match `worker_processes`.
@@ -291,8 +352,10 @@ impl Master {
             // The handlers are in place: what arrived while starting is delivered now. The
             // workers were started with these signals blocked, so they all come here.
             mask_signals(libc::SIG_UNBLOCK);
+            let mut exited = self.exited.take().expect("the signal loop runs once");
             loop {
                 tokio::select! {
+                    Some(serial) = exited.recv() => self.worker_exited(serial),
                     _ = hup.recv() => self.reload(),
                     _ = usr1.recv() => {
                         crate::error_log!(Level::Notice, "reopening logs");

@@ -86,13 +86,32 @@ impl Drop for ConnGuard {
 /// `Notify` would take a lock and a list insertion and removal per wait, on every request;
 /// here each connection has a slot for its task's waker, filled at its first wait and kept
 /// while the task's waker stays the same, and a wait is a comparison of counters.
+///
+/// The same slots say which connections are reusable (nginx's word): waiting for a request
+/// with nothing of it read. When `worker_connections` are all taken, the longest waiting of
+/// those are closed to make room ([`IdleWakers::reuse_oldest`]), as nginx drains its
+/// reusable connections.
 #[derive(Default)]
 pub struct IdleWakers {
     /// Bumped by every [`wake_all`](Self::wake_all): a wait ends when it sees another value
     /// than the one it started with.
     epoch: Cell<u64>,
-    slots: RefCell<Vec<Option<Waker>>>,
+    slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
+    /// Numbers the reusable waits in the order they began (0: none).
+    tickets: Cell<u64>,
+    /// Slots whose connection is reusable now.
+    reusable: Cell<usize>,
+}
+
+/// One connection's place.
+#[derive(Default)]
+struct Slot {
+    waker: Option<Waker>,
+    /// When its reusable wait began (a ticket of [`IdleWakers::tickets`]); 0 when busy.
+    reusable_since: u64,
+    /// Chosen to be closed to make room: its wait ends, and it closes.
+    reuse: bool,
 }
 
 impl IdleWakers {
@@ -108,12 +127,53 @@ impl IdleWakers {
             .slots
             .borrow_mut()
             .iter_mut()
-            .filter_map(Option::take)
+            .filter_map(|s| s.waker.take())
             .collect();
         // Woken with no borrow held: a task woken here may be polled before this returns.
         for w in wakers {
             w.wake();
         }
+    }
+
+    /// How many connections are reusable now (waiting for a request, nothing of it read).
+    pub fn reusable(&self) -> usize {
+        self.reusable.get()
+    }
+
+    /// Closes up to `n` reusable connections, those that have waited longest first: each one's
+    /// wait ends and it closes (see [`IdleSlot::reused`]). Returns how many were chosen.
+    pub fn reuse_oldest(&self, n: usize) -> usize {
+        let mut chosen: Vec<Waker> = Vec::new();
+        {
+            let mut slots = self.slots.borrow_mut();
+            let mut waiting: Vec<(u64, usize)> = slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.reusable_since != 0 && !s.reuse)
+                .map(|(i, s)| (s.reusable_since, i))
+                .collect();
+            let n = n.min(waiting.len());
+            if n == 0 {
+                return 0;
+            }
+            if n < waiting.len() {
+                waiting.select_nth_unstable(n - 1);
+            }
+            for &(_, i) in &waiting[..n] {
+                let slot = &mut slots[i];
+                slot.reuse = true;
+                slot.reusable_since = 0;
+                self.reusable.set(self.reusable.get() - 1);
+                if let Some(w) = slot.waker.take() {
+                    chosen.push(w);
+                }
+            }
+        }
+        let count = chosen.len();
+        for w in chosen {
+            w.wake();
+        }
+        count
     }
 
     /// Slots in use (for tests).
@@ -134,7 +194,7 @@ impl IdleSlot {
             Some(i) => i,
             None => {
                 let mut slots = wakers.slots.borrow_mut();
-                slots.push(None);
+                slots.push(Slot::default());
                 slots.len() - 1
             }
         };
@@ -145,15 +205,40 @@ impl IdleSlot {
     }
 
     /// Completes once [`IdleWakers::wake_all`] has been called after the epoch `since` was
-    /// read (at once if it already has).
+    /// read (at once if it already has), or once the connection was chosen to be reused.
     pub fn wait(&self, since: u64) -> IdleWait<'_> {
         IdleWait { slot: self, since }
+    }
+
+    /// Marks the connection reusable (waiting for a request with nothing of it read) or not.
+    pub fn set_reusable(&self, reusable: bool) {
+        let mut slots = self.wakers.slots.borrow_mut();
+        let slot = &mut slots[self.index];
+        if reusable == (slot.reusable_since != 0) || slot.reuse {
+            return;
+        }
+        let n = self.wakers.reusable.get();
+        if reusable {
+            let t = self.wakers.tickets.get() + 1;
+            self.wakers.tickets.set(t);
+            slot.reusable_since = t;
+            self.wakers.reusable.set(n + 1);
+        } else {
+            slot.reusable_since = 0;
+            self.wakers.reusable.set(n - 1);
+        }
+    }
+
+    /// Whether the connection was chosen to be closed to make room for new ones.
+    pub fn reused(&self) -> bool {
+        self.wakers.slots.borrow()[self.index].reuse
     }
 }
 
 impl Drop for IdleSlot {
     fn drop(&mut self) {
-        self.wakers.slots.borrow_mut()[self.index] = None;
+        self.set_reusable(false);
+        self.wakers.slots.borrow_mut()[self.index] = Slot::default();
         self.wakers.free.borrow_mut().push(self.index);
     }
 }
@@ -173,7 +258,11 @@ impl Future for IdleWait<'_> {
             return Poll::Ready(());
         }
         let mut slots = wakers.slots.borrow_mut();
-        let held = &mut slots[self.slot.index];
+        let slot = &mut slots[self.slot.index];
+        if slot.reuse {
+            return Poll::Ready(());
+        }
+        let held = &mut slot.waker;
         if !held.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             *held = Some(cx.waker().clone());
         }
@@ -243,6 +332,8 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
     loop {
         match cmd.stop {
             Stop::Run => {
+                #[cfg(debug_assertions)]
+                injected_panic();
                 *worker.current.borrow_mut() = cmd.generation.clone();
                 worker.wake_idle.wake_all();
                 reconcile(&worker, &cmd.generation, &mut accepting);
@@ -258,6 +349,19 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
             return;
         }
         cmd = rx.borrow_and_update().clone();
+    }
+}
+
+/// Fault injection for the tests, in debug builds only: a worker that takes a new command
+/// while the file `SHOAL_TEST_WORKER_PANIC` names exists removes it and panics, outside any
+/// connection task (one worker does: only one removes the file), so the tests can see the
+/// master replace a dead worker.
+#[cfg(debug_assertions)]
+fn injected_panic() {
+    if let Some(path) = std::env::var_os("SHOAL_TEST_WORKER_PANIC") {
+        if std::fs::remove_file(path).is_ok() {
+            panic!("injected by SHOAL_TEST_WORKER_PANIC");
+        }
     }
 }
 
@@ -322,14 +426,6 @@ fn reconcile(
 
 async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
     loop {
-        let limit = worker.current.borrow().config.events.worker_connections();
-        if worker.active.get() >= limit {
-            error_log!(Level::Alert, "{limit} worker_connections are not enough");
-            // Like nginx, stop accepting until a connection frees a slot.
-            while worker.active.get() >= limit {
-                worker.closed_notify.notified().await;
-            }
-        }
         let fd = match acceptor.accept().await {
             Ok(fd) => fd,
             Err(e) => {
@@ -343,6 +439,14 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
                 continue;
             }
         };
+        let limit = worker.current.borrow().config.events.worker_connections();
+        if worker.active.get() >= limit && !make_room(&worker, limit).await {
+            // As nginx: the new connection is closed at once rather than left waiting in
+            // the backlog for a slot.
+            error_log!(Level::Alert, "{limit} worker_connections are not enough");
+            drop(fd);
+            continue;
+        }
         let generation = worker.current.borrow().clone();
         worker.active.set(worker.active.get() + 1);
         let guard = ConnGuard(worker.clone());
@@ -352,6 +456,33 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
             crate::http::conn::serve(fd, key, generation, number, guard).await;
         });
     }
+}
+
+/// Every `worker_connections` slot is taken and a new connection came: as nginx, room is
+/// made by closing connections that wait for a request (the longest waiting first, an eighth
+/// of them, 1 to 32 at a time), with nginx's warning. Returns whether a slot is free.
+async fn make_room(worker: &Worker, limit: usize) -> bool {
+    let reusable = worker.wake_idle.reusable();
+    if reusable == 0 {
+        return false;
+    }
+    error_log!(
+        Level::Warn,
+        "{limit} worker_connections are not enough, reusing connections"
+    );
+    worker.wake_idle.reuse_oldest((reusable / 8).clamp(1, 32));
+    // The chosen ones close at their next poll.
+    while worker.active.get() >= limit {
+        let closed = worker.closed_notify.notified();
+        if worker.active.get() < limit
+            || tokio::time::timeout(Duration::from_secs(1), closed)
+                .await
+                .is_err()
+        {
+            break;
+        }
+    }
+    worker.active.get() < limit
 }
 
 async fn graceful_stop(
