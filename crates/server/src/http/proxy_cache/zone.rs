@@ -653,6 +653,9 @@ fn load(z: &Zone) {
                     z.loaded(&k, disk_size(&m));
                     files += 1;
                 }
+                // An object being filled now (`use_temp_path=off` puts it beside the others):
+                // its writer is this process, or another one still running (an old binary).
+                _ if name.to_str().is_some_and(is_live_temp_file) => {}
                 _ => {
                     // A temp file a crash left beside the objects, or a stranger.
                     crate::error_log!(
@@ -678,6 +681,25 @@ fn load(z: &Zone) {
         files,
         z.bytes() / (1024 * 1024)
     );
+}
+
+/// Whether `name` is a temp file of [`Zone::temp_path_for`]'s (`HEX.PID.N`) whose process is
+/// alive: a fill in progress, not a crash's leftover.
+fn is_live_temp_file(name: &str) -> bool {
+    let mut parts = name.split('.');
+    let (Some(key), Some(pid), Some(n), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    if md5::unhex(key).is_none() || n.parse::<u64>().is_err() {
+        return false;
+    }
+    match pid.parse::<u32>() {
+        Ok(p) if p == std::process::id() => true,
+        Ok(p) => Path::new("/proc").join(p.to_string()).exists(),
+        Err(_) => false,
+    }
 }
 
 /// One round of the manager: evicted files unlinked, inactive objects removed, then the LRU
@@ -879,12 +901,20 @@ mod tests {
         let p = path_in(&c, &k);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, b"x").unwrap();
-        let leftover = p.with_file_name(format!("{}.1.2", md5::hex(&k)));
+        // A fill whose process is gone (a pid that just exited) is a leftover; one of a
+        // live process (this one) is a fill in progress.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let leftover = p.with_file_name(format!("{}.{gone}.2", md5::hex(&k)));
         std::fs::write(&leftover, b"half").unwrap();
+        let filling = p.with_file_name(format!("{}.{}.3", md5::hex(&k), std::process::id()));
+        std::fs::write(&filling, b"half").unwrap();
         let z = Zone::new(c);
         load(&z);
         assert!(z.peek(&k).is_some_and(|n| n.exists));
         assert!(!leftover.exists());
+        assert!(filling.exists());
         assert!(p.exists());
     }
 }
