@@ -278,7 +278,19 @@ impl Shoal {
     /// and, unless `conf` moves it, the pid file names it (the port answers as soon as it is
     /// bound, a moment before the pid file is written: `-s` needs the file).
     pub fn start_in(prefix: Prefix, conf: &str, port: u16, extra: &[&str]) -> Shoal {
-        let mut s = Shoal::spawn(prefix, conf, extra);
+        Shoal::start_in_env(prefix, conf, port, extra, &[])
+    }
+
+    /// [`Shoal::start_in`] with variables added to shoal's environment (this process's is
+    /// shared by the tests running beside it, so it is not changed).
+    pub fn start_in_env(
+        prefix: Prefix,
+        conf: &str,
+        port: u16,
+        extra: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Shoal {
+        let mut s = Shoal::spawn_env(prefix, conf, extra, env);
         s.port = port;
         s.wait_port(port);
         if !conf.lines().any(|l| l.trim_start().starts_with("pid ")) {
@@ -291,9 +303,20 @@ impl Shoal {
 
     /// Starts shoal without waiting for anything.
     pub fn spawn(prefix: Prefix, conf: &str, extra: &[&str]) -> Shoal {
+        Shoal::spawn_env(prefix, conf, extra, &[])
+    }
+
+    /// [`Shoal::spawn`] with variables added to shoal's environment.
+    pub fn spawn_env(
+        prefix: Prefix,
+        conf: &str,
+        extra: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Shoal {
         prefix.write_conf(conf);
         let stderr = fs::File::create(prefix.join("stderr.txt")).expect("creating stderr.txt");
         let child = Command::new(&*BIN)
+            .envs(env.iter().copied())
             .args(prefix.args())
             .args(extra)
             .stdin(Stdio::null())
