@@ -16,11 +16,13 @@
 pub use bytes;
 
 pub mod body;
+pub mod cgi;
 pub mod crc32;
 pub mod date;
 pub mod deflate;
 pub mod error;
 pub mod limits;
+pub mod log;
 pub mod request;
 pub mod response;
 pub mod status;

@@ -94,6 +94,9 @@ pub enum UpstreamError {
         /// Its value.
         value: Vec<u8>,
     },
+    /// A CGI-style head ([`crate::cgi`]) whose `Status` value does not start with three
+    /// digits; the value as sent.
+    InvalidStatus(Vec<u8>),
     /// A chunked body that does not parse.
     InvalidChunkedResponse,
     /// The upstream closed before the body's framing said it was over.
@@ -155,6 +158,11 @@ impl fmt::Display for UpstreamError {
                 escaped(f, value)?;
                 f.write_str("\"")
             }
+            UpstreamError::InvalidStatus(v) => {
+                f.write_str("upstream sent invalid status \"")?;
+                escaped(f, v)?;
+                f.write_str("\"")
+            }
             UpstreamError::InvalidChunkedResponse => {
                 f.write_str("upstream sent invalid chunked response")
             }
@@ -169,26 +177,51 @@ impl std::error::Error for UpstreamError {}
 
 /// A byte range inside the head.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Span {
+pub(crate) struct Span {
     start: usize,
     end: usize,
 }
 
 impl Span {
-    fn new(start: usize, end: usize) -> Span {
+    pub(crate) fn new(start: usize, end: usize) -> Span {
         debug_assert!(start <= end);
         Span { start, end }
     }
 
-    fn get(self, head: &[u8]) -> &[u8] {
+    pub(crate) fn get(self, head: &[u8]) -> &[u8] {
         head.get(self.start..self.end).unwrap_or_default()
+    }
+
+    pub(crate) fn start(self) -> usize {
+        self.start
+    }
+
+    pub(crate) fn end(self) -> usize {
+        self.end
+    }
+}
+
+/// Text the head shows: a range of its bytes, or a fixed string (the `200 OK` a CGI-style
+/// answer without `Status` gets, see [`crate::cgi`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Text {
+    In(Span),
+    Fixed(&'static [u8]),
+}
+
+impl Text {
+    fn get(self, head: &[u8]) -> &[u8] {
+        match self {
+            Text::In(span) => span.get(head),
+            Text::Fixed(text) => text,
+        }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct HeaderSpan {
-    name: Span,
-    value: Span,
+pub(crate) struct HeaderSpan {
+    pub(crate) name: Span,
+    pub(crate) value: Span,
 }
 
 /// A parsed upstream response head. It owns the head's bytes once (shared, not copied, when
@@ -199,8 +232,8 @@ pub struct UpstreamHead {
     head: Bytes,
     version: Version,
     status: u16,
-    status_line: Span,
-    reason: Span,
+    status_line: Text,
+    reason: Text,
     headers: Vec<HeaderSpan>,
     content_length: Option<u64>,
     chunked: bool,
@@ -299,6 +332,37 @@ impl UpstreamHead {
     /// The raw head bytes.
     pub fn head(&self) -> &Bytes {
         &self.head
+    }
+
+    /// A CGI-style head ([`crate::cgi`]): the status comes from the caller, the body's length
+    /// from the last `Content-Length` line (none if that one does not parse, as nginx 1.22
+    /// takes it); `Transfer-Encoding` and `Connection` mean nothing there (nginx decodes no
+    /// chunked body from these protocols and decides connection reuse from the protocol), so
+    /// [`UpstreamHead::chunked`] and [`UpstreamHead::connection_close`] are false.
+    pub(crate) fn cgi(
+        head: Bytes,
+        status: u16,
+        status_line: Text,
+        reason: Text,
+        headers: Vec<HeaderSpan>,
+    ) -> UpstreamHead {
+        let content_length = headers
+            .iter()
+            .rev()
+            .find(|h| h.name.get(&head).eq_ignore_ascii_case(b"content-length"))
+            .and_then(|h| parse_content_length(h.value.get(&head)));
+        UpstreamHead {
+            version: Version::Http11,
+            status,
+            status_line,
+            reason,
+            headers,
+            content_length,
+            chunked: false,
+            connection_close: false,
+            ambiguous: false,
+            head,
+        }
     }
 }
 
@@ -445,19 +509,19 @@ pub fn roads_agree(buf: &[u8]) -> bool {
     }
 }
 
-struct StatusLine {
+pub(crate) struct StatusLine {
     version: Version,
-    status: u16,
-    line: Span,
-    reason: Span,
+    pub(crate) status: u16,
+    pub(crate) line: Span,
+    pub(crate) reason: Span,
     /// Offset just past the line's LF.
-    end: usize,
+    pub(crate) end: usize,
 }
 
 /// `ngx_http_parse_status_line`: `HTTP/` major `.` minor SP+ three digits (spaces may come
 /// between them too), then SP or `.` and any text, or the end of the line. `Ok(None)` if the
 /// bytes so far are a valid beginning.
-fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamError> {
+pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamError> {
     let bad = Err(UpstreamError::NoValidHeader);
     let prefix = &b"HTTP/"[..data.len().min(5)];
     if !data.starts_with(prefix) {
@@ -634,7 +698,7 @@ fn headers_fast(data: &[u8], status: &StatusLine) -> Option<RawHead> {
 }
 
 /// One header line as `ngx_http_parse_header_line(r, b, 1)` sees it.
-enum Line {
+pub(crate) enum Line {
     Header(HeaderSpan),
     /// A repeated status line (`HTTP/...`), skipped.
     Skipped,
@@ -660,7 +724,7 @@ enum HState {
 }
 
 /// Reads the line starting at `pos`; `next` is set past its LF.
-fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
+pub(crate) fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
     let mut state = HState::Start;
     let (mut name_end, mut value_start) = (pos, pos);
     // nginx's `r->header_end`: where the value ends, and where an error is reported.
@@ -875,8 +939,8 @@ fn finish(head: Bytes, raw: RawHead, rules: Rules) -> Result<UpstreamHead, Upstr
     Ok(UpstreamHead {
         version: raw.version,
         status: raw.status,
-        status_line: raw.status_line,
-        reason: raw.reason,
+        status_line: Text::In(raw.status_line),
+        reason: Text::In(raw.reason),
         headers: raw.headers,
         // nginx clears the length of a chunked response.
         content_length: if chunked { None } else { length },
