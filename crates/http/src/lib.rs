@@ -21,6 +21,7 @@ pub mod crc32;
 pub mod date;
 pub mod deflate;
 pub mod error;
+pub mod fastcgi;
 pub mod limits;
 pub mod log;
 pub mod request;
