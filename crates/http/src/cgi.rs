@@ -40,7 +40,11 @@ use crate::upstream::{
 #[derive(Clone, Copy, Debug)]
 enum Start {
     /// An HTTP status line (SCGI, uwsgi).
-    StatusLine { status: u16, line: Span, reason: Span },
+    StatusLine {
+        status: u16,
+        line: Span,
+        reason: Span,
+    },
     /// Header lines from the first byte.
     Headers,
 }

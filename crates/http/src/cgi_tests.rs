@@ -73,10 +73,7 @@ fn http_or_cgi(input: &[u8]) -> Summary {
 }
 
 fn pairs(h: &Summary) -> Vec<(&[u8], &[u8])> {
-    h.headers
-        .iter()
-        .map(|(n, v)| (&n[..], &v[..]))
-        .collect()
+    h.headers.iter().map(|(n, v)| (&n[..], &v[..])).collect()
 }
 
 #[test]
@@ -145,7 +142,11 @@ fn location_without_status_is_302() {
         let h = cgi(input);
         assert_eq!(
             (h.status, &h.status_line[..], &h.reason[..]),
-            (302, &b"302 Moved Temporarily"[..], &b"Moved Temporarily"[..])
+            (
+                302,
+                &b"302 Moved Temporarily"[..],
+                &b"Moved Temporarily"[..]
+            )
         );
     }
     let h = cgi(b"Location: /y\r\nStatus: 200 OK\r\n\r\nbody");
@@ -164,7 +165,10 @@ fn lines_as_an_http_upstream_reads_them() {
     let h = cgi(b"A: 1\nNoColon\n\n");
     assert_eq!(pairs(&h), vec![(&b"A"[..], &b"1"[..]), (b"NoColon", b"")]);
     let e = parse_mode(b"Content-Type: a\r\nBad Header: x\r\n\r\n", false, MAX).unwrap_err();
-    assert_eq!(e.to_string(), "upstream sent invalid header: \"Bad\\x20...\"");
+    assert_eq!(
+        e.to_string(),
+        "upstream sent invalid header: \"Bad\\x20...\""
+    );
     let e = parse_mode(b"\x00\x01garbage\r\n\r\nx", true, MAX).unwrap_err();
     assert_eq!(e.to_string(), "upstream sent invalid header: \"\\x00...\"");
 }
@@ -262,7 +266,13 @@ fn a_parser_serves_again_after_an_answer() {
     let h = p.parse(b"Status: 404\r\n\r\n", MAX).unwrap().unwrap();
     assert_eq!(h.status(), 404);
     assert!(p.parse(b"Bad Header\r\n\r\n", MAX).is_err());
-    assert_eq!(p.parse(b"B: 2\r\n\r\n", MAX).unwrap().unwrap().header_count(), 1);
+    assert_eq!(
+        p.parse(b"B: 2\r\n\r\n", MAX)
+            .unwrap()
+            .unwrap()
+            .header_count(),
+        1
+    );
 }
 
 proptest::proptest! {

@@ -24,11 +24,14 @@ pub mod error;
 pub mod fastcgi;
 pub mod limits;
 pub mod log;
+pub mod memcached;
 pub mod request;
 pub mod response;
+pub mod scgi;
 pub mod status;
 pub mod upstream;
 pub mod uri;
+pub mod uwsgi;
 
 pub use body::{BodyChunk, BodyDecoder, BodyKind, Chunk, ChunkedDecoder, LengthDecoder};
 pub use date::{cached_date, DateCache};

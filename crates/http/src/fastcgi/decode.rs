@@ -28,7 +28,11 @@ enum Record {
     /// Expecting a record header.
     Header,
     /// In a record's content: `left` bytes of it to come, then `padding`.
-    Content { kind: Kind, left: usize, padding: u8 },
+    Content {
+        kind: Kind,
+        left: usize,
+        padding: u8,
+    },
     /// In a record's padding; `end` if the record was `END_REQUEST`.
     Padding { left: u8, end: bool },
 }
@@ -140,7 +144,9 @@ impl Decoder {
                     if let Phase::Head { stdout_seen, .. } = &mut self.phase {
                         *stdout_seen |= kind == Kind::Stdout;
                         if kind == Kind::End {
-                            return Err(FastcgiError::UnexpectedRecord(RecordType::EndRequest as u8));
+                            return Err(FastcgiError::UnexpectedRecord(
+                                RecordType::EndRequest as u8,
+                            ));
                         }
                         if kind == Kind::Stdout && len == 0 {
                             return Err(FastcgiError::PrematureStdout);
@@ -200,7 +206,8 @@ impl Decoder {
                         }
                         Kind::End => {
                             let take = n.min(self.end.len() - self.end_len);
-                            self.end[self.end_len..self.end_len + take].copy_from_slice(&buf[..take]);
+                            self.end[self.end_len..self.end_len + take]
+                                .copy_from_slice(&buf[..take]);
                             self.end_len += take;
                             self.consume(buf, n);
                         }

@@ -39,7 +39,9 @@ pub const fn padding(len: usize) -> usize {
 pub fn header(kind: RecordType, content_len: u16, padding: u8) -> [u8; HEADER_LEN] {
     let [id_hi, id_lo] = REQUEST_ID.to_be_bytes();
     let [len_hi, len_lo] = content_len.to_be_bytes();
-    [VERSION, kind as u8, id_hi, id_lo, len_hi, len_lo, padding, 0]
+    [
+        VERSION, kind as u8, id_hi, id_lo, len_hi, len_lo, padding, 0,
+    ]
 }
 
 /// A whole record: header, `content` (at most 65535 bytes, else cut there), padding.

@@ -210,10 +210,16 @@ impl fmt::Display for FastcgiError {
                 write!(f, "upstream sent invalid FastCGI record type: {t}")
             }
             FastcgiError::UnexpectedRequestIdHigh(b) => {
-                write!(f, "upstream sent unexpected FastCGI request id high byte: {b}")
+                write!(
+                    f,
+                    "upstream sent unexpected FastCGI request id high byte: {b}"
+                )
             }
             FastcgiError::UnexpectedRequestIdLow(b) => {
-                write!(f, "upstream sent unexpected FastCGI request id low byte: {b}")
+                write!(
+                    f,
+                    "upstream sent unexpected FastCGI request id low byte: {b}"
+                )
             }
             FastcgiError::UnexpectedRecord(t) => {
                 write!(f, "upstream sent unexpected FastCGI record: {t}")

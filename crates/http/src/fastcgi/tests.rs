@@ -40,11 +40,14 @@ fn cat(parts: &[Vec<u8>]) -> Vec<u8> {
     parts.concat()
 }
 
+/// Header lines as (name, value).
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What decoding an answer gave, with stdout and stderr pieces joined (how they are cut
 /// depends on how the bytes arrive).
 #[derive(Default, PartialEq, Eq)]
 struct Answer {
-    head: Option<(u16, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>,
+    head: Option<(u16, Vec<u8>, Pairs)>,
     stdout: Vec<u8>,
     stderr: Vec<u8>,
     surplus: usize,
@@ -62,7 +65,10 @@ impl std::fmt::Debug for Answer {
         });
         f.debug_struct("Answer")
             .field("head", &head)
-            .field("stdout", &(self.stdout.len(), crate::crc32::crc32(&self.stdout)))
+            .field(
+                "stdout",
+                &(self.stdout.len(), crate::crc32::crc32(&self.stdout)),
+            )
             .field("stderr", &self.stderr.len())
             .field("surplus", &self.surplus)
             .field("end", &self.end)
@@ -153,14 +159,17 @@ fn error(input: &[u8]) -> String {
 fn begin_request_as_nginx_sends_it() {
     let mut b = BytesMut::new();
     begin_request(&mut b, false);
-    assert_eq!(&b[..], b"\x01\x01\x00\x01\x00\x08\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00");
+    assert_eq!(
+        &b[..],
+        b"\x01\x01\x00\x01\x00\x08\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+    );
     let mut b = BytesMut::new();
     begin_request(&mut b, true);
     assert_eq!(b[10], 1, "FCGI_KEEP_CONN");
 }
 
 /// Reads PARAMS records back into pairs (what an application does), checking each record.
-fn read_params(mut b: &[u8]) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<usize>) {
+fn read_params(mut b: &[u8]) -> (Pairs, Vec<usize>) {
     let mut stream = Vec::new();
     let mut records = Vec::new();
     loop {
@@ -249,7 +258,10 @@ fn params_over_one_record() {
     params(&mut b, pairs.iter().copied());
     let (back, records) = read_params(&b);
     assert_eq!(back.len(), 5);
-    assert!(back.iter().zip(&pairs).all(|(a, b)| a.0 == b.0 && a.1 == b.1));
+    assert!(back
+        .iter()
+        .zip(&pairs)
+        .all(|(a, b)| a.0 == b.0 && a.1 == b.1));
     // Two pairs a record: pairs stay whole.
     assert_eq!(records, vec![60_014, 60_014, 30_007]);
     // A pair longer than a record runs over two.
@@ -257,7 +269,10 @@ fn params_over_one_record() {
     let mut b = BytesMut::new();
     params(&mut b, [(&b"H"[..], &huge[..]), (b"A", b"1")]);
     let (back, records) = read_params(&b);
-    assert_eq!(back, vec![(b"H".to_vec(), huge), (b"A".to_vec(), b"1".to_vec())]);
+    assert_eq!(
+        back,
+        vec![(b"H".to_vec(), huge), (b"A".to_vec(), b"1".to_vec())]
+    );
     assert_eq!(records, vec![PARAMS_RECORD, 70_006 - PARAMS_RECORD + 4]);
 }
 
@@ -294,7 +309,10 @@ fn an_ordinary_answer() {
     let a = decode(&input);
     let (status, line, headers) = a.head.unwrap();
     assert_eq!((status, &line[..]), (200, &b"200 OK"[..]));
-    assert_eq!(headers, vec![(b"Content-Type".to_vec(), b"text/plain".to_vec())]);
+    assert_eq!(
+        headers,
+        vec![(b"Content-Type".to_vec(), b"text/plain".to_vec())]
+    );
     assert_eq!(a.stdout, b"hello");
     assert_eq!(
         a.end,
@@ -314,7 +332,10 @@ fn an_ordinary_answer() {
     ]);
     let a = decode(&input);
     let (status, line, headers) = a.head.unwrap();
-    assert_eq!((status, &line[..], headers.len()), (404, &b"404 Not Found"[..], 3));
+    assert_eq!(
+        (status, &line[..], headers.len()),
+        (404, &b"404 Not Found"[..], 3)
+    );
     assert_eq!(a.stdout, b"body");
     assert_eq!(
         a.end,
@@ -324,7 +345,12 @@ fn an_ordinary_answer() {
         })
     );
     // An empty STDOUT after the head is no end; more may follow.
-    let a = decode(&cat(&[out(b"A: 1\r\n\r\nhi"), out(b""), out(b"more"), end()]));
+    let a = decode(&cat(&[
+        out(b"A: 1\r\n\r\nhi"),
+        out(b""),
+        out(b"more"),
+        end(),
+    ]));
     assert_eq!(a.stdout, b"himore");
 }
 
@@ -341,11 +367,23 @@ fn stderr_is_handed_out_and_trimmed_as_nginx_logs_it() {
     assert_eq!(a.stderr, b"PHP Warning:  foo\nafter head\r\n");
     assert_eq!(a.stdout, b"himore");
     let shown = |b: &'static [u8]| Stderr(Bytes::from_static(b)).to_string();
-    assert_eq!(shown(b"PHP Warning:  foo\n"), "FastCGI sent in stderr: \"PHP Warning:  foo\"");
-    assert_eq!(shown(b"foo...\t. \r\n"), "FastCGI sent in stderr: \"foo...\t\"");
+    assert_eq!(
+        shown(b"PHP Warning:  foo\n"),
+        "FastCGI sent in stderr: \"PHP Warning:  foo\""
+    );
+    assert_eq!(
+        shown(b"foo...\t. \r\n"),
+        "FastCGI sent in stderr: \"foo...\t\""
+    );
     assert_eq!(shown(b"\r\n"), "FastCGI sent in stderr: \"\r\"");
-    assert_eq!(shown(b"line1\nline2\n\n"), "FastCGI sent in stderr: \"line1\nline2\"");
-    assert_eq!(shown(b"\r\n\n  lead"), "FastCGI sent in stderr: \"\r\n\n  lead\"");
+    assert_eq!(
+        shown(b"line1\nline2\n\n"),
+        "FastCGI sent in stderr: \"line1\nline2\""
+    );
+    assert_eq!(
+        shown(b"\r\n\n  lead"),
+        "FastCGI sent in stderr: \"\r\n\n  lead\""
+    );
     assert_eq!(
         shown(b"a\x01b\"c\xffd  "),
         "FastCGI sent in stderr: \"a\x01b\"c\\xffd\""
@@ -406,25 +444,50 @@ fn bad_records_word_nginx_s_lines() {
     // A bad version is seen as soon as its byte is.
     let mut d = Decoder::new(4096, false, false);
     let mut buf = BytesMut::from(&[0u8][..]);
-    assert_eq!(d.decode(&mut buf).unwrap_err(), FastcgiError::UnsupportedVersion(0));
+    assert_eq!(
+        d.decode(&mut buf).unwrap_err(),
+        FastcgiError::UnsupportedVersion(0)
+    );
 }
 
 #[test]
 fn content_length_holds_the_body() {
     let a = decode(&cat(&[out(b"Content-Length: 3\r\n\r\nhello"), end()]));
     assert_eq!((&a.stdout[..], a.surplus), (&b"hel"[..], 1));
-    assert_eq!(Surplus.to_string(), "upstream sent more data than specified in \"Content-Length\" header");
-    let a = decode(&cat(&[out(b"Content-Length: 3\r\n\r\nhe"), out(b"llo"), out(b"!"), end()]));
+    assert_eq!(
+        Surplus.to_string(),
+        "upstream sent more data than specified in \"Content-Length\" header"
+    );
+    let a = decode(&cat(&[
+        out(b"Content-Length: 3\r\n\r\nhe"),
+        out(b"llo"),
+        out(b"!"),
+        end(),
+    ]));
     assert_eq!((&a.stdout[..], a.surplus), (&b"hel"[..], 1));
     let a = decode(&cat(&[out(b"Content-Length: 10\r\n\r\nhello"), end()]));
-    assert_eq!(a.error.unwrap().to_string(), "upstream prematurely closed FastCGI request");
+    assert_eq!(
+        a.error.unwrap().to_string(),
+        "upstream prematurely closed FastCGI request"
+    );
     // Not for a HEAD request; nothing after 204.
-    let a = decode_opts(&cat(&[out(b"Content-Length: 10\r\n\r\n"), end()]), 4096, true, true);
+    let a = decode_opts(
+        &cat(&[out(b"Content-Length: 10\r\n\r\n"), end()]),
+        4096,
+        true,
+        true,
+    );
     assert_eq!((a.error, a.end.is_some()), (None, true));
-    let a = decode(&cat(&[out(b"Status: 204\r\nContent-Length: 10\r\n\r\n"), end()]));
+    let a = decode(&cat(&[
+        out(b"Status: 204\r\nContent-Length: 10\r\n\r\n"),
+        end(),
+    ]));
     assert_eq!((a.error, a.end.is_some()), (None, true));
     // The last Content-Length counts; a bad one is none.
-    let a = decode(&cat(&[out(b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nhello"), end()]));
+    let a = decode(&cat(&[
+        out(b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nhello"),
+        end(),
+    ]));
     assert_eq!(a.stdout, b"hell");
     let a = decode(&cat(&[out(b"Content-Length: abc\r\n\r\nhello"), end()]));
     assert_eq!((&a.stdout[..], a.surplus), (&b"hello"[..], 0));
@@ -440,7 +503,10 @@ fn a_close_before_the_end() {
     assert_eq!((&a.stdout[..], a.error), (&b"hel"[..], None));
     // With it, the answer was cut short.
     let a = decode_opts(&head, 4096, true, false);
-    assert_eq!(a.error.unwrap().to_string(), "upstream prematurely closed connection");
+    assert_eq!(
+        a.error.unwrap().to_string(),
+        "upstream prematurely closed connection"
+    );
     // Before the head, either way.
     let a = decode(&head[..20]);
     assert_eq!(a.error, Some(FastcgiError::PrematureClose));
@@ -464,18 +530,31 @@ fn the_head_fits_in_the_buffer_as_nginx_counts_it() {
         Some(FastcgiError::Head(UpstreamError::TooBigHeader))
     );
     // The body after the head does not count, nor does the padding after it.
-    assert!(decode(&cat(&[out(&[head(4088), b"body".to_vec()].concat()), end()]))
+    assert!(decode(&cat(&[
+        out(&[head(4088), b"body".to_vec()].concat()),
+        end()
+    ]))
+    .head
+    .is_some());
+    assert!(decode(&cat(&[rec_with(6, &head(4088), 8, 1, 1), end()]))
         .head
         .is_some());
-    assert!(decode(&cat(&[rec_with(6, &head(4088), 8, 1, 1), end()])).head.is_some());
     // Two records: both headers count.
     let h = head(4080);
-    assert!(decode(&cat(&[out(&h[..2000]), out(&h[2000..]), end()])).head.is_some());
+    assert!(decode(&cat(&[out(&h[..2000]), out(&h[2000..]), end()]))
+        .head
+        .is_some());
     let h = head(4081);
-    assert!(decode(&cat(&[out(&h[..2000]), out(&h[2000..]), end()])).error.is_some());
+    assert!(decode(&cat(&[out(&h[..2000]), out(&h[2000..]), end()]))
+        .error
+        .is_some());
     // Stderr read with the head counts: 108 + 3988 fit, 108 + 3996 do not.
-    assert!(decode(&cat(&[err(&[b'e'; 100]), out(&head(3980)), end()])).head.is_some());
-    assert!(decode(&cat(&[err(&[b'e'; 100]), out(&head(4080)), end()])).error.is_some());
+    assert!(decode(&cat(&[err(&[b'e'; 100]), out(&head(3980)), end()]))
+        .head
+        .is_some());
+    assert!(decode(&cat(&[err(&[b'e'; 100]), out(&head(4080)), end()]))
+        .error
+        .is_some());
 }
 
 /// Feeds `reads` one after the other, draining the decoder after each.
@@ -523,7 +602,10 @@ fn stderr_read_before_the_head_frees_the_buffer() {
     assert_eq!((a.stderr.len(), a.end.is_some()), (60_000, true));
     // In one read, stderr and the head share the buffer.
     let a = decode_reads(&[cat(&[err(&[b'e'; 3000]), out(&head), end()])], 4096);
-    assert_eq!(a.error, Some(FastcgiError::Head(UpstreamError::TooBigHeader)));
+    assert_eq!(
+        a.error,
+        Some(FastcgiError::Head(UpstreamError::TooBigHeader))
+    );
     // Once the head has begun, stderr between its pieces stays in the buffer: 2008 + 1008 +
     // 2008 bytes do not fit, 2008 + 2008 do.
     let mut head = b"X: ".to_vec();
