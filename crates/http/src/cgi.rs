@@ -33,7 +33,8 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::upstream::{
-    header_line, status_line, Framing, HeaderSpan, Line, Span, Text, UpstreamError, UpstreamHead,
+    scan_line, status_line, Framing, HeaderSpan, Line, LineScan, Span, Text, UpstreamError,
+    UpstreamHead,
 };
 
 /// How the head starts, once enough bytes say it.
@@ -58,8 +59,8 @@ pub struct CgiHeadParser {
     /// Whether an HTTP status line may come first.
     status_line: bool,
     start: Option<Start>,
-    /// Where the first header line not yet complete starts.
-    pos: usize,
+    /// The scan of the first header line not yet complete.
+    line: LineScan,
     headers: Vec<HeaderSpan>,
 }
 
@@ -78,7 +79,7 @@ impl CgiHeadParser {
         CgiHeadParser {
             status_line,
             start: None,
-            pos: 0,
+            line: LineScan::new(0),
             headers: Vec::new(),
         }
     }
@@ -111,7 +112,7 @@ impl CgiHeadParser {
     /// Finds the end of the head: `Ok(Some(len))`, its length through the empty line.
     fn scan(&mut self, buf: &[u8], max: usize) -> Result<Option<usize>, UpstreamError> {
         let data = buf.get(..max.min(buf.len())).unwrap_or_default();
-        if self.pos > data.len() {
+        if self.line.at() > data.len() {
             // The caller changed the buffer under us; start over rather than index out of it.
             *self = CgiHeadParser::new(self.status_line);
         }
@@ -121,7 +122,7 @@ impl CgiHeadParser {
             } else {
                 match status_line(data) {
                     Ok(Some(line)) => {
-                        self.pos = line.end;
+                        self.line = LineScan::new(line.end);
                         self.start = Some(Start::StatusLine {
                             status: line.status,
                             line: line.line,
@@ -135,14 +136,13 @@ impl CgiHeadParser {
             }
         }
         loop {
-            let mut next = self.pos;
-            match header_line(data, self.pos, &mut next) {
+            match scan_line(data, &mut self.line) {
                 Line::Header(h) => {
                     self.headers.push(h);
-                    self.pos = next;
+                    self.line = LineScan::new(self.line.at());
                 }
-                Line::Skipped => self.pos = next,
-                Line::End => return Ok(Some(next)),
+                Line::Skipped => self.line = LineScan::new(self.line.at()),
+                Line::End => return Ok(Some(self.line.at())),
                 Line::Incomplete => return incomplete(buf, max),
                 Line::Invalid { start, end } => {
                     let error = UpstreamError::InvalidHeader {

@@ -711,7 +711,7 @@ pub(crate) enum Line {
     },
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HState {
     Start,
     Name,
@@ -723,15 +723,58 @@ enum HState {
     HeaderAlmostDone,
 }
 
+/// Where the scan of a header line stopped for want of bytes, so that it resumes there when
+/// more come (a line that trickles in is read once, not once per arrival).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LineScan {
+    /// Where the line starts.
+    pos: usize,
+    /// The next byte to look at.
+    at: usize,
+    state: HState,
+    name_end: usize,
+    value_start: usize,
+    header_end: usize,
+}
+
+impl LineScan {
+    /// A scan of the line starting at `pos`.
+    pub(crate) fn new(pos: usize) -> LineScan {
+        LineScan {
+            pos,
+            at: pos,
+            state: HState::Start,
+            name_end: pos,
+            value_start: pos,
+            header_end: pos,
+        }
+    }
+
+    /// Past the last byte looked at: after a complete line, past its LF.
+    pub(crate) fn at(&self) -> usize {
+        self.at
+    }
+}
+
 /// Reads the line starting at `pos`; `next` is set past its LF.
 pub(crate) fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
-    let mut state = HState::Start;
-    let (mut name_end, mut value_start) = (pos, pos);
+    let mut scan = LineScan::new(pos);
+    let line = scan_line(data, &mut scan);
+    *next = scan.at;
+    line
+}
+
+/// Reads a header line from where `scan` stopped; on [`Line::Incomplete`] `scan` keeps where
+/// it is, to be called again with the same bytes and more.
+pub(crate) fn scan_line(data: &[u8], scan: &mut LineScan) -> Line {
+    let pos = scan.pos;
+    let mut state = scan.state;
+    let (mut name_end, mut value_start) = (scan.name_end, scan.value_start);
     // nginx's `r->header_end`: where the value ends, and where an error is reported.
-    let mut header_end = pos;
+    let mut header_end = scan.header_end;
     let invalid = |end| Line::Invalid { start: pos, end };
-    for (p, &ch) in data.iter().enumerate().skip(pos) {
-        *next = p + 1;
+    for (p, &ch) in data.iter().enumerate().skip(scan.at) {
+        scan.at = p + 1;
         match state {
             HState::Start => match ch {
                 b'\r' => {
@@ -823,6 +866,10 @@ pub(crate) fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
             }
         }
     }
+    scan.state = state;
+    scan.name_end = name_end;
+    scan.value_start = value_start;
+    scan.header_end = header_end;
     Line::Incomplete
 }
 
