@@ -225,8 +225,8 @@ impl Decoder {
     }
 
     /// Looks for the first line in the first `max` bytes of `buf` (`memcached_buffer_size`);
-    /// on success it is taken off `buf`, which then starts with the value. `Ok(None)`: read
-    /// more.
+    /// on success it is taken off `buf`, which then starts with the value (after `END`: with
+    /// whatever followed, not part of the answer). `Ok(None)`: read more.
     pub fn decode_head(
         &mut self,
         buf: &mut BytesMut,
@@ -253,7 +253,10 @@ impl Decoder {
                     State::Value(v.length)
                 };
             }
-            Ok(Answer::NotFound(_)) => self.state = State::Done,
+            Ok(Answer::NotFound(_)) => {
+                let _ = buf.split_to(lf + 1);
+                self.state = State::Done;
+            }
             Err(_) => self.state = State::Failed,
         }
         answer.map(Some)

@@ -115,6 +115,18 @@ fn a_value_and_a_miss() {
         "key: \"miss%20key\" was not found by memcached"
     );
     assert_eq!(n.level(), Level::Info);
+    // The END line is taken off the buffer: the connection can serve the next get.
+    let req = request(b"k").unwrap();
+    let mut d = Decoder::new(&req, 0);
+    let mut buf = BytesMut::from(&b"END\r\nnext"[..]);
+    assert!(matches!(
+        d.decode_head(&mut buf, 4096),
+        Ok(Some(Answer::NotFound(_)))
+    ));
+    assert_eq!(
+        (&buf[..], d.is_done(), d.eof()),
+        (&b"next"[..], true, Ok(()))
+    );
 }
 
 #[test]
