@@ -314,7 +314,9 @@ impl UpstreamHead {
     /// Whether the connection may go back to the keepalive pool once the body has ended
     /// exactly where its [`Framing`] says (see [`Framing::reusable`]): not after
     /// [`UpstreamHead::connection_close`], not after a 101, and (shoal's hardening over 1.22)
-    /// not after framing headers nginx 1.23 would refuse.
+    /// not after framing headers nginx 1.23 would refuse. A CGI-style head ([`crate::cgi`])
+    /// says nothing about reuse and answers true: FastCGI's keep-conn and `END_REQUEST` decide
+    /// ([`crate::fastcgi::Decoder`]), and SCGI and uwsgi connections are never reused.
     pub fn keep_alive(&self) -> bool {
         !self.connection_close && !self.ambiguous && self.status != 101
     }

@@ -1,5 +1,5 @@
 //! FastCGI 1.0 as nginx 1.22 speaks it to an application: the request's records out
-//! ([`encode`]), the answer's records in ([`decode`]), with nginx's record layout, limits and
+//! ([`encode`]), the answer's records in ([`Decoder`]), with nginx's record layout, limits and
 //! messages.
 //!
 //! Pure: bytes in, events out, no sockets. The upstream layer writes what [`encode`] builds,
