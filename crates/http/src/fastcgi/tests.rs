@@ -483,6 +483,14 @@ fn content_length_holds_the_body() {
         end(),
     ]));
     assert_eq!((a.error, a.end.is_some()), (None, true));
+    // A body after 204, or past `Content-Length: 0`, is surplus (nginx warns, as checked).
+    for head in [
+        &b"Status: 204\r\n\r\nxx"[..],
+        b"Content-Length: 0\r\n\r\nxx",
+    ] {
+        let a = decode(&cat(&[out(head), end()]));
+        assert_eq!((a.stdout.len(), a.surplus, a.end.is_some()), (0, 1, true));
+    }
     // The last Content-Length counts; a bad one is none.
     let a = decode(&cat(&[
         out(b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nhello"),
