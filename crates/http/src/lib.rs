@@ -9,23 +9,32 @@
 //! Rooms: [`limits`] (nginx's header buffers), [`request`] (heads), [`uri`] (path and host),
 //! [`body`] (framing and decoders), [`response`] (heads and chunk framing out), [`status`]
 //! (status lines and error pages), [`date`] (the `Date` header), [`error`], [`upstream`]
-//! (what a backend answers a proxy: its head, its body's framing, connection reuse), and two
-//! byte-level helpers: [`crc32`] and [`deflate`] (a small gzip encoder for whole bodies).
+//! (what a backend answers a proxy: its head, its body's framing, connection reuse), the other
+//! upstream protocols ([`fastcgi`], [`uwsgi`], [`scgi`], [`memcached`], and [`cgi`], the
+//! CGI-style answer head the first three share, with [`log`] for the levels of their
+//! messages), and two byte-level helpers: [`crc32`] and [`deflate`] (a small gzip encoder for
+//! whole bodies).
 
 /// The `bytes` crate this API speaks (`Bytes`, `BytesMut`), for callers without their own.
 pub use bytes;
 
 pub mod body;
+pub mod cgi;
 pub mod crc32;
 pub mod date;
 pub mod deflate;
 pub mod error;
+pub mod fastcgi;
 pub mod limits;
+pub mod log;
+pub mod memcached;
 pub mod request;
 pub mod response;
+pub mod scgi;
 pub mod status;
 pub mod upstream;
 pub mod uri;
+pub mod uwsgi;
 
 pub use body::{BodyChunk, BodyDecoder, BodyKind, Chunk, ChunkedDecoder, LengthDecoder};
 pub use date::{cached_date, DateCache};

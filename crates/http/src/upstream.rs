@@ -94,6 +94,9 @@ pub enum UpstreamError {
         /// Its value.
         value: Vec<u8>,
     },
+    /// A CGI-style head ([`crate::cgi`]) whose `Status` value does not start with three
+    /// digits; the value as sent.
+    InvalidStatus(Vec<u8>),
     /// A chunked body that does not parse.
     InvalidChunkedResponse,
     /// The upstream closed before the body's framing said it was over.
@@ -155,6 +158,11 @@ impl fmt::Display for UpstreamError {
                 escaped(f, value)?;
                 f.write_str("\"")
             }
+            UpstreamError::InvalidStatus(v) => {
+                f.write_str("upstream sent invalid status \"")?;
+                escaped(f, v)?;
+                f.write_str("\"")
+            }
             UpstreamError::InvalidChunkedResponse => {
                 f.write_str("upstream sent invalid chunked response")
             }
@@ -169,26 +177,51 @@ impl std::error::Error for UpstreamError {}
 
 /// A byte range inside the head.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Span {
+pub(crate) struct Span {
     start: usize,
     end: usize,
 }
 
 impl Span {
-    fn new(start: usize, end: usize) -> Span {
+    pub(crate) fn new(start: usize, end: usize) -> Span {
         debug_assert!(start <= end);
         Span { start, end }
     }
 
-    fn get(self, head: &[u8]) -> &[u8] {
+    pub(crate) fn get(self, head: &[u8]) -> &[u8] {
         head.get(self.start..self.end).unwrap_or_default()
+    }
+
+    pub(crate) fn start(self) -> usize {
+        self.start
+    }
+
+    pub(crate) fn end(self) -> usize {
+        self.end
+    }
+}
+
+/// Text the head shows: a range of its bytes, or a fixed string (the `200 OK` a CGI-style
+/// answer without `Status` gets, see [`crate::cgi`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Text {
+    In(Span),
+    Fixed(&'static [u8]),
+}
+
+impl Text {
+    fn get(self, head: &[u8]) -> &[u8] {
+        match self {
+            Text::In(span) => span.get(head),
+            Text::Fixed(text) => text,
+        }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct HeaderSpan {
-    name: Span,
-    value: Span,
+pub(crate) struct HeaderSpan {
+    pub(crate) name: Span,
+    pub(crate) value: Span,
 }
 
 /// A parsed upstream response head. It owns the head's bytes once (shared, not copied, when
@@ -199,8 +232,8 @@ pub struct UpstreamHead {
     head: Bytes,
     version: Version,
     status: u16,
-    status_line: Span,
-    reason: Span,
+    status_line: Text,
+    reason: Text,
     headers: Vec<HeaderSpan>,
     content_length: Option<u64>,
     chunked: bool,
@@ -281,7 +314,9 @@ impl UpstreamHead {
     /// Whether the connection may go back to the keepalive pool once the body has ended
     /// exactly where its [`Framing`] says (see [`Framing::reusable`]): not after
     /// [`UpstreamHead::connection_close`], not after a 101, and (shoal's hardening over 1.22)
-    /// not after framing headers nginx 1.23 would refuse.
+    /// not after framing headers nginx 1.23 would refuse. A CGI-style head ([`crate::cgi`])
+    /// says nothing about reuse and answers true: FastCGI's keep-conn and `END_REQUEST` decide
+    /// ([`crate::fastcgi::Decoder`]), and SCGI and uwsgi connections are never reused.
     pub fn keep_alive(&self) -> bool {
         !self.connection_close && !self.ambiguous && self.status != 101
     }
@@ -299,6 +334,37 @@ impl UpstreamHead {
     /// The raw head bytes.
     pub fn head(&self) -> &Bytes {
         &self.head
+    }
+
+    /// A CGI-style head ([`crate::cgi`]): the status comes from the caller, the body's length
+    /// from the last `Content-Length` line (none if that one does not parse, as nginx 1.22
+    /// takes it); `Transfer-Encoding` and `Connection` mean nothing there (nginx decodes no
+    /// chunked body from these protocols and decides connection reuse from the protocol), so
+    /// [`UpstreamHead::chunked`] and [`UpstreamHead::connection_close`] are false.
+    pub(crate) fn cgi(
+        head: Bytes,
+        status: u16,
+        status_line: Text,
+        reason: Text,
+        headers: Vec<HeaderSpan>,
+    ) -> UpstreamHead {
+        let content_length = headers
+            .iter()
+            .rev()
+            .find(|h| h.name.get(&head).eq_ignore_ascii_case(b"content-length"))
+            .and_then(|h| parse_content_length(h.value.get(&head)));
+        UpstreamHead {
+            version: Version::Http11,
+            status,
+            status_line,
+            reason,
+            headers,
+            content_length,
+            chunked: false,
+            connection_close: false,
+            ambiguous: false,
+            head,
+        }
     }
 }
 
@@ -445,19 +511,19 @@ pub fn roads_agree(buf: &[u8]) -> bool {
     }
 }
 
-struct StatusLine {
+pub(crate) struct StatusLine {
     version: Version,
-    status: u16,
-    line: Span,
-    reason: Span,
+    pub(crate) status: u16,
+    pub(crate) line: Span,
+    pub(crate) reason: Span,
     /// Offset just past the line's LF.
-    end: usize,
+    pub(crate) end: usize,
 }
 
 /// `ngx_http_parse_status_line`: `HTTP/` major `.` minor SP+ three digits (spaces may come
 /// between them too), then SP or `.` and any text, or the end of the line. `Ok(None)` if the
 /// bytes so far are a valid beginning.
-fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamError> {
+pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamError> {
     let bad = Err(UpstreamError::NoValidHeader);
     let prefix = &b"HTTP/"[..data.len().min(5)];
     if !data.starts_with(prefix) {
@@ -634,7 +700,7 @@ fn headers_fast(data: &[u8], status: &StatusLine) -> Option<RawHead> {
 }
 
 /// One header line as `ngx_http_parse_header_line(r, b, 1)` sees it.
-enum Line {
+pub(crate) enum Line {
     Header(HeaderSpan),
     /// A repeated status line (`HTTP/...`), skipped.
     Skipped,
@@ -647,7 +713,7 @@ enum Line {
     },
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HState {
     Start,
     Name,
@@ -659,15 +725,58 @@ enum HState {
     HeaderAlmostDone,
 }
 
+/// Where the scan of a header line stopped for want of bytes, so that it resumes there when
+/// more come (a line that trickles in is read once, not once per arrival).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LineScan {
+    /// Where the line starts.
+    pos: usize,
+    /// The next byte to look at.
+    at: usize,
+    state: HState,
+    name_end: usize,
+    value_start: usize,
+    header_end: usize,
+}
+
+impl LineScan {
+    /// A scan of the line starting at `pos`.
+    pub(crate) fn new(pos: usize) -> LineScan {
+        LineScan {
+            pos,
+            at: pos,
+            state: HState::Start,
+            name_end: pos,
+            value_start: pos,
+            header_end: pos,
+        }
+    }
+
+    /// Past the last byte looked at: after a complete line, past its LF.
+    pub(crate) fn at(&self) -> usize {
+        self.at
+    }
+}
+
 /// Reads the line starting at `pos`; `next` is set past its LF.
-fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
-    let mut state = HState::Start;
-    let (mut name_end, mut value_start) = (pos, pos);
+pub(crate) fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
+    let mut scan = LineScan::new(pos);
+    let line = scan_line(data, &mut scan);
+    *next = scan.at;
+    line
+}
+
+/// Reads a header line from where `scan` stopped; on [`Line::Incomplete`] `scan` keeps where
+/// it is, to be called again with the same bytes and more.
+pub(crate) fn scan_line(data: &[u8], scan: &mut LineScan) -> Line {
+    let pos = scan.pos;
+    let mut state = scan.state;
+    let (mut name_end, mut value_start) = (scan.name_end, scan.value_start);
     // nginx's `r->header_end`: where the value ends, and where an error is reported.
-    let mut header_end = pos;
+    let mut header_end = scan.header_end;
     let invalid = |end| Line::Invalid { start: pos, end };
-    for (p, &ch) in data.iter().enumerate().skip(pos) {
-        *next = p + 1;
+    for (p, &ch) in data.iter().enumerate().skip(scan.at) {
+        scan.at = p + 1;
         match state {
             HState::Start => match ch {
                 b'\r' => {
@@ -759,6 +868,10 @@ fn header_line(data: &[u8], pos: usize, next: &mut usize) -> Line {
             }
         }
     }
+    scan.state = state;
+    scan.name_end = name_end;
+    scan.value_start = value_start;
+    scan.header_end = header_end;
     Line::Incomplete
 }
 
@@ -875,8 +988,8 @@ fn finish(head: Bytes, raw: RawHead, rules: Rules) -> Result<UpstreamHead, Upstr
     Ok(UpstreamHead {
         version: raw.version,
         status: raw.status,
-        status_line: raw.status_line,
-        reason: raw.reason,
+        status_line: Text::In(raw.status_line),
+        reason: Text::In(raw.reason),
         headers: raw.headers,
         // nginx clears the length of a chunked response.
         content_length: if chunked { None } else { length },
