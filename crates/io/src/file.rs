@@ -211,3 +211,15 @@ fn send_loop(sock: BorrowedFd<'_>, file: BorrowedFd<'_>, off: u64, len: u64) -> 
 
 #[cfg(test)]
 mod tests;
+
+/// An unlinked temporary file in `dir` (`O_TMPFILE`): a request body, or an upstream answer
+/// held for a slow client. Nothing is left behind whatever happens to the process.
+pub fn unlinked_temp_file(dir: &std::path::Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(dir)
+}

@@ -634,6 +634,62 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
     }
 }
 
+/// The gzip header filter: decides, and adjusts the headers of a compressed answer.
+/// Returns the compression level to use.
+pub fn header_filter(
+    reply: &mut crate::http::reply::Reply,
+    req: &shoal_http::Request,
+    lc: &crate::http::LocConf,
+) -> Option<u32> {
+    if !lc.gzip.enabled() {
+        return None;
+    }
+    let seen: &crate::http::reply::Reply = reply;
+    // A static file's time is not a Last-Modified header yet when nginx's gzip filter looks
+    // (it is written by the header filter, later); only a proxied one would be.
+    let header = |name: &str| match name {
+        "last-modified" if !seen.proxied => None,
+        _ => seen.header(name),
+    };
+    let facts = ResponseFacts {
+        status: seen.status,
+        content_type: seen.content_type.as_deref(),
+        content_length: seen.body.length(),
+        already_encoded: seen
+            .header("content-encoding")
+            .is_some_and(|v| !v.is_empty()),
+        head_only: req.method() == "HEAD",
+        header: &header,
+    };
+    let (compress, vary) = decide(&lc.gzip, req, &facts);
+    if vary {
+        reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
+    }
+    if !compress {
+        return None;
+    }
+    reply.headers.retain(|(n, _)| *n != "Accept-Ranges");
+    if reply.proxied {
+        reply
+            .extra
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+    }
+    for (n, v) in reply.headers.iter_mut() {
+        if *n == "ETag" && v.starts_with('"') {
+            *v = format!("W/{v}").into();
+        }
+    }
+    if reply.proxied {
+        for (n, v) in reply.extra.iter_mut() {
+            if n.eq_ignore_ascii_case("etag") && v.starts_with('"') {
+                *v = format!("W/{v}").into();
+            }
+        }
+    }
+    reply.headers.push(("Content-Encoding", "gzip".into()));
+    Some(lc.gzip.level())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

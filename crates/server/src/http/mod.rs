@@ -8,20 +8,24 @@
 
 pub mod access_log;
 pub mod aio;
-pub mod conn;
 pub mod directives;
 pub mod gzip;
+pub mod h1;
 pub mod location;
 pub mod map;
 pub mod open_file_cache;
+pub mod output;
 pub mod phases;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod range;
+pub mod reply;
+pub mod request;
 pub mod rewrite;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
+pub mod transport;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -156,7 +156,7 @@ pub fn open(lc: &super::LocConf, path: &Path) -> io::Result<OpenedFile> {
     let Some(config) = lc.open_file_cache.config() else {
         return shoal_io::open_file_cache::open(path);
     };
-    let now = super::conn::request_now();
+    let now = super::request::request_now();
     CACHES.with(|c| {
         c.borrow_mut()
             .entry(key(&config))

@@ -10,17 +10,16 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use shoal_http::Request;
-
-use super::conn::ConnInfo;
 use super::directives::{expires_headers, Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
 use super::proxy::body::RequestBody;
 use super::proxy::handler::{self as proxy, Handled, Record};
 use super::proxy_cache::serve::Begin;
+use super::reply::{Body, Outcome, Reply};
+use super::request::Req;
 use super::rewrite;
-use super::static_files::{self, Body, Outcome, Reply};
-use super::{LocConf, ServerConf};
+use super::static_files;
+use super::LocConf;
 use crate::log::Level;
 use crate::variables::Vars;
 
@@ -42,70 +41,6 @@ pub struct Processed<'a> {
     pub user_vars: std::collections::HashMap<String, String>,
     /// A proxied request's exchange with its upstream, for `$upstream_*` in the access log.
     pub upstream: Option<Rc<RefCell<Record>>>,
-}
-
-/// Per-request state the phases share.
-///
-/// `'s` is the configuration's lifetime (what the answer may borrow), `'r` the request's.
-pub struct Req<'s, 'r> {
-    pub req: &'r Request,
-    pub srv: &'s ServerConf,
-    pub host: Option<&'r str>,
-    pub info: &'r ConnInfo,
-    pub start: std::time::Instant,
-    /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
-    pub name_captures: Option<&'r crate::cycle::NameCaptures>,
-    /// The client's socket, watched while the proxy waits for an upstream (a client that
-    /// closes makes nginx give up the upstream too).
-    pub client: Option<&'r super::conn::Stream>,
-    /// The proxy cache zones of the request's generation (set by the master before any
-    /// worker sees it; `None` only for a generation that never ran).
-    pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
-}
-
-impl Req<'_, '_> {
-    /// Variables with the rewrite state: the current URI and arguments, the last captures and
-    /// the declared variables' values.
-    pub fn vars_rw<'b>(&'b self, st: &'b rewrite::State, lc: &'b LocConf) -> Vars<'b> {
-        let mut v = self.vars(&st.uri, lc, &st.captures);
-        v.user = Some(&st.vars);
-        v.args = Some(st.args.as_deref());
-        v.sent = st.err_status.as_ref();
-        v
-    }
-
-    pub fn vars<'b>(
-        &'b self,
-        uri: &'b str,
-        lc: &'b LocConf,
-        captures: &'b [Option<String>],
-    ) -> Vars<'b> {
-        Vars {
-            req: Some(self.req),
-            uri: Some(uri),
-            peer: self.info.peer,
-            local: self.info.local,
-            server_name: self.srv.name(),
-            document_root: Some(lc.root()),
-            request_filename: None,
-            connection: self.info.number,
-            connection_requests: 0,
-            start: self.start,
-            request_length: 0,
-            sent: None,
-            captures,
-            user: None,
-            doc_root: Some(lc.doc_root()),
-            args: None,
-            request_line: None,
-            upstream: None,
-        }
-    }
-
-    /// `, client: ..., server: ..., request: "...", host: "..."` for error log lines.
-    pub fn log_ctx(&self) -> String {
-        static_files::log_ctx(self.req, self.srv, self.info)
-    }
 }
 
 /// The captures of a regex location's match.
@@ -168,7 +103,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
             );
             return finish(
                 r,
-                Box::new(static_files::error_reply(500, &srv.loc)),
+                Box::new(super::reply::error_reply(500, &srv.loc)),
                 &srv.loc,
                 rw,
                 None,
@@ -209,7 +144,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                         );
                         return finish(
                             r,
-                            Box::new(static_files::error_reply(500, &srv.loc)),
+                            Box::new(super::reply::error_reply(500, &srv.loc)),
                             &srv.loc,
                             rw,
                             None,
@@ -220,7 +155,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                     let (loc, redirect) = location::find_or_redirect(&srv.locations, &rw.uri);
                     if let Some(l) = loc.filter(|_| redirect) {
                         // nginx's `auto_redirect` answers before the location's rewrites.
-                        let mut reply = static_files::error_reply(301, &l.loc);
+                        let mut reply = super::reply::error_reply(301, &l.loc);
                         let to = match rw.args.as_deref() {
                             Some(a) if !a.is_empty() => format!("{}?{a}", l.name),
                             _ => l.name.clone(),
@@ -283,7 +218,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
         let outcome = if let Some(reply) = rewrite_reply {
             Outcome::Reply(reply)
         } else if refused {
-            Outcome::Reply(Box::new(static_files::error_reply(404, lc)))
+            Outcome::Reply(Box::new(super::reply::error_reply(404, lc)))
         } else if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
             Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
         } else if rw.rewritten_break && lc.doc_root().alias {
@@ -294,7 +229,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                 loc.map_or("", |l| l.name.as_str()),
                 r.log_ctx()
             );
-            Outcome::Reply(Box::new(static_files::error_reply(500, lc)))
+            Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
         } else if let Some(pass) = &lc.proxy.pass {
             // A file `try_files` finds is proxied with its name as the URI; none: the fallback.
             let found = match &lc.try_files {
@@ -388,7 +323,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                             Some(Some(c @ (301 | 302 | 303 | 307 | 308))) => c,
                             _ => 302,
                         };
-                        let mut redirect = static_files::error_reply(status, lc);
+                        let mut redirect = super::reply::error_reply(status, lc);
                         redirect.location = Some(target);
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
@@ -403,7 +338,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
                     } else if reply.status != s {
                         // The error page itself failed: nginx answers with the original code
                         // and its own page.
-                        *reply = static_files::error_reply(s, lc);
+                        *reply = super::reply::error_reply(s, lc);
                     }
                 }
                 reply.close_after |= close_after;
@@ -451,7 +386,7 @@ fn flow_reply(
             Some(do_return(ret, lc, &vars, r))
         }
         rewrite::Flow::Redirect(status, url) => {
-            let mut reply = static_files::error_reply(status, lc);
+            let mut reply = super::reply::error_reply(status, lc);
             reply.location = Some(if url.starts_with('/') {
                 static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
             } else {
@@ -459,7 +394,7 @@ fn flow_reply(
             });
             Some((reply, false))
         }
-        rewrite::Flow::Empty => Some((static_files::error_reply(500, lc), false)),
+        rewrite::Flow::Empty => Some((super::reply::error_reply(500, lc), false)),
     }
 }
 
@@ -486,7 +421,7 @@ async fn proxy_outcome(
         }
         Begin::Status(204) => return Outcome::Reply(Reply::boxed(204)),
         Begin::Status(code) => {
-            return Outcome::Reply(Box::new(static_files::error_reply(code, lc)));
+            return Outcome::Reply(Box::new(super::reply::error_reply(code, lc)));
         }
         Begin::Miss(plan) => Some(plan),
     };
@@ -519,7 +454,7 @@ async fn proxy_outcome(
             *sent = true;
             Outcome::Reply(reply)
         }
-        Handled::Error(code) => Outcome::Reply(Box::new(static_files::error_reply(code, lc))),
+        Handled::Error(code) => Outcome::Reply(Box::new(super::reply::error_reply(code, lc))),
         Handled::ClientGone => {
             *sent = true;
             Outcome::Reply(Reply::boxed(499))
@@ -546,7 +481,7 @@ fn try_files_find(
         }
     }
     Err(match &tf.fallback {
-        TryFallback::Code(c) => Outcome::Reply(Box::new(static_files::error_reply(*c, lc))),
+        TryFallback::Code(c) => Outcome::Reply(Box::new(super::reply::error_reply(*c, lc))),
         TryFallback::Named(n) => Outcome::Named(n.clone()),
         TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
     })
@@ -574,7 +509,7 @@ fn try_files(
         }
     }
     match &tf.fallback {
-        TryFallback::Code(c) => Outcome::Reply(Box::new(static_files::error_reply(*c, lc))),
+        TryFallback::Code(c) => Outcome::Reply(Box::new(super::reply::error_reply(*c, lc))),
         TryFallback::Named(n) => Outcome::Named(n.clone()),
         TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
     }
@@ -590,7 +525,7 @@ fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (R
     let text = ret.text.as_ref().map(|t| vars.eval(t)).unwrap_or_default();
     match ret.code {
         301 | 302 | 303 | 307 | 308 => {
-            let mut reply = static_files::error_reply(ret.code, lc);
+            let mut reply = super::reply::error_reply(ret.code, lc);
             reply.location = Some(if text.starts_with('/') {
                 static_files::absolute_location(lc, &text, r.host, r.info, r.srv)
             } else {
@@ -598,7 +533,7 @@ fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (R
             });
             (reply, false)
         }
-        code if code >= 400 && no_text => (static_files::error_reply(code, lc), false),
+        code if code >= 400 && no_text => (super::reply::error_reply(code, lc), false),
         code => {
             let mut reply = Reply::new(code);
             let uri = vars.uri.unwrap_or_default();
@@ -638,7 +573,7 @@ fn finish<'s>(
             }
         }
         match verdict {
-            Some(412) => *reply = static_files::error_reply(412, lc),
+            Some(412) => *reply = super::reply::error_reply(412, lc),
             Some(_) => {
                 reply.status = 304;
                 reply.reason = None;
@@ -666,7 +601,7 @@ fn finish<'s>(
             // headers filter added for the 200 stays, the chain runs again for the 416 (so an
             // `add_header ... always` is sent twice), and the validators go (a proxied
             // answer's are among the headers it passed on).
-            let mut e = static_files::error_reply(416, lc);
+            let mut e = super::reply::error_reply(416, lc);
             e.headers = std::mem::take(&mut reply.headers);
             e.headers.retain(|(n, _)| *n != "ETag");
             e.headers.push(("Content-Range", content_range.into()));

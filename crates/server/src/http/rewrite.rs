@@ -20,7 +20,7 @@ use shoal_conf::{Directive, Error};
 
 use super::directives::Return;
 use super::location::{LocationConf, Match};
-use super::phases::Req;
+use super::request::Req;
 use super::LocConf;
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::log::Level;

@@ -3,7 +3,7 @@
 
 use shoal_conf::{Directive, Error};
 
-use super::static_files::{Body, Reply};
+use super::reply::{Body, Reply};
 use crate::conf::{Args, Builder, Command, Ctx, Scope};
 
 pub static DIRECTIVES: &[Command] = &[Command::new(
@@ -24,7 +24,7 @@ fn set_stub_status(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
 /// location, the cache zones' figures (`super::proxy_cache::status_page`).
 pub fn reply(method: &str, lc: &super::LocConf) -> Reply {
     if method != "GET" && method != "HEAD" {
-        return super::static_files::error_reply(405, lc);
+        return super::reply::error_reply(405, lc);
     }
     let mut r = Reply::new(200);
     r.content_type = Some("text/plain".into());

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use super::conf::UpstreamConf;
 use super::{Attempt, Balancer, Input, Outcome};
 use crate::deadline::Timer;
-use crate::http::conn::Stream;
+use crate::http::transport::Transport;
 
 /// An idle upstream connection in a worker's keep-alive cache.
 struct Idle {
-    stream: Stream,
+    stream: Transport,
     /// The connection's timer, kept with it (made once, re-armed per wait).
     timer: Timer,
     peer: usize,
@@ -34,7 +34,7 @@ struct Idle {
 
 /// A connection taken from the cache, with its history.
 pub struct Reused {
-    pub stream: Stream,
+    pub stream: Transport,
     pub timer: Timer,
     pub born: Instant,
     pub requests: u64,
@@ -120,7 +120,7 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant) -> Option<Reused> 
 pub fn put_idle(
     u: &UpstreamConf,
     peer: usize,
-    stream: Stream,
+    stream: Transport,
     timer: Timer,
     born: Instant,
     requests: u64,
@@ -176,7 +176,7 @@ pub fn idle_count(u: &UpstreamConf) -> usize {
 /// the peek finds stale is cleared. An EOF that arrived but was not yet collected from epoll is
 /// caught later: the request fails before any answer byte and is sent again on a new
 /// connection.
-fn quiet(stream: &Stream) -> bool {
+fn quiet(stream: &Transport) -> bool {
     stream.try_peek_closed().is_err()
 }
 
@@ -192,8 +192,10 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let (a, b) = tokio::net::UnixStream::pair().unwrap();
-            let a = Stream::Unix(a);
-            let Stream::Unix(s) = &a else { unreachable!() };
+            let a = Transport::Unix(a);
+            let Transport::Unix(s) = &a else {
+                unreachable!()
+            };
             assert!(quiet(&a));
             b.try_write(b"x").unwrap();
             s.readable().await.unwrap();
@@ -220,7 +222,7 @@ mod tests {
             let s = Duration::from_secs(1);
             let t0 = Instant::now();
             let idle = |since| Idle {
-                stream: Stream::Unix(tokio::net::UnixStream::pair().unwrap().0),
+                stream: Transport::Unix(tokio::net::UnixStream::pair().unwrap().0),
                 timer: Timer::new(),
                 peer: 0,
                 since,

@@ -18,8 +18,8 @@ use shoal_http::{BodyChunk, ChunkedDecoder};
 
 use super::handler::Record;
 use crate::deadline::Timer;
-use crate::http::conn::Stream;
 use crate::http::range::ByteRange;
+use crate::http::transport::Transport;
 use crate::upstream::conf::UpstreamConf;
 
 /// A request body: read whole before the request is passed on, or (`proxy_request_buffering
@@ -54,7 +54,7 @@ impl RequestBody<'_> {
 pub struct Streaming<'a> {
     /// The connection's read buffer (what follows the head).
     pub buf: &'a mut BytesMut,
-    pub client: &'a Stream,
+    pub client: &'a Transport,
     pub decoder: shoal_http::BodyDecoder,
     /// `Content-Length`; `None` for a chunked body.
     pub length: Option<u64>,
@@ -180,7 +180,7 @@ impl std::fmt::Display for BodyError {
 
 /// The body of an upstream's answer, still on its connection.
 pub struct UpstreamBody {
-    pub stream: Option<Stream>,
+    pub stream: Option<Transport>,
     /// Bytes read past what was taken.
     pub buf: BytesMut,
     pub framing: Framing,
@@ -217,7 +217,7 @@ pub struct UpstreamBody {
 impl UpstreamBody {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        stream: Stream,
+        stream: Transport,
         buf: BytesMut,
         framing: Framing,
         length: Option<u64>,

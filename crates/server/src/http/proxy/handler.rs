@@ -24,10 +24,10 @@ use super::body::{ClientBodyError, RequestBody, UpstreamBody};
 use super::request::{self, UriParts};
 use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
 use crate::deadline::Timer;
-use crate::http::conn::Stream;
-use crate::http::phases::Req;
+use crate::http::reply::{Body, Reply};
+use crate::http::request::Req;
 use crate::http::rewrite;
-use crate::http::static_files::{Body, Reply};
+use crate::http::transport::Transport;
 use crate::http::LocConf;
 use crate::log::Level;
 use crate::spare::Spares;
@@ -260,9 +260,9 @@ impl Record {
         &self,
         req: &shoal_http::Request,
         srv: &crate::http::ServerConf,
-        info: &crate::http::conn::ConnInfo,
+        info: &crate::http::transport::ConnInfo,
     ) -> String {
-        let base = crate::http::static_files::log_ctx(req, srv, info);
+        let base = crate::http::request::log_ctx(req, srv, info);
         let uri = shoal_http::lossy(&self.uri);
         let url = match self.tries.last() {
             Some(t) => upstream_url(&t.addr, &uri),
@@ -695,7 +695,7 @@ enum SendError {
 
 /// Writes `data`, each wait for the upstream bounded by `timeout`.
 async fn write_timed(
-    stream: &mut Stream,
+    stream: &mut Transport,
     timer: &mut Timer,
     data: &[u8],
     timeout: Duration,
@@ -746,7 +746,7 @@ fn first_write<'h>(
 // nothing else borrows it until the send is over.
 #[allow(clippy::await_holding_refcell_ref, clippy::too_many_arguments)]
 async fn send_request(
-    stream: &mut Stream,
+    stream: &mut Transport,
     timer: &mut Timer,
     first: &[u8],
     sent: usize,
@@ -809,7 +809,7 @@ async fn send_request(
 /// Whether the client closed its connection (`Ready(true)`) or sent more (`Ready(false)`: the
 /// bytes stay unread), as [`Stream::peer_closed`] waits for it, but polled through the socket's
 /// one reader slot: no waiter is queued on the socket and taken off again per wait.
-fn poll_client_closed(c: &Stream, cx: &mut Context<'_>) -> Poll<bool> {
+fn poll_client_closed(c: &Transport, cx: &mut Context<'_>) -> Poll<bool> {
     loop {
         match c.poll_read_ready(cx) {
             Poll::Pending => return Poll::Pending,
@@ -1069,7 +1069,7 @@ async fn connect(
     conf: &ProxyLoc,
     cached: Option<Instant>,
     first: &[u8],
-) -> Result<(Stream, Option<(Timer, Instant, u64)>, usize), Fail> {
+) -> Result<(Transport, Option<(Timer, Instant, u64)>, usize), Fail> {
     if let Some(now) = cached {
         if let Some(r) = state::take_idle(upstream, peer, now) {
             return Ok((r.stream, Some((r.timer, r.born, r.requests)), 0));
@@ -1079,13 +1079,13 @@ async fn connect(
     match addr {
         PeerAddr::Inet(a) => {
             let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
-            Ok((Stream::Tcp(s), None, sent))
+            Ok((Transport::Tcp(s), None, sent))
         }
         PeerAddr::Unix(p) => {
             match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
                 Err(_) => Err(connect_timed_out()),
                 Ok(Err(e)) => Err(connect_failed(e)),
-                Ok(Ok(s)) => Ok((Stream::Unix(s), None, 0)),
+                Ok(Ok(s)) => Ok((Transport::Unix(s), None, 0)),
             }
         }
     }
@@ -1185,7 +1185,7 @@ async fn exchange(
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     conn: u64,
-    client: Option<&Stream>,
+    client: Option<&Transport>,
     resend_ok: bool,
 ) -> (Result<Answer, Fail>, bool) {
     // A cached connection may have been closed by the upstream just now: then the request
@@ -1255,7 +1255,7 @@ async fn exchange(
 /// whether nothing at all was read back.
 #[allow(clippy::too_many_arguments)]
 async fn send_and_read(
-    (mut stream, mut timer): (Stream, Timer),
+    (mut stream, mut timer): (Transport, Timer),
     conf: &ProxyLoc,
     head: &[u8],
     (first, sent): (&[u8], usize),
@@ -1267,7 +1267,7 @@ async fn send_and_read(
     peer: usize,
     born: Instant,
     requests: u64,
-    client: Option<&Stream>,
+    client: Option<&Transport>,
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     // `proxy_send_timeout` bounds each wait for the upstream to take more, not the transfer.

@@ -12,6 +12,7 @@
 pub mod body;
 pub mod handler;
 pub mod parse;
+pub mod relay;
 pub mod request;
 
 use std::sync::{Arc, OnceLock};

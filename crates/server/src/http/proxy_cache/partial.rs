@@ -18,7 +18,7 @@
 use shoal_http::Request;
 
 use crate::http::range::{self, Ranges};
-use crate::http::static_files::{Body, Reply};
+use crate::http::reply::{Body, Reply};
 use crate::http::LocConf;
 
 /// The range filter for a 200 with an upstream body that allows ranges: the reply is made a

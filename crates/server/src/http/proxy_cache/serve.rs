@@ -30,11 +30,11 @@ use super::rules::{self, Ignore};
 use super::stale;
 use super::zone::{self, Zone};
 use super::{md5, CacheRef};
-use crate::http::phases::Req;
 use crate::http::proxy::handler::{Handled, Record};
 use crate::http::proxy::{ProxyPass, UpstreamHeader};
+use crate::http::reply::{Body, Reply};
+use crate::http::request::Req;
 use crate::http::rewrite;
-use crate::http::static_files::{Body, Reply};
 use crate::http::LocConf;
 use crate::log::Level;
 
@@ -274,7 +274,7 @@ pub async fn begin(
     }
     // One time for the index's use and the copy's freshness: the request's start, in
     // seconds (as nginx's cached time).
-    let now = crate::http::conn::request_unix_secs();
+    let now = crate::http::request::request_unix_secs();
     let node = zone.touch_at(&md5, now);
     // The worker's copy, if the index still vouches for it (see `hot`): fresh, it is the
     // answer (the usual HIT, with nothing more to look at or plan).
@@ -1014,7 +1014,7 @@ impl Object {
         let conf = &lc.proxy;
         let body_start = self.header.body_start as u64;
         let Some(head) = &self.head else {
-            return Box::new(crate::http::static_files::error_reply(500, lc));
+            return Box::new(crate::http::reply::error_reply(500, lc));
         };
         let status = head.status;
         let headers = &head.headers;

@@ -81,7 +81,7 @@ impl Shard {
     /// another touch nothing in common but the shard's lock.
     fn stamp(&mut self) -> u64 {
         static BASE: OnceLock<Instant> = OnceLock::new();
-        let at = crate::http::conn::request_now();
+        let at = crate::http::request::request_now();
         let t = at.saturating_duration_since(*BASE.get_or_init(Instant::now));
         let s = (t.as_nanos() as u64).max(self.last_stamp + 1);
         self.last_stamp = s;

@@ -1,0 +1,983 @@
+//! One HTTP/1.x connection on a worker: read a head, find the server, hand the request to the
+//! request layer, write its answer, repeat while keep-alive allows.
+//!
+//! This is the connection's life only (the protocol): keep-alive, pipelining, timeouts,
+//! lingering close, graceful stop. Reading a request body is `body.rs`; writing an answer's head
+//! and framing its body is `write.rs`; what the request comes to is the phases' (`phases.rs`),
+//! and how a body is produced, `output.rs` and the proxy's relay.
+//!
+//! Runs on the worker; never blocks. Pipelined requests are answered in order, and their
+//! answers are gathered into one write while more complete requests wait in the read buffer, so
+//! a deep pipeline costs one `write` per batch, not per request. An idle keep-alive connection
+//! waits on three things at once: the client, `keepalive_timeout`, and a graceful stop (which
+//! closes it at once). A busy connection under a graceful stop answers its current request with
+//! `Connection: close`.
+
+mod body;
+mod write;
+
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use shoal_http::{BodyKind, HeadParser, Request};
+use tokio::net::{TcpStream, UnixStream};
+
+use self::body::Discard;
+use self::write::{request_line, RefusedShape};
+use super::output::{is_overflow, Output, Sink};
+use super::phases::{self, Processed};
+use super::proxy::body::RequestBody;
+use super::reply::Body;
+use super::request::REQUEST_NOW;
+use super::request::{log_ctx, Req};
+use super::static_files;
+use super::transport::{ConnInfo, Transport, READ_CHUNK};
+use super::{LocConf, ServerConf};
+use crate::cycle::Generation;
+use crate::listen::{ListenAddr, SocketKey};
+use crate::log::Level;
+use crate::status::State;
+use crate::worker::ConnGuard;
+
+/// Requests answered on one connection before it lets the others run.
+const FAIR_BATCH: u32 = 16;
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(
+    fd: OwnedFd,
+    key: SocketKey,
+    generation: Arc<Generation>,
+    number: u64,
+    guard: ConnGuard,
+) {
+    let (stream, info) = match make_stream(fd, &key) {
+        Ok(x) => x,
+        Err(e) => {
+            crate::error_log!(Level::Alert, "cannot use an accepted socket: {e}");
+            return;
+        }
+    };
+    let default_loc = generation
+        .servers_for(&key.addr, info.local)
+        .map(|r| &generation.default_server(r).loc);
+    let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
+    // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
+    // Nagle's algorithm.
+    if let Transport::Tcp(s) = &stream {
+        if default_loc.is_none_or(|lc| lc.tcp_nodelay()) {
+            let _ = s.set_nodelay(true);
+        }
+    }
+    let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
+    let mut conn = Conn {
+        stream,
+        info: ConnInfo { number, ..info },
+        buf: BytesMut::with_capacity(READ_CHUNK),
+        out: BytesMut::new(),
+        generation: Rc::new(generation),
+        route: None,
+        guard,
+        requests: 0,
+        born: Instant::now(),
+        rules,
+        since_yield: 0,
+        timer: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
+        idle_slot,
+        closing_after_request: false,
+        state: crate::status::ConnState::accepted(),
+        unread_input: false,
+        unread_body: false,
+    };
+    match conn.run().await {
+        Ok(()) => conn.close().await,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            crate::conn_log!(
+                Level::Info,
+                number,
+                "client timed out (110: Connection timed out) while sending response to client, client: {}",
+                conn.info.client()
+            );
+            conn.reset_if_asked();
+        }
+        Err(e) => crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client()),
+    }
+}
+
+fn make_stream(fd: OwnedFd, key: &SocketKey) -> std::io::Result<(Transport, ConnInfo)> {
+    match key.addr {
+        ListenAddr::Unix(_) => {
+            let s = std::os::unix::net::UnixStream::from(fd);
+            let s = UnixStream::from_std(s)?;
+            Ok((
+                Transport::Unix(s),
+                ConnInfo {
+                    number: 0,
+                    peer: None,
+                    local: None,
+                    socket: key.addr.clone(),
+                },
+            ))
+        }
+        ListenAddr::Inet(_) => {
+            let s = std::net::TcpStream::from(fd);
+            let s = TcpStream::from_std(s)?;
+            let info = ConnInfo {
+                number: 0,
+                peer: s.peer_addr().ok(),
+                local: s.local_addr().ok(),
+                socket: key.addr.clone(),
+            };
+            Ok((Transport::Tcp(s), info))
+        }
+    }
+}
+
+pub(super) struct Conn {
+    pub(super) stream: Transport,
+    pub(super) info: ConnInfo,
+    pub(super) buf: BytesMut,
+    /// Answers gathered for one write.
+    pub(super) out: BytesMut,
+    /// The configuration, and below the servers at this connection's address in it (looked
+    /// up once per configuration, not per request: the generation's id and the servers).
+    /// Each is held through the connection's own `Rc`: taken for every request, a count of
+    /// the `Arc` itself, which every worker shares, moved its line between their cores.
+    #[allow(clippy::redundant_allocation)]
+    generation: Rc<Arc<Generation>>,
+    #[allow(clippy::redundant_allocation)]
+    route: Option<(u64, Rc<Arc<crate::cycle::AddrServers>>)>,
+    guard: ConnGuard,
+    pub(super) requests: u64,
+    /// When the connection was accepted (`keepalive_time`).
+    born: Instant,
+    /// How to close, from the last request's location (or the default server's).
+    pub(super) rules: CloseRules,
+    /// Requests answered since this task last yielded (to the scheduler, or by waiting for
+    /// its socket).
+    since_yield: u32,
+    /// The connection's one timer (header and keep-alive timeouts), moved to each wait's
+    /// deadline when that is earlier.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// Where a graceful stop or a reload wakes this connection while it waits for a request.
+    idle_slot: crate::worker::IdleSlot,
+    /// The connection's socket is gone from the configuration: answer, then close.
+    closing_after_request: bool,
+    /// This connection's place in `stub_status`.
+    state: crate::status::ConnState,
+    /// The unread input is a refused request body: nginx goes on discarding it without a
+    /// FIN until `lingering_timeout` passes with nothing read.
+    pub(super) unread_body: bool,
+    /// Input may still arrive that nobody read (a refused body, a broken request): close
+    /// with a lingering read so the answer is not destroyed by a reset.
+    pub(super) unread_input: bool,
+}
+
+/// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
+#[derive(Clone, Copy)]
+pub(super) struct CloseRules {
+    lingering: crate::http::directives::Lingering,
+    lingering_time: Duration,
+    lingering_timeout: Duration,
+    pub(super) send_timeout: Duration,
+    pub(super) reset_timedout: bool,
+}
+
+impl CloseRules {
+    fn of(lc: &LocConf) -> CloseRules {
+        CloseRules {
+            lingering: lc.lingering_close(),
+            lingering_time: lc.lingering_time(),
+            lingering_timeout: lc.lingering_timeout(),
+            send_timeout: lc.send_timeout(),
+            reset_timedout: lc.reset_timedout_connection(),
+        }
+    }
+}
+
+/// Why reading a head stopped without a request.
+enum ReadEnd {
+    /// A new configuration arrived while the connection was idle: look again.
+    Reloaded,
+    /// The client closed in the middle of a head: logged as a 400, nothing sent.
+    Abandoned,
+    /// The client closed, or a graceful stop closed an idle connection: close quietly.
+    Closed,
+    /// `client_header_timeout` ran out mid-head.
+    HeaderTimeout,
+    /// `keepalive_timeout` ran out while idle.
+    Idle,
+}
+
+impl Conn {
+    async fn run(&mut self) -> std::io::Result<()> {
+        let mut req_slot: Option<Request> = None;
+        let mut parser = HeadParser::default();
+        loop {
+            // Between requests, move to the newest configuration if this socket is still in it
+            // (a socket a reload removed: the connection closes).
+            if !self.follow_reload() {
+                self.flush().await?;
+                return Ok(());
+            }
+            let gen = self.generation.clone();
+            let Some(route) = self.route_in(&gen) else {
+                return Ok(());
+            };
+            let default_srv = gen.default_server(&route);
+            self.rules = CloseRules::of(&default_srv.loc);
+            parser.next_request(default_srv.srv.limits());
+            let parsed = match self
+                .read_head(&mut parser, default_srv, &mut req_slot)
+                .await?
+            {
+                Ok(r) => r,
+                Err(ReadEnd::Reloaded) => continue,
+                Err(ReadEnd::Abandoned) => {
+                    let line = request_line(&self.buf, true);
+                    self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
+                    return Ok(());
+                }
+                Err(ReadEnd::Closed) | Err(ReadEnd::Idle) => {
+                    self.flush().await?;
+                    return Ok(());
+                }
+                Err(ReadEnd::HeaderTimeout) => {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client timed out (110: Connection timed out) while reading client request headers, client: {}, server: {}",
+                        self.info.client(),
+                        default_srv.name()
+                    );
+                    if self.rules.reset_timedout {
+                        self.reset_if_asked();
+                        return Ok(());
+                    }
+                    self.unread_input = true;
+                    let line = request_line(&self.buf, true);
+                    self.error_and_close(
+                        408,
+                        default_srv,
+                        line.as_deref(),
+                        RefusedShape::default(),
+                    )
+                    .await?;
+                    return Ok(());
+                }
+            };
+            // The request stays in its slot (read in place, not moved out).
+            let req = match parsed.map(|()| req_slot.as_ref()) {
+                Ok(Some(r)) => r,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    self.unread_input = true;
+                    let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
+                    let line = request_line(refused, false);
+                    let shape = RefusedShape::of(refused);
+                    // As nginx: the server of the host read before the error, else the default.
+                    let srv = gen.refused_server(&route, &parser.refused(&self.buf));
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "{}, client: {}, server: {}",
+                        e,
+                        self.info.client(),
+                        srv.name()
+                    );
+                    self.error_and_close(e.code(), srv, line.as_deref(), shape)
+                        .await?;
+                    return Ok(());
+                }
+            };
+            self.requests += 1;
+            // A reload that came while the head was arriving: the request takes the newest
+            // configuration (or the last one of a removed socket, then the connection closes).
+            let gen = if self.follow_reload() {
+                self.generation.clone()
+            } else {
+                self.closing_after_request = true;
+                gen
+            };
+            let Some(route) = self.route_in(&gen) else {
+                return Ok(());
+            };
+            let host = req.host().map(|h| shoal_http::lossy(h));
+            let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
+            let keep = self
+                .handle(
+                    req,
+                    srv,
+                    host.as_deref(),
+                    name_captures.as_ref(),
+                    gen.cache_zones.get().map(|z| &**z),
+                )
+                .await?;
+            // Its head shares the read buffer's memory: nothing of it is kept while idle.
+            req_slot = None;
+            if !keep {
+                self.flush().await?;
+                return Ok(());
+            }
+            // Fairness: a client that pipelines never makes us wait for its socket, so without
+            // this its task would keep the worker for hundreds of requests (tokio's budget is
+            // per I/O call, and one read brings many requests). Every FAIR_BATCH answers, send
+            // what is gathered and let the other connections and the accept loop run.
+            self.since_yield += 1;
+            if self.since_yield >= FAIR_BATCH {
+                self.since_yield = 0;
+                self.flush().await?;
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    /// The servers at this connection's address in `gen` (`None`: the address is not in it).
+    #[allow(clippy::redundant_allocation)] // (see `Conn::generation`)
+    fn route_in(&mut self, gen: &Generation) -> Option<Rc<Arc<crate::cycle::AddrServers>>> {
+        match &self.route {
+            Some((id, r)) if *id == gen.id => Some(r.clone()),
+            _ => {
+                let r = Rc::new(gen.servers_for(&self.info.socket, self.info.local)?.clone());
+                self.route = Some((gen.id, r.clone()));
+                Some(r)
+            }
+        }
+    }
+
+    /// Takes the worker's newest configuration if this connection's socket is still in it.
+    /// Returns false when the socket was removed by a reload.
+    fn follow_reload(&mut self) -> bool {
+        if self.guard.0.current.borrow().id == self.generation.id {
+            return true;
+        }
+        let current = self.guard.0.current.borrow().clone();
+        if current
+            .sockets
+            .iter()
+            .any(|s| s.key.addr == self.info.socket)
+        {
+            self.generation = Rc::new(current);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Reads until a complete head is in the buffer, and parses it into `slot`. The outer
+    /// error is I/O; the inner is why there is no request.
+    #[allow(clippy::type_complexity)]
+    async fn read_head(
+        &mut self,
+        parser: &mut HeadParser,
+        srv: &ServerConf,
+        slot: &mut Option<Request>,
+    ) -> std::io::Result<Result<Result<(), shoal_http::Error>, ReadEnd>> {
+        let worker = self.guard.0.clone();
+        let header_timeout = srv.srv.client_header_timeout();
+        let (keepalive, _) = srv.loc.keepalive_timeout();
+        let mut header_deadline: Option<Instant> = None;
+        let mut idle_deadline: Option<Instant> = None;
+        loop {
+            if !self.buf.is_empty() {
+                if self.state.get() != State::Reading {
+                    // nginx counts a request when its first byte arrives.
+                    crate::status::request();
+                }
+                self.state.set(State::Reading);
+                match parser.parse_into(&mut self.buf, slot) {
+                    Ok(true) => {
+                        self.state.set(State::Writing);
+                        return Ok(Ok(Ok(())));
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        self.state.set(State::Writing);
+                        return Ok(Ok(Err(e)));
+                    }
+                }
+            } else {
+                self.state.set(State::Waiting);
+            }
+            // Nothing more to parse: the gathered answers go out before we wait.
+            self.flush().await?;
+            let idle = self.buf.is_empty() && self.requests > 0;
+            // A graceful stop closes every connection with no request in progress.
+            if self.buf.is_empty() && worker.stopping.get() {
+                return Ok(Err(ReadEnd::Closed));
+            }
+            let deadline = if idle {
+                *idle_deadline.get_or_insert_with(|| Instant::now() + keepalive)
+            } else {
+                *header_deadline.get_or_insert_with(|| Instant::now() + header_timeout)
+            };
+            let empty = self.buf.is_empty();
+            if empty && self.buf.capacity() > 0 {
+                // A connection waiting for its next request holds no read buffer (nginx frees
+                // its header buffer on keep-alive too): it goes back to the worker, and one is
+                // taken again when bytes arrive (see `Transport::poll_read_into`).
+                super::transport::give_back_read_buffer(std::mem::take(&mut self.buf));
+            }
+            let wake = self.idle_slot.wait(worker.wake_idle.epoch());
+            // One timer per connection (not a new one per request), moved only to an earlier
+            // deadline: moving it later for each wait cost more than the early wake-up it
+            // saves (it fires, is found early, and is moved then).
+            let deadline_t = tokio::time::Instant::from_std(deadline);
+            if self.timer.deadline() > deadline_t || self.timer.is_elapsed() {
+                self.timer.as_mut().reset(deadline_t);
+            }
+            // Waiting with nothing of a request read: the worker may close this connection
+            // to make room for a new one (nginx's reusable connections).
+            self.idle_slot.set_reusable(empty);
+            let (stream, buf) = (&mut self.stream, &mut self.buf);
+            let slot = &self.idle_slot;
+            let mut waited = false;
+            let n = tokio::select! {
+                biased;
+                r = std::future::poll_fn(|cx| {
+                    let r = stream.poll_read_into(cx, buf);
+                    waited |= r.is_pending();
+                    r
+                }) => {
+                    slot.set_reusable(false);
+                    r?
+                }
+                _ = wake, if empty => {
+                    slot.set_reusable(false);
+                    // A graceful stop, a reload (look again: the loop closes or moves on), or
+                    // `worker_connections` all taken: this one closes for a new one.
+                    return Ok(Err(if worker.stopping.get() || slot.reused() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
+                }
+                _ = &mut self.timer => {
+                    if Instant::now() < deadline {
+                        // An earlier wait's deadline: this one's is later.
+                        self.timer.as_mut().reset(deadline_t);
+                        continue;
+                    }
+                    slot.set_reusable(false);
+                    return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
+                }
+            };
+            if waited {
+                // The task gave the worker away while the socket had nothing: the fairness
+                // count starts again (only answers read without a wait lead to a yield).
+                self.since_yield = 0;
+            }
+            if n == 0 {
+                if !self.buf.is_empty() {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client prematurely closed connection while reading client request headers, client: {}",
+                        self.info.client()
+                    );
+                    return Ok(Err(ReadEnd::Abandoned));
+                }
+                return Ok(Err(ReadEnd::Closed));
+            }
+            // After an idle wait, `client_header_timeout` starts with the bytes that ended it:
+            // the next wait (only if the head is still incomplete) sets it, a few µs later,
+            // so a head that came whole costs no clock read for it.
+        }
+    }
+
+    /// Answers one request. Returns whether the connection stays open.
+    async fn handle(
+        &mut self,
+        req: &Request,
+        srv: &ServerConf,
+        host: Option<&str>,
+        name_captures: Option<&crate::cycle::NameCaptures>,
+        cache_zones: Option<&super::proxy_cache::zone::Zones>,
+    ) -> std::io::Result<bool> {
+        let start = Instant::now();
+        REQUEST_NOW.with(|n| n.set(Some(start)));
+        // Cleared however this returns: a later answer with no request (a timeout's 408) reads
+        // the clock.
+        struct Clear;
+        impl Drop for Clear {
+            fn drop(&mut self) {
+                REQUEST_NOW.with(|n| n.set(None));
+            }
+        }
+        let _clear = Clear;
+        let body_kind = req.body();
+        // `client_max_body_size` is checked against the location found for the request URI,
+        // before any body byte is read, as nginx does.
+        // (Only a request with a body needs that lookup.)
+        let first_lc = if body_kind == BodyKind::Empty {
+            &srv.loc
+        } else {
+            super::location::find(&srv.locations, &shoal_http::lossy(req.path()))
+                .map_or(&srv.loc, |l| &l.loc)
+        };
+        let max_body = first_lc.client_max_body_size();
+        let mut too_large =
+            body_kind != BodyKind::Empty && body_kind.check_max_size(max_body).is_err();
+        // A server that proxies reads a request body before the phases run, to pass it on
+        // (nginx's `proxy_request_buffering on`); others discard it after answering.
+        let mut read_first: RequestBody<'static> = RequestBody::None;
+        // Why a body read first was refused (a chunk over `client_max_body_size`, a broken
+        // chunk).
+        let mut refused_body: Option<Discard> = None;
+        // `proxy_request_buffering off` where the URI leads: the body goes upstream as it comes
+        // (chunked needs HTTP/1.1 upstream; else it is read first, as nginx does).
+        let streamed = first_lc.proxy.pass.is_some()
+            && first_lc.proxy.request_buffering == Some(false)
+            && body_kind != BodyKind::Empty
+            && !too_large
+            && (matches!(body_kind, BodyKind::Length(_))
+                || first_lc.proxy.http_version() == super::proxy::HttpVersion::V11);
+        if streamed {
+            if req.expect_continue() && self.buf.is_empty() {
+                self.out.extend_from_slice(shoal_http::response::CONTINUE);
+                self.flush().await?;
+            }
+        } else if srv.has_proxy && body_kind != BodyKind::Empty && !too_large {
+            if req.expect_continue() && self.buf.is_empty() {
+                self.out.extend_from_slice(shoal_http::response::CONTINUE);
+                self.flush().await?;
+            }
+            match self.read_body(body_kind, first_lc).await? {
+                Ok(b) => read_first = b,
+                Err(end @ (Discard::Gone | Discard::TimedOut)) => {
+                    // Closed without an answer, as nginx: a client gone is logged (info) and
+                    // counted as 400, one silent past `client_body_timeout` as 408.
+                    let status = if matches!(end, Discard::Gone) {
+                        crate::conn_log!(
+                            Level::Info,
+                            self.info.number,
+                            "client prematurely closed connection{}",
+                            log_ctx(req, srv, &self.info)
+                        );
+                        400
+                    } else {
+                        408
+                    };
+                    let path = shoal_http::lossy(req.path());
+                    self.log(
+                        req,
+                        srv,
+                        first_lc,
+                        &path,
+                        start,
+                        status,
+                        0,
+                        0,
+                        Vec::new(),
+                        None,
+                    );
+                    return Ok(false);
+                }
+                Err(other) => refused_body = Some(other),
+            }
+        }
+        let info = &self.info;
+        let r = Req {
+            req,
+            srv,
+            host,
+            info,
+            start,
+            name_captures,
+            client: Some(&self.stream),
+            cache_zones,
+        };
+        let req_body = if streamed {
+            let decoder = shoal_http::BodyDecoder::new(body_kind, max_body)
+                .expect("a length over client_max_body_size is not streamed");
+            RequestBody::Streaming(std::cell::RefCell::new(super::proxy::body::Streaming {
+                buf: &mut self.buf,
+                client: &self.stream,
+                decoder,
+                length: match body_kind {
+                    BodyKind::Length(n) => Some(n),
+                    _ => None,
+                },
+                timeout: first_lc.client_body_timeout(),
+                started: false,
+                done: false,
+            }))
+        } else {
+            // The same body, at this scope's lifetime (the type is invariant in it).
+            match read_first {
+                RequestBody::Memory(b) => RequestBody::Memory(b),
+                RequestBody::File(f, n) => RequestBody::File(f, n),
+                RequestBody::None | RequestBody::Streaming(_) => RequestBody::None,
+            }
+        };
+        let Processed {
+            mut reply,
+            lc,
+            uri,
+            close,
+            args: _,
+            user_vars: _,
+            upstream,
+        } = if too_large || matches!(refused_body, Some(Discard::TooLarge(..))) {
+            match refused_body {
+                Some(Discard::TooLarge(before, size)) => crate::conn_log!(
+                    Level::Error,
+                    self.info.number,
+                    "client intended to send too large chunked body: {before}+{size} bytes{}",
+                    r.log_ctx()
+                ),
+                _ => crate::conn_log!(
+                    Level::Error,
+                    self.info.number,
+                    "client intended to send too large body: {} bytes{}",
+                    match body_kind {
+                        BodyKind::Length(n) => n,
+                        _ => 0,
+                    },
+                    r.log_ctx()
+                ),
+            }
+            // The rest of the body is not read: the connection closes after the answer.
+            too_large = true;
+            Processed {
+                reply: Box::new(super::reply::error_reply(413, first_lc)),
+                lc: first_lc,
+                uri: String::new(),
+                close: false,
+                args: None,
+                user_vars: Default::default(),
+                upstream: None,
+            }
+        } else if refused_body.is_some() {
+            crate::conn_log!(
+                Level::Info,
+                self.info.number,
+                "client sent invalid chunked body{}",
+                r.log_ctx()
+            );
+            self.unread_input = true;
+            Processed {
+                reply: Box::new(super::reply::error_reply(400, first_lc)),
+                lc: first_lc,
+                uri: String::new(),
+                close: false,
+                args: None,
+                user_vars: Default::default(),
+                upstream: None,
+            }
+        } else {
+            phases::process(&r, &req_body).await
+        };
+        // A streamed body the answer came before: what is left of it cannot be found again,
+        // so the connection ends after the answer; one not touched is discarded as usual.
+        let (stream_started, stream_done) = match &req_body {
+            RequestBody::Streaming(s) => {
+                let s = s.borrow();
+                (s.started, s.done)
+            }
+            _ => (false, false),
+        };
+        drop(req_body);
+        let body_left = streamed && stream_started && !stream_done;
+        if body_left {
+            self.unread_input = true;
+        }
+        self.rules = CloseRules::of(lc);
+        if too_large {
+            self.unread_input = true;
+            self.unread_body = true;
+        }
+        if close {
+            // `return 444`: close without a word (a reset with `reset_timedout_connection`);
+            // logged with status 444. A client gone while proxied: 499, as nginx logs it.
+            let rec = upstream.as_ref().map(|u| u.borrow());
+            self.log(
+                req,
+                srv,
+                lc,
+                &uri,
+                start,
+                reply.status,
+                0,
+                0,
+                Vec::new(),
+                rec.as_deref(),
+            );
+            self.unread_input = body_kind != BodyKind::Empty;
+            self.reset_if_asked();
+            return Ok(false);
+        }
+        // Nothing here reads request bodies (the proxy will); a body is discarded so the next
+        // request on the connection starts where it should: what has arrived now, and the rest
+        // after the answer (as nginx: the answer does not wait for a body nobody reads).
+        let mut discard_later = None;
+        if body_kind != BodyKind::Empty
+            && !too_large
+            && (!srv.has_proxy || (streamed && !stream_started))
+        {
+            if req.expect_continue() && self.buf.is_empty() {
+                self.out.extend_from_slice(shoal_http::response::CONTINUE);
+                self.flush().await?;
+            }
+            match self.discard_now(body_kind) {
+                Discard::Done => {}
+                Discard::Later(d) => discard_later = Some(d),
+                Discard::Gone | Discard::TimedOut | Discard::TooLarge(..) | Discard::Invalid => {
+                    // A malformed chunked body: nginx answers 400 and closes.
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client sent invalid chunked body{}",
+                        log_ctx(req, srv, &self.info)
+                    );
+                    self.unread_input = true;
+                    *reply = super::reply::error_reply(400, lc);
+                }
+            }
+        }
+        let mut keep = req.keep_alive()
+            && !too_large
+            && !lc.keepalive_timeout().0.is_zero()
+            && self.requests < lc.keepalive_requests()
+            && start.saturating_duration_since(self.born) < lc.keepalive_time()
+            && !self.closing_after_request
+            && !self.guard.0.stopping.get();
+        if reply.ends_keepalive() || body_left {
+            keep = false;
+        }
+        let logs = !lc.access_logs().is_empty();
+        // `aio threads`: the request's pool. A small body is read through it before the head
+        // goes out, so a full queue can still be answered with 503 (nginx's behaviour).
+        let mut reply = reply;
+        let mut pool = None;
+        // A proxied answer needs the pool only for its temporary file (read back, written
+        // with `aio_write`), and only with `aio threads`.
+        let proxied = matches!(reply.body, Body::Upstream(_))
+            && matches!(lc.aio, Some(super::aio::Aio::Threads(_)));
+        let file = matches!(
+            reply.body,
+            Body::File { .. } | Body::Multipart { .. } | Body::Unsized(_)
+        );
+        if proxied || file {
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                name_captures,
+                client: None,
+                cache_zones,
+            };
+            let vars = r.vars(&uri, lc, &[]);
+            match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
+                Ok(p) => pool = p,
+                // The upstream's answer is in hand: it goes without the pool (the line is
+                // logged) rather than being thrown away for a 500.
+                Err(super::aio::UnknownPool) if proxied => {}
+                Err(super::aio::UnknownPool) => {
+                    *reply = super::reply::error_reply(500, lc);
+                    keep = false;
+                }
+            }
+        }
+        let mut output = Output::new(pool, reply.direct.take());
+        if output.pool.is_some() {
+            if let Body::File {
+                len, cached: None, ..
+            } = reply.body
+            {
+                // The body's first piece is read ahead of the head (a small body whole, a
+                // larger one up to MAX_GATHER when it is read rather than sent), so an
+                // overflow is a 503; a HEAD answer reads nothing.
+                let read_path = len <= static_files::SMALL_FILE as u64 || !lc.sendfile();
+                if read_path && req.method() != "HEAD" {
+                    let can_sendfile = self.stream.can_sendfile();
+                    if let Err(e) = output.preread(&mut reply, lc, can_sendfile).await {
+                        if !is_overflow(&e) {
+                            return Err(e);
+                        }
+                        *reply = super::reply::error_reply(503, lc);
+                    }
+                }
+            }
+        }
+        let gzip = super::gzip::header_filter(&mut reply, req, lc);
+        // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
+        let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers) {
+            let mut h = reply.header_list();
+            if gzip.is_some() {
+                h.retain(|(n, _)| n != "content-length");
+            }
+            if lc.gzip.vary.unwrap_or(false) {
+                // nginx writes the gzip `Vary` from a flag in its header filter: it is not a
+                // header `$sent_http_vary` can see.
+                h.retain(|(n, v)| !(n == "vary" && v == "Accept-Encoding"));
+            }
+            h
+        } else {
+            Vec::new()
+        };
+        if gzip.is_some() && req.version() < shoal_http::Version::Http11 {
+            // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
+            keep = false;
+        }
+        match &reply.body {
+            // A body of unknown length (an upstream's, or a cached answer's) to an HTTP/1.0
+            // client ends with the connection (a HEAD's answer has none to end); a tunnel is
+            // the connection's last use.
+            Body::Upstream(u)
+                if u.length.is_none()
+                    && u.has_body()
+                    && req.version() < shoal_http::Version::Http11
+                    && req.method() != "HEAD" =>
+            {
+                keep = false
+            }
+            Body::Unsized(_)
+                if req.version() < shoal_http::Version::Http11 && req.method() != "HEAD" =>
+            {
+                keep = false
+            }
+            Body::Tunnel(_) => keep = false,
+            _ => {}
+        }
+        let status = reply.status;
+        output.gzip = gzip;
+        let (head_len, body_len) = self
+            .write_answer(
+                Some((req, srv)),
+                reply,
+                lc,
+                keep,
+                &output,
+                RefusedShape::default(),
+            )
+            .await?;
+        drop(output);
+        if logs {
+            let rec = upstream.as_ref().map(|u| u.borrow());
+            self.log(
+                req,
+                srv,
+                lc,
+                &uri,
+                start,
+                status,
+                head_len,
+                body_len,
+                sent_headers,
+                rec.as_deref(),
+            );
+        }
+        // The body nobody read, discarded now that the answer is out: the connection stays
+        // only if it ends within nginx's lingering bounds.
+        if let Some(d) = discard_later {
+            if keep {
+                keep = self.discard_after_answer(d, lc).await?;
+            } else {
+                self.unread_input = true;
+            }
+        }
+        // `proxy_cache_background_update`: the stale answer is out; the update runs before
+        // the next request is read (nginx's main request waits for its subrequest).
+        let background = upstream
+            .as_ref()
+            .and_then(|u| u.borrow_mut().background.take());
+        if let Some(bg) = background {
+            self.flush().await?;
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                name_captures,
+                client: None,
+                cache_zones,
+            };
+            // (Boxed: rare, and kilobytes; see `write_reply_head_and_body`.)
+            Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
+        }
+        if let Some(rec) = upstream {
+            super::proxy::handler::Record::recycle(rec);
+        }
+        Ok(keep)
+    }
+
+    /// The request's access log lines (see [`super::request::log`]).
+    #[allow(clippy::too_many_arguments)]
+    fn log(
+        &self,
+        req: &Request,
+        srv: &ServerConf,
+        lc: &LocConf,
+        uri: &str,
+        start: Instant,
+        status: u16,
+        head_len: u64,
+        body_len: u64,
+        headers: Vec<(String, String)>,
+        upstream: Option<&super::proxy::handler::Record>,
+    ) {
+        super::request::log(
+            &self.info,
+            self.requests,
+            req,
+            srv,
+            lc,
+            uri,
+            start,
+            status,
+            head_len,
+            body_len,
+            headers,
+            upstream,
+        );
+    }
+
+    /// The end of a connection we chose to close: nginx's lingering close when input may
+    /// still come (`lingering_close on`) or always (`always`): stop writing, then read and
+    /// drop what arrives for up to `lingering_time`, each wait bounded by `lingering_timeout`,
+    /// so the client reads our answer instead of a reset.
+    async fn close(&mut self) {
+        use crate::http::directives::Lingering;
+        let linger = match self.rules.lingering {
+            Lingering::Off => false,
+            Lingering::Always => true,
+            Lingering::On => self.unread_input || !self.buf.is_empty(),
+        };
+        if !linger {
+            return;
+        }
+        if !self.unread_body {
+            if let Transport::Tcp(s) = &self.stream {
+                let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
+            }
+        }
+        let deadline = Instant::now() + self.rules.lingering_time;
+        let mut sink = BytesMut::with_capacity(READ_CHUNK);
+        loop {
+            let wait = self
+                .rules
+                .lingering_timeout
+                .min(deadline.saturating_duration_since(Instant::now()));
+            if wait.is_zero() {
+                return;
+            }
+            sink.clear();
+            match tokio::time::timeout(wait, self.stream.read_buf(&mut sink)).await {
+                Ok(Ok(n)) if n > 0 => continue,
+                _ => return,
+            }
+        }
+    }
+
+    /// `reset_timedout_connection on`: a timed-out connection is closed with a reset
+    /// (SO_LINGER 0), freeing its memory at once.
+    fn reset_if_asked(&self) {
+        if self.rules.reset_timedout {
+            if let Transport::Tcp(s) = &self.stream {
+                let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
+            }
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! Writing answers on an HTTP/1 connection: the head as HTTP/1 says it (`Connection`,
+//! `Keep-Alive`, chunked framing of a body of unknown length to an HTTP/1.1 client, none at all
+//! for HTTP/0.9), the body through [`Output`], answers gathered into one write while pipelined
+//! requests wait; and the answer to a request that could not be read. The connection is the
+//! [`Sink`] the output path writes into: `send_timeout` bounds each wait for the client.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use shoal_http::{BodyLength, Connection, ResponseHead};
+
+use super::Conn;
+use crate::http::output::{Output, Sink, Who};
+use crate::http::proxy::relay;
+use crate::http::reply::{Body, Reply};
+use crate::http::request;
+use crate::http::transport::{ConnInfo, Transport};
+use crate::http::{LocConf, ServerConf, ServerTokens};
+use crate::variables::{Sent, Vars};
+
+impl Conn {
+    /// Writes an answer: its HTTP/1 head (`Connection`, `Keep-Alive`, chunked framing decided
+    /// here, for this protocol), then its body as `output` produces it. Returns the head's
+    /// and the body's byte counts (framing included), as the access log counts them.
+    pub(super) async fn write_answer(
+        &mut self,
+        who: Who<'_>,
+        mut reply: Box<Reply>,
+        lc: &LocConf,
+        keep: bool,
+        output: &Output,
+        refused: RefusedShape,
+    ) -> std::io::Result<(u64, u64)> {
+        let req = who.map(|(r, _)| r);
+        let head_only = req.map_or(refused.head, |r| r.method() == "HEAD");
+        // No chunked framing before HTTP/1.1; no head at all for HTTP/0.9.
+        let http10 = req.is_some_and(|r| r.version() < shoal_http::Version::Http11);
+        let http09 = req.map_or(refused.http09, |r| {
+            r.version() == shoal_http::Version::Http09
+        });
+        // An answer made in the poll that read its request (a file, an error page) is dated by
+        // the request's start; one that waited (a proxied answer) by the clock.
+        let date = request::date(
+            reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)),
+        );
+        let length = reply.body.length();
+        // A body of unknown length: chunked for HTTP/1.1 clients. The answer to a HEAD says
+        // neither (nginx's chunked filter skips a HEAD, converted to a GET upstream or not).
+        let upstream_unsized = !head_only
+            && matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());
+        let file_unsized = !head_only && matches!(reply.body, Body::Unsized(_));
+        let tunnel = matches!(reply.body, Body::Tunnel(_));
+        let last_modified = reply.last_modified;
+        let head = ResponseHead {
+            status: reply.status,
+            reason: reply.reason.as_deref(),
+            server: Some(tokens(lc.server_tokens())),
+            date: Some(&date),
+            // nginx writes a Content-Type only when it has a value (an upstream's may be empty).
+            content_type: reply
+                .content_type
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(str::as_bytes),
+            length: match (length, output.gzip, http10) {
+                // A compressed HEAD answer says neither (nginx skips its chunked filter).
+                (_, Some(_), _) if head_only => BodyLength::Unknown,
+                (_, Some(_), false) => BodyLength::Chunked,
+                (_, Some(_), true) => BodyLength::Unknown,
+                (Some(n), None, _) => BodyLength::Length(n),
+                (None, None, false) if upstream_unsized || file_unsized => BodyLength::Chunked,
+                (None, None, _) => BodyLength::Unknown,
+            },
+            last_modified: last_modified.as_ref(),
+            location: reply.location.as_deref().map(str::as_bytes),
+            connection: if tunnel {
+                Connection::Upgrade
+            } else if keep {
+                Connection::KeepAlive
+            } else {
+                Connection::Close
+            },
+            keep_alive_timeout: if keep {
+                lc.keepalive_timeout().1.map(|d| d.as_secs())
+            } else {
+                None
+            },
+            headers: &[],
+        };
+        let before = self.out.len();
+        if !http09 {
+            head.write_fields(&mut self.out);
+            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8.
+            for (n, v) in &reply.headers {
+                shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+            }
+            for (n, v) in &reply.extra {
+                shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+            }
+            for (n, v) in &reply.raw_extra {
+                shoal_http::response::header(&mut self.out, n.as_bytes(), v);
+            }
+            self.out.extend_from_slice(b"\r\n");
+        }
+        let head_len = (self.out.len() - before) as u64;
+        // The head is written: only the body is left of the reply, whose box the worker keeps.
+        let body = std::mem::replace(&mut reply.body, Body::Empty);
+        Reply::recycle(reply);
+        if head_only {
+            if let Body::Upstream(u) = body {
+                // A HEAD converted to GET for the cache: the body is still stored.
+                u.finish_or_store();
+            }
+            self.maybe_flush().await?;
+            return Ok((head_len, 0));
+        }
+        // A tunnel and a compressed body run in futures of their own, made for the answer:
+        // each is kilobytes, and inline they would size every connection's task, an idle
+        // one's too. (The proxy's relay is not boxed: moving its future into a box cost the
+        // proxied answer more than the memory it saves.)
+        if let Body::Tunnel(u) = body {
+            let send_timeout = self.rules.send_timeout;
+            let (stream, buf) = (&self.stream, &mut self.buf);
+            let mut sink = Writer {
+                stream,
+                out: &mut self.out,
+                info: &self.info,
+                send_timeout,
+                pipelined: false,
+            };
+            let body_len =
+                Box::pin(relay::tunnel(&mut sink, stream, buf, send_timeout, *u, lc)).await?;
+            return Ok((head_len, body_len));
+        }
+        if let Some(level) = output.gzip {
+            let body_len =
+                Box::pin(output.send_gzipped(self, body, level, !http10, lc, who)).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        if let Body::Upstream(u) = body {
+            let chunked = upstream_unsized && !http10;
+            let body_len = relay::relay(self, output, *u, chunked, who, lc).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        if let Body::Unsized(inner) = body {
+            let body_len = output.send_unsized(self, *inner, !http10, lc).await?;
+            self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        let body_len = match body {
+            Body::Absent(_) => 0,
+            _ => length.unwrap_or(0),
+        };
+        output.send_plain(self, body, lc).await?;
+        Ok((head_len, body_len))
+    }
+
+    /// Answers a request that could not be read (400, 408, 414, ...) and closes; it is
+    /// logged with the request line read so far, as nginx logs it. `head_only`: the refused
+    /// request's method was `HEAD`, so the page is left out (as nginx does once it has read
+    /// the method).
+    pub(super) async fn error_and_close(
+        &mut self,
+        code: u16,
+        srv: &ServerConf,
+        line: Option<&str>,
+        shape: RefusedShape,
+    ) -> std::io::Result<()> {
+        let start = Instant::now();
+        let lc = &srv.loc;
+        let mut reply = Box::new(crate::http::reply::error_reply(code, lc));
+        // nginx's headers filter runs for these answers too, with the server's configuration:
+        // `add_header ... always` (none of these statuses takes the others).
+        if let Some(headers) = &lc.add_header {
+            let vars = self.refused_vars(srv, None, line, start);
+            crate::http::phases::add_headers(headers, false, &vars, &mut reply);
+        }
+        let status = reply.status;
+        let (head_len, body_len) = self
+            .write_answer(None, reply, lc, false, &Output::default(), shape)
+            .await?;
+        self.flush().await?;
+        self.log_refused(srv, status, head_len, body_len, line, start);
+        Ok(())
+    }
+
+    /// The access log line of a request refused before it was parsed.
+    pub(super) fn log_refused(
+        &self,
+        srv: &ServerConf,
+        status: u16,
+        head_len: u64,
+        body_len: u64,
+        line: Option<&str>,
+        start: Instant,
+    ) {
+        let logs = srv.loc.access_logs();
+        if logs.is_empty() {
+            return;
+        }
+        let sent = Sent {
+            status,
+            body_bytes: body_len,
+            bytes: head_len + body_len,
+            headers: Vec::new(),
+        };
+        let vars = self.refused_vars(srv, Some(&sent), line, start);
+        crate::http::access_log::log_request(logs, &vars);
+    }
+
+    /// Variables for a request refused before it was parsed: no request, the server's name.
+    fn refused_vars<'a>(
+        &'a self,
+        srv: &'a ServerConf,
+        sent: Option<&'a Sent>,
+        line: Option<&'a str>,
+        start: Instant,
+    ) -> Vars<'a> {
+        Vars {
+            req: None,
+            uri: None,
+            peer: self.info.peer,
+            local: self.info.local,
+            server_name: srv.name(),
+            document_root: None,
+            request_filename: None,
+            connection: self.info.number,
+            connection_requests: self.requests + 1,
+            start,
+            request_length: 0,
+            sent,
+            captures: &[],
+            user: None,
+            doc_root: None,
+            args: None,
+            request_line: line,
+            upstream: None,
+        }
+    }
+}
+
+impl Sink for Conn {
+    fn out(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    fn info(&self) -> &ConnInfo {
+        &self.info
+    }
+
+    fn more_requests_buffered(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    fn flush_now(&mut self) -> io::Result<bool> {
+        flush_now(&self.stream, &mut self.out)
+    }
+
+    async fn flush_to(&mut self, keep: usize) -> io::Result<()> {
+        flush_to(&self.stream, &mut self.out, self.rules.send_timeout, keep).await
+    }
+
+    async fn write_some(&mut self, data: &[u8]) -> io::Result<usize> {
+        write_some(&self.stream, data, self.rules.send_timeout).await
+    }
+
+    fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {
+        self.stream.can_sendfile().then(|| self.stream.as_fd())
+    }
+
+    fn set_cork(&self, on: bool) {
+        if let Transport::Tcp(_) = self.stream {
+            let _ = shoal_io::syscall::set_tcp_cork(self.stream.as_fd(), on);
+        }
+    }
+
+    async fn until_writable(&mut self) -> io::Result<()> {
+        until_writable(&self.stream, self.rules.send_timeout).await
+    }
+}
+
+/// The connection's writing half, apart from its read buffer (a tunnel takes both).
+struct Writer<'a> {
+    stream: &'a Transport,
+    out: &'a mut BytesMut,
+    info: &'a ConnInfo,
+    send_timeout: Duration,
+    pipelined: bool,
+}
+
+impl Sink for Writer<'_> {
+    fn out(&mut self) -> &mut BytesMut {
+        self.out
+    }
+
+    fn info(&self) -> &ConnInfo {
+        self.info
+    }
+
+    fn more_requests_buffered(&self) -> bool {
+        self.pipelined
+    }
+
+    fn flush_now(&mut self) -> io::Result<bool> {
+        flush_now(self.stream, self.out)
+    }
+
+    async fn flush_to(&mut self, keep: usize) -> io::Result<()> {
+        flush_to(self.stream, self.out, self.send_timeout, keep).await
+    }
+
+    async fn write_some(&mut self, data: &[u8]) -> io::Result<usize> {
+        write_some(self.stream, data, self.send_timeout).await
+    }
+
+    fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {
+        self.stream.can_sendfile().then(|| self.stream.as_fd())
+    }
+
+    fn set_cork(&self, on: bool) {
+        if let Transport::Tcp(_) = self.stream {
+            let _ = shoal_io::syscall::set_tcp_cork(self.stream.as_fd(), on);
+        }
+    }
+
+    async fn until_writable(&mut self) -> io::Result<()> {
+        until_writable(self.stream, self.send_timeout).await
+    }
+}
+
+/// Writes what the socket takes of `out` now. Returns whether everything went.
+fn flush_now(stream: &Transport, out: &mut BytesMut) -> io::Result<bool> {
+    let mut pos = 0;
+    while pos < out.len() {
+        match stream.try_write(&out[pos..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => pos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if pos == out.len() {
+        // Kept, not split off: the buffer's allocation serves the next answer.
+        out.clear();
+        return Ok(true);
+    }
+    bytes::Buf::advance(out, pos);
+    Ok(false)
+}
+
+/// Writes what the socket takes of `out`, then waits for the client only while more than
+/// `keep` bytes of it are left, `send_timeout` bounding each wait for the client to take more,
+/// not the whole transfer (nginx's rule). After an error nothing is left to send.
+async fn flush_to(
+    stream: &Transport,
+    out: &mut BytesMut,
+    send_timeout: Duration,
+    keep: usize,
+) -> io::Result<()> {
+    // Most answers fit the socket's buffer: one send, without a future or a timer.
+    if out.is_empty() || flush_now(stream, out)? {
+        return Ok(());
+    }
+    while out.len() > keep {
+        let write = stream.write(out);
+        let err = match crate::deadline::within(send_timeout, write).await {
+            Ok(Ok(0)) => io::ErrorKind::WriteZero.into(),
+            Ok(Ok(n)) => {
+                bytes::Buf::advance(out, n);
+                continue;
+            }
+            Ok(Err(e)) => e,
+            Err(_) => io::ErrorKind::TimedOut.into(),
+        };
+        out.clear();
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Writes some of `data`, waiting at most `send_timeout` for the client to take any.
+async fn write_some(stream: &Transport, data: &[u8], send_timeout: Duration) -> io::Result<usize> {
+    match crate::deadline::within(send_timeout, stream.write(data)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
+}
+
+/// Waits until the socket takes more (a fresh poll: a pool thread's `sendfile` leaves the
+/// runtime's cached readiness stale), at most `send_timeout`.
+async fn until_writable(stream: &Transport, send_timeout: Duration) -> io::Result<()> {
+    let fd = stream.as_fd();
+    let writable = stream.try_io_write(|| {
+        if shoal_io::syscall::writable_now(fd)? {
+            Ok(())
+        } else {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+    });
+    match crate::deadline::within(send_timeout, writable).await {
+        Ok(r) => r,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
+}
+
+/// What nginx knew of a refused request's shape when it answered: its method was `HEAD` (the
+/// page is left out), or it was an HTTP/0.9 simple request (the page goes without a head).
+#[derive(Clone, Copy, Default)]
+pub(super) struct RefusedShape {
+    pub(super) head: bool,
+    pub(super) http09: bool,
+}
+
+impl RefusedShape {
+    pub(super) fn of(bytes: &[u8]) -> RefusedShape {
+        // A 0.9 `HEAD /` is refused with the page (only a GET is a 0.9 request to nginx).
+        let http09 = shoal_http::request::is_simple_request(bytes);
+        RefusedShape {
+            head: !http09 && is_head_request(bytes),
+            http09,
+        }
+    }
+}
+
+/// The request line at the start of `head` (without CR LF), for the access log; with
+/// `complete`, only a line that ended.
+/// Whether a refused request's bytes start with the method `HEAD` (after the empty lines nginx
+/// skips): nginx knows the method once the space after it is read, and leaves the page out.
+pub(super) fn is_head_request(bytes: &[u8]) -> bool {
+    let start = bytes
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(bytes.len());
+    bytes[start..].starts_with(b"HEAD ")
+}
+
+pub(super) fn request_line(head: &[u8], complete: bool) -> Option<String> {
+    let end = match memchr::memchr(b'\n', head) {
+        Some(e) => e,
+        None if complete || head.is_empty() => return None,
+        None => head.len(),
+    };
+    let line = head[..end.min(8192)]
+        .strip_suffix(b"\r")
+        .unwrap_or(&head[..end.min(8192)]);
+    Some(shoal_http::lossy(line).into_owned())
+}
+
+fn tokens(t: ServerTokens) -> shoal_http::ServerTokens {
+    match t {
+        ServerTokens::On => shoal_http::ServerTokens::On,
+        ServerTokens::Off => shoal_http::ServerTokens::Off,
+        ServerTokens::Build => shoal_http::ServerTokens::Build,
+    }
+}

@@ -1,0 +1,567 @@
+//! An answer's body on its way out, whatever protocol carries it: files read or sent with
+//! `sendfile`, through the thread pool when their pages are cold, with `O_DIRECT` for
+//! `directio`, compressed by gzip, or cut into pieces of `output_buffers` for a slow client.
+//!
+//! The protocol gives a [`Sink`]: its output buffer, how it waits for the client, and whether a
+//! file range may go by `sendfile` (a plain socket under HTTP/1; never under TLS or HTTP/2).
+//! What lives for one answer only (its pool, its compression level, its `directio` file) is one
+//! [`Output`] value, made for the answer and dropped with it. Chunked framing is HTTP/1's and
+//! comes in through `chunked` arguments; a protocol without it passes `false`.
+//!
+//! Runs on the worker; never blocks: a read that would wait for the disk goes to the pool.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use shoal_io::pool::ThreadPool;
+
+use super::proxy::body::Piece;
+use super::reply::{Body, Reply};
+use super::static_files;
+use super::transport::ConnInfo;
+use super::LocConf;
+use crate::log::Level;
+
+/// Gather pipelined answers (and pieces of one) up to this many bytes before writing.
+pub const MAX_GATHER: usize = 64 * 1024;
+
+/// The request and server an answer is for (for log lines); `None` for a request that could
+/// not be read.
+pub type Who<'a> = Option<(&'a shoal_http::Request, &'a super::ServerConf)>;
+
+/// Where an answer's bytes go: a protocol's writer. Body bytes are appended to its output
+/// buffer as they are to be sent (framing included: HTTP/1's chunks); the writer writes what is
+/// gathered when told, each wait for the client bounded by `send_timeout`.
+#[allow(async_fn_in_trait)] // One worker thread: futures are never sent across threads.
+pub trait Sink {
+    /// The gathered output not written yet.
+    fn out(&mut self) -> &mut BytesMut;
+    /// The connection this is for (log lines).
+    fn info(&self) -> &ConnInfo;
+    /// More requests are already buffered (HTTP/1 pipelining): small answers are gathered
+    /// into one write rather than written one by one.
+    fn more_requests_buffered(&self) -> bool;
+    /// Writes what the client takes now without waiting; whether everything went.
+    fn flush_now(&mut self) -> io::Result<bool>;
+    /// Writes what is gathered, waiting for the client only while more than `keep` bytes of
+    /// it are left. After an error nothing is left to send.
+    async fn flush_to(&mut self, keep: usize) -> io::Result<()>;
+    /// Writes some of `data` directly (what is gathered must have been written first): the
+    /// byte count, `TimedOut` after `send_timeout` without progress.
+    async fn write_some(&mut self, data: &[u8]) -> io::Result<usize>;
+    /// The socket a file range may be sent to with `sendfile`, when the transport allows it.
+    fn sendfile_socket(&self) -> Option<BorrowedFd<'_>>;
+    /// `tcp_nopush`: holds partial packets back (on) or lets them go (off).
+    fn set_cork(&self, on: bool);
+    /// Waits until the socket takes more (after `sendfile` filled it), bounded by
+    /// `send_timeout`.
+    async fn until_writable(&mut self) -> io::Result<()>;
+
+    /// Writes what is gathered.
+    async fn flush(&mut self) -> io::Result<()> {
+        self.flush_to(0).await
+    }
+
+    /// Writes the gathered answers unless more pipelined requests are already buffered and
+    /// the batch is still small.
+    async fn maybe_flush(&mut self) -> io::Result<()> {
+        if !self.more_requests_buffered() || self.out().len() >= MAX_GATHER {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Appends body bytes, as a chunk when `chunked`. Returns the bytes added, framing
+    /// included (what `$body_bytes_sent` counts, as nginx).
+    fn emit(&mut self, data: &[u8], chunked: bool) -> u64 {
+        if data.is_empty() {
+            return 0;
+        }
+        let out = self.out();
+        let before = out.len();
+        if chunked {
+            shoal_http::response::write_chunk(out, data);
+        } else {
+            out.extend_from_slice(data);
+        }
+        (out.len() - before) as u64
+    }
+}
+
+/// What lives for one answer's body: made when its head is decided, dropped when it is sent.
+#[derive(Default)]
+pub struct Output {
+    /// The answer's thread pool (`aio threads`).
+    pub pool: Option<Arc<ThreadPool>>,
+    /// `gzip_comp_level` when the answer is compressed.
+    pub gzip: Option<u32>,
+    /// `directio`: the answer's file is read with O_DIRECT (path, alignment).
+    pub direct: Option<(PathBuf, usize)>,
+    /// The `directio` file, opened at its first read and kept for the rest (not reopened per
+    /// piece).
+    direct_file: RefCell<Option<Arc<shoal_io::direct::DirectFile>>>,
+}
+
+impl Output {
+    /// The output of an answer read through `pool` (`aio threads`), from `direct` (its file
+    /// with O_DIRECT, for `directio`), not compressed yet.
+    pub fn new(pool: Option<Arc<ThreadPool>>, direct: Option<(PathBuf, usize)>) -> Output {
+        Output {
+            pool,
+            gzip: None,
+            direct,
+            direct_file: RefCell::new(None),
+        }
+    }
+
+    /// `output_buffers` (NUMBER, SIZE) when the answer's file is read rather than sent with
+    /// sendfile (`sendfile off`, `directio`, a transport that cannot); `None` when sendfile
+    /// sends it.
+    pub fn output_buffers(&self, lc: &LocConf, can_sendfile: bool) -> Option<(usize, usize)> {
+        (!lc.sendfile() || self.direct.is_some() || !can_sendfile).then(|| lc.output_buffers())
+    }
+
+    /// Reads a small file body through the pool (page-cache hits inline first, unless
+    /// `aio_residency_check off`), turning it into bytes, so a full pool queue can still be
+    /// answered with 503.
+    pub async fn preread(
+        &self,
+        reply: &mut Reply,
+        lc: &LocConf,
+        can_sendfile: bool,
+    ) -> io::Result<()> {
+        let Body::File {
+            file,
+            offset,
+            len,
+            cached,
+        } = std::mem::replace(&mut reply.body, Body::Empty)
+        else {
+            return Ok(());
+        };
+        if let Some(c) = cached {
+            reply.body = Body::Bytes(c[offset as usize..(offset + len) as usize].to_vec());
+            return Ok(());
+        }
+        let piece = self
+            .output_buffers(lc, can_sendfile)
+            .map_or(MAX_GATHER, |(_, size)| size);
+        let first = len.min(piece as u64);
+        let data = self.read_piece(&file, offset, first as usize, lc).await?;
+        if (data.len() as u64) < first {
+            return Err(io::Error::other("file shrank while being sent"));
+        }
+        reply.body = if first == len {
+            Body::Bytes(data)
+        } else {
+            Body::Chain(
+                data,
+                Box::new(Body::File {
+                    file,
+                    offset: offset + first,
+                    len: len - first,
+                    cached: None,
+                }),
+            )
+        };
+        Ok(())
+    }
+
+    /// Reads a piece of the answer's file: with `O_DIRECT` for `directio` files, through the
+    /// pool with `aio threads` (page-cache hits inline unless `aio_residency_check off`), else
+    /// inline.
+    pub async fn read_piece(
+        &self,
+        file: &Arc<std::fs::File>,
+        off: u64,
+        want: usize,
+        lc: &LocConf,
+    ) -> io::Result<Vec<u8>> {
+        let result = match (&self.direct, &self.pool) {
+            (Some((path, align)), pool) => {
+                let opened = self.direct_file.borrow().clone();
+                let file = match opened {
+                    Some(f) => f,
+                    None => {
+                        // The answer's file was just opened and stat-ed on this worker: its
+                        // inode is cached, so this open does not wait for the disk.
+                        let f = Arc::new(shoal_io::direct::DirectFile::open(path)?);
+                        self.direct_file.replace(Some(f.clone()));
+                        f
+                    }
+                };
+                shoal_io::direct::read_direct(&file, off, want, *align, pool.as_deref()).await
+            }
+            (None, Some(p)) => {
+                shoal_io::file::read_range(file, off, want, Some(p), lc.aio_residency_check()).await
+            }
+            (None, None) => {
+                let mut buf = vec![0; want];
+                read_at(file, &mut buf, off).map(|n| {
+                    buf.truncate(n);
+                    buf
+                })
+            }
+        };
+        result.map_err(pool_error)
+    }
+
+    /// Sends a body that is bytes or file ranges (not an upstream's, not compressed, not
+    /// unsized) after what is gathered.
+    pub async fn send_plain<S: Sink>(
+        &self,
+        sink: &mut S,
+        body: Body,
+        lc: &LocConf,
+    ) -> io::Result<()> {
+        match body {
+            Body::Empty | Body::Absent(_) => {}
+            Body::Bytes(b) => sink.out().extend_from_slice(&b),
+            Body::Chain(first, rest) => {
+                sink.out().extend_from_slice(&first);
+                match *rest {
+                    Body::File {
+                        file, offset, len, ..
+                    } => self.copy_file(sink, &file, offset, len, lc).await?,
+                    Body::Bytes(b) => sink.out().extend_from_slice(&b),
+                    _ => return Err(io::Error::other("a chained body ends in a file")),
+                }
+            }
+            Body::Multipart {
+                file,
+                parts,
+                cached,
+            } => {
+                for (header, br) in &parts.parts {
+                    sink.out().extend_from_slice(header);
+                    match &cached {
+                        Some(c) => sink
+                            .out()
+                            .extend_from_slice(&c[br.start as usize..br.end as usize]),
+                        None => {
+                            self.copy_file(sink, &file, br.start, br.end - br.start, lc)
+                                .await?
+                        }
+                    }
+                }
+                sink.out().extend_from_slice(&parts.trailer);
+            }
+            Body::File {
+                cached: Some(c),
+                offset,
+                len,
+                ..
+            } => sink
+                .out()
+                .extend_from_slice(&c[offset as usize..(offset + len) as usize]),
+            Body::File {
+                file, offset, len, ..
+            } => self.copy_file(sink, &file, offset, len, lc).await?,
+            Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) => {
+                return Err(io::Error::other("not a plain body"))
+            }
+        }
+        sink.maybe_flush().await
+    }
+
+    /// Sends a body through the gzip compressor at `level`, as chunks (`chunked`) or raw.
+    /// Files are read a piece at a time (through the pool with `aio threads`), so the body is
+    /// never held whole. Returns the compressed bytes sent.
+    pub async fn send_gzipped<S: Sink>(
+        &self,
+        sink: &mut S,
+        body: Body,
+        level: u32,
+        chunked: bool,
+        lc: &LocConf,
+        who: Who<'_>,
+    ) -> io::Result<u64> {
+        let len = body.length();
+        let mut z = super::gzip::Compressor::new(level, len);
+        let mut total = 0u64;
+        let body = match body {
+            Body::Unsized(inner) => *inner,
+            Body::Absent(_) => Body::Empty,
+            other => other,
+        };
+        let body = match body {
+            Body::Chain(first, rest) => {
+                total += sink.emit(z.feed(&first)?, chunked);
+                *rest
+            }
+            other => other,
+        };
+        match body {
+            Body::Empty => {}
+            Body::Bytes(b) | Body::Chain(b, _) => {
+                total += sink.emit(z.feed(&b)?, chunked);
+            }
+            Body::File {
+                cached: Some(c),
+                offset,
+                len,
+                ..
+            } => {
+                let data = &c[offset as usize..(offset + len) as usize];
+                total += sink.emit(z.feed(data)?, chunked);
+            }
+            Body::File {
+                file, offset, len, ..
+            } => {
+                // A compressed body is read through the output buffers whatever `sendfile`
+                // says (nginx's gzip filter needs the bytes).
+                let piece = lc.output_buffers().1;
+                let mut off = offset;
+                let end = offset + len;
+                while off < end {
+                    let want = ((end - off) as usize).min(piece);
+                    let data = self.read_piece(&file, off, want, lc).await?;
+                    if data.is_empty() {
+                        return Err(io::Error::other("file shrank while being sent"));
+                    }
+                    off += data.len() as u64;
+                    total += sink.emit(z.feed(&data)?, chunked);
+                    if sink.out().len() >= MAX_GATHER {
+                        sink.flush().await?;
+                    }
+                }
+            }
+            Body::Multipart { .. } => {
+                return Err(io::Error::other("gzip never applies to 206 answers"));
+            }
+            Body::Upstream(mut ub) => loop {
+                match ub.take() {
+                    Ok(Piece::Data(d)) => {
+                        let out = z.feed(&d)?;
+                        total += sink.emit(out, chunked);
+                        if sink.out().len() >= MAX_GATHER {
+                            sink.flush().await?;
+                        }
+                    }
+                    Ok(Piece::End) => {
+                        ub.finish();
+                        break;
+                    }
+                    Ok(Piece::NeedMore) => {
+                        sink.flush().await?;
+                        if let Err(e) = ub.fill().await {
+                            return Err(super::proxy::relay::upstream_body_error(
+                                sink, *ub, e, who,
+                            )
+                            .await);
+                        }
+                    }
+                    Err(e) => {
+                        return Err(
+                            super::proxy::relay::upstream_body_error(sink, *ub, e, who).await
+                        )
+                    }
+                }
+            },
+            Body::Tunnel(_) => {
+                return Err(io::Error::other("gzip never applies to a tunnel"));
+            }
+            Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
+        }
+        total += sink.emit(z.finish()?, chunked);
+        if chunked {
+            sink.out()
+                .extend_from_slice(shoal_http::response::LAST_CHUNK);
+            total += shoal_http::response::LAST_CHUNK.len() as u64;
+        }
+        Ok(total)
+    }
+
+    /// Sends a cached file body whose length was not told: as chunks when `chunked` (of
+    /// `output_buffers`' size with `sendfile off`, whole with it on, as nginx's chunked
+    /// filter frames what its output chain hands it), else as it is, to the close. Returns
+    /// the bytes sent, framing included.
+    pub async fn send_unsized<S: Sink>(
+        &self,
+        sink: &mut S,
+        body: Body,
+        chunked: bool,
+        lc: &LocConf,
+    ) -> io::Result<u64> {
+        let Body::File {
+            file,
+            offset,
+            len,
+            cached,
+        } = body
+        else {
+            return Err(io::Error::other("an unsized body is a file"));
+        };
+        let piece = if chunked && !lc.sendfile() {
+            lc.output_buffers().1 as u64
+        } else {
+            len.max(1)
+        };
+        let mut total = 0u64;
+        let mut off = 0u64;
+        while off < len {
+            let n = piece.min(len - off);
+            if chunked {
+                let out = sink.out();
+                let at = out.len();
+                shoal_http::response::write_chunk_header(out, n as usize);
+                total += (out.len() - at) as u64 + 2;
+            }
+            match &cached {
+                Some(c) => {
+                    let at = (offset + off) as usize;
+                    sink.out().extend_from_slice(&c[at..at + n as usize]);
+                }
+                None => self.copy_file(sink, &file, offset + off, n, lc).await?,
+            }
+            if chunked {
+                sink.out().extend_from_slice(b"\r\n");
+            }
+            total += n;
+            off += n;
+        }
+        if chunked {
+            sink.out()
+                .extend_from_slice(shoal_http::response::LAST_CHUNK);
+            total += shoal_http::response::LAST_CHUNK.len() as u64;
+        }
+        Ok(total)
+    }
+
+    /// Sends a file range after what is gathered: small ranges are read into the output
+    /// whole, all of them a piece of `output_buffers` at a time when sendfile is not used
+    /// (`sendfile off`, `directio`, a transport that cannot); large ones go by sendfile, with
+    /// TCP_CORK around the head and the file when `tcp_nopush on` (nginx's way to send them
+    /// in full packets).
+    pub async fn copy_file<S: Sink>(
+        &self,
+        sink: &mut S,
+        file: &Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+        lc: &LocConf,
+    ) -> io::Result<()> {
+        // Read, not sent with sendfile: through the output buffers, or whole when the file is
+        // small enough to go out with the head.
+        let buffered = self.output_buffers(lc, sink.sendfile_socket().is_some());
+        if len <= static_files::SMALL_FILE as u64 || buffered.is_some() {
+            let (buffers, piece) = buffered.unwrap_or((1, MAX_GATHER));
+            let mut off = offset;
+            let end = offset + len;
+            while off < end {
+                let want = ((end - off) as usize).min(piece);
+                let n = match (&self.pool, &self.direct) {
+                    (None, None) => {
+                        let out = sink.out();
+                        let start = out.len();
+                        out.resize(start + want, 0);
+                        let n = read_at(file, &mut out[start..], off)?;
+                        out.truncate(start + n);
+                        n
+                    }
+                    _ => {
+                        // After the head, an overflow can only close the connection.
+                        let data = self.read_piece(file, off, want, lc).await?;
+                        sink.out().extend_from_slice(&data);
+                        data.len()
+                    }
+                };
+                if n == 0 {
+                    // The file shrank under us: the length we promised cannot be kept.
+                    return Err(io::Error::other("file shrank while being sent"));
+                }
+                off += n as u64;
+                if buffered.is_some() && off < end {
+                    // Each piece goes out as it is read, as nginx writes each output buffer
+                    // it fills; a client slower than the disk leaves at most `buffers` pieces
+                    // unsent before the next read waits for it. (The last piece waits for the
+                    // answer's end, so pipelined answers still go out together.)
+                    sink.flush_to((buffers - 1) * piece).await?;
+                } else if sink.out().len() >= MAX_GATHER {
+                    sink.flush().await?;
+                }
+            }
+            return Ok(());
+        }
+        let cork = lc.tcp_nopush();
+        if cork {
+            sink.set_cork(true);
+        }
+        sink.flush().await?;
+        let sent = self.send_file_range(sink, file, offset, len, lc).await;
+        if cork {
+            sink.set_cork(false);
+        }
+        sent
+    }
+
+    /// sendfile in chunks of `sendfile_max_chunk`, letting other connections run between
+    /// chunks. With a pool (`aio threads`), resident ranges go inline and cold ones as a pool
+    /// task (all of them with `aio_residency_check off`). A full socket is waited for with a
+    /// fresh poll (bounded by `send_timeout`): a pool thread's writes leave the runtime's
+    /// cached readiness stale.
+    async fn send_file_range<S: Sink>(
+        &self,
+        sink: &mut S,
+        file: &Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+        lc: &LocConf,
+    ) -> io::Result<()> {
+        let chunk = match lc.sendfile_max_chunk() {
+            0 => u64::MAX,
+            n => n,
+        };
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let count = (end - off).min(chunk);
+            let socket = sink
+                .sendfile_socket()
+                .ok_or_else(|| io::Error::other("sendfile on a transport that cannot"))?;
+            let sent = shoal_io::file::sendfile_range(
+                socket,
+                file,
+                off,
+                count,
+                self.pool.as_deref(),
+                lc.aio_residency_check(),
+            )
+            .await
+            .map_err(pool_error)?;
+            off += sent.bytes;
+            if sent.socket_full {
+                sink.until_writable().await?;
+            } else if sent.bytes == 0 {
+                return Err(io::Error::other("file shrank while being sent"));
+            } else {
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Logs a pool overflow as nginx does (`thread pool "NAME" queue overflow: N tasks waiting`)
+/// and passes the error on.
+pub fn pool_error(e: io::Error) -> io::Error {
+    if let Some(o) = shoal_io::pool::Overflow::from_io(&e) {
+        // nginx logs this line from the pool, without the connection's number.
+        crate::error_log!(Level::Error, "{o}");
+    }
+    e
+}
+
+/// Whether an error is a full pool queue (answered 503 before the head is out).
+pub fn is_overflow(e: &io::Error) -> bool {
+    shoal_io::pool::Overflow::from_io(e).is_some()
+}
+
+fn read_at(file: &std::fs::File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    file.read_at(buf, off)
+}

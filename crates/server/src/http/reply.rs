@@ -1,0 +1,269 @@
+//! The answer a request comes to, before any byte of it is written: its status, headers and
+//! body ([`Reply`], [`Body`]), and what a phase or a handler came to ([`Outcome`]).
+//!
+//! These are plain values, known to every module and protocol: the phases and handlers make
+//! them, the header filters change them, and a protocol (HTTP/1 today) writes them. Nothing here
+//! does I/O.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::sync::Arc;
+
+use shoal_http::date::DATE_LEN;
+
+use super::range;
+use super::{LocConf, ServerTokens};
+
+/// A response body.
+pub enum Body {
+    Empty,
+    Bytes(Vec<u8>),
+    /// These bytes, then the rest of the body (a file's first piece, read before the head so
+    /// a full thread pool queue can still be answered with 503).
+    Chain(Vec<u8>, Box<Body>),
+    /// A range of a file; `cached` holds the whole file's bytes when the open-file cache has
+    /// them (small hot files), so no read is needed.
+    File {
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+        cached: Option<bytes::Bytes>,
+    },
+    /// A `multipart/byteranges` answer over one file.
+    Multipart {
+        file: Arc<File>,
+        parts: range::Multipart,
+        cached: Option<bytes::Bytes>,
+    },
+    /// A proxied answer's body, still on the upstream connection.
+    Upstream(Box<super::proxy::body::UpstreamBody>),
+    /// A 101 from the upstream: after the head, bytes go both ways until either side closes.
+    Tunnel(Box<super::proxy::body::UpstreamBody>),
+    /// A [`Body::File`] whose length is not told: a cached answer its upstream sent chunked or
+    /// to its close (nginx stores the head as it came, and has no length on the HIT either).
+    /// Chunked to an HTTP/1.1 client, to the close to an HTTP/1.0 one; no ranges.
+    Unsized(Box<Body>),
+    /// A length told and no bytes: a cached answer to a HEAD (`proxy_cache_convert_head off`),
+    /// stored with the GET's `Content-Length` and no body, which nginx sends so to a GET too;
+    /// a cached 204 or 304 whose upstream told a length.
+    Absent(u64),
+}
+
+impl Body {
+    /// The body's length, for `Content-Length` (`None`: no body at all).
+    pub fn length(&self) -> Option<u64> {
+        match self {
+            Body::Empty => None,
+            Body::Bytes(b) => Some(b.len() as u64),
+            Body::Chain(b, rest) => Some(b.len() as u64 + rest.length().unwrap_or(0)),
+            Body::File { len, .. } => Some(*len),
+            Body::Multipart { parts, .. } => Some(parts.total_len()),
+            Body::Upstream(u) => u.length,
+            Body::Tunnel(_) | Body::Unsized(_) => None,
+            Body::Absent(n) => Some(*n),
+        }
+    }
+}
+
+thread_local! {
+    /// Boxes of sent replies, emptied, kept by the worker for its next answers: a few, as it
+    /// takes them back one per answer sent.
+    static SPARE_REPLIES: crate::spare::Spares<Box<Reply>> =
+        const { crate::spare::Spares::new(8) };
+}
+
+/// A response to send.
+pub struct Reply {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub location: Option<String>,
+    pub last_modified: Option<[u8; DATE_LEN]>,
+    /// The file's modification time (for `expires modified`).
+    pub mtime: Option<i64>,
+    /// Headers the handler sets, in nginx's order (ETag, Accept-Ranges, Content-Range, ...).
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
+    /// Headers from `add_header`, an upstream's passed on, and nginx's own (`Vary`).
+    pub extra: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
+    /// `Content-Disposition`): sent byte for byte, as nginx does.
+    pub raw_extra: Vec<(String, Vec<u8>)>,
+    /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494, 500 and
+    /// 501; a `return 500 "text"` keeps the connection).
+    pub special: bool,
+    /// Close after this answer: an error nginx generated turned keep-alive off before an
+    /// `error_page` replaced its content.
+    pub close_after: bool,
+    /// `directio`: read this file with O_DIRECT (its path, the alignment), never sendfile.
+    pub direct: Option<(std::path::PathBuf, usize)>,
+    pub body: Body,
+    /// nginx's `r->allow_ranges`: a static file, whose 200 the range filter may turn into a 206.
+    pub allow_ranges: bool,
+    /// The status line's text after the code, as an upstream sent it.
+    pub reason: Option<String>,
+    /// An upstream's answer: the not-modified filter leaves it alone (nginx's
+    /// `disable_not_modified` without a cache).
+    pub proxied: bool,
+    /// The status line is an upstream's, as it came or from the cache (nginx's
+    /// `headers_out.status_line`): a 204 keeps the upstream's Content-Type and Content-Length.
+    pub upstream_status: bool,
+}
+
+impl Reply {
+    /// Whether nginx would turn keep-alive off after this answer.
+    pub fn ends_keepalive(&self) -> bool {
+        self.close_after
+            || (self.special && matches!(self.status, 400 | 413 | 414 | 494 | 500 | 501))
+    }
+
+    /// A reply with `status` and nothing else.
+    pub fn new(status: u16) -> Reply {
+        Reply {
+            status,
+            content_type: None,
+            location: None,
+            last_modified: None,
+            mtime: None,
+            headers: Vec::new(),
+            extra: Vec::new(),
+            raw_extra: Vec::new(),
+            special: false,
+            close_after: false,
+            direct: None,
+            body: Body::Empty,
+            allow_ranges: false,
+            reason: None,
+            proxied: false,
+            upstream_status: false,
+        }
+    }
+
+    /// A new reply in its box: an emptied one the worker kept, or a new one. (A `Reply` is a
+    /// few hundred bytes: a new one is made on the stack and moved into its allocation.)
+    pub fn boxed(status: u16) -> Box<Reply> {
+        match SPARE_REPLIES.with(crate::spare::Spares::take) {
+            Some(mut reply) => {
+                reply.status = status;
+                reply
+            }
+            None => Box::new(Reply::new(status)),
+        }
+    }
+
+    /// Gives a sent reply's box back to its worker, emptied, for [`Reply::boxed`]; its lists
+    /// keep their room unless it grew past what usual answers take.
+    pub fn recycle(reply: Box<Reply>) {
+        SPARE_REPLIES.with(|s| s.give(reply, |r| r.clear()));
+    }
+
+    fn clear(&mut self) {
+        fn empty<T>(v: &mut Vec<T>) {
+            if v.capacity() > 16 {
+                *v = Vec::new();
+            } else {
+                v.clear();
+            }
+        }
+        // Every field by name: a field added later must be emptied here too.
+        let Reply {
+            status: _,
+            content_type,
+            location,
+            last_modified,
+            mtime,
+            headers,
+            extra,
+            raw_extra,
+            special,
+            close_after,
+            direct,
+            body,
+            allow_ranges,
+            reason,
+            proxied,
+            upstream_status,
+        } = self;
+        *content_type = None;
+        *location = None;
+        *last_modified = None;
+        *mtime = None;
+        empty(headers);
+        empty(extra);
+        empty(raw_extra);
+        *special = false;
+        *close_after = false;
+        *direct = None;
+        *body = Body::Empty;
+        *allow_ranges = false;
+        *reason = None;
+        *proxied = false;
+        *upstream_status = false;
+    }
+
+    /// The value of header `name` (any case) among those the handler and the filters set,
+    /// then the others (`add_header`'s, an upstream's).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let set = self.headers.iter().map(|(n, v)| (*n, &**v));
+        let passed = self.extra.iter().map(|(n, v)| (&**n, &**v));
+        set.chain(passed)
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// The response headers beyond the fixed ones, lowercase, for `$sent_http_*`.
+    pub fn header_list(&self) -> Vec<(String, String)> {
+        let mut out = Vec::with_capacity(self.headers.len() + self.extra.len() + 3);
+        // An empty type is no header (nginx writes Content-Type only with a value).
+        if let Some(t) = self.content_type.as_ref().filter(|t| !t.is_empty()) {
+            out.push(("content-type".into(), t.clone()));
+        }
+        if let Some(n) = self.body.length() {
+            out.push(("content-length".into(), n.to_string()));
+        }
+        if let Some(l) = &self.location {
+            out.push(("location".into(), l.clone()));
+        }
+        if let Some(lm) = &self.last_modified {
+            out.push(("last-modified".into(), shoal_http::lossy(lm).into_owned()));
+        }
+        for (n, v) in &self.headers {
+            out.push((n.to_ascii_lowercase(), v.to_string()));
+        }
+        for (n, v) in &self.extra {
+            out.push((n.to_ascii_lowercase(), v.to_string()));
+        }
+        for (n, v) in &self.raw_extra {
+            out.push((n.to_ascii_lowercase(), shoal_http::lossy(v).into_owned()));
+        }
+        out
+    }
+}
+
+/// What a content handler decided.
+pub enum Outcome {
+    /// Boxed: an answer is moved through several phases and awaits, 8 bytes at a time.
+    Reply(Box<Reply>),
+    /// An internal redirect to this URI (index files, `try_files`' fallback).
+    Internal(String),
+    /// An internal redirect to a named location.
+    Named(String),
+}
+
+/// nginx's error answer for `code`: its HTML page (or an empty body where nginx sends none).
+pub fn error_reply(code: u16, lc: &LocConf) -> Reply {
+    let tokens = match lc.server_tokens() {
+        ServerTokens::On => shoal_http::ServerTokens::On,
+        ServerTokens::Off => shoal_http::ServerTokens::Off,
+        ServerTokens::Build => shoal_http::ServerTokens::Build,
+    };
+    let mut r = Reply::new(code);
+    r.special = true;
+    match shoal_http::error_page(code, tokens) {
+        Some(page) => {
+            r.content_type = Some("text/html".into());
+            r.body = Body::Bytes(page.to_vec());
+        }
+        // A code nginx has no page for (`return 418`): `Content-Length: 0`.
+        None => r.body = Body::Bytes(Vec::new()),
+    }
+    r
+}

@@ -1,0 +1,180 @@
+//! The request layer: one request's context as the phases and modules see it ([`Req`]),
+//! whatever protocol brought it, and what every request shares: its start ("now" for the
+//! request, the `Date` header) and its access log lines (the log phase).
+
+use std::cell::RefCell;
+use std::time::Instant;
+
+use shoal_http::{BodyKind, DateCache, Request};
+
+use super::transport::ConnInfo;
+use super::{LocConf, ServerConf};
+use crate::variables::{Sent, Vars};
+
+thread_local! {
+    static DATE: RefCell<DateCache> = RefCell::new(DateCache::new());
+    /// When the request being answered on this worker started (read once per request, used
+    /// wherever "now" within the request is good enough: the Date header, open-file cache
+    /// validity).
+    pub(super) static REQUEST_NOW: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// The current request's start, or the clock when no request is being answered.
+pub fn request_now() -> Instant {
+    REQUEST_NOW.with(|n| n.get()).unwrap_or_else(Instant::now)
+}
+
+/// The wall clock's second at the current request's start (see [`request_now`]), read from
+/// the worker's date cache: a clock read at most once a second.
+pub fn request_unix_secs() -> i64 {
+    let at = request_now();
+    DATE.with(|d| d.borrow_mut().secs_at_instant(at) as i64)
+}
+
+/// The `Date` header's text: the request's start for an answer made in the poll that read it
+/// (a file, an error page), the clock for one that `waited` (a proxied answer).
+pub fn date(waited: bool) -> [u8; shoal_http::date::DATE_LEN] {
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if waited {
+            *d.now()
+        } else {
+            *d.at_instant(request_now())
+        }
+    })
+}
+
+/// Per-request state the phases share.
+///
+/// `'s` is the configuration's lifetime (what the answer may borrow), `'r` the request's.
+pub struct Req<'s, 'r> {
+    pub req: &'r Request,
+    pub srv: &'s ServerConf,
+    pub host: Option<&'r str>,
+    pub info: &'r ConnInfo,
+    pub start: std::time::Instant,
+    /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
+    pub name_captures: Option<&'r crate::cycle::NameCaptures>,
+    /// The client's socket, watched while the proxy waits for an upstream (a client that
+    /// closes makes nginx give up the upstream too).
+    pub client: Option<&'r super::transport::Transport>,
+    /// The proxy cache zones of the request's generation (set by the master before any
+    /// worker sees it; `None` only for a generation that never ran).
+    pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
+}
+
+impl Req<'_, '_> {
+    /// Variables with the rewrite state: the current URI and arguments, the last captures and
+    /// the declared variables' values.
+    pub fn vars_rw<'b>(&'b self, st: &'b super::rewrite::State, lc: &'b LocConf) -> Vars<'b> {
+        let mut v = self.vars(&st.uri, lc, &st.captures);
+        v.user = Some(&st.vars);
+        v.args = Some(st.args.as_deref());
+        v.sent = st.err_status.as_ref();
+        v
+    }
+
+    pub fn vars<'b>(
+        &'b self,
+        uri: &'b str,
+        lc: &'b LocConf,
+        captures: &'b [Option<String>],
+    ) -> Vars<'b> {
+        Vars {
+            req: Some(self.req),
+            uri: Some(uri),
+            peer: self.info.peer,
+            local: self.info.local,
+            server_name: self.srv.name(),
+            document_root: Some(lc.root()),
+            request_filename: None,
+            connection: self.info.number,
+            connection_requests: 0,
+            start: self.start,
+            request_length: 0,
+            sent: None,
+            captures,
+            user: None,
+            doc_root: Some(lc.doc_root()),
+            args: None,
+            request_line: None,
+            upstream: None,
+        }
+    }
+
+    /// `, client: ..., server: ..., request: "...", host: "..."` for error log lines.
+    pub fn log_ctx(&self) -> String {
+        log_ctx(self.req, self.srv, self.info)
+    }
+}
+
+/// Context for log lines: `, client: ..., server: ..., request: "...", host: "..."`.
+pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
+    let mut s = format!(
+        ", client: {}, server: {}, request: \"{} {}{}\"",
+        info.client(),
+        srv.name(),
+        req.method(),
+        shoal_http::lossy(req.target()),
+        req.version().line_suffix()
+    );
+    if let Some(h) = req.header("host") {
+        s.push_str(&format!(", host: \"{}\"", shoal_http::lossy(h)));
+    }
+    s
+}
+
+/// Writes a request's access log lines (the log phase): what was sent, the request's
+/// variables, the upstream exchange.
+#[allow(clippy::too_many_arguments)]
+pub fn log(
+    info: &ConnInfo,
+    requests: u64,
+    req: &Request,
+    srv: &ServerConf,
+    lc: &LocConf,
+    uri: &str,
+    start: Instant,
+    status: u16,
+    head_len: u64,
+    body_len: u64,
+    headers: Vec<(String, String)>,
+    upstream: Option<&super::proxy::handler::Record>,
+) {
+    let logs = lc.access_logs();
+    if logs.is_empty() {
+        return;
+    }
+    let sent = Sent {
+        status,
+        body_bytes: body_len,
+        bytes: head_len + body_len,
+        headers,
+    };
+    let request_length = req.head_len() as u64
+        + match req.body() {
+            BodyKind::Length(n) => n,
+            _ => 0,
+        };
+    let vars = Vars {
+        req: Some(req),
+        uri: Some(uri),
+        peer: info.peer,
+        local: info.local,
+        server_name: srv.name(),
+        document_root: Some(lc.root()),
+        request_filename: None,
+        connection: info.number,
+        connection_requests: requests,
+        start,
+        request_length,
+        sent: Some(&sent),
+        captures: &[],
+        user: None,
+        doc_root: None,
+        args: None,
+        request_line: None,
+        upstream,
+    };
+    super::access_log::log_request(logs, &vars);
+}
