@@ -43,6 +43,9 @@ struct Inner {
     source: String,
     /// The `regex` crate's compilation, when it gives PCRE2's results.
     fast: Option<regex::bytes::Regex>,
+    /// The same for text subjects, when every match consumes ASCII only (its bounds are then
+    /// character boundaries); the `regex` crate's `&str` search costs less than its bytes one.
+    fast_str: Option<regex::Regex>,
     /// The backtracker's program (absent only when `fast` runs every subject and the program
     /// would be too large).
     slow: Option<backtrack::Program>,
@@ -115,12 +118,16 @@ impl RegexBuilder {
         };
         let parsed = parse::parse(&self.pattern, self.caseless).map_err(fail)?;
         let syntax = translate::to_regex_syntax(&parsed.node).filter(|_| !self.backtracker_only);
-        let fast = syntax.and_then(|syntax| {
-            regex::bytes::RegexBuilder::new(&syntax)
+        let fast = syntax.as_ref().and_then(|syntax| {
+            regex::bytes::RegexBuilder::new(syntax)
                 .unicode(false)
                 .build()
                 .ok()
         });
+        // A str regex refuses what could match a non-ASCII byte alone.
+        let fast_str = syntax
+            .filter(|_| fast.is_some() && parsed.node.min_len() > 0)
+            .and_then(|syntax| regex::Regex::new(&syntax).ok());
         let newline_to_slow = translate::final_newline_differs(&parsed.node);
         let slow = backtrack::Program::new(&parsed.node, parsed.groups, &parsed.group_lens).ok();
         if slow.is_none() && (fast.is_none() || newline_to_slow) {
@@ -134,6 +141,7 @@ impl RegexBuilder {
             inner: Arc::new(Inner {
                 source: self.pattern.clone(),
                 fast,
+                fast_str,
                 slow,
                 newline_to_slow,
                 names: parsed.names,
@@ -167,6 +175,12 @@ impl Regex {
     /// Whether the regex matches somewhere in `subject`; a match that hits the match limit
     /// counts as none (see [`Regex::try_is_match`] to tell).
     pub fn is_match(&self, subject: &str) -> bool {
+        let inner = &*self.inner;
+        if let Some(fast) = inner.fast_str.as_ref() {
+            if !inner.to_slow(subject.as_bytes()) {
+                return fast.is_match(subject);
+            }
+        }
         self.try_is_match(subject.as_bytes()).unwrap_or(false)
     }
 
@@ -185,7 +199,20 @@ impl Regex {
     /// The first match's groups; a match that hits the match limit counts as none (see
     /// [`Regex::try_captures`] to tell).
     pub fn captures<'a>(&'a self, subject: &'a str) -> Option<Captures<'a>> {
-        self.try_captures(subject.as_bytes()).ok().flatten()
+        let inner = &*self.inner;
+        if let Some(fast) = inner.fast_str.as_ref() {
+            if !inner.to_slow(subject.as_bytes()) {
+                return fast.captures(subject).map(|c| Captures {
+                    subject: subject.as_bytes(),
+                    text: Some(subject),
+                    names: &inner.names,
+                    slots: Slots::Str(c),
+                });
+            }
+        }
+        let mut c = self.try_captures(subject.as_bytes()).ok().flatten()?;
+        c.text = Some(subject);
+        Some(c)
     }
 
     /// The first match's groups, or the limit it hit.
@@ -197,6 +224,7 @@ impl Regex {
         if let Some(fast) = inner.fast.as_ref().filter(|_| !inner.to_slow(subject)) {
             return Ok(fast.captures(subject).map(|c| Captures {
                 subject,
+                text: None,
                 names: &inner.names,
                 slots: Slots::Fast(c),
             }));
@@ -210,6 +238,7 @@ impl Regex {
         }
         Ok(Some(Captures {
             subject,
+            text: None,
             names: &inner.names,
             slots: Slots::Slow(slots),
         }))
@@ -231,11 +260,14 @@ impl Inner {
 /// The groups of one match.
 pub struct Captures<'a> {
     subject: &'a [u8],
+    /// The subject as text, when it was given as text.
+    text: Option<&'a str>,
     names: &'a [Option<String>],
     slots: Slots<'a>,
 }
 
 enum Slots<'a> {
+    Str(regex::Captures<'a>),
     Fast(regex::bytes::Captures<'a>),
     /// Two per group: start and end.
     Slow(Vec<Option<usize>>),
@@ -245,11 +277,13 @@ impl<'a> Captures<'a> {
     /// Group `i` (0 is the whole match), if it took part in the match.
     pub fn get(&self, i: usize) -> Option<Match<'a>> {
         let (start, end) = match &self.slots {
+            Slots::Str(c) => c.get(i).map(|m| (m.start(), m.end()))?,
             Slots::Fast(c) => c.get(i).map(|m| (m.start(), m.end()))?,
             Slots::Slow(s) => (s.get(2 * i).copied()??, s.get(2 * i + 1).copied()??),
         };
         Some(Match {
             subject: self.subject,
+            text: self.text,
             start,
             end,
         })
@@ -284,6 +318,7 @@ impl<'a> Captures<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Match<'a> {
     subject: &'a [u8],
+    text: Option<&'a str>,
     start: usize,
     end: usize,
 }
@@ -308,7 +343,10 @@ impl<'a> Match<'a> {
     /// The matched text. A group can end inside a multi-byte character (PCRE2 matches bytes);
     /// such a piece is shown with U+FFFD.
     pub fn as_str(&self) -> Cow<'a, str> {
-        String::from_utf8_lossy(self.as_bytes())
+        match self.text.and_then(|t| t.get(self.start..self.end)) {
+            Some(s) => Cow::Borrowed(s),
+            None => String::from_utf8_lossy(self.as_bytes()),
+        }
     }
 }
 

@@ -117,6 +117,16 @@ fn compare(pattern: &str, caseless: bool, subjects: &[&[u8]]) -> Result<Outcome,
                 String::from_utf8_lossy(s)
             ));
         }
+        if let (Ok(text), Ok(t)) = (std::str::from_utf8(s), &t) {
+            let spans: Option<Spans> = ours
+                .captures(text)
+                .map(|c| c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect());
+            if &spans != t {
+                return Err(format!(
+                    "{pattern:?} on text {text:?}: PCRE2 {t:?}, here {spans:?}"
+                ));
+            }
+        }
         if o.as_ref().is_ok_and(|c| c.is_some()) != ours.is_match(&String::from_utf8_lossy(s))
             && std::str::from_utf8(s).is_ok()
         {
