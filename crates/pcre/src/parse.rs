@@ -1172,10 +1172,7 @@ impl<'a> Parser<'a> {
                     *flags = f;
                     return Ok(Item::Nothing);
                 }
-                b':' => {
-                    let mut inner = f;
-                    return self.group_body(&mut inner, open, Kind::Group);
-                }
+                b':' => return self.group_body(&f, open, Kind::Group),
                 _ => return Err(self.error(E_AFTER_QUESTION, self.pos - 1)),
             }
         }
