@@ -260,6 +260,26 @@ impl Node {
         }
     }
 
+    /// A byte (or a letter in both cases) that every match consumes, if one is known. A
+    /// subject without it cannot match: the search ends at once, as PCRE2's does with its
+    /// "last code unit", instead of backtracking to its limit first.
+    pub fn required_bytes(&self) -> Option<ByteSet> {
+        match self {
+            Node::Byte(b) => Some(ByteSet::of(*b)),
+            Node::Class(s) if s.count() <= 2 => Some(*s),
+            Node::Concat(v) => v.iter().rev().find_map(Node::required_bytes),
+            Node::Alt(v) => {
+                let first = v.first()?.required_bytes()?;
+                v.iter()
+                    .all(|x| x.required_bytes() == Some(first))
+                    .then_some(first)
+            }
+            Node::Capture(_, b) | Node::Group(b) | Node::Atomic(b) => b.required_bytes(),
+            Node::Repeat { body, min, .. } if *min > 0 => body.required_bytes(),
+            _ => None,
+        }
+    }
+
     /// Whether every match must start at the subject's start (`^` or `\A` leading every
     /// branch), so only offset 0 is tried.
     pub fn anchored(&self) -> bool {
@@ -323,5 +343,14 @@ mod tests {
         };
         assert_eq!(rep.fixed_len(&[]), Some(6));
         assert_eq!(rep.min_len(), 6);
+        assert_eq!(rep.required_bytes(), Some(ByteSet::of(b'b')));
+        let optional = Node::Repeat {
+            body: Box::new(Node::Byte(b'x')),
+            min: 0,
+            max: None,
+            greed: Greed::Greedy,
+        };
+        assert_eq!(optional.required_bytes(), None);
+        assert_eq!(alt.required_bytes(), None);
     }
 }

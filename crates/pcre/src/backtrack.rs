@@ -76,6 +76,7 @@ pub struct Program {
     anchored: bool,
     first: Option<ByteSet>,
     min_len: usize,
+    required: Option<ByteSet>,
 }
 
 /// The program is too large to build.
@@ -105,6 +106,7 @@ impl Program {
             anchored: node.anchored(),
             first: node.first_bytes(),
             min_len: node.min_len(),
+            required: node.required_bytes(),
         })
     }
 
@@ -132,6 +134,11 @@ impl Program {
         slots: &mut [Option<usize>],
         limit: u64,
     ) -> Result<bool, MatchError> {
+        if let Some(req) = &self.required {
+            if !subject.iter().any(|&b| req.contains(b)) {
+                return Ok(false);
+            }
+        }
         let mut budget = limit;
         let len = subject.len();
         for start in 0..=len {

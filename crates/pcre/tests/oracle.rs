@@ -654,6 +654,14 @@ fn match_limit_like_pcre2() {
         ours.try_is_match(evil.as_bytes()),
         Err(shoal_pcre::MatchError::MatchLimit)
     );
+    // A byte every match needs is missing: PCRE2 sees it at once, and so does the crate.
+    let p = r"^(a|a)+(?=b)c";
+    let theirs = pcre2::bytes::Regex::new(p).expect("compiles");
+    let ours = Regex::new(p).expect("compiles");
+    assert_eq!(theirs.is_match(evil.as_bytes()).ok(), Some(false));
+    assert_eq!(ours.try_is_match(evil.as_bytes()), Ok(false));
+    let theirs = pcre2::bytes::Regex::new(r"^((?=a)a+)+$").expect("compiles");
+    let ours = Regex::new(r"^((?=a)a+)+$").expect("compiles");
     let mild = format!("{}b", "a".repeat(12));
     assert_eq!(theirs.is_match(mild.as_bytes()).ok(), Some(false));
     assert_eq!(ours.try_is_match(mild.as_bytes()), Ok(false));
