@@ -3,9 +3,9 @@
 //! error offsets for what it rejects.
 //!
 //! What PCRE2 accepts but this crate does not run (recursion and subroutine calls,
-//! conditional groups, callouts, backtracking verbs other than `(*FAIL)` and `(*ACCEPT)`-free
-//! ones, `\p` properties, `\X`, leading `(*UTF)`-style settings) is refused with a message that
-//! says so, never run with another meaning.
+//! conditional groups, callouts, backtracking verbs other than `(*FAIL)`, `\p` properties,
+//! `\X`, leading `(*UTF)`-style settings) is refused with a message that says so, never run
+//! with another meaning.
 
 use crate::ast::{ByteSet, Greed, Look, Node};
 
