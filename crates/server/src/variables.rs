@@ -431,7 +431,7 @@ pub struct Captures {
 
 /// Matches `regex` against `text`, keeping its captures (location, `server_name`, `rewrite`
 /// and `if` regexes all feed variables this way).
-pub fn capture(regex: &regex::Regex, text: &str) -> Option<Captures> {
+pub fn capture(regex: &shoal_pcre::Regex, text: &str) -> Option<Captures> {
     let caps = regex.captures(text)?;
     Some(Captures {
         numbered: caps

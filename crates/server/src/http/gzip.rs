@@ -15,9 +15,9 @@
 
 use std::sync::Arc;
 
-use regex::{Regex, RegexBuilder};
 use shoal_conf::{Directive, Error};
 use shoal_http::Request;
+use shoal_pcre::{Regex, RegexBuilder};
 
 use super::loc_conf;
 use crate::conf::{
@@ -221,9 +221,9 @@ fn set_gzip_disable(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result
             continue;
         }
         let re = RegexBuilder::new(&a.value)
-            .case_insensitive(true)
+            .caseless(true)
             .build()
-            .map_err(|e| err(d, format!("regex \"{}\" failed to compile: {e}", a.value)))?;
+            .map_err(|e| err(d, e.to_string()))?;
         list.push(re);
     }
     g.disable = Some(Arc::new(list));

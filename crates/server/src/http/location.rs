@@ -3,8 +3,8 @@
 //! remembered (and its nested locations searched); unless it is `^~`, the regexes are tried in
 //! the order written, first match wins; else the longest prefix is used.
 
-use regex::{Regex, RegexBuilder};
 use shoal_conf::{Directive, Error};
+use shoal_pcre::{Regex, RegexBuilder};
 
 use super::LocConf;
 use crate::conf::{err, Builder, Ctx, Scope};
@@ -104,9 +104,9 @@ pub(super) fn set_location(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) ->
     };
     let regex = if kind == Match::Regex {
         let re = RegexBuilder::new(name)
-            .case_insensitive(caseless)
+            .caseless(caseless)
             .build()
-            .map_err(|e| err(d, format!("regex \"{name}\" failed to compile: {e}")))?;
+            .map_err(|e| err(d, e.to_string()))?;
         // Named captures are variables, as with nginx's PCRE.
         for n in re.capture_names().flatten() {
             crate::variables::declare(n);

@@ -15,8 +15,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use regex::{Regex, RegexBuilder};
 use shoal_conf::{Directive, Error};
+use shoal_pcre::{Regex, RegexBuilder};
 
 use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 use crate::variables::{self, Captures, Compute, Template, Vars};
@@ -261,9 +261,9 @@ fn set_map(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
                 None => (pattern, false),
             };
             let re = RegexBuilder::new(pattern)
-                .case_insensitive(caseless)
+                .caseless(caseless)
                 .build()
-                .map_err(|x| err(e, format!("regex \"{pattern}\" failed to compile: {x}")))?;
+                .map_err(|x| err(e, x.to_string()))?;
             for n in re.capture_names().flatten() {
                 variables::declare(n);
             }

@@ -184,7 +184,7 @@ pub struct ServerConf {
     pub loc: LocConf,
     pub locations: Vec<LocationConf>,
     /// `server_name ~REGEX` names, in order.
-    pub name_regexes: Vec<regex::Regex>,
+    pub name_regexes: Vec<shoal_pcre::Regex>,
     /// The server's rewrite-module directives, in order (run before the location is found).
     pub rewrite: Vec<rewrite::Code>,
     /// Its `if` blocks.
@@ -631,10 +631,10 @@ fn set_server_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
         if let Some(re) = a.value.strip_prefix('~') {
             // nginx compiles server name regexes caseless; captures become `$1`.. and named
             // variables for the request.
-            let compiled = regex::RegexBuilder::new(re)
-                .case_insensitive(true)
+            let compiled = shoal_pcre::RegexBuilder::new(re)
+                .caseless(true)
                 .build()
-                .map_err(|e| err(d, format!("regex \"{re}\" failed to compile: {e}")))?;
+                .map_err(|e| err(d, e.to_string()))?;
             for n in compiled.capture_names().flatten() {
                 crate::variables::declare(n);
             }

@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use regex::{Regex, RegexBuilder};
 use shoal_conf::{Directive, Error};
+use shoal_pcre::{Regex, RegexBuilder};
 
 use super::directives::Return;
 use super::location::{LocationConf, Match};
@@ -132,9 +132,9 @@ fn compile(d: &Directive, text: &str) -> Result<Template, Error> {
 /// Compiles a regex as nginx's PCRE would take it, declaring its named captures as variables.
 fn regex(d: &Directive, source: &str, caseless: bool) -> Result<Regex, Error> {
     let re = RegexBuilder::new(source)
-        .case_insensitive(caseless)
+        .caseless(caseless)
         .build()
-        .map_err(|e| err(d, format!("regex \"{source}\" failed to compile: {e}")))?;
+        .map_err(|e| err(d, e.to_string()))?;
     for name in re.capture_names().flatten() {
         crate::variables::declare(name);
     }

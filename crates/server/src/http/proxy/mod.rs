@@ -206,7 +206,7 @@ pub enum RedirectFrom {
     Prefix(Template),
     /// `default` among other rules.
     Default,
-    Regex(regex::Regex),
+    Regex(shoal_pcre::Regex),
 }
 
 /// `proxy_next_upstream` conditions (nginx's `NGX_HTTP_UPSTREAM_FT_*`).
@@ -726,16 +726,13 @@ fn set_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
     let to = Template::compile(&d.args[1].value).map_err(|m| err(d, m))?;
     let from = if let Some(re) = first.strip_prefix("~*") {
         RedirectFrom::Regex(
-            regex::RegexBuilder::new(re)
-                .case_insensitive(true)
+            shoal_pcre::RegexBuilder::new(re)
+                .caseless(true)
                 .build()
-                .map_err(|e| err(d, format!("regex \"{re}\" failed to compile: {e}")))?,
+                .map_err(|e| err(d, e.to_string()))?,
         )
     } else if let Some(re) = first.strip_prefix('~') {
-        RedirectFrom::Regex(
-            regex::Regex::new(re)
-                .map_err(|e| err(d, format!("regex \"{re}\" failed to compile: {e}")))?,
-        )
+        RedirectFrom::Regex(shoal_pcre::Regex::new(re).map_err(|e| err(d, e.to_string()))?)
     } else {
         RedirectFrom::Prefix(Template::compile(first).map_err(|m| err(d, m))?)
     };
