@@ -76,7 +76,7 @@ impl ClientAuth {
                 .map_err(|e| format!("invalid CA certificate: {e}"))?
                 .to_owned();
             if i < hints.len() {
-                names.push(DistinguishedName::from(a.subject.as_ref().to_vec()));
+                names.push(DistinguishedName::in_sequence(a.subject.as_ref()));
             }
             anchors.push(a);
         }
