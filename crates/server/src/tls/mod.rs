@@ -17,6 +17,8 @@ mod build;
 pub mod certs;
 pub mod ciphers;
 pub mod conf;
+#[cfg(test)]
+mod conf_tests;
 pub mod error;
 pub mod handshake;
 pub mod info;
