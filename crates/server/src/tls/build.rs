@@ -135,8 +135,11 @@ impl Template {
 struct DynamicCerts {
     pairs: Vec<(Template, Template)>,
     passwords: Option<Arc<Vec<String>>>,
-    cache: Option<(CertCacheConf, Mutex<HashMap<(String, String), Cached>>)>,
+    cache: Option<(CertCacheConf, Mutex<CertCache>)>,
 }
+
+/// Pairs read at handshakes, by (certificate, key) name.
+type CertCache = HashMap<(String, String), Cached>;
 
 #[derive(Debug)]
 struct Cached {
@@ -728,7 +731,7 @@ fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTl
             Some(Arc::new(Ticketer::new(keys, timeout)))
         }
     };
-    let stores = !matches!(zone, None) && !cache.off;
+    let stores = zone.is_some() && !cache.off;
     if ticketer.is_none() && !stores {
         tls13_tickets = 0;
     }
