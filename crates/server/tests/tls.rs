@@ -1182,3 +1182,87 @@ fn openssl_s_client_sni_alpn_resumption_and_client_certificates() {
     assert!(text.contains("no renegotiation"), "{text}");
     w.next_tls();
 }
+
+#[test]
+fn early_data_is_read_before_the_handshake_ends() {
+    let mut p = Pki::new();
+    p.issue("a", &["a.test"], false, false);
+    let tls = tls_context(p.dir.path(), &sni_conf_single(&p, "ssl_early_data on;"));
+    let w = Worker::spawn(tls, 2, TIMEOUT);
+    let mut c = Client::new(ClientOpts::default());
+    Arc::get_mut(&mut c.config).unwrap().enable_early_data = true;
+    c.get(w.addr, "a.test").unwrap();
+    assert_eq!(w.next_tls().ssl_early_data(), "");
+    // Resumed with the request in 0-RTT data.
+    let mut conn =
+        rustls::ClientConnection::new(c.config.clone(), ServerName::try_from("a.test").unwrap())
+            .unwrap();
+    let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let sent_early = match conn.early_data() {
+        Some(mut e) => e.write_all(request).is_ok(),
+        None => false,
+    };
+    assert!(
+        sent_early,
+        "the first connection left a ticket that allows 0-RTT"
+    );
+    let tcp = TcpStream::connect(w.addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    assert!(s.conn.is_early_data_accepted());
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.ends_with("sni=a.test\n"), "{out}");
+    let info = w.next_tls();
+    assert_eq!(info.ssl_early_data(), "1");
+    assert_eq!(info.ssl_session_reused(), "r");
+}
+
+#[test]
+fn a_reload_reads_certificates_afresh() {
+    let mut p = Pki::new();
+    p.issue("a", &["a.test"], false, false);
+    p.issue("b", &["b.test"], false, false);
+    let conf = sni_conf_single(&p, "");
+    let first = tls_context(p.dir.path(), &conf);
+    // The files change: the next load serves the new certificate...
+    fs::copy(p.path("b.crt"), p.path("a.crt")).unwrap();
+    fs::copy(p.path("b.key"), p.path("a.key")).unwrap();
+    let second = tls_context(p.dir.path(), &conf);
+    let (w1, w2) = (
+        Worker::spawn(first, 1, TIMEOUT),
+        Worker::spawn(second, 1, TIMEOUT),
+    );
+    let c = Client::new(ClientOpts::default());
+    c.get(w1.addr, "a.test").unwrap();
+    assert_eq!(
+        c.seen_cn(),
+        "a",
+        "a loaded configuration keeps what it read"
+    );
+    w1.next_tls();
+    c.get(w2.addr, "a.test").unwrap();
+    assert_eq!(c.seen_cn(), "b");
+    w2.next_tls();
+    // ...and a key that does not match is the load's error, in nginx's words.
+    fs::copy(p.path("ca.crt"), p.path("a.crt")).unwrap();
+    let file = p.path("shoal.conf");
+    let e = shoal_server::config::load(&shoal_server::config::Source {
+        file: &file,
+        builtin: None,
+        prefix: p.dir.path(),
+        globals: None,
+    })
+    .err()
+    .expect("a mismatched key fails the load");
+    assert_eq!(
+        e.message,
+        format!(
+            "SSL_CTX_use_PrivateKey(\"{}\") failed (SSL: error:05800074:x509 certificate routines::key values mismatch)",
+            p.path("a.key").display()
+        )
+    );
+}
