@@ -117,13 +117,15 @@ impl TlsStream {
         self.record_size = n.clamp(512, 16384);
     }
 
-    /// Encrypts up to one record of `bufs` (a record never spans a write's boundary with the
-    /// next: a head and its body share records), returning the plaintext bytes taken.
+    /// Encrypts `bufs` in records of `record_size` plaintext bytes (a head and its body share
+    /// records: a short head does not make a short record) for as long as rustls's buffer takes
+    /// them; returns the plaintext bytes taken.
     fn encrypt_some(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let mut taken = 0;
+        // The slices of one record; a head and a body rarely make more than four.
+        let mut record: Vec<IoSlice<'_>> = Vec::with_capacity(bufs.len().min(8));
         loop {
-            // The slices of the next record.
-            let mut record: Vec<IoSlice<'_>> = Vec::with_capacity(bufs.len());
+            record.clear();
             let mut room = self.record_size;
             let mut skip = taken;
             for b in bufs {
