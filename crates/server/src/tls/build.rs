@@ -709,7 +709,8 @@ fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTl
         _ => Arc::new(NoServerSessionStorage {}),
     };
     let early_data = ssl.early_data.unwrap_or(false);
-    let ticketer: Option<Arc<dyn ProducesTickets>> = if !tickets || early_data {
+    let stores = zone.is_some() && !cache.off;
+    let ticketer: Option<Arc<dyn ProducesTickets>> = if !tickets || (early_data && stores) {
         // rustls accepts 0-RTT only on sessions it stores (anti-replay): tickets then name
         // stored sessions instead of carrying them.
         None
@@ -731,7 +732,6 @@ fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTl
             Some(Arc::new(Ticketer::new(keys, timeout)))
         }
     };
-    let stores = zone.is_some() && !cache.off;
     if ticketer.is_none() && !stores {
         tls13_tickets = 0;
     }

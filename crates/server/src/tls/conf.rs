@@ -448,20 +448,30 @@ fn set_reject(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
     set_once(&mut conf(s).reject_handshake, flag_arg(d), d)
 }
 
-/// `ssl_session_cache off | none | [builtin[:size]] [shared:name:size]`, as nginx reads it.
+/// `ssl_session_cache off | none | [builtin[:size]] [shared:name:size]`, as nginx reads it:
+/// of `off`, `none` and `builtin` the last one written counts; `off` turns a shared cache off too.
 fn set_session_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let mut c = SessionCacheConf::default();
-    let mut none = false;
     for a in &d.args {
         let v = a.value.as_str();
         let invalid = || err(d, format!("invalid session cache \"{v}\""));
         match v {
-            "off" => c.off = true,
-            "none" => none = true,
-            "builtin" => c.builtin = Some(defaults::BUILTIN_SESSIONS),
+            "off" => {
+                c.off = true;
+                c.builtin = None;
+            }
+            "none" => {
+                c.off = false;
+                c.builtin = None;
+            }
+            "builtin" => {
+                c.off = false;
+                c.builtin = Some(defaults::BUILTIN_SESSIONS);
+            }
             _ => {
                 if let Some(n) = v.strip_prefix("builtin:") {
                     let n = crate::conf::parse_number(n).ok_or_else(invalid)?;
+                    c.off = false;
                     c.builtin = Some(n as usize);
                 } else if let Some(rest) = v.strip_prefix("shared:") {
                     let (name, size) = rest.rsplit_once(':').ok_or_else(invalid)?;
@@ -478,12 +488,6 @@ fn set_session_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
                 }
             }
         }
-    }
-    if none && (c.off || c.builtin.is_some() || c.shared.is_some()) {
-        return Err(err(
-            d,
-            format!("invalid session cache \"{}\"", d.args[1].value),
-        ));
     }
     set_once(&mut conf(s).session_cache, located(c, d), d)
 }

@@ -324,6 +324,8 @@ fn accepted_values() {
         "ssl_session_cache shared:A:10m builtin:1000;",
         "ssl_session_cache off builtin;",
         "ssl_session_cache none;",
+        "ssl_session_cache none shared:A:1m;",
+        "ssl_session_cache builtin none;",
         "ssl_session_ticket_key D/t48.key;",
         "ssl_verify_client optional_no_ca;",
         "ssl_conf_command Protocol -TLSv1.2;",
