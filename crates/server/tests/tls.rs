@@ -1266,3 +1266,94 @@ fn a_reload_reads_certificates_afresh() {
         )
     );
 }
+
+#[test]
+fn encrypted_keys_data_values_and_chains() {
+    let mut p = Pki::new();
+    p.issue("a", &["a.test"], false, false);
+    p.issue("b", &["b.test"], false, false);
+    // b's certificate with the CA after it: a chain.
+    let chain = fs::read_to_string(p.path("b.crt")).unwrap()
+        + &fs::read_to_string(p.path("ca.crt")).unwrap();
+    fs::write(p.path("b-chain.crt"), &chain).unwrap();
+    let key_pem = fs::read_to_string(p.path("a.key")).unwrap();
+    let cert_pem = fs::read_to_string(p.path("a.crt")).unwrap();
+    let d = p.dir.path().display();
+    let mut encrypted = String::new();
+    if have_openssl() {
+        // PKCS#8 with AES-256 (OpenSSL 3's default) in the handshake below...
+        let pkcs8 = Command::new("openssl")
+            .args([
+                "pkcs8",
+                "-topk8",
+                "-v2",
+                "aes-256-cbc",
+                "-passout",
+                "pass:secret",
+            ])
+            .arg("-in")
+            .arg(p.path("b.key"))
+            .output()
+            .unwrap();
+        assert!(pkcs8.status.success());
+        fs::write(p.path("b-enc.key"), &pkcs8.stdout).unwrap();
+        assert!(String::from_utf8_lossy(&pkcs8.stdout).contains("ENCRYPTED PRIVATE KEY"));
+        fs::write(p.path("pw"), "wrong\nsecret\n").unwrap();
+        encrypted = format!("ssl_password_file {d}/pw; ssl_certificate_key {d}/b-enc.key;");
+        // ...and OpenSSL's traditional form (`Proc-Type: 4,ENCRYPTED`, AES-128-CBC).
+        let traditional = Command::new("openssl")
+            .args(["ec", "-aes128", "-passout", "pass:secret"])
+            .arg("-in")
+            .arg(p.path("b.key"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&traditional.stdout).to_string();
+        assert!(text.contains("DEK-Info: AES-128-CBC"), "{text}");
+        let name = format!("data:{text}");
+        let pw = vec!["wrong".to_string(), "secret".to_string()];
+        assert!(tls::certs::load_key(&name, Some(&pw)).is_ok());
+        let e = tls::certs::load_key(&name, Some(&pw[..1])).unwrap_err();
+        assert!(e.ends_with("PEM_read_bio_PrivateKey() failed (SSL: error:1C800064:Provider routines::bad decrypt)"), "{e}");
+    } else {
+        encrypted.push_str(&format!("ssl_certificate_key {d}/b.key;"));
+    }
+    let tls = tls_context(
+        p.dir.path(),
+        &format!(
+            "server {{ listen 127.0.0.1:8443 ssl; server_name a.test;
+               ssl_certificate \"data:{cert_pem}\"; ssl_certificate_key \"data:{key_pem}\"; }}
+             server {{ listen 127.0.0.1:8443 ssl; server_name b.test;
+               ssl_certificate {d}/b-chain.crt; {encrypted} }}"
+        ),
+    );
+    let w = Worker::spawn(tls, 2, TIMEOUT);
+    let c = Client::new(ClientOpts::default());
+    c.get(w.addr, "a.test").unwrap();
+    assert_eq!(c.seen_cn(), "a");
+    w.next_tls();
+    // The chain arrives whole: a client that trusts only the CA verifies it.
+    let roots = {
+        let mut r = rustls::RootCertStore::empty();
+        r.add(CertificateDer::from(pem_der(
+            &fs::read_to_string(p.path("ca.crt")).unwrap(),
+        )))
+        .unwrap();
+        r
+    };
+    let strict = ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(strict), ServerName::try_from("b.test").unwrap())
+            .unwrap();
+    let mut s = rustls::StreamOwned::new(conn, TcpStream::connect(w.addr).unwrap());
+    s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert_eq!(s.conn.peer_certificates().map(<[_]>::len), Some(2));
+    assert_eq!(w.next_tls().server, 1);
+}
