@@ -260,6 +260,8 @@ async fn answer(s: &mut tls::TlsStream) {
 #[derive(Debug)]
 struct Recorder {
     seen: Mutex<Option<CertificateDer<'static>>>,
+    /// The stapled OCSP response of the last handshake.
+    ocsp: Mutex<Vec<u8>>,
     schemes: Vec<SignatureScheme>,
     algs: rustls::crypto::WebPkiSupportedAlgorithms,
 }
@@ -270,10 +272,11 @@ impl ServerCertVerifier for Recorder {
         end_entity: &CertificateDer<'_>,
         _: &[CertificateDer<'_>],
         _: &ServerName<'_>,
-        _: &[u8],
+        ocsp: &[u8],
         _: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         *self.seen.lock().unwrap() = Some(end_entity.clone().into_owned());
+        *self.ocsp.lock().unwrap() = ocsp.to_vec();
         Ok(ServerCertVerified::assertion())
     }
     fn verify_tls12_signature(
@@ -317,6 +320,7 @@ impl Client {
         let algs = provider.signature_verification_algorithms;
         let recorder = Arc::new(Recorder {
             seen: Mutex::new(None),
+            ocsp: Mutex::new(Vec::new()),
             schemes: o.schemes.unwrap_or_else(|| algs.supported_schemes()),
             algs,
         });
@@ -1356,4 +1360,72 @@ fn encrypted_keys_data_values_and_chains() {
     s.read_to_string(&mut out).unwrap();
     assert_eq!(s.conn.peer_certificates().map(<[_]>::len), Some(2));
     assert_eq!(w.next_tls().server, 1);
+}
+
+#[test]
+fn stapling_from_a_file() {
+    let mut p = Pki::new();
+    p.issue("a", &["a.test"], false, false);
+    // Any DER response is stapled as it is (OCSPResponse { responseStatus: tryLater }).
+    let response = [0x30, 0x03, 0x0a, 0x01, 0x03];
+    fs::write(p.path("a.ocsp"), response).unwrap();
+    let d = p.dir.path().display();
+    let tls = tls_context(
+        p.dir.path(),
+        &sni_conf_single(
+            &p,
+            &format!("ssl_stapling on; ssl_stapling_file {d}/a.ocsp;"),
+        ),
+    );
+    let w = Worker::spawn(tls, 1, TIMEOUT);
+    let c = Client::new(ClientOpts::default());
+    c.get(w.addr, "a.test").unwrap();
+    w.next_tls();
+    assert_eq!(*c.recorder.ocsp.lock().unwrap(), response);
+}
+
+#[test]
+fn fragmented_and_oversized_client_hellos() {
+    let mut p = Pki::new();
+    p.issue("a", &["a.test"], false, false);
+    let tls = tls_context(p.dir.path(), &sni_conf_single(&p, ""));
+    let w = Worker::spawn(tls, 4, TIMEOUT);
+    // A ClientHello in 64-byte records, and one written a byte at a time.
+    let mut c = Client::new(ClientOpts::default());
+    Arc::get_mut(&mut c.config).unwrap().max_fragment_size = Some(64);
+    c.get(w.addr, "a.test").unwrap();
+    assert_eq!(w.next_tls().ssl_server_name(), "a.test");
+    let mut hello = Vec::new();
+    let mut conn = rustls::ClientConnection::new(
+        Client::new(ClientOpts::default()).config,
+        ServerName::try_from("a.test").unwrap(),
+    )
+    .unwrap();
+    conn.write_tls(&mut hello).unwrap();
+    let mut tcp = TcpStream::connect(w.addr).unwrap();
+    tcp.set_nodelay(true).unwrap();
+    for b in &hello {
+        tcp.write_all(std::slice::from_ref(b)).unwrap();
+    }
+    conn.complete_io(&mut tcp).unwrap();
+    assert!(!conn.is_handshaking());
+    drop(tcp);
+    // The worker answers that connection's (absent) request and closes.
+    w.next_tls();
+    // A record longer than TLS allows, and a handshake message announcing 16 MiB.
+    for (bytes, reason) in [
+        (&b"\x16\x03\x01\x48\x01\x01"[..], "packet length too long"),
+        (
+            &b"\x16\x03\x01\x00\x04\x01\xff\xff\xff"[..],
+            "unexpected message",
+        ),
+    ] {
+        match raw(&w, bytes, false) {
+            Outcome::Failed(e) => {
+                assert!(e.message.ends_with(&format!("{reason})")), "{e}");
+                assert_eq!(e.level, shoal_server::log::Level::Info, "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
