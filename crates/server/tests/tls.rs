@@ -1264,8 +1264,7 @@ fn a_reload_reads_certificates_afresh() {
         prefix: p.dir.path(),
         globals: None,
     })
-    .err()
-    .expect("a mismatched key fails the load");
+    .expect_err("a mismatched key fails the load");
     assert_eq!(
         e.message,
         format!(

@@ -22,6 +22,8 @@ mod conf_tests;
 pub mod error;
 pub mod handshake;
 pub mod info;
+mod openssl_conf;
+mod select;
 pub mod session;
 pub mod stream;
 pub mod verify;
