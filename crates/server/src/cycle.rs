@@ -79,6 +79,112 @@ pub struct AddrServers {
     pub default: usize,
 }
 
+/// The servers of each listen address, in configuration order, and which is the default (the
+/// first, unless one says `default_server`).
+pub fn address_routes(http: &crate::http::HttpConf) -> HashMap<ListenAddr, AddrServers> {
+    let mut routes: HashMap<ListenAddr, AddrServers> = HashMap::new();
+    for (i, srv) in http.servers.iter().enumerate() {
+        for l in &srv.listen {
+            let entry = routes.entry(l.addr.clone()).or_insert(AddrServers {
+                servers: Vec::new(),
+                default: i,
+            });
+            if !entry.servers.contains(&i) {
+                entry.servers.push(i);
+            }
+            if l.default_server {
+                entry.default = i;
+            }
+        }
+    }
+    routes
+}
+
+/// What name matching needs of a server: its names and its `~regex` names.
+pub trait Named {
+    fn names(&self) -> &[String];
+    fn name_regexes(&self) -> &[shoal_pcre::Regex];
+}
+
+impl Named for ServerConf {
+    fn names(&self) -> &[String] {
+        &self.names
+    }
+    fn name_regexes(&self) -> &[shoal_pcre::Regex] {
+        &self.name_regexes
+    }
+}
+
+/// The server for a host name among `candidates` (indices into `servers`), in nginx's order:
+/// exact name, the longest `*.suffix`, the longest `prefix.*`, the first matching `~regex` (its
+/// captures returned); `None` when no name matches.
+pub fn match_name<S: Named>(
+    servers: &[S],
+    candidates: &AddrServers,
+    host: &str,
+) -> Option<(usize, Option<NameCaptures>)> {
+    if let Some(i) = find_by_name(servers, candidates, host) {
+        return Some((i, None));
+    }
+    for &i in &candidates.servers {
+        for re in servers[i].name_regexes() {
+            if let Some(caps) = crate::variables::capture(re, host) {
+                return Some((i, Some(caps)));
+            }
+        }
+    }
+    None
+}
+
+fn find_by_name<S: Named>(servers: &[S], candidates: &AddrServers, host: &str) -> Option<usize> {
+    let host = host.trim_end_matches('.');
+    if let Some(&i) = candidates
+        .servers
+        .iter()
+        .find(|&&i| servers[i].names().iter().any(|n| n == host))
+    {
+        return Some(i);
+    }
+    let mut best: Option<(usize, usize)> = None;
+    for &i in &candidates.servers {
+        for n in servers[i].names() {
+            let hit = if let Some(suffix) = n.strip_prefix("*.") {
+                host.len() > suffix.len() + 1
+                    && host.ends_with(suffix)
+                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+            } else if let Some(suffix) = n.strip_prefix('.') {
+                host == suffix
+                    || (host.ends_with(suffix)
+                        && host
+                            .as_bytes()
+                            .get(host.len().wrapping_sub(suffix.len() + 1))
+                            == Some(&b'.'))
+            } else {
+                false
+            };
+            if hit && best.is_none_or(|(_, len)| n.len() > len) {
+                best = Some((i, n.len()));
+            }
+        }
+    }
+    if let Some((i, _)) = best {
+        return Some(i);
+    }
+    for &i in &candidates.servers {
+        for n in servers[i].names() {
+            if let Some(prefix) = n.strip_suffix(".*") {
+                if host.len() > prefix.len() + 1
+                    && host.starts_with(prefix)
+                    && host.as_bytes()[prefix.len()] == b'.'
+                {
+                    return Some(i);
+                }
+            }
+        }
+    }
+    None
+}
+
 /// One configuration with everything needed to serve it.
 pub struct Generation {
     pub id: u64,
@@ -130,20 +236,7 @@ impl Generation {
                     sockets.push(sock);
                 }
             }
-            for (i, srv) in http.servers.iter().enumerate() {
-                for l in &srv.listen {
-                    let entry = routes.entry(l.addr.clone()).or_insert(AddrServers {
-                        servers: Vec::new(),
-                        default: i,
-                    });
-                    if !entry.servers.contains(&i) {
-                        entry.servers.push(i);
-                    }
-                    if l.default_server {
-                        entry.default = i;
-                    }
-                }
-            }
+            routes = address_routes(http);
         }
         Ok(Generation {
             id,
@@ -239,69 +332,10 @@ impl Generation {
             }
             return (&servers[candidates.default], None);
         };
-        if let Some(srv) = self.find_by_name(candidates, host) {
-            return (srv, None);
+        match match_name(servers, candidates, host) {
+            Some((i, caps)) => (&servers[i], caps),
+            None => (&servers[candidates.default], None),
         }
-        for &i in &candidates.servers {
-            for re in &servers[i].name_regexes {
-                if let Some(caps) = crate::variables::capture(re, host) {
-                    return (&servers[i], Some(caps));
-                }
-            }
-        }
-        (&servers[candidates.default], None)
-    }
-
-    fn find_by_name<'a>(&'a self, candidates: &AddrServers, host: &str) -> Option<&'a ServerConf> {
-        let servers = &self.http().servers;
-        {
-            let host = host.trim_end_matches('.');
-            if let Some(&i) = candidates
-                .servers
-                .iter()
-                .find(|&&i| servers[i].names.iter().any(|n| n == host))
-            {
-                return Some(&servers[i]);
-            }
-            let mut best: Option<(usize, usize)> = None;
-            for &i in &candidates.servers {
-                for n in &servers[i].names {
-                    let hit = if let Some(suffix) = n.strip_prefix("*.") {
-                        host.len() > suffix.len() + 1
-                            && host.ends_with(suffix)
-                            && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
-                    } else if let Some(suffix) = n.strip_prefix('.') {
-                        host == suffix
-                            || (host.ends_with(suffix)
-                                && host
-                                    .as_bytes()
-                                    .get(host.len().wrapping_sub(suffix.len() + 1))
-                                    == Some(&b'.'))
-                    } else {
-                        false
-                    };
-                    if hit && best.is_none_or(|(_, len)| n.len() > len) {
-                        best = Some((i, n.len()));
-                    }
-                }
-            }
-            if let Some((i, _)) = best {
-                return Some(&servers[i]);
-            }
-            for &i in &candidates.servers {
-                for n in &servers[i].names {
-                    if let Some(prefix) = n.strip_suffix(".*") {
-                        if host.len() > prefix.len() + 1
-                            && host.starts_with(prefix)
-                            && host.as_bytes()[prefix.len()] == b'.'
-                        {
-                            return Some(&servers[i]);
-                        }
-                    }
-                }
-            }
-        }
-        None
     }
 }
 

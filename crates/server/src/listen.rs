@@ -72,11 +72,18 @@ pub struct SocketOptions {
     pub deferred: bool,
     pub bind: bool,
     pub fastopen: Option<u32>,
+    /// `ssl`: the address speaks TLS. Not a socket option (every server's listen may say it
+    /// without "duplicate listen options"), but, as they, a property of the address: one
+    /// listen saying it makes the address TLS for all its servers, as in nginx.
+    pub ssl: bool,
 }
 
 impl SocketOptions {
     fn any_set(&self) -> bool {
-        *self != SocketOptions::default()
+        SocketOptions {
+            ssl: false,
+            ..self.clone()
+        } != SocketOptions::default()
     }
 }
 
@@ -98,6 +105,9 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
             format!("{m} in \"{}\" of the \"listen\" directive", d.args[0].value),
         )
     })?;
+    if srv.ssl.listen_span.is_none() {
+        srv.ssl.listen_span = Some(d.span.clone());
+    }
     let mut opts = SocketOptions::default();
     let mut default_server = false;
     for a in &d.args[1..] {
@@ -148,7 +158,8 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
                 );
                 opts.bind = true;
             }
-            ("ssl" | "http2" | "quic" | "proxy_protocol", None) => {
+            ("ssl", None) => opts.ssl = true,
+            ("http2" | "quic" | "proxy_protocol", None) => {
                 return Err(err(
                     d,
                     format!("the \"{key}\" parameter of the \"listen\" directive is not supported by shoal yet"),
@@ -298,8 +309,11 @@ pub fn bound_addresses(listens: &[&ListenConf]) -> Vec<(ListenAddr, SocketOption
     for l in listens {
         if let Some(existing) = out.iter_mut().find(|(a, _)| *a == l.addr) {
             if l.opts.any_set() {
+                let ssl = existing.1.ssl;
                 existing.1 = l.opts.clone();
+                existing.1.ssl |= ssl;
             }
+            existing.1.ssl |= l.opts.ssl;
             continue;
         }
         out.push((l.addr.clone(), l.opts.clone()));

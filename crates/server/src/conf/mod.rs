@@ -155,6 +155,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::proxy_cache::DIRECTIVES,
             crate::upstream::conf::DIRECTIVES,
             crate::listen::DIRECTIVES,
+            crate::tls::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];
         let mut map: HashMap<&'static str, Vec<&'static Command>> = HashMap::new();

@@ -24,8 +24,9 @@
 //! (proxy, gzip, rewrite, upstream, map, split_clients, log, stub_status,
 //! thread_pool, aio, stream core and proxy...). Those are all `Unsupported`
 //! here: once shoal implements one, its registry answers first and the entry
-//! is never reached. TLS (`ssl_*`), HTTP/2, HTTP/3 and QUIC are `Unsupported`
-//! for now.
+//! is never reached. HTTP/2, HTTP/3 and QUIC are `Unsupported` for now, and so
+//! are the TLS directives of other modules (`proxy_ssl_*`, stream, mail) and
+//! of newer nginx versions (`ssl_certificate_compression`, `ssl_ech_file`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
 //! Lua...) are not listed.
@@ -527,43 +528,13 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("ssi_silent_errors",              "ngx_http_ssi_module",           Inert),
     ("ssi_types",                      "ngx_http_ssi_module",           Inert),
     ("ssi_value_length",               "ngx_http_ssi_module",           Inert),
-    ("ssl",                            "ngx_http_ssl_module",           Unsupported),
     ("ssl_alpn",                       "ngx_stream_ssl_module",         Unsupported),
-    ("ssl_buffer_size",                "ngx_http_ssl_module",           Unsupported),
-    ("ssl_certificate",                "ngx_http_ssl_module",           Unsupported),
-    ("ssl_certificate_cache",          "ngx_http_ssl_module",           Unsupported),
     ("ssl_certificate_compression",    "ngx_http_ssl_module",           Unsupported),
-    ("ssl_certificate_key",            "ngx_http_ssl_module",           Unsupported),
-    ("ssl_ciphers",                    "ngx_http_ssl_module",           Unsupported),
-    ("ssl_client_certificate",         "ngx_http_ssl_module",           Unsupported),
-    ("ssl_conf_command",               "ngx_http_ssl_module",           Unsupported),
-    ("ssl_crl",                        "ngx_http_ssl_module",           Unsupported),
-    ("ssl_dhparam",                    "ngx_http_ssl_module",           Unsupported),
-    ("ssl_early_data",                 "ngx_http_ssl_module",           Unsupported),
-    ("ssl_ecdh_curve",                 "ngx_http_ssl_module",           Unsupported),
     ("ssl_ech_file",                   "ngx_http_ssl_module",           Unsupported),
     ("ssl_engine",                     "ngx_core_module",               Unsupported),
     ("ssl_handshake_timeout",          "ngx_stream_ssl_module",         Unsupported),
     ("ssl_object_cache_inheritable",   "ngx_core_module",               Unsupported),
-    ("ssl_ocsp",                       "ngx_http_ssl_module",           Unsupported),
-    ("ssl_ocsp_cache",                 "ngx_http_ssl_module",           Unsupported),
-    ("ssl_ocsp_responder",             "ngx_http_ssl_module",           Unsupported),
-    ("ssl_password_file",              "ngx_http_ssl_module",           Unsupported),
-    ("ssl_prefer_server_ciphers",      "ngx_http_ssl_module",           Unsupported),
     ("ssl_preread",                    "ngx_stream_ssl_preread_module", Unsupported),
-    ("ssl_protocols",                  "ngx_http_ssl_module",           Unsupported),
-    ("ssl_reject_handshake",           "ngx_http_ssl_module",           Unsupported),
-    ("ssl_session_cache",              "ngx_http_ssl_module",           Unsupported),
-    ("ssl_session_ticket_key",         "ngx_http_ssl_module",           Unsupported),
-    ("ssl_session_tickets",            "ngx_http_ssl_module",           Unsupported),
-    ("ssl_session_timeout",            "ngx_http_ssl_module",           Unsupported),
-    ("ssl_stapling",                   "ngx_http_ssl_module",           Unsupported),
-    ("ssl_stapling_file",              "ngx_http_ssl_module",           Unsupported),
-    ("ssl_stapling_responder",         "ngx_http_ssl_module",           Unsupported),
-    ("ssl_stapling_verify",            "ngx_http_ssl_module",           Unsupported),
-    ("ssl_trusted_certificate",        "ngx_http_ssl_module",           Unsupported),
-    ("ssl_verify_client",              "ngx_http_ssl_module",           Unsupported),
-    ("ssl_verify_depth",               "ngx_http_ssl_module",           Unsupported),
     ("starttls",                       "ngx_mail_ssl_module",           Inert),
     ("sticky",                         "ngx_http_upstream_module",      Unsupported),
     ("stream",                         "ngx_stream_core_module",        Unsupported),
@@ -785,8 +756,8 @@ mod tests {
     #[test]
     fn tls_and_newer_protocols_are_refused() {
         check(&[
-            ("ssl_certificate", "ngx_http_ssl_module", Unsupported),
-            ("ssl_protocols", "ngx_http_ssl_module", Unsupported),
+            ("ssl_ech_file", "ngx_http_ssl_module", Unsupported),
+            ("proxy_ssl_verify", "ngx_http_proxy_module", Unsupported),
             ("ssl_engine", "ngx_core_module", Unsupported),
             ("http2", "ngx_http_v2_module", Unsupported),
             ("http3", "ngx_http_v3_module", Unsupported),

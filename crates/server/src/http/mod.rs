@@ -109,6 +109,8 @@ pub struct HttpConf {
     pub upstreams: Vec<Arc<crate::upstream::conf::UpstreamConf>>,
     /// `proxy_cache_path` lines, in order.
     pub cache_paths: Vec<Arc<proxy_cache::CachePathConf>>,
+    /// The ssl module's http-level settings, and the TLS contexts of the addresses.
+    pub ssl: crate::tls::HttpSsl,
 }
 
 /// Server-level settings that may be written at http level too.
@@ -194,6 +196,8 @@ pub struct ServerConf {
     /// Some location of this server proxies: request bodies are read before the phases run
     /// (the proxy passes them on), not discarded after.
     pub has_proxy: bool,
+    /// The ssl module's settings (merged with the http level's in `finish`).
+    pub ssl: crate::tls::SslConf,
 }
 
 impl ServerConf {
@@ -815,7 +819,7 @@ impl HttpConf {
             }
             srv.has_proxy = has_proxy;
         }
-        Ok(())
+        crate::tls::finish(self, b)
     }
 
     /// Every listen of every server.
