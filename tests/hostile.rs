@@ -640,3 +640,51 @@ fn the_cache_loader_leaves_a_fill_in_progress_alone() {
         b.error_log()
     );
 }
+
+/// A body is read when a handler wants it, as nginx reads it: in a server that proxies, a
+/// chunked body to a static location is not read first (and never held to
+/// `client_max_body_size`, nor spooled to disk): the 404 comes at once. A declared length over
+/// the limit is refused where the location is found, so `error_page 413` answers it.
+#[test]
+fn a_body_is_read_only_by_the_handler_that_wants_it() {
+    let up = Upstream::echo();
+    let port = free_port();
+    let server = format!(
+        "location /p/ {{ proxy_pass {}; }}\n\
+         location /small/ {{ client_max_body_size 10; error_page 413 /too-large.txt; }}\n\
+         location = /too-large.txt {{ }}",
+        up.url()
+    );
+    let s = Shoal::start(
+        &conf(
+            port,
+            "",
+            "client_max_body_size 1m; lingering_time 2s;",
+            &server,
+        ),
+        port,
+    );
+    std::fs::write(s.prefix.join("html/too-large.txt"), "too large\n").unwrap();
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(b"POST /nothing HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    // Two megabytes, more than client_max_body_size, before looking for the answer.
+    let piece = [b"10000\r\n".as_slice(), &[b'x'; 65536], b"\r\n"].concat();
+    for _ in 0..32 {
+        c.write_all(&piece).unwrap();
+    }
+    let mut got = [0u8; 12];
+    c.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HTTP/1.1 404");
+    assert!(!s.error_log().contains("too large"), "{}", s.error_log());
+    let resp = exchange(
+        port,
+        b"POST /small/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
+        WAIT,
+    );
+    let text = String::from_utf8_lossy(&resp);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.ends_with("too large\n"), "{text}");
+    assert_eq!(up.request_count(), 0);
+}

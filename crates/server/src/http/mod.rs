@@ -8,6 +8,7 @@
 
 pub mod access_log;
 pub mod aio;
+pub mod client_body;
 pub mod directives;
 pub mod gzip;
 pub mod h1;
@@ -193,9 +194,6 @@ pub struct ServerConf {
     pub if_blocks: Vec<LocationConf>,
     /// Where the block is, for log lines.
     pub line: usize,
-    /// Some location of this server proxies: request bodies are read before the phases run
-    /// (the proxy passes them on), not discarded after.
-    pub has_proxy: bool,
     /// The ssl module's settings (merged with the http level's in `finish`).
     pub ssl: crate::tls::SslConf,
 }
@@ -465,6 +463,11 @@ impl LocConf {
     /// `client_max_body_size` (default 1m; 0 = unlimited).
     pub fn client_max_body_size(&self) -> u64 {
         self.client_max_body_size.unwrap_or(1024 * 1024)
+    }
+
+    /// `client_body_buffer_size` (default 16k): a body read whole stays in memory up to it.
+    pub fn client_body_buffer_size(&self) -> u64 {
+        self.client_body_buffer_size.unwrap_or(16 * 1024)
     }
 
     pub fn client_body_timeout(&self) -> Duration {
@@ -807,17 +810,12 @@ impl HttpConf {
             for b in &mut srv.if_blocks {
                 b.finish(&srv.loc);
             }
-            let mut has_proxy = false;
             for l in srv.locations.iter().chain(srv.if_blocks.iter()) {
                 l.each_loc(&mut |lc| {
-                    if lc.proxy.pass.is_some() {
-                        has_proxy = true;
-                    }
                     proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)
                 })?;
             }
-            srv.has_proxy = has_proxy;
         }
         crate::tls::finish(self, b)
     }

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::client_body::{self, ClientBody};
 use super::directives::{expires_headers, Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
-use super::proxy::body::RequestBody;
 use super::proxy::handler::{self as proxy, Handled, Record};
 use super::proxy_cache::serve::Begin;
 use super::reply::{Body, Outcome, Reply};
@@ -49,8 +49,8 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
     crate::variables::capture(l.regex.as_ref()?, uri)
 }
 
-/// Runs the phases for one request; `body` is its body when the server proxies.
-pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'s> {
+/// Runs the phases for one request; `body` is its body, read if a handler wants it.
+pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s> {
     let srv = r.srv;
     let mut rw = rewrite::State {
         uri: shoal_http::lossy(r.req.path()).into_owned(),
@@ -175,8 +175,22 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
         let mut rewrite_reply = srv_reply;
+        // nginx's find-config phase: a declared length over the location's
+        // `client_max_body_size` is refused before anything else runs there (`error_page 413`
+        // applies).
+        let too_large = rewrite_reply.is_none() && body.over_limit(lc).is_some();
+        if too_large {
+            client_body::log_failure(
+                client_body::Failure::TooLarge {
+                    length: body.over_limit_length(),
+                    chunk: None,
+                },
+                r,
+            );
+            rewrite_reply = Some(Box::new(super::reply::error_reply(413, lc)));
+        }
         let refused = loc.is_some_and(|l| l.internal) && !internal && !rw.internal;
-        if let Some(l) = loc.filter(|_| !refused) {
+        if let Some(l) = loc.filter(|_| !refused && !too_large) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
                 let flow = rewrite::run(
@@ -408,7 +422,7 @@ async fn proxy_outcome(
     rw: &rewrite::State,
     internal: bool,
     method: &str,
-    body: &RequestBody<'_>,
+    body: &ClientBody<'_>,
     upstream: &mut Option<Rc<RefCell<Record>>>,
     sent: &mut bool,
 ) -> Outcome {
@@ -458,6 +472,18 @@ async fn proxy_outcome(
         Handled::ClientGone => {
             *sent = true;
             Outcome::Reply(Reply::boxed(499))
+        }
+        Handled::BodyFailed(f) => {
+            client_body::log_failure(f, r);
+            if f.silent() {
+                // Closed without an answer; logged with nginx's status.
+                *sent = true;
+                let mut reply = Reply::boxed(f.status());
+                reply.terminate = true;
+                Outcome::Reply(reply)
+            } else {
+                Outcome::Reply(Box::new(super::reply::error_reply(f.status(), lc)))
+            }
         }
     }
 }
@@ -557,7 +583,9 @@ fn finish<'s>(
 ) -> Processed<'s> {
     // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
     // client went away while the upstream was working.
-    let close = matches!(reply.status, 444 | 499) || (reply.status == 408 && !reply.proxied);
+    let close = matches!(reply.status, 444 | 499)
+        || (reply.status == 408 && !reply.proxied)
+        || reply.terminate;
     let cacheable = matches!(&reply.body, Body::Upstream(u) if u.cacheable);
     if reply.status == 200 && (!reply.proxied || cacheable) {
         // nginx's not-modified filter takes an upstream's answer only when it is cacheable

@@ -106,6 +106,9 @@ pub struct Reply {
     /// The status line is an upstream's, as it came or from the cache (nginx's
     /// `headers_out.status_line`): a 204 keeps the upstream's Content-Type and Content-Length.
     pub upstream_status: bool,
+    /// Nothing is sent: the connection closes and the request is only logged, with this
+    /// status (nginx terminating a request: a client gone while sending its body, say).
+    pub terminate: bool,
 }
 
 impl Reply {
@@ -134,6 +137,7 @@ impl Reply {
             reason: None,
             proxied: false,
             upstream_status: false,
+            terminate: false,
         }
     }
 
@@ -181,6 +185,7 @@ impl Reply {
             reason,
             proxied,
             upstream_status,
+            terminate,
         } = self;
         *content_type = None;
         *location = None;
@@ -197,6 +202,7 @@ impl Reply {
         *reason = None;
         *proxied = false;
         *upstream_status = false;
+        *terminate = false;
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,

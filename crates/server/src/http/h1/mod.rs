@@ -27,9 +27,9 @@ use tokio::net::{TcpStream, UnixStream};
 
 use self::body::Discard;
 use self::write::{request_line, RefusedShape};
+use super::client_body::{ClientBody, Failure, H1Source, Left};
 use super::output::{is_overflow, Output, Sink};
 use super::phases::{self, Processed};
-use super::proxy::body::RequestBody;
 use super::reply::Body;
 use super::request::REQUEST_NOW;
 use super::request::{log_ctx, Req};
@@ -44,6 +44,16 @@ use crate::worker::ConnGuard;
 
 /// Requests answered on one connection before it lets the others run.
 const FAIR_BATCH: u32 = 16;
+
+/// Writes what is gathered in `out` to `stream`, `send_timeout` bounding each wait (for a
+/// `100 Continue` written while a request's body is read).
+pub async fn flush(
+    stream: &Transport,
+    out: &mut BytesMut,
+    send_timeout: Duration,
+) -> std::io::Result<()> {
+    write::flush_to(stream, out, send_timeout, 0).await
+}
 
 /// Serves one accepted connection until it closes.
 pub async fn serve(
@@ -504,109 +514,27 @@ impl Conn {
         }
         let _clear = Clear;
         let body_kind = req.body();
-        // `client_max_body_size` is checked against the location found for the request URI,
-        // before any body byte is read, as nginx does.
-        // (Only a request with a body needs that lookup.)
-        let first_lc = if body_kind == BodyKind::Empty {
-            &srv.loc
-        } else {
-            super::location::find(&srv.locations, &shoal_http::lossy(req.path()))
-                .map_or(&srv.loc, |l| &l.loc)
-        };
-        let max_body = first_lc.client_max_body_size();
-        let mut too_large =
-            body_kind != BodyKind::Empty && body_kind.check_max_size(max_body).is_err();
-        // A server that proxies reads a request body before the phases run, to pass it on
-        // (nginx's `proxy_request_buffering on`); others discard it after answering.
-        let mut read_first: RequestBody<'static> = RequestBody::None;
-        // Why a body read first was refused (a chunk over `client_max_body_size`, a broken
-        // chunk).
-        let mut refused_body: Option<Discard> = None;
-        // `proxy_request_buffering off` where the URI leads: the body goes upstream as it comes
-        // (chunked needs HTTP/1.1 upstream; else it is read first, as nginx does).
-        let streamed = first_lc.proxy.pass.is_some()
-            && first_lc.proxy.request_buffering == Some(false)
-            && body_kind != BodyKind::Empty
-            && !too_large
-            && (matches!(body_kind, BodyKind::Length(_))
-                || first_lc.proxy.http_version() == super::proxy::HttpVersion::V11);
-        if streamed {
-            if req.expect_continue() && self.buf.is_empty() {
-                self.out.extend_from_slice(shoal_http::response::CONTINUE);
-                self.flush().await?;
-            }
-        } else if srv.has_proxy && body_kind != BodyKind::Empty && !too_large {
-            if req.expect_continue() && self.buf.is_empty() {
-                self.out.extend_from_slice(shoal_http::response::CONTINUE);
-                self.flush().await?;
-            }
-            match self.read_body(body_kind, first_lc).await? {
-                Ok(b) => read_first = b,
-                Err(end @ (Discard::Gone | Discard::TimedOut)) => {
-                    // Closed without an answer, as nginx: a client gone is logged (info) and
-                    // counted as 400, one silent past `client_body_timeout` as 408.
-                    let status = if matches!(end, Discard::Gone) {
-                        crate::conn_log!(
-                            Level::Info,
-                            self.info.number,
-                            "client prematurely closed connection{}",
-                            log_ctx(req, srv, &self.info)
-                        );
-                        400
-                    } else {
-                        408
-                    };
-                    let path = shoal_http::lossy(req.path());
-                    self.log(
-                        req,
-                        srv,
-                        first_lc,
-                        &path,
-                        start,
-                        status,
-                        0,
-                        0,
-                        Vec::new(),
-                        None,
-                    );
-                    return Ok(false);
-                }
-                Err(other) => refused_body = Some(other),
-            }
-        }
-        let info = &self.info;
+        // The body stays where it is until a handler reads it (the proxy does), as nginx.
+        let send_timeout = self.rules.send_timeout;
+        let client_body = ClientBody::h1(
+            body_kind,
+            H1Source {
+                buf: &mut self.buf,
+                stream: &self.stream,
+                out: &mut self.out,
+                send_timeout,
+                expect_continue: req.expect_continue(),
+            },
+        );
         let r = Req {
             req,
             srv,
             host,
-            info,
+            info: &self.info,
             start,
             name_captures,
             client: Some(&self.stream),
             cache_zones,
-        };
-        let req_body = if streamed {
-            let decoder = shoal_http::BodyDecoder::new(body_kind, max_body)
-                .expect("a length over client_max_body_size is not streamed");
-            RequestBody::Streaming(std::cell::RefCell::new(super::proxy::body::Streaming {
-                buf: &mut self.buf,
-                client: &self.stream,
-                decoder,
-                length: match body_kind {
-                    BodyKind::Length(n) => Some(n),
-                    _ => None,
-                },
-                timeout: first_lc.client_body_timeout(),
-                started: false,
-                done: false,
-            }))
-        } else {
-            // The same body, at this scope's lifetime (the type is invariant in it).
-            match read_first {
-                RequestBody::Memory(b) => RequestBody::Memory(b),
-                RequestBody::File(f, n) => RequestBody::File(f, n),
-                RequestBody::None | RequestBody::Streaming(_) => RequestBody::None,
-            }
         };
         let Processed {
             mut reply,
@@ -616,73 +544,19 @@ impl Conn {
             args: _,
             user_vars: _,
             upstream,
-        } = if too_large || matches!(refused_body, Some(Discard::TooLarge(..))) {
-            match refused_body {
-                Some(Discard::TooLarge(before, size)) => crate::conn_log!(
-                    Level::Error,
-                    self.info.number,
-                    "client intended to send too large chunked body: {before}+{size} bytes{}",
-                    r.log_ctx()
-                ),
-                _ => crate::conn_log!(
-                    Level::Error,
-                    self.info.number,
-                    "client intended to send too large body: {} bytes{}",
-                    match body_kind {
-                        BodyKind::Length(n) => n,
-                        _ => 0,
-                    },
-                    r.log_ctx()
-                ),
-            }
-            // The rest of the body is not read: the connection closes after the answer.
-            too_large = true;
-            Processed {
-                reply: Box::new(super::reply::error_reply(413, first_lc)),
-                lc: first_lc,
-                uri: String::new(),
-                close: false,
-                args: None,
-                user_vars: Default::default(),
-                upstream: None,
-            }
-        } else if refused_body.is_some() {
-            crate::conn_log!(
-                Level::Info,
-                self.info.number,
-                "client sent invalid chunked body{}",
-                r.log_ctx()
-            );
-            self.unread_input = true;
-            Processed {
-                reply: Box::new(super::reply::error_reply(400, first_lc)),
-                lc: first_lc,
-                uri: String::new(),
-                close: false,
-                args: None,
-                user_vars: Default::default(),
-                upstream: None,
-            }
-        } else {
-            phases::process(&r, &req_body).await
-        };
-        // A streamed body the answer came before: what is left of it cannot be found again,
-        // so the connection ends after the answer; one not touched is discarded as usual.
-        let (stream_started, stream_done) = match &req_body {
-            RequestBody::Streaming(s) => {
-                let s = s.borrow();
-                (s.started, s.done)
-            }
-            _ => (false, false),
-        };
-        drop(req_body);
-        let body_left = streamed && stream_started && !stream_done;
-        if body_left {
+        } = phases::process(&r, &client_body).await;
+        let left = client_body.left();
+        drop(client_body);
+        self.rules = CloseRules::of(lc);
+        // What the answer left of the body: a streamed one cut short cannot be found again,
+        // a refused or lost one is not read (a lingering close drops what still comes).
+        let too_large = matches!(left, Left::Failed(Failure::TooLarge { .. }));
+        let body_left = left == Left::Partial;
+        if matches!(left, Left::Partial | Left::Failed(_)) {
             self.unread_input = true;
         }
-        self.rules = CloseRules::of(lc);
         if too_large {
-            self.unread_input = true;
+            // nginx's 413: no FIN before the lingering read, so the client's send goes on.
             self.unread_body = true;
         }
         if close {
@@ -705,14 +579,11 @@ impl Conn {
             self.reset_if_asked();
             return Ok(false);
         }
-        // Nothing here reads request bodies (the proxy will); a body is discarded so the next
-        // request on the connection starts where it should: what has arrived now, and the rest
-        // after the answer (as nginx: the answer does not wait for a body nobody reads).
+        // A body no handler read is discarded so the next request on the connection starts
+        // where it should: what has arrived now, and the rest after the answer (as nginx: the
+        // answer does not wait for a body nobody reads).
         let mut discard_later = None;
-        if body_kind != BodyKind::Empty
-            && !too_large
-            && (!srv.has_proxy || (streamed && !stream_started))
-        {
+        if left == Left::Unread {
             if req.expect_continue() && self.buf.is_empty() {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
@@ -720,7 +591,7 @@ impl Conn {
             match self.discard_now(body_kind) {
                 Discard::Done => {}
                 Discard::Later(d) => discard_later = Some(d),
-                Discard::Gone | Discard::TimedOut | Discard::TooLarge(..) | Discard::Invalid => {
+                Discard::Invalid => {
                     // A malformed chunked body: nginx answers 400 and closes.
                     crate::conn_log!(
                         Level::Info,
@@ -729,7 +600,7 @@ impl Conn {
                         log_ctx(req, srv, &self.info)
                     );
                     self.unread_input = true;
-                    *reply = super::reply::error_reply(400, lc);
+                    *reply = crate::http::reply::error_reply(400, lc);
                 }
             }
         }

@@ -355,7 +355,7 @@ fn flush_now(stream: &Transport, out: &mut BytesMut) -> io::Result<bool> {
 /// Writes what the socket takes of `out`, then waits for the client only while more than
 /// `keep` bytes of it are left, `send_timeout` bounding each wait for the client to take more,
 /// not the whole transfer (nginx's rule). After an error nothing is left to send.
-async fn flush_to(
+pub(super) async fn flush_to(
     stream: &Transport,
     out: &mut BytesMut,
     send_timeout: Duration,

@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use shoal_http::upstream::UpstreamRequest;
 
-use super::body::{ClientBodyError, RequestBody, UpstreamBody};
+use super::body::UpstreamBody;
 use super::request::{self, UriParts};
 use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
 use crate::deadline::Timer;
+use crate::http::client_body::{BodyToSend, ClientBody, Failure, Whole};
 use crate::http::reply::{Body, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
@@ -400,6 +401,9 @@ pub enum Handled {
     /// The client closed its connection while the upstream was working: nothing is sent, the
     /// upstream connection is closed, the access log says 499.
     ClientGone,
+    /// The client's body could not be read (refused, broken, lost): the request ends as
+    /// [`Failure`] says.
+    BodyFailed(Failure),
 }
 
 /// The request's URI state, for the URI sent upstream.
@@ -419,8 +423,9 @@ pub struct UriState<'a> {
 enum Fail {
     /// The client closed while the answer was awaited: not the upstream's fault.
     ClientGone,
-    /// The client's streamed body was malformed (400) or over `client_max_body_size` (413).
-    ClientBody(ClientBodyError),
+    /// The client's streamed body was malformed (400), over `client_max_body_size` (413), or
+    /// timed out (408).
+    ClientBody(Failure),
     /// `error`: refused, reset, closed early (502).
     Error(String),
     /// `timeout` (504).
@@ -437,10 +442,16 @@ pub async fn handle(
     pass: &ProxyPass,
     st: UriState<'_>,
     method: &str,
-    body: &RequestBody<'_>,
+    client_body: &ClientBody<'_>,
 ) -> (Handled, Option<Rc<RefCell<Record>>>) {
+    // The body first (read whole, or set to stream with `proxy_request_buffering off`), as
+    // nginx reads it before it starts the upstream.
+    let body = match client_body.for_upstream(lc).await {
+        Ok(b) => b,
+        Err(f) => return (Handled::BodyFailed(f), None),
+    };
     let mut record = None;
-    let handled = run(r, lc, pass, st, method, body, &mut record).await;
+    let handled = run(r, lc, pass, st, method, &body, &mut record).await;
     (handled, record)
 }
 
@@ -450,7 +461,7 @@ async fn run(
     pass: &ProxyPass,
     st: UriState<'_>,
     method: &str,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
 ) -> Handled {
     let conf = &lc.proxy;
@@ -519,7 +530,7 @@ async fn run(
         v.upstream = Some(&rec);
         let chunked = set_body.is_none()
             && conf.pass_request_body()
-            && matches!(body, RequestBody::Streaming(_))
+            && matches!(body, BodyToSend::Streaming(..))
             && body_len.is_none();
         let req = request::Head {
             method,
@@ -648,16 +659,9 @@ async fn run(
                 state::free(&upstream, &mut attempt, Outcome::Success);
                 return Handled::ClientGone;
             }
-            Fail::ClientBody(e) => {
-                // nginx: an invalid chunk is an info line and 400, a chunk over
-                // `client_max_body_size` an error line and 413.
-                let (level, status) = match e {
-                    ClientBodyError::TooLarge(..) => (Level::Error, 413),
-                    _ => (Level::Info, 400),
-                };
-                crate::conn_log!(level, r.info.number, "{e}{}", r.log_ctx());
+            Fail::ClientBody(f) => {
                 state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::Error(status);
+                return Handled::BodyFailed(f);
             }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
@@ -690,7 +694,7 @@ enum SendError {
     TimedOut,
     Io(std::io::Error),
     /// The client's body could not be read (streamed bodies).
-    Client(ClientBodyError),
+    Client(Failure),
 }
 
 /// Writes `data`, each wait for the upstream bounded by `timeout`.
@@ -721,7 +725,7 @@ fn first_write<'h>(
     head: &'h [u8],
     set_body: Option<&[u8]>,
     conf: &ProxyLoc,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
 ) -> Cow<'h, [u8]> {
     let with = |b: &[u8]| {
         if b.is_empty() {
@@ -734,7 +738,7 @@ fn first_write<'h>(
     };
     match (set_body, conf.pass_request_body(), body) {
         (Some(b), _, _) => with(b),
-        (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => with(b),
+        (None, true, BodyToSend::Whole(Whole::Memory(b))) if b.len() <= SMALL_BODY => with(b),
         _ => Cow::Borrowed(head),
     }
 }
@@ -752,7 +756,7 @@ async fn send_request(
     sent: usize,
     set_body: Option<&[u8]>,
     conf: &ProxyLoc,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     timeout: Duration,
 ) -> Result<(), SendError> {
     write_timed(stream, timer, &first[sent..], timeout).await?;
@@ -761,18 +765,18 @@ async fn send_request(
     // `TCP_NODELAY`, and nginx sets none on upstream connections.)
     match (set_body, conf.pass_request_body(), body) {
         (Some(_), _, _) => Ok(()),
-        (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => Ok(()),
-        (None, true, RequestBody::Memory(b)) => {
+        (None, true, BodyToSend::Whole(Whole::Memory(b))) if b.len() <= SMALL_BODY => Ok(()),
+        (None, true, BodyToSend::Whole(Whole::Memory(b))) => {
             stream.set_nodelay();
             write_timed(stream, timer, b, timeout).await
         }
-        (None, true, RequestBody::File(f, len)) => {
+        (None, true, BodyToSend::Whole(Whole::File(f, len))) => {
             stream.set_nodelay();
             let mut off = 0u64;
             let mut chunk = vec![0u8; 64 * 1024];
             while off < *len {
                 let want = ((*len - off) as usize).min(chunk.len());
-                let n = std::os::unix::fs::FileExt::read_at(f, &mut chunk[..want], off)
+                let n = std::os::unix::fs::FileExt::read_at(&**f, &mut chunk[..want], off)
                     .map_err(SendError::Io)?;
                 if n == 0 {
                     return Err(SendError::Io(std::io::Error::other(
@@ -784,11 +788,10 @@ async fn send_request(
             }
             Ok(())
         }
-        (None, true, RequestBody::Streaming(s)) => {
+        (None, true, BodyToSend::Streaming(s, length)) => {
             stream.set_nodelay();
-            let mut s = s.borrow_mut();
-            let chunked = s.length.is_none();
-            while let Some(piece) = s.next().await.map_err(SendError::Client)? {
+            let chunked = length.is_none();
+            while let Some(piece) = s.next_piece().await.map_err(SendError::Client)? {
                 if chunked {
                     let mut framed = Vec::with_capacity(piece.len() + 16);
                     shoal_http::response::write_chunk(&mut framed, &piece);
@@ -1181,7 +1184,7 @@ async fn exchange(
     head: &[u8],
     first: &[u8],
     set_body: Option<&[u8]>,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     conn: u64,
@@ -1260,7 +1263,7 @@ async fn send_and_read(
     head: &[u8],
     (first, sent): (&[u8], usize),
     set_body: Option<&[u8]>,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     upstream: &Arc<UpstreamConf>,
@@ -1293,10 +1296,8 @@ async fn send_and_read(
                 true,
             ))
         }
-        Err(SendError::Client(ClientBodyError::Gone)) => return Err((Fail::ClientGone, true)),
-        Err(SendError::Client(e @ (ClientBodyError::Invalid | ClientBodyError::TooLarge(..)))) => {
-            return Err((Fail::ClientBody(e), true))
-        }
+        Err(SendError::Client(Failure::Gone)) => return Err((Fail::ClientGone, true)),
+        Err(SendError::Client(f)) => return Err((Fail::ClientBody(f), true)),
         Err(SendError::Io(e)) => {
             return Err((
                 Fail::Error(format!(

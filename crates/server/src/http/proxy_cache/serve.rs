@@ -538,6 +538,7 @@ pub fn answer(
             record.borrow_mut().cache_status = Some(plan.status);
             Handled::ClientGone
         }
+        other @ Handled::BodyFailed(_) => other,
     }
 }
 
@@ -562,7 +563,7 @@ pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Backgro
         pass,
         st,
         "GET",
-        &crate::http::proxy::body::RequestBody::None,
+        &crate::http::client_body::ClientBody::none(),
     )
     .await;
     let Some(record) = record else {
