@@ -154,6 +154,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::proxy::DIRECTIVES,
             crate::http::proxy_cache::DIRECTIVES,
             crate::http::access::DIRECTIVES,
+            crate::http::auth_basic::DIRECTIVES,
             crate::http::auth_delay::DIRECTIVES,
             crate::http::limit_req::DIRECTIVES,
             crate::http::limit_conn::DIRECTIVES,

@@ -70,8 +70,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("alias",                          "ngx_http_core_module",          Unsupported),
     ("ancient_browser",                "ngx_http_browser_module",       Unsupported),
     ("ancient_browser_value",          "ngx_http_browser_module",       Inert),
-    ("auth_basic",                     "ngx_http_auth_basic_module",    Unsupported),
-    ("auth_basic_user_file",           "ngx_http_auth_basic_module",    Inert),
     ("auth_http",                      "ngx_mail_auth_http_module",     Inert),
     ("auth_http_header",               "ngx_mail_auth_http_module",     Inert),
     ("auth_http_pass_client_cert",     "ngx_mail_auth_http_module",     Inert),

@@ -200,7 +200,10 @@ pub enum Decision {
     Allow,
     /// Finish the request with `status`. `forbidden_by_rule`: log `access forbidden by rule`
     /// at `error` first. A 401 is delayed by `auth_delay` (see [`crate::http::auth_delay`]).
-    Refuse { status: u16, forbidden_by_rule: bool },
+    Refuse {
+        status: u16,
+        forbidden_by_rule: bool,
+    },
 }
 
 impl Gate {
@@ -252,8 +255,16 @@ pub const FORBIDDEN_BY_RULE: &str = "access forbidden by rule";
 enum Parsed {
     All,
     Unix,
-    V4 { addr: u32, mask: u32, masked: bool },
-    V6 { addr: u128, mask: u128, masked: bool },
+    V4 {
+        addr: u32,
+        mask: u32,
+        masked: bool,
+    },
+    V6 {
+        addr: u128,
+        mask: u128,
+        masked: bool,
+    },
 }
 
 /// An `allow`/`deny` argument: `all`, `unix:`, or an address with an optional `/bits`.
@@ -480,7 +491,10 @@ mod tests {
         }
         // nginx's own readings, checked with `nginx -t`.
         assert_eq!(v6(":1::"), Some("1::".parse().unwrap()));
-        assert_eq!(v6(":1:2:3:4:5:6:7:8"), Some("1:2:3:4:5:6:7:8".parse().unwrap()));
+        assert_eq!(
+            v6(":1:2:3:4:5:6:7:8"),
+            Some("1:2:3:4:5:6:7:8".parse().unwrap())
+        );
         for bad in [
             "1:2:3:4:5:6:7::",
             "1:2:3:4:5:6:7:8:9",
@@ -634,7 +648,10 @@ mod tests {
         // deny all + auth_basic: the rule's 403 comes first (seen with nginx).
         assert_eq!(run(Satisfy::All, &[Forbidden, Ok]), refuse(403, true));
         assert_eq!(run(Satisfy::All, &[Ok, Status(401)]), refuse(401, false));
-        assert_eq!(run(Satisfy::All, &[Declined, Status(500)]), refuse(500, false));
+        assert_eq!(
+            run(Satisfy::All, &[Declined, Status(500)]),
+            refuse(500, false)
+        );
     }
 
     #[test]

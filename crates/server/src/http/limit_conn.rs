@@ -238,7 +238,10 @@ impl LimitConnLoc {
     }
 
     pub fn limits(&self) -> &[Limit] {
-        self.limits.as_deref().map(Vec::as_slice).unwrap_or_default()
+        self.limits
+            .as_deref()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// `limit_conn_log_level` (default `error`).
@@ -324,9 +327,7 @@ impl LimitConnLoc {
                 }
                 return out;
             }
-            out.guard
-                .held
-                .push((memory.clone(), key.as_slice().into()));
+            out.guard.held.push((memory.clone(), key.as_slice().into()));
         }
         out
     }
@@ -339,7 +340,10 @@ fn set_limit_conn_zone(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Res
         return Err(err(d, format!("invalid parameter \"{v}\"")));
     };
     if name.is_empty() {
-        return Err(err(d, format!("\"{}\" must have \"zone\" parameter", d.name)));
+        return Err(err(
+            d,
+            format!("\"{}\" must have \"zone\" parameter", d.name),
+        ));
     }
     let Zone::Conn(z) = b.shm_zones.add(d, &name, size, Tag::LimitConn, || {
         Zone::Conn(Arc::new(ConnZone::new(&name)))
@@ -512,11 +516,15 @@ mod tests {
         // 80 keys of 201 bytes fill a 32k zone, as nginx's did here.
         let mut held = Vec::new();
         for i in 0..80 {
-            let o = lc.acquire(&client("10.0.0.1"), &mut |_| format!("{i:03}{}", "y".repeat(198)));
+            let o = lc.acquire(&client("10.0.0.1"), &mut |_| {
+                format!("{i:03}{}", "y".repeat(198))
+            });
             assert_eq!(o.reject, None, "key {i}");
             held.push(o.guard);
         }
-        let o = lc.acquire(&client("10.0.0.1"), &mut |_| format!("999{}", "y".repeat(198)));
+        let o = lc.acquire(&client("10.0.0.1"), &mut |_| {
+            format!("999{}", "y".repeat(198))
+        });
         assert_eq!(o.reject, Some(503));
         assert_eq!(o.lines[0].0, Level::Crit);
         assert!(!o.lines[0].1.about_request());
@@ -525,7 +533,9 @@ mod tests {
             "ngx_slab_alloc() failed: no memory in limit_conn_zone \"c32\""
         );
         held.pop();
-        let o = lc.acquire(&client("10.0.0.1"), &mut |_| format!("999{}", "y".repeat(198)));
+        let o = lc.acquire(&client("10.0.0.1"), &mut |_| {
+            format!("999{}", "y".repeat(198))
+        });
         assert_eq!(o.reject, None);
     }
 
@@ -545,7 +555,8 @@ mod tests {
                         let k = format!("{}", i % 7);
                         let a = lc.acquire(&client("10.0.0.1"), &mut |_| k.clone());
                         let b = lc.acquire(&client("10.0.0.1"), &mut |_| format!("t{t}"));
-                        refused += usize::from(a.reject.is_some()) + usize::from(b.reject.is_some());
+                        refused +=
+                            usize::from(a.reject.is_some()) + usize::from(b.reject.is_some());
                     }
                     refused
                 })
@@ -566,7 +577,10 @@ mod tests {
     #[test]
     fn defaults_and_names() {
         let lc = LimitConnLoc::default();
-        assert_eq!((lc.status(), lc.log_level(), lc.dry_run()), (503, Level::Error, false));
+        assert_eq!(
+            (lc.status(), lc.log_level(), lc.dry_run()),
+            (503, Level::Error, false)
+        );
         let o = lc.acquire(&client("10.0.0.1"), &mut no_vars);
         assert_eq!((o.status, o.reject), (None, None));
         assert_eq!(Status::Passed.as_str(), "PASSED");

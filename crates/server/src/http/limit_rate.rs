@@ -23,7 +23,12 @@ use crate::http::loc_conf;
 use crate::variables::Template;
 
 pub static DIRECTIVES: &[Command] = &[
-    Command::new("limit_rate", Ctx::HSL.or(Ctx::LIF), Args::ONE, set_limit_rate),
+    Command::new(
+        "limit_rate",
+        Ctx::HSL.or(Ctx::LIF),
+        Args::ONE,
+        set_limit_rate,
+    ),
     Command::new(
         "limit_rate_after",
         Ctx::HSL.or(Ctx::LIF),

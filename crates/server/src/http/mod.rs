@@ -9,6 +9,7 @@
 pub mod access;
 pub mod access_log;
 pub mod aio;
+pub mod auth_basic;
 pub mod auth_delay;
 pub mod conn;
 pub mod directives;
@@ -270,6 +271,7 @@ pub struct LocConf {
     pub stub_status: Option<bool>,
     pub proxy: proxy::ProxyLoc,
     pub access: access::AccessLoc,
+    pub auth_basic: auth_basic::AuthBasicLoc,
     pub auth_delay: auth_delay::AuthDelayLoc,
     pub limit_req: limit_req::LimitReqLoc,
     pub limit_conn: limit_conn::LimitConnLoc,
@@ -402,6 +404,7 @@ impl LocConf {
         merge(&mut self.directio, &parent.directio);
         merge(&mut self.directio_alignment, &parent.directio_alignment);
         self.access.merge(&parent.access);
+        self.auth_basic.merge(&parent.auth_basic);
         self.auth_delay.merge(&parent.auth_delay);
         self.limit_req.merge(&parent.limit_req);
         self.limit_conn.merge(&parent.limit_conn);

@@ -169,11 +169,7 @@ impl ReqZone {
         };
         let mut shard = memory.lock(key);
         if let Some(b) = shard.get_mut(key) {
-            let excess = if b.fresh {
-                0
-            } else {
-                drain(b, decl.rate, now)
-            };
+            let excess = if b.fresh { 0 } else { drain(b, decl.rate, now) };
             if excess > burst {
                 return Lookup::Busy(excess);
             }
@@ -448,7 +444,10 @@ impl LimitReqLoc {
     }
 
     pub fn limits(&self) -> &[Limit] {
-        self.limits.as_deref().map(Vec::as_slice).unwrap_or_default()
+        self.limits
+            .as_deref()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// `limit_req_log_level` (default `error`).
@@ -689,7 +688,8 @@ fn set_limit_req(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
             return Err(err(d, format!("invalid parameter \"{v}\"")));
         }
     }
-    let zone = zone.ok_or_else(|| err(d, format!("\"{}\" must have \"zone\" parameter", d.name)))?;
+    let zone =
+        zone.ok_or_else(|| err(d, format!("\"{}\" must have \"zone\" parameter", d.name)))?;
     let lc = &mut loc_conf(s).limit_req;
     let mut limits = lc.limits.as_deref().cloned().unwrap_or_default();
     if limits.iter().any(|l| Arc::ptr_eq(&l.zone, &zone)) {

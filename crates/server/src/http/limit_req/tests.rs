@@ -38,7 +38,9 @@ fn rates() {
     assert_eq!(parse_rate("30r/m"), Some(500));
     assert_eq!(parse_rate("1r/m"), Some(16));
     assert_eq!(parse_rate("5"), Some(5000));
-    for bad in ["0r/s", "1r/h", "1.5r/s", "r/s", "", "-1r/s", "1R/s", "1r/S", "1r"] {
+    for bad in [
+        "0r/s", "1r/h", "1.5r/s", "r/s", "", "-1r/s", "1R/s", "1r/S", "1r",
+    ] {
         assert_eq!(parse_rate(bad), None, "{bad}");
     }
 }
@@ -83,7 +85,10 @@ fn burst_delays_then_refuses() {
     // Another client has its own bucket.
     assert_eq!(at(&lc, "10.0.0.2", 14).1, Action::Pass);
     // 1.5 s later the first one's 2.000 drained to -1.000 + 1.000 = 0.
-    assert_eq!(at(&lc, "10.0.0.1", 1500), (Some(Status::Passed), Action::Pass));
+    assert_eq!(
+        at(&lc, "10.0.0.1", 1500),
+        (Some(Status::Passed), Action::Pass)
+    );
 }
 
 #[test]
@@ -99,8 +104,14 @@ fn nodelay_and_delay_parameter() {
     let lc = loc(vec![limit(&z, 3, Some(1))]);
     assert_eq!(at(&lc, "10.0.0.1", 0).1, Action::Pass);
     assert_eq!(at(&lc, "10.0.0.1", 0).1, Action::Pass);
-    assert_eq!(at(&lc, "10.0.0.1", 0).1, Action::Delay(Duration::from_secs(1)));
-    assert_eq!(at(&lc, "10.0.0.1", 0).1, Action::Delay(Duration::from_secs(2)));
+    assert_eq!(
+        at(&lc, "10.0.0.1", 0).1,
+        Action::Delay(Duration::from_secs(1))
+    );
+    assert_eq!(
+        at(&lc, "10.0.0.1", 0).1,
+        Action::Delay(Duration::from_secs(2))
+    );
     assert_eq!(at(&lc, "10.0.0.1", 0).1, Action::Reject(503));
 }
 

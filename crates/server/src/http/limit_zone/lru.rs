@@ -150,7 +150,9 @@ impl<V> Lru<V> {
         }
         let i = self.oldest;
         self.unlink(i);
-        let s = self.slots[i as usize].take().expect("linked slots are occupied");
+        let s = self.slots[i as usize]
+            .take()
+            .expect("linked slots are occupied");
         self.index.remove(&s.key);
         self.free.push(i);
         Some((s.key, s.value))

@@ -457,14 +457,18 @@ mod tests {
         let a = r.adopt(Tag::LimitReq, "one", 32768, "$a", || 1u32).unwrap();
         let b = r.adopt(Tag::LimitReq, "one", 32768, "$a", || 2u32).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
-        let e = r.adopt(Tag::LimitReq, "one", 32768, "$b", || 3u32).unwrap_err();
+        let e = r
+            .adopt(Tag::LimitReq, "one", 32768, "$b", || 3u32)
+            .unwrap_err();
         assert_eq!(
             e,
             "limit_req \"one\" uses the \"$b\" key while previously it used the \"$a\" key"
         );
         let c = r.adopt(Tag::LimitReq, "one", 65536, "$b", || 4u32).unwrap();
         assert_eq!(*c, 4);
-        let d = r.adopt(Tag::LimitConn, "one", 65536, "$b", || 5u32).unwrap();
+        let d = r
+            .adopt(Tag::LimitConn, "one", 65536, "$b", || 5u32)
+            .unwrap();
         assert_eq!(*d, 5);
         drop((a, b, c, d));
         let f = r.adopt(Tag::LimitReq, "one", 65536, "$z", || 6u32).unwrap();

@@ -189,7 +189,10 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 191);
-        assert!(!s.alloc(200), "a bigger class needs a page and none is free");
+        assert!(
+            !s.alloc(200),
+            "a bigger class needs a page and none is free"
+        );
         s.free(84);
         assert!(s.alloc(84));
         // Freeing whole pages' worth of small chunks makes room for other classes.
