@@ -586,3 +586,118 @@ fn buffer_directives() {
         1,
     );
 }
+
+/// `allow`/`deny`, `satisfy`, `auth_basic`, `auth_delay`, `limit_req`, `limit_conn` and
+/// `limit_rate`: nginx 1.22's answers to bad values (each checked with `nginx -t`).
+#[test]
+fn access_and_limit_directives() {
+    let loc = |body: &str| {
+        format!("events {{}}\nhttp {{\n    server {{\n        location / {{\n            {body}\n        }}\n    }}\n}}\n")
+    };
+    let zone = "limit_req_zone $binary_remote_addr zone=one:10m rate=1r/s;";
+    let http = |body: &str| format!("events {{}}\nhttp {{\n    {body}\n}}\n");
+    fails_at(
+        &loc("allow 1.2.3.4/33;"),
+        "invalid parameter \"1.2.3.4/33\"",
+        5,
+    );
+    fails_at(
+        &loc("deny 255.255.255.255;"),
+        "invalid parameter \"255.255.255.255\"",
+        5,
+    );
+    fails_at(
+        &loc("allow 1:2:3:4:5:6:7::;"),
+        "invalid parameter \"1:2:3:4:5:6:7::\"",
+        5,
+    );
+    fails_at(&http("satisfy some;"), "invalid value \"some\"", 3);
+    fails_at(
+        &http("auth_basic off; auth_basic x;"),
+        "\"auth_basic\" directive is duplicate",
+        3,
+    );
+    fails_at(
+        &http("auth_delay x;"),
+        "\"auth_delay\" directive invalid value",
+        3,
+    );
+    fails_at(
+        &http("limit_req_zone $binary_remote_addr zone=one:10m rate=0r/s;"),
+        "invalid rate \"rate=0r/s\"",
+        3,
+    );
+    fails_at(
+        &http("limit_req_zone $binary_remote_addr zone=one:31k rate=1r/s;"),
+        "zone \"zone=one:31k\" is too small",
+        3,
+    );
+    fails_at(
+        &http("limit_req_zone $binary_remote_addr zone=one:1g rate=1r/s;"),
+        "invalid zone size \"zone=one:1g\"",
+        3,
+    );
+    fails_at(
+        &http(&format!(
+            "{zone} limit_req_zone $uri zone=one:10m rate=2r/s;"
+        )),
+        "limit_req_zone \"one\" is already bound to key \"$binary_remote_addr\"",
+        3,
+    );
+    fails_at(
+        &http(&format!("{zone} limit_conn_zone $uri zone=one:10m;")),
+        "the shared memory zone \"one\" is already declared for a different use",
+        3,
+    );
+    fails_at(
+        &http(&format!("{zone} limit_req_zone $uri zone=one:20m rate=2r/s;")),
+        "the size 20971520 of shared memory zone \"one\" conflicts with already declared size 10485760",
+        3,
+    );
+    fails_at(
+        &format!("events {{}}\nhttp {{\n    {zone}\n    server {{\n        location / {{\n            limit_req zone=one burst=0;\n        }}\n    }}\n}}\n"),
+        "invalid burst value \"burst=0\"",
+        6,
+    );
+    fails_at(
+        &http("limit_req_status 600;"),
+        "value must be between 400 and 599",
+        3,
+    );
+    fails_at(
+        &http("limit_conn_log_level debug;"),
+        "invalid value \"debug\"",
+        3,
+    );
+    fails_at(
+        &http("limit_rate 1g;"),
+        "\"limit_rate\" directive invalid value",
+        3,
+    );
+    fails_at(
+        "events {}\nhttp {\n    limit_conn_zone $binary_remote_addr zone=addr:10m;\n    server {\n        location / {\n            limit_conn addr 65536;\n        }\n    }\n}\n",
+        "connection limit must be less 65536",
+        6,
+    );
+
+    // A zone used and never declared: reported without a place, as nginx does.
+    let p = Prefix::new();
+    let (code, err, file) = test_conf(&p, &loc("limit_req zone=two;"));
+    assert_eq!(
+        err,
+        format!(
+            "shoal: [emerg] zero size shared memory zone \"two\"\nshoal: configuration file {file} test failed\n"
+        )
+    );
+    assert_eq!(code, 1);
+
+    // Host bits: a warning, and the configuration passes.
+    let err = passes(
+        &p,
+        &loc("allow 10.1.2.3/8; limit_req_dry_run on; auth_basic_user_file x;"),
+    );
+    assert!(
+        err.starts_with("shoal: [warn] low address bits of 10.1.2.3/8 are meaningless in "),
+        "stderr:\n{err}"
+    );
+}

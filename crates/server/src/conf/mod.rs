@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use shoal_conf::{Directive, Error, Span};
 
 pub use names::intern;
-pub use values::{parse_flag, parse_number, parse_size, parse_time};
+pub use values::{parse_flag, parse_number, parse_size, parse_size_km, parse_time};
 
 use crate::core::MainConf;
 use crate::event::EventsConf;
@@ -153,6 +153,12 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::open_file_cache::DIRECTIVES,
             crate::http::proxy::DIRECTIVES,
             crate::http::proxy_cache::DIRECTIVES,
+            crate::http::access::DIRECTIVES,
+            crate::http::auth_basic::DIRECTIVES,
+            crate::http::auth_delay::DIRECTIVES,
+            crate::http::limit_req::DIRECTIVES,
+            crate::http::limit_conn::DIRECTIVES,
+            crate::http::limit_rate::DIRECTIVES,
             crate::upstream::conf::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::tls::DIRECTIVES,
@@ -199,6 +205,9 @@ pub struct Builder {
     pub formats: crate::http::access_log::Formats,
     /// Pools named by `aio threads=NAME`, checked once everything is read.
     pub pool_refs: Vec<(String, Span)>,
+    /// The shared memory zones `limit_req` and `limit_conn` name, checked once everything is
+    /// read.
+    pub shm_zones: crate::http::limit_zone::ShmZones,
 }
 
 impl Builder {
@@ -214,6 +223,7 @@ impl Builder {
             warnings: Vec::new(),
             formats: Default::default(),
             pool_refs: Vec::new(),
+            shm_zones: Default::default(),
         }
     }
 

@@ -6,12 +6,19 @@
 //! everything below it: [`LocConf::merge`] fills what a level left unset from its parent, once,
 //! after the walk, and the accessors hold nginx's defaults, so each default lives in one place.
 
+pub mod access;
 pub mod access_log;
 pub mod aio;
+pub mod auth_basic;
+pub mod auth_delay;
 pub mod client_body;
 pub mod directives;
 pub mod gzip;
 pub mod h1;
+pub mod limit_conn;
+pub mod limit_rate;
+pub mod limit_req;
+pub mod limit_zone;
 pub mod location;
 pub mod map;
 pub mod open_file_cache;
@@ -269,6 +276,12 @@ pub struct LocConf {
     /// `stub_status` in this location (not inherited).
     pub stub_status: Option<bool>,
     pub proxy: proxy::ProxyLoc,
+    pub access: access::AccessLoc,
+    pub auth_basic: auth_basic::AuthBasicLoc,
+    pub auth_delay: auth_delay::AuthDelayLoc,
+    pub limit_req: limit_req::LimitReqLoc,
+    pub limit_conn: limit_conn::LimitConnLoc,
+    pub limit_rate: limit_rate::LimitRateLoc,
 }
 
 /// `root PATH` or `alias PATH`: where a URI's file is.
@@ -396,6 +409,12 @@ impl LocConf {
         merge(&mut self.aio_residency_check, &parent.aio_residency_check);
         merge(&mut self.directio, &parent.directio);
         merge(&mut self.directio_alignment, &parent.directio_alignment);
+        self.access.merge(&parent.access);
+        self.auth_basic.merge(&parent.auth_basic);
+        self.auth_delay.merge(&parent.auth_delay);
+        self.limit_req.merge(&parent.limit_req);
+        self.limit_conn.merge(&parent.limit_conn);
+        self.limit_rate.merge(&parent.limit_rate);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
