@@ -81,6 +81,9 @@ pub enum Var {
     Upstream(String),
     /// `$proxy_add_x_forwarded_for`: the client's `X-Forwarded-For` with `$remote_addr` added.
     ProxyAddXForwardedFor,
+    /// A variable of a module in [`crate::http::modules`] (`$limit_req_status`): the value the
+    /// module set for the request, if any.
+    Module(&'static str),
 }
 
 impl Var {
@@ -177,6 +180,8 @@ impl Var {
                     Var::Cookie(n.to_string())
                 } else if name.len() == 1 && name.as_bytes()[0].is_ascii_digit() {
                     Var::Capture((name.as_bytes()[0] - b'0') as usize)
+                } else if let Some(n) = crate::http::modules::has_variable(name) {
+                    Var::Module(n)
                 } else {
                     return None;
                 }
@@ -497,6 +502,8 @@ pub struct Vars<'a> {
     pub request_line: Option<&'a str>,
     /// A proxied request's upstream exchange (`$upstream_*`, `$proxy_host`, `$proxy_port`).
     pub upstream: Option<&'a crate::http::proxy::handler::Record>,
+    /// What the modules keep for the request (their variables' values).
+    pub extras: Option<&'a crate::http::request::Extras>,
 }
 
 impl Vars<'_> {
@@ -546,7 +553,19 @@ impl Vars<'_> {
                     let _ = write!(out, "{}", p.port());
                 }
             }
-            Var::RemoteUser => return false,
+            // As nginx: the user of a `Basic` Authorization header, whatever auth_basic said.
+            Var::RemoteUser => {
+                let Some(c) = req
+                    .and_then(|r| crate::http::auth_basic::credentials(r.header("authorization")))
+                else {
+                    return false;
+                };
+                out.push_str(&shoal_http::lossy(&c.user));
+            }
+            Var::Module(name) => match self.extras {
+                Some(e) => return e.var(name, out),
+                None => return false,
+            },
             Var::ServerAddr => match self.local {
                 Some(l) => {
                     let _ = write!(out, "{}", l.ip());
@@ -877,7 +896,6 @@ impl Vars<'_> {
                 }
                 true
             }
-            Var::RemoteUser => false,
             Var::TimeLocal => {
                 with_local_time(|t| out.extend_from_slice(t.local.as_bytes()));
                 true

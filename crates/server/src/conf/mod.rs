@@ -153,19 +153,13 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::open_file_cache::DIRECTIVES,
             crate::http::proxy::DIRECTIVES,
             crate::http::proxy_cache::DIRECTIVES,
-            crate::http::access::DIRECTIVES,
-            crate::http::auth_basic::DIRECTIVES,
-            crate::http::auth_delay::DIRECTIVES,
-            crate::http::limit_req::DIRECTIVES,
-            crate::http::limit_conn::DIRECTIVES,
-            crate::http::limit_rate::DIRECTIVES,
             crate::upstream::conf::DIRECTIVES,
             crate::listen::DIRECTIVES,
             crate::tls::DIRECTIVES,
             crate::pending::DIRECTIVES,
         ];
         let mut map: HashMap<&'static str, Vec<&'static Command>> = HashMap::new();
-        for table in modules {
+        for table in modules.iter().chain(crate::http::modules::DIRECTIVE_TABLES) {
             for cmd in table.iter() {
                 map.entry(cmd.name).or_default().push(cmd);
             }

@@ -436,6 +436,31 @@ fn set_satisfy(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), 
     set_once(&mut loc_conf(s).access.satisfy, satisfy, d)
 }
 
+/// The access module's place in the module list: its access handler.
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = AccessLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+
+    fn merge(loc: &mut AccessLoc, parent: &AccessLoc) {
+        loc.merge(parent);
+    }
+
+    async fn access(
+        loc: &AccessLoc,
+        cx: &crate::http::modules::Cx<'_, '_, '_>,
+    ) -> crate::http::modules::Access {
+        if loc.rules.is_none() {
+            return crate::http::modules::Access::DECLINED;
+        }
+        crate::http::modules::Access {
+            answer: loc.check(&cx.client()),
+            header: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,18 @@ fn set_auth_delay(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     set_once(&mut loc_conf(s).auth_delay.delay, t, d)
 }
 
+/// `auth_delay`'s place in the module list (the access phase reads it).
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = AuthDelayLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+
+    fn merge(loc: &mut AuthDelayLoc, parent: &AuthDelayLoc) {
+        loc.merge(parent);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

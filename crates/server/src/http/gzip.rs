@@ -634,6 +634,25 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
     }
 }
 
+/// The gzip filter's place in the module list: its header filter decides, and the body is
+/// compressed on its way out at the level it chose ([`crate::http::reply::Reply::gzip`]).
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = ();
+    const DIRECTIVES: &'static [crate::conf::Command] = &[];
+
+    fn merge(_: &mut (), _: &()) {}
+
+    fn header_filter(
+        _: &(),
+        cx: &crate::http::modules::Cx<'_, '_, '_>,
+        reply: &mut Box<crate::http::reply::Reply>,
+    ) {
+        reply.gzip = header_filter(reply, cx.r.req, cx.lc);
+    }
+}
+
 /// The gzip header filter: decides, and adjusts the headers of a compressed answer.
 /// Returns the compression level to use.
 pub fn header_filter(

@@ -407,6 +407,44 @@ fn set_dry_run(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), 
     set_once(&mut loc_conf(s).limit_conn.dry_run, flag_arg(d), d)
 }
 
+/// `limit_conn`'s place in the module list: its preaccess handler.
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = LimitConnLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+    const VARIABLES: &'static [&'static str] = &["limit_conn_status"];
+
+    fn merge(loc: &mut LimitConnLoc, parent: &LimitConnLoc) {
+        loc.merge(parent);
+    }
+
+    async fn preaccess(
+        loc: &LimitConnLoc,
+        cx: &crate::http::modules::Cx<'_, '_, '_>,
+    ) -> Option<Box<crate::http::reply::Reply>> {
+        if loc.limits().is_empty() {
+            return None;
+        }
+        let out = loc.acquire(&cx.client(), &mut |t| cx.eval(t));
+        for (level, line) in &out.lines {
+            if line.about_request() {
+                cx.log(*level, line);
+            } else {
+                crate::error_log!(*level, "{line}");
+            }
+        }
+        if let Some(s) = out.status {
+            cx.r.extras
+                .set_var("limit_conn_status", s.as_str().to_string());
+        }
+        // The counts go back when the request ends.
+        cx.r.extras.hold(Box::new(out.guard));
+        out.reject
+            .map(|code| Box::new(crate::http::reply::error_reply(code, cx.lc)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,6 +184,18 @@ fn set_limit_rate_after(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Re
     set_once(&mut loc_conf(s).limit_rate.after, v, d)
 }
 
+/// `limit_rate`'s place in the module list (the body writer paces by it).
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = LimitRateLoc;
+    const DIRECTIVES: &'static [crate::conf::Command] = DIRECTIVES;
+
+    fn merge(loc: &mut LimitRateLoc, parent: &LimitRateLoc) {
+        loc.merge(parent);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

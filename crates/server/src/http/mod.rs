@@ -15,18 +15,22 @@ pub mod client_body;
 pub mod directives;
 pub mod gzip;
 pub mod h1;
+pub mod headers;
 pub mod limit_conn;
 pub mod limit_rate;
 pub mod limit_req;
 pub mod limit_zone;
 pub mod location;
 pub mod map;
+pub mod modules;
+pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;
 pub mod phases;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod range;
+pub mod range_filter;
 pub mod reply;
 pub mod request;
 pub mod rewrite;
@@ -276,12 +280,23 @@ pub struct LocConf {
     /// `stub_status` in this location (not inherited).
     pub stub_status: Option<bool>,
     pub proxy: proxy::ProxyLoc,
-    pub access: access::AccessLoc,
-    pub auth_basic: auth_basic::AuthBasicLoc,
-    pub auth_delay: auth_delay::AuthDelayLoc,
-    pub limit_req: limit_req::LimitReqLoc,
-    pub limit_conn: limit_conn::LimitConnLoc,
-    pub limit_rate: limit_rate::LimitRateLoc,
+    /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
+    /// [`modules`].
+    pub m: modules::Modules,
+}
+
+/// A module's configuration reads as the location's own field (`lc.auth_basic`).
+impl std::ops::Deref for LocConf {
+    type Target = modules::Modules;
+    fn deref(&self) -> &modules::Modules {
+        &self.m
+    }
+}
+
+impl std::ops::DerefMut for LocConf {
+    fn deref_mut(&mut self) -> &mut modules::Modules {
+        &mut self.m
+    }
 }
 
 /// `root PATH` or `alias PATH`: where a URI's file is.
@@ -409,12 +424,7 @@ impl LocConf {
         merge(&mut self.aio_residency_check, &parent.aio_residency_check);
         merge(&mut self.directio, &parent.directio);
         merge(&mut self.directio_alignment, &parent.directio_alignment);
-        self.access.merge(&parent.access);
-        self.auth_basic.merge(&parent.auth_basic);
-        self.auth_delay.merge(&parent.auth_delay);
-        self.limit_req.merge(&parent.limit_req);
-        self.limit_conn.merge(&parent.limit_conn);
-        self.limit_rate.merge(&parent.limit_rate);
+        self.m.merge(&parent.m);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.

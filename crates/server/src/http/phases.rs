@@ -8,11 +8,11 @@
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::client_body::{self, ClientBody};
-use super::directives::{expires_headers, Return, TryFallback, TryFiles};
+use super::directives::{Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
+use super::modules::Cx;
 use super::proxy::handler::{self as proxy, Handled, Record};
 use super::proxy_cache::serve::Begin;
 use super::reply::{Body, Outcome, Reply};
@@ -220,6 +220,19 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                         }
                     }
                 }
+            }
+        }
+        // nginx's preaccess and access phases (limits, `allow`/`deny`, `auth_basic`), in the
+        // location the request is in now.
+        if rewrite_reply.is_none() && !refused {
+            let cx = Cx {
+                r,
+                lc,
+                rw: &rw,
+                upstream: upstream.as_ref(),
+            };
+            if let Some(reply) = super::modules::access_phases(&cx).await {
+                rewrite_reply = Some(reply);
             }
         }
         let method = if method_get && r.req.method() != "HEAD" {
@@ -570,10 +583,9 @@ fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (R
     }
 }
 
-/// The header filters, in nginx's order: not-modified (`If-*` on a 200: 304 or 412), headers
-/// (`expires` and `add_header`), range (on a 200 that allows ranges: 206, 416 or
-/// `Accept-Ranges`), and what nginx's header writer drops (`Last-Modified` but on 200, 206 and
-/// 304; a 204's body headers).
+/// The header filters of the modules' list, in nginx's order (not-modified, headers, gzip,
+/// range), and what nginx's header writer drops (`Last-Modified` but on 200, 206 and 304; a
+/// 204's body headers).
 fn finish<'s>(
     r: &Req<'s, '_>,
     mut reply: Box<Reply>,
@@ -586,61 +598,13 @@ fn finish<'s>(
     let close = matches!(reply.status, 444 | 499)
         || (reply.status == 408 && !reply.proxied)
         || reply.terminate;
-    let cacheable = matches!(&reply.body, Body::Upstream(u) if u.cacheable);
-    if reply.status == 200 && (!reply.proxied || cacheable) {
-        // nginx's not-modified filter takes an upstream's answer only when it is cacheable
-        // (`r->disable_not_modified = !u->cacheable`); the body is still read into the cache.
-        let verdict = if cacheable {
-            super::proxy_cache::serve::precondition_of_upstream(r.req, lc, &reply)
-        } else {
-            static_files::precondition(r.req, lc, &reply)
-        };
-        if verdict.is_some() {
-            if let Body::Upstream(u) = std::mem::replace(&mut reply.body, Body::Empty) {
-                u.finish_or_store();
-            }
-        }
-        match verdict {
-            Some(412) => *reply = super::reply::error_reply(412, lc),
-            Some(_) => {
-                reply.status = 304;
-                reply.reason = None;
-                reply.content_type = None;
-                reply.body = Body::Empty;
-                reply.allow_ranges = false;
-                // `ngx_http_clear_accept_ranges`: a cached head's own goes too.
-                reply
-                    .extra
-                    .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
-            }
-            None => {}
-        }
-    }
-    headers_filter(r, &mut reply, lc, &rw, upstream);
-    if reply.status == 200 && reply.allow_ranges {
-        // A cacheable upstream answer is streamed: a range is cut from the stream.
-        let unsatisfiable = if matches!(reply.body, Body::Upstream(_)) {
-            super::proxy_cache::partial::range_filter(r.req, lc, &mut reply)
-        } else {
-            static_files::range_filter(r.req, lc, &mut reply)
-        };
-        if let Some(content_range) = unsatisfiable {
-            // nginx finalizes the request with 416 from inside the filter chain: what the
-            // headers filter added for the 200 stays, the chain runs again for the 416 (so an
-            // `add_header ... always` is sent twice), and the validators go (a proxied
-            // answer's are among the headers it passed on).
-            let mut e = super::reply::error_reply(416, lc);
-            e.headers = std::mem::take(&mut reply.headers);
-            e.headers.retain(|(n, _)| *n != "ETag");
-            e.headers.push(("Content-Range", content_range.into()));
-            e.extra = std::mem::take(&mut reply.extra);
-            e.extra.retain(|(n, _)| {
-                !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("last-modified")
-            });
-            *reply = e;
-            headers_filter(r, &mut reply, lc, &rw, upstream);
-        }
-    }
+    let cx = Cx {
+        r,
+        lc,
+        rw: &rw,
+        upstream,
+    };
+    super::modules::header_filters(&cx, &mut reply);
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;
     }
@@ -659,79 +623,6 @@ fn finish<'s>(
         user_vars: rw.vars,
         close,
         upstream: None,
-    }
-}
-
-/// nginx's headers filter: `expires` and `add_header` for 200, 201, 204, 206, 301, 302, 303,
-/// 304, 307 and 308; `add_header ... always` for any status.
-fn headers_filter(
-    r: &Req<'_, '_>,
-    reply: &mut Reply,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    upstream: Option<&Rc<RefCell<Record>>>,
-) {
-    let good = matches!(
-        reply.status,
-        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
-    );
-    if good {
-        if let Some(e) = lc.expires {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or(0);
-            if let Some((expires, cc)) = expires_headers(e, now, reply.mtime) {
-                reply.headers.push(("Expires", expires.into()));
-                reply.headers.push(("Cache-Control", cc.into()));
-            }
-        }
-    }
-    if let Some(headers) = &lc.add_header {
-        let rec = upstream.map(|u| u.borrow());
-        let mut vars = r.vars_rw(rw, lc);
-        vars.upstream = rec.as_deref();
-        add_headers(headers, good, &vars, reply);
-    }
-}
-
-/// nginx's `add_header`: every header for a status its headers filter calls good, else the
-/// `always` ones only; values from `vars`. `$sent_http_*` in a value reads the answer's
-/// headers as they stand, an earlier add_header's included (nginx adds them one by one): that
-/// list is made only when a value asks for it.
-pub fn add_headers(
-    headers: &[super::directives::AddHeader],
-    good: bool,
-    vars: &crate::variables::Vars<'_>,
-    reply: &mut Reply,
-) {
-    let mut sent = headers
-        .iter()
-        .any(|h| h.value.uses_sent_headers())
-        .then(|| crate::variables::Sent {
-            status: reply.status,
-            body_bytes: 0,
-            bytes: 0,
-            headers: reply.header_list(),
-        });
-    for h in headers.iter().filter(|h| good || h.always) {
-        let v: std::borrow::Cow<'static, str> = match &sent {
-            None => match h.value.constant_value(vars) {
-                Some(c) => c.into(),
-                None => vars.eval(&h.value).into(),
-            },
-            Some(s) => {
-                let mut with_sent = vars.clone();
-                with_sent.sent = Some(s);
-                with_sent.eval(&h.value).into()
-            }
-        };
-        if !v.is_empty() {
-            if let Some(s) = &mut sent {
-                s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));
-            }
-            reply.extra.push((h.name.into(), v));
-        }
     }
 }
 

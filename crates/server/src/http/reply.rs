@@ -109,6 +109,8 @@ pub struct Reply {
     /// Nothing is sent: the connection closes and the request is only logged, with this
     /// status (nginx terminating a request: a client gone while sending its body, say).
     pub terminate: bool,
+    /// `gzip_comp_level` when the gzip filter chose to compress the body.
+    pub gzip: Option<u32>,
 }
 
 impl Reply {
@@ -138,6 +140,7 @@ impl Reply {
             proxied: false,
             upstream_status: false,
             terminate: false,
+            gzip: None,
         }
     }
 
@@ -186,6 +189,7 @@ impl Reply {
             proxied,
             upstream_status,
             terminate,
+            gzip,
         } = self;
         *content_type = None;
         *location = None;
@@ -203,6 +207,7 @@ impl Reply {
         *proxied = false;
         *upstream_status = false;
         *terminate = false;
+        *gzip = None;
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,

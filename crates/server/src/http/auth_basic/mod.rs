@@ -322,5 +322,36 @@ fn set_user_file(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
     set_once(&mut loc_conf(s).auth_basic.user_file, file, d)
 }
 
+/// `auth_basic`'s place in the module list: its access handler.
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = AuthBasicLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+
+    fn merge(loc: &mut AuthBasicLoc, parent: &AuthBasicLoc) {
+        loc.merge(parent);
+    }
+
+    async fn access(
+        loc: &AuthBasicLoc,
+        cx: &crate::http::modules::Cx<'_, '_, '_>,
+    ) -> crate::http::modules::Access {
+        if loc.realm.is_none() {
+            return crate::http::modules::Access::DECLINED;
+        }
+        let out = loc
+            .check(cx.r.req.header("authorization"), &mut |t| cx.eval(t))
+            .await;
+        for (level, line) in &out.lines {
+            cx.log(*level, line);
+        }
+        crate::http::modules::Access {
+            answer: out.answer,
+            header: out.www_authenticate.map(|v| ("WWW-Authenticate", v)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -514,6 +514,7 @@ impl Conn {
         }
         let _clear = Clear;
         let body_kind = req.body();
+        let extras = super::request::Extras::default();
         // The body stays where it is until a handler reads it (the proxy does), as nginx.
         let send_timeout = self.rules.send_timeout;
         let client_body = ClientBody::h1(
@@ -535,6 +536,7 @@ impl Conn {
             name_captures,
             client: Some(&self.stream),
             cache_zones,
+            extras: &extras,
         };
         let Processed {
             mut reply,
@@ -574,6 +576,7 @@ impl Conn {
                 0,
                 Vec::new(),
                 rec.as_deref(),
+                &extras,
             );
             self.unread_input = body_kind != BodyKind::Empty;
             self.reset_if_asked();
@@ -637,6 +640,7 @@ impl Conn {
                 name_captures,
                 client: None,
                 cache_zones,
+                extras: &extras,
             };
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
@@ -671,7 +675,7 @@ impl Conn {
                 }
             }
         }
-        let gzip = super::gzip::header_filter(&mut reply, req, lc);
+        let gzip = reply.gzip;
         // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
         let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers) {
             let mut h = reply.header_list();
@@ -737,6 +741,7 @@ impl Conn {
                 body_len,
                 sent_headers,
                 rec.as_deref(),
+                &extras,
             );
         }
         // The body nobody read, discarded now that the answer is out: the connection stays
@@ -764,6 +769,7 @@ impl Conn {
                 name_captures,
                 client: None,
                 cache_zones,
+                extras: &extras,
             };
             // (Boxed: rare, and kilobytes; see `write_reply_head_and_body`.)
             Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
@@ -788,6 +794,7 @@ impl Conn {
         body_len: u64,
         headers: Vec<(String, String)>,
         upstream: Option<&super::proxy::handler::Record>,
+        extras: &super::request::Extras,
     ) {
         super::request::log(
             &self.info,
@@ -802,6 +809,7 @@ impl Conn {
             body_len,
             headers,
             upstream,
+            Some(extras),
         );
     }
 

@@ -177,7 +177,7 @@ impl Conn {
         // `add_header ... always` (none of these statuses takes the others).
         if let Some(headers) = &lc.add_header {
             let vars = self.refused_vars(srv, None, line, start);
-            crate::http::phases::add_headers(headers, false, &vars, &mut reply);
+            crate::http::headers::add_headers(headers, false, &vars, &mut reply);
         }
         let status = reply.status;
         let (head_len, body_len) = self
@@ -239,6 +239,7 @@ impl Conn {
             args: None,
             request_line: line,
             upstream: None,
+            extras: None,
         }
     }
 }

@@ -727,5 +727,51 @@ fn set_dry_run(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), 
     set_once(&mut loc_conf(s).limit_req.dry_run, flag_arg(d), d)
 }
 
+/// `limit_req`'s place in the module list: its preaccess handler.
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = LimitReqLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+    const VARIABLES: &'static [&'static str] = &["limit_req_status"];
+
+    fn merge(loc: &mut LimitReqLoc, parent: &LimitReqLoc) {
+        loc.merge(parent);
+    }
+
+    async fn preaccess(
+        loc: &LimitReqLoc,
+        cx: &crate::http::modules::Cx<'_, '_, '_>,
+    ) -> Option<Box<crate::http::reply::Reply>> {
+        if loc.limits().is_empty() {
+            return None;
+        }
+        let out = loc.check(
+            &cx.client(),
+            &mut |t| cx.eval(t),
+            crate::http::limit_zone::now_ms(),
+        );
+        for (level, line) in &out.lines {
+            if line.about_request() {
+                cx.log(*level, line);
+            } else {
+                crate::error_log!(*level, "{line}");
+            }
+        }
+        if let Some(s) = out.status {
+            cx.r.extras
+                .set_var("limit_req_status", s.as_str().to_string());
+        }
+        match out.action {
+            Action::Pass => None,
+            Action::Delay(d) => {
+                tokio::time::sleep(d).await;
+                None
+            }
+            Action::Reject(code) => Some(Box::new(crate::http::reply::error_reply(code, cx.lc))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -1324,7 +1324,7 @@ pub fn precondition_of_upstream(
             }
         }
     }
-    crate::http::static_files::precondition(req, lc, &probe)
+    crate::http::not_modified::precondition(req, lc, &probe)
 }
 
 /// Body bytes gathered before one write.
