@@ -470,6 +470,16 @@ fn sizes(len: Option<u64>) -> (u8, u8) {
     (wbits, memlevel.max(1))
 }
 
+impl crate::http::output::BodyFilter for Compressor {
+    fn feed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        Compressor::feed(self, data)
+    }
+
+    fn finish(&mut self) -> std::io::Result<&[u8]> {
+        Compressor::finish(self)
+    }
+}
+
 impl Compressor {
     /// A compressor at `level` (1..=9) for a body of `len` bytes if known.
     pub fn new(level: u32, len: Option<u64>) -> Compressor {
@@ -634,8 +644,8 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
     }
 }
 
-/// The gzip filter's place in the module list: its header filter decides, and the body is
-/// compressed on its way out at the level it chose ([`crate::http::reply::Reply::gzip`]).
+/// The gzip filter's place in the module list: its header filter decides, and adds a
+/// [`Compressor`] to the answer's body filters at the level it chose.
 pub struct Module;
 
 impl crate::http::modules::HttpModule for Module {
@@ -649,7 +659,10 @@ impl crate::http::modules::HttpModule for Module {
         cx: &crate::http::modules::Cx<'_, '_, '_>,
         reply: &mut Box<crate::http::reply::Reply>,
     ) {
-        reply.gzip = header_filter(reply, cx.r.req, cx.lc);
+        if let Some(level) = header_filter(reply, cx.r.req, cx.lc) {
+            let len = reply.body.length();
+            reply.filters.push(Box::new(Compressor::new(level, len)));
+        }
     }
 }
 

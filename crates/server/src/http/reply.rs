@@ -109,8 +109,9 @@ pub struct Reply {
     /// Nothing is sent: the connection closes and the request is only logged, with this
     /// status (nginx terminating a request: a client gone while sending its body, say).
     pub terminate: bool,
-    /// `gzip_comp_level` when the gzip filter chose to compress the body.
-    pub gzip: Option<u32>,
+    /// The body filters the header filters chose (gzip compresses, charset recodes), in the
+    /// order the body goes through them.
+    pub filters: Vec<Box<dyn super::output::BodyFilter>>,
 }
 
 impl Reply {
@@ -140,7 +141,7 @@ impl Reply {
             proxied: false,
             upstream_status: false,
             terminate: false,
-            gzip: None,
+            filters: Vec::new(),
         }
     }
 
@@ -189,7 +190,7 @@ impl Reply {
             proxied,
             upstream_status,
             terminate,
-            gzip,
+            filters,
         } = self;
         *content_type = None;
         *location = None;
@@ -207,7 +208,7 @@ impl Reply {
         *proxied = false;
         *upstream_status = false;
         *terminate = false;
-        *gzip = None;
+        filters.clear();
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,

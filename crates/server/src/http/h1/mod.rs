@@ -654,7 +654,7 @@ impl Conn {
                 }
             }
         }
-        let mut output = Output::new(pool, reply.direct.take());
+        let output = Output::new(pool, reply.direct.take());
         if output.pool.is_some() {
             if let Body::File {
                 len, cached: None, ..
@@ -675,11 +675,12 @@ impl Conn {
                 }
             }
         }
-        let gzip = reply.gzip;
+        let filters = std::mem::take(&mut reply.filters);
+        let changes_length = filters.iter().any(|f| !f.keeps_length());
         // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
         let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers) {
             let mut h = reply.header_list();
-            if gzip.is_some() {
+            if changes_length {
                 h.retain(|(n, _)| n != "content-length");
             }
             if lc.gzip.vary.unwrap_or(false) {
@@ -691,7 +692,7 @@ impl Conn {
         } else {
             Vec::new()
         };
-        if gzip.is_some() && req.version() < shoal_http::Version::Http11 {
+        if changes_length && req.version() < shoal_http::Version::Http11 {
             // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
             keep = false;
         }
@@ -716,7 +717,7 @@ impl Conn {
             _ => {}
         }
         let status = reply.status;
-        output.gzip = gzip;
+        *output.filters.borrow_mut() = filters;
         let (head_len, body_len) = self
             .write_answer(
                 Some((req, srv)),
