@@ -688,3 +688,27 @@ fn a_body_is_read_only_by_the_handler_that_wants_it() {
     assert!(text.ends_with("too large\n"), "{text}");
     assert_eq!(up.request_count(), 0);
 }
+
+/// The idle wait after an answer is the answered request's location's `keepalive_timeout`, as
+/// nginx uses the finished request's location for it as for the `Keep-Alive` header. (It used
+/// the default server's.)
+#[test]
+fn the_idle_wait_is_the_answered_locations_keepalive_timeout() {
+    let port = free_port();
+    let _s = Shoal::start(
+        &conf(
+            port,
+            "",
+            "keepalive_timeout 300s;",
+            "location /short/ { alias html/; keepalive_timeout 1s; }",
+        ),
+        port,
+    );
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/short/index.html").unwrap().status, 200);
+    let started = Instant::now();
+    c.stream().set_read_timeout(Some(WAIT)).unwrap();
+    let mut b = [0u8; 1];
+    let closed = matches!(c.stream().read(&mut b), Ok(0) | Err(_));
+    assert!(closed && started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
