@@ -710,5 +710,47 @@ fn the_idle_wait_is_the_answered_locations_keepalive_timeout() {
     c.stream().set_read_timeout(Some(WAIT)).unwrap();
     let mut b = [0u8; 1];
     let closed = matches!(c.stream().read(&mut b), Ok(0) | Err(_));
-    assert!(closed && started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        closed && started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A cached answer passes its `Refresh` through `proxy_redirect` as the fresh one did: the
+/// HIT and the MISS are one function's answers now. (The HIT passed it as it came.)
+#[test]
+fn a_hit_rewrites_refresh_as_the_miss_does() {
+    let up = Upstream::start(|r| {
+        Answer::ok("r").header(
+            "Refresh",
+            &format!(
+                "5; url=http://127.0.0.1:{}/next",
+                r.header("x-port").unwrap_or("0")
+            ),
+        )
+    });
+    let port = free_port();
+    let server = format!(
+        "location / {{ proxy_pass {url}; proxy_set_header X-Port {up_port}; proxy_cache z; \
+         proxy_cache_valid 200 1h; proxy_redirect {url}/ /moved/; \
+         add_header X-Cache $upstream_cache_status; }}",
+        url = up.url(),
+        up_port = up.port(),
+    );
+    let _s = Shoal::start(
+        &conf(
+            port,
+            "",
+            "proxy_cache_path cache levels=1:2 keys_zone=z:1m use_temp_path=off;",
+            &server,
+        ),
+        port,
+    );
+    let miss = common::get(port, "/r").unwrap();
+    assert_eq!(miss.header("x-cache"), Some("MISS"));
+    assert_eq!(miss.header("refresh"), Some("5; url=/moved/next"));
+    let hit = common::get(port, "/r").unwrap();
+    assert_eq!(hit.header("x-cache"), Some("HIT"));
+    assert_eq!(hit.header("refresh"), Some("5; url=/moved/next"));
 }

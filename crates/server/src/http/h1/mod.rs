@@ -393,7 +393,9 @@ impl Conn {
         let header_timeout = srv.srv.client_header_timeout();
         // The idle wait after an answer is the answered request's location's (nginx's);
         // before the first request, the default server's.
-        let keepalive = self.keepalive.unwrap_or_else(|| srv.loc.keepalive_timeout().0);
+        let keepalive = self
+            .keepalive
+            .unwrap_or_else(|| srv.loc.keepalive_timeout().0);
         let mut header_deadline: Option<Instant> = None;
         let mut idle_deadline: Option<Instant> = None;
         loop {
