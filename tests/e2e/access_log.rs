@@ -9,12 +9,13 @@
 //! connection before one that must: when that last line is there, the earlier requests were
 //! all through the logging step.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{self, conf_with, free_port, wait_for, Client, Prefix, Shoal, INDEX, WAIT};
+use crate::common::client::exchange;
+use crate::common::{self, conf_with, free_port, wait_for, Client, Prefix, Shoal, INDEX};
 
 /// Starts shoal with extra http-level lines and server lines (root `html`).
 fn start(http: &str, server: &str) -> Shoal {
@@ -53,16 +54,6 @@ fn wait_lines(s: &Shoal, file: &str, n: usize) -> Vec<String> {
         let l = lines(s, file);
         (l.len() >= n && s.prefix.read(file).ends_with('\n')).then_some(l)
     })
-}
-
-/// Sends raw bytes on a new connection and reads until the server closes.
-fn raw(port: u16, bytes: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
-    s.set_read_timeout(Some(WAIT)).expect("read timeout");
-    s.write_all(bytes).expect("sending");
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out
 }
 
 /// The fields of a line in the combined format.
@@ -320,7 +311,7 @@ fn sent_bytes_and_headers_of_a_compressed_answer() {
          gzip_vary on;",
         "",
     );
-    let out = raw(
+    let out = exchange(
         s.port,
         b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
     );
@@ -624,7 +615,7 @@ fn bad_requests_are_logged_with_what_was_read_of_the_request_line() {
 
     let mut wrong = Vec::new();
     // A request line that is not HTTP (a TLS hello on a plain port, say).
-    let out = raw(port, b"\x16\x03\x01garbage\r\n\r\n");
+    let out = exchange(port, b"\x16\x03\x01garbage\r\n\r\n");
     assert!(
         out.starts_with(b"HTTP/1.1 400 Bad Request\r\n"),
         "{}",
@@ -645,7 +636,7 @@ fn bad_requests_are_logged_with_what_was_read_of_the_request_line() {
     }
 
     // HTTP/1.1 without Host: the line was parsed.
-    let out = raw(port, b"GET /index.html HTTP/1.1\r\n\r\n");
+    let out = exchange(port, b"GET /index.html HTTP/1.1\r\n\r\n");
     assert!(
         out.starts_with(b"HTTP/1.1 400 Bad Request\r\n"),
         "{}",

@@ -12,6 +12,7 @@ use std::net::TcpStream;
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use crate::common::client::answer_to;
 use crate::common::{self, free_port, Client, Shoal, INDEX, WAIT};
 
 /// A whole configuration: foreground, errors at `notice`, one server on 127.0.0.1:`port`
@@ -91,20 +92,6 @@ fn rss_kib(pid: i32) -> u64 {
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|v| v.trim().parse().ok())
         .expect("a VmRSS line")
-}
-
-/// Sends `raw` on a new connection, tolerating a write that fails because the server already
-/// answered and stopped reading, then reads one answer.
-fn answer_to(port: u16, raw: &[u8]) -> common::Response {
-    let mut c = Client::connect(port);
-    let _ = c.send(raw);
-    c.read_response()
-        .unwrap_or_else(|e| panic!("no answer to {:?}...: {e}", trim(raw)))
-}
-
-/// The start of a request, for messages.
-fn trim(raw: &[u8]) -> String {
-    String::from_utf8_lossy(&raw[..raw.len().min(60)]).into_owned()
 }
 
 // ---- 1. a client that dribbles its head --------------------------------------------------

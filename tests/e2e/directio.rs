@@ -4,27 +4,14 @@
 //! alignment, on a filesystem that takes `O_DIRECT` (the test's prefix is on disk under
 //! /var/tmp) as well as one that refuses it (the fallback reads normally).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-
+use crate::common::client::{exchange, head_and_body, request};
 use crate::common::*;
 
+/// `GET path` (with a `Range` when given) on a new connection: the head and the body.
 fn fetch(port: u16, path: &str, range: Option<&str>) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
     let range = range.map_or(String::new(), |r| format!("Range: bytes={r}\r\n"));
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{range}Connection: close\r\n\r\n")
-            .as_bytes(),
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    (
-        String::from_utf8_lossy(&out[..split]).into_owned(),
-        out[split..].to_vec(),
-    )
+    let req = request("GET", path, &format!("{range}Connection: close\r\n"));
+    head_and_body(&exchange(port, &req))
 }
 
 #[test]

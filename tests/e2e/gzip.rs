@@ -10,149 +10,13 @@
 //! "compress" when no header decides), the test says so: the expectations were checked against
 //! nginx 1.22.1 with the same configuration.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::common::{self, conf_with, free_port, Shoal, WAIT};
-
-/// One response as read off the wire.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    /// (lowercased name, value)
-    headers: Vec<(String, String)>,
-    /// The body with any chunked framing removed.
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn gzipped(&self) -> bool {
-        self.header("content-encoding") == Some("gzip")
-    }
-
-    /// A short description for assertion messages.
-    fn show(&self) -> String {
-        let hs: Vec<String> = self
-            .headers
-            .iter()
-            .map(|(n, v)| format!("{n}: {v}"))
-            .collect();
-        format!(
-            "{} [{}] body {} bytes",
-            self.status,
-            hs.join("; "),
-            self.body.len()
-        )
-    }
-}
-
-/// A raw HTTP client that understands the three framings: Content-Length, chunked, and the end
-/// of the connection.
-struct Http {
-    r: BufReader<TcpStream>,
-}
-
-impl Http {
-    fn connect(port: u16) -> Http {
-        let s = TcpStream::connect(("127.0.0.1", port)).expect("connecting to shoal");
-        s.set_read_timeout(Some(WAIT)).expect("read timeout");
-        s.set_write_timeout(Some(WAIT)).expect("write timeout");
-        Http {
-            r: BufReader::new(s),
-        }
-    }
-
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).expect("reading a line");
-        assert!(l.ends_with("\r\n"), "truncated line {l:?}");
-        l.truncate(l.len() - 2);
-        l
-    }
-
-    /// Sends `req` and reads one answer (no body when `head`).
-    fn ask(&mut self, req: &str, head: bool) -> Answer {
-        self.r.get_mut().write_all(req.as_bytes()).expect("sending");
-        let status_line = self.line();
-        let status = status_line
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|s| s.get(..3))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-        let mut headers = Vec::new();
-        loop {
-            let l = self.line();
-            if l.is_empty() {
-                break;
-            }
-            let (n, v) = l
-                .split_once(':')
-                .unwrap_or_else(|| panic!("bad header {l:?}"));
-            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-        let mut a = Answer {
-            status,
-            headers,
-            body: Vec::new(),
-        };
-        if head {
-            return a;
-        }
-        if a.header("transfer-encoding") == Some("chunked") {
-            loop {
-                let size_line = self.line();
-                let size =
-                    usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
-                        .unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
-                if size == 0 {
-                    assert_eq!(self.line(), "", "no trailers expected");
-                    break;
-                }
-                let at = a.body.len();
-                a.body.resize(at + size, 0);
-                self.r
-                    .read_exact(&mut a.body[at..])
-                    .expect("reading a chunk");
-                assert_eq!(self.line(), "", "a chunk ends with CRLF");
-            }
-        } else if let Some(n) = a.header("content-length") {
-            let n: usize = n.parse().expect("a numeric Content-Length");
-            a.body = vec![0; n];
-            self.r.read_exact(&mut a.body).expect("reading the body");
-        } else {
-            self.r
-                .read_to_end(&mut a.body)
-                .expect("reading to the end of the connection");
-        }
-        a
-    }
-
-    /// Whether the server closed the connection (EOF or a reset).
-    fn closed(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(self.r.read(&mut b), Ok(0) | Err(_))
-    }
-}
-
-/// `GET path HTTP/1.1` with `extra` header lines (each ending in CRLF).
-fn get(path: &str, extra: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n")
-}
+use crate::common::client::{ask, request};
+use crate::common::{self, conf_with, free_port, Client, Response, Shoal};
 
 const AE: &str = "Accept-Encoding: gzip\r\n";
-
-/// One GET on a new connection.
-fn ask(port: u16, path: &str, extra: &str) -> Answer {
-    Http::connect(port).ask(&get(path, extra), false)
-}
 
 /// Runs a filter command over `input`, returning its stdout (panics on failure).
 fn filter(cmd: &[&str], input: &[u8]) -> Vec<u8> {
@@ -191,7 +55,7 @@ fn gunzip(data: &[u8]) -> Vec<u8> {
 /// Asserts that `a` is a compressed 200-like answer on HTTP/1.1 whose body decompresses to
 /// `want`, with nginx's header changes.
 #[track_caller]
-fn assert_compressed(a: &Answer, want: &[u8]) {
+fn assert_compressed(a: &Response, want: &[u8]) {
     assert!(a.gzipped(), "expected Content-Encoding: gzip: {}", a.show());
     assert_eq!(
         a.header("transfer-encoding"),
@@ -214,7 +78,7 @@ fn assert_compressed(a: &Answer, want: &[u8]) {
 
 /// Asserts that `a` is an uncompressed answer with body `want`.
 #[track_caller]
-fn assert_plain(a: &Answer, want: &[u8]) {
+fn assert_plain(a: &Response, want: &[u8]) {
     assert!(!a.gzipped(), "expected no Content-Encoding: {}", a.show());
     assert_eq!(
         a.header("content-length"),
@@ -275,8 +139,8 @@ fn text(n: usize) -> Vec<u8> {
 fn small_page_is_compressed_chunked_with_a_weak_etag() {
     let s = start("gzip on;");
     let index = common::INDEX.as_bytes();
-    let mut c = Http::connect(s.port);
-    let a = c.ask(&get("/index.html", AE), false);
+    let mut c = Client::connect(s.port);
+    let a = c.ask(&request("GET", "/index.html", AE)).unwrap();
     assert_eq!(a.status, 200);
     assert_compressed(&a, index);
     assert_eq!(a.header("content-type"), Some("text/html"));
@@ -288,7 +152,7 @@ fn small_page_is_compressed_chunked_with_a_weak_etag() {
     assert!(a.header("last-modified").is_some(), "{}", a.show());
     assert_eq!(a.header("connection"), Some("keep-alive"));
     // The chunked answer ended where it should: the connection serves the next request.
-    let b = c.ask(&get("/index.html", ""), false);
+    let b = c.ask(&request("GET", "/index.html", "")).unwrap();
     assert_plain(&b, index);
     assert!(
         b.header("etag").is_some_and(|e| e.starts_with('"')),
@@ -315,8 +179,10 @@ fn large_files_decompress_to_the_original() {
     let big = text(5 * 1024 * 1024 + 12_345);
     write(&s, "html/big/big.txt", &big);
     for loc in ["sf_on", "sf_off", "aio_on", "aio_off", "level9"] {
-        let mut c = Http::connect(s.port);
-        let a = c.ask(&get(&format!("/{loc}/big.txt"), AE), false);
+        let mut c = Client::connect(s.port);
+        let a = c
+            .ask(&request("GET", &format!("/{loc}/big.txt"), AE))
+            .unwrap();
         assert_eq!(a.status, 200, "{loc}");
         assert_compressed(&a, &big);
         assert!(
@@ -326,7 +192,9 @@ fn large_files_decompress_to_the_original() {
             big.len()
         );
         // The same connection still works after several MiB of chunks.
-        let again = c.ask(&get(&format!("/{loc}/big.txt"), ""), false);
+        let again = c
+            .ask(&request("GET", &format!("/{loc}/big.txt"), ""))
+            .unwrap();
         assert_plain(&again, &big);
     }
     assert!(!s.error_log().contains("[alert]"), "{}", s.error_log());
@@ -341,8 +209,8 @@ fn http10_client_gets_a_close_delimited_body_with_gzip_http_version_1_0() {
     );
     let index = common::INDEX.as_bytes();
     let req = "GET /v10/index.html HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n";
-    let mut c = Http::connect(s.port);
-    let a = c.ask(req, false);
+    let mut c = Client::connect(s.port);
+    let a = c.ask(req).unwrap();
     assert_eq!(a.status, 200);
     assert!(a.gzipped(), "{}", a.show());
     assert_eq!(a.header("content-length"), None, "{}", a.show());
@@ -360,11 +228,11 @@ fn http10_client_gets_a_close_delimited_body_with_gzip_http_version_1_0() {
     // connection.
     let req =
         "GET /v10/index.html HTTP/1.0\r\nConnection: keep-alive\r\nAccept-Encoding: gzip\r\n\r\n";
-    let mut c = Http::connect(s.port);
-    let a = c.ask(req, false);
+    let mut c = Client::connect(s.port);
+    let a = c.ask(req).unwrap();
     assert_eq!(a.header("connection"), Some("close"), "{}", a.show());
     assert_eq!(gunzip(&a.body), index);
-    assert!(c.closed());
+    assert!(c.closed_by_peer());
 }
 
 #[test]
@@ -372,14 +240,14 @@ fn http10_client_is_not_compressed_with_the_default_gzip_http_version() {
     let s = start("gzip on;\ngzip_vary on;");
     let index = common::INDEX.as_bytes();
     let req = "GET /index.html HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n";
-    let a = Http::connect(s.port).ask(req, false);
+    let a = Client::connect(s.port).ask(req).unwrap();
     assert_plain(&a, index);
     assert_eq!(a.header("accept-ranges"), Some("bytes"));
     // nginx sets Vary before it looks at the request (the answer could be compressed for others).
     assert_eq!(a.header("vary"), Some("Accept-Encoding"), "{}", a.show());
     // An explicit `gzip_http_version 1.1` does the same.
     let s = start("gzip on;\ngzip_http_version 1.1;");
-    let a = Http::connect(s.port).ask(req, false);
+    let a = Client::connect(s.port).ask(req).unwrap();
     assert_plain(&a, index);
     // And a 1.1 client is compressed.
     assert_compressed(&ask(s.port, "/index.html", AE), index);
@@ -496,7 +364,7 @@ fn only_200_403_and_404_are_compressed() {
 fn accept_encoding_variants() {
     let s = start("gzip on;");
     let index = common::INDEX.as_bytes();
-    let mut c = Http::connect(s.port);
+    let mut c = Client::connect(s.port);
     let cases: &[(&str, bool)] = &[
         ("gzip", true),
         ("GZIP", true),
@@ -517,10 +385,13 @@ fn accept_encoding_variants() {
     ];
     let mut wrong = Vec::new();
     for (ae, want) in cases {
-        let a = c.ask(
-            &get("/index.html", &format!("Accept-Encoding: {ae}\r\n")),
-            false,
-        );
+        let a = c
+            .ask(&request(
+                "GET",
+                "/index.html",
+                &format!("Accept-Encoding: {ae}\r\n"),
+            ))
+            .unwrap();
         if a.gzipped() != *want {
             wrong.push(format!(
                 "Accept-Encoding: {ae}: compressed {} (want {want})",
@@ -538,7 +409,7 @@ fn accept_encoding_variants() {
         wrong.join("\n")
     );
     // No Accept-Encoding at all.
-    assert_plain(&c.ask(&get("/index.html", ""), false), index);
+    assert_plain(&c.ask(&request("GET", "/index.html", "")).unwrap(), index);
 }
 
 #[test]
@@ -730,14 +601,13 @@ fn gzip_proxied_cases_with_a_via_header() {
 fn head_gets_the_compressed_answers_head_and_no_body() {
     let s = start("gzip on;\ngzip_vary on;");
     let index = common::INDEX.as_bytes();
-    let mut c = Http::connect(s.port);
-    let a = c.ask(
-        &format!("HEAD /index.html HTTP/1.1\r\nHost: localhost\r\n{AE}\r\n"),
-        true,
-    );
+    let mut c = Client::connect(s.port);
+    c.send(request("HEAD", "/index.html", AE).as_bytes())
+        .unwrap();
+    let a = c.read_head().unwrap();
     assert_eq!(a.status, 200);
     // The next answer on the connection starts right after this head: no body was sent.
-    let b = c.ask(&get("/index.html", ""), false);
+    let b = c.ask(&request("GET", "/index.html", "")).unwrap();
     assert_plain(&b, index);
     assert_eq!(a.header("vary"), Some("Accept-Encoding"), "{}", a.show());
     assert!(

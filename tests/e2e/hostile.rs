@@ -10,6 +10,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::common::client::{exchange, status_of};
 use crate::common::upstream::{Answer, Upstream};
 use crate::common::{self, free_port, wait_for, Client, Shoal, WAIT};
 
@@ -32,24 +33,6 @@ fn conf(port: u16, events: &str, http: &str, server: &str) -> String {
          \x20   }}\n\
          }}\n"
     )
-}
-
-/// Sends `raw` and reads until the server closes or `limit` passes; the bytes read.
-fn exchange(port: u16, raw: &[u8], limit: Duration) -> Vec<u8> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(limit)).unwrap();
-    s.write_all(raw).expect("send");
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out
-}
-
-fn status_of(resp: &[u8]) -> u16 {
-    let text = String::from_utf8_lossy(resp);
-    text.split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"))
 }
 
 /// Writes a chunked body of `total` bytes in chunks of `chunk` bytes, stopping at the first
@@ -132,16 +115,13 @@ fn a_malformed_chunk_is_400_and_a_bare_lf_is_a_line_end() {
     let resp = exchange(
         port,
         b"POST /a HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-        WAIT,
     );
     assert_eq!(status_of(&resp), 400);
     s.wait_log("client sent invalid chunked body", 1);
     assert!(!s.error_log().contains("too large"));
     let resp = exchange(
         port,
-        b"POST /b HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\nabc\n0\n\n",
-        WAIT,
-    );
+        b"POST /b HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\nabc\n0\n\n");
     assert_eq!(status_of(&resp), 200, "{}", String::from_utf8_lossy(&resp));
     let r = up.wait_requests(1).pop().unwrap();
     assert_eq!((r.target.as_str(), &r.body[..]), ("/b", &b"abc"[..]));
@@ -208,16 +188,13 @@ fn an_absolute_form_target_goes_upstream_as_its_path() {
     let resp = exchange(
         port,
         b"GET http://evil.example/x?a=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-        WAIT,
     );
     assert_eq!(status_of(&resp), 200);
     let r = up.wait_requests(1).pop().unwrap();
     assert_eq!(r.target, "/x?a=1");
     let resp = exchange(
         port,
-        b"GET HTTP://Evil.Example:81/v/y?b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-        WAIT,
-    );
+        b"GET HTTP://Evil.Example:81/v/y?b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     let text = String::from_utf8_lossy(&resp);
     assert!(
         text.ends_with(
@@ -229,7 +206,6 @@ fn an_absolute_form_target_goes_upstream_as_its_path() {
     let _ = exchange(
         port,
         b"GET http://evil.example HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-        WAIT,
     );
     let r = up.wait_requests(2).pop().unwrap();
     assert_eq!(r.target, "/");
@@ -340,7 +316,7 @@ fn client_body_timeout_ends_a_client_that_stops_sending() {
             .then_some(())
     });
     // `return 408` closes without an answer too (nginx terminates the request).
-    let resp = exchange(port, b"GET /408 HTTP/1.1\r\nHost: localhost\r\n\r\n", WAIT);
+    let resp = exchange(port, b"GET /408 HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(resp.is_empty(), "{}", String::from_utf8_lossy(&resp));
 }
 
@@ -478,7 +454,7 @@ fn a_tab_around_a_length_is_not_whitespace() {
         &b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\t5\r\n\r\nhello"[..],
         b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\t\r\n\r\nhello",
     ] {
-        assert_eq!(status_of(&exchange(port, raw, WAIT)), 400);
+        assert_eq!(status_of(&exchange(port, raw)), 400);
     }
 }
 
@@ -499,19 +475,10 @@ fn more_than_a_thousand_header_lines_is_400() {
         h.push_str("\r\n");
         h
     };
-    assert_eq!(
-        status_of(&exchange(port, head(998, "a").as_bytes(), WAIT)),
-        200
-    );
-    assert_eq!(
-        status_of(&exchange(port, head(999, "a").as_bytes(), WAIT)),
-        400
-    );
+    assert_eq!(status_of(&exchange(port, head(998, "a").as_bytes())), 200);
+    assert_eq!(status_of(&exchange(port, head(999, "a").as_bytes())), 400);
     s.wait_log("client sent too many header lines", 1);
-    assert_eq!(
-        status_of(&exchange(port, head(1500, "a_").as_bytes(), WAIT)),
-        200
-    );
+    assert_eq!(status_of(&exchange(port, head(1500, "a_").as_bytes())), 200);
 }
 
 /// An HTTP/0.9 simple request is answered at once, the 0.9 way (the body alone, then the
@@ -521,16 +488,16 @@ fn a_simple_request_and_tls_bytes_are_answered_at_once() {
     let port = free_port();
     let s = Shoal::start(&conf(port, "", "client_header_timeout 30s;", ""), port);
     let started = Instant::now();
-    let resp = exchange(port, b"GET /\r\n", WAIT);
+    let resp = exchange(port, b"GET /\r\n");
     assert_eq!(String::from_utf8_lossy(&resp), common::INDEX);
-    let resp = exchange(port, b"HEAD /\r\n", WAIT);
+    let resp = exchange(port, b"HEAD /\r\n");
     assert!(
         String::from_utf8_lossy(&resp).starts_with("<html>"),
         "no head for 0.9"
     );
     s.wait_log("client sent invalid method in HTTP/0.9 request", 1);
     let hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
-    let resp = exchange(port, hello, WAIT);
+    let resp = exchange(port, hello);
     assert_eq!(status_of(&resp), 400);
     s.wait_log("client sent invalid method", 2);
     assert!(started.elapsed() < Duration::from_secs(10));

@@ -6,10 +6,8 @@
 //! The client sends its whole request before it reads (as curl does without `Expect`); nothing
 //! waits on a fixed delay.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-
-use crate::common::{self, conf_with, free_port, Shoal, WAIT};
+use crate::common::client::request;
+use crate::common::{self, conf_with, free_port, Client, Shoal};
 
 const BODY: usize = 5 * 1024 * 1024;
 
@@ -22,58 +20,23 @@ type Answer = (u16, Vec<(String, String)>, Vec<u8>);
 /// failed (the server closed with unread input, which is a reset: curl gives up there with
 /// "Connection reset by peer"), or a read cut short.
 fn post_too_large(port: u16, path: &str) -> Result<Answer, String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s.set_write_timeout(Some(WAIT)).unwrap();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: {BODY}\r\n\r\n"
+    let mut c = Client::connect(port);
+    let head = request(
+        "POST",
+        path,
+        &format!("Content-Type: application/octet-stream\r\nContent-Length: {BODY}\r\n"),
     );
-    s.write_all(head.as_bytes())
+    c.send(head.as_bytes())
         .map_err(|e| format!("sending the head: {e}"))?;
     let chunk = vec![b'x'; 64 * 1024];
     let mut sent = 0;
     while sent < BODY {
-        s.write_all(&chunk)
+        c.send(&chunk)
             .map_err(|e| format!("sending the body, after {sent} bytes: {e}"))?;
         sent += chunk.len();
     }
-    let mut r = BufReader::new(s);
-    read_answer(&mut r)
-}
-
-fn read_answer(r: &mut BufReader<TcpStream>) -> Result<Answer, String> {
-    let mut line = String::new();
-    r.read_line(&mut line)
-        .map_err(|e| format!("status line: {e}"))?;
-    let status = line
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|s| s.get(..3))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {line:?}"))?;
-    let mut headers = Vec::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).map_err(|e| format!("head: {e}"))?;
-        if !line.ends_with("\r\n") {
-            return Err(format!("head cut short at {line:?}"));
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        let (n, v) = l
-            .split_once(':')
-            .ok_or_else(|| format!("bad header {l:?}"))?;
-        headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .ok_or("no Content-Length")?;
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).map_err(|e| format!("body: {e}"))?;
-    Ok((status, headers, body))
+    let r = c.read_response().map_err(|e| format!("the answer: {e}"))?;
+    Ok((r.status, r.headers, r.body))
 }
 
 #[test]

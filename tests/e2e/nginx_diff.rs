@@ -8,10 +8,6 @@
 
 use crate::diff::{etag, permissions_enforced, Conf, Pair, A_TXT, MTIME_HTTP};
 
-fn get(path: &str) -> Vec<u8> {
-    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").into_bytes()
-}
-
 // ---- static files -------------------------------------------------------------------------
 
 #[test]
@@ -308,7 +304,7 @@ fn return_redirects() {
 #[test]
 fn return_444_closes() {
     let p = Pair::new("location = /close { return 444; }");
-    let r = p.check_open(&get("/close"));
+    let r = p.get_open("/close", "");
     assert_eq!(r, "[closed]");
 }
 
@@ -691,7 +687,7 @@ fn keepalive_timeout_zero() {
         http: "keepalive_timeout 0;",
         ..Default::default()
     });
-    p.check_open(&get("/a.txt"));
+    p.get_open("/a.txt", "");
     p.check_open(b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
 }
 
@@ -701,7 +697,7 @@ fn keepalive_timeout_with_header() {
         http: "keepalive_timeout 65 60;",
         ..Default::default()
     });
-    p.check_open(&get("/a.txt"));
+    p.get_open("/a.txt", "");
     p.check_open(b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     p.check_open(b"GET /a.txt HTTP/1.0\r\n\r\n");
 }
@@ -767,7 +763,7 @@ fn http_2_0_request_line() {
 fn uri_too_long() {
     let p = Pair::new("");
     let uri = format!("/{}", "a".repeat(10_000));
-    p.check_open(&get(&uri));
+    p.get_open(&uri, "");
 }
 
 #[test]
@@ -782,18 +778,18 @@ fn header_too_large() {
 #[test]
 fn nul_in_uri() {
     let p = Pair::new("");
-    p.check_open(&get("/a.txt%00.html"));
-    p.check_open(&get("/%00"));
+    p.get_open("/a.txt%00.html", "");
+    p.get_open("/%00", "");
 }
 
 #[test]
 fn dot_dot_traversal() {
     let p = Pair::new("");
-    p.check_open(&get("/../../etc/passwd"));
-    p.check_open(&get("/dir/../a.txt"));
-    p.check_open(&get("/dir/%2e%2e/a.txt"));
-    p.check_open(&get("/dir/./b.txt"));
-    p.check_open(&get("//dir//b.txt"));
+    p.get_open("/../../etc/passwd", "");
+    p.get_open("/dir/../a.txt", "");
+    p.get_open("/dir/%2e%2e/a.txt", "");
+    p.get_open("/dir/./b.txt", "");
+    p.get_open("//dir//b.txt", "");
 }
 
 #[test]

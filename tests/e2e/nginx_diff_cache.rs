@@ -6,16 +6,6 @@ use crate::common;
 use crate::common::upstream::{Answer, Upstream};
 use crate::diff::{self, Conf, Pair};
 
-/// A request on a new connection, kept open: nginx aborts a proxied request when the client
-/// half-closes.
-fn ask(p: &Pair, method: &str, path: &str, headers: &str) -> String {
-    p.check_open(format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
-}
-
-fn get(p: &Pair, path: &str, headers: &str) -> String {
-    ask(p, "GET", path, headers)
-}
-
 /// nginx and shoal with `location /` proxying to `up` through the cache zone `z`, with
 /// `directives` (`proxy_cache_valid ...`) and `X-Cache-Status` on every answer.
 fn cached_root(up: &Upstream, directives: &str) -> Pair {
@@ -60,14 +50,14 @@ fn miss_then_hit_as_nginx() {
         "/a?nocache=1",
         "/a",
     ] {
-        let got = get(&p, path, "");
+        let got = p.get_open(path, "");
         assert!(got.contains("X-Cache-Status: "), "{got}");
     }
     // A cached answer takes ranges only if the upstream said Accept-Ranges (nginx 1.22).
-    let r = get(&p, "/a", "Range: bytes=0-3\r\n");
+    let r = p.get_open("/a", "Range: bytes=0-3\r\n");
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-    get(&p, "/ranged", "");
-    let r = get(&p, "/ranged", "Range: bytes=2-4\r\n");
+    p.get_open("/ranged", "");
+    let r = p.get_open("/ranged", "Range: bytes=2-4\r\n");
     assert!(r.starts_with("HTTP/1.1 206"), "{r}");
 }
 
@@ -84,7 +74,7 @@ fn an_upstream_last_modified_passes_whatever_the_status_as_nginx() {
     });
     let p = cached_root(&up, "proxy_cache_valid 200 404 1h;");
     for path in ["/404", "/404", "/500", "/500", "/200", "/200", "/410"] {
-        let got = get(&p, path, "");
+        let got = p.get_open(path, "");
         assert!(got.contains("Last-Modified: "), "{got}");
     }
 }
@@ -99,9 +89,9 @@ fn a_cached_204_keeps_its_type_and_length_as_nginx() {
         )
     });
     let p = cached_root(&up, "proxy_cache_valid 204 1h;");
-    let miss = get(&p, "/n", "");
+    let miss = p.get_open("/n", "");
     assert!(miss.contains("X-Cache-Status: MISS"), "{miss}");
-    let hit = get(&p, "/n", "");
+    let hit = p.get_open("/n", "");
     assert!(hit.contains("X-Cache-Status: HIT"), "{hit}");
     assert!(hit.contains("Content-Length: 5"), "{hit}");
 }
@@ -136,10 +126,17 @@ fn unbuffered_answers_are_not_stored_as_nginx() {
     );
     // Each answer is compared with nginx's (the harness fails on a difference).
     for path in ["/unbuffered/a", "/unbuffered/a", "/buffered/b"] {
-        assert!(get(&p, path, "").contains("X-Cache-Status: MISS"), "{path}");
+        assert!(
+            p.get_open(path, "").contains("X-Cache-Status: MISS"),
+            "{path}"
+        );
     }
-    assert!(get(&p, "/unbuffered/a", "").contains("X-Cache-Status: MISS"));
-    assert!(get(&p, "/buffered/b", "").contains("X-Cache-Status: HIT"));
+    assert!(p
+        .get_open("/unbuffered/a", "")
+        .contains("X-Cache-Status: MISS"));
+    assert!(p
+        .get_open("/buffered/b", "")
+        .contains("X-Cache-Status: HIT"));
     let root = p.html().parent().unwrap().to_path_buf();
     let nginx_keys = keys_in(&root.join("nginx/cache"));
     let shoal_keys = keys_in(&root.join("shoal/cache"));
@@ -200,19 +197,19 @@ fn what_may_be_stored_is_decided_as_nginx() {
             ("hide", "proxy_hide_header Accept-Ranges;"),
         ],
     );
-    let r = get(&p, "/off/a", "Range: bytes=200-209\r\n");
+    let r = p.get_open("/off/a", "Range: bytes=200-209\r\n");
     assert!(r.contains("X-Got-Range: bytes=200-209"), "{r}");
-    get(&p, "/off/a", "Range: bytes=0-9\r\n");
-    let r = get(&p, "/min/a", "Range: bytes=0-9\r\n");
+    p.get_open("/off/a", "Range: bytes=0-9\r\n");
+    let r = p.get_open("/min/a", "Range: bytes=0-9\r\n");
     assert!(r.contains("X-Got-Range: bytes=0-9"), "{r}");
-    get(&p, "/by/a?b=1", "Range: bytes=0-9\r\n");
-    get(&p, "/by/a", "Range: bytes=0-9\r\n");
+    p.get_open("/by/a?b=1", "Range: bytes=0-9\r\n");
+    p.get_open("/by/a", "Range: bytes=0-9\r\n");
     for _ in 0..2 {
-        let r = get(&p, "/nc/x", "");
+        let r = p.get_open("/nc/x", "");
         assert!(r.contains("X-Cache-Status: MISS"), "{r}");
     }
     for _ in 0..3 {
-        let r = get(&p, "/hide/h", "Range: bytes=0-9\r\n");
+        let r = p.get_open("/hide/h", "Range: bytes=0-9\r\n");
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     }
 }
@@ -246,8 +243,8 @@ fn x_accel_buffering_decides_storing_as_nginx() {
         ("/ign/say-no", "HIT"),
         ("/on/plain", "HIT"),
     ] {
-        get(&p, path, "");
-        let r = get(&p, path, "");
+        p.get_open(path, "");
+        let r = p.get_open(path, "");
         assert!(
             r.contains(&format!("X-Cache-Status: {second}")),
             "{path}: {r}"
@@ -282,22 +279,22 @@ fn head_min_uses_not_modified_range_offset_and_the_key_as_nginx() {
     p.check_open(b"HEAD /h HTTP/1.1\r\nHost: localhost\r\n\r\n");
     // Both read the body into the cache after the HEAD's answer went out.
     wait_stored(&p, "/h");
-    get(&p, "/h", "");
+    p.get_open("/h", "");
     // Stored on the second use.
     for _ in 0..3 {
-        get(&p, "/min/x", "");
+        p.get_open("/min/x", "");
     }
     // A stored MISS meets the not-modified filter.
-    get(&p, "/nm", "If-None-Match: \"e1\"\r\n");
+    p.get_open("/nm", "If-None-Match: \"e1\"\r\n");
     // The 304 went out before the body was read into the cache.
     wait_stored(&p, "/nm");
-    get(&p, "/nm", "If-None-Match: \"e1\"\r\n");
+    p.get_open("/nm", "If-None-Match: \"e1\"\r\n");
     // A range beyond proxy_cache_max_range_offset goes upstream, not stored.
-    get(&p, "/far/r", "Range: bytes=5-\r\n");
-    get(&p, "/far/r", "");
-    get(&p, "/far/r", "Range: bytes=1-2\r\n");
+    p.get_open("/far/r", "Range: bytes=5-\r\n");
+    p.get_open("/far/r", "");
+    p.get_open("/far/r", "Range: bytes=1-2\r\n");
     // The default key with a URI part in proxy_pass.
-    get(&p, "/a/x?q=1", "");
+    p.get_open("/a/x?q=1", "");
     let root = p.html().parent().unwrap().to_path_buf();
     let nginx_keys = keys_in(&root.join("nginx/cache"));
     let shoal_keys = keys_in(&root.join("shoal/cache"));
@@ -344,24 +341,24 @@ fn stale_on_error_and_revalidation_as_nginx() {
         ..Default::default()
     });
     for path in ["/stale/a", "/plain", "/sie", "/rv"] {
-        get(&p, path, "");
+        p.get_open(path, "");
     }
     std::thread::sleep(std::time::Duration::from_millis(2100));
     mode.store(1, Ordering::SeqCst);
     // use_stale http_500: STALE; none: the 500 (EXPIRED); stale-if-error does not cover an
     // upstream's 500 in nginx 1.22 (only errors and timeouts): the 500 (EXPIRED).
     for path in ["/stale/a", "/plain", "/sie"] {
-        get(&p, path, "");
+        p.get_open(path, "");
     }
     // An upstream that hangs up is an error: stale-if-error answers STALE.
     mode.store(3, Ordering::SeqCst);
-    let r = get(&p, "/sie", "");
+    let r = p.get_open("/sie", "");
     assert!(r.contains("STALE"), "{r}");
     // Revalidation: If-None-Match upstream, 304, REVALIDATED, then fresh for an hour.
     mode.store(2, Ordering::SeqCst);
-    let r = get(&p, "/rv", "");
+    let r = p.get_open("/rv", "");
     assert!(r.contains("REVALIDATED"), "{r}");
-    get(&p, "/rv", "");
+    p.get_open("/rv", "");
 }
 
 /// The bodies of the objects under a cache directory, by key (what follows the stored head).
@@ -428,71 +425,65 @@ fn ranges_on_a_miss_as_nginx() {
     });
     // One range of a MISS: 206, only those bytes; the object stored is the whole answer, and
     // its HIT serves any range, several as multipart/byteranges.
-    let r = get(&p, "/single", "Range: bytes=2-5\r\n");
+    let r = p.get_open("/single", "Range: bytes=2-5\r\n");
     assert!(
         r.starts_with("HTTP/1.1 206") && r.contains("\n2345\n"),
         "{r}"
     );
-    let r = get(&p, "/single", "Range: bytes=100-109\r\n");
+    let r = p.get_open("/single", "Range: bytes=100-109\r\n");
     assert!(r.starts_with("HTTP/1.1 206") && r.contains("HIT"), "{r}");
-    get(&p, "/single", "Range: bytes=0-1,5-6\r\n");
-    get(&p, "/single", "");
-    get(&p, "/suffix", "Range: bytes=-5\r\n");
-    get(&p, "/open", "Range: bytes=990-\r\n");
-    get(&p, "/open", "Range: bytes=-1000\r\n");
-    get(&p, "/clamped", "Range: bytes=995-5000\r\n");
-    get(&p, "/skipped", "Range: bytes=2000-3000,7-8\r\n");
+    p.get_open("/single", "Range: bytes=0-1,5-6\r\n");
+    p.get_open("/single", "");
+    p.get_open("/suffix", "Range: bytes=-5\r\n");
+    p.get_open("/open", "Range: bytes=990-\r\n");
+    p.get_open("/open", "Range: bytes=-1000\r\n");
+    p.get_open("/clamped", "Range: bytes=995-5000\r\n");
+    p.get_open("/skipped", "Range: bytes=2000-3000,7-8\r\n");
     // Several ranges of a MISS: nginx cuts one range at most from a stream (single_range):
     // the whole 200 with Accept-Ranges; the HIT then answers them.
-    let r = get(&p, "/multi", "Range: bytes=0-1,5-6\r\n");
+    let r = p.get_open("/multi", "Range: bytes=0-1,5-6\r\n");
     assert!(
         r.starts_with("HTTP/1.1 200") && r.contains("Accept-Ranges"),
         "{r}"
     );
-    let r = get(&p, "/multi", "Range: bytes=0-1,5-6\r\n");
+    let r = p.get_open("/multi", "Range: bytes=0-1,5-6\r\n");
     assert!(r.contains("multipart/byteranges"), "{r}");
-    get(&p, "/overlap", "Range: bytes=0-999,0-999\r\n");
+    p.get_open("/overlap", "Range: bytes=0-999,0-999\r\n");
     // Unsatisfiable: 416, and nginx does not read the answer on: not stored, still a MISS.
-    let r = get(&p, "/unsat", "Range: bytes=1000-\r\n");
+    let r = p.get_open("/unsat", "Range: bytes=1000-\r\n");
     assert!(r.starts_with("HTTP/1.1 416"), "{r}");
-    get(&p, "/unsat", "");
-    get(&p, "/unsat", "Range: bytes=1000-\r\n");
-    get(&p, "/badsyntax", "Range: bytes=x\r\n");
-    get(&p, "/notbytes", "Range: items=0-1\r\n");
+    p.get_open("/unsat", "");
+    p.get_open("/unsat", "Range: bytes=1000-\r\n");
+    p.get_open("/badsyntax", "Range: bytes=x\r\n");
+    p.get_open("/notbytes", "Range: items=0-1\r\n");
     // If-Range against the upstream's ETag and Last-Modified.
-    get(&p, "/ir-etag", "Range: bytes=1-2\r\nIf-Range: \"r1\"\r\n");
-    get(
-        &p,
-        "/ir-etag-no",
-        "Range: bytes=1-2\r\nIf-Range: \"r2\"\r\n",
-    );
-    get(&p, "/ir-weak", "Range: bytes=1-2\r\nIf-Range: W/\"r1\"\r\n");
-    get(
-        &p,
+    p.get_open("/ir-etag", "Range: bytes=1-2\r\nIf-Range: \"r1\"\r\n");
+    p.get_open("/ir-etag-no", "Range: bytes=1-2\r\nIf-Range: \"r2\"\r\n");
+    p.get_open("/ir-weak", "Range: bytes=1-2\r\nIf-Range: W/\"r1\"\r\n");
+    p.get_open(
         "/ir-date",
         &format!("Range: bytes=1-2\r\nIf-Range: {}\r\n", diff::MTIME_HTTP),
     );
-    get(
-        &p,
+    p.get_open(
         "/ir-date-no",
         "Range: bytes=1-2\r\nIf-Range: Sun, 01 Jan 2023 00:00:01 GMT\r\n",
     );
     // max_ranges.
-    get(&p, "/one/a", "Range: bytes=1-2\r\n");
-    get(&p, "/one/b", "Range: bytes=1-2,4-5\r\n");
-    get(&p, "/none/a", "Range: bytes=1-2\r\n");
-    get(&p, "/none/a", "Range: bytes=1-2\r\n");
+    p.get_open("/one/a", "Range: bytes=1-2\r\n");
+    p.get_open("/one/b", "Range: bytes=1-2,4-5\r\n");
+    p.get_open("/none/a", "Range: bytes=1-2\r\n");
+    p.get_open("/none/a", "Range: bytes=1-2\r\n");
     // No Accept-Ranges from the upstream: no ranges, now or from the cache.
-    get(&p, "/noar", "Range: bytes=1-2\r\n");
-    get(&p, "/noar", "Range: bytes=1-2\r\n");
+    p.get_open("/noar", "Range: bytes=1-2\r\n");
+    p.get_open("/noar", "Range: bytes=1-2\r\n");
     // A HEAD goes up as GET and is stored; its answer is the range's head.
     p.check_open(b"HEAD /head HTTP/1.1\r\nHost: localhost\r\nRange: bytes=1-2\r\n\r\n");
-    get(&p, "/head", "Range: bytes=3-4\r\n");
+    p.get_open("/head", "Range: bytes=3-4\r\n");
     // proxy_no_cache is asked after the headers: the answer is still cacheable for the range
     // and not-modified filters, just not stored.
-    get(&p, "/nostore/a", "Range: bytes=1-2\r\n");
-    get(&p, "/nostore/a", "Range: bytes=1-2,4-5\r\n");
-    get(&p, "/nostore/a", "If-None-Match: \"r1\"\r\n");
+    p.get_open("/nostore/a", "Range: bytes=1-2\r\n");
+    p.get_open("/nostore/a", "Range: bytes=1-2,4-5\r\n");
+    p.get_open("/nostore/a", "If-None-Match: \"r1\"\r\n");
     // A chunked answer has no length for the range filter: the whole 200, no Accept-Ranges.
     // (HTTP/1.0: re-chunking depends on timing.)
     let r = p.check_open(b"GET /chunked HTTP/1.0\r\nRange: bytes=1-2\r\n\r\n");
@@ -512,10 +503,6 @@ fn ranges_on_a_miss_as_nginx() {
     for (key, body) in nginx.iter().chain(&shoal) {
         assert_eq!(body, diff::range_body().as_bytes(), "{key}");
     }
-}
-
-fn head(p: &Pair, path: &str, headers: &str) -> String {
-    ask(p, "HEAD", path, headers)
 }
 
 /// An answer the upstream sent without a length (chunked, or ended by its close): nginx stores
@@ -560,20 +547,20 @@ fn a_hit_of_an_answer_without_a_length_has_none_as_nginx() {
     }
     // A HEAD's MISS (up as a GET) says neither either, and keeps an HTTP/1.0 keep-alive
     // connection; the body is stored.
-    head(&p, "/c/head-chunked", "");
+    p.head_open("/c/head-chunked", "");
     p.check_open(b"HEAD /c/head10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     for path in paths.iter().chain(&["/c/head-chunked"]) {
-        let r = get(&p, path, "");
+        let r = p.get_open(path, "");
         assert!(
             r.contains("X-Cache-Status: HIT") && r.contains("Transfer-Encoding: chunked"),
             "{r}"
         );
-        let r = get(&p, path, "Range: bytes=0-3\r\n");
+        let r = p.get_open(path, "Range: bytes=0-3\r\n");
         assert!(
             r.starts_with("HTTP/1.1 200") && !r.contains("Accept-Ranges"),
             "{r}"
         );
-        let r = head(&p, path, "");
+        let r = p.head_open(path, "");
         assert!(!r.contains("Content-Length"), "{r}");
         p.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
         p.check_open(format!("HEAD {path} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes());
@@ -608,39 +595,39 @@ fn convert_head_off_stores_the_head_answer_as_nginx() {
             ),
         ],
     );
-    let r = head(&p, "/h/a", "");
+    let r = p.head_open("/h/a", "");
     assert!(r.contains("X-Method: HEAD") && r.contains("MISS"), "{r}");
-    let r = head(&p, "/h/a", "");
+    let r = p.head_open("/h/a", "");
     assert!(r.contains("HIT"), "{r}");
-    let r = get(&p, "/h/a", "");
+    let r = p.get_open("/h/a", "");
     assert!(
         r.contains("X-Method: HEAD") && r.contains("HIT") && r.contains("[kept open]"),
         "{r}"
     );
-    get(&p, "/h/a", "Range: bytes=0-3\r\n");
+    p.get_open("/h/a", "Range: bytes=0-3\r\n");
     // The bodiless HIT, then the next answer on the same connection.
     p.check_open(
         b"GET /h/a HTTP/1.1\r\nHost: localhost\r\n\r\nGET /h/b HTTP/1.1\r\nHost: localhost\r\n\r\n",
     );
-    head(&p, "/h/ar", "Range: bytes=0-3\r\n");
-    let r = get(&p, "/h/ar", "Range: bytes=0-3\r\n");
+    p.head_open("/h/ar", "Range: bytes=0-3\r\n");
+    let r = p.get_open("/h/ar", "Range: bytes=0-3\r\n");
     assert!(r.starts_with("HTTP/1.1 206"), "{r}");
-    get(&p, "/h/ar", "Range: bytes=0-1,3-4\r\n");
-    get(&p, "/h/ar", "Range: bytes=100-\r\n");
+    p.get_open("/h/ar", "Range: bytes=0-1,3-4\r\n");
+    p.get_open("/h/ar", "Range: bytes=100-\r\n");
     p.check_open(b"GET /h/ar HTTP/1.0\r\n\r\n");
     // A chunked HEAD answer: the GET's HIT is an empty chunked body.
-    head(&p, "/h/chunked", "");
-    get(&p, "/h/chunked", "");
+    p.head_open("/h/chunked", "");
+    p.get_open("/h/chunked", "");
     // A GET stored first: the HEAD is its HIT.
-    get(&p, "/h/g", "");
-    let r = head(&p, "/h/g", "");
+    p.get_open("/h/g", "");
+    let r = p.head_open("/h/g", "");
     assert!(r.contains("X-Method: GET") && r.contains("HIT"), "{r}");
     // Keyed by method: the GET has its own object.
-    head(&p, "/k/a", "");
-    head(&p, "/k/a", "");
-    let r = get(&p, "/k/a", "");
+    p.head_open("/k/a", "");
+    p.head_open("/k/a", "");
+    let r = p.get_open("/k/a", "");
     assert!(r.contains("X-Method: GET") && r.contains("MISS"), "{r}");
-    let r = get(&p, "/k/a", "");
+    let r = p.get_open("/k/a", "");
     assert!(r.contains("HIT") && r.contains("GET /k/a"), "{r}");
     let root = p.html().parent().unwrap().to_path_buf();
     let nginx = bodies_in(&root.join("nginx/cache"));

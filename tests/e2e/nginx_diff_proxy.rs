@@ -82,16 +82,6 @@ fn host_of(r: &common::upstream::Recorded) -> String {
     r.header("host").unwrap_or("").to_string()
 }
 
-/// nginx aborts a proxied request when the client half-closes (`proxy_ignore_client_abort
-/// off`), so these exchanges keep the client's side open.
-fn get(p: &Pair, path: &str, headers: &str) -> String {
-    p.check_open(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
-}
-
-fn head(p: &Pair, path: &str, headers: &str) -> String {
-    p.check_open(format!("HEAD {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
-}
-
 fn pair(up: &Upstream, http: &str, server: &str) -> Pair {
     let server = server.replace("UP", &up.url());
     let http = http.replace("UPPORT", &up.port().to_string());
@@ -106,24 +96,23 @@ fn pair(up: &Upstream, http: &str, server: &str) -> Pair {
 fn default_request_and_answer() {
     let up = upstream();
     let p = pair(&up, "", "location / { proxy_pass UP; }");
-    get(&p, "/a/b?x=1", "");
-    get(
-        &p,
+    p.get_open("/a/b?x=1", "");
+    p.get_open(
         "/h",
         "X-Custom: 1\r\nKeep-Alive: 300\r\nTE: trailers\r\nUpgrade: foo\r\nExpect: nothing\r\n\
          Accept-Encoding: gzip\r\nConnection: keep-alive\r\n",
     );
-    head(&p, "/head", "");
-    get(&p, "/hidden", "");
-    get(&p, "/reason", "");
-    get(&p, "/noreason", "");
-    get(&p, "/upgradehdr", "");
-    get(&p, "/emptytype", "");
-    get(&p, "/nocontent", "");
-    get(&p, "/typednocontent", "");
-    head(&p, "/typednocontent", "");
-    get(&p, "/typednotmod", "");
-    get(&p, "/notmod", "If-None-Match: \"e1\"\r\n");
+    p.head_open("/head", "");
+    p.get_open("/hidden", "");
+    p.get_open("/reason", "");
+    p.get_open("/noreason", "");
+    p.get_open("/upgradehdr", "");
+    p.get_open("/emptytype", "");
+    p.get_open("/nocontent", "");
+    p.get_open("/typednocontent", "");
+    p.head_open("/typednocontent", "");
+    p.get_open("/typednotmod", "");
+    p.get_open("/notmod", "If-None-Match: \"e1\"\r\n");
     p.check_open(b"GET /old HTTP/1.0\r\n\r\n");
     p.check_open(b"GET /closedelim HTTP/1.0\r\n\r\n");
 }
@@ -137,7 +126,7 @@ fn framings_are_relayed_alike() {
     let p = pair(&up, "", "location / { proxy_pass UP; }");
     p.check_open(b"GET /chunked HTTP/1.0\r\n\r\n");
     p.check_open(b"GET /closedelim HTTP/1.0\r\n\r\n");
-    head(&p, "/chunked", "");
+    p.head_open("/chunked", "");
 }
 
 #[test]
@@ -154,19 +143,19 @@ fn uris_by_nginx_rules() {
          location /setargs/ { set $args \"z=9&$args\"; proxy_pass UP; }\n\
          location /ep { error_page 404 /one/from-error-page; return 404; }",
     );
-    get(&p, "/one/x/y?q=1", "");
-    get(&p, "/one/x%20y", "");
-    get(&p, "/one/a+b", "");
+    p.get_open("/one/x/y?q=1", "");
+    p.get_open("/one/x%20y", "");
+    p.get_open("/one/a+b", "");
     // A `+` does not make nginx escape the path (only a `%` does): raw UTF-8 passes raw.
-    get(&p, "/one/a+b/\u{e9}", "");
-    get(&p, "/one/../one/dots", "");
-    get(&p, "/brk/z?k=v", "");
-    get(&p, "/last/moved?k=v", "");
-    get(&p, "/exact?a", "");
-    get(&p, "/plain/%41%2F./b?c", "");
-    get(&p, "/ep", "");
-    get(&p, "/setargs/q?a=1", "");
-    get(&p, "/setargs/none", "");
+    p.get_open("/one/a+b/\u{e9}", "");
+    p.get_open("/one/../one/dots", "");
+    p.get_open("/brk/z?k=v", "");
+    p.get_open("/last/moved?k=v", "");
+    p.get_open("/exact?a", "");
+    p.get_open("/plain/%41%2F./b?c", "");
+    p.get_open("/ep", "");
+    p.get_open("/setargs/q?a=1", "");
+    p.get_open("/setargs/none", "");
 }
 
 #[test]
@@ -184,10 +173,10 @@ fn set_header_and_friends() {
          location /setbody/ { proxy_pass UP; proxy_set_body \"body of $uri\"; }\n\
          location /nobody/ { proxy_pass UP; proxy_pass_request_body off; proxy_set_header Content-Length \"\"; }",
     );
-    get(&p, "/x", "X-Forwarded-For: 10.0.0.1\r\nAccept: */*\r\n");
-    get(&p, "/hidden", "");
-    get(&p, "/v11/x", "");
-    get(&p, "/nohdr/x", "X-Custom: 1\r\n");
+    p.get_open("/x", "X-Forwarded-For: 10.0.0.1\r\nAccept: */*\r\n");
+    p.get_open("/hidden", "");
+    p.get_open("/v11/x", "");
+    p.get_open("/nohdr/x", "X-Custom: 1\r\n");
     p.check_open(b"POST /setbody/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc");
     // (Without `proxy_set_header Content-Length ""` nginx passes the client's length with no
     // body, and the exchange hangs until a timeout: nginx's documented advice is this line.)
@@ -229,17 +218,17 @@ fn redirects_and_errors() {
              location /ni/ {{ proxy_pass UP; error_page 500 /one/fallback; }}"
         ),
     );
-    get(&p, "/one/redir", "");
-    get(&p, "/off/redir", "");
+    p.get_open("/one/redir", "");
+    p.get_open("/off/redir", "");
     // A relative Location no rule rewrote stays relative; a Refresh URL is rewritten whatever
     // the case of its `URL=`.
-    get(&p, "/one/relloc", "");
-    get(&p, "/one/refreshup", "");
-    get(&p, "/i/auth401", "");
-    get(&p, "/dead/x", "");
-    get(&p, "/slow/x", "");
-    get(&p, "/i/err500", "");
-    get(&p, "/ni/err500", "");
+    p.get_open("/one/relloc", "");
+    p.get_open("/one/refreshup", "");
+    p.get_open("/i/auth401", "");
+    p.get_open("/dead/x", "");
+    p.get_open("/slow/x", "");
+    p.get_open("/i/err500", "");
+    p.get_open("/ni/err500", "");
 }
 
 #[test]
@@ -255,26 +244,26 @@ fn ranges_pass_upstream_unless_the_answer_may_be_cached() {
          location /c/ { proxy_pass UP; proxy_cache z; proxy_cache_valid 200 1h; }",
     );
     let range = "Range: bytes=0-3\r\nIf-Range: \"x\"\r\n";
-    let r = get(&p, "/ranges", range);
+    let r = p.get_open("/ranges", range);
     assert!(
         r.starts_with("HTTP/1.1 200") && r.contains("If-Range: \\\"x\\\""),
         "{r}"
     );
-    let r = get(&p, "/c/ranges", "Range: bytes=0-3\r\n");
+    let r = p.get_open("/c/ranges", "Range: bytes=0-3\r\n");
     assert!(
         r.starts_with("HTTP/1.1 206") && r.contains("\nGET \n"),
         "{r}"
     );
     // The HIT's body is the request the MISS sent: no Range.
-    let r = get(&p, "/c/ranges", "");
+    let r = p.get_open("/c/ranges", "");
     assert!(
         r.starts_with("HTTP/1.1 200") && !r.contains("Range: bytes"),
         "{r}"
     );
-    get(&p, "/c/ranges2", "Range: bytes=0-3,5-6\r\n");
-    get(&p, "/c/ranges3", range);
+    p.get_open("/c/ranges2", "Range: bytes=0-3,5-6\r\n");
+    p.get_open("/c/ranges3", range);
     // The upstream says nothing of ranges: none are taken.
-    get(&p, "/c/plain", "Range: bytes=0-3\r\n");
+    p.get_open("/c/plain", "Range: bytes=0-3\r\n");
 }
 
 #[test]
@@ -290,31 +279,31 @@ fn proxy_force_ranges_as_nginx() {
          location /c/ { proxy_pass UP; proxy_force_ranges on; proxy_cache z; \
          proxy_cache_valid 200 1h; add_header X-Cache-Status $upstream_cache_status; }",
     );
-    let r = get(&p, "/plain", "Range: bytes=0-3\r\n");
+    let r = p.get_open("/plain", "Range: bytes=0-3\r\n");
     assert!(r.starts_with("HTTP/1.1 206"), "{r}");
-    let r = get(&p, "/plain", "");
+    let r = p.get_open("/plain", "");
     assert!(
         r.starts_with("HTTP/1.1 200") && r.contains("Accept-Ranges: bytes"),
         "{r}"
     );
-    let r = get(&p, "/ranges", "");
+    let r = p.get_open("/ranges", "");
     assert_eq!(r.matches("Accept-Ranges").count(), 1, "{r}");
-    get(&p, "/ranges", "Range: bytes=2-5\r\n");
-    get(&p, "/plain", "Range: bytes=-4\r\n");
-    get(&p, "/plain", "Range: bytes=0-3,5-6\r\n");
-    get(&p, "/plain", "Range: bytes=100000-\r\n");
+    p.get_open("/ranges", "Range: bytes=2-5\r\n");
+    p.get_open("/plain", "Range: bytes=-4\r\n");
+    p.get_open("/plain", "Range: bytes=0-3,5-6\r\n");
+    p.get_open("/plain", "Range: bytes=100000-\r\n");
     // No length, no ranges (a HEAD: the relay's chunk boundaries are not nginx's to compare).
-    let r = head(&p, "/chunked", "Range: bytes=0-3\r\n");
+    let r = p.head_open("/chunked", "Range: bytes=0-3\r\n");
     assert!(
         r.starts_with("HTTP/1.1 200") && !r.contains("Accept-Ranges"),
         "{r}"
     );
-    let r = get(&p, "/c/plain", "Range: bytes=0-3\r\n");
+    let r = p.get_open("/c/plain", "Range: bytes=0-3\r\n");
     assert!(
         r.starts_with("HTTP/1.1 206") && r.contains("X-Cache-Status: MISS"),
         "{r}"
     );
-    let r = get(&p, "/c/plain", "Range: bytes=0-3,5-6\r\n");
+    let r = p.get_open("/c/plain", "Range: bytes=0-3,5-6\r\n");
     assert!(
         r.starts_with("HTTP/1.1 206") && r.contains("X-Cache-Status: HIT"),
         "{r}"
@@ -347,9 +336,9 @@ fn last_modified_passes_whatever_the_status_without_a_cache() {
             .body("x")
     });
     let p = pair(&up, "", "location / { proxy_pass UP; }");
-    let r = get(&p, "/404", "");
+    let r = p.get_open("/404", "");
     assert!(r.contains("Last-Modified"), "{r}");
-    get(&p, "/301", "");
+    p.get_open("/301", "");
 }
 
 #[test]
@@ -368,12 +357,12 @@ fn a_proxied_location_redirects_its_name_without_the_slash() {
          location /n/ { proxy_pass UP; }\n\
          location ~ ^/u { return 200 \"regex\"; }",
     );
-    let r = get(&p, "/u", "");
+    let r = p.get_open("/u", "");
     assert!(r.starts_with("HTTP/1.1 301"), "{r}");
-    get(&p, "/u?a=1", "");
-    head(&p, "/e", "");
-    get(&p, "/s", "");
-    get(&p, "/n", "");
+    p.get_open("/u?a=1", "");
+    p.head_open("/e", "");
+    p.get_open("/s", "");
+    p.get_open("/n", "");
     p.check_open(b"GET /u HTTP/1.0\r\n\r\n");
 }
 

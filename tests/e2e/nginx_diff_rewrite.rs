@@ -11,12 +11,11 @@
 //! `Transfer-Encoding: chunked`) and the decompressed body.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
+use crate::common::client::{dechunk, exchange_half_closed};
 use crate::diff::{Conf, Pair, A_TXT};
 
 fn req(path: &str, headers: &str) -> Vec<u8> {
@@ -582,35 +581,8 @@ fn ports(p: &Pair) -> (u16, u16) {
     (port("nginx"), port("shoal"))
 }
 
-fn raw(port: u16, req: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
-    s.write_all(req).expect("writing the request");
-    s.shutdown(Shutdown::Write).expect("half-closing");
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).expect("reading the answer");
-    out
-}
-
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Removes chunked framing; `None` when it is broken.
-fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = find(b, b"\r\n")?;
-        let size = std::str::from_utf8(&b[..eol]).ok()?.split(';').next()?;
-        let n = usize::from_str_radix(size.trim(), 16).ok()?;
-        b = &b[eol + 2..];
-        if n == 0 {
-            return (b == b"\r\n").then_some(out);
-        }
-        out.extend_from_slice(b.get(..n)?);
-        b = b.get(n..)?.strip_prefix(b"\r\n")?;
-    }
 }
 
 fn gunzip(data: &[u8]) -> Vec<u8> {
@@ -672,8 +644,8 @@ fn decoded(raw: &[u8], head_request: bool) -> String {
 fn check_gzip(p: &Pair, req: &[u8]) -> String {
     let (np, sp) = ports(p);
     let head_request = req.starts_with(b"HEAD ");
-    let n = decoded(&raw(np, req), head_request);
-    let s = decoded(&raw(sp, req), head_request);
+    let n = decoded(&exchange_half_closed(np, req), head_request);
+    let s = decoded(&exchange_half_closed(sp, req), head_request);
     assert_eq!(
         n,
         s,

@@ -7,6 +7,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::common::client::{
+    body_of, dechunk, exchange, exchange_text, get_close, head_and_body, request, status_of,
+};
 use crate::common::upstream::{Answer, Upstream};
 use crate::common::*;
 
@@ -34,45 +37,6 @@ fn start_kept(port: u16, up_port: u16, upstream: &str, location_extra: &str) -> 
     )
 }
 
-/// Sends raw bytes on a new connection and reads until the server closes it.
-fn raw(port: u16, request: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn get_close(port: u16, path: &str) -> String {
-    raw(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
-    )
-}
-
-fn status_of(resp: &str) -> u16 {
-    resp.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-fn body_of(resp: &str) -> &str {
-    resp.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-}
-
-/// The decoded body of a chunked response.
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n").expect("a chunk size line");
-        let n = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
-        if n == 0 {
-            return out;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
-    }
-}
-
 #[test]
 fn the_request_goes_upstream_as_nginx_writes_it() {
     let up = Upstream::echo();
@@ -82,7 +46,7 @@ fn the_request_goes_upstream_as_nginx_writes_it() {
         "",
         &format!("location / {{ proxy_pass {}; }}", up.url()),
     );
-    let resp = raw(
+    let resp = exchange_text(
         port,
         "GET /a/b?x=1 HTTP/1.1\r\nHost: localhost\r\nX-Custom: v\r\nKeep-Alive: 300\r\n\
          TE: trailers\r\nUpgrade: foo\r\nConnection: close\r\n\r\n",
@@ -129,7 +93,7 @@ fn a_uri_part_replaces_the_location_prefix_and_set_header_applies() {
             up.url()
         ),
     );
-    let resp = raw(
+    let resp = exchange_text(
         port,
         "GET /one/x%20y?q=1 HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\nConnection: close\r\n\r\n",
     );
@@ -164,7 +128,7 @@ fn request_bodies_reach_the_upstream_whole() {
     // Small (memory), large (spilled to a temp file), and chunked from the client.
     for size in [10usize, 200_000] {
         let body: String = (0..size).map(|i| (b'a' + (i % 26) as u8) as char).collect();
-        let resp = raw(
+        let resp = exchange_text(
             port,
             &format!(
                 "POST /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\
@@ -182,7 +146,7 @@ fn request_bodies_reach_the_upstream_whole() {
         assert_eq!(seen.body.len(), size);
         assert_eq!(seen.body, body.as_bytes());
     }
-    let resp = raw(
+    let resp = exchange_text(
         port,
         "POST /c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\
          Connection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
@@ -269,9 +233,13 @@ fn chunked_and_close_delimited_answers_are_relayed_whole() {
         let resp = get_close(port, path);
         assert_eq!(status_of(&resp), 200, "{path}");
         assert!(resp.contains("Transfer-Encoding: chunked\r\n"), "{path}");
-        assert_eq!(dechunk(body_of(&resp)), big, "{path}");
+        assert_eq!(
+            dechunk(body_of(&resp)).as_deref(),
+            Some(big.as_bytes()),
+            "{path}"
+        );
         // An HTTP/1.0 client: the body ends with the connection.
-        let resp = raw(port, &format!("GET {path} HTTP/1.0\r\n\r\n"));
+        let resp = exchange_text(port, &format!("GET {path} HTTP/1.0\r\n\r\n"));
         assert_eq!(status_of(&resp), 200, "{path}");
         assert!(!resp.contains("Transfer-Encoding"), "{path}");
         assert_eq!(body_of(&resp), big, "{path}");
@@ -300,7 +268,7 @@ fn a_cut_short_answer_closes_the_client_connection() {
     let resp = get_close(port, "/short");
     assert!(resp.contains("Content-Length: 100\r\n"), "{resp}");
     assert_eq!(body_of(&resp), "only this", "sent what came, then closed");
-    let resp = raw(port, "GET /shortchunk HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let resp = exchange_text(port, "GET /shortchunk HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(resp.contains("Transfer-Encoding: chunked"), "{resp}");
     assert!(
         !body_of(&resp).contains("0\r\n\r\n"),
@@ -713,24 +681,6 @@ fn gunzip(data: &[u8]) -> Vec<u8> {
     out.stdout
 }
 
-/// Reads one chunked response's body bytes (framing removed) from a raw answer.
-fn dechunk_bytes(mut body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = body
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("a size line");
-        let n = usize::from_str_radix(std::str::from_utf8(&body[..eol]).unwrap().trim(), 16)
-            .expect("a hex size");
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&body[eol + 2..eol + 2 + n]);
-        body = &body[eol + 2 + n + 2..];
-    }
-}
-
 #[test]
 fn proxied_answers_are_gzipped_as_gzip_proxied_allows() {
     let json: String = (0..200)
@@ -756,36 +706,28 @@ fn proxied_answers_are_gzipped_as_gzip_proxied_allows() {
         &format!("location / {{ proxy_pass {}; }}", up.url()),
     );
     let ask = |path: &str, via: bool| {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(WAIT)).unwrap();
         let via = if via { "Via: 1.1 proxy\r\n" } else { "" };
-        s.write_all(
-            format!(
-                "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n{via}\
-                 Connection: close\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        (
-            String::from_utf8_lossy(&out[..split]).into_owned(),
-            out[split + 4..].to_vec(),
-        )
+        let headers = format!("Accept-Encoding: gzip\r\n{via}Connection: close\r\n");
+        head_and_body(&exchange(port, &request("GET", path, &headers)))
     };
     for path in ["/plain", "/chunked"] {
         let (head, body) = ask(path, false);
         assert!(head.contains("Content-Encoding: gzip"), "{path}: {head}");
         assert!(!head.contains("Content-Length"), "{path}: {head}");
         assert!(head.contains("Vary: Accept-Encoding"), "{path}: {head}");
-        assert_eq!(gunzip(&dechunk_bytes(&body)), json.as_bytes(), "{path}");
+        assert_eq!(
+            gunzip(&dechunk(&body).expect("chunked framing")),
+            json.as_bytes(),
+            "{path}"
+        );
     }
     // Through another proxy (`Via`): only what `gzip_proxied private` allows.
     let (head, body) = ask("/private", true);
     assert!(head.contains("Content-Encoding: gzip"), "{head}");
-    assert_eq!(gunzip(&dechunk_bytes(&body)), json.as_bytes());
+    assert_eq!(
+        gunzip(&dechunk(&body).expect("chunked framing")),
+        json.as_bytes()
+    );
     // A Cache-Control that `private` does not name: not compressed (nginx's order: with no
     // Cache-Control and no Expires at all it would be).
     let (head, body) = ask("/nostore", true);
@@ -1071,7 +1013,7 @@ fn proxy_request_buffering_off_streams_the_body_upstream() {
         assert_eq!(up.last().header("content-length"), Some("10"), "{prefix}");
     }
     // A chunked body to an HTTP/1.1 upstream goes chunked, as it comes.
-    let r = raw(
+    let r = exchange_text(
         port,
         "POST /s/c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\
          Connection: close\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
@@ -1157,12 +1099,10 @@ fn header_values_that_are_not_utf8_pass_byte_for_byte() {
         "",
         &format!("location / {{ proxy_pass {}; }}", up.url()),
     );
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s.write_all(b"GET /f HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
+    let out = exchange(
+        port,
+        b"GET /f HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
     let want = b"Content-Disposition: attachment; filename=\"caf\xe9.txt\"\r\n";
     assert!(
         out.windows(want.len()).any(|w| w == want),

@@ -3,11 +3,11 @@
 //! files the cache writes, killing shoal mid-fill, and the configuration errors in nginx's
 //! words.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::common::client::{body_of, cache_status, get_close, request, request_close, status_of};
 use crate::common::upstream::{Answer, Upstream};
 use crate::common::*;
 
@@ -30,39 +30,6 @@ fn cached(up: &Upstream, extra: &str) -> String {
 }
 
 const PATH: &str = "proxy_cache_path cache levels=1:2 keys_zone=z:1m use_temp_path=off;";
-
-fn get(port: u16, path: &str) -> String {
-    get_with(port, path, "")
-}
-
-fn get_with(port: u16, path: &str, headers: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n")
-            .as_bytes(),
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn status_of(resp: &str) -> u16 {
-    resp.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-fn cache_status(resp: &str) -> String {
-    resp.lines()
-        .find_map(|l| l.strip_prefix("X-Cache-Status: "))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-fn body_of(resp: &str) -> &str {
-    resp.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-}
 
 /// The md5 of a key in hex (through the system's md5sum, independent of shoal's).
 fn md5_hex(key: &str) -> String {
@@ -120,9 +87,9 @@ fn a_second_request_is_a_hit_and_the_object_is_where_nginx_puts_it() {
         &conf(port, PATH, &cached(&up, "proxy_cache_valid 200 1m;")),
         port,
     );
-    let a = get(port, "/x?y=1");
+    let a = get_close(port, "/x?y=1");
     assert_eq!(cache_status(&a), "MISS", "{a}");
-    let b = get(port, "/x?y=1");
+    let b = get_close(port, "/x?y=1");
     assert_eq!(cache_status(&b), "HIT", "{b}");
     assert_eq!(body_of(&a), body_of(&b));
     assert_eq!(body_of(&b), "hello /x?y=1");
@@ -145,7 +112,7 @@ fn a_second_request_is_a_hit_and_the_object_is_where_nginx_puts_it() {
     assert!(data[336..]
         .starts_with(format!("\nKEY: http://127.0.0.1:{}/x?y=1\n", up.port()).as_bytes()));
     // Ranges and conditionals are served from the object.
-    let r = get_with(port, "/x?y=1", "Range: bytes=0-4\r\n");
+    let r = request_close(port, "GET", "/x?y=1", "Range: bytes=0-4\r\n");
     assert_eq!(status_of(&r), 206, "{r}");
     assert_eq!(body_of(&r), "hello");
     assert_eq!(seen(&up, "/x?y=1"), 1);
@@ -244,8 +211,8 @@ fn proxy_cache_valid_per_status_and_the_upstreams_headers() {
         ("/maxage", true),
     ];
     for (path, stored) in cases {
-        get(port, path);
-        let second = get(port, path);
+        get_close(port, path);
+        let second = get_close(port, path);
         let want = if stored { "HIT" } else { "MISS" };
         assert_eq!(cache_status(&second), want, "{path}: {second}");
         assert_eq!(seen(&up, path), if stored { 1 } else { 2 }, "{path}");
@@ -258,13 +225,13 @@ fn max_age_without_proxy_cache_valid_and_expiry() {
     let port = free_port();
     let _s = Shoal::start(&conf(port, PATH, &cached(&up, "")), port);
     // No proxy_cache_valid: only a time from the headers stores.
-    get(port, "/plain");
-    assert_eq!(cache_status(&get(port, "/plain")), "MISS");
-    get(port, "/short");
-    assert_eq!(cache_status(&get(port, "/short")), "HIT");
+    get_close(port, "/plain");
+    assert_eq!(cache_status(&get_close(port, "/plain")), "MISS");
+    get_close(port, "/short");
+    assert_eq!(cache_status(&get_close(port, "/short")), "HIT");
     std::thread::sleep(Duration::from_millis(2100));
-    assert_eq!(cache_status(&get(port, "/short")), "EXPIRED");
-    assert_eq!(cache_status(&get(port, "/short")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/short")), "EXPIRED");
+    assert_eq!(cache_status(&get_close(port, "/short")), "HIT");
 }
 
 #[test]
@@ -280,8 +247,8 @@ fn a_broken_or_foreign_object_is_a_miss_logged_and_replaced() {
     let broken = ["truncate", "garbage", "wrongkey", "cut", "grown"];
     for (i, how) in broken.iter().enumerate() {
         let path = format!("/broken{i}");
-        get(port, &path);
-        assert_eq!(cache_status(&get(port, &path)), "HIT");
+        get_close(port, &path);
+        assert_eq!(cache_status(&get_close(port, &path)), "HIT");
         let key = format!("http://127.0.0.1:{}{path}", up.port());
         let name = md5_hex(&key);
         let file = files_under(&dir)
@@ -305,12 +272,12 @@ fn a_broken_or_foreign_object_is_a_miss_logged_and_replaced() {
             }
         }
         std::fs::write(&file, &data).unwrap();
-        let r = get(port, &path);
+        let r = get_close(port, &path);
         assert_eq!(cache_status(&r), "MISS", "{how}: {r}");
         assert_eq!(body_of(&r), format!("fresh {path}"), "{how}");
         if *how != "wrongkey" {
             // Replaced: the next one is a hit again.
-            assert_eq!(cache_status(&get(port, &path)), "HIT", "{how}");
+            assert_eq!(cache_status(&get_close(port, &path)), "HIT", "{how}");
         }
     }
     let log = s.error_log();
@@ -335,12 +302,14 @@ fn the_cache_survives_a_restart_and_a_kill_mid_fill_leaves_no_half_object() {
     let cache_dir = prefix.join("cache");
     let text = conf(port, PATH, &cached(&up, "proxy_cache_valid 200 1h;"));
     let mut s = Shoal::start_in(prefix, &text, port, &[]);
-    get(port, "/whole");
+    get_close(port, "/whole");
     // Fills under way: clients reading slow answers, shoal killed with -9 in the middle.
     let mut clients = Vec::new();
     for i in 0..6 {
         let p = port;
-        clients.push(std::thread::spawn(move || get(p, &format!("/slow{i}"))));
+        clients.push(std::thread::spawn(move || {
+            get_close(p, &format!("/slow{i}"))
+        }));
     }
     up.wait_requests(7);
     // Each slow fill has written its first 64 KiB to its temp file (its upstream sent 100,000
@@ -369,9 +338,9 @@ fn the_cache_survives_a_restart_and_a_kill_mid_fill_leaves_no_half_object() {
     let s = Shoal::start_in(prefix, &text, port, &[]);
     // The whole object is still a hit; the half ones are misses, and the loader removed the
     // temp files.
-    assert_eq!(cache_status(&get(port, "/whole")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/whole")), "HIT");
     for i in 0..6 {
-        let r = get(port, &format!("/slow{i}"));
+        let r = get_close(port, &format!("/slow{i}"));
         assert_eq!(cache_status(&r), "MISS");
         assert_eq!(body_of(&r).len(), 200_000);
     }
@@ -399,7 +368,7 @@ fn max_size_holds_and_inactive_objects_go() {
     );
     let dir = s.prefix.join("cache");
     for i in 0..30 {
-        assert_eq!(status_of(&get(port, &format!("/big{i}"))), 200);
+        assert_eq!(status_of(&get_close(port, &format!("/big{i}"))), 200);
     }
     let size = || -> u64 {
         files_under(&dir)
@@ -447,11 +416,11 @@ fn a_cache_on_tmpfs_is_a_plain_path_and_a_full_disk_still_serves() {
         port,
     );
     // A small answer: stored on the tmpfs (temp under proxy_temp on another filesystem).
-    get(port, "/small");
-    assert_eq!(cache_status(&get(port, "/small")), "HIT");
+    get_close(port, "/small");
+    assert_eq!(cache_status(&get_close(port, "/small")), "HIT");
     // Answers that do not fit: still served whole from the upstream, the failure logged.
     for i in 0..4 {
-        let r = get(port, &format!("/big{i}"));
+        let r = get_close(port, &format!("/big{i}"));
         assert_eq!(status_of(&r), 200);
         assert_eq!(body_of(&r).len(), 40_000, "{i}");
     }
@@ -482,7 +451,7 @@ fn seed_000_cache_per_disk_with_split_clients() {
         port,
     );
     for i in 0..30 {
-        assert_eq!(cache_status(&get(port, &format!("/f{i}"))), "MISS");
+        assert_eq!(cache_status(&get_close(port, &format!("/f{i}"))), "MISS");
     }
     // With `aio_write on` the last write and the rename run in the pool, a moment after the
     // answer went out: wait until the 30 objects are in place and the zones' index has every
@@ -505,7 +474,7 @@ fn seed_000_cache_per_disk_with_split_clients() {
                 (m.blocks() * 512).max(m.len())
             })
             .sum();
-        let page = get(port, "/cache_status");
+        let page = get_close(port, "/cache_status");
         let indexed: u64 = body_of(&page)
             .lines()
             .filter_map(|l| {
@@ -520,7 +489,11 @@ fn seed_000_cache_per_disk_with_split_clients() {
         (indexed == on_disk).then_some(())
     });
     for i in 0..30 {
-        assert_eq!(cache_status(&get(port, &format!("/f{i}"))), "HIT", "{i}");
+        assert_eq!(
+            cache_status(&get_close(port, &format!("/f{i}"))),
+            "HIT",
+            "{i}"
+        );
     }
     assert_eq!(up.request_count(), 30);
     for d in ["cache1", "cache2", "cache3"] {
@@ -541,25 +514,15 @@ fn purge_removes_a_key_or_a_prefix() {
         port,
     );
     for p in ["/a", "/b1", "/b2"] {
-        get(port, p);
+        get_close(port, p);
     }
-    let purge = |p: &str| {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(
-            format!("PURGE {p} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        status_of(&out)
-    };
+    let purge = |p: &str| status_of(&request_close(port, "PURGE", p, ""));
     assert_eq!(purge("/a"), 204);
     assert_eq!(purge("/a"), 404);
-    assert_eq!(cache_status(&get(port, "/a")), "MISS");
+    assert_eq!(cache_status(&get_close(port, "/a")), "MISS");
     assert_eq!(purge("/b*"), 204);
-    assert_eq!(cache_status(&get(port, "/b1")), "MISS");
-    assert_eq!(cache_status(&get(port, "/b2")), "MISS");
+    assert_eq!(cache_status(&get_close(port, "/b1")), "MISS");
+    assert_eq!(cache_status(&get_close(port, "/b2")), "MISS");
 }
 
 /// `-t` on a configuration with `http` lines: the first error line.
@@ -654,24 +617,6 @@ fn numbered_body() -> Vec<u8> {
         .collect()
 }
 
-/// One answer off a connection: the head, and as many body bytes as its Content-Length says.
-fn read_answer(s: &mut TcpStream) -> (String, Vec<u8>) {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).unwrap();
-    (head, body)
-}
-
 #[test]
 fn a_range_of_a_miss_is_cut_from_the_stream_and_the_whole_answer_is_stored() {
     let body = numbered_body();
@@ -694,13 +639,13 @@ fn a_range_of_a_miss_is_cut_from_the_stream_and_the_whole_answer_is_stored() {
         &conf(port, PATH, &cached(&up, "proxy_cache_valid 200 1m;")),
         port,
     );
-    let ask = |c: &mut TcpStream, path: &str, range: &str| {
-        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nRange: bytes={range}\r\n\r\n");
-        c.write_all(req.as_bytes()).unwrap();
-        read_answer(c)
+    let ask = |c: &mut Client, path: &str, range: &str| {
+        let req = request("GET", path, &format!("Range: bytes={range}\r\n"));
+        c.send(req.as_bytes()).unwrap();
+        let r = c.read_response().unwrap();
+        (r.head, r.body)
     };
-    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(WAIT)).unwrap();
+    let mut c = Client::connect(port);
 
     // A MISS: 206 with the range's bytes only, across the two parts.
     let (head, got) = ask(&mut c, "/a", "100000-200000");

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::client::request;
 use crate::common::upstream::{Answer, Upstream};
 use crate::common::*;
 
@@ -51,8 +52,7 @@ fn conf(port: u16, workers: u32, up: &Upstream, dir: &str, gen: u32) -> String {
 
 /// One request on the held connection: (X-Cache-Status, the body's version `vN`, X-Gen).
 fn ask(c: &mut Client, method: &str, path: &str, headers: &str) -> (String, String, String) {
-    c.send(format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
-        .unwrap();
+    c.send(request(method, path, headers).as_bytes()).unwrap();
     // A purge's 204 has no body (and no Content-Length).
     let r = if method == "GET" {
         c.read_response().unwrap()

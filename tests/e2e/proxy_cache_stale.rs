@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::client::{body_of, cache_status, get_close, request_close, status_of};
 use crate::common::upstream::{Answer, Upstream};
 use crate::common::*;
 
@@ -30,41 +31,6 @@ fn cached(up: &Upstream, extra: &str) -> String {
     )
 }
 
-fn request(port: u16, method: &str, path: &str, headers: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s.write_all(
-        format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn get(port: u16, path: &str) -> String {
-    request(port, "GET", path, "")
-}
-
-fn cache_status(resp: &str) -> String {
-    resp.lines()
-        .find_map(|l| l.strip_prefix("X-Cache-Status: "))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-fn status_of(resp: &str) -> u16 {
-    resp.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-fn body_of(resp: &str) -> &str {
-    resp.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-}
-
 fn seen(up: &Upstream, path: &str) -> usize {
     up.requests().iter().filter(|r| r.target == path).count()
 }
@@ -83,7 +49,7 @@ fn the_cache_lock_sends_one_request_upstream_and_the_others_hit() {
         port,
     );
     let threads: Vec<_> = (0..6)
-        .map(|_| std::thread::spawn(move || get(port, "/locked")))
+        .map(|_| std::thread::spawn(move || get_close(port, "/locked")))
         .collect();
     let answers: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     assert_eq!(seen(&up, "/locked"), 1, "one request upstream");
@@ -120,11 +86,11 @@ fn after_the_lock_timeout_a_waiter_goes_upstream_uncached() {
         ),
         port,
     );
-    let first = std::thread::spawn(move || get(port, "/t"));
+    let first = std::thread::spawn(move || get_close(port, "/t"));
     // The first request holds the lock: it asked the upstream.
     up.wait_requests(1);
     let started = Instant::now();
-    let second = get(port, "/t");
+    let second = get_close(port, "/t");
     // It waited for the timeout, then went upstream itself (nginx: MISS, not stored), while
     // the holder's answer was still held.
     assert!(started.elapsed() >= Duration::from_millis(150));
@@ -133,7 +99,7 @@ fn after_the_lock_timeout_a_waiter_goes_upstream_uncached() {
     held.open();
     assert_eq!(cache_status(&first.join().unwrap()), "MISS");
     assert_eq!(seen(&up, "/t"), 2);
-    assert_eq!(cache_status(&get(port, "/t")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/t")), "HIT");
 }
 
 /// An upstream whose answers change with a switch: `fail` makes it answer 500 (or hang up).
@@ -182,10 +148,10 @@ fn use_stale_error_and_http_500_answer_the_expired_object() {
         ),
         port,
     );
-    assert_eq!(cache_status(&get(port, "/s")), "MISS");
+    assert_eq!(cache_status(&get_close(port, "/s")), "MISS");
     std::thread::sleep(Duration::from_millis(2100));
     sw.mode.store(1, Ordering::SeqCst);
-    let a = get(port, "/s");
+    let a = get_close(port, "/s");
     assert_eq!(
         (status_of(&a), cache_status(&a).as_str()),
         (200, "STALE"),
@@ -193,7 +159,7 @@ fn use_stale_error_and_http_500_answer_the_expired_object() {
     );
     assert_eq!(body_of(&a), "v0");
     sw.mode.store(2, Ordering::SeqCst);
-    let b = get(port, "/s");
+    let b = get_close(port, "/s");
     assert_eq!(
         (status_of(&b), cache_status(&b).as_str()),
         (200, "STALE"),
@@ -201,9 +167,9 @@ fn use_stale_error_and_http_500_answer_the_expired_object() {
     );
     // Back to health: the object is replaced.
     sw.mode.store(0, Ordering::SeqCst);
-    let c = get(port, "/s");
+    let c = get_close(port, "/s");
     assert_eq!(cache_status(&c), "EXPIRED", "{c}");
-    assert_eq!(cache_status(&get(port, "/s")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/s")), "HIT");
 }
 
 #[test]
@@ -218,19 +184,19 @@ fn without_use_stale_an_error_is_passed_on_but_stale_if_error_covers_it() {
         sw2.up.url()
     );
     let _s = Shoal::start(&conf(port, &server), port);
-    get(port, "/plain");
-    get(port, "/sie");
+    get_close(port, "/plain");
+    get_close(port, "/sie");
     std::thread::sleep(Duration::from_millis(2100));
     sw.mode.store(1, Ordering::SeqCst);
     sw2.mode.store(1, Ordering::SeqCst);
-    let a = get(port, "/plain");
+    let a = get_close(port, "/plain");
     assert_eq!(
         (status_of(&a), cache_status(&a).as_str()),
         (500, "EXPIRED"),
         "{a}"
     );
     // stale-if-error covers errors, not an upstream's 500 (nginx 1.22).
-    let b = get(port, "/sie");
+    let b = get_close(port, "/sie");
     assert_eq!(
         (status_of(&b), cache_status(&b).as_str()),
         (500, "EXPIRED"),
@@ -238,13 +204,13 @@ fn without_use_stale_an_error_is_passed_on_but_stale_if_error_covers_it() {
     );
     sw.mode.store(2, Ordering::SeqCst);
     sw2.mode.store(2, Ordering::SeqCst);
-    let a = get(port, "/plain");
+    let a = get_close(port, "/plain");
     assert_eq!(
         (status_of(&a), cache_status(&a).as_str()),
         (502, "EXPIRED"),
         "{a}"
     );
-    let b = get(port, "/sie");
+    let b = get_close(port, "/sie");
     assert_eq!(
         (status_of(&b), cache_status(&b).as_str()),
         (200, "STALE"),
@@ -280,13 +246,13 @@ fn updating_answers_stale_while_one_request_updates() {
         &conf(port, &cached(&up, "proxy_cache_use_stale updating;")),
         port,
     );
-    get(port, "/u");
+    get_close(port, "/u");
     std::thread::sleep(Duration::from_millis(2100));
     // The updater's answer is held at the upstream; meanwhile another gets the stale object
     // (if it waited for the update, or went upstream too, it would not be answered at all).
-    let updater = std::thread::spawn(move || get(port, "/u"));
+    let updater = std::thread::spawn(move || get_close(port, "/u"));
     up.wait_requests(2);
-    let other = get(port, "/u");
+    let other = get_close(port, "/u");
     assert_eq!(
         cache_status(&other),
         "UPDATING",
@@ -297,7 +263,7 @@ fn updating_answers_stale_while_one_request_updates() {
     let u = updater.join().unwrap();
     assert_eq!(cache_status(&u), "EXPIRED", "{u}");
     assert_eq!(body_of(&u), "v1");
-    assert_eq!(cache_status(&get(port, "/u")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/u")), "HIT");
     assert_eq!(seen(&up, "/u"), 2);
 }
 
@@ -313,7 +279,7 @@ fn background_update_answers_stale_at_once_and_stores_the_new_object() {
         &conf(port, &cached(&up, "proxy_cache_background_update on;")),
         port,
     );
-    assert_eq!(body_of(&get(port, "/b")), "v0");
+    assert_eq!(body_of(&get_close(port, "/b")), "v0");
     std::thread::sleep(Duration::from_millis(2100));
     // The stale answer comes whole while the update's answer is held at the upstream: it did
     // not wait for it.
@@ -345,7 +311,7 @@ fn background_update_answers_stale_at_once_and_stores_the_new_object() {
     let after = String::from_utf8_lossy(&rest);
     assert_eq!(cache_status(&after), "HIT", "{after}");
     assert_eq!(body_of(&after), "v1");
-    assert_eq!(cache_status(&get(port, "/b")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/b")), "HIT");
     assert_eq!(seen(&up, "/b"), 2);
 }
 
@@ -363,16 +329,16 @@ fn revalidate_sends_the_validators_and_a_304_refreshes_the_object() {
         ),
         port,
     );
-    assert_eq!(cache_status(&get(port, "/r")), "MISS");
+    assert_eq!(cache_status(&get_close(port, "/r")), "MISS");
     std::thread::sleep(Duration::from_millis(2100));
     sw.mode.store(3, Ordering::SeqCst);
-    let a = get(port, "/r");
+    let a = get_close(port, "/r");
     assert_eq!(cache_status(&a), "REVALIDATED", "{a}");
     assert_eq!(body_of(&a), "v0");
     let last = sw.up.last();
     assert_eq!(last.header("if-none-match"), Some("\"v1\""));
     // Fresh for proxy_cache_valid 304's minute now.
-    assert_eq!(cache_status(&get(port, "/r")), "HIT");
+    assert_eq!(cache_status(&get_close(port, "/r")), "HIT");
     assert_eq!(seen(&sw.up, "/r"), 2);
 }
 
@@ -381,7 +347,7 @@ fn a_head_miss_goes_upstream_as_get_and_is_stored() {
     let up = Upstream::start(|r| Answer::ok(format!("body of {} {}", r.method, r.target)));
     let port = free_port();
     let s = Shoal::start(&conf(port, &cached(&up, "proxy_cache_valid 200 1m;")), port);
-    let h = request(port, "HEAD", "/h", "");
+    let h = request_close(port, "HEAD", "/h", "");
     assert_eq!(cache_status(&h), "MISS", "{h}");
     assert_eq!(body_of(&h), "");
     assert_eq!(up.last().method, "GET");
@@ -396,7 +362,7 @@ fn a_head_miss_goes_upstream_as_get_and_is_stored() {
             .any(|data| data.windows(want.len()).any(|w| w == want.as_bytes()))
             .then_some(())
     });
-    let g = get(port, "/h");
+    let g = get_close(port, "/h");
     assert_eq!(cache_status(&g), "HIT", "{g}");
     assert_eq!(body_of(&g), "body of GET /h");
     assert_eq!(seen(&up, "/h"), 1);
@@ -418,11 +384,11 @@ fn convert_head_off_passes_head_and_stores_its_answer() {
         ),
         port,
     );
-    request(port, "HEAD", "/h", "");
+    request_close(port, "HEAD", "/h", "");
     assert_eq!(up.last().method, "HEAD");
-    let h = request(port, "HEAD", "/h", "");
+    let h = request_close(port, "HEAD", "/h", "");
     assert_eq!(cache_status(&h), "HIT", "{h}");
-    let g = get(port, "/h");
+    let g = get_close(port, "/h");
     assert_eq!(cache_status(&g), "HIT", "{g}");
     assert!(g.contains("Content-Length: 12\r\n"), "{g}");
     assert_eq!(body_of(&g), "");
@@ -440,7 +406,9 @@ fn min_uses_stores_on_the_nth_request() {
         ),
         port,
     );
-    let seq: Vec<String> = (0..5).map(|_| cache_status(&get(port, "/m"))).collect();
+    let seq: Vec<String> = (0..5)
+        .map(|_| cache_status(&get_close(port, "/m")))
+        .collect();
     assert_eq!(seq, ["MISS", "MISS", "MISS", "HIT", "HIT"]);
     assert_eq!(seen(&up, "/m"), 3);
 }
@@ -459,10 +427,10 @@ fn max_range_offset_sends_far_ranges_upstream_unstored() {
         ),
         port,
     );
-    let far = request(port, "GET", "/r", "Range: bytes=6-\r\n");
+    let far = request_close(port, "GET", "/r", "Range: bytes=6-\r\n");
     assert_eq!(cache_status(&far), "MISS", "{far}");
-    assert_eq!(cache_status(&get(port, "/r")), "MISS");
-    let near = request(port, "GET", "/r", "Range: bytes=1-2\r\n");
+    assert_eq!(cache_status(&get_close(port, "/r")), "MISS");
+    let near = request_close(port, "GET", "/r", "Range: bytes=1-2\r\n");
     assert_eq!(cache_status(&near), "HIT", "{near}");
     assert_eq!(body_of(&near), "12");
 }
@@ -476,14 +444,14 @@ fn a_stored_miss_meets_the_not_modified_filter_and_is_still_stored() {
     });
     let port = free_port();
     let _s = Shoal::start(&conf(port, &cached(&up, "proxy_cache_valid 200 1m;")), port);
-    let a = request(port, "GET", "/e", "If-None-Match: \"e1\"\r\n");
+    let a = request_close(port, "GET", "/e", "If-None-Match: \"e1\"\r\n");
     assert_eq!(
         (status_of(&a), cache_status(&a).as_str()),
         (304, "MISS"),
         "{a}"
     );
     let b = wait_for("the object", || {
-        let b = get(port, "/e");
+        let b = get_close(port, "/e");
         (cache_status(&b) == "HIT").then_some(b)
     });
     assert_eq!(body_of(&b), "etagged");
@@ -503,7 +471,7 @@ fn the_default_key_uses_the_uri_sent_upstream() {
         up.url()
     );
     let s = Shoal::start(&conf(port, &server), port);
-    get(port, "/a/x?q=1");
+    get_close(port, "/a/x?q=1");
     let key = format!("http://127.0.0.1:{}/b/x?q=1", up.port());
     let found = wait_for("the object", || {
         files_under(&s.prefix.join("cache"))
@@ -528,14 +496,14 @@ fn the_proxy_cache_status_page_counts_per_zone() {
         cached(&up, "proxy_cache_valid 200 1m;")
     );
     let _s = Shoal::start(&conf(port, &server), port);
-    get(port, "/p");
-    get(port, "/p");
-    get(port, "/q");
-    let page = get(port, "/cache_status");
+    get_close(port, "/p");
+    get_close(port, "/p");
+    get_close(port, "/q");
+    let page = get_close(port, "/cache_status");
     let line = body_of(&page).lines().next().unwrap_or("").to_string();
     assert!(line.starts_with("z entries 2 bytes "), "{page}");
     assert!(line.contains(" hits 1 misses 2 evictions 0 "), "{line}");
-    let basic = get(port, "/basic");
+    let basic = get_close(port, "/basic");
     assert!(
         body_of(&basic).starts_with("Active connections: "),
         "{basic}"

@@ -1,16 +1,20 @@
 //! Shared helpers for the end-to-end tests: a temporary prefix, the real `shoal` binary started
-//! in it (and always killed, by pid, when the test ends), free ports, a raw HTTP/1.1 client over
-//! `std::net::TcpStream`, signals, bounded polling, counts of a process's open descriptors, and
-//! (in [`upstream`]) real upstream servers for the proxy tests.
+//! in it (and always killed, by pid, when the test ends), free ports, signals, bounded polling,
+//! counts of a process's open descriptors; the one HTTP/1.1 client (in [`client`]) and real
+//! upstream servers for the proxy tests (in [`upstream`]).
 //!
 //! Nothing here sleeps for a fixed time to "let the server settle": every wait polls a condition
 //! with a deadline ([`WAIT`]), so a slow machine makes a test slower, never flaky.
 
+pub mod client;
 pub mod upstream;
 
+/// The client's everyday pieces, used by nearly every test.
+pub use client::{get, Client, Response};
+
 use std::fs;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -400,8 +404,8 @@ impl Shoal {
     }
 
     /// A new keep-alive client on `port`.
-    pub fn client(&self, port: u16) -> Client {
-        Client::connect(port)
+    pub fn client(&self, port: u16) -> client::Client {
+        client::Client::connect(port)
     }
 
     /// The names of the process's threads (`/proc/PID/task/*/comm`).
@@ -478,137 +482,6 @@ pub fn conf_with(port: u16, main: &str, server: &str) -> String {
          \x20   }}\n\
          }}\n"
     )
-}
-
-/// A response read by [`Client`].
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    /// Header lines as (lowercased name, value).
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A raw HTTP/1.1 client on one keep-alive connection.
-pub struct Client {
-    reader: BufReader<TcpStream>,
-}
-
-impl Client {
-    pub fn connect(port: u16) -> Client {
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let s = TcpStream::connect_timeout(&addr, WAIT)
-            .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
-        s.set_read_timeout(Some(WAIT)).expect("read timeout");
-        s.set_write_timeout(Some(WAIT)).expect("write timeout");
-        Client {
-            reader: BufReader::new(s),
-        }
-    }
-
-    pub fn stream(&self) -> &TcpStream {
-        self.reader.get_ref()
-    }
-
-    /// Writes raw bytes.
-    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.reader.get_mut().write_all(bytes)
-    }
-
-    /// `GET path` with keep-alive; returns the whole response.
-    pub fn get(&mut self, path: &str) -> io::Result<Response> {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())?;
-        self.read_response()
-    }
-
-    /// Reads a status line and headers.
-    pub fn read_head(&mut self) -> io::Result<Response> {
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed",
-            ));
-        }
-        let status = line
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|r| r.get(..3))
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("bad status line {line:?}")))?;
-        let mut headers = Vec::new();
-        loop {
-            line.clear();
-            if self.reader.read_line(&mut line)? == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "closed in the head",
-                ));
-            }
-            let l = line.trim_end_matches(['\r', '\n']);
-            if l.is_empty() {
-                break;
-            }
-            let (n, v) = l
-                .split_once(':')
-                .ok_or_else(|| io::Error::other(format!("bad header {l:?}")))?;
-            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-        Ok(Response {
-            status,
-            headers,
-            body: Vec::new(),
-        })
-    }
-
-    /// Reads a response whose body is framed by Content-Length.
-    pub fn read_response(&mut self) -> io::Result<Response> {
-        let mut r = self.read_head()?;
-        let len: usize = r
-            .header("content-length")
-            .ok_or_else(|| io::Error::other("no Content-Length"))?
-            .parse()
-            .map_err(|_| io::Error::other("bad Content-Length"))?;
-        r.body = vec![0; len];
-        self.reader.read_exact(&mut r.body)?;
-        Ok(r)
-    }
-
-    /// Reads exactly `n` body bytes.
-    pub fn read_body(&mut self, n: usize) -> io::Result<Vec<u8>> {
-        let mut v = vec![0; n];
-        self.reader.read_exact(&mut v)?;
-        Ok(v)
-    }
-
-    /// Whether the server closed the connection (reads EOF, or a reset), within [`WAIT`].
-    /// Whether the server closed the connection (an end of file or a reset) within [`WAIT`];
-    /// a read that times out is not a close.
-    pub fn closed_by_peer(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        match self.reader.read(&mut b) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => !matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ),
-        }
-    }
-}
-
-/// One `GET path` on a new connection.
-pub fn get(port: u16, path: &str) -> io::Result<Response> {
-    Client::connect(port).get(path)
 }
 
 /// Listening TCP sockets on `port` in /proc/net/tcp and /proc/net/tcp6.

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::common::client::request;
 use crate::common::free_port;
 
 /// The binary under test (`SHOAL_TEST_BIN` may name another build, see `common::BIN`).
@@ -388,13 +389,26 @@ impl Pair {
         nn
     }
 
-    /// `GET path HTTP/1.1` with `Host: localhost` and extra header lines (each ending `\r\n`).
+    /// `GET path HTTP/1.1` with `Host: localhost` and extra header lines (each ending `\r\n`),
+    /// through [`Pair::check`].
     pub fn get(&self, path: &str, headers: &str) -> String {
-        self.check(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+        self.check(request("GET", path, headers).as_bytes())
     }
 
+    /// [`Pair::get`] for `HEAD`.
     pub fn head(&self, path: &str, headers: &str) -> String {
-        self.check(format!("HEAD {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n").as_bytes())
+        self.check(request("HEAD", path, headers).as_bytes())
+    }
+
+    /// [`Pair::get`] with our side kept open ([`Pair::check_open`]): nginx aborts a proxied
+    /// request when the client half-closes (`proxy_ignore_client_abort off`).
+    pub fn get_open(&self, path: &str, headers: &str) -> String {
+        self.check_open(request("GET", path, headers).as_bytes())
+    }
+
+    /// [`Pair::get_open`] for `HEAD`.
+    pub fn head_open(&self, path: &str, headers: &str) -> String {
+        self.check_open(request("HEAD", path, headers).as_bytes())
     }
 
     /// nginx's error log (to explain a surprise).
