@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use crate::common::client::answer_to;
-use crate::common::{self, free_port, Client, Shoal, INDEX, WAIT};
+use crate::common::{self, free_port, hard_nofile, raise_nofile, Client, Shoal, INDEX, WAIT};
 
 /// A whole configuration: foreground, errors at `notice`, one server on 127.0.0.1:`port`
 /// serving `PREFIX/html`, with extra lines in each context.
@@ -36,52 +36,6 @@ fn conf(port: u16, main: &str, events: &str, http: &str, server: &str) -> String
          \x20   }}\n\
          }}\n"
     )
-}
-
-/// Raises this process's `RLIMIT_NOFILE` to at least `want` (the hard limit too, when allowed).
-fn raise_nofile(want: u64) {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit(2) fills the struct we own.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    assert_eq!(rc, 0, "getrlimit: {}", io::Error::last_os_error());
-    if r.rlim_cur >= want {
-        return;
-    }
-    let raised = libc::rlimit {
-        rlim_cur: want,
-        rlim_max: r.rlim_max.max(want),
-    };
-    // SAFETY: setrlimit(2) reads the struct we own.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-        return;
-    }
-    // Not allowed to raise the hard limit: the soft one up to it is all we can do.
-    let capped = libc::rlimit {
-        rlim_cur: want.min(r.rlim_max),
-        rlim_max: r.rlim_max,
-    };
-    // SAFETY: as above.
-    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &capped) };
-    assert!(
-        rc == 0 && capped.rlim_cur >= want,
-        "this test needs {want} open files; the hard limit is {}",
-        r.rlim_max
-    );
-}
-
-/// This process's hard `RLIMIT_NOFILE` (what an unprivileged shoal may raise its own to).
-fn hard_nofile() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit(2) fills the struct we own.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    assert_eq!(rc, 0, "getrlimit: {}", io::Error::last_os_error());
-    r.rlim_max
 }
 
 /// The resident set of a process in KiB (`VmRSS` in /proc/PID/status).

@@ -20,10 +20,79 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The binary under test: cargo's build of this checkout, or the one `SHOAL_TEST_BIN` names
-/// (bench/pgo.sh runs the suite against its profile-optimized binary that way).
+/// (bench/pgo.sh runs the suite against its profile-optimized binary that way). Every start of
+/// shoal goes through it, so its first use also runs [`setup_process`].
 pub static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    setup_process();
     std::env::var("SHOAL_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_shoal").to_owned())
 });
+
+/// The open files this process needs: ten thousand idle connections of one test
+/// (`bad_input::ten_thousand_idle_keepalive_connections_do_not_stop_an_active_client`) and
+/// what the test running beside it holds.
+pub const NOFILE: u64 = 12_000;
+
+/// Sets, once, what this process shares with every test and every server it starts: its soft
+/// `RLIMIT_NOFILE`, raised to [`NOFILE`] as far as the hard limit allows. A server inherits the
+/// limit (shoal sizes its cache of open files by it), so it is set before the first server
+/// starts, not by whichever test needs it first: what a server sees does not depend on which
+/// tests ran before it in this process. Nothing else process-wide is changed by any test (the
+/// environment, the current directory and the signal mask are left alone; a server's
+/// environment is given to it, see [`Shoal::start_in_env`]).
+pub fn setup_process() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        try_raise_nofile(NOFILE);
+    });
+}
+
+/// This process's (soft, hard) `RLIMIT_NOFILE`.
+fn nofile() -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) fills the struct we own.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    assert_eq!(rc, 0, "getrlimit: {}", io::Error::last_os_error());
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Raises this process's soft `RLIMIT_NOFILE` to at least `want`, the hard limit with it when
+/// allowed, else the soft one as far as the hard one. Returns the soft limit it leaves.
+fn try_raise_nofile(want: u64) -> u64 {
+    let (soft, hard) = nofile();
+    if soft >= want {
+        return soft;
+    }
+    for (cur, max) in [(want, hard.max(want)), (want.min(hard), hard)] {
+        let r = libc::rlimit {
+            rlim_cur: cur,
+            rlim_max: max,
+        };
+        // SAFETY: setrlimit(2) reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+            return cur;
+        }
+    }
+    soft
+}
+
+/// Raises this process's `RLIMIT_NOFILE` to at least `want` (the hard limit too, when allowed);
+/// fails the test when it cannot.
+pub fn raise_nofile(want: u64) {
+    let got = try_raise_nofile(want);
+    assert!(
+        got >= want,
+        "this test needs {want} open files; the hard limit is {}",
+        hard_nofile()
+    );
+}
+
+/// This process's hard `RLIMIT_NOFILE` (what an unprivileged shoal may raise its own to).
+pub fn hard_nofile() -> u64 {
+    nofile().1
+}
 
 /// How long any wait may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(10);

@@ -178,6 +178,7 @@ struct Server {
 
 impl Server {
     fn start(name: &'static str, bin: &Path, prefix: PathBuf, conf: &str, port: u16) -> Server {
+        crate::common::setup_process();
         for d in ["conf", "logs", "tmp"] {
             fs::create_dir_all(prefix.join(d)).expect("creating a prefix directory");
         }
