@@ -1,5 +1,5 @@
 //! The proxy against real nginx: nginx and shoal run the same configuration in front of the
-//! same upstream (tests/common/upstream.rs), which answers with the raw request it received as
+//! same upstream (`common/upstream.rs`), which answers with the raw request it received as
 //! the body. Comparing the two answers compares both what each sent upstream (request line,
 //! header order and values, body) and what each passed back to the client (status line,
 //! headers, framing).
@@ -120,7 +120,7 @@ fn default_request_and_answer() {
 #[test]
 fn framings_are_relayed_alike() {
     // To an HTTP/1.1 client both re-chunk what they read as it arrives, so chunk boundaries
-    // depend on timing; the bodies are compared unchunked (HTTP/1.0), and tests/proxy.rs checks
+    // depend on timing; the bodies are compared unchunked (HTTP/1.0), and `proxy.rs` checks
     // the chunked form decodes to the same bytes.
     let up = upstream();
     let p = pair(&up, "", "location / { proxy_pass UP; }");

@@ -1,5 +1,5 @@
 //! The reverse proxy end to end: the real binary in front of real upstream servers
-//! (tests/common/upstream.rs) — what reaches the upstream, what reaches the client, keep-alive
+//! (`common/upstream.rs`) — what reaches the upstream, what reaches the client, keep-alive
 //! reuse counted at the upstream, the balancing methods' distributions, unix sockets, WebSocket
 //! upgrades, and every failure with nginx's status and error-log line.
 

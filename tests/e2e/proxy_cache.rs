@@ -1,5 +1,5 @@
 //! The proxy cache end to end: the real binary in front of real upstreams
-//! (tests/common/upstream.rs), counting what reaches the upstream, reading and breaking the
+//! (`common/upstream.rs`), counting what reaches the upstream, reading and breaking the
 //! files the cache writes, killing shoal mid-fill, and the configuration errors in nginx's
 //! words.
 

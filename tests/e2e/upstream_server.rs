@@ -1,4 +1,4 @@
-//! Tests of the test fixture `tests/common/upstream.rs`: the upstream servers the proxy tests
+//! Tests of the test fixture `common/upstream.rs`: the upstream servers the proxy tests
 //! stand behind shoal must themselves be right, or a proxy test proves nothing. Each test talks to
 //! an [`Upstream`] directly over a raw socket.
 

@@ -1,6 +1,6 @@
-//! Helpers for `tests/aio.rs`: data files on a real disk, page-cache eviction and residency,
-//! a slow disk emulated with a cgroup v1 blkio read throttle on shoal's process, and a look at
-//! shoal's threads in `/proc` (state, name, bytes read).
+//! Helpers for the thread-pool tests (`aio.rs`, `aio_cold.rs`): data files on a real disk,
+//! page-cache eviction and residency, a slow disk emulated with a cgroup v1 blkio read throttle
+//! on shoal's process, and a look at shoal's threads in `/proc` (state, name, bytes read).
 //!
 //! The slow disk is ARCHITECTURE.md's recipe: the data files live on a disk-backed filesystem
 //! (not tmpfs: there, reads never wait), are evicted with `posix_fadvise(DONTNEED)`, and shoal's
