@@ -107,6 +107,10 @@ fn a_client_that_stops_reading_holds_at_most_the_buffers() {
         &format!("listen 127.0.0.1:{port} sndbuf=16k;"),
     );
     let s = Shoal::start_in(p, &conf, port, &[]);
+    // The port answers once the master has bound it; the worker's own start (it reads
+    // /proc/self/fdinfo to take the socket up) can end later on a busy machine, and those reads
+    // are not reads ahead of a client: one answer first, so the worker is up before counting.
+    get(port, "/index.html").expect("the worker answers");
     let stalled = |path: &str| -> u64 {
         let sock =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
