@@ -646,7 +646,6 @@ fn a_body_is_read_only_by_the_handler_that_wants_it() {
     let resp = exchange(
         port,
         b"POST /small/x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
-        WAIT,
     );
     let text = String::from_utf8_lossy(&resp);
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");

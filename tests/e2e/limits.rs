@@ -2,12 +2,10 @@
 //! key and gives the count back when each ends; `limit_req` with `burst` delays the excess on
 //! the worker's timer (the connection is held, others are served); `auth_delay` holds a 401.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::upstream::{Answer, Upstream};
-use common::{free_port, Shoal};
+use crate::common::upstream::{Answer, Upstream};
+use crate::common::{free_port, Shoal};
 
 fn conf(port: u16, http: &str, server: &str) -> String {
     format!(
@@ -34,14 +32,14 @@ fn limit_conn_counts_requests_in_flight() {
         ),
         port,
     );
-    let first = std::thread::spawn(move || common::get(port, "/a").map(|r| r.status));
+    let first = std::thread::spawn(move || crate::common::get(port, "/a").map(|r| r.status));
     up.wait_requests(1);
-    let second = common::get(port, "/b").unwrap();
+    let second = crate::common::get(port, "/b").unwrap();
     assert_eq!(second.status, 503);
     assert_eq!(second.header("x-c"), Some("REJECTED"));
     assert_eq!(first.join().unwrap().unwrap(), 200);
     // The first one's count went back when it ended.
-    let third = common::get(port, "/c").unwrap();
+    let third = crate::common::get(port, "/c").unwrap();
     assert_eq!((third.status, third.header("x-c")), (200, Some("PASSED")));
     s.wait_log("limiting connections by zone \"addr\"", 1);
 }
@@ -63,7 +61,7 @@ fn limit_req_delays_the_burst_without_holding_the_worker() {
     let delayed: Vec<_> = (0..3)
         .map(|_| {
             std::thread::spawn(move || {
-                common::get(port, "/limited/index.html")
+                crate::common::get(port, "/limited/index.html")
                     .map(|r| r.header("x-l").unwrap_or_default().as_bytes().to_vec())
             })
         })
@@ -71,7 +69,7 @@ fn limit_req_delays_the_burst_without_holding_the_worker() {
     // Meanwhile another client is answered at once.
     std::thread::sleep(Duration::from_millis(100));
     let t = Instant::now();
-    assert_eq!(common::get(port, "/free").unwrap().body, b"free");
+    assert_eq!(crate::common::get(port, "/free").unwrap().body, b"free");
     assert!(t.elapsed() < Duration::from_millis(300));
     let mut bodies: Vec<Vec<u8>> = delayed
         .into_iter()
@@ -105,7 +103,7 @@ fn auth_delay_holds_a_401() {
     );
     std::fs::write(s.prefix.join("conf/pw"), "u:{PLAIN}p\n").unwrap();
     let t = Instant::now();
-    assert_eq!(common::get(port, "/p/x").unwrap().status, 401);
+    assert_eq!(crate::common::get(port, "/p/x").unwrap().status, 401);
     assert!(
         t.elapsed() >= Duration::from_millis(650),
         "{:?}",
@@ -113,7 +111,7 @@ fn auth_delay_holds_a_401() {
     );
     // A 403 (the file is missing) is not delayed.
     let t = Instant::now();
-    let mut c = common::Client::connect(port);
+    let mut c = crate::common::Client::connect(port);
     c.send(b"GET /x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic dTpw\r\n\r\n")
         .unwrap();
     assert_eq!(c.read_response().unwrap().status, 403);

@@ -2,12 +2,9 @@
 //! files the real tools make, `limit_req` and `limit_conn`; same configuration, same requests,
 //! same answers (see `diff/mod.rs` for what is normalised).
 
-mod common;
-mod diff;
-
 use std::process::Command;
 
-use diff::{Conf, Pair};
+use crate::diff::{Conf, Pair};
 
 /// `Authorization: Basic` for `user:password`.
 fn basic(user: &str, password: &str) -> String {

@@ -7,13 +7,10 @@
 //!
 //! The pairs run from the harness in `diff/mod.rs`: a difference from nginx is a bug in shoal.
 
-mod common;
-mod diff;
-
 use std::fs;
 use std::process::Command;
 
-use diff::{Conf, Pair};
+use crate::diff::{Conf, Pair};
 
 fn body(answer: &str) -> &str {
     answer.split_once("\n\n").map_or("", |(_, b)| b)
@@ -162,7 +159,7 @@ fn both_test(conf: &str) -> (String, String) {
         msg.to_string()
     };
     let nginx = run("/usr/sbin/nginx");
-    let shoal = run(common::BIN.as_str());
+    let shoal = run(crate::common::BIN.as_str());
     (nginx, shoal)
 }
 
@@ -181,7 +178,7 @@ fn bad_regexes_fail_with_nginx_s_message() {
     ] {
         let conf = format!(
             "{head}{http}\nserver {{\n    listen 127.0.0.1:{};\n    {server}\n}}\n}}\n",
-            common::free_port()
+            crate::common::free_port()
         );
         let (nginx, shoal) = both_test(&conf);
         assert!(nginx.starts_with("pcre2_compile() failed: "), "{nginx}");
