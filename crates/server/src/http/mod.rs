@@ -283,6 +283,31 @@ pub struct LocConf {
     /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
     /// [`modules`].
     pub m: modules::Modules,
+    /// The content handler, chosen by the location's own directives once it is merged.
+    pub content: Content,
+}
+
+/// A location's content handler, chosen when the configuration is read by the directive that
+/// sets it (nginx's `clcf->handler`; none of these is inherited): `proxy_pass`,
+/// `stub_status` (or `proxy_cache_status`), else the static module (with `index`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Content {
+    #[default]
+    Static,
+    Proxy,
+    StubStatus,
+}
+
+impl Content {
+    fn of(lc: &LocConf) -> Content {
+        if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
+            Content::StubStatus
+        } else if lc.proxy.pass.is_some() {
+            Content::Proxy
+        } else {
+            Content::Static
+        }
+    }
 }
 
 /// A module's configuration reads as the location's own field (`lc.auth_basic`).
@@ -425,6 +450,7 @@ impl LocConf {
         merge(&mut self.directio, &parent.directio);
         merge(&mut self.directio_alignment, &parent.directio_alignment);
         self.m.merge(&parent.m);
+        self.content = Content::of(self);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
