@@ -264,7 +264,11 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                     Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
                 }
                 Content::Proxy => {
-                    let pass = lc.proxy.pass.as_ref().expect("Content::Proxy has proxy_pass");
+                    let pass = lc
+                        .proxy
+                        .pass
+                        .as_ref()
+                        .expect("Content::Proxy has proxy_pass");
                     // A file `try_files` finds is proxied with its name as the URI; none: the
                     // fallback.
                     let found = match &lc.try_files {
