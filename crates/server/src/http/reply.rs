@@ -250,10 +250,21 @@ impl Reply {
     }
 }
 
-/// What a content handler decided.
+/// What a phase, a handler or a module came to: the one word for it across the request's
+/// way (the rewrite module's codes, the content handlers, the proxy, the cache's lookup).
 pub enum Outcome {
-    /// Boxed: an answer is moved through several phases and awaits, 8 bytes at a time.
+    /// Nothing decided: the next directive, phase or handler goes on.
+    Continue,
+    /// Search the location again with the URI the rewrites made (`rewrite ... last`).
+    Again,
+    /// An answer; `error_page` may take over its status. Boxed: an answer is moved through
+    /// several phases and awaits, 8 bytes at a time.
     Reply(Box<Reply>),
+    /// An answer sent as it is (an upstream's, a cached one, `return` with a text):
+    /// `error_page` does not apply.
+    Final(Box<Reply>),
+    /// nginx's own page for this status; `error_page` may take over.
+    Error(u16),
     /// An internal redirect to this URI (index files, `try_files`' fallback).
     Internal(String),
     /// An internal redirect to a named location.

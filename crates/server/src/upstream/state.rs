@@ -14,7 +14,7 @@ use shoal_io::fxhash::FxHashMap;
 use std::time::{Duration, Instant};
 
 use super::conf::UpstreamConf;
-use super::{Attempt, Balancer, Input, Outcome};
+use super::{Attempt, Balancer, Input, PeerResult};
 use crate::deadline::Timer;
 use crate::http::transport::Transport;
 
@@ -86,7 +86,7 @@ pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
 }
 
 /// Ends the use of the current peer.
-pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
+pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: PeerResult) {
     with_balancer(u, |b| b.free(a, outcome, Instant::now))
 }
 

@@ -29,7 +29,7 @@ use self::body::Discard;
 use self::write::{request_line, RefusedShape};
 use super::client_body::{ClientBody, Failure, H1Source, Left};
 use super::output::{is_overflow, Output, Sink};
-use super::phases::{self, Processed};
+use super::phases::{self, Answered};
 use super::reply::Body;
 use super::request::REQUEST_NOW;
 use super::request::{log_ctx, Req};
@@ -546,7 +546,7 @@ impl Conn {
             cache_zones,
             extras: &extras,
         };
-        let Processed {
+        let Answered {
             mut reply,
             lc,
             uri,

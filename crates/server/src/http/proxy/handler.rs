@@ -25,7 +25,7 @@ use super::request::{self, UriParts};
 use super::{NextUpstream, ProxyLoc, ProxyPass, Target, UpstreamHeader};
 use crate::deadline::Timer;
 use crate::http::client_body::{BodyToSend, ClientBody, Failure, Whole};
-use crate::http::reply::{Body, Reply};
+use crate::http::reply::{Body, Outcome, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
 use crate::http::transport::Transport;
@@ -33,7 +33,7 @@ use crate::http::LocConf;
 use crate::log::Level;
 use crate::spare::Spares;
 use crate::upstream::conf::{split_host_port, PeerAddr, UpstreamConf};
-use crate::upstream::{state, Input, Outcome};
+use crate::upstream::{state, Input, PeerResult};
 
 /// What the `$upstream_*` variables report: one entry per peer tried.
 #[derive(Debug)]
@@ -46,7 +46,7 @@ pub struct Record {
     /// The last answer's head (`$upstream_http_NAME`).
     pub head: Option<shoal_http::upstream::UpstreamHead>,
     /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
-    pub cache_status: Option<&'static str>,
+    pub cache_status: Option<crate::http::proxy_cache::CacheStatus>,
     /// The headers of an answer served from the cache (no upstream head then).
     pub cached_headers: std::rc::Rc<[(String, String)]>,
     /// Upstream headers an intercepted error's answer keeps (a 401's `WWW-Authenticate`).
@@ -295,7 +295,7 @@ impl Record {
     /// copy: `$upstream_cache_status`.
     pub fn constant(&self, name: &str) -> Option<&'static str> {
         match name {
-            "upstream_cache_status" => self.cache_status,
+            "upstream_cache_status" => self.cache_status.map(|c| c.as_str()),
             _ => None,
         }
     }
@@ -387,22 +387,18 @@ impl Record {
     }
 }
 
-/// What the proxy came to.
-// A reply is the common outcome: boxing it would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
-pub enum Handled {
-    /// The upstream's answer, passed on as it is (`error_page` does not apply). Boxed: it is
-    /// moved up through several awaits.
-    Reply(Box<Reply>),
-    /// shoal's own error (502, 504, 500), or an upstream error status that
-    /// `proxy_intercept_errors` hands to `error_page`.
-    Error(u16),
-    /// The client closed its connection while the upstream was working: nothing is sent, the
-    /// upstream connection is closed, the access log says 499.
-    ClientGone,
-    /// The client's body could not be read (refused, broken, lost): the request ends as
-    /// [`Failure`] says.
-    BodyFailed(Failure),
+/// A client's body that could not be read ends the request as nginx ends it: logged, then
+/// its 400 or 413 (`error_page` applies), or closed without an answer (a client gone, or
+/// silent past `client_body_timeout`).
+fn body_failed(r: &Req<'_, '_>, f: Failure) -> Outcome {
+    crate::http::client_body::log_failure(f, r);
+    if f.silent() {
+        let mut reply = Reply::boxed(f.status());
+        reply.terminate = true;
+        Outcome::Final(reply)
+    } else {
+        Outcome::Error(f.status())
+    }
 }
 
 /// The request's URI state, for the URI sent upstream.
@@ -442,12 +438,12 @@ pub async fn handle(
     st: UriState<'_>,
     method: &str,
     client_body: &ClientBody<'_>,
-) -> (Handled, Option<Rc<RefCell<Record>>>) {
+) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     // The body first (read whole, or set to stream with `proxy_request_buffering off`), as
     // nginx reads it before it starts the upstream.
     let body = match client_body.for_upstream(lc).await {
         Ok(b) => b,
-        Err(f) => return (Handled::BodyFailed(f), None),
+        Err(f) => return (body_failed(r, f), None),
     };
     let mut record = None;
     let handled = run(r, lc, pass, st, method, &body, &mut record).await;
@@ -462,7 +458,7 @@ async fn run(
     method: &str,
     body: &BodyToSend<'_, '_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
-) -> Handled {
+) -> Outcome {
     let conf = &lc.proxy;
     let vars = r.vars_rw(st.rw, lc);
     // nginx escapes `$uri` when the client's path had a `%` (`quoted_uri`; a `+` does not
@@ -491,13 +487,13 @@ async fn run(
                 }
                 Err((status, message)) => {
                     crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
-                    return Handled::Error(status);
+                    return Outcome::Error(status);
                 }
             }
         }
         _ => {
             let Some(u) = pass.upstream() else {
-                return Handled::Error(500);
+                return Outcome::Error(500);
             };
             let uri = request::upstream_uri(&parts, pass.uri.as_deref(), &pass.location);
             (u.clone(), uri, pass.host.clone(), pass.port)
@@ -573,7 +569,7 @@ async fn run(
             );
             // nginx's `NGX_HTTP_UPSTREAM_FT_NOLIVE`: 502, whatever failed before.
             let _ = last_status;
-            return Handled::Error(502);
+            return Outcome::Error(502);
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
@@ -610,9 +606,9 @@ async fn run(
                 if more {
                     // Counted as a failure but for 403 and 404 (nginx's rule).
                     let outcome = if matches!(status, 403 | 404) {
-                        Outcome::Success
+                        PeerResult::Success
                     } else {
-                        Outcome::Failed
+                        PeerResult::Failed
                     };
                     state::free(&upstream, &mut attempt, outcome);
                     drop(answer);
@@ -620,7 +616,7 @@ async fn run(
                     last_status = status;
                     continue;
                 }
-                state::free(&upstream, &mut attempt, Outcome::Success);
+                state::free(&upstream, &mut attempt, PeerResult::Success);
                 if conf.intercept_errors()
                     && status >= 300
                     && lc
@@ -639,9 +635,9 @@ async fn run(
                             ));
                         }
                     }
-                    return Handled::Error(status);
+                    return Outcome::Error(status);
                 }
-                return Handled::Reply(answer.into_reply(lc, pass, r, &record));
+                return Outcome::Final(answer.into_reply(lc, pass, r, &record));
             }
             Err(f) => f,
         };
@@ -655,12 +651,12 @@ async fn run(
                     record.borrow().log_ctx(r.req, r.srv, r.info)
                 );
                 record.borrow_mut().fail(499);
-                state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::ClientGone;
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                return Outcome::Final(Reply::boxed(499));
             }
             Fail::ClientBody(f) => {
-                state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::BodyFailed(f);
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                return body_failed(r, f);
             }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
@@ -674,7 +670,7 @@ async fn run(
             record.borrow().log_ctx(r.req, r.srv, r.info)
         );
         record.borrow_mut().fail(status);
-        state::free(&upstream, &mut attempt, Outcome::Failed);
+        state::free(&upstream, &mut attempt, PeerResult::Failed);
         last_status = status;
         let more = attempt.tries() > 0
             && next.has(bit)
@@ -683,7 +679,7 @@ async fn run(
             && (max_tries == 0 || tries < max_tries)
             && deadline.is_none_or(|d| Instant::now() < d);
         if !more {
-            return Handled::Error(status);
+            return Outcome::Error(status);
         }
     }
 }
