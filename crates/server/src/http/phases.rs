@@ -51,7 +51,20 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 
 /// Runs the phases for one request; `body` is its body when the server proxies.
 pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'s> {
+    process_status(r, body, None).await
+}
+
+/// [`process`], or, with `status`, the answer to a request refused as soon as its head was
+/// read (nginx's `ngx_http_finalize_request(r, status)` in `ngx_http_process_request`: a
+/// plain request on a TLS port, a client certificate missing or wrong): no phase runs, and
+/// the server's `error_page` for the status applies, as nginx's does.
+pub async fn process_status<'s>(
+    r: &Req<'s, '_>,
+    body: &RequestBody<'_>,
+    status: Option<u16>,
+) -> Processed<'s> {
     let srv = r.srv;
+    let mut refusal = status.map(|code| Box::new(super::reply::error_reply(code, &srv.loc)));
     let mut rw = rewrite::State {
         uri: shoal_http::lossy(r.req.path()).into_owned(),
         args: r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
@@ -87,6 +100,10 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
         let mut srv_reply: Option<Box<Reply>> = None;
         // The answer was sent as it is (`return` with a text): `error_page` does not apply.
         let mut sent = false;
+        if let Some(reply) = refusal.take() {
+            srv_reply = Some(reply);
+            server_rewrites = false;
+        }
         // URI changes by rewrites and internal redirects share one budget, as in nginx.
         if redirects + rw.cycles > MAX_REDIRECTS {
             let what = if rw.cycles > redirects {

@@ -99,6 +99,7 @@ impl Req<'_, '_> {
             args: None,
             request_line: None,
             upstream: None,
+            tls: self.info.tls.as_deref(),
         }
     }
 
@@ -175,6 +176,7 @@ pub fn log(
         args: None,
         request_line: None,
         upstream,
+        tls: info.tls.as_deref(),
     };
     super::access_log::log_request(logs, &vars);
 }

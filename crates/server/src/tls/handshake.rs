@@ -21,7 +21,8 @@ use tokio::net::TcpStream;
 use super::build::{AddrTls, HandshakeVars};
 use super::error::{Call, TlsError};
 use super::info::TlsInfo;
-use super::stream::{SockRead, SockWrite, TlsStream};
+use super::conn::{SockRead, SockWrite};
+use super::stream::TlsStream;
 use crate::log::Level;
 
 /// What a connection on a TLS address turned out to be.

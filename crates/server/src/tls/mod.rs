@@ -17,6 +17,7 @@ mod build;
 pub mod certs;
 pub mod ciphers;
 pub mod conf;
+pub mod conn;
 #[cfg(test)]
 mod conf_tests;
 pub mod error;
@@ -32,6 +33,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use build::{AddrTls, ServerTls};
+pub use conn::TlsConn;
 pub use conf::{SslConf, DIRECTIVES};
 pub use error::TlsError;
 pub use handshake::{accept, Accepted};

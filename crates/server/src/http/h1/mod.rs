@@ -14,6 +14,7 @@
 //! `Connection: close`.
 
 mod body;
+mod tls;
 mod write;
 
 use std::os::fd::OwnedFd;
@@ -53,28 +54,30 @@ pub async fn serve(
     number: u64,
     guard: ConnGuard,
 ) {
-    let (stream, info) = match make_stream(fd, &key) {
-        Ok(x) => x,
-        Err(e) => {
-            crate::error_log!(Level::Alert, "cannot use an accepted socket: {e}");
-            return;
-        }
-    };
+    let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
+    let (stream, info, plain_on_tls) =
+        match make_stream(fd, &key, &generation, number, &idle_slot, &guard).await {
+            Ok(Some(x)) => x,
+            Ok(None) => return,
+            Err(e) => {
+                crate::error_log!(Level::Alert, "cannot use an accepted socket: {e}");
+                return;
+            }
+        };
     let default_loc = generation
         .servers_for(&key.addr, info.local)
         .map(|r| &generation.default_server(r).loc);
     let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
     // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
-    // Nagle's algorithm.
+    // Nagle's algorithm. (A TLS connection has it from before its handshake.)
     if let Transport::Tcp(s) = &stream {
         if default_loc.is_none_or(|lc| lc.tcp_nodelay()) {
             let _ = s.set_nodelay(true);
         }
     }
-    let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
     let mut conn = Conn {
         stream,
-        info: ConnInfo { number, ..info },
+        info,
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: BytesMut::new(),
         generation: Rc::new(generation),
@@ -90,6 +93,9 @@ pub async fn serve(
         state: crate::status::ConnState::accepted(),
         unread_input: false,
         unread_body: false,
+        plain_on_tls,
+        refuse_with: None,
+        sni: None,
     };
     match conn.run().await {
         Ok(()) => conn.close().await,
@@ -106,31 +112,51 @@ pub async fn serve(
     }
 }
 
-fn make_stream(fd: OwnedFd, key: &SocketKey) -> std::io::Result<(Transport, ConnInfo)> {
+/// The connection's transport and what it knows of itself: a unix or TCP socket, or on a
+/// TLS address the connection once its handshake is over (`None`: it failed, logged). The
+/// flag: plain HTTP arrived on a TLS address.
+async fn make_stream(
+    fd: OwnedFd,
+    key: &SocketKey,
+    generation: &Generation,
+    number: u64,
+    slot: &crate::worker::IdleSlot,
+    guard: &ConnGuard,
+) -> std::io::Result<Option<(Transport, ConnInfo, bool)>> {
+    let mut info = ConnInfo {
+        number,
+        peer: None,
+        local: None,
+        socket: key.addr.clone(),
+        tls: None,
+    };
     match key.addr {
         ListenAddr::Unix(_) => {
             let s = std::os::unix::net::UnixStream::from(fd);
             let s = UnixStream::from_std(s)?;
-            Ok((
-                Transport::Unix(s),
-                ConnInfo {
-                    number: 0,
-                    peer: None,
-                    local: None,
-                    socket: key.addr.clone(),
-                },
-            ))
+            Ok(Some((Transport::Unix(s), info, false)))
         }
         ListenAddr::Inet(_) => {
             let s = std::net::TcpStream::from(fd);
             let s = TcpStream::from_std(s)?;
-            let info = ConnInfo {
-                number: 0,
-                peer: s.peer_addr().ok(),
-                local: s.local_addr().ok(),
-                socket: key.addr.clone(),
-            };
-            Ok((Transport::Tcp(s), info))
+            info.peer = s.peer_addr().ok();
+            info.local = s.local_addr().ok();
+            let tls = generation
+                .config
+                .http
+                .as_ref()
+                .filter(|h| !h.ssl.addrs.is_empty())
+                .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
+            if let Some(tls) = tls {
+                return Ok(
+                    match tls::start(s, key, generation, tls, &mut info, slot, &guard.0).await? {
+                        tls::Start::Tls(t) => Some((t, info, false)),
+                        tls::Start::Plain(t) => Some((t, info, true)),
+                        tls::Start::Closed => None,
+                    },
+                );
+            }
+            Ok(Some((Transport::Tcp(s), info, false)))
         }
     }
 }
@@ -173,6 +199,13 @@ pub(super) struct Conn {
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
     pub(super) unread_input: bool,
+    /// Plain HTTP arrived on a TLS address: the request is answered 497.
+    plain_on_tls: bool,
+    /// The request about to be handled is refused with this code (`tls.rs`), its answer the
+    /// code's page or the server's `error_page` for it.
+    refuse_with: Option<u16>,
+    /// The server SNI named, looked up in the generation of this id (see `tls.rs`).
+    sni: Option<(u64, Option<usize>)>,
 }
 
 /// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
@@ -226,7 +259,12 @@ impl Conn {
             let Some(route) = self.route_in(&gen) else {
                 return Ok(());
             };
-            let default_srv = gen.default_server(&route);
+            // On a TLS address, the server SNI named reads the head (nginx's `conf_ctx`).
+            let sni_srv = match self.info.tls {
+                Some(_) => self.sni_server(&gen, &route),
+                None => None,
+            };
+            let default_srv = sni_srv.unwrap_or_else(|| gen.default_server(&route));
             self.rules = CloseRules::of(&default_srv.loc);
             parser.next_request(default_srv.srv.limits());
             let parsed = match self
@@ -277,8 +315,13 @@ impl Conn {
                     let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
                     let line = request_line(refused, false);
                     let shape = RefusedShape::of(refused);
-                    // As nginx: the server of the host read before the error, else the default.
-                    let srv = gen.refused_server(&route, &parser.refused(&self.buf));
+                    // As nginx: the server of the host read before the error, else the default
+                    // (the one SNI named, on a TLS address).
+                    let refused = parser.refused(&self.buf);
+                    let srv = match sni_srv {
+                        Some(s) if refused.host.is_none() && !refused.head_read => s,
+                        _ => gen.refused_server(&route, &refused),
+                    };
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,
@@ -305,7 +348,17 @@ impl Conn {
                 return Ok(());
             };
             let host = req.host().map(|h| shoal_http::lossy(h));
-            let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
+            let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
+            if self.info.tls.is_some() || self.plain_on_tls {
+                let sni_srv = self.sni_server(&gen, &route);
+                if let Some((code, by)) = self.tls_refusal(req, srv, sni_srv) {
+                    self.refuse_with = Some(code);
+                    self.closing_after_request = true;
+                    if !std::ptr::eq(by, srv) {
+                        (srv, name_captures) = (by, None);
+                    }
+                }
+            }
             let keep = self
                 .handle(
                     req,
@@ -664,7 +717,7 @@ impl Conn {
                 upstream: None,
             }
         } else {
-            phases::process(&r, &req_body).await
+            phases::process_status(&r, &req_body, self.refuse_with.take()).await
         };
         // A streamed body the answer came before: what is left of it cannot be found again,
         // so the connection ends after the answer; one not touched is discarded as usual.
@@ -945,11 +998,13 @@ impl Conn {
             Lingering::Always => true,
             Lingering::On => self.unread_input || !self.buf.is_empty(),
         };
+        // TLS: our close_notify first, as nginx's `SSL_shutdown()` (it waits for none back).
+        self.stream.close_notify().await;
         if !linger {
             return;
         }
         if !self.unread_body {
-            if let Transport::Tcp(s) = &self.stream {
+            if let Some(s) = self.stream.tcp() {
                 let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
             }
         }
@@ -975,7 +1030,7 @@ impl Conn {
     /// (SO_LINGER 0), freeing its memory at once.
     fn reset_if_asked(&self) {
         if self.rules.reset_timedout {
-            if let Transport::Tcp(s) = &self.stream {
+            if let Some(s) = self.stream.tcp() {
                 let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
             }
         }
