@@ -39,6 +39,7 @@ pub use error::TlsError;
 pub use handshake::{accept, Accepted};
 pub use info::TlsInfo;
 pub use stream::TlsStream;
+pub(crate) use openssl_conf::{apply_conf_command as openssl_conf_command, parse_groups};
 
 use crate::listen::ListenAddr;
 

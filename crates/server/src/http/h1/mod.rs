@@ -350,6 +350,12 @@ impl Conn {
             let host = req.host().map(|h| shoal_http::lossy(h));
             let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
             if self.info.tls.is_some() || self.plain_on_tls {
+                if self.requests > 1 {
+                    // `$ssl_early_data`: the first request is the one 0-RTT data can carry.
+                    if let Some(t) = self.info.tls.as_deref_mut() {
+                        t.early_data = false;
+                    }
+                }
                 let sni_srv = self.sni_server(&gen, &route);
                 if let Some((code, by)) = self.tls_refusal(req, srv, sni_srv) {
                     self.refuse_with = Some(code);

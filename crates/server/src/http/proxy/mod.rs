@@ -14,6 +14,7 @@ pub mod handler;
 pub mod parse;
 pub mod relay;
 pub mod request;
+pub mod ssl;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -143,6 +144,9 @@ pub struct ProxyPass {
     pub location: String,
     /// Where the directive is, for errors found when upstreams are linked.
     pub span: shoal_conf::Span,
+    /// `https://`: the upstream speaks TLS (`proxy_ssl_*`). A URL with variables says per
+    /// request.
+    pub https: bool,
 }
 
 /// Where requests go.
@@ -281,6 +285,8 @@ pub struct ProxyLoc {
     pub bind: Option<Option<Template>>,
     /// The proxy cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
     pub cache: crate::http::proxy_cache::CacheLoc,
+    /// `proxy_ssl_*`: https upstreams.
+    pub ssl: ssl::ProxySsl,
 }
 
 impl ProxyLoc {
@@ -316,6 +322,7 @@ impl ProxyLoc {
         merge(&mut self.socket_keepalive, &parent.socket_keepalive);
         merge(&mut self.bind, &parent.bind);
         self.cache.merge(&parent.cache);
+        self.ssl.merge(&parent.ssl);
     }
 
     pub fn http_version(&self) -> HttpVersion {
@@ -489,7 +496,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     let template = Template::compile(&url).map_err(|m| err(d, m))?;
     let _ = b;
     let pass = if !template.is_static() {
-        if !url.starts_with("http://") && !url.starts_with('$') {
+        if !url.starts_with("http://") && !url.starts_with("https://") && !url.starts_with('$') {
             return Err(err(d, "invalid URL prefix"));
         }
         ProxyPass {
@@ -503,18 +510,23 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
             port: 80,
             location,
             span: d.span.clone(),
+            https: false,
         }
     } else {
-        let rest = if let Some(r) = url.strip_prefix("http://") {
-            r
-        } else if url.starts_with("https://") {
-            return Err(err(
-                d,
-                "https upstreams are not supported by shoal (\"proxy_pass https://...\")",
-            ));
+        let (rest, https) = if let Some(r) = url.strip_prefix("http://") {
+            (r, false)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (r, true)
         } else {
             return Err(err(d, "invalid URL prefix"));
         };
+        let default_port = if https { 443 } else { 80 };
+        if https && rest.starts_with("unix:") {
+            return Err(err(
+                d,
+                "https to a unix socket is not supported by shoal (\"proxy_pass https://unix:...\")",
+            ));
+        }
         let (target, uri, host, port) = if let Some(path) = rest.strip_prefix("unix:") {
             // `unix:/path:/uri`: the socket's path ends at the first `:`.
             let (sock, uri) = match path.split_once(':') {
@@ -535,7 +547,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
                 Some(i) => (&rest[..i], Some(rest[i..].to_string())),
                 None => (rest, None),
             };
-            let (name, port) = split_host_port(authority, 80).map_err(|m| err(d, m))?;
+            let (name, port) = split_host_port(authority, default_port).map_err(|m| err(d, m))?;
             let port_written = if authority.starts_with('[') {
                 authority.contains("]:")
             } else {
@@ -567,6 +579,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
             port,
             location,
             span: d.span.clone(),
+            https,
         }
     };
     proxy(s).pass = Some(Arc::new(pass));
@@ -595,7 +608,7 @@ pub fn link(pass: &ProxyPass, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Err
                 }
                 (Some(u), None) => u.clone(),
                 (None, p) => Arc::new(
-                    UpstreamConf::implicit(name, p.unwrap_or(80))
+                    UpstreamConf::implicit(name, p.unwrap_or(pass.port))
                         .map_err(|m| Error::new(m, Some(pass.span.clone())))?,
                 ),
             };
@@ -892,6 +905,11 @@ fn set_bind(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
 pub fn link_all(lc: &LocConf, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Error> {
     if let Some(p) = &lc.proxy.pass {
         link(p, upstreams)?;
+        // An https URL, or one with variables that may be (nginx makes its SSL context for
+        // both).
+        if p.https || matches!(p.target, Target::Dynamic { .. }) {
+            ssl::build(&lc.proxy.ssl)?;
+        }
     }
     Ok(())
 }
