@@ -8,6 +8,7 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
 pub mod upstream;
 
 use std::fs;

@@ -138,6 +138,18 @@ pub async fn accept(
     };
     let mut session_id: Option<Vec<u8>> = None;
     let mut early = Vec::new();
+    // What came with the ClientHello (an alert, 0-RTT data) is in rustls already: processed
+    // before any wait for more.
+    if let Err(e) = conn.process_new_packets() {
+        let mut out = Vec::new();
+        if conn.write_tls(&mut out).is_ok() {
+            let _ = tcp.try_write(&out);
+        }
+        return Err(TlsError::from_rustls(Call::Handshake, &e));
+    }
+    if let Some(mut data) = conn.early_data() {
+        let _ = data.read_to_end(&mut early);
+    }
     loop {
         while conn.wants_write() {
             let mut out = Vec::new();

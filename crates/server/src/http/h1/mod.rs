@@ -108,7 +108,20 @@ pub async fn serve(
             );
             conn.reset_if_asked();
         }
-        Err(e) => crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client()),
+        Err(e) => match crate::tls::stream::tls_error(&e) {
+            // A TLS failure after the handshake (an alert, a broken record): nginx's line.
+            Some(t) => crate::conn_log!(
+                t.level,
+                number,
+                "{} while waiting for request, client: {}, server: {}",
+                t.message,
+                conn.info.client(),
+                conn.info.socket
+            ),
+            None => {
+                crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client())
+            }
+        },
     }
 }
 
