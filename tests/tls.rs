@@ -821,3 +821,35 @@ fn renegotiation_is_refused_and_the_connection_goes_on_or_ends_as_nginxs() {
     let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
     assert_eq!(c.get("a.test", "/").unwrap().0, 200);
 }
+
+#[test]
+fn a_refused_body_over_tls_lingers_so_the_client_reads_its_413() {
+    let mut pki = Pki::new();
+    pki.issue("a", &["a.test"], false);
+    let port = free_port();
+    let _s = Shoal::start(
+        &conf(&format!(
+            "client_max_body_size 1k;\n\
+             server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {} location / {{ return 200 ok; }} }}",
+            pki.ssl_lines("a")
+        )),
+        port,
+    );
+    for _ in 0..3 {
+        let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
+        let body = 4 << 20;
+        c.send(
+            format!("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: {body}\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        // The whole body goes before the answer is read (curl without `Expect`): the server,
+        // which answered at once, reads and drops it through TLS rather than resetting.
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..body / chunk.len() {
+            c.send(&chunk).expect("the server lingers: no reset while the body goes");
+        }
+        let (status, head, _) = c.read_answer().expect("the 413 arrives whole");
+        assert_eq!(status, 413, "{head}");
+        assert!(head.contains("Connection: close"), "{head}");
+    }
+}
