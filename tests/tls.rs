@@ -853,3 +853,54 @@ fn a_refused_body_over_tls_lingers_so_the_client_reads_its_413() {
         assert!(head.contains("Connection: close"), "{head}");
     }
 }
+
+#[test]
+fn the_readmes_https_example_starts_and_serves() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = fs::read_to_string(repo.join("README.md")).unwrap();
+    let start = readme
+        .find("### Turning on HTTPS")
+        .expect("the README's HTTPS section");
+    let block = &readme[start..];
+    let block = &block[block.find("```nginx\n").expect("its example") + 9..];
+    let example = &block[..block.find("```").unwrap()];
+    let mut pki = Pki::new();
+    pki.issue("site", &["example.com"], false);
+    let (http, https) = (free_port(), free_port());
+    let prefix = common::Prefix::new();
+    let text = example
+        .replace("listen 80;", &format!("listen 127.0.0.1:{http};"))
+        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{https} ssl;"))
+        .replace(
+            "/etc/ssl/example.com/fullchain.pem",
+            &pki.path("site.crt").display().to_string(),
+        )
+        .replace(
+            "/etc/ssl/example.com/privkey.pem",
+            &pki.path("site.key").display().to_string(),
+        )
+        .replace(
+            "/etc/ssl/internal-ca.pem",
+            &pki.path("ca.crt").display().to_string(),
+        )
+        .replace(
+            "/var/www/example.com",
+            &prefix.join("html").display().to_string(),
+        );
+    let s = Shoal::start_in(
+        prefix,
+        &format!(
+            "daemon off;\nerror_log logs/error.log info;\nevents {{ worker_connections 64; }}\n{text}"
+        ),
+        https,
+        &[],
+    );
+    let r = common::get(http, "/page?x=1").unwrap();
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("https://localhost/page?x=1"));
+    let mut c = TlsClient::connect(https, &pki, &opts("example.com")).unwrap();
+    assert_eq!(c.protocol(), Some(rustls::ProtocolVersion::TLSv1_3));
+    let (status, _, body) = c.get("example.com", "/").unwrap();
+    assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, common::INDEX));
+    drop(s);
+}
