@@ -81,7 +81,10 @@ fn client_certificates_required_are_nginxs_496_or_an_answer() {
          location /who { return 200 \"$ssl_client_verify $ssl_client_s_dn $ssl_client_serial\\n\"; }",
     );
     let got = p.check_tls(b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n", false);
-    assert!(got.contains("No required SSL certificate was sent"), "{got}");
+    assert!(
+        got.contains("No required SSL certificate was sent"),
+        "{got}"
+    );
     let got = p.check_tls(b"GET /who HTTP/1.1\r\nHost: localhost\r\n\r\n", true);
     assert!(got.contains("SUCCESS"), "{got}");
 }

@@ -103,7 +103,11 @@ fn sni_chooses_the_server_the_default_answers_the_rest_and_alpn_is_http11() {
         )
         .unwrap_or_else(|e| panic!("SNI {sni:?}: {e}"));
         assert_eq!(c.server_cn(), cn, "SNI {sni:?}");
-        assert_eq!(c.alpn().as_deref(), Some("http/1.1"), "ALPN offers http/1.1");
+        assert_eq!(
+            c.alpn().as_deref(),
+            Some("http/1.1"),
+            "ALPN offers http/1.1"
+        );
         assert_eq!(c.protocol(), Some(rustls::ProtocolVersion::TLSv1_3));
         let host = sni.unwrap_or("127.0.0.1");
         let (status, _, body) = c.get(host, "/").expect("an answer");
@@ -192,7 +196,14 @@ fn sessions_resume_by_id_and_by_ticket() {
     for (proto, tickets) in [("-tls1_2", "-no_ticket"), ("-tls1_2", ""), ("-tls1_3", "")] {
         let sess = s.prefix.join(&format!("sess{proto}{tickets}"));
         let sess = sess.display().to_string();
-        let mut first = vec!["s_client", "-connect", &addr, "-servername", "a.test", proto];
+        let mut first = vec![
+            "s_client",
+            "-connect",
+            &addr,
+            "-servername",
+            "a.test",
+            proto,
+        ];
         if !tickets.is_empty() {
             first.push(tickets);
         }
@@ -218,7 +229,7 @@ fn sessions_resume_by_id_and_by_ticket() {
         .lines()
         .map(|l| l.split(' ').nth(1).unwrap_or(""))
         .collect();
-    assert_eq!(reused, ["." , "r", ".", "r", ".", "r"], "{log}");
+    assert_eq!(reused, [".", "r", ".", "r", ".", "r"], "{log}");
 }
 
 #[test]
@@ -229,7 +240,8 @@ fn client_certificates_and_their_pages() {
     pki.self_signed("mallory");
     let port = free_port();
     let ca = pki.path("ca.crt").display().to_string();
-    let body = "location / { return 200 \"$ssl_client_verify $ssl_client_s_dn $ssl_client_i_dn\\n\"; }";
+    let body =
+        "location / { return 200 \"$ssl_client_verify $ssl_client_s_dn $ssl_client_i_dn\\n\"; }";
     let s = Shoal::start(
         &conf(&format!(
             "ssl_protocols TLSv1.2 TLSv1.3;\n\
@@ -258,8 +270,7 @@ fn client_certificates_and_their_pages() {
     let (status, _, body, _) = get("on.test", Some("alice"));
     assert_eq!(status, 200);
     assert_eq!(
-        body,
-        "SUCCESS O=Shoal Tests,CN=alice CN=shoal e2e CA\n",
+        body, "SUCCESS O=Shoal Tests,CN=alice CN=shoal e2e CA\n",
         "RFC 2253 names"
     );
     let (status, head, body, mut c) = get("on.test", None);
@@ -348,7 +359,8 @@ fn plain_http_on_a_tls_port_is_497_with_nginxs_page_or_the_error_page() {
         t.set_read_timeout(Some(common::WAIT)).unwrap();
         t.write_all(req.as_bytes()).unwrap();
         let mut out = Vec::new();
-        t.read_to_end(&mut out).expect("the server closes after 497");
+        t.read_to_end(&mut out)
+            .expect("the server closes after 497");
         String::from_utf8_lossy(&out).into_owned()
     };
     let out = plain(
@@ -359,13 +371,20 @@ fn plain_http_on_a_tls_port_is_497_with_nginxs_page_or_the_error_page() {
     assert!(out.contains("\r\nConnection: close\r\n"), "{out}");
     let page = "\r\n\r\n<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>\r\n<body>\r\n<center><h1>400 Bad Request</h1></center>\r\n<center>The plain HTTP request was sent to HTTPS port</center>\r\n<hr><center>shoal/";
     assert!(out.contains(page), "{out}");
-    assert_eq!(out.matches("HTTP/1.1").count(), 1, "one answer, then the close");
+    assert_eq!(
+        out.matches("HTTP/1.1").count(),
+        1,
+        "one answer, then the close"
+    );
     s.wait_log(
         "client sent plain HTTP request to HTTPS port while reading client request headers, client: 127.0.0.1, server: a.test, request: \"GET /x HTTP/1.1\", host: \"a.test\"",
         1,
     );
     let out = plain(p2, "GET /q?a=1 HTTP/1.1\r\nHost: b.test\r\n\r\n");
-    assert!(out.starts_with("HTTP/1.1 302 Moved Temporarily\r\n"), "{out}");
+    assert!(
+        out.starts_with("HTTP/1.1 302 Moved Temporarily\r\n"),
+        "{out}"
+    );
     assert!(
         out.contains(&format!("\r\nLocation: https://b.test:{p2}/q?a=1\r\n")),
         "{out}"
@@ -408,7 +427,10 @@ fn static_files_over_tls_with_sendfile_and_aio_threads_on() {
     );
     let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
     let (status, _, body) = c.get("a.test", "/index.html").unwrap();
-    assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, common::INDEX));
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).as_ref()),
+        (200, common::INDEX)
+    );
     let (status, _, body) = c.get("a.test", "/big.bin").unwrap();
     assert_eq!(status, 200);
     assert!(body == big, "the large file's bytes ({} read)", body.len());
@@ -504,13 +526,22 @@ fn a_proxy_to_an_https_upstream_over_tls_both_ways() {
     for _ in 0..3 {
         let (status, _, body) = c.get("front.test", "/kept/b").unwrap();
         assert_eq!(status, 200);
-        assert_eq!(field(&body, "conn"), field(&first, "conn"), "the same connection");
+        assert_eq!(
+            field(&body, "conn"),
+            field(&first, "conn"),
+            "the same connection"
+        );
     }
     // A new connection each time: the session is resumed (`proxy_ssl_session_reuse on`).
     let (_, _, body) = c.get("front.test", "/new/").unwrap();
     let (_, _, again) = c.get("front.test", "/new/").unwrap();
     assert_ne!(field(&body, "conn"), field(&again, "conn"));
-    assert_eq!(field(&again, "reused"), "r", "{}", String::from_utf8_lossy(&again));
+    assert_eq!(
+        field(&again, "reused"),
+        "r",
+        "{}",
+        String::from_utf8_lossy(&again)
+    );
     // The name the certificate does not have: 502 and nginx's line.
     let (status, _, _) = c.get("front.test", "/wrong/").unwrap();
     assert_eq!(status, 502);
@@ -609,8 +640,11 @@ fn debian_stock_nginx_conf_starts_and_serves_https() {
     for d in ["", "html", "conf"] {
         fs::set_permissions(prefix.join(d), fs::Permissions::from_mode(0o755)).unwrap();
     }
-    fs::set_permissions(prefix.join("html/index.html"), fs::Permissions::from_mode(0o644))
-        .unwrap();
+    fs::set_permissions(
+        prefix.join("html/index.html"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     let etc = prefix.join("conf");
     fs::create_dir_all(etc.join("sites-enabled")).unwrap();
     fs::create_dir_all(etc.join("conf.d")).unwrap();
@@ -652,7 +686,10 @@ fn debian_stock_nginx_conf_starts_and_serves_https() {
     // Debian's `ssl_protocols` offers TLSv1.3.
     assert_eq!(c.protocol(), Some(rustls::ProtocolVersion::TLSv1_3));
     let (status, _, body) = c.get("debian.test", "/").unwrap();
-    assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, common::INDEX));
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).as_ref()),
+        (200, common::INDEX)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -667,11 +704,9 @@ fn client_hello() -> Vec<u8> {
     .unwrap()
     .with_root_certificates(rustls::RootCertStore::empty())
     .with_no_client_auth();
-    let mut conn = rustls::ClientConnection::new(
-        std::sync::Arc::new(config),
-        "a.test".try_into().unwrap(),
-    )
-    .unwrap();
+    let mut conn =
+        rustls::ClientConnection::new(std::sync::Arc::new(config), "a.test".try_into().unwrap())
+            .unwrap();
     let mut hello = Vec::new();
     conn.write_tls(&mut hello).unwrap();
     hello
@@ -784,7 +819,10 @@ fn a_stalled_handshake_slows_nobody_and_is_closed_after_client_header_timeout() 
         assert!(matches!(t.read(&mut buf), Ok(0) | Err(_)), "closed");
     }
     let waited = start.elapsed();
-    assert!(waited >= Duration::from_millis(1500), "not before the timeout: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "not before the timeout: {waited:?}"
+    );
 }
 
 #[test]
@@ -846,7 +884,8 @@ fn a_refused_body_over_tls_lingers_so_the_client_reads_its_413() {
         // which answered at once, reads and drops it through TLS rather than resetting.
         let chunk = vec![b'x'; 64 * 1024];
         for _ in 0..body / chunk.len() {
-            c.send(&chunk).expect("the server lingers: no reset while the body goes");
+            c.send(&chunk)
+                .expect("the server lingers: no reset while the body goes");
         }
         let (status, head, _) = c.read_answer().expect("the 413 arrives whole");
         assert_eq!(status, 413, "{head}");
@@ -901,6 +940,9 @@ fn the_readmes_https_example_starts_and_serves() {
     let mut c = TlsClient::connect(https, &pki, &opts("example.com")).unwrap();
     assert_eq!(c.protocol(), Some(rustls::ProtocolVersion::TLSv1_3));
     let (status, _, body) = c.get("example.com", "/").unwrap();
-    assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, common::INDEX));
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).as_ref()),
+        (200, common::INDEX)
+    );
     drop(s);
 }

@@ -299,8 +299,10 @@ pub struct Conf<'a> {
 /// `{PKI}` the directory of the certificates (with `tls`).
 fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool, pki: Option<&Path>) -> String {
     let tls = match pki {
-        Some(_) => " ssl;\n        ssl_certificate {PKI}/localhost.crt;\n        \
-                    ssl_certificate_key {PKI}/localhost.key",
+        Some(_) => {
+            " ssl;\n        ssl_certificate {PKI}/localhost.crt;\n        \
+                    ssl_certificate_key {PKI}/localhost.key"
+        }
         None => "",
     };
     let text = format!(
@@ -560,7 +562,10 @@ fn exchange_tls(
         } else {
             Duration::from_millis(300)
         };
-        c.stream.sock.set_read_timeout(Some(patience)).expect("read timeout");
+        c.stream
+            .sock
+            .set_read_timeout(Some(patience))
+            .expect("read timeout");
         match c.stream.read(&mut buf) {
             Ok(0) => break "[closed]",
             Ok(n) => bytes.extend_from_slice(&buf[..n]),

@@ -143,11 +143,7 @@ impl TlsConn {
             if !this.st.borrow().conn.is_handshaking() {
                 return Ok(this);
             }
-            let r = this
-                .st
-                .borrow_mut()
-                .conn
-                .read_tls(&mut SockRead(&this.tcp));
+            let r = this.st.borrow_mut().conn.read_tls(&mut SockRead(&this.tcp));
             match r {
                 Ok(0) => return Err(TlsError::peer_closed()),
                 Ok(_) => {}

@@ -19,9 +19,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::build::{AddrTls, HandshakeVars};
+use super::conn::{SockRead, SockWrite};
 use super::error::{Call, TlsError};
 use super::info::TlsInfo;
-use super::conn::{SockRead, SockWrite};
 use super::stream::TlsStream;
 use crate::log::Level;
 

@@ -17,9 +17,9 @@ mod build;
 pub mod certs;
 pub mod ciphers;
 pub mod conf;
-pub mod conn;
 #[cfg(test)]
 mod conf_tests;
+pub mod conn;
 pub mod error;
 pub mod handshake;
 pub mod info;
@@ -33,13 +33,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use build::{AddrTls, ServerTls};
-pub use conn::TlsConn;
 pub use conf::{SslConf, DIRECTIVES};
+pub use conn::TlsConn;
 pub use error::TlsError;
 pub use handshake::{accept, Accepted};
 pub use info::TlsInfo;
-pub use stream::TlsStream;
 pub(crate) use openssl_conf::{apply_conf_command as openssl_conf_command, parse_groups};
+pub use stream::TlsStream;
 
 use crate::listen::ListenAddr;
 

@@ -170,9 +170,9 @@ impl Conn {
         }
         match (verify, &tls.client_verdict) {
             (VerifyClient::Off, _) => None,
+            // `optional_no_ca` forgives an issuer nobody vouches for, nothing else.
             (mode, Some(v))
-                if !v.is_ok()
-                    && !(mode == VerifyClient::OptionalNoCa && v.is_unknown_issuer()) =>
+                if !(v.is_ok() || mode == VerifyClient::OptionalNoCa && v.is_unknown_issuer()) =>
             {
                 refuse(
                     495,

@@ -882,7 +882,6 @@ fn ctx_with_upstream(r: &Req<'_, '_>, upstream: &str) -> String {
 
 /// A URL with variables, evaluated: an upstream block by the host's name, or an address.
 #[allow(clippy::type_complexity)]
-#[allow(clippy::type_complexity)]
 fn dynamic_target(
     url: &str,
     upstreams: &[Arc<UpstreamConf>],
@@ -896,7 +895,10 @@ fn dynamic_target(
     };
     let default_port = if https { 443 } else { 80 };
     if https && rest.starts_with("unix:") {
-        return Err((500, format!("https to a unix socket is not supported in \"{url}\"")));
+        return Err((
+            500,
+            format!("https to a unix socket is not supported in \"{url}\""),
+        ));
     }
     if let Some(path) = rest.strip_prefix("unix:") {
         let (sock, uri) = match path.split_once(':') {
@@ -1259,9 +1261,9 @@ async fn exchange(
         let cached = (!fresh_only).then_some(start);
         let (stream, reused, sent) =
             match connect(upstream, peer, addr, conf, cached, first, tls).await {
-            Ok(x) => x,
-            Err(f) => return (Err(f), false),
-        };
+                Ok(x) => x,
+                Err(f) => return (Err(f), false),
+            };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
         let (timer, born, requests, connect) = match reused {

@@ -45,7 +45,12 @@ pub static DIRECTIVES: &[Command] = &[
     Command::new("proxy_ssl_password_file", HSL, Args::ONE, set_password_file),
     Command::new("proxy_ssl_protocols", HSL, Args::ONE_OR_MORE, set_protocols),
     Command::new("proxy_ssl_server_name", HSL, Args::Flag, set_server_name),
-    Command::new("proxy_ssl_session_reuse", HSL, Args::Flag, set_session_reuse),
+    Command::new(
+        "proxy_ssl_session_reuse",
+        HSL,
+        Args::Flag,
+        set_session_reuse,
+    ),
     Command::new("proxy_ssl_trusted_certificate", HSL, Args::ONE, set_trusted),
     Command::new("proxy_ssl_verify", HSL, Args::Flag, set_verify),
     Command::new("proxy_ssl_verify_depth", HSL, Args::ONE, set_verify_depth),
@@ -121,7 +126,11 @@ fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
     Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
     let c = ssl(s);
     c.conf_prefix = Some(b.conf_prefix.clone());
-    set_once(&mut c.certificate_key, located(d.args[0].value.clone(), d), d)
+    set_once(
+        &mut c.certificate_key,
+        located(d.args[0].value.clone(), d),
+        d,
+    )
 }
 
 fn set_ciphers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
@@ -358,9 +367,8 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
             ))
         }
         (Some(cert), Some(key)) => {
-            let compile = |l: &Located<String>| {
-                Template::compile(&l.value).map_err(|m| e(m, Some(&l.span)))
-            };
+            let compile =
+                |l: &Located<String>| Template::compile(&l.value).map_err(|m| e(m, Some(&l.span)));
             let (cert_t, key_t) = (compile(cert)?, compile(key)?);
             let prefix = ssl.conf_prefix.clone().unwrap_or_default();
             if cert_t.is_static() && key_t.is_static() {
