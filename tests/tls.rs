@@ -493,6 +493,7 @@ fn a_proxy_to_an_https_upstream_over_tls_both_ways() {
     let port = free_port();
     let cert = pki.path("proxy.crt").display().to_string();
     let key = pki.path("proxy.key").display().to_string();
+    let dir = pki.dir().display().to_string();
     let s = Shoal::start(
         &conf(&format!(
             "ssl_protocols TLSv1.2 TLSv1.3;\n\
@@ -505,6 +506,9 @@ fn a_proxy_to_an_https_upstream_over_tls_both_ways() {
                location /kept/ {{ proxy_pass https://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host up.test; }}\n\
                location /new/ {{ proxy_pass https://127.0.0.1:{up_port}; }}\n\
                location /wrong/ {{ proxy_pass https://127.0.0.1:{up_port}; proxy_ssl_name other.test; }}\n\
+               location /noreuse/ {{ proxy_pass https://127.0.0.1:{up_port}; proxy_ssl_session_reuse off; }}\n\
+               location /dyncert/ {{ set $pname proxy; proxy_pass https://127.0.0.1:{up_port};\n\
+                 proxy_ssl_certificate {dir}/$pname.crt; proxy_ssl_certificate_key {dir}/$pname.key; }}\n\
              }}",
             pki.ssl_lines("front")
         )),
@@ -542,6 +546,15 @@ fn a_proxy_to_an_https_upstream_over_tls_both_ways() {
         "{}",
         String::from_utf8_lossy(&again)
     );
+    // `proxy_ssl_session_reuse off`: a full handshake every time.
+    for _ in 0..2 {
+        let (_, _, body) = c.get("front.test", "/noreuse/").unwrap();
+        assert_eq!(field(&body, "reused"), ".", "{}", String::from_utf8_lossy(&body));
+    }
+    // A client certificate named with variables, read at the handshake.
+    let (status, _, body) = c.get("front.test", "/dyncert/").unwrap();
+    assert_eq!(status, 200, "{}", s.error_log());
+    assert_eq!(field(&body, "client"), "O=Shoal");
     // The name the certificate does not have: 502 and nginx's line.
     let (status, _, _) = c.get("front.test", "/wrong/").unwrap();
     assert_eq!(status, 502);
