@@ -959,3 +959,44 @@ fn the_readmes_https_example_starts_and_serves() {
     );
     drop(s);
 }
+
+#[test]
+fn an_upgraded_connection_tunnels_over_tls() {
+    use common::upstream::{Answer, Upstream};
+    let mut pki = Pki::new();
+    pki.issue("a", &["a.test"], false);
+    let up = Upstream::start(|_| Answer::upgrade("websocket"));
+    let port = free_port();
+    let _s = Shoal::start(
+        &conf(&format!(
+            "server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {}\n\
+               location /ws {{ proxy_pass {}; proxy_http_version 1.1;\n\
+                 proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection upgrade; }} }}",
+            pki.ssl_lines("a"),
+            up.url()
+        )),
+        port,
+    );
+    let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
+    c.send(b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = c.stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the 101 arrives");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
+    // Bytes both ways through TLS on our side and plain TCP on the upstream's, in pieces
+    // larger than a TLS record.
+    let message: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    c.send(&message).unwrap();
+    let mut echoed = Vec::new();
+    while echoed.len() < message.len() {
+        let n = c.stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the echo arrives");
+        echoed.extend_from_slice(&buf[..n]);
+    }
+    assert!(echoed == message, "the echo is the message");
+}
