@@ -549,7 +549,12 @@ fn a_proxy_to_an_https_upstream_over_tls_both_ways() {
     // `proxy_ssl_session_reuse off`: a full handshake every time.
     for _ in 0..2 {
         let (_, _, body) = c.get("front.test", "/noreuse/").unwrap();
-        assert_eq!(field(&body, "reused"), ".", "{}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            field(&body, "reused"),
+            ".",
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
     }
     // A client certificate named with variables, read at the handshake.
     let (status, _, body) = c.get("front.test", "/dyncert/").unwrap();
@@ -978,8 +983,10 @@ fn an_upgraded_connection_tunnels_over_tls() {
         port,
     );
     let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
-    c.send(b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-        .unwrap();
+    c.send(
+        b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     while !got.windows(4).any(|w| w == b"\r\n\r\n") {

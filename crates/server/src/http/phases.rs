@@ -51,20 +51,30 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 
 /// Runs the phases for one request; `body` is its body when the server proxies.
 pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'s> {
-    process_status(r, body, None).await
+    run::<false>(r, body, 0).await
 }
 
-/// [`process`], or, with `status`, the answer to a request refused as soon as its head was
-/// read (nginx's `ngx_http_finalize_request(r, status)` in `ngx_http_process_request`: a
-/// plain request on a TLS port, a client certificate missing or wrong): no phase runs, and
-/// the server's `error_page` for the status applies, as nginx's does.
+/// The answer to a request refused as soon as its head was read (nginx's
+/// `ngx_http_finalize_request(r, status)` in `ngx_http_process_request`: a plain request on a
+/// TLS port, a client certificate missing or wrong): no phase runs, and the server's
+/// `error_page` for the status applies, as nginx's does.
 pub async fn process_status<'s>(
     r: &Req<'s, '_>,
     body: &RequestBody<'_>,
-    status: Option<u16>,
+    status: u16,
+) -> Processed<'s> {
+    run::<true>(r, body, status).await
+}
+
+/// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
+/// usual request's loop carries no test for it).
+async fn run<'s, const REFUSED: bool>(
+    r: &Req<'s, '_>,
+    body: &RequestBody<'_>,
+    status: u16,
 ) -> Processed<'s> {
     let srv = r.srv;
-    let mut refusal = status.map(|code| Box::new(super::reply::error_reply(code, &srv.loc)));
+    let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
         uri: shoal_http::lossy(r.req.path()).into_owned(),
         args: r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
@@ -100,9 +110,11 @@ pub async fn process_status<'s>(
         let mut srv_reply: Option<Box<Reply>> = None;
         // The answer was sent as it is (`return` with a text): `error_page` does not apply.
         let mut sent = false;
-        if let Some(reply) = refusal.take() {
-            srv_reply = Some(reply);
-            server_rewrites = false;
+        if REFUSED {
+            if let Some(reply) = refusal.take() {
+                srv_reply = Some(reply);
+                server_rewrites = false;
+            }
         }
         // URI changes by rewrites and internal redirects share one budget, as in nginx.
         if redirects + rw.cycles > MAX_REDIRECTS {

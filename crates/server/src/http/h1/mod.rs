@@ -55,7 +55,7 @@ pub async fn serve(
     guard: ConnGuard,
 ) {
     let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
-    let (stream, info, plain_on_tls) =
+    let (stream, info, tls_address) =
         match make_stream(fd, &key, &generation, number, &idle_slot, &guard).await {
             Ok(Some(x)) => x,
             Ok(None) => return,
@@ -93,7 +93,7 @@ pub async fn serve(
         state: crate::status::ConnState::accepted(),
         unread_input: false,
         unread_body: false,
-        plain_on_tls,
+        tls_address,
         refuse_with: None,
         sni: None,
     };
@@ -127,7 +127,7 @@ pub async fn serve(
 
 /// The connection's transport and what it knows of itself: a unix or TCP socket, or on a
 /// TLS address the connection once its handshake is over (`None`: it failed, logged). The
-/// flag: plain HTTP arrived on a TLS address.
+/// flag: the address is a TLS one (the client may have spoken plain HTTP to it).
 async fn make_stream(
     fd: OwnedFd,
     key: &SocketKey,
@@ -163,8 +163,7 @@ async fn make_stream(
             if let Some(tls) = tls {
                 return Ok(
                     match tls::start(s, key, generation, tls, &mut info, slot, &guard.0).await? {
-                        tls::Start::Tls(t) => Some((t, info, false)),
-                        tls::Start::Plain(t) => Some((t, info, true)),
+                        tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
                         tls::Start::Closed => None,
                     },
                 );
@@ -212,8 +211,8 @@ pub(super) struct Conn {
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
     pub(super) unread_input: bool,
-    /// Plain HTTP arrived on a TLS address: the request is answered 497.
-    plain_on_tls: bool,
+    /// The connection came to a TLS address (a plain one there is answered 497).
+    tls_address: bool,
     /// The request about to be handled is refused with this code (`tls.rs`), its answer the
     /// code's page or the server's `error_page` for it.
     refuse_with: Option<u16>,
@@ -273,11 +272,13 @@ impl Conn {
                 return Ok(());
             };
             // On a TLS address, the server SNI named reads the head (nginx's `conf_ctx`).
-            let sni_srv = match self.info.tls {
-                Some(_) => self.sni_server(&gen, &route),
-                None => None,
+            let (default_srv, sni_srv) = match self.info.tls {
+                None => (gen.default_server(&route), None),
+                Some(_) => {
+                    let sni = self.sni_server(&gen, &route);
+                    (sni.unwrap_or_else(|| gen.default_server(&route)), sni)
+                }
             };
-            let default_srv = sni_srv.unwrap_or_else(|| gen.default_server(&route));
             self.rules = CloseRules::of(&default_srv.loc);
             parser.next_request(default_srv.srv.limits());
             let parsed = match self
@@ -362,7 +363,7 @@ impl Conn {
             };
             let host = req.host().map(|h| shoal_http::lossy(h));
             let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
-            if self.info.tls.is_some() || self.plain_on_tls {
+            if self.tls_address {
                 if self.requests > 1 {
                     // `$ssl_early_data`: the first request is the one 0-RTT data can carry.
                     if let Some(t) = self.info.tls.as_deref_mut() {
@@ -736,7 +737,10 @@ impl Conn {
                 upstream: None,
             }
         } else {
-            phases::process_status(&r, &req_body, self.refuse_with.take()).await
+            match self.refuse_with.take() {
+                None => phases::process(&r, &req_body).await,
+                Some(code) => Box::pin(phases::process_status(&r, &req_body, code)).await,
+            }
         };
         // A streamed body the answer came before: what is left of it cannot be found again,
         // so the connection ends after the answer; one not touched is discarded as usual.

@@ -147,12 +147,9 @@ impl Conn {
             );
             Some((code, srv))
         };
+        // (Called for connections to a TLS address only.)
         let Some(tls) = self.info.tls.as_deref() else {
-            return if self.plain_on_tls {
-                refuse(497, srv, "client sent plain HTTP request to HTTPS port")
-            } else {
-                None
-            };
+            return refuse(497, srv, "client sent plain HTTP request to HTTPS port");
         };
         let verify = srv.ssl.verify_client();
         if let Some(sni_srv) = sni {
