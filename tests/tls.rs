@@ -1007,3 +1007,90 @@ fn an_upgraded_connection_tunnels_over_tls() {
     }
     assert!(echoed == message, "the echo is the message");
 }
+
+#[test]
+fn a_request_in_0rtt_data_is_served_and_says_so() {
+    use std::sync::Arc;
+    let mut pki = Pki::new();
+    pki.issue("a", &["a.test"], false);
+    let port = free_port();
+    let _s = Shoal::start(
+        &conf(&format!(
+            "server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {}\n\
+               ssl_protocols TLSv1.3; ssl_early_data on;\n\
+               location / {{ return 200 \"early=$ssl_early_data reused=$ssl_session_reused\\n\"; }} }}",
+            pki.ssl_lines("a")
+        )),
+        port,
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = fs::read_to_string(pki.path("ca.crt")).unwrap();
+    let b64: String = ca.lines().filter(|l| !l.starts_with("-----")).collect();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(
+            common::tls::base64_decode(&b64),
+        ))
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.enable_early_data = true;
+    let config = Arc::new(config);
+    let request = b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
+    let exchange = |early: bool| -> (String, String) {
+        let mut conn =
+            rustls::ClientConnection::new(config.clone(), "a.test".try_into().unwrap()).unwrap();
+        let mut tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(common::WAIT)).unwrap();
+        let mut sent_early = false;
+        if early {
+            if let Some(mut e) = conn.early_data() {
+                e.write_all(request).unwrap();
+                sent_early = true;
+            }
+        }
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).unwrap();
+        }
+        let mut s = rustls::Stream::new(&mut conn, &mut tcp);
+        if !sent_early || !s.conn.is_early_data_accepted() {
+            s.write_all(request).unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.ends_with(b"\n") || !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        let body = String::from_utf8_lossy(&got)
+            .rsplit("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_string();
+        // A second request on the connection came after the handshake.
+        s.write_all(request).unwrap();
+        let mut again = Vec::new();
+        while !again.ends_with(b"\n") || !again.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            again.extend_from_slice(&buf[..n]);
+        }
+        let again = String::from_utf8_lossy(&again)
+            .rsplit("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_string();
+        (body, again)
+    };
+    // The first connection brings a ticket that allows early data.
+    let (first, _) = exchange(false);
+    assert_eq!(first, "early= reused=.\n");
+    let (body, again) = exchange(true);
+    assert_eq!(body, "early=1 reused=r\n", "the request rode in 0-RTT data");
+    assert_eq!(again, "early= reused=r\n");
+}
