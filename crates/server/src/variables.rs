@@ -85,6 +85,9 @@ pub enum Var {
     Https,
     /// The ssl module's `$ssl_*` (the name without `$`): "not found" on a plain connection.
     Ssl(&'static str),
+    /// A variable of a module in [`crate::http::modules`] (`$limit_req_status`): the value the
+    /// module set for the request, if any.
+    Module(&'static str),
 }
 
 impl Var {
@@ -184,6 +187,8 @@ impl Var {
                     Var::Capture((name.as_bytes()[0] - b'0') as usize)
                 } else if let Some(&n) = crate::tls::info::VARIABLES.iter().find(|&&n| n == name) {
                     Var::Ssl(n)
+                } else if let Some(n) = crate::http::modules::has_variable(name) {
+                    Var::Module(n)
                 } else {
                     return None;
                 }
@@ -506,6 +511,8 @@ pub struct Vars<'a> {
     pub upstream: Option<&'a crate::http::proxy::handler::Record>,
     /// What the connection's TLS handshake settled (`$https`, `$scheme`, `$ssl_*`).
     pub tls: Option<&'a crate::tls::TlsInfo>,
+    /// What the modules keep for the request (their variables' values).
+    pub extras: Option<&'a crate::http::request::Extras>,
 }
 
 impl Vars<'_> {
@@ -555,7 +562,19 @@ impl Vars<'_> {
                     let _ = write!(out, "{}", p.port());
                 }
             }
-            Var::RemoteUser => return false,
+            // As nginx: the user of a `Basic` Authorization header, whatever auth_basic said.
+            Var::RemoteUser => {
+                let Some(c) = req
+                    .and_then(|r| crate::http::auth_basic::credentials(r.header("authorization")))
+                else {
+                    return false;
+                };
+                out.push_str(&shoal_http::lossy(&c.user));
+            }
+            Var::Module(name) => match self.extras {
+                Some(e) => return e.var(name, out),
+                None => return false,
+            },
             Var::ServerAddr => match self.local {
                 Some(l) => {
                     let _ = write!(out, "{}", l.ip());
@@ -905,7 +924,6 @@ impl Vars<'_> {
                 }
                 true
             }
-            Var::RemoteUser => false,
             Var::TimeLocal => {
                 with_local_time(|t| out.extend_from_slice(t.local.as_bytes()));
                 true

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use shoal_conf::{Directive, Error, Span};
 
 pub use names::intern;
-pub use values::{parse_flag, parse_number, parse_size, parse_time};
+pub use values::{parse_flag, parse_number, parse_size, parse_size_km, parse_time};
 
 use crate::core::MainConf;
 use crate::event::EventsConf;
@@ -160,7 +160,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::pending::DIRECTIVES,
         ];
         let mut map: HashMap<&'static str, Vec<&'static Command>> = HashMap::new();
-        for table in modules {
+        for table in modules.iter().chain(crate::http::modules::DIRECTIVE_TABLES) {
             for cmd in table.iter() {
                 map.entry(cmd.name).or_default().push(cmd);
             }
@@ -200,6 +200,9 @@ pub struct Builder {
     pub formats: crate::http::access_log::Formats,
     /// Pools named by `aio threads=NAME`, checked once everything is read.
     pub pool_refs: Vec<(String, Span)>,
+    /// The shared memory zones `limit_req` and `limit_conn` name, checked once everything is
+    /// read.
+    pub shm_zones: crate::http::limit_zone::ShmZones,
 }
 
 impl Builder {
@@ -215,6 +218,7 @@ impl Builder {
             warnings: Vec::new(),
             formats: Default::default(),
             pool_refs: Vec::new(),
+            shm_zones: Default::default(),
         }
     }
 

@@ -15,6 +15,19 @@ pub fn parse_size(s: &str) -> Option<u64> {
     parse_number(digits)?.checked_mul(mult)
 }
 
+/// nginx's `ngx_parse_size` exactly: a count of bytes with an optional `k`/`K` or `m`/`M`, at
+/// most the largest signed size (`g` is `ngx_parse_offset`'s, which fewer directives use:
+/// `limit_rate 1g` and `zone=one:1g` are refused by nginx).
+pub fn parse_size_km(s: &str) -> Option<u64> {
+    let (digits, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1024),
+        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    let n = parse_number(digits)?;
+    (n <= i64::MAX as u64 / mult).then(|| n * mult)
+}
+
 /// A non-negative decimal number (nginx's `ngx_atoi`: digits only, no sign).
 pub fn parse_number(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -98,6 +111,12 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("1.5k"), None);
         assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size_km("8k"), Some(8192));
+        assert_eq!(parse_size_km("1024m"), Some(1 << 30));
+        assert_eq!(parse_size_km("1g"), None);
+        assert_eq!(parse_size_km("9223372036854775807"), Some(i64::MAX as u64));
+        assert_eq!(parse_size_km("9223372036854775807k"), None);
+        assert_eq!(parse_size_km("1.5k"), None);
     }
 
     #[test]

@@ -470,6 +470,16 @@ fn sizes(len: Option<u64>) -> (u8, u8) {
     (wbits, memlevel.max(1))
 }
 
+impl crate::http::output::BodyFilter for Compressor {
+    fn feed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        Compressor::feed(self, data)
+    }
+
+    fn finish(&mut self) -> std::io::Result<&[u8]> {
+        Compressor::finish(self)
+    }
+}
+
 impl Compressor {
     /// A compressor at `level` (1..=9) for a body of `len` bytes if known.
     pub fn new(level: u32, len: Option<u64>) -> Compressor {
@@ -630,6 +640,28 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
                     .as_ref()
                     .is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
                 && (req.header("via").is_none() || g.proxied.is_some_and(|p| p.any))
+        }
+    }
+}
+
+/// The gzip filter's place in the module list: its header filter decides, and adds a
+/// [`Compressor`] to the answer's body filters at the level it chose.
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = ();
+    const DIRECTIVES: &'static [crate::conf::Command] = &[];
+
+    fn merge(_: &mut (), _: &()) {}
+
+    fn header_filter(
+        _: &(),
+        cx: &crate::http::modules::Cx<'_, '_, '_>,
+        reply: &mut Box<crate::http::reply::Reply>,
+    ) {
+        if let Some(level) = header_filter(reply, cx.r.req, cx.lc) {
+            let len = reply.body.length();
+            reply.filters.push(Box::new(Compressor::new(level, len)));
         }
     }
 }

@@ -6,19 +6,31 @@
 //! everything below it: [`LocConf::merge`] fills what a level left unset from its parent, once,
 //! after the walk, and the accessors hold nginx's defaults, so each default lives in one place.
 
+pub mod access;
 pub mod access_log;
 pub mod aio;
+pub mod auth_basic;
+pub mod auth_delay;
+pub mod client_body;
 pub mod directives;
 pub mod gzip;
 pub mod h1;
+pub mod headers;
+pub mod limit_conn;
+pub mod limit_rate;
+pub mod limit_req;
+pub mod limit_zone;
 pub mod location;
 pub mod map;
+pub mod modules;
+pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;
 pub mod phases;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod range;
+pub mod range_filter;
 pub mod reply;
 pub mod request;
 pub mod rewrite;
@@ -193,9 +205,6 @@ pub struct ServerConf {
     pub if_blocks: Vec<LocationConf>,
     /// Where the block is, for log lines.
     pub line: usize,
-    /// Some location of this server proxies: request bodies are read before the phases run
-    /// (the proxy passes them on), not discarded after.
-    pub has_proxy: bool,
     /// The ssl module's settings (merged with the http level's in `finish`).
     pub ssl: crate::tls::SslConf,
 }
@@ -271,6 +280,48 @@ pub struct LocConf {
     /// `stub_status` in this location (not inherited).
     pub stub_status: Option<bool>,
     pub proxy: proxy::ProxyLoc,
+    /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
+    /// [`modules`].
+    pub m: modules::Modules,
+    /// The content handler, chosen by the location's own directives once it is merged.
+    pub content: Content,
+}
+
+/// A location's content handler, chosen when the configuration is read by the directive that
+/// sets it (nginx's `clcf->handler`; none of these is inherited): `proxy_pass`,
+/// `stub_status` (or `proxy_cache_status`), else the static module (with `index`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Content {
+    #[default]
+    Static,
+    Proxy,
+    StubStatus,
+}
+
+impl Content {
+    fn of(lc: &LocConf) -> Content {
+        if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
+            Content::StubStatus
+        } else if lc.proxy.pass.is_some() {
+            Content::Proxy
+        } else {
+            Content::Static
+        }
+    }
+}
+
+/// A module's configuration reads as the location's own field (`lc.auth_basic`).
+impl std::ops::Deref for LocConf {
+    type Target = modules::Modules;
+    fn deref(&self) -> &modules::Modules {
+        &self.m
+    }
+}
+
+impl std::ops::DerefMut for LocConf {
+    fn deref_mut(&mut self) -> &mut modules::Modules {
+        &mut self.m
+    }
 }
 
 /// `root PATH` or `alias PATH`: where a URI's file is.
@@ -398,6 +449,8 @@ impl LocConf {
         merge(&mut self.aio_residency_check, &parent.aio_residency_check);
         merge(&mut self.directio, &parent.directio);
         merge(&mut self.directio_alignment, &parent.directio_alignment);
+        self.m.merge(&parent.m);
+        self.content = Content::of(self);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
@@ -465,6 +518,11 @@ impl LocConf {
     /// `client_max_body_size` (default 1m; 0 = unlimited).
     pub fn client_max_body_size(&self) -> u64 {
         self.client_max_body_size.unwrap_or(1024 * 1024)
+    }
+
+    /// `client_body_buffer_size` (default 16k): a body read whole stays in memory up to it.
+    pub fn client_body_buffer_size(&self) -> u64 {
+        self.client_body_buffer_size.unwrap_or(16 * 1024)
     }
 
     pub fn client_body_timeout(&self) -> Duration {
@@ -807,17 +865,12 @@ impl HttpConf {
             for b in &mut srv.if_blocks {
                 b.finish(&srv.loc);
             }
-            let mut has_proxy = false;
             for l in srv.locations.iter().chain(srv.if_blocks.iter()) {
                 l.each_loc(&mut |lc| {
-                    if lc.proxy.pass.is_some() {
-                        has_proxy = true;
-                    }
                     proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)
                 })?;
             }
-            srv.has_proxy = has_proxy;
         }
         crate::tls::finish(self, b)
     }

@@ -92,13 +92,59 @@ pub trait Sink {
     }
 }
 
+/// A body filter (nginx's body filter chain): what a module does to an answer's bytes on
+/// their way out (gzip compresses, charset recodes). A header filter adds one to the answer
+/// ([`crate::http::reply::Reply::filters`]); a body with filters is read, never sent by
+/// `sendfile`.
+pub trait BodyFilter {
+    /// Takes body bytes; returns what goes on (possibly nothing yet).
+    fn feed(&mut self, data: &[u8]) -> io::Result<&[u8]>;
+    /// The body is over: what is still held goes on.
+    fn finish(&mut self) -> io::Result<&[u8]>;
+    /// Whether the output is as long as the input (the `Content-Length` stands).
+    fn keeps_length(&self) -> bool {
+        false
+    }
+}
+
+/// Feeds `data` through `filters` in order, emitting what comes out of the last.
+fn run_filters<S: Sink>(
+    filters: &mut [Box<dyn BodyFilter>],
+    data: &[u8],
+    sink: &mut S,
+    chunked: bool,
+) -> io::Result<u64> {
+    match filters.split_first_mut() {
+        None => Ok(sink.emit(data, chunked)),
+        Some((first, rest)) => {
+            let out = first.feed(data)?;
+            run_filters(rest, out, sink, chunked)
+        }
+    }
+}
+
+/// Ends every filter in order, each one's last output through the ones after it.
+fn finish_filters<S: Sink>(
+    filters: &mut [Box<dyn BodyFilter>],
+    sink: &mut S,
+    chunked: bool,
+) -> io::Result<u64> {
+    let mut total = 0;
+    for i in 0..filters.len() {
+        let (done, rest) = filters.split_at_mut(i + 1);
+        let out = done[i].finish()?;
+        total += run_filters(rest, out, sink, chunked)?;
+    }
+    Ok(total)
+}
+
 /// What lives for one answer's body: made when its head is decided, dropped when it is sent.
 #[derive(Default)]
 pub struct Output {
     /// The answer's thread pool (`aio threads`).
     pub pool: Option<Arc<ThreadPool>>,
-    /// `gzip_comp_level` when the answer is compressed.
-    pub gzip: Option<u32>,
+    /// The body filters the header filters chose (gzip, charset), in order.
+    pub filters: RefCell<Vec<Box<dyn BodyFilter>>>,
     /// `directio`: the answer's file is read with O_DIRECT (path, alignment).
     pub direct: Option<(PathBuf, usize)>,
     /// The `directio` file, opened at its first read and kept for the rest (not reopened per
@@ -112,7 +158,7 @@ impl Output {
     pub fn new(pool: Option<Arc<ThreadPool>>, direct: Option<(PathBuf, usize)>) -> Output {
         Output {
             pool,
-            gzip: None,
+            filters: RefCell::new(Vec::new()),
             direct,
             direct_file: RefCell::new(None),
         }
@@ -268,20 +314,32 @@ impl Output {
         sink.maybe_flush().await
     }
 
-    /// Sends a body through the gzip compressor at `level`, as chunks (`chunked`) or raw.
-    /// Files are read a piece at a time (through the pool with `aio threads`), so the body is
-    /// never held whole. Returns the compressed bytes sent.
-    pub async fn send_gzipped<S: Sink>(
+    /// Whether the answer's body goes through filters that change its length (it is then
+    /// sent chunked, or to the close).
+    pub fn changes_length(&self) -> bool {
+        self.filters.borrow().iter().any(|f| !f.keeps_length())
+    }
+
+    /// Whether the answer's body goes through filters.
+    pub fn filtered(&self) -> bool {
+        !self.filters.borrow().is_empty()
+    }
+
+    /// Sends a body through the answer's filters (gzip, charset), as chunks (`chunked`) or
+    /// raw. Files are read a piece at a time (through the pool with `aio threads`), so the
+    /// body is never held whole. Returns the bytes sent, framing included.
+    // The filters are this answer's alone: nothing else borrows them while it is sent.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub async fn send_filtered<S: Sink>(
         &self,
         sink: &mut S,
         body: Body,
-        level: u32,
         chunked: bool,
         lc: &LocConf,
         who: Who<'_>,
     ) -> io::Result<u64> {
-        let len = body.length();
-        let mut z = super::gzip::Compressor::new(level, len);
+        let mut filters = self.filters.borrow_mut();
+        let z = &mut filters[..];
         let mut total = 0u64;
         let body = match body {
             Body::Unsized(inner) => *inner,
@@ -290,7 +348,7 @@ impl Output {
         };
         let body = match body {
             Body::Chain(first, rest) => {
-                total += sink.emit(z.feed(&first)?, chunked);
+                total += run_filters(z, &first, sink, chunked)?;
                 *rest
             }
             other => other,
@@ -298,7 +356,7 @@ impl Output {
         match body {
             Body::Empty => {}
             Body::Bytes(b) | Body::Chain(b, _) => {
-                total += sink.emit(z.feed(&b)?, chunked);
+                total += run_filters(z, &b, sink, chunked)?;
             }
             Body::File {
                 cached: Some(c),
@@ -307,7 +365,7 @@ impl Output {
                 ..
             } => {
                 let data = &c[offset as usize..(offset + len) as usize];
-                total += sink.emit(z.feed(data)?, chunked);
+                total += run_filters(z, data, sink, chunked)?;
             }
             Body::File {
                 file, offset, len, ..
@@ -324,20 +382,19 @@ impl Output {
                         return Err(io::Error::other("file shrank while being sent"));
                     }
                     off += data.len() as u64;
-                    total += sink.emit(z.feed(&data)?, chunked);
+                    total += run_filters(z, &data, sink, chunked)?;
                     if sink.out().len() >= MAX_GATHER {
                         sink.flush().await?;
                     }
                 }
             }
             Body::Multipart { .. } => {
-                return Err(io::Error::other("gzip never applies to 206 answers"));
+                return Err(io::Error::other("body filters never apply to 206 answers"));
             }
             Body::Upstream(mut ub) => loop {
                 match ub.take() {
                     Ok(Piece::Data(d)) => {
-                        let out = z.feed(&d)?;
-                        total += sink.emit(out, chunked);
+                        total += run_filters(z, &d, sink, chunked)?;
                         if sink.out().len() >= MAX_GATHER {
                             sink.flush().await?;
                         }
@@ -363,11 +420,11 @@ impl Output {
                 }
             },
             Body::Tunnel(_) => {
-                return Err(io::Error::other("gzip never applies to a tunnel"));
+                return Err(io::Error::other("body filters never apply to a tunnel"));
             }
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
-        total += sink.emit(z.finish()?, chunked);
+        total += finish_filters(z, sink, chunked)?;
         if chunked {
             sink.out()
                 .extend_from_slice(shoal_http::response::LAST_CHUNK);

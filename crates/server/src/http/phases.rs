@@ -8,18 +8,18 @@
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::directives::{expires_headers, Return, TryFallback, TryFiles};
+use super::client_body::{self, ClientBody};
+use super::directives::{Return, TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
-use super::proxy::body::RequestBody;
+use super::modules::Cx;
 use super::proxy::handler::{self as proxy, Handled, Record};
 use super::proxy_cache::serve::Begin;
 use super::reply::{Body, Outcome, Reply};
 use super::request::Req;
 use super::rewrite;
 use super::static_files;
-use super::LocConf;
+use super::{Content, LocConf};
 use crate::log::Level;
 use crate::variables::Vars;
 
@@ -49,8 +49,8 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
     crate::variables::capture(l.regex.as_ref()?, uri)
 }
 
-/// Runs the phases for one request; `body` is its body when the server proxies.
-pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'s> {
+/// Runs the phases for one request; `body` is its body, read if a handler wants it.
+pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s> {
     run::<false>(r, body, 0).await
 }
 
@@ -60,7 +60,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &RequestBody<'_>) -> Processed<'
 /// `error_page` for the status applies, as nginx's does.
 pub async fn process_status<'s>(
     r: &Req<'s, '_>,
-    body: &RequestBody<'_>,
+    body: &ClientBody<'_>,
     status: u16,
 ) -> Processed<'s> {
     run::<true>(r, body, status).await
@@ -70,7 +70,7 @@ pub async fn process_status<'s>(
 /// usual request's loop carries no test for it).
 async fn run<'s, const REFUSED: bool>(
     r: &Req<'s, '_>,
-    body: &RequestBody<'_>,
+    body: &ClientBody<'_>,
     status: u16,
 ) -> Processed<'s> {
     let srv = r.srv;
@@ -204,8 +204,22 @@ async fn run<'s, const REFUSED: bool>(
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
         let mut rewrite_reply = srv_reply;
+        // nginx's find-config phase: a declared length over the location's
+        // `client_max_body_size` is refused before anything else runs there (`error_page 413`
+        // applies).
+        let too_large = rewrite_reply.is_none() && body.over_limit(lc).is_some();
+        if too_large {
+            client_body::log_failure(
+                client_body::Failure::TooLarge {
+                    length: body.over_limit_length(),
+                    chunk: None,
+                },
+                r,
+            );
+            rewrite_reply = Some(Box::new(super::reply::error_reply(413, lc)));
+        }
         let refused = loc.is_some_and(|l| l.internal) && !internal && !rw.internal;
-        if let Some(l) = loc.filter(|_| !refused) {
+        if let Some(l) = loc.filter(|_| !refused && !too_large) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
                 let flow = rewrite::run(
@@ -237,6 +251,19 @@ async fn run<'s, const REFUSED: bool>(
                 }
             }
         }
+        // nginx's preaccess and access phases (limits, `allow`/`deny`, `auth_basic`), in the
+        // location the request is in now.
+        if rewrite_reply.is_none() && !refused {
+            let cx = Cx {
+                r,
+                lc,
+                rw: &rw,
+                upstream: upstream.as_ref(),
+            };
+            if let Some(reply) = super::modules::access_phases(&cx).await {
+                rewrite_reply = Some(reply);
+            }
+        }
         let method = if method_get && r.req.method() != "HEAD" {
             "GET"
         } else {
@@ -248,52 +275,70 @@ async fn run<'s, const REFUSED: bool>(
             Outcome::Reply(reply)
         } else if refused {
             Outcome::Reply(Box::new(super::reply::error_reply(404, lc)))
-        } else if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
-            Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
-        } else if rw.rewritten_break && lc.doc_root().alias {
-            crate::conn_log!(
-                Level::Alert,
-                r.info.number,
-                "\"alias\" cannot be used in location \"{}\" where URI was rewritten{}",
-                loc.map_or("", |l| l.name.as_str()),
-                r.log_ctx()
-            );
-            Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
-        } else if let Some(pass) = &lc.proxy.pass {
-            // A file `try_files` finds is proxied with its name as the URI; none: the fallback.
-            let found = match &lc.try_files {
-                Some(tf) => {
-                    from_try_files = true;
-                    try_files_find(r, tf, lc, &rw).map(Some)
-                }
-                None => Ok(None),
-            };
-            match found {
-                Ok(name) => {
-                    if let Some(name) = name {
-                        rw.uri = name;
-                    }
-                    proxy_outcome(
-                        r,
-                        lc,
-                        pass,
-                        &rw,
-                        internal,
-                        method,
-                        body,
-                        &mut upstream,
-                        &mut sent,
-                    )
-                    .await
-                }
-                Err(fallback) => fallback,
-            }
-        } else if let Some(tf) = &lc.try_files {
-            from_try_files = true;
-            try_files(r, tf, lc, &rw, method)
         } else {
-            let vars = r.vars_rw(&rw, lc);
-            static_files::handle(r, lc, method, &rw.uri, &vars)
+            // The content handler the location's directives chose when the configuration was
+            // read (nginx's `clcf->handler`); try_files runs before it (the precontent phase).
+            match lc.content {
+                Content::StubStatus => {
+                    Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
+                }
+                _ if rw.rewritten_break && lc.doc_root().alias => {
+                    crate::conn_log!(
+                        Level::Alert,
+                        r.info.number,
+                        "\"alias\" cannot be used in location \"{}\" where URI was rewritten{}",
+                        loc.map_or("", |l| l.name.as_str()),
+                        r.log_ctx()
+                    );
+                    Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
+                }
+                Content::Proxy => {
+                    let pass = lc
+                        .proxy
+                        .pass
+                        .as_ref()
+                        .expect("Content::Proxy has proxy_pass");
+                    // A file `try_files` finds is proxied with its name as the URI; none: the
+                    // fallback.
+                    let found = match &lc.try_files {
+                        Some(tf) => {
+                            from_try_files = true;
+                            try_files_find(r, tf, lc, &rw).map(Some)
+                        }
+                        None => Ok(None),
+                    };
+                    match found {
+                        Ok(name) => {
+                            if let Some(name) = name {
+                                rw.uri = name;
+                            }
+                            proxy_outcome(
+                                r,
+                                lc,
+                                pass,
+                                &rw,
+                                internal,
+                                method,
+                                body,
+                                &mut upstream,
+                                &mut sent,
+                            )
+                            .await
+                        }
+                        Err(fallback) => fallback,
+                    }
+                }
+                Content::Static => match &lc.try_files {
+                    Some(tf) => {
+                        from_try_files = true;
+                        try_files(r, tf, lc, &rw, method)
+                    }
+                    None => {
+                        let vars = r.vars_rw(&rw, lc);
+                        static_files::handle(r, lc, method, &rw.uri, &vars)
+                    }
+                },
+            }
         };
 
         match outcome {
@@ -437,7 +482,7 @@ async fn proxy_outcome(
     rw: &rewrite::State,
     internal: bool,
     method: &str,
-    body: &RequestBody<'_>,
+    body: &ClientBody<'_>,
     upstream: &mut Option<Rc<RefCell<Record>>>,
     sent: &mut bool,
 ) -> Outcome {
@@ -487,6 +532,18 @@ async fn proxy_outcome(
         Handled::ClientGone => {
             *sent = true;
             Outcome::Reply(Reply::boxed(499))
+        }
+        Handled::BodyFailed(f) => {
+            client_body::log_failure(f, r);
+            if f.silent() {
+                // Closed without an answer; logged with nginx's status.
+                *sent = true;
+                let mut reply = Reply::boxed(f.status());
+                reply.terminate = true;
+                Outcome::Reply(reply)
+            } else {
+                Outcome::Reply(Box::new(super::reply::error_reply(f.status(), lc)))
+            }
         }
     }
 }
@@ -573,10 +630,9 @@ fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (R
     }
 }
 
-/// The header filters, in nginx's order: not-modified (`If-*` on a 200: 304 or 412), headers
-/// (`expires` and `add_header`), range (on a 200 that allows ranges: 206, 416 or
-/// `Accept-Ranges`), and what nginx's header writer drops (`Last-Modified` but on 200, 206 and
-/// 304; a 204's body headers).
+/// The header filters of the modules' list, in nginx's order (not-modified, headers, gzip,
+/// range), and what nginx's header writer drops (`Last-Modified` but on 200, 206 and 304; a
+/// 204's body headers).
 fn finish<'s>(
     r: &Req<'s, '_>,
     mut reply: Box<Reply>,
@@ -586,62 +642,16 @@ fn finish<'s>(
 ) -> Processed<'s> {
     // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
     // client went away while the upstream was working.
-    let close = matches!(reply.status, 444 | 499) || (reply.status == 408 && !reply.proxied);
-    let cacheable = matches!(&reply.body, Body::Upstream(u) if u.cacheable);
-    if reply.status == 200 && (!reply.proxied || cacheable) {
-        // nginx's not-modified filter takes an upstream's answer only when it is cacheable
-        // (`r->disable_not_modified = !u->cacheable`); the body is still read into the cache.
-        let verdict = if cacheable {
-            super::proxy_cache::serve::precondition_of_upstream(r.req, lc, &reply)
-        } else {
-            static_files::precondition(r.req, lc, &reply)
-        };
-        if verdict.is_some() {
-            if let Body::Upstream(u) = std::mem::replace(&mut reply.body, Body::Empty) {
-                u.finish_or_store();
-            }
-        }
-        match verdict {
-            Some(412) => *reply = super::reply::error_reply(412, lc),
-            Some(_) => {
-                reply.status = 304;
-                reply.reason = None;
-                reply.content_type = None;
-                reply.body = Body::Empty;
-                reply.allow_ranges = false;
-                // `ngx_http_clear_accept_ranges`: a cached head's own goes too.
-                reply
-                    .extra
-                    .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
-            }
-            None => {}
-        }
-    }
-    headers_filter(r, &mut reply, lc, &rw, upstream);
-    if reply.status == 200 && reply.allow_ranges {
-        // A cacheable upstream answer is streamed: a range is cut from the stream.
-        let unsatisfiable = if matches!(reply.body, Body::Upstream(_)) {
-            super::proxy_cache::partial::range_filter(r.req, lc, &mut reply)
-        } else {
-            static_files::range_filter(r.req, lc, &mut reply)
-        };
-        if let Some(content_range) = unsatisfiable {
-            // nginx finalizes the request with 416 from inside the filter chain: what the
-            // headers filter added for the 200 stays, the chain runs again for the 416 (so an
-            // `add_header ... always` is sent twice), and the validators go (a proxied
-            // answer's are among the headers it passed on).
-            let mut e = super::reply::error_reply(416, lc);
-            e.headers = std::mem::take(&mut reply.headers);
-            e.headers.retain(|(n, _)| *n != "ETag");
-            e.headers.push(("Content-Range", content_range.into()));
-            e.extra = std::mem::take(&mut reply.extra);
-            e.extra.retain(|(n, _)| {
-                !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("last-modified")
-            });
-            *reply = e;
-            headers_filter(r, &mut reply, lc, &rw, upstream);
-        }
-    }
+    let close = matches!(reply.status, 444 | 499)
+        || (reply.status == 408 && !reply.proxied)
+        || reply.terminate;
+    let cx = Cx {
+        r,
+        lc,
+        rw: &rw,
+        upstream,
+    };
+    super::modules::header_filters(&cx, &mut reply);
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;
     }
@@ -660,79 +670,6 @@ fn finish<'s>(
         user_vars: rw.vars,
         close,
         upstream: None,
-    }
-}
-
-/// nginx's headers filter: `expires` and `add_header` for 200, 201, 204, 206, 301, 302, 303,
-/// 304, 307 and 308; `add_header ... always` for any status.
-fn headers_filter(
-    r: &Req<'_, '_>,
-    reply: &mut Reply,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    upstream: Option<&Rc<RefCell<Record>>>,
-) {
-    let good = matches!(
-        reply.status,
-        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
-    );
-    if good {
-        if let Some(e) = lc.expires {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or(0);
-            if let Some((expires, cc)) = expires_headers(e, now, reply.mtime) {
-                reply.headers.push(("Expires", expires.into()));
-                reply.headers.push(("Cache-Control", cc.into()));
-            }
-        }
-    }
-    if let Some(headers) = &lc.add_header {
-        let rec = upstream.map(|u| u.borrow());
-        let mut vars = r.vars_rw(rw, lc);
-        vars.upstream = rec.as_deref();
-        add_headers(headers, good, &vars, reply);
-    }
-}
-
-/// nginx's `add_header`: every header for a status its headers filter calls good, else the
-/// `always` ones only; values from `vars`. `$sent_http_*` in a value reads the answer's
-/// headers as they stand, an earlier add_header's included (nginx adds them one by one): that
-/// list is made only when a value asks for it.
-pub fn add_headers(
-    headers: &[super::directives::AddHeader],
-    good: bool,
-    vars: &crate::variables::Vars<'_>,
-    reply: &mut Reply,
-) {
-    let mut sent = headers
-        .iter()
-        .any(|h| h.value.uses_sent_headers())
-        .then(|| crate::variables::Sent {
-            status: reply.status,
-            body_bytes: 0,
-            bytes: 0,
-            headers: reply.header_list(),
-        });
-    for h in headers.iter().filter(|h| good || h.always) {
-        let v: std::borrow::Cow<'static, str> = match &sent {
-            None => match h.value.constant_value(vars) {
-                Some(c) => c.into(),
-                None => vars.eval(&h.value).into(),
-            },
-            Some(s) => {
-                let mut with_sent = vars.clone();
-                with_sent.sent = Some(s);
-                with_sent.eval(&h.value).into()
-            }
-        };
-        if !v.is_empty() {
-            if let Some(s) = &mut sent {
-                s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));
-            }
-            reply.extra.push((h.name.into(), v));
-        }
     }
 }
 

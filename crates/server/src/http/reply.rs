@@ -106,6 +106,12 @@ pub struct Reply {
     /// The status line is an upstream's, as it came or from the cache (nginx's
     /// `headers_out.status_line`): a 204 keeps the upstream's Content-Type and Content-Length.
     pub upstream_status: bool,
+    /// Nothing is sent: the connection closes and the request is only logged, with this
+    /// status (nginx terminating a request: a client gone while sending its body, say).
+    pub terminate: bool,
+    /// The body filters the header filters chose (gzip compresses, charset recodes), in the
+    /// order the body goes through them.
+    pub filters: Vec<Box<dyn super::output::BodyFilter>>,
 }
 
 impl Reply {
@@ -134,6 +140,8 @@ impl Reply {
             reason: None,
             proxied: false,
             upstream_status: false,
+            terminate: false,
+            filters: Vec::new(),
         }
     }
 
@@ -181,6 +189,8 @@ impl Reply {
             reason,
             proxied,
             upstream_status,
+            terminate,
+            filters,
         } = self;
         *content_type = None;
         *location = None;
@@ -197,6 +207,8 @@ impl Reply {
         *reason = None;
         *proxied = false;
         *upstream_status = false;
+        *terminate = false;
+        filters.clear();
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,

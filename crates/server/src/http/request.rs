@@ -44,6 +44,52 @@ pub fn date(waited: bool) -> [u8; shoal_http::date::DATE_LEN] {
     })
 }
 
+/// What the modules keep for one request: their variables' values (`$limit_req_status`),
+/// what must be held until the request ends (a `limit_conn` count), and whether the preaccess
+/// phase ran (once per request, internal redirects included).
+#[derive(Default)]
+pub struct Extras {
+    vars: RefCell<Vec<(&'static str, String)>>,
+    holds: RefCell<Vec<Box<dyn std::any::Any>>>,
+    preaccess_done: std::cell::Cell<bool>,
+}
+
+impl Extras {
+    /// Sets a module variable's value for the request.
+    pub fn set_var(&self, name: &'static str, value: String) {
+        let mut vars = self.vars.borrow_mut();
+        match vars.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => *v = value,
+            None => vars.push((name, value)),
+        }
+    }
+
+    /// Appends a module variable's value to `out`; false when it has none.
+    pub fn var(&self, name: &str, out: &mut String) -> bool {
+        match self.vars.borrow().iter().find(|(n, _)| *n == name) {
+            Some((_, v)) => {
+                out.push_str(v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Keeps `what` until the request ends (dropped with the request).
+    pub fn hold(&self, what: Box<dyn std::any::Any>) {
+        self.holds.borrow_mut().push(what);
+    }
+
+    /// Whether the preaccess phase ran for the request.
+    pub fn preaccess_done(&self) -> bool {
+        self.preaccess_done.get()
+    }
+
+    pub fn set_preaccess_done(&self) {
+        self.preaccess_done.set(true);
+    }
+}
+
 /// Per-request state the phases share.
 ///
 /// `'s` is the configuration's lifetime (what the answer may borrow), `'r` the request's.
@@ -61,6 +107,8 @@ pub struct Req<'s, 'r> {
     /// The proxy cache zones of the request's generation (set by the master before any
     /// worker sees it; `None` only for a generation that never ran).
     pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
+    /// What the modules keep for the request.
+    pub extras: &'r Extras,
 }
 
 impl Req<'_, '_> {
@@ -100,6 +148,7 @@ impl Req<'_, '_> {
             request_line: None,
             upstream: None,
             tls: self.info.tls.as_deref(),
+            extras: Some(self.extras),
         }
     }
 
@@ -141,6 +190,7 @@ pub fn log(
     body_len: u64,
     headers: Vec<(String, String)>,
     upstream: Option<&super::proxy::handler::Record>,
+    extras: Option<&Extras>,
 ) {
     let logs = lc.access_logs();
     if logs.is_empty() {
@@ -177,6 +227,7 @@ pub fn log(
         request_line: None,
         upstream,
         tls: info.tls.as_deref(),
+        extras,
     };
     super::access_log::log_request(logs, &vars);
 }

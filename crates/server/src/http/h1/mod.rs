@@ -28,9 +28,9 @@ use tokio::net::{TcpStream, UnixStream};
 
 use self::body::Discard;
 use self::write::{request_line, RefusedShape};
+use super::client_body::{ClientBody, Failure, H1Source, Left};
 use super::output::{is_overflow, Output, Sink};
 use super::phases::{self, Processed};
-use super::proxy::body::RequestBody;
 use super::reply::Body;
 use super::request::REQUEST_NOW;
 use super::request::{log_ctx, Req};
@@ -45,6 +45,16 @@ use crate::worker::ConnGuard;
 
 /// Requests answered on one connection before it lets the others run.
 const FAIR_BATCH: u32 = 16;
+
+/// Writes what is gathered in `out` to `stream`, `send_timeout` bounding each wait (for a
+/// `100 Continue` written while a request's body is read).
+pub async fn flush(
+    stream: &Transport,
+    out: &mut BytesMut,
+    send_timeout: Duration,
+) -> std::io::Result<()> {
+    write::flush_to(stream, out, send_timeout, 0).await
+}
 
 /// Serves one accepted connection until it closes.
 pub async fn serve(
@@ -96,6 +106,7 @@ pub async fn serve(
         tls_address,
         refuse_with: None,
         sni: None,
+        keepalive: None,
     };
     match conn.run().await {
         Ok(()) => conn.close().await,
@@ -218,6 +229,9 @@ pub(super) struct Conn {
     refuse_with: Option<u16>,
     /// The server SNI named, looked up in the generation of this id (see `tls.rs`).
     sni: Option<(u64, Option<usize>)>,
+    /// `keepalive_timeout` of the last answered request's location: how long the connection
+    /// waits for the next one.
+    keepalive: Option<Duration>,
 }
 
 /// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
@@ -450,7 +464,11 @@ impl Conn {
     ) -> std::io::Result<Result<Result<(), shoal_http::Error>, ReadEnd>> {
         let worker = self.guard.0.clone();
         let header_timeout = srv.srv.client_header_timeout();
-        let (keepalive, _) = srv.loc.keepalive_timeout();
+        // The idle wait after an answer is the answered request's location's (nginx's);
+        // before the first request, the default server's.
+        let keepalive = self
+            .keepalive
+            .unwrap_or_else(|| srv.loc.keepalive_timeout().0);
         let mut header_deadline: Option<Instant> = None;
         let mut idle_deadline: Option<Instant> = None;
         loop {
@@ -577,109 +595,29 @@ impl Conn {
         }
         let _clear = Clear;
         let body_kind = req.body();
-        // `client_max_body_size` is checked against the location found for the request URI,
-        // before any body byte is read, as nginx does.
-        // (Only a request with a body needs that lookup.)
-        let first_lc = if body_kind == BodyKind::Empty {
-            &srv.loc
-        } else {
-            super::location::find(&srv.locations, &shoal_http::lossy(req.path()))
-                .map_or(&srv.loc, |l| &l.loc)
-        };
-        let max_body = first_lc.client_max_body_size();
-        let mut too_large =
-            body_kind != BodyKind::Empty && body_kind.check_max_size(max_body).is_err();
-        // A server that proxies reads a request body before the phases run, to pass it on
-        // (nginx's `proxy_request_buffering on`); others discard it after answering.
-        let mut read_first: RequestBody<'static> = RequestBody::None;
-        // Why a body read first was refused (a chunk over `client_max_body_size`, a broken
-        // chunk).
-        let mut refused_body: Option<Discard> = None;
-        // `proxy_request_buffering off` where the URI leads: the body goes upstream as it comes
-        // (chunked needs HTTP/1.1 upstream; else it is read first, as nginx does).
-        let streamed = first_lc.proxy.pass.is_some()
-            && first_lc.proxy.request_buffering == Some(false)
-            && body_kind != BodyKind::Empty
-            && !too_large
-            && (matches!(body_kind, BodyKind::Length(_))
-                || first_lc.proxy.http_version() == super::proxy::HttpVersion::V11);
-        if streamed {
-            if req.expect_continue() && self.buf.is_empty() {
-                self.out.extend_from_slice(shoal_http::response::CONTINUE);
-                self.flush().await?;
-            }
-        } else if srv.has_proxy && body_kind != BodyKind::Empty && !too_large {
-            if req.expect_continue() && self.buf.is_empty() {
-                self.out.extend_from_slice(shoal_http::response::CONTINUE);
-                self.flush().await?;
-            }
-            match self.read_body(body_kind, first_lc).await? {
-                Ok(b) => read_first = b,
-                Err(end @ (Discard::Gone | Discard::TimedOut)) => {
-                    // Closed without an answer, as nginx: a client gone is logged (info) and
-                    // counted as 400, one silent past `client_body_timeout` as 408.
-                    let status = if matches!(end, Discard::Gone) {
-                        crate::conn_log!(
-                            Level::Info,
-                            self.info.number,
-                            "client prematurely closed connection{}",
-                            log_ctx(req, srv, &self.info)
-                        );
-                        400
-                    } else {
-                        408
-                    };
-                    let path = shoal_http::lossy(req.path());
-                    self.log(
-                        req,
-                        srv,
-                        first_lc,
-                        &path,
-                        start,
-                        status,
-                        0,
-                        0,
-                        Vec::new(),
-                        None,
-                    );
-                    return Ok(false);
-                }
-                Err(other) => refused_body = Some(other),
-            }
-        }
-        let info = &self.info;
+        let extras = super::request::Extras::default();
+        // The body stays where it is until a handler reads it (the proxy does), as nginx.
+        let send_timeout = self.rules.send_timeout;
+        let client_body = ClientBody::h1(
+            body_kind,
+            H1Source {
+                buf: &mut self.buf,
+                stream: &self.stream,
+                out: &mut self.out,
+                send_timeout,
+                expect_continue: req.expect_continue(),
+            },
+        );
         let r = Req {
             req,
             srv,
             host,
-            info,
+            info: &self.info,
             start,
             name_captures,
             client: Some(&self.stream),
             cache_zones,
-        };
-        let req_body = if streamed {
-            let decoder = shoal_http::BodyDecoder::new(body_kind, max_body)
-                .expect("a length over client_max_body_size is not streamed");
-            RequestBody::Streaming(std::cell::RefCell::new(super::proxy::body::Streaming {
-                buf: &mut self.buf,
-                client: &self.stream,
-                decoder,
-                length: match body_kind {
-                    BodyKind::Length(n) => Some(n),
-                    _ => None,
-                },
-                timeout: first_lc.client_body_timeout(),
-                started: false,
-                done: false,
-            }))
-        } else {
-            // The same body, at this scope's lifetime (the type is invariant in it).
-            match read_first {
-                RequestBody::Memory(b) => RequestBody::Memory(b),
-                RequestBody::File(f, n) => RequestBody::File(f, n),
-                RequestBody::None | RequestBody::Streaming(_) => RequestBody::None,
-            }
+            extras: &extras,
         };
         let Processed {
             mut reply,
@@ -689,76 +627,23 @@ impl Conn {
             args: _,
             user_vars: _,
             upstream,
-        } = if too_large || matches!(refused_body, Some(Discard::TooLarge(..))) {
-            match refused_body {
-                Some(Discard::TooLarge(before, size)) => crate::conn_log!(
-                    Level::Error,
-                    self.info.number,
-                    "client intended to send too large chunked body: {before}+{size} bytes{}",
-                    r.log_ctx()
-                ),
-                _ => crate::conn_log!(
-                    Level::Error,
-                    self.info.number,
-                    "client intended to send too large body: {} bytes{}",
-                    match body_kind {
-                        BodyKind::Length(n) => n,
-                        _ => 0,
-                    },
-                    r.log_ctx()
-                ),
-            }
-            // The rest of the body is not read: the connection closes after the answer.
-            too_large = true;
-            Processed {
-                reply: Box::new(super::reply::error_reply(413, first_lc)),
-                lc: first_lc,
-                uri: String::new(),
-                close: false,
-                args: None,
-                user_vars: Default::default(),
-                upstream: None,
-            }
-        } else if refused_body.is_some() {
-            crate::conn_log!(
-                Level::Info,
-                self.info.number,
-                "client sent invalid chunked body{}",
-                r.log_ctx()
-            );
-            self.unread_input = true;
-            Processed {
-                reply: Box::new(super::reply::error_reply(400, first_lc)),
-                lc: first_lc,
-                uri: String::new(),
-                close: false,
-                args: None,
-                user_vars: Default::default(),
-                upstream: None,
-            }
-        } else {
-            match self.refuse_with.take() {
-                None => phases::process(&r, &req_body).await,
-                Some(code) => Box::pin(phases::process_status(&r, &req_body, code)).await,
-            }
+        } = match self.refuse_with.take() {
+            None => phases::process(&r, &client_body).await,
+            Some(code) => Box::pin(phases::process_status(&r, &client_body, code)).await,
         };
-        // A streamed body the answer came before: what is left of it cannot be found again,
-        // so the connection ends after the answer; one not touched is discarded as usual.
-        let (stream_started, stream_done) = match &req_body {
-            RequestBody::Streaming(s) => {
-                let s = s.borrow();
-                (s.started, s.done)
-            }
-            _ => (false, false),
-        };
-        drop(req_body);
-        let body_left = streamed && stream_started && !stream_done;
-        if body_left {
+        let left = client_body.left();
+        drop(client_body);
+        self.rules = CloseRules::of(lc);
+        self.keepalive = Some(lc.keepalive_timeout().0);
+        // What the answer left of the body: a streamed one cut short cannot be found again,
+        // a refused or lost one is not read (a lingering close drops what still comes).
+        let too_large = matches!(left, Left::Failed(Failure::TooLarge { .. }));
+        let body_left = left == Left::Partial;
+        if matches!(left, Left::Partial | Left::Failed(_)) {
             self.unread_input = true;
         }
-        self.rules = CloseRules::of(lc);
         if too_large {
-            self.unread_input = true;
+            // nginx's 413: no FIN before the lingering read, so the client's send goes on.
             self.unread_body = true;
         }
         if close {
@@ -776,19 +661,17 @@ impl Conn {
                 0,
                 Vec::new(),
                 rec.as_deref(),
+                &extras,
             );
             self.unread_input = body_kind != BodyKind::Empty;
             self.reset_if_asked();
             return Ok(false);
         }
-        // Nothing here reads request bodies (the proxy will); a body is discarded so the next
-        // request on the connection starts where it should: what has arrived now, and the rest
-        // after the answer (as nginx: the answer does not wait for a body nobody reads).
+        // A body no handler read is discarded so the next request on the connection starts
+        // where it should: what has arrived now, and the rest after the answer (as nginx: the
+        // answer does not wait for a body nobody reads).
         let mut discard_later = None;
-        if body_kind != BodyKind::Empty
-            && !too_large
-            && (!srv.has_proxy || (streamed && !stream_started))
-        {
+        if left == Left::Unread {
             if req.expect_continue() && self.buf.is_empty() {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
@@ -796,7 +679,7 @@ impl Conn {
             match self.discard_now(body_kind) {
                 Discard::Done => {}
                 Discard::Later(d) => discard_later = Some(d),
-                Discard::Gone | Discard::TimedOut | Discard::TooLarge(..) | Discard::Invalid => {
+                Discard::Invalid => {
                     // A malformed chunked body: nginx answers 400 and closes.
                     crate::conn_log!(
                         Level::Info,
@@ -805,7 +688,7 @@ impl Conn {
                         log_ctx(req, srv, &self.info)
                     );
                     self.unread_input = true;
-                    *reply = super::reply::error_reply(400, lc);
+                    *reply = crate::http::reply::error_reply(400, lc);
                 }
             }
         }
@@ -842,6 +725,7 @@ impl Conn {
                 name_captures,
                 client: None,
                 cache_zones,
+                extras: &extras,
             };
             let vars = r.vars(&uri, lc, &[]);
             match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
@@ -855,7 +739,7 @@ impl Conn {
                 }
             }
         }
-        let mut output = Output::new(pool, reply.direct.take());
+        let output = Output::new(pool, reply.direct.take());
         if output.pool.is_some() {
             if let Body::File {
                 len, cached: None, ..
@@ -876,11 +760,12 @@ impl Conn {
                 }
             }
         }
-        let gzip = super::gzip::header_filter(&mut reply, req, lc);
+        let filters = std::mem::take(&mut reply.filters);
+        let changes_length = filters.iter().any(|f| !f.keeps_length());
         // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
         let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers) {
             let mut h = reply.header_list();
-            if gzip.is_some() {
+            if changes_length {
                 h.retain(|(n, _)| n != "content-length");
             }
             if lc.gzip.vary.unwrap_or(false) {
@@ -892,7 +777,7 @@ impl Conn {
         } else {
             Vec::new()
         };
-        if gzip.is_some() && req.version() < shoal_http::Version::Http11 {
+        if changes_length && req.version() < shoal_http::Version::Http11 {
             // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
             keep = false;
         }
@@ -917,7 +802,7 @@ impl Conn {
             _ => {}
         }
         let status = reply.status;
-        output.gzip = gzip;
+        *output.filters.borrow_mut() = filters;
         let (head_len, body_len) = self
             .write_answer(
                 Some((req, srv)),
@@ -942,6 +827,7 @@ impl Conn {
                 body_len,
                 sent_headers,
                 rec.as_deref(),
+                &extras,
             );
         }
         // The body nobody read, discarded now that the answer is out: the connection stays
@@ -969,6 +855,7 @@ impl Conn {
                 name_captures,
                 client: None,
                 cache_zones,
+                extras: &extras,
             };
             // (Boxed: rare, and kilobytes; see `write_reply_head_and_body`.)
             Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
@@ -993,6 +880,7 @@ impl Conn {
         body_len: u64,
         headers: Vec<(String, String)>,
         upstream: Option<&super::proxy::handler::Record>,
+        extras: &super::request::Extras,
     ) {
         super::request::log(
             &self.info,
@@ -1007,6 +895,7 @@ impl Conn {
             body_len,
             headers,
             upstream,
+            Some(extras),
         );
     }
 

@@ -64,14 +64,14 @@ impl Conn {
                 .as_deref()
                 .filter(|t| !t.is_empty())
                 .map(str::as_bytes),
-            length: match (length, output.gzip, http10) {
+            length: match (length, output.changes_length(), http10) {
                 // A compressed HEAD answer says neither (nginx skips its chunked filter).
-                (_, Some(_), _) if head_only => BodyLength::Unknown,
-                (_, Some(_), false) => BodyLength::Chunked,
-                (_, Some(_), true) => BodyLength::Unknown,
-                (Some(n), None, _) => BodyLength::Length(n),
-                (None, None, false) if upstream_unsized || file_unsized => BodyLength::Chunked,
-                (None, None, _) => BodyLength::Unknown,
+                (_, true, _) if head_only => BodyLength::Unknown,
+                (_, true, false) => BodyLength::Chunked,
+                (_, true, true) => BodyLength::Unknown,
+                (Some(n), false, _) => BodyLength::Length(n),
+                (None, false, false) if upstream_unsized || file_unsized => BodyLength::Chunked,
+                (None, false, _) => BodyLength::Unknown,
             },
             last_modified: last_modified.as_ref(),
             location: reply.location.as_deref().map(str::as_bytes),
@@ -134,9 +134,9 @@ impl Conn {
                 Box::pin(relay::tunnel(&mut sink, stream, buf, send_timeout, *u, lc)).await?;
             return Ok((head_len, body_len));
         }
-        if let Some(level) = output.gzip {
-            let body_len =
-                Box::pin(output.send_gzipped(self, body, level, !http10, lc, who)).await?;
+        if output.filtered() {
+            let chunked = !http10 && output.changes_length();
+            let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
@@ -177,7 +177,7 @@ impl Conn {
         // `add_header ... always` (none of these statuses takes the others).
         if let Some(headers) = &lc.add_header {
             let vars = self.refused_vars(srv, None, line, start);
-            crate::http::phases::add_headers(headers, false, &vars, &mut reply);
+            crate::http::headers::add_headers(headers, false, &vars, &mut reply);
         }
         let status = reply.status;
         let (head_len, body_len) = self
@@ -240,6 +240,7 @@ impl Conn {
             request_line: line,
             upstream: None,
             tls: self.info.tls.as_deref(),
+            extras: None,
         }
     }
 }
@@ -356,7 +357,7 @@ fn flush_now(stream: &Transport, out: &mut BytesMut) -> io::Result<bool> {
 /// Writes what the socket takes of `out`, then waits for the client only while more than
 /// `keep` bytes of it are left, `send_timeout` bounding each wait for the client to take more,
 /// not the whole transfer (nginx's rule). After an error nothing is left to send.
-async fn flush_to(
+pub(super) async fn flush_to(
     stream: &Transport,
     out: &mut BytesMut,
     send_timeout: Duration,

@@ -8,7 +8,6 @@
 //! read to its very end and nothing follows it.
 
 use std::cell::RefCell;
-use std::fs::File;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,123 +20,6 @@ use crate::deadline::Timer;
 use crate::http::range::ByteRange;
 use crate::http::transport::Transport;
 use crate::upstream::conf::UpstreamConf;
-
-/// A request body: read whole before the request is passed on, or (`proxy_request_buffering
-/// off`) read from the client while it is sent upstream.
-pub enum RequestBody<'a> {
-    None,
-    Memory(Bytes),
-    /// Spilled to a temporary file (already unlinked): the file and its length.
-    File(File, u64),
-    Streaming(RefCell<Streaming<'a>>),
-}
-
-impl RequestBody<'_> {
-    /// The body's length; `None` without a body, or for a chunked body being streamed.
-    #[allow(clippy::len_without_is_empty)]
-    pub fn len(&self) -> Option<u64> {
-        match self {
-            RequestBody::None => None,
-            RequestBody::Memory(b) => Some(b.len() as u64),
-            RequestBody::File(_, n) => Some(*n),
-            RequestBody::Streaming(s) => s.borrow().length,
-        }
-    }
-
-    /// A streamed body some of which has been read: it cannot be sent again.
-    pub fn consumed(&self) -> bool {
-        matches!(self, RequestBody::Streaming(s) if s.borrow().started)
-    }
-}
-
-/// A client's request body read as it is sent upstream.
-pub struct Streaming<'a> {
-    /// The connection's read buffer (what follows the head).
-    pub buf: &'a mut BytesMut,
-    pub client: &'a Transport,
-    pub decoder: shoal_http::BodyDecoder,
-    /// `Content-Length`; `None` for a chunked body.
-    pub length: Option<u64>,
-    /// `client_body_timeout`.
-    pub timeout: Duration,
-    /// Some of it was read.
-    pub started: bool,
-    /// All of it was read.
-    pub done: bool,
-}
-
-/// Why a streamed request body could not be read; the exchange ends (499, 400 or 413).
-#[derive(Debug)]
-pub enum ClientBodyError {
-    Gone,
-    Invalid,
-    /// A chunk took the body over `client_max_body_size`: what came before it, its size.
-    TooLarge(u64, u64),
-}
-
-impl std::fmt::Display for ClientBodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientBodyError::Gone => f.write_str("client prematurely closed connection"),
-            ClientBodyError::Invalid => f.write_str("client sent invalid chunked body"),
-            ClientBodyError::TooLarge(before, size) => write!(
-                f,
-                "client intended to send too large chunked body: {before}+{size} bytes"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ClientBodyError {}
-
-impl Streaming<'_> {
-    /// The next piece of the body (`None` at its end), reading from the client as needed.
-    pub async fn next(&mut self) -> Result<Option<Bytes>, ClientBodyError> {
-        loop {
-            if self.done {
-                return Ok(None);
-            }
-            match self.decoder.decode_buf(self.buf) {
-                Ok(BodyChunk::Data(d)) => {
-                    self.started = true;
-                    return Ok(Some(d));
-                }
-                Ok(BodyChunk::Done) => {
-                    self.done = true;
-                    return Ok(None);
-                }
-                Ok(BodyChunk::NeedMore) => {}
-                Err(e) => {
-                    return Err(match (e.kind(), self.decoder.oversize()) {
-                        (shoal_http::ErrorKind::PayloadTooLarge, Some((before, size))) => {
-                            ClientBodyError::TooLarge(before, size)
-                        }
-                        _ => ClientBodyError::Invalid,
-                    })
-                }
-            }
-            if self.buf.capacity() - self.buf.len() < 4096 {
-                self.buf.reserve(16 * 1024);
-            }
-            let client = self.client;
-            let buf = &mut *self.buf;
-            let read = crate::deadline::within(self.timeout, async {
-                loop {
-                    client.readable().await?;
-                    match client.try_read_buf(buf) {
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        other => return other,
-                    }
-                }
-            })
-            .await;
-            match read {
-                Ok(Ok(n)) if n > 0 => self.started = true,
-                _ => return Err(ClientBodyError::Gone),
-            }
-        }
-    }
-}
 
 /// How an upstream's body ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

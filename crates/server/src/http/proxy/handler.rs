@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use shoal_http::upstream::UpstreamRequest;
 
-use super::body::{ClientBodyError, RequestBody, UpstreamBody};
+use super::body::UpstreamBody;
 use super::request::{self, UriParts};
-use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
+use super::{NextUpstream, ProxyLoc, ProxyPass, Target, UpstreamHeader};
 use crate::deadline::Timer;
+use crate::http::client_body::{BodyToSend, ClientBody, Failure, Whole};
 use crate::http::reply::{Body, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
@@ -33,7 +34,6 @@ use crate::log::Level;
 use crate::spare::Spares;
 use crate::upstream::conf::{split_host_port, PeerAddr, UpstreamConf};
 use crate::upstream::{state, Input, Outcome};
-use crate::variables::Vars;
 
 /// What the `$upstream_*` variables report: one entry per peer tried.
 #[derive(Debug)]
@@ -409,6 +409,9 @@ pub enum Handled {
     /// The client closed its connection while the upstream was working: nothing is sent, the
     /// upstream connection is closed, the access log says 499.
     ClientGone,
+    /// The client's body could not be read (refused, broken, lost): the request ends as
+    /// [`Failure`] says.
+    BodyFailed(Failure),
 }
 
 /// The request's URI state, for the URI sent upstream.
@@ -428,8 +431,9 @@ pub struct UriState<'a> {
 enum Fail {
     /// The client closed while the answer was awaited: not the upstream's fault.
     ClientGone,
-    /// The client's streamed body was malformed (400) or over `client_max_body_size` (413).
-    ClientBody(ClientBodyError),
+    /// The client's streamed body was malformed (400), over `client_max_body_size` (413), or
+    /// timed out (408).
+    ClientBody(Failure),
     /// `error`: refused, reset, closed early (502).
     Error(String),
     /// `timeout` (504).
@@ -446,10 +450,16 @@ pub async fn handle(
     pass: &ProxyPass,
     st: UriState<'_>,
     method: &str,
-    body: &RequestBody<'_>,
+    client_body: &ClientBody<'_>,
 ) -> (Handled, Option<Rc<RefCell<Record>>>) {
+    // The body first (read whole, or set to stream with `proxy_request_buffering off`), as
+    // nginx reads it before it starts the upstream.
+    let body = match client_body.for_upstream(lc).await {
+        Ok(b) => b,
+        Err(f) => return (Handled::BodyFailed(f), None),
+    };
     let mut record = None;
-    let handled = run(r, lc, pass, st, method, body, &mut record).await;
+    let handled = run(r, lc, pass, st, method, &body, &mut record).await;
     (handled, record)
 }
 
@@ -459,7 +469,7 @@ async fn run(
     pass: &ProxyPass,
     st: UriState<'_>,
     method: &str,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
 ) -> Handled {
     let conf = &lc.proxy;
@@ -539,7 +549,7 @@ async fn run(
         v.upstream = Some(&rec);
         let chunked = set_body.is_none()
             && conf.pass_request_body()
-            && matches!(body, RequestBody::Streaming(_))
+            && matches!(body, BodyToSend::Streaming(..))
             && body_len.is_none();
         let req = request::Head {
             method,
@@ -676,16 +686,9 @@ async fn run(
                 state::free(&upstream, &mut attempt, Outcome::Success);
                 return Handled::ClientGone;
             }
-            Fail::ClientBody(e) => {
-                // nginx: an invalid chunk is an info line and 400, a chunk over
-                // `client_max_body_size` an error line and 413.
-                let (level, status) = match e {
-                    ClientBodyError::TooLarge(..) => (Level::Error, 413),
-                    _ => (Level::Info, 400),
-                };
-                crate::conn_log!(level, r.info.number, "{e}{}", r.log_ctx());
+            Fail::ClientBody(f) => {
                 state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::Error(status);
+                return Handled::BodyFailed(f);
             }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
@@ -718,7 +721,7 @@ enum SendError {
     TimedOut,
     Io(std::io::Error),
     /// The client's body could not be read (streamed bodies).
-    Client(ClientBodyError),
+    Client(Failure),
 }
 
 /// Writes `data`, each wait for the upstream bounded by `timeout`.
@@ -749,7 +752,7 @@ fn first_write<'h>(
     head: &'h [u8],
     set_body: Option<&[u8]>,
     conf: &ProxyLoc,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
 ) -> Cow<'h, [u8]> {
     let with = |b: &[u8]| {
         if b.is_empty() {
@@ -762,7 +765,7 @@ fn first_write<'h>(
     };
     match (set_body, conf.pass_request_body(), body) {
         (Some(b), _, _) => with(b),
-        (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => with(b),
+        (None, true, BodyToSend::Whole(Whole::Memory(b))) if b.len() <= SMALL_BODY => with(b),
         _ => Cow::Borrowed(head),
     }
 }
@@ -780,7 +783,7 @@ async fn send_request(
     sent: usize,
     set_body: Option<&[u8]>,
     conf: &ProxyLoc,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     timeout: Duration,
 ) -> Result<(), SendError> {
     write_timed(stream, timer, &first[sent..], timeout).await?;
@@ -789,18 +792,18 @@ async fn send_request(
     // `TCP_NODELAY`, and nginx sets none on upstream connections.)
     match (set_body, conf.pass_request_body(), body) {
         (Some(_), _, _) => Ok(()),
-        (None, true, RequestBody::Memory(b)) if b.len() <= SMALL_BODY => Ok(()),
-        (None, true, RequestBody::Memory(b)) => {
+        (None, true, BodyToSend::Whole(Whole::Memory(b))) if b.len() <= SMALL_BODY => Ok(()),
+        (None, true, BodyToSend::Whole(Whole::Memory(b))) => {
             stream.set_nodelay();
             write_timed(stream, timer, b, timeout).await
         }
-        (None, true, RequestBody::File(f, len)) => {
+        (None, true, BodyToSend::Whole(Whole::File(f, len))) => {
             stream.set_nodelay();
             let mut off = 0u64;
             let mut chunk = vec![0u8; 64 * 1024];
             while off < *len {
                 let want = ((*len - off) as usize).min(chunk.len());
-                let n = std::os::unix::fs::FileExt::read_at(f, &mut chunk[..want], off)
+                let n = std::os::unix::fs::FileExt::read_at(&**f, &mut chunk[..want], off)
                     .map_err(SendError::Io)?;
                 if n == 0 {
                     return Err(SendError::Io(std::io::Error::other(
@@ -812,11 +815,10 @@ async fn send_request(
             }
             Ok(())
         }
-        (None, true, RequestBody::Streaming(s)) => {
+        (None, true, BodyToSend::Streaming(s, length)) => {
             stream.set_nodelay();
-            let mut s = s.borrow_mut();
-            let chunked = s.length.is_none();
-            while let Some(piece) = s.next().await.map_err(SendError::Client)? {
+            let chunked = length.is_none();
+            while let Some(piece) = s.next_piece().await.map_err(SendError::Client)? {
                 if chunked {
                     let mut framed = Vec::with_capacity(piece.len() + 16);
                     shoal_http::response::write_chunk(&mut framed, &piece);
@@ -867,7 +869,7 @@ fn upstream_url(addr: &PeerAddr, uri: &str, https: bool) -> String {
 pub struct Handshake<'a> {
     tls: &'a super::ssl::UpstreamTls,
     host: &'a str,
-    vars: &'a Vars<'a>,
+    vars: &'a crate::variables::Vars<'a>,
 }
 
 /// `, client: ..., server: ..., request: "...", upstream: "...", host: "..."`.
@@ -943,8 +945,8 @@ struct Answer {
 }
 
 impl Answer {
-    /// The reply to the client: the status line and headers passed on (minus hop-by-hop and
-    /// hidden ones, `Location`/`Refresh` through `proxy_redirect`), the body streamed.
+    /// The reply to the client: the status line and the head passed on as
+    /// [`super::answer::pass_head`] passes it, the body streamed.
     fn into_reply(
         mut self,
         lc: &LocConf,
@@ -957,64 +959,21 @@ impl Answer {
         reply.proxied = true;
         reply.upstream_status = true;
         reply.reason = self.reason;
-        let mut buffering = conf.buffering();
-        for (name, value) in self.head.headers() {
+        let lines = self.head.headers().map(|(name, value)| {
             let known = UpstreamHeader::of(name);
-            // `X-Accel-Buffering: yes|no` turns `proxy_buffering` on or off for this answer,
-            // unless `proxy_ignore_headers` names it (nginx's `change_buffering`).
-            if known == UpstreamHeader::XAccelBuffering && !conf.ignores("X-Accel-Buffering") {
-                if value.eq_ignore_ascii_case(b"no") {
-                    buffering = false;
-                } else if value.eq_ignore_ascii_case(b"yes") {
-                    buffering = true;
-                }
+            super::answer::Line {
+                name,
+                value,
+                kind: super::answer::Kind::fresh(known),
+                hidden: known.hidden(),
             }
-            if known == UpstreamHeader::HopByHop {
-                continue;
-            }
-            if !conf.passes_known(name, known.hidden()) {
-                continue;
-            }
-            // The name as text only where it is kept (a known header's value has its field).
-            let text = |name: &[u8]| shoal_http::lossy(name).into_owned();
-            let value = match std::str::from_utf8(value) {
-                Ok(v) => v.to_string(),
-                Err(_) => {
-                    // Not text: passed on as the bytes it is.
-                    reply.raw_extra.push((text(name), value.to_vec()));
-                    continue;
-                }
-            };
-            match known {
-                UpstreamHeader::ContentType => reply.content_type = Some(value),
-                // `proxy_force_ranges`: the range filter answers for ranges and says so itself
-                // (`ngx_http_upstream_copy_allow_ranges` copies nothing).
-                UpstreamHeader::AcceptRanges if conf.force_ranges() => {}
-                UpstreamHeader::Location => {
-                    reply.location = Some(location(pass, r, lc, record, value));
-                }
-                UpstreamHeader::Refresh => {
-                    let at = value.to_ascii_lowercase().find("url=");
-                    let v = match at {
-                        Some(i) => {
-                            let (a, b) = value.split_at(i + 4);
-                            match redirect(conf, pass, r, lc, record, b) {
-                                Some(new) => format!("{a}{new}"),
-                                None => value.clone(),
-                            }
-                        }
-                        None => value,
-                    };
-                    reply.extra.push((text(name).into(), v.into()));
-                }
-                _ => reply.extra.push((text(name).into(), value.into())),
-            }
-        }
+        });
+        let passed = super::answer::pass_head(&mut reply, lines, false, lc, pass, r, record);
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
         // `r->allow_ranges` and, the answer being streamed, `r->single_range`).
         reply.allow_ranges = conf.force_ranges() && self.status == 200;
         record.borrow_mut().head = Some(self.head);
-        self.body.buffering = buffering;
+        self.body.buffering = passed.buffering.unwrap_or(conf.buffering());
         reply.body = if self.upgrade {
             Body::Tunnel(self.body)
         } else {
@@ -1022,87 +981,6 @@ impl Answer {
         };
         reply
     }
-}
-
-/// An upstream's `Location` as passed on: through `proxy_redirect`, and made absolute only when
-/// a rule rewrote it (nginx's header filter completes a relative Location it set itself, not
-/// one it passes on as it came).
-pub(crate) fn location(
-    pass: &ProxyPass,
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    record: &Rc<RefCell<Record>>,
-    value: String,
-) -> String {
-    match redirect(&lc.proxy, pass, r, lc, record, &value) {
-        Some(v) if v.starts_with('/') => {
-            crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-        }
-        Some(v) => v,
-        None => value,
-    }
-}
-
-/// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value: the rewritten value when
-/// a rule matched.
-pub(crate) fn redirect(
-    conf: &ProxyLoc,
-    pass: &ProxyPass,
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    record: &Rc<RefCell<Record>>,
-    value: &str,
-) -> Option<String> {
-    let default_rule = || -> Option<(String, String)> {
-        if matches!(pass.target, Target::Dynamic { .. }) {
-            return None;
-        }
-        Some(match &pass.uri {
-            Some(_) => (pass.url.clone(), pass.location.clone()),
-            None => (format!("{}/", pass.url), "/".to_string()),
-        })
-    };
-    let rules = match conf.redirect() {
-        Redirect::Off => return None,
-        Redirect::Default => {
-            let (from, to) = default_rule()?;
-            return value
-                .strip_prefix(from.as_str())
-                .map(|rest| format!("{to}{rest}"));
-        }
-        Redirect::Rules(rules) => rules,
-    };
-    let rec = record.borrow();
-    let uri = shoal_http::lossy(r.req.path()).into_owned();
-    let mut vars: Vars<'_> = r.vars(&uri, lc, &[]);
-    vars.upstream = Some(&rec);
-    for rule in rules {
-        match &rule.from {
-            RedirectFrom::Default => {
-                if let Some((from, to)) = default_rule() {
-                    if let Some(rest) = value.strip_prefix(from.as_str()) {
-                        return Some(format!("{to}{rest}"));
-                    }
-                }
-            }
-            RedirectFrom::Prefix(t) => {
-                let from = vars.eval(t);
-                if let Some(rest) = value.strip_prefix(from.as_str()) {
-                    return Some(format!("{}{rest}", vars.eval(&rule.to)));
-                }
-            }
-            RedirectFrom::Regex(re) => {
-                if let Some(caps) = crate::variables::capture(re, value) {
-                    let v = Vars {
-                        captures: &caps.numbered,
-                        ..vars
-                    };
-                    return Some(v.eval(&rule.to));
-                }
-            }
-        }
-    }
-    None
 }
 
 /// Connects to a peer: a kept-alive connection when one is cached (and `cached`, the try's
@@ -1245,7 +1123,7 @@ async fn exchange(
     head: &[u8],
     first: &[u8],
     set_body: Option<&[u8]>,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     conn: u64,
@@ -1325,7 +1203,7 @@ async fn send_and_read(
     head: &[u8],
     (first, sent): (&[u8], usize),
     set_body: Option<&[u8]>,
-    body: &RequestBody<'_>,
+    body: &BodyToSend<'_, '_>,
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     upstream: &Arc<UpstreamConf>,
@@ -1358,10 +1236,8 @@ async fn send_and_read(
                 true,
             ))
         }
-        Err(SendError::Client(ClientBodyError::Gone)) => return Err((Fail::ClientGone, true)),
-        Err(SendError::Client(e @ (ClientBodyError::Invalid | ClientBodyError::TooLarge(..)))) => {
-            return Err((Fail::ClientBody(e), true))
-        }
+        Err(SendError::Client(Failure::Gone)) => return Err((Fail::ClientGone, true)),
+        Err(SendError::Client(f)) => return Err((Fail::ClientBody(f), true)),
         Err(SendError::Io(e)) => {
             return Err((
                 Fail::Error(format!(

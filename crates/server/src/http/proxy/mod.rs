@@ -9,6 +9,7 @@
 //!
 //! Runs on the worker; everything waits on sockets, nothing blocks.
 
+pub mod answer;
 pub mod body;
 pub mod handler;
 pub mod parse;

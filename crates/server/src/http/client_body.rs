@@ -1,0 +1,502 @@
+//! A request's body, read when a content handler asks for it (nginx's
+//! `ngx_http_read_client_request_body`), as the proxy does: whole before the upstream is
+//! contacted (in memory up to `client_body_buffer_size`, then an unlinked temporary file), or
+//! streamed as it arrives (`proxy_request_buffering off`). A body no handler reads is the
+//! protocol's to discard after the answer.
+//!
+//! `client_max_body_size` holds for a chunked body as it is decoded (413 when a chunk takes it
+//! over), `client_body_timeout` bounds each wait for the client, an `Expect: 100-continue` is
+//! answered when the body is first wanted. The settings are the location's whose handler
+//! reads the body, as in nginx.
+//!
+//! The bytes come from the protocol: an HTTP/1 connection's read buffer and socket today.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use shoal_http::{BodyChunk, BodyDecoder, BodyKind};
+
+use super::transport::{Transport, READ_CHUNK};
+use super::LocConf;
+
+/// Where an HTTP/1 request's body comes from: what follows its head in the connection's read
+/// buffer, then the socket; `out` and `send_timeout` answer `Expect: 100-continue`.
+pub struct H1Source<'a> {
+    pub buf: &'a mut BytesMut,
+    pub stream: &'a Transport,
+    pub out: &'a mut BytesMut,
+    pub send_timeout: Duration,
+    pub expect_continue: bool,
+}
+
+/// A request body, read on demand.
+pub struct ClientBody<'a> {
+    kind: BodyKind,
+    inner: RefCell<Inner<'a>>,
+}
+
+struct Inner<'a> {
+    source: Option<H1Source<'a>>,
+    state: State,
+}
+
+/// How far the body has been read.
+enum State {
+    Unread,
+    /// Read whole (kept for another handler: an `error_page` to another proxied location).
+    Read(Whole),
+    /// Being streamed (`proxy_request_buffering off`).
+    Streaming {
+        decoder: BodyDecoder,
+        /// `client_body_timeout` of the location that streams it.
+        timeout: Duration,
+        started: bool,
+        done: bool,
+    },
+    /// Refused or lost: nothing more is read.
+    Failed(Failure),
+}
+
+/// A body read whole.
+#[derive(Clone)]
+pub enum Whole {
+    Memory(Bytes),
+    /// Spilled to an unlinked temporary file: the file and its length.
+    File(Arc<File>, u64),
+}
+
+/// Why a body could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Its length (`client intended to send too large body`) or a chunk (`... too large
+    /// chunked body: N+M bytes`, what came before and the chunk) is over
+    /// `client_max_body_size`: 413.
+    TooLarge {
+        length: Option<u64>,
+        chunk: Option<(u64, u64)>,
+    },
+    /// Broken chunked framing: 400.
+    Invalid,
+    /// The client closed while sending it: nginx closes and logs 400.
+    Gone,
+    /// Nothing came for `client_body_timeout`: nginx closes and logs 408.
+    TimedOut,
+}
+
+impl Failure {
+    /// The status nginx gives the request.
+    pub fn status(self) -> u16 {
+        match self {
+            Failure::TooLarge { .. } => 413,
+            Failure::Invalid | Failure::Gone => 400,
+            Failure::TimedOut => 408,
+        }
+    }
+
+    /// Whether the connection closes without an answer (the request is only logged).
+    pub fn silent(self) -> bool {
+        matches!(self, Failure::Gone | Failure::TimedOut)
+    }
+}
+
+/// Where the body stands after the answer (for the protocol: discard, linger, close).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Left {
+    /// None was sent, or all of it was read.
+    Nothing,
+    /// No handler touched it: to be discarded.
+    Unread,
+    /// Streamed in part: what is left cannot be found again; the connection ends.
+    Partial,
+    /// Refused or lost: the connection ends (lingering for what is still coming).
+    Failed(Failure),
+}
+
+/// A request body as the proxy sends it upstream.
+pub enum BodyToSend<'a, 'b> {
+    None,
+    /// Read whole before the upstream was contacted.
+    Whole(Whole),
+    /// Read from the client as it is sent (its length, `None` for chunked).
+    Streaming(&'b ClientBody<'a>, Option<u64>),
+}
+
+impl BodyToSend<'_, '_> {
+    /// The body's length; `None` without a body, or for a chunked body being streamed.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            BodyToSend::None => None,
+            BodyToSend::Whole(Whole::Memory(b)) => Some(b.len() as u64),
+            BodyToSend::Whole(Whole::File(_, n)) => Some(*n),
+            BodyToSend::Streaming(_, n) => *n,
+        }
+    }
+
+    /// A streamed body some of which has been read: it cannot be sent again.
+    pub fn consumed(&self) -> bool {
+        matches!(self, BodyToSend::Streaming(b, _) if b.started())
+    }
+}
+
+impl<'a> ClientBody<'a> {
+    /// A request without a body.
+    pub fn none() -> ClientBody<'a> {
+        ClientBody {
+            kind: BodyKind::Empty,
+            inner: RefCell::new(Inner {
+                source: None,
+                state: State::Unread,
+            }),
+        }
+    }
+
+    /// An HTTP/1 request's body, framed as `kind`.
+    pub fn h1(kind: BodyKind, source: H1Source<'a>) -> ClientBody<'a> {
+        ClientBody {
+            kind,
+            inner: RefCell::new(Inner {
+                source: (kind != BodyKind::Empty).then_some(source),
+                state: State::Unread,
+            }),
+        }
+    }
+
+    /// How the body is framed.
+    pub fn kind(&self) -> BodyKind {
+        self.kind
+    }
+
+    /// The declared length when it is over `lc`'s `client_max_body_size` (nginx checks it
+    /// each time a location is found, before any byte is read): the body is refused, and the
+    /// caller answers 413 (see [`log_failure`]).
+    pub fn over_limit(&self, lc: &LocConf) -> Option<u64> {
+        let BodyKind::Length(n) = self.kind else {
+            return None;
+        };
+        if self.kind.check_max_size(lc.client_max_body_size()).is_ok() {
+            return None;
+        }
+        // Once refused, the body is discarded: a location an `error_page` leads to does not
+        // refuse it again (nginx's `r->discard_body`).
+        let mut inner = self.inner.borrow_mut();
+        if !matches!(inner.state, State::Unread) {
+            return None;
+        }
+        inner.state = State::Failed(Failure::TooLarge {
+            length: Some(n),
+            chunk: None,
+        });
+        Some(n)
+    }
+
+    /// The declared length, once [`ClientBody::over_limit`] refused it.
+    pub fn over_limit_length(&self) -> Option<u64> {
+        match self.inner.borrow().state {
+            State::Failed(Failure::TooLarge { length, .. }) => length,
+            _ => None,
+        }
+    }
+
+    /// Where the body stands after the answer.
+    pub fn left(&self) -> Left {
+        if self.kind == BodyKind::Empty {
+            return Left::Nothing;
+        }
+        match &self.inner.borrow().state {
+            State::Unread => Left::Unread,
+            State::Read(_) => Left::Nothing,
+            State::Streaming { done: true, .. } => Left::Nothing,
+            State::Streaming { started: false, .. } => Left::Unread,
+            State::Streaming { .. } => Left::Partial,
+            State::Failed(f) => Left::Failed(*f),
+        }
+    }
+
+    /// The body as the proxy sends it upstream, with `lc`'s settings: streamed with
+    /// `proxy_request_buffering off` (a chunked one only to an HTTP/1.1 upstream, as nginx),
+    /// else read whole first.
+    pub async fn for_upstream<'b>(&'b self, lc: &LocConf) -> Result<BodyToSend<'a, 'b>, Failure> {
+        if self.kind == BodyKind::Empty {
+            return Ok(BodyToSend::None);
+        }
+        let streamed = lc.proxy.request_buffering == Some(false)
+            && (matches!(self.kind, BodyKind::Length(_))
+                || lc.proxy.http_version() == super::proxy::HttpVersion::V11);
+        {
+            let mut inner = self.inner.borrow_mut();
+            match &inner.state {
+                State::Read(w) => return Ok(BodyToSend::Whole(w.clone())),
+                State::Failed(f) => return Err(*f),
+                State::Streaming { started: true, .. } => {
+                    return Ok(BodyToSend::Streaming(self, self.length()))
+                }
+                State::Streaming { .. } if streamed => {
+                    return Ok(BodyToSend::Streaming(self, self.length()))
+                }
+                State::Streaming { .. } => {
+                    // Not started: read whole after all (another location's choice).
+                    inner.state = State::Unread;
+                }
+                State::Unread => {}
+            }
+            if streamed {
+                let decoder = match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
+                    Ok(d) => d,
+                    Err(_) => {
+                        let f = Failure::TooLarge {
+                            length: self.length(),
+                            chunk: None,
+                        };
+                        inner.state = State::Failed(f);
+                        return Err(f);
+                    }
+                };
+                inner.state = State::Streaming {
+                    decoder,
+                    timeout: lc.client_body_timeout(),
+                    started: false,
+                    done: false,
+                };
+            }
+        }
+        if streamed {
+            self.send_continue().await;
+            return Ok(BodyToSend::Streaming(self, self.length()));
+        }
+        self.read_whole(lc).await.map(BodyToSend::Whole)
+    }
+
+    /// Whether streaming has begun (what was read is gone: it cannot be sent again).
+    pub fn started(&self) -> bool {
+        matches!(
+            self.inner.borrow().state,
+            State::Streaming { started: true, .. }
+        )
+    }
+
+    /// `Content-Length`; `None` for a chunked body.
+    fn length(&self) -> Option<u64> {
+        match self.kind {
+            BodyKind::Length(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Answers `Expect: 100-continue` before the first read, when nothing of the body has
+    /// arrived yet.
+    #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
+    async fn send_continue(&self) {
+        let mut inner = self.inner.borrow_mut();
+        let Some(src) = inner.source.as_mut() else {
+            return;
+        };
+        if !src.expect_continue || !src.buf.is_empty() {
+            return;
+        }
+        src.expect_continue = false;
+        src.out.extend_from_slice(shoal_http::response::CONTINUE);
+        // A client that does not take it fails the body's reads next.
+        let _ = super::h1::flush(src.stream, src.out, src.send_timeout).await;
+    }
+
+    /// Reads the whole body: in memory up to `client_body_buffer_size`, beyond it in an
+    /// unlinked temporary file.
+    #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
+    async fn read_whole(&self, lc: &LocConf) -> Result<Whole, Failure> {
+        self.send_continue().await;
+        let limit = lc.client_body_buffer_size();
+        let timeout = lc.client_body_timeout();
+        let mut inner = self.inner.borrow_mut();
+        let Some(src) = inner.source.as_mut() else {
+            return Ok(Whole::Memory(Bytes::new()));
+        };
+        let mut memory: Vec<u8> = Vec::new();
+        let mut file: Option<(File, u64)> = None;
+        let ended = match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
+            Err(_) => Err(Failure::TooLarge {
+                length: self.length(),
+                chunk: None,
+            }),
+            Ok(mut d) => loop {
+                match next(&mut d, src, timeout).await {
+                    Ok(Some(data)) => {
+                        let kept = keep(&mut memory, &mut file, &data, limit);
+                        if kept.is_err() {
+                            // A temporary file that cannot be written: nginx's 500.
+                            break Err(Failure::Invalid);
+                        }
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(f) => break Err(f),
+                }
+            },
+        };
+        let state = match ended {
+            Ok(()) => State::Read(match file {
+                Some((f, n)) => Whole::File(Arc::new(f), n),
+                None => Whole::Memory(memory.into()),
+            }),
+            Err(f) => State::Failed(f),
+        };
+        inner.state = state;
+        match &inner.state {
+            State::Read(w) => Ok(w.clone()),
+            State::Failed(f) => Err(*f),
+            _ => unreachable!("set just above"),
+        }
+    }
+
+    /// The next piece of a streamed body (`None` at its end), reading from the client as
+    /// needed.
+    #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
+    pub async fn next_piece(&self) -> Result<Option<Bytes>, Failure> {
+        let mut inner = self.inner.borrow_mut();
+        let Inner { source, state } = &mut *inner;
+        let State::Streaming {
+            decoder,
+            timeout,
+            started,
+            done,
+        } = state
+        else {
+            return match state {
+                State::Failed(f) => Err(*f),
+                _ => Ok(None),
+            };
+        };
+        if *done {
+            return Ok(None);
+        }
+        let Some(src) = source.as_mut() else {
+            *done = true;
+            return Ok(None);
+        };
+        // From the first read on, what was taken from the buffer cannot be read again.
+        *started = true;
+        match next(decoder, src, *timeout).await {
+            Ok(Some(d)) => Ok(Some(d)),
+            Ok(None) => {
+                *done = true;
+                Ok(None)
+            }
+            Err(f) => {
+                *state = State::Failed(f);
+                Err(f)
+            }
+        }
+    }
+}
+
+/// Appends a piece of a body read whole: to memory, or to the temporary file once memory would
+/// pass `limit`.
+fn keep(
+    memory: &mut Vec<u8>,
+    file: &mut Option<(File, u64)>,
+    data: &[u8],
+    limit: u64,
+) -> std::io::Result<()> {
+    if file.is_none() && (memory.len() + data.len()) as u64 > limit {
+        let mut f = shoal_io::file::unlinked_temp_file(&std::env::temp_dir())?;
+        f.write_all(memory)?;
+        *file = Some((f, memory.len() as u64));
+        *memory = Vec::new();
+    }
+    match file {
+        Some((f, n)) => {
+            f.write_all(data)?;
+            *n += data.len() as u64;
+        }
+        None => memory.extend_from_slice(data),
+    }
+    Ok(())
+}
+
+/// The next piece of body from the buffer, reading the socket when it has none (each wait
+/// bounded by `timeout`).
+async fn next(
+    d: &mut BodyDecoder,
+    src: &mut H1Source<'_>,
+    timeout: Duration,
+) -> Result<Option<Bytes>, Failure> {
+    loop {
+        match d.decode_buf(src.buf) {
+            Ok(BodyChunk::Data(data)) => return Ok(Some(data)),
+            Ok(BodyChunk::Done) => return Ok(None),
+            Ok(BodyChunk::NeedMore) => {}
+            Err(e) => return Err(decode_failure(d, e)),
+        }
+        if src.buf.capacity() - src.buf.len() < 4096 {
+            src.buf.reserve(READ_CHUNK);
+        }
+        let (stream, buf) = (src.stream, &mut *src.buf);
+        let read = crate::deadline::within(timeout, async {
+            loop {
+                stream.readable().await?;
+                match stream.try_read_buf(buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await;
+        match read {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) => return Err(Failure::Gone),
+            Err(_) => return Err(Failure::TimedOut),
+        }
+    }
+}
+
+/// What a decoder's error means: 413 for a chunk over `client_max_body_size`, else broken
+/// framing.
+fn decode_failure(d: &BodyDecoder, e: shoal_http::Error) -> Failure {
+    match (e.kind(), d.oversize()) {
+        (shoal_http::ErrorKind::PayloadTooLarge, Some(chunk)) => Failure::TooLarge {
+            length: None,
+            chunk: Some(chunk),
+        },
+        _ => Failure::Invalid,
+    }
+}
+
+/// nginx's log line for a body that could not be read (none for a timeout: nginx only counts
+/// it, as 408).
+pub fn log_failure(f: Failure, r: &super::request::Req<'_, '_>) {
+    use crate::log::Level;
+    match f {
+        Failure::TooLarge {
+            chunk: Some((before, size)),
+            ..
+        } => crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "client intended to send too large chunked body: {before}+{size} bytes{}",
+            r.log_ctx()
+        ),
+        Failure::TooLarge { length, .. } => crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "client intended to send too large body: {} bytes{}",
+            length.unwrap_or(0),
+            r.log_ctx()
+        ),
+        Failure::Invalid => crate::conn_log!(
+            Level::Info,
+            r.info.number,
+            "client sent invalid chunked body{}",
+            r.log_ctx()
+        ),
+        Failure::Gone => crate::conn_log!(
+            Level::Info,
+            r.info.number,
+            "client prematurely closed connection{}",
+            r.log_ctx()
+        ),
+        Failure::TimedOut => {}
+    }
+}

@@ -1,0 +1,91 @@
+//! nginx's headers filter (ngx_http_headers_module): `expires` and `add_header` for the
+//! statuses nginx calls good (200, 201, 204, 206, 301, 302, 303, 304, 307, 308), and
+//! `add_header ... always` for any. The directives are read in `directives.rs`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::directives::{expires_headers, AddHeader};
+use super::modules::{Cx, HttpModule};
+use super::reply::Reply;
+
+/// The headers filter's place in the module list (its directives are core ones).
+pub struct Module;
+
+impl HttpModule for Module {
+    type Loc = ();
+    const DIRECTIVES: &'static [crate::conf::Command] = &[];
+
+    fn merge(_: &mut (), _: &()) {}
+
+    fn header_filter(_: &(), cx: &Cx<'_, '_, '_>, reply: &mut Box<Reply>) {
+        filter(cx, reply);
+    }
+}
+
+/// nginx's headers filter: `expires` and `add_header` for 200, 201, 204, 206, 301, 302, 303,
+/// 304, 307 and 308; `add_header ... always` for any status.
+pub fn filter(cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
+    let (r, lc, rw, upstream) = (cx.r, cx.lc, cx.rw, cx.upstream);
+    let good = matches!(
+        reply.status,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    );
+    if good {
+        if let Some(e) = lc.expires {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
+            if let Some((expires, cc)) = expires_headers(e, now, reply.mtime) {
+                reply.headers.push(("Expires", expires.into()));
+                reply.headers.push(("Cache-Control", cc.into()));
+            }
+        }
+    }
+    if let Some(headers) = &lc.add_header {
+        let rec = upstream.map(|u| u.borrow());
+        let mut vars = r.vars_rw(rw, lc);
+        vars.upstream = rec.as_deref();
+        add_headers(headers, good, &vars, reply);
+    }
+}
+
+/// nginx's `add_header`: every header for a status its headers filter calls good, else the
+/// `always` ones only; values from `vars`. `$sent_http_*` in a value reads the answer's
+/// headers as they stand, an earlier add_header's included (nginx adds them one by one): that
+/// list is made only when a value asks for it.
+pub fn add_headers(
+    headers: &[AddHeader],
+    good: bool,
+    vars: &crate::variables::Vars<'_>,
+    reply: &mut Reply,
+) {
+    let mut sent = headers
+        .iter()
+        .any(|h| h.value.uses_sent_headers())
+        .then(|| crate::variables::Sent {
+            status: reply.status,
+            body_bytes: 0,
+            bytes: 0,
+            headers: reply.header_list(),
+        });
+    for h in headers.iter().filter(|h| good || h.always) {
+        let v: std::borrow::Cow<'static, str> = match &sent {
+            None => match h.value.constant_value(vars) {
+                Some(c) => c.into(),
+                None => vars.eval(&h.value).into(),
+            },
+            Some(s) => {
+                let mut with_sent = vars.clone();
+                with_sent.sent = Some(s);
+                with_sent.eval(&h.value).into()
+            }
+        };
+        if !v.is_empty() {
+            if let Some(s) = &mut sent {
+                s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));
+            }
+            reply.extra.push((h.name.into(), v));
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! nginx's http modules, as a list: what each adds to a request's way (its location-level
+//! configuration, its preaccess and access handlers, its header filter, its variables).
+//!
+//! A module is a file or folder with a `Module` type implementing [`HttpModule`] (the hooks it
+//! does not need do nothing), and one line in [`http_modules!`]'s list below: that line gives
+//! `LocConf` the module's configuration (as `lc.NAME`, merged http → server → location), the
+//! registry its directives, the phases its handlers and the header-filter chain its filter, in
+//! the list's order. Nothing in the protocol code changes for a module.
+//!
+//! The order is nginx's: preaccess handlers (`limit_req` before `limit_conn`), access handlers
+//! (`allow`/`deny`, then `auth_basic`) combined by `satisfy`, then the header filters as nginx
+//! runs them (not-modified, headers, gzip, range; the writer's own framing comes after).
+//! Every hook is called through the list with static dispatch: a module's unused hook costs
+//! nothing.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::access::{Answer, Client, Decision, Gate};
+use super::proxy::handler::Record;
+use super::reply::Reply;
+use super::request::Req;
+use super::rewrite;
+use super::LocConf;
+use crate::conf::Command;
+use crate::log::Level;
+use crate::variables::Template;
+
+/// What a phase handler or a filter sees of a request.
+pub struct Cx<'a, 's, 'r> {
+    pub r: &'a Req<'s, 'r>,
+    /// The location's configuration.
+    pub lc: &'a LocConf,
+    /// The rewrite state: the current URI, arguments, captures and `set` variables.
+    pub rw: &'a rewrite::State,
+    /// A proxied request's exchange (`$upstream_*` in `add_header`).
+    pub upstream: Option<&'a Rc<RefCell<Record>>>,
+}
+
+impl Cx<'_, '_, '_> {
+    /// The client's address as the access modules see it.
+    pub fn client(&self) -> Client {
+        match self.r.info.peer {
+            Some(p) => Client::Inet(p.ip()),
+            None => Client::Unix,
+        }
+    }
+
+    /// Evaluates a template with the request's variables.
+    pub fn eval(&self, t: &Template) -> String {
+        self.r.vars_rw(self.rw, self.lc).eval(t)
+    }
+
+    /// Writes a module's error-log line with the request's context.
+    pub fn log(&self, level: Level, line: &dyn std::fmt::Display) {
+        crate::conn_log!(level, self.r.info.number, "{line}{}", self.r.log_ctx());
+    }
+}
+
+/// What an access module said, and the header a refusal sends with it (`WWW-Authenticate`).
+pub struct Access {
+    pub answer: Answer,
+    pub header: Option<(&'static str, String)>,
+}
+
+impl Access {
+    /// Nothing to say: the next module decides.
+    pub const DECLINED: Access = Access {
+        answer: Answer::Declined,
+        header: None,
+    };
+}
+
+/// A module's part in a request's way; every hook does nothing unless the module says.
+#[allow(async_fn_in_trait)] // One worker thread: futures are never sent across threads.
+pub trait HttpModule {
+    /// The module's location-level configuration (`lc.NAME`).
+    type Loc: Default + Clone + std::fmt::Debug;
+    /// Its directives.
+    const DIRECTIVES: &'static [Command];
+    /// Its variables' names (valued through the request's [`super::request::Extras`]).
+    const VARIABLES: &'static [&'static str] = &[];
+
+    /// Fills what a level left unset from its parent.
+    fn merge(loc: &mut Self::Loc, parent: &Self::Loc);
+
+    /// nginx's preaccess phase, once per request (`limit_req`, `limit_conn`): an answer ends
+    /// the request there (`error_page` applies).
+    async fn preaccess(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
+        None
+    }
+
+    /// nginx's access phase (`allow`/`deny`, `auth_basic`): the answers of all modules are
+    /// combined by `satisfy`.
+    async fn access(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>) -> Access {
+        Access::DECLINED
+    }
+
+    /// nginx's header filter: changes the answer before its head is written.
+    fn header_filter(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>, _reply: &mut Box<Reply>) {}
+}
+
+/// Declares the module list: the configuration struct, the directive tables, the phase
+/// handlers and the header filters, all in the list's order.
+macro_rules! http_modules {
+    ($( $(#[$doc:meta])* $field:ident: $module:ty, )*) => {
+        /// Every module's location-level configuration, one field each (reached as
+        /// `lc.NAME`: `LocConf` dereferences to it).
+        #[derive(Clone, Debug, Default)]
+        pub struct Modules {
+            $( $(#[$doc])* pub $field: <$module as HttpModule>::Loc, )*
+        }
+
+        impl Modules {
+            /// Fills what a level left unset from its parent, module by module.
+            pub fn merge(&mut self, parent: &Modules) {
+                $( <$module as HttpModule>::merge(&mut self.$field, &parent.$field); )*
+            }
+        }
+
+        /// The modules' directive tables, for the registry.
+        pub static DIRECTIVE_TABLES: &[&[Command]] = &[
+            $( <$module as HttpModule>::DIRECTIVES, )*
+        ];
+
+        /// Whether a module provides the variable `name`.
+        pub fn has_variable(name: &str) -> Option<&'static str> {
+            $(
+                if let Some(v) = <$module as HttpModule>::VARIABLES.iter().find(|v| **v == name) {
+                    return Some(v);
+                }
+            )*
+            None
+        }
+
+        /// nginx's preaccess phase: the first module that answers ends it.
+        async fn preaccess_phase(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
+            let lc = cx.lc;
+            $(
+                if let Some(reply) = <$module as HttpModule>::preaccess(&lc.$field, cx).await {
+                    return Some(reply);
+                }
+            )*
+            None
+        }
+
+        /// nginx's access phase: each module's answer fed to the `satisfy` gate, in order.
+        async fn access_phase(
+            cx: &Cx<'_, '_, '_>,
+            headers: &mut Vec<(&'static str, String)>,
+        ) -> Decision {
+            let lc = cx.lc;
+            let mut gate = Gate::new(lc.access.satisfy());
+            $(
+                let said = <$module as HttpModule>::access(&lc.$field, cx).await;
+                if let Some(h) = said.header {
+                    headers.push(h);
+                }
+                if let Some(d) = gate.feed(said.answer) {
+                    return d;
+                }
+            )*
+            gate.end()
+        }
+
+        /// The header filters, in the list's order (nginx's).
+        pub fn header_filters(cx: &Cx<'_, '_, '_>, reply: &mut Box<Reply>) {
+            let lc = cx.lc;
+            $( <$module as HttpModule>::header_filter(&lc.$field, cx, reply); )*
+        }
+    };
+}
+
+http_modules! {
+    /// `limit_req_zone`, `limit_req` (preaccess).
+    limit_req: super::limit_req::Module,
+    /// `limit_conn_zone`, `limit_conn` (preaccess).
+    limit_conn: super::limit_conn::Module,
+    /// `allow`, `deny`, `satisfy` (access).
+    access: super::access::Module,
+    /// `auth_basic`, `auth_basic_user_file` (access).
+    auth_basic: super::auth_basic::Module,
+    /// `auth_delay`.
+    auth_delay: super::auth_delay::Module,
+    /// `limit_rate`, `limit_rate_after`.
+    limit_rate: super::limit_rate::Module,
+    /// The not-modified filter: 304 and 412 for `If-*` on a 200.
+    not_modified: super::not_modified::Module,
+    /// `expires`, `add_header` (the headers filter).
+    headers: super::headers::Module,
+    /// `gzip*`: the filter's decision.
+    gzip_filter: super::gzip::Module,
+    /// The range filter: 206, multipart, 416 (`max_ranges`).
+    range: super::range_filter::Module,
+}
+
+/// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they
+/// end it (a limit's refusal or delay's end, a 401 or 403; `error_page` may take over).
+pub async fn access_phases(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
+    // Once per request: an internal redirect (an `error_page`, `try_files`) does not count a
+    // request twice against a limit.
+    if !cx.r.extras.preaccess_done() {
+        cx.r.extras.set_preaccess_done();
+        if let Some(reply) = preaccess_phase(cx).await {
+            return Some(reply);
+        }
+    }
+    let mut headers = Vec::new();
+    match access_phase(cx, &mut headers).await {
+        Decision::Allow => None,
+        Decision::Refuse {
+            status,
+            forbidden_by_rule,
+        } => {
+            if forbidden_by_rule {
+                cx.log(Level::Error, &super::access::FORBIDDEN_BY_RULE);
+            }
+            if let Some(d) = cx.lc.auth_delay.delay_for(status) {
+                cx.log(Level::Info, &super::auth_delay::DELAYING);
+                tokio::time::sleep(d).await;
+            }
+            let mut reply = Box::new(super::reply::error_reply(status, cx.lc));
+            if status == 401 {
+                for (name, value) in headers {
+                    reply.headers.push((name, value.into()));
+                }
+            }
+            Some(reply)
+        }
+    }
+}
