@@ -46,4 +46,6 @@ mod reload_load;
 mod signals;
 mod stub_status;
 mod tls;
+mod tls_hostile;
+mod tls_upstream;
 mod upstream_server;

@@ -1,9 +1,10 @@
 //! HTTPS end to end (issue 20): the real binary on TLS addresses, with a CA and certificates
 //! each test makes, reached by curl, `openssl s_client` and a rustls client that checks what it
-//! is shown. SNI and the default server, ALPN, session resumption by id and by ticket, client
-//! certificates (495/496), plain HTTP on a TLS port (497), static files (small, large, ranges)
-//! with `sendfile` and `aio threads` on, gzip, a proxy to an https upstream, a reload that
-//! swaps a certificate, Debian's stock nginx.conf.
+//! is shown. SNI and the default server, ALPN, the default protocols, session resumption by id
+//! and by ticket, 0-RTT, client certificates (495/496), 421, plain HTTP on a TLS port (497),
+//! static files (small, large, ranges) with `sendfile` and `aio threads` on, gzip, a reload
+//! that swaps a certificate, Debian's stock nginx.conf, the README's example. https upstreams
+//! are `tls_upstream`'s, bad input `tls_hostile`'s; the helpers here serve all three.
 //!
 //! Expected answers and log lines are nginx 1.22.1's, checked against it with the same
 //! configuration and requests. Every wait is bounded; nothing sleeps to let a server settle.
@@ -12,13 +13,13 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::tls::{Opts, Pki, TlsClient};
 use crate::common::{self, free_port, wait_for, Shoal};
 
 /// A whole configuration: foreground, errors at `info`, a thread pool, `http` lines.
-fn conf(http: &str) -> String {
+pub(crate) fn conf(http: &str) -> String {
     format!(
         "daemon off;\n\
          error_log logs/error.log info;\n\
@@ -32,7 +33,7 @@ fn conf(http: &str) -> String {
     )
 }
 
-fn opts(sni: &str) -> Opts<'_> {
+pub(crate) fn opts(sni: &str) -> Opts<'_> {
     Opts {
         sni: Some(sni),
         ..Default::default()
@@ -40,7 +41,7 @@ fn opts(sni: &str) -> Opts<'_> {
 }
 
 /// Runs `openssl ARGS` with `input` on its stdin; its stdout and stderr together.
-fn openssl(args: &[&str], input: &[u8]) -> String {
+pub(crate) fn openssl(args: &[&str], input: &[u8]) -> String {
     let mut child = Command::new("openssl")
         .args(args)
         .stdin(Stdio::piped())
@@ -470,139 +471,6 @@ fn static_files_over_tls_with_sendfile_and_aio_threads_on() {
 }
 
 #[test]
-fn a_proxy_to_an_https_upstream_over_tls_both_ways() {
-    let mut pki = Pki::new();
-    pki.issue("up", &["up.test"], false);
-    pki.issue("front", &["front.test"], false);
-    pki.issue("proxy", &[], true);
-    let ca = pki.path("ca.crt").display().to_string();
-    // The upstream: a second shoal, which wants the proxy's client certificate.
-    let up_port = free_port();
-    let up = Shoal::start(
-        &conf(&format!(
-            "ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:UP:1m;\n\
-             server {{ listen 127.0.0.1:{up_port} ssl; server_name up.test; {}\n\
-               ssl_verify_client on; ssl_client_certificate {ca};\n\
-               location / {{ return 200 \"up conn=$connection reused=$ssl_session_reused sni=$ssl_server_name client=$ssl_client_s_dn uri=$uri\\n\"; }} }}",
-            pki.ssl_lines("up")
-        )),
-        up_port,
-    );
-    let port = free_port();
-    let cert = pki.path("proxy.crt").display().to_string();
-    let key = pki.path("proxy.key").display().to_string();
-    let dir = pki.dir().display().to_string();
-    let s = Shoal::start(
-        &conf(&format!(
-            "ssl_protocols TLSv1.2 TLSv1.3;\n\
-             upstream up {{ server 127.0.0.1:{up_port}; keepalive 4; }}\n\
-             server {{ listen 127.0.0.1:{port} ssl; server_name front.test; {}\n\
-               proxy_ssl_certificate {cert}; proxy_ssl_certificate_key {key};\n\
-               proxy_ssl_protocols TLSv1.2 TLSv1.3;\n\
-               proxy_ssl_verify on; proxy_ssl_trusted_certificate {ca};\n\
-               proxy_ssl_server_name on; proxy_ssl_name up.test; proxy_set_header Host up.test;\n\
-               location /kept/ {{ proxy_pass https://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host up.test; }}\n\
-               location /new/ {{ proxy_pass https://127.0.0.1:{up_port}; }}\n\
-               location /wrong/ {{ proxy_pass https://127.0.0.1:{up_port}; proxy_ssl_name other.test; }}\n\
-               location /noreuse/ {{ proxy_pass https://127.0.0.1:{up_port}; proxy_ssl_session_reuse off; }}\n\
-               location /dyncert/ {{ set $pname proxy; proxy_pass https://127.0.0.1:{up_port};\n\
-                 proxy_ssl_certificate {dir}/$pname.crt; proxy_ssl_certificate_key {dir}/$pname.key; }}\n\
-             }}",
-            pki.ssl_lines("front")
-        )),
-        port,
-    );
-    let mut c = TlsClient::connect(port, &pki, &opts("front.test")).unwrap();
-    let field = |body: &[u8], name: &str| -> String {
-        String::from_utf8_lossy(body)
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{name}=")).map(str::to_string))
-            .unwrap_or_default()
-    };
-    // Kept alive: one upstream connection, its TLS session kept with it.
-    let (status, _, first) = c.get("front.test", "/kept/a").unwrap();
-    assert_eq!(status, 200, "{}", s.error_log());
-    assert_eq!(field(&first, "sni"), "up.test");
-    assert_eq!(field(&first, "client"), "O=Shoal");
-    assert_eq!(field(&first, "uri"), "/kept/a");
-    for _ in 0..3 {
-        let (status, _, body) = c.get("front.test", "/kept/b").unwrap();
-        assert_eq!(status, 200);
-        assert_eq!(
-            field(&body, "conn"),
-            field(&first, "conn"),
-            "the same connection"
-        );
-    }
-    // A new connection each time: the session is resumed (`proxy_ssl_session_reuse on`).
-    let (_, _, body) = c.get("front.test", "/new/").unwrap();
-    let (_, _, again) = c.get("front.test", "/new/").unwrap();
-    assert_ne!(field(&body, "conn"), field(&again, "conn"));
-    assert_eq!(
-        field(&again, "reused"),
-        "r",
-        "{}",
-        String::from_utf8_lossy(&again)
-    );
-    // `proxy_ssl_session_reuse off`: a full handshake every time.
-    for _ in 0..2 {
-        let (_, _, body) = c.get("front.test", "/noreuse/").unwrap();
-        assert_eq!(
-            field(&body, "reused"),
-            ".",
-            "{}",
-            String::from_utf8_lossy(&body)
-        );
-    }
-    // A client certificate named with variables, read at the handshake.
-    let (status, _, body) = c.get("front.test", "/dyncert/").unwrap();
-    assert_eq!(status, 200, "{}", s.error_log());
-    assert_eq!(field(&body, "client"), "O=Shoal");
-    // The name the certificate does not have: 502 and nginx's line.
-    let (status, _, _) = c.get("front.test", "/wrong/").unwrap();
-    assert_eq!(status, 502);
-    s.wait_log(
-        "upstream SSL certificate does not match \"other.test\" while SSL handshaking to upstream, client: 127.0.0.1, server: front.test, request: \"GET /wrong/ HTTP/1.1\", upstream: \"https://127.0.0.1:",
-        1,
-    );
-    drop(up);
-}
-
-#[test]
-fn an_upstream_certificate_nobody_vouches_for_is_refused_with_nginxs_line() {
-    let mut pki = Pki::new();
-    let other = Pki::named("another CA");
-    pki.issue("up", &["up.test"], false);
-    let up_port = free_port();
-    let _up = Shoal::start(
-        &conf(&format!(
-            "server {{ listen 127.0.0.1:{up_port} ssl; server_name up.test; {} location / {{ return 200 up; }} }}",
-            pki.ssl_lines("up")
-        )),
-        up_port,
-    );
-    let port = free_port();
-    let s = Shoal::start(
-        &conf(&format!(
-            "server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass https://127.0.0.1:{up_port};\n\
-               proxy_ssl_verify on; proxy_ssl_trusted_certificate {}; proxy_ssl_name up.test; }}\n\
-               location /noverify/ {{ proxy_pass https://127.0.0.1:{up_port}/; }} }}",
-            other.path("ca.crt").display()
-        )),
-        port,
-    );
-    let r = common::get(port, "/").unwrap();
-    assert_eq!(r.status, 502);
-    s.wait_log(
-        "upstream SSL certificate verify error: (20:unable to get local issuer certificate) while SSL handshaking to upstream",
-        1,
-    );
-    // `proxy_ssl_verify off` (the default) takes it.
-    let r = common::get(port, "/noverify/").unwrap();
-    assert_eq!((r.status, &r.body[..]), (200, &b"up"[..]));
-}
-
-#[test]
 fn a_reload_swaps_the_certificate_and_open_connections_keep_theirs() {
     let mut pki = Pki::new();
     pki.issue("one", &["a.test"], false);
@@ -708,207 +576,6 @@ fn debian_stock_nginx_conf_starts_and_serves_https() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// Bad input (issue 20, part 5)
-
-/// A ClientHello as a rustls client writes it (for SNI `a.test`).
-fn client_hello() -> Vec<u8> {
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(rustls::RootCertStore::empty())
-    .with_no_client_auth();
-    let mut conn =
-        rustls::ClientConnection::new(std::sync::Arc::new(config), "a.test".try_into().unwrap())
-            .unwrap();
-    let mut hello = Vec::new();
-    conn.write_tls(&mut hello).unwrap();
-    hello
-}
-
-/// Sends `bytes` to a fresh connection and reads until the server closes (bounded).
-fn raw(port: u16, bytes: &[u8]) -> Vec<u8> {
-    let mut t = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    t.set_read_timeout(Some(common::WAIT)).unwrap();
-    t.write_all(bytes).unwrap();
-    let mut out = Vec::new();
-    let _ = t.read_to_end(&mut out);
-    out
-}
-
-#[test]
-fn garbage_alerts_and_oversized_hellos_are_logged_as_nginx_and_closed() {
-    let mut pki = Pki::new();
-    pki.issue("a", &["a.test"], false);
-    let port = free_port();
-    let s = Shoal::start(
-        &conf(&format!(
-            "ssl_protocols TLSv1.2 TLSv1.3;\n\
-             server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {} location / {{ return 200 ok; }} }}",
-            pki.ssl_lines("a")
-        )),
-        port,
-    );
-    let tail = format!("while SSL handshaking, client: 127.0.0.1, server: 127.0.0.1:{port}");
-    // A handshake record that is no ClientHello.
-    raw(port, b"\x16\x03\x01\x00\x05hello");
-    s.wait_log(
-        &format!("SSL_do_handshake() failed (SSL: error:0A0000F4:SSL routines::unexpected message) {tail}"),
-        1,
-    );
-    // A version nobody speaks.
-    raw(port, b"\x16\x09\x09\x00\x05hello");
-    s.wait_log(
-        &format!("SSL_do_handshake() failed (SSL: error:0A00010B:SSL routines::wrong version number) {tail}"),
-        1,
-    );
-    // A record longer than TLS allows: crit, as nginx.
-    raw(port, b"\x16\x03\x01\xff\xff\x01\x00");
-    s.wait_log("[crit]", 1);
-    s.wait_log(
-        &format!("SSL_do_handshake() failed (SSL: error:0A0000C6:SSL routines::packet length too long) {tail}"),
-        1,
-    );
-    // A ClientHello, then the client's fatal alert.
-    let mut bytes = client_hello();
-    bytes.extend_from_slice(b"\x15\x03\x03\x00\x02\x02\x28");
-    raw(port, &bytes);
-
-    s.wait_log(
-        &format!("SSL_do_handshake() failed (SSL: error:0A000410:SSL routines::sslv3 alert handshake failure:SSL alert number 40) {tail}"),
-        1,
-    );
-    // A ClientHello sent a byte at a time is still one.
-    let mut t = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    t.set_nodelay(true).unwrap();
-    for b in client_hello() {
-        t.write_all(&[b]).unwrap();
-    }
-    let mut first = [0u8; 1];
-    t.set_read_timeout(Some(common::WAIT)).unwrap();
-    t.read_exact(&mut first).unwrap();
-    assert_eq!(first[0], 0x16, "a ServerHello answers");
-    // The worker still serves.
-    let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
-    assert_eq!(c.get("a.test", "/").unwrap().0, 200);
-}
-
-#[test]
-fn a_stalled_handshake_slows_nobody_and_is_closed_after_client_header_timeout() {
-    let mut pki = Pki::new();
-    pki.issue("a", &["a.test"], false);
-    let port = free_port();
-    let s = Shoal::start(
-        &conf(&format!(
-            "client_header_timeout 2s;\n\
-             server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {} location / {{ return 200 ok; }} }}",
-            pki.ssl_lines("a")
-        )),
-        port,
-    );
-    // One client says nothing; another sends half a ClientHello.
-    let silent = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let hello = client_hello();
-    half.write_all(&hello[..hello.len() / 2]).unwrap();
-    // Meanwhile others are served at once (one worker).
-    let start = Instant::now();
-    for _ in 0..3 {
-        let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
-        assert_eq!(c.get("a.test", "/").unwrap().0, 200);
-    }
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "served in {:?} beside stalled handshakes",
-        start.elapsed()
-    );
-    // Both stalled ones are closed after client_header_timeout, with nginx's line.
-    s.wait_log(
-        &format!("client timed out (110: Connection timed out) while SSL handshaking, client: 127.0.0.1, server: 127.0.0.1:{port}"),
-        2,
-    );
-    for mut t in [silent, half] {
-        t.set_read_timeout(Some(common::WAIT)).unwrap();
-        let mut buf = [0u8; 64];
-        assert!(matches!(t.read(&mut buf), Ok(0) | Err(_)), "closed");
-    }
-    let waited = start.elapsed();
-    assert!(
-        waited >= Duration::from_millis(1500),
-        "not before the timeout: {waited:?}"
-    );
-}
-
-#[test]
-fn renegotiation_is_refused_and_the_connection_goes_on_or_ends_as_nginxs() {
-    let mut pki = Pki::new();
-    pki.issue("a", &["a.test"], false);
-    let port = free_port();
-    let s = Shoal::start(
-        &conf(&format!(
-            "server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {} location / {{ return 200 ok; }} }}",
-            pki.ssl_lines("a")
-        )),
-        port,
-    );
-    // s_client's `R` asks for a renegotiation (TLSv1.2): refused with no_renegotiation, which
-    // OpenSSL's client answers with a fatal alert, as it does to nginx.
-    let out = openssl(
-        &[
-            "s_client",
-            "-connect",
-            &format!("127.0.0.1:{port}"),
-            "-servername",
-            "a.test",
-            "-tls1_2",
-        ],
-        b"R\n",
-    );
-    assert!(out.contains("RENEGOTIATING"), "{out}");
-    assert!(out.contains("no renegotiation"), "{out}");
-    s.wait_log(
-        &format!("SSL_read() failed (SSL: error:0A000410:SSL routines::sslv3 alert handshake failure:SSL alert number 40) while waiting for request, client: 127.0.0.1, server: 127.0.0.1:{port}"),
-        1,
-    );
-    let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
-    assert_eq!(c.get("a.test", "/").unwrap().0, 200);
-}
-
-#[test]
-fn a_refused_body_over_tls_lingers_so_the_client_reads_its_413() {
-    let mut pki = Pki::new();
-    pki.issue("a", &["a.test"], false);
-    let port = free_port();
-    let _s = Shoal::start(
-        &conf(&format!(
-            "client_max_body_size 1k;\n\
-             server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {} location / {{ return 200 ok; }} }}",
-            pki.ssl_lines("a")
-        )),
-        port,
-    );
-    for _ in 0..3 {
-        let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
-        let body = 4 << 20;
-        c.send(
-            format!("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: {body}\r\n\r\n").as_bytes(),
-        )
-        .unwrap();
-        // The whole body goes before the answer is read (curl without `Expect`): the server,
-        // which answered at once, reads and drops it through TLS rather than resetting.
-        let chunk = vec![b'x'; 64 * 1024];
-        for _ in 0..body / chunk.len() {
-            c.send(&chunk)
-                .expect("the server lingers: no reset while the body goes");
-        }
-        let (status, head, _) = c.read_answer().expect("the 413 arrives whole");
-        assert_eq!(status, 413, "{head}");
-        assert!(head.contains("Connection: close"), "{head}");
-    }
-}
-
 #[test]
 fn the_readmes_https_example_starts_and_serves() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -961,49 +628,6 @@ fn the_readmes_https_example_starts_and_serves() {
         (200, common::INDEX)
     );
     drop(s);
-}
-
-#[test]
-fn an_upgraded_connection_tunnels_over_tls() {
-    use crate::common::upstream::{Answer, Upstream};
-    let mut pki = Pki::new();
-    pki.issue("a", &["a.test"], false);
-    let up = Upstream::start(|_| Answer::upgrade("websocket"));
-    let port = free_port();
-    let _s = Shoal::start(
-        &conf(&format!(
-            "server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {}\n\
-               location /ws {{ proxy_pass {}; proxy_http_version 1.1;\n\
-                 proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection upgrade; }} }}",
-            pki.ssl_lines("a"),
-            up.url()
-        )),
-        port,
-    );
-    let mut c = TlsClient::connect(port, &pki, &opts("a.test")).unwrap();
-    c.send(
-        b"GET /ws HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = c.stream.read(&mut buf).unwrap();
-        assert!(n > 0, "the 101 arrives");
-        got.extend_from_slice(&buf[..n]);
-    }
-    assert!(got.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
-    // Bytes both ways through TLS on our side and plain TCP on the upstream's, in pieces
-    // larger than a TLS record.
-    let message: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-    c.send(&message).unwrap();
-    let mut echoed = Vec::new();
-    while echoed.len() < message.len() {
-        let n = c.stream.read(&mut buf).unwrap();
-        assert!(n > 0, "the echo arrives");
-        echoed.extend_from_slice(&buf[..n]);
-    }
-    assert!(echoed == message, "the echo is the message");
 }
 
 #[test]

@@ -16,8 +16,9 @@
 //! waits for the client's next request.
 //!
 //! Interior mutability (a `RefCell`) lets the methods take `&self` as a socket's do: a
-//! connection lives on one worker thread, and no borrow is held across an `await`. Runs on the
-//! worker; never blocks.
+//! connection lives on one worker thread, and no borrow is held across an `await`. The methods
+//! the transport calls are kept out of line, so that a plain connection's code, which shares
+//! their `match`, is compiled as it was without TLS. Runs on the worker; never blocks.
 
 use std::cell::RefCell;
 use std::io::{self, BufRead, IoSlice, Read, Write};
@@ -187,6 +188,7 @@ impl TlsConn {
 
     /// Whether a read would return without the socket: decrypted bytes wait, or the end (or
     /// an error) was seen.
+    #[inline(never)]
     pub fn read_ready_now(&self) -> bool {
         let mut st = self.st.borrow_mut();
         if st.eof || st.early_pos < st.early.len() {
@@ -198,6 +200,7 @@ impl TlsConn {
     /// Appends decrypted bytes to `buf` (`room` readies it first, once there are bytes to put
     /// in it): `Ok(n > 0)`, `Ok(0)` at the end (close_notify, or the socket's end without one,
     /// which nginx takes as an end too), `WouldBlock` when the socket has nothing more.
+    #[inline(never)]
     pub fn try_read_into(
         &self,
         buf: &mut BytesMut,
@@ -294,6 +297,7 @@ impl TlsConn {
     }
 
     /// [`TlsConn::try_read_into`], waiting for the socket.
+    #[inline(never)]
     pub fn poll_read_into(
         &self,
         cx: &mut Context<'_>,
@@ -332,6 +336,7 @@ impl TlsConn {
 
     /// Ready when a read would find bytes or the end without waiting, or the socket has
     /// something (a record, perhaps not whole: the read that follows says).
+    #[inline(never)]
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.read_ready_now() {
             return Poll::Ready(Ok(()));
@@ -350,6 +355,7 @@ impl TlsConn {
     /// Whether the peer has ended the connection (`Ok(true)`: close_notify, the socket's end
     /// or a broken stream) or sent bytes (`Ok(false)`: decrypted and kept for the next read,
     /// which is as good as unread); `WouldBlock` when the socket has nothing whole to say.
+    #[inline(never)]
     pub fn try_peek_closed(&self) -> io::Result<bool> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
@@ -384,12 +390,14 @@ impl TlsConn {
 
     /// Writes what can go now of `data` (see the module's note on what "taken" means);
     /// `WouldBlock` when nothing could be taken.
+    #[inline(never)]
     pub fn try_write(&self, data: &[u8]) -> io::Result<usize> {
         self.try_write_vectored(&[IoSlice::new(data)])
     }
 
     /// [`TlsConn::try_write`] of slices taken as one run of bytes: a head and a body share
     /// records (a short head does not make a short record).
+    #[inline(never)]
     pub fn try_write_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;

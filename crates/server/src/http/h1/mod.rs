@@ -172,12 +172,15 @@ async fn make_stream(
                 .filter(|h| !h.ssl.addrs.is_empty())
                 .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
             if let Some(tls) = tls {
-                return Ok(
-                    match tls::start(s, key, generation, tls, &mut info, slot, &guard.0).await? {
-                        tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
-                        tls::Start::Closed => None,
-                    },
-                );
+                // (Boxed: the handshake's state is kilobytes, and inline it would size and
+                // shape every connection's task, a plain one's too.)
+                let start = Box::pin(tls::start(
+                    s, key, generation, tls, &mut info, slot, &guard.0,
+                ));
+                return Ok(match start.await? {
+                    tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
+                    tls::Start::Closed => None,
+                });
             }
             Ok(Some((Transport::Tcp(s), info, false)))
         }
@@ -286,12 +289,10 @@ impl Conn {
                 return Ok(());
             };
             // On a TLS address, the server SNI named reads the head (nginx's `conf_ctx`).
-            let (default_srv, sni_srv) = match self.info.tls {
-                None => (gen.default_server(&route), None),
-                Some(_) => {
-                    let sni = self.sni_server(&gen, &route);
-                    (sni.unwrap_or_else(|| gen.default_server(&route)), sni)
-                }
+            let default_srv = if self.tls_address {
+                self.head_server(&gen, &route)
+            } else {
+                gen.default_server(&route)
             };
             self.rules = CloseRules::of(&default_srv.loc);
             parser.next_request(default_srv.srv.limits());
@@ -346,9 +347,10 @@ impl Conn {
                     // As nginx: the server of the host read before the error, else the default
                     // (the one SNI named, on a TLS address).
                     let refused = parser.refused(&self.buf);
-                    let srv = match sni_srv {
-                        Some(s) if refused.host.is_none() && !refused.head_read => s,
-                        _ => gen.refused_server(&route, &refused),
+                    let srv = if refused.host.is_none() && !refused.head_read {
+                        default_srv
+                    } else {
+                        gen.refused_server(&route, &refused)
                     };
                     crate::conn_log!(
                         Level::Info,
@@ -378,19 +380,8 @@ impl Conn {
             let host = req.host().map(|h| shoal_http::lossy(h));
             let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
             if self.tls_address {
-                if self.requests > 1 {
-                    // `$ssl_early_data`: the first request is the one 0-RTT data can carry.
-                    if let Some(t) = self.info.tls.as_deref_mut() {
-                        t.early_data = false;
-                    }
-                }
-                let sni_srv = self.sni_server(&gen, &route);
-                if let Some((code, by)) = self.tls_refusal(req, srv, sni_srv) {
-                    self.refuse_with = Some(code);
-                    self.closing_after_request = true;
-                    if !std::ptr::eq(by, srv) {
-                        (srv, name_captures) = (by, None);
-                    }
+                if let Some(by) = self.tls_checks(req, srv, &gen, &route) {
+                    (srv, name_captures) = (by, None);
                 }
             }
             let keep = self
@@ -911,7 +902,10 @@ impl Conn {
             Lingering::On => self.unread_input || !self.buf.is_empty(),
         };
         // TLS: our close_notify first, as nginx's `SSL_shutdown()` (it waits for none back).
-        self.stream.close_notify().await;
+        // (Boxed, as the handshake: a plain connection's task carries no TLS state.)
+        if let Transport::Tls(_) = self.stream {
+            Box::pin(self.stream.close_notify()).await;
+        }
         if !linger {
             return;
         }

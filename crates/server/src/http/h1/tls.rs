@@ -111,6 +111,44 @@ fn sni_name(info: &ConnInfo) -> Option<String> {
 }
 
 impl Conn {
+    /// The server that reads a head on a TLS address: the one SNI named, else the default.
+    #[inline(never)]
+    pub(super) fn head_server<'g>(
+        &mut self,
+        gen: &'g Generation,
+        route: &AddrServers,
+    ) -> &'g ServerConf {
+        match self.sni_server(gen, route) {
+            Some(s) => s,
+            None => gen.default_server(route),
+        }
+    }
+
+    /// The checks of a request on a TLS address (see [`Conn::tls_refusal`]): a refusal is
+    /// noted for `handle`, and the connection closes after it. Returns the server that answers
+    /// it when it is not `srv` (a 421 is the SNI server's). Out of line: the plain path only
+    /// tests the flag.
+    #[inline(never)]
+    pub(super) fn tls_checks<'g>(
+        &mut self,
+        req: &Request,
+        srv: &'g ServerConf,
+        gen: &'g Generation,
+        route: &AddrServers,
+    ) -> Option<&'g ServerConf> {
+        if self.requests > 1 {
+            // `$ssl_early_data`: the first request is the one 0-RTT data can carry.
+            if let Some(t) = self.info.tls.as_deref_mut() {
+                t.early_data = false;
+            }
+        }
+        let sni = self.sni_server(gen, route);
+        let (code, by) = self.tls_refusal(req, srv, sni)?;
+        self.refuse_with = Some(code);
+        self.closing_after_request = true;
+        (!std::ptr::eq(by, srv)).then_some(by)
+    }
+
     /// The server SNI named among `route` (nginx's `hc->ssl_servername` and `hc->conf_ctx`):
     /// `None` without SNI or when no `server_name` matched it. Looked up once per generation.
     pub(super) fn sni_server<'g>(
