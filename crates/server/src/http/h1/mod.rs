@@ -759,7 +759,7 @@ impl Conn {
             if changes_length {
                 h.retain(|(n, _)| n != "content-length");
             }
-            if lc.gzip.vary.unwrap_or(false) {
+            if lc.gzip.vary() {
                 // nginx writes the gzip `Vary` from a flag in its header filter: it is not a
                 // header `$sent_http_vary` can see.
                 h.retain(|(n, v)| !(n == "vary" && v == "Accept-Encoding"));

@@ -405,7 +405,7 @@ fn expired(
         if may_update_stale && c.background_update() {
             count(&zone, true);
             plan.status = "EXPIRED";
-            let validators = c.revalidate.unwrap_or(false).then(|| validators_of(&obj));
+            let validators = c.revalidate().then(|| validators_of(&obj));
             let mut bg_plan = plan;
             bg_plan.validators = validators;
             let begin = hit(obj, "STALE", lc, pass, r, record);
@@ -424,7 +424,7 @@ fn expired(
     }
     count(&zone, false);
     plan.status = "EXPIRED";
-    if c.revalidate.unwrap_or(false) {
+    if c.revalidate() {
         plan.validators = Some(validators_of(&obj));
     }
     plan.stale = Some(obj);
@@ -504,7 +504,7 @@ pub fn answer(
     match handled {
         Handled::Reply(mut reply) => {
             if plan.stale.is_some() {
-                if reply.status == 304 && c.revalidate.unwrap_or(false) {
+                if reply.status == 304 && c.revalidate() {
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
@@ -1153,7 +1153,7 @@ impl Plan {
                 valid_sec: st.valid_sec,
                 conn: self.conn,
             })),
-            pool: if lc.aio_write.unwrap_or(false) {
+            pool: if lc.aio_write() {
                 self.pool.clone()
             } else {
                 None
