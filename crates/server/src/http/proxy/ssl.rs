@@ -237,7 +237,6 @@ pub struct UpstreamTls {
     /// `proxy_ssl_verify on`: the anchors, CRLs and depth that judge the upstream's chain.
     verify: Option<ClientAuth>,
     name: Option<Template>,
-    server_name: bool,
 }
 
 #[derive(Debug)]
@@ -397,7 +396,6 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
         dynamic,
         verify,
         name: ssl.name.clone(),
-        server_name: ssl.server_name.unwrap_or(false),
     })
 }
 
@@ -500,7 +498,6 @@ pub async fn handshake(
             },
         },
     };
-    let _ = tls.server_name;
     let config = tls
         .config_for(vars)
         .map_err(|m| format!("{m} while SSL handshaking to upstream"))?;
