@@ -49,7 +49,30 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 
 /// Runs the phases for one request; `body` is its body, read if a handler wants it.
 pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s> {
+    run::<false>(r, body, 0).await
+}
+
+/// The answer to a request refused as soon as its head was read (nginx's
+/// `ngx_http_finalize_request(r, status)` in `ngx_http_process_request`: a plain request on a
+/// TLS port, a client certificate missing or wrong): no phase runs, and the server's
+/// `error_page` for the status applies, as nginx's does.
+pub async fn process_status<'s>(
+    r: &Req<'s, '_>,
+    body: &ClientBody<'_>,
+    status: u16,
+) -> Answered<'s> {
+    run::<true>(r, body, status).await
+}
+
+/// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
+/// usual request's loop carries no test for it).
+async fn run<'s, const REFUSED: bool>(
+    r: &Req<'s, '_>,
+    body: &ClientBody<'_>,
+    status: u16,
+) -> Answered<'s> {
     let srv = r.srv;
+    let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
         uri: shoal_http::lossy(r.req.path()).into_owned(),
         args: r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
@@ -82,6 +105,12 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s>
         // What the server's rewrites came to (`return`, a redirect): an answer meets the
         // server's `error_page`s like any other.
         let mut srv_outcome: Option<Outcome> = None;
+        if REFUSED {
+            if let Some(reply) = refusal.take() {
+                srv_outcome = Some(Outcome::Reply(reply));
+                server_rewrites = false;
+            }
+        }
         // URI changes by rewrites and internal redirects share one budget, as in nginx.
         if redirects + rw.cycles > MAX_REDIRECTS {
             let what = if rw.cycles > redirects {

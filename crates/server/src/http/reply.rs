@@ -87,8 +87,8 @@ pub struct Reply {
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
     /// `Content-Disposition`): sent byte for byte, as nginx does.
     pub raw_extra: Vec<(String, Vec<u8>)>,
-    /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494, 500 and
-    /// 501; a `return 500 "text"` keeps the connection).
+    /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494–497, 500
+    /// and 501; a `return 500 "text"` keeps the connection).
     pub special: bool,
     /// Close after this answer: an error nginx generated turned keep-alive off before an
     /// `error_page` replaced its content.
@@ -118,7 +118,7 @@ impl Reply {
     /// Whether nginx would turn keep-alive off after this answer.
     pub fn ends_keepalive(&self) -> bool {
         self.close_after
-            || (self.special && matches!(self.status, 400 | 413 | 414 | 494 | 500 | 501))
+            || (self.special && matches!(self.status, 400 | 413 | 414 | 494..=497 | 500 | 501))
     }
 
     /// A reply with `status` and nothing else.

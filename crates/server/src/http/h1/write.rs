@@ -239,6 +239,7 @@ impl Conn {
             args: None,
             request_line: line,
             upstream: None,
+            tls: self.info.tls.as_deref(),
             extras: None,
         }
     }

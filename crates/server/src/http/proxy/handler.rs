@@ -60,6 +60,8 @@ pub struct Record {
     /// `proxy_cache_background_update`: the update the connection runs once this answer
     /// (a stale one) is sent.
     pub background: Option<Box<crate::http::proxy_cache::serve::Background>>,
+    /// The upstream speaks TLS (`https://` in log lines).
+    pub https: bool,
 }
 
 thread_local! {
@@ -91,6 +93,7 @@ impl Default for Record {
             last_fail: 0,
             cache_validators: None,
             background: None,
+            https: false,
         }
     }
 }
@@ -199,6 +202,7 @@ impl Record {
             last_fail,
             cache_validators,
             background,
+            https,
         } = self;
         if uri.capacity() > 4096 {
             *uri = Vec::new();
@@ -215,6 +219,7 @@ impl Record {
         *last_fail = 0;
         *cache_validators = None;
         *background = None;
+        *https = false;
     }
 
     fn begin(&mut self, addr: PeerAddr, now: Instant) {
@@ -265,8 +270,12 @@ impl Record {
         let base = crate::http::request::log_ctx(req, srv, info);
         let uri = shoal_http::lossy(&self.uri);
         let url = match self.tries.last() {
-            Some(t) => upstream_url(&t.addr, &uri),
-            None => format!("http://{}{uri}", self.proxy_host),
+            Some(t) => upstream_url(&t.addr, &uri, self.https),
+            None => format!(
+                "{}://{}{uri}",
+                if self.https { "https" } else { "http" },
+                self.proxy_host
+            ),
         };
         let up = format!(", upstream: \"{url}\"");
         match base.find(", host: \"") {
@@ -471,19 +480,19 @@ async fn run(
     let parts = UriParts::new(r.req, st.rw, st.internal, escape);
 
     // Where to: the linked upstream, or the URL's variables evaluated now.
-    let (upstream, uri, host, port) = match &pass.target {
+    let (upstream, uri, host, port, https) = match &pass.target {
         Target::Dynamic {
             template,
             upstreams,
         } => {
             let url = vars.eval(template);
             match dynamic_target(&url, upstreams.get().map_or(&[][..], Vec::as_slice)) {
-                Ok((u, uri_part, host, port)) => {
+                Ok((u, uri_part, host, port, https)) => {
                     let uri = match uri_part {
                         Some(u) => u.into_bytes(),
                         None => request::upstream_uri(&parts, None, ""),
                     };
-                    (u, uri, Arc::<str>::from(host), port)
+                    (u, uri, Arc::<str>::from(host), port, https)
                 }
                 Err((status, message)) => {
                     crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
@@ -496,11 +505,22 @@ async fn run(
                 return Outcome::Error(500);
             };
             let uri = request::upstream_uri(&parts, pass.uri.as_deref(), &pass.location);
-            (u.clone(), uri, pass.host.clone(), pass.port)
+            (u.clone(), uri, pass.host.clone(), pass.port, pass.https)
         }
+    };
+    // An https upstream: the location's TLS settings, built with the configuration.
+    let tls = match (https, conf.ssl.built.get()) {
+        (false, _) => None,
+        (true, Some(t)) => Some(Handshake {
+            tls: t,
+            host: &host,
+            vars: &vars,
+        }),
+        (true, None) => return Outcome::Error(500),
     };
 
     let record = Record::start(&host, port);
+    record.borrow_mut().https = https;
     record.borrow_mut().cache_validators = st.validators.cloned();
     *record_out = Some(record.clone());
 
@@ -565,7 +585,14 @@ async fn run(
                 Level::Error,
                 r.info.number,
                 "no live upstreams while connecting to upstream{}",
-                ctx_with_upstream(r, &format!("http://{}{uri_text}", upstream.name))
+                ctx_with_upstream(
+                    r,
+                    &format!(
+                        "{}://{}{uri_text}",
+                        if https { "https" } else { "http" },
+                        upstream.name
+                    )
+                )
             );
             // nginx's `NGX_HTTP_UPSTREAM_FT_NOLIVE`: 502, whatever failed before.
             let _ = last_status;
@@ -591,6 +618,7 @@ async fn run(
             r.info.number,
             r.client,
             idempotent || next.has(NextUpstream::NON_IDEMPOTENT),
+            tls.as_ref(),
         )
         .await;
         let fail = match result {
@@ -823,12 +851,21 @@ fn poll_client_closed(c: &Transport, cx: &mut Context<'_>) -> Poll<bool> {
     }
 }
 
-/// `http://ADDR/uri` as nginx's log lines name the upstream.
-fn upstream_url(addr: &PeerAddr, uri: &str) -> String {
+/// `http://ADDR/uri` (`https://` for TLS) as nginx's log lines name the upstream.
+fn upstream_url(addr: &PeerAddr, uri: &str, https: bool) -> String {
+    let scheme = if https { "https" } else { "http" };
     match addr {
-        PeerAddr::Inet(a) => format!("http://{a}{uri}"),
-        PeerAddr::Unix(p) => format!("http://unix:{}:{uri}", p.display()),
+        PeerAddr::Inet(a) => format!("{scheme}://{a}{uri}"),
+        PeerAddr::Unix(p) => format!("{scheme}://unix:{}:{uri}", p.display()),
     }
+}
+
+/// What a connection to an https upstream needs for its handshake: the location's TLS
+/// settings, the `proxy_pass` host (the default `proxy_ssl_name`), the request's variables.
+pub struct Handshake<'a> {
+    tls: &'a super::ssl::UpstreamTls,
+    host: &'a str,
+    vars: &'a crate::variables::Vars<'a>,
 }
 
 /// `, client: ..., server: ..., request: "...", upstream: "...", host: "..."`.
@@ -846,10 +883,21 @@ fn ctx_with_upstream(r: &Req<'_, '_>, upstream: &str) -> String {
 fn dynamic_target(
     url: &str,
     upstreams: &[Arc<UpstreamConf>],
-) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16), (u16, String)> {
-    let Some(rest) = url.strip_prefix("http://") else {
+) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16, bool), (u16, String)> {
+    let (rest, https) = if let Some(r) = url.strip_prefix("http://") {
+        (r, false)
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (r, true)
+    } else {
         return Err((500, format!("invalid URL prefix in \"{url}\"")));
     };
+    let default_port = if https { 443 } else { 80 };
+    if https && rest.starts_with("unix:") {
+        return Err((
+            500,
+            format!("https to a unix socket is not supported in \"{url}\""),
+        ));
+    }
     if let Some(path) = rest.strip_prefix("unix:") {
         let (sock, uri) = match path.split_once(':') {
             Some((p, u)) => (p, Some(u.to_string()).filter(|u| !u.is_empty())),
@@ -857,13 +905,13 @@ fn dynamic_target(
         };
         let mut u = UpstreamConf::unix(sock);
         u.ephemeral = true;
-        return Ok((Arc::new(u), uri, format!("unix:{sock}"), 80));
+        return Ok((Arc::new(u), uri, format!("unix:{sock}"), 80, false));
     }
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),
         None => (rest, None),
     };
-    let (name, port) = split_host_port(authority, 80).map_err(|m| (500, m))?;
+    let (name, port) = split_host_port(authority, default_port).map_err(|m| (500, m))?;
     let port_written = if authority.starts_with('[') {
         authority.contains("]:")
     } else {
@@ -871,7 +919,7 @@ fn dynamic_target(
     };
     // An upstream block is found by name only when no port is given (nginx's rule).
     if let Some(u) = upstreams.iter().find(|u| !port_written && u.name == name) {
-        return Ok((u.clone(), uri, authority.to_string(), port));
+        return Ok((u.clone(), uri, authority.to_string(), port, https));
     }
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
@@ -879,7 +927,7 @@ fn dynamic_target(
     }
     let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
     u.ephemeral = true;
-    Ok((Arc::new(u), uri, authority.to_string(), port))
+    Ok((Arc::new(u), uri, authority.to_string(), port, https))
 }
 
 /// An answer's head, read; its body still on the connection.
@@ -943,17 +991,33 @@ async fn connect(
     conf: &ProxyLoc,
     cached: Option<Instant>,
     first: &[u8],
+    tls: Option<&Handshake<'_>>,
 ) -> Result<(Transport, Option<(Timer, Instant, u64)>, usize), Fail> {
     if let Some(now) = cached {
-        if let Some(r) = state::take_idle(upstream, peer, now) {
+        if let Some(r) = state::take_idle(upstream, peer, now, tls.is_some()) {
             return Ok((r.stream, Some((r.timer, r.born, r.requests)), 0));
         }
     }
     let timeout = conf.connect_timeout();
     match addr {
         PeerAddr::Inet(a) => {
-            let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
-            Ok((Transport::Tcp(s), None, sent))
+            let Some(h) = tls else {
+                let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
+                return Ok((Transport::Tcp(s), None, sent));
+            };
+            // TLS: the handshake first (nothing of the request goes with the connection),
+            // bounded by `proxy_connect_timeout` as nginx bounds it.
+            let (s, _) = connect_tcp(*a, conf, &[], timeout).await?;
+            match tokio::time::timeout(timeout, super::ssl::handshake(s, h.tls, h.host, h.vars))
+                .await
+            {
+                Err(_) => Err(Fail::Timeout(
+                    "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
+                        .into(),
+                )),
+                Ok(Err(m)) => Err(Fail::Error(m)),
+                Ok(Ok(c)) => Ok((Transport::Tls(Box::new(c)), None, 0)),
+            }
         }
         PeerAddr::Unix(p) => {
             match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
@@ -1061,6 +1125,7 @@ async fn exchange(
     conn: u64,
     client: Option<&Transport>,
     resend_ok: bool,
+    tls: Option<&Handshake<'_>>,
 ) -> (Result<Answer, Fail>, bool) {
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
@@ -1068,11 +1133,11 @@ async fn exchange(
     let start = record.borrow_mut().last().start;
     loop {
         let cached = (!fresh_only).then_some(start);
-        let (stream, reused, sent) = match connect(upstream, peer, addr, conf, cached, first).await
-        {
-            Ok(x) => x,
-            Err(f) => return (Err(f), false),
-        };
+        let (stream, reused, sent) =
+            match connect(upstream, peer, addr, conf, cached, first, tls).await {
+                Ok(x) => x,
+                Err(f) => return (Err(f), false),
+            };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
         let (timer, born, requests, connect) = match reused {
