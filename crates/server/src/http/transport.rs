@@ -226,6 +226,9 @@ pub struct ConnInfo {
     pub peer: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     pub socket: ListenAddr,
+    /// What a PROXY protocol header said (`listen ... proxy_protocol`), when it carried
+    /// addresses.
+    pub proxy: Option<Box<shoal_http::proxy_protocol::Header>>,
 }
 
 impl ConnInfo {

@@ -14,6 +14,7 @@
 //! `Connection: close`.
 
 mod body;
+mod proxy_protocol;
 mod write;
 
 use std::os::fd::OwnedFd;
@@ -70,9 +71,18 @@ pub async fn serve(
             return;
         }
     };
-    let default_loc = generation
-        .servers_for(&key.addr, info.local)
-        .map(|r| &generation.default_server(r).loc);
+    let route = generation.servers_for(&key.addr, info.local);
+    let default_srv = route.map(|r| generation.default_server(r));
+    let default_loc = default_srv.map(|s| &s.loc);
+    // `listen ... proxy_protocol`: the header comes before the first request, within the
+    // default server's `client_header_timeout` and `client_header_buffer_size`.
+    let proxy_protocol = match (route, default_srv) {
+        (Some(r), Some(s)) if r.proxy_protocol => Some((
+            s.srv.client_header_timeout(),
+            s.srv.limits().client_header_buffer_size,
+        )),
+        _ => None,
+    };
     let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
     // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
     // Nagle's algorithm.
@@ -101,6 +111,11 @@ pub async fn serve(
         unread_input: false,
         unread_body: false,
     };
+    if let Some((timeout, max)) = proxy_protocol {
+        if !conn.read_proxy_protocol(timeout, max).await {
+            return;
+        }
+    }
     match conn.run().await {
         Ok(()) => conn.close().await,
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
@@ -128,6 +143,7 @@ fn make_stream(fd: OwnedFd, key: &SocketKey) -> std::io::Result<(Transport, Conn
                     peer: None,
                     local: None,
                     socket: key.addr.clone(),
+                    proxy: None,
                 },
             ))
         }
@@ -139,6 +155,7 @@ fn make_stream(fd: OwnedFd, key: &SocketKey) -> std::io::Result<(Transport, Conn
                 peer: s.peer_addr().ok(),
                 local: s.local_addr().ok(),
                 socket: key.addr.clone(),
+                proxy: None,
             };
             Ok((Transport::Tcp(s), info))
         }

@@ -240,6 +240,9 @@ impl Conn {
             request_line: line,
             upstream: None,
             extras: None,
+            conn: Some(&self.info),
+            srv: Some(srv),
+            lc: Some(&srv.loc),
         }
     }
 }
