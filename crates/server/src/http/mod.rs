@@ -13,6 +13,7 @@ pub mod auth_basic;
 pub mod auth_delay;
 pub mod client_body;
 pub mod directives;
+pub mod geo;
 pub mod gzip;
 pub mod h1;
 pub mod headers;
