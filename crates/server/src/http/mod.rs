@@ -34,6 +34,7 @@ pub mod proxy_protocol;
 pub mod range;
 pub mod range_filter;
 pub mod realip;
+pub mod referer;
 pub mod reply;
 pub mod request;
 pub mod rewrite;

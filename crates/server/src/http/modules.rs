@@ -229,6 +229,8 @@ http_modules! {
     realip: super::realip::Module,
     /// `$proxy_protocol_*`: what a `listen ... proxy_protocol` connection's header said.
     proxy_protocol: super::proxy_protocol::Module,
+    /// `valid_referers`, `$invalid_referer`.
+    referer: super::referer::Module,
     /// `limit_req_zone`, `limit_req` (preaccess).
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).
