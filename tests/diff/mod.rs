@@ -290,6 +290,11 @@ pub struct Conf<'a> {
     pub http: &'a str,
     /// `server {}` lines (after `listen`, `server_name` and `root`).
     pub server: &'a str,
+    /// Parameters of the server's `listen` (` proxy_protocol`).
+    pub listen: &'a str,
+    /// Files written into the html tree before the servers start (`include`d by the
+    /// configuration), as (relative path, contents).
+    pub files: &'a [(&'a str, &'a str)],
 }
 
 /// `{HTML}` in a configuration is the shared html directory; `{PORT}` the server's own port.
@@ -299,13 +304,14 @@ fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool) -> String {
          error_log logs/error.log info;\n{main}\nevents {{ worker_connections 64; }}\n\
          http {{\n{only}    access_log off;\n    include mime.types;\n    \
          default_type application/octet-stream;\n{http}\n    server {{\n        \
-         listen 127.0.0.1:{{PORT}};\n        server_name localhost;\n        root {{HTML}};\n\
-         {server}\n    }}\n}}\n",
+         listen 127.0.0.1:{{PORT}}{listen};\n        server_name localhost;\n        \
+         root {{HTML}};\n{server}\n    }}\n}}\n",
         user = user_line(),
         main = c.main,
         only = if nginx { NGINX_ONLY } else { "" },
         http = c.http,
         server = c.server,
+        listen = c.listen,
     );
     text.replace("{HTML}", &html.display().to_string())
         .replace("{PORT}", &port.to_string())
@@ -338,6 +344,10 @@ impl Pair {
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod 755");
         let html = dir.path().join("html");
         write_fixtures(&html);
+        for (name, text) in c.files {
+            fs::write(html.join(name), text.replace("{HTML}", &html.display().to_string()))
+                .expect("writing a scenario's file");
+        }
         let (np, sp) = (free_port(), free_port());
         let nginx = Server::start(
             "nginx",
