@@ -128,7 +128,10 @@ fn access_and_limits_see_the_real_address() {
         ("/lim/a.txt", "X-Forwarded-For: 2.2.2.2\r\n"),
         ("/lim/a.txt", "X-Forwarded-For: 2.2.2.2\r\n"),
         // The server's realip already changed the address: the location's does not again.
-        ("/locdeny/a.txt", "X-Forwarded-For: 10.0.0.1\r\nX-Real-IP: 3.3.3.3\r\n"),
+        (
+            "/locdeny/a.txt",
+            "X-Forwarded-For: 10.0.0.1\r\nX-Real-IP: 3.3.3.3\r\n",
+        ),
         ("/locdeny/a.txt", "X-Forwarded-For: 3.3.3.3\r\n"),
     ] {
         get(&p, path, h);
@@ -366,7 +369,14 @@ fn valid_referers_of_every_kind() {
     for referer in referers {
         let h = referer.map_or(String::new(), |r| format!("Referer: {r}\r\n"));
         for loc in [
-            "/all", "/sn", "/noneonly", "/nothing", "/uri", "/re", "/mixed", "/if",
+            "/all",
+            "/sn",
+            "/noneonly",
+            "/nothing",
+            "/uri",
+            "/re",
+            "/mixed",
+            "/if",
         ] {
             get(&p, loc, &h);
         }

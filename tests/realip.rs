@@ -83,10 +83,16 @@ fn a_unix_socket_trusted_with_unix() {
         u.read_to_end(&mut out).unwrap();
         body(&out)
     };
-    assert_eq!(ask("X-Real-IP: 1.2.3.4:99\r\n"), "ra=1.2.3.4 rp=99 rra=unix: rrp=\n");
+    assert_eq!(
+        ask("X-Real-IP: 1.2.3.4:99\r\n"),
+        "ra=1.2.3.4 rp=99 rra=unix: rrp=\n"
+    );
     assert_eq!(ask(""), "ra=unix: rp= rra=unix: rrp=\n");
     // TCP clients are not trusted by `unix:`.
-    let tcp = body(&exchange(port, b"GET / HTTP/1.0\r\nX-Real-IP: 1.2.3.4\r\n\r\n"));
+    let tcp = body(&exchange(
+        port,
+        b"GET / HTTP/1.0\r\nX-Real-IP: 1.2.3.4\r\n\r\n",
+    ));
     assert!(tcp.starts_with("ra=127.0.0.1 rp="), "{tcp}");
     assert!(tcp.contains(" rra=127.0.0.1 rrp="), "{tcp}");
     let log = std::fs::read_to_string(s.prefix.join("logs/access.log")).unwrap();
@@ -169,7 +175,8 @@ fn malformed_headers_close_with_nginx_lines_and_others_go_on() {
     );
     // A client in the middle of its keep-alive connection.
     let mut good = Client::connect(port);
-    good.send(b"PROXY TCP4 1.2.3.4 5.6.7.8 1111 2222\r\n").unwrap();
+    good.send(b"PROXY TCP4 1.2.3.4 5.6.7.8 1111 2222\r\n")
+        .unwrap();
     assert_eq!(good.get("/").unwrap().body, b"1.2.3.4\n");
     let mut version3 = v2(&[]);
     version3[12] = 0x31;
@@ -181,7 +188,9 @@ fn malformed_headers_close_with_nginx_lines_and_others_go_on() {
     for (bytes, line) in [
         (
             &b"PROXY TCP5 1.2.3.4 5.6.7.8 1111 2222\r\nGET / HTTP/1.0\r\n\r\n"[..],
-            Some("broken header: \"PROXY TCP5 1.2.3.4 5.6.7.8 1111 2222\r\nGET / HTTP/1.0\r\n\r\n\""),
+            Some(
+                "broken header: \"PROXY TCP5 1.2.3.4 5.6.7.8 1111 2222\r\nGET / HTTP/1.0\r\n\r\n\"",
+            ),
         ),
         (
             b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -235,7 +244,11 @@ fn a_header_that_never_comes_times_out_and_a_split_one_is_waited_for() {
     partial.send(b"PROXY TCP4 1.2.").unwrap();
     assert!(silent.closed_by_peer());
     assert!(partial.closed_by_peer());
-    assert!(t.elapsed() >= Duration::from_millis(900), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
     s.wait_log(
         &format!(
             "client timed out (110: Connection timed out) while reading PROXY protocol, \
@@ -245,7 +258,12 @@ fn a_header_that_never_comes_times_out_and_a_split_one_is_waited_for() {
     );
     // A header in pieces: nginx reads only its first read; shoal waits for the rest.
     let mut c = Client::connect(port);
-    for piece in [&b"PRO"[..], b"XY TCP4 1.2.3.4 5.6.7.8", b" 1111 2222\r", b"\n"] {
+    for piece in [
+        &b"PRO"[..],
+        b"XY TCP4 1.2.3.4 5.6.7.8",
+        b" 1111 2222\r",
+        b"\n",
+    ] {
         c.send(piece).unwrap();
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -292,7 +310,10 @@ fn the_real_address_in_the_logs() {
         (l.lines().count() >= 3).then_some(l)
     });
     let lines: Vec<&str> = log.lines().collect();
-    assert!(lines[0].starts_with("203.0.113.9|5555|127.0.0.1|404"), "{log}");
+    assert!(
+        lines[0].starts_with("203.0.113.9|5555|127.0.0.1|404"),
+        "{log}"
+    );
     assert!(lines[1].starts_with("198.51.100.1||127.0.0.1|404"), "{log}");
     assert!(lines[2].starts_with("127.0.0.1|"), "{log}");
     assert!(!lines[2].starts_with("127.0.0.1||"), "{log}");
@@ -339,7 +360,11 @@ fn a_huge_forwarded_for_costs_no_more_than_its_header_limit() {
         port,
         format!("GET / HTTP/1.0\r\nX-Forwarded-For: {over}\r\n\r\n").as_bytes(),
     );
-    assert!(r.starts_with(b"HTTP/1.1 400"), "{}", String::from_utf8_lossy(&r[..40.min(r.len())]));
+    assert!(
+        r.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&r[..40.min(r.len())])
+    );
 }
 
 /// `-t` on an `http` block holding `http`: its stderr, and whether it passed.

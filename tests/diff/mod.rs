@@ -345,8 +345,11 @@ impl Pair {
         let html = dir.path().join("html");
         write_fixtures(&html);
         for (name, text) in c.files {
-            fs::write(html.join(name), text.replace("{HTML}", &html.display().to_string()))
-                .expect("writing a scenario's file");
+            fs::write(
+                html.join(name),
+                text.replace("{HTML}", &html.display().to_string()),
+            )
+            .expect("writing a scenario's file");
         }
         let (np, sp) = (free_port(), free_port());
         let nginx = Server::start(

@@ -70,7 +70,12 @@ const MAX_HOST: usize = 256;
 impl Referers {
     /// Whether a request's `Referer` (`None`: none sent) is invalid, for a request to a
     /// server with `names` and `name_regexes`.
-    pub fn invalid(&self, referer: Option<&[u8]>, names: &[String], name_regexes: &[Regex]) -> bool {
+    pub fn invalid(
+        &self,
+        referer: Option<&[u8]>,
+        names: &[String],
+        name_regexes: &[Regex],
+    ) -> bool {
         let Some(referer) = referer else {
             return !self.none;
         };
@@ -270,7 +275,9 @@ mod tests {
                         None => (v, None),
                     };
                     r.uris.push(uri);
-                    assert!(r.keys.add(Source::wildcard(name).unwrap(), r.uris.len() - 1));
+                    assert!(r
+                        .keys
+                        .add(Source::wildcard(name).unwrap(), r.uris.len() - 1));
                 }
             }
         }
@@ -366,7 +373,11 @@ mod tests {
             (&mixed, "http://site.org:8/a", false),
             (&mixed, "http://site.org:8", true),
         ] {
-            assert_eq!(r.invalid(Some(referer.as_bytes()), &[], &[]), invalid, "{referer}");
+            assert_eq!(
+                r.invalid(Some(referer.as_bytes()), &[], &[]),
+                invalid,
+                "{referer}"
+            );
         }
     }
 

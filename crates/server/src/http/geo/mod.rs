@@ -35,8 +35,14 @@ pub static DIRECTIVES: &[Command] = &[Command::block("geo", Ctx::HTTP, Args::Tak
 /// What a geo looks addresses up in.
 #[derive(Debug)]
 enum Tables {
-    Cidr { v4: Lookup<u32>, v6: Lookup<u128> },
-    Ranges { v4: Lookup<u32>, default: Option<Value> },
+    Cidr {
+        v4: Lookup<u32>,
+        v6: Lookup<u128>,
+    },
+    Ranges {
+        v4: Lookup<u32>,
+        default: Option<Value>,
+    },
 }
 
 /// One `geo` block.
@@ -66,9 +72,7 @@ impl Geo {
         let found = match (&self.tables, addr) {
             (Tables::Cidr { v4, .. }, IpAddr::V4(a)) => v4.find(u32::from(a)),
             (Tables::Cidr { v6, .. }, IpAddr::V6(a)) => v6.find(u128::from(a)),
-            (Tables::Ranges { v4, default }, IpAddr::V4(a)) => {
-                v4.find(u32::from(a)).or(*default)
-            }
+            (Tables::Ranges { v4, default }, IpAddr::V4(a)) => v4.find(u32::from(a)).or(*default),
             // `ranges` has no IPv6: the address is not one it can hold.
             (Tables::Ranges { v4, default }, IpAddr::V6(_)) => {
                 v4.find(u32::from(Ipv4Addr::BROADCAST)).or(*default)
@@ -96,8 +100,7 @@ impl Geo {
         if values.is_empty() {
             return addr;
         }
-        forwarded::forwarded(addr, &values, proxies, self.recursive)
-            .map_or(addr, |a| Some(a.ip()))
+        forwarded::forwarded(addr, &values, proxies, self.recursive).map_or(addr, |a| Some(a.ip()))
     }
 }
 
@@ -137,7 +140,15 @@ impl Block {
         !self.v4.is_empty() || !self.v6.is_empty()
     }
 
-    fn warn_duplicate(&self, b: &mut Builder, e: &Directive, kind: &str, net: &str, v: Value, old: Value) {
+    fn warn_duplicate(
+        &self,
+        b: &mut Builder,
+        e: &Directive,
+        kind: &str,
+        net: &str,
+        v: Value,
+        old: Value,
+    ) {
         b.warn(
             format!(
                 "duplicate {kind} \"{net}\", value: \"{}\", old value: \"{}\"",
@@ -148,21 +159,34 @@ impl Block {
     }
 
     /// A `NETWORK VALUE` line (`default` is both `/0`s), or `delete NETWORK` (`value` None).
-    fn cidr(&mut self, b: &mut Builder, e: &Directive, net: &str, value: Option<&str>) -> Result<(), Error> {
+    fn cidr(
+        &mut self,
+        b: &mut Builder,
+        e: &Directive,
+        net: &str,
+        value: Option<&str>,
+    ) -> Result<(), Error> {
         let nets: Vec<Cidr> = if net == "default" {
             vec![Cidr::V4 { addr: 0, mask: 0 }, Cidr::V6 { addr: 0, mask: 0 }]
         } else {
             let (c, masked) = Cidr::parse(net).ok_or_else(|| invalid_network(e, net))?;
             if masked {
-                b.warn(format!("low address bits of {net} are meaningless"), &e.span);
+                b.warn(
+                    format!("low address bits of {net} are meaningless"),
+                    &e.span,
+                );
             }
             vec![c]
         };
         let v = value.map(|v| self.value(v));
         for c in nets {
             let old = match (c, v) {
-                (Cidr::V4 { addr, mask }, Some(v)) => self.v4.insert(addr, mask.count_ones() as u8, v),
-                (Cidr::V6 { addr, mask }, Some(v)) => self.v6.insert(addr, mask.count_ones() as u8, v),
+                (Cidr::V4 { addr, mask }, Some(v)) => {
+                    self.v4.insert(addr, mask.count_ones() as u8, v)
+                }
+                (Cidr::V6 { addr, mask }, Some(v)) => {
+                    self.v6.insert(addr, mask.count_ones() as u8, v)
+                }
                 (Cidr::V4 { addr, mask }, None) => {
                     if !self.v4.remove(addr, mask.count_ones() as u8) {
                         b.warn(format!("no network \"{net}\" to delete"), &e.span);
@@ -185,7 +209,13 @@ impl Block {
     }
 
     /// A `FROM-TO VALUE` line, `default VALUE`, or `delete FROM-TO` (`value` None).
-    fn range(&mut self, b: &mut Builder, e: &Directive, text: &str, value: Option<&str>) -> Result<(), Error> {
+    fn range(
+        &mut self,
+        b: &mut Builder,
+        e: &Directive,
+        text: &str,
+        value: Option<&str>,
+    ) -> Result<(), Error> {
         if text == "default" {
             let Some(value) = value else {
                 return Err(invalid_range(e, text));
@@ -204,7 +234,12 @@ impl Block {
         }
         let (from, to) = text
             .split_once('-')
-            .and_then(|(f, t)| Some((crate::http::access::parse_ipv4(f.as_bytes())?, crate::http::access::parse_ipv4(t.as_bytes())?)))
+            .and_then(|(f, t)| {
+                Some((
+                    crate::http::access::parse_ipv4(f.as_bytes())?,
+                    crate::http::access::parse_ipv4(t.as_bytes())?,
+                ))
+            })
             .filter(|(f, t)| f <= t)
             .ok_or_else(|| invalid_range(e, text))?;
         match value {
@@ -239,7 +274,10 @@ impl Block {
     fn proxy(&mut self, b: &mut Builder, e: &Directive, text: &str) -> Result<(), Error> {
         let (c, masked) = Cidr::parse(text).ok_or_else(|| invalid_network(e, text))?;
         if masked {
-            b.warn(format!("low address bits of {text} are meaningless"), &e.span);
+            b.warn(
+                format!("low address bits of {text} are meaningless"),
+                &e.span,
+            );
         }
         self.proxies.get_or_insert_with(Trusted::default).add(c);
         Ok(())

@@ -112,7 +112,8 @@ impl<A: Addr> Prefixes<A> {
     /// walk in address order (the wider first where they start together) with the open
     /// networks on a stack finds every change.
     pub fn compile(&self) -> Lookup<A> {
-        let mut nets: Vec<(A, u8, Value)> = self.nets.iter().map(|(&(a, l), &v)| (a, l, v)).collect();
+        let mut nets: Vec<(A, u8, Value)> =
+            self.nets.iter().map(|(&(a, l), &v)| (a, l, v)).collect();
         nets.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(x.1.cmp(&y.1)));
         let mut out = Lookup {
             starts: Vec::with_capacity(nets.len() * 2),
@@ -388,7 +389,10 @@ mod tests {
             ov(("127.0.0.1", "127.0.0.1"), ("127.0.0.1", "127.0.0.255")),
             Err("127.0.0.1-127.0.0.1".into())
         );
-        assert_eq!(ov(("1.2.0.0", "1.5.255.255"), ("1.1.255.0", "1.2.0.20")), Ok(()));
+        assert_eq!(
+            ov(("1.2.0.0", "1.5.255.255"), ("1.1.255.0", "1.2.0.20")),
+            Ok(())
+        );
     }
 
     #[test]
@@ -430,10 +434,14 @@ mod tests {
             }
             let t = p.compile();
             for _ in 0..200 {
-                let a = (rng(&mut seed) as u32) & 0xc0ff_ff0f | (rng(&mut seed) as u32 & 0x0000_00f0);
+                let a =
+                    (rng(&mut seed) as u32) & 0xc0ff_ff0f | (rng(&mut seed) as u32 & 0x0000_00f0);
                 let want = list
                     .iter()
-                    .filter(|&&(n, l, _)| a.checked_shr(32 - u32::from(l)).unwrap_or(0) == n.checked_shr(32 - u32::from(l)).unwrap_or(0))
+                    .filter(|&&(n, l, _)| {
+                        a.checked_shr(32 - u32::from(l)).unwrap_or(0)
+                            == n.checked_shr(32 - u32::from(l)).unwrap_or(0)
+                    })
                     .max_by_key(|&&(_, l, _)| l)
                     .map(|&(_, _, v)| v);
                 assert_eq!(t.find(a), want, "{a:#x}");

@@ -31,7 +31,9 @@ pub fn parse_addr(text: &[u8]) -> Option<IpAddr> {
 pub fn parse_addr_port(text: &[u8]) -> Option<SocketAddr> {
     let (addr, port) = if text.first() == Some(&b'[') {
         match memchr::memchr(b']', text) {
-            Some(end) if text.get(end + 1) == Some(&b':') => (&text[1..end], Some(&text[end + 2..])),
+            Some(end) if text.get(end + 1) == Some(&b':') => {
+                (&text[1..end], Some(&text[end + 2..]))
+            }
             _ => (text, None),
         }
     } else {
@@ -67,8 +69,14 @@ fn parse_port(p: &[u8]) -> Option<u16> {
 /// One trusted address or network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cidr {
-    V4 { addr: u32, mask: u32 },
-    V6 { addr: u128, mask: u128 },
+    V4 {
+        addr: u32,
+        mask: u32,
+    },
+    V6 {
+        addr: u128,
+        mask: u128,
+    },
     /// `unix:`: every unix-domain socket.
     Unix,
 }
@@ -88,7 +96,13 @@ impl Cidr {
                 Some(0) => 0,
                 Some(b) => u32::MAX << (32 - b),
             };
-            return Some((Cidr::V4 { addr: a & mask, mask }, a & !mask != 0));
+            return Some((
+                Cidr::V4 {
+                    addr: a & mask,
+                    mask,
+                },
+                a & !mask != 0,
+            ));
         }
         let a = u128::from_be_bytes(parse_ipv6(addr.as_bytes())?);
         let mask = match bits {
@@ -97,7 +111,13 @@ impl Cidr {
             Some(0) => 0,
             Some(b) => u128::MAX << (128 - b),
         };
-        Some((Cidr::V6 { addr: a & mask, mask }, a & !mask != 0))
+        Some((
+            Cidr::V6 {
+                addr: a & mask,
+                mask,
+            },
+            a & !mask != 0,
+        ))
     }
 
     /// The single address `a`.
@@ -277,7 +297,12 @@ mod tests {
         for bad in ["1.2.3.4/33", "::1/129", "1.2.3.4/", "bogus", "all", "unix:"] {
             assert_eq!(Cidr::parse(bad), None, "{bad}");
         }
-        let t = trusted(&["127.0.0.1", "10.0.0.0/8", "::ffff:10.0.0.0/104", "2001:db8::/32"]);
+        let t = trusted(&[
+            "127.0.0.1",
+            "10.0.0.0/8",
+            "::ffff:10.0.0.0/104",
+            "2001:db8::/32",
+        ]);
         assert!(t.contains(ip("10.9.9.9")));
         assert!(t.contains(ip("::ffff:127.0.0.1")));
         // Mapped addresses are IPv4 addresses: the IPv6 entry written for them does not

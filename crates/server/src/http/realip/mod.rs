@@ -42,7 +42,12 @@ use crate::variables::Vars;
 pub static DIRECTIVES: &[Command] = &[
     Command::new("set_real_ip_from", Ctx::HSL, Args::ONE, set_real_ip_from),
     Command::new("real_ip_header", Ctx::HSL, Args::ONE, set_real_ip_header),
-    Command::new("real_ip_recursive", Ctx::HSL, Args::Flag, set_real_ip_recursive),
+    Command::new(
+        "real_ip_recursive",
+        Ctx::HSL,
+        Args::Flag,
+        set_real_ip_recursive,
+    ),
 ];
 
 /// Where the client address is read from (`real_ip_header`).
