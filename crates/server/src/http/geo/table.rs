@@ -74,7 +74,7 @@ impl<A: Addr> Lookup<A> {
     }
 
     /// How many boundaries (for tests and sizes).
-    pub fn len(&self) -> usize {
+    pub fn boundaries(&self) -> usize {
         self.starts.len()
     }
 }
@@ -474,7 +474,7 @@ mod tests {
         let ns = start.elapsed().as_nanos() as f64 / (rounds * addrs.len()) as f64;
         println!(
             "geo: 10000 networks, {} boundaries: {ns:.1} ns/lookup ({hits} hits)",
-            t.len()
+            t.boundaries()
         );
     }
 }
