@@ -14,9 +14,12 @@
 //! follows the scheme. Only the first `Referer` line counts.
 //!
 //! The variable is computed when a template uses it, in the location the template belongs to:
-//! `if ($invalid_referer)` in a location sees that location's `valid_referers`. Unlike nginx,
-//! the server's names are matched after the names written, not in one hash with them: the
-//! answer differs only for a referer host both match in different ways.
+//! `if ($invalid_referer)` in a location sees that location's `valid_referers`.
+//!
+//! Unlike nginx: the server's names are matched after the names written, not in one hash with
+//! them (the answer differs only for a referer host both match in different ways, where nginx
+//! may refuse the configuration as conflicting); and `none` or `blocked` without a name is
+//! refused line by line, where nginx looks at all the lines of a level together.
 
 use std::sync::Arc;
 
@@ -203,7 +206,7 @@ fn set_valid_referers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resu
             }
         }
     }
-    // nginx checks this once the level is read; a level is one line here in practice.
+    // nginx checks this once the level is read (see the module's note).
     if (r.none || r.blocked) && r.keys.is_empty() && !r.server_names {
         return Err(err(
             d,
