@@ -12,7 +12,8 @@
 //! (what a backend answers a proxy: its head, its body's framing, connection reuse), the other
 //! upstream protocols ([`fastcgi`], [`uwsgi`], [`scgi`], [`memcached`], and [`cgi`], the
 //! CGI-style answer head the first three share, with [`log`] for the levels of their
-//! messages), and two byte-level helpers: [`crc32`] and [`deflate`] (a small gzip encoder for
+//! messages), [`proxy_protocol`] (the PROXY protocol header a load balancer sends first), and
+//! two byte-level helpers: [`crc32`] and [`deflate`] (a small gzip encoder for
 //! whole bodies).
 
 /// The `bytes` crate this API speaks (`Bytes`, `BytesMut`), for callers without their own.
@@ -28,6 +29,7 @@ pub mod fastcgi;
 pub mod limits;
 pub mod log;
 pub mod memcached;
+pub mod proxy_protocol;
 pub mod request;
 pub mod response;
 pub mod scgi;

@@ -416,14 +416,19 @@ pub fn writable_now(sock: BorrowedFd<'_>) -> io::Result<bool> {
 
 /// A one-byte `recv(MSG_PEEK | MSG_DONTWAIT)`: how many bytes it saw (0 is an EOF) or why not.
 fn peek_one(sock: BorrowedFd<'_>) -> io::Result<usize> {
-    let mut b = [0u8; 1];
-    // SAFETY: `recv` writes at most 1 byte into a live 1-byte buffer; `sock` is borrowed for the
-    // call, so the descriptor stays open.
+    peek(sock, &mut [0u8; 1])
+}
+
+/// `recv(MSG_PEEK | MSG_DONTWAIT)` into `buf`: the bytes waiting on a connected socket, left
+/// there for the next read (0 is an EOF; `WouldBlock` when nothing has come).
+pub fn peek(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `recv` writes at most `buf.len()` bytes into the live buffer; `sock` is borrowed
+    // for the call, so the descriptor stays open.
     let n = unsafe {
         libc::recv(
             sock.as_raw_fd(),
-            b.as_mut_ptr().cast(),
-            1,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
             libc::MSG_PEEK | libc::MSG_DONTWAIT,
         )
     };

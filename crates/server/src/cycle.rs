@@ -77,6 +77,8 @@ pub struct AddrServers {
     /// Indices into `http.servers`, in configuration order.
     pub servers: Vec<usize>,
     pub default: usize,
+    /// A `listen` of the address says `proxy_protocol`: connections begin with its header.
+    pub proxy_protocol: bool,
 }
 
 /// The servers of each listen address, in configuration order, and which is the default (the
@@ -88,7 +90,10 @@ pub fn address_routes(http: &crate::http::HttpConf) -> HashMap<ListenAddr, AddrS
             let entry = routes.entry(l.addr.clone()).or_insert(AddrServers {
                 servers: Vec::new(),
                 default: i,
+                proxy_protocol: false,
             });
+            // As `ssl`: one listen saying it makes the address speak it, for all its servers.
+            entry.proxy_protocol |= l.opts.proxy_protocol;
             if !entry.servers.contains(&i) {
                 entry.servers.push(i);
             }

@@ -76,12 +76,16 @@ pub struct SocketOptions {
     /// without "duplicate listen options"), but, as they, a property of the address: one
     /// listen saying it makes the address TLS for all its servers, as in nginx.
     pub ssl: bool,
+    /// `proxy_protocol`: connections begin with a PROXY protocol header. A property of the
+    /// address as `ssl` is (nginx ORs it over the address's listens).
+    pub proxy_protocol: bool,
 }
 
 impl SocketOptions {
     fn any_set(&self) -> bool {
         SocketOptions {
             ssl: false,
+            proxy_protocol: false,
             ..self.clone()
         } != SocketOptions::default()
     }
@@ -159,7 +163,8 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
                 opts.bind = true;
             }
             ("ssl", None) => opts.ssl = true,
-            ("http2" | "quic" | "proxy_protocol", None) => {
+            ("proxy_protocol", None) => opts.proxy_protocol = true,
+            ("http2" | "quic", None) => {
                 return Err(err(
                     d,
                     format!("the \"{key}\" parameter of the \"listen\" directive is not supported by shoal yet"),

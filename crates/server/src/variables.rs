@@ -513,6 +513,13 @@ pub struct Vars<'a> {
     pub tls: Option<&'a crate::tls::TlsInfo>,
     /// What the modules keep for the request (their variables' values).
     pub extras: Option<&'a crate::http::request::Extras>,
+    /// The connection: its own client address (`$realip_remote_addr`) and PROXY protocol
+    /// header (`$proxy_protocol_*`).
+    pub conn: Option<&'a crate::http::transport::ConnInfo>,
+    /// The server and the location the template is evaluated in, for the variables a module
+    /// computes from its configuration (`$invalid_referer`).
+    pub srv: Option<&'a crate::http::ServerConf>,
+    pub lc: Option<&'a crate::http::LocConf>,
 }
 
 impl Vars<'_> {
@@ -557,8 +564,9 @@ impl Vars<'_> {
                 Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),
                 None => out.push_str("unix:"),
             },
+            // Empty for a unix socket, and for an address realip took without a port.
             Var::RemotePort => {
-                if let Some(p) = self.peer {
+                if let Some(p) = self.peer.filter(|p| p.port() != 0) {
                     let _ = write!(out, "{}", p.port());
                 }
             }
@@ -571,10 +579,12 @@ impl Vars<'_> {
                 };
                 out.push_str(&shoal_http::lossy(&c.user));
             }
-            Var::Module(name) => match self.extras {
-                Some(e) => return e.var(name, out),
-                None => return false,
-            },
+            Var::Module(name) => {
+                if let Some(found) = crate::http::modules::variable(name, self, out) {
+                    return found;
+                }
+                return self.extras.is_some_and(|e| e.var(name, out));
+            }
             Var::ServerAddr => match self.local {
                 Some(l) => {
                     let _ = write!(out, "{}", l.ip());

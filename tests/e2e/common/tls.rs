@@ -134,6 +134,8 @@ pub struct Opts<'a> {
     pub client_cert: Option<&'a str>,
     /// Only TLSv1.2 (else 1.2 and 1.3).
     pub tls12_only: bool,
+    /// Bytes written before the handshake (a PROXY protocol header), in pieces as given.
+    pub before: &'a [&'a [u8]],
 }
 
 /// A blocking TLS client on one connection (keep-alive).
@@ -229,6 +231,11 @@ impl TlsClient {
         let tcp = TcpStream::connect(("127.0.0.1", port))?;
         tcp.set_read_timeout(Some(WAIT))?;
         tcp.set_write_timeout(Some(WAIT))?;
+        for piece in o.before {
+            (&tcp).write_all(piece)?;
+            // Separate segments: the server sees them in separate reads.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let mut stream = StreamOwned::new(conn, tcp);
         while stream.conn.is_handshaking() {
             stream.conn.complete_io(&mut stream.sock)?;

@@ -293,6 +293,11 @@ pub struct Conf<'a> {
     /// The server listens with `ssl`, both on the same certificate (`localhost`, 127.0.0.1)
     /// from a CA the pair makes; `{CA}` in the text is that CA's file.
     pub tls: bool,
+    /// Parameters of the server's `listen` (` proxy_protocol`).
+    pub listen: &'a str,
+    /// Files written into the html tree before the servers start (`include`d by the
+    /// configuration), as (relative path, contents).
+    pub files: &'a [(&'a str, &'a str)],
 }
 
 /// `{HTML}` in a configuration is the shared html directory; `{PORT}` the server's own port;
@@ -310,13 +315,14 @@ fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool, pki: Option<&Path>)
          error_log logs/error.log info;\n{main}\nevents {{ worker_connections 64; }}\n\
          http {{\n{only}    access_log off;\n    include mime.types;\n    \
          default_type application/octet-stream;\n{http}\n    server {{\n        \
-         listen 127.0.0.1:{{PORT}}{tls};\n        server_name localhost;\n        root {{HTML}};\n\
-         {server}\n    }}\n}}\n",
+         listen 127.0.0.1:{{PORT}}{listen}{tls};\n        server_name localhost;\n        \
+         root {{HTML}};\n{server}\n    }}\n}}\n",
         user = user_line(),
         main = c.main,
         only = if nginx { NGINX_ONLY } else { "" },
         http = c.http,
         server = c.server,
+        listen = c.listen,
     );
     let text = text
         .replace("{HTML}", &html.display().to_string())
@@ -365,6 +371,13 @@ impl Pair {
             pki
         });
         let pki_dir = pki.as_ref().map(|p| p.dir().to_path_buf());
+        for (name, text) in c.files {
+            fs::write(
+                html.join(name),
+                text.replace("{HTML}", &html.display().to_string()),
+            )
+            .expect("writing a scenario's file");
+        }
         let (np, sp) = (free_port(), free_port());
         let nginx = Server::start(
             "nginx",

@@ -151,6 +151,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::gzip::DIRECTIVES,
             crate::http::rewrite::DIRECTIVES,
             crate::http::map::DIRECTIVES,
+            crate::http::geo::DIRECTIVES,
             crate::http::split_clients::DIRECTIVES,
             crate::http::open_file_cache::DIRECTIVES,
             crate::http::proxy::DIRECTIVES,

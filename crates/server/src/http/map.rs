@@ -29,15 +29,10 @@ pub struct Map {
     source: Template,
     /// `hostnames`: a trailing dot of the source's value is dropped before the lookup.
     hostnames: bool,
-    /// The values, indexed by the tables below.
+    /// The values, indexed by the table below.
     values: Vec<Template>,
-    /// Exact sources, lowercase.
-    exact: HashMap<String, usize>,
-    /// Leading wildcards by their domain: `*.example.com` and `.example.com` are both
-    /// `example.com`, the second also matching the domain itself (`true`).
-    head: HashMap<String, (usize, bool)>,
-    /// Trailing wildcards by their prefix: `www.example.*` is `www.example`.
-    tail: HashMap<String, usize>,
+    /// Exact sources and, with `hostnames`, wildcards.
+    keys: Keys,
     regexes: Vec<(Regex, usize)>,
     default: Option<usize>,
 }
@@ -48,39 +43,15 @@ type Found = (usize, Option<Captures>);
 impl Map {
     fn find(&self, key: &str) -> Option<Found> {
         let low = key.to_ascii_lowercase();
-        if let Some(&i) = self.exact.get(&low) {
+        if let Some(i) = self.keys.find(&low) {
             return Some((i, None));
         }
         if key.is_empty() {
             return None;
         }
-        if let Some(i) = self.find_head(&low).or_else(|| self.find_tail(&low)) {
-            return Some((i, None));
-        }
         self.regexes
             .iter()
             .find_map(|(re, i)| variables::capture(re, key).map(|c| (*i, Some(c))))
-    }
-
-    /// The longest leading wildcard matching `name` (nginx's `ngx_hash_find_wc_head`).
-    fn find_head(&self, name: &str) -> Option<usize> {
-        if self.head.is_empty() {
-            return None;
-        }
-        if let Some(&(i, true)) = self.head.get(name) {
-            return Some(i);
-        }
-        name.match_indices('.')
-            .find_map(|(p, _)| self.head.get(&name[p + 1..]).map(|&(i, _)| i))
-    }
-
-    /// The longest trailing wildcard matching `name` (nginx's `ngx_hash_find_wc_tail`).
-    fn find_tail(&self, name: &str) -> Option<usize> {
-        if self.tail.is_empty() {
-            return None;
-        }
-        name.rmatch_indices('.')
-            .find_map(|(p, _)| self.tail.get(&name[..p]).copied())
     }
 }
 
@@ -115,8 +86,9 @@ impl Compute for Map {
     }
 }
 
-/// A source of a `hostnames` map, as nginx's `ngx_hash_add_key` reads it.
-enum Source {
+/// A source of a `hostnames` map (or a `valid_referers` name), as nginx's `ngx_hash_add_key`
+/// reads it.
+pub(crate) enum Source {
     Exact(String),
     /// `.example.com` (`dot`) or `*.example.com`: the domain.
     Head {
@@ -129,7 +101,7 @@ enum Source {
 
 impl Source {
     /// `None`: `invalid hostname or wildcard`.
-    fn wildcard(key: &str) -> Option<Source> {
+    pub(crate) fn wildcard(key: &str) -> Option<Source> {
         let b = key.as_bytes();
         if b.iter().filter(|&&c| c == b'*').count() > 1 || key.contains("..") || b.contains(&0) {
             return None;
@@ -159,18 +131,60 @@ impl Source {
     }
 }
 
-/// The table being read: nginx's conflict checks need the exact names a `.example.com` adds.
-#[derive(Default)]
-struct Keys {
+/// nginx's combined hash of names: exact names (lowercase), then the longest leading
+/// wildcard, then the longest trailing one; each gives the index of its value. The conflict
+/// checks need the exact names a `.example.com` adds.
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
     names: HashSet<String>,
     exact: HashMap<String, usize>,
+    /// Leading wildcards by their domain: `*.example.com` and `.example.com` are both
+    /// `example.com`, the second also matching the domain itself (`true`).
     head: HashMap<String, (usize, bool)>,
+    /// Trailing wildcards by their prefix: `www.example.*` is `www.example`.
     tail: HashMap<String, usize>,
 }
 
 impl Keys {
+    /// The value for a lowercase name (nginx's `ngx_hash_find_combined`).
+    pub(crate) fn find(&self, name: &str) -> Option<usize> {
+        if let Some(&i) = self.exact.get(name) {
+            return Some(i);
+        }
+        if name.is_empty() {
+            return None;
+        }
+        self.find_head(name).or_else(|| self.find_tail(name))
+    }
+
+    /// The longest leading wildcard matching `name` (nginx's `ngx_hash_find_wc_head`).
+    fn find_head(&self, name: &str) -> Option<usize> {
+        if self.head.is_empty() {
+            return None;
+        }
+        if let Some(&(i, true)) = self.head.get(name) {
+            return Some(i);
+        }
+        name.match_indices('.')
+            .find_map(|(p, _)| self.head.get(&name[p + 1..]).map(|&(i, _)| i))
+    }
+
+    /// The longest trailing wildcard matching `name` (nginx's `ngx_hash_find_wc_tail`).
+    fn find_tail(&self, name: &str) -> Option<usize> {
+        if self.tail.is_empty() {
+            return None;
+        }
+        name.rmatch_indices('.')
+            .find_map(|(p, _)| self.tail.get(&name[..p]).copied())
+    }
+
+    /// Whether there are any names.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.head.is_empty() && self.tail.is_empty()
+    }
+
     /// Adds a source; false if it conflicts with one already there.
-    fn add(&mut self, source: Source, value: usize) -> bool {
+    pub(crate) fn add(&mut self, source: Source, value: usize) -> bool {
         match source {
             Source::Exact(k) => {
                 if !self.names.insert(k.clone()) {
@@ -289,9 +303,7 @@ fn set_map(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
         source,
         hostnames,
         values,
-        exact: keys.exact,
-        head: keys.head,
-        tail: keys.tail,
+        keys,
         regexes,
         default,
     };
@@ -319,9 +331,7 @@ mod tests {
             source: Template::default(),
             hostnames,
             values: Vec::new(),
-            exact: keys.exact,
-            head: keys.head,
-            tail: keys.tail,
+            keys,
             regexes,
             default: None,
         }

@@ -7,7 +7,9 @@
 //! registry its directives, the phases its handlers and the header-filter chain its filter, in
 //! the list's order. Nothing in the protocol code changes for a module.
 //!
-//! The order is nginx's: preaccess handlers (`limit_req` before `limit_conn`), access handlers
+//! The order is nginx's: post-read handlers (`realip`, with the server's configuration, before
+//! the server's rewrites), preaccess handlers (`realip` again with the location's, then
+//! `limit_req` before `limit_conn`), access handlers
 //! (`allow`/`deny`, then `auth_basic`) combined by `satisfy`, then the header filters as nginx
 //! runs them (not-modified, headers, gzip, range; the writer's own framing comes after).
 //! Every hook is called through the list with static dispatch: a module's unused hook costs
@@ -24,7 +26,7 @@ use super::rewrite;
 use super::LocConf;
 use crate::conf::Command;
 use crate::log::Level;
-use crate::variables::Template;
+use crate::variables::{Template, Vars};
 
 /// What a phase handler or a filter sees of a request.
 pub struct Cx<'a, 's, 'r> {
@@ -38,9 +40,9 @@ pub struct Cx<'a, 's, 'r> {
 }
 
 impl Cx<'_, '_, '_> {
-    /// The client's address as the access modules see it.
+    /// The client's address as the access modules see it (realip's, once it changed it).
     pub fn client(&self) -> Client {
-        match self.r.info.peer {
+        match self.r.peer() {
             Some(p) => Client::Inet(p.ip()),
             None => Client::Unix,
         }
@@ -78,11 +80,29 @@ pub trait HttpModule {
     type Loc: Default + Clone + std::fmt::Debug;
     /// Its directives.
     const DIRECTIVES: &'static [Command];
-    /// Its variables' names (valued through the request's [`super::request::Extras`]).
+    /// Its variables' names; a name ending in `*` is a family (`proxy_protocol_tlv_*`). Each
+    /// is valued by [`HttpModule::variable`], else through the request's
+    /// [`super::request::Extras`].
     const VARIABLES: &'static [&'static str] = &[];
 
     /// Fills what a level left unset from its parent.
     fn merge(loc: &mut Self::Loc, parent: &Self::Loc);
+
+    /// Computes one of the module's variables from the request (`loc`: the configuration of
+    /// the location the template is evaluated in, when known); `None` leaves it to the value
+    /// the module set in the request's extras.
+    fn variable(
+        _loc: Option<&Self::Loc>,
+        _name: &str,
+        _vars: &Vars<'_>,
+        _out: &mut String,
+    ) -> Option<bool> {
+        None
+    }
+
+    /// nginx's post-read phase, once per request before the server's rewrites, with the
+    /// server's configuration (`realip`).
+    fn post_read(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>) {}
 
     /// nginx's preaccess phase, once per request (`limit_req`, `limit_conn`): an answer ends
     /// the request there (`error_page` applies).
@@ -123,14 +143,39 @@ macro_rules! http_modules {
             $( <$module as HttpModule>::DIRECTIVES, )*
         ];
 
-        /// Whether a module provides the variable `name`.
+        /// Whether a module provides the variable `name` (a family's member is kept for the
+        /// process's life, as configured names are).
         pub fn has_variable(name: &str) -> Option<&'static str> {
             $(
-                if let Some(v) = <$module as HttpModule>::VARIABLES.iter().find(|v| **v == name) {
-                    return Some(v);
+                for v in <$module as HttpModule>::VARIABLES {
+                    if *v == name {
+                        return Some(v);
+                    }
+                    if let Some(family) = v.strip_suffix('*') {
+                        if name.starts_with(family) {
+                            return Some(crate::conf::intern(name));
+                        }
+                    }
                 }
             )*
             None
+        }
+
+        /// A module's variable computed by its module: `None` when no module computes it.
+        pub fn variable(name: &str, vars: &Vars<'_>, out: &mut String) -> Option<bool> {
+            $(
+                if provides(<$module as HttpModule>::VARIABLES, name) {
+                    let loc = vars.lc.map(|lc| &lc.$field);
+                    return <$module as HttpModule>::variable(loc, name, vars, out);
+                }
+            )*
+            None
+        }
+
+        /// nginx's post-read phase, in the server's configuration.
+        pub fn post_read_phase(cx: &Cx<'_, '_, '_>) {
+            let lc = cx.lc;
+            $( <$module as HttpModule>::post_read(&lc.$field, cx); )*
         }
 
         /// nginx's preaccess phase: the first module that answers ends it.
@@ -171,7 +216,21 @@ macro_rules! http_modules {
     };
 }
 
+/// Whether a module's variable list has `name` (itself, or as a member of a family).
+fn provides(list: &[&str], name: &str) -> bool {
+    list.iter().any(|v| match v.strip_suffix('*') {
+        Some(family) => name.starts_with(family),
+        None => *v == name,
+    })
+}
+
 http_modules! {
+    /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive` (post-read, preaccess).
+    realip: super::realip::Module,
+    /// `$proxy_protocol_*`: what a `listen ... proxy_protocol` connection's header said.
+    proxy_protocol: super::proxy_protocol::Module,
+    /// `valid_referers`, `$invalid_referer`.
+    referer: super::referer::Module,
     /// `limit_req_zone`, `limit_req` (preaccess).
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).

@@ -1,7 +1,7 @@
-//! A request's way through nginx's phases: the server's `return`, finding the location (again
-//! after each internal redirect, at most 10 times), `internal`, the location's `return`,
-//! `try_files` or the static handler, `error_page`, and the header filters (`add_header`,
-//! `expires`).
+//! A request's way through nginx's phases: post-read (realip), the server's `return`, finding
+//! the location (again after each internal redirect, at most 10 times), `internal`, the
+//! location's `return`, `try_files` or the static handler, `error_page`, and the header
+//! filters (`add_header`, `expires`).
 //!
 //! Runs on the worker. Everything here decides; `conn.rs` reads bodies and writes answers.
 
@@ -87,6 +87,14 @@ async fn run<'s, const REFUSED: bool>(
         rw.captures = caps.numbered.clone();
         rw.vars.extend(caps.named.iter().cloned());
     }
+    // nginx's post-read phase (realip), with the server's configuration: once, before the
+    // server's rewrites see the request.
+    super::modules::post_read_phase(&Cx {
+        r,
+        lc: &srv.loc,
+        rw: &rw,
+        upstream: None,
+    });
     let mut method_get = false;
     let mut internal = false;
     let mut named: Option<String> = None;

@@ -45,13 +45,15 @@ pub fn date(waited: bool) -> [u8; shoal_http::date::DATE_LEN] {
 }
 
 /// What the modules keep for one request: their variables' values (`$limit_req_status`),
-/// what must be held until the request ends (a `limit_conn` count), and whether the preaccess
-/// phase ran (once per request, internal redirects included).
+/// what must be held until the request ends (a `limit_conn` count), whether the preaccess
+/// phase ran (once per request, internal redirects included), and the client address realip
+/// gave the request.
 #[derive(Default)]
 pub struct Extras {
     vars: RefCell<Vec<(&'static str, String)>>,
     holds: RefCell<Vec<Box<dyn std::any::Any>>>,
     preaccess_done: std::cell::Cell<bool>,
+    real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
 }
 
 impl Extras {
@@ -88,6 +90,17 @@ impl Extras {
     pub fn set_preaccess_done(&self) {
         self.preaccess_done.set(true);
     }
+
+    /// The client address realip set for the request (nginx changes the connection's
+    /// address for the request's life: `$remote_addr`, the access and limit modules and the
+    /// logs see it; port 0 when the header gave none).
+    pub fn real_client(&self) -> Option<std::net::SocketAddr> {
+        self.real_client.get()
+    }
+
+    pub fn set_real_client(&self, addr: std::net::SocketAddr) {
+        self.real_client.set(Some(addr));
+    }
 }
 
 /// Per-request state the phases share.
@@ -112,6 +125,12 @@ pub struct Req<'s, 'r> {
 }
 
 impl Req<'_, '_> {
+    /// The client's address as the request sees it: realip's once it changed it, else the
+    /// connection's (`None`: a unix-domain socket).
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        peer(self.info, Some(self.extras))
+    }
+
     /// Variables with the rewrite state: the current URI and arguments, the last captures and
     /// the declared variables' values.
     pub fn vars_rw<'b>(&'b self, st: &'b super::rewrite::State, lc: &'b LocConf) -> Vars<'b> {
@@ -131,7 +150,7 @@ impl Req<'_, '_> {
         Vars {
             req: Some(self.req),
             uri: Some(uri),
-            peer: self.info.peer,
+            peer: self.peer(),
             local: self.info.local,
             server_name: self.srv.name(),
             document_root: Some(lc.root()),
@@ -149,20 +168,39 @@ impl Req<'_, '_> {
             upstream: None,
             tls: self.info.tls.as_deref(),
             extras: Some(self.extras),
+            conn: Some(self.info),
+            srv: Some(self.srv),
+            lc: Some(lc),
         }
     }
 
     /// `, client: ..., server: ..., request: "...", host: "..."` for error log lines.
     pub fn log_ctx(&self) -> String {
-        log_ctx(self.req, self.srv, self.info)
+        log_ctx_of(self.req, self.srv, self.peer())
+    }
+}
+
+/// The client's address for a request: realip's, else the connection's.
+fn peer(info: &ConnInfo, extras: Option<&Extras>) -> Option<std::net::SocketAddr> {
+    match extras.and_then(Extras::real_client) {
+        Some(real) => Some(real),
+        None => info.peer,
     }
 }
 
 /// Context for log lines: `, client: ..., server: ..., request: "...", host: "..."`.
 pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
+    log_ctx_of(req, srv, info.peer)
+}
+
+fn log_ctx_of(req: &Request, srv: &ServerConf, client: Option<std::net::SocketAddr>) -> String {
+    let client = match client {
+        Some(p) => p.ip().to_string(),
+        None => "unix:".to_string(),
+    };
     let mut s = format!(
         ", client: {}, server: {}, request: \"{} {}{}\"",
-        info.client(),
+        client,
         srv.name(),
         req.method(),
         shoal_http::lossy(req.target()),
@@ -210,7 +248,7 @@ pub fn log(
     let vars = Vars {
         req: Some(req),
         uri: Some(uri),
-        peer: info.peer,
+        peer: peer(info, extras),
         local: info.local,
         server_name: srv.name(),
         document_root: Some(lc.root()),
@@ -228,6 +266,9 @@ pub fn log(
         upstream,
         tls: info.tls.as_deref(),
         extras,
+        conn: Some(info),
+        srv: Some(srv),
+        lc: Some(lc),
     };
     super::access_log::log_request(logs, &vars);
 }

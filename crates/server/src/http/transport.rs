@@ -230,6 +230,28 @@ impl Transport {
         }
     }
 
+    /// Copies what waits on a plain socket into `buf` without taking it (`WouldBlock` when
+    /// nothing; the readiness is then cleared). For what comes before TLS or HTTP (a PROXY
+    /// protocol header), read to its last byte and no further.
+    pub fn try_peek(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let fd = self.as_fd();
+        let peek = || shoal_io::syscall::peek(fd, buf);
+        match self {
+            Transport::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            Transport::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            Transport::Tls(_) => Err(std::io::ErrorKind::Unsupported.into()),
+        }
+    }
+
+    /// Reads what is there now into `buf`, at most its length (`WouldBlock` when nothing).
+    pub fn try_read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Transport::Tcp(s) => s.try_read(buf),
+            Transport::Unix(s) => s.try_read(buf),
+            Transport::Tls(_) => Err(std::io::ErrorKind::Unsupported.into()),
+        }
+    }
+
     /// Writes what the socket takes now (`WouldBlock` when nothing).
     pub fn try_write(&self, data: &[u8]) -> std::io::Result<usize> {
         match self {
@@ -281,6 +303,9 @@ pub struct ConnInfo {
     pub socket: ListenAddr,
     /// What the TLS handshake settled (`$ssl_*`, `$https`), on a TLS connection.
     pub tls: Option<Box<TlsInfo>>,
+    /// What a PROXY protocol header said (`listen ... proxy_protocol`), when it carried
+    /// addresses.
+    pub proxy: Option<Box<shoal_http::proxy_protocol::Header>>,
 }
 
 impl ConnInfo {

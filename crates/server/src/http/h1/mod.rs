@@ -14,6 +14,7 @@
 //! `Connection: close`.
 
 mod body;
+mod proxy_protocol;
 mod tls;
 mod write;
 
@@ -153,37 +154,54 @@ async fn make_stream(
         local: None,
         socket: key.addr.clone(),
         tls: None,
+        proxy: None,
     };
-    match key.addr {
+    let plain = match key.addr {
         ListenAddr::Unix(_) => {
             let s = std::os::unix::net::UnixStream::from(fd);
-            let s = UnixStream::from_std(s)?;
-            Ok(Some((Transport::Unix(s), info, false)))
+            Transport::Unix(UnixStream::from_std(s)?)
         }
         ListenAddr::Inet(_) => {
             let s = std::net::TcpStream::from(fd);
             let s = TcpStream::from_std(s)?;
             info.peer = s.peer_addr().ok();
             info.local = s.local_addr().ok();
-            let tls = generation
-                .config
-                .http
-                .as_ref()
-                .filter(|h| !h.ssl.addrs.is_empty())
-                .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
-            if let Some(tls) = tls {
-                // (Boxed: the handshake's state is kilobytes, and inline it would size and
-                // shape every connection's task, a plain one's too.)
-                let start = Box::pin(tls::start(
-                    s, key, generation, tls, &mut info, slot, &guard.0,
-                ));
-                return Ok(match start.await? {
-                    tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
-                    tls::Start::Closed => None,
-                });
-            }
-            Ok(Some((Transport::Tcp(s), info, false)))
+            Transport::Tcp(s)
         }
+    };
+    // `listen ... proxy_protocol`: the header comes first, before TLS's handshake too, within
+    // the default server's `client_header_timeout` and `client_header_buffer_size`.
+    let route = generation.servers_for(&key.addr, info.local);
+    if let Some(r) = route.filter(|r| r.proxy_protocol) {
+        let srv = &generation.default_server(r).srv;
+        let (timeout, max) = (
+            srv.client_header_timeout(),
+            srv.limits().client_header_buffer_size,
+        );
+        let read = proxy_protocol::read(&plain, &mut info, slot, &guard.0, timeout, max);
+        if !Box::pin(read).await {
+            return Ok(None);
+        }
+    }
+    let tls = generation
+        .config
+        .http
+        .as_ref()
+        .filter(|h| !h.ssl.addrs.is_empty())
+        .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
+    match (plain, tls) {
+        (Transport::Tcp(s), Some(tls)) => {
+            // (Boxed: the handshake's state is kilobytes, and inline it would size and shape
+            // every connection's task, a plain one's too.)
+            let start = Box::pin(tls::start(
+                s, key, generation, tls, &mut info, slot, &guard.0,
+            ));
+            Ok(match start.await? {
+                tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
+                tls::Start::Closed => None,
+            })
+        }
+        (plain, _) => Ok(Some((plain, info, false))),
     }
 }
 

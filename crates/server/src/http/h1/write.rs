@@ -241,6 +241,9 @@ impl Conn {
             upstream: None,
             tls: self.info.tls.as_deref(),
             extras: None,
+            conn: Some(&self.info),
+            srv: Some(srv),
+            lc: Some(&srv.loc),
         }
     }
 }

@@ -561,7 +561,7 @@ async fn run(
 
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
     let input = Input {
-        client: r.info.peer.map(|p| p.ip()),
+        client: r.peer().map(|p| p.ip()),
         key: hash_key.as_deref().map_or(&[][..], str::as_bytes),
     };
     let mut attempt = state::start(&upstream, input);
