@@ -326,11 +326,13 @@ impl ChunkedDecoder {
             return Ok(());
         }
         self.total = self.total.saturating_add(self.size);
-        if self.total > MAX_LENGTH {
-            self.fail(invalid)?;
-        }
+        // The limit first: nginx compares each size with what the limit leaves, so a size
+        // past both the limit and off_t is a 413.
         if self.max_size != 0 && self.total > self.max_size {
             self.fail(too_large())?;
+        }
+        if self.total > MAX_LENGTH {
+            self.fail(invalid)?;
         }
         self.state = State::Data;
         Ok(())

@@ -228,3 +228,18 @@ fn content_length_values() {
     assert_eq!(parse_content_length(b"1e3"), None);
     assert_eq!(parse_content_length(b"18446744073709551616"), None);
 }
+
+/// Sizes that pass `client_max_body_size` are a 413 even when their sum also passes `off_t`
+/// (nginx compares each size with what the limit leaves; found by the `http_chunked` fuzzer).
+#[test]
+fn sizes_over_the_limit_and_off_t_are_413() {
+    let input = b"8\r\n12345678\r\n7fffffffffffffff\r\n";
+    let e = decode_in_steps(input, input.len(), 16).unwrap_err();
+    assert_eq!(e.status(), 413);
+    let mut d = ChunkedDecoder::with_max_size(i64::MAX as u64);
+    assert_eq!(d.decode(input).unwrap(), (11, Chunk::Data(b"12345678")));
+    assert_eq!(d.decode(&input[11..]).unwrap_err().status(), 413);
+    assert_eq!(d.oversize(), (8, i64::MAX as u64));
+    // Without a limit the sum is still bounded by off_t.
+    assert_eq!(status(input), 400);
+}
