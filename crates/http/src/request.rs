@@ -559,6 +559,10 @@ fn parse_fast(head: &[u8], header_lines: usize, limits: &Limits) -> Option<RawHe
             Err(_) => return None,
         }
     }
+    if headers.len() > MAX_HEADERS {
+        // The careful road finds which comes first: that line or a wrong one after it.
+        return None;
+    }
     Some(RawHead {
         method: Span::of(head, req.method?.as_bytes()),
         target: Span::of(head, req.path?.as_bytes()),
@@ -613,6 +617,9 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
             return Err(Error::bad_request("client sent invalid header line"));
         }
         if keep_header(name, limits)? {
+            if headers.len() == MAX_HEADERS {
+                return Err(too_many_headers());
+            }
             headers.push(HeaderSpan {
                 name: Span::of(head, name),
                 value: Span::of(head, value),
@@ -779,6 +786,16 @@ const UNIQUE: [&[u8]; 7] = [
 /// count).
 pub const MAX_HEADERS: usize = 1000;
 
+/// nginx refuses the line past [`MAX_HEADERS`] as it reads it, with the page of a head too
+/// large (494, "Request Header Or Cookie Too Large", sent as 400): a line after it that is
+/// wrong is never read.
+fn too_many_headers() -> Error {
+    Error::new(
+        ErrorKind::HeaderTooLarge,
+        "client sent too many header lines",
+    )
+}
+
 /// A complete request line (its line end included) as nginx reads it before any header: its
 /// error, or whether it is an HTTP/0.9 simple request, which nginx answers at once (no
 /// header comes after one). Only the scanner's road asks: a head that came whole in one piece
@@ -847,7 +864,7 @@ fn finish_into(
     let duplicate = Error::bad_request("client sent duplicate header line");
     let mut names = 0u64;
     if raw.headers.len() > MAX_HEADERS {
-        return Err(Error::bad_request("client sent too many header lines"));
+        return Err(too_many_headers());
     }
     for h in &raw.headers {
         let name = h.name.get(&head);

@@ -321,6 +321,36 @@ fn invalid_header_names_ignored_or_refused() {
     );
 }
 
+/// Debian's nginx 1.22.1 takes 1,000 header lines and refuses the next one as it reads it,
+/// with the page of a head too large; lines `ignore_invalid_headers` drops do not count, and a
+/// wrong line after the 1,001st is never read (found by the `http_request` fuzzer).
+#[test]
+fn at_most_a_thousand_header_lines() {
+    let head = |kept: usize, tail: &[u8]| {
+        let mut h = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+        for _ in 1..kept {
+            h.extend_from_slice(b"A: b\r\n");
+        }
+        h.extend_from_slice(tail);
+        h.extend_from_slice(b"\r\n");
+        h
+    };
+    assert_eq!(parse(&head(1000, b"X_U: 1\r\n")).unwrap().header_count(), 1000);
+    let e = parse(&head(1001, b"")).unwrap_err();
+    assert_eq!((e.code(), e.status()), (494, 400));
+    assert_eq!(e.context(), "client sent too many header lines");
+    // The 1,001st line comes before the wrong one.
+    assert_eq!(parse(&head(1001, b"X: a\x00\r\n")).unwrap_err().code(), 494);
+    assert_eq!(parse(&head(1000, b"X: a\x00\r\nB: c\r\n")).unwrap_err().code(), 400);
+    let strict = Limits {
+        ignore_invalid_headers: false,
+        ..Limits::default()
+    };
+    assert_eq!(status_with(&head(1000, b"X_U: 1\r\n"), &strict), 400);
+    let e = parse_with(&head(1000, b"X_U: 1\r\nX@A: 1\r\n"), &strict).unwrap_err();
+    assert_eq!(e.code(), 494);
+}
+
 #[test]
 fn underscores_in_headers() {
     let req = b"GET / HTTP/1.1\r\nHost: a\r\nX_Forwarded: 1\r\n\r\n";
