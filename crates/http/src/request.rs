@@ -802,8 +802,11 @@ fn too_many_headers() -> Error {
 /// is read by the others.
 pub(crate) fn check_request_line(line: &[u8]) -> Result<bool, Error> {
     let Ok(content) = line_content(line) else {
-        // A stray CR: the careful road answers it with the rest of the head.
-        return Ok(false);
+        // A stray CR: nginx refuses the line at the byte after it (or earlier, when what
+        // comes before is already wrong), without waiting for the rest of the head.
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        return Err(line_prefix_error(line)
+            .unwrap_or(Error::bad_request("client sent invalid request")));
     };
     let (_, _, version) = parse_request_line(content)?;
     Ok(version == Version::Http09)

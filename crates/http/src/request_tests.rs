@@ -351,6 +351,32 @@ fn at_most_a_thousand_header_lines() {
     assert_eq!(e.code(), 494);
 }
 
+/// A CR inside a request line is refused when the line is in, as nginx does at the byte after
+/// it, not after a head that may never end (found by the `http_request` fuzzer: the whole
+/// line waited, the same bytes in two pieces were refused).
+#[test]
+fn a_stray_cr_in_the_request_line_is_refused_at_once() {
+    for line in [
+        &b"\xff'\r*\n"[..],
+        b"GET /a\rb\r\n",
+        b"GET / HTTP/1.1\rx\r\n",
+        b"GET /\r\r\n",
+        b"GET\r\n",
+    ] {
+        let e = parse(line).map(|_| ()).unwrap_err();
+        assert_eq!(e.status(), 400, "{line:?}");
+        for at in 1..line.len() {
+            let mut p = HeadParser::new(Limits::default());
+            let mut buf = BytesMut::from(&line[..at]);
+            let first = p.parse(&mut buf);
+            if first.is_ok() {
+                buf.extend_from_slice(&line[at..]);
+                assert!(p.parse(&mut buf).is_err(), "{line:?} split at {at}");
+            }
+        }
+    }
+}
+
 #[test]
 fn underscores_in_headers() {
     let req = b"GET / HTTP/1.1\r\nHost: a\r\nX_Forwarded: 1\r\n\r\n";
