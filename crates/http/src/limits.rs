@@ -187,8 +187,9 @@ impl Scanner {
     }
 
     /// The answer for the line at `line_start` that does not fit. A request line is 414 unless
-    /// the part nginx would have read (one large buffer) is already wrong: nginx parses as it
-    /// reads, so a bad method or version is its 400 (or 505) first.
+    /// the part nginx would have read is already wrong: nginx parses as it reads, so a bad
+    /// method or version is its 400 (or 505) first. It reads the whole of its first buffer
+    /// before it looks for a large one, then the line up to a large buffer's size.
     fn too_large(&self, buf: &[u8], request_line: bool, limits: &Limits) -> Error {
         if !request_line {
             return Error::new(
@@ -197,7 +198,13 @@ impl Scanner {
             );
         }
         let line = buf.get(self.line_start..).unwrap_or_default();
-        let seen = &line[..line.len().min(limits.large_client_header_buffers.size)];
+        let in_first = if self.large_taken == 0 {
+            self.capacity.saturating_sub(self.used)
+        } else {
+            0
+        };
+        let read = in_first.max(limits.large_client_header_buffers.size);
+        let seen = &line[..line.len().min(read)];
         crate::request::line_prefix_error(seen).unwrap_or(Error::new(
             ErrorKind::UriTooLong,
             "client sent too long URI",
@@ -252,6 +259,31 @@ mod tests {
         assert_eq!(e.status(), 414);
         line.truncate(8000);
         assert_eq!(scan_all(&line, &l), Ok(None));
+    }
+
+    /// nginx parses its whole first buffer before it finds the line too long, even when a
+    /// large buffer is smaller (found by the `http_request` fuzzer: the line whole was a 414,
+    /// the same bytes in two pieces a 400).
+    #[test]
+    fn request_line_wrong_within_the_first_buffer_is_not_414() {
+        let l = Limits {
+            client_header_buffer_size: 60,
+            large_client_header_buffers: LargeBuffers { num: 1, size: 43 },
+            ..Limits::default()
+        };
+        let mut line = b"O___".to_vec();
+        line.resize(47, b'J');
+        line.push(0);
+        line.resize(69, b'J');
+        let e = scan_all(&line, &l).unwrap_err();
+        assert_eq!((e.status(), e.context()), (400, "client sent invalid method"));
+        line.push(b'\n');
+        assert_eq!(scan_all(&line, &l).unwrap_err().status(), 400);
+        // Past the first buffer only a large buffer's worth is read.
+        let mut line = b"GET /".to_vec();
+        line.resize(8200, b'a');
+        line.extend_from_slice(b" \x00\n");
+        assert_eq!(scan_all(&line, &Limits::default()).unwrap_err().status(), 414);
     }
 
     #[test]
