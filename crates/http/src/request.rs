@@ -695,6 +695,9 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     }
     // No version: an HTTP/0.9 simple request, which can only be a GET.
     let Some(version) = parts.next() else {
+        if bare_authority_ends(line, target) {
+            return Err(invalid);
+        }
         if method != b"GET" {
             return Err(Error::bad_request(
                 "client sent invalid method in HTTP/0.9 request",
@@ -827,12 +830,27 @@ pub fn is_simple_request(bytes: &[u8]) -> bool {
     let line = &rest[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut parts = line.split(|&b| b == b' ').filter(|p| !p.is_empty());
-    !line.starts_with(b" ")
-        && parts.next().is_some_and(nginx_method)
-        && parts
-            .next()
-            .is_some_and(|t| t.first() == Some(&b'/') || split_absolute(t).is_ok())
-        && parts.next().is_none()
+    if line.starts_with(b" ") || !parts.next().is_some_and(nginx_method) {
+        return false;
+    }
+    let Some(target) = parts.next() else {
+        return false;
+    };
+    let target_read = target.first() == Some(&b'/')
+        || (split_absolute(target).is_ok() && !bare_authority_ends(line, target));
+    target_read && parts.next().is_none()
+}
+
+/// Whether `target`, the last word of request line `line`, is an absolute-form target with
+/// nothing after its authority that ends the line: nginx ends an authority at a space, `/` or
+/// `?`, so `GET http://a` is refused where `GET http://a ` is an HTTP/0.9 request.
+fn bare_authority_ends(line: &[u8], target: &[u8]) -> bool {
+    let Some(sep) = memchr::memmem::find(target, b"://") else {
+        return false;
+    };
+    target.first() != Some(&b'/')
+        && !target[sep + 3..].iter().any(|&b| b == b'/' || b == b'?')
+        && line.ends_with(target)
 }
 
 /// nginx's `ngx_strcasestrn`: is `needle` anywhere in `hay`, ignoring ASCII case?
@@ -1024,21 +1042,22 @@ impl Piece {
     }
 }
 
-/// `scheme://authority[/path][?query]` → (authority, path, query). The path defaults to `/`.
 /// The parts of an absolute-form target: authority, path, query.
 type AbsoluteParts<'a> = (&'a [u8], &'a [u8], Option<&'a [u8]>);
 
+/// `scheme://authority[/path][?query]` → (authority, path, query), with nginx's grammar: a
+/// scheme of a letter then letters, digits, `+ - .`; the authority ends at `/` or `?` (a `#`
+/// there is refused). The path defaults to `/`.
 fn split_absolute(target: &[u8]) -> Result<AbsoluteParts<'_>, Error> {
     let invalid = Error::bad_request("client sent invalid request");
     let sep = memchr::memmem::find(target, b"://").ok_or(invalid)?;
-    let scheme = &target[..sep];
-    if scheme.is_empty() || !scheme.iter().all(u8::is_ascii_alphabetic) {
+    if !valid_scheme(&target[..sep]) {
         return Err(invalid);
     }
     let rest = &target[sep + 3..];
     let auth_end = rest
         .iter()
-        .position(|&b| b == b'/' || b == b'?' || b == b'#')
+        .position(|&b| b == b'/' || b == b'?')
         .unwrap_or(rest.len());
     let authority = &rest[..auth_end];
     if !valid_authority(authority) {
@@ -1052,35 +1071,71 @@ fn split_absolute(target: &[u8]) -> Result<AbsoluteParts<'_>, Error> {
     Ok((authority, path, query))
 }
 
-/// nginx's request-line host grammar: a name of `[A-Za-z0-9.-]` or an `[IPv6]` literal, then an
-/// optional `:port` of digits.
+/// A scheme as nginx reads one: a letter, then letters, digits, `+`, `-`, `.` (`h2`,
+/// `a+b-c.d`); empty is not one.
+fn valid_scheme(s: &[u8]) -> bool {
+    s.first().is_some_and(u8::is_ascii_alphabetic) && s.iter().all(|&b| scheme_byte(b))
+}
+
+fn scheme_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.'
+}
+
+/// A byte nginx takes inside `[...]` in a request line's host: RFC 3986's unreserved and
+/// sub-delims and `:` (so `[v1.x]` and `[]` are hosts, as `[::1]` is).
+fn ip_literal_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b":-._~!$&'()*+,;=".contains(&b)
+}
+
+/// A byte of a request line's host name: `[A-Za-z0-9.-]`.
+fn host_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'.' || b == b'-'
+}
+
+/// nginx's request-line host grammar: a name of `[A-Za-z0-9.-]` or a `[...]` literal, then an
+/// optional `:port` of digits (possibly none).
 fn valid_authority(a: &[u8]) -> bool {
-    let (host, port) = if a.first() == Some(&b'[') {
+    let port = if a.first() == Some(&b'[') {
         let Some(close) = memchr::memchr(b']', a) else {
             return false;
         };
-        let inner = &a[1..close];
-        if inner.is_empty()
-            || !inner
-                .iter()
-                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-        {
+        if !a[1..close].iter().all(|&b| ip_literal_byte(b)) {
             return false;
         }
-        (&a[..=close], &a[close + 1..])
+        &a[close + 1..]
     } else {
         let end = memchr::memchr(b':', a).unwrap_or(a.len());
         let host = &a[..end];
-        if host.is_empty()
-            || !host
-                .iter()
-                .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        {
+        // An empty name passes here; the host check refuses it.
+        if !host.iter().all(|&b| host_byte(b)) {
             return false;
         }
-        (host, &a[end..])
+        &a[end..]
     };
-    debug_assert!(!host.is_empty());
+    match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// Could `a` (an authority cut short: no `/` or `?` yet) still become a valid one?
+fn valid_authority_prefix(a: &[u8]) -> bool {
+    let port = if let Some(inner) = a.strip_prefix(b"[") {
+        match memchr::memchr(b']', inner) {
+            None => return inner.iter().all(|&b| ip_literal_byte(b)),
+            Some(close) if inner[..close].iter().all(|&b| ip_literal_byte(b)) => {
+                &inner[close + 1..]
+            }
+            Some(_) => return false,
+        }
+    } else {
+        let end = memchr::memchr(b':', a).unwrap_or(a.len());
+        if !a[..end].iter().all(|&b| host_byte(b)) {
+            return false;
+        }
+        &a[end..]
+    };
     match port {
         [] => true,
         [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),

@@ -13,8 +13,8 @@
 use bytes::Bytes;
 
 use super::{
-    keep_header, line_content, nginx_method, parse_request_line, parse_version, split_absolute,
-    valid_authority, version_prefix, UNIQUE,
+    keep_header, line_content, nginx_method, parse_request_line, parse_version, scheme_byte,
+    split_absolute, valid_authority, valid_authority_prefix, version_prefix, UNIQUE,
 };
 use crate::error::Error;
 use crate::limits::Limits;
@@ -176,25 +176,18 @@ pub(crate) fn line_prefix_error(seen: &[u8]) -> Option<Error> {
     None
 }
 
-/// The start of an absolute-form target: a scheme of letters, `://`, then host characters.
+/// The start of an absolute-form target: a scheme (its first letter checked by the caller),
+/// `://`, then what can still become a host.
 fn absolute_prefix(t: &[u8]) -> Result<(), Error> {
-    let scheme_end = t
-        .iter()
-        .position(|b| !b.is_ascii_alphabetic())
-        .unwrap_or(t.len());
+    let scheme_end = t.iter().position(|&b| !scheme_byte(b)).unwrap_or(t.len());
     let rest = &t[scheme_end..];
     if !(rest.starts_with(b"://") || b"://".starts_with(rest)) {
         return Err(Error::bad_request("client sent invalid request"));
     }
     let authority = rest.get(3..).unwrap_or_default();
-    let end = authority
-        .iter()
-        .position(|&b| b == b'/' || b == b'?' || b == b'#');
-    let ok = match end {
+    let ok = match authority.iter().position(|&b| b == b'/' || b == b'?') {
         Some(e) => valid_authority(&authority[..e]),
-        None => authority
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)),
+        None => valid_authority_prefix(authority),
     };
     if ok {
         Ok(())

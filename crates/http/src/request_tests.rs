@@ -436,6 +436,90 @@ fn absolute_form_target() {
     assert_eq!(r.host().unwrap(), b"[::1]");
 }
 
+/// Absolute-form targets as Debian's nginx 1.22.1 answered them: `$request_uri`, the host, or
+/// the refusal. The scheme and `[...]` grammars are nginx's (found by the differential fuzzer).
+#[test]
+fn absolute_form_grammar_is_nginx() {
+    for (target, expect) in [
+        (&b"http://a?x"[..], Some((&b"?x"[..], &b"a"[..]))),
+        (b"HTTP://A/", Some((b"/", b"a"))),
+        (b"h2://a/", Some((b"/", b"a"))),
+        (b"a+b-c.d://a/", Some((b"/", b"a"))),
+        (b"http://[v1.x]/", Some((b"/", b"[v1.x]"))),
+        (b"http://[a_b~!$&'()*+,;=]/", Some((b"/", b"[a_b~!$&'()*+,;=]"))),
+        (b"http://[::1]:8/", Some((b"/", b"[::1]"))),
+        (b"http://[]/", Some((b"/", b"[]"))),
+        (b"http://-a/", Some((b"/", b"-a"))),
+        (b"http://.a/", Some((b"/", b".a"))),
+        (b"http://a?", Some((b"?", b"a"))),
+        (b"http://a?#", Some((b"?#", b"a"))),
+        (b"http://a:80?x", Some((b"?x", b"a"))),
+        (b"http://a:/x", Some((b"/x", b"a"))),
+        (b"http://a", Some((b"/", b"a"))),
+        (b"http://a/x#f", Some((b"/x#f", b"a"))),
+        (b"http://a#x", None),
+        (b"2h://a/", None),
+        (b"h_t://a/", None),
+        (b"http://[::1]x/", None),
+        (b"http://a]/", None),
+        (b"http://a[/", None),
+        (b"http://[::1/", None),
+        (b"http://a..b/", None),
+        (b"http://a:b/", None),
+        (b"http://a:1:2/", None),
+        (b"http://u@a/", None),
+        (b"http:///x", None),
+        (b"http:/a/x", None),
+        (b"http://a%41/", None),
+        (b"http://a_b/", None),
+    ] {
+        let mut req = b"GET ".to_vec();
+        req.extend_from_slice(target);
+        req.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
+        let got = parse_request(&req, &Limits::default());
+        let got = got.as_ref().map(|r| {
+            let r = r.as_ref().expect("a whole head");
+            (r.uri(), r.host().expect("a host"))
+        });
+        match expect {
+            Some(want) => assert_eq!(got.ok(), Some(want), "{}", crate::lossy(target)),
+            None => assert_eq!(
+                got.map_err(|e| e.status()).err(),
+                Some(400),
+                "{}",
+                crate::lossy(target)
+            ),
+        }
+    }
+    // The line is refused as soon as its host cannot be one, and not before.
+    let partial = |b: &[u8]| HeadParser::new(Limits::default()).parse(&mut BytesMut::from(b));
+    assert!(partial(b"GET http://a#").is_err());
+    assert!(partial(b"GET 2h:").is_err());
+    assert!(partial(b"GET http://[a]b").is_err());
+    assert!(matches!(partial(b"GET h2+x.y://[v1.a_b~"), Ok(None)));
+    assert!(matches!(partial(b"GET http://[::1]:80"), Ok(None)));
+    assert!(matches!(partial(b"GET http://a:"), Ok(None)));
+}
+
+/// nginx ends an authority at a space, `/` or `?`: `GET http://a` at the line's end is refused
+/// (with a status line: nginx had not read it as 0.9 yet), `GET http://a ` is HTTP/0.9.
+#[test]
+fn a_bare_authority_cannot_end_a_simple_request() {
+    for line in [&b"GET http://a\r\n"[..], b"GET http://a:80\n", b"GET http://[::1]\r\n"] {
+        assert_eq!(status(line), 400, "{}", crate::lossy(line));
+        assert!(!is_simple_request(line), "{}", crate::lossy(line));
+    }
+    for line in [&b"GET http://a \r\n"[..], b"GET http://a:80 \n", b"GET http://a/\r\n"] {
+        let r = parse(line).unwrap();
+        assert_eq!((r.version(), r.uri()), (Version::Http09, &b"/"[..]));
+        assert!(is_simple_request(line));
+    }
+    let r = parse(b"GET http://a?x\r\n").unwrap();
+    assert_eq!((r.version(), r.uri()), (Version::Http09, &b"?x"[..]));
+    // A refused 0.9 request is still answered the 0.9 way.
+    assert!(is_simple_request(b"HEAD http://a/\r\n"));
+}
+
 #[test]
 fn keep_alive_matrix() {
     let ka = |req: &[u8]| parse(req).unwrap().keep_alive();
