@@ -106,7 +106,12 @@ impl Scanner {
                 Some(i) => {
                     let end = self.search_from + i + 1;
                     let line = buf.get(self.line_start..end).unwrap_or_default();
-                    let empty = line == b"\n" || line == b"\r\n";
+                    // Before the request line nginx skips CRs and LFs in any order.
+                    let empty = if self.seen_request_line {
+                        line == b"\n" || line == b"\r\n"
+                    } else {
+                        line.iter().all(|&b| b == b'\r' || b == b'\n')
+                    };
                     let request_line = !self.seen_request_line && !empty;
                     if !self.place(line.len(), limits) {
                         return Err(self.too_large(buf, request_line, limits));

@@ -588,7 +588,7 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
         let Some(line) = lines.next() else {
             return Err(Error::bad_request("client sent invalid request"));
         };
-        let content = line_content(line)?;
+        let content = line_content(skip_leading_cr(line))?;
         if !content.is_empty() {
             break content;
         }
@@ -804,6 +804,7 @@ fn too_many_headers() -> Error {
 /// header comes after one). Only the scanner's road asks: a head that came whole in one piece
 /// is read by the others.
 pub(crate) fn check_request_line(line: &[u8]) -> Result<bool, Error> {
+    let line = skip_leading_cr(line);
     let Ok(content) = line_content(line) else {
         // A stray CR: nginx refuses the line at the byte after it (or earlier, when what
         // comes before is already wrong), without waiting for the rest of the head.
@@ -851,6 +852,15 @@ fn bare_authority_ends(line: &[u8], target: &[u8]) -> bool {
     target.first() != Some(&b'/')
         && !target[sep + 3..].iter().any(|&b| b == b'/' || b == b'?')
         && line.ends_with(target)
+}
+
+/// A line before the request line without its leading CRs: nginx skips CR and LF bytes before
+/// a request, alone or in any order (`\rGET / HTTP/1.0` is a request).
+pub(crate) fn skip_leading_cr(mut line: &[u8]) -> &[u8] {
+    while let [b'\r', rest @ ..] = line {
+        line = rest;
+    }
+    line
 }
 
 /// nginx's `ngx_strcasestrn`: is `needle` anywhere in `hay`, ignoring ASCII case?

@@ -40,7 +40,7 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
         let Some(line) = lines.next().filter(|l| l.ends_with(b"\n")) else {
             return out;
         };
-        match line_content(line) {
+        match line_content(super::skip_leading_cr(line)) {
             Ok([]) => {}
             Ok(content) => break content,
             Err(_) => return out,
@@ -132,7 +132,9 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
 /// is already wrong (nginx reads the method, the target and the version as they arrive, before it
 /// finds the line too long). `None`: the line is fine so far, so it is a 414.
 pub(crate) fn line_prefix_error(seen: &[u8]) -> Option<Error> {
-    // A CR that ended the part read is the line's end to come.
+    // CRs before a request are skipped; a CR that ended the part read is the line's end to
+    // come.
+    let seen = super::skip_leading_cr(seen);
     let seen = seen.strip_suffix(b"\r").unwrap_or(seen);
     let invalid = Error::bad_request("client sent invalid request");
     let method_end = memchr::memchr(b' ', seen);

@@ -520,6 +520,33 @@ fn a_bare_authority_cannot_end_a_simple_request() {
     assert!(is_simple_request(b"HEAD http://a/\r\n"));
 }
 
+/// nginx skips CR and LF bytes before a request line in any order, a lone CR included.
+#[test]
+fn crs_before_the_request_line_are_skipped() {
+    for req in [
+        &b"\rGET /a HTTP/1.0\r\n\r\n"[..],
+        b"\r\r\nGET /a HTTP/1.0\r\n\r\n",
+        b"\n\rGET /a HTTP/1.0\r\n\r\n",
+        b"\r\n\r\r\n\rGET /a HTTP/1.0\n\n",
+    ] {
+        let whole = parse(req).unwrap();
+        assert_eq!((whole.method(), whole.path()), ("GET", &b"/a"[..]));
+        assert_eq!(whole.head_len(), req.len());
+        for at in 0..req.len() {
+            let mut p = HeadParser::new(Limits::default());
+            let mut buf = BytesMut::from(&req[..at]);
+            assert!(matches!(p.parse(&mut buf), Ok(None)), "{req:?} at {at}");
+            buf.extend_from_slice(&req[at..]);
+            let r = p.parse(&mut buf).unwrap().unwrap();
+            assert_eq!(summary(&r), summary(&whole));
+        }
+    }
+    let r = parse(b"\rGET /a\r\n").unwrap();
+    assert_eq!(r.version(), Version::Http09);
+    // A CR after the method's first byte is still a wrong method.
+    assert_eq!(status(b"G\rET /a HTTP/1.0\r\n\r\n"), 400);
+}
+
 #[test]
 fn keep_alive_matrix() {
     let ka = |req: &[u8]| parse(req).unwrap().keep_alive();
