@@ -191,12 +191,18 @@ impl Scanner {
         self.line_start
     }
 
-    /// The answer for the line at `line_start` that does not fit. A request line is 414 unless
+    /// The answer for the line at `line_start` that does not fit: for a header line, 494 unless
+    /// a line before it was already wrong. A request line is 414 unless
     /// the part nginx would have read is already wrong: nginx parses as it reads, so a bad
     /// method or version is its 400 (or 505) first. It reads the whole of its first buffer
     /// before it looks for a large one, then the line up to a large buffer's size.
     fn too_large(&self, buf: &[u8], request_line: bool, limits: &Limits) -> Error {
         if !request_line {
+            // nginx reads each line as it comes: a wrong line before this one is its answer.
+            let before = buf.get(..self.line_start).unwrap_or_default();
+            if let Some(e) = crate::request::first_line_error(before, limits) {
+                return e;
+            }
             return Error::new(
                 ErrorKind::HeaderTooLarge,
                 "client sent too long header line",

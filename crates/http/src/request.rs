@@ -26,7 +26,7 @@ use crate::uri;
 mod one_pass;
 #[path = "request_refused.rs"]
 mod refused;
-pub(crate) use refused::line_prefix_error;
+pub(crate) use refused::{first_line_error, line_prefix_error};
 pub use refused::Refused;
 
 /// HTTP version of a request.

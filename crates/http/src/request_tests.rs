@@ -547,6 +547,35 @@ fn crs_before_the_request_line_are_skipped() {
     assert_eq!(status(b"G\rET /a HTTP/1.0\r\n\r\n"), 400);
 }
 
+/// nginx reads each header line as it comes: a wrong line before one too long to read is its
+/// answer, not the 494 (found by the differential fuzzer: `Host: ..` then a 9,000-byte line).
+#[test]
+fn a_wrong_line_before_a_too_long_one_is_the_answer() {
+    let head = |line: &[u8], before: &[u8]| {
+        let mut h = line.to_vec();
+        h.extend_from_slice(before);
+        h.extend_from_slice(b"X-Long: ");
+        h.resize(h.len() + 9000, b'v');
+        h.extend_from_slice(b"\r\n\r\n");
+        h
+    };
+    let code = |h: &[u8]| parse_request(h, &Limits::default()).map(|_| ()).unwrap_err();
+    let get = b"GET / HTTP/1.0\r\n";
+    assert_eq!(code(&head(get, b"Host: a\r\n")).code(), 494);
+    for (line, before, context) in [
+        (&get[..], &b"Host: ..\r\n"[..], "client sent invalid host header"),
+        (get, b"Host: a\r\nHost: b\r\n", "client sent duplicate header line"),
+        (get, b"X: a\x00\r\n", "client sent invalid header line"),
+        (get, b"If-Match: a\r\nIf-Match: b\r\n", "client sent duplicate header line"),
+        (b"GET /../a HTTP/1.0\r\n", b"", "client sent invalid request"),
+    ] {
+        let e = code(&head(line, before));
+        assert_eq!((e.code(), e.context()), (400, context), "{}", crate::lossy(before));
+    }
+    // Lines `ignore_invalid_headers` drops are no error.
+    assert_eq!(code(&head(get, b"X_Y: 1\r\n")).code(), 494);
+}
+
 #[test]
 fn keep_alive_matrix() {
     let ka = |req: &[u8]| parse(req).unwrap().keep_alive();
