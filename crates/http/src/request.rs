@@ -837,6 +837,10 @@ pub fn is_simple_request(bytes: &[u8]) -> bool {
     let Some(target) = parts.next() else {
         return false;
     };
+    // nginx refuses a control byte in a target where it meets it, before the line's end.
+    if target.iter().any(|&b| b < 0x20 || b == 0x7f) {
+        return false;
+    }
     let target_read = target.first() == Some(&b'/')
         || (split_absolute(target).is_ok() && !bare_authority_ends(line, target));
     target_read && parts.next().is_none()

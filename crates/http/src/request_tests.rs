@@ -518,6 +518,13 @@ fn a_bare_authority_cannot_end_a_simple_request() {
     assert_eq!((r.version(), r.uri()), (Version::Http09, &b"?x"[..]));
     // A refused 0.9 request is still answered the 0.9 way.
     assert!(is_simple_request(b"HEAD http://a/\r\n"));
+    assert!(is_simple_request(b"CONNECT /a\xe9\r\n"));
+    // A control byte in the target is refused before the line's end: with a status line
+    // (found by the differential fuzzer).
+    for line in [&b"CONNECT /a\tb\r\n"[..], b"GET /a\x01b\r\n", b"GET /a\x7f\n", b"GET /\x00\n"] {
+        assert!(!is_simple_request(line), "{}", crate::lossy(line));
+        assert_eq!(status(line), 400);
+    }
 }
 
 /// nginx skips CR and LF bytes before a request line in any order, a lone CR included.
