@@ -174,6 +174,10 @@ impl LengthDecoder {
     }
 }
 
+/// The largest chunk size: nginx refuses a size past `off_t`'s maximum over 16 (whatever
+/// `client_max_body_size` says), wherever it reads chunk sizes.
+const MAX_CHUNK_SIZE: u64 = MAX_LENGTH >> 4;
+
 /// Longest chunk-size line (size and extensions) accepted.
 const MAX_SIZE_LINE: usize = 4096;
 /// Most trailer bytes accepted.
@@ -357,10 +361,12 @@ impl ChunkedDecoder {
                     return Ok((i + n, Some((i, i + n))));
                 }
                 State::SizeStart | State::Size => {
+                    // nginx checks the size before each byte after its first digit, the one
+                    // that ends it included: the largest size it takes is 0x7ffffffffffffff.
+                    if self.state == State::Size && self.size > MAX_CHUNK_SIZE {
+                        return self.fail(invalid);
+                    }
                     if let Some(d) = hex_digit(b) {
-                        if self.size > MAX_LENGTH >> 4 {
-                            return self.fail(invalid);
-                        }
                         self.size = self.size << 4 | u64::from(d);
                         self.state = State::Size;
                     } else if self.state == State::SizeStart {
