@@ -368,6 +368,11 @@ impl ChunkedDecoder {
                     }
                     if let Some(d) = hex_digit(b) {
                         self.size = self.size << 4 | u64::from(d);
+                        // And a size that would overflow its count of bytes still to come
+                        // (nginx's `ctx->length`) is refused at once, not at the next byte.
+                        if self.size > MAX_LENGTH - 5 {
+                            return self.fail(invalid);
+                        }
                         self.state = State::Size;
                     } else if self.state == State::SizeStart {
                         return self.fail(invalid);
