@@ -8,7 +8,9 @@ paths) on 127.0.0.1 ports 20200-20299, sends both the same randomly generated re
 compares, as tests/diff/mod.rs does: per answer the status line, the headers as a set without
 Date and Server, the body (server token in error pages normalised, multipart boundary, port,
 relative Expires dates), and how the connection ended (closed, or kept open). A request that
-makes shoal exit, or that nginx answers and shoal does not, is reported first.
+makes shoal exit, or that nginx answers and shoal does not, is reported first. Half of the
+requests are mutated ones made here, half the shapes of shapes.py (absolute-form targets,
+chunked bodies, a thousand header lines, tabs around framing values, HTTP/0.9, TLS bytes).
 
 Run (from the repository root, after `cargo build --release`):
 
