@@ -26,12 +26,15 @@ const MAX_LENGTH: u64 = i64::MAX as u64;
 /// The largest chunk size nginx 1.22 takes.
 const MAX_CHUNK_SIZE: u64 = MAX_LENGTH >> 4;
 
+/// `Ok(consumed through the end)`, `Ok(None)` (needs more), or the error's status.
+type End = Result<Option<usize>, u16>;
+
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
     /// Body bytes handed out, in order (before the error, if any).
     body: Vec<u8>,
     /// `Ok(consumed through the end)` or `Ok(None)` (needs more), or the error's status.
-    end: Result<Option<usize>, u16>,
+    end: End,
     /// `received()` when it stopped.
     received: u64,
     /// `oversize()` after a 413.
@@ -47,7 +50,7 @@ fn step_invariants(d: &ChunkedDecoder, body_len: usize, max: u64) {
     }
 }
 
-fn finish(d: &ChunkedDecoder, body: Vec<u8>, end: Result<Option<usize>, u16>, max: u64) -> Outcome {
+fn finish(d: &ChunkedDecoder, body: Vec<u8>, end: End, max: u64) -> Outcome {
     let received = d.received();
     if max != 0 && received > max {
         // Announcing more than the limit is a 413 at once, whatever else is wrong.
@@ -61,7 +64,11 @@ fn finish(d: &ChunkedDecoder, body: Vec<u8>, end: Result<Option<usize>, u16>, ma
             assert!(before <= max, "the limit was passed before this chunk");
             assert_eq!(before.checked_add(size), Some(received));
             assert!(before + size > max);
-            assert_eq!(before, body.len() as u64, "earlier chunks are all handed out");
+            assert_eq!(
+                before,
+                body.len() as u64,
+                "earlier chunks are all handed out"
+            );
             Some((before, size))
         }
         Err(status) => {
@@ -99,7 +106,10 @@ fn feed(d: ChunkedDecoder, data: &[u8], cuts: &[usize], max: u64) -> Outcome {
                 Ok(r) => r,
                 Err(e) => {
                     // An error sticks.
-                    assert_eq!(d.decode(b"0\r\n\r\n").map_err(|e| e.status()), Err(e.status()));
+                    assert_eq!(
+                        d.decode(b"0\r\n\r\n").map_err(|e| e.status()),
+                        Err(e.status())
+                    );
                     return finish(&d, body, Err(e.status()), max);
                 }
             };
@@ -107,7 +117,11 @@ fn feed(d: ChunkedDecoder, data: &[u8], cuts: &[usize], max: u64) -> Outcome {
             match chunk {
                 Chunk::Data(b) => {
                     assert!(!b.is_empty());
-                    assert_eq!(b.as_ptr(), pending[n - b.len()..].as_ptr(), "data ends what was consumed");
+                    assert_eq!(
+                        b.as_ptr(),
+                        pending[n - b.len()..].as_ptr(),
+                        "data ends what was consumed"
+                    );
                     body.extend_from_slice(b);
                 }
                 Chunk::NeedMore => assert_eq!(n, pending.len()),
@@ -130,8 +144,9 @@ fn feed(d: ChunkedDecoder, data: &[u8], cuts: &[usize], max: u64) -> Outcome {
 }
 
 /// The same through `BodyDecoder::decode_buf` (the server's road), `step` bytes at a time.
-fn feed_buf(data: &[u8], step: usize, max: u64) -> (Vec<u8>, Result<Option<usize>, u16>, Option<(u64, u64)>) {
-    let mut d = BodyDecoder::new(BodyKind::Chunked, max).expect("a chunked body is never refused up front");
+fn feed_buf(data: &[u8], step: usize, max: u64) -> (Vec<u8>, End, Option<(u64, u64)>) {
+    let mut d =
+        BodyDecoder::new(BodyKind::Chunked, max).expect("a chunked body is never refused up front");
     let mut buf = BytesMut::new();
     let mut body = Vec::new();
     let mut fed = 0;
@@ -168,10 +183,16 @@ fn feed_buf(data: &[u8], step: usize, max: u64) -> (Vec<u8>, Result<Option<usize
 /// All the ways of feeding `data` agree; returns the whole-input outcome.
 fn all_roads(data: &[u8], at: usize, max: u64) -> Outcome {
     let all = feed(ChunkedDecoder::with_max_size(max), data, &[], max);
-    assert_eq!(all, feed(ChunkedDecoder::with_max_size(max), data, &[at], max));
+    assert_eq!(
+        all,
+        feed(ChunkedDecoder::with_max_size(max), data, &[at], max)
+    );
     if data.len() <= 1024 {
         let every: Vec<usize> = (1..data.len()).collect();
-        assert_eq!(all, feed(ChunkedDecoder::with_max_size(max), data, &every, max));
+        assert_eq!(
+            all,
+            feed(ChunkedDecoder::with_max_size(max), data, &every, max)
+        );
     }
     let step = at.max(1);
     let (body, end, over) = feed_buf(data, step, max);
@@ -214,7 +235,8 @@ fn build(recipe: &[u8]) -> (Vec<u8>, Vec<u64>, Vec<u8>) {
     let mut out = Vec::new();
     let mut sizes = Vec::new();
     let mut body = Vec::new();
-    let eol = |out: &mut Vec<u8>, bit: bool| out.extend_from_slice(if bit { b"\n" } else { b"\r\n" });
+    let eol =
+        |out: &mut Vec<u8>, bit: bool| out.extend_from_slice(if bit { b"\n" } else { b"\r\n" });
     let n_chunks = r.byte() % 8;
     for i in 0..=n_chunks {
         let shape = r.byte();
@@ -228,8 +250,12 @@ fn build(recipe: &[u8]) -> (Vec<u8>, Vec<u64>, Vec<u8>) {
             u64::from(r.byte() % 48) + 1
         };
         let zeros = usize::from(shape & 3);
-        out.extend(std::iter::repeat(b'0').take(zeros));
-        let hex = if shape & 4 != 0 { format!("{size:X}") } else { format!("{size:x}") };
+        out.extend(std::iter::repeat_n(b'0', zeros));
+        let hex = if shape & 4 != 0 {
+            format!("{size:X}")
+        } else {
+            format!("{size:x}")
+        };
         out.extend_from_slice(hex.as_bytes());
         if shape & 8 != 0 {
             out.extend_from_slice(if r.byte() & 1 == 0 { b" " } else { b"\t \t" });
@@ -238,7 +264,11 @@ fn build(recipe: &[u8]) -> (Vec<u8>, Vec<u64>, Vec<u8>) {
             out.extend_from_slice(b";ext");
             for &b in r.bytes(6) {
                 // Visible ASCII (and a tab) only: the strict decoder's extension bytes.
-                out.push(if b == b'\t' || (0x20..0x7f).contains(&b) { b } else { b'=' });
+                out.push(if b == b'\t' || (0x20..0x7f).contains(&b) {
+                    b
+                } else {
+                    b'='
+                });
             }
         }
         eol(&mut out, shape & 0x40 != 0);

@@ -15,7 +15,9 @@
 use libfuzzer_sys::fuzz_target;
 use shoal_http::bytes::BytesMut;
 use shoal_http::request::{is_simple_request, MAX_HEADERS};
-use shoal_http::{BodyChunk, BodyDecoder, BodyKind, HeadParser, LargeBuffers, Limits, Request, Version};
+use shoal_http::{
+    BodyChunk, BodyDecoder, BodyKind, HeadParser, LargeBuffers, Limits, Request, Version,
+};
 
 type Outcome = Result<Option<Summary>, u16>;
 type Summary = (
@@ -71,7 +73,10 @@ fn check(r: &Request, limits: &Limits) {
         assert!(r.host().is_some());
         let scheme = target.iter().position(|&b| b == b':').expect("a scheme");
         let after = &target[scheme + 3..];
-        assert!(after.len() > uri.len() || uri == b"/", "{target:?} gave {uri:?}");
+        assert!(
+            after.len() > uri.len() || uri == b"/",
+            "{target:?} gave {uri:?}"
+        );
         assert!(after.ends_with(uri) || uri == b"/");
         assert!(uri.starts_with(b"/") || uri.starts_with(b"?"), "{uri:?}");
     }
@@ -85,7 +90,10 @@ fn check(r: &Request, limits: &Limits) {
         assert_eq!(r.body(), BodyKind::Empty);
         assert!(r.version_text().is_empty());
         let head = r.head();
-        let start = head.iter().position(|&b| b != b'\r' && b != b'\n').expect("a line");
+        let start = head
+            .iter()
+            .position(|&b| b != b'\r' && b != b'\n')
+            .expect("a line");
         assert_eq!(memchr_count(&head[start..]), 1, "one line");
         assert!(head.ends_with(b"\n"));
     } else {
@@ -226,7 +234,10 @@ fn count_mode(filler: usize, kinds: &[u8], limits: &Limits) {
         .map(|r| r.expect("a whole head").header_count())
         .map_err(|e| e.code());
     assert_eq!(got, expect, "{filler} lines, then kinds {kinds:?}");
-    assert!(shoal_http::request::roads_agree(&head, limits), "roads disagree");
+    assert!(
+        shoal_http::request::roads_agree(&head, limits),
+        "roads disagree"
+    );
 }
 
 fuzz_target!(|input: &[u8]| {

@@ -239,7 +239,11 @@ fn the_largest_chunk_size_is_nginx_s() {
     assert_eq!(d.decode(&input[11..]).unwrap_err().status(), 413);
     assert_eq!(d.oversize(), (8, 0x7ff_ffff_ffff_ffff));
     for max in [0, 16, i64::MAX as u64] {
-        for size in [&b"800000000000000"[..], b"7ffffffffffffffa", b"0800000000000000"] {
+        for size in [
+            &b"800000000000000"[..],
+            b"7ffffffffffffffa",
+            b"0800000000000000",
+        ] {
             for end in [&b"\r\n"[..], b"\n", b";", b" ", b"\r", b"0"] {
                 let mut line = size.to_vec();
                 line.extend_from_slice(end);

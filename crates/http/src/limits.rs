@@ -287,14 +287,20 @@ mod tests {
         line.push(0);
         line.resize(69, b'J');
         let e = scan_all(&line, &l).unwrap_err();
-        assert_eq!((e.status(), e.context()), (400, "client sent invalid method"));
+        assert_eq!(
+            (e.status(), e.context()),
+            (400, "client sent invalid method")
+        );
         line.push(b'\n');
         assert_eq!(scan_all(&line, &l).unwrap_err().status(), 400);
         // Past the first buffer only a large buffer's worth is read.
         let mut line = b"GET /".to_vec();
         line.resize(8200, b'a');
         line.extend_from_slice(b" \x00\n");
-        assert_eq!(scan_all(&line, &Limits::default()).unwrap_err().status(), 414);
+        assert_eq!(
+            scan_all(&line, &Limits::default()).unwrap_err().status(),
+            414
+        );
     }
 
     #[test]

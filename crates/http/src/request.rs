@@ -26,8 +26,8 @@ use crate::uri;
 mod one_pass;
 #[path = "request_refused.rs"]
 mod refused;
-pub(crate) use refused::{first_line_error, line_prefix_error};
 pub use refused::Refused;
+pub(crate) use refused::{first_line_error, line_prefix_error};
 
 /// HTTP version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -809,8 +809,9 @@ pub(crate) fn check_request_line(line: &[u8]) -> Result<bool, Error> {
         // A stray CR: nginx refuses the line at the byte after it (or earlier, when what
         // comes before is already wrong), without waiting for the rest of the head.
         let line = line.strip_suffix(b"\n").unwrap_or(line);
-        return Err(line_prefix_error(line)
-            .unwrap_or(Error::bad_request("client sent invalid request")));
+        return Err(
+            line_prefix_error(line).unwrap_or(Error::bad_request("client sent invalid request"))
+        );
     };
     let (_, _, version) = parse_request_line(content)?;
     Ok(version == Version::Http09)

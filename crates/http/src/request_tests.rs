@@ -335,13 +335,21 @@ fn at_most_a_thousand_header_lines() {
         h.extend_from_slice(b"\r\n");
         h
     };
-    assert_eq!(parse(&head(1000, b"X_U: 1\r\n")).unwrap().header_count(), 1000);
+    assert_eq!(
+        parse(&head(1000, b"X_U: 1\r\n")).unwrap().header_count(),
+        1000
+    );
     let e = parse(&head(1001, b"")).unwrap_err();
     assert_eq!((e.code(), e.status()), (494, 400));
     assert_eq!(e.context(), "client sent too many header lines");
     // The 1,001st line comes before the wrong one.
     assert_eq!(parse(&head(1001, b"X: a\x00\r\n")).unwrap_err().code(), 494);
-    assert_eq!(parse(&head(1000, b"X: a\x00\r\nB: c\r\n")).unwrap_err().code(), 400);
+    assert_eq!(
+        parse(&head(1000, b"X: a\x00\r\nB: c\r\n"))
+            .unwrap_err()
+            .code(),
+        400
+    );
     let strict = Limits {
         ignore_invalid_headers: false,
         ..Limits::default()
@@ -446,7 +454,10 @@ fn absolute_form_grammar_is_nginx() {
         (b"h2://a/", Some((b"/", b"a"))),
         (b"a+b-c.d://a/", Some((b"/", b"a"))),
         (b"http://[v1.x]/", Some((b"/", b"[v1.x]"))),
-        (b"http://[a_b~!$&'()*+,;=]/", Some((b"/", b"[a_b~!$&'()*+,;=]"))),
+        (
+            b"http://[a_b~!$&'()*+,;=]/",
+            Some((b"/", b"[a_b~!$&'()*+,;=]")),
+        ),
         (b"http://[::1]:8/", Some((b"/", b"[::1]"))),
         (b"http://[]/", Some((b"/", b"[]"))),
         (b"http://-a/", Some((b"/", b"-a"))),
@@ -505,11 +516,19 @@ fn absolute_form_grammar_is_nginx() {
 /// (with a status line: nginx had not read it as 0.9 yet), `GET http://a ` is HTTP/0.9.
 #[test]
 fn a_bare_authority_cannot_end_a_simple_request() {
-    for line in [&b"GET http://a\r\n"[..], b"GET http://a:80\n", b"GET http://[::1]\r\n"] {
+    for line in [
+        &b"GET http://a\r\n"[..],
+        b"GET http://a:80\n",
+        b"GET http://[::1]\r\n",
+    ] {
         assert_eq!(status(line), 400, "{}", crate::lossy(line));
         assert!(!is_simple_request(line), "{}", crate::lossy(line));
     }
-    for line in [&b"GET http://a \r\n"[..], b"GET http://a:80 \n", b"GET http://a/\r\n"] {
+    for line in [
+        &b"GET http://a \r\n"[..],
+        b"GET http://a:80 \n",
+        b"GET http://a/\r\n",
+    ] {
         let r = parse(line).unwrap();
         assert_eq!((r.version(), r.uri()), (Version::Http09, &b"/"[..]));
         assert!(is_simple_request(line));
@@ -521,7 +540,12 @@ fn a_bare_authority_cannot_end_a_simple_request() {
     assert!(is_simple_request(b"CONNECT /a\xe9\r\n"));
     // A control byte in the target is refused before the line's end: with a status line
     // (found by the differential fuzzer).
-    for line in [&b"CONNECT /a\tb\r\n"[..], b"GET /a\x01b\r\n", b"GET /a\x7f\n", b"GET /\x00\n"] {
+    for line in [
+        &b"CONNECT /a\tb\r\n"[..],
+        b"GET /a\x01b\r\n",
+        b"GET /a\x7f\n",
+        b"GET /\x00\n",
+    ] {
         assert!(!is_simple_request(line), "{}", crate::lossy(line));
         assert_eq!(status(line), 400);
     }
@@ -566,18 +590,43 @@ fn a_wrong_line_before_a_too_long_one_is_the_answer() {
         h.extend_from_slice(b"\r\n\r\n");
         h
     };
-    let code = |h: &[u8]| parse_request(h, &Limits::default()).map(|_| ()).unwrap_err();
+    let code = |h: &[u8]| {
+        parse_request(h, &Limits::default())
+            .map(|_| ())
+            .unwrap_err()
+    };
     let get = b"GET / HTTP/1.0\r\n";
     assert_eq!(code(&head(get, b"Host: a\r\n")).code(), 494);
     for (line, before, context) in [
-        (&get[..], &b"Host: ..\r\n"[..], "client sent invalid host header"),
-        (get, b"Host: a\r\nHost: b\r\n", "client sent duplicate header line"),
+        (
+            &get[..],
+            &b"Host: ..\r\n"[..],
+            "client sent invalid host header",
+        ),
+        (
+            get,
+            b"Host: a\r\nHost: b\r\n",
+            "client sent duplicate header line",
+        ),
         (get, b"X: a\x00\r\n", "client sent invalid header line"),
-        (get, b"If-Match: a\r\nIf-Match: b\r\n", "client sent duplicate header line"),
-        (b"GET /../a HTTP/1.0\r\n", b"", "client sent invalid request"),
+        (
+            get,
+            b"If-Match: a\r\nIf-Match: b\r\n",
+            "client sent duplicate header line",
+        ),
+        (
+            b"GET /../a HTTP/1.0\r\n",
+            b"",
+            "client sent invalid request",
+        ),
     ] {
         let e = code(&head(line, before));
-        assert_eq!((e.code(), e.context()), (400, context), "{}", crate::lossy(before));
+        assert_eq!(
+            (e.code(), e.context()),
+            (400, context),
+            "{}",
+            crate::lossy(before)
+        );
     }
     // Lines `ignore_invalid_headers` drops are no error.
     assert_eq!(code(&head(get, b"X_Y: 1\r\n")).code(), 494);
