@@ -29,7 +29,9 @@ type Summary = (
     usize,
 );
 
-fn summary(r: &Request) -> Summary {
+/// The request's parts and the bytes it took off the buffer (its head, and the CRs and LFs
+/// before it).
+fn summary(r: &Request, consumed: usize) -> Summary {
     (
         r.method().to_owned(),
         r.uri().to_vec(),
@@ -38,7 +40,7 @@ fn summary(r: &Request) -> Summary {
         r.headers()
             .map(|(n, v)| (n.to_owned(), v.to_vec()))
             .collect(),
-        r.head_len(),
+        consumed,
     )
 }
 
@@ -56,7 +58,13 @@ fn check(r: &Request, limits: &Limits) {
         assert!(!h.is_empty());
         assert!(!h.iter().any(u8::is_ascii_uppercase));
     }
-    assert!(r.head_len() <= limits.max_head_len());
+    // Within the limits but for the CRs and LFs before the request line, which nginx skips.
+    let lead = r
+        .head()
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    assert!(r.head_len() - lead <= limits.max_head_len());
     assert!(r.header_count() <= MAX_HEADERS);
     for (name, value) in r.headers() {
         assert!(!name.is_empty());
@@ -111,7 +119,7 @@ fn whole(data: &[u8], limits: &Limits) -> Outcome {
     match p.parse_slice(data) {
         Ok(Some(r)) => {
             check(&r, limits);
-            Ok(Some(summary(&r)))
+            Ok(Some(summary(&r, r.head_len())))
         }
         Ok(None) => Ok(None),
         Err(e) => {
@@ -121,11 +129,20 @@ fn whole(data: &[u8], limits: &Limits) -> Outcome {
     }
 }
 
+/// A request the connection's road took off its buffer: the CRs and LFs before it were dropped
+/// from the buffer, so that no number of them grows it, and are no part of its head.
+fn taken(r: &Request, consumed: usize, limits: &Limits) -> Summary {
+    check(r, limits);
+    assert!(!r.head().starts_with(b"\r") && !r.head().starts_with(b"\n"));
+    assert!(r.head_len() <= limits.max_head_len());
+    summary(r, consumed)
+}
+
 fn split(data: &[u8], at: usize, limits: &Limits) -> Outcome {
     let mut p = HeadParser::new(*limits);
     let mut buf = BytesMut::from(&data[..at]);
     match p.parse(&mut buf) {
-        Ok(Some(r)) => return Ok(Some(summary(&r))),
+        Ok(Some(r)) => return Ok(Some(taken(&r, at - buf.len(), limits))),
         Ok(None) => {}
         // An early error must also be the answer with all the bytes: checked by the caller.
         Err(e) => {
@@ -135,7 +152,7 @@ fn split(data: &[u8], at: usize, limits: &Limits) -> Outcome {
     }
     buf.extend_from_slice(&data[at..]);
     match p.parse(&mut buf) {
-        Ok(r) => Ok(r.map(|r| summary(&r))),
+        Ok(r) => Ok(r.map(|r| taken(&r, data.len() - buf.len(), limits))),
         Err(e) => {
             let _ = p.refused(&buf);
             Err(e.code())

@@ -75,6 +75,9 @@ pub(crate) struct Scanner {
     capacity: usize,
     large_taken: usize,
     started: bool,
+    /// CRs and LFs skipped before the request line, at the start of the buffer, not yet given
+    /// to [`Scanner::take_skipped`].
+    skipped: usize,
 }
 
 /// A complete head found by the scanner.
@@ -169,7 +172,18 @@ impl Scanner {
             self.used = (self.used + skipped) % self.capacity.max(1);
             self.line_start += skipped;
             self.search_from = self.search_from.max(self.line_start);
+            self.skipped += skipped;
         }
+    }
+
+    /// How many bytes at the start of the buffer were skipped before the request line since
+    /// the last call; the caller drops them from its buffer (so that no number of them grows
+    /// it), and the scanner's places move with them.
+    pub fn take_skipped(&mut self) -> usize {
+        let n = std::mem::take(&mut self.skipped);
+        self.line_start -= n;
+        self.search_from -= n;
+        n
     }
 
     /// Could a line of `len` bytes still be placed?

@@ -341,7 +341,7 @@ impl HeadParser {
         let (head, raw) = match self.one_pass(buf) {
             Some((len, raw)) => (buf.split_to(len).freeze(), Ok(raw)),
             None => {
-                let Some(end) = self.scan(buf)? else {
+                let Some(end) = self.scan_buf(buf)? else {
                     return Ok(false);
                 };
                 let head = buf.split_to(end.len).freeze();
@@ -401,8 +401,32 @@ impl HeadParser {
         one_pass::parse(buf, &self.limits)
     }
 
+    /// [`HeadParser::scan`] on the connection's buffer, from which the CRs and LFs before the
+    /// request line are dropped: nginx reuses a buffer full of them, and however many a client
+    /// sends they must not grow ours. The head found starts at its request line.
+    fn scan_buf(&mut self, buf: &mut BytesMut) -> Result<Option<crate::limits::HeadEnd>, Error> {
+        let mut found = self.scanner.scan(buf, &self.limits);
+        if let Ok(end) = &mut found {
+            let skipped = self.scanner.take_skipped();
+            let _ = buf.split_to(skipped);
+            if let Some(end) = end {
+                end.len -= skipped;
+            }
+        }
+        self.scanned(found)
+    }
+
     fn scan(&mut self, buf: &[u8]) -> Result<Option<crate::limits::HeadEnd>, Error> {
-        match self.scanner.scan(buf, &self.limits) {
+        let found = self.scanner.scan(buf, &self.limits);
+        self.scanned(found)
+    }
+
+    /// After a scan: a new scanner for the next head once this one is found or refused.
+    fn scanned(
+        &mut self,
+        found: Result<Option<crate::limits::HeadEnd>, Error>,
+    ) -> Result<Option<crate::limits::HeadEnd>, Error> {
+        match found {
             Ok(Some(end)) => {
                 self.scanner = Scanner::default();
                 Ok(Some(end))
