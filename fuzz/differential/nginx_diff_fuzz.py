@@ -8,7 +8,9 @@ paths) on 127.0.0.1 ports 20200-20299, sends both the same randomly generated re
 compares, as tests/e2e/diff/mod.rs does: per answer the status line, the headers as a set without
 Date and Server, the body (server token in error pages normalised, multipart boundary, port,
 relative Expires dates), and how the connection ended (closed, or kept open). A request that
-makes shoal exit, or that nginx answers and shoal does not, is reported first.
+makes shoal exit, or that nginx answers and shoal does not, is reported first. Half of the
+requests are mutated ones made here, half the shapes of shapes.py (absolute-form targets,
+chunked bodies, a thousand header lines, tabs around framing values, HTTP/0.9, TLS bytes).
 
 Run (from the repository root, after `cargo build --release`):
 
@@ -41,6 +43,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shapes  # noqa: E402
 
 MTIME = 1672531200  # Sun, 01 Jan 2023 00:00:00 GMT, as in tests/e2e/diff/mod.rs
 MTIME_HTTP = "Sun, 01 Jan 2023 00:00:00 GMT"
@@ -195,6 +200,7 @@ CONFS = {
         listen 127.0.0.1:{PORT} default_server;
         server_name localhost;
         root {HTML};
+        client_max_body_size 64;
         add_header X-Uri "$uri" always;
         add_header X-Args "$args" always;
         add_header X-Ruri "$request_uri" always;
@@ -203,6 +209,8 @@ CONFS = {
             return 200 "m=$request_method u=$uri a=$args h=$host hh=$http_host p=$server_protocol i=$is_args r=$request_uri d=$document_uri n=$server_name x=$arg_x c=$content_length t=$content_type\\n";
         }
         location / { }
+        # Reads the body before it tries an address nobody listens on: a 413, or a 502.
+        location /up/ { proxy_pass http://127.0.0.1:1; }
     }
     server {
         listen 127.0.0.1:{PORT};
@@ -217,7 +225,7 @@ CONFS = {
 """,
         [
             "/echo", "/echo/x", "/echo?x=1", "/a.txt", "/", "/dir", "/dir/", "/nope",
-            "/echo/%2e%2e/a", "/echo?x=%20&y",
+            "/echo/%2e%2e/a", "/echo?x=%20&y", "/up/x",
         ],
     ),
 }
@@ -385,7 +393,8 @@ def normalise(raw, end, port, methods):
     while rest:
         he = rest.find(b"\r\n\r\n")
         if he < 0 or not rest.startswith(b"HTTP/"):
-            out.append("[garbage %d bytes] %r" % (len(rest), token_norm(rest[:300])))
+            # An HTTP/0.9 answer: the body alone (its length with the server token normalised).
+            out.append("[garbage %d bytes] %r" % (len(token_norm(rest)), token_norm(rest[:300])))
             break
         head = rest[:he].decode("latin-1")
         rest = rest[he + 4:]
@@ -599,6 +608,9 @@ def gen_headers(rnd, port, method, with_host):
 
 def gen_request(rnd, paths, port):
     """Returns (bytes, [method per expected answer])."""
+    shape = shapes.pick(rnd)
+    if shape is not None:
+        return shape(rnd, paths, port)
     method = rnd.choice(METHODS)
     path = mutate_path(rnd.choice(paths), rnd)
     version = rnd.choice(VERSIONS)
@@ -607,7 +619,8 @@ def gen_request(rnd, paths, port):
     line = method + sep + path + ((sep + version) if version else "")
     hs, body = gen_headers(rnd, port, method.strip(),
                            with_host=version not in (None,) and rnd.random() < 0.93)
-    head = ("\r\n" if rnd.random() < 0.03 else "") + line + eol
+    lead = rnd.choice(["\r\n", "\n", "\r", "\r\r\n", "\n\r"]) if rnd.random() < 0.05 else ""
+    head = lead + line + eol
     if version or rnd.random() < 0.2:  # HTTP/0.9 has no headers, mostly
         head += "".join(h + eol for h in hs) + eol
     # Every generated character is below U+0100: as latin-1 a raw byte, as UTF-8 two.
@@ -642,11 +655,10 @@ def classify(n, s):
     return "other"
 
 
-def known(req, n, s):
+def known(req, n, s, keep_open):
     """Differences shoal keeps on purpose (see fuzz/differential/README.md): a name, or None."""
-    line = req.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
-    if not re.search(rb" HTTP/[^ ]*\s*$", line) and len(line.split()) <= 2:
-        return "HTTP/0.9 request (shoal does not serve 0.9)"
+    if n == ["[closed]"] and not keep_open and b"/up/" in req.split(b"\n", 1)[0]:
+        return "half-closed client of a proxied location: nginx aborts (499), shoal answers"
     if any(a.startswith("HTTP/1.1 408 ") for a in s) and not any(" 408 " in a for a in n):
         return "408 page where nginx closes silently"
     return None
@@ -693,7 +705,7 @@ def run_conf(name, args, rnd, slot, deadline, findings, stats):
             crash = not shoal.alive()
             if nn != sn or crash:
                 key = "CRASH" if crash else classify(nn, sn)
-                why = known(req, nn, sn)
+                why = known(req, nn, sn, keep)
                 if why and not crash:
                     key = "known: " + why
                 if res["s"][1].startswith("[no answer"):

@@ -174,6 +174,10 @@ impl LengthDecoder {
     }
 }
 
+/// The largest chunk size: nginx refuses a size past `off_t`'s maximum over 16 (whatever
+/// `client_max_body_size` says), wherever it reads chunk sizes.
+const MAX_CHUNK_SIZE: u64 = MAX_LENGTH >> 4;
+
 /// Longest chunk-size line (size and extensions) accepted.
 const MAX_SIZE_LINE: usize = 4096;
 /// Most trailer bytes accepted.
@@ -326,11 +330,13 @@ impl ChunkedDecoder {
             return Ok(());
         }
         self.total = self.total.saturating_add(self.size);
-        if self.total > MAX_LENGTH {
-            self.fail(invalid)?;
-        }
+        // The limit first: nginx compares each size with what the limit leaves, so a size
+        // past both the limit and off_t is a 413.
         if self.max_size != 0 && self.total > self.max_size {
             self.fail(too_large())?;
+        }
+        if self.total > MAX_LENGTH {
+            self.fail(invalid)?;
         }
         self.state = State::Data;
         Ok(())
@@ -355,11 +361,18 @@ impl ChunkedDecoder {
                     return Ok((i + n, Some((i, i + n))));
                 }
                 State::SizeStart | State::Size => {
+                    // nginx checks the size before each byte after its first digit, the one
+                    // that ends it included: the largest size it takes is 0x7ffffffffffffff.
+                    if self.state == State::Size && self.size > MAX_CHUNK_SIZE {
+                        return self.fail(invalid);
+                    }
                     if let Some(d) = hex_digit(b) {
-                        if self.size > MAX_LENGTH >> 4 {
+                        self.size = self.size << 4 | u64::from(d);
+                        // And a size that would overflow its count of bytes still to come
+                        // (nginx's `ctx->length`) is refused at once, not at the next byte.
+                        if self.size > MAX_LENGTH - 5 {
                             return self.fail(invalid);
                         }
-                        self.size = self.size << 4 | u64::from(d);
                         self.state = State::Size;
                     } else if self.state == State::SizeStart {
                         return self.fail(invalid);

@@ -95,12 +95,10 @@ fn bad_chunk_sizes_are_400() {
     ] {
         assert_eq!(status(bad), 400, "{}", String::from_utf8_lossy(bad));
     }
-    // The largest size nginx takes (off_t) is still fine to announce.
+    // The largest size nginx takes is still fine to announce.
     let mut d = ChunkedDecoder::new();
-    assert!(d.decode(b"7fffffffffffffff\r\n").is_ok());
-    let mut d = ChunkedDecoder::new();
-    let (n, _) = d.decode(b"7fffffffffffffff\r\n").unwrap();
-    assert_eq!(n, 18);
+    let (n, _) = d.decode(b"7ffffffffffffff\r\n").unwrap();
+    assert_eq!(n, 17);
 }
 
 /// nginx takes a bare LF wherever its chunk grammar has a line end; so does the request
@@ -227,4 +225,45 @@ fn content_length_values() {
     assert_eq!(parse_content_length(b""), None);
     assert_eq!(parse_content_length(b"1e3"), None);
     assert_eq!(parse_content_length(b"18446744073709551616"), None);
+}
+
+/// A size past the limit is a 413 when it is read, with what came before and its size; a size
+/// nginx 1.22 cannot take (over 0x7ffffffffffffff) is a 400 whatever the limit, when the byte
+/// after it arrives (found by the differential fuzzer: nginx answered 400 where shoal took
+/// 0x7fffffffffffffff).
+#[test]
+fn the_largest_chunk_size_is_nginx_s() {
+    let input = b"8\r\n12345678\r\n7ffffffffffffff\r\n";
+    let mut d = ChunkedDecoder::with_max_size(16);
+    assert_eq!(d.decode(input).unwrap(), (11, Chunk::Data(b"12345678")));
+    assert_eq!(d.decode(&input[11..]).unwrap_err().status(), 413);
+    assert_eq!(d.oversize(), (8, 0x7ff_ffff_ffff_ffff));
+    for max in [0, 16, i64::MAX as u64] {
+        for size in [
+            &b"800000000000000"[..],
+            b"7ffffffffffffffa",
+            b"0800000000000000",
+        ] {
+            for end in [&b"\r\n"[..], b"\n", b";", b" ", b"\r", b"0"] {
+                let mut line = size.to_vec();
+                line.extend_from_slice(end);
+                let mut d = ChunkedDecoder::with_max_size(max);
+                assert_eq!(d.decode(size).unwrap(), (size.len(), Chunk::NeedMore));
+                let e = d.decode(end).unwrap_err();
+                assert_eq!(e.status(), 400, "{max} {}", String::from_utf8_lossy(&line));
+                let mut up = ChunkedDecoder::for_upstream();
+                assert!(up.decode(&line).is_err());
+            }
+        }
+    }
+    // A size nginx could not count the rest of is refused at its last digit, not at the
+    // byte after it: nginx answers it as soon as its buffer ends there.
+    for max in [0, 16] {
+        let e = ChunkedDecoder::with_max_size(max).decode(b"7ffffffffffffffb");
+        assert_eq!(e.unwrap_err().status(), 400);
+    }
+    assert!(ChunkedDecoder::new().decode(b"7ffffffffffffffa").is_ok());
+    // Leading zeros are no part of the size.
+    let mut d = ChunkedDecoder::new();
+    assert!(d.decode(b"00000007ffffffffffffff\r\n").is_ok());
 }

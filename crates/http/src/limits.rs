@@ -75,6 +75,9 @@ pub(crate) struct Scanner {
     capacity: usize,
     large_taken: usize,
     started: bool,
+    /// CRs and LFs skipped before the request line, at the start of the buffer, not yet given
+    /// to [`Scanner::take_skipped`].
+    skipped: usize,
 }
 
 /// A complete head found by the scanner.
@@ -101,6 +104,9 @@ impl Scanner {
             self.capacity = limits.client_header_buffer_size;
         }
         loop {
+            if !self.seen_request_line {
+                self.skip_before_request(buf);
+            }
             let rest = buf.get(self.search_from..).unwrap_or_default();
             match memchr::memchr(b'\n', rest) {
                 Some(i) => {
@@ -153,6 +159,33 @@ impl Scanner {
         }
     }
 
+    /// Steps over the CRs and LFs before a request line, as nginx skips them: they take room in
+    /// the first buffer, and a buffer full of them is reused from its start, so they never
+    /// make a head too large however many there are.
+    fn skip_before_request(&mut self, buf: &[u8]) {
+        let rest = buf.get(self.line_start..).unwrap_or_default();
+        let skipped = rest
+            .iter()
+            .take_while(|&&b| b == b'\r' || b == b'\n')
+            .count();
+        if skipped > 0 {
+            self.used = (self.used + skipped) % self.capacity.max(1);
+            self.line_start += skipped;
+            self.search_from = self.search_from.max(self.line_start);
+            self.skipped += skipped;
+        }
+    }
+
+    /// How many bytes at the start of the buffer were skipped before the request line since
+    /// the last call; the caller drops them from its buffer (so that no number of them grows
+    /// it), and the scanner's places move with them.
+    pub fn take_skipped(&mut self) -> usize {
+        let n = std::mem::take(&mut self.skipped);
+        self.line_start -= n;
+        self.search_from -= n;
+        n
+    }
+
     /// Could a line of `len` bytes still be placed?
     fn fits(&self, len: usize, limits: &Limits) -> bool {
         let large = limits.large_client_header_buffers;
@@ -186,18 +219,31 @@ impl Scanner {
         self.line_start
     }
 
-    /// The answer for the line at `line_start` that does not fit. A request line is 414 unless
-    /// the part nginx would have read (one large buffer) is already wrong: nginx parses as it
-    /// reads, so a bad method or version is its 400 (or 505) first.
+    /// The answer for the line at `line_start` that does not fit: for a header line, 494 unless
+    /// a line before it was already wrong. A request line is 414 unless
+    /// the part nginx would have read is already wrong: nginx parses as it reads, so a bad
+    /// method or version is its 400 (or 505) first. It reads the whole of its first buffer
+    /// before it looks for a large one, then the line up to a large buffer's size.
     fn too_large(&self, buf: &[u8], request_line: bool, limits: &Limits) -> Error {
         if !request_line {
+            // nginx reads each line as it comes: a wrong line before this one is its answer.
+            let before = buf.get(..self.line_start).unwrap_or_default();
+            if let Some(e) = crate::request::first_line_error(before, limits) {
+                return e;
+            }
             return Error::new(
                 ErrorKind::HeaderTooLarge,
                 "client sent too long header line",
             );
         }
         let line = buf.get(self.line_start..).unwrap_or_default();
-        let seen = &line[..line.len().min(limits.large_client_header_buffers.size)];
+        let in_first = if self.large_taken == 0 {
+            self.capacity.saturating_sub(self.used)
+        } else {
+            0
+        };
+        let read = in_first.max(limits.large_client_header_buffers.size);
+        let seen = &line[..line.len().min(read)];
         crate::request::line_prefix_error(seen).unwrap_or(Error::new(
             ErrorKind::UriTooLong,
             "client sent too long URI",
@@ -252,6 +298,69 @@ mod tests {
         assert_eq!(e.status(), 414);
         line.truncate(8000);
         assert_eq!(scan_all(&line, &l), Ok(None));
+    }
+
+    /// nginx parses its whole first buffer before it finds the line too long, even when a
+    /// large buffer is smaller (found by the `http_request` fuzzer: the line whole was a 414,
+    /// the same bytes in two pieces a 400).
+    #[test]
+    fn request_line_wrong_within_the_first_buffer_is_not_414() {
+        let l = Limits {
+            client_header_buffer_size: 60,
+            large_client_header_buffers: LargeBuffers { num: 1, size: 43 },
+            ..Limits::default()
+        };
+        let mut line = b"O___".to_vec();
+        line.resize(47, b'J');
+        line.push(0);
+        line.resize(69, b'J');
+        let e = scan_all(&line, &l).unwrap_err();
+        assert_eq!(
+            (e.status(), e.context()),
+            (400, "client sent invalid method")
+        );
+        line.push(b'\n');
+        assert_eq!(scan_all(&line, &l).unwrap_err().status(), 400);
+        // Past the first buffer only a large buffer's worth is read.
+        let mut line = b"GET /".to_vec();
+        line.resize(8200, b'a');
+        line.extend_from_slice(b" \x00\n");
+        assert_eq!(
+            scan_all(&line, &Limits::default()).unwrap_err().status(),
+            414
+        );
+    }
+
+    /// nginx reuses a first buffer full of CRs and LFs before a request: however many, they
+    /// are no head too large (found by the `http_request` fuzzer: a run of CRs longer than a
+    /// large buffer was a 494 whole and a 414 in two pieces).
+    #[test]
+    fn crs_and_lfs_before_a_request_never_fill_the_buffers() {
+        let small = Limits {
+            client_header_buffer_size: 61,
+            large_client_header_buffers: LargeBuffers { num: 1, size: 64 },
+            ..Limits::default()
+        };
+        let mut req = vec![b'\r'; 76];
+        req.extend_from_slice(b"\n\n\nG /A HTTP/1\x00\x00\x00\n");
+        let whole = scan_all(&req, &small).unwrap_err();
+        assert_eq!(whole.status(), 400);
+        for at in 1..req.len() {
+            let mut s = Scanner::default();
+            let first = s.scan(&req[..at], &small);
+            let e = match first {
+                Ok(None) => s.scan(&req, &small).unwrap_err(),
+                Ok(Some(_)) => panic!("a head in {at} bytes"),
+                Err(e) => e,
+            };
+            assert_eq!(e, whole, "split at {at}");
+        }
+        for lead in [&b"\r\n"[..], b"\r", b"\n"] {
+            let mut req = lead.repeat(20_000);
+            req.extend_from_slice(b"GET / HTTP/1.0\r\n\r\n");
+            let end = scan_all(&req, &Limits::default()).unwrap().unwrap();
+            assert_eq!(end.len, req.len());
+        }
     }
 
     #[test]

@@ -26,8 +26,8 @@ use crate::uri;
 mod one_pass;
 #[path = "request_refused.rs"]
 mod refused;
-pub(crate) use refused::line_prefix_error;
 pub use refused::Refused;
+pub(crate) use refused::{first_line_error, line_prefix_error};
 
 /// HTTP version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -341,7 +341,7 @@ impl HeadParser {
         let (head, raw) = match self.one_pass(buf) {
             Some((len, raw)) => (buf.split_to(len).freeze(), Ok(raw)),
             None => {
-                let Some(end) = self.scan(buf)? else {
+                let Some(end) = self.scan_buf(buf)? else {
                     return Ok(false);
                 };
                 let head = buf.split_to(end.len).freeze();
@@ -401,8 +401,32 @@ impl HeadParser {
         one_pass::parse(buf, &self.limits)
     }
 
+    /// [`HeadParser::scan`] on the connection's buffer, from which the CRs and LFs before the
+    /// request line are dropped: nginx reuses a buffer full of them, and however many a client
+    /// sends they must not grow ours. The head found starts at its request line.
+    fn scan_buf(&mut self, buf: &mut BytesMut) -> Result<Option<crate::limits::HeadEnd>, Error> {
+        let mut found = self.scanner.scan(buf, &self.limits);
+        if let Ok(end) = &mut found {
+            let skipped = self.scanner.take_skipped();
+            let _ = buf.split_to(skipped);
+            if let Some(end) = end {
+                end.len -= skipped;
+            }
+        }
+        self.scanned(found)
+    }
+
     fn scan(&mut self, buf: &[u8]) -> Result<Option<crate::limits::HeadEnd>, Error> {
-        match self.scanner.scan(buf, &self.limits) {
+        let found = self.scanner.scan(buf, &self.limits);
+        self.scanned(found)
+    }
+
+    /// After a scan: a new scanner for the next head once this one is found or refused.
+    fn scanned(
+        &mut self,
+        found: Result<Option<crate::limits::HeadEnd>, Error>,
+    ) -> Result<Option<crate::limits::HeadEnd>, Error> {
+        match found {
             Ok(Some(end)) => {
                 self.scanner = Scanner::default();
                 Ok(Some(end))
@@ -559,6 +583,10 @@ fn parse_fast(head: &[u8], header_lines: usize, limits: &Limits) -> Option<RawHe
             Err(_) => return None,
         }
     }
+    if headers.len() > MAX_HEADERS {
+        // The careful road finds which comes first: that line or a wrong one after it.
+        return None;
+    }
     Some(RawHead {
         method: Span::of(head, req.method?.as_bytes()),
         target: Span::of(head, req.path?.as_bytes()),
@@ -584,7 +612,7 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
         let Some(line) = lines.next() else {
             return Err(Error::bad_request("client sent invalid request"));
         };
-        let content = line_content(line)?;
+        let content = line_content(skip_leading_cr(line))?;
         if !content.is_empty() {
             break content;
         }
@@ -613,6 +641,9 @@ fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
             return Err(Error::bad_request("client sent invalid header line"));
         }
         if keep_header(name, limits)? {
+            if headers.len() == MAX_HEADERS {
+                return Err(too_many_headers());
+            }
             headers.push(HeaderSpan {
                 name: Span::of(head, name),
                 value: Span::of(head, value),
@@ -688,6 +719,9 @@ fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8], Version), Error> {
     }
     // No version: an HTTP/0.9 simple request, which can only be a GET.
     let Some(version) = parts.next() else {
+        if bare_authority_ends(line, target) {
+            return Err(invalid);
+        }
         if method != b"GET" {
             return Err(Error::bad_request(
                 "client sent invalid method in HTTP/0.9 request",
@@ -779,14 +813,29 @@ const UNIQUE: [&[u8]; 7] = [
 /// count).
 pub const MAX_HEADERS: usize = 1000;
 
+/// nginx refuses the line past [`MAX_HEADERS`] as it reads it, with the page of a head too
+/// large (494, "Request Header Or Cookie Too Large", sent as 400): a line after it that is
+/// wrong is never read.
+fn too_many_headers() -> Error {
+    Error::new(
+        ErrorKind::HeaderTooLarge,
+        "client sent too many header lines",
+    )
+}
+
 /// A complete request line (its line end included) as nginx reads it before any header: its
 /// error, or whether it is an HTTP/0.9 simple request, which nginx answers at once (no
 /// header comes after one). Only the scanner's road asks: a head that came whole in one piece
 /// is read by the others.
 pub(crate) fn check_request_line(line: &[u8]) -> Result<bool, Error> {
+    let line = skip_leading_cr(line);
     let Ok(content) = line_content(line) else {
-        // A stray CR: the careful road answers it with the rest of the head.
-        return Ok(false);
+        // A stray CR: nginx refuses the line at the byte after it (or earlier, when what
+        // comes before is already wrong), without waiting for the rest of the head.
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        return Err(
+            line_prefix_error(line).unwrap_or(Error::bad_request("client sent invalid request"))
+        );
     };
     let (_, _, version) = parse_request_line(content)?;
     Ok(version == Version::Http09)
@@ -807,12 +856,40 @@ pub fn is_simple_request(bytes: &[u8]) -> bool {
     let line = &rest[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut parts = line.split(|&b| b == b' ').filter(|p| !p.is_empty());
-    !line.starts_with(b" ")
-        && parts.next().is_some_and(nginx_method)
-        && parts
-            .next()
-            .is_some_and(|t| t.first() == Some(&b'/') || split_absolute(t).is_ok())
-        && parts.next().is_none()
+    if line.starts_with(b" ") || !parts.next().is_some_and(nginx_method) {
+        return false;
+    }
+    let Some(target) = parts.next() else {
+        return false;
+    };
+    // nginx refuses a control byte in a target where it meets it, before the line's end.
+    if target.iter().any(|&b| b < 0x20 || b == 0x7f) {
+        return false;
+    }
+    let target_read = target.first() == Some(&b'/')
+        || (split_absolute(target).is_ok() && !bare_authority_ends(line, target));
+    target_read && parts.next().is_none()
+}
+
+/// Whether `target`, the last word of request line `line`, is an absolute-form target with
+/// nothing after its authority that ends the line: nginx ends an authority at a space, `/` or
+/// `?`, so `GET http://a` is refused where `GET http://a ` is an HTTP/0.9 request.
+fn bare_authority_ends(line: &[u8], target: &[u8]) -> bool {
+    let Some(sep) = memchr::memmem::find(target, b"://") else {
+        return false;
+    };
+    target.first() != Some(&b'/')
+        && !target[sep + 3..].iter().any(|&b| b == b'/' || b == b'?')
+        && line.ends_with(target)
+}
+
+/// A line before the request line without its leading CRs: nginx skips CR and LF bytes before
+/// a request, alone or in any order (`\rGET / HTTP/1.0` is a request).
+pub(crate) fn skip_leading_cr(mut line: &[u8]) -> &[u8] {
+    while let [b'\r', rest @ ..] = line {
+        line = rest;
+    }
+    line
 }
 
 /// nginx's `ngx_strcasestrn`: is `needle` anywhere in `hay`, ignoring ASCII case?
@@ -847,7 +924,7 @@ fn finish_into(
     let duplicate = Error::bad_request("client sent duplicate header line");
     let mut names = 0u64;
     if raw.headers.len() > MAX_HEADERS {
-        return Err(Error::bad_request("client sent too many header lines"));
+        return Err(too_many_headers());
     }
     for h in &raw.headers {
         let name = h.name.get(&head);
@@ -1004,21 +1081,22 @@ impl Piece {
     }
 }
 
-/// `scheme://authority[/path][?query]` → (authority, path, query). The path defaults to `/`.
 /// The parts of an absolute-form target: authority, path, query.
 type AbsoluteParts<'a> = (&'a [u8], &'a [u8], Option<&'a [u8]>);
 
+/// `scheme://authority[/path][?query]` → (authority, path, query), with nginx's grammar: a
+/// scheme of a letter then letters, digits, `+ - .`; the authority ends at `/` or `?` (a `#`
+/// there is refused). The path defaults to `/`.
 fn split_absolute(target: &[u8]) -> Result<AbsoluteParts<'_>, Error> {
     let invalid = Error::bad_request("client sent invalid request");
     let sep = memchr::memmem::find(target, b"://").ok_or(invalid)?;
-    let scheme = &target[..sep];
-    if scheme.is_empty() || !scheme.iter().all(u8::is_ascii_alphabetic) {
+    if !valid_scheme(&target[..sep]) {
         return Err(invalid);
     }
     let rest = &target[sep + 3..];
     let auth_end = rest
         .iter()
-        .position(|&b| b == b'/' || b == b'?' || b == b'#')
+        .position(|&b| b == b'/' || b == b'?')
         .unwrap_or(rest.len());
     let authority = &rest[..auth_end];
     if !valid_authority(authority) {
@@ -1032,35 +1110,71 @@ fn split_absolute(target: &[u8]) -> Result<AbsoluteParts<'_>, Error> {
     Ok((authority, path, query))
 }
 
-/// nginx's request-line host grammar: a name of `[A-Za-z0-9.-]` or an `[IPv6]` literal, then an
-/// optional `:port` of digits.
+/// A scheme as nginx reads one: a letter, then letters, digits, `+`, `-`, `.` (`h2`,
+/// `a+b-c.d`); empty is not one.
+fn valid_scheme(s: &[u8]) -> bool {
+    s.first().is_some_and(u8::is_ascii_alphabetic) && s.iter().all(|&b| scheme_byte(b))
+}
+
+fn scheme_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.'
+}
+
+/// A byte nginx takes inside `[...]` in a request line's host: RFC 3986's unreserved and
+/// sub-delims and `:` (so `[v1.x]` and `[]` are hosts, as `[::1]` is).
+fn ip_literal_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b":-._~!$&'()*+,;=".contains(&b)
+}
+
+/// A byte of a request line's host name: `[A-Za-z0-9.-]`.
+fn host_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'.' || b == b'-'
+}
+
+/// nginx's request-line host grammar: a name of `[A-Za-z0-9.-]` or a `[...]` literal, then an
+/// optional `:port` of digits (possibly none).
 fn valid_authority(a: &[u8]) -> bool {
-    let (host, port) = if a.first() == Some(&b'[') {
+    let port = if a.first() == Some(&b'[') {
         let Some(close) = memchr::memchr(b']', a) else {
             return false;
         };
-        let inner = &a[1..close];
-        if inner.is_empty()
-            || !inner
-                .iter()
-                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-        {
+        if !a[1..close].iter().all(|&b| ip_literal_byte(b)) {
             return false;
         }
-        (&a[..=close], &a[close + 1..])
+        &a[close + 1..]
     } else {
         let end = memchr::memchr(b':', a).unwrap_or(a.len());
         let host = &a[..end];
-        if host.is_empty()
-            || !host
-                .iter()
-                .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        {
+        // An empty name passes here; the host check refuses it.
+        if !host.iter().all(|&b| host_byte(b)) {
             return false;
         }
-        (host, &a[end..])
+        &a[end..]
     };
-    debug_assert!(!host.is_empty());
+    match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// Could `a` (an authority cut short: no `/` or `?` yet) still become a valid one?
+fn valid_authority_prefix(a: &[u8]) -> bool {
+    let port = if let Some(inner) = a.strip_prefix(b"[") {
+        match memchr::memchr(b']', inner) {
+            None => return inner.iter().all(|&b| ip_literal_byte(b)),
+            Some(close) if inner[..close].iter().all(|&b| ip_literal_byte(b)) => {
+                &inner[close + 1..]
+            }
+            Some(_) => return false,
+        }
+    } else {
+        let end = memchr::memchr(b':', a).unwrap_or(a.len());
+        if !a[..end].iter().all(|&b| host_byte(b)) {
+            return false;
+        }
+        &a[end..]
+    };
     match port {
         [] => true,
         [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),

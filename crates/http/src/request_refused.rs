@@ -13,8 +13,8 @@
 use bytes::Bytes;
 
 use super::{
-    keep_header, line_content, nginx_method, parse_request_line, parse_version, split_absolute,
-    valid_authority, version_prefix, UNIQUE,
+    keep_header, line_content, nginx_method, parse_request_line, parse_version, scheme_byte,
+    split_absolute, valid_authority, valid_authority_prefix, version_prefix, UNIQUE,
 };
 use crate::error::Error;
 use crate::limits::Limits;
@@ -34,37 +34,56 @@ pub struct Refused {
 /// Replays nginx's walk over `head` (complete lines only; `complete`: it ends with its empty
 /// line) up to the first line nginx would refuse.
 pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
+    let (mut out, _) = walk_to_error(head, limits);
+    out.head_read &= complete;
+    out
+}
+
+/// The error nginx answers for the first wrong line among the complete lines of `head`: it
+/// reads each line as it comes, so that is its answer even when a later line is too long.
+pub(crate) fn first_line_error(head: &[u8], limits: &Limits) -> Option<Error> {
+    walk_to_error(head, limits).1
+}
+
+/// nginx's walk: how far it got (`head_read` set when the empty line was reached) and the
+/// error it stopped at, if any.
+fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
     let mut out = Refused::default();
+    let invalid_line = Error::bad_request("client sent invalid header line");
+    let duplicate = Error::bad_request("client sent duplicate header line");
     let mut lines = head.split_inclusive(|&b| b == b'\n');
     let request_line = loop {
         let Some(line) = lines.next().filter(|l| l.ends_with(b"\n")) else {
-            return out;
+            return (out, None);
         };
-        match line_content(line) {
+        match line_content(super::skip_leading_cr(line)) {
             Ok([]) => {}
             Ok(content) => break content,
-            Err(_) => return out,
+            Err(_) => return (out, Some(Error::bad_request("client sent invalid request"))),
         }
     };
-    let Ok((_, target, _)) = parse_request_line(request_line) else {
-        return out;
+    let target = match parse_request_line(request_line) {
+        Ok((_, target, _)) => target,
+        Err(e) => return (out, Some(e)),
     };
     let path = if target.first() == Some(&b'/') {
         uri::split_query(target).0
     } else {
-        let Ok((authority, path, _)) = split_absolute(target) else {
-            return out;
+        let (authority, path, _) = match split_absolute(target) {
+            Ok(parts) => parts,
+            Err(e) => return (out, Some(e)),
         };
         let Ok(host) = uri::validate_host(authority) else {
-            return out;
+            let e = Error::bad_request("client sent invalid host in request line");
+            return (out, Some(e));
         };
         out.host = Some(Bytes::copy_from_slice(&host));
         path
     };
     // The path is normalised with the request line, before any header is read.
-    if uri::normalize_path(path, limits.merge_slashes).is_err() {
+    if let Err(e) = uri::normalize_path(path, limits.merge_slashes) {
         out.host = None;
-        return out;
+        return (out, Some(e));
     }
     let mut host_seen = false;
     let mut kept = 0usize;
@@ -72,41 +91,43 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
     let mut framing_seen = [false; 3];
     for line in lines {
         if !line.ends_with(b"\n") {
-            return out;
+            return (out, None);
         }
-        let Ok(content) = line_content(line) else {
-            return out;
+        let content = match line_content(line) {
+            Ok(content) => content,
+            Err(e) => return (out, Some(e)),
         };
         if content.is_empty() {
-            out.head_read = complete;
-            return out;
+            out.head_read = true;
+            return (out, None);
         }
         let (name, value) = match memchr::memchr(b':', content) {
             Some(colon) => (&content[..colon], &content[colon + 1..]),
             None => (content, &content[content.len()..]),
         };
         if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) {
-            return out;
+            return (out, Some(invalid_line));
         }
         let value = super::trim_ows(value);
         if value.contains(&0) {
-            return out;
+            return (out, Some(invalid_line));
         }
         match keep_header(name, limits) {
             Ok(true) => {}
             Ok(false) => continue,
-            Err(_) => return out,
+            Err(e) => return (out, Some(e)),
         }
         kept += 1;
         if kept > super::MAX_HEADERS {
-            return out;
+            return (out, Some(super::too_many_headers()));
         }
         if name.eq_ignore_ascii_case(b"host") {
             if std::mem::replace(&mut host_seen, true) {
-                return out;
+                return (out, Some(duplicate));
             }
-            let Ok(host) = uri::validate_host(value) else {
-                return out;
+            let host = match uri::validate_host(value) {
+                Ok(host) => host,
+                Err(e) => return (out, Some(e)),
             };
             if out.host.is_none() {
                 out.host = Some(Bytes::copy_from_slice(&host));
@@ -122,17 +143,19 @@ pub(super) fn walk(head: &[u8], limits: &Limits, complete: bool) -> Refused {
             },
         };
         if std::mem::replace(seen, true) {
-            return out;
+            return (out, Some(duplicate));
         }
     }
-    out
+    (out, None)
 }
 
 /// The error nginx answers for the part `seen` of a request line it could not fit, when that part
 /// is already wrong (nginx reads the method, the target and the version as they arrive, before it
 /// finds the line too long). `None`: the line is fine so far, so it is a 414.
 pub(crate) fn line_prefix_error(seen: &[u8]) -> Option<Error> {
-    // A CR that ended the part read is the line's end to come.
+    // CRs before a request are skipped; a CR that ended the part read is the line's end to
+    // come.
+    let seen = super::skip_leading_cr(seen);
     let seen = seen.strip_suffix(b"\r").unwrap_or(seen);
     let invalid = Error::bad_request("client sent invalid request");
     let method_end = memchr::memchr(b' ', seen);
@@ -176,25 +199,18 @@ pub(crate) fn line_prefix_error(seen: &[u8]) -> Option<Error> {
     None
 }
 
-/// The start of an absolute-form target: a scheme of letters, `://`, then host characters.
+/// The start of an absolute-form target: a scheme (its first letter checked by the caller),
+/// `://`, then what can still become a host.
 fn absolute_prefix(t: &[u8]) -> Result<(), Error> {
-    let scheme_end = t
-        .iter()
-        .position(|b| !b.is_ascii_alphabetic())
-        .unwrap_or(t.len());
+    let scheme_end = t.iter().position(|&b| !scheme_byte(b)).unwrap_or(t.len());
     let rest = &t[scheme_end..];
     if !(rest.starts_with(b"://") || b"://".starts_with(rest)) {
         return Err(Error::bad_request("client sent invalid request"));
     }
     let authority = rest.get(3..).unwrap_or_default();
-    let end = authority
-        .iter()
-        .position(|&b| b == b'/' || b == b'?' || b == b'#');
-    let ok = match end {
+    let ok = match authority.iter().position(|&b| b == b'/' || b == b'?') {
         Some(e) => valid_authority(&authority[..e]),
-        None => authority
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)),
+        None => valid_authority_prefix(authority),
     };
     if ok {
         Ok(())

@@ -321,6 +321,70 @@ fn invalid_header_names_ignored_or_refused() {
     );
 }
 
+/// Debian's nginx 1.22.1 takes 1,000 header lines and refuses the next one as it reads it,
+/// with the page of a head too large; lines `ignore_invalid_headers` drops do not count, and a
+/// wrong line after the 1,001st is never read (found by the `http_request` fuzzer).
+#[test]
+fn at_most_a_thousand_header_lines() {
+    let head = |kept: usize, tail: &[u8]| {
+        let mut h = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+        for _ in 1..kept {
+            h.extend_from_slice(b"A: b\r\n");
+        }
+        h.extend_from_slice(tail);
+        h.extend_from_slice(b"\r\n");
+        h
+    };
+    assert_eq!(
+        parse(&head(1000, b"X_U: 1\r\n")).unwrap().header_count(),
+        1000
+    );
+    let e = parse(&head(1001, b"")).unwrap_err();
+    assert_eq!((e.code(), e.status()), (494, 400));
+    assert_eq!(e.context(), "client sent too many header lines");
+    // The 1,001st line comes before the wrong one.
+    assert_eq!(parse(&head(1001, b"X: a\x00\r\n")).unwrap_err().code(), 494);
+    assert_eq!(
+        parse(&head(1000, b"X: a\x00\r\nB: c\r\n"))
+            .unwrap_err()
+            .code(),
+        400
+    );
+    let strict = Limits {
+        ignore_invalid_headers: false,
+        ..Limits::default()
+    };
+    assert_eq!(status_with(&head(1000, b"X_U: 1\r\n"), &strict), 400);
+    let e = parse_with(&head(1000, b"X_U: 1\r\nX@A: 1\r\n"), &strict).unwrap_err();
+    assert_eq!(e.code(), 494);
+}
+
+/// A CR inside a request line is refused when the line is in, as nginx does at the byte after
+/// it, not after a head that may never end (found by the `http_request` fuzzer: the whole
+/// line waited, the same bytes in two pieces were refused).
+#[test]
+fn a_stray_cr_in_the_request_line_is_refused_at_once() {
+    for line in [
+        &b"\xff'\r*\n"[..],
+        b"GET /a\rb\r\n",
+        b"GET / HTTP/1.1\rx\r\n",
+        b"GET /\r\r\n",
+        b"GET\r\n",
+    ] {
+        let e = parse(line).map(|_| ()).unwrap_err();
+        assert_eq!(e.status(), 400, "{line:?}");
+        for at in 1..line.len() {
+            let mut p = HeadParser::new(Limits::default());
+            let mut buf = BytesMut::from(&line[..at]);
+            let first = p.parse(&mut buf);
+            if first.is_ok() {
+                buf.extend_from_slice(&line[at..]);
+                assert!(p.parse(&mut buf).is_err(), "{line:?} split at {at}");
+            }
+        }
+    }
+}
+
 #[test]
 fn underscores_in_headers() {
     let req = b"GET / HTTP/1.1\r\nHost: a\r\nX_Forwarded: 1\r\n\r\n";
@@ -378,6 +442,207 @@ fn absolute_form_target() {
     assert_eq!(status(b"GET a/b HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
     let r = parse(b"GET http://[::1]:8080/x HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
     assert_eq!(r.host().unwrap(), b"[::1]");
+}
+
+/// Absolute-form targets as Debian's nginx 1.22.1 answered them: `$request_uri`, the host, or
+/// the refusal. The scheme and `[...]` grammars are nginx's (found by the differential fuzzer).
+#[test]
+fn absolute_form_grammar_is_nginx() {
+    for (target, expect) in [
+        (&b"http://a?x"[..], Some((&b"?x"[..], &b"a"[..]))),
+        (b"HTTP://A/", Some((b"/", b"a"))),
+        (b"h2://a/", Some((b"/", b"a"))),
+        (b"a+b-c.d://a/", Some((b"/", b"a"))),
+        (b"http://[v1.x]/", Some((b"/", b"[v1.x]"))),
+        (
+            b"http://[a_b~!$&'()*+,;=]/",
+            Some((b"/", b"[a_b~!$&'()*+,;=]")),
+        ),
+        (b"http://[::1]:8/", Some((b"/", b"[::1]"))),
+        (b"http://[]/", Some((b"/", b"[]"))),
+        (b"http://-a/", Some((b"/", b"-a"))),
+        (b"http://.a/", Some((b"/", b".a"))),
+        (b"http://a?", Some((b"?", b"a"))),
+        (b"http://a?#", Some((b"?#", b"a"))),
+        (b"http://a:80?x", Some((b"?x", b"a"))),
+        (b"http://a:/x", Some((b"/x", b"a"))),
+        (b"http://a", Some((b"/", b"a"))),
+        (b"http://a/x#f", Some((b"/x#f", b"a"))),
+        (b"http://a#x", None),
+        (b"2h://a/", None),
+        (b"h_t://a/", None),
+        (b"http://[::1]x/", None),
+        (b"http://a]/", None),
+        (b"http://a[/", None),
+        (b"http://[::1/", None),
+        (b"http://a..b/", None),
+        (b"http://a:b/", None),
+        (b"http://a:1:2/", None),
+        (b"http://u@a/", None),
+        (b"http:///x", None),
+        (b"http:/a/x", None),
+        (b"http://a%41/", None),
+        (b"http://a_b/", None),
+    ] {
+        let mut req = b"GET ".to_vec();
+        req.extend_from_slice(target);
+        req.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
+        let got = parse_request(&req, &Limits::default());
+        let got = got.as_ref().map(|r| {
+            let r = r.as_ref().expect("a whole head");
+            (r.uri(), r.host().expect("a host"))
+        });
+        match expect {
+            Some(want) => assert_eq!(got.ok(), Some(want), "{}", crate::lossy(target)),
+            None => assert_eq!(
+                got.map_err(|e| e.status()).err(),
+                Some(400),
+                "{}",
+                crate::lossy(target)
+            ),
+        }
+    }
+    // The line is refused as soon as its host cannot be one, and not before.
+    let partial = |b: &[u8]| HeadParser::new(Limits::default()).parse(&mut BytesMut::from(b));
+    assert!(partial(b"GET http://a#").is_err());
+    assert!(partial(b"GET 2h:").is_err());
+    assert!(partial(b"GET http://[a]b").is_err());
+    assert!(matches!(partial(b"GET h2+x.y://[v1.a_b~"), Ok(None)));
+    assert!(matches!(partial(b"GET http://[::1]:80"), Ok(None)));
+    assert!(matches!(partial(b"GET http://a:"), Ok(None)));
+}
+
+/// nginx ends an authority at a space, `/` or `?`: `GET http://a` at the line's end is refused
+/// (with a status line: nginx had not read it as 0.9 yet), `GET http://a ` is HTTP/0.9.
+#[test]
+fn a_bare_authority_cannot_end_a_simple_request() {
+    for line in [
+        &b"GET http://a\r\n"[..],
+        b"GET http://a:80\n",
+        b"GET http://[::1]\r\n",
+    ] {
+        assert_eq!(status(line), 400, "{}", crate::lossy(line));
+        assert!(!is_simple_request(line), "{}", crate::lossy(line));
+    }
+    for line in [
+        &b"GET http://a \r\n"[..],
+        b"GET http://a:80 \n",
+        b"GET http://a/\r\n",
+    ] {
+        let r = parse(line).unwrap();
+        assert_eq!((r.version(), r.uri()), (Version::Http09, &b"/"[..]));
+        assert!(is_simple_request(line));
+    }
+    let r = parse(b"GET http://a?x\r\n").unwrap();
+    assert_eq!((r.version(), r.uri()), (Version::Http09, &b"?x"[..]));
+    // A refused 0.9 request is still answered the 0.9 way.
+    assert!(is_simple_request(b"HEAD http://a/\r\n"));
+    assert!(is_simple_request(b"CONNECT /a\xe9\r\n"));
+    // A control byte in the target is refused before the line's end: with a status line
+    // (found by the differential fuzzer).
+    for line in [
+        &b"CONNECT /a\tb\r\n"[..],
+        b"GET /a\x01b\r\n",
+        b"GET /a\x7f\n",
+        b"GET /\x00\n",
+    ] {
+        assert!(!is_simple_request(line), "{}", crate::lossy(line));
+        assert_eq!(status(line), 400);
+    }
+}
+
+/// nginx skips CR and LF bytes before a request line in any order, a lone CR included.
+#[test]
+fn crs_before_the_request_line_are_skipped() {
+    for req in [
+        &b"\rGET /a HTTP/1.0\r\n\r\n"[..],
+        b"\r\r\nGET /a HTTP/1.0\r\n\r\n",
+        b"\n\rGET /a HTTP/1.0\r\n\r\n",
+        b"\r\n\r\r\n\rGET /a HTTP/1.0\n\n",
+    ] {
+        let whole = parse(req).unwrap();
+        assert_eq!((whole.method(), whole.path()), ("GET", &b"/a"[..]));
+        assert_eq!(whole.head_len(), req.len());
+        for at in 0..req.len() {
+            let mut p = HeadParser::new(Limits::default());
+            let mut buf = BytesMut::from(&req[..at]);
+            assert!(matches!(p.parse(&mut buf), Ok(None)), "{req:?} at {at}");
+            buf.extend_from_slice(&req[at..]);
+            let r = p.parse(&mut buf).unwrap().unwrap();
+            assert_eq!(summary(&r), summary(&whole));
+        }
+    }
+    let r = parse(b"\rGET /a\r\n").unwrap();
+    assert_eq!(r.version(), Version::Http09);
+    // However many, they do not stay in the connection's buffer: the head found starts at its
+    // request line (found by the `http_request` fuzzer: a head longer than the limits allow).
+    let mut p = HeadParser::new(Limits::default());
+    let mut buf = BytesMut::from(&b"\r\n".repeat(20_000)[..]);
+    assert!(matches!(p.parse(&mut buf), Ok(None)));
+    assert!(buf.is_empty());
+    buf.extend_from_slice(b"\r\r\nGE");
+    assert!(matches!(p.parse(&mut buf), Ok(None)));
+    assert_eq!(&buf[..], b"GE");
+    buf.extend_from_slice(b"T /a HTTP/1.0\r\n\r\nnext");
+    let r = p.parse(&mut buf).unwrap().unwrap();
+    assert_eq!(&r.head()[..], b"GET /a HTTP/1.0\r\n\r\n");
+    assert_eq!(&buf[..], b"next");
+    // A CR after the method's first byte is still a wrong method.
+    assert_eq!(status(b"G\rET /a HTTP/1.0\r\n\r\n"), 400);
+}
+
+/// nginx reads each header line as it comes: a wrong line before one too long to read is its
+/// answer, not the 494 (found by the differential fuzzer: `Host: ..` then a 9,000-byte line).
+#[test]
+fn a_wrong_line_before_a_too_long_one_is_the_answer() {
+    let head = |line: &[u8], before: &[u8]| {
+        let mut h = line.to_vec();
+        h.extend_from_slice(before);
+        h.extend_from_slice(b"X-Long: ");
+        h.resize(h.len() + 9000, b'v');
+        h.extend_from_slice(b"\r\n\r\n");
+        h
+    };
+    let code = |h: &[u8]| {
+        parse_request(h, &Limits::default())
+            .map(|_| ())
+            .unwrap_err()
+    };
+    let get = b"GET / HTTP/1.0\r\n";
+    assert_eq!(code(&head(get, b"Host: a\r\n")).code(), 494);
+    for (line, before, context) in [
+        (
+            &get[..],
+            &b"Host: ..\r\n"[..],
+            "client sent invalid host header",
+        ),
+        (
+            get,
+            b"Host: a\r\nHost: b\r\n",
+            "client sent duplicate header line",
+        ),
+        (get, b"X: a\x00\r\n", "client sent invalid header line"),
+        (
+            get,
+            b"If-Match: a\r\nIf-Match: b\r\n",
+            "client sent duplicate header line",
+        ),
+        (
+            b"GET /../a HTTP/1.0\r\n",
+            b"",
+            "client sent invalid request",
+        ),
+    ] {
+        let e = code(&head(line, before));
+        assert_eq!(
+            (e.code(), e.context()),
+            (400, context),
+            "{}",
+            crate::lossy(before)
+        );
+    }
+    // Lines `ignore_invalid_headers` drops are no error.
+    assert_eq!(code(&head(get, b"X_Y: 1\r\n")).code(), 494);
 }
 
 #[test]
