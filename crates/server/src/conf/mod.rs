@@ -202,6 +202,8 @@ pub struct Builder {
     /// The shared memory zones `limit_req` and `limit_conn` name, checked once everything is
     /// read.
     pub shm_zones: crate::http::limit_zone::ShmZones,
+    /// The charsets `charset`, `source_charset` and `charset_map` name, and the maps.
+    pub charsets: crate::http::charset::table::Charsets,
 }
 
 impl Builder {
@@ -218,6 +220,7 @@ impl Builder {
             formats: Default::default(),
             pool_refs: Vec::new(),
             shm_zones: Default::default(),
+            charsets: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod access_log;
 pub mod aio;
 pub mod auth_basic;
 pub mod auth_delay;
+pub mod charset;
 pub mod client_body;
 pub mod directives;
 pub mod gzip;
@@ -815,6 +816,7 @@ impl HttpConf {
                 Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
         }
         self.loc.set_defaults(prefix);
+        charset::finish(b, &mut self.loc.charset);
         let default_port = if crate::privileges::is_root() {
             80
         } else {
@@ -839,8 +841,10 @@ impl HttpConf {
             for b in &mut srv.if_blocks {
                 b.finish(&srv.loc);
             }
+            charset::check(&srv.loc.charset)?;
             for l in srv.locations.iter().chain(srv.if_blocks.iter()) {
                 l.each_loc(&mut |lc| {
+                    charset::check(&lc.charset)?;
                     proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)
                 })?;

@@ -9,7 +9,8 @@
 //!
 //! The order is nginx's: preaccess handlers (`limit_req` before `limit_conn`), access handlers
 //! (`allow`/`deny`, then `auth_basic`) combined by `satisfy`, then the header filters as nginx
-//! runs them (not-modified, headers, gzip, range; the writer's own framing comes after).
+//! runs them (not-modified, headers, charset, gzip, range; the writer's own framing comes
+//! after).
 //! Every hook is called through the list with static dispatch: a module's unused hook costs
 //! nothing.
 
@@ -188,6 +189,8 @@ http_modules! {
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
     headers: super::headers::Module,
+    /// `charset*`: the charset filter (recodes before gzip compresses).
+    charset: super::charset::Module,
     /// `gzip*`: the filter's decision.
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).

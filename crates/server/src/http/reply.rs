@@ -112,6 +112,9 @@ pub struct Reply {
     /// The body filters the header filters chose (gzip compresses, charset recodes), in the
     /// order the body goes through them.
     pub filters: Vec<Box<dyn super::output::BodyFilter>>,
+    /// An upstream's `X-Accel-Charset`: the charset the charset filter sends, whatever the
+    /// location says.
+    pub override_charset: Option<String>,
 }
 
 impl Reply {
@@ -142,6 +145,7 @@ impl Reply {
             upstream_status: false,
             terminate: false,
             filters: Vec::new(),
+            override_charset: None,
         }
     }
 
@@ -191,6 +195,7 @@ impl Reply {
             upstream_status,
             terminate,
             filters,
+            override_charset,
         } = self;
         *content_type = None;
         *location = None;
@@ -209,6 +214,7 @@ impl Reply {
         *upstream_status = false;
         *terminate = false;
         filters.clear();
+        *override_charset = None;
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,

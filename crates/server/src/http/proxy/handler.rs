@@ -927,6 +927,9 @@ impl Answer {
             if known == UpstreamHeader::HopByHop {
                 continue;
             }
+            if known.hidden() && is_x_accel_charset(name) && !conf.ignores("X-Accel-Charset") {
+                reply.override_charset = Some(shoal_http::lossy(value).into_owned());
+            }
             if !conf.passes_known(name, known.hidden()) {
                 continue;
             }
@@ -977,6 +980,12 @@ impl Answer {
         };
         reply
     }
+}
+
+/// Whether an upstream's header is `X-Accel-Charset` (the charset filter's, unless
+/// `proxy_ignore_headers` names it).
+pub(crate) fn is_x_accel_charset(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"x-accel-charset")
 }
 
 /// An upstream's `Location` as passed on: through `proxy_redirect`, and made absolute only when

@@ -1033,6 +1033,12 @@ impl Object {
         let mut upstream_allows_ranges = false;
         // Whether a line is one of nginx's hidden ones was decided when the head was read.
         for ((name, value), line) in headers.iter().zip(head.lines.iter()) {
+            if line.hidden
+                && crate::http::proxy::handler::is_x_accel_charset(name.as_bytes())
+                && !conf.ignores("X-Accel-Charset")
+            {
+                reply.override_charset = Some(value.clone());
+            }
             if line.kind == Kind::Dropped || !conf.passes_known(name.as_bytes(), line.hidden) {
                 continue;
             }
