@@ -183,8 +183,11 @@ impl Server {
             fs::create_dir_all(prefix.join(d)).expect("creating a prefix directory");
         }
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        fs::copy(repo.join("conf/mime.types"), prefix.join("conf/mime.types"))
-            .expect("copying mime.types");
+        // shoal's files beside mime.types, the same for both: `include koi-utf;` reads them.
+        for f in ["mime.types", "koi-win", "koi-utf", "win-utf"] {
+            fs::copy(repo.join("conf").join(f), prefix.join("conf").join(f))
+                .unwrap_or_else(|e| panic!("copying conf/{f}: {e}"));
+        }
         fs::write(prefix.join("conf/test.conf"), conf).expect("writing the configuration");
         let stderr = fs::File::create(prefix.join("stderr.txt")).expect("creating stderr.txt");
         let mut cmd = Command::new(bin);
@@ -356,6 +359,11 @@ impl Pair {
         Pair { nginx, shoal, dir }
     }
 
+    /// The ports nginx and shoal listen on (for exchanges the pair's checks do not make).
+    pub fn ports(&self) -> (u16, u16) {
+        (self.nginx.port, self.shoal.port)
+    }
+
     /// The shared html directory (to add files a scenario needs).
     pub fn html(&self) -> PathBuf {
         self.dir.path().join("html")
@@ -373,11 +381,23 @@ impl Pair {
         self.compare(req, Mode::KeepOpen)
     }
 
+    /// Like [`Pair::check`], with bodies compared byte for byte: a byte that is not UTF-8 is
+    /// written `\xNN`, not replaced (recoded 8-bit text, binary answers).
+    pub fn check_bytes(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::Bytes)
+    }
+
+    /// Like [`Pair::check_open`], bodies compared byte for byte.
+    pub fn check_open_bytes(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::KeepOpenBytes)
+    }
+
     fn compare(&self, req: &[u8], mode: Mode) -> String {
         let n = exchange(self.nginx.port, req, mode);
         let s = exchange(self.shoal.port, req, mode);
-        let nn = normalise(&n, self.nginx.port);
-        let sn = normalise(&s, self.shoal.port);
+        let exact = matches!(mode, Mode::Bytes | Mode::KeepOpenBytes);
+        let nn = normalise(&n, self.nginx.port, exact);
+        let sn = normalise(&s, self.shoal.port, exact);
         if nn != sn {
             panic!(
                 "shoal differs from nginx for request:\n{}\n--- nginx\n{nn}\n--- shoal\n{sn}\n\
@@ -428,6 +448,10 @@ fn tail(s: &str, n: usize) -> String {
 enum Mode {
     HalfClose,
     KeepOpen,
+    /// Half-closed, bodies compared byte for byte.
+    Bytes,
+    /// Kept open, bodies compared byte for byte.
+    KeepOpenBytes,
 }
 
 /// Raw bytes received, and how the exchange ended.
@@ -442,7 +466,7 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
     // A server may answer and close before reading all of a large request: a failed write is
     // part of the transcript, not a test error.
     let wrote = s.write_all(req);
-    if let Mode::HalfClose = mode {
+    if let Mode::HalfClose | Mode::Bytes = mode {
         let _ = s.shutdown(Shutdown::Write);
     }
     // Kept open, the transcript ends when nothing more comes for a short while: whether the
@@ -450,8 +474,8 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
     // or has come in part, is waited for as long as it takes (up to WAIT): on a busy machine
     // an answer may take longer than that short while, and a slow answer is not a missing one.
     let quiet = match mode {
-        Mode::HalfClose => WAIT,
-        Mode::KeepOpen => Duration::from_millis(300),
+        Mode::HalfClose | Mode::Bytes => WAIT,
+        Mode::KeepOpen | Mode::KeepOpenBytes => Duration::from_millis(300),
     };
     let head_request = req.starts_with(b"HEAD ");
     let mut bytes = Vec::new();
@@ -468,8 +492,8 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 break match mode {
-                    Mode::KeepOpen => "[kept open]",
-                    Mode::HalfClose => "[no close after 10s]",
+                    Mode::KeepOpen | Mode::KeepOpenBytes => "[kept open]",
+                    Mode::HalfClose | Mode::Bytes => "[no close after 10s]",
                 };
             }
             Err(e) if e.kind() == ErrorKind::ConnectionReset => break "[reset]",
@@ -549,7 +573,7 @@ fn chunked_whole(mut body: &[u8]) -> bool {
 
 /// The transcript as comparable text: per response the status line, the headers sorted (without
 /// `Date` and `Server`), and the body; then how the connection ended.
-fn normalise(t: &Transcript, port: u16) -> String {
+fn normalise(t: &Transcript, port: u16, exact: bool) -> String {
     let mut out = String::new();
     let mut rest: &[u8] = &t.bytes;
     while !rest.is_empty() {
@@ -590,7 +614,11 @@ fn normalise(t: &Transcript, port: u16) -> String {
             Some(n) => n.min(rest.len()),
             None => rest.len(),
         };
-        let mut body = String::from_utf8_lossy(&rest[..body_len]).into_owned();
+        let mut body = if exact {
+            exact_text(&rest[..body_len])
+        } else {
+            String::from_utf8_lossy(&rest[..body_len]).into_owned()
+        };
         rest = &rest[body_len..];
         // The boundary of a multipart answer is per server.
         if let Some(b) = headers
@@ -647,6 +675,28 @@ fn normalise(t: &Transcript, port: u16) -> String {
     }
     out.push_str(t.end);
     out
+}
+
+/// Bytes as text without losing any: valid UTF-8 as it is, every other byte as `\xNN`.
+fn exact_text(mut b: &[u8]) -> String {
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let good = e.valid_up_to();
+                out.push_str(std::str::from_utf8(&b[..good]).expect("checked valid"));
+                let bad = e.error_len().unwrap_or(b.len() - good);
+                for &c in &b[good..good + bad] {
+                    out.push_str(&format!("\\x{c:02x}"));
+                }
+                b = &b[good + bad..];
+            }
+        }
+    }
 }
 
 /// `Expires` moves with the clock: a fixed date (epoch, max) is compared as is; any other is

@@ -152,7 +152,7 @@ fn set_charset_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
         }
         let t = a.value.to_ascii_lowercase();
         if list.contains(&t) {
-            b.warn(format!("duplicate MIME type \"{}\"", a.value), &d.span);
+            b.warn(format!("duplicate MIME type \"{t}\""), &d.span);
             continue;
         }
         list.push(t);
@@ -239,7 +239,7 @@ struct Named {
 }
 
 /// nginx's charset header filter (`ngx_http_charset_header_filter`, main requests).
-fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Box<Reply>) {
+pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     let Some(charsets) = loc.charsets.as_deref() else {
         return;
     };
