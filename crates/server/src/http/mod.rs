@@ -11,6 +11,7 @@ pub mod access_log;
 pub mod aio;
 pub mod auth_basic;
 pub mod auth_delay;
+pub mod autoindex;
 pub mod charset;
 pub mod client_body;
 pub mod directives;

@@ -185,6 +185,8 @@ http_modules! {
     auth_delay: super::auth_delay::Module,
     /// `limit_rate`, `limit_rate_after`.
     limit_rate: super::limit_rate::Module,
+    /// `autoindex*` (a content handler, reached from the index module's).
+    autoindex: super::autoindex::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).

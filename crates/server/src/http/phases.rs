@@ -294,6 +294,13 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
             static_files::handle(r, lc, method, &rw.uri, &vars)
         };
 
+        // The autoindex handler reads the directory without holding the worker.
+        let outcome = match outcome {
+            Outcome::Autoindex(dir) => {
+                Outcome::Reply(super::autoindex::answer(r, lc, &rw, method, &dir).await)
+            }
+            other => other,
+        };
         match outcome {
             Outcome::Internal(new_uri) => {
                 if from_try_files {
@@ -312,6 +319,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 internal = true;
                 redirects += 1;
             }
+            Outcome::Autoindex(_) => unreachable!("answered above"),
             Outcome::Reply(mut reply) => {
                 if reply.status >= 300 && !error_page_used && !sent {
                     let page = lc

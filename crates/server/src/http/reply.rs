@@ -115,6 +115,9 @@ pub struct Reply {
     /// An upstream's `X-Accel-Charset`: the charset the charset filter sends, whatever the
     /// location says.
     pub override_charset: Option<String>,
+    /// The `charset` parameter of `content_type` is the body's charset, as an upstream's is
+    /// (autoindex's XML): the charset filter reads it and keeps it.
+    pub charset_param: bool,
 }
 
 impl Reply {
@@ -146,6 +149,7 @@ impl Reply {
             terminate: false,
             filters: Vec::new(),
             override_charset: None,
+            charset_param: false,
         }
     }
 
@@ -196,6 +200,7 @@ impl Reply {
             terminate,
             filters,
             override_charset,
+            charset_param,
         } = self;
         *content_type = None;
         *location = None;
@@ -215,6 +220,7 @@ impl Reply {
         *terminate = false;
         filters.clear();
         *override_charset = None;
+        *charset_param = false;
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,
@@ -264,6 +270,8 @@ pub enum Outcome {
     Internal(String),
     /// An internal redirect to a named location.
     Named(String),
+    /// The listing of this directory (`autoindex`): the index module found no index file.
+    Autoindex(std::path::PathBuf),
 }
 
 /// nginx's error answer for `code`: its HTML page (or an empty body where nginx sends none).

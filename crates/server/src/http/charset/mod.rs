@@ -240,6 +240,24 @@ struct Named {
 
 /// nginx's charset header filter (`ngx_http_charset_header_filter`, main requests).
 pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
+    run(loc, cx, reply, true);
+}
+
+/// Whether this location's charset filter would send an HTML answer of its own as UTF-8
+/// (autoindex then measures names in characters, as nginx's does once the filter ran).
+pub fn html_charset_is_utf8(cx: &Cx<'_, '_, '_>) -> bool {
+    let mut probe = Reply::new(200);
+    probe.content_type = Some("text/html".into());
+    run(&cx.lc.charset, cx, &mut probe, false);
+    probe
+        .content_type
+        .as_deref()
+        .and_then(|t| t.rsplit_once("; charset="))
+        .is_some_and(|(_, c)| c.eq_ignore_ascii_case("utf-8"))
+}
+
+/// The filter; `log`: its error lines are written (not for a probe).
+fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
     let Some(charsets) = loc.charsets.as_deref() else {
         return;
     };
@@ -252,8 +270,9 @@ pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) else {
         return;
     };
-    // Only an upstream's type is read for a charset (a static one is a type as written).
-    let upstream = reply.proxied || reply.upstream_status;
+    // Only an upstream's type (or one that says it is the body's) is read for a charset; a
+    // static one is a type as written.
+    let upstream = reply.proxied || reply.upstream_status || reply.charset_param;
     let (type_len, said) = if upstream {
         split_charset(ct)
     } else {
@@ -268,10 +287,12 @@ pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     let dst = match reply.override_charset.as_deref().filter(|c| !c.is_empty()) {
         Some(over) => {
             let Some(i) = charsets.find(over) else {
-                cx.log(
-                    Level::Error,
-                    &format_args!("unknown charset \"{over}\" to override"),
-                );
+                if log {
+                    cx.log(
+                        Level::Error,
+                        &format_args!("unknown charset \"{over}\" to override"),
+                    );
+                }
                 return;
             };
             Named {
@@ -319,7 +340,7 @@ pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
             (Some(s), Some(d)) if s == d => None,
             (Some(s), Some(d)) => match charsets.recode(s, d) {
                 Some(r) => Some(r),
-                None => return no_map(cx, &src.name, &dst.name),
+                None => return no_map(cx, log, &src.name, &dst.name),
             },
             // Names nothing knows: only one that the body's name begins with is "the same".
             (None, None)
@@ -329,7 +350,7 @@ pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
             {
                 None
             }
-            _ => return no_map(cx, &src.name, &dst.name),
+            _ => return no_map(cx, log, &src.name, &dst.name),
         },
     };
     let ct = format!("{}; charset={}", &ct[..type_len], dst.name);
@@ -343,7 +364,10 @@ pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     }
 }
 
-fn no_map(cx: &Cx<'_, '_, '_>, src: &str, dst: &str) {
+fn no_map(cx: &Cx<'_, '_, '_>, log: bool, src: &str, dst: &str) {
+    if !log {
+        return;
+    }
     cx.log(
         Level::Error,
         &format_args!("no \"charset_map\" between the charsets \"{src}\" and \"{dst}\""),
