@@ -46,9 +46,9 @@ pub fn range_body() -> String {
 }
 
 /// Lines only nginx gets, inside `http {}`. nginx wants writable temp directories at start
-/// (its compiled-in ones are under /var/lib/nginx, not writable for a normal user); shoal
-/// refuses `client_body_temp_path` ("not supported by shoal"), since it never buffers request
-/// bodies to disk. Everything else in the two files is the same text.
+/// (its compiled-in ones are under /var/lib/nginx, not writable for a normal user); shoal's
+/// default is the system's temporary directory, and the fastcgi, uwsgi and scgi ones would be
+/// warned about. Everything else in the two files is the same text.
 const NGINX_ONLY: &str = "    client_body_temp_path tmp/body;\n    proxy_temp_path tmp/proxy;\n    \
      fastcgi_temp_path tmp/fastcgi;\n    uwsgi_temp_path tmp/uwsgi;\n    scgi_temp_path tmp/scgi;\n";
 

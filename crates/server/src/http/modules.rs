@@ -185,6 +185,13 @@ http_modules! {
     auth_delay: super::auth_delay::Module,
     /// `limit_rate`, `limit_rate_after`.
     limit_rate: super::limit_rate::Module,
+    /// `client_body_temp_path`, `client_body_in_file_only`, `client_body_in_single_buffer`.
+    client_body: super::client_body::Module,
+    /// `postpone_output`, `chunked_transfer_encoding`, `send_lowat`.
+    framing: super::framing::Module,
+    /// `*_hash_max_size`, `*_hash_bucket_size`, `connection_pool_size`, `request_pool_size`
+    /// (checked; they size nothing here).
+    hash_sizes: super::hash_sizes::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
     autoindex: super::autoindex::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.

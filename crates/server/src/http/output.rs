@@ -418,7 +418,10 @@ impl Output {
                         break;
                     }
                     Ok(Piece::NeedMore) => {
-                        sink.flush().await?;
+                        // `postpone_output`, as for an answer relayed as it is.
+                        if !ub.buffering || sink.out().len() >= lc.framing.postpone_output() {
+                            sink.flush().await?;
+                        }
                         if let Err(e) = ub.fill().await {
                             return Err(super::proxy::relay::upstream_body_error(
                                 sink, *ub, e, who,

@@ -35,8 +35,9 @@ impl Conn {
     ) -> std::io::Result<(u64, u64)> {
         let req = who.map(|(r, _)| r);
         let head_only = req.map_or(refused.head, |r| r.method() == "HEAD");
-        // No chunked framing before HTTP/1.1; no head at all for HTTP/0.9.
-        let http10 = req.is_some_and(|r| r.version() < shoal_http::Version::Http11);
+        // No chunked framing before HTTP/1.1 or with `chunked_transfer_encoding off` (the
+        // body then ends with the connection); no head at all for HTTP/0.9.
+        let no_chunks = req.is_some_and(|r| !crate::http::framing::chunks_allowed(r, lc));
         let http09 = req.map_or(refused.http09, |r| {
             r.version() == shoal_http::Version::Http09
         });
@@ -64,7 +65,7 @@ impl Conn {
                 .as_deref()
                 .filter(|t| !t.is_empty())
                 .map(str::as_bytes),
-            length: match (length, output.changes_length(), http10) {
+            length: match (length, output.changes_length(), no_chunks) {
                 // A compressed HEAD answer says neither (nginx skips its chunked filter).
                 (_, true, _) if head_only => BodyLength::Unknown,
                 (_, true, false) => BodyLength::Chunked,
@@ -135,19 +136,19 @@ impl Conn {
             return Ok((head_len, body_len));
         }
         if output.filtered() {
-            let chunked = !http10 && output.changes_length();
+            let chunked = !no_chunks && output.changes_length();
             let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
         if let Body::Upstream(u) = body {
-            let chunked = upstream_unsized && !http10;
+            let chunked = upstream_unsized && !no_chunks;
             let body_len = relay::relay(self, output, *u, chunked, who, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
         if let Body::Unsized(inner) = body {
-            let body_len = output.send_unsized(self, *inner, !http10, lc).await?;
+            let body_len = output.send_unsized(self, *inner, !no_chunks, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }

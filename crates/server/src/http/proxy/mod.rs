@@ -268,7 +268,7 @@ pub struct ProxyLoc {
     pub busy_buffers_size: Option<usize>,
     pub max_temp_file_size: Option<u64>,
     pub temp_file_write_size: Option<usize>,
-    pub temp_path: Option<std::path::PathBuf>,
+    pub temp_path: Option<crate::http::temp_file::TempPath>,
     pub connect_timeout: Option<Duration>,
     pub send_timeout: Option<Duration>,
     pub read_timeout: Option<Duration>,
@@ -794,13 +794,10 @@ fn set_temp_file_write_size(
     set_once(&mut proxy(s).temp_file_write_size, n as usize, d)
 }
 
+/// `proxy_temp_path PATH [L1 [L2 [L3]]]`: where an answer that outgrows `proxy_buffers` waits
+/// for the client, in nginx's numbered files and levels.
 fn set_temp_path(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    for a in &d.args[1..] {
-        if crate::conf::parse_number(&a.value).is_none_or(|n| n == 0 || n > 2) {
-            return Err(invalid_value(d, &a.value));
-        }
-    }
-    let path = b.full_path(&d.args[0].value);
+    let path = crate::http::temp_file::TempPath::parse(b, d)?;
     set_once(&mut proxy(s).temp_path, path, d)
 }
 
