@@ -759,6 +759,59 @@ fn replace_versioned(s: &str, name: &str) -> String {
     out
 }
 
+/// `-t` of nginx and of shoal on one configuration: whether it passed, and each one's
+/// `[emerg]`/`[warn]` lines from the level on.
+pub fn both_test(http: &str, server: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    // shoal's charset maps beside the file, for `include koi-utf;`.
+    for f in ["koi-win", "koi-utf", "win-utf"] {
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("conf").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    let file = dir.path().join("t.conf");
+    let conf = format!(
+        "error_log stderr;\npid logs/t.pid;\nevents {{}}\nhttp {{\n{http}\nserver {{\n    \
+         listen 127.0.0.1:{};\n    {server}\n}}\n}}\n",
+        free_port()
+    );
+    fs::write(&file, &conf).unwrap();
+    let file_name = file.display().to_string();
+    let run = |bin: &str| {
+        let out = Command::new(bin)
+            .args(["-t", "-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file)
+            .output()
+            .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        // `[level] message`: the error log's lines (nginx's time and pid taken off) or the
+        // program's own (`shoal: [emerg] ...`).
+        let lines: Vec<String> = err
+            .lines()
+            .filter_map(|l| {
+                let at = ["[emerg] ", "[warn] "].iter().find_map(|lv| l.find(lv))?;
+                let (level, rest) = l[at..].split_once("] ")?;
+                let msg = match rest.split_once(": ") {
+                    Some((pid, m)) if pid.contains('#') => m,
+                    _ => rest,
+                };
+                Some(format!("{level}] {}", msg.replace(&file_name, "FILE")))
+            })
+            .collect();
+        if out.status.success() {
+            format!("ok {lines:?}")
+        } else {
+            format!("failed {lines:?}")
+        }
+    };
+    (run(&nginx_bin().display().to_string()), run(SHOAL.as_str()))
+}
+
 /// A header's value in a raw head (case-insensitive name).
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     head.split("\r\n").skip(1).find_map(|l| {

@@ -253,7 +253,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("kqueue_events",                  "ngx_core_module",               Unsupported),
     ("large_client_header_buffers",    "ngx_http_core_module",          Unsupported),
     ("least_conn",                     "ngx_http_upstream_module",      Unsupported),
-    ("limit_except",                   "ngx_http_core_module",          Unsupported),
     ("lingering_close",                "ngx_http_core_module",          Unsupported),
     ("lingering_time",                 "ngx_http_core_module",          Unsupported),
     ("lingering_timeout",              "ngx_http_core_module",          Unsupported),

@@ -323,11 +323,14 @@ impl<'a> ClientBody<'a> {
     ) -> Result<BodyToSend<'a, 'b>, Failure> {
         if self.kind == BodyKind::Empty {
             // `client_body_in_file_only`: nginx makes the (empty) file all the same.
-            if lc.client_body.in_file_only.is_some_and(|m| m != InFileOnly::Off) {
+            if lc
+                .client_body
+                .in_file_only
+                .is_some_and(|m| m != InFileOnly::Off)
+            {
                 let mut inner = self.inner.borrow_mut();
                 if matches!(inner.state, State::Unread) {
-                    let (_, cleanup) =
-                        file_only(lc, r).map_err(|e| temp_file_failed(r, &e))?;
+                    let (_, cleanup) = file_only(lc, r).map_err(|e| temp_file_failed(r, &e))?;
                     inner.cleanup = cleanup;
                     inner.state = State::Read(Whole::Memory(Bytes::new()));
                 }
@@ -431,7 +434,11 @@ impl<'a> ClientBody<'a> {
         };
         let mut memory: Vec<u8> = Vec::new();
         let mut file: Option<(File, u64)> = None;
-        if lc.client_body.in_file_only.is_some_and(|m| m != InFileOnly::Off) {
+        if lc
+            .client_body
+            .in_file_only
+            .is_some_and(|m| m != InFileOnly::Off)
+        {
             let (f, c) = file_only(lc, r).map_err(|e| temp_file_failed(r, &e))?;
             file = Some((f, 0));
             *cleanup = c;

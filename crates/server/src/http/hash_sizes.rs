@@ -20,7 +20,12 @@ const HS: Ctx = Ctx::HTTP.or(Ctx::SERVER);
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new("server_names_hash_max_size", Ctx::HTTP, Args::ONE, set_num),
-    Command::new("server_names_hash_bucket_size", Ctx::HTTP, Args::ONE, set_num),
+    Command::new(
+        "server_names_hash_bucket_size",
+        Ctx::HTTP,
+        Args::ONE,
+        set_num,
+    ),
     Command::new("variables_hash_max_size", Ctx::HTTP, Args::ONE, set_num),
     Command::new("variables_hash_bucket_size", Ctx::HTTP, Args::ONE, set_num),
     Command::new("types_hash_max_size", Ctx::HSL, Args::ONE, set_num),
@@ -28,7 +33,12 @@ pub static DIRECTIVES: &[Command] = &[
     Command::new("map_hash_max_size", Ctx::HTTP, Args::ONE, set_num),
     Command::new("map_hash_bucket_size", Ctx::HTTP, Args::ONE, set_num),
     Command::new("proxy_headers_hash_max_size", Ctx::HSL, Args::ONE, set_num),
-    Command::new("proxy_headers_hash_bucket_size", Ctx::HSL, Args::ONE, set_num),
+    Command::new(
+        "proxy_headers_hash_bucket_size",
+        Ctx::HSL,
+        Args::ONE,
+        set_num,
+    ),
     Command::new("connection_pool_size", HS, Args::ONE, set_pool_size),
     Command::new("request_pool_size", HS, Args::ONE, set_pool_size),
 ];

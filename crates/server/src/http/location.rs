@@ -46,6 +46,7 @@ pub struct LocationConf {
 impl LocationConf {
     pub(super) fn finish(&mut self, parent: &LocConf) {
         self.loc.merge(parent);
+        super::limit_except::finish(&mut self.loc);
         for n in &mut self.nested {
             n.finish(&self.loc);
         }

@@ -17,10 +17,11 @@ pub mod client_body;
 pub mod directives;
 pub mod framing;
 pub mod gzip;
-pub mod hash_sizes;
 pub mod h1;
+pub mod hash_sizes;
 pub mod headers;
 pub mod limit_conn;
+pub mod limit_except;
 pub mod limit_rate;
 pub mod limit_req;
 pub mod limit_zone;
@@ -823,7 +824,11 @@ impl HttpConf {
         }
         self.loc.set_defaults(prefix);
         charset::finish(b, &mut self.loc.charset);
-        let http_types = self.loc.types.as_ref().and_then(|t| t.keys().map(String::len).max());
+        let http_types = self
+            .loc
+            .types
+            .as_ref()
+            .and_then(|t| t.keys().map(String::len).max());
         hash_sizes::check_level(&self.loc.hash_sizes, Some(http_types.unwrap_or(0)), true)?;
         hash_sizes::check_variables(&self.loc.hash_sizes)?;
         let default_port = if crate::privileges::is_root() {

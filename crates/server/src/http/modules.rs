@@ -177,6 +177,8 @@ http_modules! {
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).
     limit_conn: super::limit_conn::Module,
+    /// `limit_except` (the location's configuration for the methods it does not list).
+    limit_except: super::limit_except::Module,
     /// `allow`, `deny`, `satisfy` (access).
     access: super::access::Module,
     /// `auth_basic`, `auth_basic_user_file` (access).

@@ -174,6 +174,12 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
             rw.vars.extend(caps.named);
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
+        // `limit_except`: a method the location does not list is served with the block's
+        // configuration, from here on (nginx's find-config phase), its rewrites included.
+        let limited = super::limit_except::limited(lc, effective_method(r, method_get));
+        if let Some(block) = limited {
+            lc = block;
+        }
         let mut rewrite_reply = srv_reply;
         // nginx's find-config phase: a declared length over the location's
         // `client_max_body_size` is refused before anything else runs there (`error_page 413`
@@ -190,7 +196,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
             rewrite_reply = Some(Box::new(super::reply::error_reply(413, lc)));
         }
         let refused = loc.is_some_and(|l| l.internal) && !internal && !rw.internal;
-        if let Some(l) = loc.filter(|_| !refused && !too_large) {
+        if let Some(l) = loc.filter(|_| !refused && !too_large && limited.is_none()) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
                 let flow = rewrite::run(
@@ -235,11 +241,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 rewrite_reply = Some(reply);
             }
         }
-        let method = if method_get && r.req.method() != "HEAD" {
-            "GET"
-        } else {
-            r.req.method()
-        };
+        let method = effective_method(r, method_get);
 
         let mut from_try_files = false;
         let outcome = if let Some(reply) = rewrite_reply {
@@ -388,6 +390,16 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 return done;
             }
         }
+    }
+}
+
+/// The request's method as the phases see it: an `error_page` redirect makes it a GET (but
+/// for a HEAD).
+fn effective_method<'r>(r: &Req<'_, 'r>, method_get: bool) -> &'r str {
+    if method_get && r.req.method() != "HEAD" {
+        "GET"
+    } else {
+        r.req.method()
     }
 }
 

@@ -693,9 +693,9 @@ impl Conn {
             Vec::new()
         };
         // No chunked framing in HTTP/1.0 (or with `chunked_transfer_encoding off`): the end of
-        // the body is the end of the connection.
+        // the body is the end of the connection (a HEAD's answer has none to end).
         let no_chunks = !super::framing::chunks_allowed(req, lc);
-        if changes_length && no_chunks {
+        if changes_length && no_chunks && req.method() != "HEAD" {
             keep = false;
         }
         match &reply.body {
