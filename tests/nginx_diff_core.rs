@@ -241,3 +241,48 @@ fn chunked_transfer_encoding_off_ends_with_the_connection() {
         "{off}"
     );
 }
+
+/// Milliseconds until the first byte of the answer to `GET path` on `port`.
+fn first_byte_ms(port: u16, path: &str) -> u128 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let t = std::time::Instant::now();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut b = [0u8; 1];
+    s.read_exact(&mut b).unwrap();
+    t.elapsed().as_millis()
+}
+
+#[test]
+fn postpone_output_holds_a_trickling_answer_as_nginx_does() {
+    // 10 bytes of the body, then 1 s, then the rest: nginx holds the head and the 10 bytes
+    // (under 1460) until more comes; with `postpone_output 0` or `proxy_buffering off`, not.
+    let up = Upstream::start(|_| {
+        common::upstream::Answer::ok(vec![b'x'; 3000])
+            .delay_body(10, std::time::Duration::from_millis(1000))
+    });
+    let server = format!(
+        "location /d/ {{ proxy_pass {0}; }}\n\
+         location /z/ {{ proxy_pass {0}; postpone_output 0; }}\n\
+         location /small/ {{ proxy_pass {0}; postpone_output 5; }}\n\
+         location /nb/ {{ proxy_pass {0}; proxy_buffering off; }}",
+        up.url()
+    );
+    let p = Pair::new(&server);
+    let (np, sp) = p.ports();
+    for path in ["/d/", "/z/", "/small/", "/nb/"] {
+        let (n, s) = (first_byte_ms(np, path), first_byte_ms(sp, path));
+        let held = |ms: u128| ms >= 700;
+        assert_eq!(
+            held(s),
+            held(n),
+            "{path}: nginx's first byte after {n} ms, shoal's after {s} ms"
+        );
+        if path == "/d/" {
+            assert!(held(s), "{path}: {s} ms");
+        }
+    }
+}
