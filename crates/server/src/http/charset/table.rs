@@ -343,6 +343,49 @@ mod tests {
         assert!(map("charset_map c utf-8 { 80 E282AC41; }").is_ok());
     }
 
+    /// The maps shipped in conf/ agree with each other: koi-win maps a KOI8-R byte to the
+    /// windows-1251 byte of the same character, as koi-utf and win-utf name them, and has
+    /// every such pair.
+    #[test]
+    fn shipped_maps_agree() {
+        let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conf");
+        let mut cs = Charsets::default();
+        for f in ["koi-win", "koi-utf", "win-utf"] {
+            let parsed = shoal_conf::parse_file(&conf.join(f), &conf).unwrap();
+            for d in &parsed.directives {
+                cs.read_map(d).unwrap();
+            }
+        }
+        let (k, w, u) = (
+            cs.find("koi8-r").unwrap(),
+            cs.find("windows-1251").unwrap(),
+            cs.find("utf-8").unwrap(),
+        );
+        let (Some(Recode::ToUtf8(ku)), Some(Recode::FromUtf8(uw)), Some(Recode::Bytes(kw))) =
+            (cs.recode(k, u), cs.recode(u, w), cs.recode(k, w))
+        else {
+            panic!("the three maps");
+        };
+        let mut pairs = 0;
+        for b in 0x80..=0xffusize {
+            let c = ku[b].as_bytes();
+            assert_ne!(c, b"?", "KOI8-R defines every byte");
+            let cp = match super::super::recode::decode(c) {
+                super::super::recode::Decoded::Char(cp, _) => cp,
+                other => panic!("{b:#x}: {other:?}"),
+            };
+            match uw.get(cp) {
+                Some(wb) => {
+                    assert_eq!(kw[b], wb, "{b:#x}");
+                    pairs += 1;
+                }
+                None => assert_eq!(kw[b], b'?', "{b:#x}"),
+            }
+        }
+        // The Cyrillic letters (66), and the few signs both have.
+        assert!(pairs >= 66, "{pairs}");
+    }
+
     #[test]
     fn nginx_words_for_bad_maps() {
         let e = |t: &str| map(t).unwrap_err();
