@@ -427,3 +427,21 @@ fn configuration_errors_in_nginx_s_words() {
         assert_eq!(shoal, nginx, "for http {{ {http} }} server {{ {server} }}");
     }
 }
+
+#[test]
+fn pages_for_requests_that_could_not_be_read() {
+    // nginx's charset filter runs for a 400 too, with the server's configuration.
+    for http in [
+        "charset utf-8;",
+        "charset utf-8; source_charset koi8-r;",
+        "charset windows-1251; source_charset koi8-r;",
+    ] {
+        let p = Pair::with(Conf {
+            http: &format!("{MAPS}\nserver_tokens off;\n{http}"),
+            ..Default::default()
+        });
+        p.check_bytes(b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n");
+        p.check_bytes(b"GARBAGE\r\n\r\n");
+        p.check_bytes(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+}

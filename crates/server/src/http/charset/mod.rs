@@ -240,7 +240,14 @@ struct Named {
 
 /// nginx's charset header filter (`ngx_http_charset_header_filter`, main requests).
 pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
-    run(loc, cx, reply, true);
+    let log = |line: &dyn std::fmt::Display| cx.log(Level::Error, line);
+    run(loc, reply, &|t| cx.eval(t), Some(&log));
+}
+
+/// The filter for an answer to a request that could not be read (a 400, a 414): the
+/// server's charset, variables empty (nginx's filter runs for those pages too).
+pub fn refused(loc: &CharsetLoc, reply: &mut Reply) {
+    run(loc, reply, &|_| String::new(), None);
 }
 
 /// Whether this location's charset filter would send an HTML answer of its own as UTF-8
@@ -248,7 +255,7 @@ pub fn filter(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
 pub fn html_charset_is_utf8(cx: &Cx<'_, '_, '_>) -> bool {
     let mut probe = Reply::new(200);
     probe.content_type = Some("text/html".into());
-    run(&cx.lc.charset, cx, &mut probe, false);
+    run(&cx.lc.charset, &mut probe, &|t| cx.eval(t), None);
     probe
         .content_type
         .as_deref()
@@ -256,8 +263,11 @@ pub fn html_charset_is_utf8(cx: &Cx<'_, '_, '_>) -> bool {
         .is_some_and(|(_, c)| c.eq_ignore_ascii_case("utf-8"))
 }
 
-/// The filter; `log`: its error lines are written (not for a probe).
-fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
+/// Where the filter's error lines go (none for a probe).
+type Log<'a> = Option<&'a dyn Fn(&dyn std::fmt::Display)>;
+
+/// The filter: `eval` values the variables, `log` writes its error lines.
+fn run(loc: &CharsetLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> String, log: Log<'_>) {
     let Some(charsets) = loc.charsets.as_deref() else {
         return;
     };
@@ -287,11 +297,8 @@ fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
     let dst = match reply.override_charset.as_deref().filter(|c| !c.is_empty()) {
         Some(over) => {
             let Some(i) = charsets.find(over) else {
-                if log {
-                    cx.log(
-                        Level::Error,
-                        &format_args!("unknown charset \"{over}\" to override"),
-                    );
+                if let Some(log) = log {
+                    log(&format_args!("unknown charset \"{over}\" to override"));
                 }
                 return;
             };
@@ -317,7 +324,7 @@ fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
                     name: charsets.name(*i).to_string(),
                     index: Some(*i),
                 },
-                Value::Var(t) => known(cx.eval(t)),
+                Value::Var(t) => known(eval(t)),
                 Value::Off => return,
             }
         }
@@ -331,7 +338,7 @@ fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
                 name: charsets.name(*i).to_string(),
                 index: Some(*i),
             }),
-            Some(Value::Var(t)) => Some(known(cx.eval(t))),
+            Some(Value::Var(t)) => Some(known(eval(t))),
         },
     };
     let recode = match &src {
@@ -340,7 +347,7 @@ fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
             (Some(s), Some(d)) if s == d => None,
             (Some(s), Some(d)) => match charsets.recode(s, d) {
                 Some(r) => Some(r),
-                None => return no_map(cx, log, &src.name, &dst.name),
+                None => return no_map(log, &src.name, &dst.name),
             },
             // Names nothing knows: only one that the body's name begins with is "the same".
             (None, None)
@@ -350,7 +357,7 @@ fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
             {
                 None
             }
-            _ => return no_map(cx, log, &src.name, &dst.name),
+            _ => return no_map(log, &src.name, &dst.name),
         },
     };
     let ct = format!("{}; charset={}", &ct[..type_len], dst.name);
@@ -364,14 +371,12 @@ fn run(loc: &CharsetLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply, log: bool) {
     }
 }
 
-fn no_map(cx: &Cx<'_, '_, '_>, log: bool, src: &str, dst: &str) {
-    if !log {
-        return;
+fn no_map(log: Log<'_>, src: &str, dst: &str) {
+    if let Some(log) = log {
+        log(&format_args!(
+            "no \"charset_map\" between the charsets \"{src}\" and \"{dst}\""
+        ));
     }
-    cx.log(
-        Level::Error,
-        &format_args!("no \"charset_map\" between the charsets \"{src}\" and \"{dst}\""),
-    );
 }
 
 #[cfg(test)]

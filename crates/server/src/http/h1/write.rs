@@ -37,7 +37,10 @@ impl Conn {
         let head_only = req.map_or(refused.head, |r| r.method() == "HEAD");
         // No chunked framing before HTTP/1.1 or with `chunked_transfer_encoding off` (the
         // body then ends with the connection); no head at all for HTTP/0.9.
-        let no_chunks = req.is_some_and(|r| !crate::http::framing::chunks_allowed(r, lc));
+        let no_chunks = match req {
+            Some(r) => !crate::http::framing::chunks_allowed(r, lc),
+            None => !refused.http11 || !lc.framing.chunked(),
+        };
         let http09 = req.map_or(refused.http09, |r| {
             r.version() == shoal_http::Version::Http09
         });
@@ -180,9 +183,13 @@ impl Conn {
             let vars = self.refused_vars(srv, None, line, start);
             crate::http::headers::add_headers(headers, false, &vars, &mut reply);
         }
+        // And its charset filter (`charset utf-8;` names the page's charset).
+        crate::http::charset::refused(&lc.charset, &mut reply);
+        let output = Output::default();
+        *output.filters.borrow_mut() = std::mem::take(&mut reply.filters);
         let status = reply.status;
         let (head_len, body_len) = self
-            .write_answer(None, reply, lc, false, &Output::default(), shape)
+            .write_answer(None, reply, lc, false, &output, shape)
             .await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
@@ -410,20 +417,24 @@ async fn until_writable(stream: &Transport, send_timeout: Duration) -> io::Resul
 }
 
 /// What nginx knew of a refused request's shape when it answered: its method was `HEAD` (the
-/// page is left out), or it was an HTTP/0.9 simple request (the page goes without a head).
+/// page is left out), it was an HTTP/0.9 simple request (the page goes without a head), or its
+/// request line was read as HTTP/1.1 (a page without a length may then go chunked).
 #[derive(Clone, Copy, Default)]
 pub(super) struct RefusedShape {
     pub(super) head: bool,
     pub(super) http09: bool,
+    pub(super) http11: bool,
 }
 
 impl RefusedShape {
     pub(super) fn of(bytes: &[u8]) -> RefusedShape {
         // A 0.9 `HEAD /` is refused with the page (only a GET is a 0.9 request to nginx).
         let http09 = shoal_http::request::is_simple_request(bytes);
+        let line = request_line(bytes.trim_ascii_start(), true).unwrap_or_default();
         RefusedShape {
             head: !http09 && is_head_request(bytes),
             http09,
+            http11: line.ends_with(" HTTP/1.1"),
         }
     }
 }
