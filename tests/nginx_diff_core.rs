@@ -83,6 +83,19 @@ fn sizes_paths_and_framing_at_t() {
         ("", "client_body_temp_path tmp; client_body_temp_path tmp2;"),
         ("", "proxy_temp_path tmp 11;"),
         ("", "proxy_temp_path tmp 1 2;"),
+        (
+            "",
+            "location /a { proxy_temp_path tmp 1; } location /b { proxy_temp_path tmp 2; }",
+        ),
+        (
+            "",
+            "location /a { proxy_temp_path tmp 1; } location /b { client_body_temp_path tmp 1; }",
+        ),
+        (
+            "",
+            "location /a { proxy_temp_path tmp 1; } \
+             location /b { client_body_temp_path tmp 1 2; }",
+        ),
         ("", "location / { limit_except FOO { } }"),
         ("", "location / { limit_except get { } }"),
         (

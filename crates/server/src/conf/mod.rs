@@ -204,6 +204,9 @@ pub struct Builder {
     pub shm_zones: crate::http::limit_zone::ShmZones,
     /// The charsets `charset`, `source_charset` and `charset_map` name, and the maps.
     pub charsets: crate::http::charset::table::Charsets,
+    /// The temporary paths read so far, with their levels and where (nginx refuses one name
+    /// with two sets of levels).
+    pub temp_paths: Vec<(PathBuf, Vec<usize>, Span)>,
 }
 
 impl Builder {
@@ -221,6 +224,7 @@ impl Builder {
             pool_refs: Vec::new(),
             shm_zones: Default::default(),
             charsets: Default::default(),
+            temp_paths: Vec::new(),
         }
     }
 

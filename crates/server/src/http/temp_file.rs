@@ -29,8 +29,10 @@ static NUMBER: AtomicU32 = AtomicU32::new(0);
 
 impl TempPath {
     /// `NAME PATH [L1 [L2 [L3]]]` as nginx's `ngx_conf_set_path_slot` reads it: each level a
-    /// positive number, at most 10 digits in all; anything else is `invalid value`.
-    pub fn parse(b: &Builder, d: &Directive) -> Result<TempPath, Error> {
+    /// positive number, at most 10 digits in all; anything else is `invalid value`. A path
+    /// another temporary path names with other levels is refused, as nginx's `ngx_add_path`
+    /// refuses it.
+    pub fn parse(b: &mut Builder, d: &Directive) -> Result<TempPath, Error> {
         let mut levels = Vec::new();
         for a in &d.args[1..] {
             let n = parse_number(&a.value)
@@ -41,10 +43,24 @@ impl TempPath {
         if levels.iter().sum::<usize>() > 10 {
             return Err(directive_err(d, "invalid value"));
         }
-        Ok(TempPath {
-            path: b.full_path(&d.args[0].value),
-            levels,
-        })
+        let path = b.full_path(&d.args[0].value);
+        if let Some((_, _, at)) = b
+            .temp_paths
+            .iter()
+            .find(|(p, l, _)| *p == path && *l != levels)
+        {
+            return Err(Error::new(
+                format!(
+                    "the same path name \"{}\" in {at} has the different levels than in {}",
+                    path.display(),
+                    d.span
+                ),
+                None,
+            ));
+        }
+        b.temp_paths
+            .push((path.clone(), levels.clone(), d.span.clone()));
+        Ok(TempPath { path, levels })
     }
 
     /// A new file here: its name, and the file open for reading and writing; unlinked at once
