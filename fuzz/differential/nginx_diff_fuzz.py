@@ -5,7 +5,7 @@ It writes a few realistic configurations (static files, locations of every kind,
 error_page, try_files, add_header, expires, etag, conditionals, ranges, merge_slashes,
 disable_symlinks, types), starts nginx and shoal on each with the same text (but nginx's temp
 paths) on 127.0.0.1 ports 20200-20299, sends both the same randomly generated request bytes and
-compares, as tests/diff/mod.rs does: per answer the status line, the headers as a set without
+compares, as tests/e2e/diff/mod.rs does: per answer the status line, the headers as a set without
 Date and Server, the body (server token in error pages normalised, multipart boundary, port,
 relative Expires dates), and how the connection ended (closed, or kept open). A request that
 makes shoal exit, or that nginx answers and shoal does not, is reported first.
@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 
-MTIME = 1672531200  # Sun, 01 Jan 2023 00:00:00 GMT, as in tests/diff/mod.rs
+MTIME = 1672531200  # Sun, 01 Jan 2023 00:00:00 GMT, as in tests/e2e/diff/mod.rs
 MTIME_HTTP = "Sun, 01 Jan 2023 00:00:00 GMT"
 PORT_BASE = 20200
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))

@@ -8,6 +8,7 @@
 
 mod names;
 pub mod nginx_directives;
+pub(crate) mod slots;
 mod values;
 
 use std::collections::HashMap;
@@ -17,6 +18,7 @@ use std::sync::OnceLock;
 use shoal_conf::{Directive, Error, Span};
 
 pub use names::intern;
+pub(crate) use slots::conf_slots;
 pub use values::{parse_flag, parse_number, parse_size, parse_size_km, parse_time};
 
 use crate::core::MainConf;

@@ -337,7 +337,7 @@ impl<'a> ClientBody<'a> {
             }
             return Ok(BodyToSend::None);
         }
-        let streamed = lc.proxy.request_buffering == Some(false)
+        let streamed = !lc.proxy.request_buffering()
             && (matches!(self.kind, BodyKind::Length(_))
                 || lc.proxy.http_version() == super::proxy::HttpVersion::V11);
         {

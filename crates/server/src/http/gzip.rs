@@ -73,49 +73,40 @@ pub enum GzipStatic {
     Always,
 }
 
-/// The gzip settings of one level (unset = inherited; defaults in the accessors).
-#[derive(Clone, Debug, Default)]
-pub struct GzipLoc {
-    pub enable: Option<bool>,
-    /// `gzip_types` (`None` inside: `*`).
-    pub types: Option<Option<Arc<Vec<String>>>>,
-    pub comp_level: Option<u32>,
-    pub min_length: Option<u64>,
-    pub http_version_10: Option<bool>,
-    pub proxied: Option<Proxied>,
-    pub vary: Option<bool>,
-    pub disable: Option<Arc<Vec<Regex>>>,
-    pub disable_msie6: Option<bool>,
-    pub static_: Option<GzipStatic>,
-    /// `gzip_buffers`: read only to refuse a second one.
-    pub buffers: Option<(usize, usize)>,
+crate::conf::conf_slots! {
+    /// The gzip directives at location level.
+    #[derive(Clone, Debug, Default)]
+    pub struct GzipLoc {
+        /// `gzip`.
+        enable: bool = false,
+        /// `gzip_comp_level`.
+        comp_level: u32 = 1,
+        /// `gzip_min_length`.
+        min_length: u64 = 20,
+        /// `gzip_http_version 1.0`.
+        http_version_10: bool = false,
+        proxied: Proxied = Proxied::default(),
+        /// `gzip_vary`.
+        vary: bool = false,
+        disable_msie6: bool = false,
+        /// `gzip_static`.
+        static_: GzipStatic = GzipStatic::Off,
+    }
+    others {
+        /// `gzip_types` (`None` inside: `*`).
+        pub types: Option<Option<Arc<Vec<String>>>>,
+        pub disable: Option<Arc<Vec<Regex>>>,
+        /// `gzip_buffers`: read only to refuse a second one (not inherited, so a level below
+        /// may have its own).
+        pub buffers: Option<(usize, usize)>,
+    }
 }
 
 impl GzipLoc {
     pub fn merge(&mut self, p: &GzipLoc) {
-        merge(&mut self.enable, &p.enable);
+        self.merge_slots(p);
         merge(&mut self.types, &p.types);
-        merge(&mut self.comp_level, &p.comp_level);
-        merge(&mut self.min_length, &p.min_length);
-        merge(&mut self.http_version_10, &p.http_version_10);
-        merge(&mut self.proxied, &p.proxied);
-        merge(&mut self.vary, &p.vary);
         merge(&mut self.disable, &p.disable);
-        merge(&mut self.disable_msie6, &p.disable_msie6);
-        merge(&mut self.static_, &p.static_);
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.enable.unwrap_or(false)
-    }
-
-    /// `gzip_comp_level` (default 1).
-    pub fn level(&self) -> u32 {
-        self.comp_level.unwrap_or(1)
-    }
-
-    pub fn static_mode(&self) -> GzipStatic {
-        self.static_.unwrap_or(GzipStatic::Off)
     }
 
     fn type_ok(&self, content_type: &str) -> bool {
@@ -299,21 +290,19 @@ pub struct ResponseFacts<'a> {
 
 /// The decision: `(compress, add Vary: Accept-Encoding)`.
 pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bool) {
-    if !g.enabled()
+    if !g.enable()
         || !matches!(resp.status, 200 | 403 | 404)
         || resp.already_encoded
-        || resp
-            .content_length
-            .is_some_and(|n| n < g.min_length.unwrap_or(20))
+        || resp.content_length.is_some_and(|n| n < g.min_length())
         || !resp.content_type.is_some_and(|t| g.type_ok(t))
     {
         return (false, false);
     }
-    let vary = g.vary.unwrap_or(false);
+    let vary = g.vary();
     // ngx_http_gzip_ok: the request side.
     let version_ok = match req.version() {
         shoal_http::Version::Http09 => false,
-        shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
+        shoal_http::Version::Http10 => g.http_version_10(),
         shoal_http::Version::Http11 => true,
     };
     if !version_ok || !accepts_gzip(req) {
@@ -326,7 +315,7 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
         .header("user-agent")
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
-    if g.disable_msie6.unwrap_or(false) && msie6(&ua) {
+    if g.disable_msie6() && msie6(&ua) {
         return (false, vary);
     }
     if let Some(list) = &g.disable {
@@ -342,7 +331,7 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
 /// `expired` with a date already past compresses); then a `Cache-Control` header alone decides
 /// (`no-cache`, `no-store`, `private`); then `no_last_modified` / `no_etag` can only refuse.
 fn proxied_ok(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> bool {
-    let p = g.proxied.unwrap_or_default();
+    let p = g.proxied();
     if p == Proxied::default() {
         return false;
     }
@@ -619,13 +608,13 @@ pub fn would_compress(g: &GzipLoc, req: &Request, content_type: &str, size: u64)
 /// `gzip_static`: whether to look for `FILE.gz` for this request (`on`: the client accepts
 /// gzip and passes the same request checks as the gzip filter; `always`: every client).
 pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
-    match g.static_mode() {
+    match g.static_() {
         GzipStatic::Off => false,
         GzipStatic::Always => true,
         GzipStatic::On => {
             let version_ok = match req.version() {
                 shoal_http::Version::Http09 => false,
-                shoal_http::Version::Http10 => g.http_version_10.unwrap_or(false),
+                shoal_http::Version::Http10 => g.http_version_10(),
                 shoal_http::Version::Http11 => true,
             };
             let ua = req
@@ -634,12 +623,12 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
                 .unwrap_or_default();
             version_ok
                 && accepts_gzip(req)
-                && !(g.disable_msie6.unwrap_or(false) && msie6(&ua))
+                && !(g.disable_msie6() && msie6(&ua))
                 && !g
                     .disable
                     .as_ref()
                     .is_some_and(|l| l.iter().any(|re| re.is_match(&ua)))
-                && (req.header("via").is_none() || g.proxied.is_some_and(|p| p.any))
+                && (req.header("via").is_none() || g.proxied().any)
         }
     }
 }
@@ -683,7 +672,7 @@ pub fn header_filter(
     req: &shoal_http::Request,
     lc: &crate::http::LocConf,
 ) -> Option<u32> {
-    if !lc.gzip.enabled() {
+    if !lc.gzip.enable() {
         return None;
     }
     let seen: &crate::http::reply::Reply = reply;
@@ -729,7 +718,7 @@ pub fn header_filter(
         }
     }
     reply.headers.push(("Content-Encoding", "gzip".into()));
-    Some(lc.gzip.level())
+    Some(lc.gzip.comp_level())
 }
 
 #[cfg(test)]

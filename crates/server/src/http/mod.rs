@@ -131,67 +131,34 @@ pub struct HttpConf {
     pub ssl: crate::tls::HttpSsl,
 }
 
-/// Server-level settings that may be written at http level too.
-#[derive(Clone, Debug, Default)]
-pub struct SrvConf {
-    pub client_header_timeout: Option<Duration>,
-    pub client_header_buffer_size: Option<usize>,
-    pub large_client_header_buffers: Option<(usize, usize)>,
-    pub ignore_invalid_headers: Option<bool>,
-    pub underscores_in_headers: Option<bool>,
-    pub merge_slashes: Option<bool>,
+crate::conf::conf_slots! {
+    /// Server-level settings that may be written at http level too.
+    #[derive(Clone, Debug, Default)]
+    pub struct SrvConf {
+        client_header_timeout: Duration = Duration::from_secs(60),
+        client_header_buffer_size: usize = 1024,
+        large_client_header_buffers: (usize, usize) = (4, 8192),
+        ignore_invalid_headers: bool = true,
+        underscores_in_headers: bool = false,
+        merge_slashes: bool = true,
+    }
 }
 
 impl SrvConf {
     fn merge(&mut self, parent: &SrvConf) {
-        merge(
-            &mut self.client_header_timeout,
-            &parent.client_header_timeout,
-        );
-        merge(
-            &mut self.client_header_buffer_size,
-            &parent.client_header_buffer_size,
-        );
-        merge(
-            &mut self.large_client_header_buffers,
-            &parent.large_client_header_buffers,
-        );
-        merge(
-            &mut self.ignore_invalid_headers,
-            &parent.ignore_invalid_headers,
-        );
-        merge(
-            &mut self.underscores_in_headers,
-            &parent.underscores_in_headers,
-        );
-        merge(&mut self.merge_slashes, &parent.merge_slashes);
+        self.merge_slots(parent);
     }
 
-    /// The request-head limits of this server (nginx's defaults: 1k, 4 × 8k, on, off, on).
+    /// The request-head limits of this server.
     pub fn limits(&self) -> shoal_http::Limits {
-        let mut l = shoal_http::Limits::default();
-        if let Some(n) = self.client_header_buffer_size {
-            l.client_header_buffer_size = n;
+        let (num, size) = self.large_client_header_buffers();
+        shoal_http::Limits {
+            client_header_buffer_size: self.client_header_buffer_size(),
+            large_client_header_buffers: shoal_http::LargeBuffers { num, size },
+            ignore_invalid_headers: self.ignore_invalid_headers(),
+            underscores_in_headers: self.underscores_in_headers(),
+            merge_slashes: self.merge_slashes(),
         }
-        if let Some((num, size)) = self.large_client_header_buffers {
-            l.large_client_header_buffers = shoal_http::LargeBuffers { num, size };
-        }
-        if let Some(v) = self.ignore_invalid_headers {
-            l.ignore_invalid_headers = v;
-        }
-        if let Some(v) = self.underscores_in_headers {
-            l.underscores_in_headers = v;
-        }
-        if let Some(v) = self.merge_slashes {
-            l.merge_slashes = v;
-        }
-        l
-    }
-
-    /// `client_header_timeout` (default 60s).
-    pub fn client_header_timeout(&self) -> Duration {
-        self.client_header_timeout
-            .unwrap_or(Duration::from_secs(60))
     }
 }
 
@@ -230,65 +197,104 @@ pub enum ServerTokens {
     Build,
 }
 
-/// Location-level settings (also written at http and server level as defaults).
-#[derive(Clone, Debug, Default)]
-pub struct LocConf {
-    /// `root` or `alias`.
-    pub root: Option<DocRoot>,
-    pub index: Option<Vec<String>>,
-    /// `types`: built from the configuration, looked up with each answer's extension (FxHash:
-    /// nobody outside adds keys to it).
-    pub types: Option<Arc<shoal_io::fxhash::FxHashMap<String, String>>>,
-    pub default_type: Option<String>,
-    pub sendfile: Option<bool>,
-    pub tcp_nopush: Option<bool>,
-    pub tcp_nodelay: Option<bool>,
-    pub keepalive_timeout: Option<(Duration, Option<Duration>)>,
-    pub keepalive_requests: Option<u64>,
-    pub server_tokens: Option<ServerTokens>,
-    /// `access_log` lines of this level (empty: `access_log off`).
-    pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
-    /// Not inherited (nginx's `try_files` and `return` apply where written).
-    pub try_files: Option<Arc<directives::TryFiles>>,
-    pub error_page: Option<Arc<Vec<directives::ErrorPage>>>,
-    pub add_header: Option<Arc<Vec<directives::AddHeader>>>,
-    pub expires: Option<directives::Expires>,
-    pub etag: Option<bool>,
-    pub if_modified_since: Option<directives::IfModifiedSince>,
-    pub absolute_redirect: Option<bool>,
-    pub port_in_redirect: Option<bool>,
-    pub server_name_in_redirect: Option<bool>,
-    pub log_not_found: Option<bool>,
-    pub disable_symlinks: Option<bool>,
-    pub client_max_body_size: Option<u64>,
-    pub client_body_buffer_size: Option<u64>,
-    pub client_body_timeout: Option<Duration>,
-    pub send_timeout: Option<Duration>,
-    pub keepalive_time: Option<Duration>,
-    pub lingering_close: Option<directives::Lingering>,
-    pub lingering_time: Option<Duration>,
-    pub lingering_timeout: Option<Duration>,
-    pub reset_timedout_connection: Option<bool>,
-    pub sendfile_max_chunk: Option<u64>,
-    /// `output_buffers NUMBER SIZE`.
-    pub output_buffers: Option<(usize, usize)>,
-    pub max_ranges: Option<u64>,
-    pub aio: Option<aio::Aio>,
-    pub aio_write: Option<bool>,
-    pub aio_residency_check: Option<bool>,
-    /// `directio SIZE` (`Some(None)`: `off`).
-    pub directio: Option<Option<u64>>,
-    pub directio_alignment: Option<u64>,
-    pub gzip: gzip::GzipLoc,
-    pub open_file_cache: open_file_cache::OfcLoc,
-    pub rewrite_log: Option<bool>,
-    pub uninitialized_variable_warn: Option<bool>,
-    /// `stub_status` in this location (not inherited).
-    pub stub_status: Option<bool>,
-    pub proxy: proxy::ProxyLoc,
-    /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
-    /// [`modules`].
-    pub m: modules::Modules,
+crate::conf::conf_slots! {
+    /// Location-level settings (also written at http and server level as defaults).
+    #[derive(Clone, Debug, Default)]
+    pub struct LocConf {
+        sendfile: bool = false,
+        tcp_nopush: bool = false,
+        tcp_nodelay: bool = true,
+        /// `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`; zero disables keep-alive.
+        keepalive_timeout: (Duration, Option<Duration>) = (Duration::from_secs(75), None),
+        keepalive_requests: u64 = 1000,
+        server_tokens: ServerTokens = ServerTokens::On,
+        etag: bool = true,
+        if_modified_since: directives::IfModifiedSince = directives::IfModifiedSince::Exact,
+        absolute_redirect: bool = true,
+        port_in_redirect: bool = true,
+        server_name_in_redirect: bool = false,
+        log_not_found: bool = true,
+        disable_symlinks: bool = false,
+        /// `client_max_body_size` (0 = unlimited).
+        client_max_body_size: u64 = 1024 * 1024,
+        /// `client_body_buffer_size`: a body read whole stays in memory up to it.
+        client_body_buffer_size: u64 = 16 * 1024,
+        client_body_timeout: Duration = Duration::from_secs(60),
+        send_timeout: Duration = Duration::from_secs(60),
+        /// `keepalive_time`: no request starts on a connection older than this.
+        keepalive_time: Duration = Duration::from_secs(3600),
+        lingering_close: directives::Lingering = directives::Lingering::On,
+        lingering_time: Duration = Duration::from_secs(30),
+        lingering_timeout: Duration = Duration::from_secs(5),
+        reset_timedout_connection: bool = false,
+        /// `sendfile_max_chunk` (0 = unlimited).
+        sendfile_max_chunk: u64 = 2 * 1024 * 1024,
+        /// `output_buffers NUMBER SIZE`: a file body that is read rather than sent with
+        /// sendfile (`sendfile off`, `directio`, gzip) is read SIZE bytes at a time, and up to
+        /// NUMBER such pieces wait for the client before the next read waits for them.
+        output_buffers: (usize, usize) = (2, 32 * 1024),
+        /// `aio_write`: temporary and cache files are written through the pool.
+        aio_write: bool = false,
+        /// `aio_residency_check`: page-cache hits are served inline.
+        aio_residency_check: bool = true,
+        directio_alignment: u64 = 512,
+        rewrite_log: bool = false,
+        uninitialized_variable_warn: bool = true,
+    }
+    others {
+        /// `root` or `alias`.
+        pub root: Option<DocRoot>,
+        pub index: Option<Vec<String>>,
+        /// `types`: built from the configuration, looked up with each answer's extension
+        /// (FxHash: nobody outside adds keys to it).
+        pub types: Option<Arc<shoal_io::fxhash::FxHashMap<String, String>>>,
+        pub default_type: Option<String>,
+        /// `access_log` lines of this level (empty: `access_log off`).
+        pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
+        /// Not inherited (nginx's `try_files` and `return` apply where written).
+        pub try_files: Option<Arc<directives::TryFiles>>,
+        pub error_page: Option<Arc<Vec<directives::ErrorPage>>>,
+        pub add_header: Option<Arc<Vec<directives::AddHeader>>>,
+        pub expires: Option<directives::Expires>,
+        /// `max_ranges` (unset: unlimited).
+        pub max_ranges: Option<u64>,
+        pub aio: Option<aio::Aio>,
+        /// `directio SIZE` (`Some(None)`: `off`).
+        pub directio: Option<Option<u64>>,
+        pub gzip: gzip::GzipLoc,
+        pub open_file_cache: open_file_cache::OfcLoc,
+        /// `stub_status` in this location (not inherited).
+        pub stub_status: Option<bool>,
+        pub proxy: proxy::ProxyLoc,
+        /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
+        /// [`modules`].
+        pub m: modules::Modules,
+        /// The content handler, chosen by the location's own directives once it is merged.
+        pub content: Content,
+    }
+}
+
+/// A location's content handler, chosen when the configuration is read by the directive that
+/// sets it (nginx's `clcf->handler`; none of these is inherited): `proxy_pass`,
+/// `stub_status` (or `proxy_cache_status`), else the static module (with `index`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Content {
+    #[default]
+    Static,
+    Proxy,
+    StubStatus,
+}
+
+impl Content {
+    fn of(lc: &LocConf) -> Content {
+        if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
+            Content::StubStatus
+        } else if lc.proxy.pass.is_some() {
+            Content::Proxy
+        } else {
+            Content::Static
+        }
+    }
 }
 
 /// A module's configuration reads as the location's own field (`lc.auth_basic`).
@@ -375,62 +381,23 @@ impl DocRoot {
 impl LocConf {
     /// Fills what this level left unset from its parent.
     pub fn merge(&mut self, parent: &LocConf) {
+        self.merge_slots(parent);
         merge(&mut self.root, &parent.root);
         merge(&mut self.index, &parent.index);
         merge(&mut self.types, &parent.types);
         merge(&mut self.default_type, &parent.default_type);
-        merge(&mut self.sendfile, &parent.sendfile);
-        merge(&mut self.tcp_nopush, &parent.tcp_nopush);
-        merge(&mut self.tcp_nodelay, &parent.tcp_nodelay);
-        merge(&mut self.keepalive_timeout, &parent.keepalive_timeout);
-        merge(&mut self.keepalive_requests, &parent.keepalive_requests);
-        merge(&mut self.server_tokens, &parent.server_tokens);
         merge(&mut self.access_log, &parent.access_log);
         merge(&mut self.error_page, &parent.error_page);
         merge(&mut self.add_header, &parent.add_header);
         merge(&mut self.expires, &parent.expires);
-        merge(&mut self.etag, &parent.etag);
-        merge(&mut self.if_modified_since, &parent.if_modified_since);
-        merge(&mut self.absolute_redirect, &parent.absolute_redirect);
-        merge(&mut self.port_in_redirect, &parent.port_in_redirect);
-        merge(
-            &mut self.server_name_in_redirect,
-            &parent.server_name_in_redirect,
-        );
-        merge(&mut self.log_not_found, &parent.log_not_found);
-        merge(&mut self.disable_symlinks, &parent.disable_symlinks);
-        merge(&mut self.client_max_body_size, &parent.client_max_body_size);
-        merge(
-            &mut self.client_body_buffer_size,
-            &parent.client_body_buffer_size,
-        );
-        merge(&mut self.client_body_timeout, &parent.client_body_timeout);
-        merge(&mut self.send_timeout, &parent.send_timeout);
-        merge(&mut self.keepalive_time, &parent.keepalive_time);
-        merge(&mut self.lingering_close, &parent.lingering_close);
-        merge(&mut self.lingering_time, &parent.lingering_time);
-        merge(&mut self.lingering_timeout, &parent.lingering_timeout);
-        merge(
-            &mut self.reset_timedout_connection,
-            &parent.reset_timedout_connection,
-        );
-        merge(&mut self.sendfile_max_chunk, &parent.sendfile_max_chunk);
-        merge(&mut self.output_buffers, &parent.output_buffers);
         merge(&mut self.max_ranges, &parent.max_ranges);
         merge(&mut self.aio, &parent.aio);
+        merge(&mut self.directio, &parent.directio);
         self.gzip.merge(&parent.gzip);
         self.proxy.merge(&parent.proxy);
         self.open_file_cache.merge(&parent.open_file_cache);
-        merge(&mut self.rewrite_log, &parent.rewrite_log);
-        merge(
-            &mut self.uninitialized_variable_warn,
-            &parent.uninitialized_variable_warn,
-        );
-        merge(&mut self.aio_write, &parent.aio_write);
-        merge(&mut self.aio_residency_check, &parent.aio_residency_check);
-        merge(&mut self.directio, &parent.directio);
-        merge(&mut self.directio_alignment, &parent.directio_alignment);
         self.m.merge(&parent.m);
+        self.content = Content::of(self);
     }
 
     /// Sets the defaults at the top (http) level, so every level below inherits them.
@@ -445,13 +412,6 @@ impl LocConf {
         self.index.get_or_insert_with(|| vec!["index.html".into()]);
         self.types.get_or_insert_with(|| Arc::new(default_types()));
         self.default_type.get_or_insert_with(|| "text/plain".into());
-        self.sendfile.get_or_insert(false);
-        self.tcp_nopush.get_or_insert(false);
-        self.tcp_nodelay.get_or_insert(true);
-        self.keepalive_timeout
-            .get_or_insert((Duration::from_secs(75), None));
-        self.keepalive_requests.get_or_insert(1000);
-        self.server_tokens.get_or_insert(ServerTokens::On);
     }
 
     /// The document root (after merge, always set).
@@ -466,99 +426,9 @@ impl LocConf {
         self.doc_root().base()
     }
 
-    pub fn etag(&self) -> bool {
-        self.etag.unwrap_or(true)
-    }
-
-    pub fn if_modified_since(&self) -> directives::IfModifiedSince {
-        self.if_modified_since
-            .unwrap_or(directives::IfModifiedSince::Exact)
-    }
-
-    pub fn absolute_redirect(&self) -> bool {
-        self.absolute_redirect.unwrap_or(true)
-    }
-
-    pub fn port_in_redirect(&self) -> bool {
-        self.port_in_redirect.unwrap_or(true)
-    }
-
-    pub fn server_name_in_redirect(&self) -> bool {
-        self.server_name_in_redirect.unwrap_or(false)
-    }
-
-    pub fn log_not_found(&self) -> bool {
-        self.log_not_found.unwrap_or(true)
-    }
-
-    pub fn disable_symlinks(&self) -> bool {
-        self.disable_symlinks.unwrap_or(false)
-    }
-
-    /// `client_max_body_size` (default 1m; 0 = unlimited).
-    pub fn client_max_body_size(&self) -> u64 {
-        self.client_max_body_size.unwrap_or(1024 * 1024)
-    }
-
-    /// `client_body_buffer_size` (default 16k): a body read whole stays in memory up to it.
-    pub fn client_body_buffer_size(&self) -> u64 {
-        self.client_body_buffer_size.unwrap_or(16 * 1024)
-    }
-
-    pub fn client_body_timeout(&self) -> Duration {
-        self.client_body_timeout.unwrap_or(Duration::from_secs(60))
-    }
-
-    pub fn send_timeout(&self) -> Duration {
-        self.send_timeout.unwrap_or(Duration::from_secs(60))
-    }
-
-    /// `keepalive_time` (default 1h): no request starts on a connection older than this.
-    pub fn keepalive_time(&self) -> Duration {
-        self.keepalive_time.unwrap_or(Duration::from_secs(3600))
-    }
-
-    pub fn lingering_close(&self) -> directives::Lingering {
-        self.lingering_close.unwrap_or(directives::Lingering::On)
-    }
-
-    pub fn lingering_time(&self) -> Duration {
-        self.lingering_time.unwrap_or(Duration::from_secs(30))
-    }
-
-    pub fn lingering_timeout(&self) -> Duration {
-        self.lingering_timeout.unwrap_or(Duration::from_secs(5))
-    }
-
-    pub fn reset_timedout_connection(&self) -> bool {
-        self.reset_timedout_connection.unwrap_or(false)
-    }
-
-    /// `sendfile_max_chunk` (default 2m; 0 = unlimited).
-    pub fn sendfile_max_chunk(&self) -> u64 {
-        self.sendfile_max_chunk.unwrap_or(2 * 1024 * 1024)
-    }
-
-    /// `output_buffers` (default 2 32k): a file body that is read rather than sent with
-    /// sendfile (`sendfile off`, `directio`, gzip) is read SIZE bytes at a time, and up to
-    /// NUMBER such pieces wait for the client before the next read waits for them.
-    pub fn output_buffers(&self) -> (usize, usize) {
-        self.output_buffers.unwrap_or((2, 32 * 1024))
-    }
-
-    /// `aio_residency_check` (default on): page-cache hits are served inline.
-    pub fn aio_residency_check(&self) -> bool {
-        self.aio_residency_check.unwrap_or(true)
-    }
-
     /// `directio` threshold, if on.
     pub fn directio(&self) -> Option<u64> {
         self.directio.flatten()
-    }
-
-    /// `directio_alignment` (default 512).
-    pub fn directio_alignment(&self) -> u64 {
-        self.directio_alignment.unwrap_or(512)
     }
 
     /// `max_ranges` (unset: unlimited).
@@ -582,32 +452,6 @@ impl LocConf {
             }
         }
         self.default_type.as_deref().unwrap_or("text/plain")
-    }
-
-    pub fn sendfile(&self) -> bool {
-        self.sendfile.unwrap_or(false)
-    }
-
-    pub fn tcp_nopush(&self) -> bool {
-        self.tcp_nopush.unwrap_or(false)
-    }
-
-    pub fn tcp_nodelay(&self) -> bool {
-        self.tcp_nodelay.unwrap_or(true)
-    }
-
-    /// `keepalive_timeout TIMEOUT [HEADER_TIMEOUT]`; zero disables keep-alive.
-    pub fn keepalive_timeout(&self) -> (Duration, Option<Duration>) {
-        self.keepalive_timeout
-            .unwrap_or((Duration::from_secs(75), None))
-    }
-
-    pub fn keepalive_requests(&self) -> u64 {
-        self.keepalive_requests.unwrap_or(1000)
-    }
-
-    pub fn server_tokens(&self) -> ServerTokens {
-        self.server_tokens.unwrap_or(ServerTokens::On)
     }
 
     /// The access logs in force (empty with `access_log off`).

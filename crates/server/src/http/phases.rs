@@ -19,7 +19,7 @@ use super::reply::{Body, Outcome, Reply};
 use super::request::Req;
 use super::rewrite;
 use super::static_files;
-use super::LocConf;
+use super::{Content, LocConf};
 use crate::log::Level;
 use crate::variables::Vars;
 
@@ -248,52 +248,70 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
             Outcome::Reply(reply)
         } else if refused {
             Outcome::Reply(Box::new(super::reply::error_reply(404, lc)))
-        } else if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
-            Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
-        } else if rw.rewritten_break && lc.doc_root().alias {
-            crate::conn_log!(
-                Level::Alert,
-                r.info.number,
-                "\"alias\" cannot be used in location \"{}\" where URI was rewritten{}",
-                loc.map_or("", |l| l.name.as_str()),
-                r.log_ctx()
-            );
-            Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
-        } else if let Some(pass) = &lc.proxy.pass {
-            // A file `try_files` finds is proxied with its name as the URI; none: the fallback.
-            let found = match &lc.try_files {
-                Some(tf) => {
-                    from_try_files = true;
-                    try_files_find(r, tf, lc, &rw).map(Some)
-                }
-                None => Ok(None),
-            };
-            match found {
-                Ok(name) => {
-                    if let Some(name) = name {
-                        rw.uri = name;
-                    }
-                    proxy_outcome(
-                        r,
-                        lc,
-                        pass,
-                        &rw,
-                        internal,
-                        method,
-                        body,
-                        &mut upstream,
-                        &mut sent,
-                    )
-                    .await
-                }
-                Err(fallback) => fallback,
-            }
-        } else if let Some(tf) = &lc.try_files {
-            from_try_files = true;
-            try_files(r, tf, lc, &rw, method)
         } else {
-            let vars = r.vars_rw(&rw, lc);
-            static_files::handle(r, lc, method, &rw.uri, &vars)
+            // The content handler the location's directives chose when the configuration was
+            // read (nginx's `clcf->handler`); try_files runs before it (the precontent phase).
+            match lc.content {
+                Content::StubStatus => {
+                    Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
+                }
+                _ if rw.rewritten_break && lc.doc_root().alias => {
+                    crate::conn_log!(
+                        Level::Alert,
+                        r.info.number,
+                        "\"alias\" cannot be used in location \"{}\" where URI was rewritten{}",
+                        loc.map_or("", |l| l.name.as_str()),
+                        r.log_ctx()
+                    );
+                    Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
+                }
+                Content::Proxy => {
+                    let pass = lc
+                        .proxy
+                        .pass
+                        .as_ref()
+                        .expect("Content::Proxy has proxy_pass");
+                    // A file `try_files` finds is proxied with its name as the URI; none: the
+                    // fallback.
+                    let found = match &lc.try_files {
+                        Some(tf) => {
+                            from_try_files = true;
+                            try_files_find(r, tf, lc, &rw).map(Some)
+                        }
+                        None => Ok(None),
+                    };
+                    match found {
+                        Ok(name) => {
+                            if let Some(name) = name {
+                                rw.uri = name;
+                            }
+                            proxy_outcome(
+                                r,
+                                lc,
+                                pass,
+                                &rw,
+                                internal,
+                                method,
+                                body,
+                                &mut upstream,
+                                &mut sent,
+                            )
+                            .await
+                        }
+                        Err(fallback) => fallback,
+                    }
+                }
+                Content::Static => match &lc.try_files {
+                    Some(tf) => {
+                        from_try_files = true;
+                        try_files(r, tf, lc, &rw, method)
+                    }
+                    None => {
+                        let vars = r.vars_rw(&rw, lc);
+                        static_files::handle(r, lc, method, &rw.uri, &vars)
+                    }
+                },
+            }
         };
 
         // The autoindex handler reads the directory without holding the worker.

@@ -394,7 +394,7 @@ pub fn run<'c>(
     conn: u64,
     in_location: bool,
 ) -> Flow<'c> {
-    let log = lc.rewrite_log.unwrap_or(false);
+    let log = lc.rewrite_log();
     for code in codes {
         match code {
             Code::Rewrite {

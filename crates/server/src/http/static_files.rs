@@ -212,7 +212,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
     let mut precompressed = false;
     let mut vary_for_static = false;
     let mut path = Cow::Borrowed(full.as_path());
-    let opened = if lc.gzip.static_mode() != super::gzip::GzipStatic::Off {
+    let opened = if lc.gzip.static_() != super::gzip::GzipStatic::Off {
         let mut gz = full.clone().into_os_string();
         gz.push(".gz");
         let gz = std::path::PathBuf::from(gz);
@@ -226,7 +226,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
                 Ok(o)
             }
             Some(_) => {
-                vary_for_static = lc.gzip.vary.unwrap_or(false);
+                vary_for_static = lc.gzip.vary();
                 open_file_cache::open(lc, &full)
             }
             None => open_file_cache::open(lc, &full),
@@ -286,7 +286,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
     if precompressed {
         reply.headers.push(("Content-Encoding", "gzip".into()));
     }
-    if (precompressed || vary_for_static) && lc.gzip.vary.unwrap_or(false) {
+    if (precompressed || vary_for_static) && lc.gzip.vary() {
         reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
     }
     reply.content_type = Some(content_type);

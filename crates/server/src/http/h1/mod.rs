@@ -100,6 +100,7 @@ pub async fn serve(
         state: crate::status::ConnState::accepted(),
         unread_input: false,
         unread_body: false,
+        keepalive: None,
     };
     match conn.run().await {
         Ok(()) => conn.close().await,
@@ -183,6 +184,9 @@ pub(super) struct Conn {
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
     pub(super) unread_input: bool,
+    /// `keepalive_timeout` of the last answered request's location: how long the connection
+    /// waits for the next one.
+    keepalive: Option<Duration>,
 }
 
 /// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
@@ -387,7 +391,11 @@ impl Conn {
     ) -> std::io::Result<Result<Result<(), shoal_http::Error>, ReadEnd>> {
         let worker = self.guard.0.clone();
         let header_timeout = srv.srv.client_header_timeout();
-        let (keepalive, _) = srv.loc.keepalive_timeout();
+        // The idle wait after an answer is the answered request's location's (nginx's);
+        // before the first request, the default server's.
+        let keepalive = self
+            .keepalive
+            .unwrap_or_else(|| srv.loc.keepalive_timeout().0);
         let mut header_deadline: Option<Instant> = None;
         let mut idle_deadline: Option<Instant> = None;
         loop {
@@ -550,6 +558,7 @@ impl Conn {
         let left = client_body.left();
         drop(client_body);
         self.rules = CloseRules::of(lc);
+        self.keepalive = Some(lc.keepalive_timeout().0);
         // What the answer left of the body: a streamed one cut short cannot be found again,
         // a refused or lost one is not read (a lingering close drops what still comes).
         let too_large = matches!(left, Left::Failed(Failure::TooLarge { .. }));
@@ -683,7 +692,7 @@ impl Conn {
             if changes_length {
                 h.retain(|(n, _)| n != "content-length");
             }
-            if lc.gzip.vary.unwrap_or(false) {
+            if lc.gzip.vary() {
                 // nginx writes the gzip `Vary` from a flag in its header filter: it is not a
                 // header `$sent_http_vary` can see.
                 h.retain(|(n, v)| !(n == "vary" && v == "Accept-Encoding"));

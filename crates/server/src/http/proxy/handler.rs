@@ -22,7 +22,7 @@ use shoal_http::upstream::UpstreamRequest;
 
 use super::body::UpstreamBody;
 use super::request::{self, UriParts};
-use super::{NextUpstream, ProxyLoc, ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
+use super::{NextUpstream, ProxyLoc, ProxyPass, Target, UpstreamHeader};
 use crate::deadline::Timer;
 use crate::http::client_body::{BodyToSend, ClientBody, Failure, Whole};
 use crate::http::reply::{Body, Reply};
@@ -34,7 +34,6 @@ use crate::log::Level;
 use crate::spare::Spares;
 use crate::upstream::conf::{split_host_port, PeerAddr, UpstreamConf};
 use crate::upstream::{state, Input, Outcome};
-use crate::variables::Vars;
 
 /// What the `$upstream_*` variables report: one entry per peer tried.
 #[derive(Debug)]
@@ -898,8 +897,8 @@ struct Answer {
 }
 
 impl Answer {
-    /// The reply to the client: the status line and headers passed on (minus hop-by-hop and
-    /// hidden ones, `Location`/`Refresh` through `proxy_redirect`), the body streamed.
+    /// The reply to the client: the status line and the head passed on as
+    /// [`super::answer::pass_head`] passes it, the body streamed.
     fn into_reply(
         mut self,
         lc: &LocConf,
@@ -912,67 +911,21 @@ impl Answer {
         reply.proxied = true;
         reply.upstream_status = true;
         reply.reason = self.reason;
-        let mut buffering = conf.buffering();
-        for (name, value) in self.head.headers() {
+        let lines = self.head.headers().map(|(name, value)| {
             let known = UpstreamHeader::of(name);
-            // `X-Accel-Buffering: yes|no` turns `proxy_buffering` on or off for this answer,
-            // unless `proxy_ignore_headers` names it (nginx's `change_buffering`).
-            if known == UpstreamHeader::XAccelBuffering && !conf.ignores("X-Accel-Buffering") {
-                if value.eq_ignore_ascii_case(b"no") {
-                    buffering = false;
-                } else if value.eq_ignore_ascii_case(b"yes") {
-                    buffering = true;
-                }
+            super::answer::Line {
+                name,
+                value,
+                kind: super::answer::Kind::fresh(known),
+                hidden: known.hidden(),
             }
-            if known == UpstreamHeader::HopByHop {
-                continue;
-            }
-            if known.hidden() && is_x_accel_charset(name) && !conf.ignores("X-Accel-Charset") {
-                reply.override_charset = Some(shoal_http::lossy(value).into_owned());
-            }
-            if !conf.passes_known(name, known.hidden()) {
-                continue;
-            }
-            // The name as text only where it is kept (a known header's value has its field).
-            let text = |name: &[u8]| shoal_http::lossy(name).into_owned();
-            let value = match std::str::from_utf8(value) {
-                Ok(v) => v.to_string(),
-                Err(_) => {
-                    // Not text: passed on as the bytes it is.
-                    reply.raw_extra.push((text(name), value.to_vec()));
-                    continue;
-                }
-            };
-            match known {
-                UpstreamHeader::ContentType => reply.content_type = Some(value),
-                // `proxy_force_ranges`: the range filter answers for ranges and says so itself
-                // (`ngx_http_upstream_copy_allow_ranges` copies nothing).
-                UpstreamHeader::AcceptRanges if conf.force_ranges() => {}
-                UpstreamHeader::Location => {
-                    reply.location = Some(location(pass, r, lc, record, value));
-                }
-                UpstreamHeader::Refresh => {
-                    let at = value.to_ascii_lowercase().find("url=");
-                    let v = match at {
-                        Some(i) => {
-                            let (a, b) = value.split_at(i + 4);
-                            match redirect(conf, pass, r, lc, record, b) {
-                                Some(new) => format!("{a}{new}"),
-                                None => value.clone(),
-                            }
-                        }
-                        None => value,
-                    };
-                    reply.extra.push((text(name).into(), v.into()));
-                }
-                _ => reply.extra.push((text(name).into(), value.into())),
-            }
-        }
+        });
+        let passed = super::answer::pass_head(&mut reply, lines, false, lc, pass, r, record);
         // `proxy_force_ranges`: ranges of any answer, whatever it said (nginx sets
         // `r->allow_ranges` and, the answer being streamed, `r->single_range`).
         reply.allow_ranges = conf.force_ranges() && self.status == 200;
         record.borrow_mut().head = Some(self.head);
-        self.body.buffering = buffering;
+        self.body.buffering = passed.buffering.unwrap_or(conf.buffering());
         reply.body = if self.upgrade {
             Body::Tunnel(self.body)
         } else {
@@ -980,93 +933,6 @@ impl Answer {
         };
         reply
     }
-}
-
-/// Whether an upstream's header is `X-Accel-Charset` (the charset filter's, unless
-/// `proxy_ignore_headers` names it).
-pub(crate) fn is_x_accel_charset(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"x-accel-charset")
-}
-
-/// An upstream's `Location` as passed on: through `proxy_redirect`, and made absolute only when
-/// a rule rewrote it (nginx's header filter completes a relative Location it set itself, not
-/// one it passes on as it came).
-pub(crate) fn location(
-    pass: &ProxyPass,
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    record: &Rc<RefCell<Record>>,
-    value: String,
-) -> String {
-    match redirect(&lc.proxy, pass, r, lc, record, &value) {
-        Some(v) if v.starts_with('/') => {
-            crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-        }
-        Some(v) => v,
-        None => value,
-    }
-}
-
-/// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value: the rewritten value when
-/// a rule matched.
-pub(crate) fn redirect(
-    conf: &ProxyLoc,
-    pass: &ProxyPass,
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    record: &Rc<RefCell<Record>>,
-    value: &str,
-) -> Option<String> {
-    let default_rule = || -> Option<(String, String)> {
-        if matches!(pass.target, Target::Dynamic { .. }) {
-            return None;
-        }
-        Some(match &pass.uri {
-            Some(_) => (pass.url.clone(), pass.location.clone()),
-            None => (format!("{}/", pass.url), "/".to_string()),
-        })
-    };
-    let rules = match conf.redirect() {
-        Redirect::Off => return None,
-        Redirect::Default => {
-            let (from, to) = default_rule()?;
-            return value
-                .strip_prefix(from.as_str())
-                .map(|rest| format!("{to}{rest}"));
-        }
-        Redirect::Rules(rules) => rules,
-    };
-    let rec = record.borrow();
-    let uri = shoal_http::lossy(r.req.path()).into_owned();
-    let mut vars: Vars<'_> = r.vars(&uri, lc, &[]);
-    vars.upstream = Some(&rec);
-    for rule in rules {
-        match &rule.from {
-            RedirectFrom::Default => {
-                if let Some((from, to)) = default_rule() {
-                    if let Some(rest) = value.strip_prefix(from.as_str()) {
-                        return Some(format!("{to}{rest}"));
-                    }
-                }
-            }
-            RedirectFrom::Prefix(t) => {
-                let from = vars.eval(t);
-                if let Some(rest) = value.strip_prefix(from.as_str()) {
-                    return Some(format!("{}{rest}", vars.eval(&rule.to)));
-                }
-            }
-            RedirectFrom::Regex(re) => {
-                if let Some(caps) = crate::variables::capture(re, value) {
-                    let v = Vars {
-                        captures: &caps.numbered,
-                        ..vars
-                    };
-                    return Some(v.eval(&rule.to));
-                }
-            }
-        }
-    }
-    None
 }
 
 /// Connects to a peer: a kept-alive connection when one is cached (and `cached`, the try's

@@ -9,6 +9,7 @@
 //!
 //! Runs on the worker; everything waits on sockets, nothing blocks.
 
+pub mod answer;
 pub mod body;
 pub mod handler;
 pub mod parse;
@@ -246,124 +247,63 @@ impl NextUpstream {
     }
 }
 
-/// The proxy module's location-level settings.
-#[derive(Clone, Debug, Default)]
-pub struct ProxyLoc {
-    /// Not inherited by nested locations; `if` blocks take their location's.
-    pub pass: Option<Arc<ProxyPass>>,
-    pub set_header: Option<Arc<Vec<(String, Template)>>>,
-    pub http_version: Option<HttpVersion>,
-    pub pass_request_headers: Option<bool>,
-    pub pass_request_body: Option<bool>,
-    pub set_body: Option<Template>,
-    pub hide_header: Option<Arc<Vec<String>>>,
-    pub pass_header: Option<Arc<Vec<String>>>,
-    pub ignore_headers: Option<Arc<Vec<String>>>,
-    pub redirect: Option<Redirect>,
-    pub buffering: Option<bool>,
-    pub request_buffering: Option<bool>,
-    pub force_ranges: Option<bool>,
-    pub buffers: Option<(usize, usize)>,
-    pub buffer_size: Option<usize>,
-    pub busy_buffers_size: Option<usize>,
-    pub max_temp_file_size: Option<u64>,
-    pub temp_file_write_size: Option<usize>,
-    pub temp_path: Option<crate::http::temp_file::TempPath>,
-    pub connect_timeout: Option<Duration>,
-    pub send_timeout: Option<Duration>,
-    pub read_timeout: Option<Duration>,
-    pub next_upstream: Option<NextUpstream>,
-    pub next_upstream_tries: Option<u64>,
-    pub next_upstream_timeout: Option<Duration>,
-    pub intercept_errors: Option<bool>,
-    pub socket_keepalive: Option<bool>,
-    /// `proxy_bind ADDRESS [transparent] | off` (`Some(None)`: off).
-    pub bind: Option<Option<Template>>,
-    /// The proxy cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
-    pub cache: crate::http::proxy_cache::CacheLoc,
+crate::conf::conf_slots! {
+    /// The proxy module's location-level settings.
+    #[derive(Clone, Debug, Default)]
+    pub struct ProxyLoc {
+        http_version: HttpVersion = HttpVersion::V10,
+        pass_request_headers: bool = true,
+        pass_request_body: bool = true,
+        buffering: bool = true,
+        request_buffering: bool = true,
+        force_ranges: bool = false,
+        /// `proxy_buffers NUMBER SIZE`.
+        buffers: (usize, usize) = (8, 4096),
+        buffer_size: usize = 4096,
+        busy_buffers_size: usize = 8192,
+        /// `proxy_max_temp_file_size` (0: no temporary file; the upstream waits).
+        max_temp_file_size: u64 = 1024 * 1024 * 1024,
+        temp_file_write_size: usize = 8192,
+        connect_timeout: Duration = Duration::from_secs(60),
+        send_timeout: Duration = Duration::from_secs(60),
+        read_timeout: Duration = Duration::from_secs(60),
+        next_upstream: NextUpstream = NextUpstream(NextUpstream::ERROR | NextUpstream::TIMEOUT),
+        /// `proxy_next_upstream_tries` (0: no limit).
+        next_upstream_tries: u64 = 0,
+        /// `proxy_next_upstream_timeout` (0: no limit).
+        next_upstream_timeout: Duration = Duration::ZERO,
+        intercept_errors: bool = false,
+        socket_keepalive: bool = false,
+    }
+    others {
+        /// Not inherited by nested locations; `if` blocks take their location's.
+        pub pass: Option<Arc<ProxyPass>>,
+        pub set_header: Option<Arc<Vec<(String, Template)>>>,
+        pub set_body: Option<Template>,
+        pub hide_header: Option<Arc<Vec<String>>>,
+        pub pass_header: Option<Arc<Vec<String>>>,
+        pub ignore_headers: Option<Arc<Vec<String>>>,
+        pub redirect: Option<Redirect>,
+        pub temp_path: Option<crate::http::temp_file::TempPath>,
+        /// `proxy_bind ADDRESS [transparent] | off` (`Some(None)`: off).
+        pub bind: Option<Option<Template>>,
+        /// The proxy cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
+        pub cache: crate::http::proxy_cache::CacheLoc,
+    }
 }
 
 impl ProxyLoc {
     pub fn merge(&mut self, parent: &ProxyLoc) {
+        self.merge_slots(parent);
         merge(&mut self.set_header, &parent.set_header);
-        merge(&mut self.http_version, &parent.http_version);
-        merge(&mut self.pass_request_headers, &parent.pass_request_headers);
-        merge(&mut self.pass_request_body, &parent.pass_request_body);
         merge(&mut self.set_body, &parent.set_body);
         merge(&mut self.hide_header, &parent.hide_header);
         merge(&mut self.pass_header, &parent.pass_header);
         merge(&mut self.ignore_headers, &parent.ignore_headers);
         merge(&mut self.redirect, &parent.redirect);
-        merge(&mut self.buffering, &parent.buffering);
-        merge(&mut self.force_ranges, &parent.force_ranges);
-        merge(&mut self.request_buffering, &parent.request_buffering);
-        merge(&mut self.buffers, &parent.buffers);
-        merge(&mut self.buffer_size, &parent.buffer_size);
-        merge(&mut self.busy_buffers_size, &parent.busy_buffers_size);
-        merge(&mut self.max_temp_file_size, &parent.max_temp_file_size);
-        merge(&mut self.temp_file_write_size, &parent.temp_file_write_size);
         merge(&mut self.temp_path, &parent.temp_path);
-        merge(&mut self.connect_timeout, &parent.connect_timeout);
-        merge(&mut self.send_timeout, &parent.send_timeout);
-        merge(&mut self.read_timeout, &parent.read_timeout);
-        merge(&mut self.next_upstream, &parent.next_upstream);
-        merge(&mut self.next_upstream_tries, &parent.next_upstream_tries);
-        merge(
-            &mut self.next_upstream_timeout,
-            &parent.next_upstream_timeout,
-        );
-        merge(&mut self.intercept_errors, &parent.intercept_errors);
-        merge(&mut self.socket_keepalive, &parent.socket_keepalive);
         merge(&mut self.bind, &parent.bind);
         self.cache.merge(&parent.cache);
-    }
-
-    pub fn http_version(&self) -> HttpVersion {
-        self.http_version.unwrap_or(HttpVersion::V10)
-    }
-
-    pub fn pass_request_headers(&self) -> bool {
-        self.pass_request_headers.unwrap_or(true)
-    }
-
-    pub fn pass_request_body(&self) -> bool {
-        self.pass_request_body.unwrap_or(true)
-    }
-
-    pub fn buffer_size(&self) -> usize {
-        self.buffer_size.unwrap_or(4096)
-    }
-
-    pub fn connect_timeout(&self) -> Duration {
-        self.connect_timeout.unwrap_or(Duration::from_secs(60))
-    }
-
-    pub fn send_timeout(&self) -> Duration {
-        self.send_timeout.unwrap_or(Duration::from_secs(60))
-    }
-
-    pub fn read_timeout(&self) -> Duration {
-        self.read_timeout.unwrap_or(Duration::from_secs(60))
-    }
-
-    /// `proxy_next_upstream` (default `error timeout`).
-    pub fn next_upstream(&self) -> NextUpstream {
-        self.next_upstream
-            .unwrap_or(NextUpstream(NextUpstream::ERROR | NextUpstream::TIMEOUT))
-    }
-
-    /// `proxy_next_upstream_tries` (0: no limit).
-    pub fn next_upstream_tries(&self) -> u64 {
-        self.next_upstream_tries.unwrap_or(0)
-    }
-
-    /// `proxy_next_upstream_timeout` (0: no limit).
-    pub fn next_upstream_timeout(&self) -> Duration {
-        self.next_upstream_timeout.unwrap_or(Duration::ZERO)
-    }
-
-    pub fn intercept_errors(&self) -> bool {
-        self.intercept_errors.unwrap_or(false)
     }
 
     pub fn redirect(&self) -> &Redirect {
@@ -372,12 +312,8 @@ impl ProxyLoc {
 
     /// How much of an answer is read ahead of the client: `proxy_buffers` in all.
     pub fn buffers_total(&self) -> usize {
-        let (n, size) = self.buffers.unwrap_or((8, 4096));
+        let (n, size) = self.buffers();
         n * size
-    }
-
-    pub fn buffering(&self) -> bool {
-        self.buffering.unwrap_or(true)
     }
 
     /// Whether `proxy_ignore_headers` names `header` (as the directive spells it).
@@ -385,11 +321,6 @@ impl ProxyLoc {
         self.ignore_headers
             .as_ref()
             .is_some_and(|l| l.iter().any(|h| h.eq_ignore_ascii_case(header)))
-    }
-
-    /// `proxy_force_ranges` (off by default).
-    pub fn force_ranges(&self) -> bool {
-        self.force_ranges.unwrap_or(false)
     }
 
     /// Whether a header the upstream sent is passed to the client: not one of nginx's hidden

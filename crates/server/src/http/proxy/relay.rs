@@ -101,8 +101,8 @@ async fn relay_buffered<S: Sink>(
     // `aio threads`: the temporary file is read back through the pool when its pages are
     // not in memory, and written through it with `aio_write on`.
     let pool = output.pool.clone();
-    let write_pool = pool.clone().filter(|_| lc.aio_write.unwrap_or(false));
-    let file_limit = lc.proxy.max_temp_file_size.unwrap_or(1024 * 1024 * 1024);
+    let write_pool = pool.clone().filter(|_| lc.aio_write());
+    let file_limit = lc.proxy.max_temp_file_size();
     let mut ub = Some(ub);
     let mut queue: VecDeque<bytes::Bytes> = VecDeque::new();
     let mut queued = 0usize;

@@ -157,31 +157,37 @@ pub mod stale {
     }
 }
 
-/// The proxy cache's location-level settings (part of [`ProxyLoc`]).
-#[derive(Clone, Debug, Default)]
-pub struct CacheLoc {
-    pub cache: Option<CacheRef>,
-    pub key: Option<Template>,
-    /// `proxy_cache_valid` lines of one level, in order (status 0: `any`).
-    pub valid: Option<Arc<Vec<rules::Valid>>>,
-    /// `proxy_cache_methods` (GET and HEAD are always in).
-    pub methods: Option<Methods>,
-    pub min_uses: Option<u64>,
-    pub bypass: Option<Arc<Vec<Template>>>,
-    pub no_cache: Option<Arc<Vec<Template>>>,
-    pub lock: Option<bool>,
-    pub lock_timeout: Option<Duration>,
-    pub lock_age: Option<Duration>,
-    pub use_stale: Option<u32>,
-    pub background_update: Option<bool>,
-    pub revalidate: Option<bool>,
-    pub convert_head: Option<bool>,
-    pub max_range_offset: Option<u64>,
-    /// `proxy_cache_purge` conditions.
-    pub purge: Option<Arc<Vec<Template>>>,
-    /// `proxy_cache_status` (shoal's): this location answers the zones' figures (not
-    /// inherited, as `stub_status`).
-    pub status_page: Option<bool>,
+crate::conf::conf_slots! {
+    /// The proxy cache's directives at location level.
+    #[derive(Clone, Debug, Default)]
+    pub struct CacheLoc {
+        min_uses: u64 = 1,
+        lock: bool = false,
+        lock_timeout: Duration = Duration::from_secs(5),
+        lock_age: Duration = Duration::from_secs(5),
+        /// `proxy_cache_use_stale` conditions.
+        use_stale: u32 = stale::OFF,
+        background_update: bool = false,
+        revalidate: bool = false,
+        /// `proxy_cache_convert_head`: a HEAD goes upstream as a GET.
+        convert_head: bool = true,
+    }
+    others {
+        pub cache: Option<CacheRef>,
+        pub key: Option<Template>,
+        /// `proxy_cache_valid` lines of one level, in order (status 0: `any`).
+        pub valid: Option<Arc<Vec<rules::Valid>>>,
+        /// `proxy_cache_methods` (GET and HEAD are always in).
+        pub methods: Option<Methods>,
+        pub bypass: Option<Arc<Vec<Template>>>,
+        pub no_cache: Option<Arc<Vec<Template>>>,
+        pub max_range_offset: Option<u64>,
+        /// `proxy_cache_purge` conditions.
+        pub purge: Option<Arc<Vec<Template>>>,
+        /// `proxy_cache_status` (shoal's): this location answers the zones' figures (not
+        /// inherited, as `stub_status`).
+        pub status_page: Option<bool>,
+    }
 }
 
 /// `proxy_cache_methods` bits.
@@ -192,20 +198,13 @@ pub struct Methods {
 
 impl CacheLoc {
     pub fn merge(&mut self, p: &CacheLoc) {
+        self.merge_slots(p);
         merge(&mut self.cache, &p.cache);
         merge(&mut self.key, &p.key);
         merge(&mut self.valid, &p.valid);
         merge(&mut self.methods, &p.methods);
-        merge(&mut self.min_uses, &p.min_uses);
         merge(&mut self.bypass, &p.bypass);
         merge(&mut self.no_cache, &p.no_cache);
-        merge(&mut self.lock, &p.lock);
-        merge(&mut self.lock_timeout, &p.lock_timeout);
-        merge(&mut self.lock_age, &p.lock_age);
-        merge(&mut self.use_stale, &p.use_stale);
-        merge(&mut self.background_update, &p.background_update);
-        merge(&mut self.revalidate, &p.revalidate);
-        merge(&mut self.convert_head, &p.convert_head);
         merge(&mut self.max_range_offset, &p.max_range_offset);
         merge(&mut self.purge, &p.purge);
     }
@@ -217,35 +216,6 @@ impl CacheLoc {
 
     pub fn valid(&self) -> &[rules::Valid] {
         self.valid.as_deref().map_or(&[], Vec::as_slice)
-    }
-
-    pub fn min_uses(&self) -> u64 {
-        self.min_uses.unwrap_or(1)
-    }
-
-    pub fn use_stale(&self) -> u32 {
-        self.use_stale.unwrap_or(stale::OFF)
-    }
-
-    pub fn lock(&self) -> bool {
-        self.lock.unwrap_or(false)
-    }
-
-    pub fn lock_timeout(&self) -> Duration {
-        self.lock_timeout.unwrap_or(Duration::from_secs(5))
-    }
-
-    pub fn lock_age(&self) -> Duration {
-        self.lock_age.unwrap_or(Duration::from_secs(5))
-    }
-
-    pub fn background_update(&self) -> bool {
-        self.background_update.unwrap_or(false)
-    }
-
-    /// `proxy_cache_convert_head` (default on): a HEAD goes upstream as a GET.
-    pub fn convert_head(&self) -> bool {
-        self.convert_head.unwrap_or(true)
     }
 
     /// Whether `method` is cached here.

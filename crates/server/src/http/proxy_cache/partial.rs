@@ -70,7 +70,7 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
 /// Whether the gzip filter will compress this 200 (it runs before the range filter and
 /// takes the length away); the facts as the connection gives them for a proxied answer.
 fn compressed(req: &Request, lc: &LocConf, reply: &Reply, size: u64) -> bool {
-    if !lc.gzip.enabled() {
+    if !lc.gzip.enable() {
         return false;
     }
     let facts = crate::http::gzip::ResponseFacts {

@@ -30,6 +30,7 @@ use super::rules::{self, Ignore};
 use super::stale;
 use super::zone::{self, Zone};
 use super::{md5, CacheRef};
+use crate::http::proxy::answer::{Kind, Line};
 use crate::http::proxy::handler::{Handled, Record};
 use crate::http::proxy::{ProxyPass, UpstreamHeader};
 use crate::http::reply::{Body, Reply};
@@ -404,7 +405,7 @@ fn expired(
         if may_update_stale && c.background_update() {
             count(&zone, true);
             plan.status = "EXPIRED";
-            let validators = c.revalidate.unwrap_or(false).then(|| validators_of(&obj));
+            let validators = c.revalidate().then(|| validators_of(&obj));
             let mut bg_plan = plan;
             bg_plan.validators = validators;
             let begin = hit(obj, "STALE", lc, pass, r, record);
@@ -423,7 +424,7 @@ fn expired(
     }
     count(&zone, false);
     plan.status = "EXPIRED";
-    if c.revalidate.unwrap_or(false) {
+    if c.revalidate() {
         plan.validators = Some(validators_of(&obj));
     }
     plan.stale = Some(obj);
@@ -503,7 +504,7 @@ pub fn answer(
     match handled {
         Handled::Reply(mut reply) => {
             if plan.stale.is_some() {
-                if reply.status == 304 && c.revalidate.unwrap_or(false) {
+                if reply.status == 304 && c.revalidate() {
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
@@ -671,68 +672,18 @@ struct ParsedHead {
     headers: Rc<[(String, String)]>,
     /// What each of `headers` is to a hit's reply, decided once when the head is read (every
     /// hit of the object used to compare each name with a dozen others).
-    lines: Box<[Line]>,
+    lines: Box<[StoredLine]>,
     /// The length it tells, against the body stored (set once the body's size is known).
     told: Told,
 }
 
-/// One stored header, as [`Object::into_reply`] passes it on.
+/// What one stored line is to a hit's reply, decided once when the head is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Line {
+struct StoredLine {
     kind: Kind,
     /// One nginx hides from the client unless `proxy_pass_header` names it (`Date`,
-    /// `Server`, `X-Accel-*`...): [`crate::http::proxy::ProxyLoc::passes`] of a location
-    /// without `proxy_hide_header` or `proxy_pass_header`.
+    /// `Server`, `X-Accel-*`...).
     hidden: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// Framing and hop-by-hop headers (`Connection`, `Keep-Alive`, `Transfer-Encoding`,
-    /// `Content-Length`, `Upgrade`): never passed on.
-    Dropped,
-    AcceptRanges,
-    ContentType,
-    Location,
-    ETag,
-    /// The time it tells and its text as nginx writes it, when the status is 200 or 206 and
-    /// the date parses (the not-modified filter's); otherwise it is passed as it came.
-    LastModified(Option<(i64, [u8; shoal_http::date::DATE_LEN])>),
-    Other,
-}
-
-impl Kind {
-    /// The kind of a stored line whose name the proxy knows as `known`.
-    fn of(known: UpstreamHeader, name: &str, value: &str, status: u16) -> Kind {
-        let is = |n: &str| name.eq_ignore_ascii_case(n);
-        match known {
-            UpstreamHeader::HopByHop => return Kind::Dropped,
-            UpstreamHeader::AcceptRanges => return Kind::AcceptRanges,
-            UpstreamHeader::ContentType => return Kind::ContentType,
-            UpstreamHeader::Location => return Kind::Location,
-            _ => {}
-        }
-        if is("upgrade") {
-            Kind::Dropped
-        } else if is("etag") {
-            Kind::ETag
-        } else if is("last-modified") {
-            // The answer's time for the not-modified filter on a 200 or 206; any other answer
-            // passes the upstream's line as it came (nginx keeps the header whatever the
-            // status).
-            let t = matches!(status, 200 | 206)
-                .then(|| shoal_http::date::parse(value.as_bytes()))
-                .flatten();
-            Kind::LastModified(t.map(|t| {
-                let secs = t
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs() as i64);
-                (secs, shoal_http::date::format(t))
-            }))
-        } else {
-            Kind::Other
-        }
-    }
 }
 
 /// What a stored head says of its body's length: nginx answers a HIT with the stored
@@ -986,8 +937,8 @@ fn parse_head(head: &[u8]) -> Option<ParsedHead> {
         let (n, v) = l.split_once(':')?;
         let v = v.trim();
         let known = UpstreamHeader::of(n.as_bytes());
-        kinds.push(Line {
-            kind: Kind::of(known, n, v, status),
+        kinds.push(StoredLine {
+            kind: Kind::stored(known, n, v, status),
             hidden: known.hidden(),
         });
         headers.push((n.to_string(), v.to_string()));
@@ -1029,43 +980,20 @@ impl Object {
         // nginx takes ranges of a cached answer only when the upstream said `Accept-Ranges`
         // (`ngx_http_upstream_copy_allow_ranges`; checked against nginx 1.22), or always with
         // `proxy_force_ranges`. A header `proxy_hide_header` hides never gets that far, as on
-        // the MISS.
-        let mut upstream_allows_ranges = false;
-        // Whether a line is one of nginx's hidden ones was decided when the head was read.
-        for ((name, value), line) in headers.iter().zip(head.lines.iter()) {
-            if line.hidden
-                && crate::http::proxy::handler::is_x_accel_charset(name.as_bytes())
-                && !conf.ignores("X-Accel-Charset")
-            {
-                reply.override_charset = Some(value.clone());
-            }
-            if line.kind == Kind::Dropped || !conf.passes_known(name.as_bytes(), line.hidden) {
-                continue;
-            }
-            match line.kind {
-                Kind::Dropped => {}
-                // Not passed on: it allows ranges, and the range filter says so itself.
-                Kind::AcceptRanges => upstream_allows_ranges = true,
-                Kind::ContentType => reply.content_type = Some(value.clone()),
-                Kind::Location => {
-                    reply.location = Some(crate::http::proxy::handler::location(
-                        pass,
-                        r,
-                        lc,
-                        record,
-                        value.clone(),
-                    ));
-                }
-                Kind::ETag => reply.headers.push(("ETag", value.clone().into())),
-                Kind::LastModified(Some((secs, text))) => {
-                    reply.mtime = Some(secs);
-                    reply.last_modified = Some(text);
-                }
-                Kind::LastModified(None) | Kind::Other => reply
-                    .extra
-                    .push((name.clone().into(), value.clone().into())),
-            }
-        }
+        // the MISS. Whether a line is one of nginx's hidden ones was decided when the head was
+        // read.
+        let lines = headers
+            .iter()
+            .zip(head.lines.iter())
+            .map(|((name, value), line)| Line {
+                name: name.as_bytes(),
+                value: value.as_bytes(),
+                kind: line.kind,
+                hidden: line.hidden,
+            });
+        let upstream_allows_ranges =
+            crate::http::proxy::answer::pass_head(&mut reply, lines, true, lc, pass, r, record)
+                .allows_ranges;
         let len = self.len.saturating_sub(body_start);
         let file = || Body::File {
             file: self.file,
@@ -1225,7 +1153,7 @@ impl Plan {
                 valid_sec: st.valid_sec,
                 conn: self.conn,
             })),
-            pool: if lc.aio_write.unwrap_or(false) {
+            pool: if lc.aio_write() {
                 self.pool.clone()
             } else {
                 None

@@ -1,0 +1,852 @@
+//! The differential harness: one configuration, served by real nginx and by shoal side by side,
+//! the same raw requests sent to both, and their answers compared after normalising only what
+//! must differ (the `Server`/`Date` headers, the server token in error pages, the port each one
+//! listens on, a multipart boundary, a relative `Expires` date).
+//!
+//! Both servers read byte-identical configurations but for one injected block: nginx's temp
+//! paths (see [`NGINX_ONLY`]). Both serve the same `html/` directory (by absolute path), so a
+//! file's ETag and Last-Modified are the same on both and are compared as they are.
+//!
+//! If nginx is not installed the tests fail, loudly: a differential suite that passes without
+//! its reference proves nothing.
+
+use std::fs;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::common::client::request;
+use crate::common::free_port;
+
+/// The binary under test (`SHOAL_TEST_BIN` may name another build, see `common::BIN`).
+pub use crate::common::BIN as SHOAL;
+
+/// How long a server may take to start, or an answer to arrive.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Modification time of every fixture file: Sun, 01 Jan 2023 00:00:00 GMT.
+pub const MTIME: u64 = 1_672_531_200;
+pub const MTIME_HTTP: &str = "Sun, 01 Jan 2023 00:00:00 GMT";
+
+/// `a.txt`, the plain file most scenarios ask for.
+pub const A_TXT: &str = "hello from a.txt\n";
+
+/// nginx's `ETag` for a fixture file of `len` bytes: `"<mtime hex>-<size hex>"`.
+pub fn etag(len: usize) -> String {
+    format!("\"{MTIME:x}-{len:x}\"")
+}
+
+/// `range.txt`: 1000 bytes, `0123456789` repeated, for byte-range scenarios.
+pub fn range_body() -> String {
+    "0123456789".repeat(100)
+}
+
+/// Lines only nginx gets, inside `http {}`. nginx wants writable temp directories at start
+/// (its compiled-in ones are under /var/lib/nginx, not writable for a normal user); shoal's
+/// default is the system's temporary directory, and the fastcgi, uwsgi and scgi ones would be
+/// warned about. Everything else in the two files is the same text.
+const NGINX_ONLY: &str = "    client_body_temp_path tmp/body;\n    proxy_temp_path tmp/proxy;\n    \
+     fastcgi_temp_path tmp/fastcgi;\n    uwsgi_temp_path tmp/uwsgi;\n    scgi_temp_path tmp/scgi;\n";
+
+/// The nginx binary: `$NGINX_BIN`, else `nginx` in the usual places.
+fn nginx_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("NGINX_BIN") {
+        return PathBuf::from(p);
+    }
+    for p in [
+        "/usr/sbin/nginx",
+        "/usr/local/sbin/nginx",
+        "/usr/local/nginx/sbin/nginx",
+        "/usr/bin/nginx",
+    ] {
+        if Path::new(p).exists() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!(
+        "nginx is not installed: the differential tests compare shoal with real nginx and cannot \
+         run without it (apt-get install nginx-light, or set NGINX_BIN=/path/to/nginx)"
+    );
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// As root, nginx's workers drop to `nobody`; shoal drops only when `user` is written. So the
+/// configuration names the user for both, and file permissions (a `chmod 000` file) mean the
+/// same on both. Returns the `user` line, empty when not root.
+fn user_line() -> String {
+    if euid() != 0 {
+        return String::new();
+    }
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let gid = passwd
+        .lines()
+        .find(|l| l.starts_with("nobody:"))
+        .and_then(|l| l.split(':').nth(3))
+        .expect("running as root needs a `nobody` user to drop to");
+    let groups = fs::read_to_string("/etc/group").unwrap_or_default();
+    let group = groups
+        .lines()
+        .find(|l| l.split(':').nth(2) == Some(gid))
+        .and_then(|l| l.split(':').next())
+        .expect("the group of `nobody`");
+    format!("user nobody {group};\n")
+}
+
+/// The html tree both servers serve.
+fn write_fixtures(html: &Path) {
+    let files: &[(&str, &str)] = &[
+        ("index.html", "<html>root index</html>\n"),
+        ("a.txt", A_TXT),
+        ("page.html", "<p>page</p>\n"),
+        ("custom404.html", "<h1>custom not found</h1>\n"),
+        ("file.foo", "foo\n"),
+        ("file.unknownext", "unknown\n"),
+        ("noext", "no extension\n"),
+        ("dir/index.html", "<html>dir index</html>\n"),
+        ("dir/b.txt", "b in dir\n"),
+        ("dir2/index.htm", "<html>dir2 htm</html>\n"),
+        ("dir3/index.txt", "dir3 txt index\n"),
+        ("emptydir/.keep", ""),
+        ("int/page.html", "<p>internal page</p>\n"),
+        ("secret.txt", "secret\n"),
+        ("locked/inner.txt", "inside a directory without x\n"),
+        ("sub/deep/c.txt", "c deep\n"),
+        (
+            "dirindex/index.html/x.txt",
+            "an index.html that is a directory\n",
+        ),
+        (".hidden", "dot file\n"),
+        ("UPPER.TXT", "upper-case extension\n"),
+    ];
+    for (name, body) in files {
+        let p = html.join(name);
+        fs::create_dir_all(p.parent().expect("a parent")).expect("creating a fixture directory");
+        fs::write(&p, body).expect("writing a fixture");
+    }
+    fs::write(html.join("range.txt"), range_body()).expect("writing range.txt");
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(MTIME);
+    for e in walk(html) {
+        if e.is_file() {
+            let f = fs::File::options()
+                .write(true)
+                .open(&e)
+                .expect("opening a fixture");
+            f.set_modified(when).expect("setting a fixture's mtime");
+        }
+    }
+    fs::set_permissions(html.join("secret.txt"), fs::Permissions::from_mode(0o000))
+        .expect("chmod 000 secret.txt");
+    fs::set_permissions(html.join("locked"), fs::Permissions::from_mode(0o644))
+        .expect("chmod 644 locked/");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir)
+        .expect("reading a fixture directory")
+        .flatten()
+    {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Whether file permissions are enforced on the servers (not root, or root dropping to
+/// `nobody`): then `chmod 000` means 403.
+pub fn permissions_enforced() -> bool {
+    euid() != 0 || !user_line().is_empty()
+}
+
+/// One running server (nginx or shoal) in its own prefix.
+struct Server {
+    name: &'static str,
+    child: Child,
+    port: u16,
+    prefix: PathBuf,
+}
+
+impl Server {
+    fn start(
+        name: &'static str,
+        bin: &Path,
+        prefix: PathBuf,
+        conf: &str,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> Server {
+        crate::common::setup_process();
+        for d in ["conf", "logs", "tmp"] {
+            fs::create_dir_all(prefix.join(d)).expect("creating a prefix directory");
+        }
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        // shoal's files beside mime.types, the same for both: `include koi-utf;` reads them.
+        for f in ["mime.types", "koi-win", "koi-utf", "win-utf"] {
+            fs::copy(repo.join("conf").join(f), prefix.join("conf").join(f))
+                .unwrap_or_else(|e| panic!("copying conf/{f}: {e}"));
+        }
+        fs::write(prefix.join("conf/test.conf"), conf).expect("writing the configuration");
+        let stderr = fs::File::create(prefix.join("stderr.txt")).expect("creating stderr.txt");
+        let mut cmd = Command::new(bin);
+        cmd.envs(env.iter().copied());
+        cmd.arg("-p").arg(format!("{}/", prefix.display()));
+        cmd.args(["-c", "conf/test.conf", "-e", "logs/error.log"]);
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {name} ({}): {e}", bin.display()));
+        let mut s = Server {
+            name,
+            child,
+            port,
+            prefix,
+        };
+        s.wait_listening();
+        s
+    }
+
+    fn wait_listening(&mut self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                panic!(
+                    "{} exited ({st}) before listening on {}:\nstderr: {}\nerror.log: {}",
+                    self.name,
+                    self.port,
+                    self.read("stderr.txt"),
+                    self.read("logs/error.log")
+                );
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{} does not listen on {}: {}",
+                    self.name,
+                    self.port,
+                    self.read("logs/error.log")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn read(&self, p: &str) -> String {
+        fs::read_to_string(self.prefix.join(p)).unwrap_or_default()
+    }
+
+    /// nginx's master forks workers: they are found before the master is stopped, so none can
+    /// be left holding the port.
+    fn children(&self) -> Vec<i32> {
+        let pid = self.child.id();
+        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        let kids = self.children();
+        if self.child.try_wait().ok().flatten().is_none() {
+            // SAFETY: kill(2) on the pid of a child this harness spawned and has not reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if self.child.try_wait().ok().flatten().is_none() {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = self.child.wait();
+            }
+        }
+        for k in kids {
+            // Only the master's own workers, and only if they outlived it.
+            let stat = fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default();
+            let ppid_ok = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .is_some_and(|pp| pp == "1" || pp == pid.to_string());
+            if ppid_ok && stat.contains("(nginx)") {
+                // SAFETY: kill(2) on a worker of the nginx this harness started.
+                unsafe { libc::kill(k, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// The parts of a test configuration.
+#[derive(Default, Clone, Copy)]
+pub struct Conf<'a> {
+    /// Main-context lines.
+    pub main: &'a str,
+    /// `http {}` lines.
+    pub http: &'a str,
+    /// `server {}` lines (after `listen`, `server_name` and `root`).
+    pub server: &'a str,
+    /// Variables added to both servers' environment (nginx keeps `TZ` from it).
+    pub env: &'a [(&'a str, &'a str)],
+}
+
+/// `{HTML}` in a configuration is the shared html directory; `{PORT}` the server's own port.
+fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool) -> String {
+    let text = format!(
+        "{user}daemon off;\nmaster_process on;\nworker_processes 1;\npid logs/test.pid;\n\
+         error_log logs/error.log info;\n{main}\nevents {{ worker_connections 64; }}\n\
+         http {{\n{only}    access_log off;\n    include mime.types;\n    \
+         default_type application/octet-stream;\n{http}\n    server {{\n        \
+         listen 127.0.0.1:{{PORT}};\n        server_name localhost;\n        root {{HTML}};\n\
+         {server}\n    }}\n}}\n",
+        user = user_line(),
+        main = c.main,
+        only = if nginx { NGINX_ONLY } else { "" },
+        http = c.http,
+        server = c.server,
+    );
+    text.replace("{HTML}", &html.display().to_string())
+        .replace("{PORT}", &port.to_string())
+}
+
+/// nginx and shoal serving one configuration.
+pub struct Pair {
+    // Declared first: the servers stop before the directory goes.
+    nginx: Server,
+    shoal: Server,
+    dir: tempfile::TempDir,
+}
+
+impl Pair {
+    /// A pair whose server block has `server` lines.
+    pub fn new(server: &str) -> Pair {
+        Pair::with(Conf {
+            server,
+            ..Default::default()
+        })
+    }
+
+    pub fn with(c: Conf<'_>) -> Pair {
+        let nginx_bin = nginx_bin();
+        let dir = tempfile::Builder::new()
+            .prefix("shoal-diff-")
+            .tempdir()
+            .expect("a temporary directory");
+        // Workers running as `nobody` must reach the html tree.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod 755");
+        let html = dir.path().join("html");
+        write_fixtures(&html);
+        let (np, sp) = (free_port(), free_port());
+        let nginx = Server::start(
+            "nginx",
+            &nginx_bin,
+            dir.path().join("nginx"),
+            &render(&c, &html, np, true),
+            np,
+            c.env,
+        );
+        let shoal = Server::start(
+            "shoal",
+            Path::new(SHOAL.as_str()),
+            dir.path().join("shoal"),
+            &render(&c, &html, sp, false),
+            sp,
+            c.env,
+        );
+        Pair { nginx, shoal, dir }
+    }
+
+    /// The ports nginx and shoal listen on (for exchanges the pair's checks do not make).
+    pub fn ports(&self) -> (u16, u16) {
+        (self.nginx.port, self.shoal.port)
+    }
+
+    /// The shared html directory (to add files a scenario needs).
+    pub fn html(&self) -> PathBuf {
+        self.dir.path().join("html")
+    }
+
+    /// Sends `req` to both on a new connection, half-closes, reads everything until the server
+    /// closes, and asserts the normalised answers are the same. Returns nginx's (normalised).
+    pub fn check(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::HalfClose)
+    }
+
+    /// Like [`Pair::check`] but keeps our side open: the transcript ends with whether the
+    /// server closed the connection by itself (within a short wait) or kept it open.
+    pub fn check_open(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::KeepOpen)
+    }
+
+    /// Like [`Pair::check`], with bodies compared byte for byte: a byte that is not UTF-8 is
+    /// written `\xNN`, not replaced (recoded 8-bit text, binary answers).
+    pub fn check_bytes(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::Bytes)
+    }
+
+    /// Like [`Pair::check_open`], bodies compared byte for byte.
+    pub fn check_open_bytes(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::KeepOpenBytes)
+    }
+
+    fn compare(&self, req: &[u8], mode: Mode) -> String {
+        let n = exchange(self.nginx.port, req, mode);
+        let s = exchange(self.shoal.port, req, mode);
+        let exact = matches!(mode, Mode::Bytes | Mode::KeepOpenBytes);
+        let nn = normalise(&n, self.nginx.port, exact);
+        let sn = normalise(&s, self.shoal.port, exact);
+        if nn != sn {
+            panic!(
+                "shoal differs from nginx for request:\n{}\n--- nginx\n{nn}\n--- shoal\n{sn}\n\
+                 --- shoal's error.log tail\n{}\n--- nginx's error.log tail\n{}",
+                String::from_utf8_lossy(req).escape_debug(),
+                tail(&self.shoal.read("logs/error.log"), 5),
+                tail(&self.nginx.read("logs/error.log"), 5),
+            );
+        }
+        nn
+    }
+
+    /// `GET path HTTP/1.1` with `Host: localhost` and extra header lines (each ending `\r\n`),
+    /// through [`Pair::check`].
+    pub fn get(&self, path: &str, headers: &str) -> String {
+        self.check(request("GET", path, headers).as_bytes())
+    }
+
+    /// [`Pair::get`] for `HEAD`.
+    pub fn head(&self, path: &str, headers: &str) -> String {
+        self.check(request("HEAD", path, headers).as_bytes())
+    }
+
+    /// [`Pair::get`] with our side kept open ([`Pair::check_open`]): nginx aborts a proxied
+    /// request when the client half-closes (`proxy_ignore_client_abort off`).
+    pub fn get_open(&self, path: &str, headers: &str) -> String {
+        self.check_open(request("GET", path, headers).as_bytes())
+    }
+
+    /// [`Pair::get_open`] for `HEAD`.
+    pub fn head_open(&self, path: &str, headers: &str) -> String {
+        self.check_open(request("HEAD", path, headers).as_bytes())
+    }
+
+    /// nginx's error log (to explain a surprise).
+    pub fn nginx_log(&self) -> String {
+        self.nginx.read("logs/error.log")
+    }
+
+    pub fn shoal_log(&self) -> String {
+        self.shoal.read("logs/error.log")
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        // So that the temporary directory can be removed by a user that is not root.
+        let _ = fs::set_permissions(
+            self.html().join("locked"),
+            fs::Permissions::from_mode(0o755),
+        );
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    HalfClose,
+    KeepOpen,
+    /// Half-closed, bodies compared byte for byte.
+    Bytes,
+    /// Kept open, bodies compared byte for byte.
+    KeepOpenBytes,
+}
+
+/// Raw bytes received, and how the exchange ended.
+struct Transcript {
+    bytes: Vec<u8>,
+    end: &'static str,
+}
+
+fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    s.set_write_timeout(Some(WAIT)).expect("write timeout");
+    // A server may answer and close before reading all of a large request: a failed write is
+    // part of the transcript, not a test error.
+    let wrote = s.write_all(req);
+    if let Mode::HalfClose | Mode::Bytes = mode {
+        let _ = s.shutdown(Shutdown::Write);
+    }
+    // Kept open, the transcript ends when nothing more comes for a short while: whether the
+    // server closed by itself is a matter of that wait. But an answer that has not come yet,
+    // or has come in part, is waited for as long as it takes (up to WAIT): on a busy machine
+    // an answer may take longer than that short while, and a slow answer is not a missing one.
+    let quiet = match mode {
+        Mode::HalfClose | Mode::Bytes => WAIT,
+        Mode::KeepOpen | Mode::KeepOpenBytes => Duration::from_millis(300),
+    };
+    let head_request = req.starts_with(b"HEAD ");
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 16384];
+    let end = loop {
+        let patience = if unfinished(&bytes, head_request) {
+            WAIT
+        } else {
+            quiet
+        };
+        s.set_read_timeout(Some(patience)).expect("read timeout");
+        match s.read(&mut buf) {
+            Ok(0) => break "[closed]",
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                break match mode {
+                    Mode::KeepOpen | Mode::KeepOpenBytes => "[kept open]",
+                    Mode::HalfClose | Mode::Bytes => "[no close after 10s]",
+                };
+            }
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => break "[reset]",
+            // A read with a timeout is interrupted when the process is stopped and resumed.
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => panic!("reading from {port}: {e}"),
+        }
+    };
+    // A reset after a refused request is how both close with unread input: not a difference.
+    let end = if wrote.is_err() || end == "[reset]" {
+        "[closed]"
+    } else {
+        end
+    };
+    Transcript { bytes, end }
+}
+
+/// Whether more of an answer is surely on its way: no whole head of a final answer yet
+/// (interim 1xx answers skipped), or a body begun and not ended as its framing tells
+/// (Content-Length, or chunked to its last chunk and trailer). A head followed by nothing yet
+/// is not waited for: some answers tell a length and send no body (a HIT of a stored HEAD
+/// answer); nor is a body delimited by the close.
+fn unfinished(bytes: &[u8], head_request: bool) -> bool {
+    let mut rest = bytes;
+    loop {
+        let Some(end) = find(rest, b"\r\n\r\n") else {
+            return true;
+        };
+        let head = String::from_utf8_lossy(&rest[..end]).into_owned();
+        let body = &rest[end + 4..];
+        let Some(status) = head
+            .strip_prefix("HTTP/1.")
+            .and_then(|r| r.get(2..5))
+            .and_then(|c| c.parse::<u16>().ok())
+        else {
+            // Not an answer this can read: what comes is judged by the quiet wait alone.
+            return false;
+        };
+        if (100..200).contains(&status) && status != 101 {
+            rest = body;
+            continue;
+        }
+        if body.is_empty() || head_request || matches!(status, 101 | 204 | 304) {
+            return false;
+        }
+        let chunked = header(&head, "transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        if chunked {
+            return !chunked_whole(body);
+        }
+        return match header(&head, "content-length").map(str::parse::<usize>) {
+            Some(Ok(n)) => body.len() < n,
+            _ => false,
+        };
+    }
+}
+
+/// Whether a chunked body is complete: chunks up to the last (size 0), then the trailer.
+fn chunked_whole(mut body: &[u8]) -> bool {
+    loop {
+        let Some(eol) = find(body, b"\r\n") else {
+            return false;
+        };
+        let line = String::from_utf8_lossy(&body[..eol]);
+        let size = line.split(';').next().unwrap_or("").trim();
+        let Ok(size) = usize::from_str_radix(size, 16) else {
+            return false;
+        };
+        body = &body[eol + 2..];
+        if size == 0 {
+            return body.starts_with(b"\r\n") || find(body, b"\r\n\r\n").is_some();
+        }
+        if body.len() < size + 2 {
+            return false;
+        }
+        body = &body[size + 2..];
+    }
+}
+
+/// The transcript as comparable text: per response the status line, the headers sorted (without
+/// `Date` and `Server`), and the body; then how the connection ended.
+fn normalise(t: &Transcript, port: u16, exact: bool) -> String {
+    let mut out = String::new();
+    let mut rest: &[u8] = &t.bytes;
+    while !rest.is_empty() {
+        let Some(head_end) = find(rest, b"\r\n\r\n") else {
+            out.push_str(&format!(
+                "[garbage] {}\n",
+                String::from_utf8_lossy(rest).escape_debug()
+            ));
+            break;
+        };
+        let head = String::from_utf8_lossy(&rest[..head_end]).into_owned();
+        rest = &rest[head_end + 4..];
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap_or_default().to_string();
+        let mut headers: Vec<(String, String)> = lines
+            .map(|l| match l.split_once(':') {
+                Some((n, v)) => (n.to_string(), v.trim().to_string()),
+                None => (format!("[bad line] {l}"), String::new()),
+            })
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("date") && !n.eq_ignore_ascii_case("server"))
+            .collect();
+        let len = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse::<usize>().ok());
+        let bodiless = status.contains(" 304 ") || status.contains(" 204 ");
+        // A HEAD answer has a Content-Length but no body: the next bytes are the next
+        // status line, or nothing.
+        let body_len = match len {
+            _ if bodiless => 0,
+            Some(n) if rest.starts_with(b"HTTP/1.") || rest.is_empty() => {
+                if rest.is_empty() || n == 0 {
+                    0
+                } else {
+                    n.min(rest.len())
+                }
+            }
+            Some(n) => n.min(rest.len()),
+            None => rest.len(),
+        };
+        let mut body = if exact {
+            exact_text(&rest[..body_len])
+        } else {
+            String::from_utf8_lossy(&rest[..body_len]).into_owned()
+        };
+        rest = &rest[body_len..];
+        // The boundary of a multipart answer is per server.
+        if let Some(b) = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+            .and_then(|(_, v)| v.split_once("boundary="))
+            .map(|(_, b)| b.to_string())
+        {
+            body = body.replace(&b, "BOUNDARY");
+            for (_, v) in &mut headers {
+                *v = v.replace(&b, "BOUNDARY");
+            }
+        }
+        let before = body.len();
+        body = server_token(&body);
+        // The server token's length differs (nginx/1.22.1, shoal/0.1.0): the normalised body's
+        // length stands for Content-Length. A HEAD answer has no body to normalise; its length
+        // is corrected by the token's when it is one of the server's own error pages (HTML
+        // without an ETag, so not a file).
+        let own_page = body_len == 0
+            && status.split(' ').nth(1).is_some_and(|c| c >= "300")
+            && header(&head, "content-type") == Some("text/html")
+            && header(&head, "etag").is_none();
+        let token = header(&head, "server").unwrap_or_default();
+        for (n, v) in &mut headers {
+            *v = v.replace(&format!(":{port}"), ":PORT");
+            if n.eq_ignore_ascii_case("content-length") {
+                if before != body.len() && body_len == before {
+                    *v = body.len().to_string();
+                } else if own_page {
+                    if let Ok(len) = v.parse::<usize>() {
+                        let norm = if token.contains('/') {
+                            "SERVER/VERSION"
+                        } else {
+                            "SERVER"
+                        };
+                        *v = format!("{} (HEAD)", (len + norm.len()).saturating_sub(token.len()));
+                    }
+                }
+            }
+            if n.eq_ignore_ascii_case("expires") {
+                *v = expires_value(v);
+            }
+        }
+        body = body.replace(&format!(":{port}"), ":PORT");
+        headers.sort();
+        out.push_str(&status);
+        out.push('\n');
+        for (n, v) in headers {
+            out.push_str(&format!("{n}: {v}\n"));
+        }
+        out.push_str(&format!("\n{}\n", body.escape_debug()));
+        out.push_str("----\n");
+    }
+    out.push_str(t.end);
+    out
+}
+
+/// Bytes as text without losing any: valid UTF-8 as it is, every other byte as `\xNN`.
+fn exact_text(mut b: &[u8]) -> String {
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let good = e.valid_up_to();
+                out.push_str(std::str::from_utf8(&b[..good]).expect("checked valid"));
+                let bad = e.error_len().unwrap_or(b.len() - good);
+                for &c in &b[good..good + bad] {
+                    out.push_str(&format!("\\x{c:02x}"));
+                }
+                b = &b[good + bad..];
+            }
+        }
+    }
+}
+
+/// `Expires` moves with the clock: a fixed date (epoch, max) is compared as is; any other is
+/// checked for the HTTP-date shape and compared as `<date>`.
+fn expires_value(v: &str) -> String {
+    const FIXED: [&str; 2] = [
+        "Thu, 01 Jan 1970 00:00:01 GMT",
+        "Thu, 31 Dec 2037 23:55:55 GMT",
+    ];
+    if FIXED.contains(&v) {
+        return v.to_string();
+    }
+    let b = v.as_bytes();
+    let shape = b.len() == 29
+        && &b[3..5] == b", "
+        && v.ends_with(" GMT")
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[12..16].iter().all(u8::is_ascii_digit)
+        && b[19] == b':'
+        && b[22] == b':';
+    if shape {
+        "<date>".into()
+    } else {
+        format!("<bad date {v:?}>")
+    }
+}
+
+/// The one line of an error page that names the server.
+fn server_token(body: &str) -> String {
+    let mut out = body.to_string();
+    for name in ["nginx", "shoal"] {
+        out = replace_versioned(&out, name);
+        out = out.replace(
+            &format!("<center>{name}</center>"),
+            "<center>SERVER</center>",
+        );
+    }
+    out
+}
+
+/// `name/1.2.3` → `SERVER/VERSION`.
+fn replace_versioned(s: &str, name: &str) -> String {
+    let pat = format!("{name}/");
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(&pat) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + pat.len()..];
+        let v = after
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(after.len());
+        if v == 0 {
+            out.push_str(&pat);
+        } else {
+            out.push_str("SERVER/VERSION");
+        }
+        rest = &after[v..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `-t` of nginx and of shoal on one configuration: whether it passed, and each one's
+/// `[emerg]`/`[warn]` lines from the level on.
+pub fn both_test(http: &str, server: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    // shoal's charset maps beside the file, for `include koi-utf;`.
+    for f in ["koi-win", "koi-utf", "win-utf"] {
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("conf").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    let file = dir.path().join("t.conf");
+    let conf = format!(
+        "error_log stderr;\npid logs/t.pid;\nevents {{}}\nhttp {{\n{http}\nserver {{\n    \
+         listen 127.0.0.1:{};\n    {server}\n}}\n}}\n",
+        free_port()
+    );
+    fs::write(&file, &conf).unwrap();
+    let file_name = file.display().to_string();
+    let run = |bin: &str| {
+        let out = Command::new(bin)
+            .args(["-t", "-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file)
+            .output()
+            .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        // `[level] message`: the error log's lines (nginx's time and pid taken off) or the
+        // program's own (`shoal: [emerg] ...`).
+        let lines: Vec<String> = err
+            .lines()
+            .filter_map(|l| {
+                let at = ["[emerg] ", "[warn] "].iter().find_map(|lv| l.find(lv))?;
+                let (level, rest) = l[at..].split_once("] ")?;
+                let msg = match rest.split_once(": ") {
+                    Some((pid, m)) if pid.contains('#') => m,
+                    _ => rest,
+                };
+                Some(format!("{level}] {}", msg.replace(&file_name, "FILE")))
+            })
+            .collect();
+        if out.status.success() {
+            format!("ok {lines:?}")
+        } else {
+            format!("failed {lines:?}")
+        }
+    };
+    (run(&nginx_bin().display().to_string()), run(SHOAL.as_str()))
+}
+
+/// A header's value in a raw head (case-insensitive name).
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.split("\r\n").skip(1).find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}

@@ -1,0 +1,51 @@
+//! The end-to-end tests: the real `shoal` binary, started on free ports in temporary prefixes,
+//! talked to over real sockets (and, in the `nginx_diff*` modules, compared with real nginx).
+//! One test binary with a module per area, so the suite links once; run one area or one test
+//! with a filter: `cargo test --test e2e hostile::` or `cargo test --test e2e proxy_cache::`.
+//!
+//! The tests of every area run side by side as threads of this one process: nothing here may
+//! change what the process shares (its environment, current directory, signal mask), and what
+//! it must share it does in one place, in `common` (the free-port list, the open-files limit).
+//!
+//! Shared pieces: `common` (prefixes, the binary, the one HTTP client in `common::client`, the
+//! upstream servers in `common::upstream`), `diff` (the nginx differential harness) and
+//! `aio_support` (disks, page-cache residency and throttled cgroups for the thread-pool tests).
+
+mod aio_support;
+mod common;
+mod diff;
+
+mod access_log;
+mod aio;
+mod aio_cold;
+mod bad_input;
+mod cli;
+mod conf_errors;
+mod core_directives;
+mod directio;
+mod gzip;
+mod hostile;
+mod limits;
+mod lingering;
+mod listen;
+mod map_split;
+mod nginx_diff;
+mod nginx_diff_access;
+mod nginx_diff_autoindex;
+mod nginx_diff_cache;
+mod nginx_diff_charset;
+mod nginx_diff_core;
+mod nginx_diff_proxy;
+mod nginx_diff_regex;
+mod nginx_diff_rewrite;
+mod open_file_cache;
+mod output_buffers;
+mod proxy;
+mod proxy_cache;
+mod proxy_cache_faults;
+mod proxy_cache_hot;
+mod proxy_cache_stale;
+mod reload_load;
+mod signals;
+mod stub_status;
+mod upstream_server;
