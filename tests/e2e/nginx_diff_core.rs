@@ -198,12 +198,15 @@ fn limit_except_as_nginx_applies_it() {
     assert!(p.shoal_log().contains("access forbidden by rule"));
 }
 
+/// `limit_except` and `if` blocks are nameless locations: they answer with their location's
+/// proxy.
 #[test]
-fn limit_except_proxies_with_the_location_s_upstream() {
+fn nameless_blocks_proxy_with_the_location_s_upstream() {
     let up = Upstream::start(echo_answer);
     let server = format!(
         "location /p/ {{ proxy_pass {0}; limit_except GET {{ deny all; }} }}\n\
-         location /q/ {{ proxy_pass {0}; limit_except GET {{ allow all; }} }}",
+         location /q/ {{ proxy_pass {0}; limit_except GET {{ allow all; }} }}\n\
+         location /f/ {{ proxy_pass {0}; if ($arg_a) {{ add_header X-If 1; }} }}",
         up.url()
     );
     let p = Pair::new(&server);
@@ -212,6 +215,8 @@ fn limit_except_proxies_with_the_location_s_upstream() {
         ("GET", "/p/x"),
         ("PUT", "/q/x"),
         ("GET", "/q/x"),
+        ("GET", "/f/x?a=1"),
+        ("GET", "/f/x"),
     ] {
         p.check_open(
             format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\nab")
