@@ -5,11 +5,16 @@ much the resident memory (VmRSS) of process PID grew, per connection.
 
     ulimit -n 20000; bench/idle_memory.py PORT N PID [REQUESTS]
 
+With TLS_CAFILE=ca.pem in the environment the connections speak TLS (SNI `localhost`, the
+server's certificate checked against that CA): memory per idle TLS connection.
+
 PID is the process that holds the connections: shoal's (workers are threads), nginx's worker
 (or the only process with `master_process off`), h2o's. Bounded: every socket has a 10 s
 timeout, and all are closed when the script exits.
 """
+import os
 import socket
+import ssl
 import sys
 import time
 
@@ -46,8 +51,13 @@ def main():
     requests = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     before = rss_kib(pid)
     socks = []
+    ctx = None
+    if os.environ.get("TLS_CAFILE"):
+        ctx = ssl.create_default_context(cafile=os.environ["TLS_CAFILE"])
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if ctx is not None:
+            s = ctx.wrap_socket(s, server_hostname="localhost")
         for _ in range(requests):
             ask(s)
         socks.append(s)

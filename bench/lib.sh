@@ -238,7 +238,7 @@ to_ms() {
 #   upstream_cpu_us_per_req sys_us_per_req (the kernel's part of cpu_us_per_req)
 # usage: run_wrk TEST NAME THREADS CONNS ROUND [extra wrk options...]
 # (arguments for a wrk script, which go after the URL, in the array WRK_SCRIPT_ARGS; the path
-# asked for in WRK_PATH, default /; with UPSTREAM_PID set, the CPU of that process tree (a proxy's
+# asked for in WRK_PATH, default /; SCHEME=https for a TLS server; with UPSTREAM_PID set, the CPU of that process tree (a proxy's
 # upstream) per request is recorded too, else "-")
 run_wrk() {
     local test=$1 name=$2 threads=$3 conns=$4 round=$5; shift 5
@@ -254,7 +254,7 @@ run_wrk() {
     before=$(tree_ticks "$pid")
     [ -n "${UPSTREAM_PID:-}" ] && up_before=$(tree_ticks "$UPSTREAM_PID")
     timeout -k 5 $(( ${DURATION%s} + 30 )) wrk -t"$threads" -c"$conns" -d"$DURATION" --latency "$@" \
-        "http://127.0.0.1:$port${WRK_PATH:-/}" ${WRK_SCRIPT_ARGS[@]+"${WRK_SCRIPT_ARGS[@]}"} >"$out" 2>&1 || log "warning: wrk exited with $? for $name"
+        "${SCHEME:-http}://127.0.0.1:$port${WRK_PATH:-/}" ${WRK_SCRIPT_ARGS[@]+"${WRK_SCRIPT_ARGS[@]}"} >"$out" 2>&1 || log "warning: wrk exited with $? for $name"
     after=$(tree_ticks "$pid")
     sys_after=$(tree_ticks "$pid" sys)
     [ -n "${UPSTREAM_PID:-}" ] && up_after=$(tree_ticks "$UPSTREAM_PID")

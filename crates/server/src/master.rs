@@ -76,18 +76,6 @@ pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
 }
 
 /// Prints a configuration's `[warn]` lines.
-/// TLS addresses are read and checked (`-t` says what nginx says), but connections do not run
-/// `crate::tls::accept` yet: refuse to serve such an address rather than speak plain HTTP on
-/// it. The transport that wires the handshake removes this.
-fn unwired_tls(conf: &Config) -> Result<(), String> {
-    match conf.http.as_ref().and_then(|h| h.ssl.addrs.keys().next()) {
-        Some(addr) => Err(format!(
-            "\"listen {addr} ssl\": TLS connections are not served by shoal yet"
-        )),
-        None => Ok(()),
-    }
-}
-
 pub fn report_warnings(conf: &Config) {
     for w in &conf.warnings {
         report(Level::Warn, &format!("{} in {}", w.message, w.span));
@@ -163,10 +151,6 @@ pub fn run(opts: Options) -> i32 {
                 ),
             );
         }
-    }
-    if let Err(e) = unwired_tls(&conf) {
-        report(Level::Emerg, &e);
-        return 1;
     }
     let conf = Arc::new(conf);
     let generation = match Generation::new(1, conf.clone(), None) {
@@ -416,10 +400,6 @@ impl Master {
                 return;
             }
         };
-        if let Err(e) = unwired_tls(&conf) {
-            report(Level::Emerg, &e);
-            return;
-        }
         let id = self.generation.id + 1;
         let generation = match Generation::new(id, Arc::new(conf), Some(&self.generation)) {
             Ok(g) => Arc::new(g),

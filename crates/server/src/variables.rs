@@ -81,6 +81,10 @@ pub enum Var {
     Upstream(String),
     /// `$proxy_add_x_forwarded_for`: the client's `X-Forwarded-For` with `$remote_addr` added.
     ProxyAddXForwardedFor,
+    /// `$https`: `on` on a TLS connection, else empty.
+    Https,
+    /// The ssl module's `$ssl_*` (the name without `$`): "not found" on a plain connection.
+    Ssl(&'static str),
     /// A variable of a module in [`crate::http::modules`] (`$limit_req_status`): the value the
     /// module set for the request, if any.
     Module(&'static str),
@@ -145,6 +149,7 @@ impl Var {
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
+            "https" => Var::Https,
             "upstream_addr"
             | "upstream_status"
             | "upstream_response_time"
@@ -180,6 +185,8 @@ impl Var {
                     Var::Cookie(n.to_string())
                 } else if name.len() == 1 && name.as_bytes()[0].is_ascii_digit() {
                     Var::Capture((name.as_bytes()[0] - b'0') as usize)
+                } else if let Some(&n) = crate::tls::info::VARIABLES.iter().find(|&&n| n == name) {
+                    Var::Ssl(n)
                 } else if let Some(n) = crate::http::modules::has_variable(name) {
                     Var::Module(n)
                 } else {
@@ -502,6 +509,8 @@ pub struct Vars<'a> {
     pub request_line: Option<&'a str>,
     /// A proxied request's upstream exchange (`$upstream_*`, `$proxy_host`, `$proxy_port`).
     pub upstream: Option<&'a crate::http::proxy::handler::Record>,
+    /// What the connection's TLS handshake settled (`$https`, `$scheme`, `$ssl_*`).
+    pub tls: Option<&'a crate::tls::TlsInfo>,
     /// What the modules keep for the request (their variables' values).
     pub extras: Option<&'a crate::http::request::Extras>,
 }
@@ -582,7 +591,23 @@ impl Vars<'_> {
                 Some(r) => out.push_str(&String::from_utf8_lossy(r.version_text())),
                 None => return false,
             },
-            Var::Scheme => out.push_str("http"),
+            Var::Scheme => out.push_str(if self.tls.is_some() { "https" } else { "http" }),
+            Var::Https => {
+                if self.tls.is_some() {
+                    out.push_str("on");
+                }
+            }
+            Var::Ssl(name) => {
+                let Some(v) = self.tls.and_then(|t| t.variable(name)) else {
+                    return false;
+                };
+                // nginx: an empty value is "not found", but for the two it reads from static
+                // strings.
+                if v.is_empty() && !matches!(*name, "ssl_protocol" | "ssl_cipher") {
+                    return false;
+                }
+                out.push_str(&v);
+            }
             Var::Request => match req {
                 None if self.request_line.is_some() => {
                     out.push_str(self.request_line.unwrap_or_default());
@@ -872,9 +897,12 @@ impl Vars<'_> {
         }
     }
 
-    /// `$status`: three digits, `000` before there is an answer.
+    /// `$status`: three digits, `000` before there is an answer; nginx's codes 494–497 are
+    /// the 400 they went out as.
     fn status_digits(&self) -> [u8; 3] {
-        let code = self.sent.map_or(0, |s| s.status.min(999));
+        let code = self
+            .sent
+            .map_or(0, |s| shoal_http::status::wire_status(s.status).min(999));
         [
             b'0' + (code / 100) as u8,
             b'0' + (code / 10 % 10) as u8,

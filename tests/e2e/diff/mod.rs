@@ -303,16 +303,27 @@ pub struct Conf<'a> {
     pub server: &'a str,
     /// Variables added to both servers' environment (nginx keeps `TZ` from it).
     pub env: &'a [(&'a str, &'a str)],
+    /// The server listens with `ssl`, both on the same certificate (`localhost`, 127.0.0.1)
+    /// from a CA the pair makes; `{CA}` in the text is that CA's file.
+    pub tls: bool,
 }
 
-/// `{HTML}` in a configuration is the shared html directory; `{PORT}` the server's own port.
-fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool) -> String {
+/// `{HTML}` in a configuration is the shared html directory; `{PORT}` the server's own port;
+/// `{PKI}` the directory of the certificates (with `tls`).
+fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool, pki: Option<&Path>) -> String {
+    let tls = match pki {
+        Some(_) => {
+            " ssl;\n        ssl_certificate {PKI}/localhost.crt;\n        \
+                    ssl_certificate_key {PKI}/localhost.key"
+        }
+        None => "",
+    };
     let text = format!(
         "{user}daemon off;\nmaster_process on;\nworker_processes 1;\npid logs/test.pid;\n\
          error_log logs/error.log info;\n{main}\nevents {{ worker_connections 64; }}\n\
          http {{\n{only}    access_log off;\n    include mime.types;\n    \
          default_type application/octet-stream;\n{http}\n    server {{\n        \
-         listen 127.0.0.1:{{PORT}};\n        server_name localhost;\n        root {{HTML}};\n\
+         listen 127.0.0.1:{{PORT}}{tls};\n        server_name localhost;\n        root {{HTML}};\n\
          {server}\n    }}\n}}\n",
         user = user_line(),
         main = c.main,
@@ -320,8 +331,15 @@ fn render(c: &Conf<'_>, html: &Path, port: u16, nginx: bool) -> String {
         http = c.http,
         server = c.server,
     );
-    text.replace("{HTML}", &html.display().to_string())
-        .replace("{PORT}", &port.to_string())
+    let text = text
+        .replace("{HTML}", &html.display().to_string())
+        .replace("{PORT}", &port.to_string());
+    match pki {
+        Some(p) => text
+            .replace("{PKI}", &p.display().to_string())
+            .replace("{CA}", &p.join("ca.crt").display().to_string()),
+        None => text,
+    }
 }
 
 /// nginx and shoal serving one configuration.
@@ -330,6 +348,8 @@ pub struct Pair {
     nginx: Server,
     shoal: Server,
     dir: tempfile::TempDir,
+    /// With `Conf::tls`: the CA and the servers' certificate.
+    pki: Option<crate::common::tls::Pki>,
 }
 
 impl Pair {
@@ -351,12 +371,19 @@ impl Pair {
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod 755");
         let html = dir.path().join("html");
         write_fixtures(&html);
+        let pki = c.tls.then(|| {
+            let mut pki = crate::common::tls::Pki::new();
+            pki.issue("localhost", &["localhost", "127.0.0.1"], false);
+            pki.issue("client", &[], true);
+            pki
+        });
+        let pki_dir = pki.as_ref().map(|p| p.dir().to_path_buf());
         let (np, sp) = (free_port(), free_port());
         let nginx = Server::start(
             "nginx",
             &nginx_bin,
             dir.path().join("nginx"),
-            &render(&c, &html, np, true),
+            &render(&c, &html, np, true, pki_dir.as_deref()),
             np,
             c.env,
         );
@@ -364,11 +391,37 @@ impl Pair {
             "shoal",
             Path::new(SHOAL.as_str()),
             dir.path().join("shoal"),
-            &render(&c, &html, sp, false),
+            &render(&c, &html, sp, false, pki_dir.as_deref()),
             sp,
             c.env,
         );
-        Pair { nginx, shoal, dir }
+        Pair {
+            nginx,
+            shoal,
+            dir,
+            pki,
+        }
+    }
+
+    /// Sends `req` to both over TLS (SNI `localhost`; with `client_cert`, the PKI's client
+    /// certificate), reads until the server closes or says nothing more for a moment, and
+    /// asserts the normalised answers are the same. Returns nginx's (normalised).
+    pub fn check_tls(&self, req: &[u8], client_cert: bool) -> String {
+        let pki = self.pki.as_ref().expect("a pair made with Conf::tls");
+        let n = exchange_tls(self.nginx.port, req, pki, client_cert);
+        let s = exchange_tls(self.shoal.port, req, pki, client_cert);
+        let nn = normalise(&n, self.nginx.port, false);
+        let sn = normalise(&s, self.shoal.port, false);
+        if nn != sn {
+            panic!(
+                "shoal differs from nginx over TLS for request:\n{}\n--- nginx\n{nn}\n--- shoal\n{sn}\n\
+                 --- shoal's error.log tail\n{}\n--- nginx's error.log tail\n{}",
+                String::from_utf8_lossy(req).escape_debug(),
+                tail(&self.shoal.read("logs/error.log"), 5),
+                tail(&self.nginx.read("logs/error.log"), 5),
+            );
+        }
+        nn
     }
 
     /// The ports nginx and shoal listen on (for exchanges the pair's checks do not make).
@@ -532,6 +585,49 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
         "[closed]"
     } else {
         end
+    };
+    Transcript { bytes, end }
+}
+
+/// [`exchange`] over TLS: the request, then what comes until the server closes (a
+/// close_notify or the socket's end) or, the answers complete, says nothing for a moment.
+fn exchange_tls(
+    port: u16,
+    req: &[u8],
+    pki: &crate::common::tls::Pki,
+    client_cert: bool,
+) -> Transcript {
+    let opts = crate::common::tls::Opts {
+        sni: Some("localhost"),
+        client_cert: client_cert.then_some("client"),
+        ..Default::default()
+    };
+    let mut c = crate::common::tls::TlsClient::connect(port, pki, &opts).expect("a handshake");
+    c.send(req).expect("sending over TLS");
+    let head_request = req.starts_with(b"HEAD ");
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 16384];
+    let end = loop {
+        let patience = if unfinished(&bytes, head_request) {
+            WAIT
+        } else {
+            Duration::from_millis(300)
+        };
+        c.stream
+            .sock
+            .set_read_timeout(Some(patience))
+            .expect("read timeout");
+        match c.stream.read(&mut buf) {
+            Ok(0) => break "[closed]",
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                break "[kept open]"
+            }
+            // The socket's end without close_notify: an end as well.
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break "[closed]",
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => break "[closed]",
+            Err(e) => panic!("reading from {port} over TLS: {e}"),
+        }
     };
     Transcript { bytes, end }
 }

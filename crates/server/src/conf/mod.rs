@@ -154,6 +154,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::split_clients::DIRECTIVES,
             crate::http::open_file_cache::DIRECTIVES,
             crate::http::proxy::DIRECTIVES,
+            crate::http::proxy::ssl::DIRECTIVES,
             crate::http::proxy_cache::DIRECTIVES,
             crate::upstream::conf::DIRECTIVES,
             crate::listen::DIRECTIVES,

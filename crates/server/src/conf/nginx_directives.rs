@@ -25,8 +25,9 @@
 //! thread_pool, aio, stream core and proxy...). Those are all `Unsupported`
 //! here: once shoal implements one, its registry answers first and the entry
 //! is never reached. HTTP/2, HTTP/3 and QUIC are `Unsupported` for now, and so
-//! are the TLS directives of other modules (`proxy_ssl_*`, stream, mail) and
-//! of newer nginx versions (`ssl_certificate_compression`, `ssl_ech_file`).
+//! are the TLS directives of stream and mail and of newer nginx versions
+//! (`proxy_ssl_certificate_cache`, `ssl_ech_file`). The http proxy's
+//! `proxy_ssl_*` are not listed: they are shoal's (`http/proxy/ssl.rs`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
 //! Lua...) are not listed.
@@ -376,20 +377,7 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("proxy_smtp_auth",                "ngx_mail_proxy_module",         Inert),
     ("proxy_socket_keepalive",         "ngx_http_proxy_module",         Unsupported),
     ("proxy_ssl",                      "ngx_stream_proxy_module",       Unsupported),
-    ("proxy_ssl_certificate",          "ngx_http_proxy_module",         Unsupported),
     ("proxy_ssl_certificate_cache",    "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_certificate_key",      "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_ciphers",              "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_conf_command",         "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_crl",                  "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_name",                 "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_password_file",        "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_protocols",            "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_server_name",          "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_session_reuse",        "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_trusted_certificate",  "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_verify",               "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_verify_depth",         "ngx_http_proxy_module",         Unsupported),
     ("proxy_store",                    "ngx_http_proxy_module",         Unsupported),
     ("proxy_store_access",             "ngx_http_proxy_module",         Unsupported),
     ("proxy_temp_file_write_size",     "ngx_http_proxy_module",         Unsupported),
@@ -708,7 +696,6 @@ mod tests {
     fn tls_and_newer_protocols_are_refused() {
         check(&[
             ("ssl_ech_file", "ngx_http_ssl_module", Unsupported),
-            ("proxy_ssl_verify", "ngx_http_proxy_module", Unsupported),
             ("ssl_engine", "ngx_core_module", Unsupported),
             ("http2", "ngx_http_v2_module", Unsupported),
             ("http3", "ngx_http_v3_module", Unsupported),

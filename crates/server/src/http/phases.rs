@@ -10,24 +10,22 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use super::client_body::{self, ClientBody};
-use super::directives::{Return, TryFallback, TryFiles};
+use super::directives::{TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
 use super::modules::Cx;
-use super::proxy::handler::{self as proxy, Handled, Record};
-use super::proxy_cache::serve::Begin;
+use super::proxy::handler::{self as proxy, Record};
 use super::reply::{Body, Outcome, Reply};
 use super::request::Req;
 use super::rewrite;
 use super::static_files;
 use super::{Content, LocConf};
 use crate::log::Level;
-use crate::variables::Vars;
 
 /// nginx's limit on internal redirects and `error_page` cycles.
 const MAX_REDIRECTS: u32 = 10;
 
-/// What a request came to.
-pub struct Processed<'a> {
+/// What a request came to: its answer, and what the log phase and the protocol need of it.
+pub struct Answered<'a> {
     pub reply: Box<Reply>,
     /// The location configuration that answered (for keep-alive, sendfile and logs).
     pub lc: &'a LocConf,
@@ -50,8 +48,31 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 }
 
 /// Runs the phases for one request; `body` is its body, read if a handler wants it.
-pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s> {
+pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s> {
+    run::<false>(r, body, 0).await
+}
+
+/// The answer to a request refused as soon as its head was read (nginx's
+/// `ngx_http_finalize_request(r, status)` in `ngx_http_process_request`: a plain request on a
+/// TLS port, a client certificate missing or wrong): no phase runs, and the server's
+/// `error_page` for the status applies, as nginx's does.
+pub async fn process_status<'s>(
+    r: &Req<'s, '_>,
+    body: &ClientBody<'_>,
+    status: u16,
+) -> Answered<'s> {
+    run::<true>(r, body, status).await
+}
+
+/// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
+/// usual request's loop carries no test for it).
+async fn run<'s, const REFUSED: bool>(
+    r: &Req<'s, '_>,
+    body: &ClientBody<'_>,
+    status: u16,
+) -> Answered<'s> {
     let srv = r.srv;
+    let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
         uri: shoal_http::lossy(r.req.path()).into_owned(),
         args: r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
@@ -81,12 +102,15 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
     let mut upstream: Option<Rc<RefCell<Record>>> = None;
 
     loop {
-        // An answer the server's rewrites came to (`return`, a redirect): it meets the
+        // What the server's rewrites came to (`return`, a redirect): an answer meets the
         // server's `error_page`s like any other.
-        // (Boxed: a `Reply` is a few hundred bytes, and the usual `None` was moved whole.)
-        let mut srv_reply: Option<Box<Reply>> = None;
-        // The answer was sent as it is (`return` with a text): `error_page` does not apply.
-        let mut sent = false;
+        let mut srv_outcome: Option<Outcome> = None;
+        if REFUSED {
+            if let Some(reply) = refusal.take() {
+                srv_outcome = Some(Outcome::Reply(reply));
+                server_rewrites = false;
+            }
+        }
         // URI changes by rewrites and internal redirects share one budget, as in nginx.
         if redirects + rw.cycles > MAX_REDIRECTS {
             let what = if rw.cycles > redirects {
@@ -111,7 +135,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
         }
         if server_rewrites && named.is_none() && !srv.rewrite.is_empty() {
             let mut no_if = None;
-            let flow = rewrite::run(
+            match rewrite::run(
                 &srv.rewrite,
                 &srv.if_blocks,
                 &mut rw,
@@ -120,16 +144,15 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 &srv.loc,
                 r.info.number,
                 false,
-            );
-            if let Some((reply, as_is)) = flow_reply(flow, r, &srv.loc, &rw) {
-                srv_reply = Some(Box::new(reply));
-                sent = as_is;
+            ) {
+                Outcome::Continue | Outcome::Again => {}
+                answer => srv_outcome = Some(answer),
             }
             // The location is searched next anyway.
             rw.uri_changed = false;
         }
         server_rewrites = false;
-        let loc = if srv_reply.is_some() {
+        let loc = if srv_outcome.is_some() {
             None
         } else {
             match named.take() {
@@ -180,11 +203,11 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
         if let Some(block) = limited {
             lc = block;
         }
-        let mut rewrite_reply = srv_reply;
+        let mut decided = srv_outcome;
         // nginx's find-config phase: a declared length over the location's
         // `client_max_body_size` is refused before anything else runs there (`error_page 413`
         // applies).
-        let too_large = rewrite_reply.is_none() && body.over_limit(lc).is_some();
+        let too_large = decided.is_none() && body.over_limit(lc).is_some();
         if too_large {
             client_body::log_failure(
                 client_body::Failure::TooLarge {
@@ -193,13 +216,13 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 },
                 r,
             );
-            rewrite_reply = Some(Box::new(super::reply::error_reply(413, lc)));
+            decided = Some(Outcome::Error(413));
         }
         let refused = loc.is_some_and(|l| l.internal) && !internal && !rw.internal;
         if let Some(l) = loc.filter(|_| !refused && !too_large && limited.is_none()) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
-                let flow = rewrite::run(
+                let said = rewrite::run(
                     &l.rewrite,
                     &l.if_blocks,
                     &mut rw,
@@ -212,25 +235,16 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 if let Some(b) = active_if {
                     lc = &b.loc;
                 }
-                match flow {
-                    // A rewrite without a flag changed the URI: searched again too.
-                    rewrite::Flow::Last | rewrite::Flow::Done if rw.uri_changed => {
-                        rw.uri_changed = false;
-                        rw.cycles += 1;
-                        continue;
-                    }
-                    other => {
-                        if let Some((reply, as_is)) = flow_reply(other, r, lc, &rw) {
-                            rewrite_reply = Some(Box::new(reply));
-                            sent = as_is;
-                        }
-                    }
+                match said {
+                    Outcome::Again => continue,
+                    Outcome::Continue => {}
+                    answer => decided = Some(answer),
                 }
             }
         }
         // nginx's preaccess and access phases (limits, `allow`/`deny`, `auth_basic`), in the
         // location the request is in now.
-        if rewrite_reply.is_none() && !refused {
+        if decided.is_none() && !refused {
             let cx = Cx {
                 r,
                 lc,
@@ -238,16 +252,16 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 upstream: upstream.as_ref(),
             };
             if let Some(reply) = super::modules::access_phases(&cx).await {
-                rewrite_reply = Some(reply);
+                decided = Some(Outcome::Reply(reply));
             }
         }
         let method = effective_method(r, method_get);
 
         let mut from_try_files = false;
-        let outcome = if let Some(reply) = rewrite_reply {
-            Outcome::Reply(reply)
+        let outcome = if let Some(o) = decided {
+            o
         } else if refused {
-            Outcome::Reply(Box::new(super::reply::error_reply(404, lc)))
+            Outcome::Error(404)
         } else {
             // The content handler the location's directives chose when the configuration was
             // read (nginx's `clcf->handler`); try_files runs before it (the precontent phase).
@@ -263,7 +277,7 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                         loc.map_or("", |l| l.name.as_str()),
                         r.log_ctx()
                     );
-                    Outcome::Reply(Box::new(super::reply::error_reply(500, lc)))
+                    Outcome::Error(500)
                 }
                 Content::Proxy => {
                     let pass = lc
@@ -285,18 +299,8 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                             if let Some(name) = name {
                                 rw.uri = name;
                             }
-                            proxy_outcome(
-                                r,
-                                lc,
-                                pass,
-                                &rw,
-                                internal,
-                                method,
-                                body,
-                                &mut upstream,
-                                &mut sent,
-                            )
-                            .await
+                            proxy_outcome(r, lc, pass, &rw, internal, method, body, &mut upstream)
+                                .await
                         }
                         Err(fallback) => fallback,
                     }
@@ -340,7 +344,20 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Processed<'s
                 redirects += 1;
             }
             Outcome::Autoindex(_) => unreachable!("answered above"),
-            Outcome::Reply(mut reply) => {
+            Outcome::Continue
+            | Outcome::Again
+            | Outcome::Error(_)
+            | Outcome::Reply(_)
+            | Outcome::Final(_) => {
+                // An answer: `error_page` may take over one of nginx's errors and a reply it
+                // made, never one sent as it is.
+                let (mut reply, sent) = match outcome {
+                    Outcome::Final(reply) => (reply, true),
+                    Outcome::Reply(reply) => (reply, false),
+                    Outcome::Error(code) => (Box::new(super::reply::error_reply(code, lc)), false),
+                    // Nothing decided where an answer was due: nginx's 500.
+                    _ => (Box::new(super::reply::error_reply(500, lc)), false),
+                };
                 if reply.status >= 300 && !error_page_used && !sent {
                     let page = lc
                         .error_page
@@ -436,33 +453,6 @@ fn set_uri(rw: &mut rewrite::State, target: &str) {
     }
 }
 
-/// The answer a rewrite flow ends in, if it ends in one, and whether it is sent as it is
-/// (not an error status that `error_page` may take over).
-fn flow_reply(
-    flow: rewrite::Flow<'_>,
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    rw: &rewrite::State,
-) -> Option<(Reply, bool)> {
-    match flow {
-        rewrite::Flow::Done | rewrite::Flow::Break | rewrite::Flow::Last => None,
-        rewrite::Flow::Return(ret) => {
-            let vars = r.vars_rw(rw, lc);
-            Some(do_return(ret, lc, &vars, r))
-        }
-        rewrite::Flow::Redirect(status, url) => {
-            let mut reply = super::reply::error_reply(status, lc);
-            reply.location = Some(if url.starts_with('/') {
-                static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
-            } else {
-                url
-            });
-            Some((reply, false))
-        }
-        rewrite::Flow::Empty => Some((super::reply::error_reply(500, lc), false)),
-    }
-}
-
 /// The proxy module's content handler: the upstream's answer is sent as it is; shoal's own
 /// errors (and upstream errors `proxy_intercept_errors` takes) meet `error_page`.
 #[allow(clippy::too_many_arguments)]
@@ -475,21 +465,13 @@ async fn proxy_outcome(
     method: &str,
     body: &ClientBody<'_>,
     upstream: &mut Option<Rc<RefCell<Record>>>,
-    sent: &mut bool,
 ) -> Outcome {
-    let plan = match super::proxy_cache::serve::begin(r, lc, pass, rw, internal, method).await {
-        Begin::Off => None,
-        Begin::Hit(reply, record) => {
-            *upstream = Some(record);
-            *sent = true;
-            return Outcome::Reply(reply);
-        }
-        Begin::Status(204) => return Outcome::Reply(Reply::boxed(204)),
-        Begin::Status(code) => {
-            return Outcome::Reply(Box::new(super::reply::error_reply(code, lc)));
-        }
-        Begin::Miss(plan) => Some(plan),
-    };
+    let plan =
+        match super::proxy_cache::serve::begin(r, lc, pass, rw, internal, method, upstream).await {
+            Ok(plan) => plan,
+            // A HIT, a purge's answer, a zone that does not exist.
+            Err(answered) => return answered,
+        };
     // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
     // what comes back has a body to store. Off, it goes as a HEAD and its bodiless answer is
     // stored under the same key (nginx's way: a key without `$request_method` then answers a
@@ -505,38 +487,16 @@ async fn proxy_outcome(
         validators: plan.as_ref().and_then(|p| p.validators()),
         cacheable: plan.as_ref().is_some_and(|p| p.cacheable()),
     };
-    let (mut handled, record) = proxy::handle(r, lc, pass, st, up_method, body).await;
+    let (mut outcome, record) = proxy::handle(r, lc, pass, st, up_method, body).await;
     // What an earlier, intercepted answer handed on goes with this record.
     if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     if let (Some(plan), Some(rec)) = (plan, &record) {
-        handled = super::proxy_cache::serve::answer(plan, handled, rec, lc, pass, r, rw);
+        outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, pass, r, rw);
     }
     *upstream = record;
-    match handled {
-        Handled::Reply(reply) => {
-            *sent = true;
-            Outcome::Reply(reply)
-        }
-        Handled::Error(code) => Outcome::Reply(Box::new(super::reply::error_reply(code, lc))),
-        Handled::ClientGone => {
-            *sent = true;
-            Outcome::Reply(Reply::boxed(499))
-        }
-        Handled::BodyFailed(f) => {
-            client_body::log_failure(f, r);
-            if f.silent() {
-                // Closed without an answer; logged with nginx's status.
-                *sent = true;
-                let mut reply = Reply::boxed(f.status());
-                reply.terminate = true;
-                Outcome::Reply(reply)
-            } else {
-                Outcome::Reply(Box::new(super::reply::error_reply(f.status(), lc)))
-            }
-        }
-    }
+    outcome
 }
 
 /// `try_files` in a proxied location: the name of the first file (or `dir/`) that exists, or
@@ -592,35 +552,6 @@ fn try_files(
     }
 }
 
-/// `return`, as nginx's `ngx_http_script_return_code`: 301/302/303/307/308 answer nginx's
-/// page with the text as `Location` (empty without one); a code of 400 or more without a text
-/// (or with a literal empty one) answers nginx's page, which `error_page` may take over; any
-/// other is sent as it is with the text as body (`ngx_http_send_response`: typed by the URI's
-/// extension), and `error_page` does not apply. Returns the reply and whether it is sent so.
-fn do_return(ret: &Return, lc: &LocConf, vars: &Vars<'_>, r: &Req<'_, '_>) -> (Reply, bool) {
-    let no_text = ret.text.as_ref().is_none_or(|t| t.pieces.is_empty());
-    let text = ret.text.as_ref().map(|t| vars.eval(t)).unwrap_or_default();
-    match ret.code {
-        301 | 302 | 303 | 307 | 308 => {
-            let mut reply = super::reply::error_reply(ret.code, lc);
-            reply.location = Some(if text.starts_with('/') {
-                static_files::absolute_location(lc, &text, r.host, r.info, r.srv)
-            } else {
-                text
-            });
-            (reply, false)
-        }
-        code if code >= 400 && no_text => (super::reply::error_reply(code, lc), false),
-        code => {
-            let mut reply = Reply::new(code);
-            let uri = vars.uri.unwrap_or_default();
-            reply.content_type = Some(static_files::uri_content_type(lc, uri).to_string());
-            reply.body = Body::Bytes(text.into_bytes());
-            (reply, true)
-        }
-    }
-}
-
 /// The header filters of the modules' list, in nginx's order (not-modified, headers, gzip,
 /// range), and what nginx's header writer drops (`Last-Modified` but on 200, 206 and 304; a
 /// 204's body headers).
@@ -630,7 +561,7 @@ fn finish<'s>(
     lc: &'s LocConf,
     rw: rewrite::State,
     upstream: Option<&Rc<RefCell<Record>>>,
-) -> Processed<'s> {
+) -> Answered<'s> {
     // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
     // client went away while the upstream was working.
     let close = matches!(reply.status, 444 | 499)
@@ -653,7 +584,7 @@ fn finish<'s>(
         reply.content_type = None;
         reply.body = Body::Empty;
     }
-    Processed {
+    Answered {
         reply,
         lc,
         uri: rw.uri,

@@ -87,8 +87,8 @@ pub struct Reply {
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
     /// `Content-Disposition`): sent byte for byte, as nginx does.
     pub raw_extra: Vec<(String, Vec<u8>)>,
-    /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494, 500 and
-    /// 501; a `return 500 "text"` keeps the connection).
+    /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494–497, 500
+    /// and 501; a `return 500 "text"` keeps the connection).
     pub special: bool,
     /// Close after this answer: an error nginx generated turned keep-alive off before an
     /// `error_page` replaced its content.
@@ -124,7 +124,7 @@ impl Reply {
     /// Whether nginx would turn keep-alive off after this answer.
     pub fn ends_keepalive(&self) -> bool {
         self.close_after
-            || (self.special && matches!(self.status, 400 | 413 | 414 | 494 | 500 | 501))
+            || (self.special && matches!(self.status, 400 | 413 | 414 | 494..=497 | 500 | 501))
     }
 
     /// A reply with `status` and nothing else.
@@ -262,10 +262,21 @@ impl Reply {
     }
 }
 
-/// What a content handler decided.
+/// What a phase, a handler or a module came to: the one word for it across the request's
+/// way (the rewrite module's codes, the content handlers, the proxy, the cache's lookup).
 pub enum Outcome {
-    /// Boxed: an answer is moved through several phases and awaits, 8 bytes at a time.
+    /// Nothing decided: the next directive, phase or handler goes on.
+    Continue,
+    /// Search the location again with the URI the rewrites made (`rewrite ... last`).
+    Again,
+    /// An answer; `error_page` may take over its status. Boxed: an answer is moved through
+    /// several phases and awaits, 8 bytes at a time.
     Reply(Box<Reply>),
+    /// An answer sent as it is (an upstream's, a cached one, `return` with a text):
+    /// `error_page` does not apply.
+    Final(Box<Reply>),
+    /// nginx's own page for this status; `error_page` may take over.
+    Error(u16),
     /// An internal redirect to this URI (index files, `try_files`' fallback).
     Internal(String),
     /// An internal redirect to a named location.

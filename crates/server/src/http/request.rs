@@ -147,6 +147,7 @@ impl Req<'_, '_> {
             args: None,
             request_line: None,
             upstream: None,
+            tls: self.info.tls.as_deref(),
             extras: Some(self.extras),
         }
     }
@@ -225,6 +226,7 @@ pub fn log(
         args: None,
         request_line: None,
         upstream,
+        tls: info.tls.as_deref(),
         extras,
     };
     super::access_log::log_request(logs, &vars);

@@ -20,6 +20,7 @@ use shoal_pcre::{Regex, RegexBuilder};
 
 use super::directives::Return;
 use super::location::{LocationConf, Match};
+use super::reply::Outcome;
 use super::request::Req;
 use super::LocConf;
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
@@ -340,7 +341,7 @@ fn set_if(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error
 }
 
 /// What running a list of codes came to.
-pub enum Flow<'c> {
+enum Flow<'c> {
     /// Every code ran; go on (the location is searched again if `State::uri_changed`).
     Done,
     /// `break`, or `rewrite ... break` (`last` at server level): stop rewriting, stay.
@@ -381,10 +382,83 @@ pub struct State {
     pub err_status: Option<crate::variables::Sent>,
 }
 
-/// Runs `codes` (of a level whose `if_blocks` they index) for a request. `active_if` is set
-/// to the last location-level `if` block whose condition held: its configuration applies.
+/// Runs `codes` (of a level whose `if_blocks` they index) for a request, and what they came
+/// to: `Continue` (on to the next phase), `Again` (a location's rewrite changed the URI:
+/// search the location again), or an answer (`return`, a redirect; a rewritten URI of zero
+/// length is a 500). `active_if` is set to the last location-level `if` block whose condition
+/// held: its configuration applies, to the answer too.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'c>(
+    codes: &'c [Code],
+    level_ifs: &'c [LocationConf],
+    st: &mut State,
+    active_if: &mut Option<&'c LocationConf>,
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    conn: u64,
+    in_location: bool,
+) -> Outcome {
+    let flow = run_codes(codes, level_ifs, st, active_if, r, lc, conn, in_location);
+    let lc = active_if.map_or(lc, |b| &b.loc);
+    match flow {
+        // A rewrite without a flag changed the URI: searched again too.
+        Flow::Last | Flow::Done if in_location && st.uri_changed => {
+            st.uri_changed = false;
+            st.cycles += 1;
+            Outcome::Again
+        }
+        Flow::Done | Flow::Break | Flow::Last => Outcome::Continue,
+        Flow::Return(ret) => do_return(ret, lc, &r.vars_rw(st, lc), r),
+        Flow::Redirect(status, url) => {
+            let mut reply = crate::http::reply::error_reply(status, lc);
+            reply.location = Some(if url.starts_with('/') {
+                crate::http::static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
+            } else {
+                url
+            });
+            Outcome::Reply(Box::new(reply))
+        }
+        Flow::Empty => Outcome::Error(500),
+    }
+}
+
+/// `return`, as nginx's `ngx_http_script_return_code`: 301/302/303/307/308 answer nginx's
+/// page with the text as `Location` (empty without one); a code of 400 or more without a text
+/// (or with a literal empty one) answers nginx's page, which `error_page` may take over; any
+/// other is sent as it is with the text as body (`ngx_http_send_response`: typed by the URI's
+/// extension), and `error_page` does not apply.
+fn do_return(
+    ret: &Return,
+    lc: &LocConf,
+    vars: &crate::variables::Vars<'_>,
+    r: &Req<'_, '_>,
+) -> Outcome {
+    let no_text = ret.text.as_ref().is_none_or(|t| t.pieces.is_empty());
+    let text = ret.text.as_ref().map(|t| vars.eval(t)).unwrap_or_default();
+    match ret.code {
+        301 | 302 | 303 | 307 | 308 => {
+            let mut reply = crate::http::reply::error_reply(ret.code, lc);
+            reply.location = Some(if text.starts_with('/') {
+                crate::http::static_files::absolute_location(lc, &text, r.host, r.info, r.srv)
+            } else {
+                text
+            });
+            Outcome::Reply(Box::new(reply))
+        }
+        code if code >= 400 && no_text => Outcome::Error(code),
+        code => {
+            let mut reply = crate::http::reply::Reply::new(code);
+            let uri = vars.uri.unwrap_or_default();
+            reply.content_type =
+                Some(crate::http::static_files::uri_content_type(lc, uri).to_string());
+            reply.body = crate::http::reply::Body::Bytes(text.into_bytes());
+            Outcome::Final(Box::new(reply))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_codes<'c>(
     codes: &'c [Code],
     level_ifs: &'c [LocationConf],
     st: &mut State,
@@ -511,7 +585,7 @@ pub fn run<'c>(
                 if in_location {
                     *active_if = Some(ifb);
                 }
-                match run(
+                match run_codes(
                     &ifb.rewrite,
                     &ifb.if_blocks,
                     st,

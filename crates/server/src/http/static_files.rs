@@ -341,7 +341,8 @@ pub fn uri_content_type<'a>(lc: &'a LocConf, uri: &str) -> &'a str {
 
 /// A `Location` for a local path, as nginx builds it: absolute with `absolute_redirect on`
 /// (the default) from the Host (or the server name with `server_name_in_redirect on`) and the
-/// local port unless `port_in_redirect off` or the port is 80; the path alone otherwise.
+/// local port unless `port_in_redirect off` or the port is the scheme's (80, 443 over TLS);
+/// the path alone otherwise.
 pub fn absolute_location(
     lc: &LocConf,
     path: &str,
@@ -366,9 +367,16 @@ pub fn absolute_location(
             None => "localhost".to_string(),
         }
     };
+    // `https` and its default port on a TLS connection.
+    let (scheme, default_port) = match info.tls {
+        Some(_) => ("https", 443),
+        None => ("http", 80),
+    };
     let port = match info.local {
-        Some(l) if lc.port_in_redirect() && l.port() != 80 => format!(":{}", l.port()),
+        Some(l) if lc.port_in_redirect() && l.port() != default_port => {
+            format!(":{}", l.port())
+        }
         _ => String::new(),
     };
-    format!("http://{name}{port}{path}")
+    format!("{scheme}://{name}{port}{path}")
 }

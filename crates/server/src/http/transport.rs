@@ -1,18 +1,25 @@
-//! A connection's bytes, whatever carries them: a TCP or unix socket today, TLS next. Both
-//! sides use it: a client's connection and an upstream's.
+//! A connection's bytes, whatever carries them: a TCP or unix socket, or TLS over TCP
+//! ([`crate::tls::TlsConn`]). Both sides use it: a client's connection and an upstream's.
 //!
 //! Reads fill a [`BytesMut`] only once the socket has something (a buffer is taken from the
 //! worker's spares then, not held by an idle connection); writes are plain or vectored. Whether
 //! a file range may go by `sendfile(2)` is the transport's to say ([`Transport::can_sendfile`]):
 //! an encrypting transport cannot, and the output path then reads the pieces itself.
+//!
+//! Every method means the same on every variant: "readable" is "a read would find bytes or the
+//! end", "the peer closed" is an EOF or a close_notify, a write that returns `n` has put those
+//! bytes on the socket. The plain variants' code is what it was before TLS: a TLS arm is one
+//! more arm of the same `match`, never a test ahead of it.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::listen::ListenAddr;
+use crate::tls::{TlsConn, TlsInfo};
 
 /// Read buffer size per read call.
 pub const READ_CHUNK: usize = 16 * 1024;
@@ -32,10 +39,26 @@ pub fn give_back_read_buffer(buf: BytesMut) {
     }
 }
 
-/// A connection's bytes: a TCP or unix socket (a client's, or an upstream's).
+/// A connection's bytes: a TCP or unix socket, or TLS (a client's, or an upstream's).
 pub enum Transport {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Boxed: a rustls connection is a kilobyte, and the plain variants are words.
+    Tls(Box<TlsConn>),
+}
+
+/// Readies a read buffer for bytes that are there: a spare one when it has no memory, room
+/// for a `READ_CHUNK` when little is left. (Inlined: it was the plain read's own code.)
+#[inline]
+fn make_room(buf: &mut BytesMut) {
+    if buf.capacity() == 0 {
+        if let Some(spare) = SPARE_READ.with(crate::spare::Spares::take) {
+            *buf = spare;
+        }
+    }
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_CHUNK);
+    }
 }
 
 impl Transport {
@@ -52,19 +75,14 @@ impl Transport {
         match self {
             Transport::Tcp(s) => ready!(s.poll_read_ready(cx))?,
             Transport::Unix(s) => ready!(s.poll_read_ready(cx))?,
+            Transport::Tls(t) => return t.poll_read_into(cx, buf, make_room),
         }
-        if buf.capacity() == 0 {
-            if let Some(spare) = SPARE_READ.with(crate::spare::Spares::take) {
-                *buf = spare;
-            }
-        }
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(READ_CHUNK);
-        }
+        make_room(buf);
         let mut read = tokio::io::ReadBuf::uninit(buf.spare_capacity_mut());
         match self {
             Transport::Tcp(s) => ready!(std::pin::Pin::new(s).poll_read(cx, &mut read))?,
             Transport::Unix(s) => ready!(std::pin::Pin::new(s).poll_read(cx, &mut read))?,
+            Transport::Tls(_) => unreachable!("returned above"),
         }
         let n = read.filled().len();
         // SAFETY: `poll_read` initialized the first `n` bytes of the spare capacity.
@@ -76,6 +94,9 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.read_buf(buf).await,
             Transport::Unix(s) => s.read_buf(buf).await,
+            Transport::Tls(t) => {
+                std::future::poll_fn(|cx| t.poll_read_into(cx, buf, |b| b.reserve(1024))).await
+            }
         }
     }
 
@@ -94,6 +115,7 @@ impl Transport {
     pub fn can_sendfile(&self) -> bool {
         match self {
             Transport::Tcp(_) | Transport::Unix(_) => true,
+            Transport::Tls(_) => false,
         }
     }
 
@@ -101,6 +123,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.write_all(data).await,
             Transport::Unix(s) => s.write_all(data).await,
+            Transport::Tls(t) => t.write_all_vectored(&[data]).await,
         }
     }
 
@@ -109,6 +132,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.as_fd(),
             Transport::Unix(s) => s.as_fd(),
+            Transport::Tls(t) => t.tcp().as_fd(),
         }
     }
 
@@ -117,14 +141,32 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.as_raw_fd(),
             Transport::Unix(s) => s.as_raw_fd(),
+            Transport::Tls(t) => t.tcp().as_raw_fd(),
         }
     }
 
     /// Turns `TCP_NODELAY` on (nothing to do on a Unix socket). Best effort, as nginx's
     /// `ngx_tcp_nodelay` is for an upstream: a socket that refuses it still works.
     pub fn set_nodelay(&self) {
-        if let Transport::Tcp(s) = self {
+        if let Some(s) = self.tcp() {
             let _ = s.set_nodelay(true);
+        }
+    }
+
+    /// The TCP socket under the connection (`None` for a unix socket), for its options.
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Transport::Tcp(s) => Some(s),
+            Transport::Unix(_) => None,
+            Transport::Tls(t) => Some(t.tcp()),
+        }
+    }
+
+    /// Sends TLS's close_notify and waits (at most 3 s, nginx's bound for `SSL_shutdown`)
+    /// until it is on the socket; nothing for a plain socket.
+    pub async fn close_notify(&self) {
+        if let Transport::Tls(t) = self {
+            let _ = tokio::time::timeout(Duration::from_secs(3), t.close_notify()).await;
         }
     }
 
@@ -133,6 +175,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.readable().await,
             Transport::Unix(s) => s.readable().await,
+            Transport::Tls(t) => t.readable().await,
         }
     }
 
@@ -141,6 +184,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.try_read_buf(buf),
             Transport::Unix(s) => s.try_read_buf(buf),
+            Transport::Tls(t) => t.try_read_into(buf, |b| b.reserve(1024)),
         }
     }
 
@@ -151,6 +195,7 @@ impl Transport {
             let ready = match self {
                 Transport::Tcp(s) => s.readable().await,
                 Transport::Unix(s) => s.readable().await,
+                Transport::Tls(t) => t.readable().await,
             };
             if ready.is_err() {
                 return true;
@@ -167,6 +212,9 @@ impl Transport {
     /// not consumed), looked at without reading; `WouldBlock` when the readiness was stale
     /// (it is cleared, so the next wait waits anew).
     pub fn try_peek_closed(&self) -> std::io::Result<bool> {
+        if let Transport::Tls(t) = self {
+            return t.try_peek_closed();
+        }
         let fd = self.as_fd();
         let peek = || {
             if shoal_io::syscall::nothing_to_read(fd) {
@@ -178,6 +226,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, peek),
             Transport::Unix(s) => s.try_io(tokio::io::Interest::READABLE, peek),
+            Transport::Tls(_) => unreachable!("answered above"),
         }
     }
 
@@ -186,6 +235,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.try_write(data),
             Transport::Unix(s) => s.try_write(data),
+            Transport::Tls(t) => t.try_write(data),
         }
     }
 
@@ -197,6 +247,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.poll_read_ready(cx),
             Transport::Unix(s) => s.poll_read_ready(cx),
+            Transport::Tls(t) => t.poll_read_ready(cx),
         }
     }
 
@@ -205,6 +256,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.writable().await,
             Transport::Unix(s) => s.writable().await,
+            Transport::Tls(t) => t.writable().await,
         }
     }
 
@@ -216,6 +268,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => s.async_io(tokio::io::Interest::WRITABLE, f).await,
             Transport::Unix(s) => s.async_io(tokio::io::Interest::WRITABLE, f).await,
+            Transport::Tls(t) => t.try_io_write(f).await,
         }
     }
 }
@@ -226,6 +279,8 @@ pub struct ConnInfo {
     pub peer: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
     pub socket: ListenAddr,
+    /// What the TLS handshake settled (`$ssl_*`, `$https`), on a TLS connection.
+    pub tls: Option<Box<TlsInfo>>,
 }
 
 impl ConnInfo {

@@ -240,11 +240,12 @@ impl SslConf {
         self.verify_depth.unwrap_or(defaults::VERIFY_DEPTH)
     }
 
-    /// nginx 1.22's default: `TLSv1 TLSv1.1 TLSv1.2 TLSv1.3`.
+    /// nginx 1.22's default: `TLSv1 TLSv1.1 TLSv1.2` (TLSv1.3 joined the default in 1.23.4;
+    /// Debian's nginx.conf names it). TLSv1 and TLSv1.1 are not offered (see [`Protocols`]).
     pub fn protocols(&self) -> Protocols {
         self.protocols.unwrap_or(Protocols {
             tls12: true,
-            tls13: true,
+            tls13: false,
             legacy: true,
         })
     }

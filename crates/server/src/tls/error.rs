@@ -128,9 +128,14 @@ fn openssl_reason(e: &rustls::Error) -> (u32, Reason, Level) {
         E::InvalidMessage(M::InvalidContentType | M::UnknownProtocolVersion) => {
             info(0x10B, "wrong version number")
         }
-        E::InvalidMessage(M::MessageTooLarge | M::CertificatePayloadTooLarge) => {
-            info(0xC6, "packet length too long")
-        }
+        // Not among the reasons nginx puts down to the client (`ngx_ssl_connection_error`):
+        // nginx logs this one at crit.
+        E::InvalidMessage(M::MessageTooLarge | M::CertificatePayloadTooLarge)
+        | E::PeerSentOversizedRecord => (
+            0x0A00_00C6,
+            Reason::Static("packet length too long"),
+            Level::Crit,
+        ),
         E::InvalidMessage(_) => info(0xF4, "unexpected message"),
         E::InappropriateMessage { .. } | E::InappropriateHandshakeMessage { .. } => {
             info(0xF4, "unexpected message")
@@ -166,7 +171,6 @@ fn openssl_reason(e: &rustls::Error) -> (u32, Reason, Level) {
         E::InvalidCertificate(_) | E::NoCertificatesPresented => {
             info(0x86, "certificate verify failed")
         }
-        E::PeerSentOversizedRecord => info(0xC6, "packet length too long"),
         _ => (
             0x0A00_0000 | 0xC0103,
             Reason::Static("internal error"),

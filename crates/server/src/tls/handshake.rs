@@ -19,9 +19,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::build::{AddrTls, HandshakeVars};
+use super::conn::{SockRead, SockWrite};
 use super::error::{Call, TlsError};
 use super::info::TlsInfo;
-use super::stream::{SockRead, SockWrite, TlsStream};
+use super::stream::TlsStream;
 use crate::log::Level;
 
 /// What a connection on a TLS address turned out to be.
@@ -137,6 +138,18 @@ pub async fn accept(
     };
     let mut session_id: Option<Vec<u8>> = None;
     let mut early = Vec::new();
+    // What came with the ClientHello (an alert, 0-RTT data) is in rustls already: processed
+    // before any wait for more.
+    if let Err(e) = conn.process_new_packets() {
+        let mut out = Vec::new();
+        if conn.write_tls(&mut out).is_ok() {
+            let _ = tcp.try_write(&out);
+        }
+        return Err(TlsError::from_rustls(Call::Handshake, &e));
+    }
+    if let Some(mut data) = conn.early_data() {
+        let _ = data.read_to_end(&mut early);
+    }
     loop {
         while conn.wants_write() {
             let mut out = Vec::new();

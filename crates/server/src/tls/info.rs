@@ -61,6 +61,33 @@ pub fn group_name(id: u16) -> String {
     name.to_string()
 }
 
+/// The names of the variables [`TlsInfo::variable`] knows.
+pub const VARIABLES: &[&str] = &[
+    "ssl_protocol",
+    "ssl_cipher",
+    "ssl_ciphers",
+    "ssl_curve",
+    "ssl_curves",
+    "ssl_server_name",
+    "ssl_session_id",
+    "ssl_session_reused",
+    "ssl_early_data",
+    "ssl_alpn_protocol",
+    "ssl_client_verify",
+    "ssl_client_s_dn",
+    "ssl_client_i_dn",
+    "ssl_client_s_dn_legacy",
+    "ssl_client_i_dn_legacy",
+    "ssl_client_serial",
+    "ssl_client_fingerprint",
+    "ssl_client_cert",
+    "ssl_client_raw_cert",
+    "ssl_client_escaped_cert",
+    "ssl_client_v_start",
+    "ssl_client_v_end",
+    "ssl_client_v_remain",
+];
+
 impl TlsInfo {
     /// `$ssl_protocol`.
     pub fn ssl_protocol(&self) -> String {

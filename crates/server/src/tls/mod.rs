@@ -19,6 +19,7 @@ pub mod ciphers;
 pub mod conf;
 #[cfg(test)]
 mod conf_tests;
+pub mod conn;
 pub mod error;
 pub mod handshake;
 pub mod info;
@@ -33,9 +34,11 @@ use std::sync::Arc;
 
 pub use build::{AddrTls, ServerTls};
 pub use conf::{SslConf, DIRECTIVES};
+pub use conn::TlsConn;
 pub use error::TlsError;
 pub use handshake::{accept, Accepted};
 pub use info::TlsInfo;
+pub(crate) use openssl_conf::{apply_conf_command as openssl_conf_command, parse_groups};
 pub use stream::TlsStream;
 
 use crate::listen::ListenAddr;

@@ -11,7 +11,7 @@ use super::conf::{Located, Protocols};
 
 /// `ssl_ecdh_curve`: `auto` (OpenSSL 3.0's default list, less what rustls lacks) or a
 /// `:`-separated list of names OpenSSL knows; `X25519MLKEM768` too (OpenSSL 3.5's name).
-pub(super) fn parse_groups(spec: &str) -> Result<Vec<&'static dyn SupportedKxGroup>, String> {
+pub(crate) fn parse_groups(spec: &str) -> Result<Vec<&'static dyn SupportedKxGroup>, String> {
     use rustls::crypto::aws_lc_rs::kx_group;
     if spec == "auto" {
         return Ok(vec![
@@ -54,7 +54,7 @@ pub(super) fn parse_groups(spec: &str) -> Result<Vec<&'static dyn SupportedKxGro
 
 /// `ssl_conf_command NAME VALUE`: the OpenSSL commands that map onto rustls.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn apply_conf_command(
+pub(crate) fn apply_conf_command(
     cmd: &Located<(String, String)>,
     protocols: &mut Protocols,
     cipher_string: &mut String,

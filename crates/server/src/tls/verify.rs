@@ -103,11 +103,29 @@ impl ClientAuth {
     }
 
     pub fn verify_at(&self, chain: &[CertificateDer<'_>], now: UnixTime) -> Verdict {
+        self.verify_chain(chain, now, webpki::KeyUsage::client_auth())
+    }
+
+    /// Judges an upstream's chain (`proxy_ssl_verify`), as OpenSSL would for nginx.
+    pub fn verify_server(&self, chain: &[CertificateDer<'_>]) -> Verdict {
+        self.verify_chain(chain, UnixTime::now(), webpki::KeyUsage::server_auth())
+    }
+
+    fn verify_chain(
+        &self,
+        chain: &[CertificateDer<'_>],
+        now: UnixTime,
+        usage: webpki::KeyUsage,
+    ) -> Verdict {
         let Some(leaf) = chain.first() else {
             return Verdict::err(50, "application verification failure");
         };
-        let Ok(ee) = webpki::EndEntityCert::try_from(leaf) else {
-            return Verdict::err(4, "unable to decode issuer public key");
+        let ee = match webpki::EndEntityCert::try_from(leaf) {
+            Ok(ee) => ee,
+            // An X.509 v1 certificate (no extensions: what `openssl x509 -req` makes without
+            // an extension file), which OpenSSL accepts and webpki does not.
+            Err(webpki::Error::UnsupportedCertVersion) => return self.verify_v1(leaf, now),
+            Err(_) => return Verdict::err(4, "unable to decode issuer public key"),
         };
         let crl_refs: Vec<webpki::CertRevocationList<'_>> =
             self.crls.iter().map(|c| c.clone().into()).collect();
@@ -125,7 +143,7 @@ impl ClientAuth {
             &self.anchors,
             &chain[1..],
             now,
-            webpki::KeyUsage::client_auth(),
+            usage,
             revocation,
             None,
         );
@@ -142,9 +160,51 @@ impl ClientAuth {
         }
     }
 
+    /// A v1 leaf, judged as OpenSSL judges it when a trusted CA issued it directly: the
+    /// issuer among the anchors, its signature, the validity period.
+    fn verify_v1(&self, leaf: &CertificateDer<'_>, now: UnixTime) -> Verdict {
+        use x509_parser::prelude::FromDer;
+        let Ok((_, cert)) = x509_parser::certificate::X509Certificate::from_der(leaf) else {
+            return Verdict::err(4, "unable to decode issuer public key");
+        };
+        let issuer = cert.tbs_certificate.issuer.as_raw();
+        let Some(anchor) = self
+            .anchors
+            .iter()
+            .find(|a| strip_sequence(issuer) == a.subject.as_ref())
+        else {
+            return if self_signed(leaf) {
+                Verdict::err(18, "self-signed certificate")
+            } else {
+                Verdict::err(20, "unable to get local issuer certificate")
+            };
+        };
+        let spki = der_sequence(anchor.subject_public_key_info.as_ref());
+        let Ok((_, spki)) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&spki) else {
+            return Verdict::err(6, "unable to decode issuer public key");
+        };
+        if cert.verify_signature(Some(&spki)).is_err() {
+            return Verdict::err(7, "certificate signature failure");
+        }
+        let now = now.as_secs() as i64;
+        let validity = cert.validity();
+        if now < validity.not_before.timestamp() {
+            return Verdict::err(9, "certificate is not yet valid");
+        }
+        if now > validity.not_after.timestamp() {
+            return Verdict::err(10, "certificate has expired");
+        }
+        Verdict::OK
+    }
+
     fn openssl_error(&self, e: &webpki::Error, leaf: &CertificateDer<'_>) -> Verdict {
         use webpki::Error as E;
         match e {
+            // OpenSSL looks for the issuer first: a self-signed leaf nobody trusts is that,
+            // whatever it says of itself.
+            E::CaUsedAsEndEntity if self_signed(leaf) => {
+                Verdict::err(18, "self-signed certificate")
+            }
             E::UnknownIssuer => {
                 if self_signed(leaf) {
                     Verdict::err(18, "self-signed certificate")
@@ -175,6 +235,71 @@ fn self_signed(cert: &CertificateDer<'_>) -> bool {
     super::certs::issued_by(cert, cert)
 }
 
+/// The contents of a DER SEQUENCE (a name as a certificate holds it, compared with a trust
+/// anchor's subject, which webpki keeps without its tag and length).
+fn strip_sequence(der: &[u8]) -> &[u8] {
+    let Some((&0x30, rest)) = der.split_first() else {
+        return der;
+    };
+    let Some((&first, rest)) = rest.split_first() else {
+        return der;
+    };
+    if first < 0x80 {
+        return rest;
+    }
+    let n = usize::from(first & 0x7f);
+    rest.get(n..).unwrap_or(der)
+}
+
+/// `contents` wrapped in a DER SEQUENCE (webpki keeps an anchor's SPKI without it).
+fn der_sequence(contents: &[u8]) -> Vec<u8> {
+    let len = contents.len();
+    let mut out = vec![0x30];
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes = len.to_be_bytes();
+        let skip = bytes.iter().take_while(|&&b| b == 0).count();
+        out.push(0x80 | (bytes.len() - skip) as u8);
+        out.extend_from_slice(&bytes[skip..]);
+    }
+    out.extend_from_slice(contents);
+    out
+}
+
+/// A TLS signature made with the key of a certificate webpki cannot read (X.509 v1), checked
+/// with the key itself.
+fn verify_with_raw_key(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &WebPkiSupportedAlgorithms,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    use x509_parser::prelude::FromDer;
+    let bad = || rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding);
+    let (_, parsed) =
+        x509_parser::certificate::X509Certificate::from_der(cert).map_err(|_| bad())?;
+    let key = &parsed.public_key().subject_public_key.data;
+    let candidates = algs
+        .mapping
+        .iter()
+        .find(|(scheme, _)| *scheme == dss.scheme)
+        .map(|(_, a)| *a)
+        .ok_or(rustls::Error::PeerMisbehaved(
+            rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
+        ))?;
+    if candidates
+        .iter()
+        .any(|a| a.verify_signature(key, message, dss.signature()).is_ok())
+    {
+        Ok(HandshakeSignatureValid::assertion())
+    } else {
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::BadSignature,
+        ))
+    }
+}
+
 impl ClientCertVerifier for ClientAuth {
     fn offer_client_auth(&self) -> bool {
         self.mode != VerifyClient::Off
@@ -195,9 +320,14 @@ impl ClientCertVerifier for ClientAuth {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        webpki::EndEntityCert::try_from(end_entity).map_err(|_| {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-        })?;
+        use x509_parser::prelude::FromDer;
+        if webpki::EndEntityCert::try_from(end_entity).is_err()
+            && x509_parser::certificate::X509Certificate::from_der(end_entity).is_err()
+        {
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::BadEncoding,
+            ));
+        }
         Ok(ClientCertVerified::assertion())
     }
 
@@ -207,7 +337,13 @@ impl ClientCertVerifier for ClientAuth {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+        match rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs) {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding))
+            | Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(_))) => {
+                verify_with_raw_key(message, cert, dss, &self.algs)
+            }
+            r => r,
+        }
     }
 
     fn verify_tls13_signature(
@@ -216,7 +352,13 @@ impl ClientCertVerifier for ClientAuth {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+        match rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs) {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding))
+            | Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(_))) => {
+                verify_with_raw_key(message, cert, dss, &self.algs)
+            }
+            r => r,
+        }
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

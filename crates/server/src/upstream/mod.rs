@@ -15,7 +15,7 @@ pub mod peers;
 pub mod state;
 
 pub use balance::{Attempt, Balancer, Input, Method};
-pub use peers::{Outcome, Peer, Peers, ServerEntry};
+pub use peers::{Peer, PeerResult, Peers, ServerEntry};
 
 use std::fmt;
 

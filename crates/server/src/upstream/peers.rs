@@ -50,7 +50,7 @@ impl ServerEntry {
 
 /// How a use of a peer ended, for the failure accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum PeerResult {
     /// The upstream answered. Also what nginx records when it passes a request on without
     /// counting a failure (`proxy_next_upstream http_404`, a non-idempotent request).
     Success,
@@ -248,7 +248,7 @@ impl Peers {
     /// checked (chosen once `fail_timeout` had passed) after the last failure, so failures
     /// inside one `fail_timeout` window add up even with successes between them. `now` is
     /// asked for only when a failure is counted (a success reads no clock).
-    pub fn release(&mut self, index: usize, outcome: Outcome, now: impl FnOnce() -> Instant) {
+    pub fn release(&mut self, index: usize, outcome: PeerResult, now: impl FnOnce() -> Instant) {
         let single = self.single();
         let peer = &mut self.peers[index];
         debug_assert!(peer.conns > 0, "release without a matching pick");
@@ -257,7 +257,7 @@ impl Peers {
             return;
         }
         match outcome {
-            Outcome::Failed => {
+            PeerResult::Failed => {
                 let now = now();
                 peer.fails += 1;
                 peer.accessed = Some(now);
@@ -267,7 +267,7 @@ impl Peers {
                 }
                 peer.effective_weight = peer.effective_weight.max(0);
             }
-            Outcome::Success => {
+            PeerResult::Success => {
                 if peer.accessed < peer.checked {
                     peer.fails = 0;
                 }
@@ -363,7 +363,7 @@ mod tests {
         };
         let mut peers = Peers::new(&[a, ServerEntry::new("b")]).unwrap();
         peers.slice_mut()[0].take(t0);
-        peers.release(0, Outcome::Failed, || t0);
+        peers.release(0, PeerResult::Failed, || t0);
         assert_eq!(peers.get(0).effective_weight(), 8);
         assert_eq!(peers.get(0).fails(), 1);
         assert!(!peers.get(0).is_failed(t0));

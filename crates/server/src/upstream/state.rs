@@ -14,7 +14,7 @@ use shoal_io::fxhash::FxHashMap;
 use std::time::{Duration, Instant};
 
 use super::conf::UpstreamConf;
-use super::{Attempt, Balancer, Input, Outcome};
+use super::{Attempt, Balancer, Input, PeerResult};
 use crate::deadline::Timer;
 use crate::http::transport::Transport;
 
@@ -30,6 +30,9 @@ struct Idle {
     born: Instant,
     /// Requests it has carried (`keepalive_requests`).
     requests: u64,
+    /// It speaks TLS: handed only to a request for an https upstream (and a plain one only
+    /// to a plain request).
+    tls: bool,
 }
 
 /// A connection taken from the cache, with its history.
@@ -86,20 +89,20 @@ pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
 }
 
 /// Ends the use of the current peer.
-pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: Outcome) {
+pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: PeerResult) {
     with_balancer(u, |b| b.free(a, outcome, Instant::now))
 }
 
-/// A cached connection to `peer`, most recently used first; stale ones met on the way (idle
-/// `keepalive_timeout` at `now`) are closed.
-pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant) -> Option<Reused> {
+/// A cached connection to `peer` (TLS or not, as `tls` says), most recently used first; stale
+/// ones met on the way (idle `keepalive_timeout` at `now`) are closed.
+pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant, tls: bool) -> Option<Reused> {
     u.keepalive?;
     let timeout = u.keepalive_timeout();
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         let list = s.idle.get_mut(&u.id)?;
         expire(list, now, timeout);
-        while let Some(pos) = list.iter().rposition(|i| i.peer == peer) {
+        while let Some(pos) = list.iter().rposition(|i| i.peer == peer && i.tls == tls) {
             let idle = list.remove(pos)?;
             if quiet(&idle.stream) {
                 return Some(Reused {
@@ -143,6 +146,7 @@ pub fn put_idle(
             list.pop_front();
         }
         list.push_back(Idle {
+            tls: matches!(stream, Transport::Tls(_)),
             stream,
             timer,
             peer,
@@ -228,6 +232,7 @@ mod tests {
                 since,
                 born: since,
                 requests: 1,
+                tls: false,
             };
             let mut list: VecDeque<Idle> = [t0, t0 + s, t0 + 2 * s, t0 + 3 * s]
                 .into_iter()

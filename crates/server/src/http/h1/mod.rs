@@ -14,6 +14,7 @@
 //! `Connection: close`.
 
 mod body;
+mod tls;
 mod write;
 
 use std::os::fd::OwnedFd;
@@ -29,7 +30,7 @@ use self::body::Discard;
 use self::write::{request_line, RefusedShape};
 use super::client_body::{ClientBody, Failure, H1Source, Left};
 use super::output::{is_overflow, Output, Sink};
-use super::phases::{self, Processed};
+use super::phases::{self, Answered};
 use super::reply::Body;
 use super::request::REQUEST_NOW;
 use super::request::{log_ctx, Req};
@@ -63,28 +64,30 @@ pub async fn serve(
     number: u64,
     guard: ConnGuard,
 ) {
-    let (stream, info) = match make_stream(fd, &key) {
-        Ok(x) => x,
-        Err(e) => {
-            crate::error_log!(Level::Alert, "cannot use an accepted socket: {e}");
-            return;
-        }
-    };
+    let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
+    let (stream, info, tls_address) =
+        match make_stream(fd, &key, &generation, number, &idle_slot, &guard).await {
+            Ok(Some(x)) => x,
+            Ok(None) => return,
+            Err(e) => {
+                crate::error_log!(Level::Alert, "cannot use an accepted socket: {e}");
+                return;
+            }
+        };
     let default_loc = generation
         .servers_for(&key.addr, info.local)
         .map(|r| &generation.default_server(r).loc);
     let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
     // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
-    // Nagle's algorithm.
+    // Nagle's algorithm. (A TLS connection has it from before its handshake.)
     if let Transport::Tcp(s) = &stream {
         if default_loc.is_none_or(|lc| lc.tcp_nodelay()) {
             let _ = s.set_nodelay(true);
         }
     }
-    let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
     let mut conn = Conn {
         stream,
-        info: ConnInfo { number, ..info },
+        info,
         buf: BytesMut::with_capacity(READ_CHUNK),
         out: BytesMut::new(),
         generation: Rc::new(generation),
@@ -100,6 +103,9 @@ pub async fn serve(
         state: crate::status::ConnState::accepted(),
         unread_input: false,
         unread_body: false,
+        tls_address,
+        refuse_with: None,
+        sni: None,
         keepalive: None,
     };
     match conn.run().await {
@@ -113,35 +119,70 @@ pub async fn serve(
             );
             conn.reset_if_asked();
         }
-        Err(e) => crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client()),
+        Err(e) => match crate::tls::stream::tls_error(&e) {
+            // A TLS failure after the handshake (an alert, a broken record): nginx's line.
+            Some(t) => crate::conn_log!(
+                t.level,
+                number,
+                "{} while waiting for request, client: {}, server: {}",
+                t.message,
+                conn.info.client(),
+                conn.info.socket
+            ),
+            None => {
+                crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client())
+            }
+        },
     }
 }
 
-fn make_stream(fd: OwnedFd, key: &SocketKey) -> std::io::Result<(Transport, ConnInfo)> {
+/// The connection's transport and what it knows of itself: a unix or TCP socket, or on a
+/// TLS address the connection once its handshake is over (`None`: it failed, logged). The
+/// flag: the address is a TLS one (the client may have spoken plain HTTP to it).
+async fn make_stream(
+    fd: OwnedFd,
+    key: &SocketKey,
+    generation: &Generation,
+    number: u64,
+    slot: &crate::worker::IdleSlot,
+    guard: &ConnGuard,
+) -> std::io::Result<Option<(Transport, ConnInfo, bool)>> {
+    let mut info = ConnInfo {
+        number,
+        peer: None,
+        local: None,
+        socket: key.addr.clone(),
+        tls: None,
+    };
     match key.addr {
         ListenAddr::Unix(_) => {
             let s = std::os::unix::net::UnixStream::from(fd);
             let s = UnixStream::from_std(s)?;
-            Ok((
-                Transport::Unix(s),
-                ConnInfo {
-                    number: 0,
-                    peer: None,
-                    local: None,
-                    socket: key.addr.clone(),
-                },
-            ))
+            Ok(Some((Transport::Unix(s), info, false)))
         }
         ListenAddr::Inet(_) => {
             let s = std::net::TcpStream::from(fd);
             let s = TcpStream::from_std(s)?;
-            let info = ConnInfo {
-                number: 0,
-                peer: s.peer_addr().ok(),
-                local: s.local_addr().ok(),
-                socket: key.addr.clone(),
-            };
-            Ok((Transport::Tcp(s), info))
+            info.peer = s.peer_addr().ok();
+            info.local = s.local_addr().ok();
+            let tls = generation
+                .config
+                .http
+                .as_ref()
+                .filter(|h| !h.ssl.addrs.is_empty())
+                .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
+            if let Some(tls) = tls {
+                // (Boxed: the handshake's state is kilobytes, and inline it would size and
+                // shape every connection's task, a plain one's too.)
+                let start = Box::pin(tls::start(
+                    s, key, generation, tls, &mut info, slot, &guard.0,
+                ));
+                return Ok(match start.await? {
+                    tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
+                    tls::Start::Closed => None,
+                });
+            }
+            Ok(Some((Transport::Tcp(s), info, false)))
         }
     }
 }
@@ -184,6 +225,13 @@ pub(super) struct Conn {
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
     pub(super) unread_input: bool,
+    /// The connection came to a TLS address (a plain one there is answered 497).
+    tls_address: bool,
+    /// The request about to be handled is refused with this code (`tls.rs`), its answer the
+    /// code's page or the server's `error_page` for it.
+    refuse_with: Option<u16>,
+    /// The server SNI named, looked up in the generation of this id (see `tls.rs`).
+    sni: Option<(u64, Option<usize>)>,
     /// `keepalive_timeout` of the last answered request's location: how long the connection
     /// waits for the next one.
     keepalive: Option<Duration>,
@@ -240,7 +288,12 @@ impl Conn {
             let Some(route) = self.route_in(&gen) else {
                 return Ok(());
             };
-            let default_srv = gen.default_server(&route);
+            // On a TLS address, the server SNI named reads the head (nginx's `conf_ctx`).
+            let default_srv = if self.tls_address {
+                self.head_server(&gen, &route)
+            } else {
+                gen.default_server(&route)
+            };
             self.rules = CloseRules::of(&default_srv.loc);
             parser.next_request(default_srv.srv.limits());
             let parsed = match self
@@ -291,8 +344,14 @@ impl Conn {
                     let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
                     let line = request_line(refused, false);
                     let shape = RefusedShape::of(refused);
-                    // As nginx: the server of the host read before the error, else the default.
-                    let srv = gen.refused_server(&route, &parser.refused(&self.buf));
+                    // As nginx: the server of the host read before the error, else the default
+                    // (the one SNI named, on a TLS address).
+                    let refused = parser.refused(&self.buf);
+                    let srv = if refused.host.is_none() && !refused.head_read {
+                        default_srv
+                    } else {
+                        gen.refused_server(&route, &refused)
+                    };
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,
@@ -319,7 +378,12 @@ impl Conn {
                 return Ok(());
             };
             let host = req.host().map(|h| shoal_http::lossy(h));
-            let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
+            let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
+            if self.tls_address {
+                if let Some(by) = self.tls_checks(req, srv, &gen, &route) {
+                    (srv, name_captures) = (by, None);
+                }
+            }
             let keep = self
                 .handle(
                     req,
@@ -546,7 +610,7 @@ impl Conn {
             cache_zones,
             extras: &extras,
         };
-        let Processed {
+        let Answered {
             mut reply,
             lc,
             uri,
@@ -554,7 +618,10 @@ impl Conn {
             args: _,
             user_vars: _,
             upstream,
-        } = phases::process(&r, &client_body).await;
+        } = match self.refuse_with.take() {
+            None => phases::process(&r, &client_body).await,
+            Some(code) => Box::pin(phases::process_status(&r, &client_body, code)).await,
+        };
         let left = client_body.left();
         drop(client_body);
         self.rules = CloseRules::of(lc);
@@ -829,11 +896,16 @@ impl Conn {
             Lingering::Always => true,
             Lingering::On => self.unread_input || !self.buf.is_empty(),
         };
+        // TLS: our close_notify first, as nginx's `SSL_shutdown()` (it waits for none back).
+        // (Boxed, as the handshake: a plain connection's task carries no TLS state.)
+        if let Transport::Tls(_) = self.stream {
+            Box::pin(self.stream.close_notify()).await;
+        }
         if !linger {
             return;
         }
         if !self.unread_body {
-            if let Transport::Tcp(s) = &self.stream {
+            if let Some(s) = self.stream.tcp() {
                 let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
             }
         }
@@ -859,7 +931,7 @@ impl Conn {
     /// (SO_LINGER 0), freeing its memory at once.
     fn reset_if_asked(&self) {
         if self.rules.reset_timedout {
-            if let Transport::Tcp(s) = &self.stream {
+            if let Some(s) = self.stream.tcp() {
                 let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
             }
         }

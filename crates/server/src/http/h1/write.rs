@@ -247,6 +247,7 @@ impl Conn {
             args: None,
             request_line: line,
             upstream: None,
+            tls: self.info.tls.as_deref(),
             extras: None,
         }
     }

@@ -25,7 +25,7 @@ use super::request::{self, UriParts};
 use super::{NextUpstream, ProxyLoc, ProxyPass, Target, UpstreamHeader};
 use crate::deadline::Timer;
 use crate::http::client_body::{BodyToSend, ClientBody, Failure, Whole};
-use crate::http::reply::{Body, Reply};
+use crate::http::reply::{Body, Outcome, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
 use crate::http::transport::Transport;
@@ -33,7 +33,7 @@ use crate::http::LocConf;
 use crate::log::Level;
 use crate::spare::Spares;
 use crate::upstream::conf::{split_host_port, PeerAddr, UpstreamConf};
-use crate::upstream::{state, Input, Outcome};
+use crate::upstream::{state, Input, PeerResult};
 
 /// What the `$upstream_*` variables report: one entry per peer tried.
 #[derive(Debug)]
@@ -46,7 +46,7 @@ pub struct Record {
     /// The last answer's head (`$upstream_http_NAME`).
     pub head: Option<shoal_http::upstream::UpstreamHead>,
     /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
-    pub cache_status: Option<&'static str>,
+    pub cache_status: Option<crate::http::proxy_cache::CacheStatus>,
     /// The headers of an answer served from the cache (no upstream head then).
     pub cached_headers: std::rc::Rc<[(String, String)]>,
     /// Upstream headers an intercepted error's answer keeps (a 401's `WWW-Authenticate`).
@@ -60,6 +60,8 @@ pub struct Record {
     /// `proxy_cache_background_update`: the update the connection runs once this answer
     /// (a stale one) is sent.
     pub background: Option<Box<crate::http::proxy_cache::serve::Background>>,
+    /// The upstream speaks TLS (`https://` in log lines).
+    pub https: bool,
 }
 
 thread_local! {
@@ -91,6 +93,7 @@ impl Default for Record {
             last_fail: 0,
             cache_validators: None,
             background: None,
+            https: false,
         }
     }
 }
@@ -199,6 +202,7 @@ impl Record {
             last_fail,
             cache_validators,
             background,
+            https,
         } = self;
         if uri.capacity() > 4096 {
             *uri = Vec::new();
@@ -215,6 +219,7 @@ impl Record {
         *last_fail = 0;
         *cache_validators = None;
         *background = None;
+        *https = false;
     }
 
     fn begin(&mut self, addr: PeerAddr, now: Instant) {
@@ -265,8 +270,12 @@ impl Record {
         let base = crate::http::request::log_ctx(req, srv, info);
         let uri = shoal_http::lossy(&self.uri);
         let url = match self.tries.last() {
-            Some(t) => upstream_url(&t.addr, &uri),
-            None => format!("http://{}{uri}", self.proxy_host),
+            Some(t) => upstream_url(&t.addr, &uri, self.https),
+            None => format!(
+                "{}://{}{uri}",
+                if self.https { "https" } else { "http" },
+                self.proxy_host
+            ),
         };
         let up = format!(", upstream: \"{url}\"");
         match base.find(", host: \"") {
@@ -295,7 +304,7 @@ impl Record {
     /// copy: `$upstream_cache_status`.
     pub fn constant(&self, name: &str) -> Option<&'static str> {
         match name {
-            "upstream_cache_status" => self.cache_status,
+            "upstream_cache_status" => self.cache_status.map(|c| c.as_str()),
             _ => None,
         }
     }
@@ -387,22 +396,18 @@ impl Record {
     }
 }
 
-/// What the proxy came to.
-// A reply is the common outcome: boxing it would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
-pub enum Handled {
-    /// The upstream's answer, passed on as it is (`error_page` does not apply). Boxed: it is
-    /// moved up through several awaits.
-    Reply(Box<Reply>),
-    /// shoal's own error (502, 504, 500), or an upstream error status that
-    /// `proxy_intercept_errors` hands to `error_page`.
-    Error(u16),
-    /// The client closed its connection while the upstream was working: nothing is sent, the
-    /// upstream connection is closed, the access log says 499.
-    ClientGone,
-    /// The client's body could not be read (refused, broken, lost): the request ends as
-    /// [`Failure`] says.
-    BodyFailed(Failure),
+/// A client's body that could not be read ends the request as nginx ends it: logged, then
+/// its 400 or 413 (`error_page` applies), or closed without an answer (a client gone, or
+/// silent past `client_body_timeout`).
+fn body_failed(r: &Req<'_, '_>, f: Failure) -> Outcome {
+    crate::http::client_body::log_failure(f, r);
+    if f.silent() {
+        let mut reply = Reply::boxed(f.status());
+        reply.terminate = true;
+        Outcome::Final(reply)
+    } else {
+        Outcome::Error(f.status())
+    }
 }
 
 /// The request's URI state, for the URI sent upstream.
@@ -442,12 +447,12 @@ pub async fn handle(
     st: UriState<'_>,
     method: &str,
     client_body: &ClientBody<'_>,
-) -> (Handled, Option<Rc<RefCell<Record>>>) {
+) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     // The body first (read whole, or set to stream with `proxy_request_buffering off`), as
     // nginx reads it before it starts the upstream.
     let body = match client_body.for_upstream(lc, r).await {
         Ok(b) => b,
-        Err(f) => return (Handled::BodyFailed(f), None),
+        Err(f) => return (body_failed(r, f), None),
     };
     let mut record = None;
     let handled = run(r, lc, pass, st, method, &body, &mut record).await;
@@ -462,7 +467,7 @@ async fn run(
     method: &str,
     body: &BodyToSend<'_, '_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
-) -> Handled {
+) -> Outcome {
     let conf = &lc.proxy;
     let vars = r.vars_rw(st.rw, lc);
     // nginx escapes `$uri` when the client's path had a `%` (`quoted_uri`; a `+` does not
@@ -475,36 +480,47 @@ async fn run(
     let parts = UriParts::new(r.req, st.rw, st.internal, escape);
 
     // Where to: the linked upstream, or the URL's variables evaluated now.
-    let (upstream, uri, host, port) = match &pass.target {
+    let (upstream, uri, host, port, https) = match &pass.target {
         Target::Dynamic {
             template,
             upstreams,
         } => {
             let url = vars.eval(template);
             match dynamic_target(&url, upstreams.get().map_or(&[][..], Vec::as_slice)) {
-                Ok((u, uri_part, host, port)) => {
+                Ok((u, uri_part, host, port, https)) => {
                     let uri = match uri_part {
                         Some(u) => u.into_bytes(),
                         None => request::upstream_uri(&parts, None, ""),
                     };
-                    (u, uri, Arc::<str>::from(host), port)
+                    (u, uri, Arc::<str>::from(host), port, https)
                 }
                 Err((status, message)) => {
                     crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
-                    return Handled::Error(status);
+                    return Outcome::Error(status);
                 }
             }
         }
         _ => {
             let Some(u) = pass.upstream() else {
-                return Handled::Error(500);
+                return Outcome::Error(500);
             };
             let uri = request::upstream_uri(&parts, pass.uri.as_deref(), &pass.location);
-            (u.clone(), uri, pass.host.clone(), pass.port)
+            (u.clone(), uri, pass.host.clone(), pass.port, pass.https)
         }
+    };
+    // An https upstream: the location's TLS settings, built with the configuration.
+    let tls = match (https, conf.ssl.built.get()) {
+        (false, _) => None,
+        (true, Some(t)) => Some(Handshake {
+            tls: t,
+            host: &host,
+            vars: &vars,
+        }),
+        (true, None) => return Outcome::Error(500),
     };
 
     let record = Record::start(&host, port);
+    record.borrow_mut().https = https;
     record.borrow_mut().cache_validators = st.validators.cloned();
     *record_out = Some(record.clone());
 
@@ -569,11 +585,18 @@ async fn run(
                 Level::Error,
                 r.info.number,
                 "no live upstreams while connecting to upstream{}",
-                ctx_with_upstream(r, &format!("http://{}{uri_text}", upstream.name))
+                ctx_with_upstream(
+                    r,
+                    &format!(
+                        "{}://{}{uri_text}",
+                        if https { "https" } else { "http" },
+                        upstream.name
+                    )
+                )
             );
             // nginx's `NGX_HTTP_UPSTREAM_FT_NOLIVE`: 502, whatever failed before.
             let _ = last_status;
-            return Handled::Error(502);
+            return Outcome::Error(502);
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
@@ -595,6 +618,7 @@ async fn run(
             r.info.number,
             r.client,
             idempotent || next.has(NextUpstream::NON_IDEMPOTENT),
+            tls.as_ref(),
         )
         .await;
         let fail = match result {
@@ -610,9 +634,9 @@ async fn run(
                 if more {
                     // Counted as a failure but for 403 and 404 (nginx's rule).
                     let outcome = if matches!(status, 403 | 404) {
-                        Outcome::Success
+                        PeerResult::Success
                     } else {
-                        Outcome::Failed
+                        PeerResult::Failed
                     };
                     state::free(&upstream, &mut attempt, outcome);
                     drop(answer);
@@ -620,7 +644,7 @@ async fn run(
                     last_status = status;
                     continue;
                 }
-                state::free(&upstream, &mut attempt, Outcome::Success);
+                state::free(&upstream, &mut attempt, PeerResult::Success);
                 if conf.intercept_errors()
                     && status >= 300
                     && lc
@@ -639,9 +663,9 @@ async fn run(
                             ));
                         }
                     }
-                    return Handled::Error(status);
+                    return Outcome::Error(status);
                 }
-                return Handled::Reply(answer.into_reply(lc, pass, r, &record));
+                return Outcome::Final(answer.into_reply(lc, pass, r, &record));
             }
             Err(f) => f,
         };
@@ -655,12 +679,12 @@ async fn run(
                     record.borrow().log_ctx(r.req, r.srv, r.info)
                 );
                 record.borrow_mut().fail(499);
-                state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::ClientGone;
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                return Outcome::Final(Reply::boxed(499));
             }
             Fail::ClientBody(f) => {
-                state::free(&upstream, &mut attempt, Outcome::Success);
-                return Handled::BodyFailed(f);
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                return body_failed(r, f);
             }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
@@ -674,7 +698,7 @@ async fn run(
             record.borrow().log_ctx(r.req, r.srv, r.info)
         );
         record.borrow_mut().fail(status);
-        state::free(&upstream, &mut attempt, Outcome::Failed);
+        state::free(&upstream, &mut attempt, PeerResult::Failed);
         last_status = status;
         let more = attempt.tries() > 0
             && next.has(bit)
@@ -683,7 +707,7 @@ async fn run(
             && (max_tries == 0 || tries < max_tries)
             && deadline.is_none_or(|d| Instant::now() < d);
         if !more {
-            return Handled::Error(status);
+            return Outcome::Error(status);
         }
     }
 }
@@ -827,12 +851,21 @@ fn poll_client_closed(c: &Transport, cx: &mut Context<'_>) -> Poll<bool> {
     }
 }
 
-/// `http://ADDR/uri` as nginx's log lines name the upstream.
-fn upstream_url(addr: &PeerAddr, uri: &str) -> String {
+/// `http://ADDR/uri` (`https://` for TLS) as nginx's log lines name the upstream.
+fn upstream_url(addr: &PeerAddr, uri: &str, https: bool) -> String {
+    let scheme = if https { "https" } else { "http" };
     match addr {
-        PeerAddr::Inet(a) => format!("http://{a}{uri}"),
-        PeerAddr::Unix(p) => format!("http://unix:{}:{uri}", p.display()),
+        PeerAddr::Inet(a) => format!("{scheme}://{a}{uri}"),
+        PeerAddr::Unix(p) => format!("{scheme}://unix:{}:{uri}", p.display()),
     }
+}
+
+/// What a connection to an https upstream needs for its handshake: the location's TLS
+/// settings, the `proxy_pass` host (the default `proxy_ssl_name`), the request's variables.
+pub struct Handshake<'a> {
+    tls: &'a super::ssl::UpstreamTls,
+    host: &'a str,
+    vars: &'a crate::variables::Vars<'a>,
 }
 
 /// `, client: ..., server: ..., request: "...", upstream: "...", host: "..."`.
@@ -850,10 +883,21 @@ fn ctx_with_upstream(r: &Req<'_, '_>, upstream: &str) -> String {
 fn dynamic_target(
     url: &str,
     upstreams: &[Arc<UpstreamConf>],
-) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16), (u16, String)> {
-    let Some(rest) = url.strip_prefix("http://") else {
+) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16, bool), (u16, String)> {
+    let (rest, https) = if let Some(r) = url.strip_prefix("http://") {
+        (r, false)
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (r, true)
+    } else {
         return Err((500, format!("invalid URL prefix in \"{url}\"")));
     };
+    let default_port = if https { 443 } else { 80 };
+    if https && rest.starts_with("unix:") {
+        return Err((
+            500,
+            format!("https to a unix socket is not supported in \"{url}\""),
+        ));
+    }
     if let Some(path) = rest.strip_prefix("unix:") {
         let (sock, uri) = match path.split_once(':') {
             Some((p, u)) => (p, Some(u.to_string()).filter(|u| !u.is_empty())),
@@ -861,13 +905,13 @@ fn dynamic_target(
         };
         let mut u = UpstreamConf::unix(sock);
         u.ephemeral = true;
-        return Ok((Arc::new(u), uri, format!("unix:{sock}"), 80));
+        return Ok((Arc::new(u), uri, format!("unix:{sock}"), 80, false));
     }
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),
         None => (rest, None),
     };
-    let (name, port) = split_host_port(authority, 80).map_err(|m| (500, m))?;
+    let (name, port) = split_host_port(authority, default_port).map_err(|m| (500, m))?;
     let port_written = if authority.starts_with('[') {
         authority.contains("]:")
     } else {
@@ -875,7 +919,7 @@ fn dynamic_target(
     };
     // An upstream block is found by name only when no port is given (nginx's rule).
     if let Some(u) = upstreams.iter().find(|u| !port_written && u.name == name) {
-        return Ok((u.clone(), uri, authority.to_string(), port));
+        return Ok((u.clone(), uri, authority.to_string(), port, https));
     }
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
@@ -883,7 +927,7 @@ fn dynamic_target(
     }
     let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
     u.ephemeral = true;
-    Ok((Arc::new(u), uri, authority.to_string(), port))
+    Ok((Arc::new(u), uri, authority.to_string(), port, https))
 }
 
 /// An answer's head, read; its body still on the connection.
@@ -947,17 +991,33 @@ async fn connect(
     conf: &ProxyLoc,
     cached: Option<Instant>,
     first: &[u8],
+    tls: Option<&Handshake<'_>>,
 ) -> Result<(Transport, Option<(Timer, Instant, u64)>, usize), Fail> {
     if let Some(now) = cached {
-        if let Some(r) = state::take_idle(upstream, peer, now) {
+        if let Some(r) = state::take_idle(upstream, peer, now, tls.is_some()) {
             return Ok((r.stream, Some((r.timer, r.born, r.requests)), 0));
         }
     }
     let timeout = conf.connect_timeout();
     match addr {
         PeerAddr::Inet(a) => {
-            let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
-            Ok((Transport::Tcp(s), None, sent))
+            let Some(h) = tls else {
+                let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
+                return Ok((Transport::Tcp(s), None, sent));
+            };
+            // TLS: the handshake first (nothing of the request goes with the connection),
+            // bounded by `proxy_connect_timeout` as nginx bounds it.
+            let (s, _) = connect_tcp(*a, conf, &[], timeout).await?;
+            match tokio::time::timeout(timeout, super::ssl::handshake(s, h.tls, h.host, h.vars))
+                .await
+            {
+                Err(_) => Err(Fail::Timeout(
+                    "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
+                        .into(),
+                )),
+                Ok(Err(m)) => Err(Fail::Error(m)),
+                Ok(Ok(c)) => Ok((Transport::Tls(Box::new(c)), None, 0)),
+            }
         }
         PeerAddr::Unix(p) => {
             match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
@@ -1065,6 +1125,7 @@ async fn exchange(
     conn: u64,
     client: Option<&Transport>,
     resend_ok: bool,
+    tls: Option<&Handshake<'_>>,
 ) -> (Result<Answer, Fail>, bool) {
     // A cached connection may have been closed by the upstream just now: then the request
     // goes once more on a new connection, and the failure is not the peer's.
@@ -1072,11 +1133,11 @@ async fn exchange(
     let start = record.borrow_mut().last().start;
     loop {
         let cached = (!fresh_only).then_some(start);
-        let (stream, reused, sent) = match connect(upstream, peer, addr, conf, cached, first).await
-        {
-            Ok(x) => x,
-            Err(f) => return (Err(f), false),
-        };
+        let (stream, reused, sent) =
+            match connect(upstream, peer, addr, conf, cached, first, tls).await {
+                Ok(x) => x,
+                Err(f) => return (Err(f), false),
+            };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
         let (timer, born, requests, connect) = match reused {

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod parse;
 pub mod relay;
 pub mod request;
+pub mod ssl;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -144,6 +145,9 @@ pub struct ProxyPass {
     pub location: String,
     /// Where the directive is, for errors found when upstreams are linked.
     pub span: shoal_conf::Span,
+    /// `https://`: the upstream speaks TLS (`proxy_ssl_*`). A URL with variables says per
+    /// request.
+    pub https: bool,
 }
 
 /// Where requests go.
@@ -289,6 +293,8 @@ crate::conf::conf_slots! {
         pub bind: Option<Option<Template>>,
         /// The proxy cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
         pub cache: crate::http::proxy_cache::CacheLoc,
+        /// `proxy_ssl_*`: https upstreams.
+        pub ssl: ssl::ProxySsl,
     }
 }
 
@@ -304,6 +310,7 @@ impl ProxyLoc {
         merge(&mut self.temp_path, &parent.temp_path);
         merge(&mut self.bind, &parent.bind);
         self.cache.merge(&parent.cache);
+        self.ssl.merge(&parent.ssl);
     }
 
     pub fn redirect(&self) -> &Redirect {
@@ -420,7 +427,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     let template = Template::compile(&url).map_err(|m| err(d, m))?;
     let _ = b;
     let pass = if !template.is_static() {
-        if !url.starts_with("http://") && !url.starts_with('$') {
+        if !url.starts_with("http://") && !url.starts_with("https://") && !url.starts_with('$') {
             return Err(err(d, "invalid URL prefix"));
         }
         ProxyPass {
@@ -434,18 +441,23 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
             port: 80,
             location,
             span: d.span.clone(),
+            https: false,
         }
     } else {
-        let rest = if let Some(r) = url.strip_prefix("http://") {
-            r
-        } else if url.starts_with("https://") {
-            return Err(err(
-                d,
-                "https upstreams are not supported by shoal (\"proxy_pass https://...\")",
-            ));
+        let (rest, https) = if let Some(r) = url.strip_prefix("http://") {
+            (r, false)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (r, true)
         } else {
             return Err(err(d, "invalid URL prefix"));
         };
+        let default_port = if https { 443 } else { 80 };
+        if https && rest.starts_with("unix:") {
+            return Err(err(
+                d,
+                "https to a unix socket is not supported by shoal (\"proxy_pass https://unix:...\")",
+            ));
+        }
         let (target, uri, host, port) = if let Some(path) = rest.strip_prefix("unix:") {
             // `unix:/path:/uri`: the socket's path ends at the first `:`.
             let (sock, uri) = match path.split_once(':') {
@@ -466,7 +478,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
                 Some(i) => (&rest[..i], Some(rest[i..].to_string())),
                 None => (rest, None),
             };
-            let (name, port) = split_host_port(authority, 80).map_err(|m| err(d, m))?;
+            let (name, port) = split_host_port(authority, default_port).map_err(|m| err(d, m))?;
             let port_written = if authority.starts_with('[') {
                 authority.contains("]:")
             } else {
@@ -498,6 +510,7 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
             port,
             location,
             span: d.span.clone(),
+            https,
         }
     };
     proxy(s).pass = Some(Arc::new(pass));
@@ -526,7 +539,7 @@ pub fn link(pass: &ProxyPass, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Err
                 }
                 (Some(u), None) => u.clone(),
                 (None, p) => Arc::new(
-                    UpstreamConf::implicit(name, p.unwrap_or(80))
+                    UpstreamConf::implicit(name, p.unwrap_or(pass.port))
                         .map_err(|m| Error::new(m, Some(pass.span.clone())))?,
                 ),
             };
@@ -820,6 +833,11 @@ fn set_bind(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
 pub fn link_all(lc: &LocConf, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Error> {
     if let Some(p) = &lc.proxy.pass {
         link(p, upstreams)?;
+        // An https URL, or one with variables that may be (nginx makes its SSL context for
+        // both).
+        if p.https || matches!(p.target, Target::Dynamic { .. }) {
+            ssl::build(&lc.proxy.ssl)?;
+        }
     }
     Ok(())
 }

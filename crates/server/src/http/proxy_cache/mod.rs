@@ -190,6 +190,33 @@ crate::conf::conf_slots! {
     }
 }
 
+/// `$upstream_cache_status`: what the cache did for a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheStatus {
+    Miss,
+    Bypass,
+    Expired,
+    Stale,
+    Updating,
+    Revalidated,
+    Hit,
+}
+
+impl CacheStatus {
+    /// The variable's text, as nginx writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Bypass => "BYPASS",
+            CacheStatus::Expired => "EXPIRED",
+            CacheStatus::Stale => "STALE",
+            CacheStatus::Updating => "UPDATING",
+            CacheStatus::Revalidated => "REVALIDATED",
+            CacheStatus::Hit => "HIT",
+        }
+    }
+}
+
 /// `proxy_cache_methods` bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Methods {

@@ -29,11 +29,11 @@ use super::file::{self, Header};
 use super::rules::{self, Ignore};
 use super::stale;
 use super::zone::{self, Zone};
-use super::{md5, CacheRef};
+use super::{md5, CacheRef, CacheStatus};
 use crate::http::proxy::answer::{Kind, Line};
-use crate::http::proxy::handler::{Handled, Record};
+use crate::http::proxy::handler::Record;
 use crate::http::proxy::{ProxyPass, UpstreamHeader};
-use crate::http::reply::{Body, Reply};
+use crate::http::reply::{Body, Outcome, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
 use crate::http::LocConf;
@@ -48,7 +48,7 @@ pub trait Tee {
 }
 
 /// What the cache made of a request before the upstream is asked.
-pub enum Begin {
+enum Begin {
     /// No cache here (or not for this method).
     Off,
     /// Answered from the cache.
@@ -66,7 +66,7 @@ pub struct Plan {
     key: String,
     md5: [u8; 16],
     /// `$upstream_cache_status` for it: MISS, EXPIRED or BYPASS.
-    pub status: &'static str,
+    pub status: CacheStatus,
     /// Not cacheable from the start (nginx's `u->cacheable = 0` before the upstream is asked):
     /// `proxy_cache_min_uses` is not reached yet, the cache lock timed out, or a range starts
     /// past `proxy_cache_max_range_offset`.
@@ -181,8 +181,31 @@ fn default_key(
 /// most; shoal sooner, the waiters are few and the look is one shard lock).
 const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// The lookup for a request in a proxied location (see the module's doc).
+/// The lookup for a request in a proxied location (see the module's doc): `Ok(None)`, no
+/// cache here; `Ok(Some(plan))`, go upstream with the plan; `Err(outcome)`, answered from the
+/// cache (a HIT, its record in `hit_record`) or by it (a purge, a zone that does not exist).
 pub async fn begin(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    pass: &ProxyPass,
+    rw: &rewrite::State,
+    internal: bool,
+    method: &str,
+    hit_record: &mut Option<Rc<RefCell<Record>>>,
+) -> Result<Option<Box<Plan>>, Outcome> {
+    match lookup(r, lc, pass, rw, internal, method).await {
+        Begin::Off => Ok(None),
+        Begin::Miss(plan) => Ok(Some(plan)),
+        Begin::Hit(reply, record) => {
+            *hit_record = Some(record);
+            Err(Outcome::Final(reply))
+        }
+        Begin::Status(204) => Err(Outcome::Final(Reply::boxed(204))),
+        Begin::Status(code) => Err(Outcome::Error(code)),
+    }
+}
+
+async fn lookup(
     r: &Req<'_, '_>,
     lc: &LocConf,
     pass: &ProxyPass,
@@ -250,7 +273,7 @@ pub async fn begin(
         zone: zone.clone(),
         key,
         md5,
-        status: "MISS",
+        status: CacheStatus::Miss,
         no_store,
         no_cache: false,
         pool: pool.clone(),
@@ -262,7 +285,7 @@ pub async fn begin(
     };
     if bypass {
         let mut plan = make_plan(key, false);
-        plan.status = "BYPASS";
+        plan.status = CacheStatus::Bypass;
         return Begin::Miss(Box::new(plan));
     }
     // `proxy_cache_max_range_offset`: a range starting beyond it goes upstream (the `Range`
@@ -285,7 +308,7 @@ pub async fn begin(
     {
         Some(Opened::Fresh(obj)) if !obj.variant_mismatch(&variant_of) => {
             count(zone, true);
-            return hit(obj, "HIT", lc, pass, r, record);
+            return hit(obj, CacheStatus::Hit, lc, pass, r, record);
         }
         other => other,
     };
@@ -326,7 +349,7 @@ pub async fn begin(
             }
             Opened::Fresh(obj) => {
                 count(zone, true);
-                return hit(obj, "HIT", lc, pass, r, record);
+                return hit(obj, CacheStatus::Hit, lc, pass, r, record);
             }
             Opened::Stale(obj) => obj,
             Opened::None => {
@@ -365,7 +388,7 @@ pub async fn begin(
 /// A cached object answers: HIT, UPDATING or STALE.
 fn hit(
     obj: Object,
-    status: &'static str,
+    status: CacheStatus,
     lc: &LocConf,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
@@ -404,11 +427,11 @@ fn expired(
         plan.held = true;
         if may_update_stale && c.background_update() {
             count(&zone, true);
-            plan.status = "EXPIRED";
+            plan.status = CacheStatus::Expired;
             let validators = c.revalidate().then(|| validators_of(&obj));
             let mut bg_plan = plan;
             bg_plan.validators = validators;
-            let begin = hit(obj, "STALE", lc, pass, r, record);
+            let begin = hit(obj, CacheStatus::Stale, lc, pass, r, record);
             if let Begin::Hit(_, rec) = &begin {
                 rec.borrow_mut().background = Some(Box::new(Background {
                     plan: Box::new(bg_plan),
@@ -420,10 +443,10 @@ fn expired(
         }
     } else if may_update_stale {
         count(&zone, true);
-        return hit(obj, "UPDATING", lc, pass, r, record);
+        return hit(obj, CacheStatus::Updating, lc, pass, r, record);
     }
     count(&zone, false);
-    plan.status = "EXPIRED";
+    plan.status = CacheStatus::Expired;
     if c.revalidate() {
         plan.validators = Some(validators_of(&obj));
     }
@@ -486,13 +509,13 @@ fn range_beyond(range: &[u8], max: u64) -> bool {
 /// answer goes on, stored if it may be.
 pub fn answer(
     mut plan: Box<Plan>,
-    handled: Handled,
+    outcome: Outcome,
     record: &Rc<RefCell<Record>>,
     lc: &LocConf,
     pass: &ProxyPass,
     r: &Req<'_, '_>,
     rw: &crate::http::rewrite::State,
-) -> Handled {
+) -> Outcome {
     let c = &lc.proxy.cache;
     if c.no_cache.is_some() {
         let rec = record.borrow();
@@ -501,26 +524,27 @@ pub fn answer(
         plan.no_cache = truthy(&vars, c.no_cache.as_deref());
     }
     let use_stale = c.use_stale() & !stale::OFF;
-    match handled {
-        Handled::Reply(mut reply) => {
+    match outcome {
+        // The upstream's answer (not a 499 or a closed request: those are shoal's).
+        Outcome::Final(mut reply) if reply.proxied => {
             if plan.stale.is_some() {
                 if reply.status == 304 && c.revalidate() {
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
-                    return Handled::Reply(plan.revalidated(record, lc, pass, r));
+                    return Outcome::Final(plan.revalidated(record, lc, pass, r));
                 }
                 // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
                 // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
                 let bit = stale::of_status(reply.status);
                 if bit != 0 && use_stale & bit != 0 {
-                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
+                    return Outcome::Final(plan.serve_stale(record, lc, pass, r));
                 }
             }
             plan.attach(&mut reply, record, lc, r.req);
-            Handled::Reply(reply)
+            Outcome::Final(reply)
         }
-        Handled::Error(code) => {
+        Outcome::Error(code) => {
             if plan.stale.is_some() {
                 let failed = record.borrow().last_fail;
                 let bit = if failed != 0 {
@@ -529,17 +553,16 @@ pub fn answer(
                     stale::of_status(code) | stale::ERROR
                 };
                 if use_stale & bit != 0 || plan.stale_error {
-                    return Handled::Reply(plan.serve_stale(record, lc, pass, r));
+                    return Outcome::Final(plan.serve_stale(record, lc, pass, r));
                 }
             }
             record.borrow_mut().cache_status = Some(plan.status);
-            Handled::Error(code)
+            Outcome::Error(code)
         }
-        Handled::ClientGone => {
+        other => {
             record.borrow_mut().cache_status = Some(plan.status);
-            Handled::ClientGone
+            other
         }
-        other @ Handled::BodyFailed(_) => other,
     }
 }
 
@@ -558,7 +581,7 @@ pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Backgro
         validators: validators.as_ref(),
         cacheable: plan.cacheable(),
     };
-    let (handled, record) = crate::http::proxy::handler::handle(
+    let (outcome, record) = crate::http::proxy::handler::handle(
         r,
         lc,
         pass,
@@ -570,7 +593,7 @@ pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Backgro
     let Some(record) = record else {
         return;
     };
-    if let Handled::Reply(reply) = answer(plan, handled, &record, lc, pass, r, &rw) {
+    if let Outcome::Final(reply) = answer(plan, outcome, &record, lc, pass, r, &rw) {
         if let Body::Upstream(ub) = reply.body {
             ub.drain().await;
         }
@@ -1177,7 +1200,7 @@ impl Plan {
         r: &Req<'_, '_>,
     ) -> Box<Reply> {
         let obj = self.stale.take().expect("checked by the caller");
-        record.borrow_mut().cache_status = Some("STALE");
+        record.borrow_mut().cache_status = Some(CacheStatus::Stale);
         obj.into_reply(lc, pass, r, record)
     }
 
@@ -1219,7 +1242,7 @@ impl Plan {
                 ),
             }
         }
-        record.borrow_mut().cache_status = Some("REVALIDATED");
+        record.borrow_mut().cache_status = Some(CacheStatus::Revalidated);
         obj.into_reply(lc, pass, r, record)
     }
 

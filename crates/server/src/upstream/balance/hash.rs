@@ -228,7 +228,7 @@ mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     use super::*;
-    use crate::upstream::{Input, Method, Outcome, ServerEntry};
+    use crate::upstream::{Input, Method, PeerResult, ServerEntry};
 
     fn servers(n: usize) -> Vec<ServerEntry> {
         (0..n)
@@ -240,7 +240,7 @@ mod tests {
     fn one(b: &mut Balancer, input: Input<'_>, now: Instant) -> usize {
         let mut a = b.start(input);
         let i = b.pick(&mut a, now).expect("a usable peer");
-        b.free(&mut a, Outcome::Success, || now);
+        b.free(&mut a, PeerResult::Success, || now);
         i
     }
 
@@ -354,7 +354,7 @@ mod tests {
             let mut a = b.start(v4(192, 0, n, 1));
             assert_eq!(b.pick(&mut a, now), Some(1));
             fell_back += usize::from(a.rounds > MAX_ROUNDS);
-            b.free(&mut a, Outcome::Success, || now);
+            b.free(&mut a, PeerResult::Success, || now);
         }
         assert!(fell_back > 40, "{fell_back}");
     }
@@ -463,13 +463,13 @@ mod tests {
         let mut b = Balancer::new(Method::Hash { consistent: true }, &servers(3), 0).unwrap();
         let mut a = b.start(key(b"/video/1"));
         let first = b.pick(&mut a, now).unwrap();
-        b.free(&mut a, Outcome::Failed, || now);
+        b.free(&mut a, PeerResult::Failed, || now);
         let second = b.pick(&mut a, now).unwrap();
         assert_ne!(first, second);
-        b.free(&mut a, Outcome::Failed, || now);
+        b.free(&mut a, PeerResult::Failed, || now);
         let third = b.pick(&mut a, now).unwrap();
         assert!(third != first && third != second);
-        b.free(&mut a, Outcome::Failed, || now);
+        b.free(&mut a, PeerResult::Failed, || now);
         assert_eq!(b.pick(&mut a, now), None);
     }
 

@@ -4,7 +4,7 @@
 //!
 //! A request's life with a [`Balancer`]: [`Balancer::start`] makes its [`Attempt`] (what it has
 //! tried, where a hash walk stands), [`Balancer::pick`] chooses a peer, [`Balancer::free`] ends
-//! that use with an [`Outcome`]; on a failure the proxy may pick again while
+//! that use with an [`PeerResult`]; on a failure the proxy may pick again while
 //! [`Attempt::tries`] is not 0 (`proxy_next_upstream`), never getting a peer twice.
 //!
 //! The one thing to know: `backup` peers are allowed with round robin and `least_conn` only
@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::ops::Range;
 use std::time::Instant;
 
-use super::peers::{Outcome, Peer, Peers, ServerEntry};
+use super::peers::{Peer, PeerResult, Peers, ServerEntry};
 use super::UpstreamError;
 use hash::Ring;
 use random::XorShift;
@@ -233,7 +233,7 @@ impl Balancer {
     /// Ends the use of the peer [`Balancer::pick`] returned: releases its connection and does
     /// the failure accounting ([`Peers::release`]). Nothing to do without a current peer.
     /// `now` is asked for only when a failure is counted.
-    pub fn free(&mut self, a: &mut Attempt, outcome: Outcome, now: impl FnOnce() -> Instant) {
+    pub fn free(&mut self, a: &mut Attempt, outcome: PeerResult, now: impl FnOnce() -> Instant) {
         let Some(i) = a.current.take() else {
             return;
         };

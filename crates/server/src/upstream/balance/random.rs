@@ -120,7 +120,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::upstream::{Input, Method, Outcome, ServerEntry};
+    use crate::upstream::{Input, Method, PeerResult, ServerEntry};
 
     fn weighted(w: &[u32]) -> Vec<ServerEntry> {
         w.iter()
@@ -157,7 +157,7 @@ mod tests {
             let mut a = b.start(Input::default());
             let i = b.pick(&mut a, now).unwrap();
             count[i] += 1;
-            b.free(&mut a, Outcome::Success, || now);
+            b.free(&mut a, PeerResult::Success, || now);
         }
         for (c, w) in count.iter().zip([5, 3, 2]) {
             let share = f64::from(*c) / 100_000.0;
@@ -175,7 +175,7 @@ mod tests {
                 .map(|_| {
                     let mut a = b.start(Input::default());
                     let i = b.pick(&mut a, now).unwrap();
-                    b.free(&mut a, Outcome::Success, || now);
+                    b.free(&mut a, PeerResult::Success, || now);
                     i
                 })
                 .collect::<Vec<_>>()
@@ -197,7 +197,7 @@ mod tests {
             let mut a = b.start(Input::default());
             let i = b.pick(&mut a, now).unwrap();
             count[i] += 1;
-            b.free(&mut a, Outcome::Success, || now);
+            b.free(&mut a, PeerResult::Success, || now);
         }
         assert_eq!(count[0], 0, "{count:?}");
         assert!(count[1] > 300 && count[2] > 300, "{count:?}");
@@ -213,7 +213,7 @@ mod tests {
         for _ in 0..50 {
             let mut a = b.start(Input::default());
             assert_eq!(b.pick(&mut a, now), Some(0));
-            b.free(&mut a, Outcome::Success, || now);
+            b.free(&mut a, PeerResult::Success, || now);
         }
     }
 
@@ -225,7 +225,7 @@ mod tests {
         for _ in 0..4000 {
             let mut a = b.start(Input::default());
             count[b.pick(&mut a, now).unwrap()] += 1;
-            b.free(&mut a, Outcome::Success, || now);
+            b.free(&mut a, PeerResult::Success, || now);
         }
         assert!(count.iter().all(|&c| c > 800), "{count:?}");
     }
@@ -239,9 +239,9 @@ mod tests {
             let mut b = Balancer::new(Method::Random { two }, &entries, 13).unwrap();
             let mut a = b.start(Input::default());
             let first = b.pick(&mut a, now).unwrap();
-            b.free(&mut a, Outcome::Failed, || now);
+            b.free(&mut a, PeerResult::Failed, || now);
             let second = b.pick(&mut a, now).unwrap();
-            b.free(&mut a, Outcome::Failed, || now);
+            b.free(&mut a, PeerResult::Failed, || now);
             let mut got = [first, second];
             got.sort_unstable();
             assert_eq!(got, [0, 2]);

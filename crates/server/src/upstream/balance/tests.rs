@@ -24,7 +24,7 @@ fn backup(addr: &str) -> ServerEntry {
 }
 
 /// One request's first pick, freed with `outcome`.
-fn once(b: &mut Balancer, now: Instant, outcome: Outcome) -> Option<usize> {
+fn once(b: &mut Balancer, now: Instant, outcome: PeerResult) -> Option<usize> {
     let mut a = b.start(Input::default());
     let i = b.pick(&mut a, now)?;
     b.free(&mut a, outcome, || now);
@@ -37,9 +37,9 @@ fn fail_peer(b: &mut Balancer, i: usize, now: Instant) {
         let mut a = b.start(Input::default());
         let got = b.pick(&mut a, now).expect("a usable peer");
         let outcome = if got == i {
-            Outcome::Failed
+            PeerResult::Failed
         } else {
-            Outcome::Success
+            PeerResult::Success
         };
         b.free(&mut a, outcome, || now);
         if got == i {
@@ -57,7 +57,7 @@ fn smooth_round_robin_5_1_1_is_a_a_b_a_c_a_a() {
     let now = Instant::now();
     let mut b = Balancer::new(Method::RoundRobin, &weighted(&[5, 1, 1]), 0).unwrap();
     let seq: String = (0..14)
-        .map(|_| (b'a' + once(&mut b, now, Outcome::Success).unwrap() as u8) as char)
+        .map(|_| (b'a' + once(&mut b, now, PeerResult::Success).unwrap() as u8) as char)
         .collect();
     assert_eq!(seq, "aabacaaaabacaa");
 }
@@ -76,7 +76,7 @@ fn a_request_tries_each_of_many_peers_once() {
             "peer {i} tried twice"
         );
         // Not a failure: only the request's tried bits keep the peer from being picked again.
-        b.free(&mut a, Outcome::Success, || now);
+        b.free(&mut a, PeerResult::Success, || now);
     }
     assert_eq!(b.pick(&mut a, now), None);
 }
@@ -86,7 +86,7 @@ fn round_robin_equal_weights_take_turns() {
     let now = Instant::now();
     let mut b = Balancer::new(Method::RoundRobin, &weighted(&[1, 1, 1]), 0).unwrap();
     let seq: Vec<usize> = (0..6)
-        .map(|_| once(&mut b, now, Outcome::Success).unwrap())
+        .map(|_| once(&mut b, now, PeerResult::Success).unwrap())
         .collect();
     assert_eq!(seq, [0, 1, 2, 0, 1, 2]);
 }
@@ -98,7 +98,7 @@ fn round_robin_distribution_matches_weights_within_1_percent() {
         let mut b = Balancer::new(Method::RoundRobin, &weighted(weights), 0).unwrap();
         let mut count = vec![0u32; weights.len()];
         for _ in 0..10_000 {
-            count[once(&mut b, now, Outcome::Success).unwrap()] += 1;
+            count[once(&mut b, now, PeerResult::Success).unwrap()] += 1;
         }
         let total: u32 = weights.iter().sum();
         for (c, w) in count.iter().zip(weights) {
@@ -118,7 +118,7 @@ fn least_conn_picks_the_fewest_connections() {
     for (i, n) in [3, 1, 2].into_iter().enumerate() {
         b.peers.slice_mut()[i].conns = n;
     }
-    assert_eq!(once(&mut b, now, Outcome::Success), Some(1));
+    assert_eq!(once(&mut b, now, PeerResult::Success), Some(1));
     // Held (not freed) picks fill the gaps: 1 gets one more, then ties go round robin.
     let mut held = Vec::new();
     for _ in 0..3 {
@@ -143,7 +143,7 @@ fn least_conn_weighs_connections_and_ties_go_round_robin() {
     // All tied on equal weights: the smooth order, not always the first.
     let mut b = Balancer::new(Method::LeastConn, &weighted(&[1, 1, 1]), 0).unwrap();
     let seq: Vec<usize> = (0..6)
-        .map(|_| once(&mut b, now, Outcome::Success).unwrap())
+        .map(|_| once(&mut b, now, PeerResult::Success).unwrap())
         .collect();
     assert_eq!(seq, [0, 1, 2, 0, 1, 2]);
 }
@@ -173,7 +173,7 @@ fn down_is_never_picked_by_any_method() {
             });
             let got = b.pick(&mut a, now).unwrap();
             assert_ne!(got, 1, "{m:?}");
-            b.free(&mut a, Outcome::Success, || now);
+            b.free(&mut a, PeerResult::Success, || now);
         }
     }
 }
@@ -191,19 +191,19 @@ fn backup_only_when_every_primary_is_unavailable() {
         let mut b = Balancer::new(m, &entries, 0).unwrap();
         assert_eq!(b.peers().backup(), 2..4);
         for _ in 0..100 {
-            assert!(once(&mut b, t0, Outcome::Success).unwrap() < 2);
+            assert!(once(&mut b, t0, PeerResult::Success).unwrap() < 2);
         }
         // a down, b failed (max_fails 1): the backups take turns.
         b.peers_mut().set_down(0, true);
-        while once(&mut b, t0, Outcome::Failed) != Some(1) {}
+        while once(&mut b, t0, PeerResult::Failed) != Some(1) {}
         let seq: Vec<usize> = (0..4)
-            .map(|_| once(&mut b, t0, Outcome::Success).unwrap())
+            .map(|_| once(&mut b, t0, PeerResult::Success).unwrap())
             .collect();
         assert_eq!(seq.iter().filter(|&&i| i == 2).count(), 2, "{m:?} {seq:?}");
         assert_eq!(seq.iter().filter(|&&i| i == 3).count(), 2, "{m:?} {seq:?}");
         // b's fail_timeout over: back to the primaries.
         let later = t0 + secs(11);
-        assert_eq!(once(&mut b, later, Outcome::Success), Some(1));
+        assert_eq!(once(&mut b, later, PeerResult::Success), Some(1));
     }
 }
 
@@ -241,7 +241,7 @@ fn one_request_tries_each_peer_once_then_the_backups() {
     let mut got = Vec::new();
     while let Some(i) = b.pick(&mut a, now) {
         got.push(i);
-        b.free(&mut a, Outcome::Failed, || now);
+        b.free(&mut a, PeerResult::Failed, || now);
     }
     assert_eq!(got, [0, 1, 2, 3]);
     assert!(a.on_backup());
@@ -261,8 +261,8 @@ fn max_conns_skips_a_full_peer() {
         assert_eq!(b.pick(&mut a, now), want);
         open.push(a);
     }
-    b.free(&mut open[0], Outcome::Success, || now);
-    assert_eq!(once(&mut b, now, Outcome::Success), Some(0));
+    b.free(&mut open[0], PeerResult::Success, || now);
+    assert_eq!(once(&mut b, now, PeerResult::Success), Some(0));
 }
 
 #[test]
@@ -277,13 +277,13 @@ fn max_fails_within_fail_timeout_take_a_peer_out_until_it_passes() {
     assert!(b.peers().get(0).is_failed(t0 + secs(2)));
     // Out for fail_timeout (10s) after the last failure, the boundary included.
     for s in 3..=12 {
-        assert_eq!(once(&mut b, t0 + secs(s), Outcome::Success), Some(1));
+        assert_eq!(once(&mut b, t0 + secs(s), PeerResult::Success), Some(1));
     }
     // Then tried again; a success after that check clears the failures.
     let back = t0 + secs(12) + Duration::from_millis(1);
     let mut seen = Vec::new();
     for _ in 0..2 {
-        seen.push(once(&mut b, back, Outcome::Success).unwrap());
+        seen.push(once(&mut b, back, PeerResult::Success).unwrap());
     }
     assert!(seen.contains(&0), "{seen:?}");
     assert_eq!(b.peers().get(0).fails(), 0);
@@ -312,9 +312,9 @@ fn success_inside_the_window_does_not_clear_failures() {
     entries[0].max_fails = 2;
     let mut b = Balancer::new(Method::RoundRobin, &entries, 0).unwrap();
     fail_peer(&mut b, 0, t0);
-    while once(&mut b, t0 + secs(1), Outcome::Success) != Some(0) {}
+    while once(&mut b, t0 + secs(1), PeerResult::Success) != Some(0) {}
     assert_eq!(b.peers().get(0).fails(), 1);
-    while once(&mut b, t0 + secs(11), Outcome::Success) != Some(0) {}
+    while once(&mut b, t0 + secs(11), PeerResult::Success) != Some(0) {}
     assert_eq!(b.peers().get(0).fails(), 0);
 }
 
@@ -326,7 +326,7 @@ fn max_fails_0_never_takes_a_peer_out() {
     entries[1].max_fails = 0;
     let mut b = Balancer::new(Method::RoundRobin, &entries, 0).unwrap();
     let seq: Vec<usize> = (0..6)
-        .map(|_| once(&mut b, now, Outcome::Failed).unwrap())
+        .map(|_| once(&mut b, now, PeerResult::Failed).unwrap())
         .collect();
     assert_eq!(seq, [0, 1, 0, 1, 0, 1]);
 }
@@ -339,13 +339,13 @@ fn a_single_peer_ignores_failures_and_is_not_retried() {
         let mut a = b.start(Input::default());
         assert_eq!(a.tries(), 1);
         assert_eq!(b.pick(&mut a, now), Some(0));
-        b.free(&mut a, Outcome::Failed, || now);
+        b.free(&mut a, PeerResult::Failed, || now);
         assert_eq!(a.tries(), 0);
     }
     assert_eq!(b.peers().get(0).fails(), 0);
     assert_eq!(b.peers().get(0).conns(), 0);
     b.peers_mut().set_down(0, true);
-    assert_eq!(once(&mut b, now, Outcome::Success), None);
+    assert_eq!(once(&mut b, now, PeerResult::Success), None);
 }
 
 #[test]
@@ -356,8 +356,8 @@ fn effective_weight_climbs_back_after_a_failure() {
     let mut b = Balancer::new(Method::RoundRobin, &entries, 0).unwrap();
     let mut a = b.start(Input::default());
     assert_eq!(b.pick(&mut a, now), Some(0));
-    b.free(&mut a, Outcome::Failed, || now);
+    b.free(&mut a, PeerResult::Failed, || now);
     assert_eq!(b.peers().get(0).effective_weight(), 3);
-    once(&mut b, now, Outcome::Success);
+    once(&mut b, now, PeerResult::Success);
     assert_eq!(b.peers().get(0).effective_weight(), 4);
 }
