@@ -45,9 +45,9 @@ pub fn range_body() -> String {
 }
 
 /// Lines only nginx gets, inside `http {}`. nginx wants writable temp directories at start
-/// (its compiled-in ones are under /var/lib/nginx, not writable for a normal user); shoal
-/// refuses `client_body_temp_path` ("not supported by shoal"), since it never buffers request
-/// bodies to disk. Everything else in the two files is the same text.
+/// (its compiled-in ones are under /var/lib/nginx, not writable for a normal user); shoal's
+/// default is the system's temporary directory, and the fastcgi, uwsgi and scgi ones would be
+/// warned about. Everything else in the two files is the same text.
 const NGINX_ONLY: &str = "    client_body_temp_path tmp/body;\n    proxy_temp_path tmp/proxy;\n    \
      fastcgi_temp_path tmp/fastcgi;\n    uwsgi_temp_path tmp/uwsgi;\n    scgi_temp_path tmp/scgi;\n";
 
@@ -177,17 +177,28 @@ struct Server {
 }
 
 impl Server {
-    fn start(name: &'static str, bin: &Path, prefix: PathBuf, conf: &str, port: u16) -> Server {
+    fn start(
+        name: &'static str,
+        bin: &Path,
+        prefix: PathBuf,
+        conf: &str,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> Server {
         crate::common::setup_process();
         for d in ["conf", "logs", "tmp"] {
             fs::create_dir_all(prefix.join(d)).expect("creating a prefix directory");
         }
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        fs::copy(repo.join("conf/mime.types"), prefix.join("conf/mime.types"))
-            .expect("copying mime.types");
+        // shoal's files beside mime.types, the same for both: `include koi-utf;` reads them.
+        for f in ["mime.types", "koi-win", "koi-utf", "win-utf"] {
+            fs::copy(repo.join("conf").join(f), prefix.join("conf").join(f))
+                .unwrap_or_else(|e| panic!("copying conf/{f}: {e}"));
+        }
         fs::write(prefix.join("conf/test.conf"), conf).expect("writing the configuration");
         let stderr = fs::File::create(prefix.join("stderr.txt")).expect("creating stderr.txt");
         let mut cmd = Command::new(bin);
+        cmd.envs(env.iter().copied());
         cmd.arg("-p").arg(format!("{}/", prefix.display()));
         cmd.args(["-c", "conf/test.conf", "-e", "logs/error.log"]);
         let child = cmd
@@ -290,6 +301,8 @@ pub struct Conf<'a> {
     pub http: &'a str,
     /// `server {}` lines (after `listen`, `server_name` and `root`).
     pub server: &'a str,
+    /// Variables added to both servers' environment (nginx keeps `TZ` from it).
+    pub env: &'a [(&'a str, &'a str)],
     /// The server listens with `ssl`, both on the same certificate (`localhost`, 127.0.0.1)
     /// from a CA the pair makes; `{CA}` in the text is that CA's file.
     pub tls: bool,
@@ -385,6 +398,7 @@ impl Pair {
             dir.path().join("nginx"),
             &render(&c, &html, np, true, pki_dir.as_deref()),
             np,
+            c.env,
         );
         let shoal = Server::start(
             "shoal",
@@ -392,6 +406,7 @@ impl Pair {
             dir.path().join("shoal"),
             &render(&c, &html, sp, false, pki_dir.as_deref()),
             sp,
+            c.env,
         );
         Pair {
             nginx,
@@ -408,8 +423,8 @@ impl Pair {
         let pki = self.pki.as_ref().expect("a pair made with Conf::tls");
         let n = exchange_tls(self.nginx.port, req, pki, client_cert);
         let s = exchange_tls(self.shoal.port, req, pki, client_cert);
-        let nn = normalise(&n, self.nginx.port);
-        let sn = normalise(&s, self.shoal.port);
+        let nn = normalise(&n, self.nginx.port, false);
+        let sn = normalise(&s, self.shoal.port, false);
         if nn != sn {
             panic!(
                 "shoal differs from nginx over TLS for request:\n{}\n--- nginx\n{nn}\n--- shoal\n{sn}\n\
@@ -420,6 +435,11 @@ impl Pair {
             );
         }
         nn
+    }
+
+    /// The ports nginx and shoal listen on (for exchanges the pair's checks do not make).
+    pub fn ports(&self) -> (u16, u16) {
+        (self.nginx.port, self.shoal.port)
     }
 
     /// The shared html directory (to add files a scenario needs).
@@ -439,11 +459,23 @@ impl Pair {
         self.compare(req, Mode::KeepOpen)
     }
 
+    /// Like [`Pair::check`], with bodies compared byte for byte: a byte that is not UTF-8 is
+    /// written `\xNN`, not replaced (recoded 8-bit text, binary answers).
+    pub fn check_bytes(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::Bytes)
+    }
+
+    /// Like [`Pair::check_open`], bodies compared byte for byte.
+    pub fn check_open_bytes(&self, req: &[u8]) -> String {
+        self.compare(req, Mode::KeepOpenBytes)
+    }
+
     fn compare(&self, req: &[u8], mode: Mode) -> String {
         let n = exchange(self.nginx.port, req, mode);
         let s = exchange(self.shoal.port, req, mode);
-        let nn = normalise(&n, self.nginx.port);
-        let sn = normalise(&s, self.shoal.port);
+        let exact = matches!(mode, Mode::Bytes | Mode::KeepOpenBytes);
+        let nn = normalise(&n, self.nginx.port, exact);
+        let sn = normalise(&s, self.shoal.port, exact);
         if nn != sn {
             panic!(
                 "shoal differs from nginx for request:\n{}\n--- nginx\n{nn}\n--- shoal\n{sn}\n\
@@ -507,6 +539,10 @@ fn tail(s: &str, n: usize) -> String {
 enum Mode {
     HalfClose,
     KeepOpen,
+    /// Half-closed, bodies compared byte for byte.
+    Bytes,
+    /// Kept open, bodies compared byte for byte.
+    KeepOpenBytes,
 }
 
 /// Raw bytes received, and how the exchange ended.
@@ -521,7 +557,7 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
     // A server may answer and close before reading all of a large request: a failed write is
     // part of the transcript, not a test error.
     let wrote = s.write_all(req);
-    if let Mode::HalfClose = mode {
+    if let Mode::HalfClose | Mode::Bytes = mode {
         let _ = s.shutdown(Shutdown::Write);
     }
     // Kept open, the transcript ends when nothing more comes for a short while: whether the
@@ -529,8 +565,8 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
     // or has come in part, is waited for as long as it takes (up to WAIT): on a busy machine
     // an answer may take longer than that short while, and a slow answer is not a missing one.
     let quiet = match mode {
-        Mode::HalfClose => WAIT,
-        Mode::KeepOpen => Duration::from_millis(300),
+        Mode::HalfClose | Mode::Bytes => WAIT,
+        Mode::KeepOpen | Mode::KeepOpenBytes => Duration::from_millis(300),
     };
     let head_request = req.starts_with(b"HEAD ");
     let mut bytes = Vec::new();
@@ -547,11 +583,13 @@ fn exchange(port: u16, req: &[u8], mode: Mode) -> Transcript {
             Ok(n) => bytes.extend_from_slice(&buf[..n]),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 break match mode {
-                    Mode::KeepOpen => "[kept open]",
-                    Mode::HalfClose => "[no close after 10s]",
+                    Mode::KeepOpen | Mode::KeepOpenBytes => "[kept open]",
+                    Mode::HalfClose | Mode::Bytes => "[no close after 10s]",
                 };
             }
             Err(e) if e.kind() == ErrorKind::ConnectionReset => break "[reset]",
+            // A read with a timeout is interrupted when the process is stopped and resumed.
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => panic!("reading from {port}: {e}"),
         }
     };
@@ -671,7 +709,7 @@ fn chunked_whole(mut body: &[u8]) -> bool {
 
 /// The transcript as comparable text: per response the status line, the headers sorted (without
 /// `Date` and `Server`), and the body; then how the connection ended.
-fn normalise(t: &Transcript, port: u16) -> String {
+fn normalise(t: &Transcript, port: u16, exact: bool) -> String {
     let mut out = String::new();
     let mut rest: &[u8] = &t.bytes;
     while !rest.is_empty() {
@@ -712,7 +750,11 @@ fn normalise(t: &Transcript, port: u16) -> String {
             Some(n) => n.min(rest.len()),
             None => rest.len(),
         };
-        let mut body = String::from_utf8_lossy(&rest[..body_len]).into_owned();
+        let mut body = if exact {
+            exact_text(&rest[..body_len])
+        } else {
+            String::from_utf8_lossy(&rest[..body_len]).into_owned()
+        };
         rest = &rest[body_len..];
         // The boundary of a multipart answer is per server.
         if let Some(b) = headers
@@ -769,6 +811,28 @@ fn normalise(t: &Transcript, port: u16) -> String {
     }
     out.push_str(t.end);
     out
+}
+
+/// Bytes as text without losing any: valid UTF-8 as it is, every other byte as `\xNN`.
+fn exact_text(mut b: &[u8]) -> String {
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let good = e.valid_up_to();
+                out.push_str(std::str::from_utf8(&b[..good]).expect("checked valid"));
+                let bad = e.error_len().unwrap_or(b.len() - good);
+                for &c in &b[good..good + bad] {
+                    out.push_str(&format!("\\x{c:02x}"));
+                }
+                b = &b[good + bad..];
+            }
+        }
+    }
 }
 
 /// `Expires` moves with the clock: a fixed date (epoch, max) is compared as is; any other is
@@ -829,6 +893,59 @@ fn replace_versioned(s: &str, name: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// `-t` of nginx and of shoal on one configuration: whether it passed, and each one's
+/// `[emerg]`/`[warn]` lines from the level on.
+pub fn both_test(http: &str, server: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("logs")).unwrap();
+    // shoal's charset maps beside the file, for `include koi-utf;`.
+    for f in ["koi-win", "koi-utf", "win-utf"] {
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("conf").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    let file = dir.path().join("t.conf");
+    let conf = format!(
+        "error_log stderr;\npid logs/t.pid;\nevents {{}}\nhttp {{\n{http}\nserver {{\n    \
+         listen 127.0.0.1:{};\n    {server}\n}}\n}}\n",
+        free_port()
+    );
+    fs::write(&file, &conf).unwrap();
+    let file_name = file.display().to_string();
+    let run = |bin: &str| {
+        let out = Command::new(bin)
+            .args(["-t", "-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file)
+            .output()
+            .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        // `[level] message`: the error log's lines (nginx's time and pid taken off) or the
+        // program's own (`shoal: [emerg] ...`).
+        let lines: Vec<String> = err
+            .lines()
+            .filter_map(|l| {
+                let at = ["[emerg] ", "[warn] "].iter().find_map(|lv| l.find(lv))?;
+                let (level, rest) = l[at..].split_once("] ")?;
+                let msg = match rest.split_once(": ") {
+                    Some((pid, m)) if pid.contains('#') => m,
+                    _ => rest,
+                };
+                Some(format!("{level}] {}", msg.replace(&file_name, "FILE")))
+            })
+            .collect();
+        if out.status.success() {
+            format!("ok {lines:?}")
+        } else {
+            format!("failed {lines:?}")
+        }
+    };
+    (run(&nginx_bin().display().to_string()), run(SHOAL.as_str()))
 }
 
 /// A header's value in a raw head (case-insensitive name).

@@ -206,6 +206,11 @@ pub struct Builder {
     /// The shared memory zones `limit_req` and `limit_conn` name, checked once everything is
     /// read.
     pub shm_zones: crate::http::limit_zone::ShmZones,
+    /// The charsets `charset`, `source_charset` and `charset_map` name, and the maps.
+    pub charsets: crate::http::charset::table::Charsets,
+    /// The temporary paths read so far, with their levels and where (nginx refuses one name
+    /// with two sets of levels).
+    pub temp_paths: Vec<(PathBuf, Vec<usize>, Span)>,
 }
 
 impl Builder {
@@ -222,6 +227,8 @@ impl Builder {
             formats: Default::default(),
             pool_refs: Vec::new(),
             shm_zones: Default::default(),
+            charsets: Default::default(),
+            temp_paths: Vec::new(),
         }
     }
 

@@ -10,6 +10,12 @@
 //! reads the body, as in nginx.
 //!
 //! The bytes come from the protocol: an HTTP/1 connection's read buffer and socket today.
+//!
+//! Its directives: `client_body_temp_path` (where a body that does not fit in memory goes, in
+//! nginx's numbered files and `levels`; without it, an unnamed file in the system's temporary
+//! directory), `client_body_in_file_only` (`on`: every body read whole goes to a file that is
+//! kept; `clean`: removed when the request ends) and `client_body_in_single_buffer` (accepted
+//! and checked: a body kept in memory is always one buffer here).
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -18,10 +24,93 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use shoal_conf::{Directive, Error};
 use shoal_http::{BodyChunk, BodyDecoder, BodyKind};
 
+use super::request::Req;
+use super::temp_file::{RemoveOnDrop, TempPath};
 use super::transport::{Transport, READ_CHUNK};
-use super::LocConf;
+use super::{loc_conf, LocConf};
+use crate::conf::{flag_arg, invalid_value, merge, set_once, Args, Builder, Command, Ctx, Scope};
+use crate::log::Level;
+
+pub static DIRECTIVES: &[Command] = &[
+    Command::new(
+        "client_body_temp_path",
+        Ctx::HSL,
+        Args::Take(1, 4),
+        set_temp_path,
+    ),
+    Command::new(
+        "client_body_in_file_only",
+        Ctx::HSL,
+        Args::ONE,
+        set_in_file_only,
+    ),
+    Command::new(
+        "client_body_in_single_buffer",
+        Ctx::HSL,
+        Args::Flag,
+        set_in_single_buffer,
+    ),
+];
+
+/// `client_body_in_file_only`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InFileOnly {
+    Off,
+    /// Every body to a file, kept after the request.
+    On,
+    /// Every body to a file, removed when the request ends.
+    Clean,
+}
+
+/// The request body's settings at one level.
+#[derive(Clone, Debug, Default)]
+pub struct BodyLoc {
+    pub temp_path: Option<TempPath>,
+    pub in_file_only: Option<InFileOnly>,
+    /// `client_body_in_single_buffer`: nginx keeps a body in memory in one buffer for
+    /// `$request_body`; shoal always does, so this is read only to be checked.
+    pub in_single_buffer: Option<bool>,
+}
+
+fn body<'a>(s: &'a mut Scope<'_>) -> &'a mut BodyLoc {
+    &mut loc_conf(s).client_body
+}
+
+fn set_temp_path(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let p = TempPath::parse(b, d)?;
+    set_once(&mut body(s).temp_path, p, d)
+}
+
+fn set_in_file_only(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = match d.args[0].value.as_str() {
+        "off" => InFileOnly::Off,
+        "on" => InFileOnly::On,
+        "clean" => InFileOnly::Clean,
+        other => return Err(invalid_value(d, other)),
+    };
+    set_once(&mut body(s).in_file_only, v, d)
+}
+
+fn set_in_single_buffer(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut body(s).in_single_buffer, flag_arg(d), d)
+}
+
+/// The request body's place in the module list (its directives; the proxy reads bodies).
+pub struct Module;
+
+impl super::modules::HttpModule for Module {
+    type Loc = BodyLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+
+    fn merge(loc: &mut BodyLoc, parent: &BodyLoc) {
+        merge(&mut loc.temp_path, &parent.temp_path);
+        merge(&mut loc.in_file_only, &parent.in_file_only);
+        merge(&mut loc.in_single_buffer, &parent.in_single_buffer);
+    }
+}
 
 /// Where an HTTP/1 request's body comes from: what follows its head in the connection's read
 /// buffer, then the socket; `out` and `send_timeout` answer `Expect: 100-continue`.
@@ -42,6 +131,8 @@ pub struct ClientBody<'a> {
 struct Inner<'a> {
     source: Option<H1Source<'a>>,
     state: State,
+    /// `client_body_in_file_only clean`: the body's file, removed with the request.
+    cleanup: Option<RemoveOnDrop>,
 }
 
 /// How far the body has been read.
@@ -85,6 +176,8 @@ pub enum Failure {
     Gone,
     /// Nothing came for `client_body_timeout`: nginx closes and logs 408.
     TimedOut,
+    /// Its temporary file could not be made or written (logged where it failed): 500.
+    Internal,
 }
 
 impl Failure {
@@ -94,6 +187,7 @@ impl Failure {
             Failure::TooLarge { .. } => 413,
             Failure::Invalid | Failure::Gone => 400,
             Failure::TimedOut => 408,
+            Failure::Internal => 500,
         }
     }
 
@@ -151,6 +245,7 @@ impl<'a> ClientBody<'a> {
             inner: RefCell::new(Inner {
                 source: None,
                 state: State::Unread,
+                cleanup: None,
             }),
         }
     }
@@ -162,6 +257,7 @@ impl<'a> ClientBody<'a> {
             inner: RefCell::new(Inner {
                 source: (kind != BodyKind::Empty).then_some(source),
                 state: State::Unread,
+                cleanup: None,
             }),
         }
     }
@@ -220,8 +316,25 @@ impl<'a> ClientBody<'a> {
     /// The body as the proxy sends it upstream, with `lc`'s settings: streamed with
     /// `proxy_request_buffering off` (a chunked one only to an HTTP/1.1 upstream, as nginx),
     /// else read whole first.
-    pub async fn for_upstream<'b>(&'b self, lc: &LocConf) -> Result<BodyToSend<'a, 'b>, Failure> {
+    pub async fn for_upstream<'b>(
+        &'b self,
+        lc: &LocConf,
+        r: &Req<'_, '_>,
+    ) -> Result<BodyToSend<'a, 'b>, Failure> {
         if self.kind == BodyKind::Empty {
+            // `client_body_in_file_only`: nginx makes the (empty) file all the same.
+            if lc
+                .client_body
+                .in_file_only
+                .is_some_and(|m| m != InFileOnly::Off)
+            {
+                let mut inner = self.inner.borrow_mut();
+                if matches!(inner.state, State::Unread) {
+                    let (_, cleanup) = file_only(lc, r).map_err(|e| temp_file_failed(r, &e))?;
+                    inner.cleanup = cleanup;
+                    inner.state = State::Read(Whole::Memory(Bytes::new()));
+                }
+            }
             return Ok(BodyToSend::None);
         }
         let streamed = !lc.proxy.request_buffering()
@@ -268,7 +381,7 @@ impl<'a> ClientBody<'a> {
             self.send_continue().await;
             return Ok(BodyToSend::Streaming(self, self.length()));
         }
-        self.read_whole(lc).await.map(BodyToSend::Whole)
+        self.read_whole(lc, r).await.map(BodyToSend::Whole)
     }
 
     /// Whether streaming has begun (what was read is gone: it cannot be sent again).
@@ -304,19 +417,32 @@ impl<'a> ClientBody<'a> {
         let _ = super::h1::flush(src.stream, src.out, src.send_timeout).await;
     }
 
-    /// Reads the whole body: in memory up to `client_body_buffer_size`, beyond it in an
-    /// unlinked temporary file.
+    /// Reads the whole body: in memory up to `client_body_buffer_size`, beyond it in a
+    /// temporary file (`client_body_temp_path`); all of it in a file with
+    /// `client_body_in_file_only`.
     #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
-    async fn read_whole(&self, lc: &LocConf) -> Result<Whole, Failure> {
+    async fn read_whole(&self, lc: &LocConf, r: &Req<'_, '_>) -> Result<Whole, Failure> {
         self.send_continue().await;
         let limit = lc.client_body_buffer_size();
         let timeout = lc.client_body_timeout();
         let mut inner = self.inner.borrow_mut();
-        let Some(src) = inner.source.as_mut() else {
+        let Inner {
+            source, cleanup, ..
+        } = &mut *inner;
+        let Some(src) = source.as_mut() else {
             return Ok(Whole::Memory(Bytes::new()));
         };
         let mut memory: Vec<u8> = Vec::new();
         let mut file: Option<(File, u64)> = None;
+        if lc
+            .client_body
+            .in_file_only
+            .is_some_and(|m| m != InFileOnly::Off)
+        {
+            let (f, c) = file_only(lc, r).map_err(|e| temp_file_failed(r, &e))?;
+            file = Some((f, 0));
+            *cleanup = c;
+        }
         let ended = match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
             Err(_) => Err(Failure::TooLarge {
                 length: self.length(),
@@ -325,10 +451,17 @@ impl<'a> ClientBody<'a> {
             Ok(mut d) => loop {
                 match next(&mut d, src, timeout).await {
                     Ok(Some(data)) => {
-                        let kept = keep(&mut memory, &mut file, &data, limit);
-                        if kept.is_err() {
-                            // A temporary file that cannot be written: nginx's 500.
-                            break Err(Failure::Invalid);
+                        let temp = lc.client_body.temp_path.as_ref();
+                        match keep(&mut memory, &mut file, &data, limit, temp) {
+                            Ok(Some(name)) => crate::conn_log!(
+                                Level::Warn,
+                                r.info.number,
+                                "a client request body is buffered to a temporary file {}{}",
+                                name.display(),
+                                r.log_ctx()
+                            ),
+                            Ok(None) => {}
+                            Err(e) => break Err(temp_file_failed(r, &e)),
                         }
                     }
                     Ok(None) => break Ok(()),
@@ -356,7 +489,7 @@ impl<'a> ClientBody<'a> {
     #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
     pub async fn next_piece(&self) -> Result<Option<Bytes>, Failure> {
         let mut inner = self.inner.borrow_mut();
-        let Inner { source, state } = &mut *inner;
+        let Inner { source, state, .. } = &mut *inner;
         let State::Streaming {
             decoder,
             timeout,
@@ -392,19 +525,23 @@ impl<'a> ClientBody<'a> {
     }
 }
 
-/// Appends a piece of a body read whole: to memory, or to the temporary file once memory would
-/// pass `limit`.
+/// Appends a piece of a body read whole: to memory, or to a temporary file once memory would
+/// pass `limit` (in `temp`, unlinked at once). Returns the file's name when it was just made
+/// in a configured directory (nginx logs it).
 fn keep(
     memory: &mut Vec<u8>,
     file: &mut Option<(File, u64)>,
     data: &[u8],
     limit: u64,
-) -> std::io::Result<()> {
+    temp: Option<&TempPath>,
+) -> std::io::Result<Option<std::path::PathBuf>> {
+    let mut made = None;
     if file.is_none() && (memory.len() + data.len()) as u64 > limit {
-        let mut f = shoal_io::file::unlinked_temp_file(&std::env::temp_dir())?;
+        let (mut f, name) = super::temp_file::create_in(temp, false)?;
         f.write_all(memory)?;
         *file = Some((f, memory.len() as u64));
         *memory = Vec::new();
+        made = name;
     }
     match file {
         Some((f, n)) => {
@@ -413,7 +550,37 @@ fn keep(
         }
         None => memory.extend_from_slice(data),
     }
-    Ok(())
+    Ok(made)
+}
+
+/// `client_body_in_file_only on|clean`: the body's file, made before its first byte is read
+/// (logged at `notice`, as nginx does), and what removes it with the request for `clean`.
+fn file_only(lc: &LocConf, r: &Req<'_, '_>) -> std::io::Result<(File, Option<RemoveOnDrop>)> {
+    let conf = &lc.client_body;
+    let (f, name) = super::temp_file::create_in(conf.temp_path.as_ref(), true)?;
+    let name = name.expect("a persistent file has a name");
+    crate::conn_log!(
+        Level::Notice,
+        r.info.number,
+        "a client request body is buffered to a temporary file {}{}",
+        name.display(),
+        r.log_ctx()
+    );
+    let cleanup = (conf.in_file_only == Some(InFileOnly::Clean)).then(|| RemoveOnDrop(name));
+    Ok((f, cleanup))
+}
+
+/// A temporary file that could not be made or written: logged as nginx's `open()`/`write()`
+/// failures are; the request fails with 500.
+fn temp_file_failed(r: &Req<'_, '_>, e: &std::io::Error) -> Failure {
+    crate::conn_log!(
+        Level::Crit,
+        r.info.number,
+        "a client request body could not be buffered to a temporary file {}{}",
+        shoal_conf::os_error(e),
+        r.log_ctx()
+    );
+    Failure::Internal
 }
 
 /// The next piece of body from the buffer, reading the socket when it has none (each wait
@@ -497,6 +664,6 @@ pub fn log_failure(f: Failure, r: &super::request::Req<'_, '_>) {
             "client prematurely closed connection{}",
             r.log_ctx()
         ),
-        Failure::TimedOut => {}
+        Failure::TimedOut | Failure::Internal => {}
     }
 }

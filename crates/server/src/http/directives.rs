@@ -121,20 +121,6 @@ pub static DIRECTIVES: &[Command] = &[
         set_underscores_in_headers,
     ),
     Command::new("merge_slashes", HS, Args::Flag, set_merge_slashes),
-    Command::new(
-        "server_names_hash_max_size",
-        Ctx::HTTP,
-        Args::ONE,
-        set_hash_size,
-    ),
-    Command::new(
-        "server_names_hash_bucket_size",
-        Ctx::HTTP,
-        Args::ONE,
-        set_hash_size,
-    ),
-    Command::new("types_hash_max_size", HSL, Args::ONE, set_hash_size),
-    Command::new("types_hash_bucket_size", HSL, Args::ONE, set_hash_size),
 ];
 
 /// The last parameter of `try_files`.
@@ -574,11 +560,6 @@ fn set_underscores_in_headers(
 
 fn set_merge_slashes(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     set_once(&mut srv_conf(s).merge_slashes, flag_arg(d), d)
-}
-
-/// Hash sizing: nginx needs them for its static hash tables; shoal's tables size themselves.
-fn set_hash_size(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    size_arg(d, 0).map(|_| ())
 }
 
 /// `Expires` and `Cache-Control` for a response whose file time is `mtime`, at `now`.

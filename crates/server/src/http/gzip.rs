@@ -649,9 +649,19 @@ impl crate::http::modules::HttpModule for Module {
         reply: &mut Box<crate::http::reply::Reply>,
     ) {
         if let Some(level) = header_filter(reply, cx.r.req, cx.lc) {
-            let len = reply.body.length();
+            let len = known_length(reply);
             reply.filters.push(Box::new(Compressor::new(level, len)));
         }
+    }
+}
+
+/// The body's length as this filter sees it: none once an earlier filter changes it (the
+/// charset filter recoding to or from UTF-8 clears nginx's `Content-Length` before gzip looks).
+fn known_length(reply: &crate::http::reply::Reply) -> Option<u64> {
+    if reply.filters.iter().all(|f| f.keeps_length()) {
+        reply.body.length()
+    } else {
+        None
     }
 }
 
@@ -675,7 +685,7 @@ pub fn header_filter(
     let facts = ResponseFacts {
         status: seen.status,
         content_type: seen.content_type.as_deref(),
-        content_length: seen.body.length(),
+        content_length: known_length(seen),
         already_encoded: seen
             .header("content-encoding")
             .is_some_and(|v| !v.is_empty()),

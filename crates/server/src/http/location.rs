@@ -46,6 +46,7 @@ pub struct LocationConf {
 impl LocationConf {
     pub(super) fn finish(&mut self, parent: &LocConf) {
         self.loc.merge(parent);
+        super::limit_except::finish(&mut self.loc);
         for n in &mut self.nested {
             n.finish(&self.loc);
         }
@@ -53,8 +54,10 @@ impl LocationConf {
             b.finish(&self.loc);
             // An `if` block answers with its location's handler (nginx: a nameless location
             // takes the proxy handler of the one it is in).
-            if b.loc.proxy.pass.is_none() {
+            if b.loc.proxy.pass.is_none() && self.loc.proxy.pass.is_some() {
                 b.loc.proxy.pass.clone_from(&self.loc.proxy.pass);
+                // Its handler is the proxy's then (it was chosen when it was merged).
+                b.loc.content = super::Content::Proxy;
             }
         }
     }

@@ -299,6 +299,15 @@ fn set_map(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
             ));
         }
     }
+    // nginx builds the map's tables when the block ends: exact keys whole, wildcards by label.
+    let mut key_lens: Vec<usize> = keys.exact.keys().map(String::len).collect();
+    for e in d.block.as_deref().unwrap_or_default() {
+        let k = e.name.strip_prefix('\\').unwrap_or(&e.name);
+        if hostnames && (k.starts_with('*') || k.starts_with('.') || k.ends_with('*')) {
+            key_lens.extend(k.split('.').map(str::len));
+        }
+    }
+    super::hash_sizes::check_map(&mut super::loc_conf(s).hash_sizes, &key_lens)?;
     let map = Map {
         source,
         hostnames,

@@ -11,13 +11,18 @@ pub mod access_log;
 pub mod aio;
 pub mod auth_basic;
 pub mod auth_delay;
+pub mod autoindex;
+pub mod charset;
 pub mod client_body;
 pub mod directives;
+pub mod framing;
 pub mod geo;
 pub mod gzip;
 pub mod h1;
+pub mod hash_sizes;
 pub mod headers;
 pub mod limit_conn;
+pub mod limit_except;
 pub mod limit_rate;
 pub mod limit_req;
 pub mod limit_zone;
@@ -41,6 +46,7 @@ pub mod rewrite;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
+pub mod temp_file;
 pub mod transport;
 
 use std::path::{Path, PathBuf};
@@ -591,6 +597,8 @@ fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
             map.insert(ext, ty.clone());
         }
     }
+    // nginx builds a types table where the block is: its longest key is checked once merged.
+    lc.hash_sizes.own_types = map.keys().map(String::len).max();
     lc.types = Some(Arc::new(map));
     Ok(())
 }
@@ -655,7 +663,7 @@ impl HttpConf {
         let prefix = prefix.as_path();
         proxy_cache::resolve_temp_paths(
             &mut self.cache_paths,
-            self.loc.proxy.temp_path.as_ref(),
+            self.loc.proxy.temp_path.as_ref().map(|t| &t.path),
             prefix,
         );
         if self.loc.access_log.is_none() {
@@ -663,6 +671,14 @@ impl HttpConf {
                 Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
         }
         self.loc.set_defaults(prefix);
+        charset::finish(b, &mut self.loc.charset);
+        let http_types = self
+            .loc
+            .types
+            .as_ref()
+            .and_then(|t| t.keys().map(String::len).max());
+        hash_sizes::check_level(&self.loc.hash_sizes, Some(http_types.unwrap_or(0)), true)?;
+        hash_sizes::check_variables(&self.loc.hash_sizes)?;
         let default_port = if crate::privileges::is_root() {
             80
         } else {
@@ -687,14 +703,40 @@ impl HttpConf {
             for b in &mut srv.if_blocks {
                 b.finish(&srv.loc);
             }
+            charset::check(&srv.loc.charset)?;
+            hash_sizes::check_level(&srv.loc.hash_sizes, None, true)?;
             for l in srv.locations.iter().chain(srv.if_blocks.iter()) {
                 l.each_loc(&mut |lc| {
+                    charset::check(&lc.charset)?;
+                    hash_sizes::check_level(&lc.hash_sizes, None, false)?;
                     proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)
                 })?;
             }
         }
+        self.check_server_names()?;
         crate::tls::finish(self, b)
+    }
+
+    /// nginx's server names table, built for an address several servers share: its exact
+    /// names against `server_names_hash_*`.
+    fn check_server_names(&self) -> Result<(), Error> {
+        let mut by_addr: std::collections::BTreeMap<_, Vec<&ServerConf>> = Default::default();
+        for srv in &self.servers {
+            for l in &srv.listen {
+                by_addr.entry(&l.addr).or_default().push(srv);
+            }
+        }
+        for servers in by_addr.values().filter(|s| s.len() > 1) {
+            let names: Vec<usize> = servers
+                .iter()
+                .flat_map(|s| s.names.iter())
+                .filter(|n| !n.is_empty() && !n.starts_with(['~', '.']) && !n.contains('*'))
+                .map(String::len)
+                .collect();
+            hash_sizes::check_server_names(&self.loc.hash_sizes, &names)?;
+        }
+        Ok(())
     }
 
     /// Every listen of every server.

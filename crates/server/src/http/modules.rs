@@ -11,7 +11,8 @@
 //! the server's rewrites), preaccess handlers (`realip` again with the location's, then
 //! `limit_req` before `limit_conn`), access handlers
 //! (`allow`/`deny`, then `auth_basic`) combined by `satisfy`, then the header filters as nginx
-//! runs them (not-modified, headers, gzip, range; the writer's own framing comes after).
+//! runs them (not-modified, headers, charset, gzip, range; the writer's own framing comes
+//! after).
 //! Every hook is called through the list with static dispatch: a module's unused hook costs
 //! nothing.
 
@@ -235,6 +236,8 @@ http_modules! {
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).
     limit_conn: super::limit_conn::Module,
+    /// `limit_except` (the location's configuration for the methods it does not list).
+    limit_except: super::limit_except::Module,
     /// `allow`, `deny`, `satisfy` (access).
     access: super::access::Module,
     /// `auth_basic`, `auth_basic_user_file` (access).
@@ -243,10 +246,21 @@ http_modules! {
     auth_delay: super::auth_delay::Module,
     /// `limit_rate`, `limit_rate_after`.
     limit_rate: super::limit_rate::Module,
+    /// `client_body_temp_path`, `client_body_in_file_only`, `client_body_in_single_buffer`.
+    client_body: super::client_body::Module,
+    /// `postpone_output`, `chunked_transfer_encoding`, `send_lowat`.
+    framing: super::framing::Module,
+    /// `*_hash_max_size`, `*_hash_bucket_size`, `connection_pool_size`, `request_pool_size`
+    /// (checked; they size nothing here).
+    hash_sizes: super::hash_sizes::Module,
+    /// `autoindex*` (a content handler, reached from the index module's).
+    autoindex: super::autoindex::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
     headers: super::headers::Module,
+    /// `charset*`: the charset filter (recodes before gzip compresses).
+    charset: super::charset::Module,
     /// `gzip*`: the filter's decision.
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).

@@ -370,26 +370,40 @@ impl Output {
             Body::File {
                 file, offset, len, ..
             } => {
-                // A compressed body is read through the output buffers whatever `sendfile`
-                // says (nginx's gzip filter needs the bytes).
-                let piece = lc.output_buffers().1;
-                let mut off = offset;
-                let end = offset + len;
-                while off < end {
-                    let want = ((end - off) as usize).min(piece);
-                    let data = self.read_piece(&file, off, want, lc).await?;
-                    if data.is_empty() {
-                        return Err(io::Error::other("file shrank while being sent"));
-                    }
-                    off += data.len() as u64;
-                    total += run_filters(z, &data, sink, chunked)?;
-                    if sink.out().len() >= MAX_GATHER {
-                        sink.flush().await?;
-                    }
-                }
+                total += self
+                    .filter_file(z, sink, &file, offset, len, chunked, lc)
+                    .await?;
             }
-            Body::Multipart { .. } => {
-                return Err(io::Error::other("body filters never apply to 206 answers"));
+            Body::Multipart {
+                file,
+                parts,
+                cached,
+            } => {
+                // Only a filter that keeps the length takes a 206 (the charset filter between
+                // 8-bit charsets): the parts' heads go through it too, as in nginx, where the
+                // range filter runs first.
+                for (header, br) in &parts.parts {
+                    total += run_filters(z, header, sink, chunked)?;
+                    total += match &cached {
+                        Some(c) => {
+                            let data = &c[br.start as usize..br.end as usize];
+                            run_filters(z, data, sink, chunked)?
+                        }
+                        None => {
+                            self.filter_file(
+                                z,
+                                sink,
+                                &file,
+                                br.start,
+                                br.end - br.start,
+                                chunked,
+                                lc,
+                            )
+                            .await?
+                        }
+                    };
+                }
+                total += run_filters(z, &parts.trailer, sink, chunked)?;
             }
             Body::Upstream(mut ub) => loop {
                 match ub.take() {
@@ -404,7 +418,10 @@ impl Output {
                         break;
                     }
                     Ok(Piece::NeedMore) => {
-                        sink.flush().await?;
+                        // `postpone_output`, as for an answer relayed as it is.
+                        if !ub.buffering || sink.out().len() >= lc.framing.postpone_output() {
+                            sink.flush().await?;
+                        }
                         if let Err(e) = ub.fill().await {
                             return Err(super::proxy::relay::upstream_body_error(
                                 sink, *ub, e, who,
@@ -429,6 +446,38 @@ impl Output {
             sink.out()
                 .extend_from_slice(shoal_http::response::LAST_CHUNK);
             total += shoal_http::response::LAST_CHUNK.len() as u64;
+        }
+        Ok(total)
+    }
+
+    /// Reads a file range through the filters: a piece of the output buffers at a time,
+    /// whatever `sendfile` says (the filters need the bytes).
+    #[allow(clippy::too_many_arguments)]
+    async fn filter_file<S: Sink>(
+        &self,
+        z: &mut [Box<dyn BodyFilter>],
+        sink: &mut S,
+        file: &Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+        chunked: bool,
+        lc: &LocConf,
+    ) -> io::Result<u64> {
+        let piece = lc.output_buffers().1;
+        let mut total = 0;
+        let mut off = offset;
+        let end = offset + len;
+        while off < end {
+            let want = ((end - off) as usize).min(piece);
+            let data = self.read_piece(file, off, want, lc).await?;
+            if data.is_empty() {
+                return Err(io::Error::other("file shrank while being sent"));
+            }
+            off += data.len() as u64;
+            total += run_filters(z, &data, sink, chunked)?;
+            if sink.out().len() >= MAX_GATHER {
+                sink.flush().await?;
+            }
         }
         Ok(total)
     }

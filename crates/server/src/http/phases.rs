@@ -205,6 +205,12 @@ async fn run<'s, const REFUSED: bool>(
             rw.vars.extend(caps.named);
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
+        // `limit_except`: a method the location does not list is served with the block's
+        // configuration, from here on (nginx's find-config phase), its rewrites included.
+        let limited = super::limit_except::limited(lc, effective_method(r, method_get));
+        if let Some(block) = limited {
+            lc = block;
+        }
         let mut decided = srv_outcome;
         // nginx's find-config phase: a declared length over the location's
         // `client_max_body_size` is refused before anything else runs there (`error_page 413`
@@ -221,7 +227,7 @@ async fn run<'s, const REFUSED: bool>(
             decided = Some(Outcome::Error(413));
         }
         let refused = loc.is_some_and(|l| l.internal) && !internal && !rw.internal;
-        if let Some(l) = loc.filter(|_| !refused && !too_large) {
+        if let Some(l) = loc.filter(|_| !refused && !too_large && limited.is_none()) {
             if !l.rewrite.is_empty() {
                 let mut active_if = None;
                 let said = rewrite::run(
@@ -257,11 +263,7 @@ async fn run<'s, const REFUSED: bool>(
                 decided = Some(Outcome::Reply(reply));
             }
         }
-        let method = if method_get && r.req.method() != "HEAD" {
-            "GET"
-        } else {
-            r.req.method()
-        };
+        let method = effective_method(r, method_get);
 
         let mut from_try_files = false;
         let outcome = if let Some(o) = decided {
@@ -324,6 +326,13 @@ async fn run<'s, const REFUSED: bool>(
             }
         };
 
+        // The autoindex handler reads the directory without holding the worker.
+        let outcome = match outcome {
+            Outcome::Autoindex(dir) => {
+                Outcome::Reply(super::autoindex::answer(r, lc, &rw, method, &dir).await)
+            }
+            other => other,
+        };
         match outcome {
             Outcome::Internal(new_uri) => {
                 if from_try_files {
@@ -342,6 +351,7 @@ async fn run<'s, const REFUSED: bool>(
                 internal = true;
                 redirects += 1;
             }
+            Outcome::Autoindex(_) => unreachable!("answered above"),
             Outcome::Continue
             | Outcome::Again
             | Outcome::Error(_)
@@ -423,6 +433,16 @@ async fn run<'s, const REFUSED: bool>(
                 return done;
             }
         }
+    }
+}
+
+/// The request's method as the phases see it: an `error_page` redirect makes it a GET (but
+/// for a HEAD).
+fn effective_method<'r>(r: &Req<'_, 'r>, method_get: bool) -> &'r str {
+    if method_get && r.req.method() != "HEAD" {
+        "GET"
+    } else {
+        r.req.method()
     }
 }
 

@@ -33,7 +33,8 @@ impl HttpModule for Module {
             if let Some(content_range) = unsatisfiable {
                 // nginx finalizes the request with 416 from inside the filter chain: what the
                 // headers filter added for the 200 stays, the chain runs again for the 416 (so an
-                // `add_header ... always` is sent twice), and the validators go (a proxied
+                // `add_header ... always` is sent twice, and the charset is added), and the
+                // validators go (a proxied
                 // answer's are among the headers it passed on).
                 let mut e = super::reply::error_reply(416, lc);
                 e.headers = std::mem::take(&mut reply.headers);
@@ -45,6 +46,8 @@ impl HttpModule for Module {
                 });
                 **reply = e;
                 super::headers::filter(cx, reply);
+                // The charset filter too (its type and recoding are the 416 page's now).
+                super::charset::filter(&cx.lc.charset, cx, reply);
             }
         }
     }

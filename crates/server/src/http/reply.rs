@@ -112,6 +112,12 @@ pub struct Reply {
     /// The body filters the header filters chose (gzip compresses, charset recodes), in the
     /// order the body goes through them.
     pub filters: Vec<Box<dyn super::output::BodyFilter>>,
+    /// An upstream's `X-Accel-Charset`: the charset the charset filter sends, whatever the
+    /// location says.
+    pub override_charset: Option<String>,
+    /// The `charset` parameter of `content_type` is the body's charset, as an upstream's is
+    /// (autoindex's XML): the charset filter reads it and keeps it.
+    pub charset_param: bool,
 }
 
 impl Reply {
@@ -142,6 +148,8 @@ impl Reply {
             upstream_status: false,
             terminate: false,
             filters: Vec::new(),
+            override_charset: None,
+            charset_param: false,
         }
     }
 
@@ -191,6 +199,8 @@ impl Reply {
             upstream_status,
             terminate,
             filters,
+            override_charset,
+            charset_param,
         } = self;
         *content_type = None;
         *location = None;
@@ -209,6 +219,8 @@ impl Reply {
         *upstream_status = false;
         *terminate = false;
         filters.clear();
+        *override_charset = None;
+        *charset_param = false;
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,
@@ -269,6 +281,8 @@ pub enum Outcome {
     Internal(String),
     /// An internal redirect to a named location.
     Named(String),
+    /// The listing of this directory (`autoindex`): the index module found no index file.
+    Autoindex(std::path::PathBuf),
 }
 
 /// nginx's error answer for `code`: its HTML page (or an empty body where nginx sends none).

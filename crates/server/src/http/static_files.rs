@@ -32,7 +32,7 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Var
         return Outcome::Reply(Box::new(error_reply(405, lc)));
     }
     if uri.ends_with('/') {
-        return index(r, lc, uri, vars);
+        return index(r, lc, method, uri, vars);
     }
     Outcome::Reply(serve_file(r, lc, uri, vars, method == "POST"))
 }
@@ -41,9 +41,9 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Var
 /// or a directory) is reached by an internal redirect, so its location applies; an absolute
 /// name is redirected to when reached. A name that fails with ENOTDIR or EACCES ends the
 /// search (404, 403); at the first that does not exist, the directory itself is checked (a
-/// missing one is a 404). Nothing found in an existing directory: 403, from nginx's content
-/// phase.
-fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
+/// missing one is a 404). Nothing found in an existing directory: its listing with
+/// `autoindex on` (GET and HEAD), else 403, from nginx's content phase.
+fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Vars<'_>) -> Outcome {
     let dir = lc.doc_root().map(uri, Some(vars));
     let mut dir_tested = false;
     for name in lc.index() {
@@ -115,6 +115,9 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Outcome {
             );
             return Outcome::Reply(Box::new(error_reply(500, lc)));
         }
+    }
+    if super::autoindex::wanted(lc, method) {
+        return Outcome::Autoindex(dir);
     }
     crate::conn_log!(
         Level::Error,

@@ -483,3 +483,4 @@ mod values;
 
 pub use eval::Vars;
 pub use values::escape_into;
+pub(crate) use values::local_tm;

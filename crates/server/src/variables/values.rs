@@ -139,7 +139,7 @@ pub(super) fn read_hostname() {
 }
 
 /// The local time at `secs` after the epoch, and its offset from UTC in seconds.
-pub(super) fn local_tm(secs: u64) -> (libc::tm, i64) {
+pub(crate) fn local_tm(secs: u64) -> (libc::tm, i64) {
     let now = secs as libc::time_t;
     // SAFETY: an all-zero tm is valid for localtime_r to overwrite.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };

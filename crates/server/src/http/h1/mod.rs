@@ -786,8 +786,10 @@ impl Conn {
         } else {
             Vec::new()
         };
-        if changes_length && req.version() < shoal_http::Version::Http11 {
-            // No chunked framing in HTTP/1.0: the end of the body is the end of the connection.
+        // No chunked framing in HTTP/1.0 (or with `chunked_transfer_encoding off`): the end of
+        // the body is the end of the connection (a HEAD's answer has none to end).
+        let no_chunks = !super::framing::chunks_allowed(req, lc);
+        if changes_length && no_chunks && req.method() != "HEAD" {
             keep = false;
         }
         match &reply.body {
@@ -795,18 +797,11 @@ impl Conn {
             // client ends with the connection (a HEAD's answer has none to end); a tunnel is
             // the connection's last use.
             Body::Upstream(u)
-                if u.length.is_none()
-                    && u.has_body()
-                    && req.version() < shoal_http::Version::Http11
-                    && req.method() != "HEAD" =>
+                if u.length.is_none() && u.has_body() && no_chunks && req.method() != "HEAD" =>
             {
                 keep = false
             }
-            Body::Unsized(_)
-                if req.version() < shoal_http::Version::Http11 && req.method() != "HEAD" =>
-            {
-                keep = false
-            }
+            Body::Unsized(_) if no_chunks && req.method() != "HEAD" => keep = false,
             Body::Tunnel(_) => keep = false,
             _ => {}
         }

@@ -35,8 +35,12 @@ impl Conn {
     ) -> std::io::Result<(u64, u64)> {
         let req = who.map(|(r, _)| r);
         let head_only = req.map_or(refused.head, |r| r.method() == "HEAD");
-        // No chunked framing before HTTP/1.1; no head at all for HTTP/0.9.
-        let http10 = req.is_some_and(|r| r.version() < shoal_http::Version::Http11);
+        // No chunked framing before HTTP/1.1 or with `chunked_transfer_encoding off` (the
+        // body then ends with the connection); no head at all for HTTP/0.9.
+        let no_chunks = match req {
+            Some(r) => !crate::http::framing::chunks_allowed(r, lc),
+            None => !refused.http11 || !lc.framing.chunked(),
+        };
         let http09 = req.map_or(refused.http09, |r| {
             r.version() == shoal_http::Version::Http09
         });
@@ -64,7 +68,7 @@ impl Conn {
                 .as_deref()
                 .filter(|t| !t.is_empty())
                 .map(str::as_bytes),
-            length: match (length, output.changes_length(), http10) {
+            length: match (length, output.changes_length(), no_chunks) {
                 // A compressed HEAD answer says neither (nginx skips its chunked filter).
                 (_, true, _) if head_only => BodyLength::Unknown,
                 (_, true, false) => BodyLength::Chunked,
@@ -135,19 +139,19 @@ impl Conn {
             return Ok((head_len, body_len));
         }
         if output.filtered() {
-            let chunked = !http10 && output.changes_length();
+            let chunked = !no_chunks && output.changes_length();
             let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
         if let Body::Upstream(u) = body {
-            let chunked = upstream_unsized && !http10;
+            let chunked = upstream_unsized && !no_chunks;
             let body_len = relay::relay(self, output, *u, chunked, who, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
         if let Body::Unsized(inner) = body {
-            let body_len = output.send_unsized(self, *inner, !http10, lc).await?;
+            let body_len = output.send_unsized(self, *inner, !no_chunks, lc).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
@@ -179,9 +183,13 @@ impl Conn {
             let vars = self.refused_vars(srv, None, line, start);
             crate::http::headers::add_headers(headers, false, &vars, &mut reply);
         }
+        // And its charset filter (`charset utf-8;` names the page's charset).
+        crate::http::charset::refused(&lc.charset, &mut reply);
+        let output = Output::default();
+        *output.filters.borrow_mut() = std::mem::take(&mut reply.filters);
         let status = reply.status;
         let (head_len, body_len) = self
-            .write_answer(None, reply, lc, false, &Output::default(), shape)
+            .write_answer(None, reply, lc, false, &output, shape)
             .await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
@@ -413,20 +421,24 @@ async fn until_writable(stream: &Transport, send_timeout: Duration) -> io::Resul
 }
 
 /// What nginx knew of a refused request's shape when it answered: its method was `HEAD` (the
-/// page is left out), or it was an HTTP/0.9 simple request (the page goes without a head).
+/// page is left out), it was an HTTP/0.9 simple request (the page goes without a head), or its
+/// request line was read as HTTP/1.1 (a page without a length may then go chunked).
 #[derive(Clone, Copy, Default)]
 pub(super) struct RefusedShape {
     pub(super) head: bool,
     pub(super) http09: bool,
+    pub(super) http11: bool,
 }
 
 impl RefusedShape {
     pub(super) fn of(bytes: &[u8]) -> RefusedShape {
         // A 0.9 `HEAD /` is refused with the page (only a GET is a 0.9 request to nginx).
         let http09 = shoal_http::request::is_simple_request(bytes);
+        let line = request_line(bytes.trim_ascii_start(), true).unwrap_or_default();
         RefusedShape {
             head: !http09 && is_head_request(bytes),
             http09,
+            http11: line.ends_with(" HTTP/1.1"),
         }
     }
 }

@@ -133,6 +133,14 @@ pub fn pass_head<'a>(
                 passed.buffering = Some(true);
             }
         }
+        // `X-Accel-Charset`: the charset the charset filter sends, whatever the location
+        // says, unless `proxy_ignore_headers` names it (nginx's `override_charset`).
+        if hidden
+            && name.eq_ignore_ascii_case(b"x-accel-charset")
+            && !conf.ignores("X-Accel-Charset")
+        {
+            reply.override_charset = Some(shoal_http::lossy(value).into_owned());
+        }
         if kind == Kind::Dropped || !conf.passes_known(name, hidden) {
             continue;
         }

@@ -450,7 +450,7 @@ pub async fn handle(
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     // The body first (read whole, or set to stream with `proxy_request_buffering off`), as
     // nginx reads it before it starts the upstream.
-    let body = match client_body.for_upstream(lc).await {
+    let body = match client_body.for_upstream(lc, r).await {
         Ok(b) => b,
         Err(f) => return (body_failed(r, f), None),
     };

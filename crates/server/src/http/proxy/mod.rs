@@ -288,7 +288,7 @@ crate::conf::conf_slots! {
         pub pass_header: Option<Arc<Vec<String>>>,
         pub ignore_headers: Option<Arc<Vec<String>>>,
         pub redirect: Option<Redirect>,
-        pub temp_path: Option<std::path::PathBuf>,
+        pub temp_path: Option<crate::http::temp_file::TempPath>,
         /// `proxy_bind ADDRESS [transparent] | off` (`Some(None)`: off).
         pub bind: Option<Option<Template>>,
         /// The proxy cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
@@ -738,13 +738,10 @@ fn set_temp_file_write_size(
     set_once(&mut proxy(s).temp_file_write_size, n as usize, d)
 }
 
+/// `proxy_temp_path PATH [L1 [L2 [L3]]]`: where an answer that outgrows `proxy_buffers` waits
+/// for the client, in nginx's numbered files and levels.
 fn set_temp_path(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    for a in &d.args[1..] {
-        if crate::conf::parse_number(&a.value).is_none_or(|n| n == 0 || n > 2) {
-            return Err(invalid_value(d, &a.value));
-        }
-    }
-    let path = b.full_path(&d.args[0].value);
+    let path = crate::http::temp_file::TempPath::parse(b, d)?;
     set_once(&mut proxy(s).temp_path, path, d)
 }
 

@@ -49,6 +49,15 @@ pub async fn relay<S: Sink>(
                 }
             }
             Ok(Piece::End) => break,
+            // `postpone_output`: with `proxy_buffering on`, less than this much (the head
+            // included) waits for more of the body rather than going out alone.
+            Ok(Piece::NeedMore)
+                if ub.buffering && sink.out().len() < lc.framing.postpone_output() =>
+            {
+                if let Err(e) = ub.fill().await {
+                    return Err(upstream_body_error(sink, ub, e, who).await);
+                }
+            }
             Ok(Piece::NeedMore) => {
                 if ub.buffering && !sink.flush_now()? {
                     // The client is slower than the upstream: `proxy_buffering on` reads
@@ -209,13 +218,25 @@ async fn relay_buffered<S: Sink>(
                         || queued + framed.len() > memory_limit);
                 if to_file && !framed.is_empty() {
                     if spill.is_none() {
-                        // `proxy_temp_path`, else the system's temporary directory.
-                        let dir = lc
-                            .proxy
-                            .temp_path
-                            .clone()
-                            .unwrap_or_else(std::env::temp_dir);
-                        spill = Some((Arc::new(shoal_io::file::unlinked_temp_file(&dir)?), 0, 0));
+                        // `proxy_temp_path` (a named file, unlinked once open, logged as
+                        // nginx logs it), else the system's temporary directory.
+                        let temp = lc.proxy.temp_path.as_ref();
+                        let (f, name) = crate::http::temp_file::create_in(temp, false)?;
+                        if let (Some(name), Some(u)) = (name, ub.as_ref()) {
+                            let info = sink.info();
+                            let ctx = match who {
+                                Some((req, srv)) => u.record.borrow().log_ctx(req, srv, info),
+                                None => String::new(),
+                            };
+                            crate::conn_log!(
+                                Level::Warn,
+                                info.number,
+                                "an upstream response is buffered to a temporary file {} \
+                                 while reading upstream{ctx}",
+                                name.display()
+                            );
+                        }
+                        spill = Some((Arc::new(f), 0, 0));
                     }
                     let (f, written, _) = spill.as_mut().expect("just made");
                     let len = framed.len() as u64;
