@@ -98,6 +98,9 @@ pub struct UpstreamConf {
     pub implicit: bool,
     /// Made for one request from a URL with variables: its per-worker state is not kept.
     pub ephemeral: bool,
+    /// `resolver` and `resolver_timeout` in the block (nginx 1.27.3+), for `resolve` lines.
+    pub resolver: Option<Arc<crate::resolver::Resolver>>,
+    pub resolver_timeout: Option<Duration>,
 }
 
 impl UpstreamConf {
@@ -116,6 +119,8 @@ impl UpstreamConf {
             keepalive_timeout: None,
             implicit,
             ephemeral: false,
+            resolver: None,
+            resolver_timeout: None,
         }
     }
 
@@ -129,6 +134,18 @@ impl UpstreamConf {
             u.addrs.push(PeerAddr::Inet(a));
         }
         Ok(u)
+    }
+
+    /// The upstream of a name the resolver looked up for one request: one peer per address.
+    pub fn resolved(host: &str, addrs: &[std::net::IpAddr], port: u16) -> UpstreamConf {
+        let mut u = UpstreamConf::new(host, true);
+        for &ip in addrs {
+            let a = SocketAddr::new(ip, port);
+            u.entries.push(ServerEntry::new(a.to_string()));
+            u.addrs.push(PeerAddr::Inet(a));
+        }
+        u.ephemeral = true;
+        u
     }
 
     /// The upstream of `proxy_pass http://unix:/path`.

@@ -1,0 +1,180 @@
+//! issue 21's last core directives against real nginx: `resolver` (one DNS server started
+//! here answering both), `listen` port ranges, variables in `expires` and `index`,
+//! `proxy_method`, `proxy_store`, `subrequest_output_buffer_size`: the same verdict and lines
+//! at `-t`, the same answers to the same requests.
+
+use std::time::{Duration, SystemTime};
+
+use crate::common::dns::{v4, Dns, Entry, A};
+use crate::common::upstream::{echo_answer, Upstream};
+use crate::diff::{both_test, Conf, Pair};
+
+#[test]
+fn directives_at_t() {
+    let cases: &[(&str, &str)] = &[
+        ("resolver 127.0.0.1;", ""),
+        ("resolver 127.0.0.1:5353 [::1]:53 valid=30s ipv6=off;", ""),
+        ("resolver 127.0.0.1 valid=x;", ""),
+        ("resolver 127.0.0.1:0;", ""),
+        ("resolver 127.0.0.1:x;", ""),
+        ("resolver no-such-host.invalid;", ""),
+        ("resolver [::1;", ""),
+        ("resolver 127.0.0.1; resolver 127.0.0.2;", ""),
+        ("", "location / { resolver 127.0.0.1; resolver_timeout 5s; }"),
+        ("resolver_timeout x;", ""),
+        ("resolver_timeout 1s; resolver_timeout 2s;", ""),
+        ("resolver;", ""),
+        ("", "listen 127.0.0.1:20000-20002;"),
+        ("", "listen 20010-20011;"),
+        ("", "listen 127.0.0.1:20005-20004;"),
+        ("", "listen 20005-20004;"),
+        ("", "listen 127.0.0.1:20005-70000;"),
+        ("", "listen 127.0.0.1:0-5;"),
+        ("", "listen 127.0.0.1:5-;"),
+        ("", "listen [::1]:20020-20021;"),
+        ("", "listen 127.0.0.1:20030-20031; listen 127.0.0.1:20031;"),
+        ("", "location / { expires $x; }"),
+        ("", "location / { expires modified $x; }"),
+        ("", "location / { expires foo $x; }"),
+        ("", "location / { expires modified @1h; }"),
+        ("", "location / { expires @25h; }"),
+        ("", "location / { expires @24h; }"),
+        ("", "location / { expires x; }"),
+        ("", "location / { index index$x.html; }"),
+        ("", "location / { proxy_method POST; }"),
+        ("", "location / { proxy_method $x; proxy_method GET; }"),
+        ("", "location / { proxy_store on; proxy_store_access user:rw group:r all:r; }"),
+        ("", "location / { proxy_store /tmp/$uri; }"),
+        ("", "location / { proxy_store on; proxy_store off; }"),
+        ("", "location / { proxy_store_access user:x; }"),
+        ("", "location / { proxy_store_access other:r; }"),
+        ("", "location / { proxy_store_access user:r user:r user:r user:r; }"),
+        ("subrequest_output_buffer_size 16k;", ""),
+        ("subrequest_output_buffer_size x;", ""),
+        ("", "location / { subrequest_output_buffer_size 1k; subrequest_output_buffer_size 2k; }"),
+    ];
+    let mut differ = Vec::new();
+    for (http, server) in cases {
+        let http = format!("map $uri $x {{ default 1; }}\n{http}");
+        let (n, s) = both_test(&http, server);
+        if n != s {
+            differ.push(format!("{http} | {server}\n  nginx: {n}\n  shoal: {s}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// A location proxying to `$arg_h` through the DNS server, on the upstream's port.
+fn resolver_pair(dns: &Dns, up: &Upstream, extra: &str) -> Pair {
+    let http = format!("resolver {} {extra};\nresolver_timeout 2s;", dns.addr());
+    let server = format!(
+        "location / {{ set $name $arg_h; proxy_pass http://$name:{}/; }}",
+        up.port()
+    );
+    Pair::with(Conf {
+        http: &http,
+        server: &server,
+        ..Default::default()
+    })
+}
+
+#[test]
+fn proxy_pass_with_variables_resolves_as_nginx() {
+    let dns = Dns::start(&[
+        ("backend.test", v4("127.0.0.1", 60)),
+        ("gone.test", Entry::NxDomain),
+        ("fail.test", Entry::ServFail),
+        ("slow.test", Entry::Silent),
+    ]);
+    let up = Upstream::hello("resolved");
+    let pair = resolver_pair(&dns, &up, "");
+    for name in ["backend.test", "Backend.Test", "gone.test", "fail.test", "127.0.0.1"] {
+        pair.get_open(&format!("/?h={name}"), "");
+    }
+    // Both asked once for the name, and kept the answer.
+    pair.get_open("/?h=backend.test", "");
+    assert_eq!(dns.asked("backend.test", A), 2);
+    assert_eq!(dns.asked("gone.test", A), 2);
+    let (n, s) = (pair.nginx_log(), pair.shoal_log());
+    for line in [
+        "gone.test could not be resolved (3: Host not found)",
+        "fail.test could not be resolved (2: Server failure)",
+    ] {
+        assert!(n.contains(line), "nginx: {n}");
+        assert!(s.contains(line), "shoal: {s}");
+    }
+    // Silence: both give up at resolver_timeout with the same answer and line.
+    pair.get_open("/?h=slow.test", "");
+    let line = "slow.test could not be resolved (110: Operation timed out)";
+    assert!(pair.nginx_log().contains(line), "{}", pair.nginx_log());
+    assert!(pair.shoal_log().contains(line), "{}", pair.shoal_log());
+}
+
+#[test]
+fn no_resolver_as_nginx() {
+    let up = Upstream::hello("x");
+    let server = format!(
+        "location / {{ set $name $arg_h; proxy_pass http://$name:{}/; }}",
+        up.port()
+    );
+    let pair = Pair::new(&server);
+    pair.get_open("/?h=backend.test", "");
+    let line = "no resolver defined to resolve backend.test";
+    assert!(pair.nginx_log().contains(line));
+    assert!(pair.shoal_log().contains(line));
+}
+
+#[test]
+fn expires_from_a_map_as_nginx() {
+    let http = "map $arg_e $exp { default off; epoch epoch; max max; mod \"1h\"; \
+                bad nonsense; neg -1h; }";
+    let server = "location /a/ { expires $exp; }\n\
+                  location /m/ { alias {HTML}/a/; expires modified $exp; }";
+    let pair = Pair::with(Conf {
+        http,
+        server,
+        ..Default::default()
+    });
+    let dir = pair.html().join("a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = std::fs::File::create(dir.join("f.txt")).unwrap();
+    use std::io::Write;
+    (&f).write_all(b"file\n").unwrap();
+    // An old file: `modified` times are in the past, so nothing depends on the clock.
+    f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
+        .unwrap();
+    drop(f);
+    for e in ["", "epoch", "max", "bad", "off"] {
+        pair.get(&format!("/a/f.txt?e={e}"), "");
+    }
+    for e in ["mod", "epoch", "bad"] {
+        pair.get(&format!("/m/f.txt?e={e}"), "");
+    }
+}
+
+#[test]
+fn index_with_variables_as_nginx() {
+    let pair = Pair::new(
+        "location /i/ { alias {HTML}/i/; index page$arg_v.html index.html; }",
+    );
+    let dir = pair.html().join("i");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("page1.html"), "one\n").unwrap();
+    std::fs::write(dir.join("index.html"), "index\n").unwrap();
+    for q in ["?v=1", "?v=2", ""] {
+        pair.get(&format!("/i/{q}"), "");
+    }
+}
+
+#[test]
+fn proxy_method_as_nginx() {
+    let up = Upstream::start(echo_answer);
+    let server = format!(
+        "location /post/ {{ proxy_method POST; proxy_pass {0}; }}\n\
+         location /var/ {{ proxy_method $arg_m; proxy_pass {0}; }}",
+        up.url()
+    );
+    let pair = Pair::new(&server);
+    pair.get_open("/post/x", "");
+    pair.get_open("/var/x?m=PUT", "");
+}
