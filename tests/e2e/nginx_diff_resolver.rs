@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::common::dns::{v4, Dns, Entry, A};
-use crate::common::upstream::{echo_answer, Upstream};
+use crate::common::upstream::{echo_answer, Answer, Upstream};
 use crate::diff::{both_test, Conf, Pair};
 
 #[test]
@@ -177,4 +177,64 @@ fn proxy_method_as_nginx() {
     let pair = Pair::new(&server);
     pair.get_open("/post/x", "");
     pair.get_open("/var/x?m=PUT", "");
+}
+
+#[test]
+fn proxy_store_as_nginx() {
+    let up = Upstream::start(|r| {
+        if r.target.ends_with(".txt") {
+            Answer::ok(format!("stored {}\n", r.target))
+                .header("Last-Modified", "Sun, 09 Sep 2001 01:46:40 GMT")
+        } else if r.target.ends_with("/chunked") {
+            Answer::ok("in chunks\n".repeat(50)).chunked(&[500])
+        } else {
+            Answer::status(404)
+        }
+    });
+    let server = format!(
+        "location /s/ {{ proxy_store {{HTML}}/store/$server_port$uri; \
+         proxy_store_access user:rw group:r all:r; proxy_pass {0}; }}\n\
+         location /on/ {{ root {{HTML}}/store/on$server_port; proxy_store on; proxy_pass {0}; }}",
+        up.url()
+    );
+    let pair = Pair::new(&server);
+    let store = pair.html().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o777)).unwrap();
+    for path in [
+        "/s/a/b.txt",
+        "/s/missing",
+        "/s/chunked",
+        "/on/x/y.txt",
+        "/on/x/missing",
+    ] {
+        pair.get_open(path, "");
+    }
+    let (np, sp) = pair.ports();
+    let look = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).map(|m| {
+            (
+                m.mode() & 0o7777,
+                // The upstream's Last-Modified, else the time it was written.
+                if p.extension().is_some() { m.mtime() } else { 0 },
+                std::fs::read_to_string(p).unwrap_or_default(),
+            )
+        })
+        .ok()
+    };
+    for (n, s) in [
+        (format!("{np}/s/a/b.txt"), format!("{sp}/s/a/b.txt")),
+        (format!("{np}/s/a"), format!("{sp}/s/a")),
+        (format!("{np}/s/missing"), format!("{sp}/s/missing")),
+        (format!("{np}/s/chunked"), format!("{sp}/s/chunked")),
+        (format!("on{np}/on/x/y.txt"), format!("on{sp}/on/x/y.txt")),
+        (format!("on{np}/on/x/missing"), format!("on{sp}/on/x/missing")),
+    ] {
+        let (nf, sf) = (look(&store.join(&n)), look(&store.join(&s)));
+        let what = if n.ends_with("/s/a") { "a directory" } else { "a file" };
+        assert_eq!(nf, sf, "{what}: nginx's {n}, shoal's {s}");
+    }
+    assert!(look(&store.join(format!("{sp}/s/a/b.txt"))).is_some());
 }
