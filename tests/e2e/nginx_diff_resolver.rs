@@ -238,3 +238,30 @@ fn proxy_store_as_nginx() {
     }
     assert!(look(&store.join(format!("{sp}/s/a/b.txt"))).is_some());
 }
+
+#[test]
+fn add_trailer_as_nginx() {
+    let up = Upstream::hello("from upstream");
+    let server = format!(
+        // Tokens off: "nginx" and "shoal" are as long, so are the error pages' chunks.
+        "server_tokens off; add_trailer X-Server-Level server;\n\
+         location /t/ {{ alias {{HTML}}/t/; add_trailer X-Time \"t=$arg_t\"; \
+         add_trailer X-Empty $arg_none; add_trailer X-Always yes always; }}\n\
+         location /ret {{ add_trailer X-R r; return 200 \"returned\\n\"; }}\n\
+         location /missing/ {{ add_trailer X-Only-Good good; }}\n\
+         location /off/ {{ alias {{HTML}}/t/; chunked_transfer_encoding off; add_trailer X-T t; }}\n\
+         location /up/ {{ add_trailer X-Up \"$upstream_status\"; proxy_pass {}; }}\n\
+         location /inherit/ {{ alias {{HTML}}/t/; }}",
+        up.url()
+    );
+    let pair = Pair::new(&server);
+    let dir = pair.html().join("t");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f.txt"), "small file\n").unwrap();
+    for path in ["/t/f.txt?t=1", "/t/nothing", "/ret", "/missing/x", "/off/f.txt", "/up/x", "/inherit/f.txt"] {
+        // A proxied request is not half-closed (the proxy would give it up).
+        pair.get_open(path, "");
+        pair.head_open(path, "");
+        pair.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
+    }
+}

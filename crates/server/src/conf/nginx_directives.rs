@@ -64,7 +64,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("add_before_body",                "ngx_http_addition_module",      Unsupported),
     ("add_header",                     "ngx_http_headers_module",       Unsupported),
     ("add_header_inherit",             "ngx_http_headers_module",       Unsupported),
-    ("add_trailer",                    "ngx_http_headers_module",       Unsupported),
     ("add_trailer_inherit",            "ngx_http_headers_module",       Unsupported),
     ("addition_types",                 "ngx_http_addition_module",      Inert),
     ("aio",                            "ngx_http_core_module",          Unsupported),

@@ -49,6 +49,7 @@ pub mod static_files;
 pub mod stub_status;
 pub mod subrequest;
 pub mod temp_file;
+pub mod trailers;
 pub mod transport;
 
 use std::path::{Path, PathBuf};

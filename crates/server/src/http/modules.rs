@@ -271,6 +271,8 @@ http_modules! {
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,
+    /// `add_trailer`: the answer goes chunked, the fields after its last chunk.
+    trailers: super::trailers::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they
