@@ -265,3 +265,68 @@ fn add_trailer_as_nginx() {
         pair.check_open(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes());
     }
 }
+
+/// The directives nginx lets take variables, with variables: accepted alike.
+#[test]
+fn directives_with_variables_at_t() {
+    let cases: &[&str] = &[
+        "location / { proxy_set_header X-V $v; proxy_pass http://127.0.0.1:1; }",
+        "location / { proxy_set_body $v; proxy_pass http://127.0.0.1:1; }",
+        "location / { proxy_bind $v; proxy_pass http://127.0.0.1:1; }",
+        "location / { return 200 $v; }",
+        "location / { return 302 $scheme://$host/$v; }",
+        "location / { return $v; }",
+        "location / { error_page 404 /e$v; }",
+        "location / { error_page 404 = @n$v; }",
+        "location / { try_files $uri /$v =404; }",
+        "location / { limit_rate $v; limit_rate_after $v; }",
+        "location / { auth_basic $v; auth_basic_user_file /tmp/$v; }",
+        "location / { root /srv/$v; }",
+        "location / { alias /srv/$v/; }",
+        "location / { add_header X-V $v always; add_trailer X-T $v; }",
+        "location / { expires $v; }",
+        "location / { index $v.html i$v.htm; }",
+        "location / { charset $v; }",
+        "location / { set $w $v; rewrite ^ /$w; }",
+        "location / { access_log logs/$v.log; }",
+        "location / { proxy_store /tmp/$v; proxy_pass http://127.0.0.1:1; }",
+        "location / { proxy_method $v; proxy_pass http://127.0.0.1:1; }",
+        "location / { proxy_redirect http://$v/ /; proxy_pass http://127.0.0.1:1; }",
+        "location / { default_type $v; }",
+    ];
+    let mut differ = Vec::new();
+    for server in cases {
+        let (n, s) = both_test("map $uri $v { default 1; }", server);
+        if n != s {
+            differ.push(format!("{server}\n  nginx: {n}\n  shoal: {s}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// Variables from a map, where nginx evaluates them per request.
+#[test]
+fn variables_per_request_as_nginx() {
+    let up = Upstream::start(echo_answer);
+    let http = "map $arg_k $v { default def; a alpha; b \"\"; }";
+    let server = format!(
+        "location /ret {{ return 200 \"v=$v\\n\"; }}\n\
+         location /code {{ return 301 /to/$v; }}\n\
+         location /err {{ error_page 404 /page_$v; }}\n\
+         location /page_alpha {{ return 200 \"error page alpha\\n\"; }}\n\
+         location /auth {{ auth_basic $v; }}\n\
+         location /hdr {{ proxy_set_header X-V $v; proxy_pass {}; }}",
+        up.url()
+    );
+    let pair = Pair::with(Conf {
+        http,
+        server: &server,
+        ..Default::default()
+    });
+    for k in ["a", "b", "z"] {
+        for path in ["/ret", "/code", "/err/x", "/auth"] {
+            pair.get(&format!("{path}?k={k}"), "");
+        }
+        pair.get_open(&format!("/hdr?k={k}"), "");
+    }
+}
