@@ -181,3 +181,103 @@ fn several_addresses_are_peers_in_turn() {
     }
     s.wait_log("connect() failed (111: Connection refused)", 1);
 }
+
+/// `shoal -t` on `conf`: (success, stderr).
+fn test_conf(conf: &str) -> (bool, String) {
+    let p = crate::common::Prefix::new();
+    p.write_conf(conf);
+    let out = p.run(&["-t"]);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn resolver_parameters_of_later_nginx() {
+    // `ipv4=` (1.23.1+) and `status_zone=` (accepted, counting nothing).
+    let ok = conf(
+        free_port(),
+        "resolver 127.0.0.1:53 ipv4=on ipv6=off status_zone=dns valid=5s;",
+        "",
+    );
+    let (passed, err) = test_conf(&ok);
+    assert!(passed, "{err}");
+    for (line, message) in [
+        (
+            "resolver 127.0.0.1 ipv4=off ipv6=off;",
+            "\"ipv4\" and \"ipv6\" cannot both be \"off\"",
+        ),
+        ("resolver 127.0.0.1 ipv4=maybe;", "invalid parameter: ipv4=maybe"),
+        ("resolver 127.0.0.1 valid=x;", "invalid parameter: valid=x"),
+    ] {
+        let (passed, err) = test_conf(&conf(free_port(), line, ""));
+        assert!(!passed);
+        assert!(err.contains(&format!("[emerg] {message} in ")), "{err}");
+    }
+}
+
+#[test]
+fn upstream_resolve_needs_a_zone_and_a_resolver() {
+    let no_zone = conf(
+        free_port(),
+        "resolver 127.0.0.1;\nupstream app { server app.test resolve; }",
+        "proxy_pass http://app;",
+    );
+    let (passed, err) = test_conf(&no_zone);
+    assert!(!passed);
+    assert!(
+        err.contains("resolving names at run time requires upstream \"app\" in ")
+            && err.contains("shoal.conf:7 to be in shared memory"),
+        "{err}"
+    );
+    let no_resolver = conf(
+        free_port(),
+        "upstream app { zone app 64k; server app.test resolve; }",
+        "proxy_pass http://app;",
+    );
+    let (passed, err) = test_conf(&no_resolver);
+    assert!(!passed);
+    assert!(
+        err.contains("no resolver defined to resolve names at run time in upstream \"app\" in "),
+        "{err}"
+    );
+    // The resolver may be the block's own (1.27.3+); the name is not looked up at -t.
+    let own = conf(
+        free_port(),
+        "upstream app { zone app 64k; resolver 127.0.0.1:1 valid=1s; resolver_timeout 1s;\n\
+         server no-such-name.test:8080 resolve weight=2; server 127.0.0.1:1 backup; }",
+        "proxy_pass http://app;",
+    );
+    let (passed, err) = test_conf(&own);
+    assert!(passed, "{err}");
+}
+
+#[test]
+fn upstream_resolve_follows_the_name() {
+    let dns = Dns::start(&[("app.test", v4("127.0.0.1", 1))]);
+    let up = Upstream::hello("app");
+    let port = free_port();
+    let http = format!(
+        // `valid=`: the error answer below is not kept for nginx's 10 s either.
+        "resolver {} valid=1s;\nupstream app {{ zone app 64k; server app.test:{} resolve; }}",
+        dns.addr(),
+        up.port()
+    );
+    let s = Shoal::start(&conf(port, &http, "proxy_pass http://app;"), port);
+    let r = get(port, "/").unwrap();
+    assert_eq!(r.status, 200, "{}", s.error_log());
+    assert_eq!(r.body, b"app");
+    // A failed lookup keeps the addresses the name had.
+    dns.set("app.test", Entry::NxDomain);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(get(port, "/").unwrap().status, 200);
+    s.wait_log("app.test could not be resolved (3: Host not found) in upstream \"app\"", 1);
+    // A new address (where nothing listens): the upstream follows it.
+    dns.set("app.test", v4("127.0.0.3", 1));
+    crate::common::wait_for("the new address to be used", || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        (get(port, "/").unwrap().status == 502).then_some(())
+    });
+    assert!(s.error_log().contains("127.0.0.3"), "{}", s.error_log());
+}

@@ -709,6 +709,9 @@ impl HttpConf {
         } else {
             8000
         };
+        for u in &self.upstreams {
+            crate::upstream::resolve::link(u, &self.loc.resolver)?;
+        }
         for srv in &mut self.servers {
             srv.srv.merge(&self.srv);
             srv.loc.merge(&self.loc);

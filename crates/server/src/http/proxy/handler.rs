@@ -509,6 +509,23 @@ async fn run(
             (u.clone(), uri, pass.host.clone(), pass.port, pass.https)
         }
     };
+    // `server ... resolve` lines: the peers their names have now.
+    let upstream = if upstream.resolving.is_some() {
+        match crate::upstream::resolve::current(&upstream).await {
+            Some(u) => u,
+            None => {
+                crate::conn_log!(
+                    Level::Error,
+                    r.info.number,
+                    "no live upstreams while connecting to upstream{}",
+                    r.log_ctx()
+                );
+                return Outcome::Error(502);
+            }
+        }
+    } else {
+        upstream
+    };
     // An https upstream: the location's TLS settings, built with the configuration.
     let tls = match (https, conf.ssl.built.get()) {
         (false, _) => None,
