@@ -211,9 +211,7 @@ fn a_port_range_listens_on_each_port() {
     // Three free ports in a row (the first found from a free one).
     let base = loop {
         let p = crate::common::free_port();
-        if p < 65000
-            && (1..3).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())
-        {
+        if p < 65000 && (1..3).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
             break p;
         }
     };

@@ -20,7 +20,10 @@ fn directives_at_t() {
         ("resolver no-such-host.invalid;", ""),
         ("resolver [::1;", ""),
         ("resolver 127.0.0.1; resolver 127.0.0.2;", ""),
-        ("", "location / { resolver 127.0.0.1; resolver_timeout 5s; }"),
+        (
+            "",
+            "location / { resolver 127.0.0.1; resolver_timeout 5s; }",
+        ),
         ("resolver_timeout x;", ""),
         ("resolver_timeout 1s; resolver_timeout 2s;", ""),
         ("resolver;", ""),
@@ -43,15 +46,24 @@ fn directives_at_t() {
         ("", "location / { index index$x.html; }"),
         ("", "location / { proxy_method POST; }"),
         ("", "location / { proxy_method $x; proxy_method GET; }"),
-        ("", "location / { proxy_store on; proxy_store_access user:rw group:r all:r; }"),
+        (
+            "",
+            "location / { proxy_store on; proxy_store_access user:rw group:r all:r; }",
+        ),
         ("", "location / { proxy_store /tmp/$uri; }"),
         ("", "location / { proxy_store on; proxy_store off; }"),
         ("", "location / { proxy_store_access user:x; }"),
         ("", "location / { proxy_store_access other:r; }"),
-        ("", "location / { proxy_store_access user:r user:r user:r user:r; }"),
+        (
+            "",
+            "location / { proxy_store_access user:r user:r user:r user:r; }",
+        ),
         ("subrequest_output_buffer_size 16k;", ""),
         ("subrequest_output_buffer_size x;", ""),
-        ("", "location / { subrequest_output_buffer_size 1k; subrequest_output_buffer_size 2k; }"),
+        (
+            "",
+            "location / { subrequest_output_buffer_size 1k; subrequest_output_buffer_size 2k; }",
+        ),
     ];
     let mut differ = Vec::new();
     for (http, server) in cases {
@@ -88,7 +100,13 @@ fn proxy_pass_with_variables_resolves_as_nginx() {
     ]);
     let up = Upstream::hello("resolved");
     let pair = resolver_pair(&dns, &up, "");
-    for name in ["backend.test", "Backend.Test", "gone.test", "fail.test", "127.0.0.1"] {
+    for name in [
+        "backend.test",
+        "Backend.Test",
+        "gone.test",
+        "fail.test",
+        "127.0.0.1",
+    ] {
         pair.get_open(&format!("/?h={name}"), "");
     }
     // Both asked once for the name, and kept the answer.
@@ -154,9 +172,7 @@ fn expires_from_a_map_as_nginx() {
 
 #[test]
 fn index_with_variables_as_nginx() {
-    let pair = Pair::new(
-        "location /i/ { alias {HTML}/i/; index page$arg_v.html index.html; }",
-    );
+    let pair = Pair::new("location /i/ { alias {HTML}/i/; index page$arg_v.html index.html; }");
     let dir = pair.html().join("i");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("page1.html"), "one\n").unwrap();
@@ -214,15 +230,20 @@ fn proxy_store_as_nginx() {
     let (np, sp) = pair.ports();
     let look = |p: &std::path::Path| {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).map(|m| {
-            (
-                m.mode() & 0o7777,
-                // The upstream's Last-Modified, else the time it was written.
-                if p.extension().is_some() { m.mtime() } else { 0 },
-                std::fs::read_to_string(p).unwrap_or_default(),
-            )
-        })
-        .ok()
+        std::fs::metadata(p)
+            .map(|m| {
+                (
+                    m.mode() & 0o7777,
+                    // The upstream's Last-Modified, else the time it was written.
+                    if p.extension().is_some() {
+                        m.mtime()
+                    } else {
+                        0
+                    },
+                    std::fs::read_to_string(p).unwrap_or_default(),
+                )
+            })
+            .ok()
     };
     for (n, s) in [
         (format!("{np}/s/a/b.txt"), format!("{sp}/s/a/b.txt")),
@@ -230,10 +251,17 @@ fn proxy_store_as_nginx() {
         (format!("{np}/s/missing"), format!("{sp}/s/missing")),
         (format!("{np}/s/chunked"), format!("{sp}/s/chunked")),
         (format!("on{np}/on/x/y.txt"), format!("on{sp}/on/x/y.txt")),
-        (format!("on{np}/on/x/missing"), format!("on{sp}/on/x/missing")),
+        (
+            format!("on{np}/on/x/missing"),
+            format!("on{sp}/on/x/missing"),
+        ),
     ] {
         let (nf, sf) = (look(&store.join(&n)), look(&store.join(&s)));
-        let what = if n.ends_with("/s/a") { "a directory" } else { "a file" };
+        let what = if n.ends_with("/s/a") {
+            "a directory"
+        } else {
+            "a file"
+        };
         assert_eq!(nf, sf, "{what}: nginx's {n}, shoal's {s}");
     }
     assert!(look(&store.join(format!("{sp}/s/a/b.txt"))).is_some());
@@ -258,7 +286,15 @@ fn add_trailer_as_nginx() {
     let dir = pair.html().join("t");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f.txt"), "small file\n").unwrap();
-    for path in ["/t/f.txt?t=1", "/t/nothing", "/ret", "/missing/x", "/off/f.txt", "/up/x", "/inherit/f.txt"] {
+    for path in [
+        "/t/f.txt?t=1",
+        "/t/nothing",
+        "/ret",
+        "/missing/x",
+        "/off/f.txt",
+        "/up/x",
+        "/inherit/f.txt",
+    ] {
         // A proxied request is not half-closed (the proxy would give it up).
         pair.get_open(path, "");
         pair.head_open(path, "");

@@ -38,7 +38,11 @@ fn a_name_is_resolved_and_kept_for_its_ttl() {
         assert_eq!(r.status, 200, "{}", s.error_log());
         assert_eq!(r.body, b"from backend");
     }
-    assert_eq!(dns.asked("backend.test", A), 1, "one question, then the cache");
+    assert_eq!(
+        dns.asked("backend.test", A),
+        1,
+        "one question, then the cache"
+    );
     assert_eq!(dns.asked("backend.test", AAAA), 1);
     // Case does not make another name.
     assert_eq!(get(port, "/?h=BACKEND.test").unwrap().status, 200);
@@ -102,7 +106,10 @@ fn silence_times_out_at_resolver_timeout() {
     );
     let r = get(port, "/?h=slow.test").unwrap();
     assert_eq!(r.status, 502);
-    s.wait_log("slow.test could not be resolved (110: Operation timed out)", 1);
+    s.wait_log(
+        "slow.test could not be resolved (110: Operation timed out)",
+        1,
+    );
     // A timeout is not kept.
     dns.set("slow.test", v4("127.0.0.1", 30));
     assert_eq!(get(port, "/?h=slow.test").unwrap().status, 200);
@@ -208,7 +215,10 @@ fn resolver_parameters_of_later_nginx() {
             "resolver 127.0.0.1 ipv4=off ipv6=off;",
             "\"ipv4\" and \"ipv6\" cannot both be \"off\"",
         ),
-        ("resolver 127.0.0.1 ipv4=maybe;", "invalid parameter: ipv4=maybe"),
+        (
+            "resolver 127.0.0.1 ipv4=maybe;",
+            "invalid parameter: ipv4=maybe",
+        ),
         ("resolver 127.0.0.1 valid=x;", "invalid parameter: valid=x"),
     ] {
         let (passed, err) = test_conf(&conf(free_port(), line, ""));
@@ -272,7 +282,10 @@ fn upstream_resolve_follows_the_name() {
     dns.set("app.test", Entry::NxDomain);
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert_eq!(get(port, "/").unwrap().status, 200);
-    s.wait_log("app.test could not be resolved (3: Host not found) in upstream \"app\"", 1);
+    s.wait_log(
+        "app.test could not be resolved (3: Host not found) in upstream \"app\"",
+        1,
+    );
     // A new address (where nothing listens): the upstream follows it.
     dns.set("app.test", v4("127.0.0.3", 1));
     crate::common::wait_for("the new address to be used", || {

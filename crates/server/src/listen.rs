@@ -291,9 +291,7 @@ pub fn parse_addr(s: &str) -> Result<Vec<ListenAddr>, &'static str> {
 
 fn port_of(p: &str) -> Result<u16, &'static str> {
     match p.parse::<u32>() {
-        Ok(n) if (1..=65535).contains(&n) && p.bytes().all(|c| c.is_ascii_digit()) => {
-            Ok(n as u16)
-        }
+        Ok(n) if (1..=65535).contains(&n) && p.bytes().all(|c| c.is_ascii_digit()) => Ok(n as u16),
         _ => Err("invalid port"),
     }
 }

@@ -180,7 +180,12 @@ fn answer(sh: &Shared, q: &[u8], tcp: bool) -> Option<Vec<u8>> {
     let question_end = at + 4;
     let name = labels.join(".");
     sh.asked.lock().unwrap().push((name.clone(), qtype, tcp));
-    let entry = sh.table.lock().unwrap().get(&name.to_ascii_lowercase()).cloned();
+    let entry = sh
+        .table
+        .lock()
+        .unwrap()
+        .get(&name.to_ascii_lowercase())
+        .cloned();
     let mut out = q.get(..question_end)?.to_vec();
     out[2] = 0x80 | (q[2] & 0x01); // QR, RD echoed
     out[3] = 0x80; // RA

@@ -416,7 +416,8 @@ impl LocConf {
             alias_len: None,
             prefix: prefix.to_path_buf(),
         });
-        self.index.get_or_insert_with(|| vec![IndexName::new("index.html")]);
+        self.index
+            .get_or_insert_with(|| vec![IndexName::new("index.html")]);
         self.types.get_or_insert_with(|| Arc::new(default_types()));
         self.default_type.get_or_insert_with(|| "text/plain".into());
     }

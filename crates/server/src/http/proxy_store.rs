@@ -72,7 +72,10 @@ fn set_store(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
         "off" => Store::Off,
         _ if matches!(
             lc.proxy.cache.cache,
-            Some(crate::http::proxy_cache::CacheRef::Zone(_) | crate::http::proxy_cache::CacheRef::Var(_))
+            Some(
+                crate::http::proxy_cache::CacheRef::Zone(_)
+                    | crate::http::proxy_cache::CacheRef::Var(_)
+            )
         ) =>
         {
             return Err(directive_err(d, "is incompatible with \"proxy_cache\""));
@@ -147,8 +150,7 @@ pub fn attach(
     if !ub.buffering || ub.tee.is_some() {
         return;
     }
-    let (file, temp) = match crate::http::temp_file::create_in(lc.proxy.temp_path.as_ref(), true)
-    {
+    let (file, temp) = match crate::http::temp_file::create_in(lc.proxy.temp_path.as_ref(), true) {
         Ok((f, Some(name))) => (f, name),
         Ok((_, None)) => return,
         Err(e) => {

@@ -44,7 +44,10 @@ fn set_add_trailer(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
     };
     let value = Template::compile(&d.args[1].value).map_err(|m| err(d, m))?;
     let lc = loc_conf(s);
-    let list = lc.trailers.lines.get_or_insert_with(|| Arc::new(Vec::new()));
+    let list = lc
+        .trailers
+        .lines
+        .get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(AddHeader {
         name: crate::conf::intern(&d.args[0].value),
         value,

@@ -74,8 +74,7 @@ pub fn parse(d: &Directive) -> Result<Resolver, Error> {
         if v.starts_with("status_zone=") {
             continue;
         }
-        let addrs =
-            server_addrs(v).map_err(|m| err(d, format!("{m} in resolver \"{v}\"")))?;
+        let addrs = server_addrs(v).map_err(|m| err(d, format!("{m} in resolver \"{v}\"")))?;
         servers.extend(addrs);
     }
     if !r.ipv4 && !r.ipv6 {

@@ -169,7 +169,11 @@ fn rotated(addrs: &Arc<[IpAddr]>) -> Arc<[IpAddr]> {
 
 /// Asks the servers in turn until one answers or `deadline` passes: the addresses and the
 /// smallest TTL.
-async fn lookup(r: &Resolver, name: &str, deadline: Instant) -> Result<(Vec<IpAddr>, u32), Failure> {
+async fn lookup(
+    r: &Resolver,
+    name: &str,
+    deadline: Instant,
+) -> Result<(Vec<IpAddr>, u32), Failure> {
     let mut types = Vec::with_capacity(2);
     if r.ipv4 {
         types.push(wire::TYPE_A);
@@ -198,8 +202,10 @@ async fn lookup(r: &Resolver, name: &str, deadline: Instant) -> Result<(Vec<IpAd
             Asked::Refused => {
                 // Not too fast around a list of servers that all refuse.
                 if (i + 1 - start) % r.servers.len() == 0 {
-                    tokio::time::sleep_until(until.min(Instant::now() + Duration::from_millis(200)))
-                        .await;
+                    tokio::time::sleep_until(
+                        until.min(Instant::now() + Duration::from_millis(200)),
+                    )
+                    .await;
                 }
             }
             Asked::Silent => {}
@@ -276,7 +282,12 @@ fn refused_or_silent(e: &std::io::Error) -> Asked {
 }
 
 /// The same question over TCP (an answer too large for a datagram).
-async fn ask_tcp(server: SocketAddr, name: &str, qtype: u16, until: Instant) -> Option<wire::Answer> {
+async fn ask_tcp(
+    server: SocketAddr,
+    name: &str,
+    qtype: u16,
+    until: Instant,
+) -> Option<wire::Answer> {
     let id = random_id();
     let q = wire::query(id, name, qtype)?;
     let exchange = async {
@@ -291,7 +302,10 @@ async fn ask_tcp(server: SocketAddr, name: &str, qtype: u16, until: Instant) -> 
         s.read_exact(&mut buf).await.ok()?;
         wire::parse(&buf, id, name, qtype).ok()
     };
-    tokio::time::timeout_at(until, exchange).await.ok().flatten()
+    tokio::time::timeout_at(until, exchange)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// The answers of one round as one result: the addresses of every type (A first), or the

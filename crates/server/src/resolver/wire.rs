@@ -250,7 +250,12 @@ mod tests {
         let aaaa = query(8, "b.test", TYPE_AAAA).unwrap();
         let mut v6 = vec![0u8; 16];
         v6[15] = 1;
-        let got = parse(&answer(&aaaa, 0, &[(TYPE_AAAA, 9, v6)]), 8, "b.test", TYPE_AAAA);
+        let got = parse(
+            &answer(&aaaa, 0, &[(TYPE_AAAA, 9, v6)]),
+            8,
+            "b.test",
+            TYPE_AAAA,
+        );
         assert_eq!(got.unwrap().addrs, vec!["::1".parse::<IpAddr>().unwrap()]);
     }
 

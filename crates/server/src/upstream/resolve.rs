@@ -141,7 +141,8 @@ pub async fn current(base: &Arc<UpstreamConf>) -> Option<Arc<UpstreamConf>> {
                 }
             }
             let u = base.with_resolved(extra);
-            let usable = !u.entries.is_empty() && super::Balancer::new(u.method, &u.entries, 0).is_ok();
+            let usable =
+                !u.entries.is_empty() && super::Balancer::new(u.method, &u.entries, 0).is_ok();
             usable.then(|| Arc::new(u))
         }
     };
