@@ -52,6 +52,18 @@ fn directives_at_t() {
         ),
         ("", "location / { proxy_store /tmp/$uri; }"),
         ("", "location / { proxy_store on; proxy_store off; }"),
+        (
+            "proxy_cache_path /tmp/shoal-store-t keys_zone=z:1m;",
+            "location / { proxy_store on; proxy_cache z; }",
+        ),
+        (
+            "proxy_cache_path /tmp/shoal-store-t keys_zone=z:1m;",
+            "location / { proxy_cache z; proxy_store on; }",
+        ),
+        (
+            "proxy_cache_path /tmp/shoal-store-t keys_zone=z:1m;",
+            "location / { proxy_cache off; proxy_store on; }",
+        ),
         ("", "location / { proxy_store_access user:x; }"),
         ("", "location / { proxy_store_access other:r; }"),
         (
