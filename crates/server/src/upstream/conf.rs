@@ -98,6 +98,8 @@ pub struct UpstreamConf {
     pub implicit: bool,
     /// Made for one request from a URL with variables: its per-worker state is not kept.
     pub ephemeral: bool,
+    /// An ephemeral upstream's balancer (made at its first use, gone with the request).
+    pub own_balancer: std::sync::OnceLock<std::sync::Mutex<super::Balancer>>,
     /// `resolver` and `resolver_timeout` in the block (nginx 1.27.3+), for `resolve` lines.
     pub resolver: Option<Arc<crate::resolver::Resolver>>,
     pub resolver_timeout: Option<Duration>,
@@ -125,6 +127,7 @@ impl UpstreamConf {
             keepalive_timeout: None,
             implicit,
             ephemeral: false,
+            own_balancer: std::sync::OnceLock::new(),
             resolver: None,
             resolver_timeout: None,
             zone: false,
