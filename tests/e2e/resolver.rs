@@ -294,3 +294,45 @@ fn upstream_resolve_follows_the_name() {
     });
     assert!(s.error_log().contains("127.0.0.3"), "{}", s.error_log());
 }
+
+#[test]
+fn requests_at_the_same_time_share_one_question() {
+    let dns = Dns::start(&[(
+        "busy.test",
+        Entry::Slow(
+            vec!["127.0.0.1".parse().unwrap()],
+            30,
+            std::time::Duration::from_millis(500),
+        ),
+    )]);
+    let up = Upstream::hello("shared");
+    let port = free_port();
+    let s = proxied(port, &format!("resolver {} ipv6=off;", dns.addr()), &up);
+    let clients: Vec<_> = (0..5)
+        .map(|_| std::thread::spawn(move || get(port, "/?h=busy.test").map(|r| r.status)))
+        .collect();
+    for c in clients {
+        let status = c.join().unwrap();
+        assert_eq!(status.ok(), Some(200), "{}\n{}", s.error_log(), s.stderr());
+    }
+    assert_eq!(dns.asked("busy.test", A), 1);
+}
+
+/// Requests whose URLs made upstreams of their own, overlapping on one worker, each keep
+/// their own peer state (a later one used to take the earlier one's place).
+#[test]
+fn overlapping_requests_to_addresses_from_variables() {
+    let up = Upstream::start(|_| {
+        crate::common::upstream::Answer::ok("slow")
+            .delay_head(std::time::Duration::from_millis(300))
+    });
+    let port = free_port();
+    let s = proxied(port, "", &up);
+    let clients: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || get(port, "/?h=127.0.0.1").map(|r| r.status)))
+        .collect();
+    for c in clients {
+        let status = c.join().unwrap();
+        assert_eq!(status.ok(), Some(200), "{}", s.stderr());
+    }
+}

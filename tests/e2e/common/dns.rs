@@ -23,6 +23,8 @@ pub enum Entry {
     Silent,
     /// Over UDP an empty answer with TC set; over TCP these addresses.
     Truncated(Vec<std::net::IpAddr>, u32),
+    /// These addresses, answered after a while (over UDP).
+    Slow(Vec<std::net::IpAddr>, u32, Duration),
 }
 
 /// `Entry::Addrs` of one IPv4 address.
@@ -77,8 +79,20 @@ impl Dns {
                 let Ok((n, from)) = udp.recv_from(&mut buf) else {
                     continue;
                 };
+                let delay = slow(&sh, &buf[..n]);
                 if let Some(a) = answer(&sh, &buf[..n], false) {
-                    let _ = udp.send_to(&a, from);
+                    match delay {
+                        None => {
+                            let _ = udp.send_to(&a, from);
+                        }
+                        Some(d) => {
+                            let sock = udp.try_clone().expect("a clone of the UDP socket");
+                            std::thread::spawn(move || {
+                                std::thread::sleep(d);
+                                let _ = sock.send_to(&a, from);
+                            });
+                        }
+                    }
                 }
             }
         });
@@ -159,6 +173,30 @@ impl Drop for Dns {
     }
 }
 
+/// How long to wait before answering `q` (an `Entry::Slow` name).
+fn slow(sh: &Shared, q: &[u8]) -> Option<Duration> {
+    let mut at = 12;
+    let mut labels = Vec::new();
+    loop {
+        let len = *q.get(at)? as usize;
+        at += 1;
+        if len == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(q.get(at..at + len)?).into_owned());
+        at += len;
+    }
+    match sh
+        .table
+        .lock()
+        .unwrap()
+        .get(&labels.join(".").to_ascii_lowercase())
+    {
+        Some(Entry::Slow(_, _, d)) => Some(*d),
+        _ => None,
+    }
+}
+
 /// The answer to the query `q`, or `None` to stay silent.
 fn answer(sh: &Shared, q: &[u8], tcp: bool) -> Option<Vec<u8>> {
     if q.len() < 12 {
@@ -204,7 +242,9 @@ fn answer(sh: &Shared, q: &[u8], tcp: bool) -> Option<Vec<u8>> {
             out[2] |= 0x02;
             return Some(out);
         }
-        Some(Entry::Truncated(a, ttl)) | Some(Entry::Addrs(a, ttl)) => (a, ttl),
+        Some(Entry::Truncated(a, ttl))
+        | Some(Entry::Addrs(a, ttl))
+        | Some(Entry::Slow(a, ttl, _)) => (a, ttl),
     };
     let mut count = 0u16;
     for ip in &addrs.0 {

@@ -9,7 +9,8 @@
 //! event loop (TCP when an answer says it was truncated). As nginx's, a lookup asks for A and
 //! AAAA records (as `ipv4=`/`ipv6=` allow) from one server, asks the next one when a server
 //! refuses the datagram or is silent for 5 seconds (nginx's resend time), and gives up at
-//! `resolver_timeout`. Answers are kept per worker for their TTL (or `valid=`), and an error
+//! `resolver_timeout`. Lookups of one name at the same time share one question. Answers are
+//! kept per worker for their TTL (or `valid=`), and an error
 //! answer for 10 seconds (or `valid=`), as nginx keeps them; a timeout is not kept. Each
 //! `resolver` directive has its own cache, as in nginx.
 
@@ -86,6 +87,8 @@ thread_local! {
     static CACHE: RefCell<HashMap<(u64, String), Cached>> = RefCell::new(HashMap::new());
     /// Where the next lookup starts among a resolver's servers (nginx turns through them).
     static TURN: Cell<usize> = const { Cell::new(0) };
+    /// The names being asked about now, with the lookups waiting for their answers.
+    static WAITING: RefCell<HashMap<(u64, String), Vec<Waiter>>> = RefCell::new(HashMap::new());
     static RANDOM: Cell<u64> = Cell::new(seed());
 }
 
@@ -127,6 +130,31 @@ pub async fn resolve(
     if let Some(result) = hit {
         return result.map(|a| rotated(&a));
     }
+    // One question at a time per name: a request that comes while it is asked waits for its
+    // answer (as nginx's waiting list), and asks itself if the asker went away.
+    let waiting = WAITING.with(|w| {
+        let mut w = w.borrow_mut();
+        match w.get_mut(&key) {
+            Some(list) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                list.push(tx);
+                Some(rx)
+            }
+            None => {
+                w.insert(key.clone(), Vec::new());
+                None
+            }
+        }
+    });
+    if let Some(rx) = waiting {
+        if let Ok(Ok(result)) = tokio::time::timeout(timeout, rx).await {
+            return result.map(|a| rotated(&a));
+        }
+        return lookup(r, name, Instant::now() + timeout)
+            .await
+            .map(|(a, _)| Arc::<[IpAddr]>::from(a));
+    }
+    let asking = Asking(Some(key.clone()));
     let result = lookup(r, name, now + timeout).await;
     let keep = match &result {
         Ok((_, ttl)) => Some(r.valid.unwrap_or(Duration::from_secs(u64::from(*ttl)))),
@@ -155,7 +183,32 @@ pub async fn resolve(
             );
         });
     }
+    for tx in asking.done() {
+        let _ = tx.send(result.clone());
+    }
     result
+}
+
+type Waiter = tokio::sync::oneshot::Sender<Result<Arc<[IpAddr]>, Failure>>;
+
+/// The name a lookup is asking about: its waiters are told the answer when it is done, and
+/// let go (to ask themselves) if the lookup is dropped first.
+struct Asking(Option<(u64, String)>);
+
+impl Asking {
+    fn done(mut self) -> Vec<Waiter> {
+        let key = self.0.take().expect("taken once");
+        WAITING.with(|w| w.borrow_mut().remove(&key).unwrap_or_default())
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if let Some(key) = self.0.take() {
+            // Dropping the senders wakes the waiters.
+            WAITING.with(|w| w.borrow_mut().remove(&key));
+        }
+    }
 }
 
 /// The addresses from a random one on (nginx's `ngx_resolver_export` with `rotate`).
