@@ -48,6 +48,7 @@ mod proxy_cache;
 mod proxy_cache_faults;
 mod proxy_cache_hot;
 mod proxy_cache_stale;
+mod proxy_store;
 mod realip;
 mod reload_load;
 mod resolver;
