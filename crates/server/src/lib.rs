@@ -19,6 +19,7 @@ pub mod master;
 pub mod pending;
 pub mod pools;
 pub mod privileges;
+pub mod resolver;
 pub mod spare;
 pub mod status;
 pub mod tls;

@@ -7,6 +7,7 @@
 //! with a deadline ([`WAIT`]), so a slow machine makes a test slower, never flaky.
 
 pub mod client;
+pub mod dns;
 pub mod tls;
 pub mod upstream;
 

@@ -36,6 +36,7 @@ pub mod phases;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod proxy_protocol;
+pub mod proxy_store;
 pub mod range;
 pub mod range_filter;
 pub mod realip;
@@ -46,7 +47,9 @@ pub mod rewrite;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
+pub mod subrequest;
 pub mod temp_file;
+pub mod trailers;
 pub mod transport;
 
 use std::path::{Path, PathBuf};
@@ -248,7 +251,7 @@ crate::conf::conf_slots! {
     others {
         /// `root` or `alias`.
         pub root: Option<DocRoot>,
-        pub index: Option<Vec<String>>,
+        pub index: Option<Vec<IndexName>>,
         /// `types`: built from the configuration, looked up with each answer's extension
         /// (FxHash: nobody outside adds keys to it).
         pub types: Option<Arc<shoal_io::fxhash::FxHashMap<String, String>>>,
@@ -413,7 +416,8 @@ impl LocConf {
             alias_len: None,
             prefix: prefix.to_path_buf(),
         });
-        self.index.get_or_insert_with(|| vec!["index.html".into()]);
+        self.index
+            .get_or_insert_with(|| vec![IndexName::new("index.html")]);
         self.types.get_or_insert_with(|| Arc::new(default_types()));
         self.default_type.get_or_insert_with(|| "text/plain".into());
     }
@@ -440,7 +444,7 @@ impl LocConf {
         self.max_ranges
     }
 
-    pub fn index(&self) -> &[String] {
+    pub fn index(&self) -> &[IndexName] {
         self.index.as_deref().unwrap_or_default()
     }
 
@@ -564,8 +568,30 @@ fn set_index(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
         }
     }
     let list = loc_conf(s).index.get_or_insert_with(Vec::new);
-    list.extend(d.args.iter().map(|a| a.value.clone()));
+    for a in &d.args {
+        let mut name = IndexName::new(&a.value);
+        let t = crate::variables::Template::compile(&a.value).map_err(|m| err(d, m))?;
+        name.template = (!t.is_static()).then_some(t);
+        list.push(name);
+    }
     Ok(())
+}
+
+/// One name of `index`: text, or text with variables evaluated per request (`index
+/// index$geo.html`).
+#[derive(Clone, Debug)]
+pub struct IndexName {
+    pub text: String,
+    pub template: Option<crate::variables::Template>,
+}
+
+impl IndexName {
+    pub fn new(text: &str) -> IndexName {
+        IndexName {
+            text: text.to_string(),
+            template: None,
+        }
+    }
 }
 
 fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
@@ -684,6 +710,9 @@ impl HttpConf {
         } else {
             8000
         };
+        for u in &self.upstreams {
+            crate::upstream::resolve::link(u, &self.loc.resolver)?;
+        }
         for srv in &mut self.servers {
             srv.srv.merge(&self.srv);
             srv.loc.merge(&self.loc);

@@ -253,6 +253,12 @@ http_modules! {
     /// `*_hash_max_size`, `*_hash_bucket_size`, `connection_pool_size`, `request_pool_size`
     /// (checked; they size nothing here).
     hash_sizes: super::hash_sizes::Module,
+    /// `resolver`, `resolver_timeout` (the proxy's run-time lookups).
+    resolver: crate::resolver::conf::Module,
+    /// `proxy_store`, `proxy_store_access` (the proxy attaches the store to an answer).
+    proxy_store: super::proxy_store::Module,
+    /// `subrequest_output_buffer_size` (checked and kept for the subrequests' modules).
+    subrequest: super::subrequest::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
     autoindex: super::autoindex::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
@@ -265,6 +271,8 @@ http_modules! {
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,
+    /// `add_trailer`: the answer goes chunked, the fields after its last chunk.
+    trailers: super::trailers::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they

@@ -55,6 +55,7 @@ pub static DIRECTIVES: &[Command] = &[
         set_pass_request_body,
     ),
     Command::new("proxy_set_body", HSL, Args::ONE, set_set_body),
+    Command::new("proxy_method", HSL, Args::ONE, set_method),
     Command::new("proxy_hide_header", HSL, Args::ONE, set_hide_header),
     Command::new("proxy_pass_header", HSL, Args::ONE, set_pass_header),
     Command::new(
@@ -162,8 +163,8 @@ pub enum Target {
     },
     /// `http://unix:/path:`.
     Unix(Arc<UpstreamConf>),
-    /// A URL with variables: evaluated per request; its host must name an `upstream` block or
-    /// be an address (shoal has no `resolver`).
+    /// A URL with variables: evaluated per request; its host names an `upstream` block, is
+    /// an address, or is looked up by the location's `resolver`.
     Dynamic {
         template: Template,
         upstreams: OnceLock<Vec<Arc<UpstreamConf>>>,
@@ -284,6 +285,9 @@ crate::conf::conf_slots! {
         pub pass: Option<Arc<ProxyPass>>,
         pub set_header: Option<Arc<Vec<(String, Template)>>>,
         pub set_body: Option<Template>,
+        /// `proxy_method`: the method sent upstream (variables allowed), the client's when
+        /// unset.
+        pub method: Option<Template>,
         pub hide_header: Option<Arc<Vec<String>>>,
         pub pass_header: Option<Arc<Vec<String>>>,
         pub ignore_headers: Option<Arc<Vec<String>>>,
@@ -303,6 +307,7 @@ impl ProxyLoc {
         self.merge_slots(parent);
         merge(&mut self.set_header, &parent.set_header);
         merge(&mut self.set_body, &parent.set_body);
+        merge(&mut self.method, &parent.method);
         merge(&mut self.hide_header, &parent.hide_header);
         merge(&mut self.pass_header, &parent.pass_header);
         merge(&mut self.ignore_headers, &parent.ignore_headers);
@@ -585,6 +590,11 @@ fn set_pass_request_body(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> R
 fn set_set_body(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
     set_once(&mut proxy(s).set_body, t, d)
+}
+
+fn set_method(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
+    set_once(&mut proxy(s).method, t, d)
 }
 
 fn push_name(list: &mut Option<Arc<Vec<String>>>, name: &str) {
