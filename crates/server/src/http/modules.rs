@@ -242,6 +242,8 @@ http_modules! {
     access: super::access::Module,
     /// `auth_basic`, `auth_basic_user_file` (access).
     auth_basic: super::auth_basic::Module,
+    /// `auth_request`, `auth_request_set` (access: a subrequest decides).
+    auth_request: super::auth_request::Module,
     /// `auth_delay`.
     auth_delay: super::auth_delay::Module,
     /// `limit_rate`, `limit_rate_after`.

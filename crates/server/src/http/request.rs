@@ -51,6 +51,8 @@ pub fn date(waited: bool) -> [u8; shoal_http::date::DATE_LEN] {
 #[derive(Default)]
 pub struct Extras {
     vars: RefCell<Vec<(&'static str, String)>>,
+    /// Declared variables a module set for the request (`auth_request_set`).
+    user_vars: RefCell<Vec<(String, String)>>,
     holds: RefCell<Vec<Box<dyn std::any::Any>>>,
     preaccess_done: std::cell::Cell<bool>,
     real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
@@ -69,6 +71,26 @@ impl Extras {
     /// Appends a module variable's value to `out`; false when it has none.
     pub fn var(&self, name: &str, out: &mut String) -> bool {
         match self.vars.borrow().iter().find(|(n, _)| *n == name) {
+            Some((_, v)) => {
+                out.push_str(v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets a declared variable's value for the rest of the request (`auth_request_set`).
+    pub fn set_user_var(&self, name: &str, value: String) {
+        let mut vars = self.user_vars.borrow_mut();
+        match vars.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value,
+            None => vars.push((name.to_string(), value)),
+        }
+    }
+
+    /// Appends a declared variable's value a module set; false when none did.
+    pub fn user_var(&self, name: &str, out: &mut String) -> bool {
+        match self.user_vars.borrow().iter().find(|(n, _)| n == name) {
             Some((_, v)) => {
                 out.push_str(v);
                 true

@@ -294,6 +294,7 @@ impl Vars<'_> {
             // variable, which is then valid for the request).
             Var::User(u) => match self.user.and_then(|m| m.get(&u.name)) {
                 Some(v) => out.push_str(v),
+                None if self.extras.is_some_and(|e| e.user_var(&u.name, out)) => {}
                 None => match u.computed() {
                     Some(def) => return self.compute(&u.name, &*def, out),
                     None => return false,
