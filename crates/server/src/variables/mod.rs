@@ -484,3 +484,11 @@ mod values;
 pub use eval::Vars;
 pub use values::escape_into;
 pub(crate) use values::local_tm;
+
+/// The host's name as `$hostname` gives it (syslog headers use it too).
+pub fn hostname() -> String {
+    values::HOSTNAME
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}

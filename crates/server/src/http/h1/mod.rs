@@ -78,6 +78,8 @@ pub async fn serve(
     let default_loc = generation
         .servers_for(&key.addr, info.local)
         .map(|r| &generation.default_server(r).loc);
+    // The default server's error log, until a request finds its location's.
+    crate::log::set_scope(default_loc.and_then(|l| l.error_log.as_ref()));
     let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
     // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
     // Nagle's algorithm. (A TLS connection has it from before its handshake.)
@@ -108,6 +110,7 @@ pub async fn serve(
         refuse_with: None,
         sni: None,
         keepalive: None,
+        pacing: None,
     };
     match conn.run().await {
         Ok(()) => conn.close().await,
@@ -253,6 +256,8 @@ pub(super) struct Conn {
     /// `keepalive_timeout` of the last answered request's location: how long the connection
     /// waits for the next one.
     keepalive: Option<Duration>,
+    /// `limit_rate`: the pacing of the answer being written (boxed: most answers have none).
+    pub(super) pacing: Option<Box<crate::http::limit_rate::Pacing>>,
 }
 
 /// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
@@ -634,7 +639,7 @@ impl Conn {
             uri,
             close,
             args: _,
-            user_vars: _,
+            user_vars,
             upstream,
         } = match self.refuse_with.take() {
             None => phases::process(&r, &client_body).await,
@@ -807,7 +812,14 @@ impl Conn {
         }
         let status = reply.status;
         *output.filters.borrow_mut() = filters;
-        let (head_len, body_len) = self
+        self.pacing = self.pacing_for(
+            (req, srv, host, start, &extras),
+            lc,
+            &uri,
+            &user_vars,
+            upstream.as_ref(),
+        );
+        let written = self
             .write_answer(
                 Some((req, srv)),
                 reply,
@@ -816,7 +828,17 @@ impl Conn {
                 &output,
                 RefusedShape::default(),
             )
-            .await?;
+            .await;
+        if self.pacing.is_some() {
+            // What is left of a paced answer goes paced too.
+            let flushed = match written {
+                Ok(_) => self.flush().await,
+                Err(_) => Ok(()),
+            };
+            self.pacing = None;
+            flushed?;
+        }
+        let (head_len, body_len) = written?;
         drop(output);
         if logs {
             let rec = upstream.as_ref().map(|u| u.borrow());
@@ -868,6 +890,50 @@ impl Conn {
             super::proxy::handler::Record::recycle(rec);
         }
         Ok(keep)
+    }
+
+    /// `limit_rate`: how the answer about to be written is paced (`None`: not at all); its
+    /// rate is `$limit_rate` in the access log.
+    fn pacing_for(
+        &self,
+        (req, srv, host, start, extras): (
+            &Request,
+            &ServerConf,
+            Option<&str>,
+            Instant,
+            &super::request::Extras,
+        ),
+        lc: &LocConf,
+        uri: &str,
+        user_vars: &std::collections::HashMap<String, String>,
+        upstream: Option<&Rc<std::cell::RefCell<super::proxy::handler::Record>>>,
+    ) -> Option<Box<super::limit_rate::Pacing>> {
+        let set_rate = user_vars.get("limit_rate").map(String::as_str);
+        if set_rate.is_none() && lc.limit_rate.rate.is_none() && upstream.is_none() {
+            return None;
+        }
+        let r = Req {
+            req,
+            srv,
+            host,
+            info: &self.info,
+            start,
+            name_captures: None,
+            client: None,
+            cache_zones: None,
+            extras,
+        };
+        let mut vars = r.vars(uri, lc, &[]);
+        vars.user = Some(user_vars);
+        let rec = upstream.map(|u| u.borrow());
+        let number = self.info.number;
+        let pacing = super::limit_rate::pacing_for(lc, set_rate, rec.as_deref(), &vars, &|m| {
+            crate::conn_log!(Level::Error, number, "{m}{}", r.log_ctx())
+        });
+        if let Some(p) = &pacing {
+            extras.set_var("limit_rate", p.rate().to_string());
+        }
+        pacing.map(Box::new)
     }
 
     /// The request's access log lines (see [`super::request::log`]).
