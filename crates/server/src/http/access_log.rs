@@ -336,7 +336,9 @@ pub(super) fn set_access_log(
         if d.args.len() > 1 {
             return Err(crate::conf::invalid_args(d));
         }
+        // nginx's `off` silences the whole level, whatever else it lists.
         lc.access_log = Some(Arc::new(Vec::new()));
+        lc.access_log_off = true;
         return Ok(());
     }
     let syslog = match path.strip_prefix("syslog:") {
@@ -412,8 +414,7 @@ pub(super) fn set_access_log(
             condition,
             reads_sent_headers,
         };
-        let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
-        Arc::make_mut(list).push(Arc::new(log));
+        push_log(lc, log);
         return Ok(());
     }
     let template = Template::compile(path).map_err(|m| err(d, m))?;
@@ -442,9 +443,17 @@ pub(super) fn set_access_log(
         condition,
         reads_sent_headers,
     };
+    push_log(lc, log);
+    Ok(())
+}
+
+/// Adds a log to the level's list, unless the level said `access_log off`.
+fn push_log(lc: &mut super::LocConf, log: AccessLog) {
+    if lc.access_log_off {
+        return;
+    }
     let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(Arc::new(log));
-    Ok(())
 }
 
 /// The default access log at http level: `logs/access.log combined`.

@@ -264,6 +264,8 @@ crate::conf::conf_slots! {
         pub error_log: Option<Arc<crate::log::ErrorLog>>,
         /// `open_log_file_cache` (`Some(None)`: `off`).
         pub open_log_file_cache: Option<Option<access_log::LogFileCache>>,
+        /// This level said `access_log off` (nginx's `off` wins over its other lines).
+        pub access_log_off: bool,
         /// `access_log` lines of this level (empty: `access_log off`).
         pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
         /// Not inherited (nginx's `try_files` and `return` apply where written).

@@ -580,6 +580,15 @@ impl Conn {
                     );
                     return Ok(Err(ReadEnd::Abandoned));
                 }
+                if self.requests > 0 {
+                    // nginx's keep-alive handler, without the request's context.
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client {} closed keepalive connection",
+                        self.info.client()
+                    );
+                }
                 return Ok(Err(ReadEnd::Closed));
             }
             // After an idle wait, `client_header_timeout` starts with the bytes that ended it:
