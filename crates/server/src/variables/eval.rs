@@ -222,6 +222,49 @@ impl Vars<'_> {
             Var::Pid => {
                 let _ = write!(out, "{}", std::process::id());
             }
+            Var::RequestId => match self.extras {
+                Some(e) => e.request_id(out),
+                None => return false,
+            },
+            Var::ConnectionTime => {
+                let Some(born) = self.extras.and_then(|e| e.conn_born()) else {
+                    return false;
+                };
+                let ms = born.elapsed().as_millis();
+                let _ = write!(out, "{}.{:03}", ms / 1000, ms % 1000);
+            }
+            Var::NginxVersion => out.push_str("1.22.1"),
+            Var::Pipe => out.push(if self.extras.is_some_and(|e| e.pipelined()) {
+                'p'
+            } else {
+                '.'
+            }),
+            Var::RequestCompletion => {
+                if self.extras.is_some_and(|e| e.completed()) {
+                    out.push_str("OK");
+                }
+            }
+            Var::RequestBody => {
+                if !self.extras.is_some_and(|e| e.body(out)) {
+                    return false;
+                }
+            }
+            Var::RequestBodyFile => {
+                if !self.extras.is_some_and(|e| e.body_file(out)) {
+                    return false;
+                }
+            }
+            Var::SentTrailer(_) => return false,
+            Var::TcpInfo(field) => {
+                let Some(fd) = self.extras.and_then(|e| e.socket()) else {
+                    return false;
+                };
+                let Ok(info) = shoal_io::syscall::tcp_info(fd) else {
+                    return false;
+                };
+                let v = [info.0, info.1, info.2, info.3][usize::from(*field).min(3)];
+                let _ = write!(out, "{v}");
+            }
             Var::TimeLocal => with_local_time(|t| out.push_str(&t.local)),
             Var::TimeIso8601 => with_local_time(|t| out.push_str(&t.iso8601)),
             Var::ConnectionsActive => {

@@ -111,6 +111,7 @@ pub async fn serve(
         sni: None,
         keepalive: None,
         pacing: None,
+        pipelined_next: false,
     };
     match conn.run().await {
         Ok(()) => conn.close().await,
@@ -258,6 +259,8 @@ pub(super) struct Conn {
     keepalive: Option<Duration>,
     /// `limit_rate`: the pacing of the answer being written (boxed: most answers have none).
     pub(super) pacing: Option<Box<crate::http::limit_rate::Pacing>>,
+    /// The next request's bytes were already read when the last answer was done (`$pipe`).
+    pipelined_next: bool,
 }
 
 /// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
@@ -418,6 +421,7 @@ impl Conn {
                 .await?;
             // Its head shares the read buffer's memory: nothing of it is kept while idle.
             req_slot = None;
+            self.pipelined_next = !self.buf.is_empty();
             if !keep {
                 self.flush().await?;
                 return Ok(());
@@ -619,6 +623,12 @@ impl Conn {
         let _clear = Clear;
         let body_kind = req.body();
         let extras = super::request::Extras::default();
+        {
+            use std::os::fd::AsRawFd;
+            let socket = matches!(self.stream, Transport::Tcp(_))
+                .then(|| self.stream.as_fd().as_raw_fd());
+            extras.set_connection(std::mem::take(&mut self.pipelined_next), self.born, socket);
+        }
         // The body stays where it is until a handler reads it (the proxy does), as nginx.
         let send_timeout = self.rules.send_timeout;
         let client_body = ClientBody::h1(
@@ -848,6 +858,7 @@ impl Conn {
             flushed?;
         }
         let (head_len, body_len) = written?;
+        extras.set_completed();
         drop(output);
         if logs {
             let rec = upstream.as_ref().map(|u| u.borrow());
