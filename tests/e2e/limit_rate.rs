@@ -1,5 +1,5 @@
-//! `limit_rate`, `limit_rate_after`, `set $limit_rate`, an upstream's `X-Accel-Limit-Rate` and
-//! `$limit_rate` end to end: answers paced as nginx paces them (the first second's worth at
+//! `limit_rate`, `limit_rate_after`, `set $limit_rate`, an upstream's `X-Accel-Limit-Rate`,
+//! `proxy_limit_rate` and `$limit_rate` end to end: answers paced as nginx paces them (the first second's worth at
 //! once, then the rate). Times are checked loosely, from below: a paced answer cannot come
 //! sooner than its rate allows; nothing asserts how fast an unpaced one is.
 
@@ -99,10 +99,17 @@ fn x_accel_limit_rate_from_the_upstream() {
     });
     let s = start(&format!(
         "location / {{ proxy_pass {}; }}\n\
-         location /ignored/ {{ proxy_pass {}; proxy_ignore_headers X-Accel-Limit-Rate; }}",
+         location /ignored/ {{ proxy_pass {}; proxy_ignore_headers X-Accel-Limit-Rate; }}\n\
+         location /read/ {{ proxy_pass {}; proxy_limit_rate 20k; }}",
+        up.url(),
         up.url(),
         up.url()
     ));
+    // `proxy_limit_rate`: the upstream's answer is read at 20 KiB/s (what came with its head
+    // is not counted, as in nginx: a little less than 60 KiB paced).
+    let (n, took) = timed_get(s.port, "/read/x");
+    assert_eq!(n, SIZE);
+    assert!(took >= Duration::from_millis(1200), "proxy_limit_rate: {took:?}");
     let (n, took) = timed_get(s.port, "/paced");
     assert_eq!(n, SIZE);
     assert!(took >= Duration::from_millis(1800), "X-Accel-Limit-Rate: {took:?}");

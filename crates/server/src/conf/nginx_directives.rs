@@ -345,7 +345,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("proxy_ignore_client_abort",      "ngx_http_proxy_module",         Unsupported),
     ("proxy_ignore_headers",           "ngx_http_proxy_module",         Unsupported),
     ("proxy_intercept_errors",         "ngx_http_proxy_module",         Unsupported),
-    ("proxy_limit_rate",               "ngx_http_proxy_module",         Unsupported),
     ("proxy_max_temp_file_size",       "ngx_http_proxy_module",         Unsupported),
     ("proxy_method",                   "ngx_http_proxy_module",         Unsupported),
     ("proxy_next_upstream",            "ngx_http_proxy_module",         Unsupported),
