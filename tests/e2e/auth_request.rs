@@ -79,9 +79,19 @@ fn a_subrequest_decides_and_its_variables_follow() {
     assert_eq!(r.header("x-auth"), Some("alice 200"));
     // The subrequest: a GET of the auth location's URI, the client's headers with it.
     let sub = auth.last();
-    assert_eq!((sub.method.as_str(), sub.target.as_str()), ("GET", "/check"));
+    assert_eq!(
+        (sub.method.as_str(), sub.target.as_str()),
+        ("GET", "/check")
+    );
     assert_eq!(sub.header("x-original-uri"), Some("/app/x?q=1"));
     assert_eq!(sub.header("x-token"), Some("good"));
+    // A HEAD's subrequest is a GET too.
+    let mut c = Client::connect(s.port);
+    c.send(b"HEAD /s/a.txt HTTP/1.1\r\nHost: localhost\r\nX-Token: good\r\n\r\n")
+        .unwrap();
+    let r = c.read_head().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(auth.last().method, "GET");
 
     // 401 with the auth server's WWW-Authenticate, `always` headers with the variables set.
     let r = ask(s.port, "/app/x", None);
@@ -95,8 +105,14 @@ fn a_subrequest_decides_and_its_variables_follow() {
         let r = ask(s.port, "/app/x", Some(odd));
         assert_eq!(r.status, 500, "{odd}");
     }
-    s.wait_log("auth request unexpected status: 404 while sending to client, client: 127.0.0.1", 1);
-    s.wait_log("auth request unexpected status: 302 while sending to client", 1);
+    s.wait_log(
+        "auth request unexpected status: 404 while sending to client, client: 127.0.0.1",
+        1,
+    );
+    s.wait_log(
+        "auth request unexpected status: 302 while sending to client",
+        1,
+    );
     // The application saw only the allowed request.
     assert_eq!(app.request_count(), 1);
 
@@ -141,10 +157,22 @@ fn static_files_off_and_satisfy() {
 #[test]
 fn configuration_errors() {
     for (line, msg) in [
-        ("auth_request /a; auth_request /b;", "\"auth_request\" directive is duplicate"),
-        ("auth_request_set user $x;", "invalid variable name \"user\""),
-        ("auth_request_set $uri $x;", "the duplicate \"uri\" variable"),
-        ("auth_request_set $u;", "invalid number of arguments in \"auth_request_set\""),
+        (
+            "auth_request /a; auth_request /b;",
+            "\"auth_request\" directive is duplicate",
+        ),
+        (
+            "auth_request_set user $x;",
+            "invalid variable name \"user\"",
+        ),
+        (
+            "auth_request_set $uri $x;",
+            "the duplicate \"uri\" variable",
+        ),
+        (
+            "auth_request_set $u;",
+            "invalid number of arguments in \"auth_request_set\"",
+        ),
     ] {
         let prefix = Prefix::new();
         prefix.write_conf(&format!(

@@ -42,13 +42,19 @@ fn each_level_has_its_own_error_logs() {
          location /main/ { }",
     );
     let mut c = crate::common::Client::connect(s.port);
-    let r = c.ask("GET /loc/none HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let r = c
+        .ask("GET /loc/none HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
     assert_eq!(r.status, 404);
     drop(c);
     assert_eq!(get(s.port, "/quiet/none"), 404);
     assert_eq!(get(s.port, "/main/none"), 404);
     let line = "open() \"";
-    let loc = wait_in(&s, "logs/loc.log", "/loc/none\" failed (2: No such file or directory)");
+    let loc = wait_in(
+        &s,
+        "logs/loc.log",
+        "/loc/none\" failed (2: No such file or directory)",
+    );
     assert!(loc.contains("[error]"), "{loc}");
     // Every log of the location, each at its level.
     wait_in(&s, "logs/loc2.log", "/loc/none\"");
@@ -57,7 +63,11 @@ fn each_level_has_its_own_error_logs() {
     // takes no error line.
     std::thread::sleep(Duration::from_millis(200));
     for f in ["logs/http.log", "logs/quiet.log"] {
-        assert!(!s.prefix.read(f).contains(line), "{f}: {}", s.prefix.read(f));
+        assert!(
+            !s.prefix.read(f).contains(line),
+            "{f}: {}",
+            s.prefix.read(f)
+        );
     }
     assert!(!s.error_log().contains(line), "{}", s.error_log());
     assert!(!s.prefix.read("logs/loc3.log").contains(line));
@@ -70,7 +80,11 @@ fn the_http_level_log_replaces_the_main_one_and_usr1_reopens_it() {
     assert_eq!(get(s.port, "/none"), 404);
     wait_in(&s, "logs/http.log", "/none\" failed");
     assert!(!s.error_log().contains("/none\" failed"));
-    std::fs::rename(s.prefix.join("logs/http.log"), s.prefix.join("logs/http.log.1")).unwrap();
+    std::fs::rename(
+        s.prefix.join("logs/http.log"),
+        s.prefix.join("logs/http.log.1"),
+    )
+    .unwrap();
     s.signal(libc::SIGUSR1);
     wait_for("the reopened log", || {
         s.prefix.join("logs/http.log").exists().then_some(())
@@ -85,7 +99,8 @@ struct Receiver(UdpSocket);
 impl Receiver {
     fn new() -> Receiver {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         Receiver(s)
     }
 
@@ -151,11 +166,17 @@ fn syslog_lines_as_nginx_sends_them() {
     assert_eq!(get(s.port, "/none"), 404);
     let got = rx.until("GET /none 404");
     // local0.err: <131>; the error log's line whole after the header, no line feed.
-    let err = got.iter().find(|d| d.contains("open()")).expect("the error line");
+    let err = got
+        .iter()
+        .find(|d| d.contains("open()"))
+        .expect("the error line");
     let rest = strip_time(err.strip_prefix("<131>").expect(err)).expect(err);
     let rest = rest.strip_prefix(&format!("{host} web: ")).expect(err);
     assert!(rest.contains(" [error] "), "{err}");
-    assert!(rest.ends_with(&format!("request: \"GET /none HTTP/1.1\", host: \"localhost\"")), "{err:?}");
+    assert!(
+        rest.ends_with("request: \"GET /none HTTP/1.1\", host: \"localhost\""),
+        "{err:?}"
+    );
     // local7.info: <190>, tag nginx.
     let acc = got.last().unwrap();
     let rest = strip_time(acc.strip_prefix("<190>").expect(acc)).expect(acc);
@@ -163,7 +184,10 @@ fn syslog_lines_as_nginx_sends_them() {
     // The location's: no hostname, severity notice for the access log, `if=`.
     assert_eq!(get(s.port, "/x/none?log=1"), 404);
     let got = rx.until("GET /x/none 404");
-    let err = got.iter().find(|d| d.contains("open()")).expect("the error line");
+    let err = got
+        .iter()
+        .find(|d| d.contains("open()"))
+        .expect("the error line");
     let rest = strip_time(err.strip_prefix("<187>").expect(err)).expect(err);
     assert!(rest.starts_with("nginx: 20"), "{err}");
     let acc = got.last().unwrap();
@@ -199,15 +223,36 @@ fn open_log_file_cache_keeps_a_file_open() {
 #[test]
 fn configuration_errors() {
     for (line, msg) in [
-        ("error_log syslog:server=127.0.0.1,facility=nope;", "unknown syslog facility \"nope\""),
-        ("error_log syslog:facility=local0;", "no syslog server specified"),
-        ("error_log syslog:server=127.0.0.1,tag=a-b;", "syslog \"tag\" only allows alphanumeric characters and underscore"),
-        ("access_log syslog:server=127.0.0.1,x=1;", "unknown syslog parameter \"x=1\""),
-        ("access_log syslog:server=127.0.0.1 combined buffer=4k;", "logs to syslog cannot be buffered"),
+        (
+            "error_log syslog:server=127.0.0.1,facility=nope;",
+            "unknown syslog facility \"nope\"",
+        ),
+        (
+            "error_log syslog:facility=local0;",
+            "no syslog server specified",
+        ),
+        (
+            "error_log syslog:server=127.0.0.1,tag=a-b;",
+            "syslog \"tag\" only allows alphanumeric characters and underscore",
+        ),
+        (
+            "access_log syslog:server=127.0.0.1,x=1;",
+            "unknown syslog parameter \"x=1\"",
+        ),
+        (
+            "access_log syslog:server=127.0.0.1 combined buffer=4k;",
+            "logs to syslog cannot be buffered",
+        ),
         ("error_log logs/e.log loud;", "invalid log level \"loud\""),
         ("error_log memory:0;", "invalid buffer size \"0\""),
-        ("open_log_file_cache inactive=10s;", "\"open_log_file_cache\" must have \"max\" parameter"),
-        ("open_log_file_cache max=x;", "invalid \"open_log_file_cache\" parameter \"max=x\""),
+        (
+            "open_log_file_cache inactive=10s;",
+            "\"open_log_file_cache\" must have \"max\" parameter",
+        ),
+        (
+            "open_log_file_cache max=x;",
+            "invalid \"open_log_file_cache\" parameter \"max=x\"",
+        ),
     ] {
         let prefix = Prefix::new();
         prefix.write_conf(&format!(
@@ -216,7 +261,10 @@ fn configuration_errors() {
         ));
         let out = prefix.run(&["-t"]);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(&format!("{msg} in ")) && err.contains("shoal.conf:3"), "{line}: {err}");
+        assert!(
+            err.contains(&format!("{msg} in ")) && err.contains("shoal.conf:3"),
+            "{line}: {err}"
+        );
         assert!(!out.status.success());
     }
     // What nginx accepts: memory:, stderr and syslog in every context.
@@ -228,5 +276,9 @@ fn configuration_errors() {
         free_port()
     ));
     let out = prefix.run(&["-t"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

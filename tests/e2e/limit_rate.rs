@@ -42,7 +42,11 @@ fn timed_get(port: u16, path: &str) -> (usize, Duration) {
         .unwrap();
     let took = began.elapsed();
     let text = String::from_utf8_lossy(&out);
-    assert!(text.starts_with("HTTP/1.1 200"), "{}", &text[..text.len().min(300)]);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{}",
+        &text[..text.len().min(300)]
+    );
     let body = text.split_once("\r\n\r\n").map_or(0, |(_, b)| b.len());
     (body, took)
 }
@@ -60,17 +64,29 @@ fn limit_rate_paces_a_file_and_limit_rate_after_frees_its_start() {
     // (and no sendfile shortcut around it).
     let (n, took) = timed_get(s.port, "/slow/big.txt");
     assert_eq!(n, SIZE);
-    assert!(took >= Duration::from_millis(1800), "paced answer took {took:?}");
+    assert!(
+        took >= Duration::from_millis(1800),
+        "paced answer took {took:?}"
+    );
     let (n, took) = timed_get(s.port, "/set/big.txt");
     assert_eq!(n, SIZE);
-    assert!(took >= Duration::from_millis(1800), "set $limit_rate: {took:?}");
+    assert!(
+        took >= Duration::from_millis(1800),
+        "set $limit_rate: {took:?}"
+    );
     let (n, took) = timed_get(s.port, "/var/big.txt?r=20k");
     assert_eq!(n, SIZE);
-    assert!(took >= Duration::from_millis(1800), "limit_rate $arg_r: {took:?}");
+    assert!(
+        took >= Duration::from_millis(1800),
+        "limit_rate $arg_r: {took:?}"
+    );
     // 50 KiB free, then 20 KiB/s: the rest fits the first second's budget.
     let (n, took) = timed_get(s.port, "/after/big.txt");
     assert_eq!(n, SIZE);
-    assert!(took < Duration::from_millis(1800), "limit_rate_after: {took:?}");
+    assert!(
+        took < Duration::from_millis(1800),
+        "limit_rate_after: {took:?}"
+    );
     // A value that is no size: nginx's line, and no limit.
     let (n, _) = timed_get(s.port, "/var/big.txt?r=fast");
     assert_eq!(n, SIZE);
@@ -109,13 +125,22 @@ fn x_accel_limit_rate_from_the_upstream() {
     // is not counted, as in nginx: a little less than 60 KiB paced).
     let (n, took) = timed_get(s.port, "/read/x");
     assert_eq!(n, SIZE);
-    assert!(took >= Duration::from_millis(1200), "proxy_limit_rate: {took:?}");
+    assert!(
+        took >= Duration::from_millis(1200),
+        "proxy_limit_rate: {took:?}"
+    );
     let (n, took) = timed_get(s.port, "/paced");
     assert_eq!(n, SIZE);
-    assert!(took >= Duration::from_millis(1800), "X-Accel-Limit-Rate: {took:?}");
+    assert!(
+        took >= Duration::from_millis(1800),
+        "X-Accel-Limit-Rate: {took:?}"
+    );
     let (n, took) = timed_get(s.port, "/ignored/paced");
     assert_eq!(n, SIZE);
-    assert!(took < Duration::from_millis(1800), "ignored header: {took:?}");
+    assert!(
+        took < Duration::from_millis(1800),
+        "ignored header: {took:?}"
+    );
     // The header is not passed to the client.
     let r = crate::common::client::ask(s.port, "/paced", "");
     assert_eq!(r.header("x-accel-limit-rate"), None);

@@ -16,9 +16,9 @@ mod common;
 mod diff;
 
 mod access_log;
-mod auth_request;
 mod aio;
 mod aio_cold;
+mod auth_request;
 mod bad_input;
 mod cli;
 mod conf_errors;

@@ -30,12 +30,25 @@ fn auth_request_as_nginx() {
         server: &server,
         ..Default::default()
     });
-    for token in ["", "X-Token: good\r\n", "X-Token: forbid\r\n", "X-Token: odd\r\n"] {
-        for path in ["/app/x", "/s/a.txt", "/any/a.txt", "/off/a.txt", "/bystatic/a.txt"] {
+    for token in [
+        "",
+        "X-Token: good\r\n",
+        "X-Token: forbid\r\n",
+        "X-Token: odd\r\n",
+    ] {
+        for path in [
+            "/app/x",
+            "/s/a.txt",
+            "/any/a.txt",
+            "/off/a.txt",
+            "/bystatic/a.txt",
+        ] {
             p.get_open(path, token);
         }
     }
     // A subrequest to a location with no file: 404 there, 500 here.
     p.get_open("/missing/a.txt", "X-Token: good\r\n");
-    assert!(p.shoal_log().contains("auth request unexpected status: 404"));
+    assert!(p
+        .shoal_log()
+        .contains("auth request unexpected status: 404"));
 }

@@ -39,7 +39,8 @@ fn normalise(d: &str, port: u16) -> String {
 #[test]
 fn syslog_datagrams_as_nginx() {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    rx.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
     let rp = rx.local_addr().unwrap().port();
     let http = format!(
         "    error_log syslog:server=127.0.0.1:{rp},tag=s{{PORT}} warn;\n    \

@@ -22,7 +22,9 @@ fn start(server: &str) -> Shoal {
 }
 
 fn is_hex32(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    s.len() == 32
+        && s.bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
 }
 
 #[test]
@@ -58,7 +60,10 @@ fn request_id_pipe_and_completion() {
         (l.lines().count() >= 2).then_some(l)
     });
     let first = log.lines().next().unwrap();
-    assert!(first.starts_with(&format!("/a id={} pipe=. done=OK body=- file=- ct=", fa[0])), "{log}");
+    assert!(
+        first.starts_with(&format!("/a id={} pipe=. done=OK body=- file=- ct=", fa[0])),
+        "{log}"
+    );
     assert!(first.ends_with(" tr=-"), "{first}");
 }
 

@@ -383,7 +383,12 @@ pub fn tcp_info(fd: RawFd) -> io::Result<(u32, u32, u32, u32)> {
     if ret != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((ti.tcpi_rtt, ti.tcpi_rttvar, ti.tcpi_snd_cwnd, ti.tcpi_rcv_space))
+    Ok((
+        ti.tcpi_rtt,
+        ti.tcpi_rttvar,
+        ti.tcpi_snd_cwnd,
+        ti.tcpi_rcv_space,
+    ))
 }
 
 /// TCP_CORK on (hold partial frames: header + sendfile body leave in full packets) or off (flush).

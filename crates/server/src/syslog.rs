@@ -15,9 +15,9 @@ use std::sync::OnceLock;
 
 /// nginx's facility names, in their number's order.
 const FACILITIES: &[&str] = &[
-    "kern", "user", "mail", "daemon", "auth", "intern", "lpr", "news", "uucp", "clock",
-    "authpriv", "ftp", "ntp", "audit", "alert", "cron", "local0", "local1", "local2", "local3",
-    "local4", "local5", "local6", "local7",
+    "kern", "user", "mail", "daemon", "auth", "intern", "lpr", "news", "uucp", "clock", "authpriv",
+    "ftp", "ntp", "audit", "alert", "cron", "local0", "local1", "local2", "local3", "local4",
+    "local5", "local6", "local7",
 ];
 
 /// nginx's severity names, in their number's order.
@@ -240,14 +240,23 @@ mod tests {
         assert_eq!(c.server, Server::Unix("/dev/log".into()));
         for (bad, msg) in [
             ("facility=local0", "no syslog server specified"),
-            ("server=127.0.0.1,facility=x", "unknown syslog facility \"x\""),
-            ("server=127.0.0.1,severity=x", "unknown syslog severity \"x\""),
+            (
+                "server=127.0.0.1,facility=x",
+                "unknown syslog facility \"x\"",
+            ),
+            (
+                "server=127.0.0.1,severity=x",
+                "unknown syslog severity \"x\"",
+            ),
             ("server=127.0.0.1,foo", "unknown syslog parameter \"foo\""),
             (
                 "server=127.0.0.1,tag=a-b",
                 "syslog \"tag\" only allows alphanumeric characters and underscore",
             ),
-            ("server=127.0.0.1,server=127.0.0.1", "duplicate syslog \"server\""),
+            (
+                "server=127.0.0.1,server=127.0.0.1",
+                "duplicate syslog \"server\"",
+            ),
         ] {
             assert_eq!(SyslogConf::parse(bad).unwrap_err(), msg, "{bad}");
         }

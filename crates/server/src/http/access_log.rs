@@ -227,7 +227,6 @@ fn write_dynamic(path: &Path, line: &[u8], cache: Option<&LogFileCache>) -> std:
     })
 }
 
-
 /// One `access_log` directive.
 #[derive(Debug)]
 pub struct AccessLog {

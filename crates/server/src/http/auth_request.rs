@@ -112,7 +112,9 @@ impl crate::http::modules::HttpModule for Module {
             other => {
                 cx.log(
                     Level::Error,
-                    &format_args!("auth request unexpected status: {other} while sending to client"),
+                    &format_args!(
+                        "auth request unexpected status: {other} while sending to client"
+                    ),
                 );
                 Answer::Status(500)
             }

@@ -294,7 +294,11 @@ async fn run<'s, const REFUSED: bool>(
                 decided = Some(Outcome::Reply(reply));
             }
         }
-        let method = effective_method(r, method_get);
+        // A subrequest is a GET, whatever the main request's method (a HEAD's too).
+        let method = match sub {
+            Some(_) => "GET",
+            None => effective_method(r, method_get),
+        };
 
         let mut from_try_files = false;
         let outcome = if let Some(o) = decided {

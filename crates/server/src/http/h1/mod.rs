@@ -625,8 +625,8 @@ impl Conn {
         let extras = super::request::Extras::default();
         {
             use std::os::fd::AsRawFd;
-            let socket = matches!(self.stream, Transport::Tcp(_))
-                .then(|| self.stream.as_fd().as_raw_fd());
+            let socket =
+                matches!(self.stream, Transport::Tcp(_)).then(|| self.stream.as_fd().as_raw_fd());
             extras.set_connection(std::mem::take(&mut self.pipelined_next), self.born, socket);
         }
         // The body stays where it is until a handler reads it (the proxy does), as nginx.

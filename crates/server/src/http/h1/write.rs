@@ -12,8 +12,8 @@ use bytes::BytesMut;
 use shoal_http::{BodyLength, Connection, ResponseHead};
 
 use super::Conn;
-use crate::http::output::{Output, Sink, Who};
 use crate::http::limit_rate::Pacing;
+use crate::http::output::{Output, Sink, Who};
 use crate::http::proxy::relay;
 use crate::http::reply::{Body, Reply};
 use crate::http::request;
@@ -281,7 +281,14 @@ impl Sink for Conn {
         match self.pacing.as_deref_mut() {
             None => flush_to(&self.stream, &mut self.out, self.rules.send_timeout, keep).await,
             Some(p) => {
-                paced_flush_to(&self.stream, &mut self.out, self.rules.send_timeout, keep, p).await
+                paced_flush_to(
+                    &self.stream,
+                    &mut self.out,
+                    self.rules.send_timeout,
+                    keep,
+                    p,
+                )
+                .await
             }
         }
     }
