@@ -14,7 +14,7 @@ fn start(http: &str, server: &str) -> Shoal {
     let port = free_port();
     let conf = format!(
         "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\n\
-         http {{\n    access_log off;\n{http}\n    server {{\n        \
+         http {{\n{http}\n    server {{\n        \
          listen 127.0.0.1:{port};\n        root html;\n{server}\n    }}\n}}\n"
     );
     Shoal::start(&conf, port)
