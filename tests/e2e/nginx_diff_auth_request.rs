@@ -1,7 +1,7 @@
 //! `auth_request` against real nginx: the same auth server and application behind both, the
 //! same requests, the same answers (2xx through with `auth_request_set` variables in
 //! `add_header` and `proxy_set_header`, 401 with the auth server's `WWW-Authenticate`, 403,
-//! 500 for anything else, `satisfy any` with `deny`, `auth_request off`).
+//! 500 for anything else, `satisfy any` with `deny` and `auth_basic`, `auth_request off`).
 
 use crate::auth_request::{app_server, auth_server};
 use crate::common::upstream::Upstream;
@@ -22,12 +22,17 @@ fn auth_request_as_nginx() {
          location /off/ {{ auth_request off; alias {{HTML}}/; }}\n\
          location = /auth-static {{ internal; alias {{HTML}}/a.txt; }}\n\
          location /bystatic/ {{ auth_request /auth-static; alias {{HTML}}/; }}\n\
-         location /missing/ {{ auth_request /nothing-here; alias {{HTML}}/; }}",
+         location /missing/ {{ auth_request /nothing-here; alias {{HTML}}/; }}\n\
+         location /both/ {{ satisfy any; auth_basic \"b\"; auth_basic_user_file {{HTML}}/htpasswd; \
+             auth_request /auth; alias {{HTML}}/; }}\n\
+         location /every/ {{ auth_basic \"b\"; auth_basic_user_file {{HTML}}/htpasswd; \
+             auth_request /auth; alias {{HTML}}/; }}",
         auth = auth.url(),
         app = app.url(),
     );
     let p = Pair::with(Conf {
         server: &server,
+        files: &[("htpasswd", "user:{PLAIN}pass\n")],
         ..Default::default()
     });
     for token in [
@@ -45,6 +50,20 @@ fn auth_request_as_nginx() {
         ] {
             p.get_open(path, token);
         }
+    }
+    // With auth_basic: `satisfy any` lets either through (both refusals' WWW-Authenticate
+    // when neither does), `satisfy all` needs both.
+    let basic = "Authorization: Basic dXNlcjpwYXNz\r\n";
+    for headers in [
+        String::new(),
+        "X-Token: good\r\n".to_string(),
+        basic.to_string(),
+        format!("{basic}X-Token: good\r\n"),
+        format!("{basic}X-Token: forbid\r\n"),
+        "X-Token: odd\r\n".to_string(),
+    ] {
+        p.get_open("/both/a.txt", &headers);
+        p.get_open("/every/a.txt", &headers);
     }
     // A subrequest to a location with no file: 404 there, 500 here.
     p.get_open("/missing/a.txt", "X-Token: good\r\n");

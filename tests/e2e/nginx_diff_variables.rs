@@ -28,3 +28,26 @@ fn variables_as_nginx() {
         );
     }
 }
+
+/// `limit_rate` beside nginx: the same 60 KiB file at 20 KiB/s takes both servers at least
+/// two seconds (20 KiB at once, then 20 KiB a second), and the answers are the same.
+#[test]
+fn limit_rate_paces_as_nginx() {
+    let p = Pair::new(
+        "location /slow/ { alias {HTML}/; limit_rate 20k; }\n\
+         location /after/ { alias {HTML}/; limit_rate 20k; limit_rate_after 40k; }",
+    );
+    std::fs::write(p.html().join("big.txt"), "z".repeat(60 * 1024)).unwrap();
+    let (n, s) = p.ports();
+    for port in [n, s] {
+        let began = std::time::Instant::now();
+        let r = crate::common::client::ask(port, "/slow/big.txt", "");
+        let took = began.elapsed();
+        assert_eq!(r.body.len(), 60 * 1024);
+        assert!(
+            took >= std::time::Duration::from_millis(1800),
+            "{port}: {took:?}"
+        );
+    }
+    p.get("/after/big.txt", "");
+}

@@ -295,10 +295,11 @@ pub async fn access_phases(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
                 tokio::time::sleep(d).await;
             }
             let mut reply = Box::new(super::reply::error_reply(status, cx.lc));
-            if status == 401 {
-                for (name, value) in headers {
-                    reply.headers.push((name, value.into()));
-                }
+            // A `WWW-Authenticate` an access module set stays on whatever refusal ends the
+            // phase (nginx keeps it in the answer's headers: a 500 of `auth_request` after
+            // `auth_basic`'s 401 under `satisfy any` has it too).
+            for (name, value) in headers {
+                reply.headers.push((name, value.into()));
             }
             Some(reply)
         }
