@@ -4,7 +4,7 @@
 //! One global sink set (the main context's), swapped on reload; `error_log` in `http`, `server`
 //! and `location` gives that level its own set, which replaces the main one for what a request
 //! logs there (nginx's `ngx_set_connection_log`): the connection's task carries the set of
-//! the location it is in ([`scoped`], [`set_scope`]), and a line goes to it. Targets are files,
+//! the location it is in (a task-local: [`scoped`], [`set_scope`]), and a line goes to it. Targets are files,
 //! `stderr`, `syslog:` ([`crate::syslog`]) and `memory:SIZE` (nginx's cyclic buffer read with a
 //! debugger: nothing here reads it, so nothing is kept). Files are reopened in place on SIGUSR1.
 //! A line is formatted once and written with one `write(2)` per file (O_APPEND), as nginx does:
@@ -226,47 +226,21 @@ static MAX_LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 static CONTEXT_MAX: AtomicU8 = AtomicU8::new(0);
 static CURRENT: RwLock<Option<Arc<ErrorLog>>> = RwLock::new(None);
 
-thread_local! {
-    /// The error log of the location the task being polled is in (see [`scoped`]).
-    static SCOPE: std::cell::RefCell<Option<Arc<ErrorLog>>> = const { std::cell::RefCell::new(None) };
+tokio::task_local! {
+    /// The error log of the level a connection's task is in (see [`scoped`]).
+    static SCOPE: std::cell::RefCell<Option<Arc<ErrorLog>>>;
 }
 
-/// A connection's task, with the error log of the level it is in: each poll makes it the
-/// worker's current one (a worker polls one task at a time), and [`set_scope`] within the
-/// task changes it.
-pub struct Scoped<F> {
-    inner: F,
-    log: Option<Arc<ErrorLog>>,
+/// Runs a connection's task with its own error log scope (the main log until [`set_scope`]
+/// says otherwise): a task-local value, made current by tokio at each poll.
+pub fn scoped<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
+    SCOPE.scope(std::cell::RefCell::new(None), f)
 }
 
-/// Runs `f` with its own error log scope (the main log until [`set_scope`] says otherwise).
-pub fn scoped<F: std::future::Future>(f: F) -> Scoped<F> {
-    Scoped {
-        inner: f,
-        log: None,
-    }
-}
-
-impl<F: std::future::Future> std::future::Future for Scoped<F> {
-    type Output = F::Output;
-
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<F::Output> {
-        // SAFETY: `inner` is never moved out of the pinned value; `log` is not pinned.
-        let this = unsafe { self.get_unchecked_mut() };
-        let outer = SCOPE.with(|s| s.replace(this.log.take()));
-        // SAFETY: `inner` is pinned as its container is.
-        let r = unsafe { std::pin::Pin::new_unchecked(&mut this.inner) }.poll(cx);
-        this.log = SCOPE.with(|s| s.replace(outer));
-        r
-    }
-}
-
-/// The error log for what the current task logs from now on (`None`: the main one).
+/// The error log for what the current task logs from now on (`None`: the main one). Outside
+/// a connection's task, nothing changes.
 pub fn set_scope(log: Option<&Arc<ErrorLog>>) {
-    SCOPE.with(|s| {
+    let _ = SCOPE.try_with(|s| {
         let mut s = s.borrow_mut();
         let same = match (&*s, log) {
             (None, None) => true,
@@ -437,7 +411,7 @@ pub fn log(level: Level, conn: Option<u64>, msg: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
-    let current = match SCOPE.with(|s| s.borrow().clone()) {
+    let current = match SCOPE.try_with(|s| s.borrow().clone()).ok().flatten() {
         Some(scoped) => Some(scoped),
         None => CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone(),
     };
