@@ -244,6 +244,10 @@ fn configuration_errors() {
             "logs to syslog cannot be buffered",
         ),
         ("error_log logs/e.log loud;", "invalid log level \"loud\""),
+        (
+            "error_log logs/e.log warn error;",
+            "duplicate log level \"error\"",
+        ),
         ("error_log memory:0;", "invalid buffer size \"0\""),
         (
             "open_log_file_cache inactive=10s;",
@@ -270,7 +274,7 @@ fn configuration_errors() {
     // What nginx accepts: memory:, stderr and syslog in every context.
     let prefix = Prefix::new();
     prefix.write_conf(&format!(
-        "error_log memory:1m debug;\nevents {{ }}\nhttp {{ error_log stderr; server {{ \
+        "error_log memory:1m debug;\nevents {{ }}\nhttp {{ error_log stderr debug_http debug_event; server {{ \
          listen 127.0.0.1:{}; error_log syslog:server=unix:/dev/log; location / {{ \
          error_log memory:32k; }} }} }}\n",
         free_port()

@@ -26,7 +26,7 @@ use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 pub static DIRECTIVES: &[Command] = &[Command::new(
     "error_log",
     Ctx::MAIN.or(Ctx::HSL),
-    Args::Take(1, 2),
+    Args::ONE_OR_MORE,
     set_error_log,
 )];
 
@@ -127,10 +127,36 @@ fn parse_error_log(b: &Builder, d: &Directive) -> Result<ErrorLogConf, Error> {
     } else {
         Target::File(b.full_path(file))
     };
-    let level = match d.args.get(1) {
-        None => Level::Error,
-        Some(a) => Level::parse(&a.value)
-            .ok_or_else(|| err(d, format!("invalid log level \"{}\"", a.value)))?,
+    // nginx's `ngx_log_set_levels`: one level, and any of the `debug_*` groups (which mean
+    // `debug` here: shoal's debug lines are not grouped).
+    const DEBUG_GROUPS: &[&str] = &[
+        "debug_core",
+        "debug_alloc",
+        "debug_mutex",
+        "debug_event",
+        "debug_http",
+        "debug_mail",
+        "debug_stream",
+    ];
+    let mut level = None;
+    let mut debug = false;
+    for a in &d.args[1..] {
+        let v = a.value.as_str();
+        if let Some(l) = Level::parse(v) {
+            if level.is_some() {
+                return Err(err(d, format!("duplicate log level \"{v}\"")));
+            }
+            level = Some(l);
+        } else if DEBUG_GROUPS.contains(&v) {
+            debug = true;
+        } else {
+            return Err(err(d, format!("invalid log level \"{v}\"")));
+        }
+    }
+    let level = match (level, debug) {
+        (_, true) => Level::Debug,
+        (Some(l), false) => l,
+        (None, false) => Level::Error,
     };
     Ok(ErrorLogConf { target, level })
 }
