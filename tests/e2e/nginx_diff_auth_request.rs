@@ -25,6 +25,8 @@ fn auth_request_as_nginx() {
          location /missing/ {{ auth_request /nothing-here; alias {{HTML}}/; }}\n\
          location /both/ {{ satisfy any; auth_basic \"b\"; auth_basic_user_file {{HTML}}/htpasswd; \
              auth_request /auth; alias {{HTML}}/; }}\n\
+         location /op/ {{ auth_request /auth; error_page 401 = /signin; alias {{HTML}}/; }}\n\
+         location = /signin {{ return 302 https://login.example/start?rd=$request_uri; }}\n\
          location /every/ {{ auth_basic \"b\"; auth_basic_user_file {{HTML}}/htpasswd; \
              auth_request /auth; alias {{HTML}}/; }}",
         auth = auth.url(),
@@ -64,6 +66,10 @@ fn auth_request_as_nginx() {
     ] {
         p.get_open("/both/a.txt", &headers);
         p.get_open("/every/a.txt", &headers);
+    }
+    // The oauth2-proxy pattern: a 401 sends the client to sign in.
+    for token in ["", "X-Token: good\r\n", "X-Token: forbid\r\n"] {
+        p.get_open("/op/a.txt?x=1", token);
     }
     // A subrequest to a location with no file: 404 there, 500 here.
     p.get_open("/missing/a.txt", "X-Token: good\r\n");

@@ -138,6 +138,9 @@ async fn run<'s, const REFUSED: bool>(
     // An error nginx generated before an `error_page` took over: keep-alive is off.
     let mut close_after = false;
     let mut upstream: Option<Rc<RefCell<Record>>> = None;
+    // An access module's `WWW-Authenticate` on a refusal `error_page` took over: nginx keeps
+    // it in the answer's headers through the redirect (the oauth2-proxy pattern's 302 has it).
+    let mut carried_auth: Vec<(&'static str, std::borrow::Cow<'static, str>)> = Vec::new();
 
     loop {
         // What the server's rewrites came to (`return`, a redirect): an answer meets the
@@ -409,6 +412,13 @@ async fn run<'s, const REFUSED: bool>(
                         .and_then(|pages| pages.iter().find(|p| p.codes.contains(&reply.status)));
                     if let Some(page) = page {
                         error_page_used = true;
+                        carried_auth.extend(
+                            reply
+                                .headers
+                                .iter()
+                                .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+                                .cloned(),
+                        );
                         close_after |= reply.ends_keepalive();
                         let target = r.vars_rw(&rw, lc).eval(&page.target);
                         let code = reply.status;
@@ -441,6 +451,7 @@ async fn run<'s, const REFUSED: bool>(
                         };
                         let mut redirect = super::reply::error_reply(status, lc);
                         redirect.location = Some(target);
+                        redirect.headers.append(&mut carried_auth);
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
                 }
@@ -464,6 +475,7 @@ async fn run<'s, const REFUSED: bool>(
                         .extra
                         .extend(carried.into_iter().map(|(n, v)| (n.into(), v.into())));
                 }
+                reply.headers.append(&mut carried_auth);
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;
