@@ -286,3 +286,28 @@ fn configuration_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_main_error_log_to_a_unix_syslog_socket() {
+    let prefix = Prefix::new();
+    let path = prefix.join("log.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    rx.set_read_timeout(Some(crate::common::WAIT)).unwrap();
+    let port = free_port();
+    let conf = format!(
+        "daemon off;\nerror_log syslog:server=unix:{},tag=main info;\nevents {{ }}\n\
+         http {{ server {{ listen 127.0.0.1:{port}; }} }}\n",
+        path.display()
+    );
+    let _s = Shoal::start_in(prefix, &conf, port, &[]);
+    let mut buf = [0u8; 4096];
+    let n = rx
+        .recv(&mut buf)
+        .expect("a datagram from the main error log");
+    let d = String::from_utf8_lossy(&buf[..n]).into_owned();
+    // local7 (23) at notice (5) or info (6).
+    assert!(d.starts_with("<189>") || d.starts_with("<190>"), "{d}");
+    let rest = strip_time(&d[5..]).expect(&d);
+    assert!(rest.starts_with(&format!("{} main: 20", hostname())), "{d}");
+    assert!(!d.ends_with('\n'), "{d:?}");
+}
