@@ -1,6 +1,6 @@
 //! Variables against real nginx: `$pipe` on pipelined requests, `$request_completion`,
 //! `$nginx_version`, `$request_body` where no body was read, `$limit_rate` set and
-//! configured, `$sent_trailer_*`, `$request_id`'s shape.
+//! configured, `$sent_trailer_*`, `$binary_remote_addr`, `$request_id`'s shape.
 
 use crate::diff::Pair;
 
@@ -11,8 +11,10 @@ fn variables_as_nginx() {
          [$request_body][$content_length][$is_args][$sent_trailer_x]\\n\"; }\n\
          location /rate { set $limit_rate 10k; return 200 \"[$limit_rate]\\n\"; }\n\
          location /conf { limit_rate 4k; return 200 \"[$limit_rate]\\n\"; }\n\
-         location /id { return 200 \"$request_id\\n\"; }",
+         location /id { return 200 \"$request_id\\n\"; }\n\
+         location /bin { return 200 \"[$binary_remote_addr]\"; }",
     );
+    p.check_bytes(b"GET /bin HTTP/1.0\r\nHost: x\r\n\r\n");
     p.get("/v", "");
     p.get("/v?a=1", "Content-Length: 0\r\n");
     p.check(b"GET /v HTTP/1.1\r\nHost: x\r\n\r\nGET /v?b HTTP/1.1\r\nHost: x\r\n\r\n");

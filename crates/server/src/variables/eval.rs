@@ -94,6 +94,14 @@ impl Vars<'_> {
                 Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),
                 None => out.push_str("unix:"),
             },
+            // The address's 4 or 16 bytes, one character each (U+0000..U+00FF: values are
+            // text here), as keys of `map`, `hash` and `split_clients` use them; empty for a
+            // unix socket (nginx: its one byte family).
+            Var::BinaryRemoteAddr => match self.peer.map(|p| p.ip()) {
+                Some(std::net::IpAddr::V4(a)) => out.extend(a.octets().map(char::from)),
+                Some(std::net::IpAddr::V6(a)) => out.extend(a.octets().map(char::from)),
+                None => {}
+            },
             // Empty for a unix socket, and for an address realip took without a port.
             Var::RemotePort => {
                 if let Some(p) = self.peer.filter(|p| p.port() != 0) {

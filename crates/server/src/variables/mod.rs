@@ -79,6 +79,8 @@ pub enum Var {
     Https,
     /// The ssl module's `$ssl_*` (the name without `$`): "not found" on a plain connection.
     Ssl(&'static str),
+    /// `$binary_remote_addr` outside the limit zones' keys (which read the bytes themselves).
+    BinaryRemoteAddr,
     /// `$request_id`: 32 hex digits, random, one per request.
     RequestId,
     /// `$connection_time`: seconds since the connection was accepted, in milliseconds.
@@ -181,6 +183,7 @@ impl Var {
             | "proxy_host"
             | "proxy_port"
             | "gzip_ratio" => Var::Upstream(name.to_string()),
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
             "request_id" => Var::RequestId,
             "connection_time" => Var::ConnectionTime,
             "nginx_version" => Var::NginxVersion,
