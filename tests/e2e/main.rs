@@ -60,5 +60,6 @@ mod stub_status;
 mod tls;
 mod tls_hostile;
 mod tls_upstream;
+mod upgrade;
 mod upstream_server;
 mod variables;
