@@ -11,6 +11,7 @@ pub mod access_log;
 pub mod aio;
 pub mod auth_basic;
 pub mod auth_delay;
+pub mod auth_request;
 pub mod autoindex;
 pub mod charset;
 pub mod client_body;
@@ -110,6 +111,12 @@ pub static DIRECTIVES: &[Command] = &[
         Ctx::HSL.or(Ctx::LIF).or(Ctx::LMT),
         Args::ONE_OR_MORE,
         access_log::set_access_log,
+    ),
+    Command::new(
+        "open_log_file_cache",
+        Ctx::HSL,
+        Args::Take(1, 4),
+        access_log::set_open_log_file_cache,
     ),
     Command::new(
         "client_header_timeout",
@@ -256,6 +263,12 @@ crate::conf::conf_slots! {
         /// (FxHash: nobody outside adds keys to it).
         pub types: Option<Arc<shoal_io::fxhash::FxHashMap<String, String>>>,
         pub default_type: Option<String>,
+        /// `error_log` lines of this level (unset everywhere: the main error log).
+        pub error_log: Option<Arc<crate::log::ErrorLog>>,
+        /// `open_log_file_cache` (`Some(None)`: `off`).
+        pub open_log_file_cache: Option<Option<access_log::LogFileCache>>,
+        /// This level said `access_log off` (nginx's `off` wins over its other lines).
+        pub access_log_off: bool,
         /// `access_log` lines of this level (empty: `access_log off`).
         pub access_log: Option<Arc<Vec<Arc<access_log::AccessLog>>>>,
         /// Not inherited (nginx's `try_files` and `return` apply where written).
@@ -394,6 +407,8 @@ impl LocConf {
         merge(&mut self.types, &parent.types);
         merge(&mut self.default_type, &parent.default_type);
         merge(&mut self.access_log, &parent.access_log);
+        merge(&mut self.error_log, &parent.error_log);
+        merge(&mut self.open_log_file_cache, &parent.open_log_file_cache);
         merge(&mut self.error_page, &parent.error_page);
         merge(&mut self.add_header, &parent.add_header);
         merge(&mut self.expires, &parent.expires);

@@ -242,6 +242,8 @@ http_modules! {
     access: super::access::Module,
     /// `auth_basic`, `auth_basic_user_file` (access).
     auth_basic: super::auth_basic::Module,
+    /// `auth_request`, `auth_request_set` (access: a subrequest decides).
+    auth_request: super::auth_request::Module,
     /// `auth_delay`.
     auth_delay: super::auth_delay::Module,
     /// `limit_rate`, `limit_rate_after`.
@@ -301,10 +303,11 @@ pub async fn access_phases(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
                 tokio::time::sleep(d).await;
             }
             let mut reply = Box::new(super::reply::error_reply(status, cx.lc));
-            if status == 401 {
-                for (name, value) in headers {
-                    reply.headers.push((name, value.into()));
-                }
+            // A `WWW-Authenticate` an access module set stays on whatever refusal ends the
+            // phase (nginx keeps it in the answer's headers: a 500 of `auth_request` after
+            // `auth_basic`'s 401 under `satisfy any` has it too).
+            for (name, value) in headers {
+                reply.headers.push((name, value.into()));
             }
             Some(reply)
         }

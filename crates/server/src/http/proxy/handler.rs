@@ -1017,6 +1017,12 @@ impl Answer {
         reply.allow_ranges = conf.force_ranges() && self.status == 200;
         record.borrow_mut().head = Some(self.head);
         self.body.buffering = passed.buffering.unwrap_or(conf.buffering());
+        // `proxy_limit_rate`: the pace of reading a buffered answer (nginx's event pipe).
+        if self.body.buffering && conf.limit_rate() > 0 {
+            let start = crate::http::limit_rate::unix_secs();
+            let pacer = crate::http::limit_rate::Pacer::new(conf.limit_rate(), 0, start);
+            self.body.limit = Some(crate::http::limit_rate::Pacing::new(pacer));
+        }
         reply.body = if self.upgrade {
             Body::Tunnel(self.body)
         } else {

@@ -66,6 +66,7 @@ pub static DIRECTIVES: &[Command] = &[
     ),
     Command::new("proxy_redirect", HSL, Args::Take(1, 2), set_redirect),
     Command::new("proxy_buffering", HSL, Args::Flag, set_buffering),
+    Command::new("proxy_limit_rate", HSL, Args::ONE, set_limit_rate),
     Command::new("proxy_force_ranges", HSL, Args::Flag, set_force_ranges),
     Command::new(
         "proxy_request_buffering",
@@ -266,6 +267,8 @@ crate::conf::conf_slots! {
         buffers: (usize, usize) = (8, 4096),
         buffer_size: usize = 4096,
         busy_buffers_size: usize = 8192,
+        /// `proxy_limit_rate` (bytes per second; 0: none).
+        limit_rate: u64 = 0,
         /// `proxy_max_temp_file_size` (0: no temporary file; the upstream waits).
         max_temp_file_size: u64 = 1024 * 1024 * 1024,
         temp_file_write_size: usize = 8192,
@@ -706,6 +709,11 @@ fn set_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
         None => p.redirect = Some(Redirect::Rules(vec![rule])),
     }
     Ok(())
+}
+
+fn set_limit_rate(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut proxy(s).limit_rate, n, d)
 }
 
 fn set_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
