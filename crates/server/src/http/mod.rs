@@ -8,6 +8,7 @@
 
 pub mod access;
 pub mod access_log;
+pub mod answer;
 pub mod aio;
 pub mod auth_basic;
 pub mod auth_delay;
