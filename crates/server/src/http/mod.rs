@@ -20,6 +20,7 @@ pub mod framing;
 pub mod geo;
 pub mod gzip;
 pub mod h1;
+pub mod h2;
 pub mod hash_sizes;
 pub mod headers;
 pub mod limit_conn;

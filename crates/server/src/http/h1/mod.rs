@@ -74,6 +74,26 @@ pub async fn serve(
                 return;
             }
         };
+    // HTTP/2: chosen by ALPN over TLS, or by its preface on a plain address that allows it.
+    let h2 = match info.tls.as_deref() {
+        Some(t) => t.alpn.as_deref() == Some(b"h2"),
+        None if !tls_address && super::h2::plain_allowed(&generation, &key, &info) => {
+            let timeout = generation
+                .servers_for(&key.addr, info.local)
+                .map_or(Duration::from_secs(60), |r| {
+                    generation.default_server(r).srv.client_header_timeout()
+                });
+            super::h2::starts_with_preface(&stream, timeout).await
+        }
+        None => false,
+    };
+    if h2 {
+        if let Transport::Tcp(s) = &stream {
+            let _ = s.set_nodelay(true);
+        }
+        Box::pin(super::h2::serve(stream, info, generation, guard, idle_slot)).await;
+        return;
+    }
     let default_loc = generation
         .servers_for(&key.addr, info.local)
         .map(|r| &generation.default_server(r).loc);

@@ -28,10 +28,6 @@ use crate::tls::conf::VerifyClient;
 use crate::tls::{Accepted, TlsError};
 use crate::worker::IdleSlot;
 
-/// ALPN's place for HTTP/2: a connection that negotiated `h2` goes to the HTTP/2 driver once
-/// there is one; today only `http/1.1` is offered (`tls::build::DEFAULT_ALPN`).
-pub(super) const ALPN_HTTP11: &[u8] = b"http/1.1";
-
 /// How a connection on a TLS address starts.
 pub(super) enum Start {
     /// The handshake is over.
@@ -91,8 +87,8 @@ pub(super) async fn start(
         Ok(Ok(Accepted::PlainHttp(tcp))) => Ok(Start::Plain(Transport::Tcp(tcp))),
         Ok(Ok(Accepted::Tls(stream))) => {
             let (conn, tls_info) = stream.into_parts();
-            // Only `http/1.1` is offered: a client that chose nothing speaks it too.
-            debug_assert!(tls_info.alpn.as_deref().is_none_or(|p| p == ALPN_HTTP11));
+            // `h2` (when offered) goes to the HTTP/2 driver; a client that chose nothing
+            // speaks HTTP/1.1.
             info.tls = Some(Box::new(tls_info));
             Ok(Start::Tls(Transport::Tls(Box::new(conn))))
         }

@@ -1,0 +1,391 @@
+//! One HTTP/2 stream's request, from its HEADERS to its last DATA frame and its log line.
+//!
+//! The stream's fields are rebuilt into a request head and read by the same parser as an
+//! HTTP/1 head, under the server's `large_client_header_buffers` (a field over its size is
+//! nginx's 400, a path over it 414), so every module sees the same [`Request`]; it is then an
+//! HTTP/2 request (`$server_protocol` is `HTTP/2.0`). `:authority` stands for `Host` when the
+//! client sent none; several `cookie` fields are joined with `; ` (RFC 9113, 8.2.3). The
+//! pseudo-headers, connection-specific fields and the body's length against `content-length`
+//! were checked by the `h2` layer already (a malformed stream is reset there).
+
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream};
+use shoal_http::{BodyKind, HeadParser};
+
+use super::sink::{self, H2Sink};
+use super::Shared;
+use crate::http::answer;
+use crate::http::client_body::ClientBody;
+use crate::http::output::{Output, Sink, Who};
+use crate::http::phases::{self, Answered};
+use crate::http::proxy::relay;
+use crate::http::reply::{Body, Reply};
+use crate::http::request::{self, Extras, Req, REQUEST_NOW};
+use crate::http::LocConf;
+use crate::log::Level;
+
+/// Answers one stream. The connection's count of open streams drops when it ends.
+pub(super) async fn run(
+    sh: Rc<Shared>,
+    req: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+) {
+    struct Done(Rc<Shared>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.active.set(self.0.active.get() - 1);
+            self.0.last_done.set(Instant::now());
+            self.0.done.notify_one();
+        }
+    }
+    let done = Done(sh.clone());
+    crate::status::request();
+    // (Boxed: a request's future is kilobytes, and the connection spawns one per stream.)
+    Box::pin(answer_stream(&done.0, req, respond)).await;
+}
+
+/// The request head an HTTP/1 parser reads for the stream's fields.
+fn rebuild_head(parts: &http::request::Parts) -> BytesMut {
+    let mut head = BytesMut::with_capacity(256);
+    head.extend_from_slice(parts.method.as_str().as_bytes());
+    head.extend_from_slice(b" ");
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    head.extend_from_slice(path.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    if !parts.headers.contains_key(http::header::HOST) {
+        if let Some(a) = parts.uri.authority() {
+            head.extend_from_slice(b"host: ");
+            head.extend_from_slice(a.as_str().as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+    }
+    let mut cookies = parts.headers.get_all(http::header::COOKIE).iter();
+    if let Some(first) = cookies.next() {
+        head.extend_from_slice(b"cookie: ");
+        head.extend_from_slice(first.as_bytes());
+        for c in cookies {
+            head.extend_from_slice(b"; ");
+            head.extend_from_slice(c.as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in &parts.headers {
+        if name == http::header::COOKIE {
+            continue;
+        }
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+async fn answer_stream(
+    sh: &Shared,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+) {
+    let Some(gen) = sh.generation() else {
+        respond.send_reset(Reason::REFUSED_STREAM);
+        return;
+    };
+    let Some(route) = gen.servers_for(&sh.info.socket, sh.info.local).cloned() else {
+        respond.send_reset(Reason::REFUSED_STREAM);
+        return;
+    };
+    let default_srv = super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
+    let (parts, recv) = req.into_parts();
+    let ended = recv.is_end_stream();
+    let mut head = rebuild_head(&parts);
+    let mut parser = HeadParser::new(default_srv.srv.limits());
+    let parsed = match parser.parse(&mut head) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            // A head the parser wants more of cannot be: it ends with its empty line.
+            respond.send_reset(Reason::PROTOCOL_ERROR);
+            return;
+        }
+        Err(e) => {
+            let refused = parser.refused(&head);
+            let srv = if refused.host.is_none() && !refused.head_read {
+                default_srv
+            } else {
+                gen.refused_server(&route, &refused)
+            };
+            crate::conn_log!(
+                Level::Info,
+                sh.info.number,
+                "{}, client: {}, server: {}",
+                e,
+                sh.info.client(),
+                srv.name()
+            );
+            let reply = Box::new(crate::http::reply::error_reply(e.code(), &srv.loc));
+            let date = request::date(false);
+            let (resp, _) = sink::head(&reply, &srv.loc, reply.body.length(), &date);
+            if let Ok(send) = respond.send_response(resp, false) {
+                let mut sink = H2Sink {
+                    send,
+                    out: BytesMut::new(),
+                    info: &sh.info,
+                    send_timeout: srv.loc.send_timeout(),
+                    chunk: srv.loc.http2.chunk_size(),
+                };
+                let output = Output::default();
+                let body = std::mem::replace(&mut { reply }.body, Body::Empty);
+                if output.send_plain(&mut sink, body, &srv.loc).await.is_ok() {
+                    let _ = sink.finish().await;
+                }
+            }
+            return;
+        }
+    };
+    // The body as the stream frames it: none after END_STREAM, `content-length`'s when told,
+    // else of unknown length (handed to the decoder as chunks).
+    let kind = match parsed.body() {
+        _ if ended => BodyKind::Empty,
+        BodyKind::Length(n) => BodyKind::Length(n),
+        _ => BodyKind::Chunked,
+    };
+    let req = parsed.into_h2(kind);
+    let host = req.host().map(|h| shoal_http::lossy(h).into_owned());
+    let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
+    let start = Instant::now();
+    REQUEST_NOW.with(|n| n.set(Some(start)));
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            REQUEST_NOW.with(|n| n.set(None));
+        }
+    }
+    let _clear = Clear;
+    let extras = Extras::default();
+    let client_body = ClientBody::h2(kind, recv);
+    let cache_zones = gen.cache_zones.get().map(|z| &**z);
+    let r = Req {
+        req: &req,
+        srv,
+        host: host.as_deref(),
+        info: &sh.info,
+        start,
+        name_captures: name_captures.as_ref(),
+        client: None,
+        cache_zones,
+        extras: &extras,
+    };
+    let Answered {
+        mut reply,
+        lc,
+        uri,
+        close,
+        upstream,
+        ..
+    } = phases::process(&r, &client_body).await;
+    // A body no handler read is discarded after the answer (nginx's); a refused one is not
+    // read (the stream is reset when the answer ends).
+    let unread = client_body.left() == crate::http::client_body::Left::Unread;
+    let recv = client_body.into_h2_stream().filter(|_| unread);
+    let requests = sh.requests.get();
+    if close || reply.terminate {
+        // `return 444` (or a request nginx terminates): the stream is reset, the request
+        // logged with its status.
+        respond.send_reset(Reason::INTERNAL_ERROR);
+        let rec = upstream.as_ref().map(|u| u.borrow());
+        request::log(
+            &sh.info,
+            requests,
+            &req,
+            srv,
+            lc,
+            &uri,
+            start,
+            reply.status,
+            0,
+            0,
+            Vec::new(),
+            rec.as_deref(),
+            Some(&extras),
+        );
+        return;
+    }
+    let logs = !lc.access_logs().is_empty();
+    let prepared = match answer::prepare(&r, &mut reply, lc, &uri, false, logs).await {
+        Ok(p) => p,
+        Err(_) => {
+            respond.send_reset(Reason::INTERNAL_ERROR);
+            return;
+        }
+    };
+    let answer::Prepared {
+        output,
+        changes_length,
+        sent_headers,
+        ..
+    } = prepared;
+    let head_only = req.method() == "HEAD";
+    let length = sink::told_length(&reply.body, changes_length);
+    let date =
+        request::date(reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)));
+    let (resp, head_len) = sink::head(&reply, lc, length, &date);
+    let status = reply.status;
+    let body = std::mem::replace(&mut reply.body, Body::Empty);
+    Reply::recycle(reply);
+    let no_body = head_only || matches!(body, Body::Empty);
+    let sent = match respond.send_response(resp, no_body) {
+        Ok(send) => {
+            let mut sink = H2Sink {
+                send,
+                out: BytesMut::new(),
+                info: &sh.info,
+                send_timeout: lc.send_timeout(),
+                chunk: lc.http2.chunk_size(),
+            };
+            if no_body {
+                if let Body::Upstream(u) = body {
+                    // A HEAD converted to GET for the cache: the body is still stored.
+                    u.finish_or_store();
+                }
+                Ok(0)
+            } else {
+                let who: Who<'_> = Some((&req, srv));
+                match write_body(&mut sink, body, &output, lc, who).await {
+                    Ok(n) => sink.finish().await.map(|()| n),
+                    Err(e) => {
+                        sink.send.send_reset(Reason::INTERNAL_ERROR);
+                        Err(e)
+                    }
+                }
+            }
+        }
+        Err(e) => Err(io::Error::other(e)),
+    };
+    drop(output);
+    let body_len = match sent {
+        Ok(n) => n,
+        Err(e) => {
+            if e.kind() == io::ErrorKind::TimedOut {
+                crate::conn_log!(
+                    Level::Info,
+                    sh.info.number,
+                    "client timed out (110: Connection timed out) while sending response to client{}",
+                    r.log_ctx()
+                );
+            }
+            0
+        }
+    };
+    if logs {
+        let rec = upstream.as_ref().map(|u| u.borrow());
+        request::log(
+            &sh.info,
+            requests,
+            &req,
+            srv,
+            lc,
+            &uri,
+            start,
+            status,
+            head_len,
+            body_len,
+            sent_headers,
+            rec.as_deref(),
+            Some(&extras),
+        );
+    }
+    if let Some(recv) = recv {
+        discard(recv, lc).await;
+    }
+    if let Some(bg) = answer::background(upstream.as_ref()) {
+        answer::run_background(&r, lc, bg).await;
+    }
+    if let Some(rec) = upstream {
+        crate::http::proxy::handler::Record::recycle(rec);
+    }
+}
+
+/// Reads and drops what is left of a body no handler read, up to `client_max_body_size`
+/// (0: any), each wait bounded by `lingering_timeout` and the whole by `lingering_time`
+/// (nginx discards a body so; past the bounds the stream is reset when it is dropped).
+async fn discard(mut recv: RecvStream, lc: &LocConf) {
+    let max = lc.client_max_body_size();
+    let deadline = Instant::now() + lc.lingering_time();
+    let mut read = 0u64;
+    while !recv.is_end_stream() && (max == 0 || read <= max) {
+        let wait = lc
+            .lingering_timeout()
+            .min(deadline.saturating_duration_since(Instant::now()));
+        match crate::deadline::within(wait, recv.data()).await {
+            Ok(Some(Ok(d))) => {
+                read += d.len() as u64;
+                let _ = recv.flow_control().release_capacity(d.len());
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Sends an answer's body through `output` (no chunked framing: DATA frames carry it).
+/// Returns the body bytes sent.
+async fn write_body(
+    sink: &mut H2Sink<'_>,
+    body: Body,
+    output: &Output,
+    lc: &LocConf,
+    who: Who<'_>,
+) -> io::Result<u64> {
+    if output.filtered() {
+        return output.send_filtered(sink, body, false, lc, who).await;
+    }
+    match body {
+        Body::Upstream(u) => relay::relay(sink, output, *u, false, who, lc).await,
+        Body::Unsized(inner) => output.send_unsized(sink, *inner, false, lc).await,
+        // No upgrade over HTTP/2 (its request cannot ask for one).
+        Body::Tunnel(_) => Ok(0),
+        body => {
+            let n = match &body {
+                Body::Absent(_) => 0,
+                b => b.length().unwrap_or(0),
+            };
+            output.send_plain(sink, body, lc).await?;
+            sink.flush().await?;
+            Ok(n)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_takes_authority_and_joins_cookies() {
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("https://example.com/a?b=1")
+            .header("cookie", "a=1")
+            .header("cookie", "b=2")
+            .header("x-y", "z")
+            .body(())
+            .expect("a valid request");
+        let (parts, ()) = req.into_parts();
+        let head = rebuild_head(&parts);
+        assert_eq!(
+            &head[..],
+            b"GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\ncookie: a=1; b=2\r\nx-y: z\r\n\r\n"
+        );
+        let parsed = HeadParser::default()
+            .parse(&mut head.clone())
+            .expect("parsed")
+            .expect("whole");
+        let r: shoal_http::Request = parsed.into_h2(BodyKind::Empty);
+        assert_eq!(r.version_text(), b"HTTP/2.0");
+        assert_eq!(r.host(), Some(&b"example.com"[..]));
+    }
+}
