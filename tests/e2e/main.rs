@@ -24,6 +24,7 @@ mod conf_errors;
 mod core_directives;
 mod directio;
 mod gzip;
+mod h2;
 mod hostile;
 mod limits;
 mod lingering;

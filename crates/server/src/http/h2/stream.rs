@@ -191,7 +191,7 @@ async fn answer_stream(
     // A body no handler read is discarded after the answer (nginx's); a refused one is not
     // read (the stream is reset when the answer ends).
     let unread = client_body.left() == crate::http::client_body::Left::Unread;
-    let recv = client_body.into_h2_stream().filter(|_| unread);
+    let recv = client_body.into_h2_stream();
     let requests = sh.requests.get();
     if close || reply.terminate {
         // `return 444` (or a request nginx terminates): the stream is reset, the request
@@ -238,6 +238,7 @@ async fn answer_stream(
     let body = std::mem::replace(&mut reply.body, Body::Empty);
     Reply::recycle(reply);
     let no_body = head_only || matches!(body, Body::Empty);
+    let mut send_half = None;
     let sent = match respond.send_response(resp, no_body) {
         Ok(send) => {
             let mut sink = H2Sink {
@@ -252,16 +253,19 @@ async fn answer_stream(
                     // A HEAD converted to GET for the cache: the body is still stored.
                     u.finish_or_store();
                 }
+                send_half = Some(sink.send);
                 Ok(0)
             } else {
                 let who: Who<'_> = Some((&req, srv));
-                match write_body(&mut sink, body, &output, lc, who).await {
+                let sent = match write_body(&mut sink, body, &output, lc, who).await {
                     Ok(n) => sink.finish().await.map(|()| n),
                     Err(e) => {
                         sink.send.send_reset(Reason::INTERNAL_ERROR);
                         Err(e)
                     }
-                }
+                };
+                send_half = Some(sink.send);
+                sent
             }
         }
         Err(e) => Err(io::Error::other(e)),
@@ -299,9 +303,25 @@ async fn answer_stream(
             Some(&extras),
         );
     }
-    if let Some(recv) = recv {
-        discard(recv, lc).await;
+    // The answer is out and the client still sends: what it sends is read and dropped
+    // within nginx's lingering bounds (a body no handler read up to `client_max_body_size`),
+    // then the client is told to stop with RST_STREAM NO_ERROR, as nginx closes such a
+    // stream (RFC 9113, 8.1).
+    if let Some(mut recv) = recv {
+        let max = if unread { lc.client_max_body_size() } else { 0 };
+        discard(&mut recv, lc, max).await;
+        if !recv.is_end_stream() {
+            if let Some(send) = send_half.as_mut() {
+                // A reset drops the stream's frames not written yet: the connection's task
+                // gets its turns to write the answer first.
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+                send.send_reset(Reason::NO_ERROR);
+            }
+        }
     }
+    drop(send_half);
     if let Some(bg) = answer::background(upstream.as_ref()) {
         answer::run_background(&r, lc, bg).await;
     }
@@ -310,11 +330,9 @@ async fn answer_stream(
     }
 }
 
-/// Reads and drops what is left of a body no handler read, up to `client_max_body_size`
-/// (0: any), each wait bounded by `lingering_timeout` and the whole by `lingering_time`
-/// (nginx discards a body so; past the bounds the stream is reset when it is dropped).
-async fn discard(mut recv: RecvStream, lc: &LocConf) {
-    let max = lc.client_max_body_size();
+/// Reads and drops what the client still sends on a stream, up to `max` bytes (0: any), each
+/// wait bounded by `lingering_timeout` and the whole by `lingering_time`.
+async fn discard(recv: &mut RecvStream, lc: &LocConf, max: u64) {
     let deadline = Instant::now() + lc.lingering_time();
     let mut read = 0u64;
     while !recv.is_end_stream() && (max == 0 || read <= max) {
