@@ -78,6 +78,25 @@ pub fn curl_in(args: &[&str], input: Option<&[u8]>) -> Got {
     }
 }
 
+/// The status nghttp reads for `data` sent to `url` (no length told, as from a pipe).
+pub fn nghttp_status(url: &str, data: &[u8]) -> Option<u16> {
+    let mut child = Command::new("nghttp")
+        .args(["-v", "-d", "-", url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nghttp (apt-get install nghttp2-client)");
+    let mut stdin = child.stdin.take().expect("nghttp's stdin");
+    let _ = stdin.write_all(data);
+    drop(stdin);
+    let out = child.wait_with_output().expect("nghttp's output");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.split_once(":status: ").map(|(_, s)| s.trim().parse().ok()))
+        .flatten()
+}
+
 pub fn curl(args: &[&str]) -> Got {
     curl_in(args, None)
 }
@@ -260,9 +279,9 @@ fn request_bodies_reach_the_upstream_and_413_refuses() {
     );
     assert_eq!(got.status, 413);
     s.wait_log("client intended to send too large body: 20 bytes", 1);
-    let got = curl_in(&["--http2-prior-knowledge", "-T", "-", &small], Some(&body));
-    assert_eq!(got.status, 413);
-    s.wait_log("client intended to send too large chunked body", 1);
+    // (curl 7.88 drops an answer whose stream is reset while it uploads: nghttp reads it.)
+    assert_eq!(nghttp_status(&small, &body), Some(413));
+    s.wait_log("client intended to send too large", 2);
     // A body no handler reads is discarded: the answer is whole.
     let got = curl_in(
         &[

@@ -662,6 +662,8 @@ async fn next_h2(
         match crate::deadline::within(timeout, src.recv.data()).await {
             Err(_) => return Err(Failure::TimedOut),
             Ok(None) => {
+                // Trailers may end the stream (passed on nowhere, as nginx's).
+                let _ = crate::deadline::within(timeout, src.recv.trailers()).await;
                 src.ended = true;
                 if src.chunked {
                     src.buf.extend_from_slice(shoal_http::response::LAST_CHUNK);

@@ -238,7 +238,7 @@ async fn answer_stream(
     let body = std::mem::replace(&mut reply.body, Body::Empty);
     Reply::recycle(reply);
     let no_body = head_only || matches!(body, Body::Empty);
-    let mut send_half = None;
+    let mut send_half: Option<h2::SendStream<Bytes>> = None;
     let sent = match respond.send_response(resp, no_body) {
         Ok(send) => {
             let mut sink = H2Sink {
@@ -303,23 +303,14 @@ async fn answer_stream(
             Some(&extras),
         );
     }
-    // The answer is out and the client still sends: what it sends is read and dropped
-    // within nginx's lingering bounds (a body no handler read up to `client_max_body_size`),
-    // then the client is told to stop with RST_STREAM NO_ERROR, as nginx closes such a
-    // stream (RFC 9113, 8.1).
+    // The answer is out and the client still sends: what it sends is read and dropped within
+    // nginx's lingering bounds (a body no handler read up to `client_max_body_size`, a
+    // refused one whatever its size, as an HTTP/1 connection lingers). A stream whose client
+    // still sends past them is reset by the h2 layer with NO_ERROR once the answer's frames
+    // are out (RFC 9113, 8.1), as nginx closes such a stream.
     if let Some(mut recv) = recv {
         let max = if unread { lc.client_max_body_size() } else { 0 };
         discard(&mut recv, lc, max).await;
-        if !recv.is_end_stream() {
-            if let Some(send) = send_half.as_mut() {
-                // A reset drops the stream's frames not written yet: the connection's task
-                // gets its turns to write the answer first.
-                for _ in 0..8 {
-                    tokio::task::yield_now().await;
-                }
-                send.send_reset(Reason::NO_ERROR);
-            }
-        }
     }
     drop(send_half);
     if let Some(bg) = answer::background(upstream.as_ref()) {
@@ -343,6 +334,11 @@ async fn discard(recv: &mut RecvStream, lc: &LocConf, max: u64) {
             Ok(Some(Ok(d))) => {
                 read += d.len() as u64;
                 let _ = recv.flow_control().release_capacity(d.len());
+            }
+            // The DATA frames are over; trailers may follow.
+            Ok(None) => {
+                let _ = crate::deadline::within(wait, recv.trailers()).await;
+                return;
             }
             _ => return,
         }
