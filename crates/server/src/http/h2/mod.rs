@@ -37,6 +37,9 @@ use crate::worker::{ConnGuard, IdleSlot};
 /// The client connection preface (RFC 9113, 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// How long a connection that sent GOAWAY stays once its last stream ended.
+const GOAWAY_LINGER: Duration = Duration::from_secs(1);
+
 /// What a connection's streams share.
 pub(crate) struct Shared {
     pub info: ConnInfo,
@@ -188,6 +191,9 @@ pub async fn serve(
         done: Notify::new(),
     });
     let mut going_away = false;
+    // When the GOAWAY went: the connection ends at most a second after its last stream (the
+    // crate waits for the client's PING acknowledgement, which a client may never send).
+    let mut went_away = Instant::now();
     let mut epoch = worker.wake_idle.epoch();
     if worker.stopping.get() {
         conn.graceful_shutdown();
@@ -196,6 +202,7 @@ pub async fn serve(
     loop {
         let idle = shared.active.get() == 0 && !going_away;
         let idle_until = shared.last_done.get() + keepalive;
+        let gone_until = shared.last_done.get().max(went_away) + GOAWAY_LINGER;
         tokio::select! {
             r = conn.accept() => match r {
                 Some(Ok((req, respond))) => {
@@ -205,7 +212,7 @@ pub async fn serve(
                     tokio::task::spawn_local(stream::run(shared.clone(), req, respond));
                     if n >= keepalive_requests && !going_away {
                         conn.graceful_shutdown();
-                        going_away = true;
+                        (going_away, went_away) = (true, Instant::now());
                     }
                 }
                 Some(Err(e)) => {
@@ -219,15 +226,18 @@ pub async fn serve(
                 epoch = worker.wake_idle.epoch();
                 if worker.stopping.get() || shared.generation().is_none() {
                     conn.graceful_shutdown();
-                    going_away = true;
+                    (going_away, went_away) = (true, Instant::now());
                 }
             }
             _ = tokio::time::sleep_until(idle_until.into()), if idle => {
                 conn.graceful_shutdown();
-                going_away = true;
+                (going_away, went_away) = (true, Instant::now());
             }
+            _ = tokio::time::sleep_until(gone_until.into()),
+                if going_away && shared.active.get() == 0 => break,
         }
     }
+    drop(conn);
     // The streams end with the connection's end; the guard counts it until then.
     while shared.active.get() > 0 {
         let done = shared.done.notified();
