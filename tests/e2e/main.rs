@@ -25,6 +25,7 @@ mod core_directives;
 mod directio;
 mod gzip;
 mod h2;
+mod h2_conformance;
 mod h2_hostile;
 mod hostile;
 mod limits;
