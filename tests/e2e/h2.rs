@@ -448,3 +448,35 @@ fn a_graceful_stop_lets_a_stream_finish() {
     assert_eq!(got.body.len(), 100_000);
     assert!(s.wait_exit().success());
 }
+
+#[test]
+fn client_certificates_are_checked_on_h2_streams_too() {
+    let port = free_port();
+    let mut pki = Pki::new();
+    pki.issue("localhost", &["localhost"], false);
+    pki.issue("alice", &[], true);
+    let text = format!(
+        "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nhttp {{\n http2 on;\n\
+         server {{\n listen 127.0.0.1:{port} ssl;\n {}\n\
+         ssl_client_certificate {};\n ssl_verify_client on;\n\
+         location / {{ return 200 \"[$http2] $ssl_client_s_dn\\n\"; }}\n }}\n}}\n",
+        pki.ssl_lines("localhost"),
+        pki.path("ca.crt").display()
+    );
+    let s = Shoal::start(&text, port);
+    let url = format!("https://127.0.0.1:{port}/");
+    // No certificate: nginx's 496 (400 on the wire, its own page).
+    let got = curl(&["-k", "--http2", &url]);
+    assert_eq!(got.status, 400);
+    assert!(
+        got.text().contains("No required SSL certificate was sent"),
+        "{}",
+        got.text()
+    );
+    s.wait_log("client sent no required SSL certificate while reading client request headers", 1);
+    let cert = pki.path("alice.crt").display().to_string();
+    let key = pki.path("alice.key").display().to_string();
+    let got = curl(&["-k", "--http2", "--cert", &cert, "--key", &key, &url]);
+    assert_eq!(got.status, 200);
+    assert!(got.text().starts_with("[h2] "), "{}", got.text());
+}

@@ -18,6 +18,8 @@ mod proxy_protocol;
 mod tls;
 mod write;
 
+pub use tls::tls_refusal;
+
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;

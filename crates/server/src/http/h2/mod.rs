@@ -108,16 +108,19 @@ pub async fn starts_with_preface(stream: &Transport, timeout: Duration) -> bool 
     }
 }
 
+/// The server SNI named (`None`: no SNI, or no `server_name` matched it).
+fn sni_server<'g>(gen: &'g Generation, info: &ConnInfo) -> Option<&'g ServerConf> {
+    let route = gen.servers_for(&info.socket, info.local)?;
+    let name = info.tls.as_ref()?.server_name.as_deref()?;
+    let servers = &gen.config.http.as_ref()?.servers;
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    crate::cycle::match_name(servers, route, &name).map(|(i, _)| &servers[i])
+}
+
 /// The server whose settings the connection takes: the one SNI named, else the default.
 fn conn_server<'g>(gen: &'g Generation, info: &ConnInfo) -> Option<&'g ServerConf> {
     let route = gen.servers_for(&info.socket, info.local)?;
-    let sni = info.tls.as_ref().and_then(|t| t.server_name.as_deref());
-    let by_sni = sni.and_then(|name| {
-        let servers = &gen.config.http.as_ref()?.servers;
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        crate::cycle::match_name(servers, route, &name).map(|(i, _)| &servers[i])
-    });
-    Some(by_sni.unwrap_or_else(|| gen.default_server(route)))
+    Some(sni_server(gen, info).unwrap_or_else(|| gen.default_server(route)))
 }
 
 /// Serves an HTTP/2 connection until it closes.

@@ -156,7 +156,19 @@ async fn answer_stream(
     };
     let req = parsed.into_h2(kind);
     let host = req.host().map(|h| shoal_http::lossy(h).into_owned());
-    let (srv, name_captures) = gen.find_server_captures(&route, host.as_deref());
+    let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
+    // On TLS, the checks of an HTTP/1 request on a TLS address: client certificates (495,
+    // 496) and a Host other than the name SNI negotiated (421).
+    let mut refuse_with = None;
+    if sh.info.tls.is_some() {
+        let sni = super::sni_server(&gen, &sh.info);
+        if let Some((code, by)) = crate::http::h1::tls_refusal(&sh.info, &req, srv, sni) {
+            refuse_with = Some(code);
+            if !std::ptr::eq(by, srv) {
+                (srv, name_captures) = (by, None);
+            }
+        }
+    }
     let start = Instant::now();
     REQUEST_NOW.with(|n| n.set(Some(start)));
     struct Clear;
@@ -187,7 +199,10 @@ async fn answer_stream(
         close,
         upstream,
         ..
-    } = phases::process(&r, &client_body).await;
+    } = match refuse_with {
+        None => phases::process(&r, &client_body).await,
+        Some(code) => Box::pin(phases::process_status(&r, &client_body, code)).await,
+    };
     // A body no handler read is discarded after the answer (nginx's); a refused one is not
     // read (the stream is reset when the answer ends).
     let unread = client_body.left() == crate::http::client_body::Left::Unread;
