@@ -59,7 +59,10 @@ pub fn curl_in(args: &[&str], input: Option<&[u8]>) -> Got {
     let out = child.wait_with_output().expect("curl's output");
     let text = std::fs::read_to_string(&head).unwrap_or_default();
     // The last head (after a 100 Continue, say).
-    let last = text.rsplit("\r\n\r\n").find(|h| !h.is_empty()).unwrap_or("");
+    let last = text
+        .rsplit("\r\n\r\n")
+        .find(|h| !h.is_empty())
+        .unwrap_or("");
     let mut lines = last.lines();
     let status = lines
         .next()
@@ -93,7 +96,10 @@ pub fn nghttp_status(url: &str, data: &[u8]) -> Option<u16> {
     let out = child.wait_with_output().expect("nghttp's output");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.lines()
-        .find_map(|l| l.split_once(":status: ").map(|(_, s)| s.trim().parse().ok()))
+        .find_map(|l| {
+            l.split_once(":status: ")
+                .map(|(_, s)| s.trim().parse().ok())
+        })
         .flatten()
 }
 
@@ -365,7 +371,11 @@ fn nghttp_fetches_many_streams_on_one_connection() {
         .args(&urls)
         .output()
         .expect("nghttp");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let log = s.prefix.read("logs/access.log");
     assert_eq!(log.matches("HTTP/2.0\" 200").count(), 20, "{log}");
 }
@@ -394,19 +404,33 @@ fn the_directives_nginx_made_obsolete_warn_and_bad_values_are_refused() {
         ("http2_max_header_size", "large_client_header_buffers"),
         ("http2_max_requests", "keepalive_requests"),
     ] {
-        let line =
-            format!("[warn] the \"{old}\" directive is obsolete, use the \"{new}\" directive instead");
+        let line = format!(
+            "[warn] the \"{old}\" directive is obsolete, use the \"{new}\" directive instead"
+        );
         assert!(err.contains(&line), "{line}\n{err}");
     }
-    for old in ["http2_push", "http2_push_preload", "http2_max_concurrent_pushes"] {
+    for old in [
+        "http2_push",
+        "http2_push_preload",
+        "http2_max_concurrent_pushes",
+    ] {
         let line = format!("[warn] the \"{old}\" directive is obsolete, ignored");
         assert!(err.contains(&line), "{line}\n{err}");
     }
     for (bad, says) in [
         ("http2_chunk_size 0;", "the http2 chunk size cannot be zero"),
-        ("http2_streams_index_size 3;", "\"http2_streams_index_size\" directive must be a power of two"),
-        ("http2_body_preread_size 4g;", "the maximum body preread buffer size is 2147483647"),
-        ("http2 maybe;", "invalid value \"maybe\" in \"http2\" directive, it must be \"on\" or \"off\""),
+        (
+            "http2_streams_index_size 3;",
+            "\"http2_streams_index_size\" directive must be a power of two",
+        ),
+        (
+            "http2_body_preread_size 4g;",
+            "the maximum body preread buffer size is 2147483647",
+        ),
+        (
+            "http2 maybe;",
+            "invalid value \"maybe\" in \"http2\" directive, it must be \"on\" or \"off\"",
+        ),
     ] {
         prefix.write_conf(&conf(port, "", bad));
         let out = prefix.run(&["-t"]);
@@ -441,7 +465,9 @@ fn a_graceful_stop_lets_a_stream_finish() {
         port,
     );
     let t = std::thread::spawn(move || h2c(port, "/slow", &[]));
-    wait_for("the request upstream", || (!up.requests().is_empty()).then_some(()));
+    wait_for("the request upstream", || {
+        (!up.requests().is_empty()).then_some(())
+    });
     s.signal(libc::SIGQUIT);
     let got = t.join().unwrap();
     assert_eq!(got.code, 0);
@@ -473,7 +499,10 @@ fn client_certificates_are_checked_on_h2_streams_too() {
         "{}",
         got.text()
     );
-    s.wait_log("client sent no required SSL certificate while reading client request headers", 1);
+    s.wait_log(
+        "client sent no required SSL certificate while reading client request headers",
+        1,
+    );
     let cert = pki.path("alice.crt").display().to_string();
     let key = pki.path("alice.key").display().to_string();
     let got = curl(&["-k", "--http2", "--cert", &cert, "--key", &key, &url]);

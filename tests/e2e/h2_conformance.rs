@@ -75,10 +75,16 @@ fn h2spec_passes_over_tls_and_h2c() {
     s.wait_port(tls);
     let (ok, report) = run(&["-h", "127.0.0.1", "-p", &tls.to_string(), "-t", "-k"]);
     let (cases, passed, failed) = summary(&report);
-    assert!(ok && failed == 0 && passed == cases && cases > 100, "{report}");
+    assert!(
+        ok && failed == 0 && passed == cases && cases > 100,
+        "{report}"
+    );
     let (_, report) = run(&["-h", "127.0.0.1", "-p", &plain.to_string()]);
     let (cases, passed, failed) = summary(&report);
-    assert!(cases > 100 && failed <= 1 && passed + failed == cases, "{report}");
+    assert!(
+        cases > 100 && failed <= 1 && passed + failed == cases,
+        "{report}"
+    );
     if failed == 1 {
         let failures = report.split("Failures:").nth(1).unwrap_or(&report);
         assert!(

@@ -110,7 +110,12 @@ impl H2 {
     }
 
     fn get(&mut self, stream: u32, path: &str, extra: &[(&str, &str)]) -> bool {
-        self.frame(HEADERS, END_STREAM | END_HEADERS, stream, &get_block(path, extra))
+        self.frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            stream,
+            &get_block(path, extra),
+        )
     }
 
     /// The next frame; `None` at the connection's end (or after 10 s of nothing).
@@ -151,7 +156,12 @@ impl H2 {
             match self.s.read(&mut buf) {
                 Ok(0) => return true,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return false
                 }
                 Err(_) => return true,
@@ -165,7 +175,12 @@ impl H2 {
 fn refusal(c: &mut H2, stream: u32) -> Option<u32> {
     c.until(|f| (f.0 == RST_STREAM && f.2 == stream) || f.0 == GOAWAY)
         .map(|f| {
-            let code = u32::from_be_bytes([f.3[f.3.len() - 4], f.3[f.3.len() - 3], f.3[f.3.len() - 2], f.3[f.3.len() - 1]]);
+            let code = u32::from_be_bytes([
+                f.3[f.3.len() - 4],
+                f.3[f.3.len() - 3],
+                f.3[f.3.len() - 2],
+                f.3[f.3.len() - 1],
+            ]);
             if f.0 == GOAWAY {
                 code | 0x8000_0000
             } else {
@@ -198,7 +213,12 @@ fn rapid_reset_ends_the_connection() {
     let mut batch = Vec::new();
     for i in 0..5000u32 {
         let id = 1 + 2 * i;
-        batch.extend(H2::frame_bytes(HEADERS, END_STREAM | END_HEADERS, id, &get_block("/", &[])));
+        batch.extend(H2::frame_bytes(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            id,
+            &get_block("/", &[]),
+        ));
         batch.extend(H2::frame_bytes(RST_STREAM, 0, id, &8u32.to_be_bytes()));
         if batch.len() > 64 * 1024 {
             if !c.raw(&batch) {
@@ -227,13 +247,21 @@ fn a_continuation_flood_ends_the_connection() {
     hpack_int(&mut first, 0, 7, 10_000_000);
     c.frame(HEADERS, END_STREAM, 1, &first);
     let one = H2::frame_bytes(CONTINUATION, 0, 1, b"a");
-    let many: Vec<u8> = one.iter().copied().cycle().take(one.len() * 10_000).collect();
+    let many: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 10_000)
+        .collect();
     for _ in 0..20 {
         if !c.raw(&many) {
             break;
         }
     }
-    assert!(c.ends(), "the connection stays open under a CONTINUATION flood");
+    assert!(
+        c.ends(),
+        "the connection stays open under a CONTINUATION flood"
+    );
     still_serving(port);
 }
 
@@ -247,7 +275,11 @@ fn an_oversized_header_list_and_an_hpack_bomb_are_refused() {
     let first = chunks.next().unwrap();
     c.frame(HEADERS, END_STREAM, 1, first);
     while let Some(part) = chunks.next() {
-        let flags = if chunks.peek().is_none() { END_HEADERS } else { 0 };
+        let flags = if chunks.peek().is_none() {
+            END_HEADERS
+        } else {
+            0
+        };
         c.frame(CONTINUATION, flags, 1, part);
     }
     let answer = c.until(|f| f.2 == 1 || f.0 == GOAWAY);
@@ -321,9 +353,18 @@ fn settings_and_ping_floods_from_a_client_that_reads_nothing_stay_bounded() {
     for ty in [PING, SETTINGS] {
         let mut c = H2::connect(port, &[]);
         c.s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
-        let payload: &[u8] = if ty == PING { &[7u8; 8] } else { &[0, 3, 0, 0, 0, 100] };
+        let payload: &[u8] = if ty == PING {
+            &[7u8; 8]
+        } else {
+            &[0, 3, 0, 0, 0, 100]
+        };
         let one = H2::frame_bytes(ty, 0, 0, payload);
-        let many: Vec<u8> = one.iter().copied().cycle().take(one.len() * 10_000).collect();
+        let many: Vec<u8> = one
+            .iter()
+            .copied()
+            .cycle()
+            .take(one.len() * 10_000)
+            .collect();
         // The answers are never read: the server must stop reading rather than queue them.
         let mut sent = 0;
         while sent < 200 && c.raw(&many) {
@@ -399,7 +440,11 @@ fn a_client_that_never_opens_its_window_is_timed_out_by_send_timeout() {
         "client timed out (110: Connection timed out) while sending response to client",
         1,
     );
-    assert_eq!(refusal(&mut c, 1), Some(2), "the stream is reset (INTERNAL_ERROR)");
+    assert_eq!(
+        refusal(&mut c, 1),
+        Some(2),
+        "the stream is reset (INTERNAL_ERROR)"
+    );
     still_serving(port);
 }
 
@@ -407,7 +452,11 @@ fn a_client_that_never_opens_its_window_is_timed_out_by_send_timeout() {
 fn keepalive_requests_and_a_graceful_stop_send_goaway() {
     let port = free_port();
     let mut s = Shoal::start(
-        &conf(port, "", "keepalive_requests 3;\nlocation / { return 200 ok; }"),
+        &conf(
+            port,
+            "",
+            "keepalive_requests 3;\nlocation / { return 200 ok; }",
+        ),
         port,
     );
     let mut c = H2::connect(port, &[]);

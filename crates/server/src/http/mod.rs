@@ -8,8 +8,8 @@
 
 pub mod access;
 pub mod access_log;
-pub mod answer;
 pub mod aio;
+pub mod answer;
 pub mod auth_basic;
 pub mod auth_delay;
 pub mod autoindex;

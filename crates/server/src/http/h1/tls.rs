@@ -189,7 +189,7 @@ pub fn tls_refusal<'g>(
             Level::Info,
             info.number,
             "{what} while reading client request headers{}",
-            log_ctx(req, srv, &info)
+            log_ctx(req, srv, info)
         );
         Some((code, srv))
     };

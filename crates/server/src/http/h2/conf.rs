@@ -62,7 +62,9 @@ impl H2Loc {
 
     /// `http2_max_concurrent_streams` (default 128).
     pub fn max_concurrent_streams(&self) -> u32 {
-        self.max_concurrent_streams.unwrap_or(128).min(u32::MAX as u64) as u32
+        self.max_concurrent_streams
+            .unwrap_or(128)
+            .min(u32::MAX as u64) as u32
     }
 
     /// `http2_body_preread_size` (default 64k): each stream's initial window.
@@ -175,7 +177,10 @@ impl crate::http::modules::HttpModule for Module {
         merge(&mut loc.enable, &parent.enable);
         merge(&mut loc.recv_buffer_size, &parent.recv_buffer_size);
         merge(&mut loc.pool_size, &parent.pool_size);
-        merge(&mut loc.max_concurrent_streams, &parent.max_concurrent_streams);
+        merge(
+            &mut loc.max_concurrent_streams,
+            &parent.max_concurrent_streams,
+        );
         merge(&mut loc.body_preread_size, &parent.body_preread_size);
         merge(&mut loc.streams_index_size, &parent.streams_index_size);
         merge(&mut loc.chunk_size, &parent.chunk_size);

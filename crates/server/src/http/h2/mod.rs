@@ -92,7 +92,10 @@ pub async fn starts_with_preface(stream: &Transport, timeout: Duration) -> bool 
     let mut buf = [0u8; PREFACE.len()];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if crate::deadline::within(left, stream.readable()).await.is_err() {
+        if crate::deadline::within(left, stream.readable())
+            .await
+            .is_err()
+        {
             return false;
         }
         match stream.try_peek(&mut buf) {
@@ -136,7 +139,8 @@ pub async fn serve(
     };
     let h2c = &srv.loc.http2;
     let limits = srv.srv.limits();
-    let header_list = limits.large_client_header_buffers.num * limits.large_client_header_buffers.size;
+    let header_list =
+        limits.large_client_header_buffers.num * limits.large_client_header_buffers.size;
     let streams = h2c.max_concurrent_streams();
     let preread = h2c.body_preread_size();
     let mut builder = h2::server::Builder::new();
@@ -255,7 +259,11 @@ pub async fn serve(
 /// The connection ended on an error: nginx's log line for what the client did.
 fn log_conn_error(e: &h2::Error, number: u64, client: &str) {
     if e.is_io() {
-        crate::conn_log!(Level::Info, number, "{e} while processing HTTP/2 connection, client: {client}");
+        crate::conn_log!(
+            Level::Info,
+            number,
+            "{e} while processing HTTP/2 connection, client: {client}"
+        );
         return;
     }
     if e.is_go_away() && e.is_remote() {

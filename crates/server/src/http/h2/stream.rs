@@ -100,7 +100,8 @@ async fn answer_stream(
         respond.send_reset(Reason::REFUSED_STREAM);
         return;
     };
-    let default_srv = super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
+    let default_srv =
+        super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
     let (parts, recv) = req.into_parts();
     let ended = recv.is_end_stream();
     let mut head = rebuild_head(&parts);
