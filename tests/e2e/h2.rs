@@ -509,3 +509,21 @@ fn client_certificates_are_checked_on_h2_streams_too() {
     assert_eq!(got.status, 200);
     assert!(got.text().starts_with("[h2] "), "{}", got.text());
 }
+
+#[test]
+fn stub_status_counts_h2_connections_and_requests() {
+    let port = free_port();
+    let _s = Shoal::start(&conf(port, "", "location = /status { stub_status; }"), port);
+    let first = h2c(port, "/status", &[]).text();
+    let got = h2c(port, "/status", &[]).text();
+    // The connection asking is active and writing; each request counted.
+    assert!(got.starts_with("Active connections: 1 \n"), "{got}");
+    assert!(got.contains("Writing: 1 "), "{got}");
+    let requests = |t: &str| -> u64 {
+        t.lines()
+            .nth(2)
+            .and_then(|l| l.split_whitespace().nth(2)?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(requests(&got), requests(&first) + 1, "{first}\n{got}");
+}

@@ -188,6 +188,8 @@ pub async fn serve(
         }
     };
     let worker = guard.0.clone();
+    // Its place in `stub_status`: writing while a stream is answered, else waiting.
+    let mut state = crate::status::ConnState::accepted();
     let shared = Rc::new(Shared {
         info,
         generation: RefCell::new(generation),
@@ -207,6 +209,11 @@ pub async fn serve(
         going_away = true;
     }
     loop {
+        state.set(if shared.active.get() > 0 {
+            crate::status::State::Writing
+        } else {
+            crate::status::State::Waiting
+        });
         let idle = shared.active.get() == 0 && !going_away;
         let idle_until = shared.last_done.get() + keepalive;
         let gone_until = shared.last_done.get().max(went_away) + GOAWAY_LINGER;
