@@ -38,6 +38,7 @@ mod nginx_diff_autoindex;
 mod nginx_diff_cache;
 mod nginx_diff_charset;
 mod nginx_diff_core;
+mod nginx_diff_h2;
 mod nginx_diff_proxy;
 mod nginx_diff_realip;
 mod nginx_diff_regex;
