@@ -1,6 +1,6 @@
 //! HTTP/2 abuse, frames written by hand (a small client here: frames, HPACK literals without
 //! Huffman coding): rapid reset, CONTINUATION floods, oversized header lists and an HPACK bomb,
-//! SETTINGS and PING floods, a client that never opens its window (`send_timeout` ends it),
+//! SETTINGS, PING, PRIORITY, WINDOW_UPDATE and empty-DATA floods, a client that never opens its window (`send_timeout` ends it),
 //! malformed requests (pseudo-headers, connection-specific fields, uppercase names, a
 //! `content-length` the DATA frames disagree with), `keepalive_requests` and a graceful stop
 //! ending a connection with GOAWAY. Each time the server stays up for the next client.
@@ -18,6 +18,8 @@ const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
 const PING: u8 = 6;
 const GOAWAY: u8 = 7;
+const PRIORITY: u8 = 2;
+const WINDOW_UPDATE: u8 = 8;
 const CONTINUATION: u8 = 9;
 
 const END_STREAM: u8 = 1;
@@ -347,18 +349,34 @@ fn rss_kb(pid: i32) -> u64 {
 }
 
 #[test]
-fn settings_and_ping_floods_from_a_client_that_reads_nothing_stay_bounded() {
-    let (s, port) = start("");
+fn floods_from_a_client_that_reads_nothing_stay_bounded() {
+    let (s, port) = start("location / { return 200 ok; }");
     let before = rss_kb(s.pid);
-    for ty in [PING, SETTINGS] {
+    for ty in [PING, SETTINGS, PRIORITY, WINDOW_UPDATE, DATA] {
         let mut c = H2::connect(port, &[]);
         c.s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
-        let payload: &[u8] = if ty == PING {
-            &[7u8; 8]
-        } else {
-            &[0, 3, 0, 0, 0, 100]
+        // PRIORITY on an idle stream, WINDOW_UPDATE of 1 byte to the connection, empty DATA
+        // frames on an open stream (a POST whose body never ends).
+        let (payload, stream): (&[u8], u32) = match ty {
+            PING => (&[7u8; 8], 0),
+            SETTINGS => (&[0, 3, 0, 0, 0, 100], 0),
+            PRIORITY => (&[0, 0, 0, 0, 16], 101),
+            WINDOW_UPDATE => (&[0, 0, 0, 1], 0),
+            _ => {
+                let mut p = Vec::new();
+                for (n, v) in [
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":authority", "localhost"),
+                    (":path", "/"),
+                ] {
+                    literal(&mut p, n, v.as_bytes());
+                }
+                c.frame(HEADERS, END_HEADERS, 1, &p);
+                (&[], 1)
+            }
         };
-        let one = H2::frame_bytes(ty, 0, 0, payload);
+        let one = H2::frame_bytes(ty, 0, stream, payload);
         let many: Vec<u8> = one
             .iter()
             .copied()
