@@ -3,7 +3,8 @@
 //! SETTINGS, PING, PRIORITY, WINDOW_UPDATE and empty-DATA floods, a client that never opens its
 //! window (`send_timeout` ends it), malformed requests (pseudo-headers, connection-specific fields, uppercase names, a
 //! `content-length` the DATA frames disagree with), `keepalive_requests` and a graceful stop
-//! ending a connection with GOAWAY. Each time the server stays up for the next client.
+//! ending a connection with GOAWAY, a reload reaching an open connection's next stream. Each
+//! time the server stays up for the next client.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -490,4 +491,34 @@ fn keepalive_requests_and_a_graceful_stop_send_goaway() {
     assert_eq!(c.goaway(), Some(0));
     assert!(c.ends());
     assert!(s.wait_exit().success());
+}
+
+/// The DATA of `stream` up to its END_STREAM.
+fn body_of(c: &mut H2, stream: u32) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Some(f) = c.until(|f| f.2 == stream && (f.0 == DATA || f.0 == RST_STREAM)) {
+        if f.0 == RST_STREAM {
+            break;
+        }
+        body.extend_from_slice(&f.3);
+        if f.1 & END_STREAM != 0 {
+            break;
+        }
+    }
+    body
+}
+
+#[test]
+fn a_reload_reaches_the_next_stream_of_an_open_connection() {
+    let port = free_port();
+    let s = Shoal::start(&conf(port, "", "location / { return 200 one; }"), port);
+    let mut c = H2::connect(port, &[]);
+    c.get(1, "/", &[]);
+    assert_eq!(body_of(&mut c, 1), b"one");
+    s.prefix
+        .write_conf(&conf(port, "", "location / { return 200 two; }"));
+    s.signal(libc::SIGHUP);
+    s.wait_log("reconfigured (generation 2)", 1);
+    c.get(3, "/", &[]);
+    assert_eq!(body_of(&mut c, 3), b"two");
 }
