@@ -1,10 +1,10 @@
 //! HTTP/2 abuse, frames written by hand (a small client here: frames, HPACK literals without
 //! Huffman coding): rapid reset, CONTINUATION floods, oversized header lists and an HPACK bomb,
 //! SETTINGS, PING, PRIORITY, WINDOW_UPDATE and empty-DATA floods, a client that never opens its
-//! window (`send_timeout` ends it), malformed requests (pseudo-headers, connection-specific fields, uppercase names, a
-//! `content-length` the DATA frames disagree with), `keepalive_requests` and a graceful stop
-//! ending a connection with GOAWAY, a reload reaching an open connection's next stream. Each
-//! time the server stays up for the next client.
+//! window (`send_timeout` ends it), malformed requests (pseudo-headers, connection-specific
+//! fields, uppercase names, a `content-length` the DATA frames disagree with),
+//! `keepalive_requests` and a graceful stop ending a connection with GOAWAY, a reload reaching
+//! an open connection's next stream. Each time the server stays up for the next client.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
