@@ -527,3 +527,25 @@ fn stub_status_counts_h2_connections_and_requests() {
     };
     assert_eq!(requests(&got), requests(&first) + 1, "{first}\n{got}");
 }
+
+#[test]
+fn large_client_header_buffers_bound_a_stream_s_fields_and_path() {
+    let port = free_port();
+    let s = Shoal::start(&conf(port, "large_client_header_buffers 4 1k;", ""), port);
+    let big = format!("X-Big: {}", "b".repeat(1500));
+    let got = h2c(port, "/index.html", &["-H", &big]);
+    assert_eq!(got.status, 400);
+    assert!(
+        got.text().contains("Request Header Or Cookie Too Large"),
+        "{}",
+        got.text()
+    );
+    let long = format!("/{}", "p".repeat(1500));
+    assert_eq!(h2c(port, &long, &[]).status, 414);
+    // Under the bound: answered.
+    assert_eq!(h2c(port, "/index.html", &["-H", "X-Small: s"]).status, 200);
+    // The refused requests are logged with their request lines, as nginx logs them.
+    let log = s.prefix.read("logs/access.log");
+    assert!(log.contains("\"GET /index.html HTTP/2.0\" 400 "), "{log}");
+    assert!(log.contains(" HTTP/2.0\" 414 "), "{log}");
+}

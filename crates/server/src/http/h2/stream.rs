@@ -128,9 +128,13 @@ async fn answer_stream(
                 sh.info.client(),
                 srv.name()
             );
+            let start = Instant::now();
             let reply = Box::new(crate::http::reply::error_reply(e.code(), &srv.loc));
+            let status = reply.status;
             let date = request::date(false);
-            let (resp, _) = sink::head(&reply, &srv.loc, reply.body.length(), &date);
+            let length = reply.body.length();
+            let (resp, head_len) = sink::head(&reply, &srv.loc, length, &date);
+            let mut body_len = 0;
             if let Ok(send) = respond.send_response(resp, false) {
                 let mut sink = H2Sink {
                     send,
@@ -141,10 +145,19 @@ async fn answer_stream(
                 };
                 let output = Output::default();
                 let body = std::mem::replace(&mut { reply }.body, Body::Empty);
-                if output.send_plain(&mut sink, body, &srv.loc).await.is_ok() {
-                    let _ = sink.finish().await;
+                if output.send_plain(&mut sink, body, &srv.loc).await.is_ok()
+                    && sink.finish().await.is_ok()
+                {
+                    body_len = length.unwrap_or(0);
                 }
             }
+            // Logged as nginx logs a request it could not read: its request line.
+            let line = format!(
+                "{} {} HTTP/2.0",
+                parts.method,
+                parts.uri.path_and_query().map_or("/", |p| p.as_str())
+            );
+            log_refused(sh, srv, status, head_len, body_len, &line, start);
             return;
         }
     };
@@ -335,6 +348,54 @@ async fn answer_stream(
     if let Some(rec) = upstream {
         crate::http::proxy::handler::Record::recycle(rec);
     }
+}
+
+/// The access log line of a stream whose fields could not be read as a request.
+fn log_refused(
+    sh: &Shared,
+    srv: &crate::http::ServerConf,
+    status: u16,
+    head_len: u64,
+    body_len: u64,
+    line: &str,
+    start: Instant,
+) {
+    let logs = srv.loc.access_logs();
+    if logs.is_empty() {
+        return;
+    }
+    let sent = crate::variables::Sent {
+        status,
+        body_bytes: body_len,
+        bytes: head_len + body_len,
+        headers: Vec::new(),
+    };
+    let vars = crate::variables::Vars {
+        req: None,
+        uri: None,
+        peer: sh.info.peer,
+        local: sh.info.local,
+        server_name: srv.name(),
+        document_root: None,
+        request_filename: None,
+        connection: sh.info.number,
+        connection_requests: sh.requests.get(),
+        start,
+        request_length: 0,
+        sent: Some(&sent),
+        captures: &[],
+        user: None,
+        doc_root: None,
+        args: None,
+        request_line: Some(line),
+        upstream: None,
+        tls: sh.info.tls.as_deref(),
+        extras: None,
+        conn: Some(&sh.info),
+        srv: Some(srv),
+        lc: Some(&srv.loc),
+    };
+    crate::http::access_log::log_request(logs, &vars);
 }
 
 /// Reads and drops what the client still sends on a stream, up to `max` bytes (0: any), each
