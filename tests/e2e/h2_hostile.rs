@@ -522,3 +522,40 @@ fn a_reload_reaches_the_next_stream_of_an_open_connection() {
     c.get(3, "/", &[]);
     assert_eq!(body_of(&mut c, 3), b"two");
 }
+
+#[test]
+fn a_stream_reset_while_proxied_gives_the_upstream_up() {
+    use crate::common::upstream::{Answer, Upstream};
+    let up = Upstream::start(|_| Answer::ok("late").delay_head(Duration::from_secs(5)));
+    let port = free_port();
+    let s = Shoal::start(
+        &conf(
+            port,
+            "",
+            &format!(
+                "location / {{ proxy_pass http://127.0.0.1:{}; }}",
+                up.port()
+            ),
+        ),
+        port,
+    );
+    let mut c = H2::connect(port, &[]);
+    c.get(1, "/slow", &[]);
+    crate::common::wait_for("the request upstream", || {
+        (!up.requests().is_empty()).then_some(())
+    });
+    c.frame(RST_STREAM, 0, 1, &8u32.to_be_bytes());
+    s.wait_log(
+        "client prematurely closed connection, so upstream connection is closed too",
+        1,
+    );
+    crate::common::wait_for("the 499 in the access log", || {
+        s.prefix
+            .read("logs/access.log")
+            .contains("\"GET /slow HTTP/2.0\" 499 ")
+            .then_some(())
+    });
+    // The connection goes on.
+    c.get(3, "/", &[]);
+    drop(c);
+}

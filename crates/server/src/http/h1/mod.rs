@@ -700,7 +700,7 @@ impl Conn {
             info: &self.info,
             start,
             name_captures,
-            client: Some(&self.stream),
+            client: Some(super::request::ClientWatch::Conn(&self.stream)),
             cache_zones,
             extras: &extras,
         };

@@ -169,6 +169,8 @@ async fn answer_stream(
         _ => BodyKind::Chunked,
     };
     let req = parsed.into_h2(kind);
+    // Shared with the proxy, which watches it for the client's RST_STREAM while it waits.
+    let respond = std::cell::RefCell::new(respond);
     let host = req.host().map(|h| shoal_http::lossy(h).into_owned());
     let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
     // On TLS, the checks of an HTTP/1 request on a TLS address: client certificates (495,
@@ -202,7 +204,7 @@ async fn answer_stream(
         info: &sh.info,
         start,
         name_captures: name_captures.as_ref(),
-        client: None,
+        client: Some(crate::http::request::ClientWatch::Stream(&respond)),
         cache_zones,
         extras: &extras,
     };
@@ -225,7 +227,7 @@ async fn answer_stream(
     if close || reply.terminate {
         // `return 444` (or a request nginx terminates): the stream is reset, the request
         // logged with its status.
-        respond.send_reset(Reason::INTERNAL_ERROR);
+        respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
         let rec = upstream.as_ref().map(|u| u.borrow());
         request::log(
             &sh.info,
@@ -248,7 +250,7 @@ async fn answer_stream(
     let prepared = match answer::prepare(&r, &mut reply, lc, &uri, false, logs).await {
         Ok(p) => p,
         Err(_) => {
-            respond.send_reset(Reason::INTERNAL_ERROR);
+            respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
             return;
         }
     };
@@ -268,7 +270,8 @@ async fn answer_stream(
     Reply::recycle(reply);
     let no_body = head_only || matches!(body, Body::Empty);
     let mut send_half: Option<h2::SendStream<Bytes>> = None;
-    let sent = match respond.send_response(resp, no_body) {
+    let started = respond.borrow_mut().send_response(resp, no_body);
+    let sent = match started {
         Ok(send) => {
             let mut sink = H2Sink {
                 send,
@@ -343,6 +346,8 @@ async fn answer_stream(
     }
     drop(send_half);
     if let Some(bg) = answer::background(upstream.as_ref()) {
+        // (The stream is over: nothing watches it.)
+        let r = Req { client: None, ..r };
         answer::run_background(&r, lc, bg).await;
     }
     if let Some(rec) = upstream {
