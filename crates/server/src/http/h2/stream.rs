@@ -304,7 +304,10 @@ async fn answer_stream(
     };
     drop(output);
     let body_len = match sent {
-        Ok(n) => n,
+        Ok(n) => {
+            extras.set_completed();
+            n
+        }
         Err(e) => {
             if e.kind() == io::ErrorKind::TimedOut {
                 crate::conn_log!(
