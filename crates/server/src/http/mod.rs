@@ -15,6 +15,7 @@ pub mod autoindex;
 pub mod charset;
 pub mod client_body;
 pub mod directives;
+pub mod fastcgi;
 pub mod framing;
 pub mod geo;
 pub mod gzip;
@@ -48,6 +49,7 @@ pub mod static_files;
 pub mod stub_status;
 pub mod temp_file;
 pub mod transport;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -286,6 +288,8 @@ pub enum Content {
     #[default]
     Static,
     Proxy,
+    /// `fastcgi_pass`, `uwsgi_pass`, `scgi_pass`, `memcached_pass`.
+    Upstream(upstream::Proto),
     StubStatus,
 }
 
@@ -295,9 +299,27 @@ impl Content {
             Content::StubStatus
         } else if lc.proxy.pass.is_some() {
             Content::Proxy
+        } else if lc.fastcgi.pass.is_some() {
+            Content::Upstream(upstream::Proto::Fastcgi)
         } else {
             Content::Static
         }
+    }
+
+    /// Whether the handler is an upstream's (`proxy_pass`, `fastcgi_pass`, ...).
+    pub fn is_upstream(self) -> bool {
+        matches!(self, Content::Proxy | Content::Upstream(_))
+    }
+
+    /// A nameless location (an `if` block, `limit_except`) without a handler of its own
+    /// takes its location's upstream handler, as nginx's do.
+    pub fn inherit(child: &mut LocConf, parent: &LocConf) {
+        if child.content != Content::Static || !parent.content.is_upstream() {
+            return;
+        }
+        child.proxy.pass.clone_from(&parent.proxy.pass);
+        child.m.fastcgi.pass.clone_from(&parent.m.fastcgi.pass);
+        child.content = parent.content;
     }
 }
 
@@ -710,7 +732,11 @@ impl HttpConf {
                     charset::check(&lc.charset)?;
                     hash_sizes::check_level(&lc.hash_sizes, None, false)?;
                     proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
-                    proxy::link_all(lc, &self.upstreams)
+                    proxy::link_all(lc, &self.upstreams)?;
+                    if let Some(p) = &lc.fastcgi.pass {
+                        p.target.link(0, &p.span, &self.upstreams)?;
+                    }
+                    Ok(())
                 })?;
             }
         }

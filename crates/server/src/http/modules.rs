@@ -20,10 +20,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::access::{Answer, Client, Decision, Gate};
-use super::proxy::handler::Record;
 use super::reply::Reply;
 use super::request::Req;
 use super::rewrite;
+use super::upstream::record::Record;
 use super::LocConf;
 use crate::conf::Command;
 use crate::log::Level;
@@ -265,6 +265,8 @@ http_modules! {
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,
+    /// `fastcgi_*`: FastCGI upstreams (a content handler, on the upstream layer).
+    fastcgi: super::fastcgi::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they

@@ -13,11 +13,11 @@ use super::client_body::{self, ClientBody};
 use super::directives::{TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
 use super::modules::Cx;
-use super::proxy::handler::{self as proxy, Record};
 use super::reply::{Body, Outcome, Reply};
 use super::request::Req;
 use super::rewrite;
 use super::static_files;
+use super::upstream::record::Record;
 use super::{Content, LocConf};
 use crate::log::Level;
 
@@ -313,6 +313,26 @@ async fn run<'s, const REFUSED: bool>(
                         Err(fallback) => fallback,
                     }
                 }
+                Content::Upstream(proto) => {
+                    // As the proxy's: a file `try_files` finds is passed with its name as the
+                    // URI; none: the fallback.
+                    let found = match &lc.try_files {
+                        Some(tf) => {
+                            from_try_files = true;
+                            try_files_find(r, tf, lc, &rw).map(Some)
+                        }
+                        None => Ok(None),
+                    };
+                    match found {
+                        Ok(name) => {
+                            if let Some(name) = name {
+                                rw.uri = name;
+                            }
+                            upstream_outcome(r, lc, proto, &rw, method, body, &mut upstream).await
+                        }
+                        Err(fallback) => fallback,
+                    }
+                }
                 Content::Static => match &lc.try_files {
                     Some(tf) => {
                         from_try_files = true;
@@ -489,19 +509,43 @@ async fn proxy_outcome(
     } else {
         method
     };
-    let st = proxy::UriState {
+    let st = super::proxy::codec::UriState {
         rw,
         internal,
         validators: plan.as_ref().and_then(|p| p.validators()),
         cacheable: plan.as_ref().is_some_and(|p| p.cacheable()),
     };
-    let (mut outcome, record) = proxy::handle(r, lc, pass, st, up_method, body).await;
+    let (mut outcome, record) = super::proxy::codec::handle(r, lc, pass, st, up_method, body).await;
     // What an earlier, intercepted answer handed on goes with this record.
     if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     if let (Some(plan), Some(rec)) = (plan, &record) {
         outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, pass, r, rw);
+    }
+    *upstream = record;
+    outcome
+}
+
+/// The content handler of `fastcgi_pass`, `uwsgi_pass`, `scgi_pass` and `memcached_pass`
+/// locations: the upstream's answer is sent as it is; shoal's own errors (and those
+/// `*_intercept_errors` takes) meet `error_page`.
+async fn upstream_outcome(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    proto: super::upstream::Proto,
+    rw: &rewrite::State,
+    method: &str,
+    body: &ClientBody<'_>,
+    upstream: &mut Option<Rc<RefCell<Record>>>,
+) -> Outcome {
+    use super::upstream::Proto;
+    let (outcome, record) = match proto {
+        Proto::Fastcgi => super::fastcgi::codec::handle(r, lc, rw, method, body).await,
+        _ => return Outcome::Error(500),
+    };
+    if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
+        new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     *upstream = record;
     outcome

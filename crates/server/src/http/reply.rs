@@ -36,9 +36,9 @@ pub enum Body {
         cached: Option<bytes::Bytes>,
     },
     /// A proxied answer's body, still on the upstream connection.
-    Upstream(Box<super::proxy::body::UpstreamBody>),
+    Upstream(Box<super::upstream::body::UpstreamBody>),
     /// A 101 from the upstream: after the head, bytes go both ways until either side closes.
-    Tunnel(Box<super::proxy::body::UpstreamBody>),
+    Tunnel(Box<super::upstream::body::UpstreamBody>),
     /// A [`Body::File`] whose length is not told: a cached answer its upstream sent chunked or
     /// to its close (nginx stores the head as it came, and has no length on the HIT either).
     /// Chunked to an HTTP/1.1 client, to the close to an HTTP/1.0 one; no ranges.

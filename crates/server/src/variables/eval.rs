@@ -38,7 +38,7 @@ pub struct Vars<'a> {
     /// The request line of a request refused before it was parsed (`$request` in the log).
     pub request_line: Option<&'a str>,
     /// A proxied request's upstream exchange (`$upstream_*`, `$proxy_host`, `$proxy_port`).
-    pub upstream: Option<&'a crate::http::proxy::handler::Record>,
+    pub upstream: Option<&'a crate::http::upstream::record::Record>,
     /// What the connection's TLS handshake settled (`$https`, `$scheme`, `$ssl_*`).
     pub tls: Option<&'a crate::tls::TlsInfo>,
     /// What the modules keep for the request (their variables' values).
@@ -89,6 +89,7 @@ impl Vars<'_> {
                 Some(h) => out.push_str(&shoal_http::lossy(h)),
                 None => out.push_str(self.server_name),
             },
+            Var::NginxVersion => out.push_str("1.22.1"),
             Var::Hostname => out.push_str(&HOSTNAME.read().unwrap_or_else(|e| e.into_inner())),
             Var::RemoteAddr => match self.peer {
                 Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),

@@ -25,6 +25,8 @@ pub enum Var {
     IsArgs,
     Host,
     Hostname,
+    /// `$nginx_version`: the nginx release whose behaviour shoal follows.
+    NginxVersion,
     RemoteAddr,
     RemotePort,
     RemoteUser,
@@ -116,6 +118,7 @@ impl Var {
             "is_args" => Var::IsArgs,
             "host" => Var::Host,
             "hostname" => Var::Hostname,
+            "nginx_version" => Var::NginxVersion,
             "remote_addr" => Var::RemoteAddr,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,

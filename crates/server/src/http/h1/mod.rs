@@ -865,7 +865,7 @@ impl Conn {
             Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
         }
         if let Some(rec) = upstream {
-            super::proxy::handler::Record::recycle(rec);
+            super::upstream::record::Record::recycle(rec);
         }
         Ok(keep)
     }
@@ -883,7 +883,7 @@ impl Conn {
         head_len: u64,
         body_len: u64,
         headers: Vec<(String, String)>,
-        upstream: Option<&super::proxy::handler::Record>,
+        upstream: Option<&super::upstream::record::Record>,
         extras: &super::request::Extras,
     ) {
         super::request::log(

@@ -13,10 +13,10 @@ use shoal_http::{BodyLength, Connection, ResponseHead};
 
 use super::Conn;
 use crate::http::output::{Output, Sink, Who};
-use crate::http::proxy::relay;
 use crate::http::reply::{Body, Reply};
 use crate::http::request;
 use crate::http::transport::{ConnInfo, Transport};
+use crate::http::upstream::relay;
 use crate::http::{LocConf, ServerConf, ServerTokens};
 use crate::variables::{Sent, Vars};
 

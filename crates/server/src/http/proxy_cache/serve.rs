@@ -30,12 +30,12 @@ use super::rules::{self, Ignore};
 use super::stale;
 use super::zone::{self, Zone};
 use super::{md5, CacheRef, CacheStatus};
-use crate::http::proxy::answer::{Kind, Line};
-use crate::http::proxy::handler::Record;
 use crate::http::proxy::{ProxyPass, UpstreamHeader};
 use crate::http::reply::{Body, Outcome, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
+use crate::http::upstream::answer::{Kind, Line};
+use crate::http::upstream::record::Record;
 use crate::http::LocConf;
 use crate::log::Level;
 
@@ -575,13 +575,13 @@ pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Backgro
     };
     let Background { plan, rw, internal } = *bg;
     let validators = plan.validators.clone();
-    let st = crate::http::proxy::handler::UriState {
+    let st = crate::http::proxy::codec::UriState {
         rw: &rw,
         internal,
         validators: validators.as_ref(),
         cacheable: plan.cacheable(),
     };
-    let (outcome, record) = crate::http::proxy::handler::handle(
+    let (outcome, record) = crate::http::proxy::codec::handle(
         r,
         lc,
         pass,
@@ -1014,9 +1014,16 @@ impl Object {
                 kind: line.kind,
                 hidden: line.hidden,
             });
-        let upstream_allows_ranges =
-            crate::http::proxy::answer::pass_head(&mut reply, lines, true, lc, pass, r, record)
-                .allows_ranges;
+        let upstream_allows_ranges = crate::http::upstream::answer::pass_head(
+            &mut reply,
+            lines,
+            true,
+            lc,
+            conf,
+            Some(&|v| crate::http::proxy::redirect::redirect(pass, r, lc, record, v)),
+            r,
+        )
+        .allows_ranges;
         let len = self.len.saturating_sub(body_start);
         let file = || Body::File {
             file: self.file,
@@ -1060,7 +1067,7 @@ impl Plan {
         };
         let c = &lc.proxy.cache;
         let headers = record.borrow().header_list();
-        let ignore = Ignore::of(&lc.proxy);
+        let ignore = Ignore::of(&lc.proxy.up);
         let now = zone::now();
         let Some(by_headers) = rules::by_headers(&headers, ignore, now) else {
             return;
@@ -1157,8 +1164,8 @@ impl Plan {
         // The body to come, as the upstream frames it (not `ub.length`, what the client is
         // told: a HEAD's answer tells the GET's length and has no body).
         let expected = match ub.framing {
-            crate::http::proxy::body::Framing::Length(n) => Some(n),
-            crate::http::proxy::body::Framing::None => Some(0),
+            crate::http::upstream::body::Framing::Length(n) => Some(n),
+            crate::http::upstream::body::Framing::None => Some(0),
             _ => None,
         }
         .map(|n| n + start.len() as u64);
@@ -1216,7 +1223,7 @@ impl Plan {
     ) -> Box<Reply> {
         let mut obj = self.stale.take().expect("checked by the caller");
         let headers = record.borrow().header_list();
-        let ignore = Ignore::of(&lc.proxy);
+        let ignore = Ignore::of(&lc.proxy.up);
         let now = zone::now();
         if let Some(st) = rules::decide(304, &headers, lc.proxy.cache.valid(), ignore, now) {
             let h = Rc::make_mut(&mut obj.header);
