@@ -29,6 +29,7 @@ pub mod limit_req;
 pub mod limit_zone;
 pub mod location;
 pub mod map;
+pub mod memcached;
 pub mod modules;
 pub mod not_modified;
 pub mod open_file_cache;
@@ -44,12 +45,14 @@ pub mod referer;
 pub mod reply;
 pub mod request;
 pub mod rewrite;
+pub mod scgi;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
 pub mod temp_file;
 pub mod transport;
 pub mod upstream;
+pub mod uwsgi;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -301,6 +304,12 @@ impl Content {
             Content::Proxy
         } else if lc.fastcgi.pass.is_some() {
             Content::Upstream(upstream::Proto::Fastcgi)
+        } else if lc.uwsgi.pass.is_some() {
+            Content::Upstream(upstream::Proto::Uwsgi)
+        } else if lc.scgi.pass.is_some() {
+            Content::Upstream(upstream::Proto::Scgi)
+        } else if lc.memcached.pass.is_some() {
+            Content::Upstream(upstream::Proto::Memcached)
         } else {
             Content::Static
         }
@@ -319,6 +328,9 @@ impl Content {
         }
         child.proxy.pass.clone_from(&parent.proxy.pass);
         child.m.fastcgi.pass.clone_from(&parent.m.fastcgi.pass);
+        child.m.uwsgi.pass.clone_from(&parent.m.uwsgi.pass);
+        child.m.scgi.pass.clone_from(&parent.m.scgi.pass);
+        child.m.memcached.pass.clone_from(&parent.m.memcached.pass);
         child.content = parent.content;
     }
 }
@@ -734,6 +746,12 @@ impl HttpConf {
                     proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)?;
                     if let Some(p) = &lc.fastcgi.pass {
+                        p.target.link(0, &p.span, &self.upstreams)?;
+                    }
+                    for p in [&lc.uwsgi.pass, &lc.scgi.pass, &lc.memcached.pass]
+                        .into_iter()
+                        .flatten()
+                    {
                         p.target.link(0, &p.span, &self.upstreams)?;
                     }
                     Ok(())

@@ -267,6 +267,12 @@ http_modules! {
     range: super::range_filter::Module,
     /// `fastcgi_*`: FastCGI upstreams (a content handler, on the upstream layer).
     fastcgi: super::fastcgi::Module,
+    /// `uwsgi_*`: uwsgi upstreams.
+    uwsgi: super::uwsgi::Module,
+    /// `scgi_*`: SCGI upstreams.
+    scgi: super::scgi::Module,
+    /// `memcached_*`: memcached as an upstream.
+    memcached: super::memcached::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they

@@ -542,7 +542,10 @@ async fn upstream_outcome(
     use super::upstream::Proto;
     let (outcome, record) = match proto {
         Proto::Fastcgi => super::fastcgi::codec::handle(r, lc, rw, method, body).await,
-        _ => return Outcome::Error(500),
+        Proto::Uwsgi => super::uwsgi::handle(r, lc, rw, method, body).await,
+        Proto::Scgi => super::scgi::handle(r, lc, rw, method, body).await,
+        Proto::Memcached => super::memcached::handle(r, lc, rw, method, body).await,
+        Proto::Http => return Outcome::Error(500),
     };
     if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);

@@ -42,7 +42,9 @@ impl Proto {
         match self {
             Proto::Http => &lc.proxy.up,
             Proto::Fastcgi => &lc.fastcgi.up,
-            _ => &lc.proxy.up,
+            Proto::Uwsgi => &lc.uwsgi.up,
+            Proto::Scgi => &lc.scgi.up,
+            Proto::Memcached => &lc.memcached.up,
         }
     }
 
@@ -50,7 +52,9 @@ impl Proto {
         match self {
             Proto::Http => &mut lc.proxy.up,
             Proto::Fastcgi => &mut lc.m.fastcgi.up,
-            _ => &mut lc.proxy.up,
+            Proto::Uwsgi => &mut lc.m.uwsgi.up,
+            Proto::Scgi => &mut lc.m.scgi.up,
+            Proto::Memcached => &mut lc.m.memcached.up,
         }
     }
 }

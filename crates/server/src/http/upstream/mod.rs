@@ -16,6 +16,7 @@
 
 pub mod answer;
 pub mod body;
+pub mod cgi;
 pub mod conf;
 pub mod connect;
 pub mod header;
