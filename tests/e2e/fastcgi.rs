@@ -31,6 +31,7 @@ foreach (['SCRIPT_FILENAME', 'SCRIPT_NAME', 'PATH_INFO', 'REQUEST_METHOD', 'QUER
 }
 echo 'BODY_LEN=', strlen($body), "\n";
 echo 'BODY_MD5=', md5($body), "\n";
+if (isset($q['now'])) echo 'NOW=', hrtime(true), "\n";
 if (isset($q['big'])) echo str_repeat("0123456789abcdef", intdiv((int)$q['big'], 16));
 "#;
 
@@ -397,6 +398,39 @@ fn next_upstream_past_a_dead_server_keep_conn_and_variables() {
 }
 
 #[test]
+fn fastcgi_cache_stores_and_answers_hits() {
+    let php = backends::php_fpm_on(false, 2);
+    let (s, port) = start(
+        &php,
+        "fastcgi_cache_path cache levels=1:2 keys_zone=php:1m;",
+        "location ~ \\.php$ {\n\
+             include fastcgi.conf;\n\
+             fastcgi_cache php;\n\
+             fastcgi_cache_key \"$request_method$request_uri\";\n\
+             fastcgi_cache_valid 200 1m;\n\
+             add_header X-Cache $upstream_cache_status;\n\
+             fastcgi_pass {PHP};\n\
+         }",
+    );
+    let first = ask(port, &get_req("/echo.php?now=1&status=200%20OK"));
+    assert_eq!(first.status, 200, "{}", s.error_log());
+    assert_eq!(first.header("x-cache"), Some("MISS"));
+    assert!(vars(&first.body).contains_key("NOW"));
+    let hit = ask(port, &get_req("/echo.php?now=1&status=200%20OK"));
+    assert_eq!(hit.header("x-cache"), Some("HIT"), "{}", s.error_log());
+    assert_eq!(hit.body, first.body, "the stored answer");
+    assert_eq!(hit.header("x-script"), Some("echo"));
+    assert!(
+        hit.header("status").is_none(),
+        "FastCGI's Status is not stored"
+    );
+    // Another key: PHP again.
+    let other = ask(port, &get_req("/echo.php?now=2"));
+    assert_eq!(other.header("x-cache"), Some("MISS"));
+    assert_ne!(vars(&other.body)["NOW"], vars(&first.body)["NOW"]);
+}
+
+#[test]
 fn configuration_errors_read_as_nginx() {
     let cases = [
         (
@@ -414,6 +448,10 @@ fn configuration_errors_read_as_nginx() {
         (
             "location / { fastcgi_next_upstream bogus; }",
             "invalid value \"bogus\"",
+        ),
+        (
+            "location / { fastcgi_cache $host; fastcgi_pass 127.0.0.1:9; }",
+            "no \"fastcgi_cache_key\" for \"fastcgi_cache\"",
         ),
     ];
     for (server, want) in cases {

@@ -16,11 +16,15 @@ fn pair(php: &backends::Backend) -> Pair {
          error_page 404 /index.html; fastcgi_pass {pass}; }}\n\
          location /hide/ {{ include fastcgi_params; \
          fastcgi_param SCRIPT_FILENAME $document_root/echo.php; fastcgi_hide_header X-Script; \
-         fastcgi_pass_header X-Powered-By; fastcgi_pass {pass}; }}",
+         fastcgi_pass_header X-Powered-By; fastcgi_pass {pass}; }}\n\
+         location /cached/ {{ include fastcgi.conf; \
+         fastcgi_param SCRIPT_FILENAME $document_root/echo.php; fastcgi_cache php; \
+         fastcgi_cache_key $request_uri; fastcgi_cache_valid 200 1m; \
+         add_header X-Cache $upstream_cache_status; fastcgi_pass {pass}; }}",
         pass = php.listen.pass()
     );
     let p = Pair::with(Conf {
-        http: "client_max_body_size 4m;",
+        http: "client_max_body_size 4m;\nfastcgi_cache_path cache keys_zone=php:1m;",
         server: &server,
         files: &[
             ("fastcgi-php.conf", crate::fastcgi::DEBIAN_SNIPPET),
@@ -50,6 +54,8 @@ fn php_answers_as_through_nginx() {
         ("/icpt/?status=404", ""),
         ("/icpt/?status=500", ""),
         ("/hide/?q=1", "X-Test: two\r\n"),
+        ("/cached/?c=1", ""),
+        ("/cached/?c=1", ""),
     ] {
         let answer = p.get_open(path, headers);
         // PHP answered (not an error page both servers would agree on).

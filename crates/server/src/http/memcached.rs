@@ -148,6 +148,7 @@ pub async fn handle(
     rw: &rewrite::State,
     method: &str,
     client_body: &ClientBody<'_>,
+    _cached: crate::http::upstream::run::Cached<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     let uri = rw.uri.clone();
     let m = Memcached {

@@ -743,7 +743,10 @@ impl HttpConf {
                 l.each_loc(&mut |lc| {
                     charset::check(&lc.charset)?;
                     hash_sizes::check_level(&lc.hash_sizes, None, false)?;
-                    proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.proxy.up, "proxy", &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.fastcgi.up, "fastcgi", &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.uwsgi.up, "uwsgi", &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.scgi.up, "scgi", &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)?;
                     if let Some(p) = &lc.fastcgi.pass {
                         p.target.link(0, &p.span, &self.upstreams)?;

@@ -307,7 +307,8 @@ async fn run<'s, const REFUSED: bool>(
                             if let Some(name) = name {
                                 rw.uri = name;
                             }
-                            proxy_outcome(r, lc, pass, &rw, internal, method, body, &mut upstream)
+                            let via = super::proxy_cache::serve::Via::Proxy(pass);
+                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
                                 .await
                         }
                         Err(fallback) => fallback,
@@ -328,7 +329,9 @@ async fn run<'s, const REFUSED: bool>(
                             if let Some(name) = name {
                                 rw.uri = name;
                             }
-                            upstream_outcome(r, lc, proto, &rw, method, body, &mut upstream).await
+                            let via = super::proxy_cache::serve::Via::Other(proto);
+                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
+                                .await
                         }
                         Err(fallback) => fallback,
                     }
@@ -481,21 +484,23 @@ fn set_uri(rw: &mut rewrite::State, target: &str) {
     }
 }
 
-/// The proxy module's content handler: the upstream's answer is sent as it is; shoal's own
-/// errors (and upstream errors `proxy_intercept_errors` takes) meet `error_page`.
+/// An upstream module's content handler (`proxy_pass`, `fastcgi_pass`, ...): the cache's
+/// lookup first when the location has one, the upstream's answer sent as it is; shoal's own
+/// errors (and upstream errors `*_intercept_errors` takes) meet `error_page`.
 #[allow(clippy::too_many_arguments)]
-async fn proxy_outcome(
+async fn cached_outcome(
     r: &Req<'_, '_>,
     lc: &LocConf,
-    pass: &super::proxy::ProxyPass,
+    via: super::proxy_cache::serve::Via<'_>,
     rw: &rewrite::State,
     internal: bool,
     method: &str,
     body: &ClientBody<'_>,
     upstream: &mut Option<Rc<RefCell<Record>>>,
 ) -> Outcome {
+    use super::proxy_cache::serve::Via;
     let plan =
-        match super::proxy_cache::serve::begin(r, lc, pass, rw, internal, method, upstream).await {
+        match super::proxy_cache::serve::begin(r, lc, via, rw, internal, method, upstream).await {
             Ok(plan) => plan,
             // A HIT, a purge's answer, a zone that does not exist.
             Err(answered) => return answered,
@@ -503,55 +508,65 @@ async fn proxy_outcome(
     // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
     // what comes back has a body to store. Off, it goes as a HEAD and its bodiless answer is
     // stored under the same key (nginx's way: a key without `$request_method` then answers a
-    // GET with it).
-    let up_method = if method == "HEAD" && plan.is_some() && lc.proxy.cache.convert_head() {
+    // GET with it). The other protocols always convert.
+    let convert = match via {
+        Via::Proxy(_) => lc.proxy.cache.convert_head(),
+        Via::Other(_) => true,
+    };
+    let up_method = if method == "HEAD" && plan.is_some() && convert {
         "GET"
     } else {
         method
     };
-    let st = super::proxy::codec::UriState {
-        rw,
-        internal,
-        validators: plan.as_ref().and_then(|p| p.validators()),
-        cacheable: plan.as_ref().is_some_and(|p| p.cacheable()),
+    let validators = plan.as_ref().and_then(|p| p.validators());
+    let cacheable = plan.as_ref().is_some_and(|p| p.cacheable());
+    let (mut outcome, record) = match via {
+        Via::Proxy(pass) => {
+            let st = super::proxy::codec::UriState {
+                rw,
+                internal,
+                validators,
+                cacheable,
+            };
+            super::proxy::codec::handle(r, lc, pass, st, up_method, body).await
+        }
+        Via::Other(proto) => {
+            let cached = super::upstream::run::Cached {
+                validators,
+                cacheable,
+            };
+            upstream_handle(r, lc, proto, rw, up_method, body, cached).await
+        }
     };
-    let (mut outcome, record) = super::proxy::codec::handle(r, lc, pass, st, up_method, body).await;
     // What an earlier, intercepted answer handed on goes with this record.
     if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     if let (Some(plan), Some(rec)) = (plan, &record) {
-        outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, pass, r, rw);
+        outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, via, r, rw);
     }
     *upstream = record;
     outcome
 }
 
-/// The content handler of `fastcgi_pass`, `uwsgi_pass`, `scgi_pass` and `memcached_pass`
-/// locations: the upstream's answer is sent as it is; shoal's own errors (and those
-/// `*_intercept_errors` takes) meet `error_page`.
-async fn upstream_outcome(
+/// The exchange of `fastcgi_pass`, `uwsgi_pass`, `scgi_pass` and `memcached_pass` locations.
+pub async fn upstream_handle(
     r: &Req<'_, '_>,
     lc: &LocConf,
     proto: super::upstream::Proto,
     rw: &rewrite::State,
     method: &str,
     body: &ClientBody<'_>,
-    upstream: &mut Option<Rc<RefCell<Record>>>,
-) -> Outcome {
+    cached: super::upstream::run::Cached<'_>,
+) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     use super::upstream::Proto;
-    let (outcome, record) = match proto {
-        Proto::Fastcgi => super::fastcgi::codec::handle(r, lc, rw, method, body).await,
-        Proto::Uwsgi => super::uwsgi::handle(r, lc, rw, method, body).await,
-        Proto::Scgi => super::scgi::handle(r, lc, rw, method, body).await,
-        Proto::Memcached => super::memcached::handle(r, lc, rw, method, body).await,
-        Proto::Http => return Outcome::Error(500),
-    };
-    if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
-        new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
+    match proto {
+        Proto::Fastcgi => super::fastcgi::codec::handle(r, lc, rw, method, body, cached).await,
+        Proto::Uwsgi => super::uwsgi::handle(r, lc, rw, method, body, cached).await,
+        Proto::Scgi => super::scgi::handle(r, lc, rw, method, body, cached).await,
+        Proto::Memcached => super::memcached::handle(r, lc, rw, method, body, cached).await,
+        Proto::Http => (Outcome::Error(500), None),
     }
-    *upstream = record;
-    outcome
 }
 
 /// `try_files` in a proxied location: the name of the first file (or `dir/`) that exists, or

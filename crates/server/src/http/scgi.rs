@@ -43,6 +43,7 @@ impl HttpModule for Module {
     type Loc = ScgiLoc;
     const DIRECTIVES: &'static [Command] = crate::http::upstream::conf::upstream_directives!(
         "scgi",
+        cache,
         [
             Command::new("scgi_pass", Ctx::LOCATION.or(Ctx::LIF), Args::ONE, set_pass),
             Command::new("scgi_param", Ctx::HSL, Args::Take(2, 3), set_param),
@@ -79,14 +80,20 @@ pub async fn handle(
     rw: &rewrite::State,
     method: &str,
     client_body: &ClientBody<'_>,
+    cached: crate::http::upstream::run::Cached<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    let c = Scgi { lc };
+    let c = Scgi {
+        lc,
+        cacheable: cached.cacheable,
+    };
     // The netstring tells the body's length: a chunked body is read whole first.
-    crate::http::upstream::run::handle(r, lc, rw, &c, method, client_body, false, None).await
+    crate::http::upstream::run::handle(r, lc, rw, &c, method, client_body, false, cached.validators)
+        .await
 }
 
 struct Scgi<'a> {
     lc: &'a LocConf,
+    cacheable: bool,
 }
 
 impl Protocol for Scgi<'_> {
@@ -115,6 +122,7 @@ impl Protocol for Scgi<'_> {
             vars,
             conf.up.pass_request_headers(),
             crate::http::fastcgi::codec::read_length(r, body),
+            self.cacheable,
         );
         let send_body = conf.up.pass_request_body();
         let len = if send_body {

@@ -75,6 +75,7 @@ impl HttpModule for Module {
     type Loc = UwsgiLoc;
     const DIRECTIVES: &'static [Command] = crate::http::upstream::conf::upstream_directives!(
         "uwsgi",
+        cache,
         [
             Command::new(
                 "uwsgi_pass",
@@ -139,14 +140,20 @@ pub async fn handle(
     rw: &rewrite::State,
     method: &str,
     client_body: &ClientBody<'_>,
+    cached: crate::http::upstream::run::Cached<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    let u = Uwsgi { lc };
+    let u = Uwsgi {
+        lc,
+        cacheable: cached.cacheable,
+    };
     // A chunked body is read whole first: the packet has no framing for it.
-    crate::http::upstream::run::handle(r, lc, rw, &u, method, client_body, false, None).await
+    crate::http::upstream::run::handle(r, lc, rw, &u, method, client_body, false, cached.validators)
+        .await
 }
 
 struct Uwsgi<'a> {
     lc: &'a LocConf,
+    cacheable: bool,
 }
 
 impl Protocol for Uwsgi<'_> {
@@ -175,6 +182,7 @@ impl Protocol for Uwsgi<'_> {
             vars,
             conf.up.pass_request_headers(),
             crate::http::fastcgi::codec::read_length(r, body),
+            self.cacheable,
         );
         let mut head = BytesMut::new();
         let vars = pairs.iter().map(|(n, v)| (&n[..], &v[..]));

@@ -34,19 +34,23 @@ pub async fn handle(
     rw: &rewrite::State,
     method: &str,
     client_body: &ClientBody<'_>,
+    cached: crate::http::upstream::run::Cached<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     let f = Fastcgi {
         lc,
         conf: &lc.fastcgi,
+        cacheable: cached.cacheable,
     };
     // FastCGI frames any body in records: a chunked one streams as well as any.
-    crate::http::upstream::run::handle(r, lc, rw, &f, method, client_body, true, None).await
+    crate::http::upstream::run::handle(r, lc, rw, &f, method, client_body, true, cached.validators)
+        .await
 }
 
 /// One request's `fastcgi_pass`.
 struct Fastcgi<'a> {
     lc: &'a LocConf,
     conf: &'a FastcgiLoc,
+    cacheable: bool,
 }
 
 /// Where a `*_pass` address (`host:port`, `unix:/path`, an upstream, variables) sends a
@@ -114,6 +118,7 @@ impl Protocol for Fastcgi<'_> {
             vars,
             up.pass_request_headers(),
             read_length(r, body),
+            self.cacheable,
         );
         // nginx puts every param in one record, and refuses more than it holds.
         let len = fastcgi::encode::params_len(pairs.iter().map(|(n, v)| (&n[..], &v[..])));

@@ -84,6 +84,7 @@ impl HttpModule for Module {
     type Loc = FastcgiLoc;
     const DIRECTIVES: &'static [Command] = crate::http::upstream::conf::upstream_directives!(
         "fastcgi",
+        cache,
         [
             Command::new(
                 "fastcgi_pass",

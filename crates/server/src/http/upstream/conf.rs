@@ -48,7 +48,7 @@ impl Proto {
         }
     }
 
-    fn conf_mut(self, lc: &mut LocConf) -> &mut UpstreamLoc {
+    pub fn conf_mut(self, lc: &mut LocConf) -> &mut UpstreamLoc {
         match self {
             Proto::Http => &mut lc.proxy.up,
             Proto::Fastcgi => &mut lc.m.fastcgi.up,
@@ -179,6 +179,26 @@ impl UpstreamLoc {
 /// The directives every protocol but memcached has, named with the protocol's prefix, after
 /// the module's own (`$own`).
 macro_rules! upstream_directives {
+    ($p:literal, cache, [$($own:expr),* $(,)?]) => {
+        $crate::http::upstream::conf::upstream_directives!($p, [
+            $($own,)*
+            $crate::conf::Command::new(concat!($p, "_cache_path"), $crate::conf::Ctx::HTTP, $crate::conf::Args::Take(2, usize::MAX), $crate::http::proxy_cache::set_cache_path),
+            $crate::conf::Command::new(concat!($p, "_cache"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::proxy_cache::set_cache),
+            $crate::conf::Command::new(concat!($p, "_cache_key"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::proxy_cache::set_key),
+            $crate::conf::Command::new(concat!($p, "_cache_valid"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE_OR_MORE, $crate::http::proxy_cache::set_valid),
+            $crate::conf::Command::new(concat!($p, "_cache_methods"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE_OR_MORE, $crate::http::proxy_cache::set_methods),
+            $crate::conf::Command::new(concat!($p, "_cache_min_uses"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::proxy_cache::set_min_uses),
+            $crate::conf::Command::new(concat!($p, "_cache_bypass"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE_OR_MORE, $crate::http::proxy_cache::set_bypass),
+            $crate::conf::Command::new(concat!($p, "_no_cache"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE_OR_MORE, $crate::http::proxy_cache::set_no_cache),
+            $crate::conf::Command::new(concat!($p, "_cache_lock"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::proxy_cache::set_lock),
+            $crate::conf::Command::new(concat!($p, "_cache_lock_timeout"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::proxy_cache::set_lock_timeout),
+            $crate::conf::Command::new(concat!($p, "_cache_lock_age"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::proxy_cache::set_lock_age),
+            $crate::conf::Command::new(concat!($p, "_cache_use_stale"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE_OR_MORE, $crate::http::proxy_cache::set_use_stale),
+            $crate::conf::Command::new(concat!($p, "_cache_background_update"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::proxy_cache::set_background_update),
+            $crate::conf::Command::new(concat!($p, "_cache_revalidate"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::proxy_cache::set_revalidate),
+            $crate::conf::Command::new(concat!($p, "_cache_max_range_offset"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::proxy_cache::set_max_range_offset),
+        ])
+    };
     ($p:literal, [$($own:expr),* $(,)?]) => {
         &[
             $($own,)*

@@ -11,6 +11,16 @@ use crate::conf::err;
 use crate::http::request::Req;
 use crate::variables::{Template, Vars};
 
+/// Request headers not passed when the answer may be stored.
+const CACHE_DROPPED: &[&str] = &[
+    "If-Modified-Since",
+    "If-Unmodified-Since",
+    "If-None-Match",
+    "If-Match",
+    "Range",
+    "If-Range",
+];
+
 /// One `*_param NAME VALUE [if_not_empty]`.
 #[derive(Clone, Debug)]
 pub struct Param {
@@ -48,6 +58,7 @@ pub fn eval(
     vars: &Vars<'_>,
     headers: bool,
     body_len: Option<u64>,
+    cacheable: bool,
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     let list = list.unwrap_or(&[]);
     let mut out = Vec::with_capacity(list.len() + 16);
@@ -65,6 +76,11 @@ pub fn eval(
     }
     if headers {
         for (name, v) in r.req.headers() {
+            // An answer that may be stored is asked for whole and unconditionally (nginx's
+            // `ngx_http_*_cache_headers`).
+            if cacheable && CACHE_DROPPED.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+                continue;
+            }
             let param = shoal_http::cgi::http_param_name(name.as_bytes());
             let set = list
                 .iter()

@@ -49,7 +49,7 @@ thread_local! {
 }
 
 /// An empty `$proxy_host`, shared.
-fn empty_host() -> Arc<str> {
+pub fn empty_host() -> Arc<str> {
     static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
     EMPTY.get_or_init(|| Arc::from("")).clone()
 }

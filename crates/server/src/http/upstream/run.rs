@@ -51,6 +51,16 @@ fn body_failed(r: &Req<'_, '_>, f: Failure) -> Outcome {
     }
 }
 
+/// What the cache asks of a request it sends upstream (nothing without a cache).
+#[derive(Clone, Copy, Default)]
+pub struct Cached<'a> {
+    /// `*_cache_revalidate`: the expired object's Last-Modified and ETag.
+    pub validators: Option<&'a (Option<String>, Option<String>)>,
+    /// The answer may be stored: the client's `Range` and `If-*` stay home (nginx's
+    /// `u->cacheable`).
+    pub cacheable: bool,
+}
+
 /// Why one try failed.
 pub(crate) enum Fail {
     /// The client closed while the answer was awaited: not the upstream's fault.
