@@ -469,3 +469,132 @@ fn configuration_errors_read_as_nginx() {
         );
     }
 }
+
+/// A FastCGI record of `kind` (6: STDOUT, 7: STDERR, 3: END_REQUEST) for request 1.
+fn record(kind: u8, content: &[u8]) -> Vec<u8> {
+    let pad = (8 - content.len() % 8) % 8;
+    let mut r = vec![1, kind, 0, 1];
+    r.extend_from_slice(&(content.len() as u16).to_be_bytes());
+    r.push(pad as u8);
+    r.push(0);
+    r.extend_from_slice(content);
+    r.extend(std::iter::repeat_n(0u8, pad));
+    r
+}
+
+/// A FastCGI application written here: each connection reads the request up to its empty
+/// STDIN record, then gets the answer `answer` gives for its number, and is closed.
+fn bad_app(answer: impl Fn(usize) -> Vec<u8> + Send + 'static) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (n, conn) in listener.incoming().enumerate() {
+            let Ok(mut c) = conn else { return };
+            let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            let end = [1u8, 5, 0, 1, 0, 0, 0, 0];
+            while !got.windows(8).any(|w| w == end) {
+                match std::io::Read::read(&mut c, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => got.extend_from_slice(&buf[..k]),
+                }
+            }
+            let _ = std::io::Write::write_all(&mut c, &answer(n));
+        }
+    });
+    port
+}
+
+#[test]
+fn bad_fastcgi_answers_get_nginx_statuses_and_lines() {
+    let port_of = |body: Vec<u8>| bad_app(move |_| body.clone());
+    let end = record(3, &[0; 8]);
+    let mut flood = Vec::new();
+    for i in 0..2000 {
+        flood.extend(record(7, format!("noise {i}").as_bytes()));
+    }
+    flood.extend(record(
+        6,
+        b"Content-Type: text/plain\r\n\r\nafter the flood",
+    ));
+    flood.extend(&end);
+    let cases: Vec<(&str, u16, Vec<u8>)> = vec![
+        ("/version", 502, {
+            let mut r = record(6, b"Status: 200\r\n\r\nx");
+            r[0] = 2;
+            r
+        }),
+        (
+            "/nostatus",
+            200,
+            [
+                record(6, b"Content-Type: text/plain\r\n\r\nplain"),
+                end.clone(),
+            ]
+            .concat(),
+        ),
+        (
+            "/toobig",
+            502,
+            [
+                record(6, format!("X-Big: {}\r\n", "a".repeat(6000)).as_bytes()),
+                end.clone(),
+            ]
+            .concat(),
+        ),
+        ("/midrecord", 200, {
+            let mut r = record(
+                6,
+                b"Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nstart",
+            );
+            r.extend_from_slice(&[1, 6, 0, 1, 0, 50, 0, 0, b'p', b'a']);
+            r
+        }),
+        (
+            "/badstatus",
+            502,
+            [record(6, b"Status: abc\r\n\r\n"), end.clone()].concat(),
+        ),
+        ("/flood", 200, flood),
+    ];
+    let mut locations = String::new();
+    let mut ports = Vec::new();
+    for (path, _, body) in &cases {
+        let p = port_of(body.clone());
+        ports.push(p);
+        locations.push_str(&format!(
+            "location = {path} {{ fastcgi_pass 127.0.0.1:{p}; }}\n"
+        ));
+    }
+    let port = free_port();
+    let conf = format!(
+        "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nhttp {{\n    server {{\n        \
+         listen 127.0.0.1:{port};\n        server_name localhost;\n{locations}\n    }}\n}}\n"
+    );
+    let s = Shoal::start_in(Prefix::new(), &conf, port, &[]);
+    for (path, status, _) in &cases {
+        let raw = crate::common::client::request_close(port, "GET", path, "");
+        assert!(
+            raw.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{path}: {raw:.300}\n{}",
+            s.error_log()
+        );
+    }
+    let want = [
+        "upstream sent unsupported FastCGI protocol version: 2 while reading response header from upstream",
+        "upstream sent too big header while reading response header from upstream",
+        "upstream sent invalid status \"abc\" while reading response header from upstream",
+        "FastCGI sent in stderr: \"noise 1999\" while reading response header from upstream",
+    ];
+    for w in want {
+        s.wait_log(w, 1);
+    }
+    let mid = crate::common::client::request_close(port, "GET", "/midrecord", "");
+    assert!(mid.ends_with("startpa"), "{mid:.300}\n{}", s.error_log());
+    s.wait_log("prematurely closed", 1);
+    let plain = crate::common::client::request_close(port, "GET", "/nostatus", "");
+    assert!(plain.contains("\r\nplain\r\n"), "{plain}");
+    let flood = crate::common::client::request_close(port, "GET", "/flood", "");
+    assert!(flood.contains("after the flood"), "{flood:.300}");
+}

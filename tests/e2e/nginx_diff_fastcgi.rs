@@ -23,7 +23,7 @@ fn pair(php: &backends::Backend) -> Pair {
          add_header X-Cache $upstream_cache_status; fastcgi_pass {pass}; }}",
         pass = php.listen.pass()
     );
-    let p = Pair::with(Conf {
+    Pair::with(Conf {
         http: "client_max_body_size 4m;\nfastcgi_cache_path cache keys_zone=php:1m;",
         server: &server,
         files: &[
@@ -32,8 +32,7 @@ fn pair(php: &backends::Backend) -> Pair {
             ("index.php", crate::fastcgi::ECHO_PHP),
         ],
         ..Default::default()
-    });
-    p
+    })
 }
 
 /// The PHP version's header differs nowhere (one PHP-FPM), but nginx's and shoal's ports do:

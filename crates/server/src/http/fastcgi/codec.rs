@@ -183,6 +183,10 @@ pub struct FastcgiHead {
 }
 
 impl HeadDecoder for FastcgiHead {
+    fn bounded(&self) -> bool {
+        true
+    }
+
     fn decode(
         &mut self,
         buf: &mut BytesMut,
@@ -219,6 +223,8 @@ impl HeadDecoder for FastcgiHead {
                         codec: Some(Box::new(FastcgiBody {
                             decoder,
                             keep_conn: self.keep_conn,
+                            length: head.content_length(),
+                            taken: 0,
                         })),
                         content_length: head.content_length(),
                         reusable: self.keep_conn,
@@ -240,13 +246,19 @@ impl HeadDecoder for FastcgiHead {
 struct FastcgiBody {
     decoder: fastcgi::Decoder,
     keep_conn: bool,
+    /// The head's `Content-Length`, and the body's bytes so far.
+    length: Option<u64>,
+    taken: u64,
 }
 
 impl BodyCodec for FastcgiBody {
     fn take(&mut self, buf: &mut BytesMut, log: Log<'_>) -> Result<Piece, BodyError> {
         loop {
             match self.decoder.decode(buf) {
-                Ok(Some(Event::Stdout(b))) => return Ok(Piece::Data(b)),
+                Ok(Some(Event::Stdout(b))) => {
+                    self.taken += b.len() as u64;
+                    return Ok(Piece::Data(b));
+                }
                 Ok(Some(Event::Stderr(e))) => log(level(e.level()), &e),
                 Ok(Some(Event::Surplus(s))) => log(level(s.level()), &s),
                 Ok(Some(Event::End(_))) => return Ok(Piece::End),
@@ -261,7 +273,12 @@ impl BodyCodec for FastcgiBody {
     fn eof(&mut self) -> Result<(), BodyError> {
         self.decoder
             .eof()
-            .map_err(|e| BodyError::Protocol(e.to_string()))
+            .map_err(|e| BodyError::Protocol(e.to_string()))?;
+        // A close is the end of an answer without keep-conn, but not before its length.
+        if self.length.is_some_and(|n| self.taken < n) {
+            return Err(BodyError::Closed);
+        }
+        Ok(())
     }
 
     fn reusable(&self) -> bool {

@@ -81,6 +81,12 @@ pub trait HeadDecoder {
         max: usize,
         log: Log<'_>,
     ) -> Result<Option<Parsed>, HeadError>;
+
+    /// Whether each read before the head may bring at most what a `*_buffer_size` buffer
+    /// has room for (the decoder counts the buffer as nginx's fills).
+    fn bounded(&self) -> bool {
+        false
+    }
 }
 
 /// A body framed by the protocol (FastCGI records, memcached's trailer).

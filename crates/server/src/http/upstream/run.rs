@@ -517,6 +517,7 @@ async fn send_and_read<H: HeadDecoder>(
             record.borrow().log_ctx(r.req, r.srv, r.info)
         );
     };
+    let mut bytes_room = BytesMut::new();
     let parsed = loop {
         match decoder.decode(&mut buf, max, &mut log) {
             Ok(Some(p)) => break p,
@@ -534,10 +535,17 @@ async fn send_and_read<H: HeadDecoder>(
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(max);
         }
+        // A decoder that counts `*_buffer_size` as nginx's buffer fills (FastCGI) gets at most
+        // what that buffer has room for at a time.
+        let bounded = decoder.bounded();
+        if bounded {
+            bytes_room = BytesMut::with_capacity(max.saturating_sub(buf.len()).max(8));
+        }
+        let target = if bounded { &mut bytes_room } else { &mut buf };
         // While waiting, the client is watched: one that closes ends the exchange (nginx's
         // `proxy_ignore_client_abort off`); one that sends more (a pipelined request) is not
         // watched any further.
-        let read = timer.within(read_timeout, stream.read_buf(&mut buf));
+        let read = timer.within(read_timeout, stream.read_buf(target));
         let read = match client.filter(|_| watch_client) {
             None => read.await,
             Some(c) => {
@@ -591,7 +599,12 @@ async fn send_and_read<H: HeadDecoder>(
                     buf.is_empty(),
                 ))
             }
-            Ok(Ok(n)) => record.borrow_mut().received(n as u64),
+            Ok(Ok(n)) => {
+                if bounded {
+                    buf.extend_from_slice(&bytes_room);
+                }
+                record.borrow_mut().received(n as u64)
+            }
         }
     };
     {
