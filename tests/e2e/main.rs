@@ -56,5 +56,6 @@ mod stub_status;
 mod tls;
 mod tls_hostile;
 mod tls_upstream;
+mod upgrade;
 mod upstream_protocols;
 mod upstream_server;

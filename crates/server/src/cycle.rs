@@ -51,10 +51,10 @@ impl Listening {
     }
 
     /// Closes the master's fd (the socket stops listening once the workers dropped their
-    /// duplicates) and removes a unix socket's file.
+    /// duplicates) and removes a unix socket's file, unless a new binary took the socket.
     pub fn close(&self) {
         let fd = self.fd.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if fd.is_some() {
+        if fd.is_some() && !crate::upgrade::handed_over() {
             if let ListenAddr::Unix(p) = &self.key.addr {
                 let _ = std::fs::remove_file(p);
             }
@@ -233,10 +233,15 @@ impl Generation {
                     let reused = old.and_then(|g| g.sockets.iter().find(|s| s.key == key).cloned());
                     let sock = match reused {
                         Some(s) => s,
-                        None => Arc::new(Listening::new(
-                            key.clone(),
-                            open_with_retries(&key.addr, &opts)?,
-                        )),
+                        None => {
+                            // A socket the old binary handed over (a binary upgrade), else a
+                            // new one.
+                            let fd = match crate::upgrade::take(&key.addr) {
+                                Some(fd) => fd,
+                                None => open_with_retries(&key.addr, &opts)?,
+                            };
+                            Arc::new(Listening::new(key.clone(), fd))
+                        }
                     };
                     sockets.push(sock);
                 }

@@ -22,6 +22,7 @@ pub mod privileges;
 pub mod spare;
 pub mod status;
 pub mod tls;
+pub mod upgrade;
 pub mod upstream;
 pub mod variables;
 pub mod worker;
