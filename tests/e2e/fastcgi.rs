@@ -20,6 +20,7 @@ $q = $_GET;
 if (isset($q['status'])) header("Status: " . $q['status']);
 if (isset($q['location'])) header("Location: " . $q['location']);
 if (isset($q['stderr'])) error_log($q['stderr']);
+if (isset($q['sleep'])) usleep((int)$q['sleep'] * 1000);
 header("X-Script: echo");
 header("Content-Type: text/plain");
 $body = file_get_contents('php://input');
@@ -428,6 +429,27 @@ fn fastcgi_cache_stores_and_answers_hits() {
     let other = ask(port, &get_req("/echo.php?now=2"));
     assert_eq!(other.header("x-cache"), Some("MISS"));
     assert_ne!(vars(&other.body)["NOW"], vars(&first.body)["NOW"]);
+}
+
+#[test]
+fn a_slow_script_times_out_as_nginx_says() {
+    let php = backends::php_fpm_on(false, 2);
+    let (s, port) = start(
+        &php,
+        "",
+        "location ~ \\.php$ { include fastcgi.conf; fastcgi_read_timeout 1s; \
+         fastcgi_pass {PHP}; }",
+    );
+    let r = ask(port, &get_req("/echo.php?sleep=300"));
+    assert_eq!(r.status, 200, "a slow script within the timeout");
+    let r = ask(port, &get_req("/echo.php?sleep=2500"));
+    assert_eq!(r.status, 504, "{}", s.error_log());
+    s.wait_log(
+        "upstream timed out (110: Connection timed out) while reading response header from \
+         upstream, client: 127.0.0.1, server: localhost, request: \"GET /echo.php?sleep=2500 \
+         HTTP/1.1\", upstream: \"fastcgi://",
+        1,
+    );
 }
 
 #[test]

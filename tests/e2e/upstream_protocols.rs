@@ -75,10 +75,14 @@ fn prefix_with_params() -> Prefix {
 }
 
 fn start(server: &str) -> (Shoal, u16) {
+    start_http("", server)
+}
+
+fn start_http(http: &str, server: &str) -> (Shoal, u16) {
     let port = free_port();
     let conf = format!(
         "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nhttp {{\n    \
-         include mime.types;\n    server {{\n        listen 127.0.0.1:{port};\n        \
+         include mime.types;\n{http}\n    server {{\n        listen 127.0.0.1:{port};\n        \
          server_name localhost;\n{server}\n    }}\n}}\n"
     );
     (
@@ -115,13 +119,25 @@ fn text(r: &crate::common::Response) -> String {
 #[test]
 fn uwsgi_runs_a_wsgi_app() {
     let app = backends::uwsgi_with(WSGI_APP);
-    let (s, port) = start(&format!(
-        "location / {{ include uwsgi_params; uwsgi_pass {}; }}\n\
+    let (s, port) = start_http(
+        "uwsgi_cache_path cache keys_zone=w:1m;",
+        &format!(
+            "location /cached/ {{ include uwsgi_params; uwsgi_cache w; uwsgi_cache_key $uri; \
+         uwsgi_cache_valid 200 1m; add_header X-Cache $upstream_cache_status; \
+         uwsgi_pass {}; }}\n\
+         location / {{ include uwsgi_params; uwsgi_pass {}; }}\n\
          location /hidden/ {{ include uwsgi_params; uwsgi_hide_header X-App; \
          uwsgi_modifier1 0; uwsgi_pass uwsgi://{}; }}",
-        app.listen.pass(),
-        app.listen.pass()
-    ));
+            app.listen.pass(),
+            app.listen.pass(),
+            app.listen.pass()
+        ),
+    );
+    let miss = ask(port, &request("GET", "/cached/one", ""));
+    assert_eq!(miss.header("x-cache"), Some("MISS"), "{}", s.error_log());
+    let hit = ask(port, &request("GET", "/cached/one", ""));
+    assert_eq!(hit.header("x-cache"), Some("HIT"));
+    assert_eq!(hit.body, miss.body);
     let r = ask(port, &request("GET", "/app/x?a=1", "X-Test: t\r\n"));
     assert_eq!(
         r.status,

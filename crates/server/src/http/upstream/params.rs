@@ -90,5 +90,18 @@ pub fn eval(
             }
         }
     }
+    // `*_cache_revalidate`: the expired object's validators ask for a 304 (nginx's
+    // `HTTP_IF_MODIFIED_SINCE $upstream_cache_last_modified`, `HTTP_IF_NONE_MATCH
+    // $upstream_cache_etag`).
+    if cacheable {
+        if let Some((lm, etag)) = vars.upstream.and_then(|u| u.cache_validators.as_ref()) {
+            if let Some(lm) = lm {
+                out.push((b"HTTP_IF_MODIFIED_SINCE".to_vec(), lm.as_bytes().to_vec()));
+            }
+            if let Some(etag) = etag {
+                out.push((b"HTTP_IF_NONE_MATCH".to_vec(), etag.as_bytes().to_vec()));
+            }
+        }
+    }
     out
 }
