@@ -44,6 +44,7 @@ mod nginx_diff_rewrite;
 mod nginx_diff_tls;
 mod open_file_cache;
 mod output_buffers;
+mod package;
 mod proxy;
 mod proxy_cache;
 mod proxy_cache_faults;
