@@ -56,7 +56,7 @@ class Handler(socketserver.StreamRequestHandler):
             out += k + b'=' + env.get(k, b'(unset)') + b'\n'
         out += b'FIRST=' + items[0] + b'\n'
         out += b'BODY_LEN=' + str(len(body)).encode() + b'\n'
-        self.wfile.write(b'Status: ' + status + b'\r\nContent-Type: text/plain\r\nX-Scgi: yes\r\n\r\n' + out)
+        self.wfile.write(b'Status: ' + status + b'\r\nContent-Type: text/plain\r\nX-Scgi: yes\r\nServer: py-scgi\r\n\r\n' + out)
 
 class Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
@@ -186,6 +186,9 @@ fn scgi_talks_to_a_python_server() {
     );
     assert_eq!(r.header("x-scgi"), Some("yes"));
     assert!(r.header("status").is_none(), "Status is hidden for SCGI");
+    // Its Server line stands for shoal's (one line, the application's).
+    assert_eq!(r.head.matches("Server:").count(), 1, "{}", r.head);
+    assert_eq!(r.header("server"), Some("py-scgi"));
     let t = text(&r);
     for want in [
         "CONTENT_LENGTH=0",

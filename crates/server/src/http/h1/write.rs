@@ -61,8 +61,8 @@ impl Conn {
         let head = ResponseHead {
             status: reply.status,
             reason: reply.reason.as_deref(),
-            server: Some(tokens(lc.server_tokens())),
-            date: Some(&date),
+            server: (!reply.upstream_server).then(|| tokens(lc.server_tokens())),
+            date: (!reply.upstream_date).then_some(&date),
             // nginx writes a Content-Type only when it has a value (an upstream's may be empty).
             content_type: reply
                 .content_type

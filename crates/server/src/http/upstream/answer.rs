@@ -192,9 +192,17 @@ pub fn pass_head<'a>(
                 reply.mtime = Some(secs);
                 reply.last_modified = Some(text);
             }
-            _ => reply
-                .extra
-                .push((text(name).into(), value.to_string().into())),
+            _ => {
+                // An upstream's `Server` or `Date` that is passed replaces shoal's own.
+                if name.eq_ignore_ascii_case(b"server") {
+                    reply.upstream_server = true;
+                } else if name.eq_ignore_ascii_case(b"date") {
+                    reply.upstream_date = true;
+                }
+                reply
+                    .extra
+                    .push((text(name).into(), value.to_string().into()))
+            }
         }
     }
     passed
