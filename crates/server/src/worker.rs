@@ -469,7 +469,7 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
         let number = worker.next_connection_number();
         let key = key.clone();
         tokio::task::spawn_local(async move {
-            crate::http::h1::serve(fd, key, generation, number, guard).await;
+            crate::log::scoped(crate::http::h1::serve(fd, key, generation, number, guard)).await;
         });
     }
 }

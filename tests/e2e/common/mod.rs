@@ -8,6 +8,7 @@
 
 pub mod backends;
 pub mod client;
+pub mod dns;
 pub mod tls;
 pub mod upstream;
 

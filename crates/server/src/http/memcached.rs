@@ -171,7 +171,7 @@ impl Protocol for Memcached<'_> {
     type Head = MemcachedHead;
     const PROTO: Proto = Proto::Memcached;
 
-    fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
+    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
         let Some(pass) = &self.lc.memcached.pass else {
             return Err(Outcome::Error(500));
         };

@@ -100,7 +100,7 @@ impl Protocol for Scgi<'_> {
     type Head = CgiHead;
     const PROTO: Proto = Proto::Scgi;
 
-    fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
+    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
         let Some(pass) = &self.lc.scgi.pass else {
             return Err(Outcome::Error(500));
         };

@@ -160,7 +160,7 @@ impl Protocol for Uwsgi<'_> {
     type Head = CgiHead;
     const PROTO: Proto = Proto::Uwsgi;
 
-    fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
+    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
         let Some(pass) = &self.lc.uwsgi.pass else {
             return Err(Outcome::Error(500));
         };

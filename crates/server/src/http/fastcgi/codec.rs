@@ -96,7 +96,7 @@ impl Protocol for Fastcgi<'_> {
     type Head = FastcgiHead;
     const PROTO: Proto = Proto::Fastcgi;
 
-    fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
+    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
         let Some(pass) = &self.conf.pass else {
             return Err(Outcome::Error(500));
         };

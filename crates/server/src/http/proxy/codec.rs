@@ -95,7 +95,7 @@ impl Protocol for Http<'_> {
     type Head = HttpHead;
     const PROTO: Proto = Proto::Http;
 
-    fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
+    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
         let pass = self.pass;
         let parts = self.parts(r);
         // Where to: the linked upstream, or the URL's variables evaluated now.
@@ -105,7 +105,8 @@ impl Protocol for Http<'_> {
                 upstreams,
             } => {
                 let url = vars.eval(template);
-                match dynamic_target(&url, upstreams.get().map_or(&[][..], Vec::as_slice)) {
+                let known = upstreams.get().map_or(&[][..], Vec::as_slice);
+                match dynamic_target(&url, known, &self.lc.resolver).await {
                     Ok((upstream, uri_part, host, port, https)) => {
                         let uri = match uri_part {
                             Some(u) => u.into_bytes(),
@@ -169,9 +170,19 @@ impl Protocol for Http<'_> {
             && conf.pass_request_body()
             && matches!(body, BodyToSend::Streaming(..))
             && body_len.is_none();
+        // `proxy_method`, unless the cache turned a HEAD into a GET (nginx's `u->method`
+        // comes first).
+        let custom;
+        let sent_method = match &conf.method {
+            Some(t) if !(method == "GET" && r.req.method() == "HEAD") => {
+                custom = vars.eval(t);
+                custom.as_str()
+            }
+            _ => method,
+        };
         let mut head = Vec::with_capacity(512);
         let req = request::Head {
-            method,
+            method: sent_method,
             uri: &dest.uri,
             body_len,
             chunked,
@@ -199,7 +210,7 @@ impl Protocol for Http<'_> {
 
     fn reply(&self, answer: Answer, r: &Req<'_, '_>, record: &Rc<RefCell<Record>>) -> Box<Reply> {
         let (lc, pass) = (self.lc, self.pass);
-        crate::http::upstream::answer::reply_of(
+        let mut reply = crate::http::upstream::answer::reply_of(
             answer,
             lc,
             &lc.proxy.up,
@@ -207,7 +218,15 @@ impl Protocol for Http<'_> {
             Some(&|v| super::redirect::redirect(pass, r, lc, record, v)),
             r,
             record,
-        )
+        );
+        // `proxy_store`: where a 200 answer goes (the URI as rewritten, under root or alias).
+        if lc.proxy_store.enabled() {
+            let vars = r.vars_rw(self.rw, lc);
+            if let Some(dest) = crate::http::proxy_store::path_for(lc, &self.rw.uri, &vars) {
+                crate::http::proxy_store::attach(&mut reply, lc, dest, r.info.number);
+            }
+        }
+        reply
     }
 
     fn tls(&self) -> Option<&super::ssl::UpstreamTls> {
@@ -215,11 +234,13 @@ impl Protocol for Http<'_> {
     }
 }
 
-/// A URL with variables, evaluated: an upstream block by the host's name, or an address.
+/// A URL with variables, evaluated: an upstream block by the host's name, an address, or a
+/// name the location's `resolver` looks up.
 #[allow(clippy::type_complexity)]
-pub fn dynamic_target(
+pub async fn dynamic_target(
     url: &str,
     upstreams: &[Arc<UpstreamConf>],
+    resolver: &crate::resolver::conf::ResolverLoc,
 ) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16, bool), (u16, String)> {
     let (rest, https) = if let Some(r) = url.strip_prefix("http://") {
         (r, false)
@@ -260,7 +281,14 @@ pub fn dynamic_target(
     }
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
-        return Err((502, format!("no resolver defined to resolve {name}")));
+        let Some(res) = &resolver.resolver else {
+            return Err((502, format!("no resolver defined to resolve {name}")));
+        };
+        let addrs = crate::resolver::resolve(res, bare, resolver.timeout())
+            .await
+            .map_err(|f| (502, format!("{name} could not be resolved {f}")))?;
+        let u = UpstreamConf::resolved(&name, &addrs, port);
+        return Ok((Arc::new(u), uri, authority.to_string(), port, https));
     }
     let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
     u.ephemeral = true;

@@ -46,6 +46,7 @@ pub static DIRECTIVES: &[Command] = crate::http::upstream::conf::upstream_direct
         Command::new("proxy_set_header", HSL, Args::TWO, set_set_header),
         Command::new("proxy_http_version", HSL, Args::ONE, set_http_version),
         Command::new("proxy_set_body", HSL, Args::ONE, set_set_body),
+        Command::new("proxy_method", HSL, Args::ONE, set_method),
         Command::new("proxy_redirect", HSL, Args::Take(1, 2), set_redirect),
     ]
 );
@@ -125,6 +126,9 @@ crate::conf::conf_slots! {
         pub pass: Option<Arc<ProxyPass>>,
         pub set_header: Option<Arc<Vec<(String, Template)>>>,
         pub set_body: Option<Template>,
+        /// `proxy_method`: the method sent upstream (variables allowed), the client's when
+        /// unset.
+        pub method: Option<Template>,
         pub redirect: Option<Redirect>,
         /// `proxy_ssl_*`: https upstreams.
         pub ssl: ssl::ProxySsl,
@@ -150,6 +154,7 @@ impl ProxyLoc {
         self.up.merge(&parent.up);
         merge(&mut self.set_header, &parent.set_header);
         merge(&mut self.set_body, &parent.set_body);
+        merge(&mut self.method, &parent.method);
         merge(&mut self.redirect, &parent.redirect);
         self.ssl.merge(&parent.ssl);
     }
@@ -289,6 +294,11 @@ fn set_http_version(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result
         other => return Err(invalid_value(d, other)),
     };
     set_once(&mut proxy(s).http_version, v, d)
+}
+
+fn set_method(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
+    set_once(&mut proxy(s).method, t, d)
 }
 
 fn set_set_body(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

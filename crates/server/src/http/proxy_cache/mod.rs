@@ -376,6 +376,14 @@ pub(crate) fn set_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Re
     let r = if v == "off" {
         CacheRef::Off
     } else {
+        let proxy = crate::http::upstream::Proto::of_directive(&d.name)
+            == crate::http::upstream::Proto::Http;
+        if proxy && crate::http::loc_conf(s).proxy_store.enabled() && cache(s, d).cache.is_none() {
+            return Err(crate::conf::directive_err(
+                d,
+                "is incompatible with \"proxy_store\"",
+            ));
+        }
         let t = Template::compile(v).map_err(|m| err(d, m))?;
         if t.is_static() {
             CacheRef::Zone(v.clone())

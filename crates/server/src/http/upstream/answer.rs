@@ -240,6 +240,12 @@ pub fn reply_of(
     record.borrow_mut().head = Some(answer.head);
     let mut body = answer.body;
     body.buffering = passed.buffering.unwrap_or(conf.buffering());
+    // `*_limit_rate`: the pace of reading a buffered answer (nginx's event pipe).
+    if body.buffering && conf.limit_rate() > 0 {
+        let start = crate::http::limit_rate::unix_secs();
+        let pacer = crate::http::limit_rate::Pacer::new(conf.limit_rate(), 0, start);
+        body.limit = Some(crate::http::limit_rate::Pacing::new(pacer));
+    }
     reply.body = if answer.upgrade {
         crate::http::reply::Body::Tunnel(body)
     } else {

@@ -105,6 +105,8 @@ pub struct UpstreamBody {
     codec: Option<(Box<dyn BodyCodec>, u64, String)>,
     /// The protocol, whose settings (`*_buffers`, `*_temp_path`) apply to the body.
     pub proto: super::Proto,
+    /// `proxy_limit_rate`: how fast the answer is read.
+    pub limit: Option<crate::http::limit_rate::Pacing>,
 }
 
 impl UpstreamBody {
@@ -149,6 +151,7 @@ impl UpstreamBody {
             offset: 0,
             codec: None,
             proto: super::Proto::Http,
+            limit: None,
         }
     }
 
@@ -253,16 +256,41 @@ impl UpstreamBody {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(32 * 1024);
         }
-        let n = match self
-            .timer
-            .within(self.read_timeout, stream.read_buf(&mut self.buf))
-            .await
-        {
+        // `proxy_limit_rate`: no more than the pace allows (a wait that is dropped has read
+        // nothing).
+        let mut room = usize::MAX;
+        if let Some(p) = &self.limit {
+            room = loop {
+                match p.allowed(Instant::now()) {
+                    Ok(n) => break n,
+                    Err(at) => tokio::time::sleep_until(at.into()).await,
+                }
+            };
+        }
+        let spare = self.buf.capacity() - self.buf.len();
+        let n = if room < spare {
+            // A paced read: into a buffer of the allowed size, then appended.
+            let mut piece = BytesMut::with_capacity(room);
+            let read = self
+                .timer
+                .within(self.read_timeout, stream.read_buf(&mut piece))
+                .await;
+            self.buf.extend_from_slice(&piece);
+            read
+        } else {
+            self.timer
+                .within(self.read_timeout, stream.read_buf(&mut self.buf))
+                .await
+        };
+        let n = match n {
             Err(_) => return Err(BodyError::TimedOut),
             Ok(Err(e)) => return Err(BodyError::Io(e)),
             Ok(Ok(n)) => n,
         };
         self.record.borrow_mut().received(n as u64);
+        if let Some(p) = &mut self.limit {
+            p.wrote(n, Instant::now());
+        }
         if n == 0 {
             self.stream = None;
             if let Some((codec, ..)) = self.codec.as_mut() {

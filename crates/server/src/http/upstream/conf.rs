@@ -111,6 +111,8 @@ crate::conf::conf_slots! {
         buffers: (usize, usize) = (8, 4096),
         buffer_size: usize = 4096,
         busy_buffers_size: usize = 8192,
+        /// `*_limit_rate` (bytes per second; 0: none).
+        limit_rate: u64 = 0,
         /// `*_max_temp_file_size` (0: no temporary file; the upstream waits).
         max_temp_file_size: u64 = 1024 * 1024 * 1024,
         temp_file_write_size: usize = 8192,
@@ -210,6 +212,7 @@ macro_rules! upstream_directives {
             $crate::conf::Command::new(concat!($p, "_buffering"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::upstream::conf::set_buffering),
             $crate::conf::Command::new(concat!($p, "_request_buffering"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::upstream::conf::set_request_buffering),
             $crate::conf::Command::new(concat!($p, "_buffers"), $crate::conf::Ctx::HSL, $crate::conf::Args::TWO, $crate::http::upstream::conf::set_buffers),
+            $crate::conf::Command::new(concat!($p, "_limit_rate"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::upstream::conf::set_limit_rate),
             $crate::conf::Command::new(concat!($p, "_busy_buffers_size"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::upstream::conf::set_busy_buffers_size),
             $crate::conf::Command::new(concat!($p, "_max_temp_file_size"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::upstream::conf::set_max_temp_file_size),
             $crate::conf::Command::new(concat!($p, "_temp_file_write_size"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::upstream::conf::set_temp_file_write_size),
@@ -315,6 +318,11 @@ pub fn set_buffers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
 pub fn set_buffer_size(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let n = size_arg(d, 0)?;
     set_once(&mut up(s, d).buffer_size, n as usize, d)
+}
+
+pub fn set_limit_rate(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut up(s, d).limit_rate, n, d)
 }
 
 pub fn set_busy_buffers_size(

@@ -140,7 +140,7 @@ pub trait Protocol {
     const PROTO: Proto;
 
     /// Where the request goes; an error is the request's outcome (logged).
-    fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome>;
+    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome>;
 
     /// The request's bytes (`vars` values `$upstream_*` of this exchange too); an error is the
     /// request's outcome (logged).

@@ -118,10 +118,25 @@ async fn run<P: Protocol>(
 ) -> Outcome {
     let conf = P::PROTO.conf(lc);
     let vars = r.vars_rw(rw, lc);
-    let dest = match p.dest(r, &vars) {
+    let mut dest = match p.dest(r, &vars).await {
         Ok(d) => d,
         Err(o) => return o,
     };
+    // `server ... resolve` lines: the peers their names have now.
+    if dest.upstream.resolving.is_some() {
+        match crate::upstream::resolve::current(&dest.upstream).await {
+            Some(u) => dest.upstream = u,
+            None => {
+                crate::conn_log!(
+                    Level::Error,
+                    r.info.number,
+                    "no live upstreams while connecting to upstream{}",
+                    r.log_ctx()
+                );
+                return Outcome::Error(502);
+            }
+        }
+    }
     // An https upstream: the location's TLS settings, built with the configuration.
     let tls = match (dest.tls, p.tls()) {
         (false, _) => None,

@@ -21,8 +21,8 @@ pub enum Target {
     },
     /// `unix:/path`.
     Unix(Arc<UpstreamConf>),
-    /// Text with variables: evaluated per request; its host must name an `upstream` block or
-    /// be an address (shoal has no `resolver`).
+    /// Text with variables: evaluated per request; its host names an `upstream` block, is
+    /// an address, or is looked up by the location's `resolver`.
     Dynamic {
         template: Template,
         upstreams: OnceLock<Vec<Arc<UpstreamConf>>>,
