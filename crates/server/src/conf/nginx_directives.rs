@@ -507,7 +507,11 @@ mod tests {
             // The FastCGI, uwsgi and SCGI modules are shoal's but for these (refused: they
             // would change what it does).
             ("fastcgi_store", "ngx_http_fastcgi_module", Unsupported),
-            ("fastcgi_store_access", "ngx_http_fastcgi_module", Unsupported),
+            (
+                "fastcgi_store_access",
+                "ngx_http_fastcgi_module",
+                Unsupported,
+            ),
             ("uwsgi_store", "ngx_http_uwsgi_module", Unsupported),
             (
                 "uwsgi_ssl_certificate",
