@@ -29,7 +29,7 @@ use super::{NextUpstream, UpstreamLoc};
 use crate::deadline::Timer;
 use crate::http::client_body::{BodyToSend, ClientBody, Failure};
 use crate::http::reply::{Outcome, Reply};
-use crate::http::request::Req;
+use crate::http::request::{ClientWatch, Req};
 use crate::http::rewrite;
 use crate::http::transport::Transport;
 use crate::http::LocConf;
@@ -318,7 +318,12 @@ async fn run<P: Protocol>(
 /// Whether the client closed its connection (`Ready(true)`) or sent more (`Ready(false)`: the
 /// bytes stay unread), as [`Stream::peer_closed`] waits for it, but polled through the socket's
 /// one reader slot: no waiter is queued on the socket and taken off again per wait.
-fn poll_client_closed(c: &Transport, cx: &mut Context<'_>) -> Poll<bool> {
+fn poll_client_closed(c: ClientWatch<'_>, cx: &mut Context<'_>) -> Poll<bool> {
+    let c = match c {
+        ClientWatch::Conn(t) => t,
+        // An HTTP/2 stream: the client reset it (or the connection is gone).
+        ClientWatch::Stream(s) => return s.borrow_mut().poll_reset(cx).map(|_| true),
+    };
     loop {
         match c.poll_read_ready(cx) {
             Poll::Pending => return Poll::Pending,
