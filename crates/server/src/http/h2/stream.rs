@@ -23,9 +23,9 @@ use crate::http::answer;
 use crate::http::client_body::ClientBody;
 use crate::http::output::{Output, Sink, Who};
 use crate::http::phases::{self, Answered};
-use crate::http::upstream::relay;
 use crate::http::reply::{Body, Reply};
 use crate::http::request::{self, Extras, Req, REQUEST_NOW};
+use crate::http::upstream::relay;
 use crate::http::LocConf;
 use crate::log::Level;
 
