@@ -21,6 +21,7 @@ pub mod pools;
 pub mod privileges;
 pub mod spare;
 pub mod status;
+pub mod stream;
 pub mod tls;
 pub mod upstream;
 pub mod variables;

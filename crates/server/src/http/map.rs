@@ -21,7 +21,12 @@ use shoal_pcre::{Regex, RegexBuilder};
 use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 use crate::variables::{self, Captures, Compute, Template, Vars};
 
-pub static DIRECTIVES: &[Command] = &[Command::block("map", Ctx::HTTP, Args::TWO, set_map)];
+pub static DIRECTIVES: &[Command] = &[Command::block(
+    "map",
+    Ctx::HTTP.or(Ctx::STREAM),
+    Args::TWO,
+    set_map,
+)];
 
 /// One `map` block.
 #[derive(Debug)]
@@ -229,12 +234,13 @@ pub(crate) fn variable_name(d: &Directive) -> Result<&str, Error> {
     Ok(name)
 }
 
-/// Registers a computed variable with the `http` block that owns it.
+/// Registers a computed variable with the `http` or `stream` block that owns it.
 pub(crate) fn define(s: &mut Scope<'_>, name: &str, def: Arc<dyn Compute>) {
     variables::define(name, &def);
     match s {
         Scope::Http(h) => h.variables.push(def),
-        _ => unreachable!("map and split_clients are allowed in http only"),
+        Scope::Stream(st) => st.variables.push(def),
+        _ => unreachable!("map, geo and split_clients are allowed in http and stream only"),
     }
 }
 

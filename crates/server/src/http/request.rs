@@ -171,6 +171,7 @@ impl Req<'_, '_> {
             conn: Some(self.info),
             srv: Some(self.srv),
             lc: Some(lc),
+            stream: None,
         }
     }
 
@@ -269,6 +270,7 @@ pub fn log(
         conn: Some(info),
         srv: Some(srv),
         lc: Some(lc),
+        stream: None,
     };
     super::access_log::log_request(logs, &vars);
 }
