@@ -50,6 +50,7 @@ mod proxy_cache_stale;
 mod realip;
 mod reload_load;
 mod signals;
+mod stream;
 mod stub_status;
 mod tls;
 mod tls_hostile;

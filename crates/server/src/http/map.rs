@@ -313,7 +313,14 @@ fn set_map(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
             key_lens.extend(k.split('.').map(str::len));
         }
     }
-    super::hash_sizes::check_map(&mut super::loc_conf(s).hash_sizes, &key_lens)?;
+    // (stream's maps have its defaults: shoal has no stream `map_hash_*` directives.)
+    let mut stream_sizes = Default::default();
+    let sizes = if matches!(s, Scope::Stream(_)) {
+        &mut stream_sizes
+    } else {
+        &mut super::loc_conf(s).hash_sizes
+    };
+    super::hash_sizes::check_map(sizes, &key_lens)?;
     let map = Map {
         source,
         hostnames,

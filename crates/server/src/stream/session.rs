@@ -383,6 +383,11 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
     let (upstream, addr) = loop {
         let now = Instant::now();
         let Some(peer) = state::pick(u, &mut attempt, now) else {
+            // nginx names the upstream as the peer (`$upstream_addr`).
+            cx.session.tries.borrow_mut().push(Try {
+                addr: u.name.clone(),
+                ..Default::default()
+            });
             crate::conn_log!(
                 Level::Error,
                 cx.info.number,
