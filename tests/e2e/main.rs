@@ -39,6 +39,7 @@ mod nginx_diff_proxy;
 mod nginx_diff_realip;
 mod nginx_diff_regex;
 mod nginx_diff_rewrite;
+mod nginx_diff_stream;
 mod nginx_diff_tls;
 mod open_file_cache;
 mod output_buffers;

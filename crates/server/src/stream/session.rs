@@ -133,7 +133,12 @@ impl Ctx<'_> {
             lc.acquire(&client, &mut eval)
         };
         for (level, line) in &outcome.lines {
-            crate::conn_log!(*level, self.info.number, "{line}{}", self.log_ctx());
+            crate::conn_log!(
+                *level,
+                self.info.number,
+                "{line} while initializing session{}",
+                self.log_ctx()
+            );
         }
         if outcome.reject.is_some() {
             return Err(503);
@@ -144,7 +149,7 @@ impl Ctx<'_> {
                 crate::conn_log!(
                     Level::Error,
                     self.info.number,
-                    "access forbidden by rule{}",
+                    "access forbidden by rule while initializing session{}",
                     self.log_ctx()
                 );
                 return Err(403);
@@ -210,6 +215,7 @@ pub async fn serve(
             .iter()
             .flat_map(|s| s.listen.iter())
             .any(|l| l.addr == key.addr && !l.opts.udp && l.opts.proxy_protocol);
+    let mut pp_failed = false;
     if pp {
         let slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
         let read = crate::http::h1::proxy_protocol::read(
@@ -220,9 +226,7 @@ pub async fn serve(
             srv.conf.proxy_protocol_timeout(),
             4096,
         );
-        if !Box::pin(read).await {
-            return;
-        }
+        pp_failed = !Box::pin(read).await;
     }
     let peer = real_peer(&srv, &info);
     let mut cx = Ctx {
@@ -234,7 +238,11 @@ pub async fn serve(
         session: Session::new(false),
         worker: guard.0.clone(),
     };
-    run(&mut cx, client).await;
+    if pp_failed {
+        cx.session.status.set(400);
+    } else {
+        run(&mut cx, client).await;
+    }
     cx.log();
     drop(guard);
 }
