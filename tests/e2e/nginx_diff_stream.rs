@@ -41,7 +41,10 @@ fn load_module_line() -> String {
         .expect("running nginx -V");
     let v = String::from_utf8_lossy(&out.stderr);
     if !v.contains("--with-stream=dynamic") {
-        assert!(v.contains("--with-stream"), "this nginx has no stream module");
+        assert!(
+            v.contains("--with-stream"),
+            "this nginx has no stream module"
+        );
         return String::new();
     }
     assert!(
@@ -84,7 +87,11 @@ impl Side {
              \"$upstream_bytes_sent\" \"$upstream_bytes_received\" $server_port $connection';\n    \
              access_log logs/stream.log s;\n{body}\n    \
              server {{ listen 127.0.0.1:{probe}; return ok; access_log off; }}\n}}\n",
-            if nginx { load_module_line() } else { String::new() }
+            if nginx {
+                load_module_line()
+            } else {
+                String::new()
+            }
         );
         let file = dir.path().join("s.conf");
         fs::write(&file, conf).unwrap();
@@ -204,14 +211,15 @@ impl Pair {
     /// Both access logs, once each has `n` lines, compared.
     fn same_access_log(&self, n: usize) -> Vec<String> {
         let lines = |side: &Side| {
-            wait_for(&format!("{n} access log lines: {}", side.read("logs/stream.log")), || {
-                let t = side.read("logs/stream.log");
-                let v: Vec<String> = t
-                    .lines()
-                    .map(|l| side.normalize(l, &self.known))
-                    .collect();
-                (v.len() >= n).then_some(v)
-            })
+            wait_for(
+                &format!("{n} access log lines: {}", side.read("logs/stream.log")),
+                || {
+                    let t = side.read("logs/stream.log");
+                    let v: Vec<String> =
+                        t.lines().map(|l| side.normalize(l, &self.known)).collect();
+                    (v.len() >= n).then_some(v)
+                },
+            )
         };
         let (a, b) = (lines(&self.nginx), lines(&self.shoal));
         eprintln!("nginx:\n{}\nshoal:\n{}", a.join("\n"), b.join("\n"));
@@ -329,7 +337,11 @@ fn udp_and_proxy_protocol() {
     p.same(0, |port| udp(port, b"ping"));
     p.same(0, |port| udp(port, b"pong"));
     p.same(1, |port| {
-        tcp_until(port, b"PROXY TCP4 10.9.8.7 10.0.0.1 4242 80\r\n", b"127.0.0.1")
+        tcp_until(
+            port,
+            b"PROXY TCP4 10.9.8.7 10.0.0.1 4242 80\r\n",
+            b"127.0.0.1",
+        )
     });
     p.same(1, |port| tcp(port, b"GARBAGE\r\n"));
     p.same(2, |port| {

@@ -20,7 +20,7 @@ use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 
 pub static DIRECTIVES: &[Command] = &[Command::new(
     "error_log",
-    Ctx::MAIN.or(Ctx::HSL),
+    Ctx::MAIN.or(Ctx::HSL).or(Ctx::SS),
     Args::Take(1, 2),
     set_error_log,
 )];

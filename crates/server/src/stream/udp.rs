@@ -268,13 +268,12 @@ async fn proxy(
             }
         }
         tokio::select! {
-            d = rx.recv(), if !rx.is_closed() => match d {
-                Some(d) => {
+            d = rx.recv(), if !rx.is_closed() => {
+                if let Some(d) = d {
                     cx.session.bytes_received.set(cx.session.bytes_received.get() + d.len() as u64);
                     pending = Some(d);
                 }
-                None => {}
-            },
+            }
             r = up.recv(&mut buf) => match r {
                 Ok(n) => {
                     responses += 1;
