@@ -426,3 +426,73 @@ fn configuration_errors_match_nginx() {
         assert_eq!(s, n, "{body}: shoal (left), nginx (right)");
     }
 }
+
+/// A TLS ClientHello record naming `sni` and offering `alpn` and TLS 1.3 (GREASE first), as a
+/// browser's would; nothing after it is needed for `ssl_preread`.
+pub fn client_hello(sni: &str, alpn: &[&str]) -> Vec<u8> {
+    let ext = |ty: u16, data: &[u8]| {
+        let mut e = ty.to_be_bytes().to_vec();
+        e.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        e.extend_from_slice(data);
+        e
+    };
+    let with_len16 = |data: &[u8]| {
+        let mut v = (data.len() as u16).to_be_bytes().to_vec();
+        v.extend_from_slice(data);
+        v
+    };
+    let mut name = vec![0u8];
+    name.extend_from_slice(&with_len16(sni.as_bytes()));
+    let mut protos = Vec::new();
+    for p in alpn {
+        protos.push(p.len() as u8);
+        protos.extend_from_slice(p.as_bytes());
+    }
+    let mut exts = ext(0, &with_len16(&name));
+    exts.extend(ext(16, &with_len16(&protos)));
+    exts.extend(ext(43, &[4, 0x0a, 0x0a, 3, 4]));
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7; 32]);
+    body.push(0);
+    body.extend_from_slice(&[0, 2, 0x13, 1, 1, 0]);
+    body.extend_from_slice(&with_len16(&exts));
+    let mut hs = vec![1, 0];
+    hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    hs.extend_from_slice(&body);
+    let mut rec = vec![0x16, 3, 1];
+    rec.extend_from_slice(&with_len16(&hs));
+    rec
+}
+
+#[test]
+fn ssl_preread_routes_by_server_name() {
+    let (a, b) = (Echo::start("A:"), Echo::start("B:"));
+    let t = format!(
+        "map $ssl_preread_server_name $be {{ a.example 127.0.0.1:{}; default 127.0.0.1:{}; }}\n\
+         log_format pre '$ssl_preread_server_name|$ssl_preread_alpn_protocols|$ssl_preread_protocol|$upstream_addr';\n\
+         server {{ listen 127.0.0.1:P0; ssl_preread on; proxy_pass $be; access_log logs/pre.log pre; }}",
+        a.port, b.port
+    );
+    let p = Pair::new(&t, 1, &[(a.port, "BA"), (b.port, "BB")]);
+    for (sni, alpn) in [
+        ("a.example", &["h2", "http/1.1"][..]),
+        ("b.example", &[][..]),
+    ] {
+        let hello = client_hello(sni, alpn);
+        p.same(0, |port| {
+            tcp_until(port, &hello, &hello[hello.len() - 4..])[..2].to_vec()
+        });
+    }
+    // Not TLS: the variables are empty, the default upstream takes it.
+    p.same(0, |port| tcp(port, b"plain"));
+    let lines = |side: &Side| {
+        wait_for("3 preread lines", || {
+            let t = side.read("logs/pre.log");
+            let v: Vec<String> = t.lines().map(|l| side.normalize(l, &p.known)).collect();
+            (v.len() >= 3).then_some(v)
+        })
+    };
+    let n = lines(&p.nginx);
+    assert_eq!(lines(&p.shoal), n);
+    assert_eq!(n[0], "a.example|h2,http/1.1|TLSv1.3|127.0.0.1:BA");
+}

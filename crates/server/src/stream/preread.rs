@@ -111,7 +111,7 @@ fn client_hello(rec: &[u8]) -> Option<Preread> {
         let mut d = Reader(data);
         match ty {
             0 => {
-                let mut list = Reader(d.vec16()?);
+                let mut list = Reader(d.vec16().filter(|l| !l.is_empty())?);
                 while let (Some(kind), Some(name)) = (list.u8(), list.vec16()) {
                     if kind == 0 {
                         out.server_name = String::from_utf8_lossy(name).into_owned();
@@ -120,7 +120,8 @@ fn client_hello(rec: &[u8]) -> Option<Preread> {
                 }
             }
             16 => {
-                let mut list = Reader(d.vec16()?);
+                // An empty list is no valid extension: nginx reads nothing of the hello.
+                let mut list = Reader(d.vec16().filter(|l| !l.is_empty())?);
                 let mut names = Vec::new();
                 while let Some(p) = list.vec8() {
                     names.push(String::from_utf8_lossy(p).into_owned());
