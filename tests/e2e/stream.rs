@@ -561,6 +561,7 @@ fn configuration_errors_read_as_nginx_s() {
         ("server { listen 1234 default_server; proxy_pass 127.0.0.1:1; }", "the invalid \"default_server\" parameter in"),
         ("server { listen 1234; proxy_pass 127.0.0.1:1; proxy_pass 127.0.0.1:2; }", "\"proxy_pass\" directive is duplicate in"),
         ("server { listen 1234; proxy_pass $nosuch; }", "unknown \"nosuch\" variable"),
+        ("server { listen 1234; ssl_certificate a.pem; return x; }", "\"ssl_certificate\" directive of ngx_stream_ssl_module is not supported by shoal in"),
     ];
     for (body, want) in cases {
         let p = Prefix::new();
@@ -572,7 +573,11 @@ fn configuration_errors_read_as_nginx_s() {
     }
     // And a good one passes, with no warning about stream being ignored.
     let p = Prefix::new();
-    p.write_conf("events { }\nstream { upstream u { server 127.0.0.1:1; } server { listen 1234; proxy_pass u; } }\n");
+    // (Debian's nginx.conf loads the stream module: shoal has it built in.)
+    p.write_conf(
+        "load_module modules/ngx_stream_module.so;\nevents { }\n\
+         stream { upstream u { server 127.0.0.1:1; } server { listen 1234; proxy_pass u; } }\n",
+    );
     let out = p.run(&["-t"]);
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
