@@ -82,7 +82,70 @@ pub static DIRECTIVES: &[Command] = &[
         Args::ONE,
         set_hash_size,
     ),
+    Command::new("map_hash_max_size", Ctx::STREAM, Args::ONE, set_hash_size),
+    Command::new(
+        "map_hash_bucket_size",
+        Ctx::STREAM,
+        Args::ONE,
+        set_hash_size,
+    ),
+    // What shoal's stream lacks: refused by name, as nginx_directives.rs refuses the rest
+    // (these names are http directives shoal has, so that table is never reached for them).
+    refused("ssl_certificate"),
+    refused("ssl_certificate_key"),
+    refused("ssl_password_file"),
+    refused("ssl_dhparam"),
+    refused("ssl_ecdh_curve"),
+    refused("ssl_protocols"),
+    refused("ssl_ciphers"),
+    refused("ssl_verify_client"),
+    refused("ssl_verify_depth"),
+    refused("ssl_client_certificate"),
+    refused("ssl_trusted_certificate"),
+    refused("ssl_prefer_server_ciphers"),
+    refused("ssl_session_cache"),
+    refused("ssl_session_tickets"),
+    refused("ssl_session_ticket_key"),
+    refused("ssl_session_timeout"),
+    refused("ssl_crl"),
+    refused("ssl_handshake_timeout"),
+    refused("ssl_conf_command"),
+    refused("ssl_alpn"),
+    refused("proxy_ssl"),
+    refused("proxy_ssl_certificate"),
+    refused("proxy_ssl_certificate_key"),
+    refused("proxy_ssl_ciphers"),
+    refused("proxy_ssl_crl"),
+    refused("proxy_ssl_name"),
+    refused("proxy_ssl_password_file"),
+    refused("proxy_ssl_protocols"),
+    refused("proxy_ssl_server_name"),
+    refused("proxy_ssl_session_reuse"),
+    refused("proxy_ssl_trusted_certificate"),
+    refused("proxy_ssl_verify"),
+    refused("proxy_ssl_verify_depth"),
+    refused("proxy_ssl_conf_command"),
 ];
+
+/// A stream directive of nginx's that shoal does not have yet.
+const fn refused(name: &'static str) -> Command {
+    Command::new(name, SS, Args::ANY, refuse)
+}
+
+fn refuse(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+    let module = if d.name.starts_with("proxy_") {
+        "ngx_stream_proxy_module"
+    } else {
+        "ngx_stream_ssl_module"
+    };
+    Err(err(
+        d,
+        format!(
+            "\"{}\" directive of {module} is not supported by shoal",
+            d.name
+        ),
+    ))
+}
 
 /// The settings a stream server inherits from the `stream` block (nginx's `srv_conf`s of the
 /// stream core, proxy, log, access, limit_conn, realip and ssl_preread modules). Unset is
