@@ -693,3 +693,27 @@ fn access_and_limit_directives() {
         "stderr:\n{err}"
     );
 }
+
+/// `load_module` (Debian's `modules-enabled/*.conf` write one per `libnginx-mod-*` package):
+/// shoal's modules are built in, so the line is accepted and loads nothing; it is a main-context
+/// directive with one argument, as nginx's.
+#[test]
+fn load_module_is_accepted_as_built_in() {
+    let p = Prefix::new();
+    let err = passes(
+        &p,
+        "load_module modules/ngx_stream_module.so;\n\
+         load_module /usr/lib/nginx/modules/ngx_mail_module.so;\nevents {}\nhttp {}\n",
+    );
+    assert!(!err.contains("load_module"), "stderr:\n{err}");
+    fails_at(
+        "events {}\nload_module a b;\n",
+        "invalid number of arguments in \"load_module\" directive",
+        2,
+    );
+    fails_at(
+        "events {}\nhttp {\n    load_module x.so;\n}\n",
+        "\"load_module\" directive is not allowed here",
+        3,
+    );
+}

@@ -398,7 +398,7 @@ fn return_set_map_and_access_rules() {
     );
     assert_eq!(tcp(denied, b"x"), b"");
     s.wait_log(
-        "access forbidden by rule, client: 127.0.0.1, server: 127.0.0.1:",
+        "access forbidden by rule while initializing session, client: 127.0.0.1, server: 127.0.0.1:",
         1,
     );
     // limit_conn: a second session while the first is open is refused.
@@ -417,7 +417,7 @@ fn return_set_map_and_access_rules() {
 #[test]
 fn proxy_protocol_in_and_out_with_set_real_ip_from() {
     let a = Echo::start("A:");
-    let (port, front) = (free_port(), free_port());
+    let (port, front, probe) = (free_port(), free_port(), free_port());
     let s = Shoal::start(
         &format!(
             "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nstream {{\n\
@@ -425,10 +425,11 @@ fn proxy_protocol_in_and_out_with_set_real_ip_from() {
              access_log logs/stream.log s;\n\
              server {{ listen 127.0.0.1:{port} proxy_protocol; set_real_ip_from 127.0.0.1; \
              proxy_pass 127.0.0.1:{}; proxy_protocol on; }}\n\
-             server {{ listen 127.0.0.1:{front}; proxy_pass 127.0.0.1:{port}; proxy_protocol on; }}\n}}\n",
+             server {{ listen 127.0.0.1:{front}; proxy_pass 127.0.0.1:{port}; proxy_protocol on; }}\n\
+             server {{ listen 127.0.0.1:{probe}; return ok; access_log off; }}\n}}\n",
             a.port
         ),
-        port,
+        probe,
     );
     let got = tcp_until(port, b"PROXY TCP4 10.1.2.3 10.0.0.1 5555 80\r\nhi", b"hi");
     assert!(

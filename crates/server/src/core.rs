@@ -1,6 +1,7 @@
 //! The main context: `worker_processes`, `worker_rlimit_nofile`, `worker_shutdown_timeout`,
-//! `pid`, `daemon`, `master_process`, `user`, `env`, `thread_pool`, and the `events` / `http`
-//! blocks. Their runtime effect lives in `master.rs`; this module only reads them.
+//! `pid`, `daemon`, `master_process`, `user`, `env`, `thread_pool`, `load_module`, and the
+//! `events` / `http` blocks. Their runtime effect lives in `master.rs`; this module only reads
+//! them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,6 +39,7 @@ pub static DIRECTIVES: &[Command] = &[
     Command::new("master_process", Ctx::MAIN, Args::Flag, set_master_process),
     Command::new("user", Ctx::MAIN, Args::Take(1, 2), set_user),
     Command::new("env", Ctx::MAIN, Args::ONE, set_env),
+    Command::new("load_module", Ctx::MAIN, Args::ONE, set_load_module),
     Command::new("thread_pool", Ctx::MAIN, Args::Take(2, 3), set_thread_pool),
     Command::block("events", Ctx::MAIN, Args::NONE, set_events),
     Command::block("http", Ctx::MAIN, Args::NONE, set_http),
@@ -170,6 +172,14 @@ fn set_user(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Err
 
 fn set_env(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
     b.main.env.push(d.args[0].value.clone());
+    Ok(())
+}
+
+/// `load_module FILE`: nginx loads a dynamic module; shoal's modules are built in, so the line
+/// (Debian's `modules-enabled/*.conf` write one per installed `libnginx-mod-*` package) loads
+/// nothing. A module shoal lacks brings nothing with it either: its directives are refused by
+/// name where they are used.
+fn set_load_module(_: &mut Builder, _: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
     Ok(())
 }
 

@@ -257,7 +257,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("lingering_time",                 "ngx_http_core_module",          Unsupported),
     ("lingering_timeout",              "ngx_http_core_module",          Unsupported),
     ("listen",                         "ngx_http_core_module",          Unsupported),
-    ("load_module",                    "ngx_core_module",               Unsupported),
     ("location",                       "ngx_http_core_module",          Unsupported),
     ("lock_file",                      "ngx_core_module",               Unsupported),
     ("log_format",                     "ngx_http_log_module",           Unsupported),

@@ -3,7 +3,8 @@
 //! location's `return`, `try_files` or the static handler, `error_page`, and the header
 //! filters (`add_header`, `expires`).
 //!
-//! Runs on the worker. Everything here decides; `conn.rs` reads bodies and writes answers.
+//! Runs on the worker. Everything here decides; the protocol (`h1/`) reads bodies and writes
+//! answers.
 
 use std::cell::RefCell;
 use std::path::PathBuf;

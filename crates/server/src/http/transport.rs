@@ -30,6 +30,33 @@ thread_local! {
     /// request). At most 64 `READ_CHUNK`s, 1 MiB: requests in progress at once, a proxied one
     /// waiting for its upstream, each hold one.
     static SPARE_READ: crate::spare::Spares<BytesMut> = const { crate::spare::Spares::new(64) };
+    /// Output buffers given back the same way: an idle connection holds none.
+    static SPARE_OUT: crate::spare::Spares<BytesMut> = const { crate::spare::Spares::new(64) };
+}
+
+/// The largest output buffer kept for reuse; a larger one (a deep pipeline's answers) is freed.
+const SPARE_OUT_MAX: usize = 64 * 1024;
+
+/// Gives a connection's emptied output buffer back to the worker's spares (the connection
+/// goes idle).
+pub fn give_back_out_buffer(out: &mut BytesMut) {
+    if out.capacity() == 0 {
+        return;
+    }
+    let out = std::mem::take(out);
+    if out.capacity() <= SPARE_OUT_MAX {
+        SPARE_OUT.with(|s| s.give(out, BytesMut::clear));
+    }
+}
+
+/// Readies a connection's output buffer for an answer: a spare one when it has no memory.
+#[inline]
+pub fn ready_out_buffer(out: &mut BytesMut) {
+    if out.capacity() == 0 {
+        if let Some(spare) = SPARE_OUT.with(crate::spare::Spares::take) {
+            *out = spare;
+        }
+    }
 }
 
 /// Gives an emptied read buffer back to the worker's spares (a connection going idle).

@@ -40,7 +40,6 @@ const SS: Ctx = Ctx::SS;
 const SRV: Ctx = Ctx::STREAM_SERVER;
 
 pub static DIRECTIVES: &[Command] = &[
-    Command::new("load_module", Ctx::MAIN, Args::ONE, set_load_module),
     Command::block("stream", Ctx::MAIN, Args::NONE, set_stream),
     Command::block("server", Ctx::STREAM, Args::NONE, set_server),
     Command::new("listen", SRV, Args::ONE_OR_MORE, set_listen),
@@ -381,24 +380,6 @@ fn server<'a>(s: &'a mut Scope<'_>) -> &'a mut ServerConf {
         Scope::StreamServer(srv) => srv,
         _ => unreachable!("the registry allows this directive in a stream server only"),
     }
-}
-
-/// `load_module .../ngx_stream_module.so` (Debian's nginx.conf has it through
-/// `modules-enabled/50-mod-stream.conf`): shoal's stream module is built in, so the line is
-/// accepted and does nothing. Any other module is refused by name.
-fn set_load_module(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    let path = &d.args[0].value;
-    let file = path.rsplit('/').next().unwrap_or(path);
-    if file == "ngx_stream_module.so" {
-        return Ok(());
-    }
-    Err(err(
-        d,
-        format!(
-            "\"load_module\" directive of ngx_core_module is not supported by shoal \
-             (\"{file}\" is not built in)"
-        ),
-    ))
 }
 
 fn set_stream(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {

@@ -57,6 +57,41 @@ pub async fn flush(
     write::flush_to(stream, out, send_timeout, 0).await
 }
 
+/// What reading one request takes: the head parser and the slot the request is parsed into.
+/// Taken when a request's first byte is there and given back with its answer, so an idle
+/// connection holds none (the worker keeps a few, as it keeps read buffers).
+struct Reading {
+    parser: HeadParser,
+    slot: Option<Request>,
+}
+
+thread_local! {
+    static SPARE_READING: crate::spare::Spares<Box<Reading>> =
+        const { crate::spare::Spares::new(64) };
+}
+
+impl Reading {
+    fn take(limits: shoal_http::Limits) -> Box<Reading> {
+        let mut rd = SPARE_READING
+            .with(crate::spare::Spares::take)
+            .unwrap_or_else(|| {
+                Box::new(Reading {
+                    parser: HeadParser::default(),
+                    slot: None,
+                })
+            });
+        rd.parser.next_request(limits);
+        rd
+    }
+
+    /// The request is answered: its head (which shares the read buffer's memory) goes.
+    fn give_back(rd: Option<Box<Reading>>) {
+        if let Some(rd) = rd {
+            SPARE_READING.with(|s| s.give(rd, |rd| rd.slot = None));
+        }
+    }
+}
+
 /// Serves one accepted connection until it closes.
 pub async fn serve(
     fd: OwnedFd,
@@ -109,8 +144,10 @@ pub async fn serve(
         sni: None,
         keepalive: None,
     };
+    // (The close is boxed: the compiler lays `run`'s and `close`'s states side by side in
+    // this future, and `close`'s lingering read would be part of every connection's task.)
     match conn.run().await {
-        Ok(()) => conn.close().await,
+        Ok(()) => Box::pin(conn.close()).await,
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
             crate::conn_log!(
                 Level::Info,
@@ -293,8 +330,9 @@ enum ReadEnd {
 
 impl Conn {
     async fn run(&mut self) -> std::io::Result<()> {
-        let mut req_slot: Option<Request> = None;
-        let mut parser = HeadParser::default();
+        // The parser and the request's slot exist from a request's first byte to its answer
+        // (see `Reading`): a connection waiting for its next request holds neither.
+        let mut reading: Option<Box<Reading>> = None;
         loop {
             // Between requests, move to the newest configuration if this socket is still in it
             // (a socket a reload removed: the connection closes).
@@ -313,11 +351,7 @@ impl Conn {
                 gen.default_server(&route)
             };
             self.rules = CloseRules::of(&default_srv.loc);
-            parser.next_request(default_srv.srv.limits());
-            let parsed = match self
-                .read_head(&mut parser, default_srv, &mut req_slot)
-                .await?
-            {
+            let parsed = match self.read_head(&mut reading, default_srv).await? {
                 Ok(r) => r,
                 Err(ReadEnd::Reloaded) => continue,
                 Err(ReadEnd::Abandoned) => {
@@ -343,28 +377,33 @@ impl Conn {
                     }
                     self.unread_input = true;
                     let line = request_line(&self.buf, true);
-                    self.error_and_close(
+                    // (Boxed, as every rare path of this loop: see `write::error_and_close`.)
+                    Box::pin(self.error_and_close(
                         408,
                         default_srv,
                         line.as_deref(),
                         RefusedShape::default(),
-                    )
+                    ))
                     .await?;
                     return Ok(());
                 }
             };
             // The request stays in its slot (read in place, not moved out).
-            let req = match parsed.map(|()| req_slot.as_ref()) {
+            // Bytes came, so the parser is there.
+            let Some(rd) = reading.as_deref_mut() else {
+                return Ok(());
+            };
+            let req = match parsed.map(|()| rd.slot.as_ref()) {
                 Ok(Some(r)) => r,
                 Ok(None) => return Ok(()),
                 Err(e) => {
                     self.unread_input = true;
-                    let refused = parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
+                    let refused = rd.parser.failed_head().map_or(&self.buf[..], |h| &h[..]);
                     let line = request_line(refused, false);
                     let shape = RefusedShape::of(refused);
                     // As nginx: the server of the host read before the error, else the default
                     // (the one SNI named, on a TLS address).
-                    let refused = parser.refused(&self.buf);
+                    let refused = rd.parser.refused(&self.buf);
                     let srv = if refused.host.is_none() && !refused.head_read {
                         default_srv
                     } else {
@@ -378,8 +417,7 @@ impl Conn {
                         self.info.client(),
                         srv.name()
                     );
-                    self.error_and_close(e.code(), srv, line.as_deref(), shape)
-                        .await?;
+                    Box::pin(self.error_and_close(e.code(), srv, line.as_deref(), shape)).await?;
                     return Ok(());
                 }
             };
@@ -402,17 +440,19 @@ impl Conn {
                     (srv, name_captures) = (by, None);
                 }
             }
-            let keep = self
-                .handle(
-                    req,
-                    srv,
-                    host.as_deref(),
-                    name_captures.as_ref(),
-                    gen.cache_zones.get().map(|z| &**z),
-                )
-                .await?;
+            // Boxed: a request's state is kilobytes, and inline it would be part of every
+            // connection's task while it waits for its next request (an idle keep-alive
+            // connection holds only the connection).
+            let keep = Box::pin(self.handle(
+                req,
+                srv,
+                host.as_deref(),
+                name_captures.as_ref(),
+                gen.cache_zones.get().map(|z| &**z),
+            ))
+            .await?;
             // Its head shares the read buffer's memory: nothing of it is kept while idle.
-            req_slot = None;
+            Reading::give_back(reading.take());
             if !keep {
                 self.flush().await?;
                 return Ok(());
@@ -462,16 +502,20 @@ impl Conn {
         }
     }
 
-    /// Reads until a complete head is in the buffer, and parses it into `slot`. The outer
-    /// error is I/O; the inner is why there is no request.
+    /// Reads until a complete head is in the buffer, and parses it into `reading`'s slot
+    /// (taken when the first byte is there). The outer error is I/O; the inner is why there is
+    /// no request.
     #[allow(clippy::type_complexity)]
     async fn read_head(
         &mut self,
-        parser: &mut HeadParser,
+        reading: &mut Option<Box<Reading>>,
         srv: &ServerConf,
-        slot: &mut Option<Request>,
     ) -> std::io::Result<Result<Result<(), shoal_http::Error>, ReadEnd>> {
         let worker = self.guard.0.clone();
+        if let Some(rd) = reading {
+            // Left from a wait a reload ended: the head starts again under today's limits.
+            rd.parser.next_request(srv.srv.limits());
+        }
         let header_timeout = srv.srv.client_header_timeout();
         // The idle wait after an answer is the answered request's location's (nginx's);
         // before the first request, the default server's.
@@ -487,7 +531,8 @@ impl Conn {
                     crate::status::request();
                 }
                 self.state.set(State::Reading);
-                match parser.parse_into(&mut self.buf, slot) {
+                let rd = reading.get_or_insert_with(|| Reading::take(srv.srv.limits()));
+                match rd.parser.parse_into(&mut self.buf, &mut rd.slot) {
                     Ok(true) => {
                         self.state.set(State::Writing);
                         return Ok(Ok(Ok(())));
@@ -501,8 +546,12 @@ impl Conn {
             } else {
                 self.state.set(State::Waiting);
             }
-            // Nothing more to parse: the gathered answers go out before we wait.
-            self.flush().await?;
+            // Nothing more to parse: the gathered answers go out before we wait. (Most go at
+            // once; the wait for a client that does not take them is boxed, so its future is
+            // not part of every idle connection's task.)
+            if !self.out.is_empty() && !write::flush_now(&self.stream, &mut self.out)? {
+                Box::pin(self.flush()).await?;
+            }
             let idle = self.buf.is_empty() && self.requests > 0;
             // A graceful stop closes every connection with no request in progress.
             if self.buf.is_empty() && worker.stopping.get() {
@@ -519,6 +568,10 @@ impl Conn {
                 // its header buffer on keep-alive too): it goes back to the worker, and one is
                 // taken again when bytes arrive (see `Transport::poll_read_into`).
                 super::transport::give_back_read_buffer(std::mem::take(&mut self.buf));
+            }
+            if empty {
+                // Nor an output buffer.
+                super::transport::give_back_out_buffer(&mut self.out);
             }
             let wake = self.idle_slot.wait(worker.wake_idle.epoch());
             // One timer per connection (not a new one per request), moved only to an earlier

@@ -33,6 +33,7 @@ impl Conn {
         output: &Output,
         refused: RefusedShape,
     ) -> std::io::Result<(u64, u64)> {
+        super::super::transport::ready_out_buffer(&mut self.out);
         let req = who.map(|(r, _)| r);
         let head_only = req.map_or(refused.head, |r| r.method() == "HEAD");
         // No chunked framing before HTTP/1.1 or with `chunked_transfer_encoding off` (the
@@ -188,9 +189,10 @@ impl Conn {
         let output = Output::default();
         *output.filters.borrow_mut() = std::mem::take(&mut reply.filters);
         let status = reply.status;
-        let (head_len, body_len) = self
-            .write_answer(None, reply, lc, false, &output, shape)
-            .await?;
+        // (Boxed: the writer's state is kilobytes; inline it would size every connection's
+        // task, which waits in the same loop that calls this.)
+        let write = self.write_answer(None, reply, lc, false, &output, shape);
+        let (head_len, body_len) = Box::pin(write).await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
         Ok(())
@@ -347,7 +349,7 @@ impl Sink for Writer<'_> {
 }
 
 /// Writes what the socket takes of `out` now. Returns whether everything went.
-fn flush_now(stream: &Transport, out: &mut BytesMut) -> io::Result<bool> {
+pub(super) fn flush_now(stream: &Transport, out: &mut BytesMut) -> io::Result<bool> {
     let mut pos = 0;
     while pos < out.len() {
         match stream.try_write(&out[pos..]) {
@@ -379,6 +381,18 @@ pub(super) async fn flush_to(
     if out.is_empty() || flush_now(stream, out)? {
         return Ok(());
     }
+    // (Boxed: the wait's timer is most of a kilobyte, and this future is part of every
+    // connection's task, idle ones' too.)
+    Box::pin(wait_and_flush(stream, out, send_timeout, keep)).await
+}
+
+/// The rest of [`flush_to`], when the client did not take everything at once.
+async fn wait_and_flush(
+    stream: &Transport,
+    out: &mut BytesMut,
+    send_timeout: Duration,
+    keep: usize,
+) -> io::Result<()> {
     while out.len() > keep {
         let write = stream.write(out);
         let err = match crate::deadline::within(send_timeout, write).await {
