@@ -584,3 +584,37 @@ fn configuration_errors_read_as_nginx_s() {
     assert!(out.status.success(), "{text}");
     assert!(!text.contains("not implemented"), "{text}");
 }
+
+#[test]
+fn unix_sockets_reuseport_and_download_rate() {
+    let a = Echo::start("A:");
+    let (port, rport, slow) = (free_port(), free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let body = format!(
+        "server {{ listen unix:{sock}; proxy_pass 127.0.0.1:{a}; }}\n\
+         server {{ listen 127.0.0.1:{port}; proxy_pass unix:{sock}; }}\n\
+         server {{ listen 127.0.0.1:{rport} reuseport backlog=64; proxy_pass 127.0.0.1:{a}; }}\n\
+         server {{ listen 127.0.0.1:{slow}; proxy_pass 127.0.0.1:{a}; proxy_download_rate 20k; \
+         proxy_buffer_size 4k; }}",
+        sock = sock.display(),
+        a = a.port
+    );
+    let s = Shoal::start(&conf(&body).replace("worker_processes 1;", "worker_processes 2;"), port);
+    // TCP in, through a unix-socket stream server, to the echo: two sessions logged.
+    assert_eq!(tcp(port, b"u"), b"A:u");
+    let lines = log_lines(&s, 2);
+    assert!(
+        lines.iter().any(|l| l.contains(&format!("\"unix:{}\"", sock.display()))),
+        "{lines:?}"
+    );
+    // reuseport: a listening socket per worker.
+    assert_eq!(crate::common::listening_sockets(rport), 2);
+    assert_eq!(tcp(rport, b"r"), b"A:r");
+    // 60 KiB back at 20 KiB/s: not before about two seconds.
+    let data = vec![b'x'; 60 * 1024];
+    let t = Instant::now();
+    let got = tcp(slow, &data);
+    assert_eq!(got.len(), data.len() + 2 * got.windows(2).filter(|w| w == b"A:").count());
+    assert!(t.elapsed() >= Duration::from_millis(1800), "{:?}", t.elapsed());
+}
