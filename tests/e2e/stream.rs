@@ -600,12 +600,17 @@ fn unix_sockets_reuseport_and_download_rate() {
         sock = sock.display(),
         a = a.port
     );
-    let s = Shoal::start(&conf(&body).replace("worker_processes 1;", "worker_processes 2;"), port);
+    let s = Shoal::start(
+        &conf(&body).replace("worker_processes 1;", "worker_processes 2;"),
+        port,
+    );
     // TCP in, through a unix-socket stream server, to the echo: two sessions logged.
     assert_eq!(tcp(port, b"u"), b"A:u");
     let lines = log_lines(&s, 2);
     assert!(
-        lines.iter().any(|l| l.contains(&format!("\"unix:{}\"", sock.display()))),
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("\"unix:{}\"", sock.display()))),
         "{lines:?}"
     );
     // reuseport: a listening socket per worker.
@@ -615,6 +620,65 @@ fn unix_sockets_reuseport_and_download_rate() {
     let data = vec![b'x'; 60 * 1024];
     let t = Instant::now();
     let got = tcp(slow, &data);
-    assert_eq!(got.len(), data.len() + 2 * got.windows(2).filter(|w| w == b"A:").count());
-    assert!(t.elapsed() >= Duration::from_millis(1800), "{:?}", t.elapsed());
+    assert_eq!(
+        got.len(),
+        data.len() + 2 * got.windows(2).filter(|w| w == b"A:").count()
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(1800),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn tls_termination_in_front_of_a_plain_upstream() {
+    use crate::common::tls::{Opts, Pki, TlsClient};
+    let mut pki = Pki::new();
+    pki.issue("srv", &["127.0.0.1", "localhost"], false);
+    let a = Echo::start("A:");
+    let port = free_port();
+    let s = Shoal::start(
+        &format!(
+            "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nstream {{\n\
+             log_format t '$status $ssl_protocol $ssl_server_name $bytes_received';\n\
+             access_log logs/stream.log t;\n\
+             server {{ listen 127.0.0.1:{port} ssl; {} ssl_protocols TLSv1.2 TLSv1.3; \
+             proxy_pass 127.0.0.1:{}; }}\n}}\n",
+            pki.ssl_lines("srv"),
+            a.port
+        ),
+        port,
+    );
+    let mut c = TlsClient::connect(
+        port,
+        &pki,
+        &Opts {
+            sni: Some("localhost"),
+            ..Default::default()
+        },
+    )
+    .expect("the handshake");
+    c.send(b"secret").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while !got.ends_with(b"secret") {
+        let n = c.stream.read(&mut buf).expect("reading the echo");
+        assert!(n > 0, "closed early: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(
+        got, b"A:secret",
+        "decrypted to the upstream, encrypted back"
+    );
+    drop(c);
+    // Plain bytes on the TLS port: the handshake fails, nginx's 500.
+    assert_eq!(tcp(port, b"GET / HTTP/1.0\r\n\r\n"), b"");
+    let text = wait_for("two sessions logged", || {
+        let t = s.prefix.read("logs/stream.log");
+        (t.lines().count() >= 3).then_some(t)
+    });
+    assert!(text.contains("200 TLSv1.3 localhost 6\n"), "{text}");
+    assert!(text.contains("500 - - 0\n"), "{text}");
+    s.wait_log("while SSL handshaking, client: 127.0.0.1", 1);
 }

@@ -90,25 +90,7 @@ pub static DIRECTIVES: &[Command] = &[
     ),
     // What shoal's stream lacks: refused by name, as nginx_directives.rs refuses the rest
     // (these names are http directives shoal has, so that table is never reached for them).
-    refused("ssl_certificate"),
-    refused("ssl_certificate_key"),
-    refused("ssl_password_file"),
-    refused("ssl_dhparam"),
-    refused("ssl_ecdh_curve"),
-    refused("ssl_protocols"),
-    refused("ssl_ciphers"),
-    refused("ssl_verify_client"),
-    refused("ssl_verify_depth"),
-    refused("ssl_client_certificate"),
-    refused("ssl_trusted_certificate"),
-    refused("ssl_prefer_server_ciphers"),
-    refused("ssl_session_cache"),
-    refused("ssl_session_tickets"),
-    refused("ssl_session_ticket_key"),
-    refused("ssl_session_timeout"),
-    refused("ssl_crl"),
-    refused("ssl_handshake_timeout"),
-    refused("ssl_conf_command"),
+    Command::new("ssl_handshake_timeout", SS, Args::ONE, set_time),
     refused("ssl_alpn"),
     refused("proxy_ssl"),
     refused("proxy_ssl_certificate"),
@@ -176,6 +158,9 @@ pub struct Level {
     pub access: Option<Arc<Rules>>,
     pub limit_conn: LimitConnLoc,
     pub real_ip_from: Option<Arc<Trusted>>,
+    /// The stream ssl module's settings (`ssl_certificate`, `ssl_protocols`, ...).
+    pub ssl: crate::tls::SslConf,
+    pub ssl_handshake_timeout: Option<Duration>,
 }
 
 impl Level {
@@ -204,6 +189,8 @@ impl Level {
         merge(&mut self.access, &p.access);
         merge(&mut self.real_ip_from, &p.real_ip_from);
         self.limit_conn.merge(&p.limit_conn);
+        self.ssl.merge(&p.ssl);
+        merge(&mut self.ssl_handshake_timeout, &p.ssl_handshake_timeout);
     }
 
     /// `proxy_connect_timeout` (60s).
@@ -261,6 +248,8 @@ pub struct ServerConf {
     pub listen: Vec<Listen>,
     pub conf: Level,
     pub handler: Option<Handler>,
+    /// The TLS context of a `listen ... ssl` server.
+    pub tls: Option<Arc<crate::tls::AddrTls>>,
     /// `proxy_pass NAME` waiting for the upstreams to be known (a block may come later).
     pending_pass: Option<(String, Span)>,
     /// `set $name VALUE` lines, in order.
@@ -326,7 +315,7 @@ impl StreamConf {
 
     /// After the whole configuration is read: upstream names resolved, levels merged, routes
     /// made.
-    pub fn finish(&mut self, _b: &mut Builder) -> Result<(), Error> {
+    pub fn finish(&mut self, b: &mut Builder) -> Result<(), Error> {
         let parent = self.srv.clone();
         for (i, srv) in self.servers.iter_mut().enumerate() {
             let srv = Arc::make_mut(srv);
@@ -338,6 +327,9 @@ impl StreamConf {
                     None => Arc::new(implicit_upstream(&name).map_err(at)?),
                 };
                 srv.handler = Some(Handler::Upstream(u));
+            }
+            if let Some(l) = srv.listen.iter().find(|l| l.opts.ssl) {
+                srv.tls = Some(crate::tls::build::single(l.addr.clone(), &srv.conf.ssl, b)?);
             }
             for l in &srv.listen {
                 self.routes.entry((l.addr.clone(), l.opts.udp)).or_insert(i);
@@ -444,12 +436,7 @@ fn set_listen(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
         };
         match (key, val) {
             ("udp", None) => opts.udp = true,
-            ("ssl", None) => {
-                return Err(err(
-                    d,
-                    "the \"ssl\" parameter of a stream \"listen\" is not supported by shoal yet",
-                ))
-            }
+            ("ssl", None) => opts.ssl = true,
             ("proxy_protocol", None) => opts.proxy_protocol = true,
             _ => match crate::listen::socket_option(&mut opts, key, val) {
                 Ok(true) => {}
@@ -538,6 +525,7 @@ fn set_time(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
         "proxy_timeout" => &mut l.timeout,
         "proxy_next_upstream_timeout" => &mut l.next_upstream_timeout,
         "preread_timeout" => &mut l.preread_timeout,
+        "ssl_handshake_timeout" => &mut l.ssl_handshake_timeout,
         "proxy_protocol_timeout" => &mut l.proxy_protocol_timeout,
         // `resolver_timeout`: names are resolved when the configuration is read.
         _ => return Ok(()),

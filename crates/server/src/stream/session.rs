@@ -70,7 +70,7 @@ impl Ctx<'_> {
             args: None,
             request_line: None,
             upstream: None,
-            tls: None,
+            tls: self.info.tls.as_deref(),
             extras: None,
             conn: Some(&self.info),
             srv: None,
@@ -270,6 +270,16 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
             return;
         }
     };
+    let client = match cx.srv.tls.clone() {
+        Some(tls) => match handshake(cx, client, &tls).await {
+            Some(c) => c,
+            None => {
+                cx.session.status.set(500);
+                return;
+            }
+        },
+        None => client,
+    };
     if cx.srv.conf.ssl_preread.unwrap_or(false) && !preread(cx, &client).await {
         return;
     }
@@ -306,6 +316,58 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
             proxy(cx, client, &u).await
         }
         None => cx.session.status.set(500),
+    }
+}
+
+/// The TLS handshake of a `listen ... ssl` server (nginx's ssl phase, after access), within
+/// `ssl_handshake_timeout`; `None` when it failed (logged as nginx logs it).
+async fn handshake(
+    cx: &mut Ctx<'_>,
+    client: Transport,
+    tls: &crate::tls::AddrTls,
+) -> Option<Transport> {
+    let Transport::Tcp(tcp) = client else {
+        return Some(client);
+    };
+    let timeout = cx
+        .srv
+        .conf
+        .ssl_handshake_timeout
+        .unwrap_or(Duration::from_secs(60));
+    let fail = |cx: &Ctx<'_>, level: Level, m: &str| {
+        crate::conn_log!(
+            level,
+            cx.info.number,
+            "{m} while SSL handshaking{}",
+            cx.log_ctx()
+        );
+    };
+    match tokio::time::timeout(timeout, crate::tls::accept(tcp, tls, cx.info.peer)).await {
+        Err(_) => {
+            fail(
+                cx,
+                Level::Info,
+                "client timed out (110: Connection timed out)",
+            );
+            None
+        }
+        Ok(Err(e)) => {
+            fail(cx, e.level, &e.message);
+            None
+        }
+        Ok(Ok(crate::tls::Accepted::PlainHttp(_))) => {
+            fail(
+                cx,
+                Level::Info,
+                "SSL_do_handshake() failed (SSL: error:0A00009C:SSL routines::http request)",
+            );
+            None
+        }
+        Ok(Ok(crate::tls::Accepted::Tls(stream))) => {
+            let (conn, info) = stream.into_parts();
+            cx.info.tls = Some(Box::new(info));
+            Some(Transport::Tls(Box::new(conn)))
+        }
     }
 }
 
@@ -660,7 +722,7 @@ struct Pump<'a> {
 
 impl Pump<'_> {
     async fn run(self, size: usize, half_close: bool) -> End {
-        let mut buf = vec![0u8; size];
+        let mut buf = bytes::BytesMut::with_capacity(size);
         let begun = Instant::now();
         let mut total = 0u64;
         loop {
@@ -672,12 +734,8 @@ impl Pump<'_> {
                     tokio::time::sleep(due - now).await;
                 }
             }
-            let want = if self.rate > 0 {
-                size.min(self.rate.max(1) as usize)
-            } else {
-                size
-            };
-            let n = match read(self.from, &mut buf[..want]).await {
+            buf.clear();
+            let n = match read(self.from, &mut buf).await {
                 Ok(0) => {
                     if half_close {
                         let _ = socket2::SockRef::from(&self.to.as_fd())
@@ -705,9 +763,10 @@ impl Pump<'_> {
     }
 }
 
-async fn read(t: &Transport, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads what is there into `buf`'s spare room (a plain socket fills at most its capacity).
+async fn read(t: &Transport, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
     loop {
-        match t.try_read(buf) {
+        match t.try_read_buf(buf) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => t.readable().await?,
             other => return other,
         }
