@@ -56,4 +56,5 @@ mod stub_status;
 mod tls;
 mod tls_hostile;
 mod tls_upstream;
+mod upgrade;
 mod upstream_server;

@@ -51,10 +51,10 @@ impl Listening {
     }
 
     /// Closes the master's fd (the socket stops listening once the workers dropped their
-    /// duplicates) and removes a unix socket's file.
+    /// duplicates) and removes a unix socket's file, unless a new binary took the socket.
     pub fn close(&self) {
         let fd = self.fd.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if fd.is_some() {
+        if fd.is_some() && !crate::upgrade::handed_over() {
             if let ListenAddr::Unix(p) = &self.key.addr {
                 let _ = std::fs::remove_file(p);
             }
@@ -362,14 +362,30 @@ fn open_for_workers(
         let reused = old.and_then(|g| g.sockets.iter().find(|s| s.key == key).cloned());
         let sock = match reused {
             Some(s) => s,
-            None => Arc::new(Listening::new(
-                key.clone(),
-                open_with_retries(&key.addr, opts)?,
-            )),
+            None => {
+                // A socket the old binary handed over (a binary upgrade), else a new one.
+                let fd = match inherited(&key) {
+                    Some(fd) => fd,
+                    None => open_with_retries(&key.addr, opts)?,
+                };
+                Arc::new(Listening::new(key.clone(), fd))
+            }
         };
         sockets.push(sock);
     }
     Ok(())
+}
+
+/// The socket the old binary handed over for `key` in a binary upgrade. Inherited sockets are
+/// known by address only, so a stream `udp` listener is not taken over (it is opened anew),
+/// and one of the wrong type is not used.
+fn inherited(key: &SocketKey) -> Option<OwnedFd> {
+    if key.kind == SocketKind::StreamUdp {
+        return None;
+    }
+    let fd = crate::upgrade::take(&key.addr)?;
+    let ty = socket2::SockRef::from(&fd).r#type().ok()?;
+    (ty == socket2::Type::STREAM).then_some(fd)
 }
 
 fn open_with_retries(

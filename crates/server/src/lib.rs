@@ -23,6 +23,7 @@ pub mod spare;
 pub mod status;
 pub mod stream;
 pub mod tls;
+pub mod upgrade;
 pub mod upstream;
 pub mod variables;
 pub mod worker;

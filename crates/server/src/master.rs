@@ -102,7 +102,12 @@ struct Master {
     /// Workers retired by a reload that lowered `worker_processes`, still finishing.
     retired: Vec<WorkerHandle>,
     counter: Arc<AtomicU64>,
+    /// The pid file (renamed to `.oldbin` while a new binary runs).
     pid_path: PathBuf,
+    /// The new binary started by SIGUSR2, while it runs.
+    new_binary: Option<libc::pid_t>,
+    /// SIGWINCH stopped the workers (a new binary serves); SIGHUP brings them back.
+    noaccepting: bool,
 }
 
 /// Runs shoal until it is told to stop. Returns the process exit code.
@@ -153,6 +158,8 @@ pub fn run(opts: Options) -> i32 {
         }
     }
     let conf = Arc::new(conf);
+    // A binary upgrade: the old master's sockets, named in `NGINX`, are taken instead of bound.
+    let inherited = crate::upgrade::inherit();
     let generation = match Generation::new(1, conf.clone(), None) {
         Ok(g) => Arc::new(g),
         Err(e) => {
@@ -162,7 +169,9 @@ pub fn run(opts: Options) -> i32 {
             return 1;
         }
     };
-    if conf.main.daemon() {
+    crate::upgrade::close_unused();
+    // Started by an old master, this one stays its child (as nginx's new binary does).
+    if conf.main.daemon() && !inherited {
         if let Err(e) = daemonize() {
             report(Level::Emerg, &e);
             return 1;
@@ -208,6 +217,8 @@ pub fn run(opts: Options) -> i32 {
         retired: Vec::new(),
         counter: Arc::new(AtomicU64::new(0)),
         pid_path,
+        new_binary: None,
+        noaccepting: false,
     };
     // Pool threads start after daemon(): threads do not survive fork.
     if let Err(e) = crate::pools::configure(
@@ -348,6 +359,7 @@ impl Master {
             let mut usr1 = signal(SignalKind::user_defined1()).expect("SIGUSR1 handler");
             let mut usr2 = signal(SignalKind::user_defined2()).expect("SIGUSR2 handler");
             let mut winch = signal(SignalKind::window_change()).expect("SIGWINCH handler");
+            let mut chld = signal(SignalKind::child()).expect("SIGCHLD handler");
             let mut pool_report = tokio::time::interval(std::time::Duration::from_secs(10));
             // The handlers are in place: what arrived while starting is delivered now. The
             // workers were started with these signals blocked, so they all come here.
@@ -356,18 +368,23 @@ impl Master {
             loop {
                 tokio::select! {
                     Some(serial) = exited.recv() => self.worker_exited(serial),
-                    _ = hup.recv() => self.reload(),
+                    _ = hup.recv() => self.hangup(),
+                    _ = chld.recv() => self.reap_new_binary(),
                     _ = usr1.recv() => {
                         crate::error_log!(Level::Notice, "reopening logs");
                         crate::log::reopen();
                         crate::http::access_log::reopen();
                     }
-                    _ = usr2.recv() => crate::error_log!(Level::Notice, "binary upgrade (SIGUSR2) is not implemented yet, ignored"),
-                    _ = winch.recv() => {}
+                    _ = usr2.recv() => self.change_binary(),
+                    _ = winch.recv() => self.stop_accepting(),
                     _ = pool_report.tick() => crate::pools::report(),
                     _ = quit.recv() => {
                         crate::error_log!(Level::Notice, "gracefully shutting down");
-                        self.broadcast(Stop::Graceful);
+                        // Another master serves on the same sockets (a binary upgrade or its
+                        // rollback): idle keep-alive connections get one more request, as on
+                        // WINCH, since the other one is there to take the next.
+                        let other = self.new_binary.is_some() || crate::upgrade::old_master_running();
+                        self.broadcast(if other { Stop::Drain } else { Stop::Graceful });
                         break;
                     }
                     _ = term.recv() => { crate::error_log!(Level::Notice, "exiting"); self.broadcast(Stop::Fast); break; }
@@ -380,6 +397,134 @@ impl Master {
         }
         crate::error_log!(Level::Notice, "exit");
         0
+    }
+
+    /// SIGHUP: a reload; or, when SIGWINCH stopped the workers while a new binary runs, the
+    /// workers started again on the configuration they had (a rollback: nginx does not read
+    /// the file then either).
+    fn hangup(&mut self) {
+        if self.noaccepting && self.new_binary.is_some() {
+            crate::error_log!(
+                Level::Notice,
+                "signal 1 (SIGHUP) received, starting the worker processes again"
+            );
+            self.start_accepting();
+            return;
+        }
+        self.reload();
+    }
+
+    /// SIGUSR2: the pid file becomes `NAME.oldbin` and the binary at this process's path
+    /// starts with the listening sockets; both serve until WINCH and QUIT tell one to go.
+    fn change_binary(&mut self) {
+        if self.new_binary.is_some() || crate::upgrade::old_master_running() {
+            crate::error_log!(
+                Level::Crit,
+                "the changing binary signal is ignored: you should shutdown or terminate \
+                 before either old or new binary's process"
+            );
+            return;
+        }
+        crate::error_log!(
+            Level::Notice,
+            "signal 12 (SIGUSR2) received, changing binary"
+        );
+        let oldbin = oldbin_path(&self.pid_path);
+        if let Err(e) = std::fs::rename(&self.pid_path, &oldbin) {
+            crate::error_log!(
+                Level::Alert,
+                "rename() \"{}\" to \"{}\" failed {}, ignoring the changing binary signal",
+                self.pid_path.display(),
+                oldbin.display(),
+                shoal_conf::os_error(&e)
+            );
+            return;
+        }
+        let fds: Vec<_> = self
+            .generation
+            .sockets
+            .iter()
+            .filter_map(|s| s.raw_fd())
+            .collect();
+        match crate::upgrade::start_new_binary(&fds) {
+            Ok(pid) => {
+                crate::error_log!(Level::Notice, "start new binary process {pid}");
+                self.new_binary = Some(pid as libc::pid_t);
+                self.pid_path = oldbin;
+            }
+            Err(e) => {
+                crate::error_log!(
+                    Level::Alert,
+                    "execve() failed while executing new binary process {}",
+                    shoal_conf::os_error(&e)
+                );
+                let _ = std::fs::rename(&oldbin, &self.pid_path);
+            }
+        }
+    }
+
+    /// SIGCHLD: if the new binary exited, the pid file gets its name back and, if WINCH had
+    /// stopped the workers, they start again: this master serves alone once more.
+    fn reap_new_binary(&mut self) {
+        let Some(pid) = self.new_binary else {
+            return;
+        };
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid on our own child, with a valid status pointer.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+            return;
+        }
+        if libc::WIFEXITED(status) {
+            crate::error_log!(
+                Level::Notice,
+                "new binary process {pid} exited with code {}",
+                libc::WEXITSTATUS(status)
+            );
+        } else {
+            crate::error_log!(
+                Level::Alert,
+                "new binary process {pid} exited on signal {}",
+                libc::WTERMSIG(status)
+            );
+        }
+        self.new_binary = None;
+        crate::upgrade::taken_back();
+        let pid_path = original_pid_path(&self.pid_path);
+        match std::fs::rename(&self.pid_path, &pid_path) {
+            Ok(()) => self.pid_path = pid_path,
+            Err(e) => crate::error_log!(
+                Level::Alert,
+                "rename() \"{}\" back to \"{}\" failed {} after the new binary process exited",
+                self.pid_path.display(),
+                pid_path.display(),
+                shoal_conf::os_error(&e)
+            ),
+        }
+        if self.noaccepting {
+            self.start_accepting();
+        }
+    }
+
+    /// SIGWINCH while a new binary runs: the workers stop accepting and finish gracefully
+    /// (idle keep-alive connections answer one more request first); the master stays, so
+    /// HUP can bring them back. Without a new binary it is a terminal's resize, ignored.
+    fn stop_accepting(&mut self) {
+        if self.new_binary.is_none() {
+            return;
+        }
+        crate::error_log!(
+            Level::Notice,
+            "signal 28 (SIGWINCH) received, stop accepting connections"
+        );
+        self.noaccepting = true;
+        self.broadcast(Stop::Drain);
+    }
+
+    /// Fresh workers on the current configuration, the drained ones left to finish.
+    fn start_accepting(&mut self) {
+        self.noaccepting = false;
+        self.retired.append(&mut self.workers);
+        self.resize_workers();
     }
 
     /// SIGHUP: a new generation from the configuration file, or the old one stays.
@@ -451,6 +596,23 @@ impl Master {
                 stop: Stop::Run,
             });
         }
+    }
+}
+
+/// Where the pid file goes while a new binary runs: `NAME.oldbin`.
+fn oldbin_path(pid: &std::path::Path) -> PathBuf {
+    let mut name = pid.as_os_str().to_owned();
+    name.push(".oldbin");
+    PathBuf::from(name)
+}
+
+/// The pid file's own name, from its `.oldbin` one.
+fn original_pid_path(oldbin: &std::path::Path) -> PathBuf {
+    let bytes = oldbin.as_os_str().as_encoded_bytes();
+    match bytes.strip_suffix(b".oldbin") {
+        // SAFETY: cut at an ASCII boundary of an OsStr's bytes.
+        Some(b) => PathBuf::from(unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(b) }),
+        None => oldbin.to_path_buf(),
     }
 }
 

@@ -37,6 +37,11 @@ pub struct Command {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stop {
     Run,
+    /// SIGWINCH while a new binary runs: stop accepting and finish as `Graceful` does, but
+    /// let idle keep-alive connections take one more request (answered with
+    /// `Connection: close`) for [`DRAIN_GRACE`] first, so a request sent as the connection
+    /// would have closed is not lost.
+    Drain,
     /// SIGQUIT, or a worker retired by a reload: finish in-flight requests, then exit.
     Graceful,
     /// SIGTERM/SIGINT: exit now.
@@ -51,6 +56,9 @@ pub struct Worker {
     /// Set once a graceful stop began: idle connections close, busy ones close after their
     /// current request.
     pub stopping: Cell<bool>,
+    /// A draining stop's grace ([`Stop::Drain`]): a connection accepted just before it still
+    /// reads its first request (only a request-less wait closes it, once the grace is over).
+    pub draining: Cell<bool>,
     /// Wakes idle connections: a graceful stop began (`stopping` is set) or a new generation
     /// arrived.
     pub wake_idle: Rc<IdleWakers>,
@@ -310,6 +318,7 @@ async fn serve(
         index,
         active: Cell::new(0),
         stopping: Cell::new(false),
+        draining: Cell::new(false),
         wake_idle: Rc::default(),
         closed_notify: Notify::new(),
         current: RefCell::new(first.generation.clone()),
@@ -341,8 +350,12 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
                 worker.wake_idle.wake_all();
                 reconcile(&worker, &cmd.generation, &mut accepting);
             }
+            Stop::Drain => {
+                graceful_stop(&worker, &cmd.generation, &mut accepting, Some(DRAIN_GRACE)).await;
+                return;
+            }
             Stop::Graceful => {
-                graceful_stop(&worker, &cmd.generation, &mut accepting).await;
+                graceful_stop(&worker, &cmd.generation, &mut accepting, None).await;
                 return;
             }
             Stop::Fast => return,
@@ -516,18 +529,20 @@ async fn make_room(worker: &Worker, limit: usize) -> bool {
     worker.active.get() < limit
 }
 
+/// How long a draining worker's idle keep-alive connections wait for one more request.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
 async fn graceful_stop(
     worker: &Rc<Worker>,
     generation: &Arc<Generation>,
     accepting: &mut HashMap<SocketKey, JoinHandle<()>>,
+    grace: Option<Duration>,
 ) {
     for (_, task) in accepting.drain() {
         task.abort();
     }
     worker.stopping.set(true);
-    worker.wake_idle.wake_all();
-    let timeout = generation.config.main.worker_shutdown_timeout;
-    let wait_idle = async {
+    let all_closed = || async {
         while worker.active.get() > 0 {
             let closed = worker.closed_notify.notified();
             if worker.active.get() == 0 {
@@ -536,6 +551,16 @@ async fn graceful_stop(
             closed.await;
         }
     };
+    if let Some(grace) = grace {
+        // Idle connections are left waiting: a request that comes is answered with
+        // `Connection: close` (a busy connection's is too), then they close.
+        worker.draining.set(true);
+        let _ = tokio::time::timeout(grace, all_closed()).await;
+        worker.draining.set(false);
+    }
+    worker.wake_idle.wake_all();
+    let timeout = generation.config.main.worker_shutdown_timeout;
+    let wait_idle = all_closed();
     match timeout {
         Some(t) => {
             if tokio::time::timeout(t, wait_idle).await.is_err() {

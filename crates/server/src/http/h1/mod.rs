@@ -553,8 +553,10 @@ impl Conn {
                 Box::pin(self.flush()).await?;
             }
             let idle = self.buf.is_empty() && self.requests > 0;
-            // A graceful stop closes every connection with no request in progress.
-            if self.buf.is_empty() && worker.stopping.get() {
+            // A graceful stop closes every connection with no request in progress (while a
+            // drain's grace lasts, not one that has yet to send its first).
+            let fresh = self.requests == 0 && worker.draining.get();
+            if self.buf.is_empty() && worker.stopping.get() && !fresh {
                 return Ok(Err(ReadEnd::Closed));
             }
             let deadline = if idle {

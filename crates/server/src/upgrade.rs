@@ -1,0 +1,197 @@
+//! Changing the binary on the fly, as nginx does: SIGUSR2 makes the running master start the
+//! binary at its own path with its listening sockets inherited, named in the `NGINX`
+//! environment variable (`"6;7;"`, nginx's form, so nginx's sockets are taken too); the new
+//! master uses them instead of binding. The rest of the dance (the pid file renamed to
+//! `.oldbin`, WINCH, HUP for a rollback, the new binary's exit) is the master's
+//! (`master.rs`); this module holds the two ends of the hand-over.
+//!
+//! Runs on the master thread, before the workers start (reading the variable) or from the
+//! signal loop (starting the new binary).
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
+
+use crate::listen::ListenAddr;
+use crate::log::{report, Level};
+
+/// The variable nginx passes its listening sockets in.
+pub const ENV: &str = "NGINX";
+
+/// Sockets inherited from the binary that started this one, not yet taken by a `listen`.
+static INHERITED: Mutex<Vec<(ListenAddr, OwnedFd)>> = Mutex::new(Vec::new());
+
+/// The old master's pid when this process was started by one (0: not).
+static OLD_MASTER: AtomicI32 = AtomicI32::new(0);
+
+/// A new binary has this process's sockets: a unix socket's file is not removed on close.
+static HANDED_OVER: AtomicBool = AtomicBool::new(false);
+
+/// Takes the sockets named in `NGINX`, if the variable is set (and removes it, so nothing this
+/// process starts sees it). Must run before any thread starts. Returns whether there were any.
+pub fn inherit() -> bool {
+    let Some(value) = std::env::var_os(ENV) else {
+        return false;
+    };
+    // SAFETY (of remove_var): called before the process starts any thread.
+    std::env::remove_var(ENV);
+    let text = value.to_string_lossy().into_owned();
+    report(
+        Level::Notice,
+        &format!("using inherited sockets from \"{text}\""),
+    );
+    let mut taken = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    for part in text.split([';', ':']).filter(|p| !p.is_empty()) {
+        let Some(fd) = part
+            .parse::<RawFd>()
+            .ok()
+            .filter(|&fd| fd >= 0 && is_open(fd))
+        else {
+            report(
+                Level::Emerg,
+                &format!(
+                    "invalid socket number \"{part}\" in {ENV} environment variable, \
+                     ignoring the rest of the variable"
+                ),
+            );
+            break;
+        };
+        // SAFETY: `fd` is open (checked above) and was handed to this process to own: nothing
+        // else in it knows the number.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        set_cloexec(fd.as_raw_fd(), true);
+        // nginx's own sockets are non-blocking, as shoal's are; another program's may not be.
+        let _ = socket2::SockRef::from(&fd).set_nonblocking(true);
+        match listening_address(&fd) {
+            Some(addr) => taken.push((addr, fd)),
+            None => report(
+                Level::Alert,
+                &format!("inherited socket #{part} is not a listening socket, closed"),
+            ),
+        }
+    }
+    // SAFETY: getppid cannot fail.
+    OLD_MASTER.store(unsafe { libc::getppid() }, Ordering::Relaxed);
+    !taken.is_empty()
+}
+
+/// An inherited socket bound to `addr`, for a `listen` of the new configuration.
+pub fn take(addr: &ListenAddr) -> Option<OwnedFd> {
+    let mut taken = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    let i = taken.iter().position(|(a, _)| a == addr)?;
+    Some(taken.remove(i).1)
+}
+
+/// Closes the inherited sockets no `listen` took (the new configuration dropped them).
+pub fn close_unused() {
+    INHERITED.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// This process was started by a master that is still running (a binary upgrade not yet
+/// finished, from this side).
+pub fn old_master_running() -> bool {
+    let old = OLD_MASTER.load(Ordering::Relaxed);
+    // SAFETY: getppid cannot fail.
+    old > 1 && unsafe { libc::getppid() } == old
+}
+
+/// Whether a new binary holds this process's sockets.
+pub fn handed_over() -> bool {
+    HANDED_OVER.load(Ordering::Relaxed)
+}
+
+/// The new binary exited: the sockets are this process's alone again.
+pub fn taken_back() {
+    HANDED_OVER.store(false, Ordering::Relaxed);
+}
+
+/// Starts the binary at this process's path (the file may have been replaced: that is the
+/// point) with this process's arguments and `fds` inherited, named in `NGINX`. Returns its pid.
+pub fn start_new_binary(fds: &[RawFd]) -> std::io::Result<u32> {
+    let exe = own_path()?;
+    let named: String = fds.iter().map(|fd| format!("{fd};")).collect();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(std::env::args_os().skip(1)).env(ENV, named);
+    let fds = fds.to_vec();
+    // SAFETY: between fork and exec the closure only calls fcntl, which is async-signal-safe,
+    // on fds the parent keeps open.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &fds {
+                set_cloexec(fd, false);
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    HANDED_OVER.store(true, Ordering::Relaxed);
+    Ok(child.id())
+}
+
+/// The path of the running binary as the kernel knows it, without the ` (deleted)` it gets
+/// once the file was replaced (the new binary is at the same path).
+fn own_path() -> std::io::Result<PathBuf> {
+    let path = std::fs::read_link("/proc/self/exe").or_else(|_| std::env::current_exe())?;
+    let bytes = path.into_os_string().into_encoded_bytes();
+    let bytes = bytes
+        .strip_suffix(b" (deleted)")
+        .map(<[u8]>::to_vec)
+        .unwrap_or(bytes);
+    // SAFETY: the bytes came from an OsString, cut at an ASCII boundary.
+    Ok(PathBuf::from(unsafe {
+        OsString::from_encoded_bytes_unchecked(bytes)
+    }))
+}
+
+fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD on any number only reads the descriptor table.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
+fn set_cloexec(fd: RawFd, on: bool) {
+    // SAFETY: fcntl on an fd number; a closed one fails harmlessly.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            let flags = if on {
+                flags | libc::FD_CLOEXEC
+            } else {
+                flags & !libc::FD_CLOEXEC
+            };
+            libc::fcntl(fd, libc::F_SETFD, flags);
+        }
+    }
+}
+
+/// The address a listening stream socket is bound to (`None`: not one).
+fn listening_address(fd: &OwnedFd) -> Option<ListenAddr> {
+    let sock = socket2::SockRef::from(fd);
+    if sock.r#type().ok()? != socket2::Type::STREAM {
+        return None;
+    }
+    let mut listening: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid fd, and an int-sized buffer with its length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            &mut listening as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 || listening == 0 {
+        return None;
+    }
+    let local = sock.local_addr().ok()?;
+    match local.as_socket() {
+        Some(a) => Some(ListenAddr::Inet(a)),
+        None => local
+            .as_pathname()
+            .map(|p| ListenAddr::Unix(p.to_path_buf())),
+    }
+}
