@@ -409,9 +409,11 @@ fn return_set_map_and_access_rules() {
     assert_eq!(tcp(lport, b"x"), b"");
     s.wait_log("limiting connections by zone \"one\"", 1);
     drop(first);
-    let text = s.prefix.read("logs/stream.log");
-    assert!(text.contains("TCP 403 0 "), "{text}");
-    assert!(text.contains("TCP 503 0 "), "{text}");
+    let text = wait_for("the refused sessions logged", || {
+        let t = s.prefix.read("logs/stream.log");
+        (t.contains("TCP 403 0 ") && t.contains("TCP 503 0 ")).then_some(t)
+    });
+    assert_eq!(text.lines().count(), 4, "{text}");
 }
 
 #[test]
@@ -562,7 +564,7 @@ fn configuration_errors_read_as_nginx_s() {
         ("server { listen 1234 default_server; proxy_pass 127.0.0.1:1; }", "the invalid \"default_server\" parameter in"),
         ("server { listen 1234; proxy_pass 127.0.0.1:1; proxy_pass 127.0.0.1:2; }", "\"proxy_pass\" directive is duplicate in"),
         ("server { listen 1234; proxy_pass $nosuch; }", "unknown \"nosuch\" variable"),
-        ("server { listen 1234; ssl_certificate a.pem; return x; }", "\"ssl_certificate\" directive of ngx_stream_ssl_module is not supported by shoal in"),
+        ("server { listen 1234; ssl_alpn h2; return x; }", "\"ssl_alpn\" directive of ngx_stream_ssl_module is not supported by shoal in"),
     ];
     for (body, want) in cases {
         let p = Prefix::new();
