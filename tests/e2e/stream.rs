@@ -684,3 +684,27 @@ fn tls_termination_in_front_of_a_plain_upstream() {
     assert!(text.contains("500 - - 0\n"), "{text}");
     s.wait_log("while SSL handshaking, client: 127.0.0.1", 1);
 }
+
+#[test]
+fn quit_closes_a_session_at_worker_shutdown_timeout() {
+    let a = Echo::start("A:");
+    let port = free_port();
+    let c = conf(&format!(
+        "server {{ listen 127.0.0.1:{port}; proxy_pass 127.0.0.1:{}; }}",
+        a.port
+    ))
+    .replace("daemon off;", "daemon off;\nworker_shutdown_timeout 1s;");
+    let mut s = Shoal::start(&c, port);
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    conn.write_all(b"1").unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(conn.read(&mut buf).unwrap(), 3);
+    s.signal(libc::SIGQUIT);
+    // The session is cut once the timeout has passed, and the process ends.
+    let n = conn.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the session outlived worker_shutdown_timeout");
+    assert!(s.wait_exit().success());
+    s.wait_log("shutdown timeout, closing 1 connection(s)", 1);
+}
