@@ -399,6 +399,7 @@ fn signal_to_a_stale_pid() {
 /// configuration must load on a fresh machine (no /usr/share/shoal prefix to hold logs).
 #[test]
 fn the_builtin_configuration_loads_without_a_prefix() {
+    let _etc = common::ETC_SHOAL.lock().unwrap_or_else(|e| e.into_inner());
     if std::path::Path::new("/etc/shoal/shoal.conf").exists() {
         eprintln!(
             "skipped: /etc/shoal/shoal.conf exists, so the built-in configuration is not used"

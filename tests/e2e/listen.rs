@@ -204,3 +204,24 @@ fn unix_socket() {
     assert_eq!(s.wait_exit().code(), Some(0));
     assert!(!sock.exists(), "the socket file outlived shoal");
 }
+
+/// `listen ADDR:FIRST-LAST` (nginx 1.15.10+): a socket on each port of the range.
+#[test]
+fn a_port_range_listens_on_each_port() {
+    // Three free ports in a row (the first found from a free one).
+    let base = loop {
+        let p = crate::common::free_port();
+        if p < 65000 && (1..3).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            break p;
+        }
+    };
+    let listen = format!("listen 127.0.0.1:{}-{};", base + 1, base + 2);
+    let port = crate::common::free_port();
+    let conf = crate::common::conf_with(port, "", &listen);
+    let s = crate::common::Shoal::start(&conf, port);
+    let want = crate::common::get(port, "/").unwrap().status;
+    for p in [base + 1, base + 2] {
+        s.wait_port(p);
+        assert_eq!(crate::common::get(p, "/").unwrap().status, want);
+    }
+}

@@ -411,7 +411,8 @@ fn return_set_map_and_access_rules() {
     drop(first);
     let text = wait_for("the refused sessions logged", || {
         let t = s.prefix.read("logs/stream.log");
-        (t.contains("TCP 403 0 ") && t.contains("TCP 503 0 ")).then_some(t)
+        (t.contains("TCP 403 0 ") && t.contains("TCP 503 0 ") && t.lines().count() >= 4)
+            .then_some(t)
     });
     assert_eq!(text.lines().count(), 4, "{text}");
 }
@@ -707,4 +708,29 @@ fn quit_closes_a_session_at_worker_shutdown_timeout() {
     assert_eq!(n, 0, "the session outlived worker_shutdown_timeout");
     assert!(s.wait_exit().success());
     s.wait_log("shutdown timeout, closing 1 connection(s)", 1);
+}
+
+#[test]
+fn a_server_s_error_log_takes_its_sessions_lines() {
+    let port = free_port();
+    let s = start(
+        &format!(
+            "server {{ listen 127.0.0.1:{port}; error_log logs/srv.err info; \
+             proxy_pass 127.0.0.1:{}; }}",
+            dead_port()
+        ),
+        port,
+    );
+    assert_eq!(tcp(port, b"x"), b"");
+    wait_for("the server's error log", || {
+        s.prefix
+            .read("logs/srv.err")
+            .contains("(111: Connection refused) while connecting to upstream")
+            .then_some(())
+    });
+    assert!(
+        !s.error_log().contains("Connection refused"),
+        "{}",
+        s.error_log()
+    );
 }

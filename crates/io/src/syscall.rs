@@ -364,6 +364,33 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
     }
 }
 
+/// What `TCP_INFO` says of a connection: (rtt µs, rttvar µs, snd_cwnd, rcv_space), as
+/// nginx's `$tcpinfo_*` read them.
+pub fn tcp_info(fd: RawFd) -> io::Result<(u32, u32, u32, u32)> {
+    // SAFETY: an all-zero tcp_info is a valid value for the kernel to overwrite.
+    let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `ti` and `len` are live locals; `len` holds the size of `ti`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut ti as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((
+        ti.tcpi_rtt,
+        ti.tcpi_rttvar,
+        ti.tcpi_snd_cwnd,
+        ti.tcpi_rcv_space,
+    ))
+}
+
 /// TCP_CORK on (hold partial frames: header + sendfile body leave in full packets) or off (flush).
 pub fn set_tcp_cork(sock: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     setsockopt_int(

@@ -247,7 +247,9 @@ fn parse_so_keepalive(v: &str) -> Option<SoKeepalive> {
 }
 
 /// nginx's reading of a listen address: `ADDR:PORT`, `PORT`, `*:PORT`, `ADDR` (port 80),
-/// `[::]:PORT`, `unix:/path`. A host name may resolve to several addresses.
+/// `[::]:PORT`, `unix:/path`, and a port range in place of a port (`127.0.0.1:8000-8010`,
+/// `8000-8010`, nginx 1.15.10+: one address per port). A host name may resolve to several
+/// addresses; each address comes with every port of the range, in order.
 pub fn parse_addr(s: &str) -> Result<Vec<ListenAddr>, &'static str> {
     if let Some(path) = s.strip_prefix("unix:") {
         if path.is_empty() {
@@ -255,62 +257,83 @@ pub fn parse_addr(s: &str) -> Result<Vec<ListenAddr>, &'static str> {
         }
         return Ok(vec![ListenAddr::Unix(PathBuf::from(path))]);
     }
-    let port_of = |p: &str| -> Result<u16, &'static str> {
-        match p.parse::<u32>() {
-            Ok(n) if (1..=65535).contains(&n) => Ok(n as u16),
-            _ => Err("invalid port"),
-        }
+    let inet = |ips: &[IpAddr], (lo, hi): (u16, u16)| -> Vec<ListenAddr> {
+        ips.iter()
+            .flat_map(|&ip| (lo..=hi).map(move |p| ListenAddr::Inet(SocketAddr::new(ip, p))))
+            .collect()
     };
     if let Some(rest) = s.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or("invalid host")?;
         let ip: Ipv6Addr = host.parse().map_err(|_| "invalid IPv6 address")?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => port_of(p)?,
-            None if after.is_empty() => 80,
+        let ports = match after.strip_prefix(':') {
+            Some(p) => ports_of(p)?,
+            None if after.is_empty() => (80, 80),
             None => return Err("invalid host"),
         };
-        return Ok(vec![ListenAddr::Inet(SocketAddr::new(
-            IpAddr::V6(ip),
-            port,
-        ))]);
+        return Ok(inet(&[IpAddr::V6(ip)], ports));
     }
-    if s.bytes().all(|c| c.is_ascii_digit()) && !s.is_empty() {
-        let port = port_of(s)?;
-        return Ok(vec![ListenAddr::Inet(SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            port,
-        ))]);
+    if let Some(ports) = port_only(s) {
+        return Ok(inet(&[IpAddr::V4(Ipv4Addr::UNSPECIFIED)], ports?));
     }
-    let (host, port) = match s.rsplit_once(':') {
-        Some((h, p)) => (h, port_of(p)?),
-        None => (s, 80),
+    let (host, ports) = match s.rsplit_once(':') {
+        Some((h, p)) => (h, ports_of(p)?),
+        None => (s, (80, 80)),
     };
     if host == "*" {
-        return Ok(vec![ListenAddr::Inet(SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            port,
-        ))]);
+        return Ok(inet(&[IpAddr::V4(Ipv4Addr::UNSPECIFIED)], ports));
     }
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
-        return Ok(vec![ListenAddr::Inet(SocketAddr::new(
-            IpAddr::V4(ip),
-            port,
-        ))]);
+        return Ok(inet(&[IpAddr::V4(ip)], ports));
     }
     if host.is_empty() {
         return Err("no host");
     }
-    let mut out: Vec<ListenAddr> = (host, port)
+    let mut ips: Vec<IpAddr> = (host, ports.0)
         .to_socket_addrs()
         .map_err(|_| "host not found")?
-        .map(ListenAddr::Inet)
+        .map(|a| a.ip())
         .collect();
-    out.sort();
-    out.dedup();
-    if out.is_empty() {
+    ips.sort();
+    ips.dedup();
+    if ips.is_empty() {
         return Err("host not found");
     }
+    let mut out = inet(&ips, ports);
+    out.sort();
     Ok(out)
+}
+
+fn port_of(p: &str) -> Result<u16, &'static str> {
+    match p.parse::<u32>() {
+        Ok(n) if (1..=65535).contains(&n) && p.bytes().all(|c| c.is_ascii_digit()) => Ok(n as u16),
+        _ => Err("invalid port"),
+    }
+}
+
+/// `PORT` or `FIRST-LAST` after an address's colon; nginx checks the last port first.
+fn ports_of(p: &str) -> Result<(u16, u16), &'static str> {
+    match p.split_once('-') {
+        Some((first, last)) => {
+            let last = port_of(last)?;
+            let first = port_of(first)?;
+            if first > last {
+                return Err("invalid port range");
+            }
+            Ok((first, last))
+        }
+        None => port_of(p).map(|n| (n, n)),
+    }
+}
+
+/// A listen address that is only a port or a port range (`8000`, `8000-8010`): `None` when
+/// it is not one (a host name such as `backend-2`).
+fn port_only(s: &str) -> Option<Result<(u16, u16), &'static str>> {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    match s.split_once('-') {
+        None if digits(s) => Some(ports_of(s)),
+        Some((first, last)) if digits(first) && digits(last) => Some(ports_of(s)),
+        _ => None,
+    }
 }
 
 /// Names one listening socket: its address, and the worker it serves when `reuseport` gives
@@ -504,6 +527,24 @@ mod tests {
         );
         assert_eq!(parse_addr("70000"), Err("invalid port"));
         assert_eq!(parse_addr("1.2.3.4:0"), Err("invalid port"));
+        assert_eq!(
+            parse_addr("127.0.0.1:8000-8002").unwrap(),
+            vec![
+                inet("127.0.0.1:8000"),
+                inet("127.0.0.1:8001"),
+                inet("127.0.0.1:8002")
+            ]
+        );
+        assert_eq!(
+            parse_addr("9000-9001").unwrap(),
+            vec![inet("0.0.0.0:9000"), inet("0.0.0.0:9001")]
+        );
+        assert_eq!(parse_addr("[::1]:80-80").unwrap(), vec![inet("[::1]:80")]);
+        assert_eq!(parse_addr("1.2.3.4:9-8"), Err("invalid port range"));
+        assert_eq!(parse_addr("9-8"), Err("invalid port range"));
+        assert_eq!(parse_addr("1.2.3.4:1-70000"), Err("invalid port"));
+        assert_eq!(parse_addr("1.2.3.4:0-5"), Err("invalid port"));
+        assert_eq!(parse_addr("1.2.3.4:5-"), Err("invalid port"));
         assert!(parse_addr("localhost:8080")
             .unwrap()
             .contains(&inet("127.0.0.1:8080")));

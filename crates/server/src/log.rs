@@ -1,10 +1,15 @@
 //! The error log: `error_log FILE|stderr [LEVEL]`, several allowed, in nginx's line format
 //! (`2026/11/21 10:00:00 [error] 1234#1240: *45 message, client: ..., server: ...`).
 //!
-//! One global sink set, swapped on reload and reopened on SIGUSR1. A line is formatted once
-//! and written with one `write(2)` per file (O_APPEND), as nginx does: the error log is not
-//! buffered, so a line is never lost on a crash. A line below every sink's level costs one
-//! atomic load.
+//! One global sink set (the main context's), swapped on reload; `error_log` in `http`, `server`
+//! and `location` gives that level its own set, which replaces the main one for what a request
+//! logs there (nginx's `ngx_set_connection_log`): the connection's task carries the set of
+//! the location it is in (a task-local: [`scoped`], [`set_scope`]), and a line goes to it. Targets are files,
+//! `stderr`, `syslog:` ([`crate::syslog`]) and `memory:SIZE` (nginx's cyclic buffer read with a
+//! debugger: nothing here reads it, so nothing is kept). Files are reopened in place on SIGUSR1.
+//! A line is formatted once and written with one `write(2)` per file (O_APPEND), as nginx does:
+//! the error log is not buffered, so a line is never lost on a crash. A line below every
+//! sink's level costs one atomic load.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -21,7 +26,7 @@ use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 pub static DIRECTIVES: &[Command] = &[Command::new(
     "error_log",
     Ctx::MAIN.or(Ctx::HSL).or(Ctx::SS),
-    Args::Take(1, 2),
+    Args::ONE_OR_MORE,
     set_error_log,
 )];
 
@@ -73,6 +78,9 @@ impl Level {
 pub enum Target {
     Stderr,
     File(PathBuf),
+    Syslog(crate::syslog::SyslogConf),
+    /// `memory:SIZE`.
+    Memory,
 }
 
 /// One `error_log` directive.
@@ -84,14 +92,31 @@ pub struct ErrorLogConf {
 
 fn set_error_log(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let conf = parse_error_log(b, d)?;
-    match s {
-        Scope::Main => b.error_logs.push(conf),
-        _ => b.warn(
-            "\"error_log\" below the main context is not implemented yet: its messages go to \
-             the main error log",
-            &d.span,
-        ),
+    if let Scope::Main = s {
+        b.error_logs.push(conf);
+        return Ok(());
     }
+    let sink = Sink::open(&conf).map_err(|m| err(d, m))?;
+    CONTEXT_MAX.fetch_max(conf.level as u8, Ordering::Relaxed);
+    // A stream level's, or an http location's.
+    let slot = if matches!(s, Scope::Stream(_) | Scope::StreamServer(_)) {
+        &mut crate::stream::level(s)
+            .expect("a stream scope has a stream level")
+            .error_log
+    } else {
+        &mut crate::http::loc_conf(s).error_log
+    };
+    let log = slot.get_or_insert_with(|| {
+        Arc::new(ErrorLog {
+            sinks: Vec::with_capacity(1),
+        })
+    });
+    let sink = Arc::new(sink);
+    let mut all = CONTEXT_SINKS.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(&sink));
+    drop(all);
+    Arc::make_mut(log).sinks.push(sink);
     Ok(())
 }
 
@@ -99,35 +124,171 @@ fn parse_error_log(b: &Builder, d: &Directive) -> Result<ErrorLogConf, Error> {
     let file = &d.args[0].value;
     let target = if file == "stderr" {
         Target::Stderr
-    } else if file.starts_with("syslog:") || file.starts_with("memory:") {
-        return Err(err(
-            d,
-            format!("\"{file}\" error log targets are not supported by shoal"),
-        ));
+    } else if let Some(args) = file.strip_prefix("syslog:") {
+        Target::Syslog(crate::syslog::SyslogConf::parse(args).map_err(|m| err(d, m))?)
+    } else if let Some(size) = file.strip_prefix("memory:") {
+        if crate::conf::parse_size(size).is_none_or(|n| n == 0) {
+            return Err(err(d, format!("invalid buffer size \"{size}\"")));
+        }
+        Target::Memory
     } else {
         Target::File(b.full_path(file))
     };
-    let level = match d.args.get(1) {
-        None => Level::Error,
-        Some(a) => Level::parse(&a.value)
-            .ok_or_else(|| err(d, format!("invalid log level \"{}\"", a.value)))?,
+    // nginx's `ngx_log_set_levels`: one level, and any of the `debug_*` groups (which mean
+    // `debug` here: shoal's debug lines are not grouped).
+    const DEBUG_GROUPS: &[&str] = &[
+        "debug_core",
+        "debug_alloc",
+        "debug_mutex",
+        "debug_event",
+        "debug_http",
+        "debug_mail",
+        "debug_stream",
+    ];
+    let mut level = None;
+    let mut debug = false;
+    for a in &d.args[1..] {
+        let v = a.value.as_str();
+        if let Some(l) = Level::parse(v) {
+            if level.is_some() {
+                return Err(err(d, format!("duplicate log level \"{v}\"")));
+            }
+            level = Some(l);
+        } else if DEBUG_GROUPS.contains(&v) {
+            debug = true;
+        } else {
+            return Err(err(d, format!("invalid log level \"{v}\"")));
+        }
+    }
+    let level = match (level, debug) {
+        (_, true) => Level::Debug,
+        (Some(l), false) => l,
+        (None, false) => Level::Error,
     };
     Ok(ErrorLogConf { target, level })
 }
 
+/// One open target.
+#[derive(Debug)]
 struct Sink {
     level: Level,
     target: Target,
-    file: Option<File>,
+    /// A file target's file, replaced in place on SIGUSR1.
+    file: RwLock<Option<File>>,
+    syslog: Option<crate::syslog::Peer>,
 }
 
-/// The open error logs.
+impl Sink {
+    /// Opens a target: nginx's message for a file that cannot be opened.
+    fn open(c: &ErrorLogConf) -> Result<Sink, String> {
+        let file = match &c.target {
+            Target::File(p) => Some(open_append(p).map_err(|e| {
+                format!(
+                    "open() \"{}\" failed {}",
+                    p.display(),
+                    shoal_conf::os_error(&e)
+                )
+            })?),
+            _ => None,
+        };
+        let syslog = match &c.target {
+            Target::Syslog(s) => Some(crate::syslog::Peer::new(s.clone())),
+            _ => None,
+        };
+        Ok(Sink {
+            level: c.level,
+            target: c.target.clone(),
+            file: RwLock::new(file),
+            syslog,
+        })
+    }
+
+    /// Reopens a file target; the old file stays on failure (returned as nginx's message).
+    fn reopen(&self) -> Result<(), String> {
+        let Target::File(p) = &self.target else {
+            return Ok(());
+        };
+        let f = open_append(p).map_err(|e| {
+            format!(
+                "open() \"{}\" failed {}",
+                p.display(),
+                shoal_conf::os_error(&e)
+            )
+        })?;
+        *self.file.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
+        Ok(())
+    }
+
+    /// Writes a line (a syslog one carries the whole error log line after its header,
+    /// without the line feed).
+    fn write(&self, level: Level, line: &[u8]) {
+        if level > self.level {
+            return;
+        }
+        match &self.target {
+            Target::Stderr => {
+                let _ = std::io::stderr().lock().write_all(line);
+            }
+            Target::File(_) => {
+                if let Some(f) = &*self.file.read().unwrap_or_else(|e| e.into_inner()) {
+                    let _ = (&*f).write_all(line);
+                }
+            }
+            Target::Syslog(_) => {
+                if let Some(peer) = &self.syslog {
+                    let mut msg = Vec::with_capacity(line.len() + 64);
+                    peer.header(level as u8 - 1, &mut msg);
+                    msg.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(line));
+                    let _ = peer.send(&msg);
+                }
+            }
+            Target::Memory => {}
+        }
+    }
+}
+
+/// The open error logs of one level.
+#[derive(Clone, Debug)]
 pub struct ErrorLog {
-    sinks: Vec<Sink>,
+    sinks: Vec<Arc<Sink>>,
 }
 
 static MAX_LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
+/// The most verbose level of any `error_log` below the main context (raised as they are
+/// read, never lowered: a reload that drops one only costs formatting lines nobody takes).
+static CONTEXT_MAX: AtomicU8 = AtomicU8::new(0);
 static CURRENT: RwLock<Option<Arc<ErrorLog>>> = RwLock::new(None);
+
+tokio::task_local! {
+    /// The error log of the level a connection's task is in (see [`scoped`]).
+    static SCOPE: std::cell::RefCell<Option<Arc<ErrorLog>>>;
+}
+
+/// Runs a connection's task with its own error log scope (the main log until [`set_scope`]
+/// says otherwise): a task-local value, made current by tokio at each poll.
+pub fn scoped<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
+    SCOPE.scope(std::cell::RefCell::new(None), f)
+}
+
+/// The error log for what the current task logs from now on (`None`: the main one). Outside
+/// a connection's task, nothing changes.
+pub fn set_scope(log: Option<&Arc<ErrorLog>>) {
+    let _ = SCOPE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        let same = match (&*s, log) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if !same {
+            *s = log.cloned();
+        }
+    });
+}
+
+/// Every sink of an `error_log` below the main context still alive, for SIGUSR1.
+static CONTEXT_SINKS: std::sync::Mutex<Vec<std::sync::Weak<Sink>>> =
+    std::sync::Mutex::new(Vec::new());
 
 /// Opens a log file for appending (created 0644, close-on-exec), as nginx opens its logs.
 pub(crate) fn open_append(path: &std::path::Path) -> std::io::Result<File> {
@@ -144,21 +305,7 @@ impl ErrorLog {
     pub fn open(confs: &[ErrorLogConf]) -> Result<ErrorLog, String> {
         let mut sinks = Vec::with_capacity(confs.len());
         for c in confs {
-            let file = match &c.target {
-                Target::Stderr => None,
-                Target::File(p) => Some(open_append(p).map_err(|e| {
-                    format!(
-                        "open() \"{}\" failed {}",
-                        p.display(),
-                        shoal_conf::os_error(&e)
-                    )
-                })?),
-            };
-            sinks.push(Sink {
-                level: c.level,
-                target: c.target.clone(),
-                file,
-            });
+            sinks.push(Arc::new(Sink::open(c)?));
         }
         Ok(ErrorLog { sinks })
     }
@@ -182,46 +329,34 @@ impl ErrorLog {
 
     fn write(&self, level: Level, line: &[u8]) {
         for s in &self.sinks {
-            if level > s.level {
-                continue;
-            }
-            let _ = match &s.file {
-                Some(f) => (&*f).write_all(line),
-                None => std::io::stderr().lock().write_all(line),
-            };
+            s.write(level, line);
         }
     }
 }
 
-/// Reopens every file of the current error log (SIGUSR1). Targets that fail keep their old
-/// file and the failure is logged.
+/// Reopens every file of the error logs, the main one's and every level's (SIGUSR1). Targets
+/// that fail keep their old file and the failure is logged.
 pub fn reopen() {
     let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let Some(current) = current else { return };
-    let mut sinks = Vec::with_capacity(current.sinks.len());
     let mut failures = Vec::new();
-    for s in &current.sinks {
-        let file = match &s.target {
-            Target::Stderr => None,
-            Target::File(p) => match open_append(p) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    failures.push(format!(
-                        "open() \"{}\" failed {}",
-                        p.display(),
-                        shoal_conf::os_error(&e)
-                    ));
-                    s.file.as_ref().and_then(|f| f.try_clone().ok())
-                }
-            },
-        };
-        sinks.push(Sink {
-            level: s.level,
-            target: s.target.clone(),
-            file,
-        });
+    if let Some(current) = &current {
+        for s in &current.sinks {
+            if let Err(e) = s.reopen() {
+                failures.push(e);
+            }
+        }
     }
-    ErrorLog { sinks }.install();
+    let context: Vec<Arc<Sink>> = CONTEXT_SINKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    for s in context {
+        if let Err(e) = s.reopen() {
+            failures.push(e);
+        }
+    }
     if !use_stderr() {
         redirect_stderr();
     }
@@ -240,7 +375,11 @@ pub fn redirect_stderr() {
     if current.has_stderr() {
         return;
     }
-    if let Some(f) = current.sinks.iter().find_map(|s| s.file.as_ref()) {
+    let files: Vec<_> = current.sinks.iter().map(|s| s.file.read()).collect();
+    let first = files
+        .iter()
+        .find_map(|f| f.as_ref().ok().and_then(|f| f.as_ref()));
+    if let Some(f) = first {
         use std::os::fd::AsRawFd;
         // SAFETY: dup2 of an open file onto fd 2; fd 2 is replaced atomically.
         if unsafe { libc::dup2(f.as_raw_fd(), libc::STDERR_FILENO) } == -1 {
@@ -290,6 +429,7 @@ pub fn report(level: Level, msg: &str) {
 #[inline]
 pub fn enabled(level: Level) -> bool {
     level as u8 <= MAX_LEVEL.load(Ordering::Relaxed)
+        || level as u8 <= CONTEXT_MAX.load(Ordering::Relaxed)
 }
 
 thread_local! {
@@ -304,7 +444,10 @@ pub fn log(level: Level, conn: Option<u64>, msg: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
-    let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let current = match SCOPE.try_with(|s| s.borrow().clone()).ok().flatten() {
+        Some(scoped) => Some(scoped),
+        None => CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone(),
+    };
     let mut line = String::with_capacity(128);
     use std::fmt::Write as _;
     let _ = write!(

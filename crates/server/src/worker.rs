@@ -491,13 +491,13 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
         let number = worker.next_connection_number();
         let key = key.clone();
         if key.kind == SocketKind::Stream {
-            tokio::task::spawn_local(crate::stream::session::serve(
+            tokio::task::spawn_local(crate::log::scoped(crate::stream::session::serve(
                 fd, key, generation, number, guard,
-            ));
+            )));
             continue;
         }
         tokio::task::spawn_local(async move {
-            crate::http::h1::serve(fd, key, generation, number, guard).await;
+            crate::log::scoped(crate::http::h1::serve(fd, key, generation, number, guard)).await;
         });
     }
 }

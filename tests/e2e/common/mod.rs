@@ -7,6 +7,7 @@
 //! with a deadline ([`WAIT`]), so a slow machine makes a test slower, never flaky.
 
 pub mod client;
+pub mod dns;
 pub mod tls;
 pub mod upstream;
 
@@ -23,6 +24,10 @@ use std::time::{Duration, Instant};
 /// The binary under test: cargo's build of this checkout, or the one `SHOAL_TEST_BIN` names
 /// (bench/pgo.sh runs the suite against its profile-optimized binary that way). Every start of
 /// shoal goes through it, so its first use also runs [`setup_process`].
+/// Held by the tests that read or write the system's /etc/shoal (the package test installs
+/// it; the built-in configuration is used only while it is absent).
+pub static ETC_SHOAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     setup_process();
     std::env::var("SHOAL_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_shoal").to_owned())

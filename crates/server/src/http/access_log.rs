@@ -6,7 +6,9 @@
 //! is `flush=` old (a per-worker ticker checks), on reopen, and when the worker stops; with
 //! `gzip[=LEVEL]` each written buffer is one gzip member, so `zcat` reads the file whole.
 //! Log files are opened when the configuration is read (so `-t` checks them, as nginx's does) and
-//! reopened in place on SIGUSR1.
+//! reopened in place on SIGUSR1. A path with variables is opened for each line, or kept open
+//! per worker by `open_log_file_cache` ([`LogFileCache`]). A `syslog:` target sends each line
+//! as a datagram ([`crate::syslog`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -86,6 +88,143 @@ pub fn reopen() {
 pub enum LogTarget {
     File(Arc<LogFile>),
     Dynamic { path: Template, prefix: PathBuf },
+    Syslog(crate::syslog::Peer),
+}
+
+/// `open_log_file_cache max=N [inactive=TIME] [min_uses=N] [valid=TIME]`: files of paths
+/// with variables kept open by each worker (at most `max`, the least recently used closed
+/// first), closed when unused for `inactive`, kept only once used `min_uses` times within
+/// `inactive`, and opened again (the name looked up anew) after `valid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogFileCache {
+    pub max: usize,
+    pub inactive: Duration,
+    pub min_uses: u64,
+    pub valid: Duration,
+}
+
+pub(super) fn set_open_log_file_cache(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    if lc.open_log_file_cache.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let mut c = LogFileCache {
+        max: 0,
+        inactive: Duration::from_secs(10),
+        min_uses: 1,
+        valid: Duration::from_secs(60),
+    };
+    let mut off = false;
+    for a in &d.args {
+        let v = a.value.as_str();
+        let ok = if let Some(n) = v.strip_prefix("max=") {
+            crate::conf::parse_number(n).map(|n| c.max = n as usize)
+        } else if let Some(t) = v.strip_prefix("inactive=") {
+            crate::conf::parse_time(t).map(|t| c.inactive = t)
+        } else if let Some(n) = v.strip_prefix("min_uses=") {
+            crate::conf::parse_number(n).map(|n| c.min_uses = n)
+        } else if let Some(t) = v.strip_prefix("valid=") {
+            crate::conf::parse_time(t).map(|t| c.valid = t)
+        } else if v == "off" {
+            off = true;
+            Some(())
+        } else {
+            None
+        };
+        if ok.is_none() {
+            return Err(err(
+                d,
+                format!("invalid \"open_log_file_cache\" parameter \"{v}\""),
+            ));
+        }
+    }
+    if off {
+        lc.open_log_file_cache = Some(None);
+        return Ok(());
+    }
+    if c.max == 0 {
+        return Err(err(
+            d,
+            "\"open_log_file_cache\" must have \"max\" parameter",
+        ));
+    }
+    lc.open_log_file_cache = Some(Some(c));
+    Ok(())
+}
+
+/// A file `open_log_file_cache` keeps open.
+struct Cached {
+    file: File,
+    opened: Instant,
+    last: Instant,
+    uses: u64,
+}
+
+thread_local! {
+    /// `open_log_file_cache`: the worker's open files, by path (a path not kept open yet has
+    /// no file, only its uses).
+    static OPEN_LOGS: RefCell<HashMap<PathBuf, Option<Cached>>> = RefCell::new(HashMap::new());
+    /// Uses of paths not kept open yet (`min_uses`), with the time of the first.
+    static USES: RefCell<HashMap<PathBuf, (u64, Instant)>> = RefCell::new(HashMap::new());
+}
+
+/// Writes a line to a path with variables: through the worker's cache of open files when
+/// `cache` is on, else opened for the line.
+fn write_dynamic(path: &Path, line: &[u8], cache: Option<&LogFileCache>) -> std::io::Result<()> {
+    let Some(c) = cache else {
+        return LogFile::open(path)?.write_all(line);
+    };
+    let now = Instant::now();
+    OPEN_LOGS.with(|open| {
+        let mut open = open.borrow_mut();
+        // Close what was unused for `inactive` or opened longer than `valid` ago.
+        open.retain(|_, e| {
+            e.as_ref().is_some_and(|e| {
+                now.duration_since(e.last) < c.inactive && now.duration_since(e.opened) < c.valid
+            })
+        });
+        if let Some(Some(e)) = open.get_mut(path) {
+            e.last = now;
+            e.uses += 1;
+            return e.file.write_all(line);
+        }
+        let mut f = LogFile::open(path)?;
+        f.write_all(line)?;
+        let uses = USES.with(|u| {
+            let mut u = u.borrow_mut();
+            u.retain(|_, (_, first)| now.duration_since(*first) < c.inactive);
+            let e = u.entry(path.to_path_buf()).or_insert((0, now));
+            e.0 += 1;
+            e.0
+        });
+        if uses >= c.min_uses {
+            USES.with(|u| u.borrow_mut().remove(path));
+            if open.len() >= c.max {
+                // The least recently used goes.
+                let oldest = open
+                    .iter()
+                    .min_by_key(|(_, e)| e.as_ref().map(|e| e.last))
+                    .map(|(p, _)| p.clone());
+                if let Some(p) = oldest {
+                    open.remove(&p);
+                }
+            }
+            open.insert(
+                path.to_path_buf(),
+                Some(Cached {
+                    file: f,
+                    opened: now,
+                    last: now,
+                    uses,
+                }),
+            );
+        }
+        Ok(())
+    })
 }
 
 /// One `access_log` directive.
@@ -206,11 +345,10 @@ pub(super) fn set_access_log(
         if d.args.len() > 1 {
             return Err(crate::conf::invalid_args(d));
         }
+        // nginx's `off` silences the whole level, whatever else it lists.
         lc.access_log = Some(Arc::new(Vec::new()));
+        lc.access_log_off = true;
         return Ok(());
-    }
-    if path.starts_with("syslog:") {
-        return Err(err(d, "syslog access logs are not supported by shoal"));
     }
     let format = match d.args.get(1).filter(|a| !a.value.contains('=')) {
         Some(a) => match a.value.as_str() {
@@ -230,9 +368,17 @@ pub(super) fn set_access_log(
         1
     };
     let log = build_access_log(b, d, format, params_from)?;
+    push_log(lc, log);
+    Ok(())
+}
+
+/// Adds a log to the level's list, unless the level said `access_log off`.
+fn push_log(lc: &mut super::LocConf, log: AccessLog) {
+    if lc.access_log_off {
+        return;
+    }
     let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
     Arc::make_mut(list).push(Arc::new(log));
-    Ok(())
 }
 
 /// An `access_log PATH ... [buffer=] [flush=] [gzip[=]] [if=]` line once its format is
@@ -244,6 +390,10 @@ pub fn build_access_log(
     params_from: usize,
 ) -> Result<AccessLog, Error> {
     let path = &d.args[0].value;
+    let syslog = match path.strip_prefix("syslog:") {
+        Some(args) => Some(crate::syslog::SyslogConf::parse(args).map_err(|m| err(d, m))?),
+        None => None,
+    };
     let (mut buffer, mut flush, mut gzip, mut condition) = (None, None, None, None);
     for a in &d.args[params_from..] {
         let v = a.value.as_str();
@@ -278,6 +428,24 @@ pub fn build_access_log(
     if (flush.is_some() || gzip.is_some()) && buffer.is_none() {
         // nginx: flush= and gzip imply a 64k buffer.
         buffer = Some(64 * 1024);
+    }
+    if let Some(conf) = syslog {
+        if buffer.is_some() {
+            return Err(err(d, "logs to syslog cannot be buffered"));
+        }
+        let reads_sent_headers = format.template.may_read_sent_headers()
+            || condition
+                .as_ref()
+                .is_some_and(Template::may_read_sent_headers);
+        return Ok(AccessLog {
+            target: LogTarget::Syslog(crate::syslog::Peer::new(conf)),
+            format,
+            buffer,
+            flush,
+            gzip,
+            condition,
+            reads_sent_headers,
+        });
     }
     let template = Template::compile(path).map_err(|m| err(d, m))?;
     let target = if template.is_static() {
@@ -348,9 +516,23 @@ pub fn log_request(logs: &[Arc<AccessLog>], vars: &Vars<'_>) {
             continue;
         }
         let mut line = Vec::with_capacity(256);
+        if let LogTarget::Syslog(peer) = &log.target {
+            // The header, then the line without its line feed (nginx's).
+            peer.header(peer.conf.severity, &mut line);
+            vars.eval_log(&log.format.template, log.format.escape, &mut line);
+            if let Err(e) = peer.send(&line) {
+                crate::error_log!(
+                    crate::log::Level::Alert,
+                    "send() failed {}",
+                    shoal_conf::os_error(&e)
+                );
+            }
+            continue;
+        }
         vars.eval_log(&log.format.template, log.format.escape, &mut line);
         line.push(b'\n');
         match &log.target {
+            LogTarget::Syslog(_) => unreachable!("sent above"),
             LogTarget::Dynamic { path, prefix } => {
                 let p = vars.eval(path);
                 let p = if Path::new(&p).is_absolute() {
@@ -358,10 +540,9 @@ pub fn log_request(logs: &[Arc<AccessLog>], vars: &Vars<'_>) {
                 } else {
                     prefix.join(p)
                 };
-                match LogFile::open(&p) {
-                    Ok(mut f) => {
-                        let _ = f.write_all(&line);
-                    }
+                let cache = vars.lc.and_then(|lc| lc.open_log_file_cache.flatten());
+                match write_dynamic(&p, &line, cache.as_ref()) {
+                    Ok(()) => {}
                     Err(e) => crate::error_log!(
                         crate::log::Level::Error,
                         "open() \"{}\" failed {}",

@@ -472,7 +472,11 @@ impl<'a> ClientBody<'a> {
         let state = match ended {
             Ok(()) => State::Read(match file {
                 Some((f, n)) => Whole::File(Arc::new(f), n),
-                None => Whole::Memory(memory.into()),
+                None => {
+                    let b: Bytes = memory.into();
+                    r.extras.set_body(b.clone());
+                    Whole::Memory(b)
+                }
             }),
             Err(f) => State::Failed(f),
         };
@@ -566,6 +570,7 @@ fn file_only(lc: &LocConf, r: &Req<'_, '_>) -> std::io::Result<(File, Option<Rem
         name.display(),
         r.log_ctx()
     );
+    r.extras.set_body_file(name.display().to_string());
     let cleanup = (conf.in_file_only == Some(InFileOnly::Clean)).then(|| RemoveOnDrop(name));
     Ok((f, cleanup))
 }

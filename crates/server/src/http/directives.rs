@@ -177,7 +177,7 @@ pub struct AddHeader {
 }
 
 /// `expires`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expires {
     Off,
     Epoch,
@@ -189,6 +189,59 @@ pub enum Expires {
     },
     /// `@15h30m`: at this time of day.
     Daily(i64),
+    /// A value with variables (nginx 1.7.9+), read per request as the directive's value is
+    /// (after `modified` when written): `epoch`, `max`, `off`, `@TIME`, `[+|-]TIME`. A value
+    /// that reads as none of them sets no header, as in nginx.
+    Var {
+        value: Arc<Template>,
+        modified: bool,
+    },
+}
+
+impl Expires {
+    /// The value for a request: a `Var` read now (`None`: no header), the others as they are.
+    pub fn eval(&self, eval: impl FnOnce(&Template) -> String) -> Option<Expires> {
+        match self {
+            Expires::Var { value, modified } => parse_expires(&eval(value), *modified).ok(),
+            other => Some(other.clone()),
+        }
+    }
+}
+
+/// nginx's `ngx_http_parse_expires`: the value of `expires` (after `modified`), or its
+/// error's words.
+pub fn parse_expires(v: &str, modified: bool) -> Result<Expires, &'static str> {
+    if !modified {
+        match v {
+            "epoch" => return Ok(Expires::Epoch),
+            "max" => return Ok(Expires::Max),
+            "off" => return Ok(Expires::Off),
+            _ => {}
+        }
+    }
+    let (daily, minus, t) = if let Some(t) = v.strip_prefix('@') {
+        if modified {
+            return Err("daily time cannot be used with \"modified\" parameter");
+        }
+        (true, false, t)
+    } else if let Some(t) = v.strip_prefix('+') {
+        (false, false, t)
+    } else if let Some(t) = v.strip_prefix('-') {
+        (false, true, t)
+    } else {
+        (false, false, v)
+    };
+    let secs = crate::conf::parse_time(t).ok_or("invalid value")?.as_secs() as i64;
+    if daily {
+        if secs > 24 * 60 * 60 {
+            return Err("daily time value must be less than 24 hours");
+        }
+        return Ok(Expires::Daily(secs));
+    }
+    Ok(Expires::After {
+        secs: if minus { -secs } else { secs },
+        modified,
+    })
 }
 
 /// `if_modified_since`.
@@ -336,32 +389,16 @@ fn set_expires(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), 
     }
     let (modified, v) = match d.args.len() {
         2 if d.args[0].value == "modified" => (true, d.args[1].value.as_str()),
-        2 => return Err(err(d, format!("invalid value \"{}\"", d.args[0].value))),
+        2 => return Err(crate::conf::directive_err(d, "invalid value")),
         _ => (false, d.args[0].value.as_str()),
     };
-    let e = match v {
-        "off" if !modified => Expires::Off,
-        "epoch" if !modified => Expires::Epoch,
-        "max" if !modified => Expires::Max,
-        _ => {
-            if let Some(t) = v.strip_prefix('@') {
-                let t = crate::conf::parse_time(t)
-                    .filter(|t| t.as_secs() < 86400)
-                    .ok_or_else(|| err(d, format!("invalid value \"{v}\"")))?;
-                Expires::Daily(t.as_secs() as i64)
-            } else {
-                let (neg, t) = match v.strip_prefix('-') {
-                    Some(t) => (true, t),
-                    None => (false, v.strip_prefix('+').unwrap_or(v)),
-                };
-                let secs = crate::conf::parse_time(t)
-                    .ok_or_else(|| err(d, format!("invalid value \"{v}\"")))?
-                    .as_secs() as i64;
-                Expires::After {
-                    secs: if neg { -secs } else { secs },
-                    modified,
-                }
-            }
+    let t = Template::compile(v).map_err(|m| err(d, m))?;
+    let e = if t.is_static() {
+        parse_expires(v, modified).map_err(|m| crate::conf::directive_err(d, m))?
+    } else {
+        Expires::Var {
+            value: Arc::new(t),
+            modified,
         }
     };
     lc.expires = Some(e);
@@ -565,7 +602,8 @@ fn set_merge_slashes(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
 /// `Expires` and `Cache-Control` for a response whose file time is `mtime`, at `now`.
 pub fn expires_headers(e: Expires, now: i64, mtime: Option<i64>) -> Option<(String, String)> {
     let (expires_at, max_age) = match e {
-        Expires::Off => return None,
+        // Read into one of the others before (`Expires::eval`).
+        Expires::Off | Expires::Var { .. } => return None,
         Expires::Epoch => {
             return Some((
                 shoal_http::date::format_unix(1)

@@ -31,7 +31,11 @@ pub fn filter(cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
         200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
     );
     if good {
-        if let Some(e) = lc.expires {
+        let e = lc
+            .expires
+            .as_ref()
+            .and_then(|e| e.eval(|t| r.vars_rw(rw, lc).eval(t)));
+        if let Some(e) = e {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)

@@ -170,6 +170,98 @@ impl Pacer {
     }
 }
 
+/// One answer's pacing on its connection: the [`Pacer`], the bytes written so far (the head
+/// included, as nginx's `c->sent`), and the instant before which nothing may go (the pause
+/// after the last write, nginx's delayed write event).
+#[derive(Clone, Copy, Debug)]
+pub struct Pacing {
+    pacer: Pacer,
+    sent: u64,
+    resume: Option<std::time::Instant>,
+}
+
+impl Pacing {
+    pub fn new(pacer: Pacer) -> Pacing {
+        Pacing {
+            pacer,
+            sent: 0,
+            resume: None,
+        }
+    }
+
+    /// How many bytes may be written now (`Ok`), or the instant to wait for (`Err`).
+    pub fn allowed(&self, now: std::time::Instant) -> Result<usize, std::time::Instant> {
+        if let Some(at) = self.resume.filter(|&at| at > now) {
+            return Err(at);
+        }
+        match self.pacer.allowance(self.sent, unix_secs()) {
+            Allowance::Unlimited => Ok(usize::MAX),
+            Allowance::Bytes(n) => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            Allowance::Wait(d) => Err(now + d),
+        }
+    }
+
+    /// The rate (`$limit_rate`).
+    pub fn rate(&self) -> u64 {
+        self.pacer.rate()
+    }
+
+    /// `n` bytes were written at `now`: the pause before the next write starts.
+    pub fn wrote(&mut self, n: usize, now: std::time::Instant) {
+        let before = self.sent;
+        self.sent += n as u64;
+        self.resume = self.pacer.pause(before, self.sent).map(|d| now + d);
+    }
+}
+
+/// The wall clock's whole seconds (nginx's `ngx_time()`).
+pub fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The pacing of a request's answer, as nginx's write filter settles it at the first write:
+/// `$limit_rate` set by `set` or an upstream's `X-Accel-Limit-Rate` (unless
+/// `proxy_ignore_headers` names it) first, else the location's `limit_rate`; then
+/// `limit_rate_after`. `None`: no rate.
+pub fn pacing_for(
+    lc: &crate::http::LocConf,
+    set_rate: Option<&str>,
+    upstream: Option<&crate::http::proxy::handler::Record>,
+    vars: &crate::variables::Vars<'_>,
+    log: &dyn Fn(&str),
+) -> Option<Pacing> {
+    let mut eval = |t: &Template| vars.eval(t);
+    let accel = upstream
+        .filter(|_| !lc.proxy.ignores("X-Accel-Limit-Rate"))
+        .and_then(|rec| rec.head.as_ref())
+        .and_then(|h| h.header("x-accel-limit-rate"))
+        .and_then(x_accel_limit_rate);
+    let rate = match (set_rate, accel) {
+        (Some(text), _) => parse_size_km(text).unwrap_or_else(|| {
+            log(&format!("invalid size \"{text}\""));
+            0
+        }),
+        (None, Some(n)) => n,
+        (None, None) => lc.limit_rate.rate(&mut eval).unwrap_or_else(|text| {
+            log(&format!("invalid size \"{text}\""));
+            0
+        }),
+    };
+    if rate == 0 {
+        return None;
+    }
+    let after = lc.limit_rate.after(&mut eval).unwrap_or_else(|text| {
+        log(&format!("invalid size \"{text}\""));
+        0
+    });
+    let start = vars.start;
+    let elapsed = std::time::Instant::now().saturating_duration_since(start);
+    let start_sec = unix_secs().saturating_sub(elapsed.as_secs());
+    Some(Pacing::new(Pacer::new(rate, after, start_sec)))
+}
+
 fn clamp_ms(ms: i128) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX)
 }
@@ -190,6 +282,26 @@ pub struct Module;
 impl crate::http::modules::HttpModule for Module {
     type Loc = LimitRateLoc;
     const DIRECTIVES: &'static [crate::conf::Command] = DIRECTIVES;
+    const VARIABLES: &'static [&'static str] = &["limit_rate"];
+
+    /// `$limit_rate`: what `set` gave it, else the rate the answer was paced by once it is
+    /// written (the access log), else 0 (as nginx's before its write filter ran).
+    fn variable(
+        _loc: Option<&LimitRateLoc>,
+        _name: &str,
+        vars: &crate::variables::Vars<'_>,
+        out: &mut String,
+    ) -> Option<bool> {
+        if let Some(v) = vars.user.and_then(|u| u.get("limit_rate")) {
+            out.push_str(&parse_size_km(v).unwrap_or(0).to_string());
+            return Some(true);
+        }
+        if vars.extras.is_some_and(|e| e.var("limit_rate", out)) {
+            return Some(true);
+        }
+        out.push('0');
+        Some(true)
+    }
 
     fn merge(loc: &mut LimitRateLoc, parent: &LimitRateLoc) {
         loc.merge(parent);

@@ -242,6 +242,8 @@ http_modules! {
     access: super::access::Module,
     /// `auth_basic`, `auth_basic_user_file` (access).
     auth_basic: super::auth_basic::Module,
+    /// `auth_request`, `auth_request_set` (access: a subrequest decides).
+    auth_request: super::auth_request::Module,
     /// `auth_delay`.
     auth_delay: super::auth_delay::Module,
     /// `limit_rate`, `limit_rate_after`.
@@ -253,6 +255,12 @@ http_modules! {
     /// `*_hash_max_size`, `*_hash_bucket_size`, `connection_pool_size`, `request_pool_size`
     /// (checked; they size nothing here).
     hash_sizes: super::hash_sizes::Module,
+    /// `resolver`, `resolver_timeout` (the proxy's run-time lookups).
+    resolver: crate::resolver::conf::Module,
+    /// `proxy_store`, `proxy_store_access` (the proxy attaches the store to an answer).
+    proxy_store: super::proxy_store::Module,
+    /// `subrequest_output_buffer_size` (checked and kept for the subrequests' modules).
+    subrequest: super::subrequest::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
     autoindex: super::autoindex::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
@@ -265,6 +273,8 @@ http_modules! {
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,
+    /// `add_trailer`: the answer goes chunked, the fields after its last chunk.
+    trailers: super::trailers::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they
@@ -293,10 +303,11 @@ pub async fn access_phases(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
                 tokio::time::sleep(d).await;
             }
             let mut reply = Box::new(super::reply::error_reply(status, cx.lc));
-            if status == 401 {
-                for (name, value) in headers {
-                    reply.headers.push((name, value.into()));
-                }
+            // A `WWW-Authenticate` an access module set stays on whatever refusal ends the
+            // phase (nginx keeps it in the answer's headers: a 500 of `auth_request` after
+            // `auth_basic`'s 401 under `satisfy any` has it too).
+            for (name, value) in headers {
+                reply.headers.push((name, value.into()));
             }
             Some(reply)
         }

@@ -105,6 +105,10 @@ pub trait BodyFilter {
     fn keeps_length(&self) -> bool {
         false
     }
+    /// Trailer fields (`Name: value\r\n` lines) for the last chunk (`add_trailer`).
+    fn trailers(&self) -> &[u8] {
+        &[]
+    }
 }
 
 /// Feeds `data` through `filters` in order, emitting what comes out of the last.
@@ -443,9 +447,15 @@ impl Output {
         }
         total += finish_filters(z, sink, chunked)?;
         if chunked {
-            sink.out()
-                .extend_from_slice(shoal_http::response::LAST_CHUNK);
-            total += shoal_http::response::LAST_CHUNK.len() as u64;
+            // The last chunk, with the trailer fields a filter holds (`add_trailer`).
+            let out = sink.out();
+            let before = out.len();
+            out.extend_from_slice(b"0\r\n");
+            for f in z.iter() {
+                out.extend_from_slice(f.trailers());
+            }
+            out.extend_from_slice(b"\r\n");
+            total += (out.len() - before) as u64;
         }
         Ok(total)
     }

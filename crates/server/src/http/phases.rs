@@ -50,7 +50,24 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 
 /// Runs the phases for one request; `body` is its body, read if a handler wants it.
 pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s> {
-    run::<false>(r, body, 0).await
+    run::<false>(r, body, 0, None).await
+}
+
+/// A subrequest's answer (nginx's `ngx_http_subrequest` waited for, its body kept in
+/// memory and dropped): `uri`'s location runs its phases and content handler as an internal
+/// `GET` of the same client request, without the access phases (nginx skips them for a
+/// subrequest) and without its body. `auth_request` asks one; `ssi` and `mirror` would too.
+/// The answer's body is not read: a proxied one's upstream connection is closed.
+pub fn subrequest<'s, 'a>(
+    r: &'a Req<'s, '_>,
+    uri: &'a str,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
+    Box::pin(async move {
+        let body = ClientBody::none();
+        let mut done = run::<false>(r, &body, 0, Some(uri)).await;
+        done.reply.body = Body::Empty;
+        done
+    })
 }
 
 /// The answer to a request refused as soon as its head was read (nginx's
@@ -62,22 +79,31 @@ pub async fn process_status<'s>(
     body: &ClientBody<'_>,
     status: u16,
 ) -> Answered<'s> {
-    run::<true>(r, body, status).await
+    run::<true>(r, body, status, None).await
 }
 
 /// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
 /// usual request's loop carries no test for it).
+/// `sub`: the URI of a subrequest (see [`subrequest`]).
 async fn run<'s, const REFUSED: bool>(
     r: &Req<'s, '_>,
     body: &ClientBody<'_>,
     status: u16,
+    sub: Option<&str>,
 ) -> Answered<'s> {
     let srv = r.srv;
+    crate::log::set_scope(srv.loc.error_log.as_ref());
     let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
-        uri: shoal_http::lossy(r.req.path()).into_owned(),
-        args: r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
-        quoted_uri: {
+        uri: match sub {
+            Some(uri) => uri.to_string(),
+            None => shoal_http::lossy(r.req.path()).into_owned(),
+        },
+        args: match sub {
+            Some(_) => None,
+            None => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
+        },
+        quoted_uri: sub.is_none() && {
             let target = r.req.uri();
             let path = target.split(|&c| c == b'?').next().unwrap_or_default();
             path.iter().any(|&c| c == b'%' || c == b'+')
@@ -90,14 +116,17 @@ async fn run<'s, const REFUSED: bool>(
     }
     // nginx's post-read phase (realip), with the server's configuration: once, before the
     // server's rewrites see the request.
-    super::modules::post_read_phase(&Cx {
-        r,
-        lc: &srv.loc,
-        rw: &rw,
-        upstream: None,
-    });
-    let mut method_get = false;
-    let mut internal = false;
+    if sub.is_none() {
+        super::modules::post_read_phase(&Cx {
+            r,
+            lc: &srv.loc,
+            rw: &rw,
+            upstream: None,
+        });
+    }
+    // A subrequest is an internal GET.
+    let mut method_get = sub.is_some();
+    let mut internal = sub.is_some();
     let mut named: Option<String> = None;
     let mut redirects = 0u32;
     let mut error_page_used = false;
@@ -109,6 +138,9 @@ async fn run<'s, const REFUSED: bool>(
     // An error nginx generated before an `error_page` took over: keep-alive is off.
     let mut close_after = false;
     let mut upstream: Option<Rc<RefCell<Record>>> = None;
+    // An access module's `WWW-Authenticate` on a refusal `error_page` took over: nginx keeps
+    // it in the answer's headers through the redirect (the oauth2-proxy pattern's 302 has it).
+    let mut carried_auth: Vec<(&'static str, std::borrow::Cow<'static, str>)> = Vec::new();
 
     loop {
         // What the server's rewrites came to (`return`, a redirect): an answer meets the
@@ -206,6 +238,8 @@ async fn run<'s, const REFUSED: bool>(
             rw.vars.extend(caps.named);
         }
         let mut lc = loc.map_or(&srv.loc, |l| &l.loc);
+        // nginx's `ngx_set_connection_log`: the location's error log from here on.
+        crate::log::set_scope(lc.error_log.as_ref());
         // `limit_except`: a method the location does not list is served with the block's
         // configuration, from here on (nginx's find-config phase), its rewrites included.
         let limited = super::limit_except::limited(lc, effective_method(r, method_get));
@@ -253,7 +287,7 @@ async fn run<'s, const REFUSED: bool>(
         }
         // nginx's preaccess and access phases (limits, `allow`/`deny`, `auth_basic`), in the
         // location the request is in now.
-        if decided.is_none() && !refused {
+        if decided.is_none() && !refused && sub.is_none() {
             let cx = Cx {
                 r,
                 lc,
@@ -264,7 +298,11 @@ async fn run<'s, const REFUSED: bool>(
                 decided = Some(Outcome::Reply(reply));
             }
         }
-        let method = effective_method(r, method_get);
+        // A subrequest is a GET, whatever the main request's method (a HEAD's too).
+        let method = match sub {
+            Some(_) => "GET",
+            None => effective_method(r, method_get),
+        };
 
         let mut from_try_files = false;
         let outcome = if let Some(o) = decided {
@@ -374,6 +412,13 @@ async fn run<'s, const REFUSED: bool>(
                         .and_then(|pages| pages.iter().find(|p| p.codes.contains(&reply.status)));
                     if let Some(page) = page {
                         error_page_used = true;
+                        carried_auth.extend(
+                            reply
+                                .headers
+                                .iter()
+                                .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+                                .cloned(),
+                        );
                         close_after |= reply.ends_keepalive();
                         let target = r.vars_rw(&rw, lc).eval(&page.target);
                         let code = reply.status;
@@ -406,6 +451,7 @@ async fn run<'s, const REFUSED: bool>(
                         };
                         let mut redirect = super::reply::error_reply(status, lc);
                         redirect.location = Some(target);
+                        redirect.headers.append(&mut carried_auth);
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
                 }
@@ -429,6 +475,7 @@ async fn run<'s, const REFUSED: bool>(
                         .extra
                         .extend(carried.into_iter().map(|(n, v)| (n.into(), v.into())));
                 }
+                reply.headers.append(&mut carried_auth);
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;

@@ -51,6 +51,21 @@ pub fn date(waited: bool) -> [u8; shoal_http::date::DATE_LEN] {
 #[derive(Default)]
 pub struct Extras {
     vars: RefCell<Vec<(&'static str, String)>>,
+    /// `$request_id`, made at its first use.
+    request_id: std::cell::Cell<Option<[u8; 16]>>,
+    /// The request's bytes were in the buffer when the one before it was answered (`$pipe`).
+    pipelined: std::cell::Cell<bool>,
+    /// The answer was sent whole (`$request_completion`).
+    completed: std::cell::Cell<bool>,
+    /// When the connection was accepted (`$connection_time`) and its socket (`$tcpinfo_*`).
+    conn_born: std::cell::Cell<Option<std::time::Instant>>,
+    socket: std::cell::Cell<Option<std::os::fd::RawFd>>,
+    /// The body read into memory (`$request_body`), and the file it was written to with
+    /// `client_body_in_file_only` (`$request_body_file`).
+    body: RefCell<Option<bytes::Bytes>>,
+    body_file: RefCell<Option<String>>,
+    /// Declared variables a module set for the request (`auth_request_set`).
+    user_vars: RefCell<Vec<(String, String)>>,
     holds: RefCell<Vec<Box<dyn std::any::Any>>>,
     preaccess_done: std::cell::Cell<bool>,
     real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
@@ -71,6 +86,107 @@ impl Extras {
         match self.vars.borrow().iter().find(|(n, _)| *n == name) {
             Some((_, v)) => {
                 out.push_str(v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets a declared variable's value for the rest of the request (`auth_request_set`).
+    pub fn set_user_var(&self, name: &str, value: String) {
+        let mut vars = self.user_vars.borrow_mut();
+        match vars.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value,
+            None => vars.push((name.to_string(), value)),
+        }
+    }
+
+    /// Appends a declared variable's value a module set; false when none did.
+    pub fn user_var(&self, name: &str, out: &mut String) -> bool {
+        match self.user_vars.borrow().iter().find(|(n, _)| n == name) {
+            Some((_, v)) => {
+                out.push_str(v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `$request_id`: 16 random bytes in hex, the same for the whole request.
+    pub fn request_id(&self, out: &mut String) {
+        let id = match self.request_id.get() {
+            Some(id) => id,
+            None => {
+                let mut id = [0u8; 16];
+                aws_lc_rs::rand::fill(&mut id).expect("the system's random source works");
+                self.request_id.set(Some(id));
+                id
+            }
+        };
+        use std::fmt::Write as _;
+        for b in id {
+            let _ = write!(out, "{b:02x}");
+        }
+    }
+
+    /// The connection's part of the request: whether it was pipelined, when the connection
+    /// was accepted, its socket.
+    pub fn set_connection(
+        &self,
+        pipelined: bool,
+        born: std::time::Instant,
+        socket: Option<std::os::fd::RawFd>,
+    ) {
+        self.pipelined.set(pipelined);
+        self.conn_born.set(Some(born));
+        self.socket.set(socket);
+    }
+
+    pub fn pipelined(&self) -> bool {
+        self.pipelined.get()
+    }
+
+    pub fn conn_born(&self) -> Option<std::time::Instant> {
+        self.conn_born.get()
+    }
+
+    pub fn socket(&self) -> Option<std::os::fd::RawFd> {
+        self.socket.get()
+    }
+
+    /// The answer went out whole.
+    pub fn set_completed(&self) {
+        self.completed.set(true);
+    }
+
+    pub fn completed(&self) -> bool {
+        self.completed.get()
+    }
+
+    /// The body as read into memory.
+    pub fn set_body(&self, body: bytes::Bytes) {
+        *self.body.borrow_mut() = Some(body);
+    }
+
+    /// Appends `$request_body`; false when the body was not read into memory.
+    pub fn body(&self, out: &mut String) -> bool {
+        match &*self.body.borrow() {
+            Some(b) => {
+                out.push_str(&String::from_utf8_lossy(b));
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn set_body_file(&self, name: String) {
+        *self.body_file.borrow_mut() = Some(name);
+    }
+
+    pub fn body_file(&self, out: &mut String) -> bool {
+        match &*self.body_file.borrow() {
+            Some(n) => {
+                out.push_str(n);
                 true
             }
             None => false,

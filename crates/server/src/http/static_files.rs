@@ -46,7 +46,15 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Var
 fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &Vars<'_>) -> Outcome {
     let dir = lc.doc_root().map(uri, Some(vars));
     let mut dir_tested = false;
-    for name in lc.index() {
+    for index_name in lc.index() {
+        let evaluated;
+        let name = match &index_name.template {
+            Some(t) => {
+                evaluated = vars.eval(t);
+                &evaluated
+            }
+            None => &index_name.text,
+        };
         if name.starts_with('/') {
             return Outcome::Internal(name.clone());
         }

@@ -161,6 +161,8 @@ pub struct Level {
     /// The stream ssl module's settings (`ssl_certificate`, `ssl_protocols`, ...).
     pub ssl: crate::tls::SslConf,
     pub ssl_handshake_timeout: Option<Duration>,
+    /// `error_log` of the level that has some: a session's lines go there.
+    pub error_log: Option<Arc<crate::log::ErrorLog>>,
 }
 
 impl Level {
@@ -191,6 +193,7 @@ impl Level {
         self.limit_conn.merge(&p.limit_conn);
         self.ssl.merge(&p.ssl);
         merge(&mut self.ssl_handshake_timeout, &p.ssl_handshake_timeout);
+        merge(&mut self.error_log, &p.error_log);
     }
 
     /// `proxy_connect_timeout` (60s).
@@ -612,9 +615,6 @@ fn set_access_log(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
         }
         stream_level(s).access_log = Some(Arc::new(Vec::new()));
         return Ok(());
-    }
-    if path.starts_with("syslog:") {
-        return Err(err(d, "syslog access logs are not supported by shoal"));
     }
     let Some(name) = d.args.get(1).map(|a| a.value.as_str()) else {
         return Err(err(d, "log format is not specified"));

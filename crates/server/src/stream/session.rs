@@ -196,6 +196,7 @@ pub async fn serve(
     let Some(srv) = stream.server_for(&key.addr, info.local, false).cloned() else {
         return;
     };
+    crate::log::set_scope(srv.conf.error_log.as_ref());
     crate::conn_log!(
         Level::Info,
         number,

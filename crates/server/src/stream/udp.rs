@@ -85,7 +85,8 @@ pub async fn serve_socket(worker: Rc<Worker>, fd: OwnedFd, key: SocketKey) {
         let (tx, rx) = mpsc::unbounded_channel();
         sessions.borrow_mut().insert(from, tx);
         let (sock, sessions, key) = (sock.clone(), sessions.clone(), key.clone());
-        tokio::task::spawn_local(async move {
+        tokio::task::spawn_local(crate::log::scoped(async move {
+            crate::log::set_scope(srv.conf.error_log.as_ref());
             let info = ConnInfo {
                 number,
                 peer: Some(from),
@@ -118,7 +119,7 @@ pub async fn serve_socket(worker: Rc<Worker>, fd: OwnedFd, key: SocketKey) {
             drop(map);
             cx.log();
             drop(guard);
-        });
+        }));
     }
 }
 

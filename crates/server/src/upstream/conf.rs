@@ -108,6 +108,17 @@ pub struct UpstreamConf {
     pub ephemeral: bool,
     /// A `stream {}` upstream: its `server` lines must name a port.
     pub stream: bool,
+    /// An ephemeral upstream's balancer (made at its first use, gone with the request).
+    pub own_balancer: std::sync::OnceLock<std::sync::Mutex<super::Balancer>>,
+    /// `resolver` and `resolver_timeout` in the block (nginx 1.27.3+), for `resolve` lines.
+    pub resolver: Option<Arc<crate::resolver::Resolver>>,
+    pub resolver_timeout: Option<Duration>,
+    /// `zone` (needed by `resolve`, as in nginx).
+    pub zone: bool,
+    /// `server ... resolve` lines: names looked up at run time ([`super::resolve`]).
+    pub resolving: Option<Box<super::resolve::Resolving>>,
+    /// Where the block is (for messages about it once everything is read).
+    pub span: Option<shoal_conf::Span>,
 }
 
 impl UpstreamConf {
@@ -127,7 +138,33 @@ impl UpstreamConf {
             implicit,
             ephemeral: false,
             stream: false,
+            own_balancer: std::sync::OnceLock::new(),
+            resolver: None,
+            resolver_timeout: None,
+            zone: false,
+            resolving: None,
+            span: None,
         }
+    }
+
+    /// This upstream with `extra` peers (what its `resolve` lines resolve to now) after its
+    /// own: a new upstream for the balancer (its own id), the same settings.
+    pub fn with_resolved(&self, extra: Vec<(ServerEntry, PeerAddr)>) -> UpstreamConf {
+        let mut u = UpstreamConf::new(&self.name, self.implicit);
+        u.method = self.method;
+        u.hash_key = self.hash_key.clone();
+        u.entries = self.entries.clone();
+        u.addrs = self.addrs.clone();
+        for (e, a) in extra {
+            u.entries.push(e);
+            u.addrs.push(a);
+        }
+        u.keepalive = self.keepalive;
+        u.keepalive_requests = self.keepalive_requests;
+        u.keepalive_time = self.keepalive_time;
+        u.keepalive_timeout = self.keepalive_timeout;
+        u.zone = self.zone;
+        u
     }
 
     /// The upstream `proxy_pass http://HOST[:PORT]` makes when no block is named HOST: one
@@ -140,6 +177,18 @@ impl UpstreamConf {
             u.addrs.push(PeerAddr::Inet(a));
         }
         Ok(u)
+    }
+
+    /// The upstream of a name the resolver looked up for one request: one peer per address.
+    pub fn resolved(host: &str, addrs: &[std::net::IpAddr], port: u16) -> UpstreamConf {
+        let mut u = UpstreamConf::new(host, true);
+        for &ip in addrs {
+            let a = SocketAddr::new(ip, port);
+            u.entries.push(ServerEntry::new(a.to_string()));
+            u.addrs.push(PeerAddr::Inet(a));
+        }
+        u.ephemeral = true;
+        u
     }
 
     /// The upstream of `proxy_pass http://unix:/path`.
@@ -243,13 +292,29 @@ fn set_upstream(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
     }
     let mut u = UpstreamConf::new(&name, false);
     u.stream = ctx == Ctx::STREAM_UPSTREAM;
+    u.span = Some(d.span.clone());
     let body = d.block.as_deref().unwrap_or_default();
     b.walk(body, ctx, &mut Scope::Upstream(&mut u))?;
     if u.entries.is_empty() && !body.iter().any(|d| d.name == "server") {
         // nginx reports it at the block's closing brace; shoal knows the opening line.
         return Err(err(d, "no servers are inside upstream"));
     }
-    if let Err(e) = super::Balancer::new(u.method, &u.entries, 0) {
+    if u.resolving.is_some() && !u.zone {
+        return Err(Error::new(
+            format!(
+                "resolving names at run time requires upstream \"{name}\" in {} to be in \
+                 shared memory",
+                d.span
+            ),
+            None,
+        ));
+    }
+    // Peers that come from names looked up at run time are checked as they come.
+    let checked = match super::Balancer::new(u.method, &u.entries, 0) {
+        Err(UpstreamError::NoServers) if u.resolving.is_some() => Ok(()),
+        other => other.map(|_| ()),
+    };
+    if let Err(e) = checked {
         let message = match e {
             UpstreamError::NoServers => format!("no servers in upstream \"{name}\""),
             other => other.to_string(),
@@ -264,6 +329,7 @@ fn set_server(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
     let u = upstream_conf(s);
     let text = d.args[0].value.as_str();
     let mut entry = ServerEntry::new(text);
+    let mut run_time = false;
     for a in &d.args[1..] {
         let v = a.value.as_str();
         let bad = || err(d, format!("invalid parameter \"{v}\""));
@@ -280,6 +346,13 @@ fn set_server(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
             entry.backup = true;
         } else if v == "down" {
             entry.down = true;
+        } else if v == "resolve" {
+            run_time = true;
+        } else if v.starts_with("service=") {
+            return Err(err(
+                d,
+                "the \"service\" parameter of the \"server\" directive is not supported by shoal yet",
+            ));
         } else {
             return Err(bad());
         }
@@ -289,6 +362,19 @@ fn set_server(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
             d,
             "balancing method does not support parameter \"backup\"",
         ));
+    }
+    if run_time && !text.starts_with("unix:") {
+        let (host, port) = split_host_port(text, 80).map_err(|m| err(d, m))?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if bare.parse::<std::net::IpAddr>().is_err() {
+            let r = u.resolving.get_or_insert_with(Default::default);
+            r.lines.push(super::resolve::ResolveLine {
+                host: bare.to_string(),
+                port,
+                entry,
+            });
+            return Ok(());
+        }
     }
     let addrs: Vec<PeerAddr> = if let Some(path) = text.strip_prefix("unix:") {
         vec![PeerAddr::Unix(PathBuf::from(path))]
@@ -399,7 +485,8 @@ fn set_keepalive_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> R
 /// `zone NAME [SIZE]`: nginx shares the peers' state between workers through it. shoal's
 /// workers each keep their own (as nginx without a zone); the directive is checked and the
 /// difference said once.
-fn set_zone(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
+fn set_zone(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    upstream_conf(s).zone = true;
     if let Some(size) = d.args.get(1) {
         if crate::conf::parse_size(&size.value).is_none() {
             return Err(invalid_value(d, &size.value));

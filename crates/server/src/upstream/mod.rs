@@ -12,6 +12,7 @@ pub mod balance;
 pub mod conf;
 pub use shoal_http::crc32;
 pub mod peers;
+pub mod resolve;
 pub mod state;
 
 pub use balance::{Attempt, Balancer, Input, Method};

@@ -48,9 +48,6 @@ struct WorkerState {
     /// By upstream id: the configuration's own numbers, so FxHash (several lookups per
     /// proxied request).
     balancers: FxHashMap<u64, Balancer>,
-    /// The balancer of the one upstream a request's URL made (`proxy_pass` with variables):
-    /// it lives for that request only, as in nginx, and is replaced by the next one.
-    scratch: Option<(u64, Balancer)>,
     idle: FxHashMap<u64, VecDeque<Idle>>,
 }
 
@@ -64,15 +61,19 @@ fn with_balancer<T>(u: &UpstreamConf, f: impl FnOnce(&mut Balancer) -> T) -> T {
         Balancer::new(u.method, &u.entries, seed)
             .expect("upstreams are checked when the configuration is read")
     };
+    // The upstream a request's URL made (`proxy_pass` with variables, a resolved name): its
+    // balancer lives with it, for that request only, as in nginx; requests that overlap on
+    // the worker each have their own.
+    if u.ephemeral {
+        let mut b = u
+            .own_balancer
+            .get_or_init(|| std::sync::Mutex::new(make()))
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        return f(&mut b);
+    }
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        if u.ephemeral {
-            if s.scratch.as_ref().is_none_or(|(id, _)| *id != u.id) {
-                s.scratch = Some((u.id, make()));
-            }
-            let (_, b) = s.scratch.as_mut().expect("just set");
-            return f(b);
-        }
         let b = s.balancers.entry(u.id).or_insert_with(make);
         f(b)
     })

@@ -101,6 +101,14 @@ impl Vars<'_> {
                 Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),
                 None => out.push_str("unix:"),
             },
+            // The address's 4 or 16 bytes, one character each (U+0000..U+00FF: values are
+            // text here), as keys of `map`, `hash` and `split_clients` use them; empty for a
+            // unix socket (nginx: its one byte family).
+            Var::BinaryRemoteAddr => match self.peer.map(|p| p.ip()) {
+                Some(std::net::IpAddr::V4(a)) => out.extend(a.octets().map(char::from)),
+                Some(std::net::IpAddr::V6(a)) => out.extend(a.octets().map(char::from)),
+                None => {}
+            },
             // Empty for a unix socket, and for an address realip took without a port.
             Var::RemotePort => {
                 if let Some(p) = self.peer.filter(|p| p.port() != 0) {
@@ -229,6 +237,49 @@ impl Vars<'_> {
             Var::Pid => {
                 let _ = write!(out, "{}", std::process::id());
             }
+            Var::RequestId => match self.extras {
+                Some(e) => e.request_id(out),
+                None => return false,
+            },
+            Var::ConnectionTime => {
+                let Some(born) = self.extras.and_then(|e| e.conn_born()) else {
+                    return false;
+                };
+                let ms = born.elapsed().as_millis();
+                let _ = write!(out, "{}.{:03}", ms / 1000, ms % 1000);
+            }
+            Var::NginxVersion => out.push_str("1.22.1"),
+            Var::Pipe => out.push(if self.extras.is_some_and(|e| e.pipelined()) {
+                'p'
+            } else {
+                '.'
+            }),
+            Var::RequestCompletion => {
+                if self.extras.is_some_and(|e| e.completed()) {
+                    out.push_str("OK");
+                }
+            }
+            Var::RequestBody => {
+                if !self.extras.is_some_and(|e| e.body(out)) {
+                    return false;
+                }
+            }
+            Var::RequestBodyFile => {
+                if !self.extras.is_some_and(|e| e.body_file(out)) {
+                    return false;
+                }
+            }
+            Var::SentTrailer(_) => return false,
+            Var::TcpInfo(field) => {
+                let Some(fd) = self.extras.and_then(|e| e.socket()) else {
+                    return false;
+                };
+                let Ok(info) = shoal_io::syscall::tcp_info(fd) else {
+                    return false;
+                };
+                let v = [info.0, info.1, info.2, info.3][usize::from(*field).min(3)];
+                let _ = write!(out, "{v}");
+            }
             Var::TimeLocal => with_local_time(|t| out.push_str(&t.local)),
             Var::TimeIso8601 => with_local_time(|t| out.push_str(&t.iso8601)),
             Var::ConnectionsActive => {
@@ -303,6 +354,7 @@ impl Vars<'_> {
             // variable, which is then valid for the request).
             Var::User(u) => match self.user.and_then(|m| m.get(&u.name)) {
                 Some(v) => out.push_str(v),
+                None if self.extras.is_some_and(|e| e.user_var(&u.name, out)) => {}
                 None => match u.computed() {
                     Some(def) => return self.compute(&u.name, &*def, out),
                     None => return false,

@@ -79,6 +79,26 @@ pub enum Var {
     Https,
     /// The ssl module's `$ssl_*` (the name without `$`): "not found" on a plain connection.
     Ssl(&'static str),
+    /// `$binary_remote_addr` outside the limit zones' keys (which read the bytes themselves).
+    BinaryRemoteAddr,
+    /// `$request_id`: 32 hex digits, random, one per request.
+    RequestId,
+    /// `$connection_time`: seconds since the connection was accepted, in milliseconds.
+    ConnectionTime,
+    /// `$nginx_version`: the nginx version shoal answers as (its reference, 1.22.1).
+    NginxVersion,
+    /// `$pipe`: `p` for a pipelined request, else `.`.
+    Pipe,
+    /// `$request_completion`: `OK` once the answer went out whole, else empty.
+    RequestCompletion,
+    /// `$request_body`: the body when it was read into memory (a proxied location's).
+    RequestBody,
+    /// `$request_body_file`: the file of `client_body_in_file_only`.
+    RequestBodyFile,
+    /// `$sent_trailer_NAME`: a trailer sent with the answer (shoal sends none yet).
+    SentTrailer(String),
+    /// `$tcpinfo_rtt`, `_rttvar`, `_snd_cwnd`, `_rcv_space`: the field's place.
+    TcpInfo(u8),
     /// A variable of a module in [`crate::http::modules`] (`$limit_req_status`): the value the
     /// module set for the request, if any.
     Module(&'static str),
@@ -107,6 +127,10 @@ impl Var {
                 | Var::ServerPort
                 | Var::RequestLength
                 | Var::RequestTime
+                | Var::RequestId
+                | Var::ConnectionTime
+                | Var::Pipe
+                | Var::TcpInfo(_)
         )
     }
 
@@ -162,6 +186,18 @@ impl Var {
             | "proxy_host"
             | "proxy_port"
             | "gzip_ratio" => Var::Upstream(name.to_string()),
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
+            "request_id" => Var::RequestId,
+            "connection_time" => Var::ConnectionTime,
+            "nginx_version" => Var::NginxVersion,
+            "pipe" => Var::Pipe,
+            "request_completion" => Var::RequestCompletion,
+            "request_body" => Var::RequestBody,
+            "request_body_file" => Var::RequestBodyFile,
+            "tcpinfo_rtt" => Var::TcpInfo(0),
+            "tcpinfo_rttvar" => Var::TcpInfo(1),
+            "tcpinfo_snd_cwnd" => Var::TcpInfo(2),
+            "tcpinfo_rcv_space" => Var::TcpInfo(3),
             "connections_active" => Var::ConnectionsActive,
             "connections_reading" => Var::ConnectionsReading,
             "connections_writing" => Var::ConnectionsWriting,
@@ -171,6 +207,8 @@ impl Var {
                     Var::Arg(n.to_string())
                 } else if let Some(n) = name.strip_prefix("http_") {
                     Var::Http(n.to_ascii_lowercase())
+                } else if let Some(n) = name.strip_prefix("sent_trailer_") {
+                    Var::SentTrailer(n.to_ascii_lowercase())
                 } else if let Some(n) = name.strip_prefix("sent_http_") {
                     Var::SentHttp(n.to_ascii_lowercase())
                 } else if name.starts_with("upstream_http_")
@@ -489,3 +527,11 @@ mod values;
 pub use eval::Vars;
 pub use values::escape_into;
 pub(crate) use values::local_tm;
+
+/// The host's name as `$hostname` gives it (syslog headers use it too).
+pub fn hostname() -> String {
+    values::HOSTNAME
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}

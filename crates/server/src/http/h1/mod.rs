@@ -113,6 +113,8 @@ pub async fn serve(
     let default_loc = generation
         .servers_for(&key.addr, info.local)
         .map(|r| &generation.default_server(r).loc);
+    // The default server's error log, until a request finds its location's.
+    crate::log::set_scope(default_loc.and_then(|l| l.error_log.as_ref()));
     let rules = CloseRules::of(default_loc.unwrap_or(&LocConf::default()));
     // `tcp_nodelay on` (the default): small answers written in pieces are not held back by
     // Nagle's algorithm. (A TLS connection has it from before its handshake.)
@@ -143,6 +145,8 @@ pub async fn serve(
         refuse_with: None,
         sni: None,
         keepalive: None,
+        pacing: None,
+        pipelined_next: false,
     };
     // (The close is boxed: the compiler lays `run`'s and `close`'s states side by side in
     // this future, and `close`'s lingering read would be part of every connection's task.)
@@ -290,6 +294,10 @@ pub(super) struct Conn {
     /// `keepalive_timeout` of the last answered request's location: how long the connection
     /// waits for the next one.
     keepalive: Option<Duration>,
+    /// `limit_rate`: the pacing of the answer being written (boxed: most answers have none).
+    pub(super) pacing: Option<Box<crate::http::limit_rate::Pacing>>,
+    /// The next request's bytes were already read when the last answer was done (`$pipe`).
+    pipelined_next: bool,
 }
 
 /// `lingering_*`, `send_timeout` and `reset_timedout_connection` in force.
@@ -440,19 +448,21 @@ impl Conn {
                     (srv, name_captures) = (by, None);
                 }
             }
-            // Boxed: a request's state is kilobytes, and inline it would be part of every
-            // connection's task while it waits for its next request (an idle keep-alive
-            // connection holds only the connection).
-            let keep = Box::pin(self.handle(
-                req,
-                srv,
-                host.as_deref(),
-                name_captures.as_ref(),
-                gen.cache_zones.get().map(|z| &**z),
-            ))
-            .await?;
+            // (Inline, not boxed: a box would take the state's kilobytes off an idle
+            // connection's task, but moving the future into it copies all of them for every
+            // request, +8 % instructions per static answer in bench/instructions.sh.)
+            let keep = self
+                .handle(
+                    req,
+                    srv,
+                    host.as_deref(),
+                    name_captures.as_ref(),
+                    gen.cache_zones.get().map(|z| &**z),
+                )
+                .await?;
             // Its head shares the read buffer's memory: nothing of it is kept while idle.
             Reading::give_back(reading.take());
+            self.pipelined_next = !self.buf.is_empty();
             if !keep {
                 self.flush().await?;
                 return Ok(());
@@ -630,6 +640,15 @@ impl Conn {
                     );
                     return Ok(Err(ReadEnd::Abandoned));
                 }
+                if self.requests > 0 {
+                    // nginx's keep-alive handler, without the request's context.
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client {} closed keepalive connection",
+                        self.info.client()
+                    );
+                }
                 return Ok(Err(ReadEnd::Closed));
             }
             // After an idle wait, `client_header_timeout` starts with the bytes that ended it:
@@ -660,6 +679,12 @@ impl Conn {
         let _clear = Clear;
         let body_kind = req.body();
         let extras = super::request::Extras::default();
+        {
+            use std::os::fd::AsRawFd;
+            let socket =
+                matches!(self.stream, Transport::Tcp(_)).then(|| self.stream.as_fd().as_raw_fd());
+            extras.set_connection(std::mem::take(&mut self.pipelined_next), self.born, socket);
+        }
         // The body stays where it is until a handler reads it (the proxy does), as nginx.
         let send_timeout = self.rules.send_timeout;
         let client_body = ClientBody::h1(
@@ -689,7 +714,7 @@ impl Conn {
             uri,
             close,
             args: _,
-            user_vars: _,
+            user_vars,
             upstream,
         } = match self.refuse_with.take() {
             None => phases::process(&r, &client_body).await,
@@ -862,7 +887,14 @@ impl Conn {
         }
         let status = reply.status;
         *output.filters.borrow_mut() = filters;
-        let (head_len, body_len) = self
+        self.pacing = self.pacing_for(
+            (req, srv, host, start, &extras),
+            lc,
+            &uri,
+            &user_vars,
+            upstream.as_ref(),
+        );
+        let written = self
             .write_answer(
                 Some((req, srv)),
                 reply,
@@ -871,7 +903,18 @@ impl Conn {
                 &output,
                 RefusedShape::default(),
             )
-            .await?;
+            .await;
+        if self.pacing.is_some() {
+            // What is left of a paced answer goes paced too.
+            let flushed = match written {
+                Ok(_) => self.flush().await,
+                Err(_) => Ok(()),
+            };
+            self.pacing = None;
+            flushed?;
+        }
+        let (head_len, body_len) = written?;
+        extras.set_completed();
         drop(output);
         if logs {
             let rec = upstream.as_ref().map(|u| u.borrow());
@@ -923,6 +966,50 @@ impl Conn {
             super::proxy::handler::Record::recycle(rec);
         }
         Ok(keep)
+    }
+
+    /// `limit_rate`: how the answer about to be written is paced (`None`: not at all); its
+    /// rate is `$limit_rate` in the access log.
+    fn pacing_for(
+        &self,
+        (req, srv, host, start, extras): (
+            &Request,
+            &ServerConf,
+            Option<&str>,
+            Instant,
+            &super::request::Extras,
+        ),
+        lc: &LocConf,
+        uri: &str,
+        user_vars: &std::collections::HashMap<String, String>,
+        upstream: Option<&Rc<std::cell::RefCell<super::proxy::handler::Record>>>,
+    ) -> Option<Box<super::limit_rate::Pacing>> {
+        let set_rate = user_vars.get("limit_rate").map(String::as_str);
+        if set_rate.is_none() && lc.limit_rate.rate.is_none() && upstream.is_none() {
+            return None;
+        }
+        let r = Req {
+            req,
+            srv,
+            host,
+            info: &self.info,
+            start,
+            name_captures: None,
+            client: None,
+            cache_zones: None,
+            extras,
+        };
+        let mut vars = r.vars(uri, lc, &[]);
+        vars.user = Some(user_vars);
+        let rec = upstream.map(|u| u.borrow());
+        let number = self.info.number;
+        let pacing = super::limit_rate::pacing_for(lc, set_rate, rec.as_deref(), &vars, &|m| {
+            crate::conn_log!(Level::Error, number, "{m}{}", r.log_ctx())
+        });
+        if let Some(p) = &pacing {
+            extras.set_var("limit_rate", p.rate().to_string());
+        }
+        pacing.map(Box::new)
     }
 
     /// The request's access log lines (see [`super::request::log`]).

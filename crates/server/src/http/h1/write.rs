@@ -12,6 +12,7 @@ use bytes::BytesMut;
 use shoal_http::{BodyLength, Connection, ResponseHead};
 
 use super::Conn;
+use crate::http::limit_rate::Pacing;
 use crate::http::output::{Output, Sink, Who};
 use crate::http::proxy::relay;
 use crate::http::reply::{Body, Reply};
@@ -273,19 +274,38 @@ impl Sink for Conn {
     }
 
     fn flush_now(&mut self) -> io::Result<bool> {
-        flush_now(&self.stream, &mut self.out)
+        match self.pacing.as_deref_mut() {
+            None => flush_now(&self.stream, &mut self.out),
+            Some(p) => paced_flush_now(&self.stream, &mut self.out, p),
+        }
     }
 
     async fn flush_to(&mut self, keep: usize) -> io::Result<()> {
-        flush_to(&self.stream, &mut self.out, self.rules.send_timeout, keep).await
+        match self.pacing.as_deref_mut() {
+            None => flush_to(&self.stream, &mut self.out, self.rules.send_timeout, keep).await,
+            Some(p) => {
+                paced_flush_to(
+                    &self.stream,
+                    &mut self.out,
+                    self.rules.send_timeout,
+                    keep,
+                    p,
+                )
+                .await
+            }
+        }
     }
 
     async fn write_some(&mut self, data: &[u8]) -> io::Result<usize> {
-        write_some(&self.stream, data, self.rules.send_timeout).await
+        match self.pacing.as_deref_mut() {
+            None => write_some(&self.stream, data, self.rules.send_timeout).await,
+            Some(p) => paced_write_some(&self.stream, data, self.rules.send_timeout, p).await,
+        }
     }
 
     fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {
-        self.stream.can_sendfile().then(|| self.stream.as_fd())
+        // A paced answer is read and written a piece at a time: each write is measured.
+        (self.stream.can_sendfile() && self.pacing.is_none()).then(|| self.stream.as_fd())
     }
 
     fn set_cork(&self, on: bool) {
@@ -297,6 +317,86 @@ impl Sink for Conn {
     async fn until_writable(&mut self) -> io::Result<()> {
         until_writable(&self.stream, self.rules.send_timeout).await
     }
+}
+
+/// `limit_rate`: writes what the pacing allows now of `out`, without waiting. Whether
+/// everything went.
+fn paced_flush_now(stream: &Transport, out: &mut BytesMut, p: &mut Pacing) -> io::Result<bool> {
+    let now = Instant::now();
+    let Ok(allowed) = p.allowed(now) else {
+        return Ok(out.is_empty());
+    };
+    let n = allowed.min(out.len());
+    let mut pos = 0;
+    while pos < n {
+        match stream.try_write(&out[pos..n]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(w) => pos += w,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if pos > 0 {
+        p.wrote(pos, now);
+    }
+    bytes::Buf::advance(out, pos);
+    Ok(out.is_empty())
+}
+
+/// `limit_rate`: [`flush_to`] a paced piece at a time, sleeping between them as nginx's
+/// delayed write event does.
+async fn paced_flush_to(
+    stream: &Transport,
+    out: &mut BytesMut,
+    send_timeout: Duration,
+    keep: usize,
+    p: &mut Pacing,
+) -> io::Result<()> {
+    while out.len() > keep {
+        let allowed = match p.allowed(Instant::now()) {
+            Ok(n) => n,
+            Err(at) => {
+                tokio::time::sleep_until(at.into()).await;
+                continue;
+            }
+        };
+        let n = allowed.min(out.len());
+        let mut piece = out.split_to(n);
+        while !piece.is_empty() {
+            match write_some(stream, &piece, send_timeout).await {
+                Ok(0) => {
+                    out.clear();
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                Ok(w) => bytes::Buf::advance(&mut piece, w),
+                Err(e) => {
+                    out.clear();
+                    return Err(e);
+                }
+            }
+        }
+        p.wrote(n, Instant::now());
+    }
+    Ok(())
+}
+
+/// `limit_rate`: [`write_some`] once the pacing allows, at most what it allows. A wait that
+/// is dropped (the relay's upstream read won) has written nothing.
+async fn paced_write_some(
+    stream: &Transport,
+    data: &[u8],
+    send_timeout: Duration,
+    p: &mut Pacing,
+) -> io::Result<usize> {
+    let allowed = loop {
+        match p.allowed(Instant::now()) {
+            Ok(n) => break n,
+            Err(at) => tokio::time::sleep_until(at.into()).await,
+        }
+    };
+    let n = write_some(stream, &data[..allowed.min(data.len())], send_timeout).await?;
+    p.wrote(n, Instant::now());
+    Ok(n)
 }
 
 /// The connection's writing half, apart from its read buffer (a tunnel takes both).

@@ -94,6 +94,8 @@ pub struct UpstreamBody {
     window: Option<ByteRange>,
     /// Body bytes read so far, where the window is measured from.
     offset: u64,
+    /// `proxy_limit_rate`: how fast the answer is read.
+    pub limit: Option<crate::http::limit_rate::Pacing>,
 }
 
 impl UpstreamBody {
@@ -136,6 +138,7 @@ impl UpstreamBody {
             buffering: true,
             window: None,
             offset: 0,
+            limit: None,
         }
     }
 
@@ -218,16 +221,41 @@ impl UpstreamBody {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(32 * 1024);
         }
-        let n = match self
-            .timer
-            .within(self.read_timeout, stream.read_buf(&mut self.buf))
-            .await
-        {
+        // `proxy_limit_rate`: no more than the pace allows (a wait that is dropped has read
+        // nothing).
+        let mut room = usize::MAX;
+        if let Some(p) = &self.limit {
+            room = loop {
+                match p.allowed(Instant::now()) {
+                    Ok(n) => break n,
+                    Err(at) => tokio::time::sleep_until(at.into()).await,
+                }
+            };
+        }
+        let spare = self.buf.capacity() - self.buf.len();
+        let n = if room < spare {
+            // A paced read: into a buffer of the allowed size, then appended.
+            let mut piece = BytesMut::with_capacity(room);
+            let read = self
+                .timer
+                .within(self.read_timeout, stream.read_buf(&mut piece))
+                .await;
+            self.buf.extend_from_slice(&piece);
+            read
+        } else {
+            self.timer
+                .within(self.read_timeout, stream.read_buf(&mut self.buf))
+                .await
+        };
+        let n = match n {
             Err(_) => return Err(BodyError::TimedOut),
             Ok(Err(e)) => return Err(BodyError::Io(e)),
             Ok(Ok(n)) => n,
         };
         self.record.borrow_mut().received(n as u64);
+        if let Some(p) = &mut self.limit {
+            p.wrote(n, Instant::now());
+        }
         if n == 0 {
             self.stream = None;
             if self.framing == Framing::Close {

@@ -486,7 +486,8 @@ async fn run(
             upstreams,
         } => {
             let url = vars.eval(template);
-            match dynamic_target(&url, upstreams.get().map_or(&[][..], Vec::as_slice)) {
+            let known = upstreams.get().map_or(&[][..], Vec::as_slice);
+            match dynamic_target(&url, known, &lc.resolver).await {
                 Ok((u, uri_part, host, port, https)) => {
                     let uri = match uri_part {
                         Some(u) => u.into_bytes(),
@@ -508,6 +509,23 @@ async fn run(
             (u.clone(), uri, pass.host.clone(), pass.port, pass.https)
         }
     };
+    // `server ... resolve` lines: the peers their names have now.
+    let upstream = if upstream.resolving.is_some() {
+        match crate::upstream::resolve::current(&upstream).await {
+            Some(u) => u,
+            None => {
+                crate::conn_log!(
+                    Level::Error,
+                    r.info.number,
+                    "no live upstreams while connecting to upstream{}",
+                    r.log_ctx()
+                );
+                return Outcome::Error(502);
+            }
+        }
+    } else {
+        upstream
+    };
     // An https upstream: the location's TLS settings, built with the configuration.
     let tls = match (https, conf.ssl.built.get()) {
         (false, _) => None,
@@ -519,6 +537,12 @@ async fn run(
         (true, None) => return Outcome::Error(500),
     };
 
+    // `proxy_store`: where a 200 answer goes (the URI as rewritten, under root or alias).
+    let store_path = if lc.proxy_store.enabled() {
+        crate::http::proxy_store::path_for(lc, &st.rw.uri, &vars)
+    } else {
+        None
+    };
     let record = Record::start(&host, port);
     record.borrow_mut().https = https;
     record.borrow_mut().cache_validators = st.validators.cloned();
@@ -547,8 +571,18 @@ async fn run(
             && conf.pass_request_body()
             && matches!(body, BodyToSend::Streaming(..))
             && body_len.is_none();
+        // `proxy_method`, unless the cache turned a HEAD into a GET (nginx's `u->method`
+        // comes first).
+        let custom;
+        let sent_method = match &conf.method {
+            Some(t) if !(method == "GET" && r.req.method() == "HEAD") => {
+                custom = v.eval(t);
+                custom.as_str()
+            }
+            _ => method,
+        };
         let req = request::Head {
-            method,
+            method: sent_method,
             uri: &uri,
             body_len,
             chunked,
@@ -665,7 +699,11 @@ async fn run(
                     }
                     return Outcome::Error(status);
                 }
-                return Outcome::Final(answer.into_reply(lc, pass, r, &record));
+                let mut reply = answer.into_reply(lc, pass, r, &record);
+                if let Some(dest) = &store_path {
+                    crate::http::proxy_store::attach(&mut reply, lc, dest.clone(), r.info.number);
+                }
+                return Outcome::Final(reply);
             }
             Err(f) => f,
         };
@@ -878,11 +916,13 @@ fn ctx_with_upstream(r: &Req<'_, '_>, upstream: &str) -> String {
     }
 }
 
-/// A URL with variables, evaluated: an upstream block by the host's name, or an address.
+/// A URL with variables, evaluated: an upstream block by the host's name, an address, or a
+/// name the location's `resolver` looks up.
 #[allow(clippy::type_complexity)]
-fn dynamic_target(
+async fn dynamic_target(
     url: &str,
     upstreams: &[Arc<UpstreamConf>],
+    resolver: &crate::resolver::conf::ResolverLoc,
 ) -> Result<(Arc<UpstreamConf>, Option<String>, String, u16, bool), (u16, String)> {
     let (rest, https) = if let Some(r) = url.strip_prefix("http://") {
         (r, false)
@@ -923,7 +963,14 @@ fn dynamic_target(
     }
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
-        return Err((502, format!("no resolver defined to resolve {name}")));
+        let Some(res) = &resolver.resolver else {
+            return Err((502, format!("no resolver defined to resolve {name}")));
+        };
+        let addrs = crate::resolver::resolve(res, bare, resolver.timeout())
+            .await
+            .map_err(|f| (502, format!("{name} could not be resolved {f}")))?;
+        let u = UpstreamConf::resolved(&name, &addrs, port);
+        return Ok((Arc::new(u), uri, authority.to_string(), port, https));
     }
     let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
     u.ephemeral = true;
@@ -970,6 +1017,12 @@ impl Answer {
         reply.allow_ranges = conf.force_ranges() && self.status == 200;
         record.borrow_mut().head = Some(self.head);
         self.body.buffering = passed.buffering.unwrap_or(conf.buffering());
+        // `proxy_limit_rate`: the pace of reading a buffered answer (nginx's event pipe).
+        if self.body.buffering && conf.limit_rate() > 0 {
+            let start = crate::http::limit_rate::unix_secs();
+            let pacer = crate::http::limit_rate::Pacer::new(conf.limit_rate(), 0, start);
+            self.body.limit = Some(crate::http::limit_rate::Pacing::new(pacer));
+        }
         reply.body = if self.upgrade {
             Body::Tunnel(self.body)
         } else {

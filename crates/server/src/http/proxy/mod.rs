@@ -55,6 +55,7 @@ pub static DIRECTIVES: &[Command] = &[
         set_pass_request_body,
     ),
     Command::new("proxy_set_body", HSL, Args::ONE, set_set_body),
+    Command::new("proxy_method", HSL, Args::ONE, set_method),
     Command::new("proxy_hide_header", HSL, Args::ONE, set_hide_header),
     Command::new("proxy_pass_header", HSL, Args::ONE, set_pass_header),
     Command::new(
@@ -65,6 +66,7 @@ pub static DIRECTIVES: &[Command] = &[
     ),
     Command::new("proxy_redirect", HSL, Args::Take(1, 2), set_redirect),
     Command::new("proxy_buffering", HSL, Args::Flag, set_buffering),
+    Command::new("proxy_limit_rate", HSL, Args::ONE, set_limit_rate),
     Command::new("proxy_force_ranges", HSL, Args::Flag, set_force_ranges),
     Command::new(
         "proxy_request_buffering",
@@ -162,8 +164,8 @@ pub enum Target {
     },
     /// `http://unix:/path:`.
     Unix(Arc<UpstreamConf>),
-    /// A URL with variables: evaluated per request; its host must name an `upstream` block or
-    /// be an address (shoal has no `resolver`).
+    /// A URL with variables: evaluated per request; its host names an `upstream` block, is
+    /// an address, or is looked up by the location's `resolver`.
     Dynamic {
         template: Template,
         upstreams: OnceLock<Vec<Arc<UpstreamConf>>>,
@@ -265,6 +267,8 @@ crate::conf::conf_slots! {
         buffers: (usize, usize) = (8, 4096),
         buffer_size: usize = 4096,
         busy_buffers_size: usize = 8192,
+        /// `proxy_limit_rate` (bytes per second; 0: none).
+        limit_rate: u64 = 0,
         /// `proxy_max_temp_file_size` (0: no temporary file; the upstream waits).
         max_temp_file_size: u64 = 1024 * 1024 * 1024,
         temp_file_write_size: usize = 8192,
@@ -284,6 +288,9 @@ crate::conf::conf_slots! {
         pub pass: Option<Arc<ProxyPass>>,
         pub set_header: Option<Arc<Vec<(String, Template)>>>,
         pub set_body: Option<Template>,
+        /// `proxy_method`: the method sent upstream (variables allowed), the client's when
+        /// unset.
+        pub method: Option<Template>,
         pub hide_header: Option<Arc<Vec<String>>>,
         pub pass_header: Option<Arc<Vec<String>>>,
         pub ignore_headers: Option<Arc<Vec<String>>>,
@@ -303,6 +310,7 @@ impl ProxyLoc {
         self.merge_slots(parent);
         merge(&mut self.set_header, &parent.set_header);
         merge(&mut self.set_body, &parent.set_body);
+        merge(&mut self.method, &parent.method);
         merge(&mut self.hide_header, &parent.hide_header);
         merge(&mut self.pass_header, &parent.pass_header);
         merge(&mut self.ignore_headers, &parent.ignore_headers);
@@ -587,6 +595,11 @@ fn set_set_body(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
     set_once(&mut proxy(s).set_body, t, d)
 }
 
+fn set_method(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
+    set_once(&mut proxy(s).method, t, d)
+}
+
 fn push_name(list: &mut Option<Arc<Vec<String>>>, name: &str) {
     Arc::make_mut(list.get_or_insert_with(Default::default)).push(name.to_string());
 }
@@ -696,6 +709,11 @@ fn set_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
         None => p.redirect = Some(Redirect::Rules(vec![rule])),
     }
     Ok(())
+}
+
+fn set_limit_rate(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let n = size_arg(d, 0)?;
+    set_once(&mut proxy(s).limit_rate, n, d)
 }
 
 fn set_buffering(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

@@ -370,6 +370,12 @@ fn set_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
     let r = if v == "off" {
         CacheRef::Off
     } else {
+        if crate::http::loc_conf(s).proxy_store.enabled() && cache(s).cache.is_none() {
+            return Err(crate::conf::directive_err(
+                d,
+                "is incompatible with \"proxy_store\"",
+            ));
+        }
         let t = Template::compile(v).map_err(|m| err(d, m))?;
         if t.is_static() {
             CacheRef::Zone(v.clone())

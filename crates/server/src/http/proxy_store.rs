@@ -1,0 +1,305 @@
+//! `proxy_store on | off | PATH` and `proxy_store_access` (nginx's proxy module): a proxied
+//! 200 answer is kept as a file, as a mirror of the upstream.
+//!
+//! As nginx does it: the body is written, as it goes to the client, to a temporary file in
+//! `proxy_temp_path`; once it was read whole (and as long as the upstream's `Content-Length`
+//! said, when it said one) the file gets `proxy_store_access`'s mode and the upstream's
+//! `Last-Modified` as its time, and is renamed to the URI's path under `root`/`alias` (`on`)
+//! or to the evaluated PATH, the directories on the way created. An answer cut short leaves
+//! nothing. Only a buffered answer is stored (`proxy_buffering off` stores nothing), and the
+//! answer is read to its end even if the client goes.
+//!
+//! The writes are made on the worker, as the proxy cache's are without `aio_write`.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use shoal_conf::{Directive, Error};
+
+use crate::conf::{directive_err, err, Args, Builder, Command, Ctx, Scope};
+use crate::http::loc_conf;
+use crate::log::Level;
+use crate::variables::Template;
+
+pub static DIRECTIVES: &[Command] = &[
+    Command::new("proxy_store", Ctx::HSL, Args::ONE, set_store),
+    Command::new(
+        "proxy_store_access",
+        Ctx::HSL,
+        Args::Take(1, 3),
+        set_store_access,
+    ),
+];
+
+/// `proxy_store`'s value.
+#[derive(Clone, Debug)]
+pub enum Store {
+    Off,
+    /// `on`: the URI's file under `root` or `alias`.
+    Root,
+    /// A path with variables.
+    Path(Template),
+}
+
+/// The directives at location level.
+#[derive(Clone, Debug, Default)]
+pub struct StoreLoc {
+    pub store: Option<Store>,
+    /// `proxy_store_access` as a file mode.
+    pub access: Option<u32>,
+}
+
+impl StoreLoc {
+    /// Whether answers are stored here.
+    pub fn enabled(&self) -> bool {
+        matches!(self.store, Some(Store::Root | Store::Path(_)))
+    }
+
+    /// `proxy_store_access` (default `user:rw`).
+    pub fn access(&self) -> u32 {
+        self.access.unwrap_or(0o600)
+    }
+}
+
+fn set_store(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    if lc.proxy_store.store.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let v = d.args[0].value.as_str();
+    let store = match v {
+        "off" => Store::Off,
+        _ if matches!(
+            lc.proxy.cache.cache,
+            Some(
+                crate::http::proxy_cache::CacheRef::Zone(_)
+                    | crate::http::proxy_cache::CacheRef::Var(_)
+            )
+        ) =>
+        {
+            return Err(directive_err(d, "is incompatible with \"proxy_cache\""));
+        }
+        "on" => Store::Root,
+        _ => Store::Path(Template::compile(v).map_err(|m| err(d, m))?),
+    };
+    lc.proxy_store.store = Some(store);
+    Ok(())
+}
+
+/// nginx's `ngx_conf_set_access_slot`: `user:rw|r`, `group:rw|r`, `all:rw|r`; the user's
+/// `rw` unless `user:` says otherwise.
+fn set_store_access(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    if lc.proxy_store.access.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    let mut mode = 0u32;
+    let mut user = 0o600;
+    for a in &d.args {
+        let v = a.value.as_str();
+        let invalid = || err(d, format!("invalid value \"{v}\""));
+        let (shift, right) = if let Some(r) = v.strip_prefix("user:") {
+            user = 0;
+            (6, r)
+        } else if let Some(r) = v.strip_prefix("group:") {
+            (3, r)
+        } else if let Some(r) = v.strip_prefix("all:") {
+            (0, r)
+        } else {
+            return Err(invalid());
+        };
+        let right = match right {
+            "rw" => 6,
+            "r" => 4,
+            _ => return Err(invalid()),
+        };
+        mode |= right << shift;
+    }
+    lc.proxy_store.access = Some(mode | user);
+    Ok(())
+}
+
+/// Where a request's answer would be stored, if the location stores answers.
+pub fn path_for(
+    lc: &crate::http::LocConf,
+    uri: &str,
+    vars: &crate::variables::Vars<'_>,
+) -> Option<PathBuf> {
+    match lc.proxy_store.store.as_ref()? {
+        Store::Off => None,
+        Store::Root => Some(lc.doc_root().map(uri, Some(vars))),
+        Store::Path(t) => Some(PathBuf::from(vars.eval(t))),
+    }
+}
+
+/// Sets a 200 answer's body to be stored at `dest` while it is read.
+pub fn attach(
+    reply: &mut crate::http::reply::Reply,
+    lc: &crate::http::LocConf,
+    dest: PathBuf,
+    conn: u64,
+) {
+    use crate::http::reply::Body;
+    if reply.status != 200 {
+        return;
+    }
+    let Body::Upstream(ub) = &mut reply.body else {
+        return;
+    };
+    if !ub.buffering || ub.tee.is_some() {
+        return;
+    }
+    let (file, temp) = match crate::http::temp_file::create_in(lc.proxy.temp_path.as_ref(), true) {
+        Ok((f, Some(name))) => (f, name),
+        Ok((_, None)) => return,
+        Err(e) => {
+            crate::conn_log!(
+                Level::Crit,
+                conn,
+                "open() temporary file for \"{}\" failed {}",
+                dest.display(),
+                shoal_conf::os_error(&e)
+            );
+            return;
+        }
+    };
+    // The upstream's `Last-Modified`: where the head put it (a fresh answer's passes as it
+    // came).
+    let mtime = match reply.mtime {
+        Some(secs) => Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64)),
+        None => reply
+            .extra
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("last-modified"))
+            .and_then(|(_, v)| shoal_http::date::parse(v.as_bytes())),
+    };
+    ub.tee = Some(Box::new(StoreFile {
+        file: Some(file),
+        temp,
+        dest,
+        expected: ub.length,
+        written: 0,
+        mode: lc.proxy_store.access(),
+        mtime,
+        conn,
+    }));
+}
+
+/// The temporary file an answer is written to.
+struct StoreFile {
+    file: Option<File>,
+    temp: PathBuf,
+    dest: PathBuf,
+    /// The upstream's `Content-Length`.
+    expected: Option<u64>,
+    written: u64,
+    mode: u32,
+    mtime: Option<std::time::SystemTime>,
+    conn: u64,
+}
+
+impl StoreFile {
+    fn fail(&mut self, what: &str, path: &Path, e: &std::io::Error) {
+        crate::conn_log!(
+            Level::Crit,
+            self.conn,
+            "{what} \"{}\" failed {}",
+            path.display(),
+            shoal_conf::os_error(e)
+        );
+        self.file = None;
+    }
+}
+
+impl crate::http::proxy_cache::serve::Tee for StoreFile {
+    fn data(&mut self, d: &[u8]) {
+        let Some(f) = self.file.as_mut() else {
+            return;
+        };
+        match f.write_all(d) {
+            Ok(()) => self.written += d.len() as u64,
+            Err(e) => {
+                let temp = self.temp.clone();
+                self.fail("write()", &temp, &e);
+            }
+        }
+    }
+
+    fn end(mut self: Box<Self>, complete: bool) {
+        let whole = complete && self.expected.is_none_or(|n| n == self.written);
+        let Some(file) = self.file.take().filter(|_| whole) else {
+            let _ = std::fs::remove_file(&self.temp);
+            return;
+        };
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(self.mode)) {
+            let temp = self.temp.clone();
+            self.fail("fchmod()", &temp, &e);
+        }
+        if let Some(t) = self.mtime {
+            let _ = file.set_modified(t);
+        }
+        drop(file);
+        if let Err(e) = place(&self.temp, &self.dest, self.mode) {
+            crate::conn_log!(
+                Level::Crit,
+                self.conn,
+                "rename() \"{}\" to \"{}\" failed {}",
+                self.temp.display(),
+                self.dest.display(),
+                shoal_conf::os_error(&e)
+            );
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// nginx's `ngx_ext_rename_file`: a rename; the missing directories created (with the
+/// file's mode and the search bits its read bits allow) and the rename tried again; across
+/// filesystems a copy beside the file, then a rename.
+fn place(temp: &Path, dest: &Path, mode: u32) -> std::io::Result<()> {
+    match std::fs::rename(temp, dest) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = dest.parent() {
+                use std::os::unix::fs::DirBuilderExt;
+                let dir_mode = mode | ((mode & 0o444) >> 2);
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(dir_mode)
+                    .create(dir)?;
+            }
+            std::fs::rename(temp, dest).or_else(|e| copy_over(temp, dest, e))
+        }
+        Err(e) => copy_over(temp, dest, e),
+    }
+}
+
+fn copy_over(temp: &Path, dest: &Path, e: std::io::Error) -> std::io::Result<()> {
+    if e.raw_os_error() != Some(libc::EXDEV) {
+        return Err(e);
+    }
+    let mut beside = dest.as_os_str().to_owned();
+    beside.push(format!(".{}", std::process::id()));
+    let beside = PathBuf::from(beside);
+    let r = std::fs::copy(temp, &beside).and_then(|_| std::fs::rename(&beside, dest));
+    let _ = std::fs::remove_file(temp);
+    if r.is_err() {
+        let _ = std::fs::remove_file(&beside);
+    }
+    r
+}
+
+/// The directives' place in the module list.
+pub struct Module;
+
+impl crate::http::modules::HttpModule for Module {
+    type Loc = StoreLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+
+    fn merge(loc: &mut StoreLoc, parent: &StoreLoc) {
+        crate::conf::merge(&mut loc.store, &parent.store);
+        crate::conf::merge(&mut loc.access, &parent.access);
+    }
+}
