@@ -39,6 +39,8 @@ pub enum Version {
     Http10,
     /// HTTP/1.1 (and HTTP/1.2..1.99, which nginx also takes as 1.1 semantics).
     Http11,
+    /// An HTTP/2 stream's request (its head rebuilt from the stream's fields by the server).
+    Http2,
 }
 
 impl Version {
@@ -48,6 +50,7 @@ impl Version {
             Version::Http09 => "HTTP/0.9",
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
         }
     }
 
@@ -58,6 +61,7 @@ impl Version {
             Version::Http09 => "",
             Version::Http10 => " HTTP/1.0",
             Version::Http11 => " HTTP/1.1",
+            Version::Http2 => " HTTP/2.0",
         }
     }
 }
@@ -178,8 +182,10 @@ impl Request {
     /// The protocol as the request line has it (nginx's `$server_protocol`): `HTTP/1.2`, a minor
     /// of `00`, and any spaces between it and the line's end are kept; empty for HTTP/0.9.
     pub fn version_text(&self) -> &[u8] {
-        if self.version == Version::Http09 {
-            return b"";
+        match self.version {
+            Version::Http09 => return b"",
+            Version::Http2 => return b"HTTP/2.0",
+            _ => {}
         }
         let after = self.head.get(self.target.end..).unwrap_or_default();
         let line = &after[..memchr::memchr(b'\n', after).unwrap_or(after.len())];
@@ -272,6 +278,18 @@ impl Request {
     /// The raw head bytes.
     pub fn head(&self) -> &Bytes {
         &self.head
+    }
+
+    /// Makes a request parsed from a head rebuilt from an HTTP/2 stream's fields an HTTP/2
+    /// one: its version, and its body as the stream frames it (`BodyKind::Chunked` stands for
+    /// a body of unknown length, whose DATA frames the server hands on as chunks). Nothing
+    /// of the connection applies to a stream: no keep-alive, no `Expect`.
+    pub fn into_h2(mut self, body: BodyKind) -> Request {
+        self.version = Version::Http2;
+        self.body = body;
+        self.keep_alive = false;
+        self.expect_continue = false;
+        self
     }
 }
 
@@ -1018,7 +1036,7 @@ fn finish_into(
         ));
     }
     let keep_alive = match raw.version {
-        Version::Http11 => !close,
+        Version::Http11 | Version::Http2 => !close,
         Version::Http10 => keep_alive_token && !close,
         Version::Http09 => false,
     };

@@ -79,6 +79,8 @@ pub struct AddrServers {
     pub default: usize,
     /// A `listen` of the address says `proxy_protocol`: connections begin with its header.
     pub proxy_protocol: bool,
+    /// A `listen` of the address says `http2` (nginx's deprecated way to turn it on).
+    pub http2: bool,
 }
 
 /// The servers of each listen address, in configuration order, and which is the default (the
@@ -91,9 +93,11 @@ pub fn address_routes(http: &crate::http::HttpConf) -> HashMap<ListenAddr, AddrS
                 servers: Vec::new(),
                 default: i,
                 proxy_protocol: false,
+                http2: false,
             });
             // As `ssl`: one listen saying it makes the address speak it, for all its servers.
             entry.proxy_protocol |= l.opts.proxy_protocol;
+            entry.http2 |= l.opts.http2;
             if !entry.servers.contains(&i) {
                 entry.servers.push(i);
             }

@@ -82,6 +82,9 @@ pub struct SocketOptions {
     /// `udp` (stream): a datagram socket. Part of the address for stream, which tells
     /// `listen 53 udp` from `listen 53`.
     pub udp: bool,
+    /// `http2` (deprecated since nginx 1.25.1 for the `http2` directive): HTTP/2 for every
+    /// server of the address, a property of the address as `ssl` is.
+    pub http2: bool,
 }
 
 impl SocketOptions {
@@ -91,6 +94,7 @@ impl SocketOptions {
             ssl: false,
             proxy_protocol: false,
             udp: false,
+            http2: false,
             ..self.clone()
         } != SocketOptions::default()
     }
@@ -133,7 +137,14 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
             }
             ("ssl", None) => opts.ssl = true,
             ("proxy_protocol", None) => opts.proxy_protocol = true,
-            ("http2" | "quic", None) => {
+            ("http2", None) => {
+                b.warn(
+                    "the \"listen ... http2\" directive is deprecated, use the \"http2\" directive instead",
+                    &d.span,
+                );
+                opts.http2 = true;
+            }
+            ("quic", None) => {
                 return Err(err(
                     d,
                     format!("the \"{key}\" parameter of the \"listen\" directive is not supported by shoal yet"),

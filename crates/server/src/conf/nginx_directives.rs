@@ -24,8 +24,8 @@
 //! (proxy, gzip, rewrite, upstream, map, split_clients, log, stub_status,
 //! thread_pool, aio, stream core and proxy...). Those are all `Unsupported`
 //! here: once shoal implements one, its registry answers first and the entry
-//! is never reached. HTTP/2, HTTP/3 and QUIC are `Unsupported` for now, and so
-//! are the TLS directives of stream and mail and of newer nginx versions
+//! is never reached (HTTP/2's are shoal's: `http/h2/conf.rs`). HTTP/3 and
+//! QUIC are `Unsupported` for now, and so are the TLS directives of stream and mail and of newer nginx versions
 //! (`proxy_ssl_certificate_cache`, `ssl_ech_file`). The http proxy's
 //! `proxy_ssl_*` are not listed: they are shoal's (`http/proxy/ssl.rs`).
 //!

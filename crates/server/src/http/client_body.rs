@@ -122,6 +122,25 @@ pub struct H1Source<'a> {
     pub expect_continue: bool,
 }
 
+/// Where an HTTP/2 request's body comes from: its stream's DATA frames, each window given
+/// back to the client once the frame is taken (so `http2_body_preread_size` is what a stream
+/// may have in flight). A body without `content-length` is handed to the decoder as chunks, so
+/// `client_max_body_size` holds for it as for a chunked HTTP/1 body.
+pub struct H2Source {
+    pub recv: h2::RecvStream,
+    /// Frames taken, not decoded yet (chunk-framed for a body of unknown length).
+    pub buf: BytesMut,
+    pub chunked: bool,
+    /// The stream's end was seen.
+    pub ended: bool,
+}
+
+/// A body's source: an HTTP/1 connection or an HTTP/2 stream.
+pub enum Source<'a> {
+    H1(H1Source<'a>),
+    H2(H2Source),
+}
+
 /// A request body, read on demand.
 pub struct ClientBody<'a> {
     kind: BodyKind,
@@ -129,7 +148,7 @@ pub struct ClientBody<'a> {
 }
 
 struct Inner<'a> {
-    source: Option<H1Source<'a>>,
+    source: Option<Source<'a>>,
     state: State,
     /// `client_body_in_file_only clean`: the body's file, removed with the request.
     cleanup: Option<RemoveOnDrop>,
@@ -255,10 +274,37 @@ impl<'a> ClientBody<'a> {
         ClientBody {
             kind,
             inner: RefCell::new(Inner {
-                source: (kind != BodyKind::Empty).then_some(source),
+                source: (kind != BodyKind::Empty).then_some(Source::H1(source)),
                 state: State::Unread,
                 cleanup: None,
             }),
+        }
+    }
+
+    /// An HTTP/2 stream's body, framed as `kind` (`Chunked`: its length was not told).
+    pub fn h2(kind: BodyKind, recv: h2::RecvStream) -> ClientBody<'a> {
+        let source = H2Source {
+            recv,
+            buf: BytesMut::new(),
+            chunked: kind == BodyKind::Chunked,
+            ended: false,
+        };
+        ClientBody {
+            kind,
+            inner: RefCell::new(Inner {
+                source: (kind != BodyKind::Empty).then_some(Source::H2(source)),
+                state: State::Unread,
+                cleanup: None,
+            }),
+        }
+    }
+
+    /// An HTTP/2 body's stream once the request is answered (to discard what no handler
+    /// read: the stream's end is awaited rather than reset).
+    pub fn into_h2_stream(self) -> Option<h2::RecvStream> {
+        match self.inner.into_inner().source {
+            Some(Source::H2(src)) if !src.ended => Some(src.recv),
+            _ => None,
         }
     }
 
@@ -405,7 +451,7 @@ impl<'a> ClientBody<'a> {
     #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
     async fn send_continue(&self) {
         let mut inner = self.inner.borrow_mut();
-        let Some(src) = inner.source.as_mut() else {
+        let Some(Source::H1(src)) = inner.source.as_mut() else {
             return;
         };
         if !src.expect_continue || !src.buf.is_empty() {
@@ -588,9 +634,63 @@ fn temp_file_failed(r: &Req<'_, '_>, e: &std::io::Error) -> Failure {
     Failure::Internal
 }
 
-/// The next piece of body from the buffer, reading the socket when it has none (each wait
-/// bounded by `timeout`).
+/// The next piece of body from the buffer, reading the socket (or the stream) when it has
+/// none (each wait bounded by `timeout`).
 async fn next(
+    d: &mut BodyDecoder,
+    src: &mut Source<'_>,
+    timeout: Duration,
+) -> Result<Option<Bytes>, Failure> {
+    match src {
+        Source::H1(src) => next_h1(d, src, timeout).await,
+        Source::H2(src) => next_h2(d, src, timeout).await,
+    }
+}
+
+/// [`next`] from an HTTP/2 stream: a DATA frame at a time, its window given back at once.
+async fn next_h2(
+    d: &mut BodyDecoder,
+    src: &mut H2Source,
+    timeout: Duration,
+) -> Result<Option<Bytes>, Failure> {
+    loop {
+        match d.decode_buf(&mut src.buf) {
+            Ok(BodyChunk::Data(data)) => return Ok(Some(data)),
+            Ok(BodyChunk::Done) => return Ok(None),
+            Ok(BodyChunk::NeedMore) => {}
+            Err(e) => return Err(decode_failure(d, e)),
+        }
+        if src.ended {
+            // Fewer bytes than `content-length` said (the h2 layer resets such a stream).
+            return Err(Failure::Gone);
+        }
+        match crate::deadline::within(timeout, src.recv.data()).await {
+            Err(_) => return Err(Failure::TimedOut),
+            Ok(None) => {
+                // Trailers may end the stream (passed on nowhere, as nginx's).
+                let _ = crate::deadline::within(timeout, src.recv.trailers()).await;
+                src.ended = true;
+                if src.chunked {
+                    src.buf.extend_from_slice(shoal_http::response::LAST_CHUNK);
+                }
+            }
+            Ok(Some(Ok(data))) => {
+                let _ = src.recv.flow_control().release_capacity(data.len());
+                if src.chunked {
+                    if !data.is_empty() {
+                        shoal_http::response::write_chunk(&mut src.buf, &data);
+                    }
+                } else {
+                    src.buf.extend_from_slice(&data);
+                }
+            }
+            Ok(Some(Err(_))) => return Err(Failure::Gone),
+        }
+    }
+}
+
+/// [`next`] from an HTTP/1 connection's buffer and socket.
+async fn next_h1(
     d: &mut BodyDecoder,
     src: &mut H1Source<'_>,
     timeout: Duration,

@@ -303,7 +303,7 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
     let version_ok = match req.version() {
         shoal_http::Version::Http09 => false,
         shoal_http::Version::Http10 => g.http_version_10(),
-        shoal_http::Version::Http11 => true,
+        shoal_http::Version::Http11 | shoal_http::Version::Http2 => true,
     };
     if !version_ok || !accepts_gzip(req) {
         return (false, vary);
@@ -615,7 +615,7 @@ pub fn static_wanted(g: &GzipLoc, req: &Request) -> bool {
             let version_ok = match req.version() {
                 shoal_http::Version::Http09 => false,
                 shoal_http::Version::Http10 => g.http_version_10(),
-                shoal_http::Version::Http11 => true,
+                shoal_http::Version::Http11 | shoal_http::Version::Http2 => true,
             };
             let ua = req
                 .header("user-agent")

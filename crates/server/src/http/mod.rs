@@ -9,6 +9,7 @@
 pub mod access;
 pub mod access_log;
 pub mod aio;
+pub mod answer;
 pub mod auth_basic;
 pub mod auth_delay;
 pub mod auth_request;
@@ -20,6 +21,7 @@ pub mod framing;
 pub mod geo;
 pub mod gzip;
 pub mod h1;
+pub mod h2;
 pub mod hash_sizes;
 pub mod headers;
 pub mod limit_conn;

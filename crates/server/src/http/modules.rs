@@ -246,6 +246,8 @@ http_modules! {
     auth_request: super::auth_request::Module,
     /// `auth_delay`.
     auth_delay: super::auth_delay::Module,
+    /// `http2`, `http2_*`, `$http2` (the HTTP/2 connection reads them).
+    http2: super::h2::conf::Module,
     /// `limit_rate`, `limit_rate_after`.
     limit_rate: super::limit_rate::Module,
     /// `client_body_temp_path`, `client_body_in_file_only`, `client_body_in_single_buffer`.

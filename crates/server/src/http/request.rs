@@ -219,6 +219,14 @@ impl Extras {
     }
 }
 
+/// What tells that a request's client went away: an HTTP/1 connection's socket closing, an
+/// HTTP/2 stream's RST_STREAM.
+#[derive(Clone, Copy)]
+pub enum ClientWatch<'r> {
+    Conn(&'r super::transport::Transport),
+    Stream(&'r RefCell<h2::server::SendResponse<bytes::Bytes>>),
+}
+
 /// Per-request state the phases share.
 ///
 /// `'s` is the configuration's lifetime (what the answer may borrow), `'r` the request's.
@@ -230,9 +238,9 @@ pub struct Req<'s, 'r> {
     pub start: std::time::Instant,
     /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
     pub name_captures: Option<&'r crate::cycle::NameCaptures>,
-    /// The client's socket, watched while the proxy waits for an upstream (a client that
-    /// closes makes nginx give up the upstream too).
-    pub client: Option<&'r super::transport::Transport>,
+    /// The client, watched while the proxy waits for an upstream (a client that closes, or
+    /// resets its stream, makes nginx give up the upstream too).
+    pub client: Option<ClientWatch<'r>>,
     /// The proxy cache zones of the request's generation (set by the master before any
     /// worker sees it; `None` only for a generation that never ran).
     pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,

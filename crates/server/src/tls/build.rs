@@ -28,8 +28,11 @@ use crate::cycle::{AddrServers, Named};
 use crate::http::HttpConf;
 use crate::listen::ListenAddr;
 
-/// ALPN protocols offered, most preferred first (`h2` joins when HTTP/2 lands).
+/// ALPN protocols offered, most preferred first, by a server without HTTP/2.
 pub const DEFAULT_ALPN: &[&[u8]] = &[b"http/1.1"];
+/// The same with HTTP/2 (`http2 on`, or `listen ... http2` on the address): `h2` first, as
+/// nginx prefers it.
+pub const H2_ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
 
 /// OpenSSL's `SSL_CTX_set_max_early_data` as nginx sets it (its buffer size).
 const MAX_EARLY_DATA: u32 = 16384;
@@ -227,7 +230,9 @@ pub fn finish(http: &mut HttpConf, b: &mut Builder) -> Result<(), Error> {
                 .get(&i)
                 .expect("every server of a TLS address was built")
                 .clone();
-            if let Some(e) = entry(&def, tls, no_protocols)? {
+            // ALPN offers `h2` when the server SNI chose has it on, or the address does.
+            let h2 = r.http2 || http.servers[i].loc.http2.enabled();
+            if let Some(e) = entry(&def, tls, no_protocols, h2)? {
                 servers.insert(i, e);
             }
         }
@@ -247,12 +252,17 @@ pub fn finish(http: &mut HttpConf, b: &mut Builder) -> Result<(), Error> {
 
 /// The handshake context of server `tls` on an address whose default server is `def`
 /// (`None` when no protocol is left to offer).
-fn entry(def: &ServerTls, tls: Arc<ServerTls>, no_protocols: bool) -> Result<Option<Entry>, Error> {
+fn entry(
+    def: &ServerTls,
+    tls: Arc<ServerTls>,
+    no_protocols: bool,
+    h2: bool,
+) -> Result<Option<Entry>, Error> {
     if no_protocols {
         return Ok(None);
     }
-    let base =
-        server_config(def, &tls, Arc::new(Pairs(Vec::new()))).map_err(|m| Error::new(m, None))?;
+    let base = server_config(def, &tls, Arc::new(Pairs(Vec::new())), h2)
+        .map_err(|m| Error::new(m, None))?;
     let pairs = tls.static_pairs().or_else(|| {
         // A server without certificates of its own answers with the default server's, as
         // nginx does.
@@ -284,7 +294,7 @@ pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<Ad
     }
     let no_protocols = tls.versions.is_empty();
     let mut servers = HashMap::new();
-    if let Some(e) = entry(&tls.clone(), tls, no_protocols)? {
+    if let Some(e) = entry(&tls.clone(), tls, no_protocols, false)? {
         servers.insert(0, e);
     }
     Ok(Arc::new(AddrTls {
@@ -293,6 +303,7 @@ pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<Ad
             servers: vec![0],
             default: 0,
             proxy_protocol: false,
+            http2: false,
         },
         names: Arc::new(vec![SniNames {
             names: Vec::new(),
@@ -309,6 +320,7 @@ fn server_config(
     def: &ServerTls,
     sni: &ServerTls,
     resolver: Arc<dyn ResolvesServerCert>,
+    h2: bool,
 ) -> Result<ServerConfig, String> {
     let provider = CryptoProvider {
         cipher_suites: def.suites.clone(),
@@ -325,7 +337,8 @@ fn server_config(
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
     c.ignore_client_order = sni.prefer_server_ciphers;
-    c.alpn_protocols = DEFAULT_ALPN.iter().map(|p| p.to_vec()).collect();
+    let alpn = if h2 { H2_ALPN } else { DEFAULT_ALPN };
+    c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     c.session_storage = sni.session_storage.clone();
     match &sni.ticketer {
         Some(t) => c.ticketer = t.clone(),

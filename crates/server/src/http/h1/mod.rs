@@ -18,6 +18,8 @@ pub(crate) mod proxy_protocol;
 mod tls;
 mod write;
 
+pub use tls::tls_refusal;
+
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -30,12 +32,11 @@ use tokio::net::{TcpStream, UnixStream};
 use self::body::Discard;
 use self::write::{request_line, RefusedShape};
 use super::client_body::{ClientBody, Failure, H1Source, Left};
-use super::output::{is_overflow, Output, Sink};
+use super::output::Sink;
 use super::phases::{self, Answered};
 use super::reply::Body;
 use super::request::REQUEST_NOW;
 use super::request::{log_ctx, Req};
-use super::static_files;
 use super::transport::{ConnInfo, Transport, READ_CHUNK};
 use super::{LocConf, ServerConf};
 use crate::cycle::Generation;
@@ -110,6 +111,26 @@ pub async fn serve(
                 return;
             }
         };
+    // HTTP/2: chosen by ALPN over TLS, or by its preface on a plain address that allows it.
+    let h2 = match info.tls.as_deref() {
+        Some(t) => t.alpn.as_deref() == Some(b"h2"),
+        None if !tls_address && super::h2::plain_allowed(&generation, &key, &info) => {
+            let timeout = generation
+                .servers_for(&key.addr, info.local)
+                .map_or(Duration::from_secs(60), |r| {
+                    generation.default_server(r).srv.client_header_timeout()
+                });
+            super::h2::starts_with_preface(&stream, timeout).await
+        }
+        None => false,
+    };
+    if h2 {
+        if let Transport::Tcp(s) = &stream {
+            let _ = s.set_nodelay(true);
+        }
+        Box::pin(super::h2::serve(stream, info, generation, guard, idle_slot)).await;
+        return;
+    }
     let default_loc = generation
         .servers_for(&key.addr, info.local)
         .map(|r| &generation.default_server(r).loc);
@@ -704,7 +725,7 @@ impl Conn {
             info: &self.info,
             start,
             name_captures,
-            client: Some(&self.stream),
+            client: Some(super::request::ClientWatch::Conn(&self.stream)),
             cache_zones,
             extras: &extras,
         };
@@ -792,19 +813,9 @@ impl Conn {
             keep = false;
         }
         let logs = !lc.access_logs().is_empty();
-        // `aio threads`: the request's pool. A small body is read through it before the head
-        // goes out, so a full queue can still be answered with 503 (nginx's behaviour).
+        // `aio threads`, the first piece read ahead, the body filters (the request layer's).
         let mut reply = reply;
-        let mut pool = None;
-        // A proxied answer needs the pool only for its temporary file (read back, written
-        // with `aio_write`), and only with `aio threads`.
-        let proxied = matches!(reply.body, Body::Upstream(_))
-            && matches!(lc.aio, Some(super::aio::Aio::Threads(_)));
-        let file = matches!(
-            reply.body,
-            Body::File { .. } | Body::Multipart { .. } | Body::Unsized(_)
-        );
-        if proxied || file {
+        let prepared = {
             let r = Req {
                 req,
                 srv,
@@ -816,56 +827,18 @@ impl Conn {
                 cache_zones,
                 extras: &extras,
             };
-            let vars = r.vars(&uri, lc, &[]);
-            match super::aio::pool_for(lc.aio.as_ref(), &vars, self.info.number) {
-                Ok(p) => pool = p,
-                // The upstream's answer is in hand: it goes without the pool (the line is
-                // logged) rather than being thrown away for a 500.
-                Err(super::aio::UnknownPool) if proxied => {}
-                Err(super::aio::UnknownPool) => {
-                    *reply = super::reply::error_reply(500, lc);
-                    keep = false;
-                }
-            }
-        }
-        let output = Output::new(pool, reply.direct.take());
-        if output.pool.is_some() {
-            if let Body::File {
-                len, cached: None, ..
-            } = reply.body
-            {
-                // The body's first piece is read ahead of the head (a small body whole, a
-                // larger one up to MAX_GATHER when it is read rather than sent), so an
-                // overflow is a 503; a HEAD answer reads nothing.
-                let read_path = len <= static_files::SMALL_FILE as u64 || !lc.sendfile();
-                if read_path && req.method() != "HEAD" {
-                    let can_sendfile = self.stream.can_sendfile();
-                    if let Err(e) = output.preread(&mut reply, lc, can_sendfile).await {
-                        if !is_overflow(&e) {
-                            return Err(e);
-                        }
-                        *reply = super::reply::error_reply(503, lc);
-                    }
-                }
-            }
-        }
-        let filters = std::mem::take(&mut reply.filters);
-        let changes_length = filters.iter().any(|f| !f.keeps_length());
-        // The answer's headers as `$sent_http_*` reads them, listed only for a log that may.
-        let sent_headers = if logs && lc.access_logs().iter().any(|l| l.reads_sent_headers) {
-            let mut h = reply.header_list();
-            if changes_length {
-                h.retain(|(n, _)| n != "content-length");
-            }
-            if lc.gzip.vary() {
-                // nginx writes the gzip `Vary` from a flag in its header filter: it is not a
-                // header `$sent_http_vary` can see.
-                h.retain(|(n, v)| !(n == "vary" && v == "Accept-Encoding"));
-            }
-            h
-        } else {
-            Vec::new()
+            let can_sendfile = self.stream.can_sendfile();
+            super::answer::prepare(&r, &mut reply, lc, &uri, can_sendfile, logs).await?
         };
+        if prepared.pool_failed {
+            keep = false;
+        }
+        let super::answer::Prepared {
+            output,
+            changes_length,
+            sent_headers,
+            ..
+        } = prepared;
         // No chunked framing in HTTP/1.0 (or with `chunked_transfer_encoding off`): the end of
         // the body is the end of the connection (a HEAD's answer has none to end).
         let no_chunks = !super::framing::chunks_allowed(req, lc);
@@ -886,7 +859,6 @@ impl Conn {
             _ => {}
         }
         let status = reply.status;
-        *output.filters.borrow_mut() = filters;
         self.pacing = self.pacing_for(
             (req, srv, host, start, &extras),
             lc,
@@ -943,10 +915,7 @@ impl Conn {
         }
         // `proxy_cache_background_update`: the stale answer is out; the update runs before
         // the next request is read (nginx's main request waits for its subrequest).
-        let background = upstream
-            .as_ref()
-            .and_then(|u| u.borrow_mut().background.take());
-        if let Some(bg) = background {
+        if let Some(bg) = super::answer::background(upstream.as_ref()) {
             self.flush().await?;
             let r = Req {
                 req,
@@ -959,8 +928,7 @@ impl Conn {
                 cache_zones,
                 extras: &extras,
             };
-            // (Boxed: rare, and kilobytes; see `write_reply_head_and_body`.)
-            Box::pin(super::proxy_cache::serve::update_in_background(&r, lc, bg)).await;
+            super::answer::run_background(&r, lc, bg).await;
         }
         if let Some(rec) = upstream {
             super::proxy::handler::Record::recycle(rec);

@@ -28,10 +28,6 @@ use crate::tls::conf::VerifyClient;
 use crate::tls::{Accepted, TlsError};
 use crate::worker::IdleSlot;
 
-/// ALPN's place for HTTP/2: a connection that negotiated `h2` goes to the HTTP/2 driver once
-/// there is one; today only `http/1.1` is offered (`tls::build::DEFAULT_ALPN`).
-pub(super) const ALPN_HTTP11: &[u8] = b"http/1.1";
-
 /// How a connection on a TLS address starts.
 pub(super) enum Start {
     /// The handshake is over.
@@ -91,8 +87,8 @@ pub(super) async fn start(
         Ok(Ok(Accepted::PlainHttp(tcp))) => Ok(Start::Plain(Transport::Tcp(tcp))),
         Ok(Ok(Accepted::Tls(stream))) => {
             let (conn, tls_info) = stream.into_parts();
-            // Only `http/1.1` is offered: a client that chose nothing speaks it too.
-            debug_assert!(tls_info.alpn.as_deref().is_none_or(|p| p == ALPN_HTTP11));
+            // `h2` (when offered) goes to the HTTP/2 driver; a client that chose nothing
+            // speaks HTTP/1.1.
             info.tls = Some(Box::new(tls_info));
             Ok(Start::Tls(Transport::Tls(Box::new(conn))))
         }
@@ -167,61 +163,72 @@ impl Conn {
         found.map(|i| &servers[i])
     }
 
-    /// nginx's checks of a request on a TLS address once its head is read: the code to answer
-    /// with instead (logged here), and the server that answers it. `srv` is the request's
-    /// server (chosen by Host), `sni` the one SNI named.
+    /// nginx's checks of a request on a TLS address once its head is read (see
+    /// [`tls_refusal`]).
     pub(super) fn tls_refusal<'g>(
         &self,
         req: &Request,
         srv: &'g ServerConf,
         sni: Option<&'g ServerConf>,
     ) -> Option<(u16, &'g ServerConf)> {
-        let refuse = |code: u16, srv: &'g ServerConf, what: &str| {
-            crate::conn_log!(
-                Level::Info,
-                self.info.number,
-                "{what} while reading client request headers{}",
-                log_ctx(req, srv, &self.info)
+        tls_refusal(&self.info, req, srv, sni)
+    }
+}
+
+/// nginx's checks of a request on a TLS address once its head is read, for HTTP/1 and HTTP/2
+/// alike: the code to answer with instead (logged here), and the server that answers it.
+/// `srv` is the request's server (chosen by Host), `sni` the one SNI named.
+pub fn tls_refusal<'g>(
+    info: &ConnInfo,
+    req: &Request,
+    srv: &'g ServerConf,
+    sni: Option<&'g ServerConf>,
+) -> Option<(u16, &'g ServerConf)> {
+    let refuse = |code: u16, srv: &'g ServerConf, what: &str| {
+        crate::conn_log!(
+            Level::Info,
+            info.number,
+            "{what} while reading client request headers{}",
+            log_ctx(req, srv, info)
+        );
+        Some((code, srv))
+    };
+    // (Called for connections to a TLS address only.)
+    let Some(tls) = info.tls.as_deref() else {
+        return refuse(497, srv, "client sent plain HTTP request to HTTPS port");
+    };
+    let verify = srv.ssl.verify_client();
+    if let Some(sni_srv) = sni {
+        // The Host's server verifies clients: its name must be the one negotiated.
+        let host = req.host().map(shoal_http::lossy).unwrap_or_default();
+        if verify != VerifyClient::Off
+            && sni_name(info).is_some_and(|n| !n.eq_ignore_ascii_case(&host))
+        {
+            return refuse(
+                421,
+                sni_srv,
+                "client attempted to request the server name different from the one that was negotiated",
             );
-            Some((code, srv))
-        };
-        // (Called for connections to a TLS address only.)
-        let Some(tls) = self.info.tls.as_deref() else {
-            return refuse(497, srv, "client sent plain HTTP request to HTTPS port");
-        };
-        let verify = srv.ssl.verify_client();
-        if let Some(sni_srv) = sni {
-            // The Host's server verifies clients: its name must be the one negotiated.
-            let host = req.host().map(shoal_http::lossy).unwrap_or_default();
-            if verify != VerifyClient::Off
-                && sni_name(&self.info).is_some_and(|n| !n.eq_ignore_ascii_case(&host))
-            {
-                return refuse(
-                    421,
-                    sni_srv,
-                    "client attempted to request the server name different from the one that was negotiated",
-                );
-            }
         }
-        match (verify, &tls.client_verdict) {
-            (VerifyClient::Off, _) => None,
-            // `optional_no_ca` forgives an issuer nobody vouches for, nothing else.
-            (mode, Some(v))
-                if !(v.is_ok() || mode == VerifyClient::OptionalNoCa && v.is_unknown_issuer()) =>
-            {
-                refuse(
-                    495,
-                    srv,
-                    &format!(
-                        "client SSL certificate verify error: ({}:{})",
-                        v.code, v.reason
-                    ),
-                )
-            }
-            (VerifyClient::On, _) if tls.client_chain.is_empty() => {
-                refuse(496, srv, "client sent no required SSL certificate")
-            }
-            _ => None,
+    }
+    match (verify, &tls.client_verdict) {
+        (VerifyClient::Off, _) => None,
+        // `optional_no_ca` forgives an issuer nobody vouches for, nothing else.
+        (mode, Some(v))
+            if !(v.is_ok() || mode == VerifyClient::OptionalNoCa && v.is_unknown_issuer()) =>
+        {
+            refuse(
+                495,
+                srv,
+                &format!(
+                    "client SSL certificate verify error: ({}:{})",
+                    v.code, v.reason
+                ),
+            )
         }
+        (VerifyClient::On, _) if tls.client_chain.is_empty() => {
+            refuse(496, srv, "client sent no required SSL certificate")
+        }
+        _ => None,
     }
 }

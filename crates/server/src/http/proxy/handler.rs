@@ -26,7 +26,7 @@ use super::{NextUpstream, ProxyLoc, ProxyPass, Target, UpstreamHeader};
 use crate::deadline::Timer;
 use crate::http::client_body::{BodyToSend, ClientBody, Failure, Whole};
 use crate::http::reply::{Body, Outcome, Reply};
-use crate::http::request::Req;
+use crate::http::request::{ClientWatch, Req};
 use crate::http::rewrite;
 use crate::http::transport::Transport;
 use crate::http::LocConf;
@@ -873,7 +873,12 @@ async fn send_request(
 /// Whether the client closed its connection (`Ready(true)`) or sent more (`Ready(false)`: the
 /// bytes stay unread), as [`Stream::peer_closed`] waits for it, but polled through the socket's
 /// one reader slot: no waiter is queued on the socket and taken off again per wait.
-fn poll_client_closed(c: &Transport, cx: &mut Context<'_>) -> Poll<bool> {
+fn poll_client_closed(c: ClientWatch<'_>, cx: &mut Context<'_>) -> Poll<bool> {
+    let c = match c {
+        ClientWatch::Conn(t) => t,
+        // An HTTP/2 stream: the client reset it (or the connection is gone).
+        ClientWatch::Stream(s) => return s.borrow_mut().poll_reset(cx).map(|_| true),
+    };
     loop {
         match c.poll_read_ready(cx) {
             Poll::Pending => return Poll::Pending,
@@ -1176,7 +1181,7 @@ async fn exchange(
     asked: UpstreamRequest,
     record: &Rc<RefCell<Record>>,
     conn: u64,
-    client: Option<&Transport>,
+    client: Option<ClientWatch<'_>>,
     resend_ok: bool,
     tls: Option<&Handshake<'_>>,
 ) -> (Result<Answer, Fail>, bool) {
@@ -1259,7 +1264,7 @@ async fn send_and_read(
     peer: usize,
     born: Instant,
     requests: u64,
-    client: Option<&Transport>,
+    client: Option<ClientWatch<'_>>,
 ) -> Result<Answer, (Fail, bool)> {
     let send_timeout = conf.send_timeout();
     // `proxy_send_timeout` bounds each wait for the upstream to take more, not the transfer.

@@ -1,0 +1,212 @@
+//! Writing an answer on an HTTP/2 stream: its head as a HEADERS frame (the status, `server`,
+//! `date`, the length when known, the handler's and the filters' headers, never the ones
+//! HTTP/2 forbids), its body as DATA frames of at most `http2_chunk_size`, sent only as the
+//! client's window (and the connection's send buffer) take them, so a client that does not
+//! read holds at most a window of the answer in memory and `send_timeout` ends it.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::SendStream;
+
+use crate::http::output::Sink;
+use crate::http::reply::{Body, Reply};
+use crate::http::transport::ConnInfo;
+use crate::http::{LocConf, ServerTokens};
+
+/// Headers no HTTP/2 message carries (RFC 9113, 8.2.2): an upstream's are dropped.
+const CONNECTION_SPECIFIC: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The answer's head as an `http` response: what [`crate::http::h1`] writes as HTTP/1 lines.
+/// Returns it and its size as nginx's `$bytes_sent` counts a head (the fields' names and
+/// values, uncompressed).
+pub fn head(
+    reply: &Reply,
+    lc: &LocConf,
+    length: Option<u64>,
+    date: &[u8],
+) -> (http::Response<()>, u64) {
+    let status = shoal_http::status::wire_status(reply.status);
+    let mut resp = http::Response::new(());
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+    let mut size = 9u64;
+    let h = resp.headers_mut();
+    let mut put = |name: &str, value: &[u8]| {
+        let lower = name.to_ascii_lowercase();
+        if CONNECTION_SPECIFIC.contains(&lower.as_str()) {
+            return;
+        }
+        let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(lower.as_bytes()),
+            http::HeaderValue::from_bytes(value),
+        ) else {
+            return;
+        };
+        size += (lower.len() + value.len()) as u64 + 2;
+        h.append(n, v);
+    };
+    put("server", tokens(lc.server_tokens()).server().as_bytes());
+    put("date", date);
+    if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
+        put("content-type", ct.as_bytes());
+    }
+    if let Some(n) = length {
+        put("content-length", n.to_string().as_bytes());
+    }
+    if let Some(lm) = &reply.last_modified {
+        put("last-modified", lm);
+    }
+    if let Some(loc) = reply.location.as_deref() {
+        put("location", loc.as_bytes());
+    }
+    for (n, v) in &reply.headers {
+        put(n, v.as_bytes());
+    }
+    for (n, v) in &reply.extra {
+        put(n, v.as_bytes());
+    }
+    for (n, v) in &reply.raw_extra {
+        put(n, v);
+    }
+    (resp, size)
+}
+
+fn tokens(t: ServerTokens) -> shoal_http::ServerTokens {
+    match t {
+        ServerTokens::On => shoal_http::ServerTokens::On,
+        ServerTokens::Off => shoal_http::ServerTokens::Off,
+        ServerTokens::Build => shoal_http::ServerTokens::Build,
+    }
+}
+
+/// The body length an answer's head tells, as HTTP/1's does (`None`: none told).
+pub fn told_length(body: &Body, changes_length: bool) -> Option<u64> {
+    if changes_length {
+        return None;
+    }
+    body.length()
+}
+
+/// A stream's writing half: body bytes are gathered in `out` and go as DATA frames.
+pub struct H2Sink<'a> {
+    pub send: SendStream<Bytes>,
+    pub out: BytesMut,
+    pub info: &'a ConnInfo,
+    pub send_timeout: Duration,
+    /// `http2_chunk_size`: the largest DATA frame.
+    pub chunk: usize,
+}
+
+impl H2Sink<'_> {
+    /// Waits until the stream may send more (its window and the connection's buffer), at most
+    /// `send_timeout`. The stream reset by the client is an error.
+    async fn capacity(&mut self, want: usize) -> io::Result<usize> {
+        self.send.reserve_capacity(want);
+        loop {
+            let now = self.send.capacity();
+            if now > 0 {
+                return Ok(now);
+            }
+            let wait = std::future::poll_fn(|cx| self.send.poll_capacity(cx));
+            match crate::deadline::within(self.send_timeout, wait).await {
+                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                Ok(None) => return Err(io::ErrorKind::BrokenPipe.into()),
+                Ok(Some(Err(e))) => return Err(io::Error::other(e)),
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
+    /// Sends `n` bytes of `out` (`end`: they end the stream).
+    fn send_out(&mut self, n: usize, end: bool) -> io::Result<()> {
+        let data = self.out.split_to(n).freeze();
+        self.send.send_data(data, end).map_err(io::Error::other)
+    }
+
+    /// Sends everything gathered and ends the stream (an empty DATA frame with END_STREAM when
+    /// nothing is left).
+    pub async fn finish(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return self
+                .send
+                .send_data(Bytes::new(), true)
+                .map_err(io::Error::other);
+        }
+        while !self.out.is_empty() {
+            let cap = self.capacity(self.out.len()).await?;
+            let n = cap.min(self.out.len()).min(self.chunk);
+            let last = n == self.out.len();
+            self.send_out(n, last)?;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for H2Sink<'_> {
+    fn out(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    fn info(&self) -> &ConnInfo {
+        self.info
+    }
+
+    fn more_requests_buffered(&self) -> bool {
+        false
+    }
+
+    fn flush_now(&mut self) -> io::Result<bool> {
+        while !self.out.is_empty() {
+            self.send.reserve_capacity(self.out.len());
+            let cap = self.send.capacity();
+            if cap == 0 {
+                return Ok(false);
+            }
+            let n = cap.min(self.out.len()).min(self.chunk);
+            self.send_out(n, false)?;
+        }
+        Ok(true)
+    }
+
+    async fn flush_to(&mut self, keep: usize) -> io::Result<()> {
+        while self.out.len() > keep {
+            let cap = match self.capacity(self.out.len()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.out.clear();
+                    return Err(e);
+                }
+            };
+            let n = cap.min(self.out.len()).min(self.chunk);
+            self.send_out(n, false)?;
+        }
+        Ok(())
+    }
+
+    async fn write_some(&mut self, data: &[u8]) -> io::Result<usize> {
+        let cap = self.capacity(data.len()).await?;
+        let n = cap.min(data.len()).min(self.chunk);
+        self.send
+            .send_data(Bytes::copy_from_slice(&data[..n]), false)
+            .map_err(io::Error::other)?;
+        Ok(n)
+    }
+
+    fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    fn set_cork(&self, _on: bool) {}
+
+    async fn until_writable(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

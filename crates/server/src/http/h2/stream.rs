@@ -1,0 +1,491 @@
+//! One HTTP/2 stream's request, from its HEADERS to its last DATA frame and its log line.
+//!
+//! The stream's fields are rebuilt into a request head and read by the same parser as an
+//! HTTP/1 head, under the server's `large_client_header_buffers` (a field over its size is
+//! nginx's 400, a path over it 414), so every module sees the same [`Request`]; it is then an
+//! HTTP/2 request (`$server_protocol` is `HTTP/2.0`). `:authority` stands for `Host` when the
+//! client sent none; several `cookie` fields are joined with `; ` (RFC 9113, 8.2.3). The
+//! pseudo-headers, connection-specific fields and the body's length against `content-length`
+//! were checked by the `h2` layer already (a malformed stream is reset there).
+
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream};
+use shoal_http::{BodyKind, HeadParser};
+
+use super::sink::{self, H2Sink};
+use super::Shared;
+use crate::http::answer;
+use crate::http::client_body::ClientBody;
+use crate::http::output::{Output, Sink, Who};
+use crate::http::phases::{self, Answered};
+use crate::http::proxy::relay;
+use crate::http::reply::{Body, Reply};
+use crate::http::request::{self, Extras, Req, REQUEST_NOW};
+use crate::http::LocConf;
+use crate::log::Level;
+
+/// Answers one stream. The connection's count of open streams drops when it ends.
+pub(super) async fn run(
+    sh: Rc<Shared>,
+    req: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+) {
+    struct Done(Rc<Shared>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.active.set(self.0.active.get() - 1);
+            self.0.last_done.set(Instant::now());
+            self.0.done.notify_one();
+        }
+    }
+    let done = Done(sh.clone());
+    crate::status::request();
+    // (Boxed: a request's future is kilobytes, and the connection spawns one per stream.)
+    Box::pin(answer_stream(&done.0, req, respond)).await;
+}
+
+/// The request head an HTTP/1 parser reads for the stream's fields.
+fn rebuild_head(parts: &http::request::Parts) -> BytesMut {
+    let mut head = BytesMut::with_capacity(256);
+    head.extend_from_slice(parts.method.as_str().as_bytes());
+    head.extend_from_slice(b" ");
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    head.extend_from_slice(path.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    if !parts.headers.contains_key(http::header::HOST) {
+        if let Some(a) = parts.uri.authority() {
+            head.extend_from_slice(b"host: ");
+            head.extend_from_slice(a.as_str().as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+    }
+    let mut cookies = parts.headers.get_all(http::header::COOKIE).iter();
+    if let Some(first) = cookies.next() {
+        head.extend_from_slice(b"cookie: ");
+        head.extend_from_slice(first.as_bytes());
+        for c in cookies {
+            head.extend_from_slice(b"; ");
+            head.extend_from_slice(c.as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in &parts.headers {
+        if name == http::header::COOKIE {
+            continue;
+        }
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+async fn answer_stream(
+    sh: &Shared,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+) {
+    let Some(gen) = sh.generation() else {
+        respond.send_reset(Reason::REFUSED_STREAM);
+        return;
+    };
+    let Some(route) = gen.servers_for(&sh.info.socket, sh.info.local).cloned() else {
+        respond.send_reset(Reason::REFUSED_STREAM);
+        return;
+    };
+    let default_srv =
+        super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
+    let (parts, recv) = req.into_parts();
+    let ended = recv.is_end_stream();
+    let mut head = rebuild_head(&parts);
+    let mut parser = HeadParser::new(default_srv.srv.limits());
+    let parsed = match parser.parse(&mut head) {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            // A head the parser wants more of cannot be: it ends with its empty line.
+            respond.send_reset(Reason::PROTOCOL_ERROR);
+            return;
+        }
+        Err(e) => {
+            let refused = parser.refused(&head);
+            let srv = if refused.host.is_none() && !refused.head_read {
+                default_srv
+            } else {
+                gen.refused_server(&route, &refused)
+            };
+            crate::conn_log!(
+                Level::Info,
+                sh.info.number,
+                "{}, client: {}, server: {}",
+                e,
+                sh.info.client(),
+                srv.name()
+            );
+            let start = Instant::now();
+            let reply = Box::new(crate::http::reply::error_reply(e.code(), &srv.loc));
+            let status = reply.status;
+            let date = request::date(false);
+            let length = reply.body.length();
+            let (resp, head_len) = sink::head(&reply, &srv.loc, length, &date);
+            let mut body_len = 0;
+            if let Ok(send) = respond.send_response(resp, false) {
+                let mut sink = H2Sink {
+                    send,
+                    out: BytesMut::new(),
+                    info: &sh.info,
+                    send_timeout: srv.loc.send_timeout(),
+                    chunk: srv.loc.http2.chunk_size(),
+                };
+                let output = Output::default();
+                let body = std::mem::replace(&mut { reply }.body, Body::Empty);
+                if output.send_plain(&mut sink, body, &srv.loc).await.is_ok()
+                    && sink.finish().await.is_ok()
+                {
+                    body_len = length.unwrap_or(0);
+                }
+            }
+            // Logged as nginx logs a request it could not read: its request line.
+            let line = format!(
+                "{} {} HTTP/2.0",
+                parts.method,
+                parts.uri.path_and_query().map_or("/", |p| p.as_str())
+            );
+            log_refused(sh, srv, status, head_len, body_len, &line, start);
+            return;
+        }
+    };
+    // The body as the stream frames it: none after END_STREAM, `content-length`'s when told,
+    // else of unknown length (handed to the decoder as chunks).
+    let kind = match parsed.body() {
+        _ if ended => BodyKind::Empty,
+        BodyKind::Length(n) => BodyKind::Length(n),
+        _ => BodyKind::Chunked,
+    };
+    let req = parsed.into_h2(kind);
+    // Shared with the proxy, which watches it for the client's RST_STREAM while it waits.
+    let respond = std::cell::RefCell::new(respond);
+    let host = req.host().map(|h| shoal_http::lossy(h).into_owned());
+    let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
+    // On TLS, the checks of an HTTP/1 request on a TLS address: client certificates (495,
+    // 496) and a Host other than the name SNI negotiated (421).
+    let mut refuse_with = None;
+    if sh.info.tls.is_some() {
+        let sni = super::sni_server(&gen, &sh.info);
+        if let Some((code, by)) = crate::http::h1::tls_refusal(&sh.info, &req, srv, sni) {
+            refuse_with = Some(code);
+            if !std::ptr::eq(by, srv) {
+                (srv, name_captures) = (by, None);
+            }
+        }
+    }
+    let start = Instant::now();
+    REQUEST_NOW.with(|n| n.set(Some(start)));
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            REQUEST_NOW.with(|n| n.set(None));
+        }
+    }
+    let _clear = Clear;
+    let extras = Extras::default();
+    let client_body = ClientBody::h2(kind, recv);
+    let cache_zones = gen.cache_zones.get().map(|z| &**z);
+    let r = Req {
+        req: &req,
+        srv,
+        host: host.as_deref(),
+        info: &sh.info,
+        start,
+        name_captures: name_captures.as_ref(),
+        client: Some(crate::http::request::ClientWatch::Stream(&respond)),
+        cache_zones,
+        extras: &extras,
+    };
+    let Answered {
+        mut reply,
+        lc,
+        uri,
+        close,
+        upstream,
+        ..
+    } = match refuse_with {
+        None => phases::process(&r, &client_body).await,
+        Some(code) => Box::pin(phases::process_status(&r, &client_body, code)).await,
+    };
+    // A body no handler read is discarded after the answer (nginx's); a refused one is not
+    // read (the stream is reset when the answer ends).
+    let unread = client_body.left() == crate::http::client_body::Left::Unread;
+    let recv = client_body.into_h2_stream();
+    let requests = sh.requests.get();
+    if close || reply.terminate {
+        // `return 444` (or a request nginx terminates): the stream is reset, the request
+        // logged with its status.
+        respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
+        let rec = upstream.as_ref().map(|u| u.borrow());
+        request::log(
+            &sh.info,
+            requests,
+            &req,
+            srv,
+            lc,
+            &uri,
+            start,
+            reply.status,
+            0,
+            0,
+            Vec::new(),
+            rec.as_deref(),
+            Some(&extras),
+        );
+        return;
+    }
+    let logs = !lc.access_logs().is_empty();
+    let prepared = match answer::prepare(&r, &mut reply, lc, &uri, false, logs).await {
+        Ok(p) => p,
+        Err(_) => {
+            respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
+            return;
+        }
+    };
+    let answer::Prepared {
+        output,
+        changes_length,
+        sent_headers,
+        ..
+    } = prepared;
+    let head_only = req.method() == "HEAD";
+    let length = sink::told_length(&reply.body, changes_length);
+    let date =
+        request::date(reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)));
+    let (resp, head_len) = sink::head(&reply, lc, length, &date);
+    let status = reply.status;
+    let body = std::mem::replace(&mut reply.body, Body::Empty);
+    Reply::recycle(reply);
+    let no_body = head_only || matches!(body, Body::Empty);
+    let mut send_half: Option<h2::SendStream<Bytes>> = None;
+    let started = respond.borrow_mut().send_response(resp, no_body);
+    let sent = match started {
+        Ok(send) => {
+            let mut sink = H2Sink {
+                send,
+                out: BytesMut::new(),
+                info: &sh.info,
+                send_timeout: lc.send_timeout(),
+                chunk: lc.http2.chunk_size(),
+            };
+            if no_body {
+                if let Body::Upstream(u) = body {
+                    // A HEAD converted to GET for the cache: the body is still stored.
+                    u.finish_or_store();
+                }
+                send_half = Some(sink.send);
+                Ok(0)
+            } else {
+                let who: Who<'_> = Some((&req, srv));
+                let sent = match write_body(&mut sink, body, &output, lc, who).await {
+                    Ok(n) => sink.finish().await.map(|()| n),
+                    Err(e) => {
+                        sink.send.send_reset(Reason::INTERNAL_ERROR);
+                        Err(e)
+                    }
+                };
+                send_half = Some(sink.send);
+                sent
+            }
+        }
+        Err(e) => Err(io::Error::other(e)),
+    };
+    drop(output);
+    let body_len = match sent {
+        Ok(n) => {
+            extras.set_completed();
+            n
+        }
+        Err(e) => {
+            if e.kind() == io::ErrorKind::TimedOut {
+                crate::conn_log!(
+                    Level::Info,
+                    sh.info.number,
+                    "client timed out (110: Connection timed out) while sending response to client{}",
+                    r.log_ctx()
+                );
+            }
+            0
+        }
+    };
+    if logs {
+        let rec = upstream.as_ref().map(|u| u.borrow());
+        request::log(
+            &sh.info,
+            requests,
+            &req,
+            srv,
+            lc,
+            &uri,
+            start,
+            status,
+            head_len,
+            body_len,
+            sent_headers,
+            rec.as_deref(),
+            Some(&extras),
+        );
+    }
+    // The answer is out and the client still sends: what it sends is read and dropped within
+    // nginx's lingering bounds (a body no handler read up to `client_max_body_size`, a
+    // refused one whatever its size, as an HTTP/1 connection lingers). A stream whose client
+    // still sends past them is reset by the h2 layer with NO_ERROR once the answer's frames
+    // are out (RFC 9113, 8.1), as nginx closes such a stream.
+    if let Some(mut recv) = recv {
+        let max = if unread { lc.client_max_body_size() } else { 0 };
+        discard(&mut recv, lc, max).await;
+    }
+    drop(send_half);
+    if let Some(bg) = answer::background(upstream.as_ref()) {
+        // (The stream is over: nothing watches it.)
+        let r = Req { client: None, ..r };
+        answer::run_background(&r, lc, bg).await;
+    }
+    if let Some(rec) = upstream {
+        crate::http::proxy::handler::Record::recycle(rec);
+    }
+}
+
+/// The access log line of a stream whose fields could not be read as a request.
+fn log_refused(
+    sh: &Shared,
+    srv: &crate::http::ServerConf,
+    status: u16,
+    head_len: u64,
+    body_len: u64,
+    line: &str,
+    start: Instant,
+) {
+    let logs = srv.loc.access_logs();
+    if logs.is_empty() {
+        return;
+    }
+    let sent = crate::variables::Sent {
+        status,
+        body_bytes: body_len,
+        bytes: head_len + body_len,
+        headers: Vec::new(),
+    };
+    let vars = crate::variables::Vars {
+        req: None,
+        uri: None,
+        peer: sh.info.peer,
+        local: sh.info.local,
+        server_name: srv.name(),
+        document_root: None,
+        request_filename: None,
+        connection: sh.info.number,
+        connection_requests: sh.requests.get(),
+        start,
+        request_length: 0,
+        sent: Some(&sent),
+        captures: &[],
+        user: None,
+        doc_root: None,
+        args: None,
+        request_line: Some(line),
+        upstream: None,
+        tls: sh.info.tls.as_deref(),
+        extras: None,
+        conn: Some(&sh.info),
+        srv: Some(srv),
+        lc: Some(&srv.loc),
+        stream: None,
+    };
+    crate::http::access_log::log_request(logs, &vars);
+}
+
+/// Reads and drops what the client still sends on a stream, up to `max` bytes (0: any), each
+/// wait bounded by `lingering_timeout` and the whole by `lingering_time`.
+async fn discard(recv: &mut RecvStream, lc: &LocConf, max: u64) {
+    let deadline = Instant::now() + lc.lingering_time();
+    let mut read = 0u64;
+    while !recv.is_end_stream() && (max == 0 || read <= max) {
+        let wait = lc
+            .lingering_timeout()
+            .min(deadline.saturating_duration_since(Instant::now()));
+        match crate::deadline::within(wait, recv.data()).await {
+            Ok(Some(Ok(d))) => {
+                read += d.len() as u64;
+                let _ = recv.flow_control().release_capacity(d.len());
+            }
+            // The DATA frames are over; trailers may follow.
+            Ok(None) => {
+                let _ = crate::deadline::within(wait, recv.trailers()).await;
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Sends an answer's body through `output` (no chunked framing: DATA frames carry it).
+/// Returns the body bytes sent.
+async fn write_body(
+    sink: &mut H2Sink<'_>,
+    body: Body,
+    output: &Output,
+    lc: &LocConf,
+    who: Who<'_>,
+) -> io::Result<u64> {
+    if output.filtered() {
+        return output.send_filtered(sink, body, false, lc, who).await;
+    }
+    match body {
+        Body::Upstream(u) => relay::relay(sink, output, *u, false, who, lc).await,
+        Body::Unsized(inner) => output.send_unsized(sink, *inner, false, lc).await,
+        // No upgrade over HTTP/2 (its request cannot ask for one).
+        Body::Tunnel(_) => Ok(0),
+        body => {
+            let n = match &body {
+                Body::Absent(_) => 0,
+                b => b.length().unwrap_or(0),
+            };
+            output.send_plain(sink, body, lc).await?;
+            sink.flush().await?;
+            Ok(n)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_takes_authority_and_joins_cookies() {
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("https://example.com/a?b=1")
+            .header("cookie", "a=1")
+            .header("cookie", "b=2")
+            .header("x-y", "z")
+            .body(())
+            .expect("a valid request");
+        let (parts, ()) = req.into_parts();
+        let head = rebuild_head(&parts);
+        assert_eq!(
+            &head[..],
+            b"GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\ncookie: a=1; b=2\r\nx-y: z\r\n\r\n"
+        );
+        let parsed = HeadParser::default()
+            .parse(&mut head.clone())
+            .expect("parsed")
+            .expect("whole");
+        let r: shoal_http::Request = parsed.into_h2(BodyKind::Empty);
+        assert_eq!(r.version_text(), b"HTTP/2.0");
+        assert_eq!(r.host(), Some(&b"example.com"[..]));
+    }
+}
