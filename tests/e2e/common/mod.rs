@@ -6,6 +6,7 @@
 //! Nothing here sleeps for a fixed time to "let the server settle": every wait polls a condition
 //! with a deadline ([`WAIT`]), so a slow machine makes a test slower, never flaky.
 
+pub mod backends;
 pub mod client;
 pub mod dns;
 pub mod tls;

@@ -191,7 +191,17 @@ impl Server {
         }
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
         // shoal's files beside mime.types, the same for both: `include koi-utf;` reads them.
-        for f in ["mime.types", "koi-win", "koi-utf", "win-utf"] {
+        // The upstream protocols' params too (`include fastcgi.conf;`).
+        for f in [
+            "mime.types",
+            "koi-win",
+            "koi-utf",
+            "win-utf",
+            "fastcgi.conf",
+            "fastcgi_params",
+            "uwsgi_params",
+            "scgi_params",
+        ] {
             fs::copy(repo.join("conf").join(f), prefix.join("conf").join(f))
                 .unwrap_or_else(|e| panic!("copying conf/{f}: {e}"));
         }

@@ -75,6 +75,9 @@ pub struct Decoder {
     queue: VecDeque<Event>,
     surplus: bool,
     head_request: bool,
+    /// Bytes left in the buffer when the head's count started over: nginx had consumed them
+    /// already, so they do not count.
+    credit: usize,
 }
 
 impl Decoder {
@@ -98,6 +101,7 @@ impl Decoder {
             queue: VecDeque::new(),
             surplus: false,
             head_request,
+            credit: 0,
         }
     }
 
@@ -195,11 +199,21 @@ impl Decoder {
                                 used, stdout_seen, ..
                             } = &mut self.phase
                             {
-                                // nginx's buffer is empty (all it read is consumed) and has
+                                // nginx's buffer is empty (all it read is consumed: a record
+                                // header's first bytes too, into its parser's state) and has
                                 // held nothing but stderr: it starts over, so that a flood of
                                 // PHP warnings before the head takes no more memory.
-                                if !*stdout_seen && (buf.is_empty() || *used >= self.max_head) {
+                                // What is left is at most this record's padding and the
+                                // next header's first bytes.
+                                let rest = if left == n {
+                                    usize::from(padding) + HEADER_LEN
+                                } else {
+                                    1
+                                };
+                                if !*stdout_seen && (buf.len() < rest || *used >= self.max_head) {
                                     *used = 0;
+                                    // The rest was consumed before nginx started over.
+                                    self.credit = buf.len();
                                 }
                             }
                             return Ok(Some(Event::Stderr(Stderr(piece))));
@@ -319,15 +333,26 @@ impl Decoder {
 
     /// Counts `n` bytes into nginx's header buffer while the head is being read.
     fn count(&mut self, n: usize) {
+        let free = n.min(self.credit);
+        self.credit -= free;
         if let Phase::Head { used, .. } = &mut self.phase {
-            *used += n;
+            *used += n - free;
         }
     }
 
     /// Nothing more can be done with the bytes at hand: read more, unless nginx's header
     /// buffer is full, which is `upstream sent too big header`.
-    fn need_more(&self, buf: &BytesMut, avail: usize) -> Result<Option<Event>, FastcgiError> {
-        if let Phase::Head { used, .. } = &self.phase {
+    fn need_more(&mut self, buf: &BytesMut, avail: usize) -> Result<Option<Event>, FastcgiError> {
+        if let Phase::Head {
+            used, stdout_seen, ..
+        } = &mut self.phase
+        {
+            // Everything read is consumed and none of it was stdout: nginx's buffer starts
+            // over (a record header may have been the last thing in it).
+            if buf.is_empty() && !*stdout_seen {
+                *used = 0;
+                return Ok(None);
+            }
             if avail < buf.len() || *used >= self.max_head {
                 return Err(UpstreamError::TooBigHeader.into());
             }

@@ -668,3 +668,45 @@ proptest! {
         prop_assert_eq!(a.stderr, stderr);
     }
 }
+
+/// A flood of stderr before the head, read in pieces the size of nginx's buffer (as the
+/// server reads it): every piece is logged and consumed, so the head still fits, wherever the
+/// pieces end (in a record's content, its padding, or right after a record header).
+#[test]
+fn a_stderr_flood_before_the_head_fits_piece_by_piece() {
+    fn rec(kind: u8, content: &[u8]) -> Vec<u8> {
+        let pad = (8 - content.len() % 8) % 8;
+        let mut r = vec![1, kind, 0, 1];
+        r.extend_from_slice(&(content.len() as u16).to_be_bytes());
+        r.extend_from_slice(&[pad as u8, 0]);
+        r.extend_from_slice(content);
+        r.extend(std::iter::repeat_n(0u8, pad));
+        r
+    }
+    for first in 0..24 {
+        let mut all = Vec::new();
+        for i in 0..(2000 + first) {
+            all.extend(rec(7, format!("noise {i}").as_bytes()));
+        }
+        all.extend(rec(6, b"Content-Type: text/plain\r\n\r\nafter"));
+        let mut d = Decoder::new(4096, false, false);
+        let mut buf = BytesMut::new();
+        let (mut pos, mut stderr) = (0, 0);
+        loop {
+            match d.decode(&mut buf) {
+                Ok(Some(Event::Head(_))) => break,
+                Ok(Some(Event::Stderr(_))) => stderr += 1,
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let room = 4096usize.saturating_sub(buf.len()).max(8);
+                    let end = (pos + room).min(all.len());
+                    assert!(end > pos, "ran out of input");
+                    buf.extend_from_slice(&all[pos..end]);
+                    pos = end;
+                }
+                Err(e) => panic!("{e} after {pos} bytes ({first})"),
+            }
+        }
+        assert!(stderr >= 2000 + first);
+    }
+}

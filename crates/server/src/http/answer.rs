@@ -11,9 +11,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::output::{is_overflow, Output};
-use super::proxy::handler::Record;
 use super::reply::{Body, Reply};
 use super::request::Req;
+use super::upstream::record::Record;
 use super::{static_files, LocConf};
 
 /// An answer readied for its writer.

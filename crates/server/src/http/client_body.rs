@@ -359,13 +359,15 @@ impl<'a> ClientBody<'a> {
         }
     }
 
-    /// The body as the proxy sends it upstream, with `lc`'s settings: streamed with
-    /// `proxy_request_buffering off` (a chunked one only to an HTTP/1.1 upstream, as nginx),
-    /// else read whole first.
+    /// The body as the upstream layer sends it: streamed with `*_request_buffering off`
+    /// (`request_buffering`; a chunked one only when the protocol can frame it,
+    /// `streams_chunked`: to an HTTP/1.1 upstream, to FastCGI), else read whole first.
     pub async fn for_upstream<'b>(
         &'b self,
         lc: &LocConf,
         r: &Req<'_, '_>,
+        request_buffering: bool,
+        streams_chunked: bool,
     ) -> Result<BodyToSend<'a, 'b>, Failure> {
         if self.kind == BodyKind::Empty {
             // `client_body_in_file_only`: nginx makes the (empty) file all the same.
@@ -383,9 +385,8 @@ impl<'a> ClientBody<'a> {
             }
             return Ok(BodyToSend::None);
         }
-        let streamed = !lc.proxy.request_buffering()
-            && (matches!(self.kind, BodyKind::Length(_))
-                || lc.proxy.http_version() == super::proxy::HttpVersion::V11);
+        let streamed =
+            !request_buffering && (matches!(self.kind, BodyKind::Length(_)) || streams_chunked);
         {
             let mut inner = self.inner.borrow_mut();
             match &inner.state {

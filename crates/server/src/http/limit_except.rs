@@ -102,10 +102,7 @@ pub fn finish(loc: &mut LocConf) {
     };
     let le = Arc::make_mut(&mut block);
     le.loc.merge(loc);
-    if le.loc.proxy.pass.is_none() && loc.proxy.pass.is_some() {
-        le.loc.proxy.pass.clone_from(&loc.proxy.pass);
-        le.loc.content = super::Content::Proxy;
-    }
+    super::Content::inherit(&mut le.loc, loc);
     loc.limit_except.block = Some(block);
 }
 

@@ -228,7 +228,7 @@ pub fn unix_secs() -> u64 {
 pub fn pacing_for(
     lc: &crate::http::LocConf,
     set_rate: Option<&str>,
-    upstream: Option<&crate::http::proxy::handler::Record>,
+    upstream: Option<&crate::http::upstream::record::Record>,
     vars: &crate::variables::Vars<'_>,
     log: &dyn Fn(&str),
 ) -> Option<Pacing> {

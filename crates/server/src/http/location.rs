@@ -54,11 +54,7 @@ impl LocationConf {
             b.finish(&self.loc);
             // An `if` block answers with its location's handler (nginx: a nameless location
             // takes the proxy handler of the one it is in).
-            if b.loc.proxy.pass.is_none() && self.loc.proxy.pass.is_some() {
-                b.loc.proxy.pass.clone_from(&self.loc.proxy.pass);
-                // Its handler is the proxy's then (it was chosen when it was merged).
-                b.loc.content = super::Content::Proxy;
-            }
+            super::Content::inherit(&mut b.loc, &self.loc);
         }
     }
 
@@ -220,7 +216,7 @@ impl LocationConf {
             && matches!(self.kind, Match::Exact | Match::Prefix | Match::NoRegex)
             && self.name.ends_with('/')
             && self.name.starts_with(uri)
-            && self.loc.proxy.pass.is_some()
+            && self.loc.content.is_upstream()
     }
 }
 

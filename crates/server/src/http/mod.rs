@@ -17,6 +17,7 @@ pub mod autoindex;
 pub mod charset;
 pub mod client_body;
 pub mod directives;
+pub mod fastcgi;
 pub mod framing;
 pub mod geo;
 pub mod gzip;
@@ -31,6 +32,7 @@ pub mod limit_req;
 pub mod limit_zone;
 pub mod location;
 pub mod map;
+pub mod memcached;
 pub mod modules;
 pub mod not_modified;
 pub mod open_file_cache;
@@ -47,6 +49,7 @@ pub mod referer;
 pub mod reply;
 pub mod request;
 pub mod rewrite;
+pub mod scgi;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
@@ -54,6 +57,8 @@ pub mod subrequest;
 pub mod temp_file;
 pub mod trailers;
 pub mod transport;
+pub mod upstream;
+pub mod uwsgi;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -304,6 +309,8 @@ pub enum Content {
     #[default]
     Static,
     Proxy,
+    /// `fastcgi_pass`, `uwsgi_pass`, `scgi_pass`, `memcached_pass`.
+    Upstream(upstream::Proto),
     StubStatus,
 }
 
@@ -313,9 +320,36 @@ impl Content {
             Content::StubStatus
         } else if lc.proxy.pass.is_some() {
             Content::Proxy
+        } else if lc.fastcgi.pass.is_some() {
+            Content::Upstream(upstream::Proto::Fastcgi)
+        } else if lc.uwsgi.pass.is_some() {
+            Content::Upstream(upstream::Proto::Uwsgi)
+        } else if lc.scgi.pass.is_some() {
+            Content::Upstream(upstream::Proto::Scgi)
+        } else if lc.memcached.pass.is_some() {
+            Content::Upstream(upstream::Proto::Memcached)
         } else {
             Content::Static
         }
+    }
+
+    /// Whether the handler is an upstream's (`proxy_pass`, `fastcgi_pass`, ...).
+    pub fn is_upstream(self) -> bool {
+        matches!(self, Content::Proxy | Content::Upstream(_))
+    }
+
+    /// A nameless location (an `if` block, `limit_except`) without a handler of its own
+    /// takes its location's upstream handler, as nginx's do.
+    pub fn inherit(child: &mut LocConf, parent: &LocConf) {
+        if child.content != Content::Static || !parent.content.is_upstream() {
+            return;
+        }
+        child.proxy.pass.clone_from(&parent.proxy.pass);
+        child.m.fastcgi.pass.clone_from(&parent.m.fastcgi.pass);
+        child.m.uwsgi.pass.clone_from(&parent.m.uwsgi.pass);
+        child.m.scgi.pass.clone_from(&parent.m.scgi.pass);
+        child.m.memcached.pass.clone_from(&parent.m.memcached.pass);
+        child.content = parent.content;
     }
 }
 
@@ -755,8 +789,21 @@ impl HttpConf {
                 l.each_loc(&mut |lc| {
                     charset::check(&lc.charset)?;
                     hash_sizes::check_level(&lc.hash_sizes, None, false)?;
-                    proxy_cache::check(&lc.proxy, &self.cache_paths, None)?;
-                    proxy::link_all(lc, &self.upstreams)
+                    proxy_cache::check(&lc.proxy.up, "proxy", &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.fastcgi.up, "fastcgi", &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.uwsgi.up, "uwsgi", &self.cache_paths, None)?;
+                    proxy_cache::check(&lc.scgi.up, "scgi", &self.cache_paths, None)?;
+                    proxy::link_all(lc, &self.upstreams)?;
+                    if let Some(p) = &lc.fastcgi.pass {
+                        p.target.link(0, &p.span, &self.upstreams)?;
+                    }
+                    for p in [&lc.uwsgi.pass, &lc.scgi.pass, &lc.memcached.pass]
+                        .into_iter()
+                        .flatten()
+                    {
+                        p.target.link(0, &p.span, &self.upstreams)?;
+                    }
+                    Ok(())
                 })?;
             }
         }

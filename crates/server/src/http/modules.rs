@@ -20,10 +20,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::access::{Answer, Client, Decision, Gate};
-use super::proxy::handler::Record;
 use super::reply::Reply;
 use super::request::Req;
 use super::rewrite;
+use super::upstream::record::Record;
 use super::LocConf;
 use crate::conf::Command;
 use crate::log::Level;
@@ -277,6 +277,14 @@ http_modules! {
     range: super::range_filter::Module,
     /// `add_trailer`: the answer goes chunked, the fields after its last chunk.
     trailers: super::trailers::Module,
+    /// `fastcgi_*`: FastCGI upstreams (a content handler, on the upstream layer).
+    fastcgi: super::fastcgi::Module,
+    /// `uwsgi_*`: uwsgi upstreams.
+    uwsgi: super::uwsgi::Module,
+    /// `scgi_*`: SCGI upstreams.
+    scgi: super::scgi::Module,
+    /// `memcached_*`: memcached as an upstream.
+    memcached: super::memcached::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they

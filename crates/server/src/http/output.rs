@@ -19,10 +19,10 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use shoal_io::pool::ThreadPool;
 
-use super::proxy::body::Piece;
 use super::reply::{Body, Reply};
 use super::static_files;
 use super::transport::ConnInfo;
+use super::upstream::body::Piece;
 use super::LocConf;
 use crate::log::Level;
 
@@ -427,7 +427,7 @@ impl Output {
                             sink.flush().await?;
                         }
                         if let Err(e) = ub.fill().await {
-                            return Err(super::proxy::relay::upstream_body_error(
+                            return Err(super::upstream::relay::upstream_body_error(
                                 sink, *ub, e, who,
                             )
                             .await);
@@ -435,7 +435,7 @@ impl Output {
                     }
                     Err(e) => {
                         return Err(
-                            super::proxy::relay::upstream_body_error(sink, *ub, e, who).await
+                            super::upstream::relay::upstream_body_error(sink, *ub, e, who).await,
                         )
                     }
                 }

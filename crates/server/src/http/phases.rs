@@ -14,11 +14,11 @@ use super::client_body::{self, ClientBody};
 use super::directives::{TryFallback, TryFiles};
 use super::location::{self, LocationConf, Match};
 use super::modules::Cx;
-use super::proxy::handler::{self as proxy, Record};
 use super::reply::{Body, Outcome, Reply};
 use super::request::Req;
 use super::rewrite;
 use super::static_files;
+use super::upstream::record::Record;
 use super::{Content, LocConf};
 use crate::log::Level;
 
@@ -346,7 +346,30 @@ async fn run<'s, const REFUSED: bool>(
                             if let Some(name) = name {
                                 rw.uri = name;
                             }
-                            proxy_outcome(r, lc, pass, &rw, internal, method, body, &mut upstream)
+                            let via = super::proxy_cache::serve::Via::Proxy(pass);
+                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
+                                .await
+                        }
+                        Err(fallback) => fallback,
+                    }
+                }
+                Content::Upstream(proto) => {
+                    // As the proxy's: a file `try_files` finds is passed with its name as the
+                    // URI; none: the fallback.
+                    let found = match &lc.try_files {
+                        Some(tf) => {
+                            from_try_files = true;
+                            try_files_find(r, tf, lc, &rw).map(Some)
+                        }
+                        None => Ok(None),
+                    };
+                    match found {
+                        Ok(name) => {
+                            if let Some(name) = name {
+                                rw.uri = name;
+                            }
+                            let via = super::proxy_cache::serve::Via::Other(proto);
+                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
                                 .await
                         }
                         Err(fallback) => fallback,
@@ -509,21 +532,23 @@ fn set_uri(rw: &mut rewrite::State, target: &str) {
     }
 }
 
-/// The proxy module's content handler: the upstream's answer is sent as it is; shoal's own
-/// errors (and upstream errors `proxy_intercept_errors` takes) meet `error_page`.
+/// An upstream module's content handler (`proxy_pass`, `fastcgi_pass`, ...): the cache's
+/// lookup first when the location has one, the upstream's answer sent as it is; shoal's own
+/// errors (and upstream errors `*_intercept_errors` takes) meet `error_page`.
 #[allow(clippy::too_many_arguments)]
-async fn proxy_outcome(
+async fn cached_outcome(
     r: &Req<'_, '_>,
     lc: &LocConf,
-    pass: &super::proxy::ProxyPass,
+    via: super::proxy_cache::serve::Via<'_>,
     rw: &rewrite::State,
     internal: bool,
     method: &str,
     body: &ClientBody<'_>,
     upstream: &mut Option<Rc<RefCell<Record>>>,
 ) -> Outcome {
+    use super::proxy_cache::serve::Via;
     let plan =
-        match super::proxy_cache::serve::begin(r, lc, pass, rw, internal, method, upstream).await {
+        match super::proxy_cache::serve::begin(r, lc, via, rw, internal, method, upstream).await {
             Ok(plan) => plan,
             // A HIT, a purge's answer, a zone that does not exist.
             Err(answered) => return answered,
@@ -531,28 +556,65 @@ async fn proxy_outcome(
     // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
     // what comes back has a body to store. Off, it goes as a HEAD and its bodiless answer is
     // stored under the same key (nginx's way: a key without `$request_method` then answers a
-    // GET with it).
-    let up_method = if method == "HEAD" && plan.is_some() && lc.proxy.cache.convert_head() {
+    // GET with it). The other protocols always convert.
+    let convert = match via {
+        Via::Proxy(_) => lc.proxy.cache.convert_head(),
+        Via::Other(_) => true,
+    };
+    let up_method = if method == "HEAD" && plan.is_some() && convert {
         "GET"
     } else {
         method
     };
-    let st = proxy::UriState {
-        rw,
-        internal,
-        validators: plan.as_ref().and_then(|p| p.validators()),
-        cacheable: plan.as_ref().is_some_and(|p| p.cacheable()),
+    let validators = plan.as_ref().and_then(|p| p.validators());
+    let cacheable = plan.as_ref().is_some_and(|p| p.cacheable());
+    let (mut outcome, record) = match via {
+        Via::Proxy(pass) => {
+            let st = super::proxy::codec::UriState {
+                rw,
+                internal,
+                validators,
+                cacheable,
+            };
+            super::proxy::codec::handle(r, lc, pass, st, up_method, body).await
+        }
+        Via::Other(proto) => {
+            let cached = super::upstream::run::Cached {
+                validators,
+                cacheable,
+            };
+            upstream_handle(r, lc, proto, rw, up_method, body, cached).await
+        }
     };
-    let (mut outcome, record) = proxy::handle(r, lc, pass, st, up_method, body).await;
     // What an earlier, intercepted answer handed on goes with this record.
     if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
         new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
     }
     if let (Some(plan), Some(rec)) = (plan, &record) {
-        outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, pass, r, rw);
+        outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, via, r, rw);
     }
     *upstream = record;
     outcome
+}
+
+/// The exchange of `fastcgi_pass`, `uwsgi_pass`, `scgi_pass` and `memcached_pass` locations.
+pub async fn upstream_handle(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    proto: super::upstream::Proto,
+    rw: &rewrite::State,
+    method: &str,
+    body: &ClientBody<'_>,
+    cached: super::upstream::run::Cached<'_>,
+) -> (Outcome, Option<Rc<RefCell<Record>>>) {
+    use super::upstream::Proto;
+    match proto {
+        Proto::Fastcgi => super::fastcgi::codec::handle(r, lc, rw, method, body, cached).await,
+        Proto::Uwsgi => super::uwsgi::handle(r, lc, rw, method, body, cached).await,
+        Proto::Scgi => super::scgi::handle(r, lc, rw, method, body, cached).await,
+        Proto::Memcached => super::memcached::handle(r, lc, rw, method, body, cached).await,
+        Proto::Http => (Outcome::Error(500), None),
+    }
 }
 
 /// `try_files` in a proxied location: the name of the first file (or `dir/`) that exists, or

@@ -36,9 +36,9 @@ pub enum Body {
         cached: Option<bytes::Bytes>,
     },
     /// A proxied answer's body, still on the upstream connection.
-    Upstream(Box<super::proxy::body::UpstreamBody>),
+    Upstream(Box<super::upstream::body::UpstreamBody>),
     /// A 101 from the upstream: after the head, bytes go both ways until either side closes.
-    Tunnel(Box<super::proxy::body::UpstreamBody>),
+    Tunnel(Box<super::upstream::body::UpstreamBody>),
     /// A [`Body::File`] whose length is not told: a cached answer its upstream sent chunked or
     /// to its close (nginx stores the head as it came, and has no length on the HIT either).
     /// Chunked to an HTTP/1.1 client, to the close to an HTTP/1.0 one; no ranges.
@@ -118,6 +118,10 @@ pub struct Reply {
     /// The `charset` parameter of `content_type` is the body's charset, as an upstream's is
     /// (autoindex's XML): the charset filter reads it and keeps it.
     pub charset_param: bool,
+    /// The upstream's own `Server` and `Date` lines are passed (among `extra`): they stand
+    /// for shoal's, as nginx's upstream module puts them in place of its own.
+    pub upstream_server: bool,
+    pub upstream_date: bool,
 }
 
 impl Reply {
@@ -150,6 +154,8 @@ impl Reply {
             filters: Vec::new(),
             override_charset: None,
             charset_param: false,
+            upstream_server: false,
+            upstream_date: false,
         }
     }
 
@@ -201,6 +207,8 @@ impl Reply {
             filters,
             override_charset,
             charset_param,
+            upstream_server,
+            upstream_date,
         } = self;
         *content_type = None;
         *location = None;
@@ -221,6 +229,8 @@ impl Reply {
         filters.clear();
         *override_charset = None;
         *charset_param = false;
+        *upstream_server = false;
+        *upstream_date = false;
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,

@@ -352,7 +352,7 @@ pub fn log(
     head_len: u64,
     body_len: u64,
     headers: Vec<(String, String)>,
-    upstream: Option<&super::proxy::handler::Record>,
+    upstream: Option<&super::upstream::record::Record>,
     extras: Option<&Extras>,
 ) {
     let logs = lc.access_logs();

@@ -38,7 +38,7 @@ pub struct Vars<'a> {
     /// The request line of a request refused before it was parsed (`$request` in the log).
     pub request_line: Option<&'a str>,
     /// A proxied request's upstream exchange (`$upstream_*`, `$proxy_host`, `$proxy_port`).
-    pub upstream: Option<&'a crate::http::proxy::handler::Record>,
+    pub upstream: Option<&'a crate::http::upstream::record::Record>,
     /// What the connection's TLS handshake settled (`$https`, `$scheme`, `$ssl_*`).
     pub tls: Option<&'a crate::tls::TlsInfo>,
     /// What the modules keep for the request (their variables' values).

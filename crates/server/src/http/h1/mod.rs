@@ -931,7 +931,7 @@ impl Conn {
             super::answer::run_background(&r, lc, bg).await;
         }
         if let Some(rec) = upstream {
-            super::proxy::handler::Record::recycle(rec);
+            super::upstream::record::Record::recycle(rec);
         }
         Ok(keep)
     }
@@ -950,7 +950,7 @@ impl Conn {
         lc: &LocConf,
         uri: &str,
         user_vars: &std::collections::HashMap<String, String>,
-        upstream: Option<&Rc<std::cell::RefCell<super::proxy::handler::Record>>>,
+        upstream: Option<&Rc<std::cell::RefCell<super::upstream::record::Record>>>,
     ) -> Option<Box<super::limit_rate::Pacing>> {
         let set_rate = user_vars.get("limit_rate").map(String::as_str);
         if set_rate.is_none() && lc.limit_rate.rate.is_none() && upstream.is_none() {
@@ -993,7 +993,7 @@ impl Conn {
         head_len: u64,
         body_len: u64,
         headers: Vec<(String, String)>,
-        upstream: Option<&super::proxy::handler::Record>,
+        upstream: Option<&super::upstream::record::Record>,
         extras: &super::request::Extras,
     ) {
         super::request::log(

@@ -14,10 +14,10 @@ use shoal_http::{BodyLength, Connection, ResponseHead};
 use super::Conn;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::{Output, Sink, Who};
-use crate::http::proxy::relay;
 use crate::http::reply::{Body, Reply};
 use crate::http::request;
 use crate::http::transport::{ConnInfo, Transport};
+use crate::http::upstream::relay;
 use crate::http::{LocConf, ServerConf, ServerTokens};
 use crate::variables::{Sent, Vars};
 
@@ -62,8 +62,8 @@ impl Conn {
         let head = ResponseHead {
             status: reply.status,
             reason: reply.reason.as_deref(),
-            server: Some(tokens(lc.server_tokens())),
-            date: Some(&date),
+            server: (!reply.upstream_server).then(|| tokens(lc.server_tokens())),
+            date: (!reply.upstream_date).then_some(&date),
             // nginx writes a Content-Type only when it has a value (an upstream's may be empty).
             content_type: reply
                 .content_type

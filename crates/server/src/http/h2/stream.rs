@@ -23,9 +23,9 @@ use crate::http::answer;
 use crate::http::client_body::ClientBody;
 use crate::http::output::{Output, Sink, Who};
 use crate::http::phases::{self, Answered};
-use crate::http::proxy::relay;
 use crate::http::reply::{Body, Reply};
 use crate::http::request::{self, Extras, Req, REQUEST_NOW};
+use crate::http::upstream::relay;
 use crate::http::LocConf;
 use crate::log::Level;
 
@@ -354,7 +354,7 @@ async fn answer_stream(
         answer::run_background(&r, lc, bg).await;
     }
     if let Some(rec) = upstream {
-        crate::http::proxy::handler::Record::recycle(rec);
+        crate::http::upstream::record::Record::recycle(rec);
     }
 }
 

@@ -5,32 +5,45 @@
 use bytes::BytesMut;
 use shoal_http::upstream::{self, Framing as CodecFraming, Rules, UpstreamRequest};
 
-use super::body::Framing;
+use crate::http::upstream::body::Framing;
+use crate::http::upstream::protocol::{HeadDecoder, HeadError, Log, Parsed};
 
-/// A head read from an upstream.
-pub struct Parsed {
-    pub status: u16,
-    /// The reason phrase when it is not the standard one for the status.
-    pub reason: Option<String>,
-    /// The head as received (headers are passed on from it).
-    pub head: upstream::UpstreamHead,
-    pub framing: Framing,
-    /// `Content-Length`, for the client's head.
-    pub content_length: Option<u64>,
-    /// The connection may carry another request once the body is read.
-    pub reusable: bool,
-    /// A 101 to a client that asked to upgrade: the connections become a tunnel.
-    pub upgrade: bool,
-    /// Bytes of the head.
-    pub consumed: usize,
+/// An HTTP answer's head: interim answers (100, 102, 103, any 1xx but a 101) are skipped,
+/// their bytes counted against `proxy_buffer_size` with the final head's (so an upstream
+/// cannot send them forever). nginx 1.22 took one for the answer and its final head for body
+/// bytes; it is skipped here, as later nginx skips it.
+pub struct HttpHead {
+    pub asked: UpstreamRequest,
+    interim: usize,
 }
 
-impl Parsed {
-    /// An interim answer (100 Continue, 102 Processing, 103 Early Hints, any 1xx but a 101):
-    /// the final one follows on the same connection. nginx 1.22 took one for the answer and
-    /// its final head for body bytes; it is skipped here, as later nginx skips it.
-    pub fn is_interim(&self) -> bool {
-        (100..200).contains(&self.status) && self.status != 101
+impl HttpHead {
+    pub fn new(asked: UpstreamRequest) -> HttpHead {
+        HttpHead { asked, interim: 0 }
+    }
+}
+
+impl HeadDecoder for HttpHead {
+    fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        max: usize,
+        _log: Log<'_>,
+    ) -> Result<Option<Parsed>, HeadError> {
+        loop {
+            match head(buf, max.saturating_sub(self.interim), self.asked) {
+                Ok(Some(p)) if (100..200).contains(&p.status) && p.status != 101 => {
+                    self.interim += p.consumed;
+                }
+                Ok(Some(p)) => return Ok(Some(p)),
+                Ok(None) => break,
+                Err(message) => return Err(HeadError::Invalid(message)),
+            }
+        }
+        if buf.len() + self.interim >= max {
+            return Err(HeadError::Invalid("upstream sent too big header".into()));
+        }
+        Ok(None)
     }
 }
 
@@ -55,11 +68,9 @@ pub fn head(
         CodecFraming::Tunnel => (Framing::Close, true),
     };
     let status = head.status();
-    let standard = shoal_http::status::status_line(status).and_then(|l| l.get(4..));
     // The status line passes as sent (an empty reason too: `HTTP/1.1 200`); the standard one
     // needs no copy.
-    let reason = (standard.map(str::as_bytes) != Some(head.reason()))
-        .then(|| shoal_http::lossy(head.reason()).into_owned());
+    let reason = Parsed::reason_of(status, head.reason());
     let reusable = !upgrade
         && head.keep_alive()
         && matches!(
@@ -70,10 +81,12 @@ pub fn head(
         status,
         reason,
         framing,
+        codec: None,
         content_length: head.content_length(),
         reusable,
         upgrade,
         consumed: head.head_len(),
         head,
+        intercept: false,
     }))
 }

@@ -31,7 +31,6 @@ use crate::conf::{
     err, flag_arg, invalid_value, merge, number_arg, parse_flag, parse_size, parse_time, set_once,
     size_arg, time_arg, Args, Builder, Command, Ctx, Scope,
 };
-use crate::http::proxy::ProxyLoc;
 use crate::variables::Template;
 
 const HSL: Ctx = Ctx::HSL;
@@ -255,8 +254,11 @@ impl CacheLoc {
     }
 }
 
-fn cache<'a>(s: &'a mut Scope<'_>) -> &'a mut CacheLoc {
-    &mut crate::http::loc_conf(s).proxy.cache
+/// The cache settings of the protocol the directive's prefix names (`fastcgi_cache_valid`:
+/// FastCGI's).
+fn cache<'a>(s: &'a mut Scope<'_>, d: &Directive) -> &'a mut CacheLoc {
+    let proto = crate::http::upstream::Proto::of_directive(&d.name);
+    &mut proto.conf_mut(crate::http::loc_conf(s)).cache
 }
 
 /// `proxy_cache_path`'s `NAME=VALUE` split, or the whole word.
@@ -264,7 +266,11 @@ fn param<'a>(a: &'a str, name: &str) -> Option<&'a str> {
     a.strip_prefix(name)?.strip_prefix('=')
 }
 
-fn set_cache_path(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_cache_path(
+    b: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
     let Scope::Http(h) = s else {
         unreachable!("proxy_cache_path is allowed in http only");
     };
@@ -365,12 +371,14 @@ fn set_cache_path(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     Ok(())
 }
 
-fn set_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let v = &d.args[0].value;
     let r = if v == "off" {
         CacheRef::Off
     } else {
-        if crate::http::loc_conf(s).proxy_store.enabled() && cache(s).cache.is_none() {
+        let proxy = crate::http::upstream::Proto::of_directive(&d.name)
+            == crate::http::upstream::Proto::Http;
+        if proxy && crate::http::loc_conf(s).proxy_store.enabled() && cache(s, d).cache.is_none() {
             return Err(crate::conf::directive_err(
                 d,
                 "is incompatible with \"proxy_store\"",
@@ -383,15 +391,15 @@ fn set_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
             CacheRef::Var(t)
         }
     };
-    set_once(&mut cache(s).cache, r, d)
+    set_once(&mut cache(s, d).cache, r, d)
 }
 
-fn set_key(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_key(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    set_once(&mut cache(s).key, t, d)
+    set_once(&mut cache(s, d).key, t, d)
 }
 
-fn set_valid(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_valid(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let n = d.args.len();
     let time_text = &d.args[n - 1].value;
     let Some(time) = parse_time(time_text) else {
@@ -412,12 +420,12 @@ fn set_valid(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
             }
         }
     }
-    let c = cache(s);
+    let c = cache(s, d);
     Arc::make_mut(c.valid.get_or_insert_with(Default::default)).extend(entries);
     Ok(())
 }
 
-fn set_methods(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_methods(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let mut m = Methods { post: false };
     for a in &d.args {
         match a.value.as_str() {
@@ -426,12 +434,12 @@ fn set_methods(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), 
             other => return Err(invalid_value(d, other)),
         }
     }
-    set_once(&mut cache(s).methods, m, d)
+    set_once(&mut cache(s, d).methods, m, d)
 }
 
-fn set_min_uses(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_min_uses(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let n = number_arg(d, 0)?;
-    set_once(&mut cache(s).min_uses, n, d)
+    set_once(&mut cache(s, d).min_uses, n, d)
 }
 
 fn templates(d: &Directive) -> Result<Vec<Template>, Error> {
@@ -441,25 +449,25 @@ fn templates(d: &Directive) -> Result<Vec<Template>, Error> {
         .collect()
 }
 
-fn set_bypass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_bypass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = templates(d)?;
-    Arc::make_mut(cache(s).bypass.get_or_insert_with(Default::default)).extend(t);
+    Arc::make_mut(cache(s, d).bypass.get_or_insert_with(Default::default)).extend(t);
     Ok(())
 }
 
-fn set_no_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_no_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = templates(d)?;
-    Arc::make_mut(cache(s).no_cache.get_or_insert_with(Default::default)).extend(t);
+    Arc::make_mut(cache(s, d).no_cache.get_or_insert_with(Default::default)).extend(t);
     Ok(())
 }
 
 fn set_purge(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = templates(d)?;
-    set_once(&mut cache(s).purge, Arc::new(t), d)
+    set_once(&mut cache(s, d).purge, Arc::new(t), d)
 }
 
 fn set_status_page(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut cache(s).status_page, true, d)
+    set_once(&mut cache(s, d).status_page, true, d)
 }
 
 /// The `proxy_cache_status` page: one line per zone, by name, `NAME key value ...`
@@ -489,21 +497,29 @@ pub fn status_page() -> String {
     out
 }
 
-fn set_lock(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut cache(s).lock, flag_arg(d), d)
+pub(crate) fn set_lock(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut cache(s, d).lock, flag_arg(d), d)
 }
 
-fn set_lock_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_lock_timeout(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
     let t = time_arg(d, 0)?;
-    set_once(&mut cache(s).lock_timeout, t, d)
+    set_once(&mut cache(s, d).lock_timeout, t, d)
 }
 
-fn set_lock_age(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_lock_age(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = time_arg(d, 0)?;
-    set_once(&mut cache(s).lock_age, t, d)
+    set_once(&mut cache(s, d).lock_age, t, d)
 }
 
-fn set_use_stale(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_use_stale(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
     let mut bits = 0u32;
     for a in &d.args {
         bits |= match a.value.as_str() {
@@ -527,40 +543,61 @@ fn set_use_stale(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
     if bits != stale::OFF {
         bits &= !stale::OFF;
     }
-    set_once(&mut cache(s).use_stale, bits, d)
+    set_once(&mut cache(s, d).use_stale, bits, d)
 }
 
-fn set_background_update(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut cache(s).background_update, flag_arg(d), d)
+pub(crate) fn set_background_update(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut cache(s, d).background_update, flag_arg(d), d)
 }
 
-fn set_revalidate(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut cache(s).revalidate, flag_arg(d), d)
+pub(crate) fn set_revalidate(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut cache(s, d).revalidate, flag_arg(d), d)
 }
 
 fn set_convert_head(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut cache(s).convert_head, flag_arg(d), d)
+    set_once(&mut cache(s, d).convert_head, flag_arg(d), d)
 }
 
-fn set_max_range_offset(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+pub(crate) fn set_max_range_offset(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
     let n = size_arg(d, 0)?;
-    set_once(&mut cache(s).max_range_offset, n, d)
+    set_once(&mut cache(s, d).max_range_offset, n, d)
 }
 
 /// The check once everything is read (nginx's merge): a zone named literally must exist; and
 /// every cache path learns where its temp files go with `use_temp_path=on`.
 pub fn check(
-    proxy: &ProxyLoc,
+    up: &crate::http::upstream::UpstreamLoc,
+    prefix: &str,
     paths: &[Arc<CachePathConf>],
     span: Option<&Span>,
 ) -> Result<(), Error> {
-    if let Some(CacheRef::Zone(name)) = &proxy.cache.cache {
+    if let Some(CacheRef::Zone(name)) = &up.cache.cache {
         if !paths.iter().any(|p| &p.zone == name) {
             return Err(Error::new(
-                format!("\"proxy_cache\" zone \"{name}\" is unknown"),
+                format!("\"{prefix}_cache\" zone \"{name}\" is unknown"),
                 span.cloned(),
             ));
         }
+    }
+    // The proxy has a default key; the others do not (nginx's merge).
+    let on = matches!(up.cache.cache, Some(CacheRef::Zone(_) | CacheRef::Var(_)));
+    if prefix != "proxy" && on && up.cache.key.is_none() {
+        return Err(Error::new(
+            format!("no \"{prefix}_cache_key\" for \"{prefix}_cache\""),
+            span.cloned(),
+        ));
     }
     Ok(())
 }

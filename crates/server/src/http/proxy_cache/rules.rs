@@ -34,7 +34,7 @@ pub struct Ignore {
 
 impl Ignore {
     /// From the location's `proxy_ignore_headers`.
-    pub fn of(conf: &crate::http::proxy::ProxyLoc) -> Ignore {
+    pub fn of(conf: &crate::http::upstream::UpstreamLoc) -> Ignore {
         let has = |n: &str| conf.ignores(n);
         Ignore {
             cache_control: has("Cache-Control"),
@@ -484,7 +484,7 @@ mod tests {
 
     #[test]
     fn ignore_list_is_read_by_name() {
-        let conf = crate::http::proxy::ProxyLoc {
+        let conf = crate::http::upstream::UpstreamLoc {
             ignore_headers: Some(std::sync::Arc::new(vec![
                 "Set-Cookie".to_string(),
                 "Vary".to_string(),

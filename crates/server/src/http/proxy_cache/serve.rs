@@ -30,12 +30,13 @@ use super::rules::{self, Ignore};
 use super::stale;
 use super::zone::{self, Zone};
 use super::{md5, CacheRef, CacheStatus};
-use crate::http::proxy::answer::{Kind, Line};
-use crate::http::proxy::handler::Record;
 use crate::http::proxy::{ProxyPass, UpstreamHeader};
 use crate::http::reply::{Body, Outcome, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
+use crate::http::upstream::answer::{Kind, Line};
+use crate::http::upstream::record::Record;
+use crate::http::upstream::{Proto, UpstreamLoc};
 use crate::http::LocConf;
 use crate::log::Level;
 
@@ -45,6 +46,28 @@ pub trait Tee {
     fn data(&mut self, d: &[u8]);
     /// The body ended: `complete` when it was read to its very end.
     fn end(self: Box<Self>, complete: bool);
+}
+
+/// The protocol of a cached location: the proxy (whose `proxy_pass` gives the default key
+/// and `proxy_redirect`), or FastCGI, uwsgi, SCGI (whose `*_cache_key` is required).
+#[derive(Clone, Copy)]
+pub enum Via<'a> {
+    Proxy(&'a ProxyPass),
+    Other(Proto),
+}
+
+impl Via<'_> {
+    fn proto(self) -> Proto {
+        match self {
+            Via::Proxy(_) => Proto::Http,
+            Via::Other(p) => p,
+        }
+    }
+
+    /// The location's settings of the protocol.
+    pub fn conf(self, lc: &LocConf) -> &UpstreamLoc {
+        self.proto().conf(lc)
+    }
 }
 
 /// What the cache made of a request before the upstream is asked.
@@ -87,6 +110,8 @@ pub struct Plan {
     stale_error: bool,
     /// The expired object's validators, when `proxy_cache_revalidate` sends them.
     validators: Option<(Option<String>, Option<String>)>,
+    /// The location's protocol (its `*_cache*` settings apply).
+    proto: Proto,
 }
 
 impl Drop for Plan {
@@ -187,13 +212,13 @@ const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 pub async fn begin(
     r: &Req<'_, '_>,
     lc: &LocConf,
-    pass: &ProxyPass,
+    via: Via<'_>,
     rw: &rewrite::State,
     internal: bool,
     method: &str,
     hit_record: &mut Option<Rc<RefCell<Record>>>,
 ) -> Result<Option<Box<Plan>>, Outcome> {
-    match lookup(r, lc, pass, rw, internal, method).await {
+    match lookup(r, lc, via, rw, internal, method).await {
         Begin::Off => Ok(None),
         Begin::Miss(plan) => Ok(Some(plan)),
         Begin::Hit(reply, record) => {
@@ -208,18 +233,21 @@ pub async fn begin(
 async fn lookup(
     r: &Req<'_, '_>,
     lc: &LocConf,
-    pass: &ProxyPass,
+    via: Via<'_>,
     rw: &rewrite::State,
     internal: bool,
     method: &str,
 ) -> Begin {
-    let c = &lc.proxy.cache;
+    let c = &via.conf(lc).cache;
     let purge = method == "PURGE" && c.purge.is_some();
     if !c.enabled() || (!c.caches_method(method) && !purge) {
         return Begin::Off;
     }
     // Made where it will live (a HIT hands it on as it is).
-    let record = Record::start(&pass.host, pass.port);
+    let record = match via {
+        Via::Proxy(pass) => Record::start(&pass.host, pass.port),
+        Via::Other(_) => Record::start(&crate::http::upstream::record::empty_host(), 0),
+    };
     let (zone_name, key, bypass, pool, variant_of) = {
         let rec = record.borrow();
         let mut vars = r.vars_rw(rw, lc);
@@ -231,7 +259,11 @@ async fn lookup(
         };
         let key = match &c.key {
             Some(t) => vars.eval(t),
-            None => default_key(r, pass, rw, internal, &vars),
+            None => match via {
+                Via::Proxy(pass) => default_key(r, pass, rw, internal, &vars),
+                // `*_cache_key` is required there (checked with the configuration).
+                Via::Other(_) => return Begin::Off,
+            },
         };
         if purge && !truthy(&vars, c.purge.as_deref()) {
             return Begin::Off;
@@ -282,6 +314,7 @@ async fn lookup(
         stale: None,
         stale_error: false,
         validators: None,
+        proto: via.proto(),
     };
     if bypass {
         let mut plan = make_plan(key, false);
@@ -308,7 +341,7 @@ async fn lookup(
     {
         Some(Opened::Fresh(obj)) if !obj.variant_mismatch(&variant_of) => {
             count(zone, true);
-            return hit(obj, CacheStatus::Hit, lc, pass, r, record);
+            return hit(obj, CacheStatus::Hit, lc, via, r, record);
         }
         other => other,
     };
@@ -349,7 +382,7 @@ async fn lookup(
             }
             Opened::Fresh(obj) => {
                 count(zone, true);
-                return hit(obj, CacheStatus::Hit, lc, pass, r, record);
+                return hit(obj, CacheStatus::Hit, lc, via, r, record);
             }
             Opened::Stale(obj) => obj,
             Opened::None => {
@@ -381,7 +414,7 @@ async fn lookup(
                 continue;
             }
         };
-        return expired(obj, plan, r, lc, pass, rw, internal, record);
+        return expired(obj, plan, r, lc, via, rw, internal, record);
     }
 }
 
@@ -390,12 +423,12 @@ fn hit(
     obj: Object,
     status: CacheStatus,
     lc: &LocConf,
-    pass: &ProxyPass,
+    via: Via<'_>,
     r: &Req<'_, '_>,
     record: Rc<RefCell<Record>>,
 ) -> Begin {
     record.borrow_mut().cache_status = Some(status);
-    let reply = obj.into_reply(lc, pass, r, &record);
+    let reply = obj.into_reply(lc, via, r, &record);
     Begin::Hit(reply, record)
 }
 
@@ -410,12 +443,12 @@ fn expired(
     mut plan: Plan,
     r: &Req<'_, '_>,
     lc: &LocConf,
-    pass: &ProxyPass,
+    via: Via<'_>,
     rw: &rewrite::State,
     internal: bool,
     record: Rc<RefCell<Record>>,
 ) -> Begin {
-    let c = &lc.proxy.cache;
+    let c = &via.conf(lc).cache;
     let zone = plan.zone.clone();
     let now = zone::now();
     let h = &obj.header;
@@ -431,7 +464,7 @@ fn expired(
             let validators = c.revalidate().then(|| validators_of(&obj));
             let mut bg_plan = plan;
             bg_plan.validators = validators;
-            let begin = hit(obj, CacheStatus::Stale, lc, pass, r, record);
+            let begin = hit(obj, CacheStatus::Stale, lc, via, r, record);
             if let Begin::Hit(_, rec) = &begin {
                 rec.borrow_mut().background = Some(Box::new(Background {
                     plan: Box::new(bg_plan),
@@ -443,7 +476,7 @@ fn expired(
         }
     } else if may_update_stale {
         count(&zone, true);
-        return hit(obj, CacheStatus::Updating, lc, pass, r, record);
+        return hit(obj, CacheStatus::Updating, lc, via, r, record);
     }
     count(&zone, false);
     plan.status = CacheStatus::Expired;
@@ -512,11 +545,11 @@ pub fn answer(
     outcome: Outcome,
     record: &Rc<RefCell<Record>>,
     lc: &LocConf,
-    pass: &ProxyPass,
+    via: Via<'_>,
     r: &Req<'_, '_>,
     rw: &crate::http::rewrite::State,
 ) -> Outcome {
-    let c = &lc.proxy.cache;
+    let c = &via.conf(lc).cache;
     if c.no_cache.is_some() {
         let rec = record.borrow();
         let mut vars = r.vars_rw(rw, lc);
@@ -532,13 +565,13 @@ pub fn answer(
                     if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                         ub.finish();
                     }
-                    return Outcome::Final(plan.revalidated(record, lc, pass, r));
+                    return Outcome::Final(plan.revalidated(record, lc, via, r));
                 }
                 // An upstream's status is covered by `proxy_cache_use_stale http_*` only, not
                 // by `stale-if-error` (nginx 1.22's `ngx_http_upstream_test_next`).
                 let bit = stale::of_status(reply.status);
                 if bit != 0 && use_stale & bit != 0 {
-                    return Outcome::Final(plan.serve_stale(record, lc, pass, r));
+                    return Outcome::Final(plan.serve_stale(record, lc, via, r));
                 }
             }
             plan.attach(&mut reply, record, lc, r.req);
@@ -553,7 +586,7 @@ pub fn answer(
                     stale::of_status(code) | stale::ERROR
                 };
                 if use_stale & bit != 0 || plan.stale_error {
-                    return Outcome::Final(plan.serve_stale(record, lc, pass, r));
+                    return Outcome::Final(plan.serve_stale(record, lc, via, r));
                 }
             }
             record.borrow_mut().cache_status = Some(plan.status);
@@ -570,30 +603,41 @@ pub fn answer(
 /// sent: the request goes upstream as a GET, its answer stored (read to its end with no
 /// client).
 pub async fn update_in_background(r: &Req<'_, '_>, lc: &LocConf, bg: Box<Background>) {
-    let Some(pass) = &lc.proxy.pass else {
-        return;
-    };
     let Background { plan, rw, internal } = *bg;
     let validators = plan.validators.clone();
-    let st = crate::http::proxy::handler::UriState {
-        rw: &rw,
-        internal,
-        validators: validators.as_ref(),
-        cacheable: plan.cacheable(),
+    let none = crate::http::client_body::ClientBody::none();
+    let cacheable = plan.cacheable();
+    let (via, (outcome, record)) = match plan.proto {
+        Proto::Http => {
+            let Some(pass) = &lc.proxy.pass else {
+                return;
+            };
+            let st = crate::http::proxy::codec::UriState {
+                rw: &rw,
+                internal,
+                validators: validators.as_ref(),
+                cacheable,
+            };
+            (
+                Via::Proxy(pass),
+                crate::http::proxy::codec::handle(r, lc, pass, st, "GET", &none).await,
+            )
+        }
+        proto => {
+            let up = crate::http::upstream::run::Cached {
+                validators: validators.as_ref(),
+                cacheable,
+            };
+            (
+                Via::Other(proto),
+                crate::http::phases::upstream_handle(r, lc, proto, &rw, "GET", &none, up).await,
+            )
+        }
     };
-    let (outcome, record) = crate::http::proxy::handler::handle(
-        r,
-        lc,
-        pass,
-        st,
-        "GET",
-        &crate::http::client_body::ClientBody::none(),
-    )
-    .await;
     let Some(record) = record else {
         return;
     };
-    if let Outcome::Final(reply) = answer(plan, outcome, &record, lc, pass, r, &rw) {
+    if let Outcome::Final(reply) = answer(plan, outcome, &record, lc, via, r, &rw) {
         if let Body::Upstream(ub) = reply.body {
             ub.drain().await;
         }
@@ -982,11 +1026,11 @@ impl Object {
     fn into_reply(
         self,
         lc: &LocConf,
-        pass: &ProxyPass,
+        via: Via<'_>,
         r: &Req<'_, '_>,
         record: &Rc<RefCell<Record>>,
     ) -> Box<Reply> {
-        let conf = &lc.proxy;
+        let conf = via.conf(lc);
         let body_start = self.header.body_start as u64;
         let Some(head) = &self.head else {
             return Box::new(crate::http::reply::error_reply(500, lc));
@@ -1014,9 +1058,20 @@ impl Object {
                 kind: line.kind,
                 hidden: line.hidden,
             });
-        let upstream_allows_ranges =
-            crate::http::proxy::answer::pass_head(&mut reply, lines, true, lc, pass, r, record)
-                .allows_ranges;
+        let rewrite = |v: &str| match via {
+            Via::Proxy(pass) => crate::http::proxy::redirect::redirect(pass, r, lc, record, v),
+            Via::Other(_) => None,
+        };
+        let upstream_allows_ranges = crate::http::upstream::answer::pass_head(
+            &mut reply,
+            lines,
+            true,
+            lc,
+            conf,
+            Some(&rewrite),
+            r,
+        )
+        .allows_ranges;
         let len = self.len.saturating_sub(body_start);
         let file = || Body::File {
             file: self.file,
@@ -1058,9 +1113,14 @@ impl Plan {
         let Body::Upstream(ub) = &mut reply.body else {
             return;
         };
-        let c = &lc.proxy.cache;
-        let headers = record.borrow().header_list();
-        let ignore = Ignore::of(&lc.proxy);
+        let c = &self.proto.conf(lc).cache;
+        let mut headers = record.borrow().header_list();
+        // FastCGI's and SCGI's `Status` line is theirs, not the answer's: not stored (a HIT
+        // could not tell it from a passed one).
+        if matches!(self.proto, Proto::Fastcgi | Proto::Scgi) {
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case("status"));
+        }
+        let ignore = Ignore::of(self.proto.conf(lc));
         let now = zone::now();
         let Some(by_headers) = rules::by_headers(&headers, ignore, now) else {
             return;
@@ -1157,8 +1217,8 @@ impl Plan {
         // The body to come, as the upstream frames it (not `ub.length`, what the client is
         // told: a HEAD's answer tells the GET's length and has no body).
         let expected = match ub.framing {
-            crate::http::proxy::body::Framing::Length(n) => Some(n),
-            crate::http::proxy::body::Framing::None => Some(0),
+            crate::http::upstream::body::Framing::Length(n) => Some(n),
+            crate::http::upstream::body::Framing::None => Some(0),
             _ => None,
         }
         .map(|n| n + start.len() as u64);
@@ -1196,12 +1256,12 @@ impl Plan {
         &mut self,
         record: &Rc<RefCell<Record>>,
         lc: &LocConf,
-        pass: &ProxyPass,
+        via: Via<'_>,
         r: &Req<'_, '_>,
     ) -> Box<Reply> {
         let obj = self.stale.take().expect("checked by the caller");
         record.borrow_mut().cache_status = Some(CacheStatus::Stale);
-        obj.into_reply(lc, pass, r, record)
+        obj.into_reply(lc, via, r, record)
     }
 
     /// The upstream said 304 to a revalidation: the object is fresh again for what the 304's
@@ -1211,14 +1271,15 @@ impl Plan {
         &mut self,
         record: &Rc<RefCell<Record>>,
         lc: &LocConf,
-        pass: &ProxyPass,
+        via: Via<'_>,
         r: &Req<'_, '_>,
     ) -> Box<Reply> {
         let mut obj = self.stale.take().expect("checked by the caller");
         let headers = record.borrow().header_list();
-        let ignore = Ignore::of(&lc.proxy);
+        let conf = self.proto.conf(lc);
+        let ignore = Ignore::of(conf);
         let now = zone::now();
-        if let Some(st) = rules::decide(304, &headers, lc.proxy.cache.valid(), ignore, now) {
+        if let Some(st) = rules::decide(304, &headers, conf.cache.valid(), ignore, now) {
             let h = Rc::make_mut(&mut obj.header);
             h.valid_sec = st.valid_sec;
             h.updating_sec = st.updating_sec;
@@ -1243,7 +1304,7 @@ impl Plan {
             }
         }
         record.borrow_mut().cache_status = Some(CacheStatus::Revalidated);
-        obj.into_reply(lc, pass, r, record)
+        obj.into_reply(lc, via, r, record)
     }
 
     /// Whether the answer may be stored as far as the request goes (nginx's `u->cacheable`

@@ -8,15 +8,15 @@
 //! What a line is ([`Kind`]) is decided by name as the head is read: each time for a fresh
 //! answer, once per stored object (its hits reuse it).
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
-use super::handler::Record;
-use super::{ProxyPass, Redirect, RedirectFrom, Target, UpstreamHeader};
+use super::header::UpstreamHeader;
+use super::UpstreamLoc;
 use crate::http::reply::Reply;
 use crate::http::request::Req;
 use crate::http::LocConf;
-use crate::variables::Vars;
+
+/// A protocol's rewriting of `Location` and `Refresh` URLs (`proxy_redirect`): the new
+/// value when a rule applies.
+pub type Rewrite<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// What one line of an upstream's head is to the client's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,11 +111,10 @@ pub fn pass_head<'a>(
     lines: impl Iterator<Item = Line<'a>>,
     stored: bool,
     lc: &LocConf,
-    pass: &ProxyPass,
+    conf: &UpstreamLoc,
+    rewrite: Option<Rewrite<'_>>,
     r: &Req<'_, '_>,
-    record: &Rc<RefCell<Record>>,
 ) -> Passed {
-    let conf = &lc.proxy;
     let mut passed = Passed::default();
     for line in lines {
         let Line {
@@ -162,15 +161,24 @@ pub fn pass_head<'a>(
             // `proxy_force_ranges`: the range filter answers for ranges and says so itself
             // (`ngx_http_upstream_copy_allow_ranges` copies nothing).
             Kind::AcceptRanges if conf.force_ranges() => {}
+            // Through `proxy_redirect`, and made absolute only when a rule rewrote it
+            // (nginx's header filter completes a relative Location it set itself, not one it
+            // passes on as it came).
             Kind::Location => {
-                reply.location = Some(location(pass, r, lc, record, value.to_string()));
+                reply.location = Some(match rewrite.and_then(|f| f(value)) {
+                    Some(v) if v.starts_with('/') => {
+                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
+                    }
+                    Some(v) => v,
+                    None => value.to_string(),
+                });
             }
             Kind::Refresh => {
                 let at = value.to_ascii_lowercase().find("url=");
                 let v = match at {
                     Some(i) => {
                         let (a, b) = value.split_at(i + 4);
-                        match redirect(pass, r, lc, record, b) {
+                        match rewrite.and_then(|f| f(b)) {
                             Some(new) => format!("{a}{new}"),
                             None => value.to_string(),
                         }
@@ -184,90 +192,64 @@ pub fn pass_head<'a>(
                 reply.mtime = Some(secs);
                 reply.last_modified = Some(text);
             }
-            _ => reply
-                .extra
-                .push((text(name).into(), value.to_string().into())),
+            _ => {
+                // An upstream's `Server` or `Date` that is passed replaces shoal's own.
+                if name.eq_ignore_ascii_case(b"server") {
+                    reply.upstream_server = true;
+                } else if name.eq_ignore_ascii_case(b"date") {
+                    reply.upstream_date = true;
+                }
+                reply
+                    .extra
+                    .push((text(name).into(), value.to_string().into()))
+            }
         }
     }
     passed
 }
 
-/// An upstream's `Location` as passed on: through `proxy_redirect`, and made absolute only when
-/// a rule rewrote it (nginx's header filter completes a relative Location it set itself, not
-/// one it passes on as it came).
-pub(crate) fn location(
-    pass: &ProxyPass,
-    r: &Req<'_, '_>,
+/// The reply to the client from an answer read fresh from the upstream: the status line and
+/// the head passed on as [`pass_head`] passes it (`hidden`: whether a line is one of the
+/// protocol's hidden ones), the body streamed.
+pub fn reply_of(
+    mut answer: super::run::Answer,
     lc: &LocConf,
-    record: &Rc<RefCell<Record>>,
-    value: String,
-) -> String {
-    match redirect(pass, r, lc, record, &value) {
-        Some(v) if v.starts_with('/') => {
-            crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-        }
-        Some(v) => v,
-        None => value,
-    }
-}
-
-/// `proxy_redirect` applied to a `Location` (or `Refresh` URL) value: the rewritten value when
-/// a rule matched.
-pub(crate) fn redirect(
-    pass: &ProxyPass,
+    conf: &UpstreamLoc,
+    hidden: impl Fn(&[u8], UpstreamHeader) -> bool,
+    rewrite: Option<Rewrite<'_>>,
     r: &Req<'_, '_>,
-    lc: &LocConf,
-    record: &Rc<RefCell<Record>>,
-    value: &str,
-) -> Option<String> {
-    let default_rule = || -> Option<(String, String)> {
-        if matches!(pass.target, Target::Dynamic { .. }) {
-            return None;
+    record: &std::rc::Rc<std::cell::RefCell<super::record::Record>>,
+) -> Box<Reply> {
+    let mut reply = Reply::boxed(answer.status);
+    reply.proxied = true;
+    reply.upstream_status = true;
+    reply.reason = answer.reason.take();
+    let lines = answer.head.headers().map(|(name, value)| {
+        let known = UpstreamHeader::of(name);
+        Line {
+            name,
+            value,
+            kind: Kind::fresh(known),
+            hidden: hidden(name, known),
         }
-        Some(match &pass.uri {
-            Some(_) => (pass.url.clone(), pass.location.clone()),
-            None => (format!("{}/", pass.url), "/".to_string()),
-        })
-    };
-    let rules = match lc.proxy.redirect() {
-        Redirect::Off => return None,
-        Redirect::Default => {
-            let (from, to) = default_rule()?;
-            return value
-                .strip_prefix(from.as_str())
-                .map(|rest| format!("{to}{rest}"));
-        }
-        Redirect::Rules(rules) => rules,
-    };
-    let rec = record.borrow();
-    let uri = shoal_http::lossy(r.req.path()).into_owned();
-    let mut vars: Vars<'_> = r.vars(&uri, lc, &[]);
-    vars.upstream = Some(&rec);
-    for rule in rules {
-        match &rule.from {
-            RedirectFrom::Default => {
-                if let Some((from, to)) = default_rule() {
-                    if let Some(rest) = value.strip_prefix(from.as_str()) {
-                        return Some(format!("{to}{rest}"));
-                    }
-                }
-            }
-            RedirectFrom::Prefix(t) => {
-                let from = vars.eval(t);
-                if let Some(rest) = value.strip_prefix(from.as_str()) {
-                    return Some(format!("{}{rest}", vars.eval(&rule.to)));
-                }
-            }
-            RedirectFrom::Regex(re) => {
-                if let Some(caps) = crate::variables::capture(re, value) {
-                    let v = Vars {
-                        captures: &caps.numbered,
-                        ..vars
-                    };
-                    return Some(v.eval(&rule.to));
-                }
-            }
-        }
+    });
+    let passed = pass_head(&mut reply, lines, false, lc, conf, rewrite, r);
+    // `*_force_ranges`: ranges of any answer, whatever it said (nginx sets
+    // `r->allow_ranges` and, the answer being streamed, `r->single_range`).
+    reply.allow_ranges = conf.force_ranges() && answer.status == 200;
+    record.borrow_mut().head = Some(answer.head);
+    let mut body = answer.body;
+    body.buffering = passed.buffering.unwrap_or(conf.buffering());
+    // `*_limit_rate`: the pace of reading a buffered answer (nginx's event pipe).
+    if body.buffering && conf.limit_rate() > 0 {
+        let start = crate::http::limit_rate::unix_secs();
+        let pacer = crate::http::limit_rate::Pacer::new(conf.limit_rate(), 0, start);
+        body.limit = Some(crate::http::limit_rate::Pacing::new(pacer));
     }
-    None
+    reply.body = if answer.upgrade {
+        crate::http::reply::Body::Tunnel(body)
+    } else {
+        crate::http::reply::Body::Upstream(body)
+    };
+    reply
 }

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use shoal_http::{BodyChunk, ChunkedDecoder};
 
-use super::handler::Record;
+use super::protocol::BodyCodec;
+use super::record::Record;
 use crate::deadline::Timer;
 use crate::http::range::ByteRange;
 use crate::http::transport::Transport;
@@ -30,6 +31,8 @@ pub enum Framing {
     Chunked,
     /// Until the upstream closes.
     Close,
+    /// Framed by the protocol ([`UpstreamBody::set_codec`]: FastCGI records, memcached).
+    Codec,
 }
 
 /// One step of reading an upstream body.
@@ -47,6 +50,8 @@ pub enum BodyError {
     TimedOut,
     Invalid,
     Io(std::io::Error),
+    /// The protocol's own words (`upstream sent unsupported FastCGI protocol version: 0`).
+    Protocol(String),
 }
 
 impl std::fmt::Display for BodyError {
@@ -56,6 +61,7 @@ impl std::fmt::Display for BodyError {
             BodyError::TimedOut => f.write_str("upstream timed out (110: Connection timed out)"),
             BodyError::Invalid => f.write_str("upstream sent invalid chunked response"),
             BodyError::Io(e) => write!(f, "recv() failed {}", shoal_conf::os_error(e)),
+            BodyError::Protocol(m) => f.write_str(m),
         }
     }
 }
@@ -94,6 +100,11 @@ pub struct UpstreamBody {
     window: Option<ByteRange>,
     /// Body bytes read so far, where the window is measured from.
     offset: u64,
+    /// The protocol's body decoder ([`Framing::Codec`]), with the connection's number and
+    /// the log context of what it says on the side.
+    codec: Option<(Box<dyn BodyCodec>, u64, String)>,
+    /// The protocol, whose settings (`*_buffers`, `*_temp_path`) apply to the body.
+    pub proto: super::Proto,
     /// `proxy_limit_rate`: how fast the answer is read.
     pub limit: Option<crate::http::limit_rate::Pacing>,
 }
@@ -138,8 +149,18 @@ impl UpstreamBody {
             buffering: true,
             window: None,
             offset: 0,
+            codec: None,
+            proto: super::Proto::Http,
             limit: None,
         }
+    }
+
+    /// Hands the body's framing to the protocol's decoder; its log lines go to connection
+    /// `conn` with `ctx` (`, client: ..., upstream: ...`).
+    pub fn set_codec(&mut self, codec: Box<dyn BodyCodec>, conn: u64, ctx: String) {
+        self.framing = Framing::Codec;
+        self.done = false;
+        self.codec = Some((codec, conn, ctx));
     }
 
     /// Sends only `range` of the body to the client (a single-range 206); its `length` becomes
@@ -210,6 +231,20 @@ impl UpstreamBody {
                 let n = self.buf.len();
                 Ok(Piece::Data(self.buf.split_to(n).freeze()))
             }
+            Framing::Codec => {
+                let Some((codec, conn, ctx)) = self.codec.as_mut() else {
+                    return Err(BodyError::Invalid);
+                };
+                let (conn, ctx) = (*conn, &*ctx);
+                let mut log = |level, line: &dyn std::fmt::Display| {
+                    crate::conn_log!(level, conn, "{line} while reading upstream{ctx}");
+                };
+                let piece = codec.take(&mut self.buf, &mut log);
+                if let Ok(Piece::End) = piece {
+                    self.done = true;
+                }
+                piece
+            }
         }
     }
 
@@ -258,6 +293,12 @@ impl UpstreamBody {
         }
         if n == 0 {
             self.stream = None;
+            if let Some((codec, ..)) = self.codec.as_mut() {
+                codec.eof()?;
+                self.done = true;
+                self.reusable = false;
+                return Ok(());
+            }
             if self.framing == Framing::Close {
                 self.done = true;
                 self.reusable = false;
@@ -309,7 +350,10 @@ impl UpstreamBody {
     /// Ends the exchange: the connection goes back to the keep-alive cache if its answer was
     /// read whole and nothing more came; otherwise it is closed.
     pub fn finish(mut self) {
-        let whole = self.done && self.buf.is_empty() && self.reusable;
+        let whole = self.done
+            && self.buf.is_empty()
+            && self.reusable
+            && self.codec.as_ref().is_none_or(|(c, ..)| c.reusable());
         self.record.borrow_mut().finish(self.done);
         if let Some(tee) = self.tee.take() {
             tee.end(self.done);

@@ -97,12 +97,13 @@ async fn relay_buffered<S: Sink>(
     lc: &LocConf,
 ) -> io::Result<u64> {
     use std::collections::VecDeque;
-    let memory_limit = lc.proxy.buffers_total().max(READ_CHUNK);
+    let conf = ub.proto.conf(lc);
+    let memory_limit = conf.buffers_total().max(READ_CHUNK);
     // `aio threads`: the temporary file is read back through the pool when its pages are
     // not in memory, and written through it with `aio_write on`.
     let pool = output.pool.clone();
     let write_pool = pool.clone().filter(|_| lc.aio_write());
-    let file_limit = lc.proxy.max_temp_file_size();
+    let file_limit = conf.max_temp_file_size();
     let mut ub = Some(ub);
     let mut queue: VecDeque<bytes::Bytes> = VecDeque::new();
     let mut queued = 0usize;
@@ -220,7 +221,7 @@ async fn relay_buffered<S: Sink>(
                     if spill.is_none() {
                         // `proxy_temp_path` (a named file, unlinked once open, logged as
                         // nginx logs it), else the system's temporary directory.
-                        let temp = lc.proxy.temp_path.as_ref();
+                        let temp = conf.temp_path.as_ref();
                         let (f, name) = crate::http::temp_file::create_in(temp, false)?;
                         if let (Some(name), Some(u)) = (name, ub.as_ref()) {
                             let info = sink.info();
@@ -308,7 +309,7 @@ pub async fn tunnel<S: Sink>(
     read.clear();
     let mut u2c = std::mem::take(&mut ub.buf);
     let idle = ub.read_timeout;
-    let (client_wait, upstream_wait) = (send_timeout, lc.proxy.send_timeout());
+    let (client_wait, upstream_wait) = (send_timeout, ub.proto.conf(lc).send_timeout());
     let (mut client_open, mut upstream_open) = (true, true);
     let mut total = 0u64;
     #[derive(Clone, Copy)]
