@@ -2,6 +2,7 @@
 //! master swaps on reload.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use shoal_conf::{Error, Parsed, SourceFile};
 
@@ -17,6 +18,8 @@ pub struct Config {
     pub main: MainConf,
     pub events: EventsConf,
     pub http: Option<HttpConf>,
+    /// `stream { }`, ready to serve.
+    pub stream: Option<Arc<crate::stream::StreamConf>>,
     /// The `error_log` lines of the main context (empty: the default error log).
     pub error_logs: Vec<ErrorLogConf>,
     /// Every file read, for `-T`.
@@ -79,10 +82,18 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
     if let Some(h) = &mut http {
         h.finish(&mut b)?;
     }
+    let stream = match b.stream.take() {
+        Some(mut s) => {
+            s.finish(&mut b)?;
+            Some(Arc::new(s))
+        }
+        None => None,
+    };
     Ok(Config {
         main: b.main,
         events,
         http,
+        stream,
         error_logs: b.error_logs,
         files: parsed.files,
         prefix: b.prefix,

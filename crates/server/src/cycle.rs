@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::Config;
 use crate::http::ServerConf;
-use crate::listen::{bound_addresses, open_socket, ListenAddr, SocketKey};
+use crate::listen::{bound_addresses, open_socket, ListenAddr, SocketKey, SocketKind};
 
 /// An open listening socket, owned by the master. A unix socket's file is removed when the
 /// socket is closed.
@@ -220,37 +220,19 @@ impl Generation {
         let mut routes = HashMap::new();
         if let Some(http) = &config.http {
             for (addr, opts) in bound_addresses(&http.listens()) {
-                let keys: Vec<SocketKey> = if opts.reuseport {
-                    (0..workers)
-                        .map(|w| SocketKey {
-                            addr: addr.clone(),
-                            worker: Some(w),
-                        })
-                        .collect()
-                } else {
-                    vec![SocketKey {
-                        addr: addr.clone(),
-                        worker: None,
-                    }]
-                };
-                for key in keys {
-                    let reused = old.and_then(|g| g.sockets.iter().find(|s| s.key == key).cloned());
-                    let sock = match reused {
-                        Some(s) => s,
-                        None => {
-                            // A socket the old binary handed over (a binary upgrade), else a
-                            // new one.
-                            let fd = match crate::upgrade::take(&key.addr) {
-                                Some(fd) => fd,
-                                None => open_with_retries(&key.addr, &opts)?,
-                            };
-                            Arc::new(Listening::new(key.clone(), fd))
-                        }
-                    };
-                    sockets.push(sock);
-                }
+                open_for_workers(&mut sockets, old, workers, addr, &opts, SocketKind::Http)?;
             }
             routes = address_routes(http);
+        }
+        if let Some(stream) = &config.stream {
+            for (addr, opts) in stream.bound_addresses() {
+                let kind = if opts.udp {
+                    SocketKind::StreamUdp
+                } else {
+                    SocketKind::Stream
+                };
+                open_for_workers(&mut sockets, old, workers, addr, &opts, kind)?;
+            }
         }
         Ok(Generation {
             id,
@@ -355,6 +337,61 @@ impl Generation {
 
 /// nginx tries a busy address five times, half a second apart, logging each failure, before
 /// giving up with `still could not bind()`.
+/// Opens (or takes over from `old`) the sockets of one bound address: one per worker with
+/// `reuseport`, else one shared.
+fn open_for_workers(
+    sockets: &mut Vec<Arc<Listening>>,
+    old: Option<&Generation>,
+    workers: usize,
+    addr: ListenAddr,
+    opts: &crate::listen::SocketOptions,
+    kind: SocketKind,
+) -> Result<(), String> {
+    let keys: Vec<SocketKey> = if opts.reuseport {
+        (0..workers)
+            .map(|w| SocketKey {
+                addr: addr.clone(),
+                worker: Some(w),
+                kind,
+            })
+            .collect()
+    } else {
+        vec![SocketKey {
+            addr: addr.clone(),
+            worker: None,
+            kind,
+        }]
+    };
+    for key in keys {
+        let reused = old.and_then(|g| g.sockets.iter().find(|s| s.key == key).cloned());
+        let sock = match reused {
+            Some(s) => s,
+            None => {
+                // A socket the old binary handed over (a binary upgrade), else a new one.
+                let fd = match inherited(&key) {
+                    Some(fd) => fd,
+                    None => open_with_retries(&key.addr, opts)?,
+                };
+                Arc::new(Listening::new(key.clone(), fd))
+            }
+        };
+        sockets.push(sock);
+    }
+    Ok(())
+}
+
+/// The socket the old binary handed over for `key` in a binary upgrade. Inherited sockets are
+/// known by address only, so a stream `udp` listener is not taken over (it is opened anew),
+/// and one of the wrong type is not used.
+fn inherited(key: &SocketKey) -> Option<OwnedFd> {
+    if key.kind == SocketKind::StreamUdp {
+        return None;
+    }
+    let fd = crate::upgrade::take(&key.addr)?;
+    let ty = socket2::SockRef::from(&fd).r#type().ok()?;
+    (ty == socket2::Type::STREAM).then_some(fd)
+}
+
 fn open_with_retries(
     addr: &ListenAddr,
     opts: &crate::listen::SocketOptions,

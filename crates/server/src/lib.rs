@@ -22,6 +22,7 @@ pub mod privileges;
 pub mod resolver;
 pub mod spare;
 pub mod status;
+pub mod stream;
 pub mod syslog;
 pub mod tls;
 pub mod upgrade;

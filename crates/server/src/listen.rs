@@ -79,16 +79,21 @@ pub struct SocketOptions {
     /// `proxy_protocol`: connections begin with a PROXY protocol header. A property of the
     /// address as `ssl` is (nginx ORs it over the address's listens).
     pub proxy_protocol: bool,
+    /// `udp` (stream): a datagram socket. Part of the address for stream, which tells
+    /// `listen 53 udp` from `listen 53`.
+    pub udp: bool,
     /// `http2` (deprecated since nginx 1.25.1 for the `http2` directive): HTTP/2 for every
     /// server of the address, a property of the address as `ssl` is.
     pub http2: bool,
 }
 
 impl SocketOptions {
-    fn any_set(&self) -> bool {
+    /// Whether a socket option is written (which makes the address need a socket of its own).
+    pub fn any_set(&self) -> bool {
         SocketOptions {
             ssl: false,
             proxy_protocol: false,
+            udp: false,
             http2: false,
             ..self.clone()
         } != SocketOptions::default()
@@ -124,46 +129,10 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
             Some((k, val)) => (k, Some(val)),
             None => (v, None),
         };
-        let bad = || err(d, format!("invalid {key} \"{}\"", val.unwrap_or("")));
         match (key, val) {
             ("default_server" | "default", None) => default_server = true,
-            ("reuseport", None) => {
-                opts.reuseport = true;
-                opts.bind = true;
-            }
             ("deferred", None) => {
                 opts.deferred = true;
-                opts.bind = true;
-            }
-            ("bind", None) => opts.bind = true,
-            ("backlog", Some(n)) => {
-                let n: i32 = n.parse().ok().filter(|n| *n != 0).ok_or_else(bad)?;
-                opts.backlog = Some(n);
-                opts.bind = true;
-            }
-            ("rcvbuf", Some(n)) => {
-                opts.rcvbuf = Some(crate::conf::parse_size(n).ok_or_else(bad)? as usize);
-                opts.bind = true;
-            }
-            ("sndbuf", Some(n)) => {
-                opts.sndbuf = Some(crate::conf::parse_size(n).ok_or_else(bad)? as usize);
-                opts.bind = true;
-            }
-            ("fastopen", Some(n)) => {
-                opts.fastopen = Some(n.parse().map_err(|_| bad())?);
-                opts.bind = true;
-            }
-            ("ipv6only", Some(v)) => {
-                let on = crate::conf::parse_flag(v)
-                    .ok_or_else(|| err(d, format!("invalid ipv6only flags \"{v}\"")))?;
-                opts.ipv6only = Some(on);
-                opts.bind = true;
-            }
-            ("so_keepalive", Some(v)) => {
-                opts.so_keepalive = Some(
-                    parse_so_keepalive(v)
-                        .ok_or_else(|| err(d, format!("invalid so_keepalive value: \"{v}\"")))?,
-                );
                 opts.bind = true;
             }
             ("ssl", None) => opts.ssl = true,
@@ -181,7 +150,11 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
                     format!("the \"{key}\" parameter of the \"listen\" directive is not supported by shoal yet"),
                 ));
             }
-            _ => return Err(err(d, format!("invalid parameter \"{v}\""))),
+            _ => match socket_option(&mut opts, key, val) {
+                Ok(true) => {}
+                Ok(false) => return Err(err(d, format!("invalid parameter \"{v}\""))),
+                Err(m) => return Err(err(d, m)),
+            },
         }
     }
     for addr in addrs {
@@ -211,6 +184,47 @@ fn set_listen(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
         });
     }
     Ok(())
+}
+
+/// The socket options http's and stream's `listen` share (`reuseport`, `bind`, `backlog=`,
+/// `rcvbuf=`, `sndbuf=`, `fastopen=`, `ipv6only=`, `so_keepalive=`): `Ok(false)` when `key` is
+/// none of them, `Err` with nginx's message for a bad value.
+pub fn socket_option(
+    opts: &mut SocketOptions,
+    key: &str,
+    val: Option<&str>,
+) -> Result<bool, String> {
+    let bad = || format!("invalid {key} \"{}\"", val.unwrap_or(""));
+    match (key, val) {
+        ("reuseport", None) => opts.reuseport = true,
+        ("bind", None) => {}
+        ("backlog", Some(n)) => {
+            let n: i32 = n.parse().ok().filter(|n| *n != 0).ok_or_else(bad)?;
+            opts.backlog = Some(n);
+        }
+        ("rcvbuf", Some(n)) => {
+            opts.rcvbuf = Some(crate::conf::parse_size(n).ok_or_else(bad)? as usize);
+        }
+        ("sndbuf", Some(n)) => {
+            opts.sndbuf = Some(crate::conf::parse_size(n).ok_or_else(bad)? as usize);
+        }
+        ("fastopen", Some(n)) => opts.fastopen = Some(n.parse().map_err(|_| bad())?),
+        ("ipv6only", Some(v)) => {
+            let on = crate::conf::parse_flag(v)
+                .ok_or_else(|| format!("invalid ipv6only flags \"{v}\""))?;
+            opts.ipv6only = Some(on);
+        }
+        ("so_keepalive", Some(v)) => {
+            opts.so_keepalive = Some(
+                parse_so_keepalive(v)
+                    .ok_or_else(|| format!("invalid so_keepalive value: \"{v}\""))?,
+            );
+        }
+        _ => return Ok(false),
+    }
+    // Every one of them needs a socket of its own for the address.
+    opts.bind = true;
+    Ok(true)
 }
 
 fn parse_so_keepalive(v: &str) -> Option<SoKeepalive> {
@@ -339,6 +353,19 @@ fn port_only(s: &str) -> Option<Result<(u16, u16), &'static str>> {
 pub struct SocketKey {
     pub addr: ListenAddr,
     pub worker: Option<usize>,
+    /// Which module's connections it takes (an http and a stream socket never share a key).
+    pub kind: SocketKind,
+}
+
+/// What a listening socket serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SocketKind {
+    #[default]
+    Http,
+    /// A `stream {}` TCP or unix listener.
+    Stream,
+    /// A `stream {}` `listen ... udp`.
+    StreamUdp,
 }
 
 /// The sockets a configuration needs: each bound address with its options. Specific addresses
@@ -391,8 +418,9 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
     let os = |what: &str, e: std::io::Error| {
         format!("{what} {addr} failed {}", shoal_conf::os_error(&e))
     };
-    let sock = Socket::new(domain, Type::STREAM.cloexec().nonblocking(), None)
-        .map_err(|e| os("socket()", e))?;
+    let ty = if opts.udp { Type::DGRAM } else { Type::STREAM };
+    let sock =
+        Socket::new(domain, ty.cloexec().nonblocking(), None).map_err(|e| os("socket()", e))?;
     if let ListenAddr::Inet(a) = addr {
         sock.set_reuse_address(true)
             .map_err(|e| os("setsockopt(SO_REUSEADDR)", e))?;
@@ -404,7 +432,7 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
             sock.set_only_v6(opts.ipv6only.unwrap_or(true))
                 .map_err(|e| os("setsockopt(IPV6_V6ONLY)", e))?;
         }
-        if let Some(n) = opts.fastopen {
+        if let Some(n) = opts.fastopen.filter(|_| !opts.udp) {
             setsockopt_int(
                 &sock,
                 libc::IPPROTO_TCP,
@@ -413,11 +441,11 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
             )
             .map_err(|e| os("setsockopt(TCP_FASTOPEN)", e))?;
         }
-        if opts.deferred {
+        if opts.deferred && !opts.udp {
             setsockopt_int(&sock, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, 1)
                 .map_err(|e| os("setsockopt(TCP_DEFER_ACCEPT)", e))?;
         }
-        match &opts.so_keepalive {
+        match opts.so_keepalive.as_ref().filter(|_| !opts.udp) {
             None => {}
             Some(SoKeepalive::Off) => sock
                 .set_keepalive(false)
@@ -458,8 +486,10 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, S
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o666));
     }
-    sock.listen(opts.backlog.unwrap_or(DEFAULT_BACKLOG))
-        .map_err(|e| os("listen() to", e))?;
+    if !opts.udp {
+        sock.listen(opts.backlog.unwrap_or(DEFAULT_BACKLOG))
+            .map_err(|e| os("listen() to", e))?;
+    }
     Ok(sock.into())
 }
 

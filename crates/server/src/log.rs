@@ -25,7 +25,7 @@ use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 
 pub static DIRECTIVES: &[Command] = &[Command::new(
     "error_log",
-    Ctx::MAIN.or(Ctx::HSL),
+    Ctx::MAIN.or(Ctx::HSL).or(Ctx::SS),
     Args::ONE_OR_MORE,
     set_error_log,
 )];
@@ -98,8 +98,15 @@ fn set_error_log(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
     }
     let sink = Sink::open(&conf).map_err(|m| err(d, m))?;
     CONTEXT_MAX.fetch_max(conf.level as u8, Ordering::Relaxed);
-    let lc = crate::http::loc_conf(s);
-    let log = lc.error_log.get_or_insert_with(|| {
+    // A stream level's, or an http location's.
+    let slot = if matches!(s, Scope::Stream(_) | Scope::StreamServer(_)) {
+        &mut crate::stream::level(s)
+            .expect("a stream scope has a stream level")
+            .error_log
+    } else {
+        &mut crate::http::loc_conf(s).error_log
+    };
+    let log = slot.get_or_insert_with(|| {
         Arc::new(ErrorLog {
             sinks: Vec::with_capacity(1),
         })

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use crate::accept::Acceptor;
 use crate::cycle::Generation;
 use crate::error_log;
-use crate::listen::SocketKey;
+use crate::listen::{SocketKey, SocketKind};
 use crate::log::Level;
 
 /// What the master wants of a worker.
@@ -405,6 +405,28 @@ fn reconcile(
             continue;
         }
         let shared = sock.key.worker.is_none();
+        if sock.key.kind == SocketKind::StreamUdp {
+            // Datagrams: read, not accepted.
+            match sock.dup() {
+                Ok(fd) => {
+                    let task = tokio::task::spawn_local(crate::stream::udp::serve_socket(
+                        worker.clone(),
+                        fd,
+                        sock.key.clone(),
+                    ));
+                    accepting.insert(sock.key.clone(), task);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {}
+                Err(e) => error_log!(
+                    Level::Alert,
+                    "worker {} cannot poll {}: {}",
+                    worker.index,
+                    sock.key.addr,
+                    e
+                ),
+            }
+            continue;
+        }
         let acceptor = match sock
             .dup()
             .and_then(|fd| Acceptor::new(fd, shared, multi_accept))
@@ -468,6 +490,12 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
         let guard = ConnGuard(worker.clone());
         let number = worker.next_connection_number();
         let key = key.clone();
+        if key.kind == SocketKind::Stream {
+            tokio::task::spawn_local(crate::log::scoped(crate::stream::session::serve(
+                fd, key, generation, number, guard,
+            )));
+            continue;
+        }
         tokio::task::spawn_local(async move {
             crate::log::scoped(crate::http::h1::serve(fd, key, generation, number, guard)).await;
         });

@@ -44,6 +44,14 @@ impl Ctx {
     pub const LMT: Ctx = Ctx(1 << 8);
     /// Inside `types { }`: every line is `TYPE EXT...;`.
     pub const TYPES: Ctx = Ctx(1 << 9);
+    /// `stream { }`.
+    pub const STREAM: Ctx = Ctx(1 << 10);
+    /// `server { }` inside `stream`.
+    pub const STREAM_SERVER: Ctx = Ctx(1 << 11);
+    /// `upstream { }` inside `stream`.
+    pub const STREAM_UPSTREAM: Ctx = Ctx(1 << 12);
+    /// stream and its servers: the usual place of a stream directive.
+    pub const SS: Ctx = Ctx(Self::STREAM.0 | Self::STREAM_SERVER.0);
     /// http, server and location: the usual place of a location-level directive.
     pub const HSL: Ctx = Ctx(Self::HTTP.0 | Self::SERVER.0 | Self::LOCATION.0);
 
@@ -97,6 +105,10 @@ pub enum Scope<'a> {
     /// A block whose lines are data, not directives (`types {}`); handled by its owner.
     Data,
     Upstream(&'a mut crate::upstream::conf::UpstreamConf),
+    /// `stream { }` itself.
+    Stream(&'a mut crate::stream::StreamConf),
+    /// A `server { }` of `stream`.
+    StreamServer(&'a mut crate::stream::ServerConf),
 }
 
 /// A setter: applies one directive to the scope it appears in.
@@ -161,6 +173,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::listen::DIRECTIVES,
             crate::tls::DIRECTIVES,
             crate::pending::DIRECTIVES,
+            crate::stream::DIRECTIVES,
         ];
         let mut map: HashMap<&'static str, Vec<&'static Command>> = HashMap::new();
         for table in modules.iter().chain(crate::http::modules::DIRECTIVE_TABLES) {
@@ -189,6 +202,7 @@ pub struct Builder {
     pub main: MainConf,
     pub events: Option<EventsConf>,
     pub http: Option<HttpConf>,
+    pub stream: Option<crate::stream::StreamConf>,
     pub error_logs: Vec<crate::log::ErrorLogConf>,
     /// Every listen address seen so far, with whether it had socket options / default_server
     /// (nginx reports a second set of options or a second default server at once).
@@ -219,6 +233,7 @@ impl Builder {
             main: MainConf::default(),
             events: None,
             http: None,
+            stream: None,
             error_logs: Vec::new(),
             listens: Vec::new(),
             prefix,

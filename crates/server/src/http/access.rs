@@ -29,8 +29,18 @@ use crate::conf::{err, invalid_value, set_once, Args, Builder, Command, Ctx, Sco
 use crate::http::loc_conf;
 
 pub static DIRECTIVES: &[Command] = &[
-    Command::new("allow", Ctx::HSL.or(Ctx::LMT), Args::ONE, set_rule),
-    Command::new("deny", Ctx::HSL.or(Ctx::LMT), Args::ONE, set_rule),
+    Command::new(
+        "allow",
+        Ctx::HSL.or(Ctx::LMT).or(Ctx::SS),
+        Args::ONE,
+        set_rule,
+    ),
+    Command::new(
+        "deny",
+        Ctx::HSL.or(Ctx::LMT).or(Ctx::SS),
+        Args::ONE,
+        set_rule,
+    ),
     Command::new("satisfy", Ctx::HSL, Args::ONE, set_satisfy),
 ];
 
@@ -407,14 +417,26 @@ pub fn parse_ipv6(text: &[u8]) -> Option<[u8; 16]> {
 }
 
 fn set_rule(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    if let Some(level) = crate::stream::level(s) {
+        return add_rule(b, d, &mut level.access);
+    }
+    add_rule(b, d, &mut loc_conf(s).access.rules)
+}
+
+/// Adds an `allow`/`deny` line to the rules of its level (http's location, stream's server):
+/// `invalid parameter` for an address nginx refuses, its warning for host bits.
+pub fn add_rule(
+    b: &mut Builder,
+    d: &Directive,
+    slot: &mut Option<Arc<Rules>>,
+) -> Result<(), Error> {
     let text = &d.args[0].value;
     let deny = d.name == "deny";
-    let lc = loc_conf(s);
-    let mut rules = lc.access.rules.as_deref().cloned().unwrap_or_default();
+    let mut rules = slot.as_deref().cloned().unwrap_or_default();
     let masked = rules
         .add(text, deny)
         .map_err(|()| err(d, format!("invalid parameter \"{text}\"")))?;
-    lc.access.rules = Some(Arc::new(rules));
+    *slot = Some(Arc::new(rules));
     if masked {
         b.warn(
             format!("low address bits of {text} are meaningless"),

@@ -263,7 +263,8 @@ impl Formats {
             .clone()
     }
 
-    fn file(&mut self, path: &Path) -> Result<Arc<LogFile>, String> {
+    /// The log file at `path`, opened once per configuration whoever names it.
+    pub fn file(&mut self, path: &Path) -> Result<Arc<LogFile>, String> {
         if let Some(f) = self.files.get(path) {
             return Ok(f.clone());
         }
@@ -292,9 +293,22 @@ pub(super) fn set_log_format(
     d: &Directive,
     _: &mut Scope<'_>,
 ) -> Result<(), Error> {
-    let name = d.args[0].value.clone();
     b.formats.combined();
-    if b.formats.formats.contains_key(&name) {
+    let format = parse_log_format(d, &b.formats.formats)?;
+    b.formats
+        .formats
+        .insert(format.name.clone(), Arc::new(format));
+    Ok(())
+}
+
+/// A `log_format NAME [escape=...] STRING...` line (http's or stream's, each with its own
+/// names: `defined` are the ones its block has so far).
+pub fn parse_log_format(
+    d: &Directive,
+    defined: &HashMap<String, Arc<LogFormat>>,
+) -> Result<LogFormat, Error> {
+    let name = d.args[0].value.clone();
+    if defined.contains_key(&name) {
         return Err(err(d, format!("duplicate \"log_format\" name \"{name}\"")));
     }
     let mut rest = &d.args[1..];
@@ -313,15 +327,11 @@ pub(super) fn set_log_format(
     }
     let text: String = rest.iter().map(|a| a.value.as_str()).collect();
     let template = Template::compile(&text).map_err(|m| err(d, m))?;
-    b.formats.formats.insert(
-        name.clone(),
-        Arc::new(LogFormat {
-            name,
-            escape,
-            template,
-        }),
-    );
-    Ok(())
+    Ok(LogFormat {
+        name,
+        escape,
+        template,
+    })
 }
 
 pub(super) fn set_access_log(
@@ -340,10 +350,6 @@ pub(super) fn set_access_log(
         lc.access_log_off = true;
         return Ok(());
     }
-    let syslog = match path.strip_prefix("syslog:") {
-        Some(args) => Some(crate::syslog::SyslogConf::parse(args).map_err(|m| err(d, m))?),
-        None => None,
-    };
     let format = match d.args.get(1).filter(|a| !a.value.contains('=')) {
         Some(a) => match a.value.as_str() {
             "combined" => b.formats.combined(),
@@ -360,6 +366,33 @@ pub(super) fn set_access_log(
         2
     } else {
         1
+    };
+    let log = build_access_log(b, d, format, params_from)?;
+    push_log(lc, log);
+    Ok(())
+}
+
+/// Adds a log to the level's list, unless the level said `access_log off`.
+fn push_log(lc: &mut super::LocConf, log: AccessLog) {
+    if lc.access_log_off {
+        return;
+    }
+    let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
+    Arc::make_mut(list).push(Arc::new(log));
+}
+
+/// An `access_log PATH ... [buffer=] [flush=] [gzip[=]] [if=]` line once its format is
+/// known: the parameters from `d.args[params_from..]`, the file opened (or the path compiled).
+pub fn build_access_log(
+    b: &mut Builder,
+    d: &Directive,
+    format: Arc<LogFormat>,
+    params_from: usize,
+) -> Result<AccessLog, Error> {
+    let path = &d.args[0].value;
+    let syslog = match path.strip_prefix("syslog:") {
+        Some(args) => Some(crate::syslog::SyslogConf::parse(args).map_err(|m| err(d, m))?),
+        None => None,
     };
     let (mut buffer, mut flush, mut gzip, mut condition) = (None, None, None, None);
     for a in &d.args[params_from..] {
@@ -404,7 +437,7 @@ pub(super) fn set_access_log(
             || condition
                 .as_ref()
                 .is_some_and(Template::may_read_sent_headers);
-        let log = AccessLog {
+        return Ok(AccessLog {
             target: LogTarget::Syslog(crate::syslog::Peer::new(conf)),
             format,
             buffer,
@@ -412,9 +445,7 @@ pub(super) fn set_access_log(
             gzip,
             condition,
             reads_sent_headers,
-        };
-        push_log(lc, log);
-        return Ok(());
+        });
     }
     let template = Template::compile(path).map_err(|m| err(d, m))?;
     let target = if template.is_static() {
@@ -433,7 +464,7 @@ pub(super) fn set_access_log(
             .as_ref()
             .is_some_and(Template::may_read_sent_headers)
         || matches!(&target, LogTarget::Dynamic { path, .. } if path.may_read_sent_headers());
-    let log = AccessLog {
+    Ok(AccessLog {
         target,
         format,
         buffer,
@@ -441,18 +472,7 @@ pub(super) fn set_access_log(
         gzip,
         condition,
         reads_sent_headers,
-    };
-    push_log(lc, log);
-    Ok(())
-}
-
-/// Adds a log to the level's list, unless the level said `access_log off`.
-fn push_log(lc: &mut super::LocConf, log: AccessLog) {
-    if lc.access_log_off {
-        return;
-    }
-    let list = lc.access_log.get_or_insert_with(|| Arc::new(Vec::new()));
-    Arc::make_mut(list).push(Arc::new(log));
+    })
 }
 
 /// The default access log at http level: `logs/access.log combined`.

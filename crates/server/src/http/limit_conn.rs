@@ -27,17 +27,32 @@ use crate::http::loc_conf;
 use crate::log::Level;
 use crate::variables::Template;
 
+/// http's levels and stream's: the module is nginx's http and stream limit_conn in one.
+const HSL_SS: Ctx = Ctx::HSL.or(Ctx::SS);
+
+/// The level a `limit_conn*` line writes into: an http location's or a stream level's.
+fn conn_conf<'a>(s: &'a mut Scope<'_>) -> &'a mut LimitConnLoc {
+    if !matches!(s, Scope::Stream(_) | Scope::StreamServer(_)) {
+        return &mut loc_conf(s).limit_conn;
+    }
+    match s {
+        Scope::Stream(st) => &mut st.srv.limit_conn,
+        Scope::StreamServer(srv) => &mut srv.conf.limit_conn,
+        _ => unreachable!("checked above"),
+    }
+}
+
 pub static DIRECTIVES: &[Command] = &[
     Command::new(
         "limit_conn_zone",
-        Ctx::HTTP,
+        Ctx::HTTP.or(Ctx::STREAM),
         Args::Take(2, 2),
         set_limit_conn_zone,
     ),
-    Command::new("limit_conn", Ctx::HSL, Args::TWO, set_limit_conn),
+    Command::new("limit_conn", HSL_SS, Args::TWO, set_limit_conn),
     Command::new("limit_conn_status", Ctx::HSL, Args::ONE, set_status),
-    Command::new("limit_conn_log_level", Ctx::HSL, Args::ONE, set_log_level),
-    Command::new("limit_conn_dry_run", Ctx::HSL, Args::Flag, set_dry_run),
+    Command::new("limit_conn_log_level", HSL_SS, Args::ONE, set_log_level),
+    Command::new("limit_conn_dry_run", HSL_SS, Args::Flag, set_dry_run),
 ];
 
 /// A state's node in nginx's slab: 36 bytes before the key.
@@ -380,7 +395,7 @@ fn set_limit_conn(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     if conn > 65535 {
         return Err(err(d, "connection limit must be less 65536"));
     }
-    let lc = &mut loc_conf(s).limit_conn;
+    let lc = conn_conf(s);
     let mut limits = lc.limits.as_deref().cloned().unwrap_or_default();
     if limits.iter().any(|l| Arc::ptr_eq(&l.zone, &zone)) {
         return Err(crate::conf::duplicate(d));
@@ -395,16 +410,16 @@ fn set_limit_conn(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
 
 fn set_status(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let v = limit_zone::status(d)?;
-    set_once(&mut loc_conf(s).limit_conn.status, v, d)
+    set_once(&mut conn_conf(s).status, v, d)
 }
 
 fn set_log_level(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let v = limit_zone::log_level(d)?;
-    set_once(&mut loc_conf(s).limit_conn.log_level, v, d)
+    set_once(&mut conn_conf(s).log_level, v, d)
 }
 
 fn set_dry_run(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut loc_conf(s).limit_conn.dry_run, flag_arg(d), d)
+    set_once(&mut conn_conf(s).dry_run, flag_arg(d), d)
 }
 
 /// `limit_conn`'s place in the module list: its preaccess handler.

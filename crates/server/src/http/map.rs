@@ -21,7 +21,12 @@ use shoal_pcre::{Regex, RegexBuilder};
 use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 use crate::variables::{self, Captures, Compute, Template, Vars};
 
-pub static DIRECTIVES: &[Command] = &[Command::block("map", Ctx::HTTP, Args::TWO, set_map)];
+pub static DIRECTIVES: &[Command] = &[Command::block(
+    "map",
+    Ctx::HTTP.or(Ctx::STREAM),
+    Args::TWO,
+    set_map,
+)];
 
 /// One `map` block.
 #[derive(Debug)]
@@ -229,12 +234,13 @@ pub(crate) fn variable_name(d: &Directive) -> Result<&str, Error> {
     Ok(name)
 }
 
-/// Registers a computed variable with the `http` block that owns it.
+/// Registers a computed variable with the `http` or `stream` block that owns it.
 pub(crate) fn define(s: &mut Scope<'_>, name: &str, def: Arc<dyn Compute>) {
     variables::define(name, &def);
     match s {
         Scope::Http(h) => h.variables.push(def),
-        _ => unreachable!("map and split_clients are allowed in http only"),
+        Scope::Stream(st) => st.variables.push(def),
+        _ => unreachable!("map, geo and split_clients are allowed in http and stream only"),
     }
 }
 
@@ -307,7 +313,14 @@ fn set_map(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
             key_lens.extend(k.split('.').map(str::len));
         }
     }
-    super::hash_sizes::check_map(&mut super::loc_conf(s).hash_sizes, &key_lens)?;
+    // (stream's maps have its defaults: shoal has no stream `map_hash_*` directives.)
+    let mut stream_sizes = Default::default();
+    let sizes = if matches!(s, Scope::Stream(_)) {
+        &mut stream_sizes
+    } else {
+        &mut super::loc_conf(s).hash_sizes
+    };
+    super::hash_sizes::check_map(sizes, &key_lens)?;
     let map = Map {
         source,
         hostnames,

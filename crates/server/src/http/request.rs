@@ -295,6 +295,7 @@ impl Req<'_, '_> {
             conn: Some(self.info),
             srv: Some(self.srv),
             lc: Some(lc),
+            stream: None,
         }
     }
 
@@ -393,6 +394,7 @@ pub fn log(
         conn: Some(info),
         srv: Some(srv),
         lc: Some(lc),
+        stream: None,
     };
     super::access_log::log_request(logs, &vars);
 }

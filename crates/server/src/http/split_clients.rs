@@ -21,7 +21,7 @@ use crate::variables::{Compute, Template, Vars};
 
 pub static DIRECTIVES: &[Command] = &[Command::block(
     "split_clients",
-    Ctx::HTTP,
+    Ctx::HTTP.or(Ctx::STREAM),
     Args::TWO,
     set_split_clients,
 )];

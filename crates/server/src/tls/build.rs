@@ -232,32 +232,9 @@ pub fn finish(http: &mut HttpConf, b: &mut Builder) -> Result<(), Error> {
                 .clone();
             // ALPN offers `h2` when the server SNI chose has it on, or the address does.
             let h2 = r.http2 || http.servers[i].loc.http2.enabled();
-            let (base, config) = if no_protocols {
-                (None, None)
-            } else {
-                let base = server_config(&def, &tls, Arc::new(Pairs(Vec::new())), h2)
-                    .map_err(|m| Error::new(m, None))?;
-                let pairs = tls.static_pairs().or_else(|| {
-                    // A server without certificates of its own answers with the default
-                    // server's, as nginx does.
-                    (!matches!(tls.certs, Certs::Dynamic(_)))
-                        .then(|| def.static_pairs())
-                        .flatten()
-                });
-                let config = match pairs {
-                    Some(p) => {
-                        let mut c = base.clone();
-                        c.cert_resolver = p;
-                        Some(Arc::new(c))
-                    }
-                    None => None,
-                };
-                (Some(Arc::new(base)), config)
-            };
-            let Some(base) = base else {
-                continue;
-            };
-            servers.insert(i, Entry { tls, config, base });
+            if let Some(e) = entry(&def, tls, no_protocols, h2)? {
+                servers.insert(i, e);
+            }
         }
         http.ssl.addrs.insert(
             addr.clone(),
@@ -271,6 +248,70 @@ pub fn finish(http: &mut HttpConf, b: &mut Builder) -> Result<(), Error> {
         );
     }
     Ok(())
+}
+
+/// The handshake context of server `tls` on an address whose default server is `def`
+/// (`None` when no protocol is left to offer).
+fn entry(
+    def: &ServerTls,
+    tls: Arc<ServerTls>,
+    no_protocols: bool,
+    h2: bool,
+) -> Result<Option<Entry>, Error> {
+    if no_protocols {
+        return Ok(None);
+    }
+    let base = server_config(def, &tls, Arc::new(Pairs(Vec::new())), h2)
+        .map_err(|m| Error::new(m, None))?;
+    let pairs = tls.static_pairs().or_else(|| {
+        // A server without certificates of its own answers with the default server's, as
+        // nginx does.
+        (!matches!(tls.certs, Certs::Dynamic(_)))
+            .then(|| def.static_pairs())
+            .flatten()
+    });
+    let config = pairs.map(|p| {
+        let mut c = base.clone();
+        c.cert_resolver = p;
+        Arc::new(c)
+    });
+    Ok(Some(Entry {
+        tls,
+        config,
+        base: Arc::new(base),
+    }))
+}
+
+/// The TLS context of a `stream` server's `listen ... ssl` address: the server alone (stream
+/// has no names to choose by), built from its merged settings as an http server's is.
+pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<AddrTls>, Error> {
+    let tls = Arc::new(build_server(0, ssl, b)?);
+    if !tls.has_certificates() && !tls.reject_handshake {
+        return Err(Error::new(
+            "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive",
+            None,
+        ));
+    }
+    let no_protocols = tls.versions.is_empty();
+    let mut servers = HashMap::new();
+    if let Some(e) = entry(&tls.clone(), tls, no_protocols, false)? {
+        servers.insert(0, e);
+    }
+    Ok(Arc::new(AddrTls {
+        addr,
+        candidates: AddrServers {
+            servers: vec![0],
+            default: 0,
+            proxy_protocol: false,
+            http2: false,
+        },
+        names: Arc::new(vec![SniNames {
+            names: Vec::new(),
+            regexes: Vec::new(),
+        }]),
+        servers,
+        no_protocols,
+    }))
 }
 
 /// The rustls configuration of a handshake on an address whose default server is `def` and

@@ -18,41 +18,48 @@ use crate::conf::{
 };
 
 const HS: Ctx = Ctx::HTTP.or(Ctx::SERVER);
+/// The directives nginx's stream ssl module has too.
+const HSS: Ctx = HS.or(Ctx::SS);
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new("ssl", HS, Args::Flag, set_ssl),
     Command::new("ssl_buffer_size", HS, Args::ONE, set_buffer_size),
-    Command::new("ssl_certificate", HS, Args::ONE, set_certificate),
-    Command::new("ssl_certificate_key", HS, Args::ONE, set_certificate_key),
+    Command::new("ssl_certificate", HSS, Args::ONE, set_certificate),
+    Command::new("ssl_certificate_key", HSS, Args::ONE, set_certificate_key),
     Command::new(
         "ssl_certificate_cache",
         HS,
         Args::Take(1, 3),
         set_certificate_cache,
     ),
-    Command::new("ssl_ciphers", HS, Args::ONE, set_ciphers),
+    Command::new("ssl_ciphers", HSS, Args::ONE, set_ciphers),
     Command::new(
         "ssl_client_certificate",
-        HS,
+        HSS,
         Args::ONE,
         set_client_certificate,
     ),
-    Command::new("ssl_conf_command", HS, Args::TWO, set_conf_command),
-    Command::new("ssl_crl", HS, Args::ONE, set_crl),
-    Command::new("ssl_dhparam", HS, Args::ONE, set_dhparam),
+    Command::new("ssl_conf_command", HSS, Args::TWO, set_conf_command),
+    Command::new("ssl_crl", HSS, Args::ONE, set_crl),
+    Command::new("ssl_dhparam", HSS, Args::ONE, set_dhparam),
     Command::new("ssl_early_data", HS, Args::Flag, set_early_data),
-    Command::new("ssl_ecdh_curve", HS, Args::ONE, set_ecdh_curve),
+    Command::new("ssl_ecdh_curve", HSS, Args::ONE, set_ecdh_curve),
     Command::new("ssl_ocsp", HS, Args::ONE, set_ocsp),
     Command::new("ssl_ocsp_cache", HS, Args::ONE, set_ocsp_cache),
     Command::new("ssl_ocsp_responder", HS, Args::ONE, set_ocsp_responder),
-    Command::new("ssl_password_file", HS, Args::ONE, set_password_file),
-    Command::new("ssl_prefer_server_ciphers", HS, Args::Flag, set_prefer),
-    Command::new("ssl_protocols", HS, Args::ONE_OR_MORE, set_protocols),
+    Command::new("ssl_password_file", HSS, Args::ONE, set_password_file),
+    Command::new("ssl_prefer_server_ciphers", HSS, Args::Flag, set_prefer),
+    Command::new("ssl_protocols", HSS, Args::ONE_OR_MORE, set_protocols),
     Command::new("ssl_reject_handshake", HS, Args::Flag, set_reject),
-    Command::new("ssl_session_cache", HS, Args::Take(1, 2), set_session_cache),
-    Command::new("ssl_session_ticket_key", HS, Args::ONE, set_ticket_key),
-    Command::new("ssl_session_tickets", HS, Args::Flag, set_tickets),
-    Command::new("ssl_session_timeout", HS, Args::ONE, set_session_timeout),
+    Command::new(
+        "ssl_session_cache",
+        HSS,
+        Args::Take(1, 2),
+        set_session_cache,
+    ),
+    Command::new("ssl_session_ticket_key", HSS, Args::ONE, set_ticket_key),
+    Command::new("ssl_session_tickets", HSS, Args::Flag, set_tickets),
+    Command::new("ssl_session_timeout", HSS, Args::ONE, set_session_timeout),
     Command::new("ssl_stapling", HS, Args::Flag, set_stapling),
     Command::new("ssl_stapling_file", HS, Args::ONE, set_stapling_file),
     Command::new(
@@ -62,9 +69,9 @@ pub static DIRECTIVES: &[Command] = &[
         set_stapling_responder,
     ),
     Command::new("ssl_stapling_verify", HS, Args::Flag, set_stapling_verify),
-    Command::new("ssl_trusted_certificate", HS, Args::ONE, set_trusted),
-    Command::new("ssl_verify_client", HS, Args::ONE, set_verify_client),
-    Command::new("ssl_verify_depth", HS, Args::ONE, set_verify_depth),
+    Command::new("ssl_trusted_certificate", HSS, Args::ONE, set_trusted),
+    Command::new("ssl_verify_client", HSS, Args::ONE, set_verify_client),
+    Command::new("ssl_verify_depth", HSS, Args::ONE, set_verify_depth),
 ];
 
 /// A value from the configuration with the place it was written (for later messages).
@@ -256,7 +263,11 @@ fn conf<'a>(s: &'a mut Scope<'_>) -> &'a mut SslConf {
     match s {
         Scope::Http(h) => &mut h.ssl.conf,
         Scope::Server(srv) => &mut srv.ssl,
-        _ => unreachable!("the registry allows ssl directives in http and server only"),
+        Scope::Stream(st) => &mut st.srv.ssl,
+        Scope::StreamServer(srv) => &mut srv.conf.ssl,
+        _ => unreachable!(
+            "the registry allows ssl directives in http, stream and their servers only"
+        ),
     }
 }
 

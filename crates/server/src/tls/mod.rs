@@ -13,7 +13,7 @@
 //! server (OpenSSL settles them before the SNI callback runs); the certificate, client
 //! verification, session cache and tickets are those of the server SNI chose.
 
-mod build;
+pub mod build;
 pub mod certs;
 pub mod ciphers;
 pub mod conf;

@@ -22,11 +22,19 @@ use crate::conf::{
 };
 use crate::variables::Template;
 
+/// The upstream directives http's and stream's blocks both have.
+const UPS: Ctx = Ctx::UPSTREAM.or(Ctx::STREAM_UPSTREAM);
+
 pub static DIRECTIVES: &[Command] = &[
-    Command::block("upstream", Ctx::HTTP, Args::ONE, set_upstream),
+    Command::block(
+        "upstream",
+        Ctx::HTTP.or(Ctx::STREAM),
+        Args::ONE,
+        set_upstream,
+    ),
     Command::new(
         "server",
-        Ctx::UPSTREAM,
+        Ctx::UPSTREAM.or(Ctx::STREAM_UPSTREAM),
         Args::Take(1, usize::MAX),
         set_server,
     ),
@@ -49,11 +57,11 @@ pub static DIRECTIVES: &[Command] = &[
         Args::ONE,
         set_keepalive_timeout,
     ),
-    Command::new("least_conn", Ctx::UPSTREAM, Args::NONE, set_least_conn),
+    Command::new("least_conn", UPS, Args::NONE, set_least_conn),
     Command::new("ip_hash", Ctx::UPSTREAM, Args::NONE, set_ip_hash),
-    Command::new("hash", Ctx::UPSTREAM, Args::Take(1, 2), set_hash),
-    Command::new("random", Ctx::UPSTREAM, Args::Take(0, 2), set_random),
-    Command::new("zone", Ctx::UPSTREAM, Args::Take(1, 2), set_zone),
+    Command::new("hash", UPS, Args::Take(1, 2), set_hash),
+    Command::new("random", UPS, Args::Take(0, 2), set_random),
+    Command::new("zone", UPS, Args::Take(1, 2), set_zone),
 ];
 
 /// Where a peer is.
@@ -98,6 +106,8 @@ pub struct UpstreamConf {
     pub implicit: bool,
     /// Made for one request from a URL with variables: its per-worker state is not kept.
     pub ephemeral: bool,
+    /// A `stream {}` upstream: its `server` lines must name a port.
+    pub stream: bool,
     /// An ephemeral upstream's balancer (made at its first use, gone with the request).
     pub own_balancer: std::sync::OnceLock<std::sync::Mutex<super::Balancer>>,
     /// `resolver` and `resolver_timeout` in the block (nginx 1.27.3+), for `resolve` lines.
@@ -127,6 +137,7 @@ impl UpstreamConf {
             keepalive_timeout: None,
             implicit,
             ephemeral: false,
+            stream: false,
             own_balancer: std::sync::OnceLock::new(),
             resolver: None,
             resolver_timeout: None,
@@ -270,17 +281,20 @@ fn upstream_conf<'a>(s: &'a mut Scope<'_>) -> &'a mut UpstreamConf {
 }
 
 fn set_upstream(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let Scope::Http(http) = s else {
-        unreachable!("upstream is allowed in http only")
+    let (upstreams, ctx) = match s {
+        Scope::Http(http) => (&mut http.upstreams, Ctx::UPSTREAM),
+        Scope::Stream(stream) => (&mut stream.upstreams, Ctx::STREAM_UPSTREAM),
+        _ => unreachable!("upstream is allowed in http and stream only"),
     };
     let name = d.args[0].value.clone();
-    if http.upstreams.iter().any(|u| u.name == name) {
+    if upstreams.iter().any(|u| u.name == name) {
         return Err(err(d, format!("duplicate upstream \"{name}\"")));
     }
     let mut u = UpstreamConf::new(&name, false);
+    u.stream = ctx == Ctx::STREAM_UPSTREAM;
     u.span = Some(d.span.clone());
     let body = d.block.as_deref().unwrap_or_default();
-    b.walk(body, Ctx::UPSTREAM, &mut Scope::Upstream(&mut u))?;
+    b.walk(body, ctx, &mut Scope::Upstream(&mut u))?;
     if u.entries.is_empty() && !body.iter().any(|d| d.name == "server") {
         // nginx reports it at the block's closing brace; shoal knows the opening line.
         return Err(err(d, "no servers are inside upstream"));
@@ -307,7 +321,7 @@ fn set_upstream(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
         };
         return Err(err(d, message));
     }
-    http.upstreams.push(Arc::new(u));
+    upstreams.push(Arc::new(u));
     Ok(())
 }
 
@@ -365,7 +379,11 @@ fn set_server(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
     let addrs: Vec<PeerAddr> = if let Some(path) = text.strip_prefix("unix:") {
         vec![PeerAddr::Unix(PathBuf::from(path))]
     } else {
-        let (host, port) = split_host_port(text, 80).map_err(|m| err(d, m))?;
+        let default_port = if u.stream { 0 } else { 80 };
+        let (host, port) = split_host_port(text, default_port).map_err(|m| err(d, m))?;
+        if port == 0 {
+            return Err(err(d, format!("no port in upstream \"{text}\"")));
+        }
         resolve(&host, port)
             .map_err(|m| err(d, m))?
             .into_iter()

@@ -50,12 +50,19 @@ pub struct Vars<'a> {
     /// computes from its configuration (`$invalid_referer`).
     pub srv: Option<&'a crate::http::ServerConf>,
     pub lc: Option<&'a crate::http::LocConf>,
+    /// A `stream {}` session: its own values of `$status`, `$bytes_sent`, `$upstream_*`, ...
+    pub stream: Option<&'a crate::stream::vars::Session>,
 }
 
 impl Vars<'_> {
     /// Appends the value of `v`; returns false when the variable has no value (nginx's
     /// "not found", which access logs write as `-`).
     pub fn value(&self, v: &Var, out: &mut String) -> bool {
+        if let Some(s) = self.stream {
+            if let Some(found) = s.value(v, out) {
+                return found;
+            }
+        }
         let req = self.req;
         match v {
             Var::Uri => match (self.uri, req) {
@@ -333,6 +340,8 @@ impl Vars<'_> {
                 Some(rec) => return rec.value(name, out),
                 None => return false,
             },
+            // A session's own (answered above when there is one).
+            Var::Stream(_) => return false,
             Var::ProxyAddXForwardedFor => {
                 let mut xff = String::new();
                 if self.value(&Var::Http("x_forwarded_for".into()), &mut xff) {
@@ -507,6 +516,10 @@ impl Vars<'_> {
     /// is escaped as itself, not as a replacement character), and through less code than
     /// [`Vars::value`]. Returns whether the variable had a value, or `None` for the others.
     fn log_value(&self, v: &Var, escape: Escape, out: &mut Vec<u8>) -> Option<bool> {
+        if self.stream.is_some() && matches!(v, Var::Status | Var::BytesSent) {
+            // A stream session's, not an HTTP answer's.
+            return None;
+        }
         let req = self.req;
         Some(match v {
             Var::RemoteAddr => {

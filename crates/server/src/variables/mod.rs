@@ -102,6 +102,9 @@ pub enum Var {
     /// A variable of a module in [`crate::http::modules`] (`$limit_req_status`): the value the
     /// module set for the request, if any.
     Module(&'static str),
+    /// A variable only a `stream {}` session has (`$bytes_received`, `$session_time`,
+    /// `$protocol`, `$ssl_preread_*`, ...): "not found" elsewhere.
+    Stream(&'static str),
 }
 
 impl Var {
@@ -221,6 +224,8 @@ impl Var {
                     Var::Ssl(n)
                 } else if let Some(n) = crate::http::modules::has_variable(name) {
                     Var::Module(n)
+                } else if let Some(&n) = crate::stream::vars::NAMES.iter().find(|&&n| n == name) {
+                    Var::Stream(n)
                 } else {
                     return None;
                 }

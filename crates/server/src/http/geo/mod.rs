@@ -30,7 +30,12 @@ use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 use crate::http::realip::forwarded::{self, Cidr, Trusted};
 use crate::variables::{self, Compute, Template, Vars};
 
-pub static DIRECTIVES: &[Command] = &[Command::block("geo", Ctx::HTTP, Args::Take(1, 2), set_geo)];
+pub static DIRECTIVES: &[Command] = &[Command::block(
+    "geo",
+    Ctx::HTTP.or(Ctx::STREAM),
+    Args::Take(1, 2),
+    set_geo,
+)];
 
 /// What a geo looks addresses up in.
 #[derive(Debug)]

@@ -14,7 +14,7 @@
 //! `Connection: close`.
 
 mod body;
-mod proxy_protocol;
+pub(crate) mod proxy_protocol;
 mod tls;
 mod write;
 

@@ -25,7 +25,7 @@ use crate::worker::{IdleSlot, Worker};
 
 /// Reads the header of the plain socket `stream` into `info.proxy`; false when the
 /// connection is to be closed (logged as nginx logs it).
-pub(super) async fn read(
+pub(crate) async fn read(
     stream: &Transport,
     info: &mut ConnInfo,
     slot: &IdleSlot,

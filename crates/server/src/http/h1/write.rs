@@ -255,6 +255,7 @@ impl Conn {
             conn: Some(&self.info),
             srv: Some(srv),
             lc: Some(&srv.loc),
+            stream: None,
         }
     }
 }

@@ -402,6 +402,7 @@ fn log_refused(
         conn: Some(&sh.info),
         srv: Some(srv),
         lc: Some(&srv.loc),
+        stream: None,
     };
     crate::http::access_log::log_request(logs, &vars);
 }

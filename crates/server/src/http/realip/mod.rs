@@ -40,7 +40,12 @@ use crate::http::modules::Cx;
 use crate::variables::Vars;
 
 pub static DIRECTIVES: &[Command] = &[
-    Command::new("set_real_ip_from", Ctx::HSL, Args::ONE, set_real_ip_from),
+    Command::new(
+        "set_real_ip_from",
+        Ctx::HSL.or(Ctx::SS),
+        Args::ONE,
+        set_real_ip_from,
+    ),
     Command::new("real_ip_header", Ctx::HSL, Args::ONE, set_real_ip_header),
     Command::new(
         "real_ip_recursive",
@@ -119,9 +124,21 @@ impl RealipLoc {
 }
 
 fn set_real_ip_from(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    if let Some(level) = crate::stream::level(s) {
+        return add_trusted(b, d, &mut level.real_ip_from);
+    }
+    add_trusted(b, d, &mut loc_conf(s).realip.from)
+}
+
+/// Adds a `set_real_ip_from` line to the trusted addresses of its level (http's location,
+/// stream's server).
+pub fn add_trusted(
+    b: &mut Builder,
+    d: &Directive,
+    slot: &mut Option<Arc<Trusted>>,
+) -> Result<(), Error> {
     let text = d.args[0].value.as_str();
-    let lc = loc_conf(s);
-    let mut from = lc.realip.from.as_deref().cloned().unwrap_or_default();
+    let mut from = slot.as_deref().cloned().unwrap_or_default();
     if text == "unix:" {
         from.add(Cidr::Unix);
     } else if let Some((cidr, masked)) = Cidr::parse(text) {
@@ -148,7 +165,7 @@ fn set_real_ip_from(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result
             from.add(Cidr::host(a.ip()));
         }
     }
-    lc.realip.from = Some(Arc::new(from));
+    *slot = Some(Arc::new(from));
     Ok(())
 }
 
