@@ -469,6 +469,8 @@ impl crate::http::modules::HttpModule for Module {
         loc.merge(parent);
     }
 
+    const ACCESS: bool = true;
+
     async fn access(
         loc: &AccessLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

@@ -80,6 +80,8 @@ impl crate::http::modules::HttpModule for Module {
         crate::conf::merge(&mut loc.vars, &parent.vars);
     }
 
+    const ACCESS: bool = true;
+
     async fn access(loc: &AuthRequestLoc, cx: &Cx<'_, '_, '_>) -> Access {
         let Some(Some(uri)) = &loc.uri else {
             return Access::DECLINED;

@@ -105,14 +105,22 @@ pub trait HttpModule {
     /// server's configuration (`realip`).
     fn post_read(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>) {}
 
+    /// Whether the module has a preaccess handler (set with [`HttpModule::preaccess`]): the
+    /// phase awaits only theirs, so a module without one costs nothing there.
+    const PREACCESS: bool = false;
+
+    /// Whether the module has an access handler (set with [`HttpModule::access`]).
+    const ACCESS: bool = false;
+
     /// nginx's preaccess phase, once per request (`limit_req`, `limit_conn`): an answer ends
-    /// the request there (`error_page` applies).
+    /// the request there (`error_page` applies). A module that has one says
+    /// `const PREACCESS: bool = true`.
     async fn preaccess(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
         None
     }
 
     /// nginx's access phase (`allow`/`deny`, `auth_basic`): the answers of all modules are
-    /// combined by `satisfy`.
+    /// combined by `satisfy`. A module that has one says `const ACCESS: bool = true`.
     async fn access(_loc: &Self::Loc, _cx: &Cx<'_, '_, '_>) -> Access {
         Access::DECLINED
     }
@@ -183,8 +191,10 @@ macro_rules! http_modules {
         async fn preaccess_phase(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
             let lc = cx.lc;
             $(
-                if let Some(reply) = <$module as HttpModule>::preaccess(&lc.$field, cx).await {
-                    return Some(reply);
+                if <$module as HttpModule>::PREACCESS {
+                    if let Some(reply) = <$module as HttpModule>::preaccess(&lc.$field, cx).await {
+                        return Some(reply);
+                    }
                 }
             )*
             None
@@ -198,12 +208,14 @@ macro_rules! http_modules {
             let lc = cx.lc;
             let mut gate = Gate::new(lc.access.satisfy());
             $(
-                let said = <$module as HttpModule>::access(&lc.$field, cx).await;
-                if let Some(h) = said.header {
-                    headers.push(h);
-                }
-                if let Some(d) = gate.feed(said.answer) {
-                    return d;
+                if <$module as HttpModule>::ACCESS {
+                    let said = <$module as HttpModule>::access(&lc.$field, cx).await;
+                    if let Some(h) = said.header {
+                        headers.push(h);
+                    }
+                    if let Some(d) = gate.feed(said.answer) {
+                        return d;
+                    }
                 }
             )*
             gate.end()

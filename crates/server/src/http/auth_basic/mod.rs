@@ -333,6 +333,8 @@ impl crate::http::modules::HttpModule for Module {
         loc.merge(parent);
     }
 
+    const ACCESS: bool = true;
+
     async fn access(
         loc: &AuthBasicLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

@@ -739,6 +739,8 @@ impl crate::http::modules::HttpModule for Module {
         loc.merge(parent);
     }
 
+    const PREACCESS: bool = true;
+
     async fn preaccess(
         loc: &LimitReqLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

@@ -200,6 +200,8 @@ impl crate::http::modules::HttpModule for Module {
         loc.apply(cx);
     }
 
+    const PREACCESS: bool = true;
+
     async fn preaccess(
         loc: &RealipLoc,
         cx: &Cx<'_, '_, '_>,
