@@ -281,16 +281,18 @@ impl Generation {
     }
 
     /// The server for a head refused after nginx had read `refused` of it: the host's, the one
-    /// for "no Host" when the whole head was read without one, else the default server.
+    /// for "no Host" when the whole head was read without one, else `default` (the address's
+    /// default server, or the one SNI named on a TLS address).
     pub fn refused_server<'a>(
         &'a self,
         candidates: &AddrServers,
         refused: &shoal_http::Refused,
+        default: &'a ServerConf,
     ) -> &'a ServerConf {
         match &refused.host {
             Some(h) => self.find_server(candidates, Some(&String::from_utf8_lossy(h))),
             None if refused.head_read => self.find_server(candidates, None),
-            None => self.default_server(candidates),
+            None => default,
         }
     }
 

@@ -433,11 +433,7 @@ impl Conn {
                     // As nginx: the server of the host read before the error, else the default
                     // (the one SNI named, on a TLS address).
                     let refused = rd.parser.refused(&self.buf);
-                    let srv = if refused.host.is_none() && !refused.head_read {
-                        default_srv
-                    } else {
-                        gen.refused_server(&route, &refused)
-                    };
+                    let srv = gen.refused_server(&route, &refused, default_srv);
                     crate::conn_log!(
                         Level::Info,
                         self.info.number,

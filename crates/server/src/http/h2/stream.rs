@@ -115,11 +115,7 @@ async fn answer_stream(
         }
         Err(e) => {
             let refused = parser.refused(&head);
-            let srv = if refused.host.is_none() && !refused.head_read {
-                default_srv
-            } else {
-                gen.refused_server(&route, &refused)
-            };
+            let srv = gen.refused_server(&route, &refused, default_srv);
             crate::conn_log!(
                 Level::Info,
                 sh.info.number,
