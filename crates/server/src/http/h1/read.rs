@@ -1,0 +1,209 @@
+//! Reading a request's head on an HTTP/1 connection: the waits between requests (idle
+//! keep-alive, graceful stop, reload, `worker_connections` reuse) and within one
+//! (`client_header_timeout`), and the parser and request slot a head is read into.
+
+use std::time::Instant;
+
+use shoal_http::{HeadParser, Request};
+
+use super::Conn;
+use crate::http::output::Sink;
+use crate::http::ServerConf;
+use crate::log::Level;
+use crate::status::State;
+
+/// What reading one request takes: the head parser and the slot the request is parsed into.
+/// Taken when a request's first byte is there and given back with its answer, so an idle
+/// connection holds none (the worker keeps a few, as it keeps read buffers).
+pub(super) struct Reading {
+    pub(super) parser: HeadParser,
+    pub(super) slot: Option<Request>,
+}
+
+thread_local! {
+    static SPARE_READING: crate::spare::Spares<Box<Reading>> =
+        const { crate::spare::Spares::new(64) };
+}
+
+impl Reading {
+    pub(super) fn take(limits: shoal_http::Limits) -> Box<Reading> {
+        let mut rd = SPARE_READING
+            .with(crate::spare::Spares::take)
+            .unwrap_or_else(|| {
+                Box::new(Reading {
+                    parser: HeadParser::default(),
+                    slot: None,
+                })
+            });
+        rd.parser.next_request(limits);
+        rd
+    }
+
+    /// The request is answered: its head (which shares the read buffer's memory) goes.
+    pub(super) fn give_back(rd: Option<Box<Reading>>) {
+        if let Some(rd) = rd {
+            SPARE_READING.with(|s| s.give(rd, |rd| rd.slot = None));
+        }
+    }
+}
+
+/// Why reading a head stopped without a request.
+pub(super) enum ReadEnd {
+    /// A new configuration arrived while the connection was idle: look again.
+    Reloaded,
+    /// The client closed in the middle of a head: logged as a 400, nothing sent.
+    Abandoned,
+    /// The client closed, or a graceful stop closed an idle connection: close quietly.
+    Closed,
+    /// `client_header_timeout` ran out mid-head.
+    HeaderTimeout,
+    /// `keepalive_timeout` ran out while idle.
+    Idle,
+}
+
+impl Conn {
+    /// Reads until a complete head is in the buffer, and parses it into `reading`'s slot
+    /// (taken when the first byte is there). The outer error is I/O; the inner is why there is
+    /// no request.
+    #[allow(clippy::type_complexity)]
+    pub(super) async fn read_head(
+        &mut self,
+        reading: &mut Option<Box<Reading>>,
+        srv: &ServerConf,
+    ) -> std::io::Result<Result<Result<(), shoal_http::Error>, ReadEnd>> {
+        let worker = self.guard.0.clone();
+        if let Some(rd) = reading {
+            // Left from a wait a reload ended: the head starts again under today's limits.
+            rd.parser.next_request(srv.srv.limits());
+        }
+        let header_timeout = srv.srv.client_header_timeout();
+        // The idle wait after an answer is the answered request's location's (nginx's);
+        // before the first request, the default server's.
+        let keepalive = self
+            .keepalive
+            .unwrap_or_else(|| srv.loc.keepalive_timeout().0);
+        let mut header_deadline: Option<Instant> = None;
+        let mut idle_deadline: Option<Instant> = None;
+        loop {
+            if !self.buf.is_empty() {
+                if self.state.get() != State::Reading {
+                    // nginx counts a request when its first byte arrives.
+                    crate::status::request();
+                }
+                self.state.set(State::Reading);
+                let rd = reading.get_or_insert_with(|| Reading::take(srv.srv.limits()));
+                match rd.parser.parse_into(&mut self.buf, &mut rd.slot) {
+                    Ok(true) => {
+                        self.state.set(State::Writing);
+                        return Ok(Ok(Ok(())));
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        self.state.set(State::Writing);
+                        return Ok(Ok(Err(e)));
+                    }
+                }
+            } else {
+                self.state.set(State::Waiting);
+            }
+            // Nothing more to parse: the gathered answers go out before we wait. (Most go at
+            // once; the wait for a client that does not take them is boxed, so its future is
+            // not part of every idle connection's task.)
+            if !self.out.is_empty() && !super::write::flush_now(&self.stream, &mut self.out)? {
+                Box::pin(self.flush()).await?;
+            }
+            let idle = self.buf.is_empty() && self.requests > 0;
+            // A graceful stop closes every connection with no request in progress (while a
+            // drain's grace lasts, not one that has yet to send its first).
+            let fresh = self.requests == 0 && worker.draining.get();
+            if self.buf.is_empty() && worker.stopping.get() && !fresh {
+                return Ok(Err(ReadEnd::Closed));
+            }
+            let deadline = if idle {
+                *idle_deadline.get_or_insert_with(|| Instant::now() + keepalive)
+            } else {
+                *header_deadline.get_or_insert_with(|| Instant::now() + header_timeout)
+            };
+            let empty = self.buf.is_empty();
+            if empty && self.buf.capacity() > 0 {
+                // A connection waiting for its next request holds no read buffer (nginx frees
+                // its header buffer on keep-alive too): it goes back to the worker, and one is
+                // taken again when bytes arrive (see `Transport::poll_read_into`).
+                crate::http::transport::give_back_read_buffer(std::mem::take(&mut self.buf));
+            }
+            if empty {
+                // Nor an output buffer.
+                crate::http::transport::give_back_out_buffer(&mut self.out);
+            }
+            let wake = self.idle_slot.wait(worker.wake_idle.epoch());
+            // One timer per connection (not a new one per request), moved only to an earlier
+            // deadline: moving it later for each wait cost more than the early wake-up it
+            // saves (it fires, is found early, and is moved then).
+            let deadline_t = tokio::time::Instant::from_std(deadline);
+            if self.timer.deadline() > deadline_t || self.timer.is_elapsed() {
+                self.timer.as_mut().reset(deadline_t);
+            }
+            // Waiting with nothing of a request read: the worker may close this connection
+            // to make room for a new one (nginx's reusable connections).
+            self.idle_slot.set_reusable(empty);
+            let (stream, buf) = (&mut self.stream, &mut self.buf);
+            let slot = &self.idle_slot;
+            let mut waited = false;
+            let n = tokio::select! {
+                biased;
+                r = std::future::poll_fn(|cx| {
+                    let r = stream.poll_read_into(cx, buf);
+                    waited |= r.is_pending();
+                    r
+                }) => {
+                    slot.set_reusable(false);
+                    r?
+                }
+                _ = wake, if empty => {
+                    slot.set_reusable(false);
+                    // A graceful stop, a reload (look again: the loop closes or moves on), or
+                    // `worker_connections` all taken: this one closes for a new one.
+                    return Ok(Err(if worker.stopping.get() || slot.reused() { ReadEnd::Closed } else { ReadEnd::Reloaded }));
+                }
+                _ = &mut self.timer => {
+                    if Instant::now() < deadline {
+                        // An earlier wait's deadline: this one's is later.
+                        self.timer.as_mut().reset(deadline_t);
+                        continue;
+                    }
+                    slot.set_reusable(false);
+                    return Ok(Err(if idle { ReadEnd::Idle } else { ReadEnd::HeaderTimeout }));
+                }
+            };
+            if waited {
+                // The task gave the worker away while the socket had nothing: the fairness
+                // count starts again (only answers read without a wait lead to a yield).
+                self.since_yield = 0;
+            }
+            if n == 0 {
+                if !self.buf.is_empty() {
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client prematurely closed connection while reading client request headers, client: {}",
+                        self.info.client()
+                    );
+                    return Ok(Err(ReadEnd::Abandoned));
+                }
+                if self.requests > 0 {
+                    // nginx's keep-alive handler, without the request's context.
+                    crate::conn_log!(
+                        Level::Info,
+                        self.info.number,
+                        "client {} closed keepalive connection",
+                        self.info.client()
+                    );
+                }
+                return Ok(Err(ReadEnd::Closed));
+            }
+            // After an idle wait, `client_header_timeout` starts with the bytes that ended it:
+            // the next wait (only if the head is still incomplete) sets it, a few µs later,
+            // so a head that came whole costs no clock read for it.
+        }
+    }
+}
