@@ -17,6 +17,9 @@ pub mod autoindex;
 pub mod charset;
 pub mod client_body;
 pub mod directives;
+mod doc_root;
+use doc_root::{set_index, set_root};
+pub use doc_root::{DocRoot, IndexName};
 pub mod fastcgi;
 pub mod framing;
 pub mod geo;
@@ -367,73 +370,6 @@ impl std::ops::DerefMut for LocConf {
     }
 }
 
-/// `root PATH` or `alias PATH`: where a URI's file is.
-#[derive(Clone, Debug)]
-pub struct DocRoot {
-    pub alias: bool,
-    /// The path when it has no variables (resolved against the prefix).
-    pub path: PathBuf,
-    /// The path with variables, evaluated per request.
-    pub template: Option<crate::variables::Template>,
-    /// For `alias` in a prefix location: how many leading bytes of the URI it replaces
-    /// (the location's name); `None` in a regex location, where the alias is the whole path.
-    pub alias_len: Option<usize>,
-    /// The prefix, for a path with variables that evaluates relative.
-    prefix: PathBuf,
-}
-
-impl DocRoot {
-    /// Reads `root`/`alias` text (nginx drops a trailing `/` of a root, keeps an alias's).
-    pub fn new(b: &Builder, text: &str, alias: bool) -> Result<DocRoot, String> {
-        let text = if !alias && text.len() > 1 {
-            text.strip_suffix('/').unwrap_or(text)
-        } else {
-            text
-        };
-        let template = crate::variables::Template::compile(text)?;
-        let template = (!template.is_static()).then_some(template);
-        Ok(DocRoot {
-            alias,
-            path: b.full_path(text),
-            template,
-            alias_len: None,
-            prefix: b.prefix.clone(),
-        })
-    }
-
-    /// The file for `uri`: root + URI, or the alias in place of the location's prefix.
-    pub fn map(&self, uri: &str, vars: Option<&crate::variables::Vars<'_>>) -> PathBuf {
-        let evaluated;
-        let base: &Path = match (&self.template, vars) {
-            (Some(t), Some(v)) => {
-                let p = PathBuf::from(v.eval(t));
-                evaluated = if p.is_absolute() {
-                    p
-                } else {
-                    self.prefix.join(p)
-                };
-                &evaluated
-            }
-            _ => &self.path,
-        };
-        let tail = match (self.alias, self.alias_len) {
-            (false, _) => uri,
-            (true, Some(n)) => uri.get(n..).unwrap_or(""),
-            (true, None) => return base.to_path_buf(),
-        };
-        // One allocation of the final size (not the root's, then grown for the URI).
-        let mut s = std::ffi::OsString::with_capacity(base.as_os_str().len() + tail.len());
-        s.push(base.as_os_str());
-        s.push(tail);
-        PathBuf::from(s)
-    }
-
-    /// `$document_root`.
-    pub fn base(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
 impl LocConf {
     /// Fills what this level left unset from its parent.
     pub fn merge(&mut self, parent: &LocConf) {
@@ -594,55 +530,6 @@ fn set_server_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<
         srv.names.push(name);
     }
     Ok(())
-}
-
-fn set_root(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let lc = loc_conf(s);
-    if let Some(r) = &lc.root {
-        return Err(err(
-            d,
-            if r.alias {
-                "\"root\" directive is duplicate, \"alias\" directive was specified earlier"
-            } else {
-                "\"root\" directive is duplicate"
-            },
-        ));
-    }
-    lc.root = Some(DocRoot::new(b, &d.args[0].value, false).map_err(|m| err(d, m))?);
-    Ok(())
-}
-
-fn set_index(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    for a in &d.args {
-        if a.value.is_empty() {
-            return Err(err(d, "index \"\" in \"index\" directive is invalid"));
-        }
-    }
-    let list = loc_conf(s).index.get_or_insert_with(Vec::new);
-    for a in &d.args {
-        let mut name = IndexName::new(&a.value);
-        let t = crate::variables::Template::compile(&a.value).map_err(|m| err(d, m))?;
-        name.template = (!t.is_static()).then_some(t);
-        list.push(name);
-    }
-    Ok(())
-}
-
-/// One name of `index`: text, or text with variables evaluated per request (`index
-/// index$geo.html`).
-#[derive(Clone, Debug)]
-pub struct IndexName {
-    pub text: String,
-    pub template: Option<crate::variables::Template>,
-}
-
-impl IndexName {
-    pub fn new(text: &str) -> IndexName {
-        IndexName {
-            text: text.to_string(),
-            template: None,
-        }
-    }
 }
 
 fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
