@@ -33,6 +33,8 @@ pub struct Acceptor {
     /// Accept until EAGAIN on each wake-up (`multi_accept on`), else one per turn.
     multi_accept: bool,
     exclusive: bool,
+    /// The last call accepted one connection without `multi_accept`: yield before the next.
+    yield_first: std::cell::Cell<bool>,
 }
 
 impl Acceptor {
@@ -48,6 +50,7 @@ impl Acceptor {
             io,
             multi_accept,
             exclusive,
+            yield_first: std::cell::Cell::new(false),
         })
     }
 
@@ -58,6 +61,10 @@ impl Acceptor {
 
     /// The next connection: a nonblocking, close-on-exec fd.
     pub async fn accept(&self) -> io::Result<OwnedFd> {
+        if self.yield_first.replace(false) {
+            // The last call accepted without `multi_accept`: other tasks run before this one.
+            tokio::task::yield_now().await;
+        }
         loop {
             let mut guard = self.io.readable().await?;
             // SAFETY: accept4 on a listening fd we keep open; null address pointers are allowed.
@@ -70,11 +77,11 @@ impl Acceptor {
                 )
             };
             if fd >= 0 {
-                if !self.multi_accept {
-                    // Leave the readiness set: the next call accepts again after other tasks ran.
-                    drop(guard);
-                    tokio::task::yield_now().await;
-                }
+                // No await between here and the caller's spawn: a graceful stop aborts this
+                // task at an await, and a connection accepted must be served, not dropped
+                // (nor, as a raw fd, leaked open until the process exits).
+                // One per turn: the readiness stays set, and the next call yields first.
+                self.yield_first.set(!self.multi_accept);
                 // SAFETY: accept4 returned a new fd that nothing else owns.
                 return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
             }
