@@ -68,6 +68,8 @@ mod reload_load;
 mod resolver;
 mod signals;
 mod stream;
+mod stream_errors;
+mod stream_upstream;
 mod stub_status;
 mod tls;
 mod tls_hostile;
