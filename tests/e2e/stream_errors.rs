@@ -264,3 +264,39 @@ fn an_upstream_that_refuses_is_logged_and_the_next_one_tried() {
         )
     );
 }
+
+#[test]
+fn a_client_that_resets_is_an_info_line_as_in_nginx() {
+    let a = Echo::start("A:");
+    let port = free_port();
+    let s = start(
+        "",
+        &format!(
+            "server {{ listen 127.0.0.1:{port}; proxy_pass 127.0.0.1:{}; }}",
+            a.port
+        ),
+    );
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"x").unwrap();
+    let mut buf = [0u8; 8];
+    let mut got = 0;
+    while got < 3 {
+        got += c.read(&mut buf[got..]).unwrap();
+    }
+    // SO_LINGER 0: the close is a reset.
+    socket2::SockRef::from(&c)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(c);
+    s.wait_log(
+        "recv() failed (104: Connection reset by peer) while proxying and reading from client, client: 127.0.0.1",
+        1,
+    );
+    let line = s
+        .error_log()
+        .lines()
+        .find(|l| l.contains("Connection reset by peer"))
+        .map(str::to_string)
+        .unwrap();
+    assert!(line.contains("[info]"), "{line}");
+}

@@ -676,7 +676,56 @@ async fn write_all(t: &Transport, mut data: &[u8]) -> std::io::Result<()> {
 enum End {
     /// Its source closed, and everything it sent was passed on.
     Eof,
-    Error(String),
+    /// Reading its source failed.
+    Recv(std::io::Error),
+    /// Writing to its destination failed.
+    Send(std::io::Error),
+}
+
+/// The level of a failed socket call, as nginx's `ngx_connection_error` chooses it: a peer
+/// that went away (reset, broken pipe, unreachable, ...) is `info` on the client's connection
+/// and `error` on the upstream's; another system error is `alert`.
+fn socket_error_level(e: &std::io::Error, client: bool) -> Level {
+    let gone = matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ECONNRESET
+                | libc::EPIPE
+                | libc::ENOTCONN
+                | libc::ETIMEDOUT
+                | libc::ECONNREFUSED
+                | libc::ENETDOWN
+                | libc::ENETUNREACH
+                | libc::EHOSTDOWN
+                | libc::EHOSTUNREACH
+        )
+    );
+    match (gone, client) {
+        (true, true) => Level::Info,
+        (true, false) => Level::Error,
+        // Not a socket's error (TLS): the session's own failure.
+        _ if e.raw_os_error().is_none() => Level::Error,
+        (false, _) => Level::Alert,
+    }
+}
+
+/// The line and level of a relay's failed direction (`from_client`: the client-to-upstream
+/// one), with nginx's action words.
+fn failed(end: End, from_client: bool) -> (Level, String) {
+    let (e, call, client, action) = match (end, from_client) {
+        (End::Recv(e), true) => (e, "recv", true, "reading from client"),
+        (End::Send(e), true) => (e, "send", false, "sending to upstream"),
+        (End::Recv(e), false) => (e, "recv", false, "reading from upstream"),
+        (End::Send(e), false) => (e, "send", true, "sending to client"),
+        (End::Eof, _) => unreachable!("an end of file is no failure"),
+    };
+    (
+        socket_error_level(&e, client),
+        format!(
+            "{call}() failed {} while proxying and {action}",
+            shoal_conf::os_error(&e)
+        ),
+    )
 }
 
 /// Relays both ways until the session ends, then logs why, as nginx does.
@@ -737,7 +786,7 @@ async fn relay(
                         break (Level::Info, "client disconnected".to_string());
                     }
                 }
-                End::Error(m) => break (Level::Error, format!("{m} while proxying and reading from client")),
+                end => break failed(end, true),
             },
             r = &mut down_task, if !down_done => match r {
                 End::Eof => {
@@ -746,7 +795,7 @@ async fn relay(
                         break (Level::Info, "upstream disconnected".to_string());
                     }
                 }
-                End::Error(m) => break (Level::Error, format!("{m} while proxying and reading from upstream")),
+                end => break failed(end, false),
             },
             _ = &mut idle => break (
                 Level::Info,
@@ -817,7 +866,7 @@ impl Pump<'_> {
                     return End::Eof;
                 }
                 Ok(n) => n,
-                Err(e) => return End::Error(format!("recv() failed {}", shoal_conf::os_error(&e))),
+                Err(e) => return End::Recv(e),
             };
             if let Some(f) = self.first_read {
                 if f.get().is_none() {
@@ -827,7 +876,7 @@ impl Pump<'_> {
             self.activity.set(Instant::now());
             self.read.set(self.read.get() + n as u64);
             if let Err(e) = write_all(self.to, &buf[..n]).await {
-                return End::Error(format!("send() failed {}", shoal_conf::os_error(&e)));
+                return End::Send(e);
             }
             total += n as u64;
             self.activity.set(Instant::now());
