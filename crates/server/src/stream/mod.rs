@@ -102,15 +102,10 @@ const fn refused(name: &'static str) -> Command {
 }
 
 fn refuse(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    let module = if d.name.starts_with("proxy_") {
-        "ngx_stream_proxy_module"
-    } else {
-        "ngx_stream_ssl_module"
-    };
     Err(err(
         d,
         format!(
-            "\"{}\" directive of {module} is not supported by shoal",
+            "\"{}\" directive of ngx_stream_ssl_module is not supported by shoal",
             d.name
         ),
     ))

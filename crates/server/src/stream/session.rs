@@ -387,7 +387,7 @@ pub async fn dynamic_upstream(cx: &Ctx<'_>, t: &Template) -> Option<Arc<Upstream
         return Some(u.clone());
     }
     let host = match literal_upstream(&name) {
-        Ok(Literal::Upstream(u)) => return Some(Arc::new(u)),
+        Ok(Literal::Upstream(u)) => return Some(u),
         Ok(Literal::Name(host, port)) => (host, port),
         Err(m) => return fail(500, m),
     };
@@ -408,7 +408,7 @@ pub async fn dynamic_upstream(cx: &Ctx<'_>, t: &Template) -> Option<Arc<Upstream
 /// What the value of a `proxy_pass` with variables names, when no upstream block has it.
 pub enum Literal {
     /// An address (or a unix socket): its upstream.
-    Upstream(UpstreamConf),
+    Upstream(Arc<UpstreamConf>),
     /// A host name and port, for the resolver.
     Name(String, u16),
 }
@@ -416,7 +416,7 @@ pub enum Literal {
 /// Reads the value of a `proxy_pass` with variables that named no upstream block.
 pub fn literal_upstream(name: &str) -> Result<Literal, String> {
     if name.starts_with("unix:") {
-        return super::implicit_upstream(name).map(Literal::Upstream);
+        return super::implicit_upstream(name).map(|u| Literal::Upstream(Arc::new(u)));
     }
     let (host, port) = crate::upstream::conf::split_host_port(name, 0)?;
     if port == 0 {
@@ -428,7 +428,7 @@ pub fn literal_upstream(name: &str) -> Result<Literal, String> {
     }
     let mut u = super::implicit_upstream(name)?;
     u.ephemeral = true;
-    Ok(Literal::Upstream(u))
+    Ok(Literal::Upstream(Arc::new(u)))
 }
 
 /// `ssl_preread`: waits (up to `preread_timeout`, `preread_buffer_size` bytes) for the
