@@ -252,6 +252,20 @@ fn an_upstream_that_refuses_is_logged_and_the_next_one_tried() {
         ),
         1,
     );
+    // max_fails=1 (the default) reached: the peer is out for fail_timeout, said at warn.
+    s.wait_log(
+        &format!(
+            "upstream server temporarily disabled while connecting to upstream, client: 127.0.0.1, server: 127.0.0.1:{port}, upstream: \"127.0.0.1:{dead}\", bytes from/to client:0/0, bytes from/to upstream:0/0"
+        ),
+        1,
+    );
+    assert!(
+        s.error_log()
+            .lines()
+            .any(|l| l.contains("[warn]") && l.contains("temporarily disabled")),
+        "{}",
+        s.error_log()
+    );
     let log = wait_for("the session logged", || {
         let t = s.prefix.read("logs/stream.log");
         (!t.is_empty()).then_some(t)

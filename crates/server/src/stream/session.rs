@@ -527,13 +527,16 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
                 break (s, addr);
             }
             Err(m) => {
-                crate::conn_log!(
-                    Level::Error,
-                    cx.info.number,
-                    "{m}{}",
-                    cx.proxy_ctx(&addr.to_string(), 0, 0)
-                );
-                state::free(u, &mut attempt, PeerResult::Failed);
+                let ctx = cx.proxy_ctx(&addr.to_string(), 0, 0);
+                crate::conn_log!(Level::Error, cx.info.number, "{m}{ctx}");
+                if state::free(u, &mut attempt, PeerResult::Failed) {
+                    let action = m.find(" while ").map_or("", |i| &m[i..]);
+                    crate::conn_log!(
+                        Level::Warn,
+                        cx.info.number,
+                        "upstream server temporarily disabled{action}{ctx}"
+                    );
+                }
                 let more = conf.next_upstream()
                     && attempt.tries() > 0
                     && (max_tries == 0 || tries < max_tries)
@@ -562,15 +565,17 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
     let plain = connect_plain(cx, addr)
         .await
         .map_err(|m| format!("{m} while connecting to upstream"))?;
-    if let Transport::Tcp(s) = &plain {
+    // nginx says so once the upstream is ready, after a TLS handshake.
+    let connected = |local: std::io::Result<std::net::SocketAddr>| {
         crate::conn_log!(
             Level::Info,
             cx.info.number,
             "proxy {} connected to {}",
-            s.local_addr()
-                .map_or_else(|_| "-".to_string(), |a| a.to_string()),
+            local.map_or_else(|_| "-".to_string(), |a| a.to_string()),
             addr
         );
+    };
+    if let Transport::Tcp(s) = &plain {
         if conf.tcp_nodelay.unwrap_or(true) {
             let _ = s.set_nodelay(true);
         }
@@ -591,12 +596,16 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
         .filter(|on| *on)
         .and_then(|_| conf.proxy_ssl.built.get())
     else {
+        if let Transport::Tcp(s) = &plain {
+            connected(s.local_addr());
+        }
         return Ok((plain, header_len));
     };
     let Transport::Tcp(tcp) = plain else {
         // nginx speaks TLS over a unix socket too; the TLS client here wants a TcpStream.
         return Err("SSL to a unix socket upstream is not supported by shoal".to_string());
     };
+    let local = tcp.local_addr();
     let vars = cx.vars();
     let hs = crate::http::proxy::ssl::handshake(tcp, tls, host, &vars);
     match tokio::time::timeout(conf.connect_timeout(), hs).await {
@@ -605,7 +614,10 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
                 .to_string(),
         ),
         Ok(Err(m)) => Err(m),
-        Ok(Ok(c)) => Ok((Transport::Tls(Box::new(c)), header_len)),
+        Ok(Ok(c)) => {
+            connected(local);
+            Ok((Transport::Tls(Box::new(c)), header_len))
+        }
     }
 }
 

@@ -222,7 +222,14 @@ async fn proxy(
                     "{m} while connecting to upstream{}, upstream: \"{addr}\"",
                     cx.log_ctx()
                 );
-                state::free(u, &mut attempt, PeerResult::Failed);
+                if state::free(u, &mut attempt, PeerResult::Failed) {
+                    crate::conn_log!(
+                        Level::Warn,
+                        cx.info.number,
+                        "upstream server temporarily disabled while connecting to upstream{}, upstream: \"{addr}\"",
+                        cx.log_ctx()
+                    );
+                }
                 if !(conf.next_upstream() && attempt.tries() > 0) {
                     cx.session.status.set(502);
                     return;
