@@ -368,7 +368,7 @@ async fn handshake(
 /// The upstream of a `proxy_pass` with variables (nginx's `ngx_stream_proxy_eval` and its
 /// resolve handler): an upstream block by its name, a literal address, or a name looked up
 /// with the `resolver`. `None`: the session ends, logged as nginx logs it, with its `$status`
-/// (500 for what the value says, 502 for a name that could not be resolved).
+/// (500, as nginx's, whether the value was wrong or the name could not be resolved).
 pub async fn dynamic_upstream(cx: &Ctx<'_>, t: &Template) -> Option<Arc<UpstreamConf>> {
     let name = cx.eval(t);
     let fail = |status: u16, m: String| {
@@ -401,7 +401,8 @@ pub async fn dynamic_upstream(cx: &Ctx<'_>, t: &Template) -> Option<Arc<Upstream
             u.stream = true;
             Some(Arc::new(u))
         }
-        Err(f) => fail(502, format!("{} could not be resolved {f}", host.0)),
+        // nginx 1.22 ends these with 500 too (read from its access log).
+        Err(f) => fail(500, format!("{} could not be resolved {f}", host.0)),
     }
 }
 
