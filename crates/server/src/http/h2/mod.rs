@@ -16,8 +16,8 @@
 //! Runs on the worker; never blocks. Each stream is a task of its own on the worker.
 
 pub mod conf;
-mod io;
-mod sink;
+pub(crate) mod io;
+pub(crate) mod sink;
 mod stream;
 
 use std::cell::{Cell, RefCell};

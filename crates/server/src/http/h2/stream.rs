@@ -285,11 +285,16 @@ async fn answer_stream(
                 Ok(0)
             } else {
                 let who: Who<'_> = Some((&req, srv));
-                let sent = match write_body(&mut sink, body, &output, lc, who).await {
-                    Ok(n) => sink.finish().await.map(|()| n),
-                    Err(e) => {
-                        sink.send.send_reset(Reason::INTERNAL_ERROR);
-                        Err(e)
+                let sent = if let Body::Grpc(g) = body {
+                    // DATA frames, then the upstream's trailers end the stream.
+                    g.relay_h2(&mut sink).await
+                } else {
+                    match write_body(&mut sink, body, &output, lc, who).await {
+                        Ok(n) => sink.finish().await.map(|()| n),
+                        Err(e) => {
+                            sink.send.send_reset(Reason::INTERNAL_ERROR);
+                            Err(e)
+                        }
                     }
                 };
                 send_half = Some(sink.send);
@@ -444,6 +449,7 @@ async fn write_body(
         Body::Unsized(inner) => output.send_unsized(sink, *inner, false, lc).await,
         // No upgrade over HTTP/2 (its request cannot ask for one).
         Body::Tunnel(_) => Ok(0),
+        Body::Grpc(g) => g.relay_h2(sink).await,
         body => {
             let n = match &body {
                 Body::Absent(_) => 0,
