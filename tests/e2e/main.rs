@@ -26,6 +26,7 @@ mod core_directives;
 mod directio;
 mod error_log;
 mod fastcgi;
+mod grpc;
 mod gzip;
 mod h2;
 mod h2_conformance;

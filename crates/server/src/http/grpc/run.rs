@@ -157,7 +157,7 @@ async fn run(
     record.borrow_mut().scheme = if tls { "grpcs" } else { "grpc" };
     *record_out = Some(record.clone());
     let head = request_head(r, lc, rw, &vars, &host, tls, method, source);
-    record.borrow_mut().uri = head.uri().path().as_bytes().to_vec();
+    // (nginx names a gRPC upstream without a URI in its log lines.)
 
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
     let input = Input {
@@ -228,8 +228,9 @@ async fn run(
                 }
                 return Outcome::Final(reply_of(answer, lc, conf, r, &record));
             }
-            Err((f, _)) => f,
+            Err((f, sent)) => (f, sent),
         };
+        let (fail, sent) = fail;
         let (status, bit, message) = match fail {
             Fail::ClientGone => {
                 crate::conn_log!(
@@ -261,7 +262,7 @@ async fn run(
         );
         record.borrow_mut().fail(status);
         state::free(&upstream, &mut attempt, PeerResult::Failed);
-        if !(next.has(bit) && more_allowed(&attempt, true, source)) {
+        if !(next.has(bit) && more_allowed(&attempt, sent, source)) {
             return Outcome::Error(status);
         }
     }
