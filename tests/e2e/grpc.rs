@@ -48,7 +48,18 @@ pub fn server(tls: Option<(&Pki, &str)>) -> Backend {
 /// Runs `scenario` of client.py against `target` (`127.0.0.1:PORT`); over TLS with the CA
 /// of `tls` and the certificate's name. Returns what it printed.
 pub fn client(target: &str, scenario: &str, tls: Option<(&Path, &str)>) -> String {
+    client_of("test.Echo", target, scenario, tls)
+}
+
+/// [`client`] calling the service by another name (`/SERVICE/Echo`, ...).
+pub fn client_of(
+    service: &str,
+    target: &str,
+    scenario: &str,
+    tls: Option<(&Path, &str)>,
+) -> String {
     let mut cmd = Command::new(PYTHON);
+    cmd.env("GRPC_SERVICE", service);
     cmd.arg(support("client.py")).arg(target).arg(scenario);
     if let Some((ca, name)) = tls {
         cmd.arg(ca).arg(name);

@@ -651,13 +651,14 @@ fn reply_of(
         record.borrow_mut().head = Some(parsed);
     }
     if body.recv.is_end_stream() {
-        // Trailers-only: the head ends the stream, as it came.
+        // Trailers-only: the head is the whole answer.
         let mut body = body;
         body.record.borrow_mut().finish(true);
         if let Some((u, peer, c)) = body.conn.take() {
             conn::put_idle(&u, peer, c);
         }
-        reply.body = Body::Empty;
+        // nginx's length of an answer whose head ended the stream: 0, told.
+        reply.body = Body::Bytes(Vec::new());
     } else {
         reply.body = Body::Grpc(Box::new(body));
     }

@@ -262,9 +262,14 @@ async fn answer_stream(
         request::date(reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)));
     let (resp, head_len) = sink::head(&reply, lc, length, &date);
     let status = reply.status;
+    let proxied = reply.proxied;
     let body = std::mem::replace(&mut reply.body, Body::Empty);
     Reply::recycle(reply);
-    let no_body = head_only || matches!(body, Body::Empty);
+    // (An upstream's answer whose head ended its stream, a gRPC trailers-only answer, ends
+    // the stream with its HEADERS too: its fields are the call's trailers.)
+    let no_body = head_only
+        || matches!(body, Body::Empty)
+        || (proxied && matches!(&body, Body::Bytes(b) if b.is_empty()));
     let mut send_half: Option<h2::SendStream<Bytes>> = None;
     let started = respond.borrow_mut().send_response(resp, no_body);
     let sent = match started {
