@@ -80,8 +80,8 @@ pub const ALL: &str = "unary=hello\npong=p1\ntrail=done\n\
                        sum=a+b+c\nchat=re:m0,re:m1,re:m2\n";
 
 /// An HTTP/2 server that resets every stream it is sent, with `code`, as soon as its HEADERS
-/// come (frames written by hand: the preface read, an empty SETTINGS sent, the client's
-/// SETTINGS acknowledged).
+/// come, or after a head (`:status: 200`) and a DATA frame with `after_head` (frames written by
+/// hand: the preface read, an empty SETTINGS sent, the client's SETTINGS acknowledged).
 pub struct Resetter {
     pub port: u16,
     stop: Arc<AtomicBool>,
@@ -89,6 +89,10 @@ pub struct Resetter {
 
 impl Resetter {
     pub fn start(code: u32) -> Resetter {
+        Resetter::start_after(code, false)
+    }
+
+    pub fn start_after(code: u32, after_head: bool) -> Resetter {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
         let port = listener.local_addr().expect("an address").port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -99,7 +103,7 @@ impl Resetter {
                     return;
                 }
                 if let Ok(c) = conn {
-                    std::thread::spawn(move || reset_all(c, code));
+                    std::thread::spawn(move || reset_all(c, code, after_head));
                 }
             }
         });
@@ -122,7 +126,7 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-fn reset_all(mut c: TcpStream, code: u32) {
+fn reset_all(mut c: TcpStream, code: u32, after_head: bool) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(20)));
     let mut preface = [0u8; 24];
     if c.read_exact(&mut preface).is_err() {
@@ -144,6 +148,19 @@ fn reset_all(mut c: TcpStream, code: u32) {
         let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         let reply = match head[3] {
             4 if head[4] & 1 == 0 => frame(4, 1, 0, &[]),
+            1 if after_head => {
+                // `:status: 200` (HPACK's static entry 8) and a message; a moment later (the
+                // head is out to the client by then), the reset.
+                let head = [
+                    frame(1, 4, stream, &[0x88]),
+                    frame(0, 0, stream, &[0, 0, 0, 0, 1, b'0']),
+                ];
+                if c.write_all(&head.concat()).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                frame(3, 0, stream, &code.to_be_bytes())
+            }
             1 => frame(3, 0, stream, &code.to_be_bytes()),
             _ => continue,
         };

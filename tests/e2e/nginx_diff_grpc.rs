@@ -12,11 +12,12 @@ use crate::common::free_port;
 use crate::diff::{Conf, Pair};
 use crate::grpc::{client_of, server, Resetter, ALL};
 
-fn locations(live: &str, dead: u16, reset: u16) -> String {
+fn locations(live: &str, dead: u16, reset: u16, late: u16) -> String {
     format!(
         "location /test.Echo/ {{ grpc_pass grpc://{live}; }}\n\
          location /down.Echo/ {{ grpc_pass 127.0.0.1:{dead}; }}\n\
-         location /reset.Echo/ {{ grpc_pass 127.0.0.1:{reset}; }}"
+         location /reset.Echo/ {{ grpc_pass 127.0.0.1:{reset}; }}\n\
+         location /late.Echo/ {{ grpc_pass 127.0.0.1:{late}; }}"
     )
 }
 
@@ -24,8 +25,9 @@ fn locations(live: &str, dead: u16, reset: u16) -> String {
 fn calls_through_nginx_and_shoal_agree() {
     let backend = server(None);
     let resetter = Resetter::start(2);
+    let late = Resetter::start_after(2, true);
     let dead = free_port();
-    let server_lines = locations(&backend.listen.pass(), dead, resetter.port);
+    let server_lines = locations(&backend.listen.pass(), dead, resetter.port, late.port);
     let p = Pair::with(Conf {
         server: &server_lines,
         listen: " http2",
@@ -37,12 +39,16 @@ fn calls_through_nginx_and_shoal_agree() {
         ("down.Echo", "unary"),
         ("reset.Echo", "count"),
         ("reset.Echo", "sum"),
+        ("late.Echo", "count"),
     ] {
         let n = client_of(service, &format!("127.0.0.1:{np}"), scenario, None);
         let s = client_of(service, &format!("127.0.0.1:{sp}"), scenario, None);
         assert_eq!(n, s, "{service} {scenario}\n{}", p.shoal_log());
         if service == "test.Echo" {
             assert_eq!(n, ALL);
+        } else if service == "late.Echo" {
+            // The head came: the client's stream is reset.
+            assert!(n.starts_with("error status=INTERNAL"), "{n}");
         } else {
             assert!(n.starts_with("error status=UNAVAILABLE"), "{n}");
         }
@@ -50,6 +56,7 @@ fn calls_through_nginx_and_shoal_agree() {
     for line in [
         "connect() failed (111: Connection refused) while connecting to upstream",
         "upstream rejected request with error 2 while reading response header from upstream",
+        "upstream rejected request with error 2 while reading upstream",
     ] {
         assert!(p.nginx_log().contains(line), "nginx: {}", p.nginx_log());
         assert!(p.shoal_log().contains(line), "shoal: {}", p.shoal_log());
@@ -135,8 +142,9 @@ fn unchunked(answer: &[u8]) -> String {
 fn http1_clients_get_chunks_and_trailers_as_from_nginx() {
     let backend = server(None);
     let resetter = Resetter::start(2);
+    let late = Resetter::start_after(2, true);
     let dead = free_port();
-    let server_lines = locations(&backend.listen.pass(), dead, resetter.port);
+    let server_lines = locations(&backend.listen.pass(), dead, resetter.port, late.port);
     let p = Pair::new(&server_lines);
     let (np, sp) = p.ports();
     let check = |req: Vec<u8>| {
@@ -158,4 +166,7 @@ fn http1_clients_get_chunks_and_trailers_as_from_nginx() {
     assert!(down.starts_with("HTTP/1.1 502"), "{down}");
     let reset = check(post("/reset.Echo/Echo", &message(b"x")));
     assert!(reset.starts_with("HTTP/1.1 502"), "{reset}");
+    // Reset after its head: the answer is cut short (no last chunk).
+    let cut = check(post("/late.Echo/Echo", &message(b"x")));
+    assert!(cut.ends_with("[unterminated]"), "{cut}");
 }
