@@ -321,6 +321,28 @@ fn a_stream_the_upstream_resets_is_logged_and_502() {
 }
 
 #[test]
+fn to_a_unix_socket() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let sock = dir.path().join("grpc.sock");
+    let mut cmd = Command::new(PYTHON);
+    cmd.arg(support("server.py"))
+        .arg(format!("unix:{}", sock.display()));
+    let backend = Backend::start(
+        "grpc server (python3-grpcio)",
+        cmd,
+        tempfile::tempdir().expect("a directory"),
+        Listen::Unix(sock.clone()),
+    );
+    let port = free_port();
+    let lines = format!("location / {{ grpc_pass {}; }}", backend.listen.pass());
+    let _s = Shoal::start(&conf("", &h2c_server(port, &lines)), port);
+    assert_eq!(
+        client(&format!("127.0.0.1:{port}"), "count", None),
+        "count=0,1,2,3,4\n"
+    );
+}
+
+#[test]
 fn keepalive_reuses_one_connection() {
     let backend = server(None);
     let pass = backend.listen.pass();

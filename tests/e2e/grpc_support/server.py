@@ -12,7 +12,7 @@ generated code. Service `test.Echo`:
   Sum      client streaming: the requests joined with b"+"
   Chat     bidirectional: each request back at once, as b"re:" + request
 
-Usage: server.py PORT [CERT KEY]   (with CERT and KEY: TLS)
+Usage: server.py PORT|unix:PATH [CERT KEY]   (with CERT and KEY: TLS)
 """
 
 import sys
@@ -53,7 +53,7 @@ def chat(request_iterator, context):
 
 
 def main():
-    port = int(sys.argv[1])
+    port = sys.argv[1]
     handlers = {
         "Echo": grpc.unary_unary_rpc_method_handler(echo),
         "Peer": grpc.unary_unary_rpc_method_handler(peer),
@@ -64,7 +64,7 @@ def main():
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Echo", handlers),))
-    addr = "127.0.0.1:%d" % port
+    addr = port if port.startswith("unix:") else "127.0.0.1:" + port
     if len(sys.argv) > 3:
         with open(sys.argv[2], "rb") as f:
             cert = f.read()
