@@ -202,6 +202,58 @@ pub fn stream_error(e: &h2::Error) -> String {
     }
 }
 
+/// An HTTP/2 stream's first window (RFC 9113, 6.9.2): what a new stream may send before the
+/// peer says more.
+pub const FIRST_WINDOW: usize = 65_535;
+
+/// Where the client's body stands once what had arrived was sent with the request's head.
+pub enum Ready {
+    /// It ended (the upstream's stream too).
+    Ended,
+    /// More may come: [`pump`] relays it.
+    More,
+}
+
+/// Sends the client's DATA frames that are there already, without waiting, up to the
+/// stream's first window: they leave with the request's HEADERS in one write (a unary call's
+/// whole body, usually).
+pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>) -> Ready {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut sent = 0usize;
+    while sent < FIRST_WINDOW {
+        // (A pending poll leaves a no-op waker; the pump's first poll puts its own.)
+        match from.poll_data(&mut cx) {
+            // (A frame past the window waits in the h2 layer's queue: at most one frame.)
+            std::task::Poll::Ready(Some(Ok(d))) => {
+                let n = d.len();
+                let end = from.is_end_stream();
+                if to.send_data(d, end).is_err() {
+                    return Ready::Ended;
+                }
+                let _ = from.flow_control().release_capacity(n);
+                sent += n;
+                if end {
+                    return Ready::Ended;
+                }
+            }
+            std::task::Poll::Ready(None) => {
+                // Ended without more DATA; trailers, if any, are the pump's.
+                if from.is_end_stream() {
+                    let _ = to.send_data(Bytes::new(), true);
+                    return Ready::Ended;
+                }
+                return Ready::More;
+            }
+            std::task::Poll::Ready(Some(Err(_))) => {
+                to.send_reset(Reason::CANCEL);
+                return Ready::Ended;
+            }
+            std::task::Poll::Pending => return Ready::More,
+        }
+    }
+    Ready::More
+}
+
 /// Relays the client's body to the upstream as it comes: DATA frames within the upstream's
 /// window (`send_timeout` for each wait), each one's window given back to the client once
 /// the upstream took it, then the client's trailers or END_STREAM. `read_timeout` bounds
@@ -217,10 +269,16 @@ pub async fn pump(
         match crate::deadline::within(read_timeout, from.data()).await {
             Ok(Some(Ok(d))) => {
                 let n = d.len();
-                if !send_data(&mut to, d, send_timeout).await {
+                // The client's last frame (no trailers after it) ends the upstream's stream
+                // too: one frame, not an empty one after it.
+                let last = from.is_end_stream();
+                if !send_data(&mut to, d, send_timeout, last).await {
                     return;
                 }
                 let _ = from.flow_control().release_capacity(n);
+                if last {
+                    return;
+                }
             }
             Ok(None) => {
                 let end = match from.trailers().await {
@@ -238,9 +296,17 @@ pub async fn pump(
     }
 }
 
-/// Sends `d` on `to` as its window takes it (`send_timeout` for each wait); false when the
-/// stream failed (it is reset).
-async fn send_data(to: &mut SendStream<Bytes>, mut d: Bytes, send_timeout: Duration) -> bool {
+/// Sends `d` on `to` as its window takes it (`send_timeout` for each wait), its last frame
+/// with END_STREAM when `end`; false when the stream failed (it is reset).
+async fn send_data(
+    to: &mut SendStream<Bytes>,
+    mut d: Bytes,
+    send_timeout: Duration,
+    end: bool,
+) -> bool {
+    if d.is_empty() && end {
+        return to.send_data(d, true).is_ok();
+    }
     while !d.is_empty() {
         to.reserve_capacity(d.len());
         let cap = loop {
@@ -259,7 +325,7 @@ async fn send_data(to: &mut SendStream<Bytes>, mut d: Bytes, send_timeout: Durat
             return false;
         };
         let piece = d.split_to(cap.min(d.len()));
-        if to.send_data(piece, false).is_err() {
+        if to.send_data(piece, end && d.is_empty()).is_err() {
             return false;
         }
     }
@@ -268,7 +334,5 @@ async fn send_data(to: &mut SendStream<Bytes>, mut d: Bytes, send_timeout: Durat
 
 /// Sends a body read whole, then END_STREAM.
 pub async fn send_all(to: &mut SendStream<Bytes>, d: Bytes, send_timeout: Duration) {
-    if send_data(to, d, send_timeout).await {
-        let _ = to.send_data(Bytes::new(), true);
-    }
+    send_data(to, d, send_timeout, true).await;
 }

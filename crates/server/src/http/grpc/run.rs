@@ -417,6 +417,9 @@ async fn call(
                 )
                 .await
                 .map_err(|f| (f, false))?;
+                // Frames are small and written apart (HEADERS, DATA): Nagle would hold the
+                // second until the first is acknowledged, a delayed ACK later.
+                stream.set_nodelay();
                 H2Conn::start(stream).await.map_err(|e| {
                     (
                         Fail::Error(format!(
@@ -479,8 +482,13 @@ async fn call(
             }
         };
         // The body goes while the answer is awaited (a server may answer before it ends).
+        // What is there already goes with the head, in the same write.
         let pump = match source {
             Source::None => None,
+            Source::Whole(b) if b.len() <= body::FIRST_WINDOW => {
+                let _ = stream.send_data(b.clone(), true);
+                None
+            }
             Source::Whole(b) => {
                 let b = b.clone();
                 let timeout = conf.send_timeout();
@@ -489,12 +497,15 @@ async fn call(
                 })))
             }
             Source::Stream(s) => match s.take() {
-                Some(from) => {
-                    let (read, send) = (lc.client_body_timeout(), conf.send_timeout());
-                    Some(Pump(tokio::task::spawn_local(body::pump(
-                        from, stream, read, send,
-                    ))))
-                }
+                Some(mut from) => match body::send_ready(&mut from, &mut stream) {
+                    body::Ready::Ended => None,
+                    body::Ready::More => {
+                        let (read, send) = (lc.client_body_timeout(), conf.send_timeout());
+                        Some(Pump(tokio::task::spawn_local(body::pump(
+                            from, stream, read, send,
+                        ))))
+                    }
+                },
                 None => {
                     stream.send_reset(h2::Reason::CANCEL);
                     return Err((Fail::Error("request body already sent".into()), false));
