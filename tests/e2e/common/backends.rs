@@ -51,7 +51,12 @@ pub struct Backend {
 }
 
 impl Backend {
-    fn start(name: &'static str, mut cmd: Command, dir: tempfile::TempDir, listen: Listen) -> Self {
+    pub fn start(
+        name: &'static str,
+        mut cmd: Command,
+        dir: tempfile::TempDir,
+        listen: Listen,
+    ) -> Self {
         let log = dir.path().join(format!("{name}.log"));
         let out = fs::File::create(&log).expect("creating the backend's log");
         let err = out.try_clone().expect("cloning a handle");

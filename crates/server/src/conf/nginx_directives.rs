@@ -11,11 +11,11 @@
 //!   application server...). Ignoring it would silently change the behaviour
 //!   of the configuration, so shoal refuses to start and names the module;
 //! * an [`Absent::Inert`] directive: it only tunes a module shoal does not
-//!   have (`grpc_buffer_size`, `ssi_types`...), and nginx
+//!   have (`ssi_types`, `sub_filter_once`...), and nginx
 //!   itself would do nothing with it unless an `Unsupported` directive of the
 //!   same module were present, which shoal already refuses. Such a directive
 //!   is accepted with a `[warn]`, so that configurations that keep, say,
-//!   `grpc_*` lines around for a location that was removed still
+//!   `ssi_*` lines around for a location that was removed still
 //!   load.
 //!
 //! The table lists every directive of open-source nginx 1.2x (1.20 to 1.29):
@@ -27,7 +27,8 @@
 //! is never reached (HTTP/2's are shoal's: `http/h2/conf.rs`). HTTP/3 and
 //! QUIC are `Unsupported` for now, and so are the TLS directives of stream and mail and of newer nginx versions
 //! (`proxy_ssl_certificate_cache`, `ssl_ech_file`). The http and stream proxies'
-//! `proxy_ssl_*` are not listed: they are shoal's (`http/proxy/ssl.rs`).
+//! `proxy_ssl_*` and gRPC's `grpc_ssl_*` are not listed: they are shoal's
+//! (`http/proxy/ssl.rs`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
 //! Lua...) are not listed.
@@ -112,35 +113,7 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("geoip_proxy",                    "ngx_http_geoip_module",         Inert),
     ("geoip_proxy_recursive",          "ngx_http_geoip_module",         Inert),
     ("google_perftools_profiles",      "ngx_google_perftools_module",   Unsupported),
-    ("grpc_bind",                      "ngx_http_grpc_module",          Inert),
-    ("grpc_buffer_size",               "ngx_http_grpc_module",          Inert),
-    ("grpc_connect_timeout",           "ngx_http_grpc_module",          Inert),
-    ("grpc_hide_header",               "ngx_http_grpc_module",          Inert),
-    ("grpc_ignore_headers",            "ngx_http_grpc_module",          Inert),
-    ("grpc_intercept_errors",          "ngx_http_grpc_module",          Inert),
-    ("grpc_next_upstream",             "ngx_http_grpc_module",          Inert),
-    ("grpc_next_upstream_timeout",     "ngx_http_grpc_module",          Inert),
-    ("grpc_next_upstream_tries",       "ngx_http_grpc_module",          Inert),
-    ("grpc_pass",                      "ngx_http_grpc_module",          Unsupported),
-    ("grpc_pass_header",               "ngx_http_grpc_module",          Inert),
-    ("grpc_read_timeout",              "ngx_http_grpc_module",          Inert),
-    ("grpc_send_timeout",              "ngx_http_grpc_module",          Inert),
-    ("grpc_set_header",                "ngx_http_grpc_module",          Inert),
-    ("grpc_socket_keepalive",          "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_certificate",           "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_certificate_cache",     "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_certificate_key",       "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_ciphers",               "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_conf_command",          "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_crl",                   "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_name",                  "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_password_file",         "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_protocols",             "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_server_name",           "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_session_reuse",         "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_trusted_certificate",   "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_verify",                "ngx_http_grpc_module",          Inert),
-    ("grpc_ssl_verify_depth",          "ngx_http_grpc_module",          Inert),
+    ("grpc_ssl_certificate_cache",     "ngx_http_grpc_module",          Unsupported),
     ("gunzip",                         "ngx_http_gunzip_module",        Unsupported),
     ("gunzip_buffers",                 "ngx_http_gunzip_module",        Inert),
     ("gzip",                           "ngx_http_gzip_module",          Unsupported),
@@ -518,8 +491,12 @@ mod tests {
                 Unsupported,
             ),
             ("scgi_store", "ngx_http_scgi_module", Unsupported),
-            ("grpc_pass", "ngx_http_grpc_module", Unsupported),
-            ("grpc_ssl_certificate", "ngx_http_grpc_module", Inert),
+            // gRPC is shoal's but for nginx 1.27's certificate cache.
+            (
+                "grpc_ssl_certificate_cache",
+                "ngx_http_grpc_module",
+                Unsupported,
+            ),
             ("ssi", "ngx_http_ssi_module", Unsupported),
             ("ssi_types", "ngx_http_ssi_module", Inert),
             ("sub_filter", "ngx_http_sub_module", Unsupported),

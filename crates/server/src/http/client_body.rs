@@ -308,6 +308,26 @@ impl<'a> ClientBody<'a> {
         }
     }
 
+    /// An HTTP/2 stream's body not read yet, taken whole by a handler that relays its frames
+    /// as they come (gRPC: the upstream's flow control then paces the client). The body then
+    /// counts as read here.
+    pub fn take_h2(&self) -> Option<h2::RecvStream> {
+        let mut inner = self.inner.borrow_mut();
+        if !matches!(inner.state, State::Unread) {
+            return None;
+        }
+        match inner.source.take() {
+            Some(Source::H2(src)) if src.buf.is_empty() && !src.ended => {
+                inner.state = State::Read(Whole::Memory(Bytes::new()));
+                Some(src.recv)
+            }
+            other => {
+                inner.source = other;
+                None
+            }
+        }
+    }
+
     /// How the body is framed.
     pub fn kind(&self) -> BodyKind {
         self.kind

@@ -23,6 +23,7 @@ pub use doc_root::{DocRoot, IndexName};
 pub mod fastcgi;
 pub mod framing;
 pub mod geo;
+pub mod grpc;
 pub mod gzip;
 pub mod h1;
 pub mod h2;
@@ -331,6 +332,8 @@ impl Content {
             Content::Upstream(upstream::Proto::Scgi)
         } else if lc.memcached.pass.is_some() {
             Content::Upstream(upstream::Proto::Memcached)
+        } else if lc.grpc.pass.is_some() {
+            Content::Upstream(upstream::Proto::Grpc)
         } else {
             Content::Static
         }
@@ -352,6 +355,7 @@ impl Content {
         child.m.uwsgi.pass.clone_from(&parent.m.uwsgi.pass);
         child.m.scgi.pass.clone_from(&parent.m.scgi.pass);
         child.m.memcached.pass.clone_from(&parent.m.memcached.pass);
+        child.m.grpc.pass.clone_from(&parent.m.grpc.pass);
         child.content = parent.content;
     }
 }
@@ -684,6 +688,7 @@ impl HttpConf {
                     if let Some(p) = &lc.fastcgi.pass {
                         p.target.link(0, &p.span, &self.upstreams)?;
                     }
+                    grpc::link(lc, &self.upstreams)?;
                     for p in [&lc.uwsgi.pass, &lc.scgi.pass, &lc.memcached.pass]
                         .into_iter()
                         .flatten()

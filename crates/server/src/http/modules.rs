@@ -297,6 +297,8 @@ http_modules! {
     scgi: super::scgi::Module,
     /// `memcached_*`: memcached as an upstream.
     memcached: super::memcached::Module,
+    /// `grpc_*`: gRPC upstreams (an HTTP/2 client).
+    grpc: super::grpc::Module,
 }
 
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they

@@ -311,7 +311,7 @@ impl Output {
             Body::File {
                 file, offset, len, ..
             } => self.copy_file(sink, &file, offset, len, lc).await?,
-            Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) => {
+            Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => {
                 return Err(io::Error::other("not a plain body"))
             }
         }
@@ -442,6 +442,12 @@ impl Output {
             },
             Body::Tunnel(_) => {
                 return Err(io::Error::other("body filters never apply to a tunnel"));
+            }
+            // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)
+            Body::Grpc(_) => {
+                return Err(io::Error::other(
+                    "body filters never apply to a gRPC answer",
+                ));
             }
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }

@@ -613,6 +613,7 @@ pub async fn upstream_handle(
         Proto::Uwsgi => super::uwsgi::handle(r, lc, rw, method, body, cached).await,
         Proto::Scgi => super::scgi::handle(r, lc, rw, method, body, cached).await,
         Proto::Memcached => super::memcached::handle(r, lc, rw, method, body, cached).await,
+        Proto::Grpc => super::grpc::handle(r, lc, rw, method, body).await,
         Proto::Http => (Outcome::Error(500), None),
     }
 }

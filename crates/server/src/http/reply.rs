@@ -39,6 +39,9 @@ pub enum Body {
     Upstream(Box<super::upstream::body::UpstreamBody>),
     /// A 101 from the upstream: after the head, bytes go both ways until either side closes.
     Tunnel(Box<super::upstream::body::UpstreamBody>),
+    /// A gRPC call's answer, still on the upstream's HTTP/2 stream: its DATA frames, then
+    /// its trailers.
+    Grpc(Box<super::grpc::body::GrpcBody>),
     /// A [`Body::File`] whose length is not told: a cached answer its upstream sent chunked or
     /// to its close (nginx stores the head as it came, and has no length on the HIT either).
     /// Chunked to an HTTP/1.1 client, to the close to an HTTP/1.0 one; no ranges.
@@ -59,7 +62,7 @@ impl Body {
             Body::File { len, .. } => Some(*len),
             Body::Multipart { parts, .. } => Some(parts.total_len()),
             Body::Upstream(u) => u.length,
-            Body::Tunnel(_) | Body::Unsized(_) => None,
+            Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => None,
             Body::Absent(n) => Some(*n),
         }
     }

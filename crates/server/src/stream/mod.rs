@@ -331,7 +331,7 @@ impl StreamConf {
                 srv.handler = Some(Handler::Upstream(u));
             }
             if srv.conf.proxy_ssl_on.unwrap_or(false) {
-                crate::http::proxy::ssl::build(&srv.conf.proxy_ssl)?;
+                crate::http::proxy::ssl::build(&srv.conf.proxy_ssl, "proxy", &[])?;
             }
             if let Some(l) = srv.listen.iter().find(|l| l.opts.ssl) {
                 srv.tls = Some(crate::tls::build::single(l.addr.clone(), &srv.conf.ssl, b)?);

@@ -659,7 +659,7 @@ impl Conn {
             {
                 keep = false
             }
-            Body::Unsized(_) if no_chunks && req.method() != "HEAD" => keep = false,
+            Body::Unsized(_) | Body::Grpc(_) if no_chunks && req.method() != "HEAD" => keep = false,
             Body::Tunnel(_) => keep = false,
             _ => {}
         }

@@ -56,7 +56,7 @@ impl Conn {
         // neither (nginx's chunked filter skips a HEAD, converted to a GET upstream or not).
         let upstream_unsized = !head_only
             && matches!(&reply.body, Body::Upstream(u) if u.length.is_none() && u.has_body());
-        let file_unsized = !head_only && matches!(reply.body, Body::Unsized(_));
+        let file_unsized = !head_only && matches!(reply.body, Body::Unsized(_) | Body::Grpc(_));
         let tunnel = matches!(reply.body, Body::Tunnel(_));
         let last_modified = reply.last_modified;
         let head = ResponseHead {
@@ -150,6 +150,11 @@ impl Conn {
             let chunked = upstream_unsized && !no_chunks;
             let body_len = relay::relay(self, output, *u, chunked, who, lc).await?;
             self.maybe_flush().await?;
+            return Ok((head_len, body_len));
+        }
+        if let Body::Grpc(g) = body {
+            // Chunked to an HTTP/1.1 client, the trailers in its last chunk.
+            let body_len = Box::pin(g.relay_h1(self, !no_chunks)).await?;
             return Ok((head_len, body_len));
         }
         if let Body::Unsized(inner) = body {

@@ -16,8 +16,8 @@
 //! Runs on the worker; never blocks. Each stream is a task of its own on the worker.
 
 pub mod conf;
-mod io;
-mod sink;
+pub(crate) mod io;
+pub(crate) mod sink;
 mod stream;
 
 use std::cell::{Cell, RefCell};
@@ -157,6 +157,11 @@ pub async fn serve(
         // count against this; past it the connection ends with ENHANCE_YOUR_CALM.
         .max_pending_accept_reset_streams(streams as usize)
         .max_local_error_reset_streams(Some(streams as usize * 2));
+    // nginx's `tcp_nodelay` on an HTTP/2 connection: its frames go out as they are made (a
+    // gRPC answer's HEADERS, DATA and trailers are small, and a client waits for each).
+    if srv.loc.tcp_nodelay() {
+        stream.set_nodelay();
+    }
     let header_timeout = srv.srv.client_header_timeout();
     let keepalive = srv.loc.keepalive_timeout().0;
     let keepalive_requests = srv.loc.keepalive_requests();

@@ -131,6 +131,20 @@ impl H2Sink<'_> {
         self.send.send_data(data, end).map_err(io::Error::other)
     }
 
+    /// Sends `data` as DATA frames (without END_STREAM), as the client's window takes it:
+    /// a relayed frame, without a copy.
+    pub async fn send_bytes(&mut self, mut data: Bytes) -> io::Result<()> {
+        self.flush_to(0).await?;
+        while !data.is_empty() {
+            let cap = self.capacity(data.len()).await?;
+            let piece = data.split_to(cap.min(data.len()).min(self.chunk));
+            self.send
+                .send_data(piece, false)
+                .map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
+
     /// Sends everything gathered and ends the stream (an empty DATA frame with END_STREAM when
     /// nothing is left).
     pub async fn finish(&mut self) -> io::Result<()> {

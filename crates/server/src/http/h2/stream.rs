@@ -262,9 +262,14 @@ async fn answer_stream(
         request::date(reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)));
     let (resp, head_len) = sink::head(&reply, lc, length, &date);
     let status = reply.status;
+    let proxied = reply.proxied;
     let body = std::mem::replace(&mut reply.body, Body::Empty);
     Reply::recycle(reply);
-    let no_body = head_only || matches!(body, Body::Empty);
+    // (An upstream's answer whose head ended its stream, a gRPC trailers-only answer, ends
+    // the stream with its HEADERS too: its fields are the call's trailers.)
+    let no_body = head_only
+        || matches!(body, Body::Empty)
+        || (proxied && matches!(&body, Body::Bytes(b) if b.is_empty()));
     let mut send_half: Option<h2::SendStream<Bytes>> = None;
     let started = respond.borrow_mut().send_response(resp, no_body);
     let sent = match started {
@@ -285,11 +290,16 @@ async fn answer_stream(
                 Ok(0)
             } else {
                 let who: Who<'_> = Some((&req, srv));
-                let sent = match write_body(&mut sink, body, &output, lc, who).await {
-                    Ok(n) => sink.finish().await.map(|()| n),
-                    Err(e) => {
-                        sink.send.send_reset(Reason::INTERNAL_ERROR);
-                        Err(e)
+                let sent = if let Body::Grpc(g) = body {
+                    // DATA frames, then the upstream's trailers end the stream.
+                    g.relay_h2(&mut sink).await
+                } else {
+                    match write_body(&mut sink, body, &output, lc, who).await {
+                        Ok(n) => sink.finish().await.map(|()| n),
+                        Err(e) => {
+                            sink.send.send_reset(Reason::INTERNAL_ERROR);
+                            Err(e)
+                        }
                     }
                 };
                 send_half = Some(sink.send);
@@ -444,6 +454,7 @@ async fn write_body(
         Body::Unsized(inner) => output.send_unsized(sink, *inner, false, lc).await,
         // No upgrade over HTTP/2 (its request cannot ask for one).
         Body::Tunnel(_) => Ok(0),
+        Body::Grpc(g) => g.relay_h2(sink).await,
         body => {
             let n = match &body {
                 Body::Absent(_) => 0,

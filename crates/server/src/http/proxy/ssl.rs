@@ -40,26 +40,73 @@ use crate::variables::{Template, Vars};
 /// http, server, location, and stream's stream and server levels.
 const HSL: Ctx = Ctx::HSL.or(Ctx::SS);
 
-pub static DIRECTIVES: &[Command] = &[
-    Command::new("proxy_ssl_certificate", HSL, Args::ONE, set_certificate),
-    Command::new("proxy_ssl_certificate_key", HSL, Args::ONE, set_key),
-    Command::new("proxy_ssl_ciphers", HSL, Args::ONE, set_ciphers),
-    Command::new("proxy_ssl_conf_command", HSL, Args::TWO, set_conf_command),
-    Command::new("proxy_ssl_crl", HSL, Args::ONE, set_crl),
-    Command::new("proxy_ssl_name", HSL, Args::ONE, set_name),
-    Command::new("proxy_ssl_password_file", HSL, Args::ONE, set_password_file),
-    Command::new("proxy_ssl_protocols", HSL, Args::ONE_OR_MORE, set_protocols),
-    Command::new("proxy_ssl_server_name", HSL, Args::Flag, set_server_name),
-    Command::new(
-        "proxy_ssl_session_reuse",
-        HSL,
-        Args::Flag,
-        set_session_reuse,
-    ),
-    Command::new("proxy_ssl_trusted_certificate", HSL, Args::ONE, set_trusted),
-    Command::new("proxy_ssl_verify", HSL, Args::Flag, set_verify),
-    Command::new("proxy_ssl_verify_depth", HSL, Args::ONE, set_verify_depth),
-];
+/// The `*_ssl_*` directives of a module whose upstreams may speak TLS (`proxy`, `grpc`): one
+/// implementation, the settings found by the directive's prefix.
+macro_rules! ssl_directives {
+    ($p:literal, $ctx:expr) => {
+        &[
+            Command::new(
+                concat!($p, "_ssl_certificate"),
+                $ctx,
+                Args::ONE,
+                set_certificate,
+            ),
+            Command::new(concat!($p, "_ssl_certificate_key"), $ctx, Args::ONE, set_key),
+            Command::new(concat!($p, "_ssl_ciphers"), $ctx, Args::ONE, set_ciphers),
+            Command::new(
+                concat!($p, "_ssl_conf_command"),
+                $ctx,
+                Args::TWO,
+                set_conf_command,
+            ),
+            Command::new(concat!($p, "_ssl_crl"), $ctx, Args::ONE, set_crl),
+            Command::new(concat!($p, "_ssl_name"), $ctx, Args::ONE, set_name),
+            Command::new(
+                concat!($p, "_ssl_password_file"),
+                $ctx,
+                Args::ONE,
+                set_password_file,
+            ),
+            Command::new(
+                concat!($p, "_ssl_protocols"),
+                $ctx,
+                Args::ONE_OR_MORE,
+                set_protocols,
+            ),
+            Command::new(
+                concat!($p, "_ssl_server_name"),
+                $ctx,
+                Args::Flag,
+                set_server_name,
+            ),
+            Command::new(
+                concat!($p, "_ssl_session_reuse"),
+                $ctx,
+                Args::Flag,
+                set_session_reuse,
+            ),
+            Command::new(
+                concat!($p, "_ssl_trusted_certificate"),
+                $ctx,
+                Args::ONE,
+                set_trusted,
+            ),
+            Command::new(concat!($p, "_ssl_verify"), $ctx, Args::Flag, set_verify),
+            Command::new(
+                concat!($p, "_ssl_verify_depth"),
+                $ctx,
+                Args::ONE,
+                set_verify_depth,
+            ),
+        ]
+    };
+}
+
+/// `proxy_ssl_*`.
+pub static DIRECTIVES: &[Command] = ssl_directives!("proxy", HSL);
+
+/// `grpc_ssl_*` (for `grpcs://` upstreams).
+pub static GRPC_DIRECTIVES: &[Command] = ssl_directives!("grpc", Ctx::HSL);
 
 /// The `proxy_ssl_*` settings of one level; `None`: not written here.
 #[derive(Clone, Debug, Default)]
@@ -105,12 +152,19 @@ impl ProxySsl {
     }
 }
 
-fn ssl<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxySsl {
+/// The settings the directive `d` sets: stream's `proxy_ssl_*`, or an http location's
+/// `grpc_ssl_*` or `proxy_ssl_*`.
+fn ssl<'a>(s: &'a mut Scope<'_>, d: &Directive) -> &'a mut ProxySsl {
     if matches!(s, Scope::Stream(_) | Scope::StreamServer(_)) {
         let l = crate::stream::level(s).expect("a stream scope has a level");
         return &mut l.proxy_ssl;
     }
-    &mut crate::http::loc_conf(s).proxy.ssl
+    let lc = crate::http::loc_conf(s);
+    if d.name.starts_with("grpc_") {
+        &mut lc.m.grpc.ssl
+    } else {
+        &mut lc.proxy.ssl
+    }
 }
 
 fn full_path(b: &Builder, name: &str) -> PathBuf {
@@ -126,14 +180,14 @@ fn located<T>(value: T, d: &Directive) -> Located<T> {
 
 fn set_certificate(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    let c = ssl(s);
+    let c = ssl(s, d);
     c.conf_prefix = Some(b.conf_prefix.clone());
     set_once(&mut c.certificate, located(d.args[0].value.clone(), d), d)
 }
 
 fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    let c = ssl(s);
+    let c = ssl(s, d);
     c.conf_prefix = Some(b.conf_prefix.clone());
     set_once(
         &mut c.certificate_key,
@@ -143,12 +197,16 @@ fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
 }
 
 fn set_ciphers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).ciphers, located(d.args[0].value.clone(), d), d)
+    set_once(
+        &mut ssl(s, d).ciphers,
+        located(d.args[0].value.clone(), d),
+        d,
+    )
 }
 
 fn set_conf_command(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let pair = (d.args[0].value.clone(), d.args[1].value.clone());
-    ssl(s)
+    ssl(s, d)
         .conf_commands
         .get_or_insert_with(Vec::new)
         .push(located(pair, d));
@@ -157,17 +215,17 @@ fn set_conf_command(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result
 
 fn set_crl(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let p = full_path(b, &d.args[0].value);
-    set_once(&mut ssl(s).crl, located(p, d), d)
+    set_once(&mut ssl(s, d).crl, located(p, d), d)
 }
 
 fn set_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    set_once(&mut ssl(s).name, t, d)
+    set_once(&mut ssl(s, d).name, t, d)
 }
 
 /// nginx reads the file at the directive: one password a line, tried in order.
 fn set_password_file(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    if ssl(s).passwords.is_some() {
+    if ssl(s, d).passwords.is_some() {
         return Err(crate::conf::duplicate(d));
     }
     let path = full_path(b, &d.args[0].value);
@@ -192,7 +250,7 @@ fn set_password_file(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
             format!("empty password file \"{}\"", path.display()),
         ));
     }
-    ssl(s).passwords = Some(Arc::new(passwords));
+    ssl(s, d).passwords = Some(Arc::new(passwords));
     Ok(())
 }
 
@@ -206,30 +264,30 @@ fn set_protocols(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
             other => return Err(invalid_value(d, other)),
         }
     }
-    set_once(&mut ssl(s).protocols, p, d)
+    set_once(&mut ssl(s, d).protocols, p, d)
 }
 
 fn set_server_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).server_name, flag_arg(d), d)
+    set_once(&mut ssl(s, d).server_name, flag_arg(d), d)
 }
 
 fn set_session_reuse(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).session_reuse, flag_arg(d), d)
+    set_once(&mut ssl(s, d).session_reuse, flag_arg(d), d)
 }
 
 fn set_trusted(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let p = full_path(b, &d.args[0].value);
-    set_once(&mut ssl(s).trusted, located(p, d), d)
+    set_once(&mut ssl(s, d).trusted, located(p, d), d)
 }
 
 fn set_verify(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).verify, flag_arg(d), d)
+    set_once(&mut ssl(s, d).verify, flag_arg(d), d)
 }
 
 fn set_verify_depth(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let n = number_arg(d, 0)?;
     let n = u32::try_from(n).map_err(|_| directive_err(d, "invalid number"))?;
-    set_once(&mut ssl(s).verify_depth, n, d)
+    set_once(&mut ssl(s, d).verify_depth, n, d)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,17 +320,19 @@ struct Dynamic {
 /// At most this many configurations made for certificate names with variables are kept.
 const DYNAMIC_KEPT: usize = 64;
 
-/// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once.
-pub fn build(ssl: &ProxySsl) -> Result<(), Error> {
+/// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once; `prefix`
+/// names the module's directives in errors (`proxy`, `grpc`), `alpn` the protocols offered
+/// (gRPC's `h2`; none for the proxy).
+pub fn build(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<(), Error> {
     if ssl.built.get().is_some() {
         return Ok(());
     }
-    let built = make(ssl)?;
+    let built = make(ssl, prefix, alpn)?;
     let _ = ssl.built.set(Arc::new(built));
     Ok(())
 }
 
-fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
+fn make(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<UpstreamTls, Error> {
     let e = |m: String, span: Option<&shoal_conf::Span>| Error::new(m, span.cloned());
     // nginx 1.22: `TLSv1 TLSv1.1 TLSv1.2`, `DEFAULT`.
     let mut protocols = ssl.protocols.unwrap_or(Protocols {
@@ -334,7 +394,7 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
     let verify = if ssl.verify.unwrap_or(false) {
         let Some(trusted) = &ssl.trusted else {
             return Err(Error::new(
-                "no proxy_ssl_trusted_certificate for proxy_ssl_verify",
+                format!("no {prefix}_ssl_trusted_certificate for {prefix}_ssl_verify"),
                 None,
             ));
         };
@@ -361,6 +421,7 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
     let finish = |mut c: ClientConfig| {
         c.resumption = resumption.clone();
         c.enable_sni = ssl.server_name.unwrap_or(false);
+        c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         c
     };
     let (config, dynamic) = match (&ssl.certificate, &ssl.certificate_key) {
@@ -368,7 +429,7 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
         (Some(cert), None) => {
             return Err(e(
                 format!(
-                    "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
+                    "no \"{prefix}_ssl_certificate_key\" is defined for certificate \"{}\"",
                     cert.value
                 ),
                 Some(&cert.span),

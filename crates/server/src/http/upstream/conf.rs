@@ -23,6 +23,7 @@ pub enum Proto {
     Uwsgi,
     Scgi,
     Memcached,
+    Grpc,
 }
 
 impl Proto {
@@ -33,6 +34,7 @@ impl Proto {
             Some("uwsgi") => Proto::Uwsgi,
             Some("scgi") => Proto::Scgi,
             Some("memcached") => Proto::Memcached,
+            Some("grpc") => Proto::Grpc,
             _ => Proto::Http,
         }
     }
@@ -45,6 +47,7 @@ impl Proto {
             Proto::Uwsgi => &lc.uwsgi.up,
             Proto::Scgi => &lc.scgi.up,
             Proto::Memcached => &lc.memcached.up,
+            Proto::Grpc => &lc.grpc.up,
         }
     }
 
@@ -55,6 +58,7 @@ impl Proto {
             Proto::Uwsgi => &mut lc.m.uwsgi.up,
             Proto::Scgi => &mut lc.m.scgi.up,
             Proto::Memcached => &mut lc.m.memcached.up,
+            Proto::Grpc => &mut lc.m.grpc.up,
         }
     }
 }

@@ -318,7 +318,7 @@ async fn run<P: Protocol>(
 /// Whether the client closed its connection (`Ready(true)`) or sent more (`Ready(false)`: the
 /// bytes stay unread), as [`Stream::peer_closed`] waits for it, but polled through the socket's
 /// one reader slot: no waiter is queued on the socket and taken off again per wait.
-fn poll_client_closed(c: ClientWatch<'_>, cx: &mut Context<'_>) -> Poll<bool> {
+pub(crate) fn poll_client_closed(c: ClientWatch<'_>, cx: &mut Context<'_>) -> Poll<bool> {
     let c = match c {
         ClientWatch::Conn(t) => t,
         // An HTTP/2 stream: the client reset it (or the connection is gone).

@@ -1,0 +1,148 @@
+//! HTTP/2 connections to gRPC upstreams, on the `h2` crate's client side over the upstream
+//! layer's connect (TCP with `grpc_bind` and `grpc_socket_keepalive`, a unix socket, TLS with
+//! ALPN `h2` for `grpcs://`), and the worker's cache of idle ones (`keepalive N` in the
+//! `upstream` block).
+//!
+//! A connection carries one call at a time, as nginx's grpc module uses its upstream
+//! connections: `keepalive N` keeps N idle connections per worker, as it does for the proxy,
+//! `max_conns` and `least_conn` count calls as connections, and one slow call never shares a
+//! TCP window (or a head-of-line loss) with another. Multiplexing would save handshakes only
+//! where `keepalive` already saves them.
+//!
+//! Each connection's frames are read and written by a task of its own on the worker (the
+//! `h2` crate's `Connection`); it ends when the upstream closes, or once the last handle to the
+//! connection is dropped and its streams are over.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use shoal_io::fxhash::FxHashMap;
+
+use crate::http::h2::io::Io;
+use crate::http::transport::Transport;
+use crate::upstream::conf::UpstreamConf;
+
+/// One HTTP/2 connection to a peer.
+pub struct H2Conn {
+    pub send: SendRequest<Bytes>,
+    /// Set by the connection's task when it ended.
+    closed: Rc<Cell<bool>>,
+    /// When it was opened (`keepalive_time`).
+    pub born: Instant,
+    /// Calls it carried (`keepalive_requests`).
+    pub requests: u64,
+    pub tls: bool,
+}
+
+impl H2Conn {
+    /// Starts HTTP/2 on a connection just made: the preface and SETTINGS go out, and a task
+    /// of the worker's drives the connection from now on.
+    pub async fn start(stream: Transport) -> Result<H2Conn, h2::Error> {
+        let tls = matches!(stream, Transport::Tls(_));
+        let (send, conn) = h2::client::Builder::new()
+            .enable_push(false)
+            .handshake::<_, Bytes>(Io(stream))
+            .await?;
+        let closed = Rc::new(Cell::new(false));
+        let flag = closed.clone();
+        tokio::task::spawn_local(async move {
+            let _ = conn.await;
+            flag.set(true);
+        });
+        Ok(H2Conn {
+            send,
+            closed,
+            born: Instant::now(),
+            requests: 0,
+            tls,
+        })
+    }
+
+    /// Whether the connection can still carry a call (no GOAWAY, not closed).
+    fn usable(&mut self) -> bool {
+        if self.closed.get() {
+            return false;
+        }
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        matches!(
+            self.send.poll_ready(&mut cx),
+            std::task::Poll::Ready(Ok(()))
+        )
+    }
+}
+
+struct Idle {
+    conn: H2Conn,
+    peer: usize,
+    since: Instant,
+}
+
+thread_local! {
+    /// Idle connections by upstream id, oldest first.
+    static IDLE: RefCell<FxHashMap<u64, VecDeque<Idle>>> = RefCell::new(FxHashMap::default());
+}
+
+/// An idle connection to `peer` (TLS or not, as `tls` says), most recently used first; the
+/// ones idle past `keepalive_timeout` are closed on the way.
+pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool) -> Option<H2Conn> {
+    u.keepalive?;
+    let now = Instant::now();
+    IDLE.with(|m| {
+        let mut m = m.borrow_mut();
+        let list = m.get_mut(&u.id)?;
+        expire(list, now, u);
+        while let Some(pos) = list
+            .iter()
+            .rposition(|i| i.peer == peer && i.conn.tls == tls)
+        {
+            let mut idle = list.remove(pos)?;
+            if idle.conn.usable() {
+                return Some(idle.conn);
+            }
+        }
+        None
+    })
+}
+
+/// Puts a connection whose call ended well back in the cache, if the upstream keeps
+/// connections and this one may carry more (`keepalive_requests`, `keepalive_time`); the
+/// oldest idle one goes when the cache is full.
+pub fn put_idle(u: &UpstreamConf, peer: usize, mut conn: H2Conn) {
+    let Some(max) = u.keepalive else {
+        return;
+    };
+    let now = Instant::now();
+    if conn.requests >= u.keepalive_requests()
+        || now.saturating_duration_since(conn.born) >= u.keepalive_time()
+        || !conn.usable()
+    {
+        return;
+    }
+    IDLE.with(|m| {
+        let mut m = m.borrow_mut();
+        let list = m.entry(u.id).or_default();
+        expire(list, now, u);
+        if list.len() >= max {
+            list.pop_front();
+        }
+        list.push_back(Idle {
+            conn,
+            peer,
+            since: now,
+        });
+    });
+}
+
+fn expire(list: &mut VecDeque<Idle>, now: Instant, u: &UpstreamConf) {
+    let Some(cutoff) = now.checked_sub(u.keepalive_timeout()) else {
+        return;
+    };
+    while list.front().is_some_and(|i| i.since <= cutoff) {
+        list.pop_front();
+    }
+}

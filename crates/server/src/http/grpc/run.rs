@@ -1,0 +1,677 @@
+//! One gRPC call's exchange with its upstream: choose a peer (the upstream's balancer), take
+//! an idle HTTP/2 connection to it or make one (`grpc_connect_timeout`, TLS for `grpcs://`),
+//! open a stream with the request's head, start relaying the client's body, and wait for the
+//! answer's head (`grpc_read_timeout`). The answer's body and trailers are relayed after the
+//! head is sent to the client ([`super::body`]).
+//!
+//! Failures are nginx's: logged with its words and context, counted against the peer, the
+//! next peer tried while `grpc_next_upstream` allows (never once some of a streamed body is
+//! gone); with none left, 502 (504 after a timeout), which a gRPC client reads as
+//! `UNAVAILABLE`. A stream the upstream resets before its head is
+//! `upstream rejected request with error N` and `invalid_header`. An idle connection the
+//! upstream closed or sent GOAWAY on is not the peer's fault: the call goes on a new one.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::RecvStream;
+
+use super::body::{self, GrpcBody, Pump};
+use super::conn::{self, H2Conn};
+use super::strip_scheme;
+use crate::http::client_body::{BodyToSend, ClientBody, Whole};
+use crate::http::proxy::request::{upstream_uri, UriParts};
+use crate::http::reply::{Body, Outcome, Reply};
+use crate::http::request::Req;
+use crate::http::rewrite;
+use crate::http::upstream::answer::{pass_head, Kind, Line};
+use crate::http::upstream::header::UpstreamHeader;
+use crate::http::upstream::record::Record;
+use crate::http::upstream::run::{poll_client_closed, Fail, Handshake};
+use crate::http::upstream::target::{self, Target};
+use crate::http::upstream::{NextUpstream, UpstreamLoc};
+use crate::http::LocConf;
+use crate::log::Level;
+use crate::upstream::conf::{PeerAddr, UpstreamConf};
+use crate::upstream::{state, Input, PeerResult};
+use crate::variables::Vars;
+
+/// Request headers never sent as they came (nginx's grpc defaults: `Host` becomes
+/// `:authority`, `TE` is `trailers` when the client said so, the length is the body's).
+const NOT_PASSED: &[&str] = &[
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+    "te",
+    "content-length",
+];
+
+/// The client's body as the call sends it.
+enum Source {
+    None,
+    /// Read whole (an HTTP/1 client): sent again on another try.
+    Whole(Bytes),
+    /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it.
+    Stream(Option<RecvStream>),
+}
+
+/// Runs a call in a `grpc_pass` location. Returns what it came to and the record of the
+/// exchange (for `$upstream_*`), if it got as far as choosing an upstream.
+pub async fn handle(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    rw: &rewrite::State,
+    method: &str,
+    client_body: &ClientBody<'_>,
+) -> (Outcome, Option<Rc<RefCell<Record>>>) {
+    // An HTTP/2 client's body is relayed frame by frame; an HTTP/1 client's is read first.
+    let mut source = match client_body.take_h2() {
+        Some(s) => Source::Stream(Some(s)),
+        None => match client_body.for_upstream(lc, r, true, false).await {
+            Ok(BodyToSend::Whole(Whole::Memory(b))) if !b.is_empty() => Source::Whole(b),
+            Ok(BodyToSend::Whole(Whole::File(f, n))) => {
+                let mut data = vec![0; n as usize];
+                match std::os::unix::fs::FileExt::read_exact_at(&*f, &mut data, 0) {
+                    Ok(()) => Source::Whole(data.into()),
+                    Err(_) => return (Outcome::Error(500), None),
+                }
+            }
+            Ok(_) => Source::None,
+            Err(f) => {
+                crate::http::client_body::log_failure(f, r);
+                return (Outcome::Error(f.status()), None);
+            }
+        },
+    };
+    let mut record = None;
+    let outcome = run(r, lc, rw, method, &mut source, &mut record).await;
+    (outcome, record)
+}
+
+async fn run(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    rw: &rewrite::State,
+    method: &str,
+    source: &mut Source,
+    record_out: &mut Option<Rc<RefCell<Record>>>,
+) -> Outcome {
+    let g = &lc.grpc;
+    let conf = &g.up;
+    let Some(pass) = g.pass.as_ref() else {
+        return Outcome::Error(500);
+    };
+    let vars = r.vars_rw(rw, lc);
+    let (mut upstream, host, tls) = match &pass.target {
+        Target::Dynamic {
+            template,
+            upstreams,
+        } => {
+            let text = vars.eval(template);
+            let (rest, tls) = strip_scheme(&text);
+            match target::resolve(rest, 0, upstreams.get().map_or(&[][..], Vec::as_slice)) {
+                Ok(found) => (found.upstream, Arc::<str>::from(found.host), tls),
+                Err((status, message)) => {
+                    crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
+                    return Outcome::Error(status);
+                }
+            }
+        }
+        t => match t.upstream() {
+            Some(u) => (u.clone(), pass.host.clone(), pass.tls),
+            None => return Outcome::Error(500),
+        },
+    };
+    if upstream.resolving.is_some() {
+        match crate::upstream::resolve::current(&upstream).await {
+            Some(u) => upstream = u,
+            None => {
+                crate::conn_log!(
+                    Level::Error,
+                    r.info.number,
+                    "no live upstreams while connecting to upstream{}",
+                    r.log_ctx()
+                );
+                return Outcome::Error(502);
+            }
+        }
+    }
+    let handshake = match (tls, g.ssl.built.get()) {
+        (false, _) => None,
+        (true, Some(t)) => Some(Handshake {
+            tls: t,
+            host: &host,
+            vars: &vars,
+        }),
+        (true, None) => return Outcome::Error(500),
+    };
+    let record = Record::start(&host, 0);
+    record.borrow_mut().scheme = if tls { "grpcs" } else { "grpc" };
+    *record_out = Some(record.clone());
+    let head = request_head(r, lc, rw, &vars, &host, tls, method, source);
+    // (nginx names a gRPC upstream without a URI in its log lines.)
+
+    let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
+    let input = Input {
+        client: r.peer().map(|p| p.ip()),
+        key: hash_key.as_deref().map_or(&[][..], str::as_bytes),
+    };
+    let mut attempt = state::start(&upstream, input);
+    let next = conf.next_upstream();
+    let max_tries = conf.next_upstream_tries();
+    let deadline = match conf.next_upstream_timeout() {
+        Duration::ZERO => None,
+        t => Some(Instant::now() + t),
+    };
+    let idempotent = !matches!(method, "POST" | "LOCK" | "PATCH");
+    let retry_ok = idempotent || next.has(NextUpstream::NON_IDEMPOTENT);
+    let mut tries = 0u64;
+    loop {
+        let now = Instant::now();
+        let Some(peer) = state::pick(&upstream, &mut attempt, now) else {
+            crate::conn_log!(
+                Level::Error,
+                r.info.number,
+                "no live upstreams while connecting to upstream{}",
+                record.borrow().log_ctx(r.req, r.srv, r.info)
+            );
+            return Outcome::Error(502);
+        };
+        tries += 1;
+        let addr = &upstream.addrs[peer];
+        record.borrow_mut().begin(addr.clone(), now);
+        let to = Peer {
+            upstream: &upstream,
+            peer,
+            addr,
+        };
+        let consumed = |s: &Source| matches!(s, Source::Stream(None));
+        let more_allowed = |attempt: &crate::upstream::Attempt, sent: bool, s: &Source| {
+            !consumed(s)
+                && (!sent || retry_ok)
+                && (max_tries == 0 || tries < max_tries)
+                && deadline.is_none_or(|d| Instant::now() < d)
+                && attempt.tries() > 0
+        };
+        let fail = match call(to, conf, handshake.as_ref(), &head, source, &record, r, lc).await {
+            Ok(answer) => {
+                let status = answer.status;
+                let bit = NextUpstream::of_status(status);
+                if next.has(bit) && attempt.tries() > 1 && more_allowed(&attempt, true, source) {
+                    let outcome = if matches!(status, 403 | 404) {
+                        PeerResult::Success
+                    } else {
+                        PeerResult::Failed
+                    };
+                    state::free(&upstream, &mut attempt, outcome);
+                    record.borrow_mut().finish(false);
+                    continue;
+                }
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                if conf.intercept_errors()
+                    && status >= 300
+                    && lc
+                        .error_page
+                        .as_deref()
+                        .is_some_and(|p| p.iter().any(|e| e.codes.contains(&status)))
+                {
+                    record.borrow_mut().finish(false);
+                    return Outcome::Error(status);
+                }
+                return Outcome::Final(reply_of(answer, lc, conf, r, &record));
+            }
+            Err((f, sent)) => (f, sent),
+        };
+        let (fail, sent) = fail;
+        let (status, bit, message) = match fail {
+            Fail::ClientGone => {
+                crate::conn_log!(
+                    Level::Info,
+                    r.info.number,
+                    "client prematurely closed connection, so upstream connection is closed too \
+                     while reading response header from upstream{}",
+                    record.borrow().log_ctx(r.req, r.srv, r.info)
+                );
+                record.borrow_mut().fail(499);
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                return Outcome::Final(Reply::boxed(499));
+            }
+            Fail::ClientBody(f) => {
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                crate::http::client_body::log_failure(f, r);
+                return Outcome::Error(f.status());
+            }
+            Fail::Error(m) => (502, NextUpstream::ERROR, m),
+            Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
+            Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
+        };
+        record.borrow_mut().last_fail = bit;
+        crate::conn_log!(
+            Level::Error,
+            r.info.number,
+            "{message}{}",
+            record.borrow().log_ctx(r.req, r.srv, r.info)
+        );
+        record.borrow_mut().fail(status);
+        state::free(&upstream, &mut attempt, PeerResult::Failed);
+        if !(next.has(bit) && more_allowed(&attempt, sent, source)) {
+            return Outcome::Error(status);
+        }
+    }
+}
+
+/// The request's head as the upstream gets it: `:method`, `:scheme`, `:authority` (the
+/// address as written, or `grpc_set_header Host`'s value), `:path` (the client's URI, or the
+/// rewritten one), the client's headers but the connection's own, then `grpc_set_header`'s.
+#[allow(clippy::too_many_arguments)]
+fn request_head(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    rw: &rewrite::State,
+    vars: &Vars<'_>,
+    host: &str,
+    tls: bool,
+    method: &str,
+    source: &Source,
+) -> http::Request<()> {
+    let g = &lc.grpc;
+    let escape = rw.internal || {
+        let target = r.req.uri();
+        let path = target.split(|&c| c == b'?').next().unwrap_or_default();
+        path.contains(&b'%')
+    };
+    let parts = UriParts::new(r.req, rw, rw.internal, escape);
+    let path = upstream_uri(&parts, None, "");
+    let set = g.set_header.as_deref().map_or(&[][..], Vec::as_slice);
+    let is_set = |name: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let mut authority = host.to_string();
+    let mut headers = http::HeaderMap::new();
+    let mut add = |name: &[u8], value: &[u8]| {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name),
+            http::HeaderValue::from_bytes(value),
+        ) {
+            headers.append(n, v);
+        }
+    };
+    if g.up.pass_request_headers() {
+        for (name, value) in r.req.headers() {
+            let lower = name.to_ascii_lowercase();
+            if NOT_PASSED.contains(&lower.as_str()) || is_set(name) {
+                continue;
+            }
+            add(lower.as_bytes(), value);
+        }
+        // nginx's `TE: $grpc_internal_trailers`.
+        let trailers = r.req.header_all("te").any(|v| {
+            v.split(|&c| c == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+        });
+        if trailers && !is_set("te") {
+            add(b"te", b"trailers");
+        }
+    }
+    // `Content-Length: $content_length`: a whole body's length, or the client's word.
+    if !is_set("content-length") {
+        let length = match source {
+            Source::Whole(b) => Some(b.len().to_string()),
+            _ => r
+                .req
+                .header("content-length")
+                .map(|v| shoal_http::lossy(v).into_owned()),
+        };
+        if let Some(l) = length {
+            add(b"content-length", l.as_bytes());
+        }
+    }
+    for (name, value) in set {
+        let v = vars.eval(value);
+        if v.is_empty() {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("host") {
+            authority = v;
+            continue;
+        }
+        add(name.to_ascii_lowercase().as_bytes(), v.as_bytes());
+    }
+    let scheme = if tls { "https" } else { "http" };
+    let path_text = shoal_http::lossy(&path).into_owned();
+    let uri = http::Uri::builder()
+        .scheme(scheme)
+        .authority(authority.as_str())
+        .path_and_query(path_text.as_str())
+        .build()
+        .or_else(|_| {
+            // A unix socket's or an odd name: `localhost`, as nginx's `:authority` for one.
+            http::Uri::builder()
+                .scheme(scheme)
+                .authority("localhost")
+                .path_and_query(path_text.as_str())
+                .build()
+        })
+        .unwrap_or_else(|_| http::Uri::from_static("http://localhost/"));
+    let mut req = http::Request::new(());
+    *req.method_mut() = http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::POST);
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    req
+}
+
+/// The peer a try goes to.
+#[derive(Clone, Copy)]
+struct Peer<'a> {
+    upstream: &'a Arc<UpstreamConf>,
+    peer: usize,
+    addr: &'a PeerAddr,
+}
+
+/// An answer's head; its body still on the stream.
+pub struct Answer {
+    status: u16,
+    head: http::response::Parts,
+    body: GrpcBody,
+}
+
+/// One try: a connection, the stream opened, the body started, the answer's head. On
+/// failure, whether the request reached the upstream.
+#[allow(clippy::too_many_arguments)]
+async fn call(
+    to: Peer<'_>,
+    conf: &UpstreamLoc,
+    tls: Option<&Handshake<'_>>,
+    head: &http::Request<()>,
+    source: &mut Source,
+    record: &Rc<RefCell<Record>>,
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+) -> Result<Answer, (Fail, bool)> {
+    let mut fresh_only = false;
+    loop {
+        let start = Instant::now();
+        let cached = if fresh_only {
+            None
+        } else {
+            conn::take_idle(to.upstream, to.peer, tls.is_some())
+        };
+        let reused = cached.is_some();
+        let mut c = match cached {
+            Some(c) => c,
+            None => {
+                let (stream, _, _) = crate::http::upstream::connect::connect(
+                    to.upstream,
+                    to.peer,
+                    to.addr,
+                    conf,
+                    None,
+                    &[],
+                    tls,
+                )
+                .await
+                .map_err(|f| (f, false))?;
+                // Frames are small and written apart (HEADERS, DATA): Nagle would hold the
+                // second until the first is acknowledged, a delayed ACK later.
+                stream.set_nodelay();
+                H2Conn::start(stream).await.map_err(|e| {
+                    (
+                        Fail::Error(format!(
+                            "{} while connecting to upstream",
+                            body::stream_error(&e)
+                        )),
+                        false,
+                    )
+                })?
+            }
+        };
+        record.borrow_mut().last().connect = Some(if reused {
+            Duration::ZERO
+        } else {
+            start.elapsed()
+        });
+        c.requests += 1;
+        // The stream: opened when the connection takes one more.
+        let ready = crate::deadline::within(conf.send_timeout(), c.send.clone().ready()).await;
+        let mut send =
+            match ready {
+                Ok(Ok(s)) => s,
+                Err(_) => return Err((
+                    Fail::Timeout(
+                        "upstream timed out (110: Connection timed out) while sending request to \
+                         upstream"
+                            .into(),
+                    ),
+                    false,
+                )),
+                Ok(Err(_)) if reused => {
+                    fresh_only = true;
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    return Err((
+                        Fail::Error(format!(
+                            "{} while sending request to upstream",
+                            body::stream_error(&e)
+                        )),
+                        false,
+                    ))
+                }
+            };
+        let no_body = matches!(source, Source::None);
+        let (response, mut stream) = match send.send_request(head.clone(), no_body) {
+            Ok(x) => x,
+            Err(_) if reused => {
+                fresh_only = true;
+                continue;
+            }
+            Err(e) => {
+                return Err((
+                    Fail::Error(format!(
+                        "{} while sending request to upstream",
+                        body::stream_error(&e)
+                    )),
+                    false,
+                ))
+            }
+        };
+        // The body goes while the answer is awaited (a server may answer before it ends).
+        // What is there already goes with the head, in the same write.
+        let pump = match source {
+            Source::None => None,
+            Source::Whole(b) if b.len() <= body::FIRST_WINDOW => {
+                let _ = stream.send_data(b.clone(), true);
+                None
+            }
+            Source::Whole(b) => {
+                let b = b.clone();
+                let timeout = conf.send_timeout();
+                Some(Pump(tokio::task::spawn_local(async move {
+                    body::send_all(&mut stream, b, timeout).await;
+                })))
+            }
+            Source::Stream(s) => match s.take() {
+                Some(mut from) => match body::send_ready(&mut from, &mut stream) {
+                    body::Ready::Ended => None,
+                    body::Ready::More => {
+                        let (read, send) = (lc.client_body_timeout(), conf.send_timeout());
+                        Some(Pump(tokio::task::spawn_local(body::pump(
+                            from, stream, read, send,
+                        ))))
+                    }
+                },
+                None => {
+                    stream.send_reset(h2::Reason::CANCEL);
+                    return Err((Fail::Error("request body already sent".into()), false));
+                }
+            },
+        };
+        record.borrow_mut().last().sent = 0;
+        let answer = wait_head(response, conf.read_timeout(), r).await;
+        let resp = match answer {
+            Ok(resp) => resp,
+            Err(Waited::Refused) if reused && !matches!(source, Source::Stream(None)) => {
+                fresh_only = true;
+                continue;
+            }
+            Err(w) => return Err((w.fail(), true)),
+        };
+        let (head, recv) = resp.into_parts();
+        let status = head.status.as_u16();
+        {
+            let mut rec = record.borrow_mut();
+            let t = rec.last();
+            t.header = Some(t.start.elapsed());
+            t.status = Some(status);
+        }
+        let ctx = record.borrow().log_ctx(r.req, r.srv, r.info);
+        return Ok(Answer {
+            status,
+            head,
+            body: GrpcBody {
+                recv,
+                read_timeout: conf.read_timeout(),
+                record: record.clone(),
+                conn: Some((to.upstream.clone(), to.peer, c)),
+                pump,
+                log: (r.info.number, ctx),
+            },
+        });
+    }
+}
+
+/// How waiting for an answer's head failed.
+enum Waited {
+    TimedOut,
+    ClientGone,
+    /// The upstream refused the stream before doing anything with it (GOAWAY, or
+    /// REFUSED_STREAM): another connection may take it.
+    Refused,
+    Error(String),
+    Reset(String),
+}
+
+impl Waited {
+    fn fail(self) -> Fail {
+        match self {
+            Waited::TimedOut => Fail::Timeout(
+                "upstream timed out (110: Connection timed out) while reading response header \
+                 from upstream"
+                    .into(),
+            ),
+            Waited::ClientGone => Fail::ClientGone,
+            Waited::Refused => Fail::Error(
+                "upstream prematurely closed connection while reading response header from \
+                 upstream"
+                    .into(),
+            ),
+            Waited::Error(m) => {
+                Fail::Error(format!("{m} while reading response header from upstream"))
+            }
+            Waited::Reset(m) => {
+                Fail::Invalid(format!("{m} while reading response header from upstream"))
+            }
+        }
+    }
+}
+
+/// Waits for the answer's head within `timeout`, watching the client: one that resets its
+/// stream (or closes) ends the wait.
+async fn wait_head(
+    response: h2::client::ResponseFuture,
+    timeout: Duration,
+    r: &Req<'_, '_>,
+) -> Result<http::Response<RecvStream>, Waited> {
+    let mut response = std::pin::pin!(crate::deadline::within(timeout, response));
+    let mut watch = r.client;
+    let got = std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = std::future::Future::poll(response.as_mut(), cx) {
+            return Poll::Ready(Some(v));
+        }
+        if let Some(c) = watch {
+            match poll_client_closed(c, cx) {
+                Poll::Ready(true) => return Poll::Ready(None),
+                Poll::Ready(false) => watch = None,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await;
+    match got {
+        None => Err(Waited::ClientGone),
+        Some(Err(_)) => Err(Waited::TimedOut),
+        Some(Ok(Ok(resp))) => Ok(resp),
+        Some(Ok(Err(e))) => {
+            if e.reason() == Some(h2::Reason::REFUSED_STREAM) || e.is_go_away() {
+                return Err(Waited::Refused);
+            }
+            let m = body::stream_error(&e);
+            if e.is_reset() && e.is_remote() {
+                Err(Waited::Reset(m))
+            } else {
+                Err(Waited::Error(m))
+            }
+        }
+    }
+}
+
+/// The client's reply from an answer's head: the status, the head's fields passed as nginx
+/// passes an upstream's (`grpc_hide_header`, `grpc_pass_header`), the body and trailers still
+/// to relay; a head that ended the stream (a trailers-only answer: an error status with its
+/// message) is the whole answer.
+fn reply_of(
+    answer: Answer,
+    lc: &LocConf,
+    conf: &UpstreamLoc,
+    r: &Req<'_, '_>,
+    record: &Rc<RefCell<Record>>,
+) -> Box<Reply> {
+    let Answer { status, head, body } = answer;
+    // The head as HTTP/1 text, read back: `$upstream_http_*` and the layer's header passing
+    // take it as any upstream's.
+    let mut text = format!("HTTP/1.1 {status} X\r\n").into_bytes();
+    for (name, value) in &head.headers {
+        text.extend_from_slice(name.as_str().as_bytes());
+        text.extend_from_slice(b": ");
+        text.extend_from_slice(value.as_bytes());
+        text.extend_from_slice(b"\r\n");
+    }
+    text.extend_from_slice(b"\r\n");
+    let mut reply = Reply::boxed(status);
+    reply.proxied = true;
+    reply.upstream_status = true;
+    if let Ok(Some((parsed, len))) = shoal_http::upstream::parse_upstream_head(&text, text.len()) {
+        record.borrow_mut().last().head_len = len as u64;
+        let lines = parsed.headers().map(|(name, value)| {
+            let known = UpstreamHeader::of(name);
+            Line {
+                name,
+                value,
+                kind: Kind::fresh(known),
+                hidden: known.hidden(),
+            }
+        });
+        pass_head(&mut reply, lines, false, lc, conf, None, r);
+        record.borrow_mut().head = Some(parsed);
+    }
+    if body.recv.is_end_stream() {
+        // Trailers-only: the head is the whole answer.
+        let mut body = body;
+        body.record.borrow_mut().finish(true);
+        if let Some((u, peer, c)) = body.conn.take() {
+            conn::put_idle(&u, peer, c);
+        }
+        // nginx's length of an answer whose head ended the stream: 0, told.
+        reply.body = Body::Bytes(Vec::new());
+    } else {
+        reply.body = Body::Grpc(Box::new(body));
+    }
+    reply
+}

@@ -1,0 +1,411 @@
+//! gRPC upstreams end to end (`grpc_pass`): a real gRPC server (Debian's python3-grpcio,
+//! `grpc_support/server.py`) started by the test, and the same library's client
+//! (`grpc_support/client.py`) talking to shoal over HTTP/2, cleartext and TLS. Unary calls,
+//! streaming in both directions (a bidirectional call that only goes on once each answer came
+//! back proves nothing is held), an error status with its message, metadata both ways and
+//! trailers, `grpcs://` with `grpc_ssl_verify`, a peer that is down (502: UNAVAILABLE), a
+//! stream the upstream resets (nginx's log line), `keepalive` (the upstream's connections
+//! counted by the server), `grpc_next_upstream`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::backends::{Backend, Listen};
+use crate::common::tls::Pki;
+use crate::common::{free_port, Prefix, Shoal};
+
+/// Debian's python3 (python3-grpcio is installed for it, not for another python on PATH).
+const PYTHON: &str = "/usr/bin/python3";
+
+fn support(name: &str) -> String {
+    format!(
+        "{}/tests/e2e/grpc_support/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The test gRPC server on a free port; TLS with `cert` (`NAME.crt`/`NAME.key` of `pki`).
+pub fn server(tls: Option<(&Pki, &str)>) -> Backend {
+    let port = free_port();
+    let mut cmd = Command::new(PYTHON);
+    cmd.arg(support("server.py")).arg(port.to_string());
+    if let Some((pki, name)) = tls {
+        cmd.arg(pki.path(&format!("{name}.crt")))
+            .arg(pki.path(&format!("{name}.key")));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("shoal-grpc-")
+        .tempdir()
+        .expect("a temporary directory");
+    Backend::start("grpc server (python3-grpcio)", cmd, dir, Listen::Tcp(port))
+}
+
+/// Runs `scenario` of client.py against `target` (`127.0.0.1:PORT`); over TLS with the CA
+/// of `tls` and the certificate's name. Returns what it printed.
+pub fn client(target: &str, scenario: &str, tls: Option<(&Path, &str)>) -> String {
+    client_of("test.Echo", target, scenario, tls)
+}
+
+/// [`client`] calling the service by another name (`/SERVICE/Echo`, ...).
+pub fn client_of(
+    service: &str,
+    target: &str,
+    scenario: &str,
+    tls: Option<(&Path, &str)>,
+) -> String {
+    let mut cmd = Command::new(PYTHON);
+    cmd.env("GRPC_SERVICE", service);
+    cmd.arg(support("client.py")).arg(target).arg(scenario);
+    if let Some((ca, name)) = tls {
+        cmd.arg(ca).arg(name);
+    }
+    let out = cmd.output().expect("running the gRPC client");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "client.py {scenario} failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// What every call of the `all` scenario answers, straight or through a proxy.
+pub const ALL: &str = "unary=hello\npong=p1\ntrail=done\n\
+                       fail status=INVALID_ARGUMENT message=bad thing\ncount=0,1,2,3,4\n\
+                       sum=a+b+c\nchat=re:m0,re:m1,re:m2\n";
+
+/// An HTTP/2 server that resets every stream it is sent, with `code`, as soon as its HEADERS
+/// come, or after a head (`:status: 200`) and a DATA frame with `after_head` (frames written by
+/// hand: the preface read, an empty SETTINGS sent, the client's SETTINGS acknowledged).
+pub struct Resetter {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl Resetter {
+    pub fn start(code: u32) -> Resetter {
+        Resetter::start_after(code, false)
+    }
+
+    pub fn start_after(code: u32, after_head: bool) -> Resetter {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
+        let port = listener.local_addr().expect("an address").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(c) = conn {
+                    std::thread::spawn(move || reset_all(c, code, after_head));
+                }
+            }
+        });
+        Resetter { port, stop }
+    }
+}
+
+impl Drop for Resetter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn reset_all(mut c: TcpStream, code: u32, after_head: bool) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut preface = [0u8; 24];
+    if c.read_exact(&mut preface).is_err() {
+        return;
+    }
+    if c.write_all(&frame(4, 0, 0, &[])).is_err() {
+        return;
+    }
+    loop {
+        let mut head = [0u8; 9];
+        if c.read_exact(&mut head).is_err() {
+            return;
+        }
+        let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+        let mut payload = vec![0u8; len];
+        if c.read_exact(&mut payload).is_err() {
+            return;
+        }
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let reply = match head[3] {
+            4 if head[4] & 1 == 0 => frame(4, 1, 0, &[]),
+            1 if after_head => {
+                // `:status: 200` (HPACK's static entry 8) and a message; a moment later (the
+                // head is out to the client by then), the reset.
+                let head = [
+                    frame(1, 4, stream, &[0x88]),
+                    frame(0, 0, stream, &[0, 0, 0, 0, 1, b'0']),
+                ];
+                if c.write_all(&head.concat()).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                frame(3, 0, stream, &code.to_be_bytes())
+            }
+            1 => frame(3, 0, stream, &code.to_be_bytes()),
+            _ => continue,
+        };
+        if c.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
+
+fn conf(http: &str, servers: &str) -> String {
+    format!(
+        "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\n\
+         http {{\n    log_format up '$status $upstream_status $upstream_addr \
+         \"$upstream_http_grpc_status\" $request';\n    access_log logs/access.log up;\n\
+         {http}\n{servers}\n}}\n"
+    )
+}
+
+fn h2c_server(port: u16, lines: &str) -> String {
+    format!("    server {{\n        listen 127.0.0.1:{port};\n        http2 on;\n{lines}\n    }}\n")
+}
+
+#[test]
+fn calls_of_every_kind_over_h2c() {
+    let backend = server(None);
+    let pass = backend.listen.pass();
+    let (port, set_port, hide_port) = (free_port(), free_port(), free_port());
+    let servers = [
+        h2c_server(port, &format!("location / {{ grpc_pass grpc://{pass}; }}")),
+        h2c_server(
+            set_port,
+            &format!("location / {{ grpc_set_header x-ping from-conf; grpc_pass {pass}; }}"),
+        ),
+        h2c_server(
+            hide_port,
+            &format!("location / {{ grpc_hide_header x-pong; grpc_pass grpc://{pass}; }}"),
+        ),
+    ]
+    .concat();
+    let s = Shoal::start(&conf("", &servers), port);
+    let target = format!("127.0.0.1:{port}");
+    assert_eq!(client(&target, "all", None), ALL, "{}", s.error_log());
+    // `grpc_set_header` replaces the client's metadata; `grpc_hide_header` keeps the
+    // upstream's from the client.
+    let set = client(&format!("127.0.0.1:{set_port}"), "metadata", None);
+    assert_eq!(set, "pong=from-conf\ntrail=done\n");
+    let hidden = client(&format!("127.0.0.1:{hide_port}"), "metadata", None);
+    assert_eq!(hidden, "pong=None\ntrail=done\n");
+    // The access log: every call answered by the upstream, the trailers-only error's status in
+    // `$upstream_http_grpc_status` (its head is its trailers).
+    let log = s.prefix.read("logs/access.log");
+    let addr = backend.listen.pass();
+    assert!(
+        log.contains(&format!(
+            "200 200 {addr} \"3\" POST /test.Echo/Fail HTTP/2.0"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "200 200 {addr} \"-\" POST /test.Echo/Chat HTTP/2.0"
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn over_tls_to_the_client_and_the_upstream() {
+    let mut pki = Pki::new();
+    pki.issue("localhost", &["localhost", "127.0.0.1"], false);
+    pki.issue("backend", &["backend.test"], false);
+    let backend = server(Some((&pki, "backend")));
+    let pass = backend.listen.pass();
+    let (port, wrong_port) = (free_port(), free_port());
+    let ca = pki.path("ca.crt");
+    let tls_server = |port: u16, name: &str| {
+        format!(
+            "    server {{\n        listen 127.0.0.1:{port} ssl;\n        http2 on;\n        {}\n        \
+             location / {{ grpc_ssl_verify on; grpc_ssl_trusted_certificate {}; \
+             grpc_ssl_name {name}; grpc_pass grpcs://{pass}; }}\n    }}\n",
+            pki.ssl_lines("localhost"),
+            ca.display()
+        )
+    };
+    let servers = tls_server(port, "backend.test") + &tls_server(wrong_port, "other.test");
+    let s = Shoal::start(&conf("", &servers), port);
+    let tls = Some((ca.as_path(), "localhost"));
+    assert_eq!(
+        client(&format!("127.0.0.1:{port}"), "all", tls),
+        ALL,
+        "{}",
+        s.error_log()
+    );
+    // A name the upstream's certificate does not carry: the handshake is refused, as nginx.
+    let out = client(&format!("127.0.0.1:{wrong_port}"), "unary", tls);
+    assert!(out.starts_with("error status=UNAVAILABLE"), "{out}");
+    s.wait_log(
+        "upstream SSL certificate does not match \"other.test\" while SSL handshaking to upstream",
+        1,
+    );
+    assert!(s.error_log().contains("upstream: \"grpcs://127.0.0.1:"));
+}
+
+#[test]
+fn an_upstream_that_is_down_is_unavailable() {
+    let dead = free_port();
+    let port = free_port();
+    let s = Shoal::start(
+        &conf(
+            "",
+            &h2c_server(
+                port,
+                &format!("location / {{ grpc_pass 127.0.0.1:{dead}; }}"),
+            ),
+        ),
+        port,
+    );
+    let out = client(&format!("127.0.0.1:{port}"), "unary", None);
+    assert!(out.starts_with("error status=UNAVAILABLE"), "{out}");
+    s.wait_log(
+        &format!(
+            "connect() failed (111: Connection refused) while connecting to upstream, client: \
+             127.0.0.1, server: , request: \"POST /test.Echo/Echo HTTP/2.0\", upstream: \
+             \"grpc://127.0.0.1:{dead}\""
+        ),
+        1,
+    );
+    let log = s.prefix.read("logs/access.log");
+    assert!(
+        log.contains(&format!(
+            "502 502 127.0.0.1:{dead} \"-\" POST /test.Echo/Echo"
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_stream_the_upstream_resets_is_logged_and_502() {
+    let resetter = Resetter::start(2);
+    let backend = server(None);
+    let port = free_port();
+    let lines = format!(
+        "location / {{ grpc_pass 127.0.0.1:{}; }}\n\
+         location /test.Echo/Echo {{ grpc_pass {}; }}",
+        resetter.port,
+        backend.listen.pass()
+    );
+    let s = Shoal::start(&conf("", &h2c_server(port, &lines)), port);
+    let target = format!("127.0.0.1:{port}");
+    let out = client(&target, "count", None);
+    assert!(out.starts_with("error status=UNAVAILABLE"), "{out}");
+    s.wait_log(
+        "upstream rejected request with error 2 while reading response header from upstream",
+        1,
+    );
+    // The worker goes on.
+    assert_eq!(client(&target, "unary", None), "unary=hello\n");
+}
+
+#[test]
+fn to_a_unix_socket() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let sock = dir.path().join("grpc.sock");
+    let mut cmd = Command::new(PYTHON);
+    cmd.arg(support("server.py"))
+        .arg(format!("unix:{}", sock.display()));
+    let backend = Backend::start(
+        "grpc server (python3-grpcio)",
+        cmd,
+        tempfile::tempdir().expect("a directory"),
+        Listen::Unix(sock.clone()),
+    );
+    let port = free_port();
+    let lines = format!("location / {{ grpc_pass {}; }}", backend.listen.pass());
+    let _s = Shoal::start(&conf("", &h2c_server(port, &lines)), port);
+    assert_eq!(
+        client(&format!("127.0.0.1:{port}"), "count", None),
+        "count=0,1,2,3,4\n"
+    );
+}
+
+#[test]
+fn keepalive_reuses_one_connection() {
+    let backend = server(None);
+    let pass = backend.listen.pass();
+    let (port, plain_port) = (free_port(), free_port());
+    let http = format!("upstream kept {{ server {pass}; keepalive 2; }}");
+    let servers = h2c_server(port, "location / { grpc_pass grpc://kept; }")
+        + &h2c_server(plain_port, &format!("location / {{ grpc_pass {pass}; }}"));
+    let _s = Shoal::start(&conf(&http, &servers), port);
+    // The server tells each call's peer: one connection carried five calls.
+    assert_eq!(
+        client(&format!("127.0.0.1:{port}"), "peers", None),
+        "peers=1\n"
+    );
+    // Without `keepalive`, a connection per call.
+    assert_eq!(
+        client(&format!("127.0.0.1:{plain_port}"), "peers", None),
+        "peers=5\n"
+    );
+}
+
+#[test]
+fn next_upstream_passes_a_dead_peer_by() {
+    let backend = server(None);
+    let dead = free_port();
+    let port = free_port();
+    let http = format!(
+        "upstream two {{ server 127.0.0.1:{dead}; server {}; }}",
+        backend.listen.pass()
+    );
+    let s = Shoal::start(
+        &conf(
+            &http,
+            &h2c_server(port, "location / { grpc_pass grpc://two; }"),
+        ),
+        port,
+    );
+    let target = format!("127.0.0.1:{port}");
+    for _ in 0..3 {
+        assert_eq!(client(&target, "unary", None), "unary=hello\n");
+    }
+    s.wait_log("connect() failed (111: Connection refused)", 1);
+    let log = s.prefix.read("logs/access.log");
+    assert!(
+        log.contains(&format!(
+            "200 502, 200 127.0.0.1:{dead}, {}",
+            backend.listen.pass()
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn grpc_pass_twice_is_refused() {
+    let prefix = Prefix::new();
+    prefix.write_conf(
+        "events { }\nhttp { server { location / {\n grpc_pass 127.0.0.1:1;\n \
+         grpc_pass 127.0.0.1:2;\n } } }\n",
+    );
+    let out = prefix.run(&["-t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("\"grpc_pass\" directive is duplicate in "),
+        "{err}"
+    );
+}
