@@ -451,7 +451,20 @@ fn do_return(
             let uri = vars.uri.unwrap_or_default();
             reply.content_type =
                 Some(crate::http::static_files::uri_content_type(lc, uri).to_string());
-            reply.body = crate::http::reply::Body::Bytes(text.into_bytes());
+            // (Evaluated again as bytes when it holds `$binary_remote_addr`'s raw bytes.)
+            let raw = ret.text.as_ref().filter(|t| {
+                t.pieces.iter().any(|p| {
+                    matches!(
+                        p,
+                        crate::variables::Piece::Var(crate::variables::Var::BinaryRemoteAddr)
+                    )
+                })
+            });
+            let body = match raw {
+                Some(t) => vars.eval_bytes(t),
+                None => text.into_bytes(),
+            };
+            reply.body = crate::http::reply::Body::Bytes(body);
             Outcome::Final(Box::new(reply))
         }
     }

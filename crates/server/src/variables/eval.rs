@@ -469,6 +469,35 @@ impl Vars<'_> {
         }
     }
 
+    /// Evaluates a template to the bytes an answer carries: as [`Vars::eval`], but
+    /// `$binary_remote_addr` is its 4 or 16 raw bytes (a `String` holds each byte as the
+    /// character of that number, which UTF-8 would write as two bytes past 0x7f).
+    pub fn eval_bytes(&self, t: &Template) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut val = String::new();
+        for p in &t.pieces {
+            match p {
+                Piece::Text(s) => out.extend_from_slice(s.as_bytes()),
+                Piece::Var(Var::BinaryRemoteAddr) => self.binary_remote_addr(&mut out),
+                Piece::Var(v) => {
+                    val.clear();
+                    self.value(v, &mut val);
+                    out.extend_from_slice(val.as_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    /// `$binary_remote_addr`'s raw bytes (none for a unix-domain socket).
+    fn binary_remote_addr(&self, out: &mut Vec<u8>) {
+        match self.peer.map(|p| p.ip()) {
+            Some(std::net::IpAddr::V4(a)) => out.extend_from_slice(&a.octets()),
+            Some(std::net::IpAddr::V6(a)) => out.extend_from_slice(&a.octets()),
+            None => {}
+        }
+    }
+
     /// Evaluates a `log_format`: values escaped; a variable without a value is written as `-`
     /// with the default escaping and as nothing with `json` and `none` (nginx's rule).
     pub fn eval_log(&self, t: &Template, escape: Escape, out: &mut Vec<u8>) {
@@ -531,6 +560,13 @@ impl Vars<'_> {
             }
             Var::TimeLocal => {
                 with_local_time(|t| out.extend_from_slice(t.local.as_bytes()));
+                true
+            }
+            // Its raw bytes, escaped as any other value's (`\xC0\xA8...`), as nginx logs it.
+            Var::BinaryRemoteAddr => {
+                let mut raw = Vec::with_capacity(16);
+                self.binary_remote_addr(&mut raw);
+                escape_into(&raw, escape, out);
                 true
             }
             Var::TimeIso8601 => {
