@@ -45,6 +45,7 @@ mod nginx_diff_charset;
 mod nginx_diff_core;
 mod nginx_diff_fastcgi;
 mod nginx_diff_h2;
+mod nginx_diff_leftovers;
 mod nginx_diff_logs;
 mod nginx_diff_proxy;
 mod nginx_diff_realip;
