@@ -172,6 +172,7 @@ impl Var {
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "https" => Var::Https,
             "upstream_addr"
+            | "upstream_last_server_name"
             | "upstream_status"
             | "upstream_response_time"
             | "upstream_connect_time"
