@@ -23,6 +23,7 @@ mod bad_input;
 mod cli;
 mod conf_errors;
 mod core_directives;
+mod core_leftovers;
 mod directio;
 mod error_log;
 mod fastcgi;
