@@ -74,6 +74,14 @@ pub fn add_headers(
             headers: reply.header_list(),
         });
     for h in headers.iter().filter(|h| good || h.always) {
+        if h.value.has_binary_remote_addr() {
+            // Raw bytes, as nginx sends them (not the text a `String` would make of them).
+            let v = vars.eval_bytes(&h.value);
+            if !v.is_empty() {
+                reply.raw_extra.push((h.name.to_string(), v));
+            }
+            continue;
+        }
         let v: std::borrow::Cow<'static, str> = match &sent {
             None => match h.value.constant_value(vars) {
                 Some(c) => c.into(),

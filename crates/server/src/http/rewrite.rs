@@ -452,14 +452,7 @@ fn do_return(
             reply.content_type =
                 Some(crate::http::static_files::uri_content_type(lc, uri).to_string());
             // (Evaluated again as bytes when it holds `$binary_remote_addr`'s raw bytes.)
-            let raw = ret.text.as_ref().filter(|t| {
-                t.pieces.iter().any(|p| {
-                    matches!(
-                        p,
-                        crate::variables::Piece::Var(crate::variables::Var::BinaryRemoteAddr)
-                    )
-                })
-            });
+            let raw = ret.text.as_ref().filter(|t| t.has_binary_remote_addr());
             let body = match raw {
                 Some(t) => vars.eval_bytes(t),
                 None => text.into_bytes(),

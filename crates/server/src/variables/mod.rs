@@ -321,6 +321,14 @@ pub struct Template {
 }
 
 impl Template {
+    /// Whether `$binary_remote_addr` is in it: an answer carries such a value as bytes
+    /// ([`Vars::eval_bytes`]), not as text.
+    pub fn has_binary_remote_addr(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(Var::BinaryRemoteAddr)))
+    }
+
     /// Whether a `$sent_http_*` variable is in it.
     pub fn uses_sent_headers(&self) -> bool {
         self.pieces
