@@ -74,14 +74,6 @@ pub fn add_headers(
             headers: reply.header_list(),
         });
     for h in headers.iter().filter(|h| good || h.always) {
-        if h.value.has_binary_remote_addr() {
-            // Raw bytes, as nginx sends them (not the text a `String` would make of them).
-            let v = vars.eval_bytes(&h.value);
-            if !v.is_empty() {
-                reply.raw_extra.push((h.name.to_string(), v));
-            }
-            continue;
-        }
         let v: std::borrow::Cow<'static, str> = match &sent {
             None => match h.value.constant_value(vars) {
                 Some(c) => c.into(),
@@ -93,6 +85,16 @@ pub fn add_headers(
                 with_sent.eval(&h.value).into()
             }
         };
+        if v.as_bytes().contains(&0xEF) {
+            // `$binary_remote_addr`'s bytes (itself, or a variable holding it): sent raw, as
+            // nginx sends them.
+            let mut raw = Vec::with_capacity(v.len());
+            crate::variables::raw_bytes_into(&v, &mut raw);
+            if raw != v.as_bytes() {
+                reply.raw_extra.push((h.name.to_string(), raw));
+                continue;
+            }
+        }
         if !v.is_empty() {
             if let Some(s) = &mut sent {
                 s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));

@@ -321,14 +321,6 @@ pub struct Template {
 }
 
 impl Template {
-    /// Whether `$binary_remote_addr` is in it: an answer carries such a value as bytes
-    /// ([`Vars::eval_bytes`]), not as text.
-    pub fn has_binary_remote_addr(&self) -> bool {
-        self.pieces
-            .iter()
-            .any(|p| matches!(p, Piece::Var(Var::BinaryRemoteAddr)))
-    }
-
     /// Whether a `$sent_http_*` variable is in it.
     pub fn uses_sent_headers(&self) -> bool {
         self.pieces
@@ -534,8 +526,8 @@ mod tests;
 mod values;
 
 pub use eval::Vars;
-pub use values::escape_into;
 pub(crate) use values::local_tm;
+pub use values::{escape_into, push_raw_byte, raw_bytes_into};
 
 /// The host's name as `$hostname` gives it (syslog headers use it too).
 pub fn hostname() -> String {
