@@ -42,21 +42,25 @@ fn log_subrequest_writes_auth_subrequests_as_nginx() {
 }
 
 /// Bytes past 0x7f (a realip address 192.168.200.250) are raw in `return`'s body and an
-/// `add_header` value, and escaped one by one in the access log, also through a `map`.
+/// `add_header` value, escaped one by one in the access log, also through a `map`, and
+/// hashed as they are by `split_clients`.
 #[test]
 fn binary_remote_addr_is_raw_bytes() {
     let p = Pair::with(Conf {
         http: "log_format b '[$binary_remote_addr][$bin]';\n\
-               map $uri $bin { default $binary_remote_addr; }",
+               map $uri $bin { default $binary_remote_addr; }\n\
+               split_clients $binary_remote_addr $half { 50% one; * two; }",
         server: "set_real_ip_from 127.0.0.1;\n\
          access_log logs/bin.log b;\n\
          location / { return 200 \"<$binary_remote_addr>\"; }\n\
          location /h/ { alias {HTML}/; add_header X-Bin \"[$binary_remote_addr]\"; }\n\
          location /m/ { alias {HTML}/; add_header X-Map \"[$bin]\"; }\n\
-         location = /mr { return 200 \"<$bin>\"; }",
+         location = /mr { return 200 \"<$bin>\"; }\n\
+         location = /s { return 200 \"$half\"; }",
         ..Default::default()
     });
     for ip in ["192.168.200.250", "10.1.2.3", "2001:db8::ff:fe80"] {
+        p.get("/s", &format!("X-Real-IP: {ip}\r\n"));
         for path in ["/", "/h/a.txt", "/m/a.txt", "/mr"] {
             p.check_bytes(
                 format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nX-Real-IP: {ip}\r\n\r\n")
@@ -69,7 +73,7 @@ fn binary_remote_addr_is_raw_bytes() {
         n.starts_with("[\\xC0\\xA8\\xC8\\xFA][\\xC0\\xA8\\xC8\\xFA]\n"),
         "{n}"
     );
-    assert_eq!(n.lines().count(), 12, "{n}");
+    assert_eq!(n.lines().count(), 15, "{n}");
     assert_eq!(s, n);
 }
 
