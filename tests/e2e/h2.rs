@@ -447,6 +447,33 @@ fn the_directives_nginx_made_obsolete_warn_and_bad_values_are_refused() {
     );
 }
 
+/// `http2_recv_buffer_size` as nginx checks it (its 32 bytes of state need more) and reads by
+/// it: a buffer of 40 reads 8 bytes at a time, and a request still arrives whole.
+#[test]
+fn http2_recv_buffer_size_is_checked_and_bounds_reads() {
+    let port = free_port();
+    let prefix = Prefix::new();
+    prefix.write_conf(&conf(port, "http2_recv_buffer_size 32;", ""));
+    let err = String::from_utf8_lossy(&prefix.run(&["-t"]).stderr).into_owned();
+    assert!(
+        err.contains("\"http2_recv_buffer_size\" directive value is too small in "),
+        "{err}"
+    );
+    let s = Shoal::start(
+        &conf(
+            port,
+            "http2_recv_buffer_size 40;",
+            "location / { return 200 \"$http_x_long\"; }",
+        ),
+        port,
+    );
+    let long = "y".repeat(3000);
+    let got = h2c(port, "/", &["-H", &format!("x-long: {long}")]);
+    assert_eq!((got.code, got.status), (0, 200));
+    assert_eq!(got.text(), long);
+    drop(s);
+}
+
 #[test]
 fn a_graceful_stop_lets_a_stream_finish() {
     let up = Upstream::start(|_| {

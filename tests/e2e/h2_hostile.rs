@@ -559,3 +559,44 @@ fn a_stream_reset_while_proxied_gives_the_upstream_up() {
     c.get(3, "/", &[]);
     drop(c);
 }
+
+/// At `worker_connections`, an HTTP/2 connection with no stream open is reusable as an idle
+/// HTTP/1 keep-alive connection is: the longest idle goes first, with a GOAWAY (NO_ERROR),
+/// and the newcomer is answered. Before, idle HTTP/2 connections held their slots and the
+/// newcomer was refused.
+#[test]
+fn full_worker_connections_reuse_idle_http2_connections() {
+    let port = free_port();
+    let text = conf(
+        port,
+        "",
+        "keepalive_timeout 300s;\nlocation / { return 200 ok; }",
+    )
+    .replace("events { }", "events { worker_connections 4; }");
+    let s = Shoal::start(&text, port);
+    // Four connections, each answered once and idle since: the worker is full.
+    let mut idle: Vec<H2> = (0..4)
+        .map(|_| {
+            let mut c = H2::connect(port, &[]);
+            c.get(1, "/", &[]);
+            assert_eq!(status_of(&mut c, 1), Some(200));
+            // (Its END_STREAM DATA, so nothing of the answer is left to read.)
+            c.until(|f| f.0 == DATA && f.3 == b"ok");
+            c
+        })
+        .collect();
+    // A newcomer is answered.
+    let got = h2c(port, "/", &[]);
+    assert_eq!((got.code, got.status), (0, 200));
+    s.wait_log(
+        "4 worker_connections are not enough, reusing connections",
+        1,
+    );
+    // The oldest idle connection went with a GOAWAY NO_ERROR.
+    assert_eq!(idle[0].goaway(), Some(0), "the oldest got no GOAWAY");
+    assert!(idle[0].ends());
+    // The newest still answers.
+    let last = idle.last_mut().unwrap();
+    last.get(3, "/", &[]);
+    assert_eq!(status_of(last, 3), Some(200));
+}

@@ -145,3 +145,42 @@ fn x_accel_limit_rate_from_the_upstream() {
     let r = crate::common::client::ask(s.port, "/paced", "");
     assert_eq!(r.header("x-accel-limit-rate"), None);
 }
+
+/// GETs `path` over h2c (curl, prior knowledge): the body's length and how long it took.
+fn timed_h2c(port: u16, path: &str) -> (usize, Duration) {
+    let began = Instant::now();
+    let got = crate::h2::h2c(port, path, &[]);
+    let took = began.elapsed();
+    assert_eq!((got.code, got.status), (0, 200), "{path}");
+    (got.body.len(), took)
+}
+
+#[test]
+fn limit_rate_paces_http2_streams() {
+    let s = start(
+        "http2 on;\n\
+         location /slow/ { alias html/; limit_rate 20k; }\n\
+         location /after/ { alias html/; limit_rate 20k; limit_rate_after 50k; }\n\
+         location /set/ { alias html/; set $limit_rate 20k; }\n\
+         location /fast/ { alias html/; }",
+    );
+    // As over HTTP/1: 20 KiB at once, then 20 KiB a second.
+    let (n, took) = timed_h2c(s.port, "/slow/big.txt");
+    assert_eq!(n, SIZE);
+    assert!(took >= Duration::from_millis(1800), "h2 paced: {took:?}");
+    let (n, took) = timed_h2c(s.port, "/set/big.txt");
+    assert_eq!(n, SIZE);
+    assert!(took >= Duration::from_millis(1800), "h2 set: {took:?}");
+    let (n, took) = timed_h2c(s.port, "/after/big.txt");
+    assert_eq!(n, SIZE);
+    assert!(took < Duration::from_millis(1800), "h2 after: {took:?}");
+    let (n, _) = timed_h2c(s.port, "/fast/big.txt");
+    assert_eq!(n, SIZE);
+    let log = crate::common::wait_for("the access log", || {
+        let l = s.prefix.read("logs/access.log");
+        (l.lines().count() >= 4).then_some(l)
+    });
+    assert!(log.contains("/slow/big.txt 20480\n"), "{log}");
+    assert!(log.contains("/set/big.txt 20480\n"), "{log}");
+    assert!(log.contains("/fast/big.txt 0\n"), "{log}");
+}

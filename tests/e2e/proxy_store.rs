@@ -1,7 +1,8 @@
 //! `proxy_store` end to end, shoal alone (what the differential suite does not cover): an
 //! answer cut short stores nothing and leaves no temporary file, `proxy_buffering off`
-//! stores nothing, and the default mode is the user's `rw`. (A client that goes away
-//! mid-answer still stops the store here; nginx reads on.)
+//! stores nothing, and the default mode is the user's `rw`; a client that goes away
+//! mid-answer does not stop the store (nginx reads on, with `proxy_ignore_client_abort` off
+//! or on: checked against nginx 1.22, both stored the whole answer).
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -52,4 +53,28 @@ fn what_is_stored_and_what_is_not() {
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// The client reads the head and a little, then closes while the upstream still sends: the
+/// answer is read to its end and stored whole, as nginx stores it.
+#[test]
+fn a_client_that_goes_away_does_not_stop_the_store() {
+    use std::io::{Read, Write};
+    const SIZE: usize = 400_000;
+    let up = Upstream::start(move |_| {
+        Answer::ok(vec![b's'; SIZE]).delay_body(50_000, std::time::Duration::from_millis(800))
+    });
+    let (s, port) = start(&up);
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = c.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    drop(c);
+    let f = s.prefix.join("store/big.bin");
+    let len = wait_for("the stored file", || {
+        std::fs::metadata(&f).ok().map(|m| m.len())
+    });
+    assert_eq!(len, SIZE as u64);
 }

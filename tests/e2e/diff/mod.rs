@@ -528,6 +528,12 @@ impl Pair {
     pub fn shoal_log(&self) -> String {
         self.shoal.read("logs/error.log")
     }
+
+    /// A file each server wrote under its prefix (an access log the configuration names),
+    /// nginx's first.
+    pub fn read_both(&self, path: &str) -> (String, String) {
+        (self.nginx.read(path), self.shoal.read(path))
+    }
 }
 
 impl Drop for Pair {

@@ -185,7 +185,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("lock_file",                      "ngx_core_module",               Unsupported),
     ("log_format",                     "ngx_http_log_module",           Unsupported),
     ("log_not_found",                  "ngx_http_core_module",          Unsupported),
-    ("log_subrequest",                 "ngx_http_core_module",          Unsupported),
     ("mail",                           "ngx_mail_core_module",          Unsupported),
     ("map",                            "ngx_http_map_module",           Unsupported),
     ("master_process",                 "ngx_core_module",               Unsupported),

@@ -439,28 +439,54 @@ fn set_log_not_found(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
     set_once(&mut loc_conf(s).log_not_found, flag_arg(d), d)
 }
 
+/// `disable_symlinks off | on [from=PART]` (`if_not_owner` is not supported yet). As nginx,
+/// a line without `from=` clears an inherited one; `from=` with variables is evaluated per
+/// request (see `static_files.rs`).
 fn set_disable_symlinks(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let v = match d.args[0].value.as_str() {
-        "off" if d.args.len() == 1 => false,
-        "on" => true,
-        "if_not_owner" => {
-            return Err(err(
-                d,
-                "\"disable_symlinks if_not_owner\" is not supported by shoal yet",
-            ));
+    let mut on = None;
+    let mut from = None;
+    for a in &d.args {
+        match a.value.as_str() {
+            "off" => on = Some(false),
+            "on" => on = Some(true),
+            "if_not_owner" => {
+                return Err(err(
+                    d,
+                    "\"disable_symlinks if_not_owner\" is not supported by shoal yet",
+                ));
+            }
+            v if v.starts_with("from=") => {
+                let part = &v[5..];
+                from = Some(if part.is_empty() {
+                    None
+                } else {
+                    Some(crate::variables::Template::compile(part).map_err(|m| err(d, m))?)
+                });
+            }
+            v => return Err(err(d, format!("invalid parameter \"{v}\""))),
         }
-        other => return Err(invalid_value(d, other)),
-    };
-    if let Some(a) = d.args.get(1) {
-        if !a.value.starts_with("from=") {
-            return Err(err(d, format!("invalid parameter \"{}\"", a.value)));
-        }
+    }
+    let Some(on) = on else {
         return Err(err(
             d,
-            "\"disable_symlinks ... from=\" is not supported by shoal yet",
+            "\"disable_symlinks\" must have \"off\", \"on\" or \"if_not_owner\" parameter",
+        ));
+    };
+    if d.args.len() == 2 && from.is_none() {
+        return Err(err(
+            d,
+            format!(
+                "duplicate parameters \"{} {}\"",
+                d.args[0].value, d.args[1].value
+            ),
         ));
     }
-    set_once(&mut loc_conf(s).disable_symlinks, v, d)
+    if !on && from.is_some() {
+        return Err(err(d, "\"from=\" cannot be used with \"off\" parameter"));
+    }
+    set_once(&mut loc_conf(s).disable_symlinks, on, d)?;
+    loc_conf(s).disable_symlinks_from = Some(from.flatten());
+    Ok(())
 }
 
 fn set_client_max_body_size(

@@ -85,6 +85,16 @@ pub fn add_headers(
                 with_sent.eval(&h.value).into()
             }
         };
+        if v.as_bytes().contains(&0xEF) {
+            // `$binary_remote_addr`'s bytes (itself, or a variable holding it): sent raw, as
+            // nginx sends them.
+            let mut raw = Vec::with_capacity(v.len());
+            crate::variables::raw_bytes_into(&v, &mut raw);
+            if raw != v.as_bytes() {
+                reply.raw_extra.push((h.name.to_string(), raw));
+                continue;
+            }
+        }
         if !v.is_empty() {
             if let Some(s) = &mut sent {
                 s.headers.push((h.name.to_ascii_lowercase(), v.to_string()));

@@ -289,6 +289,8 @@ crate::conf::conf_slots! {
         pub expires: Option<directives::Expires>,
         /// `max_ranges` (unset: unlimited).
         pub max_ranges: Option<u64>,
+        /// `disable_symlinks ... from=PART` (`Some(None)`: a line without it).
+        pub disable_symlinks_from: Option<Option<crate::variables::Template>>,
         pub aio: Option<aio::Aio>,
         /// `directio SIZE` (`Some(None)`: `off`).
         pub directio: Option<Option<u64>>,
@@ -382,6 +384,10 @@ impl LocConf {
         merge(&mut self.index, &parent.index);
         merge(&mut self.types, &parent.types);
         merge(&mut self.default_type, &parent.default_type);
+        merge(
+            &mut self.disable_symlinks_from,
+            &parent.disable_symlinks_from,
+        );
         merge(&mut self.access_log, &parent.access_log);
         merge(&mut self.error_log, &parent.error_log);
         merge(&mut self.open_log_file_cache, &parent.open_log_file_cache);

@@ -65,6 +65,7 @@ pub fn subrequest<'s, 'a>(
     Box::pin(async move {
         let body = ClientBody::none();
         let mut done = run::<false>(r, &body, 0, Some(uri)).await;
+        super::subrequest::log(r, &done);
         done.reply.body = Body::Empty;
         done
     })

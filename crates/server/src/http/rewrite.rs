@@ -451,7 +451,15 @@ fn do_return(
             let uri = vars.uri.unwrap_or_default();
             reply.content_type =
                 Some(crate::http::static_files::uri_content_type(lc, uri).to_string());
-            reply.body = crate::http::reply::Body::Bytes(text.into_bytes());
+            // `$binary_remote_addr`'s bytes (itself, or a variable holding it) as they are.
+            let body = if text.as_bytes().contains(&0xEF) {
+                let mut raw = Vec::with_capacity(text.len());
+                crate::variables::raw_bytes_into(&text, &mut raw);
+                raw
+            } else {
+                text.into_bytes()
+            };
+            reply.body = crate::http::reply::Body::Bytes(body);
             Outcome::Final(Box::new(reply))
         }
     }

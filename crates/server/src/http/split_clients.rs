@@ -47,7 +47,10 @@ impl SplitClients {
 impl Compute for SplitClients {
     fn compute(&self, vars: &Vars<'_>, out: &mut String) -> bool {
         let key = vars.eval(&self.source);
-        out.push_str(self.pick(murmur_hash2(key.as_bytes())));
+        // (`$binary_remote_addr`'s raw bytes are hashed, as nginx hashes them.)
+        let mut raw = Vec::new();
+        crate::variables::raw_bytes_into(&key, &mut raw);
+        out.push_str(self.pick(murmur_hash2(&raw)));
         true
     }
 }

@@ -173,13 +173,15 @@ enum Symlink {
     Last,
 }
 
-/// `disable_symlinks on`: no component of the path may be a symbolic link.
-fn find_symlink(path: &Path) -> Symlink {
+/// `disable_symlinks on`: no component of the path past its first `skip` bytes (`from=`'s
+/// part) may be a symbolic link.
+fn find_symlink(path: &Path, skip: usize) -> Symlink {
     let mut cur = std::path::PathBuf::new();
     let mut components = path.components().peekable();
     while let Some(c) = components.next() {
         cur.push(c);
         if matches!(c, Component::Normal(_))
+            && cur.as_os_str().len() > skip
             && std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink())
         {
             return if components.peek().is_some() {
@@ -192,10 +194,41 @@ fn find_symlink(path: &Path) -> Symlink {
     Symlink::None
 }
 
+/// `disable_symlinks on from=PART`: how many leading bytes of `path` are not checked
+/// (`None`: none of it is), as nginx settles it. PART must be the start of the path and end
+/// at a component's end; a PART that is the whole path turns the check off; any other PART
+/// leaves the whole path checked.
+fn symlinks_from(lc: &LocConf, path: &Path, vars: &Vars<'_>) -> Option<usize> {
+    let Some(Some(t)) = &lc.disable_symlinks_from else {
+        return Some(0);
+    };
+    let from = vars.eval(t);
+    let path = path.as_os_str().as_encoded_bytes();
+    let from = from.as_bytes();
+    if from.is_empty() || !path.starts_with(from) {
+        return Some(0);
+    }
+    if from.len() == path.len() {
+        return None;
+    }
+    if path[from.len()] == b'/' {
+        return Some(from.len());
+    }
+    Some(if from.ends_with(b"/") {
+        from.len() - 1
+    } else {
+        0
+    })
+}
+
 fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: bool) -> Box<Reply> {
     let full = lc.doc_root().map(uri, Some(vars));
-    if lc.disable_symlinks() {
-        let (code, why) = match find_symlink(&full) {
+    let skip = match lc.disable_symlinks() {
+        true => symlinks_from(lc, &full, vars),
+        false => None,
+    };
+    if let Some(skip) = skip {
+        let (code, why) = match find_symlink(&full, skip) {
             Symlink::None => (0, ""),
             Symlink::OnTheWay => (404, "20: Not a directory"),
             Symlink::Last => (403, "40: Too many levels of symbolic links"),

@@ -7,11 +7,14 @@
 //! `always`) is sent chunked, its `Content-Length` dropped; a value that evaluates empty is
 //! left out. Lines of a level replace the parent's, as `add_header`'s do.
 //!
-//! Unlike nginx, which evaluates the values after the last byte of the body, shoal evaluates
-//! them with the answer's head (a `$request_time` in a trailer is the time to the head).
+//! As nginx, which evaluates them with the body's last buffer, the values that change while
+//! the body goes (`$request_time`, `$msec`) are taken once the body is over; the rest of each
+//! value is evaluated with the head (the request, the upstream's head and the rewrite state
+//! are all known then, and borrowed from the request, which the body filter outlives).
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use shoal_conf::{Directive, Error};
 
@@ -21,7 +24,7 @@ use super::output::BodyFilter;
 use super::reply::Reply;
 use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
 use crate::http::loc_conf;
-use crate::variables::Template;
+use crate::variables::{Piece, Template, Var};
 
 pub static DIRECTIVES: &[Command] = &[Command::new(
     "add_trailer",
@@ -88,23 +91,51 @@ impl HttpModule for Module {
         let rec = cx.upstream.map(|u| u.borrow());
         let mut vars = cx.r.vars_rw(cx.rw, cx.lc);
         vars.upstream = rec.as_deref();
-        let mut fields = Vec::new();
+        let mut late = Vec::new();
         for l in lines.iter().filter(|l| good || l.always) {
-            let v = vars.eval(&l.value);
-            if !v.is_empty() {
-                shoal_http::response::header(&mut fields, l.name.as_bytes(), v.as_bytes());
+            let mut parts = Vec::new();
+            let mut text = String::new();
+            for p in &l.value.pieces {
+                match p {
+                    Piece::Text(t) => text.push_str(t),
+                    Piece::Var(v) if is_late(v) => {
+                        parts.push(Part::Text(std::mem::take(&mut text)));
+                        parts.push(Part::Late(v.clone()));
+                    }
+                    Piece::Var(v) => {
+                        vars.value(v, &mut text);
+                    }
+                }
             }
+            parts.push(Part::Text(text));
+            late.push((l.name, parts));
         }
         reply.filters.push(Box::new(Trailers {
-            fields,
+            lines: late,
+            start: cx.r.start,
+            fields: Vec::new(),
             buf: Vec::new(),
         }));
     }
 }
 
-/// Passes the body on as it is; makes it go chunked, and holds the trailer fields for the
-/// last chunk.
+/// The variables whose value is taken when the body is over.
+fn is_late(v: &Var) -> bool {
+    matches!(v, Var::RequestTime | Var::Msec)
+}
+
+/// A piece of a trailer's value: evaluated with the head, or after the body.
+enum Part {
+    Text(String),
+    Late(Var),
+}
+
+/// Passes the body on as it is; makes it go chunked, and makes the trailer fields for the
+/// last chunk once the body is over.
 struct Trailers {
+    lines: Vec<(&'static str, Vec<Part>)>,
+    /// When the request began (`$request_time`).
+    start: Instant,
     fields: Vec<u8>,
     buf: Vec<u8>,
 }
@@ -117,6 +148,29 @@ impl BodyFilter for Trailers {
     }
 
     fn finish(&mut self) -> io::Result<&[u8]> {
+        use std::fmt::Write;
+        self.fields.clear();
+        for (name, parts) in &self.lines {
+            let mut v = String::new();
+            for p in parts {
+                match p {
+                    Part::Text(t) => v.push_str(t),
+                    Part::Late(Var::RequestTime) => {
+                        let ms = self.start.elapsed().as_millis();
+                        let _ = write!(v, "{}.{:03}", ms / 1000, ms % 1000);
+                    }
+                    Part::Late(_) => {
+                        let d = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap_or_default();
+                        let _ = write!(v, "{}.{:03}", d.as_secs(), d.subsec_millis());
+                    }
+                }
+            }
+            if !v.is_empty() {
+                shoal_http::response::header(&mut self.fields, name.as_bytes(), v.as_bytes());
+            }
+        }
         Ok(&[])
     }
 

@@ -101,12 +101,17 @@ impl Vars<'_> {
                 Some(p) => with_peer_ip_text(p.ip(), |t| out.push_str(t)),
                 None => out.push_str("unix:"),
             },
-            // The address's 4 or 16 bytes, one character each (U+0000..U+00FF: values are
-            // text here), as keys of `map`, `hash` and `split_clients` use them; empty for a
-            // unix socket (nginx: its one byte family).
+            // The address's 4 or 16 bytes, one character each (a byte past 0x7f as a
+            // private-use character: values are text here, and the bytes come back where an
+            // answer, a log or a zone key takes them, see `values::raw_bytes_into`); empty
+            // for a unix socket (nginx: its one byte family).
             Var::BinaryRemoteAddr => match self.peer.map(|p| p.ip()) {
-                Some(std::net::IpAddr::V4(a)) => out.extend(a.octets().map(char::from)),
-                Some(std::net::IpAddr::V6(a)) => out.extend(a.octets().map(char::from)),
+                Some(std::net::IpAddr::V4(a)) => {
+                    a.octets().iter().for_each(|&b| push_raw_byte(out, b))
+                }
+                Some(std::net::IpAddr::V6(a)) => {
+                    a.octets().iter().for_each(|&b| push_raw_byte(out, b))
+                }
                 None => {}
             },
             // Empty for a unix socket, and for an address realip took without a port.
@@ -469,6 +474,15 @@ impl Vars<'_> {
         }
     }
 
+    /// `$binary_remote_addr`'s raw bytes (none for a unix-domain socket).
+    fn binary_remote_addr(&self, out: &mut Vec<u8>) {
+        match self.peer.map(|p| p.ip()) {
+            Some(std::net::IpAddr::V4(a)) => out.extend_from_slice(&a.octets()),
+            Some(std::net::IpAddr::V6(a)) => out.extend_from_slice(&a.octets()),
+            None => {}
+        }
+    }
+
     /// Evaluates a `log_format`: values escaped; a variable without a value is written as `-`
     /// with the default escaping and as nothing with `json` and `none` (nginx's rule).
     pub fn eval_log(&self, t: &Template, escape: Escape, out: &mut Vec<u8>) {
@@ -485,7 +499,11 @@ impl Vars<'_> {
                             if v.log_clean() {
                                 out.extend_from_slice(val.as_bytes());
                             } else {
-                                escape_into(val.as_bytes(), escape, out);
+                                // A binary value a variable holds (`map` to
+                                // `$binary_remote_addr`) is escaped as its bytes.
+                                let mut raw = Vec::new();
+                                raw_bytes_into(&val, &mut raw);
+                                escape_into(&raw, escape, out);
                             }
                             found
                         }
@@ -531,6 +549,13 @@ impl Vars<'_> {
             }
             Var::TimeLocal => {
                 with_local_time(|t| out.extend_from_slice(t.local.as_bytes()));
+                true
+            }
+            // Its raw bytes, escaped as any other value's (`\xC0\xA8...`), as nginx logs it.
+            Var::BinaryRemoteAddr => {
+                let mut raw = Vec::with_capacity(16);
+                self.binary_remote_addr(&mut raw);
+                escape_into(&raw, escape, out);
                 true
             }
             Var::TimeIso8601 => {

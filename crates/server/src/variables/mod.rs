@@ -172,6 +172,7 @@ impl Var {
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "https" => Var::Https,
             "upstream_addr"
+            | "upstream_last_server_name"
             | "upstream_status"
             | "upstream_response_time"
             | "upstream_connect_time"
@@ -525,8 +526,8 @@ mod tests;
 mod values;
 
 pub use eval::Vars;
-pub use values::escape_into;
 pub(crate) use values::local_tm;
+pub use values::{escape_into, push_raw_byte, raw_bytes_into};
 
 /// The host's name as `$hostname` gives it (syslog headers use it too).
 pub fn hostname() -> String {

@@ -77,7 +77,8 @@ impl H2Loc {
         self.chunk_size.unwrap_or(8 * 1024) as usize
     }
 
-    /// `http2_recv_buffer_size` (default 256k): how much is read from a connection at once.
+    /// `http2_recv_buffer_size` (default 256k): how much is read from a connection at once
+    /// (less nginx's 32 bytes of state: see `io.rs`).
     pub fn recv_buffer_size(&self) -> usize {
         self.recv_buffer_size.unwrap_or(256 * 1024) as usize
     }
@@ -96,8 +97,8 @@ fn set_size(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
     let c = h2(s);
     let slot = match d.name.as_str() {
         "http2_recv_buffer_size" => {
-            // nginx keeps a state buffer of 16 bytes at its start.
-            if n <= 16 {
+            // nginx keeps two state buffers of 16 bytes at its start.
+            if n <= 32 {
                 return Err(directive_err(d, "value is too small"));
             }
             &mut c.recv_buffer_size

@@ -162,6 +162,7 @@ pub async fn serve(
     if srv.loc.tcp_nodelay() {
         stream.set_nodelay();
     }
+    let recv_buffer = h2c.recv_buffer_size();
     let header_timeout = srv.srv.client_header_timeout();
     let keepalive = srv.loc.keepalive_timeout().0;
     let keepalive_requests = srv.loc.keepalive_requests();
@@ -170,7 +171,7 @@ pub async fn serve(
     let server_name = srv.name().to_string();
     let mut conn = match crate::deadline::within(
         header_timeout,
-        builder.handshake::<_, bytes::Bytes>(io::Io(stream)),
+        builder.handshake::<_, bytes::Bytes>(io::Io::new(stream, recv_buffer)),
     )
     .await
     {
@@ -220,6 +221,9 @@ pub async fn serve(
             crate::status::State::Waiting
         });
         let idle = shared.active.get() == 0 && !going_away;
+        // With no stream open it is reusable, as an idle HTTP/1 keep-alive connection: at
+        // `worker_connections` it may be closed to admit a new client.
+        idle_slot.set_reusable(idle);
         let idle_until = shared.last_done.get() + keepalive;
         let gone_until = shared.last_done.get().max(went_away) + GOAWAY_LINGER;
         tokio::select! {
@@ -243,6 +247,13 @@ pub async fn serve(
             _ = shared.done.notified() => {}
             _ = idle_slot.wait(epoch), if !going_away => {
                 epoch = worker.wake_idle.epoch();
+                if idle_slot.reused() {
+                    // Chosen to make room (nginx finalizes such a connection with a GOAWAY
+                    // NO_ERROR at once): the GOAWAY goes, and the connection ends.
+                    conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    close_after_goaway(&mut conn).await;
+                    break;
+                }
                 if worker.stopping.get() || shared.generation().is_none() {
                     conn.graceful_shutdown();
                     (going_away, went_away) = (true, Instant::now());
@@ -266,6 +277,20 @@ pub async fn serve(
         done.await;
     }
     drop(guard);
+}
+
+/// Polls a connection that sent its last GOAWAY until the frame is out (at most a second);
+/// a stream the client opened meanwhile is refused with it.
+async fn close_after_goaway<T>(conn: &mut h2::server::Connection<T, bytes::Bytes>)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let drain = async {
+        while let Some(Ok((_, mut respond))) = conn.accept().await {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 /// The connection ended on an error: nginx's log line for what the client did.

@@ -3,14 +3,19 @@
 //! HTTP/2 forbids), its body as DATA frames of at most `http2_chunk_size`, sent only as the
 //! client's window (and the connection's send buffer) take them, so a client that does not
 //! read holds at most a window of the answer in memory and `send_timeout` ends it.
+//!
+//! `limit_rate` paces a stream's DATA as HTTP/1's writer paces its bytes (nginx's write filter
+//! runs per stream): before each frame the [`Pacing`] says how much may go, after it how long
+//! to wait; the HEADERS frame counts as the head's bytes do.
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use h2::SendStream;
 
+use crate::http::limit_rate::Pacing;
 use crate::http::output::Sink;
 use crate::http::reply::{Body, Reply};
 use crate::http::transport::ConnInfo;
@@ -103,6 +108,8 @@ pub struct H2Sink<'a> {
     pub send_timeout: Duration,
     /// `http2_chunk_size`: the largest DATA frame.
     pub chunk: usize,
+    /// `limit_rate`: the pacing of the stream's answer (`None`: none).
+    pub pacing: Option<Box<Pacing>>,
 }
 
 impl H2Sink<'_> {
@@ -125,10 +132,28 @@ impl H2Sink<'_> {
         }
     }
 
+    /// How many bytes `limit_rate` lets go now, after waiting for its pause (`usize::MAX`:
+    /// no rate).
+    async fn paced(&self) -> usize {
+        let Some(p) = self.pacing.as_deref() else {
+            return usize::MAX;
+        };
+        loop {
+            match p.allowed(Instant::now()) {
+                Ok(n) => return n,
+                Err(at) => tokio::time::sleep_until(at.into()).await,
+            }
+        }
+    }
+
     /// Sends `n` bytes of `out` (`end`: they end the stream).
     fn send_out(&mut self, n: usize, end: bool) -> io::Result<()> {
         let data = self.out.split_to(n).freeze();
-        self.send.send_data(data, end).map_err(io::Error::other)
+        self.send.send_data(data, end).map_err(io::Error::other)?;
+        if let Some(p) = self.pacing.as_deref_mut() {
+            p.wrote(n, Instant::now());
+        }
+        Ok(())
     }
 
     /// Sends `data` as DATA frames (without END_STREAM), as the client's window takes it:
@@ -155,8 +180,9 @@ impl H2Sink<'_> {
                 .map_err(io::Error::other);
         }
         while !self.out.is_empty() {
-            let cap = self.capacity(self.out.len()).await?;
-            let n = cap.min(self.out.len()).min(self.chunk);
+            let allowed = self.paced().await;
+            let cap = self.capacity(self.out.len().min(allowed)).await?;
+            let n = cap.min(self.out.len()).min(self.chunk).min(allowed);
             let last = n == self.out.len();
             self.send_out(n, last)?;
         }
@@ -179,12 +205,17 @@ impl Sink for H2Sink<'_> {
 
     fn flush_now(&mut self) -> io::Result<bool> {
         while !self.out.is_empty() {
-            self.send.reserve_capacity(self.out.len());
+            let allowed = match self.pacing.as_deref().map(|p| p.allowed(Instant::now())) {
+                None => usize::MAX,
+                Some(Ok(n)) => n,
+                Some(Err(_)) => return Ok(false),
+            };
+            self.send.reserve_capacity(self.out.len().min(allowed));
             let cap = self.send.capacity();
             if cap == 0 {
                 return Ok(false);
             }
-            let n = cap.min(self.out.len()).min(self.chunk);
+            let n = cap.min(self.out.len()).min(self.chunk).min(allowed);
             self.send_out(n, false)?;
         }
         Ok(true)
@@ -192,25 +223,31 @@ impl Sink for H2Sink<'_> {
 
     async fn flush_to(&mut self, keep: usize) -> io::Result<()> {
         while self.out.len() > keep {
-            let cap = match self.capacity(self.out.len()).await {
+            let allowed = self.paced().await;
+            let cap = match self.capacity(self.out.len().min(allowed)).await {
                 Ok(c) => c,
                 Err(e) => {
                     self.out.clear();
                     return Err(e);
                 }
             };
-            let n = cap.min(self.out.len()).min(self.chunk);
+            let n = cap.min(self.out.len()).min(self.chunk).min(allowed);
             self.send_out(n, false)?;
         }
         Ok(())
     }
 
     async fn write_some(&mut self, data: &[u8]) -> io::Result<usize> {
-        let cap = self.capacity(data.len()).await?;
-        let n = cap.min(data.len()).min(self.chunk);
+        // (A wait that is dropped has sent nothing: the pause comes before the frame.)
+        let allowed = self.paced().await;
+        let cap = self.capacity(data.len().min(allowed)).await?;
+        let n = cap.min(data.len()).min(self.chunk).min(allowed);
         self.send
             .send_data(Bytes::copy_from_slice(&data[..n]), false)
             .map_err(io::Error::other)?;
+        if let Some(p) = self.pacing.as_deref_mut() {
+            p.wrote(n, Instant::now());
+        }
         Ok(n)
     }
 

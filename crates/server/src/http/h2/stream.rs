@@ -138,6 +138,7 @@ async fn answer_stream(
                     info: &sh.info,
                     send_timeout: srv.loc.send_timeout(),
                     chunk: srv.loc.http2.chunk_size(),
+                    pacing: None,
                 };
                 let output = Output::default();
                 let body = std::mem::replace(&mut { reply }.body, Body::Empty);
@@ -210,6 +211,7 @@ async fn answer_stream(
         uri,
         close,
         upstream,
+        user_vars,
         ..
     } = match refuse_with {
         None => phases::process(&r, &client_body).await,
@@ -271,6 +273,11 @@ async fn answer_stream(
         || matches!(body, Body::Empty)
         || (proxied && matches!(&body, Body::Bytes(b) if b.is_empty()));
     let mut send_half: Option<h2::SendStream<Bytes>> = None;
+    let mut pacing = pacing_for(&r, lc, &uri, &user_vars, upstream.as_ref());
+    if let Some(p) = pacing.as_deref_mut() {
+        // The HEADERS frame counts as a head's bytes count over HTTP/1.
+        p.wrote(head_len as usize, Instant::now());
+    }
     let started = respond.borrow_mut().send_response(resp, no_body);
     let sent = match started {
         Ok(send) => {
@@ -280,6 +287,7 @@ async fn answer_stream(
                 info: &sh.info,
                 send_timeout: lc.send_timeout(),
                 chunk: lc.http2.chunk_size(),
+                pacing,
             };
             if no_body {
                 if let Body::Upstream(u) = body {
@@ -362,6 +370,32 @@ async fn answer_stream(
     if let Some(rec) = upstream {
         crate::http::upstream::record::Record::recycle(rec);
     }
+}
+
+/// `limit_rate`: how the stream's answer is paced (`None`: not at all); its rate is
+/// `$limit_rate` in the access log. The same settling as HTTP/1's.
+fn pacing_for(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    uri: &str,
+    user_vars: &std::collections::HashMap<String, String>,
+    upstream: Option<&Rc<std::cell::RefCell<crate::http::upstream::record::Record>>>,
+) -> Option<Box<crate::http::limit_rate::Pacing>> {
+    let set_rate = user_vars.get("limit_rate").map(String::as_str);
+    if set_rate.is_none() && lc.limit_rate.rate.is_none() && upstream.is_none() {
+        return None;
+    }
+    let mut vars = r.vars(uri, lc, &[]);
+    vars.user = Some(user_vars);
+    let rec = upstream.map(|u| u.borrow());
+    let number = r.info.number;
+    let pacing = crate::http::limit_rate::pacing_for(lc, set_rate, rec.as_deref(), &vars, &|m| {
+        crate::conn_log!(Level::Error, number, "{m}{}", r.log_ctx())
+    });
+    if let Some(p) = &pacing {
+        r.extras.set_var("limit_rate", p.rate().to_string());
+    }
+    pacing.map(Box::new)
 }
 
 /// The access log line of a stream whose fields could not be read as a request.

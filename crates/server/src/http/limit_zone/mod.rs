@@ -360,7 +360,8 @@ impl Key {
                         }
                     }
                 }
-                Piece::Template(t) => out.extend_from_slice(eval(t).as_bytes()),
+                // (A variable holding `$binary_remote_addr`, by `map` say: its raw bytes.)
+                Piece::Template(t) => crate::variables::raw_bytes_into(&eval(t), out),
                 Piece::BinaryRemoteAddr => match client {
                     Client::Inet(IpAddr::V4(a)) => out.extend_from_slice(&a.octets()),
                     Client::Inet(IpAddr::V6(a)) => out.extend_from_slice(&a.octets()),

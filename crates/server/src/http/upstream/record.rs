@@ -37,6 +37,9 @@ pub struct Record {
     pub background: Option<Box<crate::http::proxy_cache::serve::Background>>,
     /// The protocol's name in log lines (`http`, `https`, `fastcgi`, ...).
     pub scheme: &'static str,
+    /// `$upstream_last_server_name`: the name of the last try's `server` (as its line wrote
+    /// it), or the host of a `proxy_pass` without an `upstream` block.
+    pub last_server: String,
 }
 
 thread_local! {
@@ -69,6 +72,7 @@ impl Default for Record {
             cache_validators: None,
             background: None,
             scheme: "http",
+            last_server: String::new(),
         }
     }
 }
@@ -178,7 +182,9 @@ impl Record {
             cache_validators,
             background,
             scheme,
+            last_server,
         } = self;
+        last_server.clear();
         if uri.capacity() > 4096 {
             *uri = Vec::new();
         }
@@ -303,6 +309,12 @@ impl Record {
                 let _ = write!(out, "{}", self.proxy_port);
             }
             "upstream_addr" => return list(out, &|t| t.addr.to_string()),
+            "upstream_last_server_name" => {
+                if self.tries.is_empty() {
+                    return false;
+                }
+                out.push_str(&self.last_server);
+            }
             "upstream_cache_status" => match self.constant(name) {
                 Some(s) => out.push_str(s),
                 None => return false,

@@ -45,7 +45,9 @@ pub async fn relay<S: Sink>(
                 pending.push(d);
                 if pending.iter().map(|p| p.len()).sum::<usize>() >= MAX_GATHER {
                     total += emit_pieces(sink, &mut pending, chunked);
-                    sink.flush().await?;
+                    if let Err(e) = sink.flush().await {
+                        return Err(client_gone(ub, e));
+                    }
                 }
             }
             Ok(Piece::End) => break,
@@ -59,14 +61,20 @@ pub async fn relay<S: Sink>(
                 }
             }
             Ok(Piece::NeedMore) => {
-                if ub.buffering && !sink.flush_now()? {
+                let flushed = match sink.flush_now() {
+                    Ok(f) => f,
+                    Err(e) => return Err(client_gone(ub, e)),
+                };
+                if ub.buffering && !flushed {
                     // The client is slower than the upstream: `proxy_buffering on` reads
                     // ahead, into memory and then a temporary file, so the upstream is
                     // free as soon as its answer is in.
                     let rest = relay_buffered(sink, output, ub, chunked, who, lc).await?;
                     return Ok(total + rest);
                 }
-                sink.flush().await?;
+                if let Err(e) = sink.flush().await {
+                    return Err(client_gone(ub, e));
+                }
                 if let Err(e) = ub.fill().await {
                     return Err(upstream_body_error(sink, ub, e, who).await);
                 }
@@ -165,6 +173,11 @@ async fn relay_buffered<S: Sink>(
         match step {
             Err(w) => {
                 let n = match w {
+                    Ok(0) | Err(_) if ub.is_some() => {
+                        let e = w.err().unwrap_or_else(|| io::ErrorKind::WriteZero.into());
+                        let u = ub.take().expect("tested above");
+                        return Err(client_gone(u, e));
+                    }
                     Err(e) => return Err(e),
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     Ok(n) => n,
@@ -253,6 +266,15 @@ async fn relay_buffered<S: Sink>(
         }
     }
     Ok(total)
+}
+
+/// The client could not be written to (it went away, or `send_timeout` passed): the upstream
+/// body still being read goes on into what stores it (`proxy_store`, the proxy cache), as
+/// nginx keeps reading an answer it stores when the client's side fails; otherwise the
+/// exchange ends. Returns the write's error.
+fn client_gone(ub: UpstreamBody, e: io::Error) -> io::Error {
+    ub.finish_or_store();
+    e
 }
 
 /// Appends body pieces to the output, as one chunk when `chunked`. Returns the bytes added.

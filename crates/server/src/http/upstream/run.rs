@@ -198,7 +198,17 @@ async fn run<P: Protocol>(
         };
         tries += 1;
         let addr = &upstream.addrs[peer];
-        record.borrow_mut().begin(addr.clone(), now);
+        {
+            let mut rec = record.borrow_mut();
+            rec.begin(addr.clone(), now);
+            // `$upstream_last_server_name`: the `server` line's name, or `proxy_pass`'s host.
+            let name = match upstream.implicit {
+                true => upstream.name.as_str(),
+                false => upstream.entries[peer].addr.as_str(),
+            };
+            rec.last_server.clear();
+            rec.last_server.push_str(name);
+        }
         let (result, sent_any) = exchange(
             Peer {
                 upstream: &upstream,
