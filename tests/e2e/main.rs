@@ -70,6 +70,7 @@ mod signals;
 mod stream;
 mod stub_status;
 mod tls;
+mod tls_accept;
 mod tls_hostile;
 mod tls_upstream;
 mod upgrade;
