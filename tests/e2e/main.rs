@@ -76,4 +76,5 @@ mod tls_upstream;
 mod upgrade;
 mod upstream_protocols;
 mod upstream_server;
+mod upstream_store;
 mod variables;

@@ -384,7 +384,7 @@ pub fn link_all(lc: &LocConf, upstreams: &[Arc<UpstreamConf>]) -> Result<(), Err
         // An https URL, or one with variables that may be (nginx makes its SSL context for
         // both).
         if p.https || matches!(p.target, Target::Dynamic { .. }) {
-            ssl::build(&lc.proxy.ssl)?;
+            ssl::build(&lc.proxy.ssl, "proxy", &[])?;
         }
     }
     Ok(())

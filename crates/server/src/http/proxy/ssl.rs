@@ -13,6 +13,9 @@
 //! checked: the upstream holds the key) and `proxy_ssl_verify` judges the chain and the name
 //! afterwards, with OpenSSL's codes. Sessions are resumed from a cache per location
 //! (`proxy_ssl_session_reuse`); a kept-alive connection keeps its TLS session as it is.
+//!
+//! `uwsgi_ssl_*` are the same directives and the same client, for `uwsgi_pass suwsgi://`
+//! (their settings in [`crate::http::uwsgi::UwsgiLoc::ssl`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,26 +38,73 @@ use crate::variables::{Template, Vars};
 
 const HSL: Ctx = Ctx::HSL;
 
-pub static DIRECTIVES: &[Command] = &[
-    Command::new("proxy_ssl_certificate", HSL, Args::ONE, set_certificate),
-    Command::new("proxy_ssl_certificate_key", HSL, Args::ONE, set_key),
-    Command::new("proxy_ssl_ciphers", HSL, Args::ONE, set_ciphers),
-    Command::new("proxy_ssl_conf_command", HSL, Args::TWO, set_conf_command),
-    Command::new("proxy_ssl_crl", HSL, Args::ONE, set_crl),
-    Command::new("proxy_ssl_name", HSL, Args::ONE, set_name),
-    Command::new("proxy_ssl_password_file", HSL, Args::ONE, set_password_file),
-    Command::new("proxy_ssl_protocols", HSL, Args::ONE_OR_MORE, set_protocols),
-    Command::new("proxy_ssl_server_name", HSL, Args::Flag, set_server_name),
-    Command::new(
-        "proxy_ssl_session_reuse",
-        HSL,
-        Args::Flag,
-        set_session_reuse,
-    ),
-    Command::new("proxy_ssl_trusted_certificate", HSL, Args::ONE, set_trusted),
-    Command::new("proxy_ssl_verify", HSL, Args::Flag, set_verify),
-    Command::new("proxy_ssl_verify_depth", HSL, Args::ONE, set_verify_depth),
-];
+/// The `*_ssl_*` directives of a module whose upstreams may speak TLS (`proxy`, `uwsgi`): one
+/// implementation, the settings found by the directive's prefix.
+macro_rules! ssl_directives {
+    ($p:literal) => {
+        &[
+            Command::new(
+                concat!($p, "_ssl_certificate"),
+                HSL,
+                Args::ONE,
+                set_certificate,
+            ),
+            Command::new(concat!($p, "_ssl_certificate_key"), HSL, Args::ONE, set_key),
+            Command::new(concat!($p, "_ssl_ciphers"), HSL, Args::ONE, set_ciphers),
+            Command::new(
+                concat!($p, "_ssl_conf_command"),
+                HSL,
+                Args::TWO,
+                set_conf_command,
+            ),
+            Command::new(concat!($p, "_ssl_crl"), HSL, Args::ONE, set_crl),
+            Command::new(concat!($p, "_ssl_name"), HSL, Args::ONE, set_name),
+            Command::new(
+                concat!($p, "_ssl_password_file"),
+                HSL,
+                Args::ONE,
+                set_password_file,
+            ),
+            Command::new(
+                concat!($p, "_ssl_protocols"),
+                HSL,
+                Args::ONE_OR_MORE,
+                set_protocols,
+            ),
+            Command::new(
+                concat!($p, "_ssl_server_name"),
+                HSL,
+                Args::Flag,
+                set_server_name,
+            ),
+            Command::new(
+                concat!($p, "_ssl_session_reuse"),
+                HSL,
+                Args::Flag,
+                set_session_reuse,
+            ),
+            Command::new(
+                concat!($p, "_ssl_trusted_certificate"),
+                HSL,
+                Args::ONE,
+                set_trusted,
+            ),
+            Command::new(concat!($p, "_ssl_verify"), HSL, Args::Flag, set_verify),
+            Command::new(
+                concat!($p, "_ssl_verify_depth"),
+                HSL,
+                Args::ONE,
+                set_verify_depth,
+            ),
+        ]
+    };
+}
+
+/// `proxy_ssl_*`.
+pub static DIRECTIVES: &[Command] = ssl_directives!("proxy");
+
+/// `uwsgi_ssl_*` (for `suwsgi://` upstreams).
+pub static UWSGI_DIRECTIVES: &[Command] = ssl_directives!("uwsgi");
 
 /// The `proxy_ssl_*` settings of one level; `None`: not written here.
 #[derive(Clone, Debug, Default)]
@@ -100,8 +150,14 @@ impl ProxySsl {
     }
 }
 
-fn ssl<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxySsl {
-    &mut crate::http::loc_conf(s).proxy.ssl
+/// The settings the directive `d` sets: `uwsgi_ssl_*`'s or `proxy_ssl_*`'s.
+fn ssl<'a>(s: &'a mut Scope<'_>, d: &Directive) -> &'a mut ProxySsl {
+    let lc = crate::http::loc_conf(s);
+    if d.name.starts_with("uwsgi_") {
+        &mut lc.m.uwsgi.ssl
+    } else {
+        &mut lc.proxy.ssl
+    }
 }
 
 fn full_path(b: &Builder, name: &str) -> PathBuf {
@@ -117,14 +173,14 @@ fn located<T>(value: T, d: &Directive) -> Located<T> {
 
 fn set_certificate(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    let c = ssl(s);
+    let c = ssl(s, d);
     c.conf_prefix = Some(b.conf_prefix.clone());
     set_once(&mut c.certificate, located(d.args[0].value.clone(), d), d)
 }
 
 fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    let c = ssl(s);
+    let c = ssl(s, d);
     c.conf_prefix = Some(b.conf_prefix.clone());
     set_once(
         &mut c.certificate_key,
@@ -134,12 +190,16 @@ fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
 }
 
 fn set_ciphers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).ciphers, located(d.args[0].value.clone(), d), d)
+    set_once(
+        &mut ssl(s, d).ciphers,
+        located(d.args[0].value.clone(), d),
+        d,
+    )
 }
 
 fn set_conf_command(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let pair = (d.args[0].value.clone(), d.args[1].value.clone());
-    ssl(s)
+    ssl(s, d)
         .conf_commands
         .get_or_insert_with(Vec::new)
         .push(located(pair, d));
@@ -148,17 +208,17 @@ fn set_conf_command(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result
 
 fn set_crl(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let p = full_path(b, &d.args[0].value);
-    set_once(&mut ssl(s).crl, located(p, d), d)
+    set_once(&mut ssl(s, d).crl, located(p, d), d)
 }
 
 fn set_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let t = Template::compile(&d.args[0].value).map_err(|m| err(d, m))?;
-    set_once(&mut ssl(s).name, t, d)
+    set_once(&mut ssl(s, d).name, t, d)
 }
 
 /// nginx reads the file at the directive: one password a line, tried in order.
 fn set_password_file(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    if ssl(s).passwords.is_some() {
+    if ssl(s, d).passwords.is_some() {
         return Err(crate::conf::duplicate(d));
     }
     let path = full_path(b, &d.args[0].value);
@@ -183,7 +243,7 @@ fn set_password_file(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
             format!("empty password file \"{}\"", path.display()),
         ));
     }
-    ssl(s).passwords = Some(Arc::new(passwords));
+    ssl(s, d).passwords = Some(Arc::new(passwords));
     Ok(())
 }
 
@@ -197,30 +257,30 @@ fn set_protocols(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
             other => return Err(invalid_value(d, other)),
         }
     }
-    set_once(&mut ssl(s).protocols, p, d)
+    set_once(&mut ssl(s, d).protocols, p, d)
 }
 
 fn set_server_name(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).server_name, flag_arg(d), d)
+    set_once(&mut ssl(s, d).server_name, flag_arg(d), d)
 }
 
 fn set_session_reuse(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).session_reuse, flag_arg(d), d)
+    set_once(&mut ssl(s, d).session_reuse, flag_arg(d), d)
 }
 
 fn set_trusted(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let p = full_path(b, &d.args[0].value);
-    set_once(&mut ssl(s).trusted, located(p, d), d)
+    set_once(&mut ssl(s, d).trusted, located(p, d), d)
 }
 
 fn set_verify(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    set_once(&mut ssl(s).verify, flag_arg(d), d)
+    set_once(&mut ssl(s, d).verify, flag_arg(d), d)
 }
 
 fn set_verify_depth(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let n = number_arg(d, 0)?;
     let n = u32::try_from(n).map_err(|_| directive_err(d, "invalid number"))?;
-    set_once(&mut ssl(s).verify_depth, n, d)
+    set_once(&mut ssl(s, d).verify_depth, n, d)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,17 +313,19 @@ struct Dynamic {
 /// At most this many configurations made for certificate names with variables are kept.
 const DYNAMIC_KEPT: usize = 64;
 
-/// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once.
-pub fn build(ssl: &ProxySsl) -> Result<(), Error> {
+/// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once; `prefix`
+/// names the module's directives in errors (`proxy`, `uwsgi`), `alpn` the protocols offered
+/// (none for the proxy and uwsgi).
+pub fn build(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<(), Error> {
     if ssl.built.get().is_some() {
         return Ok(());
     }
-    let built = make(ssl)?;
+    let built = make(ssl, prefix, alpn)?;
     let _ = ssl.built.set(Arc::new(built));
     Ok(())
 }
 
-fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
+fn make(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<UpstreamTls, Error> {
     let e = |m: String, span: Option<&shoal_conf::Span>| Error::new(m, span.cloned());
     // nginx 1.22: `TLSv1 TLSv1.1 TLSv1.2`, `DEFAULT`.
     let mut protocols = ssl.protocols.unwrap_or(Protocols {
@@ -325,7 +387,7 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
     let verify = if ssl.verify.unwrap_or(false) {
         let Some(trusted) = &ssl.trusted else {
             return Err(Error::new(
-                "no proxy_ssl_trusted_certificate for proxy_ssl_verify",
+                format!("no {prefix}_ssl_trusted_certificate for {prefix}_ssl_verify"),
                 None,
             ));
         };
@@ -352,6 +414,7 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
     let finish = |mut c: ClientConfig| {
         c.resumption = resumption.clone();
         c.enable_sni = ssl.server_name.unwrap_or(false);
+        c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         c
     };
     let (config, dynamic) = match (&ssl.certificate, &ssl.certificate_key) {
@@ -359,7 +422,7 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
         (Some(cert), None) => {
             return Err(e(
                 format!(
-                    "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
+                    "no \"{prefix}_ssl_certificate_key\" is defined for certificate \"{}\"",
                     cert.value
                 ),
                 Some(&cert.span),
