@@ -77,4 +77,5 @@ mod upgrade;
 mod upstream_protocols;
 mod upstream_server;
 mod upstream_store;
+mod uwsgi_ssl;
 mod variables;
