@@ -31,6 +31,7 @@ mod h2;
 mod h2_conformance;
 mod h2_hostile;
 mod hostile;
+mod keepalive_park;
 mod limit_rate;
 mod limits;
 mod lingering;
