@@ -211,6 +211,24 @@ pub fn uwsgi_with(app: &str) -> Backend {
     Backend::start("uwsgi", cmd, dir, Listen::Unix(socket))
 }
 
+/// uwsgi running `app` with its python3 plugin on a TCP port of 127.0.0.1 that speaks the uwsgi
+/// protocol over TLS (`--ssl-socket`), with the certificate and key files given.
+pub fn uwsgi_tls(app: &str, cert: &Path, key: &Path) -> Backend {
+    let dir = tempdir();
+    fs::write(dir.path().join("app.py"), app).expect("writing the app");
+    let port = crate::common::free_port();
+    let mut cmd = Command::new(program(&["uwsgi", "uwsgi-core"], "uwsgi"));
+    cmd.args(["--plugin", "python3", "--master", "--processes", "1"])
+        .arg("--ssl-socket")
+        .arg(format!(
+            "127.0.0.1:{port},{},{}",
+            cert.display(),
+            key.display()
+        ))
+        .args(["--wsgi-file", "app.py", "--die-on-term"]);
+    Backend::start("uwsgi", cmd, dir, Listen::Tcp(port))
+}
+
 /// A small SCGI server in Python (`server.py`, given), on a TCP port passed as its argument.
 pub fn python_scgi(server: &str) -> Backend {
     let dir = tempdir();

@@ -169,6 +169,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::proxy::DIRECTIVES,
             crate::http::proxy::ssl::DIRECTIVES,
             crate::http::proxy::ssl::GRPC_DIRECTIVES,
+            crate::http::proxy::ssl::UWSGI_DIRECTIVES,
             crate::http::proxy_cache::DIRECTIVES,
             crate::upstream::conf::DIRECTIVES,
             crate::listen::DIRECTIVES,

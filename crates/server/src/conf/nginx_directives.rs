@@ -27,8 +27,9 @@
 //! is never reached (HTTP/2's are shoal's: `http/h2/conf.rs`). HTTP/3 and
 //! QUIC are `Unsupported` for now, and so are the TLS directives of stream and mail and of newer nginx versions
 //! (`proxy_ssl_certificate_cache`, `ssl_ech_file`). The http and stream proxies'
-//! `proxy_ssl_*` and gRPC's `grpc_ssl_*` are not listed: they are shoal's
-//! (`http/proxy/ssl.rs`).
+//! `proxy_ssl_*`, gRPC's `grpc_ssl_*` and `uwsgi_ssl_*` are not listed: they are shoal's
+//! (`http/proxy/ssl.rs`), and neither are the `*_store` and `*_ignore_client_abort` of the
+//! upstream modules (`http/upstream/store.rs`, `http/upstream/conf.rs`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
 //! Lua...) are not listed.
@@ -102,10 +103,7 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("etag",                           "ngx_http_core_module",          Unsupported),
     ("events",                         "ngx_core_module",               Unsupported),
     ("expires",                        "ngx_http_headers_module",       Unsupported),
-    ("fastcgi_ignore_client_abort",    "ngx_http_fastcgi_module",       Unsupported),
     ("fastcgi_send_lowat",             "ngx_http_fastcgi_module",       Unsupported),
-    ("fastcgi_store",                  "ngx_http_fastcgi_module",       Unsupported),
-    ("fastcgi_store_access",           "ngx_http_fastcgi_module",       Unsupported),
     ("flv",                            "ngx_http_flv_module",           Unsupported),
     ("geoip_city",                     "ngx_http_geoip_module",         Unsupported),
     ("geoip_country",                  "ngx_http_geoip_module",         Unsupported),
@@ -256,7 +254,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("proxy_half_close",               "ngx_stream_proxy_module",       Unsupported),
     ("proxy_hide_header",              "ngx_http_proxy_module",         Unsupported),
     ("proxy_http_version",             "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ignore_client_abort",      "ngx_http_proxy_module",         Unsupported),
     ("proxy_ignore_headers",           "ngx_http_proxy_module",         Unsupported),
     ("proxy_intercept_errors",         "ngx_http_proxy_module",         Unsupported),
     ("proxy_max_temp_file_size",       "ngx_http_proxy_module",         Unsupported),
@@ -302,9 +299,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("rewrite",                        "ngx_http_rewrite_module",       Unsupported),
     ("rewrite_log",                    "ngx_http_rewrite_module",       Unsupported),
     ("root",                           "ngx_http_core_module",          Unsupported),
-    ("scgi_ignore_client_abort",       "ngx_http_scgi_module",          Unsupported),
-    ("scgi_store",                     "ngx_http_scgi_module",          Unsupported),
-    ("scgi_store_access",              "ngx_http_scgi_module",          Unsupported),
     ("secure_link",                    "ngx_http_secure_link_module",   Unsupported),
     ("secure_link_md5",                "ngx_http_secure_link_module",   Inert),
     ("secure_link_secret",             "ngx_http_secure_link_module",   Unsupported),
@@ -365,23 +359,7 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("userid_p3p",                     "ngx_http_userid_module",        Inert),
     ("userid_path",                    "ngx_http_userid_module",        Inert),
     ("userid_service",                 "ngx_http_userid_module",        Inert),
-    ("uwsgi_ignore_client_abort",      "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_certificate",          "ngx_http_uwsgi_module",         Unsupported),
     ("uwsgi_ssl_certificate_cache",    "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_certificate_key",      "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_ciphers",              "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_conf_command",         "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_crl",                  "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_name",                 "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_password_file",        "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_protocols",            "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_server_name",          "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_session_reuse",        "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_trusted_certificate",  "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_verify",               "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_ssl_verify_depth",         "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_store",                    "ngx_http_uwsgi_module",         Unsupported),
-    ("uwsgi_store_access",             "ngx_http_uwsgi_module",         Unsupported),
     ("uwsgi_string",                   "ngx_http_uwsgi_module",         Unsupported),
     ("worker_aio_requests",            "ngx_core_module",               Unsupported),
     ("worker_connections",             "ngx_core_module",               Unsupported),
@@ -477,19 +455,13 @@ mod tests {
         check(&[
             // The FastCGI, uwsgi and SCGI modules are shoal's but for these (refused: they
             // would change what it does).
-            ("fastcgi_store", "ngx_http_fastcgi_module", Unsupported),
+            ("fastcgi_send_lowat", "ngx_http_fastcgi_module", Unsupported),
+            ("uwsgi_string", "ngx_http_uwsgi_module", Unsupported),
             (
-                "fastcgi_store_access",
-                "ngx_http_fastcgi_module",
-                Unsupported,
-            ),
-            ("uwsgi_store", "ngx_http_uwsgi_module", Unsupported),
-            (
-                "uwsgi_ssl_certificate",
+                "uwsgi_ssl_certificate_cache",
                 "ngx_http_uwsgi_module",
                 Unsupported,
             ),
-            ("scgi_store", "ngx_http_scgi_module", Unsupported),
             // gRPC is shoal's but for nginx 1.27's certificate cache.
             (
                 "grpc_ssl_certificate_cache",

@@ -22,6 +22,7 @@ use crate::http::reply::{Outcome, Reply};
 use crate::http::request::Req;
 use crate::http::rewrite;
 use crate::http::upstream::body::{BodyError, Framing, Piece};
+use crate::http::upstream::cgi_like::{self, Pass};
 use crate::http::upstream::conf as up;
 use crate::http::upstream::protocol::{
     level, BodyCodec, BodyFraming, Dest, Encoded, HeadDecoder, HeadError, Log, Parsed, Protocol,
@@ -29,7 +30,6 @@ use crate::http::upstream::protocol::{
 use crate::http::upstream::record::Record;
 use crate::http::upstream::run::Answer;
 use crate::http::upstream::{Proto, UpstreamLoc};
-use crate::http::uwsgi::Pass;
 use crate::http::LocConf;
 use crate::variables::Vars;
 
@@ -129,7 +129,7 @@ fn set_pass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
     if m.pass.is_some() {
         return Err(crate::conf::duplicate(d));
     }
-    m.pass = Some(Arc::new(Pass::parse(d, None)?));
+    m.pass = Some(Arc::new(Pass::parse(d, None, None)?));
     Ok(())
 }
 
@@ -172,10 +172,7 @@ impl Protocol for Memcached<'_> {
     const PROTO: Proto = Proto::Memcached;
 
     async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
-        let Some(pass) = &self.lc.memcached.pass else {
-            return Err(Outcome::Error(500));
-        };
-        crate::http::fastcgi::codec::dest_of(&pass.target, "memcached", r, vars)
+        cgi_like::pass_dest(self.lc.memcached.pass.as_deref(), "memcached", r, vars)
     }
 
     fn encode(
@@ -193,7 +190,7 @@ impl Protocol for Memcached<'_> {
         let request = match memcached::request(key.as_bytes()) {
             Ok(q) => q,
             Err(e) => {
-                crate::conn_log!(level(e.level()), r.info.number, "{e}{}", r.log_ctx());
+                cgi_like::refused(r, e.level(), &e);
                 return Err(Outcome::Error(e.status()));
             }
         };

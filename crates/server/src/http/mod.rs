@@ -45,7 +45,6 @@ pub mod phases;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod proxy_protocol;
-pub mod proxy_store;
 pub mod range;
 pub mod range_filter;
 pub mod realip;
@@ -691,6 +690,7 @@ impl HttpConf {
                     proxy_cache::check(&lc.uwsgi.up, "uwsgi", &self.cache_paths, None)?;
                     proxy_cache::check(&lc.scgi.up, "scgi", &self.cache_paths, None)?;
                     proxy::link_all(lc, &self.upstreams)?;
+                    uwsgi::link(lc)?;
                     if let Some(p) = &lc.fastcgi.pass {
                         p.target.link(0, &p.span, &self.upstreams)?;
                     }

@@ -271,8 +271,6 @@ http_modules! {
     hash_sizes: super::hash_sizes::Module,
     /// `resolver`, `resolver_timeout` (the proxy's run-time lookups).
     resolver: crate::resolver::conf::Module,
-    /// `proxy_store`, `proxy_store_access` (the proxy attaches the store to an answer).
-    proxy_store: super::proxy_store::Module,
     /// `subrequest_output_buffer_size` (checked and kept for the subrequests' modules).
     subrequest: super::subrequest::Module,
     /// `autoindex*` (a content handler, reached from the index module's).

@@ -608,11 +608,14 @@ pub async fn upstream_handle(
     body: &ClientBody<'_>,
     cached: super::upstream::run::Cached<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    use super::upstream::Proto;
+    use super::fastcgi::FastcgiLoc;
+    use super::scgi::ScgiLoc;
+    use super::upstream::{cgi_like, Proto};
+    use super::uwsgi::UwsgiLoc;
     match proto {
-        Proto::Fastcgi => super::fastcgi::codec::handle(r, lc, rw, method, body, cached).await,
-        Proto::Uwsgi => super::uwsgi::handle(r, lc, rw, method, body, cached).await,
-        Proto::Scgi => super::scgi::handle(r, lc, rw, method, body, cached).await,
+        Proto::Fastcgi => cgi_like::handle::<FastcgiLoc>(r, lc, rw, method, body, cached).await,
+        Proto::Uwsgi => cgi_like::handle::<UwsgiLoc>(r, lc, rw, method, body, cached).await,
+        Proto::Scgi => cgi_like::handle::<ScgiLoc>(r, lc, rw, method, body, cached).await,
         Proto::Memcached => super::memcached::handle(r, lc, rw, method, body, cached).await,
         Proto::Grpc => super::grpc::handle(r, lc, rw, method, body).await,
         Proto::Http => (Outcome::Error(500), None),

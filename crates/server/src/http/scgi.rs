@@ -1,31 +1,22 @@
 //! nginx's SCGI module: `scgi_pass` and the `scgi_*` directives, on the upstream layer
 //! ([`crate::http::upstream`]): the request is a netstring of params (`CONTENT_LENGTH` first,
 //! then `scgi_param`, then the client's headers as `HTTP_*`), then the body as it is; the
-//! answer is read as an HTTP or CGI head ([`crate::http::upstream::cgi`]).
+//! answer is read as an HTTP or CGI head ([`crate::http::upstream::cgi`]). The exchange is
+//! the params protocols' ([`crate::http::upstream::cgi_like`]).
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use shoal_conf::{Directive, Error};
 
 use crate::conf::{Args, Builder, Command, Ctx, Scope};
-use crate::http::client_body::{BodyToSend, ClientBody};
 use crate::http::loc_conf;
 use crate::http::modules::HttpModule;
-use crate::http::reply::{Outcome, Reply};
-use crate::http::request::Req;
-use crate::http::rewrite;
 use crate::http::upstream::cgi::CgiHead;
+use crate::http::upstream::cgi_like::{CgiConf, Pass};
 use crate::http::upstream::params::{self, Param};
-use crate::http::upstream::protocol::{level, BodyFraming, Dest, Encoded, Protocol};
-use crate::http::upstream::record::Record;
-use crate::http::upstream::run::Answer;
+use crate::http::upstream::protocol::BodyFraming;
 use crate::http::upstream::{Proto, UpstreamLoc};
-use crate::http::uwsgi::{hidden, Pass};
-use crate::http::LocConf;
-use crate::variables::Vars;
 
 /// The SCGI module's location-level settings; the shared ones are in `up`.
 #[derive(Clone, Debug, Default)]
@@ -65,7 +56,7 @@ fn set_pass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
     if c.pass.is_some() {
         return Err(crate::conf::duplicate(d));
     }
-    c.pass = Some(Arc::new(Pass::parse(d, None)?));
+    c.pass = Some(Arc::new(Pass::parse(d, None, None)?));
     Ok(())
 }
 
@@ -73,90 +64,29 @@ fn set_param(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
     params::push(&mut scgi(s).params, d)
 }
 
-/// Runs the exchange for a request in an `scgi_pass` location.
-pub async fn handle(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    method: &str,
-    client_body: &ClientBody<'_>,
-    cached: crate::http::upstream::run::Cached<'_>,
-) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    let c = Scgi {
-        lc,
-        cacheable: cached.cacheable,
-    };
-    // The netstring tells the body's length: a chunked body is read whole first.
-    crate::http::upstream::run::handle(r, lc, rw, &c, method, client_body, false, cached.validators)
-        .await
-}
-
-struct Scgi<'a> {
-    lc: &'a LocConf,
-    cacheable: bool,
-}
-
-impl Protocol for Scgi<'_> {
-    type Head = CgiHead;
+impl CgiConf for ScgiLoc {
     const PROTO: Proto = Proto::Scgi;
+    const SCHEME: &'static str = "scgi";
+    const HIDDEN: &'static [&'static str] = shoal_http::scgi::HIDDEN_HEADERS;
+    /// The netstring tells the body's length: a chunked body is read whole first.
+    const STREAMS_CHUNKED: bool = false;
+    const FRAMING: BodyFraming = BodyFraming::Raw;
+    type Head = CgiHead;
 
-    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
-        let Some(pass) = &self.lc.scgi.pass else {
-            return Err(Outcome::Error(500));
-        };
-        crate::http::fastcgi::codec::dest_of(&pass.target, "scgi", r, vars)
-    }
+    crate::http::upstream::cgi_like::cgi_fields!(scgi);
 
-    fn encode(
+    fn write_head(
         &self,
-        r: &Req<'_, '_>,
-        vars: &Vars<'_>,
-        _dest: &Dest,
-        _method: &str,
-        body: &BodyToSend<'_, '_>,
-    ) -> Result<Encoded, Outcome> {
-        let conf = &self.lc.scgi;
-        let pairs = params::eval(
-            conf.params.as_deref().map(Vec::as_slice),
-            r,
-            vars,
-            conf.up.pass_request_headers(),
-            crate::http::fastcgi::codec::read_length(r, body),
-            self.cacheable,
-        );
-        let send_body = conf.up.pass_request_body();
-        let len = if send_body {
-            body.len().unwrap_or(0)
-        } else {
-            0
-        };
-        let mut head = BytesMut::new();
+        pairs: &[(Vec<u8>, Vec<u8>)],
+        body_len: u64,
+        out: &mut BytesMut,
+    ) -> Result<(), (shoal_http::log::Level, String)> {
         let params = pairs.iter().map(|(n, v)| (&n[..], &v[..]));
-        if let Err(e) = shoal_http::scgi::request_head(&mut head, len, params) {
-            crate::conn_log!(level(e.level()), r.info.number, "{e}{}", r.log_ctx());
-            return Err(Outcome::Error(500));
-        }
-        Ok(Encoded {
-            head: head.to_vec(),
-            set_body: None,
-            send_body,
-            framing: BodyFraming::Raw,
-        })
+        shoal_http::scgi::request_head(out, body_len, params)
+            .map_err(|e| (e.level(), e.to_string()))
     }
 
-    fn head_decoder(&self, _r: &Req<'_, '_>, method: &str) -> CgiHead {
-        CgiHead::new(method == "HEAD")
-    }
-
-    fn reply(&self, answer: Answer, r: &Req<'_, '_>, record: &Rc<RefCell<Record>>) -> Box<Reply> {
-        crate::http::upstream::answer::reply_of(
-            answer,
-            self.lc,
-            &self.lc.scgi.up,
-            |name, _| hidden(shoal_http::scgi::HIDDEN_HEADERS, name),
-            None,
-            r,
-            record,
-        )
+    fn head_decoder(&self, head: bool) -> CgiHead {
+        CgiHead::new(head)
     }
 }

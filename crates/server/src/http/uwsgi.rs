@@ -2,56 +2,24 @@
 //! ([`crate::http::upstream`]): the request is a uwsgi packet of vars (`uwsgi_param`, the
 //! client's headers as `HTTP_*`) with `uwsgi_modifier1`/`uwsgi_modifier2`, then the body as
 //! it is; the answer is read as an HTTP or CGI head ([`crate::http::upstream::cgi`]). Unlike
-//! FastCGI and SCGI, a uwsgi answer's `Status` header is passed on.
+//! FastCGI and SCGI, a uwsgi answer's `Status` header is passed on. The exchange is the params
+//! protocols' ([`crate::http::upstream::cgi_like`]).
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use shoal_conf::{Directive, Error};
 
 use crate::conf::{err, set_once, Args, Builder, Command, Ctx, Scope};
-use crate::http::client_body::{BodyToSend, ClientBody};
 use crate::http::loc_conf;
 use crate::http::modules::HttpModule;
-use crate::http::reply::{Outcome, Reply};
-use crate::http::request::Req;
-use crate::http::rewrite;
+use crate::http::proxy::ssl::{ProxySsl, UpstreamTls};
 use crate::http::upstream::cgi::CgiHead;
+use crate::http::upstream::cgi_like::{CgiConf, Pass};
 use crate::http::upstream::params::{self, Param};
-use crate::http::upstream::protocol::{level, BodyFraming, Dest, Encoded, Protocol};
-use crate::http::upstream::record::Record;
-use crate::http::upstream::run::Answer;
-use crate::http::upstream::target::Target;
+use crate::http::upstream::protocol::BodyFraming;
 use crate::http::upstream::{Proto, UpstreamLoc};
 use crate::http::LocConf;
-use crate::variables::Vars;
-
-/// `uwsgi_pass`, `scgi_pass`, `memcached_pass`: an address.
-#[derive(Debug)]
-pub struct Pass {
-    pub target: Target,
-    /// Where the directive is, for errors found when upstreams are linked.
-    pub span: shoal_conf::Span,
-}
-
-impl Pass {
-    /// The directive's address, without the scheme `scheme` allows (`uwsgi://`).
-    pub fn parse(d: &Directive, scheme: Option<&str>) -> Result<Pass, Error> {
-        let mut text = d.args[0].value.as_str();
-        if let Some(s) = scheme {
-            if let Some(rest) = text.strip_prefix(s) {
-                text = rest;
-            }
-        }
-        let (target, _) = Target::parse(text).map_err(|m| err(d, m))?;
-        Ok(Pass {
-            target,
-            span: d.span.clone(),
-        })
-    }
-}
 
 crate::conf::conf_slots! {
     /// The uwsgi module's location-level settings; the shared ones are in `up`.
@@ -65,6 +33,8 @@ crate::conf::conf_slots! {
         /// Not inherited by nested locations; `if` blocks take their location's.
         pub pass: Option<Arc<Pass>>,
         pub params: Option<Arc<Vec<Param>>>,
+        /// `uwsgi_ssl_*`: `suwsgi://` upstreams, through the proxy's TLS client.
+        pub ssl: ProxySsl,
     }
 }
 
@@ -93,6 +63,7 @@ impl HttpModule for Module {
         loc.merge_slots(parent);
         loc.up.merge(&parent.up);
         crate::conf::merge(&mut loc.params, &parent.params);
+        loc.ssl.merge(&parent.ssl);
     }
 }
 
@@ -101,14 +72,15 @@ fn uwsgi<'a>(s: &'a mut Scope<'_>) -> &'a mut UwsgiLoc {
 }
 
 fn set_pass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    if d.args[0].value.starts_with("suwsgi://") {
-        return Err(err(d, "\"suwsgi://\" is not supported by shoal"));
-    }
     let u = uwsgi(s);
     if u.pass.is_some() {
         return Err(crate::conf::duplicate(d));
     }
-    u.pass = Some(Arc::new(Pass::parse(d, Some("uwsgi://"))?));
+    u.pass = Some(Arc::new(Pass::parse(
+        d,
+        Some("uwsgi://"),
+        Some("suwsgi://"),
+    )?));
     Ok(())
 }
 
@@ -133,91 +105,42 @@ fn set_modifier(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
     set_once(slot, n, d)
 }
 
-/// Runs the exchange for a request in a `uwsgi_pass` location.
-pub async fn handle(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    method: &str,
-    client_body: &ClientBody<'_>,
-    cached: crate::http::upstream::run::Cached<'_>,
-) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    let u = Uwsgi {
-        lc,
-        cacheable: cached.cacheable,
-    };
-    // A chunked body is read whole first: the packet has no framing for it.
-    crate::http::upstream::run::handle(r, lc, rw, &u, method, client_body, false, cached.validators)
-        .await
-}
-
-struct Uwsgi<'a> {
-    lc: &'a LocConf,
-    cacheable: bool,
-}
-
-impl Protocol for Uwsgi<'_> {
-    type Head = CgiHead;
+impl CgiConf for UwsgiLoc {
     const PROTO: Proto = Proto::Uwsgi;
+    const SCHEME: &'static str = "uwsgi";
+    const HIDDEN: &'static [&'static str] = shoal_http::uwsgi::HIDDEN_HEADERS;
+    /// A chunked body is read whole first: the packet has no framing for it.
+    const STREAMS_CHUNKED: bool = false;
+    const FRAMING: BodyFraming = BodyFraming::Raw;
+    type Head = CgiHead;
 
-    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
-        let Some(pass) = &self.lc.uwsgi.pass else {
-            return Err(Outcome::Error(500));
-        };
-        crate::http::fastcgi::codec::dest_of(&pass.target, "uwsgi", r, vars)
-    }
+    crate::http::upstream::cgi_like::cgi_fields!(uwsgi);
 
-    fn encode(
+    fn write_head(
         &self,
-        r: &Req<'_, '_>,
-        vars: &Vars<'_>,
-        _dest: &Dest,
-        _method: &str,
-        body: &BodyToSend<'_, '_>,
-    ) -> Result<Encoded, Outcome> {
-        let conf = &self.lc.uwsgi;
-        let pairs = params::eval(
-            conf.params.as_deref().map(Vec::as_slice),
-            r,
-            vars,
-            conf.up.pass_request_headers(),
-            crate::http::fastcgi::codec::read_length(r, body),
-            self.cacheable,
-        );
-        let mut head = BytesMut::new();
+        pairs: &[(Vec<u8>, Vec<u8>)],
+        _body_len: u64,
+        out: &mut BytesMut,
+    ) -> Result<(), (shoal_http::log::Level, String)> {
         let vars = pairs.iter().map(|(n, v)| (&n[..], &v[..]));
-        if let Err(e) =
-            shoal_http::uwsgi::request_head(&mut head, conf.modifier1(), conf.modifier2(), vars)
-        {
-            crate::conn_log!(level(e.level()), r.info.number, "{e}{}", r.log_ctx());
-            return Err(Outcome::Error(500));
-        }
-        Ok(Encoded {
-            head: head.to_vec(),
-            set_body: None,
-            send_body: conf.up.pass_request_body(),
-            framing: BodyFraming::Raw,
-        })
+        shoal_http::uwsgi::request_head(out, self.modifier1(), self.modifier2(), vars)
+            .map_err(|e| (e.level(), e.to_string()))
     }
 
-    fn head_decoder(&self, _r: &Req<'_, '_>, method: &str) -> CgiHead {
-        CgiHead::new(method == "HEAD")
+    fn head_decoder(&self, head: bool) -> CgiHead {
+        CgiHead::new(head)
     }
 
-    fn reply(&self, answer: Answer, r: &Req<'_, '_>, record: &Rc<RefCell<Record>>) -> Box<Reply> {
-        crate::http::upstream::answer::reply_of(
-            answer,
-            self.lc,
-            &self.lc.uwsgi.up,
-            |name, _| hidden(shoal_http::uwsgi::HIDDEN_HEADERS, name),
-            None,
-            r,
-            record,
-        )
+    fn tls(&self) -> Option<&UpstreamTls> {
+        self.ssl.built.get().map(|t| &**t)
     }
 }
 
-/// Whether `name` is in a protocol's list of hidden headers.
-pub fn hidden(list: &[&str], name: &[u8]) -> bool {
-    list.iter().any(|h| h.as_bytes().eq_ignore_ascii_case(name))
+/// Builds a `suwsgi://` location's TLS client when the configuration is finished (its
+/// errors, `no uwsgi_ssl_trusted_certificate for uwsgi_ssl_verify`, are nginx's).
+pub fn link(lc: &LocConf) -> Result<(), Error> {
+    match &lc.uwsgi.pass {
+        Some(p) if p.tls => crate::http::proxy::ssl::build(&lc.uwsgi.ssl, "uwsgi", &[]),
+        _ => Ok(()),
+    }
 }

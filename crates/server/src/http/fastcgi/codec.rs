@@ -1,177 +1,59 @@
 //! FastCGI as one protocol of the upstream layer: the request's records (`BEGIN_REQUEST`, the
 //! params, the body in `STDIN` records) and the answer's (the head from `STDOUT`, `STDERR`
 //! logged as nginx logs it and matched against `fastcgi_catch_stderr`, the end at
-//! `END_REQUEST`), through the codec in `shoal_http::fastcgi`.
+//! `END_REQUEST`), through the codec in `shoal_http::fastcgi`. The exchange is the params
+//! protocols' ([`crate::http::upstream::cgi_like`]).
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use shoal_http::fastcgi::{self, Event};
 
 use super::FastcgiLoc;
-use crate::http::client_body::{BodyToSend, ClientBody};
-use crate::http::reply::{Outcome, Reply};
-use crate::http::request::Req;
-use crate::http::rewrite;
 use crate::http::upstream::body::{BodyError, Framing, Piece};
+use crate::http::upstream::cgi_like::CgiConf;
 use crate::http::upstream::protocol::{
-    level, BodyCodec, BodyFraming, Dest, Encoded, HeadDecoder, HeadError, Log, Parsed, Protocol,
+    level, BodyCodec, BodyFraming, HeadDecoder, HeadError, Log, Parsed,
 };
-use crate::http::upstream::record::Record;
-use crate::http::upstream::run::Answer;
-use crate::http::upstream::target::{self, Target};
 use crate::http::upstream::Proto;
-use crate::http::LocConf;
-use crate::log::Level;
-use crate::variables::Vars;
 
-/// Runs the exchange for a request in a `fastcgi_pass` location.
-pub async fn handle(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    method: &str,
-    client_body: &ClientBody<'_>,
-    cached: crate::http::upstream::run::Cached<'_>,
-) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    let f = Fastcgi {
-        lc,
-        conf: &lc.fastcgi,
-        cacheable: cached.cacheable,
-    };
-    // FastCGI frames any body in records: a chunked one streams as well as any.
-    crate::http::upstream::run::handle(r, lc, rw, &f, method, client_body, true, cached.validators)
-        .await
-}
-
-/// One request's `fastcgi_pass`.
-struct Fastcgi<'a> {
-    lc: &'a LocConf,
-    conf: &'a FastcgiLoc,
-    cacheable: bool,
-}
-
-/// Where a `*_pass` address (`host:port`, `unix:/path`, an upstream, variables) sends a
-/// request; `scheme` names the protocol in log lines.
-pub fn dest_of(
-    target: &Target,
-    scheme: &'static str,
-    r: &Req<'_, '_>,
-    vars: &Vars<'_>,
-) -> Result<Dest, Outcome> {
-    let (upstream, host, port) = match target {
-        Target::Dynamic {
-            template,
-            upstreams,
-        } => {
-            let text = vars.eval(template);
-            match target::resolve(&text, 0, upstreams.get().map_or(&[][..], Vec::as_slice)) {
-                Ok(found) => (found.upstream, found.host, found.port),
-                Err((status, message)) => {
-                    crate::conn_log!(Level::Error, r.info.number, "{message}{}", r.log_ctx());
-                    return Err(Outcome::Error(status));
-                }
-            }
-        }
-        _ => {
-            let Some(u) = target.upstream() else {
-                return Err(Outcome::Error(500));
-            };
-            (u.clone(), u.name.clone(), 0)
-        }
-    };
-    Ok(Dest {
-        upstream,
-        uri: Vec::new(),
-        host: Arc::from(host),
-        port,
-        scheme,
-        tls: false,
-    })
-}
-
-impl Protocol for Fastcgi<'_> {
-    type Head = FastcgiHead;
+impl CgiConf for FastcgiLoc {
     const PROTO: Proto = Proto::Fastcgi;
+    const SCHEME: &'static str = "fastcgi";
+    const HIDDEN: &'static [&'static str] = fastcgi::HIDDEN_HEADERS;
+    /// FastCGI frames any body in records: a chunked one streams as well as any.
+    const STREAMS_CHUNKED: bool = true;
+    const FRAMING: BodyFraming = BodyFraming::FastcgiStdin;
+    type Head = FastcgiHead;
 
-    async fn dest(&self, r: &Req<'_, '_>, vars: &Vars<'_>) -> Result<Dest, Outcome> {
-        let Some(pass) = &self.conf.pass else {
-            return Err(Outcome::Error(500));
-        };
-        dest_of(&pass.target, "fastcgi", r, vars)
-    }
+    crate::http::upstream::cgi_like::cgi_fields!(fastcgi);
 
-    fn encode(
+    fn write_head(
         &self,
-        r: &Req<'_, '_>,
-        vars: &Vars<'_>,
-        _dest: &Dest,
-        _method: &str,
-        body: &BodyToSend<'_, '_>,
-    ) -> Result<Encoded, Outcome> {
-        let up = &self.conf.up;
-        let pairs = crate::http::upstream::params::eval(
-            self.conf.params.as_deref().map(Vec::as_slice),
-            r,
-            vars,
-            up.pass_request_headers(),
-            read_length(r, body),
-            self.cacheable,
-        );
+        pairs: &[(Vec<u8>, Vec<u8>)],
+        _body_len: u64,
+        out: &mut BytesMut,
+    ) -> Result<(), (shoal_http::log::Level, String)> {
         // nginx puts every param in one record, and refuses more than it holds.
         let len = fastcgi::encode::params_len(pairs.iter().map(|(n, v)| (&n[..], &v[..])));
-        if let Err(e) = fastcgi::encode::check_params_len(len) {
-            crate::conn_log!(level(e.level()), r.info.number, "{e}{}", r.log_ctx());
-            return Err(Outcome::Error(500));
-        }
-        let mut head = BytesMut::with_capacity(len + 64);
-        fastcgi::encode::begin_request(&mut head, self.conf.keep_conn());
-        fastcgi::encode::params(&mut head, pairs.iter().map(|(n, v)| (&n[..], &v[..])));
-        Ok(Encoded {
-            head: head.to_vec(),
-            set_body: None,
-            send_body: up.pass_request_body(),
-            framing: BodyFraming::FastcgiStdin,
-        })
+        fastcgi::encode::check_params_len(len).map_err(|e| (e.level(), e.to_string()))?;
+        out.reserve(len + 64);
+        fastcgi::encode::begin_request(out, self.keep_conn());
+        fastcgi::encode::params(out, pairs.iter().map(|(n, v)| (&n[..], &v[..])));
+        Ok(())
     }
 
-    fn head_decoder(&self, _r: &Req<'_, '_>, method: &str) -> FastcgiHead {
-        let keep_conn = self.conf.keep_conn();
+    fn head_decoder(&self, head: bool) -> FastcgiHead {
+        let keep_conn = self.keep_conn();
         FastcgiHead {
             decoder: Some(fastcgi::Decoder::new(
-                self.conf.up.buffer_size(),
+                self.up.buffer_size(),
                 keep_conn,
-                method == "HEAD",
+                head,
             )),
-            catch: self.conf.catch_stderr.clone(),
+            catch: self.catch_stderr.clone(),
             keep_conn,
         }
-    }
-
-    fn reply(&self, answer: Answer, r: &Req<'_, '_>, record: &Rc<RefCell<Record>>) -> Box<Reply> {
-        crate::http::upstream::answer::reply_of(
-            answer,
-            self.lc,
-            &self.conf.up,
-            |name, _| {
-                fastcgi::HIDDEN_HEADERS
-                    .iter()
-                    .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
-            },
-            None,
-            r,
-            record,
-        )
-    }
-}
-
-/// The length of a body read whole without a `Content-Length` (a chunked one).
-pub fn read_length(r: &Req<'_, '_>, body: &BodyToSend<'_, '_>) -> Option<u64> {
-    match body {
-        BodyToSend::Whole(_) if r.req.header("content-length").is_none() => body.len(),
-        _ => None,
     }
 }
 

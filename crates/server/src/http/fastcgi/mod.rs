@@ -12,18 +12,10 @@ use shoal_conf::{Directive, Error};
 use crate::conf::{err, flag_arg, merge, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::http::loc_conf;
 use crate::http::modules::HttpModule;
+use crate::http::upstream::cgi_like::Pass;
 use crate::http::upstream::params::{self, Param};
-use crate::http::upstream::target::Target;
 use crate::http::upstream::UpstreamLoc;
 use crate::variables::Vars;
-
-/// `fastcgi_pass ADDRESS`.
-#[derive(Debug)]
-pub struct FastcgiPass {
-    pub target: Target,
-    /// Where the directive is, for errors found when upstreams are linked.
-    pub span: shoal_conf::Span,
-}
 
 crate::conf::conf_slots! {
     /// The FastCGI module's location-level settings; the shared ones are in `up`.
@@ -34,7 +26,7 @@ crate::conf::conf_slots! {
     others {
         pub up: UpstreamLoc,
         /// Not inherited by nested locations; `if` blocks take their location's.
-        pub pass: Option<Arc<FastcgiPass>>,
+        pub pass: Option<Arc<Pass>>,
         pub params: Option<Arc<Vec<Param>>>,
         pub index: Option<String>,
         /// `fastcgi_split_path_info REGEX` (two captures: the script, the path info).
@@ -147,11 +139,7 @@ fn set_pass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
     if f.pass.is_some() {
         return Err(crate::conf::duplicate(d));
     }
-    let (target, _) = Target::parse(&d.args[0].value).map_err(|m| err(d, m))?;
-    f.pass = Some(Arc::new(FastcgiPass {
-        target,
-        span: d.span.clone(),
-    }));
+    f.pass = Some(Arc::new(Pass::parse(d, None, None)?));
     Ok(())
 }
 

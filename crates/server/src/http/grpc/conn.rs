@@ -45,7 +45,8 @@ impl H2Conn {
         let tls = matches!(stream, Transport::Tls(_));
         let (send, conn) = h2::client::Builder::new()
             .enable_push(false)
-            .handshake::<_, Bytes>(Io(stream))
+            // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
+            .handshake::<_, Bytes>(Io::new(stream, usize::MAX))
             .await?;
         let closed = Rc::new(Cell::new(false));
         let flag = closed.clone();

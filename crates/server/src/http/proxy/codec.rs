@@ -210,7 +210,7 @@ impl Protocol for Http<'_> {
 
     fn reply(&self, answer: Answer, r: &Req<'_, '_>, record: &Rc<RefCell<Record>>) -> Box<Reply> {
         let (lc, pass) = (self.lc, self.pass);
-        let mut reply = crate::http::upstream::answer::reply_of(
+        crate::http::upstream::answer::reply_of(
             answer,
             lc,
             &lc.proxy.up,
@@ -218,15 +218,7 @@ impl Protocol for Http<'_> {
             Some(&|v| super::redirect::redirect(pass, r, lc, record, v)),
             r,
             record,
-        );
-        // `proxy_store`: where a 200 answer goes (the URI as rewritten, under root or alias).
-        if lc.proxy_store.enabled() {
-            let vars = r.vars_rw(self.rw, lc);
-            if let Some(dest) = crate::http::proxy_store::path_for(lc, &self.rw.uri, &vars) {
-                crate::http::proxy_store::attach(&mut reply, lc, dest, r.info.number);
-            }
-        }
-        reply
+        )
     }
 
     fn tls(&self) -> Option<&super::ssl::UpstreamTls> {

@@ -17,6 +17,9 @@
 //! The stream proxy's `proxy_ssl_*` are these same directives and this same client: the
 //! table is allowed in `stream` and its servers too, where the settings live in the stream
 //! level ([`crate::stream::Level::proxy_ssl`]).
+//!
+//! `uwsgi_ssl_*` are the same directives and the same client, for `uwsgi_pass suwsgi://`
+//! (their settings in [`crate::http::uwsgi::UwsgiLoc::ssl`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -40,7 +43,8 @@ use crate::variables::{Template, Vars};
 /// http, server, location, and stream's stream and server levels.
 const HSL: Ctx = Ctx::HSL.or(Ctx::SS);
 
-/// The `*_ssl_*` directives of a module whose upstreams may speak TLS (`proxy`, `grpc`): one
+/// The `*_ssl_*` directives of a module whose upstreams may speak TLS (`proxy`, `grpc`,
+/// `uwsgi`): one
 /// implementation, the settings found by the directive's prefix.
 macro_rules! ssl_directives {
     ($p:literal, $ctx:expr) => {
@@ -108,6 +112,9 @@ pub static DIRECTIVES: &[Command] = ssl_directives!("proxy", HSL);
 /// `grpc_ssl_*` (for `grpcs://` upstreams).
 pub static GRPC_DIRECTIVES: &[Command] = ssl_directives!("grpc", Ctx::HSL);
 
+/// `uwsgi_ssl_*` (for `suwsgi://` upstreams).
+pub static UWSGI_DIRECTIVES: &[Command] = ssl_directives!("uwsgi", Ctx::HSL);
+
 /// The `proxy_ssl_*` settings of one level; `None`: not written here.
 #[derive(Clone, Debug, Default)]
 pub struct ProxySsl {
@@ -153,7 +160,7 @@ impl ProxySsl {
 }
 
 /// The settings the directive `d` sets: stream's `proxy_ssl_*`, or an http location's
-/// `grpc_ssl_*` or `proxy_ssl_*`.
+/// `grpc_ssl_*`, `uwsgi_ssl_*` or `proxy_ssl_*`.
 fn ssl<'a>(s: &'a mut Scope<'_>, d: &Directive) -> &'a mut ProxySsl {
     if matches!(s, Scope::Stream(_) | Scope::StreamServer(_)) {
         let l = crate::stream::level(s).expect("a stream scope has a level");
@@ -162,6 +169,8 @@ fn ssl<'a>(s: &'a mut Scope<'_>, d: &Directive) -> &'a mut ProxySsl {
     let lc = crate::http::loc_conf(s);
     if d.name.starts_with("grpc_") {
         &mut lc.m.grpc.ssl
+    } else if d.name.starts_with("uwsgi_") {
+        &mut lc.m.uwsgi.ssl
     } else {
         &mut lc.proxy.ssl
     }
@@ -321,8 +330,8 @@ struct Dynamic {
 const DYNAMIC_KEPT: usize = 64;
 
 /// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once; `prefix`
-/// names the module's directives in errors (`proxy`, `grpc`), `alpn` the protocols offered
-/// (gRPC's `h2`; none for the proxy).
+/// names the module's directives in errors (`proxy`, `grpc`, `uwsgi`), `alpn` the protocols
+/// offered (gRPC's `h2`; none for the proxy and uwsgi).
 pub fn build(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<(), Error> {
     if ssl.built.get().is_some() {
         return Ok(());

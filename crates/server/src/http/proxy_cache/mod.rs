@@ -376,12 +376,13 @@ pub(crate) fn set_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Re
     let r = if v == "off" {
         CacheRef::Off
     } else {
-        let proxy = crate::http::upstream::Proto::of_directive(&d.name)
-            == crate::http::upstream::Proto::Http;
-        if proxy && crate::http::loc_conf(s).proxy_store.enabled() && cache(s, d).cache.is_none() {
+        let proto = crate::http::upstream::Proto::of_directive(&d.name);
+        let up = proto.conf_mut(crate::http::loc_conf(s));
+        if up.store.enabled() && up.cache.cache.is_none() {
+            let prefix = d.name.strip_suffix("_cache").unwrap_or("proxy");
             return Err(crate::conf::directive_err(
                 d,
-                "is incompatible with \"proxy_store\"",
+                &format!("is incompatible with \"{prefix}_store\""),
             ));
         }
         let t = Template::compile(v).map_err(|m| err(d, m))?;

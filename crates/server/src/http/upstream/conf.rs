@@ -130,6 +130,9 @@ crate::conf::conf_slots! {
         next_upstream_timeout: Duration = Duration::ZERO,
         intercept_errors: bool = false,
         socket_keepalive: bool = false,
+        /// `*_ignore_client_abort`: a client that closes while the answer is awaited does
+        /// not end the exchange.
+        ignore_client_abort: bool = false,
     }
     others {
         pub hide_header: Option<Arc<Vec<String>>>,
@@ -140,6 +143,8 @@ crate::conf::conf_slots! {
         pub bind: Option<Option<Template>>,
         /// The cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
         pub cache: crate::http::proxy_cache::CacheLoc,
+        /// `*_store`, `*_store_access`.
+        pub store: super::store::StoreLoc,
     }
 }
 
@@ -152,6 +157,7 @@ impl UpstreamLoc {
         merge(&mut self.temp_path, &parent.temp_path);
         merge(&mut self.bind, &parent.bind);
         self.cache.merge(&parent.cache);
+        self.store.merge(&parent.store);
     }
 
     /// How much of an answer is read ahead of the client: `*_buffers` in all.
@@ -232,6 +238,9 @@ macro_rules! upstream_directives {
         $crate::conf::Command::new(concat!($p, "_next_upstream_timeout"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::upstream::conf::set_next_upstream_timeout),
         $crate::conf::Command::new(concat!($p, "_socket_keepalive"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::upstream::conf::set_socket_keepalive),
         $crate::conf::Command::new(concat!($p, "_bind"), $crate::conf::Ctx::HSL, $crate::conf::Args::Take(1, 2), $crate::http::upstream::conf::set_bind),
+        $crate::conf::Command::new(concat!($p, "_ignore_client_abort"), $crate::conf::Ctx::HSL, $crate::conf::Args::Flag, $crate::http::upstream::conf::set_ignore_client_abort),
+        $crate::conf::Command::new(concat!($p, "_store"), $crate::conf::Ctx::HSL, $crate::conf::Args::ONE, $crate::http::upstream::store::set_store),
+        $crate::conf::Command::new(concat!($p, "_store_access"), $crate::conf::Ctx::HSL, $crate::conf::Args::Take(1, 3), $crate::http::upstream::store::set_store_access),
         ]
     };
 }
@@ -433,6 +442,14 @@ pub fn set_intercept_errors(
     s: &mut Scope<'_>,
 ) -> Result<(), Error> {
     set_once(&mut up(s, d).intercept_errors, flag_arg(d), d)
+}
+
+pub fn set_ignore_client_abort(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut up(s, d).ignore_client_abort, flag_arg(d), d)
 }
 
 pub fn set_socket_keepalive(

@@ -5,11 +5,13 @@
 //! small codec per protocol: `proxy` (HTTP), `fastcgi`, `uwsgi`, `scgi`, `memcached`.
 //!
 //! - [`conf`]: the settings every protocol shares ([`UpstreamLoc`]) and their directives.
-//! - [`protocol`]: what a protocol module supplies ([`protocol::Protocol`]).
+//! - [`protocol`]: what a protocol module supplies ([`protocol::Protocol`]); [`cgi_like`]
+//!   the part FastCGI, uwsgi and SCGI share.
 //! - [`run`]: one request's exchange; [`connect`] and [`send`] its connection and request.
 //! - [`body`], [`relay`]: the answer's body, read while the client is written.
 //! - [`answer`]: the answer's head turned into the client's.
 //! - [`record`]: what `$upstream_*` report.
+//! - [`store`]: `*_store`, answers kept as files.
 //! - [`target`]: where a location's requests go.
 //!
 //! Runs on the worker; everything waits on sockets, nothing blocks.
@@ -17,6 +19,7 @@
 pub mod answer;
 pub mod body;
 pub mod cgi;
+pub mod cgi_like;
 pub mod conf;
 pub mod connect;
 pub mod header;
@@ -26,6 +29,7 @@ pub mod record;
 pub mod relay;
 pub mod run;
 pub mod send;
+pub mod store;
 pub mod target;
 
 pub use conf::{NextUpstream, Proto, UpstreamLoc};

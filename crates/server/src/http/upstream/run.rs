@@ -275,7 +275,14 @@ async fn run<P: Protocol>(
                     }
                     return Outcome::Error(status);
                 }
-                return Outcome::Final(p.reply(answer, r, &record));
+                let mut reply = p.reply(answer, r, &record);
+                // `*_store`: a 200 answer kept as a file as it is read.
+                if conf.store.enabled() {
+                    let vars = r.vars_rw(rw, lc);
+                    let conn = r.info.number;
+                    super::store::attach_for(&mut reply, lc, conf, &rw.uri, &vars, conn);
+                }
+                return Outcome::Final(reply);
             }
             Err(f) => f,
         };
@@ -537,7 +544,8 @@ async fn send_and_read<H: HeadDecoder>(
     let read_timeout = conf.read_timeout();
     let max = conf.buffer_size();
     let mut buf = BytesMut::with_capacity(max.max(4096));
-    let mut watch_client = true;
+    // `*_ignore_client_abort on`: the client is not watched.
+    let mut watch_client = !conf.ignore_client_abort();
     let client = r.client;
     let mut log = |level: Level, line: &dyn std::fmt::Display| {
         crate::conn_log!(

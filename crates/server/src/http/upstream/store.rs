@@ -1,13 +1,14 @@
-//! `proxy_store on | off | PATH` and `proxy_store_access` (nginx's proxy module): a proxied
-//! 200 answer is kept as a file, as a mirror of the upstream.
+//! `*_store on | off | PATH` and `*_store_access` (nginx's proxy, fastcgi, uwsgi and scgi
+//! modules, one implementation on the upstream layer): a 200 answer is kept as a file, as a
+//! mirror of the upstream.
 //!
 //! As nginx does it: the body is written, as it goes to the client, to a temporary file in
-//! `proxy_temp_path`; once it was read whole (and as long as the upstream's `Content-Length`
-//! said, when it said one) the file gets `proxy_store_access`'s mode and the upstream's
-//! `Last-Modified` as its time, and is renamed to the URI's path under `root`/`alias` (`on`)
-//! or to the evaluated PATH, the directories on the way created. An answer cut short leaves
-//! nothing. Only a buffered answer is stored (`proxy_buffering off` stores nothing), and the
-//! answer is read to its end even if the client goes.
+//! the protocol's `*_temp_path`; once it was read whole (and as long as the upstream's
+//! `Content-Length` said, when it said one) the file gets `*_store_access`'s mode and the
+//! upstream's `Last-Modified` as its time, and is renamed to the URI's path under
+//! `root`/`alias` (`on`) or to the evaluated PATH, the directories on the way created. An
+//! answer cut short leaves nothing. Only a buffered answer is stored (`*_buffering off` stores
+//! nothing), and the answer is read to its end even if the client goes.
 //!
 //! The writes are made on the worker, as the proxy cache's are without `aio_write`.
 
@@ -17,22 +18,13 @@ use std::path::{Path, PathBuf};
 
 use shoal_conf::{Directive, Error};
 
-use crate::conf::{directive_err, err, Args, Builder, Command, Ctx, Scope};
+use super::conf::{Proto, UpstreamLoc};
+use crate::conf::{directive_err, err, Builder, Scope};
 use crate::http::loc_conf;
 use crate::log::Level;
 use crate::variables::Template;
 
-pub static DIRECTIVES: &[Command] = &[
-    Command::new("proxy_store", Ctx::HSL, Args::ONE, set_store),
-    Command::new(
-        "proxy_store_access",
-        Ctx::HSL,
-        Args::Take(1, 3),
-        set_store_access,
-    ),
-];
-
-/// `proxy_store`'s value.
+/// `*_store`'s value.
 #[derive(Clone, Debug)]
 pub enum Store {
     Off,
@@ -42,11 +34,11 @@ pub enum Store {
     Path(Template),
 }
 
-/// The directives at location level.
+/// The directives at location level, in each protocol's [`UpstreamLoc`].
 #[derive(Clone, Debug, Default)]
 pub struct StoreLoc {
     pub store: Option<Store>,
-    /// `proxy_store_access` as a file mode.
+    /// `*_store_access` as a file mode.
     pub access: Option<u32>,
 }
 
@@ -56,42 +48,57 @@ impl StoreLoc {
         matches!(self.store, Some(Store::Root | Store::Path(_)))
     }
 
-    /// `proxy_store_access` (default `user:rw`).
+    /// `*_store_access` (default `user:rw`).
     pub fn access(&self) -> u32 {
         self.access.unwrap_or(0o600)
     }
+
+    pub fn merge(&mut self, parent: &StoreLoc) {
+        crate::conf::merge(&mut self.store, &parent.store);
+        crate::conf::merge(&mut self.access, &parent.access);
+    }
 }
 
-fn set_store(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let lc = loc_conf(s);
-    if lc.proxy_store.store.is_some() {
+/// The settings of the protocol the directive `d` names by its prefix.
+fn up<'a>(s: &'a mut Scope<'_>, d: &Directive) -> &'a mut UpstreamLoc {
+    Proto::of_directive(&d.name).conf_mut(loc_conf(s))
+}
+
+/// `*_store on | off | PATH`; refused beside the protocol's `*_cache`, as nginx does.
+pub fn set_store(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let up = up(s, d);
+    if up.store.store.is_some() {
         return Err(crate::conf::duplicate(d));
     }
     let v = d.args[0].value.as_str();
     let store = match v {
         "off" => Store::Off,
         _ if matches!(
-            lc.proxy.cache.cache,
+            up.cache.cache,
             Some(
                 crate::http::proxy_cache::CacheRef::Zone(_)
                     | crate::http::proxy_cache::CacheRef::Var(_)
             )
         ) =>
         {
-            return Err(directive_err(d, "is incompatible with \"proxy_cache\""));
+            let prefix = d.name.strip_suffix("_store").unwrap_or("proxy");
+            return Err(directive_err(
+                d,
+                &format!("is incompatible with \"{prefix}_cache\""),
+            ));
         }
         "on" => Store::Root,
         _ => Store::Path(Template::compile(v).map_err(|m| err(d, m))?),
     };
-    lc.proxy_store.store = Some(store);
+    up.store.store = Some(store);
     Ok(())
 }
 
 /// nginx's `ngx_conf_set_access_slot`: `user:rw|r`, `group:rw|r`, `all:rw|r`; the user's
 /// `rw` unless `user:` says otherwise.
-fn set_store_access(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let lc = loc_conf(s);
-    if lc.proxy_store.access.is_some() {
+pub fn set_store_access(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let up = up(s, d);
+    if up.store.access.is_some() {
         return Err(crate::conf::duplicate(d));
     }
     let mut mode = 0u32;
@@ -116,30 +123,30 @@ fn set_store_access(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result
         };
         mode |= right << shift;
     }
-    lc.proxy_store.access = Some(mode | user);
+    up.store.access = Some(mode | user);
     Ok(())
 }
 
-/// Where a request's answer would be stored, if the location stores answers.
-pub fn path_for(
+/// Sets a 200 answer's body to be stored, if the location stores the protocol's answers: at
+/// the URI (as rewritten) under `root`/`alias`, or the evaluated path.
+pub fn attach_for(
+    reply: &mut crate::http::reply::Reply,
     lc: &crate::http::LocConf,
+    conf: &UpstreamLoc,
     uri: &str,
     vars: &crate::variables::Vars<'_>,
-) -> Option<PathBuf> {
-    match lc.proxy_store.store.as_ref()? {
-        Store::Off => None,
-        Store::Root => Some(lc.doc_root().map(uri, Some(vars))),
-        Store::Path(t) => Some(PathBuf::from(vars.eval(t))),
-    }
+    conn: u64,
+) {
+    let dest = match &conf.store.store {
+        None | Some(Store::Off) => return,
+        Some(Store::Root) => lc.doc_root().map(uri, Some(vars)),
+        Some(Store::Path(t)) => PathBuf::from(vars.eval(t)),
+    };
+    attach(reply, conf, dest, conn);
 }
 
 /// Sets a 200 answer's body to be stored at `dest` while it is read.
-pub fn attach(
-    reply: &mut crate::http::reply::Reply,
-    lc: &crate::http::LocConf,
-    dest: PathBuf,
-    conn: u64,
-) {
+fn attach(reply: &mut crate::http::reply::Reply, conf: &UpstreamLoc, dest: PathBuf, conn: u64) {
     use crate::http::reply::Body;
     if reply.status != 200 {
         return;
@@ -150,7 +157,7 @@ pub fn attach(
     if !ub.buffering || ub.tee.is_some() {
         return;
     }
-    let (file, temp) = match crate::http::temp_file::create_in(lc.proxy.temp_path.as_ref(), true) {
+    let (file, temp) = match crate::http::temp_file::create_in(conf.temp_path.as_ref(), true) {
         Ok((f, Some(name))) => (f, name),
         Ok((_, None)) => return,
         Err(e) => {
@@ -180,7 +187,7 @@ pub fn attach(
         dest,
         expected: ub.length,
         written: 0,
-        mode: lc.proxy_store.access(),
+        mode: conf.store.access(),
         mtime,
         conn,
     }));
@@ -289,17 +296,4 @@ fn copy_over(temp: &Path, dest: &Path, e: std::io::Error) -> std::io::Result<()>
         let _ = std::fs::remove_file(&beside);
     }
     r
-}
-
-/// The directives' place in the module list.
-pub struct Module;
-
-impl crate::http::modules::HttpModule for Module {
-    type Loc = StoreLoc;
-    const DIRECTIVES: &'static [Command] = DIRECTIVES;
-
-    fn merge(loc: &mut StoreLoc, parent: &StoreLoc) {
-        crate::conf::merge(&mut loc.store, &parent.store);
-        crate::conf::merge(&mut loc.access, &parent.access);
-    }
 }

@@ -3,6 +3,8 @@
 //! as clients, with a CA and certificates each test makes (rcgen). No server binary: the
 //! transport that will call `accept` is not wired yet, so each test runs "workers" of its own
 //! (threads with a current_thread runtime, as shoal's).
+//!
+//! A module of the one end-to-end binary (so CI links one), though it drives the library.
 
 use std::fs;
 use std::io::{Read, Write};
