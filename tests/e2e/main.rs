@@ -71,6 +71,7 @@ mod stream;
 mod stub_status;
 mod tls;
 mod tls_hostile;
+mod tls_ocsp;
 mod tls_upstream;
 mod upgrade;
 mod upstream_protocols;
