@@ -288,7 +288,14 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
             &mut prefer,
             &mut tickets,
             &mut tls13_tickets,
-        )?;
+        )
+        .map_err(|mut e| {
+            // The command came from this module's directive.
+            if e.message.starts_with("\"ssl_conf_command ") {
+                e.message.insert_str(1, "proxy_");
+            }
+            e
+        })?;
     }
     let span = ssl.ciphers.as_ref().map(|c| &c.span);
     let tls12_suites = ciphers::tls12_suites(&cipher_string).map_err(|c| {
