@@ -377,3 +377,50 @@ fn proxy_ssl_conf_command_maps_what_rustls_has_and_names_what_it_has_not() {
         assert!(err.contains(&format!("[emerg] {message}")), "{cmd}: {err}");
     }
 }
+
+#[test]
+fn https_to_a_unix_socket_upstream() {
+    let mut pki = Pki::new();
+    pki.issue("up", &["up.test"], false);
+    let sock = pki.path("up.sock");
+    let up_port = free_port();
+    // The upstream listens on a TCP port too, so the harness can tell when it is up.
+    let up = Shoal::start(
+        &conf(&format!(
+            "server {{ listen 127.0.0.1:{up_port} ssl; listen unix:{} ssl; {} location / {{ return 200 \"up https=$https sni=$ssl_server_name uri=$uri\"; }} }}",
+            sock.display(),
+            pki.ssl_lines("up")
+        )),
+        up_port,
+    );
+    let port = free_port();
+    let ca = pki.path("ca.crt").display().to_string();
+    let s = Shoal::start(
+        &conf(&format!(
+            "server {{ listen 127.0.0.1:{port};\n\
+               location /a/ {{ proxy_pass https://unix:{sock}:/x/; }}\n\
+               location /verified/ {{ proxy_pass https://unix:{sock}:; proxy_ssl_verify on;\n\
+                 proxy_ssl_trusted_certificate {ca}; proxy_ssl_name up.test; proxy_ssl_server_name on; }}\n\
+               location /var/ {{ set $s {sock}; proxy_pass https://unix:$s:/v/; }} }}",
+            sock = sock.display()
+        )),
+        port,
+    );
+    let r = common::get(port, "/a/b").unwrap();
+    assert_eq!(
+        (r.status, String::from_utf8_lossy(&r.body).into_owned()),
+        (200, "up https=on sni= uri=/x/b".to_string()),
+        "{}\nupstream:\n{}",
+        s.error_log(),
+        up.error_log()
+    );
+    let r = common::get(port, "/verified/c").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&r.body),
+        "up https=on sni=up.test uri=/verified/c",
+        "{}",
+        s.error_log()
+    );
+    let r = common::get(port, "/var/").unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.body), "up https=on sni= uri=/v/");
+}

@@ -499,10 +499,12 @@ pub async fn handshake(
         Ok(ip) => ServerName::IpAddress(ip.into()),
         Err(_) => match ServerName::try_from(bare.to_string()) {
             Ok(n) => n,
-            Err(_) => match tcp.peer_addr() {
-                Ok(a) => ServerName::IpAddress(a.ip().into()),
-                Err(e) => return Err(format!("getpeername() failed {}", shoal_conf::os_error(&e))),
-            },
+            // A unix socket (`unix:/path`) has no IP address: any address sends no SNI.
+            Err(_) => ServerName::IpAddress(
+                tcp.peer_addr()
+                    .map_or(std::net::Ipv4Addr::LOCALHOST.into(), |a| a.ip())
+                    .into(),
+            ),
         },
     };
     let config = tls
