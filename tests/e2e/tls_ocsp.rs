@@ -24,10 +24,19 @@ struct Responder {
 
 impl Responder {
     fn start(pki: &Pki, port: u16) -> Responder {
+        Responder::signed_by(pki, port, pki)
+    }
+
+    /// A responder for `pki`'s CA whose answers `signer`'s CA signs.
+    fn signed_by(pki: &Pki, port: u16, signer: &Pki) -> Responder {
         let log = pki.path("ocsp.log");
         let child = Command::new("openssl")
             .args(["ocsp", "-index", "index.txt", "-port", &port.to_string()])
-            .args(["-rsigner", "ca.crt", "-rkey", "ca.key", "-CA", "ca.crt"])
+            .arg("-rsigner")
+            .arg(signer.path("ca.crt"))
+            .arg("-rkey")
+            .arg(signer.path("ca.key"))
+            .args(["-CA", "ca.crt"])
             .args(["-nmin", "5"])
             .current_dir(pki.dir())
             .stdout(Stdio::null())
@@ -276,4 +285,42 @@ fn what_cannot_be_stapled_is_warned_about_at_start() {
     ] {
         assert!(log.contains(&w), "{w}\n{log}");
     }
+}
+
+#[test]
+fn ssl_stapling_verify_refuses_an_answer_signed_by_a_stranger() {
+    let mut pki = Pki::new();
+    let stranger = Pki::named("a stranger");
+    let rport = free_port();
+    let url = format!("http://127.0.0.1:{rport}/");
+    let a = pki.issue_with_ocsp("a", &["a.test"], &url);
+    let b = pki.issue_with_ocsp("b", &["b.test"], &url);
+    pki.write_ocsp_index(&[(a, false, "a"), (b, false, "b")]);
+    let _responder = Responder::signed_by(&pki, rport, &stranger);
+    let port = free_port();
+    let verify = format!("ssl_stapling_verify on; {}", trusted(&pki));
+    let s = Shoal::start(
+        &conf(&format!(
+            "{}\n{}",
+            server(&pki, port, "a.test", "a", &verify),
+            server(&pki, port, "b.test", "b", &trusted(&pki))
+        )),
+        port,
+    );
+    // Verified: the signer chains to no trusted certificate (nginx's words); no staple.
+    status(port, "a.test");
+    wait_line(
+        &s,
+        &pki,
+        &format!(
+            "OCSP_basic_verify() failed (SSL: error:13800065:OCSP routines::certificate verify error:Verify error: self-signed certificate) while requesting certificate status, responder: 127.0.0.1, peer: 127.0.0.1:{rport}, certificate: \"{}\"",
+            pki.path("a.crt").display()
+        ),
+    );
+    let out = status(port, "a.test");
+    assert!(out.contains("OCSP response: no response sent"), "{out}");
+    // Not verified (the default): the signature alone is checked, and the answer stapled.
+    status(port, "b.test");
+    let out = wait_stapled(&s, port, "b.test");
+    assert!(out.contains("Responder Id: CN = a stranger"), "{out}");
 }

@@ -407,7 +407,17 @@ pub fn check(der: &[u8], id: &CertId, trust: &Trust<'_>, now: i64) -> Result<Che
     // chain to a trusted certificate and be the issuer or a responder the issuer delegated to.
     if trust.verify && from_chain.is_none() {
         let path = chain_to_anchor(signer_der, &included, trust).ok_or_else(|| {
-            basic_verify_failed("error:13800065:OCSP routines::certificate verify error:Verify error:unable to get local issuer certificate")
+            // X509_verify_cert's reason, as OpenSSL words it.
+            let reason = if signer.issuer == signer.subject
+                && signed_by(signer.tbs, signer.sig_alg, signer.signature, &signer)
+            {
+                "self-signed certificate"
+            } else {
+                "unable to get local issuer certificate"
+            };
+            basic_verify_failed(&format!(
+                "error:13800065:OCSP routines::certificate verify error:Verify error: {reason}"
+            ))
         })?;
         let delegated = path
             .get(1)
