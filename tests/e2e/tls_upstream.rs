@@ -424,3 +424,66 @@ fn https_to_a_unix_socket_upstream() {
     let r = common::get(port, "/var/").unwrap();
     assert_eq!(String::from_utf8_lossy(&r.body), "up https=on sni= uri=/v/");
 }
+
+#[test]
+fn proxy_ssl_certificate_cache_keeps_what_it_read_and_without_it_every_handshake_reads() {
+    let mut pki = Pki::new();
+    pki.issue("up", &["up.test"], false);
+    pki.issue("first", &[], true);
+    pki.issue("second", &[], true);
+    let copy = |from: &str| {
+        for ext in ["crt", "key"] {
+            std::fs::copy(
+                pki.path(&format!("{from}.{ext}")),
+                pki.path(&format!("proxy.{ext}")),
+            )
+            .unwrap();
+        }
+    };
+    copy("first");
+    let ca = pki.path("ca.crt").display().to_string();
+    let up_port = free_port();
+    let _up = Shoal::start(
+        &conf(&format!(
+            "server {{ listen 127.0.0.1:{up_port} ssl; {} ssl_verify_client on; ssl_client_certificate {ca};\n\
+               location / {{ return 200 \"$ssl_client_s_dn\"; }} }}",
+            pki.ssl_lines("up")
+        )),
+        up_port,
+    );
+    let port = free_port();
+    let dir = pki.dir().display();
+    let s = Shoal::start(
+        &conf(&format!(
+            "server {{ listen 127.0.0.1:{port}; set $p proxy; proxy_ssl_session_reuse off;\n\
+               proxy_ssl_certificate {dir}/$p.crt; proxy_ssl_certificate_key {dir}/$p.key;\n\
+               location /read/ {{ proxy_pass https://127.0.0.1:{up_port}; }}\n\
+               location /cached/ {{ proxy_pass https://127.0.0.1:{up_port};\n\
+                 proxy_ssl_certificate_cache max=10 valid=1h; }} }}"
+        )),
+        port,
+    );
+    let dn = |path: &str| {
+        let r = common::get(port, path).unwrap();
+        assert_eq!(r.status, 200, "{}", s.error_log());
+        String::from_utf8_lossy(&r.body).into_owned()
+    };
+    assert_eq!(dn("/read/"), "O=Shoal Tests,CN=first");
+    assert_eq!(dn("/cached/"), "O=Shoal Tests,CN=first");
+    copy("second");
+    // No cache (nginx's default): the files are read again at the next handshake.
+    assert_eq!(dn("/read/"), "O=Shoal Tests,CN=second");
+    // Cached and still valid: the pair read before.
+    assert_eq!(dn("/cached/"), "O=Shoal Tests,CN=first");
+    // The directive's words, as nginx 1.27.4's.
+    let prefix = common::Prefix::new();
+    prefix.write_conf(&conf(
+        "server { listen 127.0.0.1:1; proxy_ssl_certificate_cache valid=1m; }",
+    ));
+    let out = prefix.run(&["-t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[emerg] \"proxy_ssl_certificate_cache\" must have \"max\" parameter in "),
+        "{err}"
+    );
+}

@@ -38,6 +38,12 @@ const HSL: Ctx = Ctx::HSL;
 pub static DIRECTIVES: &[Command] = &[
     Command::new("proxy_ssl_certificate", HSL, Args::ONE, set_certificate),
     Command::new("proxy_ssl_certificate_key", HSL, Args::ONE, set_key),
+    Command::new(
+        "proxy_ssl_certificate_cache",
+        HSL,
+        Args::Take(1, 3),
+        set_certificate_cache,
+    ),
     Command::new("proxy_ssl_ciphers", HSL, Args::ONE, set_ciphers),
     Command::new("proxy_ssl_conf_command", HSL, Args::TWO, set_conf_command),
     Command::new("proxy_ssl_crl", HSL, Args::ONE, set_crl),
@@ -62,6 +68,8 @@ pub struct ProxySsl {
     /// As written (a name with variables is read at each handshake).
     pub certificate: Option<Located<String>>,
     pub certificate_key: Option<Located<String>>,
+    /// `proxy_ssl_certificate_cache` (nginx 1.27.4): `Some(None)` is `off`, the default.
+    pub certificate_cache: Option<Option<crate::tls::conf::CertCacheConf>>,
     pub ciphers: Option<Located<String>>,
     pub conf_commands: Option<Vec<Located<(String, String)>>>,
     /// Full paths (resolved as nginx resolves them, against the configuration's directory).
@@ -85,6 +93,7 @@ impl ProxySsl {
     pub fn merge(&mut self, parent: &ProxySsl) {
         merge(&mut self.certificate, &parent.certificate);
         merge(&mut self.certificate_key, &parent.certificate_key);
+        merge(&mut self.certificate_cache, &parent.certificate_cache);
         merge(&mut self.ciphers, &parent.ciphers);
         merge(&mut self.conf_commands, &parent.conf_commands);
         merge(&mut self.crl, &parent.crl);
@@ -131,6 +140,11 @@ fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
         located(d.args[0].value.clone(), d),
         d,
     )
+}
+
+fn set_certificate_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let c = crate::tls::conf::parse_certificate_cache(d)?;
+    set_once(&mut ssl(s).certificate_cache, c, d)
 }
 
 fn set_ciphers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
@@ -247,11 +261,21 @@ struct Dynamic {
     passwords: Option<Arc<Vec<String>>>,
     /// A copy of the location's configuration without a client certificate.
     base: ClientConfig,
-    made: Mutex<HashMap<(String, String), Arc<ClientConfig>>>,
+    /// `proxy_ssl_certificate_cache`; without it (nginx's default) the files are read at
+    /// every handshake.
+    cache: Option<(
+        crate::tls::conf::CertCacheConf,
+        Mutex<HashMap<(String, String), Made>>,
+    )>,
 }
 
-/// At most this many configurations made for certificate names with variables are kept.
-const DYNAMIC_KEPT: usize = 64;
+/// A configuration made for one pair of certificate names, kept by the cache.
+#[derive(Debug)]
+struct Made {
+    config: Arc<ClientConfig>,
+    loaded: std::time::Instant,
+    used: std::time::Instant,
+}
 
 /// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once.
 pub fn build(ssl: &ProxySsl) -> Result<(), Error> {
@@ -392,7 +416,10 @@ fn make(ssl: &ProxySsl) -> Result<UpstreamTls, Error> {
                         prefix,
                         passwords: ssl.passwords.clone(),
                         base,
-                        made: Mutex::new(HashMap::new()),
+                        cache: ssl
+                            .certificate_cache
+                            .flatten()
+                            .map(|c| (c, Mutex::new(HashMap::new()))),
                     }),
                 )
             }
@@ -447,19 +474,46 @@ impl UpstreamTls {
             return Ok(self.config.clone());
         };
         let names = (vars.eval(&d.cert), vars.eval(&d.key));
-        let mut made = d.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = made.get(&names) {
-            return Ok(c.clone());
+        let make = |names: &(String, String)| -> Result<Arc<ClientConfig>, String> {
+            let ck = certified_key(&names.0, &names.1, &d.prefix, d.passwords.as_deref())?;
+            let mut c = d.base.clone();
+            c.client_auth_cert_resolver = Arc::new(OneCertificate(ck));
+            Ok(Arc::new(c))
+        };
+        let Some((conf, cache)) = &d.cache else {
+            return make(&names);
+        };
+        let now = std::time::Instant::now();
+        if let Some(m) = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&names)
+            .filter(|m| now.duration_since(m.loaded) < conf.valid)
+        {
+            m.used = now;
+            return Ok(m.config.clone());
         }
-        let ck = certified_key(&names.0, &names.1, &d.prefix, d.passwords.as_deref())?;
-        let mut c = d.base.clone();
-        c.client_auth_cert_resolver = Arc::new(OneCertificate(ck));
-        let c = Arc::new(c);
-        if made.len() >= DYNAMIC_KEPT {
-            made.clear();
+        let config = make(&names)?;
+        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, m| now.duration_since(m.used) < conf.inactive);
+        if map.len() >= conf.max {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, m)| m.used)
+                .map(|(k, _)| k.clone())
+            {
+                map.remove(&oldest);
+            }
         }
-        made.insert(names, c.clone());
-        Ok(c)
+        map.insert(
+            names,
+            Made {
+                config: config.clone(),
+                loaded: now,
+                used: now,
+            },
+        );
+        Ok(config)
     }
 }
 
