@@ -496,3 +496,57 @@ fn ssl_preread_routes_by_server_name() {
     assert_eq!(lines(&p.shoal), n);
     assert_eq!(n[0], "a.example|h2,http/1.1|TLSv1.3|127.0.0.1:BA");
 }
+
+#[test]
+fn upstream_tls_and_names_resolved_at_run_time() {
+    use crate::common::dns::{v4, Dns, Entry};
+    use crate::common::tls::Pki;
+    let mut pki = Pki::new();
+    pki.issue("up", &["up.test"], false);
+    let other = Pki::named("another CA");
+    // The TLS upstream both proxy to: a shoal answering `hi` over TLS.
+    let up = free_port();
+    let _up = crate::common::Shoal::start(
+        &format!(
+            "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nstream {{ server {{ \
+             listen 127.0.0.1:{up} ssl; {} return hi; }} }}\n",
+            pki.ssl_lines("up")
+        ),
+        up,
+    );
+    let a = Echo::start("A:");
+    let dns = Dns::start(&[
+        ("backend.test", v4("127.0.0.1", 30)),
+        ("nx.test", Entry::NxDomain),
+    ]);
+    let ca = pki.path("ca.crt").display().to_string();
+    let t = format!(
+        "upstream two {{ server 127.0.0.1:{up}; server 127.0.0.1:{up}; }}\n\
+         server {{ listen 127.0.0.1:P0; proxy_pass 127.0.0.1:{up}; proxy_ssl on; proxy_ssl_verify on; \
+           proxy_ssl_trusted_certificate {ca}; proxy_ssl_name up.test; }}\n\
+         server {{ listen 127.0.0.1:P1; proxy_pass 127.0.0.1:{up}; proxy_ssl on; proxy_ssl_verify on; \
+           proxy_ssl_trusted_certificate {ca}; proxy_ssl_name other.test; }}\n\
+         server {{ listen 127.0.0.1:P2; proxy_pass two; proxy_ssl on; proxy_ssl_verify on; \
+           proxy_ssl_trusted_certificate {}; proxy_ssl_name up.test; }}\n\
+         server {{ listen 127.0.0.1:P3; set $h backend.test; proxy_pass $h:{echo}; }}\n\
+         server {{ listen 127.0.0.1:P4; set $h nx.test; proxy_pass $h:{echo}; resolver {dns}; }}",
+        other.path("ca.crt").display(),
+        echo = a.port,
+        dns = dns.addr(),
+    );
+    let p = Pair::new(&t, 5, &[(up, "UP"), (a.port, "BA")]);
+    assert_eq!(p.same(0, |port| tcp_until(port, b"", b"hi")), b"hi");
+    for i in 1..5 {
+        assert_eq!(p.same(i, |port| tcp(port, b"x")), b"");
+    }
+    // (nginx's resolver gives its UDP socket a connection number, shoal's does not: a session
+    // after a resolution would be numbered differently, so the resolution comes last. The
+    // resolved name's session is `stream_upstream`'s test.)
+    p.same_access_log(5);
+    p.same_error_lines(&[
+        "SSL",
+        "temporarily disabled",
+        "resolve",
+        "connected to 127.0.0.1:UP",
+    ]);
+}

@@ -135,7 +135,7 @@ fn an_upstream_certificate_nobody_vouches_for_is_refused_with_nginxs_line() {
     let r = common::get(port, "/").unwrap();
     assert_eq!(r.status, 502);
     s.wait_log(
-        "upstream SSL certificate verify error: (20:unable to get local issuer certificate) while SSL handshaking to upstream",
+        "upstream SSL certificate verify error: (21:unable to verify the first certificate) while SSL handshaking to upstream",
         1,
     );
     // `proxy_ssl_verify off` (the default) takes it.

@@ -304,3 +304,72 @@ fn sockets_named_in_the_nginx_variable_are_taken_not_bound() {
     s.wait_log(&format!("using inherited sockets from \"{value}\""), 1);
     assert!(!s.error_log().contains("bind()"), "{}", s.error_log());
 }
+
+/// UDP sockets bound to `port` (/proc/net/udp).
+fn udp_sockets(port: u16) -> usize {
+    let want = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/udp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.ends_with(&want))
+        })
+        .count()
+}
+
+/// One datagram to `port`, its answer.
+fn udp_ask(port: u16) -> Option<String> {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    s.send_to(b"?", ("127.0.0.1", port)).unwrap();
+    let mut buf = [0u8; 64];
+    let (n, _) = s.recv_from(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[test]
+fn a_stream_udp_listener_and_a_tcp_one_on_its_port_are_taken_over() {
+    let (port, sp) = (free_port(), free_port());
+    let text = format!(
+        "{}\nstream {{ server {{ listen 127.0.0.1:{sp} udp; return \"udp $pid\"; }}\n\
+         server {{ listen 127.0.0.1:{sp}; return \"tcp $pid\"; }} }}\n",
+        conf(port)
+    );
+    let mut s = Shoal::start(&text, port);
+    let tcp_ask = || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", sp)).unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut c, &mut got).unwrap();
+        got
+    };
+    assert_eq!(udp_ask(sp), Some(format!("udp {}", s.pid)));
+    assert_eq!(tcp_ask(), format!("tcp {}", s.pid));
+    let new = start_new_binary(&s);
+    let _new_guard = KillOnDrop(new);
+    // The same sockets: one UDP and one listening TCP socket on the port, shared.
+    assert_eq!(udp_sockets(sp), 1, "{}", s.error_log());
+    assert_eq!(common::listening_sockets(sp), 1);
+    s.signal(libc::SIGWINCH);
+    wait_for("the old workers to end", || {
+        (workers_of(s.pid) == 0).then_some(())
+    });
+    assert_eq!(udp_ask(sp), Some(format!("udp {new}")));
+    assert_eq!(tcp_ask(), format!("tcp {new}"));
+    s.signal(libc::SIGQUIT);
+    assert!(s.wait_exit().success());
+    assert_eq!(udp_ask(sp), Some(format!("udp {new}")));
+    assert_eq!(udp_sockets(sp), 1);
+    let log = s.error_log();
+    assert!(
+        !log.contains("[emerg]") && !log.contains("[alert]"),
+        "{log}"
+    );
+    common::signal(new, libc::SIGQUIT);
+    wait_for("the new master to exit", || {
+        (!common::alive(new)).then_some(())
+    });
+}

@@ -382,16 +382,10 @@ fn open_for_workers(
     Ok(())
 }
 
-/// The socket the old binary handed over for `key` in a binary upgrade. Inherited sockets are
-/// known by address only, so a stream `udp` listener is not taken over (it is opened anew),
-/// and one of the wrong type is not used.
+/// The socket the old binary handed over for `key` in a binary upgrade, known by its address
+/// and its type (a stream `udp` listener takes the datagram socket of its address).
 fn inherited(key: &SocketKey) -> Option<OwnedFd> {
-    if key.kind == SocketKind::StreamUdp {
-        return None;
-    }
-    let fd = crate::upgrade::take(&key.addr)?;
-    let ty = socket2::SockRef::from(&fd).r#type().ok()?;
-    (ty == socket2::Type::STREAM).then_some(fd)
+    crate::upgrade::take(&key.addr, key.kind == SocketKind::StreamUdp)
 }
 
 fn open_with_retries(

@@ -270,6 +270,19 @@ pub fn scoped<F: std::future::Future>(f: F) -> impl std::future::Future<Output =
     SCOPE.scope(std::cell::RefCell::new(None), f)
 }
 
+/// [`scoped`], starting with `scope` (a connection's task handing over to another).
+pub fn scoped_in<F: std::future::Future>(
+    scope: Option<Arc<ErrorLog>>,
+    f: F,
+) -> impl std::future::Future<Output = F::Output> {
+    SCOPE.scope(std::cell::RefCell::new(scope), f)
+}
+
+/// The current task's error log scope (`None`: the main log, or outside a connection's task).
+pub fn scope() -> Option<Arc<ErrorLog>> {
+    SCOPE.try_with(|s| s.borrow().clone()).ok().flatten()
+}
+
 /// The error log for what the current task logs from now on (`None`: the main one). Outside
 /// a connection's task, nothing changes.
 pub fn set_scope(log: Option<&Arc<ErrorLog>>) {

@@ -21,8 +21,10 @@ use crate::log::{report, Level};
 /// The variable nginx passes its listening sockets in.
 pub const ENV: &str = "NGINX";
 
-/// Sockets inherited from the binary that started this one, not yet taken by a `listen`.
-static INHERITED: Mutex<Vec<(ListenAddr, OwnedFd)>> = Mutex::new(Vec::new());
+/// Sockets inherited from the binary that started this one, not yet taken by a `listen`: the
+/// address, whether it is a datagram (`udp`) socket, and the socket. A TCP and a UDP listener
+/// on one port are two sockets of one address, told apart by their type (SO_TYPE).
+static INHERITED: Mutex<Vec<(ListenAddr, bool, OwnedFd)>> = Mutex::new(Vec::new());
 
 /// The old master's pid when this process was started by one (0: not).
 static OLD_MASTER: AtomicI32 = AtomicI32::new(0);
@@ -66,7 +68,7 @@ pub fn inherit() -> bool {
         // nginx's own sockets are non-blocking, as shoal's are; another program's may not be.
         let _ = socket2::SockRef::from(&fd).set_nonblocking(true);
         match listening_address(&fd) {
-            Some(addr) => taken.push((addr, fd)),
+            Some((addr, udp)) => taken.push((addr, udp, fd)),
             None => report(
                 Level::Alert,
                 &format!("inherited socket #{part} is not a listening socket, closed"),
@@ -78,11 +80,12 @@ pub fn inherit() -> bool {
     !taken.is_empty()
 }
 
-/// An inherited socket bound to `addr`, for a `listen` of the new configuration.
-pub fn take(addr: &ListenAddr) -> Option<OwnedFd> {
+/// An inherited socket bound to `addr`, of datagrams (`udp`) or a listening stream socket,
+/// for a `listen` of the new configuration.
+pub fn take(addr: &ListenAddr, udp: bool) -> Option<OwnedFd> {
     let mut taken = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
-    let i = taken.iter().position(|(a, _)| a == addr)?;
-    Some(taken.remove(i).1)
+    let i = taken.iter().position(|(a, u, _)| a == addr && *u == udp)?;
+    Some(taken.remove(i).2)
 }
 
 /// Closes the inherited sockets no `listen` took (the new configuration dropped them).
@@ -166,10 +169,16 @@ fn set_cloexec(fd: RawFd, on: bool) {
     }
 }
 
-/// The address a listening stream socket is bound to (`None`: not one).
-fn listening_address(fd: &OwnedFd) -> Option<ListenAddr> {
+/// The address a listening stream socket or a bound datagram socket is bound to, and whether
+/// it is the datagram one (`None`: neither).
+fn listening_address(fd: &OwnedFd) -> Option<(ListenAddr, bool)> {
     let sock = socket2::SockRef::from(fd);
-    if sock.r#type().ok()? != socket2::Type::STREAM {
+    let ty = sock.r#type().ok()?;
+    if ty == socket2::Type::DGRAM {
+        let local = sock.local_addr().ok()?.as_socket()?;
+        return (local.port() != 0).then_some((ListenAddr::Inet(local), true));
+    }
+    if ty != socket2::Type::STREAM {
         return None;
     }
     let mut listening: libc::c_int = 0;
@@ -188,10 +197,9 @@ fn listening_address(fd: &OwnedFd) -> Option<ListenAddr> {
         return None;
     }
     let local = sock.local_addr().ok()?;
-    match local.as_socket() {
-        Some(a) => Some(ListenAddr::Inet(a)),
-        None => local
-            .as_pathname()
-            .map(|p| ListenAddr::Unix(p.to_path_buf())),
-    }
+    let addr = match local.as_socket() {
+        Some(a) => ListenAddr::Inet(a),
+        None => ListenAddr::Unix(local.as_pathname()?.to_path_buf()),
+    };
+    Some((addr, false))
 }

@@ -110,6 +110,13 @@ pub struct IdleWakers {
     tickets: Cell<u64>,
     /// Slots whose connection is reusable now.
     reusable: Cell<usize>,
+    /// `tickets` at the last [`sweep`](Self::sweep): a parkable wait with a ticket at or below
+    /// it has lasted a whole sweep interval.
+    swept: Cell<u64>,
+    /// The task of the worker's parked connections (`http/h1/park.rs`), and whether a wake or
+    /// a reuse came for them since it last looked.
+    parked_waker: RefCell<Option<Waker>>,
+    parked_woken: Cell<bool>,
 }
 
 /// One connection's place.
@@ -120,6 +127,13 @@ struct Slot {
     reusable_since: u64,
     /// Chosen to be closed to make room: its wait ends, and it closes.
     reuse: bool,
+    /// The wait may end in parking (an HTTP/1 keep-alive wait with nothing read).
+    parkable: bool,
+    /// Asked by a sweep to park: its wait ends, and its task hands the connection to a small
+    /// one (`http/h1/park.rs`).
+    park: bool,
+    /// Parked: a sweep passes it by.
+    parked: bool,
 }
 
 impl IdleWakers {
@@ -131,6 +145,7 @@ impl IdleWakers {
     /// Ends every wait begun before this call.
     pub fn wake_all(&self) {
         self.epoch.set(self.epoch.get() + 1);
+        self.wake_parked();
         let wakers: Vec<Waker> = self
             .slots
             .borrow_mut()
@@ -169,6 +184,9 @@ impl IdleWakers {
             }
             for &(_, i) in &waiting[..n] {
                 let slot = &mut slots[i];
+                if slot.parked {
+                    self.parked_woken.set(true);
+                }
                 slot.reuse = true;
                 slot.reusable_since = 0;
                 self.reusable.set(self.reusable.get() - 1);
@@ -177,11 +195,65 @@ impl IdleWakers {
                 }
             }
         }
+        if self.parked_woken.get() {
+            self.wake_parked();
+        }
         let count = chosen.len();
         for w in chosen {
             w.wake();
         }
         count
+    }
+
+    /// Leaves the waker of the parked connections' task (see `parked_woken`).
+    pub fn register_parked(&self, waker: &Waker) {
+        let mut held = self.parked_waker.borrow_mut();
+        if !held.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *held = Some(waker.clone());
+        }
+    }
+
+    /// Whether a wake or a reuse came for the parked connections since the last call.
+    pub fn take_parked_woken(&self) -> bool {
+        self.parked_woken.replace(false)
+    }
+
+    fn wake_parked(&self) {
+        self.parked_woken.set(true);
+        let waker = self.parked_waker.borrow().clone();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Asks every parkable connection that has waited since the last sweep (a whole sweep
+    /// interval, [`PARK_SWEEP`]) to park: its wait ends, and its task gives way to a small one
+    /// holding only what the connection must keep. Connections that keep sending are never
+    /// asked, so their requests cost nothing more.
+    pub fn sweep(&self) {
+        let swept = self.swept.replace(self.tickets.get());
+        if self.reusable.get() == 0 {
+            return;
+        }
+        let mut asked: Vec<Waker> = Vec::new();
+        for s in self.slots.borrow_mut().iter_mut() {
+            if s.parkable
+                && !s.parked
+                && !s.park
+                && !s.reuse
+                && s.reusable_since != 0
+                && s.reusable_since <= swept
+            {
+                s.park = true;
+                if let Some(w) = s.waker.take() {
+                    asked.push(w);
+                }
+            }
+        }
+        // Woken with no borrow held (see `wake_all`).
+        for w in asked {
+            w.wake();
+        }
     }
 
     /// Slots in use (for tests).
@@ -220,8 +292,15 @@ impl IdleSlot {
 
     /// Marks the connection reusable (waiting for a request with nothing of it read) or not.
     pub fn set_reusable(&self, reusable: bool) {
+        self.set_idle(reusable, false);
+    }
+
+    /// [`set_reusable`](Self::set_reusable), and whether a wait that lasts a sweep interval
+    /// should end in parking ([`IdleWakers::sweep`]).
+    pub fn set_idle(&self, reusable: bool, parkable: bool) {
         let mut slots = self.wakers.slots.borrow_mut();
         let slot = &mut slots[self.index];
+        slot.parkable = parkable;
         if reusable == (slot.reusable_since != 0) || slot.reuse {
             return;
         }
@@ -240,6 +319,21 @@ impl IdleSlot {
     /// Whether the connection was chosen to be closed to make room for new ones.
     pub fn reused(&self) -> bool {
         self.wakers.slots.borrow()[self.index].reuse
+    }
+
+    /// Whether a sweep asked this connection to park (the request is cleared).
+    pub fn take_park(&self) -> bool {
+        std::mem::take(&mut self.wakers.slots.borrow_mut()[self.index].park)
+    }
+
+    /// Drops the waker left here (a parked connection's ended task's).
+    pub fn forget_waker(&self) {
+        self.wakers.slots.borrow_mut()[self.index].waker = None;
+    }
+
+    /// The connection parked (or woke from it): sweeps pass it by while it is.
+    pub fn set_parked(&self, parked: bool) {
+        self.wakers.slots.borrow_mut()[self.index].parked = parked;
     }
 }
 
@@ -270,7 +364,7 @@ impl Future for IdleWait<'_> {
         }
         let mut slots = wakers.slots.borrow_mut();
         let slot = &mut slots[self.slot.index];
-        if slot.reuse {
+        if slot.reuse || slot.park {
             return Poll::Ready(());
         }
         let held = &mut slot.waker;
@@ -332,8 +426,19 @@ async fn serve(
             crate::http::access_log::flush_buffers(false);
         }
     });
+    // Idle keep-alive connections shed their state (see `IdleWakers::sweep`).
+    let wakers = worker.wake_idle.clone();
+    let sweeper = tokio::task::spawn_local(async move {
+        let mut tick = tokio::time::interval(PARK_SWEEP);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            wakers.sweep();
+        }
+    });
     serve_commands(&worker, &mut rx, first).await;
     ticker.abort();
+    sweeper.abort();
     crate::http::access_log::flush_buffers(true);
 }
 
@@ -532,6 +637,10 @@ async fn make_room(worker: &Worker, limit: usize) -> bool {
 /// How long a draining worker's idle keep-alive connections wait for one more request.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
+/// How often idle keep-alive connections are asked to park ([`IdleWakers::sweep`]): one that
+/// waited between one and two of these for its next request sheds its task's state.
+pub const PARK_SWEEP: Duration = Duration::from_millis(20);
+
 async fn graceful_stop(
     worker: &Rc<Worker>,
     generation: &Arc<Generation>,
@@ -628,5 +737,44 @@ mod tests {
             // A wait that starts with an old epoch is over at once.
             slot.wait(wakers.epoch() - 1).await;
         });
+    }
+
+    /// A sweep asks to park only the parkable waits that lasted since the sweep before it, and
+    /// none that is parked already; the ask ends the wait, and is taken once.
+    #[test]
+    fn a_sweep_parks_the_waits_that_lasted_a_whole_interval() {
+        let wakers = Rc::new(IdleWakers::default());
+        let long = IdleSlot::new(&wakers);
+        let renewed = IdleSlot::new(&wakers);
+        let busy = IdleSlot::new(&wakers);
+        let other = IdleSlot::new(&wakers);
+        long.set_idle(true, true);
+        renewed.set_idle(true, true);
+        other.set_idle(true, false);
+        wakers.sweep();
+        // Nothing has waited a whole interval yet.
+        assert!(!long.take_park() && !renewed.take_park());
+        // `renewed` gets a request and waits again: a wait of its own, younger than the sweep.
+        renewed.set_idle(false, false);
+        renewed.set_idle(true, true);
+        busy.set_idle(false, true);
+        wakers.sweep();
+        assert!(long.take_park(), "a whole interval idle");
+        assert!(!long.take_park(), "taken once");
+        assert!(!renewed.take_park() && !busy.take_park() && !other.take_park());
+        // The ask ends a wait begun in the same epoch.
+        wakers.sweep();
+        on_worker(async {
+            tokio::time::timeout(Duration::from_secs(10), renewed.wait(wakers.epoch()))
+                .await
+                .expect("a sweep's ask did not end the wait");
+        });
+        assert!(renewed.take_park());
+        // Asked again while it waits on; once parked, passed by.
+        assert!(long.take_park());
+        long.set_parked(true);
+        wakers.sweep();
+        wakers.sweep();
+        assert!(!long.take_park());
     }
 }

@@ -26,7 +26,7 @@
 //! here: once shoal implements one, its registry answers first and the entry
 //! is never reached (HTTP/2's are shoal's: `http/h2/conf.rs`). HTTP/3 and
 //! QUIC are `Unsupported` for now, and so are the TLS directives of stream and mail and of newer nginx versions
-//! (`ssl_ech_file`). The http proxy's
+//! (`ssl_ech_file`). The http and stream proxies'
 //! `proxy_ssl_*` are not listed: they are shoal's (`http/proxy/ssl.rs`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
@@ -311,7 +311,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("proxy_set_header",               "ngx_http_proxy_module",         Unsupported),
     ("proxy_smtp_auth",                "ngx_mail_proxy_module",         Inert),
     ("proxy_socket_keepalive",         "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl",                      "ngx_stream_proxy_module",       Unsupported),
     ("proxy_temp_file_write_size",     "ngx_http_proxy_module",         Unsupported),
     ("proxy_timeout",                  "ngx_stream_proxy_module",       Unsupported),
     ("proxy_upload_rate",              "ngx_stream_proxy_module",       Unsupported),

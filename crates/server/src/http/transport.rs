@@ -117,6 +117,12 @@ impl Transport {
         std::task::Poll::Ready(Ok(n))
     }
 
+    /// Whether a connection idle on this transport can wait on its socket's readiness alone
+    /// (TLS may hold decrypted bytes of its own: it cannot, and does not park).
+    pub fn parkable(&self) -> bool {
+        !matches!(self, Transport::Tls(_))
+    }
+
     pub async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Transport::Tcp(s) => s.read_buf(buf).await,
@@ -297,6 +303,18 @@ impl Transport {
             Transport::Tcp(s) => s.poll_read_ready(cx),
             Transport::Unix(s) => s.poll_read_ready(cx),
             Transport::Tls(t) => t.poll_read_ready(cx),
+        }
+    }
+
+    /// Whether the runtime has seen the socket writable since a write filled it.
+    pub fn poll_write_ready(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self {
+            Transport::Tcp(s) => s.poll_write_ready(cx),
+            Transport::Unix(s) => s.poll_write_ready(cx),
+            Transport::Tls(t) => t.tcp().poll_write_ready(cx),
         }
     }
 

@@ -60,6 +60,8 @@ pub static DIRECTIVES: &[Command] = &[
     Command::new("proxy_socket_keepalive", SS, Args::Flag, set_flag),
     Command::new("proxy_half_close", SS, Args::Flag, set_flag),
     Command::new("proxy_protocol", SS, Args::Flag, set_flag),
+    // `proxy_ssl_*` are the http proxy's table (crate::http::proxy::ssl), allowed here too.
+    Command::new("proxy_ssl", SS, Args::Flag, set_flag),
     Command::new("tcp_nodelay", SS, Args::Flag, set_flag),
     Command::new("preread_buffer_size", SS, Args::ONE, set_size),
     Command::new("preread_timeout", SS, Args::ONE, set_time),
@@ -92,20 +94,6 @@ pub static DIRECTIVES: &[Command] = &[
     // (these names are http directives shoal has, so that table is never reached for them).
     Command::new("ssl_handshake_timeout", SS, Args::ONE, set_time),
     refused("ssl_alpn"),
-    refused("proxy_ssl"),
-    refused("proxy_ssl_certificate"),
-    refused("proxy_ssl_certificate_key"),
-    refused("proxy_ssl_ciphers"),
-    refused("proxy_ssl_crl"),
-    refused("proxy_ssl_name"),
-    refused("proxy_ssl_password_file"),
-    refused("proxy_ssl_protocols"),
-    refused("proxy_ssl_server_name"),
-    refused("proxy_ssl_session_reuse"),
-    refused("proxy_ssl_trusted_certificate"),
-    refused("proxy_ssl_verify"),
-    refused("proxy_ssl_verify_depth"),
-    refused("proxy_ssl_conf_command"),
 ];
 
 /// A stream directive of nginx's that shoal does not have yet.
@@ -114,15 +102,10 @@ const fn refused(name: &'static str) -> Command {
 }
 
 fn refuse(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    let module = if d.name.starts_with("proxy_") {
-        "ngx_stream_proxy_module"
-    } else {
-        "ngx_stream_ssl_module"
-    };
     Err(err(
         d,
         format!(
-            "\"{}\" directive of {module} is not supported by shoal",
+            "\"{}\" directive of ngx_stream_ssl_module is not supported by shoal",
             d.name
         ),
     ))
@@ -163,6 +146,13 @@ pub struct Level {
     pub ssl_handshake_timeout: Option<Duration>,
     /// `error_log` of the level that has some: a session's lines go there.
     pub error_log: Option<Arc<crate::log::ErrorLog>>,
+    /// `proxy_ssl`: TLS toward the upstream.
+    pub proxy_ssl_on: Option<bool>,
+    /// `proxy_ssl_*`: the http proxy's TLS client settings, built when `proxy_ssl` is on.
+    pub proxy_ssl: crate::http::proxy::ssl::ProxySsl,
+    /// `resolver`: looks up the names of a `proxy_pass` with variables.
+    pub resolver: Option<Arc<crate::resolver::Resolver>>,
+    pub resolver_timeout: Option<Duration>,
 }
 
 impl Level {
@@ -194,6 +184,15 @@ impl Level {
         self.ssl.merge(&p.ssl);
         merge(&mut self.ssl_handshake_timeout, &p.ssl_handshake_timeout);
         merge(&mut self.error_log, &p.error_log);
+        merge(&mut self.proxy_ssl_on, &p.proxy_ssl_on);
+        self.proxy_ssl.merge(&p.proxy_ssl);
+        merge(&mut self.resolver, &p.resolver);
+        merge(&mut self.resolver_timeout, &p.resolver_timeout);
+    }
+
+    /// `resolver_timeout` (30s).
+    pub fn resolver_timeout(&self) -> Duration {
+        self.resolver_timeout.unwrap_or(Duration::from_secs(30))
     }
 
     /// `proxy_connect_timeout` (60s).
@@ -330,6 +329,9 @@ impl StreamConf {
                     None => Arc::new(implicit_upstream(&name).map_err(at)?),
                 };
                 srv.handler = Some(Handler::Upstream(u));
+            }
+            if srv.conf.proxy_ssl_on.unwrap_or(false) {
+                crate::http::proxy::ssl::build(&srv.conf.proxy_ssl)?;
             }
             if let Some(l) = srv.listen.iter().find(|l| l.opts.ssl) {
                 srv.tls = Some(crate::tls::build::single(l.addr.clone(), &srv.conf.ssl, b)?);
@@ -530,8 +532,8 @@ fn set_time(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
         "preread_timeout" => &mut l.preread_timeout,
         "ssl_handshake_timeout" => &mut l.ssl_handshake_timeout,
         "proxy_protocol_timeout" => &mut l.proxy_protocol_timeout,
-        // `resolver_timeout`: names are resolved when the configuration is read.
-        _ => return Ok(()),
+        "resolver_timeout" => &mut l.resolver_timeout,
+        other => unreachable!("{other} is not a stream time"),
     };
     set_once(slot, t, d)
 }
@@ -546,6 +548,7 @@ fn set_flag(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
         "proxy_protocol" => &mut l.proxy_protocol,
         "tcp_nodelay" => &mut l.tcp_nodelay,
         "ssl_preread" => &mut l.ssl_preread,
+        "proxy_ssl" => &mut l.proxy_ssl_on,
         other => unreachable!("{other} is not a stream flag"),
     };
     set_once(slot, v, d)
@@ -635,11 +638,12 @@ fn set_access_log(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     Ok(())
 }
 
-/// `resolver`: shoal resolves upstream names when the configuration is read (as nginx does
-/// for names without variables); a name in a `proxy_pass` with variables is looked up by the
-/// system's resolver.
-fn set_resolver(_: &mut Builder, _: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    Ok(())
+/// `resolver`: the DNS servers that look up the name of a `proxy_pass` with variables when a
+/// session needs it (names without variables are resolved when the configuration is read,
+/// as nginx does). The same directive as http's ([`crate::resolver::conf`]).
+fn set_resolver(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let r = Arc::new(crate::resolver::conf::parse(d)?);
+    set_once(&mut stream_level(s).resolver, r, d)
 }
 
 fn set_hash_size(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {

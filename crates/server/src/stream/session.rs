@@ -11,8 +11,11 @@
 //! when either side has closed and what it sent was passed on; with it, the other side's
 //! write half is shut and the session lasts until both have.
 //!
-//! Runs on the worker; never blocks (names in `proxy_pass` with variables must be literal
-//! addresses or upstream names: there is no resolver at run time).
+//! With `proxy_ssl on` the upstream connection speaks TLS, through the http proxy's client
+//! ([`crate::http::proxy::ssl`]). A `proxy_pass` with variables names an upstream block, an
+//! address, or a host the stream `resolver` looks up ([`crate::resolver`]).
+//!
+//! Runs on the worker; never blocks.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -301,18 +304,8 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
         }
         Some(Handler::Upstream(u)) => proxy(cx, client, &u).await,
         Some(Handler::Dynamic(t)) => {
-            let name = cx.eval(&t);
-            let found = cx.stream.upstreams.iter().find(|u| u.name == name).cloned();
-            let u = match found {
-                Some(u) => u,
-                None => match literal_upstream(&name) {
-                    Ok(u) => Arc::new(u),
-                    Err(m) => {
-                        crate::conn_log!(Level::Error, cx.info.number, "{m}{}", cx.log_ctx());
-                        cx.session.status.set(502);
-                        return;
-                    }
-                },
+            let Some(u) = dynamic_upstream(cx, &t).await else {
+                return;
             };
             proxy(cx, client, &u).await
         }
@@ -372,20 +365,71 @@ async fn handshake(
     }
 }
 
-/// The upstream of a `proxy_pass` with variables that named no upstream block: a literal
-/// address (names would need a resolver at run time, which nginx asks for too).
-pub fn literal_upstream(name: &str) -> Result<UpstreamConf, String> {
-    if name.starts_with("unix:") {
-        return super::implicit_upstream(name);
+/// The upstream of a `proxy_pass` with variables (nginx's `ngx_stream_proxy_eval` and its
+/// resolve handler): an upstream block by its name, a literal address, or a name looked up
+/// with the `resolver`. `None`: the session ends, logged as nginx logs it, with its `$status`
+/// (500, as nginx's, whether the value was wrong or the name could not be resolved).
+pub async fn dynamic_upstream(cx: &Ctx<'_>, t: &Template) -> Option<Arc<UpstreamConf>> {
+    let name = cx.eval(t);
+    let fail = |status: u16, m: String| {
+        crate::conn_log!(
+            Level::Error,
+            cx.info.number,
+            "{m}{}, bytes from/to client:{}/{}, bytes from/to upstream:0/0",
+            cx.log_ctx(),
+            cx.session.bytes_received.get(),
+            cx.session.bytes_sent.get()
+        );
+        cx.session.status.set(status);
+        None
+    };
+    if let Some(u) = cx.stream.upstreams.iter().find(|u| u.name == name) {
+        return Some(u.clone());
     }
-    let (host, _) = crate::upstream::conf::split_host_port(name, 0)?;
+    let host = match literal_upstream(&name) {
+        Ok(Literal::Upstream(u)) => return Some(u),
+        Ok(Literal::Name(host, port)) => (host, port),
+        Err(m) => return fail(500, m),
+    };
+    let conf = &cx.srv.conf;
+    let Some(r) = &conf.resolver else {
+        return fail(500, format!("no resolver defined to resolve {}", host.0));
+    };
+    match crate::resolver::resolve(r, &host.0, conf.resolver_timeout()).await {
+        Ok(addrs) => {
+            let mut u = UpstreamConf::resolved(&host.0, &addrs, host.1);
+            u.stream = true;
+            Some(Arc::new(u))
+        }
+        // nginx 1.22 ends these with 500 too (read from its access log).
+        Err(f) => fail(500, format!("{} could not be resolved {f}", host.0)),
+    }
+}
+
+/// What the value of a `proxy_pass` with variables names, when no upstream block has it.
+pub enum Literal {
+    /// An address (or a unix socket): its upstream.
+    Upstream(Arc<UpstreamConf>),
+    /// A host name and port, for the resolver.
+    Name(String, u16),
+}
+
+/// Reads the value of a `proxy_pass` with variables that named no upstream block.
+pub fn literal_upstream(name: &str) -> Result<Literal, String> {
+    if name.starts_with("unix:") {
+        return super::implicit_upstream(name).map(|u| Literal::Upstream(Arc::new(u)));
+    }
+    let (host, port) = crate::upstream::conf::split_host_port(name, 0)?;
+    if port == 0 {
+        return Err(format!("no port in upstream \"{name}\""));
+    }
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
-        return Err(format!("no resolver defined to resolve {host}"));
+        return Ok(Literal::Name(bare.to_string(), port));
     }
     let mut u = super::implicit_upstream(name)?;
     u.ephemeral = true;
-    Ok(u)
+    Ok(Literal::Upstream(Arc::new(u)))
 }
 
 /// `ssl_preread`: waits (up to `preread_timeout`, `preread_buffer_size` bytes) for the
@@ -475,20 +519,25 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
             ..Default::default()
         });
         cx.worker.next_connection_number();
-        match connect(cx, &addr).await {
-            Ok(s) => {
-                cx.session
-                    .with_try(|t| t.connect_time = Some(now.elapsed()));
+        match connect(cx, &addr, &u.name).await {
+            Ok((s, header)) => {
+                cx.session.with_try(|t| {
+                    t.connect_time = Some(now.elapsed());
+                    t.bytes_sent += header;
+                });
                 break (s, addr);
             }
             Err(m) => {
-                crate::conn_log!(
-                    Level::Error,
-                    cx.info.number,
-                    "{m} while connecting to upstream{}",
-                    cx.proxy_ctx(&addr.to_string(), 0, 0)
-                );
-                state::free(u, &mut attempt, PeerResult::Failed);
+                let ctx = cx.proxy_ctx(&addr.to_string(), 0, 0);
+                crate::conn_log!(Level::Error, cx.info.number, "{m}{ctx}");
+                if state::free(u, &mut attempt, PeerResult::Failed) {
+                    let action = m.find(" while ").map_or("", |i| &m[i..]);
+                    crate::conn_log!(
+                        Level::Warn,
+                        cx.info.number,
+                        "upstream server temporarily disabled{action}{ctx}"
+                    );
+                }
                 let more = conf.next_upstream()
                     && attempt.tries() > 0
                     && (max_tries == 0 || tries < max_tries)
@@ -500,35 +549,6 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
             }
         }
     };
-    if let Transport::Tcp(s) = &upstream {
-        crate::conn_log!(
-            Level::Info,
-            cx.info.number,
-            "proxy {} connected to {}",
-            s.local_addr()
-                .map_or_else(|_| "-".to_string(), |a| a.to_string()),
-            addr
-        );
-        if conf.tcp_nodelay.unwrap_or(true) {
-            let _ = s.set_nodelay(true);
-        }
-    }
-    if conf.proxy_protocol.unwrap_or(false) {
-        let header = proxy_protocol_header(&cx.info, cx.peer);
-        if let Err(e) = write_all(&upstream, header.as_bytes()).await {
-            crate::conn_log!(
-                Level::Error,
-                cx.info.number,
-                "send() failed {} while proxying connection{}",
-                shoal_conf::os_error(&e),
-                cx.proxy_ctx(&addr.to_string(), 0, 0)
-            );
-            state::free(u, &mut attempt, PeerResult::Failed);
-            cx.session.status.set(502);
-            return;
-        }
-        cx.session.with_try(|t| t.bytes_sent += header.len() as u64);
-    }
     let started = Instant::now();
     relay(cx, &client, &upstream, &addr.to_string(), started).await;
     cx.session
@@ -537,8 +557,73 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
 }
 
 /// A new connection to a peer, within `proxy_connect_timeout`, from `proxy_bind`'s address,
-/// with `proxy_socket_keepalive`.
-async fn connect(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport, String> {
+/// with `proxy_socket_keepalive`, then (as nginx orders them) the PROXY protocol header of
+/// `proxy_protocol on` in plain, and the TLS handshake of `proxy_ssl on` (bounded by
+/// `proxy_connect_timeout` again). `host` is the `proxy_pass` name, the default
+/// `proxy_ssl_name`. Gives the header's length; the error is nginx's line before its context.
+async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport, u64), String> {
+    let conf = &cx.srv.conf;
+    let plain = connect_plain(cx, addr)
+        .await
+        .map_err(|m| format!("{m} while connecting to upstream"))?;
+    // nginx says so once the upstream is ready, after a TLS handshake.
+    let connected = |local: std::io::Result<std::net::SocketAddr>| {
+        crate::conn_log!(
+            Level::Info,
+            cx.info.number,
+            "proxy {} connected to {}",
+            local.map_or_else(|_| "-".to_string(), |a| a.to_string()),
+            addr
+        );
+    };
+    if let Transport::Tcp(s) = &plain {
+        if conf.tcp_nodelay.unwrap_or(true) {
+            let _ = s.set_nodelay(true);
+        }
+    }
+    let mut header_len = 0;
+    if conf.proxy_protocol.unwrap_or(false) {
+        let header = proxy_protocol_header(&cx.info, cx.peer);
+        write_all(&plain, header.as_bytes()).await.map_err(|e| {
+            format!(
+                "send() failed {} while proxying connection",
+                shoal_conf::os_error(&e)
+            )
+        })?;
+        header_len = header.len() as u64;
+    }
+    let Some(tls) = conf
+        .proxy_ssl_on
+        .filter(|on| *on)
+        .and_then(|_| conf.proxy_ssl.built.get())
+    else {
+        if let Transport::Tcp(s) = &plain {
+            connected(s.local_addr());
+        }
+        return Ok((plain, header_len));
+    };
+    let Transport::Tcp(tcp) = plain else {
+        // nginx speaks TLS over a unix socket too; the TLS client here wants a TcpStream.
+        return Err("SSL to a unix socket upstream is not supported by shoal".to_string());
+    };
+    let local = tcp.local_addr();
+    let vars = cx.vars();
+    let hs = crate::http::proxy::ssl::handshake(tcp, tls, host, &vars);
+    match tokio::time::timeout(conf.connect_timeout(), hs).await {
+        Err(_) => Err(
+            "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
+                .to_string(),
+        ),
+        Ok(Err(m)) => Err(m),
+        Ok(Ok(c)) => {
+            connected(local);
+            Ok((Transport::Tls(Box::new(c)), header_len))
+        }
+    }
+}
+
+/// The TCP (or unix socket) connection of [`connect`].
+async fn connect_plain(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport, String> {
     let conf = &cx.srv.conf;
     let timeout = conf.connect_timeout();
     let failed = |e: std::io::Error| format!("connect() failed {}", shoal_conf::os_error(&e));
@@ -604,7 +689,56 @@ async fn write_all(t: &Transport, mut data: &[u8]) -> std::io::Result<()> {
 enum End {
     /// Its source closed, and everything it sent was passed on.
     Eof,
-    Error(String),
+    /// Reading its source failed.
+    Recv(std::io::Error),
+    /// Writing to its destination failed.
+    Send(std::io::Error),
+}
+
+/// The level of a failed socket call, as nginx's `ngx_connection_error` chooses it: a peer
+/// that went away (reset, broken pipe, unreachable, ...) is `info` on the client's connection
+/// and `error` on the upstream's; another system error is `alert`.
+fn socket_error_level(e: &std::io::Error, client: bool) -> Level {
+    let gone = matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ECONNRESET
+                | libc::EPIPE
+                | libc::ENOTCONN
+                | libc::ETIMEDOUT
+                | libc::ECONNREFUSED
+                | libc::ENETDOWN
+                | libc::ENETUNREACH
+                | libc::EHOSTDOWN
+                | libc::EHOSTUNREACH
+        )
+    );
+    match (gone, client) {
+        (true, true) => Level::Info,
+        (true, false) => Level::Error,
+        // Not a socket's error (TLS): the session's own failure.
+        _ if e.raw_os_error().is_none() => Level::Error,
+        (false, _) => Level::Alert,
+    }
+}
+
+/// The line and level of a relay's failed direction (`from_client`: the client-to-upstream
+/// one), with nginx's action words.
+fn failed(end: End, from_client: bool) -> (Level, String) {
+    let (e, call, client, action) = match (end, from_client) {
+        (End::Recv(e), true) => (e, "recv", true, "reading from client"),
+        (End::Send(e), true) => (e, "send", false, "sending to upstream"),
+        (End::Recv(e), false) => (e, "recv", false, "reading from upstream"),
+        (End::Send(e), false) => (e, "send", true, "sending to client"),
+        (End::Eof, _) => unreachable!("an end of file is no failure"),
+    };
+    (
+        socket_error_level(&e, client),
+        format!(
+            "{call}() failed {} while proxying and {action}",
+            shoal_conf::os_error(&e)
+        ),
+    )
 }
 
 /// Relays both ways until the session ends, then logs why, as nginx does.
@@ -665,7 +799,7 @@ async fn relay(
                         break (Level::Info, "client disconnected".to_string());
                     }
                 }
-                End::Error(m) => break (Level::Error, format!("{m} while proxying and reading from client")),
+                end => break failed(end, true),
             },
             r = &mut down_task, if !down_done => match r {
                 End::Eof => {
@@ -674,7 +808,7 @@ async fn relay(
                         break (Level::Info, "upstream disconnected".to_string());
                     }
                 }
-                End::Error(m) => break (Level::Error, format!("{m} while proxying and reading from upstream")),
+                end => break failed(end, false),
             },
             _ = &mut idle => break (
                 Level::Info,
@@ -745,7 +879,7 @@ impl Pump<'_> {
                     return End::Eof;
                 }
                 Ok(n) => n,
-                Err(e) => return End::Error(format!("recv() failed {}", shoal_conf::os_error(&e))),
+                Err(e) => return End::Recv(e),
             };
             if let Some(f) = self.first_read {
                 if f.get().is_none() {
@@ -755,7 +889,7 @@ impl Pump<'_> {
             self.activity.set(Instant::now());
             self.read.set(self.read.get() + n as u64);
             if let Err(e) = write_all(self.to, &buf[..n]).await {
-                return End::Error(format!("send() failed {}", shoal_conf::os_error(&e)));
+                return End::Send(e);
             }
             total += n as u64;
             self.activity.set(Instant::now());

@@ -19,7 +19,7 @@ use std::time::Instant;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use super::session::{literal_upstream, real_peer, Ctx};
+use super::session::{dynamic_upstream, real_peer, Ctx};
 use super::vars::{Session, Try};
 use super::Handler;
 use crate::http::transport::ConnInfo;
@@ -32,7 +32,12 @@ use crate::worker::{ConnGuard, Worker};
 /// The largest datagram read.
 const MAX_DATAGRAM: usize = 65535;
 
-type Sessions = Rc<RefCell<HashMap<SocketAddr, mpsc::UnboundedSender<Vec<u8>>>>>;
+/// Datagrams a session has not yet passed on, at most: past it, a client's datagrams are
+/// dropped (as a full socket buffer drops them), so a flood holds no more memory than this
+/// per session, and sessions are bounded by `worker_connections`.
+const QUEUED: usize = 64;
+
+type Sessions = Rc<RefCell<HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>>>;
 
 /// Reads one listening UDP socket of this worker until the task is aborted.
 pub async fn serve_socket(worker: Rc<Worker>, fd: OwnedFd, key: SocketKey) {
@@ -61,9 +66,9 @@ pub async fn serve_socket(worker: Rc<Worker>, fd: OwnedFd, key: SocketKey) {
         };
         let data = buf[..n].to_vec();
         let data = match sessions.borrow().get(&from) {
-            Some(tx) => match tx.send(data) {
-                Ok(()) => continue,
-                Err(mpsc::error::SendError(d)) => d,
+            Some(tx) => match tx.try_send(data) {
+                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
+                Err(mpsc::error::TrySendError::Closed(d)) => d,
             },
             None => data,
         };
@@ -82,7 +87,7 @@ pub async fn serve_socket(worker: Rc<Worker>, fd: OwnedFd, key: SocketKey) {
         worker.active.set(worker.active.get() + 1);
         let guard = ConnGuard(worker.clone());
         let number = worker.next_connection_number();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(QUEUED);
         sessions.borrow_mut().insert(from, tx);
         let (sock, sessions, key) = (sock.clone(), sessions.clone(), key.clone());
         tokio::task::spawn_local(crate::log::scoped(async move {
@@ -129,7 +134,7 @@ async fn run(
     sock: &UdpSocket,
     client: SocketAddr,
     first: Vec<u8>,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut rx: mpsc::Receiver<Vec<u8>>,
     sessions: &Sessions,
 ) {
     cx.session.bytes_received.set(first.len() as u64);
@@ -150,20 +155,10 @@ async fn run(
             return;
         }
         Some(Handler::Upstream(u)) => u,
-        Some(Handler::Dynamic(t)) => {
-            let name = cx.eval(&t);
-            match cx.stream.upstreams.iter().find(|u| u.name == name) {
-                Some(u) => u.clone(),
-                None => match literal_upstream(&name) {
-                    Ok(u) => Arc::new(u),
-                    Err(m) => {
-                        crate::conn_log!(Level::Error, cx.info.number, "{m}{}", cx.log_ctx());
-                        cx.session.status.set(502);
-                        return;
-                    }
-                },
-            }
-        }
+        Some(Handler::Dynamic(t)) => match dynamic_upstream(cx, &t).await {
+            Some(u) => u,
+            None => return,
+        },
         None => {
             cx.session.status.set(500);
             return;
@@ -178,7 +173,7 @@ async fn proxy(
     sock: &UdpSocket,
     client: SocketAddr,
     first: Vec<u8>,
-    rx: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+    rx: &mut mpsc::Receiver<Vec<u8>>,
     sessions: &Sessions,
     u: &Arc<UpstreamConf>,
 ) {
@@ -227,7 +222,14 @@ async fn proxy(
                     "{m} while connecting to upstream{}, upstream: \"{addr}\"",
                     cx.log_ctx()
                 );
-                state::free(u, &mut attempt, PeerResult::Failed);
+                if state::free(u, &mut attempt, PeerResult::Failed) {
+                    crate::conn_log!(
+                        Level::Warn,
+                        cx.info.number,
+                        "upstream server temporarily disabled while connecting to upstream{}, upstream: \"{addr}\"",
+                        cx.log_ctx()
+                    );
+                }
                 if !(conf.next_upstream() && attempt.tries() > 0) {
                     cx.session.status.set(502);
                     return;

@@ -106,9 +106,16 @@ impl ClientAuth {
         self.verify_chain(chain, now, webpki::KeyUsage::client_auth())
     }
 
-    /// Judges an upstream's chain (`proxy_ssl_verify`), as OpenSSL would for nginx.
+    /// Judges an upstream's chain (`proxy_ssl_verify`), as OpenSSL would for nginx. An
+    /// unknown issuer of a lone leaf is OpenSSL's 21 (`unable to verify the first
+    /// certificate`, its error when the chain it built has one certificate; nginx 1.22 logs it
+    /// so for an upstream that sends its leaf only), 20 with intermediates sent.
     pub fn verify_server(&self, chain: &[CertificateDer<'_>]) -> Verdict {
-        self.verify_chain(chain, UnixTime::now(), webpki::KeyUsage::server_auth())
+        let v = self.verify_chain(chain, UnixTime::now(), webpki::KeyUsage::server_auth());
+        if v.code == 20 && chain.len() == 1 {
+            return Verdict::err(21, "unable to verify the first certificate");
+        }
+        v
     }
 
     fn verify_chain(

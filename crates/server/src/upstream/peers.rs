@@ -247,14 +247,20 @@ impl Peers {
     /// weight by `weight / max_fails`; a success clears the failures only if the peer was
     /// checked (chosen once `fail_timeout` had passed) after the last failure, so failures
     /// inside one `fail_timeout` window add up even with successes between them. `now` is
-    /// asked for only when a failure is counted (a success reads no clock).
-    pub fn release(&mut self, index: usize, outcome: PeerResult, now: impl FnOnce() -> Instant) {
+    /// asked for only when a failure is counted (a success reads no clock). True when this
+    /// failure reached `max_fails` (nginx's `upstream server temporarily disabled`).
+    pub fn release(
+        &mut self,
+        index: usize,
+        outcome: PeerResult,
+        now: impl FnOnce() -> Instant,
+    ) -> bool {
         let single = self.single();
         let peer = &mut self.peers[index];
         debug_assert!(peer.conns > 0, "release without a matching pick");
         peer.conns = peer.conns.saturating_sub(1);
         if single {
-            return;
+            return false;
         }
         match outcome {
             PeerResult::Failed => {
@@ -266,11 +272,13 @@ impl Peers {
                     peer.effective_weight -= peer.weight / i64::from(peer.server.max_fails);
                 }
                 peer.effective_weight = peer.effective_weight.max(0);
+                peer.server.max_fails != 0 && peer.fails >= peer.server.max_fails
             }
             PeerResult::Success => {
                 if peer.accessed < peer.checked {
                     peer.fails = 0;
                 }
+                false
             }
         }
     }

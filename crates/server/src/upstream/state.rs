@@ -89,8 +89,8 @@ pub fn pick(u: &UpstreamConf, a: &mut Attempt, now: Instant) -> Option<usize> {
     with_balancer(u, |b| b.pick(a, now))
 }
 
-/// Ends the use of the current peer.
-pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: PeerResult) {
+/// Ends the use of the current peer; true when this failure disabled it (`max_fails`).
+pub fn free(u: &UpstreamConf, a: &mut Attempt, outcome: PeerResult) -> bool {
     with_balancer(u, |b| b.free(a, outcome, Instant::now))
 }
 

@@ -15,6 +15,7 @@
 
 mod body;
 mod close;
+mod park;
 pub(crate) mod proxy_protocol;
 mod read;
 mod tls;
@@ -112,7 +113,7 @@ pub async fn serve(
             let _ = s.set_nodelay(true);
         }
     }
-    let mut conn = Conn {
+    let conn = Box::new(Conn {
         stream,
         info,
         buf: BytesMut::with_capacity(READ_CHUNK),
@@ -136,11 +137,23 @@ pub async fn serve(
         keepalive: None,
         pacing: None,
         pipelined_next: false,
-    };
+        parking: None,
+        resume_deadline: None,
+    });
+    drive(conn).await;
+}
+
+/// Runs `conn` until it closes, or until it parks: idle for a while, its task ends here and a
+/// small one waits for its next request (`park.rs`), then runs this again in a new task.
+async fn drive(mut conn: Box<Conn>) {
+    let number = conn.info.number;
     // (The close is boxed: the compiler lays `run`'s and `close`'s states side by side in
     // this future, and `close`'s lingering read would be part of every connection's task.)
     match conn.run().await {
-        Ok(()) => Box::pin(conn.close()).await,
+        Ok(()) => match conn.parking.take() {
+            Some((deadline, since)) => park::park(conn, deadline, since),
+            None => Box::pin(conn.close()).await,
+        },
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
             crate::conn_log!(
                 Level::Info,
@@ -296,6 +309,11 @@ pub(super) struct Conn {
     pub(super) pacing: Option<Box<crate::http::limit_rate::Pacing>>,
     /// The next request's bytes were already read when the last answer was done (`$pipe`).
     pipelined_next: bool,
+    /// `run` ended to park the connection: its idle deadline and the wake epoch its wait
+    /// began in ([`ReadEnd::Park`]).
+    parking: Option<(Instant, u64)>,
+    /// Back from parking: the idle wait's deadline it had.
+    resume_deadline: Option<Instant>,
 }
 
 impl Conn {
@@ -327,6 +345,10 @@ impl Conn {
                 Err(ReadEnd::Abandoned) => {
                     let line = request_line(&self.buf, true);
                     self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
+                    return Ok(());
+                }
+                Err(ReadEnd::Park { deadline, since }) => {
+                    self.parking = Some((deadline, since));
                     return Ok(());
                 }
                 Err(ReadEnd::Closed) | Err(ReadEnd::Idle) => {

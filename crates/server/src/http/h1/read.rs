@@ -59,6 +59,9 @@ pub(super) enum ReadEnd {
     HeaderTimeout,
     /// `keepalive_timeout` ran out while idle.
     Idle,
+    /// Idle for a sweep interval: the connection parks (`park.rs`) until its `deadline`
+    /// (`keepalive_timeout`), woken by input or by the wakes of the epoch `since` on.
+    Park { deadline: Instant, since: u64 },
 }
 
 impl Conn {
@@ -83,7 +86,8 @@ impl Conn {
             .keepalive
             .unwrap_or_else(|| srv.loc.keepalive_timeout().0);
         let mut header_deadline: Option<Instant> = None;
-        let mut idle_deadline: Option<Instant> = None;
+        // A connection back from parking keeps the deadline it had.
+        let mut idle_deadline: Option<Instant> = self.resume_deadline.take();
         loop {
             if !self.buf.is_empty() {
                 if self.state.get() != State::Reading {
@@ -135,7 +139,8 @@ impl Conn {
                 // Nor an output buffer.
                 crate::http::transport::give_back_out_buffer(&mut self.out);
             }
-            let wake = self.idle_slot.wait(worker.wake_idle.epoch());
+            let since = worker.wake_idle.epoch();
+            let wake = self.idle_slot.wait(since);
             // One timer per connection (not a new one per request), moved only to an earlier
             // deadline: moving it later for each wait cost more than the early wake-up it
             // saves (it fires, is found early, and is moved then).
@@ -145,7 +150,9 @@ impl Conn {
             }
             // Waiting with nothing of a request read: the worker may close this connection
             // to make room for a new one (nginx's reusable connections).
-            self.idle_slot.set_reusable(empty);
+            // An idle keep-alive wait with nothing of a request begun may end in parking.
+            let parkable = idle && reading.is_none() && self.stream.parkable();
+            self.idle_slot.set_idle(empty, parkable);
             let (stream, buf) = (&mut self.stream, &mut self.buf);
             let slot = &self.idle_slot;
             let mut waited = false;
@@ -160,6 +167,13 @@ impl Conn {
                     r?
                 }
                 _ = wake, if empty => {
+                    if slot.take_park() {
+                        if parkable {
+                            // (Still reusable: a parked connection may be closed for room.)
+                            return Ok(Err(ReadEnd::Park { deadline, since }));
+                        }
+                        continue;
+                    }
                     slot.set_reusable(false);
                     // A graceful stop, a reload (look again: the loop closes or moves on), or
                     // `worker_connections` all taken: this one closes for a new one.

@@ -13,6 +13,10 @@
 //! checked: the upstream holds the key) and `proxy_ssl_verify` judges the chain and the name
 //! afterwards, with OpenSSL's codes. Sessions are resumed from a cache per location
 //! (`proxy_ssl_session_reuse`); a kept-alive connection keeps its TLS session as it is.
+//!
+//! The stream proxy's `proxy_ssl_*` are these same directives and this same client: the
+//! table is allowed in `stream` and its servers too, where the settings live in the stream
+//! level ([`crate::stream::Level::proxy_ssl`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -33,7 +37,8 @@ use crate::tls::verify::ClientAuth;
 use crate::tls::{certs, ciphers, TlsConn};
 use crate::variables::{Template, Vars};
 
-const HSL: Ctx = Ctx::HSL;
+/// http, server, location, and stream's stream and server levels.
+const HSL: Ctx = Ctx::HSL.or(Ctx::SS);
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new("proxy_ssl_certificate", HSL, Args::ONE, set_certificate),
@@ -110,6 +115,10 @@ impl ProxySsl {
 }
 
 fn ssl<'a>(s: &'a mut Scope<'_>) -> &'a mut ProxySsl {
+    if matches!(s, Scope::Stream(_) | Scope::StreamServer(_)) {
+        let l = crate::stream::level(s).expect("a stream scope has a level");
+        return &mut l.proxy_ssl;
+    }
     &mut crate::http::loc_conf(s).proxy.ssl
 }
 

@@ -232,17 +232,24 @@ impl Balancer {
 
     /// Ends the use of the peer [`Balancer::pick`] returned: releases its connection and does
     /// the failure accounting ([`Peers::release`]). Nothing to do without a current peer.
-    /// `now` is asked for only when a failure is counted.
-    pub fn free(&mut self, a: &mut Attempt, outcome: PeerResult, now: impl FnOnce() -> Instant) {
+    /// `now` is asked for only when a failure is counted. True when this failure disabled the
+    /// peer (nginx logs `upstream server temporarily disabled`).
+    pub fn free(
+        &mut self,
+        a: &mut Attempt,
+        outcome: PeerResult,
+        now: impl FnOnce() -> Instant,
+    ) -> bool {
         let Some(i) = a.current.take() else {
-            return;
+            return false;
         };
-        self.peers.release(i, outcome, now);
+        let disabled = self.peers.release(i, outcome, now);
         a.tries = if self.peers.single() {
             0
         } else {
             a.tries.saturating_sub(1)
         };
+        disabled
     }
 
     /// The list the request draws from: primaries, or backups once it moved there.

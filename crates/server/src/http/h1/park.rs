@@ -1,0 +1,248 @@
+//! Parked keep-alive connections: one that waited a whole sweep interval for its next request
+//! (`IdleWakers::sweep`, every `PARK_SWEEP`) gives up its task.
+//!
+//! A connection's task is sized by the deepest state of its request (kilobytes: the phases, a
+//! static file's or a proxied answer's futures, laid out inline so a request costs no
+//! allocation). While a connection waits for a request it needs none of that. So after a while
+//! its task ends, and the connection (its socket, timer and place in the worker's idle list,
+//! nothing else) goes into its worker's parked set: an epoll instance of its own, with every
+//! parked socket in it, polled by one task. nginx, too, keeps nothing but the connection and
+//! its event while it waits (it frees a keep-alive connection's buffers).
+//!
+//! The set's task gives a connection back a task of its own (`drive`, which goes on from the
+//! wait it left) when its socket has input, when a graceful stop, a reload or a new client that
+//! needs room wakes the worker's idle list, or when its `keepalive_timeout` has passed (checked
+//! every `PARK_SWEEP`; the connection's own wait then closes it as it would have). A connection
+//! that keeps sending never parks, so its requests cost nothing more.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use super::Conn;
+use crate::http::transport::Transport;
+use crate::log::Level;
+use crate::worker::{IdleWakers, PARK_SWEEP};
+
+/// Ready sockets taken from the set's epoll per call.
+const EVENTS: usize = 64;
+
+/// One worker's parked connections.
+struct Set {
+    /// The epoll instance holding the parked sockets (each with its index in `conns`),
+    /// itself registered with the worker's reactor.
+    ep: AsyncFd<OwnedFd>,
+    conns: RefCell<Vec<Option<Parked>>>,
+    free: RefCell<Vec<usize>>,
+    /// The worker's idle list (its wakes reach the set's task).
+    wakers: Rc<IdleWakers>,
+}
+
+/// A parked connection and what its wait was.
+struct Parked {
+    conn: Box<Conn>,
+    /// Its `keepalive_timeout` deadline.
+    deadline: Instant,
+    /// The epoch of the worker's idle list its wait began in: a wake since ends it.
+    since: u64,
+    scope: Option<std::sync::Arc<crate::log::ErrorLog>>,
+}
+
+thread_local! {
+    /// This worker's set, made at its first park (workers are threads).
+    static SET: RefCell<Option<Rc<Set>>> = const { RefCell::new(None) };
+}
+
+/// The socket of a transport that can park (see [`Transport::parkable`]).
+fn socket_fd(t: &Transport) -> Option<RawFd> {
+    match t {
+        Transport::Tcp(s) => Some(s.as_raw_fd()),
+        Transport::Unix(s) => Some(s.as_raw_fd()),
+        Transport::Tls(_) => None,
+    }
+}
+
+/// Parks `conn` until input, a wake of the idle list from the epoch `since` on, or `deadline`.
+/// When it cannot (no epoll), it goes on in a task of its own at once.
+pub(super) fn park(conn: Box<Conn>, deadline: Instant, since: u64) {
+    let scope = crate::log::scope();
+    let parked = Parked {
+        conn,
+        deadline,
+        since,
+        scope,
+    };
+    let set = match SET.with(|s| s.borrow().clone()) {
+        Some(set) => set,
+        None => match Set::new(parked.conn.guard.0.wake_idle.clone()) {
+            Ok(set) => {
+                SET.with(|s| *s.borrow_mut() = Some(set.clone()));
+                tokio::task::spawn_local(serve(set.clone()));
+                set
+            }
+            Err(e) => {
+                crate::error_log!(Level::Alert, "epoll_create1() failed ({e})");
+                resume(parked);
+                return;
+            }
+        },
+    };
+    if let Err((parked, e)) = set.add(parked) {
+        crate::error_log!(Level::Alert, "epoll_ctl() failed ({e})");
+        resume(parked);
+    }
+}
+
+/// Drops every waker of the ended task that the connection's socket, timer and idle slot
+/// still hold: each keeps the task's memory, kilobytes, alive. (Polled with a waker that does
+/// nothing, each keeps that one instead.)
+fn forget_task(conn: &mut Conn) {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let _ = conn.stream.poll_read_ready(&mut cx);
+    let _ = conn.stream.poll_write_ready(&mut cx);
+    let _ = conn.timer.as_mut().poll(&mut cx);
+    conn.idle_slot.forget_waker();
+}
+
+/// Gives a parked connection a task of its own again, going on from the wait it left.
+fn resume(p: Parked) {
+    let mut conn = p.conn;
+    conn.idle_slot.set_parked(false);
+    conn.resume_deadline = Some(p.deadline);
+    tokio::task::spawn_local(crate::log::scoped_in(p.scope, super::drive(conn)));
+}
+
+impl Set {
+    fn new(wakers: Rc<IdleWakers>) -> std::io::Result<Rc<Set>> {
+        // SAFETY: epoll_create1 has no memory arguments; a non-negative result is a new fd.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the fd was just made and nothing else owns it.
+        let ep = unsafe {
+            AsyncFd::register_with_interest(OwnedFd::from_raw_fd(fd), Interest::READABLE)
+        }
+        .map_err(|e| e.into_parts().1)?;
+        Ok(Rc::new(Set {
+            ep,
+            conns: RefCell::new(Vec::new()),
+            free: RefCell::new(Vec::new()),
+            wakers,
+        }))
+    }
+
+    fn add(&self, p: Parked) -> Result<(), (Parked, std::io::Error)> {
+        let Some(fd) = socket_fd(&p.conn.stream) else {
+            return Err((p, std::io::Error::other("not a socket that parks")));
+        };
+        let index = self.free.borrow_mut().pop().unwrap_or_else(|| {
+            let mut conns = self.conns.borrow_mut();
+            conns.push(None);
+            conns.len() - 1
+        });
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: index as u64,
+        };
+        // SAFETY: both fds are open (the socket is the parked connection's, kept until it
+        // leaves the set); `ev` is a valid event.
+        if unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            self.free.borrow_mut().push(index);
+            return Err((p, std::io::Error::last_os_error()));
+        }
+        let mut p = p;
+        forget_task(&mut p.conn);
+        p.conn.idle_slot.set_parked(true);
+        self.conns.borrow_mut()[index] = Some(p);
+        Ok(())
+    }
+
+    /// Takes connection `index` out of the set (and its socket out of the epoll).
+    fn remove(&self, index: usize) -> Option<Parked> {
+        let p = self.conns.borrow_mut().get_mut(index)?.take()?;
+        if let Some(fd) = socket_fd(&p.conn.stream) {
+            // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
+            unsafe {
+                libc::epoll_ctl(
+                    self.ep.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    fd,
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+        self.free.borrow_mut().push(index);
+        Some(p)
+    }
+
+    /// The indices of the parked sockets with input (or an end), from the set's epoll.
+    fn ready(&self, cx: &mut Context<'_>, out: &mut Vec<usize>) {
+        while let Poll::Ready(Ok(mut guard)) = self.ep.poll_read_ready(cx) {
+            let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+            // SAFETY: `events` has room for EVENTS entries; a zero timeout never blocks.
+            let n = unsafe {
+                libc::epoll_wait(self.ep.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, 0)
+            };
+            if n <= 0 {
+                guard.clear_ready();
+                continue;
+            }
+            out.extend(events[..n as usize].iter().map(|e| e.u64 as usize));
+            if (n as usize) < EVENTS {
+                guard.clear_ready();
+            }
+            // (Else the set has more: the readiness stays, and the next turn takes them.)
+            return;
+        }
+    }
+
+    /// The parked connections a wake of the idle list (since they parked), a reuse, or their
+    /// deadline ends.
+    fn ended(&self, now: Instant, out: &mut Vec<usize>) {
+        let epoch = self.wakers.epoch();
+        for (i, p) in self.conns.borrow().iter().enumerate() {
+            let Some(p) = p else { continue };
+            if p.since != epoch || p.conn.idle_slot.reused() || now >= p.deadline {
+                out.push(i);
+            }
+        }
+    }
+}
+
+/// The set's task: gives parked connections their tasks back as they are woken.
+async fn serve(set: Rc<Set>) {
+    let mut tick = tokio::time::interval(PARK_SWEEP);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut chosen = Vec::new();
+    let mut scan = false;
+    loop {
+        std::future::poll_fn(|cx| {
+            set.wakers.register_parked(cx.waker());
+            // Deadlines, every sweep; a wake of the idle list or a reuse, when they come.
+            if tick.poll_tick(cx).is_ready() | set.wakers.take_parked_woken() {
+                scan = true;
+            }
+            set.ready(cx, &mut chosen);
+            if scan || !chosen.is_empty() {
+                return Poll::Ready(());
+            }
+            Poll::Pending
+        })
+        .await;
+        if std::mem::take(&mut scan) {
+            set.ended(Instant::now(), &mut chosen);
+        }
+        for i in chosen.drain(..) {
+            if let Some(p) = set.remove(i) {
+                resume(p);
+            }
+        }
+    }
+}
