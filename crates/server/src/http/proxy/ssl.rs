@@ -272,11 +272,11 @@ struct Dynamic {
     base: ClientConfig,
     /// `proxy_ssl_certificate_cache`; without it (nginx's default) the files are read at
     /// every handshake.
-    cache: Option<(
-        crate::tls::conf::CertCacheConf,
-        Mutex<HashMap<(String, String), Made>>,
-    )>,
+    cache: Option<(crate::tls::conf::CertCacheConf, Mutex<MadeCache>)>,
 }
+
+/// The configurations made, by (certificate, key) name.
+type MadeCache = HashMap<(String, String), Made>;
 
 /// A configuration made for one pair of certificate names, kept by the cache.
 #[derive(Debug)]
