@@ -79,6 +79,8 @@ mod stub_status;
 mod tls;
 mod tls_accept;
 mod tls_hostile;
+mod tls_ocsp;
+mod tls_testssl;
 mod tls_upstream;
 mod upgrade;
 mod upstream_protocols;

@@ -51,6 +51,8 @@ impl Pki {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
         fs::write(dir.path().join("ca.crt"), ca.pem()).expect("writing ca.crt");
+        // For `openssl ocsp -rkey` (a responder signing as the CA).
+        fs::write(dir.path().join("ca.key"), key.serialize_pem()).expect("writing ca.key");
         Pki {
             ca_der: ca.der().clone(),
             dir,
@@ -71,6 +73,49 @@ impl Pki {
     /// Issues `NAME.crt` and `NAME.key` (ECDSA P-256) for the DNS names (or IP addresses) in
     /// `sans`, with `NAME` as its CN; a client certificate when `client`. Returns its serial.
     pub fn issue(&mut self, name: &str, sans: &[&str], client: bool) -> u64 {
+        self.issue_with(name, sans, client, None)
+    }
+
+    /// A server certificate as [`Pki::issue`] makes one, whose Authority Information Access
+    /// names `ocsp_url` as its OCSP responder. Returns its serial.
+    pub fn issue_with_ocsp(&mut self, name: &str, sans: &[&str], ocsp_url: &str) -> u64 {
+        self.issue_with(name, sans, false, Some(ocsp_url))
+    }
+
+    /// Writes `index.txt`, the certificate database `openssl ocsp -index` answers from: each
+    /// (serial, revoked, CN) valid, or revoked an hour ago.
+    pub fn write_ocsp_index(&self, entries: &[(u64, bool, &str)]) {
+        let stamp = |secs: i64| {
+            let out = std::process::Command::new("date")
+                .args(["-u", "-d", &format!("@{secs}"), "+%y%m%d%H%M%SZ"])
+                .output()
+                .expect("running date");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("a clock after 1970")
+            .as_secs() as i64;
+        let mut text = String::new();
+        for (serial, revoked, cn) in entries {
+            let mut hex = format!("{serial:X}");
+            if hex.len() % 2 == 1 {
+                hex.insert(0, '0');
+            }
+            let (flag, when) = if *revoked {
+                ("R", stamp(now - 3600))
+            } else {
+                ("V", String::new())
+            };
+            text.push_str(&format!(
+                "{flag}\t{}\t{when}\t{hex}\tunknown\t/O=Shoal Tests/CN={cn}\n",
+                stamp(now + 30 * 86400)
+            ));
+        }
+        fs::write(self.path("index.txt"), text).expect("writing index.txt");
+    }
+
+    fn issue_with(&mut self, name: &str, sans: &[&str], client: bool, ocsp: Option<&str>) -> u64 {
         let key = KeyPair::generate().expect("a key");
         let mut p = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
             .expect("params");
@@ -84,6 +129,22 @@ impl Pki {
         } else {
             rcgen::ExtendedKeyUsagePurpose::ServerAuth
         }];
+        if let Some(url) = ocsp {
+            // AuthorityInfoAccess: SEQUENCE { SEQUENCE { id-ad-ocsp, [6] URI } }
+            let mut access = vec![0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
+            access.push(0x86);
+            access.push(url.len() as u8);
+            access.extend_from_slice(url.as_bytes());
+            let mut desc = vec![0x30, access.len() as u8];
+            desc.extend(access);
+            let mut aia = vec![0x30, desc.len() as u8];
+            aia.extend(desc);
+            p.custom_extensions
+                .push(rcgen::CustomExtension::from_oid_content(
+                    &[1, 3, 6, 1, 5, 5, 7, 1, 1],
+                    aia,
+                ));
+        }
         let cert = p.signed_by(&key, &self.issuer).expect("signing");
         fs::write(self.path(&format!("{name}.crt")), cert.pem()).expect("writing a certificate");
         fs::write(self.path(&format!("{name}.key")), key.serialize_pem()).expect("writing a key");

@@ -26,10 +26,10 @@
 //! here: once shoal implements one, its registry answers first and the entry
 //! is never reached (HTTP/2's are shoal's: `http/h2/conf.rs`). HTTP/3 and
 //! QUIC are `Unsupported` for now, and so are the TLS directives of stream and mail and of newer nginx versions
-//! (`proxy_ssl_certificate_cache`, `ssl_ech_file`). The http and stream proxies'
-//! `proxy_ssl_*`, gRPC's `grpc_ssl_*` and `uwsgi_ssl_*` are not listed: they are shoal's
-//! (`http/proxy/ssl.rs`), and neither are the `*_store` and `*_ignore_client_abort` of the
-//! upstream modules (`http/upstream/store.rs`, `http/upstream/conf.rs`).
+//! (`ssl_ech_file`). The http and stream proxies' `proxy_ssl_*`, gRPC's `grpc_ssl_*` and
+//! `uwsgi_ssl_*` are not listed: they are shoal's (`http/proxy/ssl.rs`), and neither are the
+//! `*_store` and `*_ignore_client_abort` of the upstream modules (`http/upstream/store.rs`,
+//! `http/upstream/conf.rs`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
 //! Lua...) are not listed.
@@ -111,7 +111,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("geoip_proxy",                    "ngx_http_geoip_module",         Inert),
     ("geoip_proxy_recursive",          "ngx_http_geoip_module",         Inert),
     ("google_perftools_profiles",      "ngx_google_perftools_module",   Unsupported),
-    ("grpc_ssl_certificate_cache",     "ngx_http_grpc_module",          Unsupported),
     ("gunzip",                         "ngx_http_gunzip_module",        Unsupported),
     ("gunzip_buffers",                 "ngx_http_gunzip_module",        Inert),
     ("gzip",                           "ngx_http_gzip_module",          Unsupported),
@@ -280,7 +279,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("proxy_set_header",               "ngx_http_proxy_module",         Unsupported),
     ("proxy_smtp_auth",                "ngx_mail_proxy_module",         Inert),
     ("proxy_socket_keepalive",         "ngx_http_proxy_module",         Unsupported),
-    ("proxy_ssl_certificate_cache",    "ngx_http_proxy_module",         Unsupported),
     ("proxy_temp_file_write_size",     "ngx_http_proxy_module",         Unsupported),
     ("proxy_timeout",                  "ngx_stream_proxy_module",       Unsupported),
     ("proxy_upload_rate",              "ngx_stream_proxy_module",       Unsupported),
@@ -359,7 +357,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("userid_p3p",                     "ngx_http_userid_module",        Inert),
     ("userid_path",                    "ngx_http_userid_module",        Inert),
     ("userid_service",                 "ngx_http_userid_module",        Inert),
-    ("uwsgi_ssl_certificate_cache",    "ngx_http_uwsgi_module",         Unsupported),
     ("uwsgi_string",                   "ngx_http_uwsgi_module",         Unsupported),
     ("worker_aio_requests",            "ngx_core_module",               Unsupported),
     ("worker_connections",             "ngx_core_module",               Unsupported),
@@ -457,17 +454,6 @@ mod tests {
             // would change what it does).
             ("fastcgi_send_lowat", "ngx_http_fastcgi_module", Unsupported),
             ("uwsgi_string", "ngx_http_uwsgi_module", Unsupported),
-            (
-                "uwsgi_ssl_certificate_cache",
-                "ngx_http_uwsgi_module",
-                Unsupported,
-            ),
-            // gRPC is shoal's but for nginx 1.27's certificate cache.
-            (
-                "grpc_ssl_certificate_cache",
-                "ngx_http_grpc_module",
-                Unsupported,
-            ),
             ("ssi", "ngx_http_ssi_module", Unsupported),
             ("ssi_types", "ngx_http_ssi_module", Inert),
             ("sub_filter", "ngx_http_sub_module", Unsupported),

@@ -22,6 +22,7 @@ use super::openssl_conf::{apply_conf_command, parse_groups};
 pub use super::select::HandshakeVars;
 use super::select::{Certs, DynamicCerts, Pairs, Part, Template};
 use super::session::{self, SessionZone, TicketKey, Ticketer, ZoneStore};
+use super::stapling::{Responder, Staple, StapleConf};
 use super::verify::ClientAuth;
 use crate::conf::Builder;
 use crate::cycle::{AddrServers, Named};
@@ -82,7 +83,7 @@ impl ServerTls {
     /// The pairs of a server whose certificate names have variables, read now.
     pub fn dynamic_pairs(&self, vars: &HandshakeVars<'_>) -> Option<Result<Pairs, String>> {
         match &self.certs {
-            Certs::Dynamic(d) => Some(d.load(vars).map(Pairs)),
+            Certs::Dynamic(d) => Some(d.load(vars).map(Pairs::new)),
             _ => None,
         }
     }
@@ -194,7 +195,13 @@ pub fn finish(http: &mut HttpConf, b: &mut Builder) -> Result<(), Error> {
         if !on_tls && !ssl.enabled() && ssl.certificates.is_none() {
             continue;
         }
-        let tls = build_server(i, ssl, b)?;
+        let resolver = srv
+            .loc
+            .resolver
+            .resolver
+            .clone()
+            .map(|r| (r, srv.loc.resolver.timeout()));
+        let tls = build_server(i, &srv.ssl, resolver, b)?;
         built.insert(i, Arc::new(tls));
     }
     let names: Arc<Vec<SniNames>> = Arc::new(
@@ -261,7 +268,7 @@ fn entry(
     if no_protocols {
         return Ok(None);
     }
-    let base = server_config(def, &tls, Arc::new(Pairs(Vec::new())), h2)
+    let base = server_config(def, &tls, Arc::new(Pairs::default()), h2)
         .map_err(|m| Error::new(m, None))?;
     let pairs = tls.static_pairs().or_else(|| {
         // A server without certificates of its own answers with the default server's, as
@@ -285,7 +292,7 @@ fn entry(
 /// The TLS context of a `stream` server's `listen ... ssl` address: the server alone (stream
 /// has no names to choose by), built from its merged settings as an http server's is.
 pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<AddrTls>, Error> {
-    let tls = Arc::new(build_server(0, ssl, b)?);
+    let tls = Arc::new(build_server(0, ssl, None, b)?);
     if !tls.has_certificates() && !tls.reject_handshake {
         return Err(Error::new(
             "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive",
@@ -370,7 +377,53 @@ impl ProducesTickets for NoTickets {
     }
 }
 
-fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTls, Error> {
+/// What a server's stapling asks the responder through: its `resolver` and `resolver_timeout`.
+pub type StaplingResolver = Option<(Arc<crate::resolver::Resolver>, std::time::Duration)>;
+
+/// The stapling of one certificate (`name`, `pair`), or nginx's warning why there is none.
+fn staple_for(
+    name: &str,
+    pair: &Arc<CertifiedKey>,
+    ssl: &SslConf,
+    trusted: &Arc<Vec<rustls::pki_types::CertificateDer<'static>>>,
+    resolver: StaplingResolver,
+) -> Result<Staple, String> {
+    let leaf = &pair.cert[0];
+    let issuer = pair.cert[1..]
+        .iter()
+        .chain(trusted.iter())
+        .find(|i| certs::issued_by(leaf, i))
+        .ok_or_else(|| {
+            format!(
+                "\"ssl_stapling\" ignored, issuer certificate not found for certificate \"{name}\""
+            )
+        })?;
+    let url = ssl
+        .stapling_responder
+        .clone()
+        .or_else(|| certs::ocsp_responder_url(leaf))
+        .ok_or_else(|| {
+            format!("\"ssl_stapling\" ignored, no OCSP responder URL in the certificate \"{name}\"")
+        })?;
+    let responder = Responder::parse(&url)
+        .map_err(|m| format!("\"ssl_stapling\" ignored, {m} in the certificate \"{name}\""))?;
+    let conf = StapleConf {
+        responder,
+        resolver,
+        trusted: trusted.clone(),
+        verify: ssl.stapling_verify.unwrap_or(false),
+    };
+    Staple::new(name.to_string(), pair.clone(), issuer, conf).ok_or_else(|| {
+        format!("\"ssl_stapling\" ignored, OCSP_cert_to_id() failed for certificate \"{name}\"")
+    })
+}
+
+fn build_server(
+    index: usize,
+    ssl: &SslConf,
+    resolver: StaplingResolver,
+    b: &mut Builder,
+) -> Result<ServerTls, Error> {
     let e = |m: String| Error::new(m, None);
     let passwords = ssl.passwords.clone();
     let conf_prefix = b.conf_prefix.clone();
@@ -429,7 +482,9 @@ fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTl
             ClientAuth::new(mode, &hints, &trusted, &crls, ssl.verify_depth()).map_err(e)?,
         ))
     };
-    // Stapling from a file, or nginx's warnings for what cannot be stapled.
+    // Stapling from a file, or from the responder (nginx's `ngx_ssl_stapling`), or nginx's
+    // warnings for what cannot be stapled.
+    let mut staples = Vec::new();
     if let Some(st) = ssl.stapling.as_ref().filter(|s| s.value) {
         match &ssl.stapling_file {
             Some(f) => {
@@ -444,22 +499,15 @@ fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTl
                     .collect();
             }
             None => {
+                let trusted = Arc::new(trusted.clone());
                 for ((name, _), p) in statics.iter().zip(&pairs) {
-                    let leaf = &p.cert[0];
-                    let has_issuer = p.cert[1..]
-                        .iter()
-                        .chain(&trusted)
-                        .any(|i| certs::issued_by(leaf, i));
-                    let message = if !has_issuer {
-                        format!("\"ssl_stapling\" ignored, issuer certificate not found for certificate \"{name}\"")
-                    } else if ssl.stapling_responder.is_none()
-                        && certs::ocsp_responder_url(leaf).is_none()
-                    {
-                        format!("\"ssl_stapling\" ignored, no OCSP responder URL in the certificate \"{name}\"")
-                    } else {
-                        format!("\"ssl_stapling\" ignored, shoal does not query OCSP responders yet (that needs \"resolver\"): staple a response with \"ssl_stapling_file\" for the certificate \"{name}\"")
-                    };
-                    b.warn(message, &st.span);
+                    match staple_for(name, p, ssl, &trusted, resolver.clone()) {
+                        Ok(s) => staples.push(Some(Arc::new(s))),
+                        Err(message) => {
+                            b.warn(message, &st.span);
+                            staples.push(None);
+                        }
+                    }
                 }
             }
         }
@@ -598,7 +646,10 @@ fn build_server(index: usize, ssl: &SslConf, b: &mut Builder) -> Result<ServerTl
     } else if pairs.is_empty() {
         Certs::None
     } else {
-        Certs::Static(Arc::new(Pairs(pairs)))
+        Certs::Static(Arc::new(Pairs {
+            keys: pairs,
+            staples,
+        }))
     };
     Ok(ServerTls {
         index,

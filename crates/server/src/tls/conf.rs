@@ -316,9 +316,15 @@ fn set_certificate_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> R
     if c.certificate_cache.is_some() {
         return Err(crate::conf::duplicate(d));
     }
+    c.certificate_cache = Some(parse_certificate_cache(d)?);
+    Ok(())
+}
+
+/// The arguments of `ssl_certificate_cache` (and the proxy's `proxy_ssl_certificate_cache`):
+/// `None` for `off`.
+pub fn parse_certificate_cache(d: &Directive) -> Result<Option<CertCacheConf>, Error> {
     if d.args.len() == 1 && d.args[0].value == "off" {
-        c.certificate_cache = Some(None);
-        return Ok(());
+        return Ok(None);
     }
     let mut cache = CertCacheConf {
         max: 0,
@@ -343,11 +349,10 @@ fn set_certificate_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> R
     if cache.max == 0 {
         return Err(err(
             d,
-            "\"ssl_certificate_cache\" must have \"max\" parameter",
+            format!("\"{}\" must have \"max\" parameter", d.name),
         ));
     }
-    c.certificate_cache = Some(Some(cache));
-    Ok(())
+    Ok(Some(cache))
 }
 
 fn set_ciphers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

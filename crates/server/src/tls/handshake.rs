@@ -46,6 +46,8 @@ pub async fn accept(
     peer: Option<SocketAddr>,
 ) -> Result<Accepted, TlsError> {
     let hs_io = |e: io::Error| TlsError::io(Call::Handshake, &e);
+    // A certificate with OCSP stapling may find its answer due for a refresh.
+    let _due = super::stapling::SpawnDue;
     let mut first = [0u8; 1];
     match tcp.peek(&mut first).await {
         Ok(0) => return Err(TlsError::closed_before_hello()),

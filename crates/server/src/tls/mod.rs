@@ -23,9 +23,11 @@ pub mod conn;
 pub mod error;
 pub mod handshake;
 pub mod info;
+pub mod ocsp;
 mod openssl_conf;
 mod select;
 pub mod session;
+pub mod stapling;
 pub mod stream;
 pub mod verify;
 

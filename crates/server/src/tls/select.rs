@@ -16,6 +16,7 @@ use rustls::SignatureScheme;
 
 use super::certs;
 use super::conf::CertCacheConf;
+use super::stapling::Staple;
 
 /// A certificate or key name with variables (`/certs/$ssl_server_name.crt`).
 #[derive(Clone, Debug)]
@@ -183,28 +184,44 @@ impl DynamicCerts {
 
 /// A server's certificate pairs, one of which each handshake gets: the first whose key can sign
 /// with a scheme the client lists, taken in the client's order (so an ECDSA-capable client gets
-/// the ECDSA certificate when both are configured).
-#[derive(Debug)]
-pub struct Pairs(pub Vec<Arc<CertifiedKey>>);
+/// the ECDSA certificate when both are configured). A pair with a [`Staple`] gets its last good
+/// OCSP answer stapled.
+#[derive(Debug, Default)]
+pub struct Pairs {
+    pub keys: Vec<Arc<CertifiedKey>>,
+    /// By the index of `keys` (shorter when the last ones have none).
+    pub staples: Vec<Option<Arc<Staple>>>,
+}
 
 impl Pairs {
-    fn choose(&self, schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+    pub fn new(keys: Vec<Arc<CertifiedKey>>) -> Pairs {
+        Pairs {
+            keys,
+            staples: Vec::new(),
+        }
+    }
+
+    fn choose(&self, schemes: &[SignatureScheme]) -> Option<usize> {
         for s in schemes {
-            if let Some(k) = self
-                .0
+            if let Some(i) = self
+                .keys
                 .iter()
-                .find(|k| k.key.choose_scheme(std::slice::from_ref(s)).is_some())
+                .position(|k| k.key.choose_scheme(std::slice::from_ref(s)).is_some())
             {
-                return Some(k.clone());
+                return Some(i);
             }
         }
-        self.0.first().cloned()
+        (!self.keys.is_empty()).then_some(0)
     }
 }
 
 impl ResolvesServerCert for Pairs {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.choose(hello.signature_schemes())
+        let i = self.choose(hello.signature_schemes())?;
+        match self.staples.get(i) {
+            Some(Some(s)) => Some(s.key()),
+            _ => self.keys.get(i).cloned(),
+        }
     }
 }
 

@@ -232,6 +232,15 @@ async fn make_stream(
         .as_ref()
         .filter(|h| !h.ssl.addrs.is_empty())
         .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
+    let plain = match (plain, tls) {
+        // `listen unix:... ssl`: the TLS layer drives the stream socket through tokio's
+        // TcpStream (reads, writes, peeks and readiness are any stream socket's).
+        (Transport::Unix(s), Some(_)) => {
+            let fd = std::os::fd::OwnedFd::from(s.into_std()?);
+            Transport::Tcp(TcpStream::from_std(std::net::TcpStream::from(fd))?)
+        }
+        (plain, _) => plain,
+    };
     match (plain, tls) {
         (Transport::Tcp(s), Some(tls)) => {
             // (Boxed: the handshake's state is kilobytes, and inline it would size and shape

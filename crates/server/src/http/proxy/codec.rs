@@ -242,12 +242,6 @@ pub async fn dynamic_target(
         return Err((500, format!("invalid URL prefix in \"{url}\"")));
     };
     let default_port = if https { 443 } else { 80 };
-    if https && rest.starts_with("unix:") {
-        return Err((
-            500,
-            format!("https to a unix socket is not supported in \"{url}\""),
-        ));
-    }
     if let Some(path) = rest.strip_prefix("unix:") {
         let (sock, uri) = match path.split_once(':') {
             Some((p, u)) => (p, Some(u.to_string()).filter(|u| !u.is_empty())),
@@ -255,7 +249,8 @@ pub async fn dynamic_target(
         };
         let mut u = UpstreamConf::unix(sock);
         u.ephemeral = true;
-        return Ok((Arc::new(u), uri, format!("unix:{sock}"), 80, false));
+        // nginx's `$proxy_host` for a unix socket.
+        return Ok((Arc::new(u), uri, "localhost".to_string(), 80, https));
     }
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),

@@ -214,12 +214,6 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
             return Err(err(d, "invalid URL prefix"));
         };
         let default_port = if https { 443 } else { 80 };
-        if https && rest.starts_with("unix:") {
-            return Err(err(
-                d,
-                "https to a unix socket is not supported by shoal (\"proxy_pass https://unix:...\")",
-            ));
-        }
         let (target, uri, host, port) = if let Some(path) = rest.strip_prefix("unix:") {
             // `unix:/path:/uri`: the socket's path ends at the first `:`.
             let (sock, uri) = match path.split_once(':') {
@@ -233,7 +227,8 @@ fn set_proxy_pass(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
                 ));
             }
             let u = Arc::new(UpstreamConf::unix(sock));
-            let host = format!("unix:{sock}");
+            // nginx's `$proxy_host` for a unix socket (the `Host` it sends).
+            let host = "localhost".to_string();
             (Target::Unix(u), uri.filter(|u| !u.is_empty()), host, 80)
         } else {
             let (authority, uri) = match rest.find('/') {

@@ -56,6 +56,12 @@ macro_rules! ssl_directives {
                 set_certificate,
             ),
             Command::new(concat!($p, "_ssl_certificate_key"), $ctx, Args::ONE, set_key),
+            Command::new(
+                concat!($p, "_ssl_certificate_cache"),
+                $ctx,
+                Args::Take(1, 3),
+                set_certificate_cache,
+            ),
             Command::new(concat!($p, "_ssl_ciphers"), $ctx, Args::ONE, set_ciphers),
             Command::new(
                 concat!($p, "_ssl_conf_command"),
@@ -121,6 +127,8 @@ pub struct ProxySsl {
     /// As written (a name with variables is read at each handshake).
     pub certificate: Option<Located<String>>,
     pub certificate_key: Option<Located<String>>,
+    /// `proxy_ssl_certificate_cache` (nginx 1.27.4): `Some(None)` is `off`, the default.
+    pub certificate_cache: Option<Option<crate::tls::conf::CertCacheConf>>,
     pub ciphers: Option<Located<String>>,
     pub conf_commands: Option<Vec<Located<(String, String)>>>,
     /// Full paths (resolved as nginx resolves them, against the configuration's directory).
@@ -144,6 +152,7 @@ impl ProxySsl {
     pub fn merge(&mut self, parent: &ProxySsl) {
         merge(&mut self.certificate, &parent.certificate);
         merge(&mut self.certificate_key, &parent.certificate_key);
+        merge(&mut self.certificate_cache, &parent.certificate_cache);
         merge(&mut self.ciphers, &parent.ciphers);
         merge(&mut self.conf_commands, &parent.conf_commands);
         merge(&mut self.crl, &parent.crl);
@@ -203,6 +212,11 @@ fn set_key(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
         located(d.args[0].value.clone(), d),
         d,
     )
+}
+
+fn set_certificate_cache(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let c = crate::tls::conf::parse_certificate_cache(d)?;
+    set_once(&mut ssl(s, d).certificate_cache, c, d)
 }
 
 fn set_ciphers(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
@@ -323,11 +337,21 @@ struct Dynamic {
     passwords: Option<Arc<Vec<String>>>,
     /// A copy of the location's configuration without a client certificate.
     base: ClientConfig,
-    made: Mutex<HashMap<(String, String), Arc<ClientConfig>>>,
+    /// `proxy_ssl_certificate_cache`; without it (nginx's default) the files are read at
+    /// every handshake.
+    cache: Option<(crate::tls::conf::CertCacheConf, Mutex<MadeCache>)>,
 }
 
-/// At most this many configurations made for certificate names with variables are kept.
-const DYNAMIC_KEPT: usize = 64;
+/// The configurations made, by (certificate, key) name.
+type MadeCache = HashMap<(String, String), Made>;
+
+/// A configuration made for one pair of certificate names, kept by the cache.
+#[derive(Debug)]
+struct Made {
+    config: Arc<ClientConfig>,
+    loaded: std::time::Instant,
+    used: std::time::Instant,
+}
 
 /// Builds the location's [`UpstreamTls`] (nginx's `ngx_http_proxy_set_ssl`), once; `prefix`
 /// names the module's directives in errors (`proxy`, `grpc`, `uwsgi`), `alpn` the protocols
@@ -366,7 +390,14 @@ fn make(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<UpstreamTls, Err
             &mut prefer,
             &mut tickets,
             &mut tls13_tickets,
-        )?;
+        )
+        .map_err(|mut e| {
+            // The command came from this module's directive.
+            if e.message.starts_with("\"ssl_conf_command ") {
+                e.message.insert_str(1, "proxy_");
+            }
+            e
+        })?;
     }
     let span = ssl.ciphers.as_ref().map(|c| &c.span);
     let tls12_suites = ciphers::tls12_suites(&cipher_string).map_err(|c| {
@@ -464,7 +495,10 @@ fn make(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<UpstreamTls, Err
                         prefix,
                         passwords: ssl.passwords.clone(),
                         base,
-                        made: Mutex::new(HashMap::new()),
+                        cache: ssl
+                            .certificate_cache
+                            .flatten()
+                            .map(|c| (c, Mutex::new(HashMap::new()))),
                     }),
                 )
             }
@@ -519,19 +553,46 @@ impl UpstreamTls {
             return Ok(self.config.clone());
         };
         let names = (vars.eval(&d.cert), vars.eval(&d.key));
-        let mut made = d.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = made.get(&names) {
-            return Ok(c.clone());
+        let make = |names: &(String, String)| -> Result<Arc<ClientConfig>, String> {
+            let ck = certified_key(&names.0, &names.1, &d.prefix, d.passwords.as_deref())?;
+            let mut c = d.base.clone();
+            c.client_auth_cert_resolver = Arc::new(OneCertificate(ck));
+            Ok(Arc::new(c))
+        };
+        let Some((conf, cache)) = &d.cache else {
+            return make(&names);
+        };
+        let now = std::time::Instant::now();
+        if let Some(m) = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&names)
+            .filter(|m| now.duration_since(m.loaded) < conf.valid)
+        {
+            m.used = now;
+            return Ok(m.config.clone());
         }
-        let ck = certified_key(&names.0, &names.1, &d.prefix, d.passwords.as_deref())?;
-        let mut c = d.base.clone();
-        c.client_auth_cert_resolver = Arc::new(OneCertificate(ck));
-        let c = Arc::new(c);
-        if made.len() >= DYNAMIC_KEPT {
-            made.clear();
+        let config = make(&names)?;
+        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, m| now.duration_since(m.used) < conf.inactive);
+        if map.len() >= conf.max {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, m)| m.used)
+                .map(|(k, _)| k.clone())
+            {
+                map.remove(&oldest);
+            }
         }
-        made.insert(names, c.clone());
-        Ok(c)
+        map.insert(
+            names,
+            Made {
+                config: config.clone(),
+                loaded: now,
+                used: now,
+            },
+        );
+        Ok(config)
     }
 }
 
@@ -571,10 +632,12 @@ pub async fn handshake(
         Ok(ip) => ServerName::IpAddress(ip.into()),
         Err(_) => match ServerName::try_from(bare.to_string()) {
             Ok(n) => n,
-            Err(_) => match tcp.peer_addr() {
-                Ok(a) => ServerName::IpAddress(a.ip().into()),
-                Err(e) => return Err(format!("getpeername() failed {}", shoal_conf::os_error(&e))),
-            },
+            // A unix socket (`unix:/path`) has no IP address: any address sends no SNI.
+            Err(_) => ServerName::IpAddress(
+                tcp.peer_addr()
+                    .map_or(std::net::Ipv4Addr::LOCALHOST.into(), |a| a.ip())
+                    .into(),
+            ),
         },
     };
     let config = tls

@@ -40,24 +40,50 @@ pub(crate) async fn connect(
             // TLS: the handshake first (nothing of the request goes with the connection),
             // bounded by `proxy_connect_timeout` as nginx bounds it.
             let (s, _) = connect_tcp(*a, conf, &[], timeout).await?;
-            match tokio::time::timeout(timeout, crate::http::proxy::ssl::handshake(s, h.tls, h.host, h.vars))
-                .await
-            {
-                Err(_) => Err(Fail::Timeout(
-                    "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
-                        .into(),
-                )),
-                Ok(Err(m)) => Err(Fail::Error(m)),
-                Ok(Ok(c)) => Ok((Transport::Tls(Box::new(c)), None, 0)),
-            }
+            tls_handshake(s, h, timeout).await
         }
         PeerAddr::Unix(p) => {
-            match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
-                Err(_) => Err(connect_timed_out()),
-                Ok(Err(e)) => Err(connect_failed(e)),
-                Ok(Ok(s)) => Ok((Transport::Unix(s), None, 0)),
-            }
+            let s = match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(p)).await {
+                Err(_) => return Err(connect_timed_out()),
+                Ok(Err(e)) => return Err(connect_failed(e)),
+                Ok(Ok(s)) => s,
+            };
+            let Some(h) = tls else {
+                return Ok((Transport::Unix(s), None, 0));
+            };
+            // `proxy_pass https://unix:...`: the TLS layer drives a stream socket through
+            // tokio's TcpStream, whose reads, writes, peeks and readiness are those of any
+            // stream socket; only its addresses and TCP options (unused here) differ.
+            let fd = s
+                .into_std()
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(connect_failed)?;
+            let s = tokio::net::TcpStream::from_std(std::net::TcpStream::from(fd))
+                .map_err(connect_failed)?;
+            tls_handshake(s, h, timeout).await
         }
+    }
+}
+
+/// The TLS handshake over a connected socket, bounded by `proxy_connect_timeout` as nginx
+/// bounds it.
+async fn tls_handshake(
+    s: tokio::net::TcpStream,
+    h: &Handshake<'_>,
+    timeout: Duration,
+) -> Result<(Transport, Option<(Timer, Instant, u64)>, usize), Fail> {
+    match tokio::time::timeout(
+        timeout,
+        crate::http::proxy::ssl::handshake(s, h.tls, h.host, h.vars),
+    )
+    .await
+    {
+        Err(_) => Err(Fail::Timeout(
+            "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
+                .into(),
+        )),
+        Ok(Err(m)) => Err(Fail::Error(m)),
+        Ok(Ok(c)) => Ok((Transport::Tls(Box::new(c)), None, 0)),
     }
 }
 
