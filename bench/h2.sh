@@ -107,9 +107,14 @@ start() { # NAME PLAIN_PORT TLS_PORT
     esac
     SPID[$1]=$! PLAIN[$1]=$2 TLS[$1]=$3
     STARTED_PIDS+=("$!")
-    for _ in $(seq 50); do curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$2/" && break; sleep 0.1; done
-    curl -sf -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$2/index.html" || die "$1 does not answer h2c"
+    for _ in $(seq 50); do curl -sk -o /dev/null --http2 "https://127.0.0.1:$3/" && break; sleep 0.1; done
     curl -sfk -o /dev/null --http2 "https://127.0.0.1:$3/index.html" || die "$1 does not answer h2 over TLS"
+    if ! curl -sf -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$2/index.html"; then
+        # Debian's h2o 2.2 speaks h2c only after an Upgrade: its h2c cases are left out.
+        [ "$1" = h2o ] || die "$1 does not answer h2c"
+        log "h2o does not answer h2c with prior knowledge: measured over TLS only"
+        PLAIN[$1]=""
+    fi
 }
 
 start shoal "$BASE_PORT" $((BASE_PORT + 1))
@@ -136,9 +141,13 @@ measure() { # NAME CASE URL H2LOAD-ARGS...
 }
 for round in $(seq "$ROUNDS"); do
     for name in $NAMES; do
-        measure "$name" page-h2c "http://127.0.0.1:${PLAIN[$name]}/index.html" -n"$REQUESTS" -c"$CLIENTS" -m"$STREAMS"
+        if [ -n "${PLAIN[$name]}" ]; then
+            measure "$name" page-h2c "http://127.0.0.1:${PLAIN[$name]}/index.html" -n"$REQUESTS" -c"$CLIENTS" -m"$STREAMS"
+        fi
         measure "$name" page-tls "https://127.0.0.1:${TLS[$name]}/index.html" -n"$REQUESTS" -c"$CLIENTS" -m"$STREAMS"
-        measure "$name" 1m-one-conn "http://127.0.0.1:${PLAIN[$name]}/1m.bin" -n2000 -c1 -m1
+        if [ -n "${PLAIN[$name]}" ]; then
+            measure "$name" 1m-one-conn "http://127.0.0.1:${PLAIN[$name]}/1m.bin" -n2000 -c1 -m1
+        fi
     done
 done
 echo

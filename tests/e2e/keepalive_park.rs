@@ -84,7 +84,7 @@ fn idle_connections_park_and_answer_their_next_request() {
             port,
             "",
             "",
-            "location = /n { return 200 \"$connection\"; }",
+            "location = /n { return 200 \"$connection\"; }\n location = /r { return 200 \"$connection_requests\"; }",
         ),
         port,
     );
@@ -110,6 +110,8 @@ fn idle_connections_park_and_answer_their_next_request() {
     for (c, number) in &mut idle {
         assert_eq!(&c.get("/n").unwrap().body, &*number);
     }
+    // `$connection_requests` counts on across the parking: this is the connection's fourth.
+    assert_eq!(idle[0].0.get("/r").unwrap().body, b"4");
 }
 
 #[test]
@@ -219,4 +221,48 @@ fn parked_connections_make_room_at_worker_connections() {
         closed_within(&mut idle[0], common::WAIT),
         "the oldest was not closed"
     );
+}
+
+/// TLS connections park too (their socket, once no decrypted byte waits), and go on with the
+/// same session: the next request is read, answered, and the connection parks again.
+#[test]
+fn tls_connections_park_and_go_on() {
+    use crate::common::tls::{Opts, Pki, TlsClient};
+    let mut pki = Pki::new();
+    pki.issue("a", &["a.test"], false);
+    let (port, tls_port) = (free_port(), free_port());
+    let s = Shoal::start(
+        &conf(
+            port,
+            "",
+            &format!(
+                "server {{ listen 127.0.0.1:{tls_port} ssl; server_name a.test; {} ssl_protocols TLSv1.2 TLSv1.3; location / {{ return 200 \"$connection $ssl_protocol\"; }} }}",
+                pki.ssl_lines("a")
+            ),
+            "",
+        ),
+        port,
+    );
+    let opts = Opts {
+        sni: Some("a.test"),
+        ..Opts::default()
+    };
+    let mut clients: Vec<(TlsClient, Vec<u8>)> = (0..3)
+        .map(|_| {
+            let mut c = TlsClient::connect(tls_port, &pki, &opts).expect("a handshake");
+            let (status, _, body) = c.get("a.test", "/").unwrap();
+            assert_eq!(status, 200);
+            (c, body)
+        })
+        .collect();
+    wait_for("3 parked TLS connections", || {
+        (parked(s.pid) == 3).then_some(())
+    });
+    for (c, first) in &mut clients {
+        let (status, _, body) = c
+            .get("a.test", "/")
+            .expect("a parked TLS connection answers");
+        assert_eq!((status, &body), (200, &*first));
+    }
+    wait_for("parked again", || (parked(s.pid) == 3).then_some(()));
 }

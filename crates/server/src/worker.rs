@@ -639,7 +639,7 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// How often idle keep-alive connections are asked to park ([`IdleWakers::sweep`]): one that
 /// waited between one and two of these for its next request sheds its task's state.
-pub const PARK_SWEEP: Duration = Duration::from_millis(20);
+pub const PARK_SWEEP: Duration = Duration::from_millis(50);
 
 async fn graceful_stop(
     worker: &Rc<Worker>,

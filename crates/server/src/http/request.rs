@@ -236,6 +236,8 @@ pub struct Req<'s, 'r> {
     pub host: Option<&'r str>,
     pub info: &'r ConnInfo,
     pub start: std::time::Instant,
+    /// Requests made on the connection so far, this one included (`$connection_requests`).
+    pub connection_requests: u64,
     /// Captures of a `server_name ~regex` match, for `$1`.. and named variables.
     pub name_captures: Option<&'r crate::cycle::NameCaptures>,
     /// The client, watched while the proxy waits for an upstream (a client that closes, or
@@ -280,7 +282,7 @@ impl Req<'_, '_> {
             document_root: Some(lc.root()),
             request_filename: None,
             connection: self.info.number,
-            connection_requests: 0,
+            connection_requests: self.connection_requests,
             start: self.start,
             request_length: 0,
             sent: None,

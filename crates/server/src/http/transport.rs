@@ -117,12 +117,6 @@ impl Transport {
         std::task::Poll::Ready(Ok(n))
     }
 
-    /// Whether a connection idle on this transport can wait on its socket's readiness alone
-    /// (TLS may hold decrypted bytes of its own: it cannot, and does not park).
-    pub fn parkable(&self) -> bool {
-        !matches!(self, Transport::Tls(_))
-    }
-
     pub async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         match self {
             Transport::Tcp(s) => s.read_buf(buf).await,

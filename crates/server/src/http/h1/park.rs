@@ -59,12 +59,13 @@ thread_local! {
     static SET: RefCell<Option<Rc<Set>>> = const { RefCell::new(None) };
 }
 
-/// The socket of a transport that can park (see [`Transport::parkable`]).
-fn socket_fd(t: &Transport) -> Option<RawFd> {
+/// A parked connection's socket (a TLS connection's TCP socket: it parks with no decrypted
+/// byte waiting, see `read.rs`).
+fn socket_fd(t: &Transport) -> RawFd {
     match t {
-        Transport::Tcp(s) => Some(s.as_raw_fd()),
-        Transport::Unix(s) => Some(s.as_raw_fd()),
-        Transport::Tls(_) => None,
+        Transport::Tcp(s) => s.as_raw_fd(),
+        Transport::Unix(s) => s.as_raw_fd(),
+        Transport::Tls(t) => t.tcp().as_raw_fd(),
     }
 }
 
@@ -139,9 +140,7 @@ impl Set {
     }
 
     fn add(&self, p: Parked) -> Result<(), (Parked, std::io::Error)> {
-        let Some(fd) = socket_fd(&p.conn.stream) else {
-            return Err((p, std::io::Error::other("not a socket that parks")));
-        };
+        let fd = socket_fd(&p.conn.stream);
         let index = self.free.borrow_mut().pop().unwrap_or_else(|| {
             let mut conns = self.conns.borrow_mut();
             conns.push(None);
@@ -167,17 +166,16 @@ impl Set {
     /// Takes connection `index` out of the set (and its socket out of the epoll).
     fn remove(&self, index: usize) -> Option<Parked> {
         let p = self.conns.borrow_mut().get_mut(index)?.take()?;
-        if let Some(fd) = socket_fd(&p.conn.stream) {
-            // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
-            unsafe {
-                libc::epoll_ctl(
-                    self.ep.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    fd,
-                    std::ptr::null_mut(),
-                )
-            };
-        }
+        let fd = socket_fd(&p.conn.stream);
+        // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
+        unsafe {
+            libc::epoll_ctl(
+                self.ep.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
         self.free.borrow_mut().push(index);
         Some(p)
     }

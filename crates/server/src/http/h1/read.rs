@@ -151,7 +151,9 @@ impl Conn {
             // Waiting with nothing of a request read: the worker may close this connection
             // to make room for a new one (nginx's reusable connections).
             // An idle keep-alive wait with nothing of a request begun may end in parking.
-            let parkable = idle && reading.is_none() && self.stream.parkable();
+            // (TLS too: its read returned nothing here only with no decrypted byte left, so
+            // the socket's readiness is all a parked connection waits for.)
+            let parkable = idle && reading.is_none();
             self.idle_slot.set_idle(empty, parkable);
             let (stream, buf) = (&mut self.stream, &mut self.buf);
             let slot = &self.idle_slot;

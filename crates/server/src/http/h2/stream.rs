@@ -200,6 +200,7 @@ async fn answer_stream(
         host: host.as_deref(),
         info: &sh.info,
         start,
+        connection_requests: sh.requests.get(),
         name_captures: name_captures.as_ref(),
         client: Some(crate::http::request::ClientWatch::Stream(&respond)),
         cache_zones,

@@ -55,7 +55,12 @@ macro_rules! ssl_directives {
                 Args::ONE,
                 set_certificate,
             ),
-            Command::new(concat!($p, "_ssl_certificate_key"), $ctx, Args::ONE, set_key),
+            Command::new(
+                concat!($p, "_ssl_certificate_key"),
+                $ctx,
+                Args::ONE,
+                set_key,
+            ),
             Command::new(
                 concat!($p, "_ssl_certificate_cache"),
                 $ctx,
