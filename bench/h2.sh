@@ -108,7 +108,12 @@ start() { # NAME PLAIN_PORT TLS_PORT
     SPID[$1]=$! PLAIN[$1]=$2 TLS[$1]=$3
     STARTED_PIDS+=("$!")
     for _ in $(seq 50); do curl -sk -o /dev/null --http2 "https://127.0.0.1:$3/" && break; sleep 0.1; done
-    curl -sfk -o /dev/null --http2 "https://127.0.0.1:$3/index.html" || die "$1 does not answer h2 over TLS"
+    if ! curl -sfk -o /dev/null --http2 "https://127.0.0.1:$3/index.html"; then
+        [ "$1" = h2o ] || die "$1 does not answer h2 over TLS"
+        log "h2o does not answer h2 over TLS (see $WORK/logs/h2o.error.log): left out"
+        H2O_OK=0
+        return
+    fi
     if ! curl -sf -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$2/index.html"; then
         # Debian's h2o 2.2 speaks h2c only after an Upgrade: its h2c cases are left out.
         [ "$1" = h2o ] || die "$1 does not answer h2c"
@@ -121,8 +126,9 @@ start shoal "$BASE_PORT" $((BASE_PORT + 1))
 start nginx $((BASE_PORT + 2)) $((BASE_PORT + 3))
 NAMES="nginx shoal"
 if command -v h2o >/dev/null; then
+    H2O_OK=1
     start h2o $((BASE_PORT + 4)) $((BASE_PORT + 5))
-    NAMES="nginx h2o shoal"
+    [ "$H2O_OK" = 1 ] && NAMES="nginx h2o shoal"
 fi
 
 printf 'server\tcase\tround\treq_s\tcpu_us\n' >"$WORK/raw.tsv"
