@@ -115,6 +115,11 @@ fn forget_task(conn: &mut Conn) {
 fn resume(p: Parked) {
     let mut conn = p.conn;
     conn.idle_slot.set_parked(false);
+    // Its wait starts again with a ticket of its own, and no sweep's ask left from before: a
+    // sweep between now and its task's first turn would send it straight back (and one whose
+    // deadline passed would go back and forth instead of closing).
+    conn.idle_slot.set_reusable(false);
+    conn.idle_slot.take_park();
     conn.resume_deadline = Some(p.deadline);
     tokio::task::spawn_local(crate::log::scoped_in(p.scope, super::drive(conn)));
 }

@@ -170,7 +170,8 @@ impl Conn {
                 }
                 _ = wake, if empty => {
                     if slot.take_park() {
-                        if parkable {
+                        // (Not once its deadline passed: the timer closes it now.)
+                        if parkable && Instant::now() < deadline {
                             // (Still reusable: a parked connection may be closed for room.)
                             return Ok(Err(ReadEnd::Park { deadline, since }));
                         }
