@@ -165,10 +165,15 @@ async fn run<P: Protocol>(
     };
     let first = first_write(&encoded, body);
     let upstream = dest.upstream.clone();
-    let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
+    // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
+    let hash_key = upstream.hash_key.as_ref().map(|t| {
+        let mut raw = Vec::new();
+        crate::variables::raw_bytes_into(&vars.eval(t), &mut raw);
+        raw
+    });
     let input = Input {
         client: r.peer().map(|p| p.ip()),
-        key: hash_key.as_deref().map_or(&[][..], str::as_bytes),
+        key: hash_key.as_deref().unwrap_or(&[]),
     };
     let mut attempt = state::start(&upstream, input);
     let next = conf.next_upstream();
