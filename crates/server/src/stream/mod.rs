@@ -14,6 +14,7 @@
 //! graceful stop waits for them as for any connection (`worker_shutdown_timeout`).
 
 pub mod preread;
+mod relay;
 pub mod session;
 pub mod udp;
 pub mod vars;

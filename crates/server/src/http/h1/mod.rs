@@ -18,6 +18,7 @@ mod close;
 mod park;
 pub(crate) mod proxy_protocol;
 mod read;
+mod start;
 mod tls;
 mod write;
 
@@ -30,7 +31,6 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use shoal_http::{BodyKind, Request};
-use tokio::net::{TcpStream, UnixStream};
 
 use self::body::Discard;
 use self::close::CloseRules;
@@ -45,7 +45,7 @@ use super::request::{log_ctx, Req};
 use super::transport::{ConnInfo, Transport, READ_CHUNK};
 use super::{LocConf, ServerConf};
 use crate::cycle::Generation;
-use crate::listen::{ListenAddr, SocketKey};
+use crate::listen::SocketKey;
 use crate::log::Level;
 use crate::worker::ConnGuard;
 
@@ -72,7 +72,7 @@ pub async fn serve(
 ) {
     let idle_slot = crate::worker::IdleSlot::new(&guard.0.wake_idle);
     let (stream, info, tls_address) =
-        match make_stream(fd, &key, &generation, number, &idle_slot, &guard).await {
+        match start::make_stream(fd, &key, &generation, number, &idle_slot, &guard).await {
             Ok(Some(x)) => x,
             Ok(None) => return,
             Err(e) => {
@@ -177,83 +177,6 @@ async fn drive(mut conn: Box<Conn>) {
                 crate::conn_log!(Level::Info, number, "{e}, client: {}", conn.info.client())
             }
         },
-    }
-}
-
-/// The connection's transport and what it knows of itself: a unix or TCP socket, or on a
-/// TLS address the connection once its handshake is over (`None`: it failed, logged). The
-/// flag: the address is a TLS one (the client may have spoken plain HTTP to it).
-async fn make_stream(
-    fd: OwnedFd,
-    key: &SocketKey,
-    generation: &Generation,
-    number: u64,
-    slot: &crate::worker::IdleSlot,
-    guard: &ConnGuard,
-) -> std::io::Result<Option<(Transport, ConnInfo, bool)>> {
-    let mut info = ConnInfo {
-        number,
-        peer: None,
-        local: None,
-        socket: key.addr.clone(),
-        tls: None,
-        proxy: None,
-    };
-    let plain = match key.addr {
-        ListenAddr::Unix(_) => {
-            let s = std::os::unix::net::UnixStream::from(fd);
-            Transport::Unix(UnixStream::from_std(s)?)
-        }
-        ListenAddr::Inet(_) => {
-            let s = std::net::TcpStream::from(fd);
-            let s = TcpStream::from_std(s)?;
-            info.peer = s.peer_addr().ok();
-            info.local = s.local_addr().ok();
-            Transport::Tcp(s)
-        }
-    };
-    // `listen ... proxy_protocol`: the header comes first, before TLS's handshake too, within
-    // the default server's `client_header_timeout` and `client_header_buffer_size`.
-    let route = generation.servers_for(&key.addr, info.local);
-    if let Some(r) = route.filter(|r| r.proxy_protocol) {
-        let srv = &generation.default_server(r).srv;
-        let (timeout, max) = (
-            srv.client_header_timeout(),
-            srv.limits().client_header_buffer_size,
-        );
-        let read = proxy_protocol::read(&plain, &mut info, slot, &guard.0, timeout, max);
-        if !Box::pin(read).await {
-            return Ok(None);
-        }
-    }
-    let tls = generation
-        .config
-        .http
-        .as_ref()
-        .filter(|h| !h.ssl.addrs.is_empty())
-        .and_then(|h| h.ssl.for_addr(&key.addr, info.local));
-    let plain = match (plain, tls) {
-        // `listen unix:... ssl`: the TLS layer drives the stream socket through tokio's
-        // TcpStream (reads, writes, peeks and readiness are any stream socket's).
-        (Transport::Unix(s), Some(_)) => {
-            let fd = std::os::fd::OwnedFd::from(s.into_std()?);
-            Transport::Tcp(TcpStream::from_std(std::net::TcpStream::from(fd))?)
-        }
-        (plain, _) => plain,
-    };
-    match (plain, tls) {
-        (Transport::Tcp(s), Some(tls)) => {
-            // (Boxed: the handshake's state is kilobytes, and inline it would size and shape
-            // every connection's task, a plain one's too.)
-            let start = Box::pin(tls::start(
-                s, key, generation, tls, &mut info, slot, &guard.0,
-            ));
-            Ok(match start.await? {
-                tls::Start::Tls(t) | tls::Start::Plain(t) => Some((t, info, true)),
-                tls::Start::Closed => None,
-            })
-        }
-        (plain, _) => Ok(Some((plain, info, false))),
     }
 }
 
