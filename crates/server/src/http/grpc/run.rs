@@ -31,7 +31,7 @@ use crate::http::rewrite;
 use crate::http::upstream::answer::{pass_head, Kind, Line};
 use crate::http::upstream::header::UpstreamHeader;
 use crate::http::upstream::record::Record;
-use crate::http::upstream::run::{poll_client_closed, Fail, Handshake};
+use crate::http::upstream::run::{self, poll_client_closed, Fail, Handshake};
 use crate::http::upstream::target::{self, Target};
 use crate::http::upstream::{NextUpstream, UpstreamLoc};
 use crate::http::LocConf;
@@ -232,22 +232,9 @@ async fn run(
         };
         let (fail, sent) = fail;
         let (status, bit, message) = match fail {
-            Fail::ClientGone => {
-                crate::conn_log!(
-                    Level::Info,
-                    r.info.number,
-                    "client prematurely closed connection, so upstream connection is closed too \
-                     while reading response header from upstream{}",
-                    record.borrow().log_ctx(r.req, r.srv, r.info)
-                );
-                record.borrow_mut().fail(499);
-                state::free(&upstream, &mut attempt, PeerResult::Success);
-                return Outcome::Final(Reply::boxed(499));
-            }
+            Fail::ClientGone => return run::client_gone(r, &record, &upstream, &mut attempt),
             Fail::ClientBody(f) => {
-                state::free(&upstream, &mut attempt, PeerResult::Success);
-                crate::http::client_body::log_failure(f, r);
-                return Outcome::Error(f.status());
+                return run::client_body_failed(r, f, &upstream, &mut attempt);
             }
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),

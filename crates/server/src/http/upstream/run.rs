@@ -40,6 +40,38 @@ use crate::upstream::{state, Input, PeerResult};
 /// A client's body that could not be read ends the request as nginx ends it: logged, then
 /// its 400 or 413 (`error_page` applies), or closed without an answer (a client gone, or
 /// silent past `client_body_timeout`).
+/// The client closed while the upstream was asked (`proxy_ignore_client_abort off`): nginx's
+/// line, a 499 in the log, and the peer freed as a success (it did nothing wrong).
+pub(crate) fn client_gone(
+    r: &Req<'_, '_>,
+    record: &RefCell<Record>,
+    upstream: &UpstreamConf,
+    attempt: &mut crate::upstream::Attempt,
+) -> Outcome {
+    crate::conn_log!(
+        Level::Info,
+        r.info.number,
+        "client prematurely closed connection, so upstream connection is closed too \
+         while reading response header from upstream{}",
+        record.borrow().log_ctx(r.req, r.srv, r.info)
+    );
+    record.borrow_mut().fail(499);
+    state::free(upstream, attempt, PeerResult::Success);
+    Outcome::Final(Reply::boxed(499))
+}
+
+/// [`client_gone`]'s twin for a client's body that failed: the peer freed as a success, the
+/// request ended as [`body_failed`] says.
+pub(crate) fn client_body_failed(
+    r: &Req<'_, '_>,
+    f: Failure,
+    upstream: &UpstreamConf,
+    attempt: &mut crate::upstream::Attempt,
+) -> Outcome {
+    state::free(upstream, attempt, PeerResult::Success);
+    body_failed(r, f)
+}
+
 fn body_failed(r: &Req<'_, '_>, f: Failure) -> Outcome {
     crate::http::client_body::log_failure(f, r);
     if f.silent() {
@@ -292,22 +324,8 @@ async fn run<P: Protocol>(
             Err(f) => f,
         };
         let (status, bit, message) = match fail {
-            Fail::ClientGone => {
-                crate::conn_log!(
-                    Level::Info,
-                    r.info.number,
-                    "client prematurely closed connection, so upstream connection is closed too \
-                     while reading response header from upstream{}",
-                    record.borrow().log_ctx(r.req, r.srv, r.info)
-                );
-                record.borrow_mut().fail(499);
-                state::free(&upstream, &mut attempt, PeerResult::Success);
-                return Outcome::Final(Reply::boxed(499));
-            }
-            Fail::ClientBody(f) => {
-                state::free(&upstream, &mut attempt, PeerResult::Success);
-                return body_failed(r, f);
-            }
+            Fail::ClientGone => return client_gone(r, &record, &upstream, &mut attempt),
+            Fail::ClientBody(f) => return client_body_failed(r, f, &upstream, &mut attempt),
             Fail::Error(m) => (502, NextUpstream::ERROR, m),
             Fail::Timeout(m) => (504, NextUpstream::TIMEOUT, m),
             Fail::Invalid(m) => (502, NextUpstream::INVALID_HEADER, m),
