@@ -5,6 +5,10 @@ much the resident memory (VmRSS) of process PID grew, per connection.
 
     ulimit -n 20000; bench/idle_memory.py PORT N PID [REQUESTS]
 
+With BATCHES=K the N connections are opened in K batches, a second apart, all kept open, and
+each batch's growth is printed as well as the whole (the allocator gives freed pages back
+lazily, so one batch's figure moves; the whole is the steadier one).
+
 With TLS_CAFILE=ca.pem in the environment the connections speak TLS (SNI `localhost`, the
 server's certificate checked against that CA): memory per idle TLS connection.
 
@@ -49,22 +53,30 @@ def ask(s):
 def main():
     port, n, pid = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     requests = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    before = rss_kib(pid)
+    batches = int(os.environ.get("BATCHES", "1"))
+    start = rss_kib(pid)
     socks = []
     ctx = None
     if os.environ.get("TLS_CAFILE"):
         ctx = ssl.create_default_context(cafile=os.environ["TLS_CAFILE"])
-    for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        if ctx is not None:
-            s = ctx.wrap_socket(s, server_hostname="localhost")
-        for _ in range(requests):
-            ask(s)
-        socks.append(s)
-    time.sleep(0.5)
+    for b in range(batches):
+        size = n // batches + (1 if b < n % batches else 0)
+        before = rss_kib(pid)
+        for _ in range(size):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if ctx is not None:
+                s = ctx.wrap_socket(s, server_hostname="localhost")
+            for _ in range(requests):
+                ask(s)
+            socks.append(s)
+        time.sleep(0.5 if batches == 1 else 1.0)
+        after = rss_kib(pid)
+        if batches > 1:
+            print(f"batch {b + 1}: {size} connections, RSS {before} -> {after} KiB, "
+                  f"{(after - before) * 1024 / size:.0f} bytes per connection")
     after = rss_kib(pid)
-    print(f"{n} idle connections after {requests} request(s) each: RSS {before} -> {after} KiB, "
-          f"{(after - before) * 1024 / n:.0f} bytes per connection")
+    print(f"{n} idle connections after {requests} request(s) each: RSS {start} -> {after} KiB, "
+          f"{(after - start) * 1024 / n:.0f} bytes per connection")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ pub async fn serve(
         born: Instant::now(),
         rules,
         since_yield: 0,
-        timer: Box::pin(tokio::time::sleep(Duration::from_secs(86_400))),
+        timer: new_timer(),
         idle_slot,
         closing_after_request: false,
         state: crate::status::ConnState::accepted(),
@@ -141,6 +141,14 @@ pub async fn serve(
         resume_deadline: None,
     });
     drive(conn).await;
+}
+
+/// A connection's one timer (see [`Conn::timer`]).
+type Timer = std::pin::Pin<Box<tokio::time::Sleep>>;
+
+/// A connection's timer before its first wait sets it.
+fn new_timer() -> Timer {
+    Box::pin(tokio::time::sleep(Duration::from_secs(86_400)))
 }
 
 /// Runs `conn` until it closes, or until it parks: idle for a while, its task ends here and a
@@ -180,8 +188,10 @@ async fn drive(mut conn: Box<Conn>) {
     }
 }
 
-pub(super) struct Conn {
-    pub(super) stream: Transport,
+/// (A parked connection is a `Conn` with its socket out of the worker's reactor and no timer:
+/// `park.rs` moves it between the two.)
+pub(super) struct Conn<S = Transport, T = Timer> {
+    pub(super) stream: S,
     pub(super) info: ConnInfo,
     pub(super) buf: BytesMut,
     /// Answers gathered for one write.
@@ -205,7 +215,7 @@ pub(super) struct Conn {
     since_yield: u32,
     /// The connection's one timer (header and keep-alive timeouts), moved to each wait's
     /// deadline when that is earlier.
-    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    timer: T,
     /// Where a graceful stop or a reload wakes this connection while it waits for a request.
     idle_slot: crate::worker::IdleSlot,
     /// The connection's socket is gone from the configuration: answer, then close.

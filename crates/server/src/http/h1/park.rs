@@ -4,10 +4,12 @@
 //! A connection's task is sized by the deepest state of its request (kilobytes: the phases, a
 //! static file's or a proxied answer's futures, laid out inline so a request costs no
 //! allocation). While a connection waits for a request it needs none of that. So after a while
-//! its task ends, and the connection (its socket, timer and place in the worker's idle list,
-//! nothing else) goes into its worker's parked set: an epoll instance of its own, with every
-//! parked socket in it, polled by one task. nginx, too, keeps nothing but the connection and
-//! its event while it waits (it frees a keep-alive connection's buffers).
+//! its task ends, and the connection (its socket and place in the worker's idle list, nothing
+//! else) goes into its worker's parked set: an epoll instance of its own, with every parked
+//! socket in it, polled by one task. A plain socket leaves the worker's reactor meanwhile (its
+//! registration is a quarter of a kilobyte), and the connection's timer is dropped (the set
+//! keeps its deadline). nginx, too, keeps nothing but the connection and its event while it
+//! waits (it frees a keep-alive connection's buffers).
 //!
 //! The set's task gives a connection back a task of its own (`drive`, which goes on from the
 //! wait it left) when its socket has input, when a graceful stop, a reload or a new client that
@@ -16,8 +18,8 @@
 //! that keeps sending never parks, so its requests cost nothing more.
 
 use std::cell::RefCell;
-use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -27,6 +29,7 @@ use tokio::io::Interest;
 
 use super::Conn;
 use crate::http::transport::Transport;
+use crate::tls::TlsConn;
 use crate::log::Level;
 use crate::worker::{IdleWakers, PARK_SWEEP};
 
@@ -46,7 +49,8 @@ struct Set {
 
 /// A parked connection and what its wait was.
 struct Parked {
-    conn: Box<Conn>,
+    /// The connection, without its timer.
+    conn: Box<Conn<Socket, ()>>,
     /// Its `keepalive_timeout` deadline.
     deadline: Instant,
     /// The epoch of the worker's idle list its wait began in: a wake since ends it.
@@ -59,20 +63,120 @@ thread_local! {
     static SET: RefCell<Option<Rc<Set>>> = const { RefCell::new(None) };
 }
 
-/// A parked connection's socket (a TLS connection's TCP socket: it parks with no decrypted
-/// byte waiting, see `read.rs`).
-fn socket_fd(t: &Transport) -> RawFd {
-    match t {
-        Transport::Tcp(s) => s.as_raw_fd(),
-        Transport::Unix(s) => s.as_raw_fd(),
-        Transport::Tls(t) => t.tcp().as_raw_fd(),
+/// A parked connection's socket: a plain one out of the worker's reactor; a TLS one as it was
+/// (it parks with no decrypted byte waiting, see `read.rs`; its state is kilobytes anyway).
+enum Socket {
+    Tcp(std::net::TcpStream),
+    Unix(UnixStream),
+    Tls(Box<TlsConn>),
+}
+
+impl Socket {
+    /// Takes a connection's socket out of the worker's reactor. (On an error it is closed.)
+    fn detach(t: Transport) -> std::io::Result<Socket> {
+        Ok(match t {
+            Transport::Tcp(s) => Socket::Tcp(s.into_std()?),
+            Transport::Unix(s) => Socket::Unix(s.into_std()?),
+            Transport::Tls(t) => Socket::Tls(t),
+        })
     }
+
+    /// Registers the socket with the worker's reactor again. (On an error it is closed.)
+    fn attach(self) -> std::io::Result<Transport> {
+        Ok(match self {
+            Socket::Tcp(s) => Transport::Tcp(tokio::net::TcpStream::from_std(s)?),
+            Socket::Unix(s) => Transport::Unix(tokio::net::UnixStream::from_std(s)?),
+            Socket::Tls(t) => Transport::Tls(t),
+        })
+    }
+
+    /// The socket the set's epoll watches (a TLS connection's TCP socket).
+    fn fd(&self) -> RawFd {
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+            Socket::Tls(t) => t.tcp().as_raw_fd(),
+        }
+    }
+}
+
+/// The same connection with another socket and timer (the rest of it moved, not copied
+/// field by field elsewhere). When `stream` fails, the connection closes: its socket went with
+/// the error, and the rest is dropped here.
+fn rehouse<S, T, S2, T2>(
+    conn: Conn<S, T>,
+    stream: impl FnOnce(S) -> std::io::Result<S2>,
+    timer: T2,
+) -> std::io::Result<Conn<S2, T2>> {
+    let Conn {
+        stream: s,
+        info,
+        buf,
+        out,
+        generation,
+        route,
+        guard,
+        requests,
+        born,
+        rules,
+        since_yield,
+        timer: _,
+        idle_slot,
+        closing_after_request,
+        state,
+        unread_body,
+        unread_input,
+        tls_address,
+        refuse_with,
+        sni,
+        keepalive,
+        pacing,
+        pipelined_next,
+        parking,
+        resume_deadline,
+    } = conn;
+    Ok(Conn {
+        stream: stream(s)?,
+        info,
+        buf,
+        out,
+        generation,
+        route,
+        guard,
+        requests,
+        born,
+        rules,
+        since_yield,
+        timer,
+        idle_slot,
+        closing_after_request,
+        state,
+        unread_body,
+        unread_input,
+        tls_address,
+        refuse_with,
+        sni,
+        keepalive,
+        pacing,
+        pipelined_next,
+        parking,
+        resume_deadline,
+    })
 }
 
 /// Parks `conn` until input, a wake of the idle list from the epoch `since` on, or `deadline`.
 /// When it cannot (no epoll), it goes on in a task of its own at once.
-pub(super) fn park(conn: Box<Conn>, deadline: Instant, since: u64) {
+pub(super) fn park(mut conn: Box<Conn>, deadline: Instant, since: u64) {
     let scope = crate::log::scope();
+    forget_task(&mut conn);
+    let number = conn.info.number;
+    let conn = match rehouse(*conn, Socket::detach, ()) {
+        Ok(conn) => Box::new(conn),
+        Err(e) => {
+            crate::conn_log!(Level::Alert, number, "epoll_ctl() failed ({e})");
+            return;
+        }
+    };
     let parked = Parked {
         conn,
         deadline,
@@ -100,20 +204,28 @@ pub(super) fn park(conn: Box<Conn>, deadline: Instant, since: u64) {
     }
 }
 
-/// Drops every waker of the ended task that the connection's socket, timer and idle slot
-/// still hold: each keeps the task's memory, kilobytes, alive. (Polled with a waker that does
-/// nothing, each keeps that one instead.)
+/// Drops every waker of the ended task that the connection's socket (a TLS one: it stays in
+/// the reactor) and idle slot still hold: each keeps the task's memory, kilobytes, alive.
+/// (Polled with a waker that does nothing, each keeps that one instead.)
 fn forget_task(conn: &mut Conn) {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let _ = conn.stream.poll_read_ready(&mut cx);
-    let _ = conn.stream.poll_write_ready(&mut cx);
-    let _ = conn.timer.as_mut().poll(&mut cx);
+    if let Transport::Tls(_) = conn.stream {
+        let _ = conn.stream.poll_read_ready(&mut cx);
+        let _ = conn.stream.poll_write_ready(&mut cx);
+    }
     conn.idle_slot.forget_waker();
 }
 
 /// Gives a parked connection a task of its own again, going on from the wait it left.
 fn resume(p: Parked) {
-    let mut conn = p.conn;
+    let number = p.conn.info.number;
+    let mut conn = match rehouse(*p.conn, Socket::attach, super::new_timer()) {
+        Ok(conn) => Box::new(conn),
+        Err(e) => {
+            crate::conn_log!(Level::Alert, number, "epoll_ctl() failed ({e})");
+            return;
+        }
+    };
     conn.idle_slot.set_parked(false);
     // Its wait starts again with a ticket of its own, and no sweep's ask left from before: a
     // sweep between now and its task's first turn would send it straight back (and one whose
@@ -145,7 +257,7 @@ impl Set {
     }
 
     fn add(&self, p: Parked) -> Result<(), (Parked, std::io::Error)> {
-        let fd = socket_fd(&p.conn.stream);
+        let fd = p.conn.stream.fd();
         let index = self.free.borrow_mut().pop().unwrap_or_else(|| {
             let mut conns = self.conns.borrow_mut();
             conns.push(None);
@@ -161,8 +273,6 @@ impl Set {
             self.free.borrow_mut().push(index);
             return Err((p, std::io::Error::last_os_error()));
         }
-        let mut p = p;
-        forget_task(&mut p.conn);
         p.conn.idle_slot.set_parked(true);
         self.conns.borrow_mut()[index] = Some(p);
         Ok(())
@@ -171,7 +281,7 @@ impl Set {
     /// Takes connection `index` out of the set (and its socket out of the epoll).
     fn remove(&self, index: usize) -> Option<Parked> {
         let p = self.conns.borrow_mut().get_mut(index)?.take()?;
-        let fd = socket_fd(&p.conn.stream);
+        let fd = p.conn.stream.fd();
         // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
         unsafe {
             libc::epoll_ctl(
@@ -247,5 +357,18 @@ async fn serve(set: Rc<Set>) {
                 resume(p);
             }
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    /// A parked connection holds less than a live one: no registration in the reactor (its
+    /// socket is a plain fd) and no timer; its `Conn` fits mimalloc's 448-byte bin.
+    #[test]
+    fn a_parked_connection_is_smaller_than_a_live_one() {
+        use std::mem::size_of;
+        let parked = size_of::<super::Conn<super::Socket, ()>>();
+        assert!(parked < size_of::<super::Conn>(), "{parked}");
+        assert!(parked <= 448, "{parked}");
+        assert!(size_of::<super::Socket>() <= 16);
     }
 }
