@@ -29,8 +29,8 @@ use tokio::io::Interest;
 
 use super::Conn;
 use crate::http::transport::Transport;
-use crate::tls::TlsConn;
 use crate::log::Level;
+use crate::tls::TlsConn;
 use crate::worker::{IdleWakers, PARK_SWEEP};
 
 /// Ready sockets taken from the set's epoll per call.
