@@ -179,6 +179,7 @@ fn print_version(full: bool) {
 }
 
 fn main() {
+    shoal_server::spare::set_release_freed(allocator::release_freed);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cli = match parse_cli(&args) {
         Ok(c) => c,

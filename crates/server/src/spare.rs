@@ -52,3 +52,20 @@ mod tests {
         assert_eq!(s.take(), None);
     }
 }
+
+/// How this process gives the memory its threads freed back to the system (set once by the
+/// binary, which chooses the allocator; none in tests).
+static RELEASE_FREED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets how [`release_freed`] gives freed memory back (the allocator's own call).
+pub fn set_release_freed(release: fn()) {
+    let _ = RELEASE_FREED.set(release);
+}
+
+/// Gives back to the system what the calling thread freed and its allocator still holds: after
+/// many connections' tasks ended at once (parking), so an idle worker's RSS is what it uses.
+pub fn release_freed() {
+    if let Some(release) = RELEASE_FREED.get() {
+        release();
+    }
+}
