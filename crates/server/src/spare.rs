@@ -37,22 +37,6 @@ impl<T> Spares<T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_last_given_is_taken_first_and_no_more_than_keep_are_kept() {
-        let s = Spares::new(2);
-        for v in [vec![1], vec![2], vec![3]] {
-            s.give(v, |v| v.push(0));
-        }
-        assert_eq!(s.take(), Some(vec![2, 0]));
-        assert_eq!(s.take(), Some(vec![1, 0]));
-        assert_eq!(s.take(), None);
-    }
-}
-
 /// How this process gives the memory its threads freed back to the system (set once by the
 /// binary, which chooses the allocator; none in tests).
 static RELEASE_FREED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
@@ -67,5 +51,21 @@ pub fn set_release_freed(release: fn()) {
 pub fn release_freed() {
     if let Some(release) = RELEASE_FREED.get() {
         release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_given_is_taken_first_and_no_more_than_keep_are_kept() {
+        let s = Spares::new(2);
+        for v in [vec![1], vec![2], vec![3]] {
+            s.give(v, |v| v.push(0));
+        }
+        assert_eq!(s.take(), Some(vec![2, 0]));
+        assert_eq!(s.take(), Some(vec![1, 0]));
+        assert_eq!(s.take(), None);
     }
 }
