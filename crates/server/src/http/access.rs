@@ -471,6 +471,10 @@ impl crate::http::modules::HttpModule for Module {
 
     const ACCESS: bool = true;
 
+    fn in_use(loc: &AccessLoc) -> bool {
+        loc.rules.is_some()
+    }
+
     async fn access(
         loc: &AccessLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

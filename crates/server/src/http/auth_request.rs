@@ -82,6 +82,10 @@ impl crate::http::modules::HttpModule for Module {
 
     const ACCESS: bool = true;
 
+    fn in_use(loc: &AuthRequestLoc) -> bool {
+        matches!(loc.uri, Some(Some(_)))
+    }
+
     async fn access(loc: &AuthRequestLoc, cx: &Cx<'_, '_, '_>) -> Access {
         let Some(Some(uri)) = &loc.uri else {
             return Access::DECLINED;

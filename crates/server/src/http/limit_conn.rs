@@ -436,6 +436,10 @@ impl crate::http::modules::HttpModule for Module {
 
     const PREACCESS: bool = true;
 
+    fn in_use(loc: &LimitConnLoc) -> bool {
+        !loc.limits().is_empty()
+    }
+
     async fn preaccess(
         loc: &LimitConnLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

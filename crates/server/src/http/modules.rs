@@ -112,6 +112,13 @@ pub trait HttpModule {
     /// Whether the module has an access handler (set with [`HttpModule::access`]).
     const ACCESS: bool = false;
 
+    /// Whether the module's preaccess or access handler has work in a location with `loc` (a
+    /// test of its configuration, no more): a request in a location where no module has any
+    /// skips both phases, and their futures.
+    fn in_use(_loc: &Self::Loc) -> bool {
+        Self::PREACCESS || Self::ACCESS
+    }
+
     /// nginx's preaccess phase, once per request (`limit_req`, `limit_conn`): an answer ends
     /// the request there (`error_page` applies). A module that has one says
     /// `const PREACCESS: bool = true`.
@@ -198,6 +205,14 @@ macro_rules! http_modules {
                 }
             )*
             None
+        }
+
+        /// Whether any module's preaccess or access handler has work in `lc`.
+        fn access_in_use(lc: &LocConf) -> bool {
+            false $(
+                || ((<$module as HttpModule>::PREACCESS || <$module as HttpModule>::ACCESS)
+                    && <$module as HttpModule>::in_use(&lc.$field))
+            )*
         }
 
         /// nginx's access phase: each module's answer fed to the `satisfy` gate, in order.
@@ -299,8 +314,22 @@ http_modules! {
     grpc: super::grpc::Module,
 }
 
+/// Whether the preaccess and access phases have work for a request in `cx`'s location. When
+/// they have none, they are done (an internal redirect later does not run preaccess again, as
+/// if they had run) and the request is allowed.
+pub fn access_needed(cx: &Cx<'_, '_, '_>) -> bool {
+    if access_in_use(cx.lc) {
+        return true;
+    }
+    cx.r.extras.set_preaccess_done();
+    false
+}
+
 /// The preaccess and access phases of a request in `cx`'s location: `Some(answer)` when they
 /// end it (a limit's refusal or delay's end, a 401 or 403; `error_page` may take over).
+///
+/// Called only where some module has work ([`access_needed`]); elsewhere the request is
+/// allowed without awaiting anything.
 pub async fn access_phases(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
     // Once per request: an internal redirect (an `error_page`, `try_files`) does not count a
     // request twice against a limit.

@@ -295,8 +295,10 @@ async fn run<'s, const REFUSED: bool>(
                 rw: &rw,
                 upstream: upstream.as_ref(),
             };
-            if let Some(reply) = super::modules::access_phases(&cx).await {
-                decided = Some(Outcome::Reply(reply));
+            if super::modules::access_needed(&cx) {
+                if let Some(reply) = super::modules::access_phases(&cx).await {
+                    decided = Some(Outcome::Reply(reply));
+                }
             }
         }
         // A subrequest is a GET, whatever the main request's method (a HEAD's too).

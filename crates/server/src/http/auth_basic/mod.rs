@@ -335,6 +335,10 @@ impl crate::http::modules::HttpModule for Module {
 
     const ACCESS: bool = true;
 
+    fn in_use(loc: &AuthBasicLoc) -> bool {
+        loc.realm.is_some()
+    }
+
     async fn access(
         loc: &AuthBasicLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

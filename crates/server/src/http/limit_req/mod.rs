@@ -741,6 +741,10 @@ impl crate::http::modules::HttpModule for Module {
 
     const PREACCESS: bool = true;
 
+    fn in_use(loc: &LimitReqLoc) -> bool {
+        !loc.limits().is_empty()
+    }
+
     async fn preaccess(
         loc: &LimitReqLoc,
         cx: &crate::http::modules::Cx<'_, '_, '_>,

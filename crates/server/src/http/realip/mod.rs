@@ -202,6 +202,11 @@ impl crate::http::modules::HttpModule for Module {
 
     const PREACCESS: bool = true;
 
+    /// (Without `set_real_ip_from` no address is trusted: nothing to replace.)
+    fn in_use(loc: &RealipLoc) -> bool {
+        loc.from.is_some()
+    }
+
     async fn preaccess(
         loc: &RealipLoc,
         cx: &Cx<'_, '_, '_>,
