@@ -117,8 +117,14 @@ fn rehouse<S, T, S2, T2>(
     stream: impl FnOnce(S) -> std::io::Result<S2>,
     timer: T2,
 ) -> std::io::Result<Conn<S2, T2>> {
-    let Conn {
-        stream: s,
+    // (Every other field moved as it is: named once here.)
+    macro_rules! moved {
+        ($($field:ident),* $(,)?) => {{
+            let Conn { stream: s, timer: _, $($field),* } = conn;
+            Ok(Conn { stream: stream(s)?, timer, $($field),* })
+        }};
+    }
+    moved!(
         info,
         buf,
         out,
@@ -129,7 +135,6 @@ fn rehouse<S, T, S2, T2>(
         born,
         rules,
         since_yield,
-        timer: _,
         idle_slot,
         closing_after_request,
         state,
@@ -143,34 +148,7 @@ fn rehouse<S, T, S2, T2>(
         pipelined_next,
         parking,
         resume_deadline,
-    } = conn;
-    Ok(Conn {
-        stream: stream(s)?,
-        info,
-        buf,
-        out,
-        generation,
-        route,
-        guard,
-        requests,
-        born,
-        rules,
-        since_yield,
-        timer,
-        idle_slot,
-        closing_after_request,
-        state,
-        unread_body,
-        unread_input,
-        tls_address,
-        refuse_with,
-        sni,
-        keepalive,
-        pacing,
-        pipelined_next,
-        parking,
-        resume_deadline,
-    })
+    )
 }
 
 /// Parks `conn` until input, a wake of the idle list from the epoch `since` on, or `deadline`.
