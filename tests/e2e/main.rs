@@ -88,3 +88,5 @@ mod upstream_server;
 mod upstream_store;
 mod uwsgi_ssl;
 mod variables;
+mod nginx_diff_binary_map;
+mod nginx_diff_hash;
