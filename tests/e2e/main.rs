@@ -90,3 +90,5 @@ mod uwsgi_ssl;
 mod variables;
 mod nginx_diff_binary_map;
 mod nginx_diff_hash;
+mod nginx_diff_auth_schemes;
+mod nginx_diff_limits;
