@@ -92,3 +92,4 @@ mod nginx_diff_binary_map;
 mod nginx_diff_hash;
 mod nginx_diff_auth_schemes;
 mod nginx_diff_limits;
+mod nginx_diff_leftovers21;
