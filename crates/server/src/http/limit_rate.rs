@@ -285,7 +285,7 @@ impl crate::http::modules::HttpModule for Module {
     const VARIABLES: &'static [&'static str] = &["limit_rate"];
 
     /// `$limit_rate`: what `set` gave it, else the rate the answer was paced by once it is
-    /// written (the access log), else 0 (as nginx's before its write filter ran).
+    /// written (the access log), else an upstream's `X-Accel-Limit-Rate`, else 0 (as nginx's before its write filter ran).
     fn variable(
         _loc: Option<&LimitRateLoc>,
         _name: &str,
@@ -297,6 +297,18 @@ impl crate::http::modules::HttpModule for Module {
             return Some(true);
         }
         if vars.extras.is_some_and(|e| e.var("limit_rate", out)) {
+            return Some(true);
+        }
+        // An upstream's `X-Accel-Limit-Rate` sets it as the head arrives (nginx's
+        // `r->limit_rate`), before the header filters: `add_header` sees it.
+        let accel = vars
+            .upstream
+            .filter(|_| !vars.lc.is_some_and(|lc| lc.proxy.ignores("X-Accel-Limit-Rate")))
+            .and_then(|rec| rec.head.as_ref())
+            .and_then(|h| h.header("x-accel-limit-rate"))
+            .and_then(x_accel_limit_rate);
+        if let Some(n) = accel {
+            out.push_str(&n.to_string());
             return Some(true);
         }
         out.push('0');
