@@ -124,14 +124,14 @@ fn auth_delay_answers_as_nginx() {
         ..Default::default()
     });
     std::fs::write(p.html().join("pw"), "u:{PLAIN}p\n").unwrap();
-    // Asked with the connection kept open: a client that half-closes during the delay is
-    // dropped by nginx without an answer ("client prematurely closed connection"), which
-    // shoal does not do yet (it answers).
+    // Asked half-closed too: a client that closes during the delay gets no answer (nginx's
+    // `client prematurely closed connection`, a 499).
     for loc in ["auth", "deny", "any"] {
         let path = format!("/{loc}/a.txt");
-        p.get_open(&path, "");
-        p.get_open(&path, &basic("u", "p"));
-        p.get_open(&path, &basic("u", "bad"));
+        for headers in [String::new(), basic("u", "p"), basic("u", "bad")] {
+            p.get(&path, &headers);
+            p.get_open(&path, &headers);
+        }
         // Keep-alive after a delayed 401: the next request on the connection is answered too.
         p.check_open(
             format!(
@@ -140,6 +140,12 @@ fn auth_delay_answers_as_nginx() {
                 basic("u", "p")
             )
             .as_bytes(),
+        );
+    }
+    for log in [p.nginx_log(), p.shoal_log()] {
+        assert!(
+            log.contains("client prematurely closed connection, client: 127.0.0.1"),
+            "{log}"
         );
     }
 }
