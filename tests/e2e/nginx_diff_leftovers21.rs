@@ -99,13 +99,14 @@ fn x_accel_limit_rate_sets_limit_rate() {
              location /conf/ {{ limit_rate 8k; proxy_pass http://127.0.0.1:{0}; }}\n\
              location /ignore/ {{ proxy_ignore_headers X-Accel-Limit-Rate; \
              proxy_pass http://127.0.0.1:{0}; }}\n\
-             location /buffering/ {{ proxy_buffering off; proxy_pass http://127.0.0.1:{0}; }}",
+             location /buffering/ {{ proxy_buffering off; proxy_pass http://127.0.0.1:{0}; }}\n\
+             location /set/ {{ set $limit_rate 4k; proxy_pass http://127.0.0.1:{0}; }}",
             up.port()
         ),
         ..Default::default()
     });
     let mut all = String::new();
-    for loc in ["p", "conf", "ignore", "buffering"] {
+    for loc in ["p", "conf", "ignore", "buffering", "set"] {
         for q in ["", "?rate=1000", "?rate=0", "?rate=off", "?rate=12k", "?rate=-5"] {
             all.push_str(&p.get_open(&format!("/{loc}/{q}"), ""));
         }
