@@ -81,7 +81,10 @@ fn htpasswd_schemes_as_nginx_reads_them() {
             "bcrypt:{}",
             run("htpasswd", &["-nbB", "-C", "5", "x", PW]).trim_start_matches("x:")
         ),
-        format!("bcrypt2b:{}", run("mkpasswd", &["-m", "bcrypt", "-R", "5", PW])),
+        format!(
+            "bcrypt2b:{}",
+            run("mkpasswd", &["-m", "bcrypt", "-R", "5", PW])
+        ),
         format!("des:{}", run("mkpasswd", &["-m", "descrypt", "s3cret"])),
     ];
     let users: Vec<String> = lines
@@ -92,8 +95,16 @@ fn htpasswd_schemes_as_nginx_reads_them() {
     // make a line of another scheme).
     let text = lines.join("\n");
     for scheme in [
-        "{PLAIN}", "{SHA}", "{SSHA}", ":$apr1$", ":$1$", ":$5$", ":$6$", ":$6$rounds=6000$",
-        ":$2y$05$", ":$2b$05$",
+        "{PLAIN}",
+        "{SHA}",
+        "{SSHA}",
+        ":$apr1$",
+        ":$1$",
+        ":$5$",
+        ":$6$",
+        ":$6$rounds=6000$",
+        ":$2y$05$",
+        ":$2b$05$",
     ] {
         assert!(text.contains(scheme), "no {scheme} line:\n{text}");
     }

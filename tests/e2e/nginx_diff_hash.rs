@@ -108,10 +108,11 @@ fn http_hash_and_consistent_hash_pick_nginx_peers() {
 /// What a TCP session through the proxy at `port`, made from the local address `from`, got
 /// back: the echo server's tag and the data.
 fn session_from(from: &str, port: u16) -> Vec<u8> {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-        .expect("a socket");
+    let sock =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
     let local: SocketAddr = format!("{from}:0").parse().expect("an address");
-    sock.bind(&local.into()).expect("binding a loopback address");
+    sock.bind(&local.into())
+        .expect("binding a loopback address");
     let to: SocketAddr = format!("127.0.0.1:{port}").parse().expect("an address");
     sock.connect_timeout(&to.into(), Duration::from_secs(10))
         .expect("connecting");

@@ -107,7 +107,14 @@ fn x_accel_limit_rate_sets_limit_rate() {
     });
     let mut all = String::new();
     for loc in ["p", "conf", "ignore", "buffering", "set"] {
-        for q in ["", "?rate=1000", "?rate=0", "?rate=off", "?rate=12k", "?rate=-5"] {
+        for q in [
+            "",
+            "?rate=1000",
+            "?rate=0",
+            "?rate=off",
+            "?rate=12k",
+            "?rate=-5",
+        ] {
             all.push_str(&p.get_open(&format!("/{loc}/{q}"), ""));
         }
     }

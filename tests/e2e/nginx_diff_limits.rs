@@ -179,7 +179,10 @@ fn limit_conn_status_log_level_and_dry_run() {
     for port in [n, s] {
         let deadline = Instant::now() + Duration::from_secs(10);
         while crate::common::client::ask(port, "/plain/a.txt", "").status != 200 {
-            assert!(Instant::now() < deadline, "{port}: the held request still counts");
+            assert!(
+                Instant::now() < deadline,
+                "{port}: the held request still counts"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

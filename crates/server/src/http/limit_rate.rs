@@ -299,7 +299,11 @@ impl crate::http::modules::HttpModule for Module {
         // `r->limit_rate`), before the header filters: `add_header` sees it.
         let accel = vars
             .upstream
-            .filter(|_| !vars.lc.is_some_and(|lc| lc.proxy.ignores("X-Accel-Limit-Rate")))
+            .filter(|_| {
+                !vars
+                    .lc
+                    .is_some_and(|lc| lc.proxy.ignores("X-Accel-Limit-Rate"))
+            })
             .and_then(|rec| rec.head.as_ref())
             .and_then(|h| h.header("x-accel-limit-rate"))
             .and_then(x_accel_limit_rate);
