@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::diff::{Conf, Pair};
 
 /// `Authorization: Basic` for `user:password`.
-fn basic(user: &str, password: &str) -> String {
+pub(crate) fn basic(user: &str, password: &str) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let raw = format!("{user}:{password}").into_bytes();
     let mut out = String::new();

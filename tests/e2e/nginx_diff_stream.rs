@@ -184,14 +184,14 @@ impl Side {
 
 /// nginx and shoal on one template (`P0`..: their own listen ports), with `known` upstream
 /// ports to name in the logs.
-struct Pair {
+pub(crate) struct Pair {
     nginx: Side,
     shoal: Side,
     known: Vec<(u16, String)>,
 }
 
 impl Pair {
-    fn new(template: &str, nports: usize, known: &[(u16, &str)]) -> Pair {
+    pub(crate) fn new(template: &str, nports: usize, known: &[(u16, &str)]) -> Pair {
         let shoal_bin = PathBuf::from(crate::common::BIN.as_str());
         Pair {
             nginx: Side::start(&nginx_bin(), template, nports, true),
@@ -201,7 +201,7 @@ impl Pair {
     }
 
     /// Runs `f` against each side's port `i`, and checks both got the same.
-    fn same<T: PartialEq + std::fmt::Debug>(&self, i: usize, f: impl Fn(u16) -> T) -> T {
+    pub(crate) fn same<T: PartialEq + std::fmt::Debug>(&self, i: usize, f: impl Fn(u16) -> T) -> T {
         let n = f(self.nginx.ports[i]);
         let s = f(self.shoal.ports[i]);
         assert_eq!(s, n, "shoal (left) and nginx (right) answered differently");

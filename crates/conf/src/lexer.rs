@@ -293,10 +293,9 @@ fn unescape(raw: &[u8]) -> String {
         out.push(raw[i]);
         i += 1;
     }
-    match String::from_utf8(out) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    }
+    // Bytes that are not UTF-8 (a `map` key written as `$binary_remote_addr`'s raw bytes) are
+    // kept, as private-use characters that give the bytes back.
+    crate::raw::text_from_bytes(out)
 }
 
 #[cfg(test)]

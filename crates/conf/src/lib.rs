@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 mod lexer;
 mod parser;
+pub mod raw;
 
 pub use parser::{parse_file, parse_str, MAX_DEPTH};
+pub use raw::{push_raw_byte, raw_bytes_into, text_from_bytes};
 
 /// Where a directive (or an error) comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +47,8 @@ impl fmt::Display for Span {
 /// `\n`; any other backslash is kept, so regexes read as written).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Arg {
-    /// The text after escape processing; `$var` and `${var}` are kept verbatim.
+    /// The text after escape processing; `$var` and `${var}` are kept verbatim. A byte that is
+    /// not UTF-8 is a private-use character ([`raw`]).
     pub value: String,
     /// Whether the argument was written in quotes (`"..."` or `'...'`).
     pub quoted: bool,

@@ -241,16 +241,22 @@ fn include_from_command_line_and_default_config() {
 }
 
 #[test]
-fn invalid_utf8_is_replaced() {
+fn invalid_utf8_args_keep_their_bytes() {
     let dir = conf_dir(&[]);
     let path = path_in(&dir, "shoal.conf");
     fs::write(&path, b"a \xff\xfe b\xc3;\n").expect("write");
     let parsed = parse_main(&dir).expect("parses");
     let d = &parsed.directives[0];
+    // Each byte that is not UTF-8 is a private-use character that gives the byte back (as nginx
+    // reads bytes: a `map` key written as an address's raw bytes).
     assert_eq!(
         d.values().collect::<Vec<_>>(),
-        ["\u{fffd}\u{fffd}", "b\u{fffd}"]
+        ["\u{f7ff}\u{f7fe}", "b\u{f7c3}"]
     );
+    let mut back = Vec::new();
+    shoal_conf::raw_bytes_into(&d.args[1].value, &mut back);
+    assert_eq!(back, b"b\xc3");
+    // (The text kept for `-T` is still the file with invalid UTF-8 replaced.)
     assert_eq!(parsed.files[0].text, "a \u{fffd}\u{fffd} b\u{fffd};\n");
 }
 

@@ -6,8 +6,11 @@
 //! `satisfy all` or was the refusal `satisfy any` kept; a 403 of `deny` or of a missing user
 //! file is answered at once. The delay is logged `delaying unauthorized request` at `info`.
 //! The access phase sleeps [`AuthDelayLoc::delay_for`] on the worker's timer (no thread is
-//! held) and then sends the 401.
+//! held) and then sends the 401. The client is watched meanwhile, as nginx's
+//! `ngx_http_test_reading` does: one that closes (a half-close too) ends the request without
+//! an answer, `client prematurely closed connection` at `info`, 499 in the access log.
 
+use std::future::Future;
 use std::time::Duration;
 
 use shoal_conf::{Directive, Error};
@@ -24,6 +27,36 @@ pub static DIRECTIVES: &[Command] = &[Command::new(
 
 /// The error-log line of a delayed 401 (at `info`).
 pub const DELAYING: &str = "delaying unauthorized request";
+
+/// The error-log line of a client that closed during the delay (at `info`).
+pub const CLIENT_CLOSED: &str = "client prematurely closed connection";
+
+/// Sleeps `d` while watching the client: `false` when it closed first. A client that sends
+/// more (a pipelined request) is not watched any further.
+pub async fn wait(d: Duration, client: Option<crate::http::request::ClientWatch<'_>>) -> bool {
+    use std::task::Poll;
+    let sleep = tokio::time::sleep(d);
+    let Some(c) = client else {
+        sleep.await;
+        return true;
+    };
+    let mut sleep = std::pin::pin!(sleep);
+    let mut watch = true;
+    std::future::poll_fn(|cx| {
+        if sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        if watch {
+            match crate::http::upstream::run::poll_client_closed(c, cx) {
+                Poll::Ready(true) => return Poll::Ready(false),
+                Poll::Ready(false) => watch = false,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
 
 /// `auth_delay` at location level.
 #[derive(Clone, Debug, Default)]

@@ -222,8 +222,8 @@ pub fn unix_secs() -> u64 {
 }
 
 /// The pacing of a request's answer, as nginx's write filter settles it at the first write:
-/// `$limit_rate` set by `set` or an upstream's `X-Accel-Limit-Rate` (unless
-/// `proxy_ignore_headers` names it) first, else the location's `limit_rate`; then
+/// an upstream's `X-Accel-Limit-Rate` (unless `proxy_ignore_headers` names it), else
+/// `$limit_rate` set by `set`, else the location's `limit_rate`; then
 /// `limit_rate_after`. `None`: no rate.
 pub fn pacing_for(
     lc: &crate::http::LocConf,
@@ -238,12 +238,14 @@ pub fn pacing_for(
         .and_then(|rec| rec.head.as_ref())
         .and_then(|h| h.header("x-accel-limit-rate"))
         .and_then(x_accel_limit_rate);
+    // The header comes after any `set` (which runs in the rewrite phase), so it wins, as in
+    // nginx (`ngx_http_upstream_process_limit_rate` overwrites `r->limit_rate`).
     let rate = match (set_rate, accel) {
-        (Some(text), _) => parse_size_km(text).unwrap_or_else(|| {
+        (_, Some(n)) => n,
+        (Some(text), None) => parse_size_km(text).unwrap_or_else(|| {
             log(&format!("invalid size \"{text}\""));
             0
         }),
-        (None, Some(n)) => n,
         (None, None) => lc.limit_rate.rate(&mut eval).unwrap_or_else(|text| {
             log(&format!("invalid size \"{text}\""));
             0
@@ -284,14 +286,31 @@ impl crate::http::modules::HttpModule for Module {
     const DIRECTIVES: &'static [crate::conf::Command] = DIRECTIVES;
     const VARIABLES: &'static [&'static str] = &["limit_rate"];
 
-    /// `$limit_rate`: what `set` gave it, else the rate the answer was paced by once it is
-    /// written (the access log), else 0 (as nginx's before its write filter ran).
+    /// `$limit_rate`: an upstream's `X-Accel-Limit-Rate` (it comes after any `set`), else what
+    /// `set` gave it, else the rate the answer was paced by once it is written (the access
+    /// log), else 0 (as nginx's before its write filter ran).
     fn variable(
         _loc: Option<&LimitRateLoc>,
         _name: &str,
         vars: &crate::variables::Vars<'_>,
         out: &mut String,
     ) -> Option<bool> {
+        // An upstream's `X-Accel-Limit-Rate` sets it as the head arrives (nginx's
+        // `r->limit_rate`), before the header filters: `add_header` sees it.
+        let accel = vars
+            .upstream
+            .filter(|_| {
+                !vars
+                    .lc
+                    .is_some_and(|lc| lc.proxy.ignores("X-Accel-Limit-Rate"))
+            })
+            .and_then(|rec| rec.head.as_ref())
+            .and_then(|h| h.header("x-accel-limit-rate"))
+            .and_then(x_accel_limit_rate);
+        if let Some(n) = accel {
+            out.push_str(&n.to_string());
+            return Some(true);
+        }
         if let Some(v) = vars.user.and_then(|u| u.get("limit_rate")) {
             out.push_str(&parse_size_km(v).unwrap_or(0).to_string());
             return Some(true);

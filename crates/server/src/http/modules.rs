@@ -351,7 +351,10 @@ pub async fn access_phases(cx: &Cx<'_, '_, '_>) -> Option<Box<Reply>> {
             }
             if let Some(d) = cx.lc.auth_delay.delay_for(status) {
                 cx.log(Level::Info, &super::auth_delay::DELAYING);
-                tokio::time::sleep(d).await;
+                if !super::auth_delay::wait(d, cx.r.client).await {
+                    cx.log(Level::Info, &super::auth_delay::CLIENT_CLOSED);
+                    return Some(Box::new(Reply::new(499)));
+                }
             }
             let mut reply = Box::new(super::reply::error_reply(status, cx.lc));
             // A `WWW-Authenticate` an access module set stays on whatever refusal ends the

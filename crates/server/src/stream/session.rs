@@ -483,10 +483,11 @@ async fn preread(cx: &mut Ctx<'_>, client: &Transport) -> bool {
 /// Connects to a peer of `u` and relays the session.
 async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
     let conf = &cx.srv.conf;
-    let key = u.hash_key.as_ref().map(|t| cx.eval(t));
+    // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
+    let key = u.hash_key.as_ref().map(|t| cx.vars().eval_bytes(t));
     let input = Input {
         client: cx.peer.map(|p| p.ip()),
-        key: key.as_deref().map_or(&[][..], str::as_bytes),
+        key: key.as_deref().unwrap_or(&[]),
     };
     let mut attempt = state::start(u, input);
     let max_tries = conf.next_upstream_tries.unwrap_or(0);

@@ -178,10 +178,11 @@ async fn proxy(
     u: &Arc<UpstreamConf>,
 ) {
     let conf = &cx.srv.conf;
-    let key = u.hash_key.as_ref().map(|t| cx.eval(t));
+    // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
+    let key = u.hash_key.as_ref().map(|t| cx.vars().eval_bytes(t));
     let input = Input {
         client: cx.peer.map(|p| p.ip()),
-        key: key.as_deref().map_or(&[][..], str::as_bytes),
+        key: key.as_deref().unwrap_or(&[]),
     };
     let mut attempt = state::start(u, input);
     let (up, addr) = loop {

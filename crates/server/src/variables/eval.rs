@@ -446,6 +446,18 @@ impl Vars<'_> {
         s
     }
 
+    /// `t`'s value as bytes: a binary value's (`$binary_remote_addr`) raw bytes as themselves,
+    /// as nginx hashes or compares them (a `hash` key), not its text form.
+    pub fn eval_bytes(&self, t: &Template) -> Vec<u8> {
+        let text = self.eval(t);
+        if !text.as_bytes().contains(&0xEF) {
+            return text.into_bytes();
+        }
+        let mut raw = Vec::with_capacity(text.len());
+        raw_bytes_into(&text, &mut raw);
+        raw
+    }
+
     /// Evaluates a template (variables without a value are empty).
     pub fn eval(&self, t: &Template) -> String {
         // One allocation for the usual value: the text, and room for the variables' values.

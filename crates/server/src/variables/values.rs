@@ -244,54 +244,8 @@ pub(super) fn time_iso8601(tm: &libc::tm, off: i64) -> String {
     )
 }
 
-/// Where a byte past 0x7f of a binary value (`$binary_remote_addr`) is kept in a `String`: a
-/// private-use character per byte (U+F780..U+F7FF), so that the value survives `set`, `map`
-/// and the other text it is copied through, and [`raw_bytes_into`] gives the bytes back where
-/// an answer, a log or a zone key takes them.
-const RAW_BASE: u32 = 0xF700;
-
-/// Appends byte `b` of a binary value to `out` (see [`raw_bytes_into`]).
-pub fn push_raw_byte(out: &mut String, b: u8) {
-    if b < 0x80 {
-        out.push(char::from(b));
-    } else {
-        out.push(char::from_u32(RAW_BASE + u32::from(b)).expect("a private-use character"));
-    }
-}
-
-/// Appends `s` to `out` as bytes: its text as UTF-8, the bytes of a binary value
-/// ([`push_raw_byte`]) as themselves.
-pub fn raw_bytes_into(s: &str, out: &mut Vec<u8>) {
-    // Such a character's UTF-8 starts with 0xEF: most values have none.
-    if !s.as_bytes().contains(&0xEF) {
-        out.extend_from_slice(s.as_bytes());
-        return;
-    }
-    let mut buf = [0u8; 4];
-    for c in s.chars() {
-        match u32::from(c).checked_sub(RAW_BASE + 0x80) {
-            Some(n) if n < 0x80 => out.push((n + 0x80) as u8),
-            _ => out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
-        }
-    }
-}
-
-#[cfg(test)]
-mod raw_tests {
-    use super::*;
-
-    #[test]
-    fn binary_values_round_trip_through_text() {
-        let mut s = String::from("k:");
-        for b in [0xC0u8, 0xA8, 0x01, 0xFF, 0x80] {
-            push_raw_byte(&mut s, b);
-        }
-        s.push('é');
-        let mut out = Vec::new();
-        raw_bytes_into(&s, &mut out);
-        assert_eq!(out, b"k:\xC0\xA8\x01\xFF\x80\xC3\xA9");
-        let mut plain = Vec::new();
-        raw_bytes_into("plain é", &mut plain);
-        assert_eq!(plain, "plain é".as_bytes());
-    }
-}
+/// A binary value (`$binary_remote_addr`) in text: a byte past 0x7f is a private-use
+/// character, the same a configuration's non-UTF-8 bytes read as (`shoal_conf::raw`), so a
+/// `map` key written with raw bytes matches, and the bytes come back where an answer, a log or a
+/// zone key takes them.
+pub use shoal_conf::{push_raw_byte, raw_bytes_into};

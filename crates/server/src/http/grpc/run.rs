@@ -159,10 +159,11 @@ async fn run(
     let head = request_head(r, lc, rw, &vars, &host, tls, method, source);
     // (nginx names a gRPC upstream without a URI in its log lines.)
 
-    let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
+    // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
+    let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval_bytes(t));
     let input = Input {
         client: r.peer().map(|p| p.ip()),
-        key: hash_key.as_deref().map_or(&[][..], str::as_bytes),
+        key: hash_key.as_deref().unwrap_or(&[]),
     };
     let mut attempt = state::start(&upstream, input);
     let next = conf.next_upstream();

@@ -198,11 +198,7 @@ async fn run<P: Protocol>(
     let first = first_write(&encoded, body);
     let upstream = dest.upstream.clone();
     // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
-    let hash_key = upstream.hash_key.as_ref().map(|t| {
-        let mut raw = Vec::new();
-        crate::variables::raw_bytes_into(&vars.eval(t), &mut raw);
-        raw
-    });
+    let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval_bytes(t));
     let input = Input {
         client: r.peer().map(|p| p.ip()),
         key: hash_key.as_deref().unwrap_or(&[]),
