@@ -497,7 +497,9 @@ fn flood(mut c: TcpStream, tx: std::sync::mpsc::Sender<u64>) {
         }
         while window > 0 && conn_window > 0 {
             let n = window.min(conn_window).min(1000);
-            if c.write_all(&frame(0, 0, stream, &vec![b'd'; n as usize])).is_err() {
+            if c.write_all(&frame(0, 0, stream, &vec![b'd'; n as usize]))
+                .is_err()
+            {
                 return;
             }
             (window, conn_window, sent) = (window - n, conn_window - n, sent + n as u64);

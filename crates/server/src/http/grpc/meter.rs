@@ -172,8 +172,8 @@ mod tests {
             sizes: sizes.clone(),
         };
         let bytes = [
-            frame(0x4, 0, 0, 6),                    // SETTINGS
-            frame(HEADERS, 0, 1, 100),              // a head in two blocks
+            frame(0x4, 0, 0, 6),       // SETTINGS
+            frame(HEADERS, 0, 1, 100), // a head in two blocks
             frame(CONTINUATION, END_HEADERS, 1, 50),
             frame(0x0, 0, 1, 20_000),               // DATA
             frame(HEADERS, END_HEADERS | 1, 1, 30), // trailers: not a head

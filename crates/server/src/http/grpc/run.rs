@@ -225,8 +225,18 @@ async fn run(
             spare: &mut head,
             make: &make_head,
         };
-        let fail = match call(to, conf, handshake.as_ref(), heads, source, &over, &record, r, lc)
-            .await
+        let fail = match call(
+            to,
+            conf,
+            handshake.as_ref(),
+            heads,
+            source,
+            &over,
+            &record,
+            r,
+            lc,
+        )
+        .await
         {
             Ok(answer) => {
                 let status = answer.status;
