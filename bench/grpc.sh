@@ -84,24 +84,27 @@ done
 printf '\0\0\0\0\5hello' >"$WORK/call.bin"
 
 # usage: run NAME ROUND — one h2load run; appends "name round calls calls_per_s cpu_us_per_call
-# upstream_cpu_us_per_call failed" to results/raw.tsv.
+# upstream_cpu_us_per_call failed sys_us_per_call" to results/raw.tsv.
 run() {
-    local name=$1 round=$2 pid=${PID[$1]} port=${PORT[$1]} out t0 t1 u0 u1
+    local name=$1 round=$2 pid=${PID[$1]} port=${PORT[$1]} out t0 t1 u0 u1 s0 s1
     out=$WORK/results/$name.$round.txt
+    s0=$(tree_ticks "$pid" sys)
     t0=$(tree_ticks "$pid")
     u0=$(tree_ticks "$UP_PID")
     h2load -D "$DURATION" -c "$CONNS" -m "$STREAMS" -d "$WORK/call.bin" \
         -H 'content-type: application/grpc' -H 'te: trailers' \
         "http://127.0.0.1:$port/test.Echo/Echo" >"$out" 2>&1 || true
     t1=$(tree_ticks "$pid")
+    s1=$(tree_ticks "$pid" sys)
     u1=$(tree_ticks "$UP_PID")
-    awk -v name="$name" -v round="$round" -v t="$((t1 - t0))" -v u="$((u1 - u0))" -v hz="$HZ" '
+    awk -v name="$name" -v round="$round" -v t="$((t1 - t0))" -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$HZ" '
         /^requests:/ { done = $8; failed = $10 }
         /^finished in/ { rps = $4 }
         END {
             cpu = done > 0 ? t * 1e6 / hz / done : 0
             up = done > 0 ? u * 1e6 / hz / done : 0
-            printf "%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%d\n", name, round, done, rps, cpu, up, failed
+            sys = done > 0 ? s * 1e6 / hz / done : 0
+            printf "%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.1f\n", name, round, done, rps, cpu, up, failed, sys
         }' "$out" >>"$WORK/results/raw.tsv"
 }
 
@@ -122,21 +125,26 @@ done
 echo
 cat "$WORK/results/header.txt"
 echo "## h2load -D $DURATION -c $CONNS -m $STREAMS, unary calls; medians of $ROUNDS interleaved rounds"
-echo "## CPUus/call: the proxy's process tree; upCPUus: the Python server's; cpu/nginx: ratio"
+echo "## CPUus/call: the proxy's process tree (userUS + sysUS: in user space and in the kernel);"
+echo "## upCPUus: the Python server's; cpu/nginx: ratio; every round's CPUus/call after the table"
 awk -F'\t' '
     function median(list, n,    a, i, j, t) {
         n = split(list, a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
-    { calls[$1] = calls[$1] " " $4; cpu[$1] = cpu[$1] " " $5; up[$1] = up[$1] " " $6; failed[$1] += $7 }
+    {
+        calls[$1] = calls[$1] " " $4; cpu[$1] = cpu[$1] " " $5; up[$1] = up[$1] " " $6; failed[$1] += $7
+        sys[$1] = sys[$1] " " $8; user[$1] = user[$1] " " ($5 - $8); rounds[$1] = rounds[$1] " " $5
+    }
     END {
-        printf "%-8s %10s %11s %9s %9s %7s\n", "server", "calls/s", "CPUus/call", "upCPUus", "cpu/nginx", "failed"
+        printf "%-8s %10s %11s %8s %8s %9s %9s %7s\n", "server", "calls/s", "CPUus/call", "userUS", "sysUS", "upCPUus", "cpu/nginx", "failed"
         base = median(cpu["nginx"])
         for (s in calls) {
             c = median(cpu[s])
-            printf "%-8s %10.0f %11.1f %9.1f %9.2f %7d\n", s, median(calls[s]), c, median(up[s]), (base > 0 ? c / base : 0), failed[s]
+            printf "%-8s %10.0f %11.1f %8.1f %8.1f %9.1f %9.2f %7d\n", s, median(calls[s]), c, median(user[s]), median(sys[s]), median(up[s]), (base > 0 ? c / base : 0), failed[s]
         }
+        for (s in rounds) printf "rounds %-8s%s\n", s, rounds[s]
     }' "$WORK/results/raw.tsv"
 echo
 echo "## server logs (anything besides notices)"

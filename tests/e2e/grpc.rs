@@ -409,3 +409,157 @@ fn grpc_pass_twice_is_refused() {
         "{err}"
     );
 }
+
+/// An HTTP/2 server that answers every stream with a head and then as many DATA frames of
+/// 1000 bytes as the client's windows allow (the stream's from the client's SETTINGS and
+/// WINDOW_UPDATEs, the connection's likewise), never more. Each time both windows leave it
+/// nothing to send, it reports the body bytes it has sent on that stream.
+struct Flooder {
+    port: u16,
+    sent: std::sync::mpsc::Receiver<u64>,
+}
+
+impl Flooder {
+    fn start() -> Flooder {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
+        let port = listener.local_addr().expect("an address").port();
+        let (tx, sent) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                let tx = tx.clone();
+                std::thread::spawn(move || flood(c, tx));
+            }
+        });
+        Flooder { port, sent }
+    }
+
+    /// The next report (bounded wait).
+    fn next(&self) -> u64 {
+        self.sent
+            .recv_timeout(crate::common::WAIT)
+            .expect("the upstream to report what it sent")
+    }
+}
+
+fn flood(mut c: TcpStream, tx: std::sync::mpsc::Sender<u64>) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut preface = [0u8; 24];
+    if c.read_exact(&mut preface).is_err() || c.write_all(&frame(4, 0, 0, &[])).is_err() {
+        return;
+    }
+    let (mut initial, mut conn_window) = (65_535i64, 65_535i64);
+    let (mut stream, mut window, mut sent, mut reported) = (0u32, 0i64, 0u64, None);
+    loop {
+        let mut head = [0u8; 9];
+        if c.read_exact(&mut head).is_err() {
+            return;
+        }
+        let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+        let mut payload = vec![0u8; len];
+        if c.read_exact(&mut payload).is_err() {
+            return;
+        }
+        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        match head[3] {
+            4 if head[4] & 1 == 0 => {
+                for p in payload.chunks(6) {
+                    if p.len() == 6 && u16::from_be_bytes([p[0], p[1]]) == 4 {
+                        initial = i64::from(u32::from_be_bytes([p[2], p[3], p[4], p[5]]));
+                    }
+                }
+                if c.write_all(&frame(4, 1, 0, &[])).is_err() {
+                    return;
+                }
+            }
+            8 if len == 4 => {
+                let more = i64::from(
+                    u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
+                        & 0x7fff_ffff,
+                );
+                if id == 0 {
+                    conn_window += more;
+                } else if id == stream {
+                    window += more;
+                }
+            }
+            1 => {
+                (stream, window, sent, reported) = (id, initial, 0, None);
+                // `:status: 200` (HPACK's static entry 8).
+                if c.write_all(&frame(1, 4, id, &[0x88])).is_err() {
+                    return;
+                }
+            }
+            3 if id == stream => stream = 0,
+            _ => {}
+        }
+        if stream == 0 {
+            continue;
+        }
+        while window > 0 && conn_window > 0 {
+            let n = window.min(conn_window).min(1000);
+            if c.write_all(&frame(0, 0, stream, &vec![b'd'; n as usize]))
+                .is_err()
+            {
+                return;
+            }
+            (window, conn_window, sent) = (window - n, conn_window - n, sent + n as u64);
+        }
+        if reported != Some(sent) {
+            reported = Some(sent);
+            let _ = tx.send(sent);
+        }
+    }
+}
+
+/// An HTTP/2 request by hand on `c`: the preface, SETTINGS giving each stream a window of 0
+/// (the client takes no DATA until it says so), and a gRPC call's HEADERS ending the stream.
+fn call_with_no_window(c: &mut TcpStream, path: &str) {
+    let mut block = vec![0x83, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    block.extend_from_slice(&[0x0f, 0x10, 16]);
+    block.extend_from_slice(b"application/grpc");
+    block.extend_from_slice(&[0x00, 2]);
+    block.extend_from_slice(b"te");
+    block.push(8);
+    block.extend_from_slice(b"trailers");
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&frame(4, 0, 0, &[0, 4, 0, 0, 0, 0]));
+    out.extend_from_slice(&frame(1, 0x4 | 0x1, 1, &block));
+    c.write_all(&out).expect("sending the call");
+}
+
+/// `grpc_buffer_size` is how much of an answer is read ahead of a client that takes none:
+/// the upstream may send that much, and more only as the client takes it. The buffer is each
+/// stream's window toward the upstream: past HTTP/2's default window too.
+#[test]
+fn grpc_buffer_size_bounds_what_is_read_ahead() {
+    let flooder = Flooder::start();
+    let port = free_port();
+    let up = flooder.port;
+    let lines = format!(
+        "location /small/ {{ grpc_buffer_size 10000; grpc_pass 127.0.0.1:{up}; }}\n\
+         location /large/ {{ grpc_buffer_size 100000; grpc_pass 127.0.0.1:{up}; }}"
+    );
+    let s = Shoal::start(&conf("", &h2c_server(port, &lines)), port);
+    for (path, size) in [("/small/x", 10_000u64), ("/large/x", 100_000)] {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+        call_with_no_window(&mut c, path);
+        // (The connection's window may come in a frame of its own after the request: the
+        // upstream can stop short of the stream's window for a moment.)
+        let mut got = flooder.next();
+        while got < size {
+            got = flooder.next();
+        }
+        assert_eq!(got, size, "{path}\n{}", s.error_log());
+        // The client takes 5000 bytes: the upstream may send as many more, no more.
+        c.write_all(&frame(8, 0, 1, &5000u32.to_be_bytes()))
+            .expect("opening the window");
+        got = flooder.next();
+        while got < size + 5000 {
+            got = flooder.next();
+        }
+        assert_eq!(got, size + 5000, "{path}");
+    }
+}

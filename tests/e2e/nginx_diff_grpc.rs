@@ -10,7 +10,7 @@ use std::net::TcpStream;
 
 use crate::common::free_port;
 use crate::diff::{Conf, Pair};
-use crate::grpc::{client_of, server, Resetter, ALL};
+use crate::grpc::{client, client_of, server, Resetter, ALL};
 
 fn locations(live: &str, dead: u16, reset: u16, late: u16) -> String {
     format!(
@@ -169,4 +169,129 @@ fn http1_clients_get_chunks_and_trailers_as_from_nginx() {
     // Reset after its head: the answer is cut short (no last chunk).
     let cut = check(post("/late.Echo/Echo", &message(b"x")));
     assert!(cut.ends_with("[unterminated]"), "{cut}");
+}
+
+/// Waits (a bounded time) until both servers' error logs have `line`; fails if one never
+/// does.
+fn wait_both(p: &Pair, line: &str) {
+    let until = std::time::Instant::now() + crate::common::WAIT;
+    while !(p.nginx_log().contains(line) && p.shoal_log().contains(line))
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(p.nginx_log().contains(line), "nginx: {}", p.nginx_log());
+    assert!(p.shoal_log().contains(line), "shoal: {}", p.shoal_log());
+}
+
+/// The access log both servers write for a test: status, upstream status, request.
+const STATUS_LOG: &str = "log_format st '$status $upstream_status $request';";
+
+/// A client's body sent without a length, past `client_max_body_size`: before the answer's
+/// head, nginx's 413 (a gRPC client reads UNKNOWN); once the answer started (a bidirectional
+/// call answered message by message), the client's stream is reset with INTERNAL_ERROR. Both
+/// logged with nginx's line, the upstream named; a body of exactly the limit goes through.
+#[test]
+fn a_streamed_body_over_client_max_body_size_is_refused_as_by_nginx() {
+    let backend = server(None);
+    let pass = backend.listen.pass();
+    let server_lines = format!(
+        "client_max_body_size 10;\naccess_log logs/access.log st;\n\
+         location /test.Echo/ {{ grpc_pass {pass}; }}"
+    );
+    let p = Pair::with(Conf {
+        http: STATUS_LOG,
+        server: &server_lines,
+        listen: " http2",
+        ..Default::default()
+    });
+    let (np, sp) = p.ports();
+    for (scenario, expected) in [
+        // "hello" as a gRPC message: 5 + 5 bytes, the limit exactly.
+        ("unary", "unary=hello\n"),
+        // One message of 20 bytes (25 framed) before any answer.
+        (
+            "bigsum",
+            "error status=UNKNOWN message=Received http2 header with status: 413\n",
+        ),
+        // 7 bytes answered, then 7 more: 14.
+        (
+            "chat",
+            "error status=INTERNAL message=Received RST_STREAM with error code 2\n",
+        ),
+    ] {
+        let n = client(&format!("127.0.0.1:{np}"), scenario, None);
+        let s = client(&format!("127.0.0.1:{sp}"), scenario, None);
+        assert_eq!(n, expected, "nginx, {scenario}");
+        assert_eq!(s, n, "shoal, {scenario}\n{}", p.shoal_log());
+    }
+    for (bytes, method) in [(25, "Sum"), (14, "Chat")] {
+        wait_both(
+            &p,
+            &format!(
+                "client intended to send too large chunked body: {bytes} bytes while sending \
+                 request to upstream, client: 127.0.0.1, server: localhost, request: \"POST \
+                 /test.Echo/{method} HTTP/2.0\", upstream: \"grpc://{pass}\", host: \"127.0.0.1:"
+            ),
+        );
+    }
+    let (n, s) = p.read_both("logs/access.log");
+    assert_eq!(
+        n,
+        "200 200 POST /test.Echo/Echo HTTP/2.0\n413 - POST /test.Echo/Sum HTTP/2.0\n\
+         200 200 POST /test.Echo/Chat HTTP/2.0\n"
+    );
+    assert_eq!(s, n);
+}
+
+/// An answer whose head (as it came: frames and encoded fields) is larger than
+/// `grpc_buffer_size` is refused: 502 (UNAVAILABLE to a gRPC client) with nginx's line; the
+/// same call with a small head goes through, and a larger buffer takes the large head.
+#[test]
+fn an_answer_head_past_grpc_buffer_size_is_refused_as_by_nginx() {
+    let backend = server(None);
+    let pass = backend.listen.pass();
+    // `big.Echo` is `test.Echo` with a 1k buffer; its answer's `x-pong` is 3000 bytes.
+    let server_lines = format!(
+        "access_log logs/access.log st;\n\
+         location /test.Echo/ {{ grpc_buffer_size 8k; grpc_pass {pass}; }}\n\
+         location /big.Echo/ {{ grpc_buffer_size 1k; \
+         rewrite ^/big\\.Echo/(.*)$ /test.Echo/$1 break; grpc_pass {pass}; }}"
+    );
+    let p = Pair::with(Conf {
+        http: STATUS_LOG,
+        server: &server_lines,
+        listen: " http2",
+        ..Default::default()
+    });
+    let (np, sp) = p.ports();
+    for (service, scenario, expected) in [
+        ("big.Echo", "unary", "unary=hello\n"),
+        (
+            "big.Echo",
+            "bighead",
+            "error status=UNAVAILABLE message=Received http2 header with status: 502\n",
+        ),
+        ("test.Echo", "bighead", "bighead=m\n"),
+    ] {
+        let n = client_of(service, &format!("127.0.0.1:{np}"), scenario, None);
+        let s = client_of(service, &format!("127.0.0.1:{sp}"), scenario, None);
+        assert_eq!(n, expected, "nginx, {service} {scenario}");
+        assert_eq!(s, n, "shoal, {service} {scenario}\n{}", p.shoal_log());
+    }
+    wait_both(
+        &p,
+        &format!(
+            "upstream sent too big header while reading response header from upstream, client: \
+             127.0.0.1, server: localhost, request: \"POST /big.Echo/Echo HTTP/2.0\", upstream: \
+             \"grpc://{pass}\", host: \"127.0.0.1:"
+        ),
+    );
+    let (n, s) = p.read_both("logs/access.log");
+    assert_eq!(
+        n,
+        "200 200 POST /big.Echo/Echo HTTP/2.0\n502 502 POST /big.Echo/Echo HTTP/2.0\n\
+         200 200 POST /test.Echo/Echo HTTP/2.0\n"
+    );
+    assert_eq!(s, n);
 }

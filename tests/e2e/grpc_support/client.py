@@ -3,7 +3,7 @@
 
 Usage: client.py TARGET SCENARIO [CA NAME]   (with CA and NAME: TLS, NAME the certificate's;
 `GRPC_SERVICE` in the environment renames the service in the paths)
-Scenarios: unary, metadata, fail, count, sum, chat, peers, all
+Scenarios: unary, metadata, fail, count, sum, chat, peers, all, bighead, bigsum
 """
 
 import os
@@ -65,6 +65,15 @@ def run(channel, scenario):
                 got.append(m.decode())
                 q.put(m)
             out.append("chat=%s" % ",".join(got))
+        if scenario == "bighead":
+            # An answer whose head is large: `x-pong` as long as the `x-ping` sent.
+            echo = channel.unary_unary("/%s/Echo" % SERVICE, **IDENT)
+            reply = echo(b"m", metadata=(("x-ping", "x" * 3000),), timeout=10)
+            out.append("bighead=%s" % reply.decode())
+        if scenario == "bigsum":
+            # A client-streaming call whose one message is 20 bytes.
+            total = channel.stream_unary("/%s/Sum" % SERVICE, **IDENT)
+            out.append("sum=%s" % total(iter([b"s" * 20]), timeout=10).decode())
         if scenario == "peers":
             peer = channel.unary_unary("/%s/Peer" % SERVICE, **IDENT)
             peers = [peer(b"", timeout=10).decode() for _ in range(5)]

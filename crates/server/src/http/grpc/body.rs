@@ -8,8 +8,13 @@
 //! An upstream that resets the stream or closes mid-answer is logged as nginx logs it, and
 //! the client's stream is reset (its answer's head is out already). A call that ends well
 //! gives its connection back to the worker's cache.
+//!
+//! A client's body whose length was not told is held to `client_max_body_size` as its DATA
+//! frames come ([`Limit`], nginx's count for an HTTP/2 stream): the frame that passes it is
+//! not sent, the upstream's stream is reset, and the call ends with 413 before the answer's
+//! head, or with the client's stream reset after it, logged as nginx logs it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -20,7 +25,8 @@ use h2::{Reason, RecvStream, SendStream};
 
 use super::conn::{self, H2Conn};
 use crate::http::h2::sink::H2Sink;
-use crate::http::output::Sink;
+use crate::http::output::{Sink, Who};
+use crate::http::transport::ConnInfo;
 use crate::http::upstream::record::Record;
 use crate::log::Level;
 use crate::upstream::conf::UpstreamConf;
@@ -42,8 +48,38 @@ pub struct GrpcBody {
     /// The connection, for the cache once the call ended well.
     pub conn: Option<(Arc<UpstreamConf>, usize, H2Conn)>,
     pub pump: Option<Pump>,
-    /// The connection's number and the log lines' context.
-    pub log: (u64, String),
+    /// The client's body bytes when it passed `client_max_body_size` (0: it did not).
+    pub over: Rc<Cell<u64>>,
+}
+
+/// `client_max_body_size` for a client's body whose length was not told: its DATA bytes are
+/// counted as they come, as nginx counts an HTTP/2 stream's. The frame that passes the limit
+/// is not sent; `over` tells the call how many bytes had come.
+pub struct Limit {
+    /// 0: none (no limit, or a length told and checked before).
+    pub max: u64,
+    pub received: u64,
+    pub over: Rc<Cell<u64>>,
+}
+
+impl Limit {
+    /// Counts `n` more bytes; true when they pass the limit (noted in `over`).
+    fn passed(&mut self, n: usize) -> bool {
+        self.received += n as u64;
+        if self.max != 0 && self.received > self.max {
+            self.over.set(self.received);
+            return true;
+        }
+        false
+    }
+}
+
+/// nginx's line for a body of untold length past `client_max_body_size`.
+pub fn too_large_line(received: u64) -> String {
+    format!(
+        "client intended to send too large chunked body: {received} bytes while sending \
+         request to upstream"
+    )
 }
 
 /// How the upstream's side of a call ended badly.
@@ -51,6 +87,9 @@ enum Broke {
     TimedOut,
     /// The line nginx logs (`upstream rejected request with error N`, ...).
     Upstream(String),
+    /// The client's body passed `client_max_body_size` (its bytes so far): the upstream's
+    /// stream was reset for it.
+    TooLarge(u64),
     /// The client's side failed (gone, reset, `send_timeout`).
     Client(io::Error),
 }
@@ -65,7 +104,16 @@ impl GrpcBody {
                 self.record.borrow_mut().received(d.len() as u64);
                 Ok(Some(d))
             }
-            Ok(Some(Err(e))) => Err(Broke::Upstream(stream_error(&e))),
+            Ok(Some(Err(e))) => Err(self.broke(&e)),
+        }
+    }
+
+    /// What an error on the upstream's stream means: the client's body too large (the
+    /// stream was reset for it), or the upstream's doing.
+    fn broke(&self, e: &h2::Error) -> Broke {
+        match self.over.get() {
+            0 => Broke::Upstream(stream_error(e)),
+            n => Broke::TooLarge(n),
         }
     }
 
@@ -74,7 +122,7 @@ impl GrpcBody {
         match crate::deadline::within(self.read_timeout, self.recv.trailers()).await {
             Err(_) => Err(Broke::TimedOut),
             Ok(Ok(t)) => Ok(t),
-            Ok(Err(e)) => Err(Broke::Upstream(stream_error(&e))),
+            Ok(Err(e)) => Err(self.broke(&e)),
         }
     }
 
@@ -91,16 +139,25 @@ impl GrpcBody {
         }
     }
 
-    fn log_broke(&self, b: &Broke) {
-        let (number, ctx) = &self.log;
+    /// Logs how the call broke, its context made only now (most calls never need it).
+    fn log_broke(&self, b: &Broke, info: &ConnInfo, who: Who<'_>) {
+        let ctx = || match who {
+            Some((req, srv)) => self.record.borrow().log_ctx(req, srv, info),
+            None => String::new(),
+        };
+        let number = info.number;
         match b {
             Broke::TimedOut => crate::conn_log!(
                 Level::Error,
-                *number,
-                "upstream timed out (110: Connection timed out) while reading upstream{ctx}"
+                number,
+                "upstream timed out (110: Connection timed out) while reading upstream{}",
+                ctx()
             ),
             Broke::Upstream(m) => {
-                crate::conn_log!(Level::Error, *number, "{m} while reading upstream{ctx}")
+                crate::conn_log!(Level::Error, number, "{m} while reading upstream{}", ctx())
+            }
+            Broke::TooLarge(n) => {
+                crate::conn_log!(Level::Error, number, "{}{}", too_large_line(*n), ctx())
             }
             Broke::Client(_) => {}
         }
@@ -109,7 +166,7 @@ impl GrpcBody {
 
     /// Relays the answer to an HTTP/2 client: DATA frames, then the trailers (or an empty
     /// DATA frame with END_STREAM when the upstream sent none). Returns the body bytes sent.
-    pub async fn relay_h2(mut self, sink: &mut H2Sink<'_>) -> io::Result<u64> {
+    pub async fn relay_h2(mut self, sink: &mut H2Sink<'_>, who: Who<'_>) -> io::Result<u64> {
         let mut total = 0u64;
         let result = loop {
             match self.next().await {
@@ -136,7 +193,7 @@ impl GrpcBody {
                 Ok(total)
             }
             Err(b) => {
-                self.log_broke(&b);
+                self.log_broke(&b, sink.info, who);
                 sink.send.send_reset(Reason::INTERNAL_ERROR);
                 Err(match b {
                     Broke::Client(e) => e,
@@ -148,7 +205,12 @@ impl GrpcBody {
 
     /// Relays the answer to an HTTP/1 client: chunked (the trailers in the last chunk) when
     /// `chunked`, else as it is, to the connection's close. Returns the body bytes sent.
-    pub async fn relay_h1<S: Sink>(mut self, sink: &mut S, chunked: bool) -> io::Result<u64> {
+    pub async fn relay_h1<S: Sink>(
+        mut self,
+        sink: &mut S,
+        chunked: bool,
+        who: Who<'_>,
+    ) -> io::Result<u64> {
         let mut total = 0u64;
         loop {
             match self.next().await {
@@ -160,7 +222,7 @@ impl GrpcBody {
                 }
                 Ok(None) => break,
                 Err(b) => {
-                    self.log_broke(&b);
+                    self.log_broke(&b, sink.info(), who);
                     return Err(io::Error::other("upstream failed"));
                 }
             }
@@ -168,7 +230,7 @@ impl GrpcBody {
         let trailers = match self.trailers().await {
             Ok(t) => t,
             Err(b) => {
-                self.log_broke(&b);
+                self.log_broke(&b, sink.info(), who);
                 return Err(io::Error::other("upstream failed"));
             }
         };
@@ -216,8 +278,8 @@ pub enum Ready {
 
 /// Sends the client's DATA frames that are there already, without waiting, up to the
 /// stream's first window: they leave with the request's HEADERS in one write (a unary call's
-/// whole body, usually).
-pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>) -> Ready {
+/// whole body, usually). A frame past `limit` resets the upstream's stream.
+pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>, limit: &mut Limit) -> Ready {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut sent = 0usize;
     while sent < FIRST_WINDOW {
@@ -226,6 +288,10 @@ pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>) -> Ready {
             // (A frame past the window waits in the h2 layer's queue: at most one frame.)
             std::task::Poll::Ready(Some(Ok(d))) => {
                 let n = d.len();
+                if limit.passed(n) {
+                    to.send_reset(Reason::CANCEL);
+                    return Ready::Ended;
+                }
                 let end = from.is_end_stream();
                 if to.send_data(d, end).is_err() {
                     return Ready::Ended;
@@ -257,18 +323,23 @@ pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>) -> Ready {
 /// Relays the client's body to the upstream as it comes: DATA frames within the upstream's
 /// window (`send_timeout` for each wait), each one's window given back to the client once
 /// the upstream took it, then the client's trailers or END_STREAM. `read_timeout` bounds
-/// each wait for the client (`client_body_timeout`); a client that fails resets the
-/// upstream's stream.
+/// each wait for the client (`client_body_timeout`); a client that fails, or a frame past
+/// `limit`, resets the upstream's stream.
 pub async fn pump(
     mut from: RecvStream,
     mut to: SendStream<Bytes>,
     read_timeout: Duration,
     send_timeout: Duration,
+    mut limit: Limit,
 ) {
     loop {
         match crate::deadline::within(read_timeout, from.data()).await {
             Ok(Some(Ok(d))) => {
                 let n = d.len();
+                if limit.passed(n) {
+                    to.send_reset(Reason::CANCEL);
+                    return;
+                }
                 // The client's last frame (no trailers after it) ends the upstream's stream
                 // too: one frame, not an empty one after it.
                 let last = from.is_end_stream();

@@ -12,6 +12,11 @@
 //! Each connection's frames are read and written by a task of its own on the worker (the
 //! `h2` crate's `Connection`); it ends when the upstream closes, or once the last handle to the
 //! connection is dropped and its streams are over.
+//!
+//! `grpc_buffer_size` is each stream's window (what the upstream may send ahead of what the
+//! client took: nginx reads at most that much before its client is written) and the bound of
+//! an answer's head ([`super::meter`]); a connection is made for one size and reused only by
+//! calls of the same (the window is a connection's setting in HTTP/2).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -22,6 +27,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use shoal_io::fxhash::FxHashMap;
 
+use super::meter::{HeadSize, Metered};
 use crate::http::h2::io::Io;
 use crate::http::transport::Transport;
 use crate::upstream::conf::UpstreamConf;
@@ -36,17 +42,34 @@ pub struct H2Conn {
     /// Calls it carried (`keepalive_requests`).
     pub requests: u64,
     pub tls: bool,
+    /// Each stream's window: the `grpc_buffer_size` it was made for.
+    pub window: u32,
+    /// The last stream whose answer's head was read, and that head's size as sent.
+    head: HeadSize,
 }
 
+/// The most a stream's window may be (RFC 9113, 6.9.1).
+pub const MAX_WINDOW: usize = (1 << 31) - 1;
+
+/// HTTP/2's default window, the least a connection's is given.
+const DEFAULT_WINDOW: u32 = 65_535;
+
 impl H2Conn {
-    /// Starts HTTP/2 on a connection just made: the preface and SETTINGS go out, and a task
-    /// of the worker's drives the connection from now on.
-    pub async fn start(stream: Transport) -> Result<H2Conn, h2::Error> {
+    /// Starts HTTP/2 on a connection just made: the preface and SETTINGS (each stream's
+    /// `window`) go out, and a task of the worker's drives the connection from now on.
+    pub async fn start(stream: Transport, window: u32) -> Result<H2Conn, h2::Error> {
         let tls = matches!(stream, Transport::Tls(_));
+        let head = HeadSize::default();
+        // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
+        let io = Metered::new(Io::new(stream, usize::MAX), head.clone());
         let (send, conn) = h2::client::Builder::new()
             .enable_push(false)
-            // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
-            .handshake::<_, Bytes>(Io::new(stream, usize::MAX))
+            .initial_window_size(window)
+            .initial_connection_window_size(window.max(DEFAULT_WINDOW))
+            // What the crate decodes of a head is bounded too (its fields decoded can be
+            // larger than they came: the bound that counts is the meter's).
+            .max_header_list_size(window.saturating_mul(32).max(64 * 1024))
+            .handshake::<_, Bytes>(io)
             .await?;
         let closed = Rc::new(Cell::new(false));
         let flag = closed.clone();
@@ -60,7 +83,15 @@ impl H2Conn {
             born: Instant::now(),
             requests: 0,
             tls,
+            window,
+            head,
         })
+    }
+
+    /// The size of `stream`'s answer's head as it came, once it came whole.
+    pub fn head_size(&self, stream: h2::StreamId) -> Option<usize> {
+        let (id, size) = self.head.get();
+        (id == stream.as_u32()).then_some(size)
     }
 
     /// Whether the connection can still carry a call (no GOAWAY, not closed).
@@ -88,9 +119,9 @@ thread_local! {
     static IDLE: RefCell<FxHashMap<u64, VecDeque<Idle>>> = RefCell::new(FxHashMap::default());
 }
 
-/// An idle connection to `peer` (TLS or not, as `tls` says), most recently used first; the
-/// ones idle past `keepalive_timeout` are closed on the way.
-pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool) -> Option<H2Conn> {
+/// An idle connection to `peer` (TLS or not, as `tls` says, made for streams of `window`),
+/// most recently used first; the ones idle past `keepalive_timeout` are closed on the way.
+pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool, window: u32) -> Option<H2Conn> {
     u.keepalive?;
     let now = Instant::now();
     IDLE.with(|m| {
@@ -99,7 +130,7 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool) -> Option<H2Conn> {
         expire(list, now, u);
         while let Some(pos) = list
             .iter()
-            .rposition(|i| i.peer == peer && i.conn.tls == tls)
+            .rposition(|i| i.peer == peer && i.conn.tls == tls && i.conn.window == window)
         {
             let mut idle = list.remove(pos)?;
             if idle.conn.usable() {

@@ -6,6 +6,7 @@
 //! - [`conn`]: HTTP/2 connections to upstreams and the worker's cache of idle ones.
 //! - [`run`]: one call's exchange (peer, connection, request head, answer head).
 //! - [`body`]: both bodies relayed as they come, and the answer's trailers.
+//! - [`meter`]: the size of an answer's head as it came (`grpc_buffer_size`).
 //!
 //! Unlike the other protocols, nothing is buffered: a call's request body goes upstream frame
 //! by frame as the client sends it, and its answer goes to the client frame by frame (nginx's
@@ -16,6 +17,7 @@
 
 pub mod body;
 pub mod conn;
+pub mod meter;
 pub mod run;
 
 pub use run::handle;

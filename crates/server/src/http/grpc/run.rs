@@ -8,10 +8,14 @@
 //! next peer tried while `grpc_next_upstream` allows (never once some of a streamed body is
 //! gone); with none left, 502 (504 after a timeout), which a gRPC client reads as
 //! `UNAVAILABLE`. A stream the upstream resets before its head is
-//! `upstream rejected request with error N` and `invalid_header`. An idle connection the
+//! `upstream rejected request with error N` and `invalid_header`, and so is a head larger
+//! than `grpc_buffer_size` (`upstream sent too big header`). An idle connection the
 //! upstream closed or sent GOAWAY on is not the peer's fault: the call goes on a new one.
+//!
+//! A streamed client body past `client_max_body_size` before the answer's head came is
+//! nginx's 413 (its line logged with the upstream named, the peer not blamed).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use h2::RecvStream;
 
-use super::body::{self, GrpcBody, Pump};
+use super::body::{self, GrpcBody, Limit, Pump};
 use super::conn::{self, H2Conn};
 use super::strip_scheme;
 use crate::http::client_body::{BodyToSend, ClientBody, Whole};
@@ -59,8 +63,9 @@ enum Source {
     None,
     /// Read whole (an HTTP/1 client): sent again on another try.
     Whole(Bytes),
-    /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it.
-    Stream(Option<RecvStream>),
+    /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it. With it,
+    /// `client_max_body_size` when its length was not told (0: none).
+    Stream(Option<RecvStream>, u64),
 }
 
 /// Runs a call in a `grpc_pass` location. Returns what it came to and the record of the
@@ -73,8 +78,14 @@ pub async fn handle(
     client_body: &ClientBody<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
     // An HTTP/2 client's body is relayed frame by frame; an HTTP/1 client's is read first.
+    // A length told was held to `client_max_body_size` when the location was found; an
+    // untold one is counted as its frames come.
+    let max = match client_body.kind() {
+        shoal_http::BodyKind::Chunked => lc.client_max_body_size(),
+        _ => 0,
+    };
     let mut source = match client_body.take_h2() {
-        Some(s) => Source::Stream(Some(s)),
+        Some(s) => Source::Stream(Some(s), max),
         None => match client_body.for_upstream(lc, r, true, false).await {
             Ok(BodyToSend::Whole(Whole::Memory(b))) if !b.is_empty() => Source::Whole(b),
             Ok(BodyToSend::Whole(Whole::File(f, n))) => {
@@ -156,7 +167,14 @@ async fn run(
     let record = Record::start(&host, 0);
     record.borrow_mut().scheme = if tls { "grpcs" } else { "grpc" };
     *record_out = Some(record.clone());
-    let head = request_head(r, lc, rw, &vars, &host, tls, method, source);
+    // The head is made once; a try after one that sent it makes it again (no copy kept for
+    // the tries that never come).
+    let whole_len = match source {
+        Source::Whole(b) => Some(b.len()),
+        _ => None,
+    };
+    let make_head = || request_head(r, lc, rw, &vars, &host, tls, method, whole_len);
+    let mut head = Some(make_head());
     // (nginx names a gRPC upstream without a URI in its log lines.)
 
     // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
@@ -175,6 +193,8 @@ async fn run(
     let idempotent = !matches!(method, "POST" | "LOCK" | "PATCH");
     let retry_ok = idempotent || next.has(NextUpstream::NON_IDEMPOTENT);
     let mut tries = 0u64;
+    // The client's body bytes when they passed `client_max_body_size` (0: they did not).
+    let over = Rc::new(Cell::new(0u64));
     loop {
         let now = Instant::now();
         let Some(peer) = state::pick(&upstream, &mut attempt, now) else {
@@ -194,7 +214,7 @@ async fn run(
             peer,
             addr,
         };
-        let consumed = |s: &Source| matches!(s, Source::Stream(None));
+        let consumed = |s: &Source| matches!(s, Source::Stream(None, _));
         let more_allowed = |attempt: &crate::upstream::Attempt, sent: bool, s: &Source| {
             !consumed(s)
                 && (!sent || retry_ok)
@@ -202,7 +222,23 @@ async fn run(
                 && deadline.is_none_or(|d| Instant::now() < d)
                 && attempt.tries() > 0
         };
-        let fail = match call(to, conf, handshake.as_ref(), &head, source, &record, r, lc).await {
+        let heads = Heads {
+            spare: &mut head,
+            make: &make_head,
+        };
+        let fail = match call(
+            to,
+            conf,
+            handshake.as_ref(),
+            heads,
+            source,
+            &over,
+            &record,
+            r,
+            lc,
+        )
+        .await
+        {
             Ok(answer) => {
                 let status = answer.status;
                 let bit = NextUpstream::of_status(status);
@@ -228,6 +264,19 @@ async fn run(
                     return Outcome::Error(status);
                 }
                 return Outcome::Final(reply_of(answer, lc, conf, r, &record));
+            }
+            Err(_) if over.get() > 0 => {
+                // The client's body passed `client_max_body_size`: its fault, not the peer's.
+                crate::conn_log!(
+                    Level::Error,
+                    r.info.number,
+                    "{}{}",
+                    body::too_large_line(over.get()),
+                    record.borrow().log_ctx(r.req, r.srv, r.info)
+                );
+                record.borrow_mut().finish(false);
+                state::free(&upstream, &mut attempt, PeerResult::Success);
+                return Outcome::Error(413);
             }
             Err((f, sent)) => (f, sent),
         };
@@ -268,7 +317,7 @@ fn request_head(
     host: &str,
     tls: bool,
     method: &str,
-    source: &Source,
+    whole_len: Option<usize>,
 ) -> http::Request<()> {
     let g = &lc.grpc;
     let escape = rw.internal || {
@@ -292,11 +341,11 @@ fn request_head(
     };
     if g.up.pass_request_headers() {
         for (name, value) in r.req.headers() {
-            let lower = name.to_ascii_lowercase();
-            if NOT_PASSED.contains(&lower.as_str()) || is_set(name) {
+            if NOT_PASSED.iter().any(|n| n.eq_ignore_ascii_case(name)) || is_set(name) {
                 continue;
             }
-            add(lower.as_bytes(), value);
+            // (The name is made lowercase by `HeaderName::from_bytes`.)
+            add(name.as_bytes(), value);
         }
         // nginx's `TE: $grpc_internal_trailers`.
         let trailers = r.req.header_all("te").any(|v| {
@@ -309,9 +358,9 @@ fn request_head(
     }
     // `Content-Length: $content_length`: a whole body's length, or the client's word.
     if !is_set("content-length") {
-        let length = match source {
-            Source::Whole(b) => Some(b.len().to_string()),
-            _ => r
+        let length = match whole_len {
+            Some(n) => Some(n.to_string()),
+            None => r
                 .req
                 .header("content-length")
                 .map(|v| shoal_http::lossy(v).into_owned()),
@@ -354,6 +403,19 @@ fn request_head(
     req
 }
 
+/// The request's head for a try: the one made for the call, or, for a try after the one
+/// that sent it, a new one.
+struct Heads<'a> {
+    spare: &'a mut Option<http::Request<()>>,
+    make: &'a dyn Fn() -> http::Request<()>,
+}
+
+impl Heads<'_> {
+    fn take(&mut self) -> http::Request<()> {
+        self.spare.take().unwrap_or_else(self.make)
+    }
+}
+
 /// The peer a try goes to.
 #[derive(Clone, Copy)]
 struct Peer<'a> {
@@ -376,19 +438,23 @@ async fn call(
     to: Peer<'_>,
     conf: &UpstreamLoc,
     tls: Option<&Handshake<'_>>,
-    head: &http::Request<()>,
+    mut heads: Heads<'_>,
     source: &mut Source,
+    over: &Rc<Cell<u64>>,
     record: &Rc<RefCell<Record>>,
     r: &Req<'_, '_>,
     lc: &LocConf,
 ) -> Result<Answer, (Fail, bool)> {
     let mut fresh_only = false;
+    // `grpc_buffer_size`: each stream's window, and the most an answer's head may be.
+    let buffer_size = conf.buffer_size();
+    let window = buffer_size.clamp(1, conn::MAX_WINDOW) as u32;
     loop {
         let start = Instant::now();
         let cached = if fresh_only {
             None
         } else {
-            conn::take_idle(to.upstream, to.peer, tls.is_some())
+            conn::take_idle(to.upstream, to.peer, tls.is_some(), window)
         };
         let reused = cached.is_some();
         let mut c = match cached {
@@ -408,7 +474,7 @@ async fn call(
                 // Frames are small and written apart (HEADERS, DATA): Nagle would hold the
                 // second until the first is acknowledged, a delayed ACK later.
                 stream.set_nodelay();
-                H2Conn::start(stream).await.map_err(|e| {
+                H2Conn::start(stream, window).await.map_err(|e| {
                     (
                         Fail::Error(format!(
                             "{} while connecting to upstream",
@@ -453,7 +519,7 @@ async fn call(
                 }
             };
         let no_body = matches!(source, Source::None);
-        let (response, mut stream) = match send.send_request(head.clone(), no_body) {
+        let (response, mut stream) = match send.send_request(heads.take(), no_body) {
             Ok(x) => x,
             Err(_) if reused => {
                 fresh_only = true;
@@ -469,6 +535,7 @@ async fn call(
                 ))
             }
         };
+        let id = stream.stream_id();
         // The body goes while the answer is awaited (a server may answer before it ends).
         // What is there already goes with the head, in the same write.
         let pump = match source {
@@ -484,16 +551,23 @@ async fn call(
                     body::send_all(&mut stream, b, timeout).await;
                 })))
             }
-            Source::Stream(s) => match s.take() {
-                Some(mut from) => match body::send_ready(&mut from, &mut stream) {
-                    body::Ready::Ended => None,
-                    body::Ready::More => {
-                        let (read, send) = (lc.client_body_timeout(), conf.send_timeout());
-                        Some(Pump(tokio::task::spawn_local(body::pump(
-                            from, stream, read, send,
-                        ))))
+            Source::Stream(s, max) => match s.take() {
+                Some(mut from) => {
+                    let mut limit = Limit {
+                        max: *max,
+                        received: 0,
+                        over: over.clone(),
+                    };
+                    match body::send_ready(&mut from, &mut stream, &mut limit) {
+                        body::Ready::Ended => None,
+                        body::Ready::More => {
+                            let (read, send) = (lc.client_body_timeout(), conf.send_timeout());
+                            Some(Pump(tokio::task::spawn_local(body::pump(
+                                from, stream, read, send, limit,
+                            ))))
+                        }
                     }
-                },
+                }
                 None => {
                     stream.send_reset(h2::Reason::CANCEL);
                     return Err((Fail::Error("request body already sent".into()), false));
@@ -502,9 +576,20 @@ async fn call(
         };
         record.borrow_mut().last().sent = 0;
         let answer = wait_head(response, conf.read_timeout(), r).await;
+        // nginx's buffer holds the head as it came, or the answer is refused (the crate may
+        // have refused it first, for its own bound: the same failure).
+        if c.head_size(id).is_some_and(|n| n > buffer_size) {
+            return Err((
+                Fail::Invalid(
+                    "upstream sent too big header while reading response header from upstream"
+                        .into(),
+                ),
+                true,
+            ));
+        }
         let resp = match answer {
             Ok(resp) => resp,
-            Err(Waited::Refused) if reused && !matches!(source, Source::Stream(None)) => {
+            Err(Waited::Refused) if reused && !matches!(source, Source::Stream(None, _)) => {
                 fresh_only = true;
                 continue;
             }
@@ -518,7 +603,6 @@ async fn call(
             t.header = Some(t.start.elapsed());
             t.status = Some(status);
         }
-        let ctx = record.borrow().log_ctx(r.req, r.srv, r.info);
         return Ok(Answer {
             status,
             head,
@@ -528,7 +612,7 @@ async fn call(
                 record: record.clone(),
                 conn: Some((to.upstream.clone(), to.peer, c)),
                 pump,
-                log: (r.info.number, ctx),
+                over: over.clone(),
             },
         });
     }

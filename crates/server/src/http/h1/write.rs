@@ -154,7 +154,7 @@ impl Conn {
         }
         if let Body::Grpc(g) = body {
             // Chunked to an HTTP/1.1 client, the trailers in its last chunk.
-            let body_len = Box::pin(g.relay_h1(self, !no_chunks)).await?;
+            let body_len = Box::pin(g.relay_h1(self, !no_chunks, who)).await?;
             return Ok((head_len, body_len));
         }
         if let Body::Unsized(inner) = body {

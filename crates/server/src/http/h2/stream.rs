@@ -301,7 +301,7 @@ async fn answer_stream(
                 let who: Who<'_> = Some((&req, srv));
                 let sent = if let Body::Grpc(g) = body {
                     // DATA frames, then the upstream's trailers end the stream.
-                    g.relay_h2(&mut sink).await
+                    g.relay_h2(&mut sink, who).await
                 } else {
                     match write_body(&mut sink, body, &output, lc, who).await {
                         Ok(n) => sink.finish().await.map(|()| n),
@@ -489,7 +489,7 @@ async fn write_body(
         Body::Unsized(inner) => output.send_unsized(sink, *inner, false, lc).await,
         // No upgrade over HTTP/2 (its request cannot ask for one).
         Body::Tunnel(_) => Ok(0),
-        Body::Grpc(g) => g.relay_h2(sink).await,
+        Body::Grpc(g) => g.relay_h2(sink, who).await,
         body => {
             let n = match &body {
                 Body::Absent(_) => 0,
