@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use shoal_io::pool::ThreadPool;
 
+use crate::error::Error;
 use super::reply::{Body, Reply};
 use super::static_files;
 use super::transport::ConnInfo;
@@ -203,7 +204,7 @@ impl Output {
         let first = len.min(piece as u64);
         let data = self.read_piece(&file, offset, first as usize, lc).await?;
         if (data.len() as u64) < first {
-            return Err(io::Error::other("file shrank while being sent"));
+            return Err(io::Error::from(Error::invalid("file shrank while being sent")));
         }
         reply.body = if first == len {
             Body::Bytes(data)
@@ -278,7 +279,7 @@ impl Output {
                         file, offset, len, ..
                     } => self.copy_file(sink, &file, offset, len, lc).await?,
                     Body::Bytes(b) => sink.out().extend_from_slice(&b),
-                    _ => return Err(io::Error::other("a chained body ends in a file")),
+                    _ => return Err(io::Error::from(Error::invalid("a chained body ends in a file"))),
                 }
             }
             Body::Multipart {
@@ -312,7 +313,7 @@ impl Output {
                 file, offset, len, ..
             } => self.copy_file(sink, &file, offset, len, lc).await?,
             Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => {
-                return Err(io::Error::other("not a plain body"))
+                return Err(io::Error::from(Error::invalid("not a plain body")))
             }
         }
         sink.maybe_flush().await
@@ -441,13 +442,11 @@ impl Output {
                 }
             },
             Body::Tunnel(_) => {
-                return Err(io::Error::other("body filters never apply to a tunnel"));
+                return Err(io::Error::from(Error::invalid("body filters never apply to a tunnel")));
             }
             // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)
             Body::Grpc(_) => {
-                return Err(io::Error::other(
-                    "body filters never apply to a gRPC answer",
-                ));
+                return Err(io::Error::from(Error::invalid("body filters never apply to a gRPC answer")));
             }
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
@@ -487,7 +486,7 @@ impl Output {
             let want = ((end - off) as usize).min(piece);
             let data = self.read_piece(file, off, want, lc).await?;
             if data.is_empty() {
-                return Err(io::Error::other("file shrank while being sent"));
+                return Err(io::Error::from(Error::invalid("file shrank while being sent")));
             }
             off += data.len() as u64;
             total += run_filters(z, &data, sink, chunked)?;
@@ -516,7 +515,7 @@ impl Output {
             cached,
         } = body
         else {
-            return Err(io::Error::other("an unsized body is a file"));
+            return Err(io::Error::from(Error::invalid("an unsized body is a file")));
         };
         let piece = if chunked && !lc.sendfile() {
             lc.output_buffers().1 as u64
@@ -594,7 +593,7 @@ impl Output {
                 };
                 if n == 0 {
                     // The file shrank under us: the length we promised cannot be kept.
-                    return Err(io::Error::other("file shrank while being sent"));
+                    return Err(io::Error::from(Error::invalid("file shrank while being sent")));
                 }
                 off += n as u64;
                 if buffered.is_some() && off < end {
@@ -644,7 +643,7 @@ impl Output {
             let count = (end - off).min(chunk);
             let socket = sink
                 .sendfile_socket()
-                .ok_or_else(|| io::Error::other("sendfile on a transport that cannot"))?;
+                .ok_or_else(|| io::Error::from(Error::invalid("sendfile on a transport that cannot")))?;
             let sent = shoal_io::file::sendfile_range(
                 socket,
                 file,
@@ -659,7 +658,7 @@ impl Output {
             if sent.socket_full {
                 sink.until_writable().await?;
             } else if sent.bytes == 0 {
-                return Err(io::Error::other("file shrank while being sent"));
+                return Err(io::Error::from(Error::invalid("file shrank while being sent")));
             } else {
                 tokio::task::yield_now().await;
             }
