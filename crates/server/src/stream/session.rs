@@ -614,7 +614,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
             "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
                 .to_string(),
         ),
-        Ok(Err(m)) => Err(m),
+        Ok(Err(m)) => Err(m.into()),
         Ok(Ok(c)) => {
             connected(local);
             Ok((Transport::Tls(Box::new(c)), header_len))
