@@ -245,7 +245,11 @@ fn a_burst_over_keepalive_n_leaves_the_n_most_recent_connections() {
     up.wait_open(1);
     let r = Client::connect(port).get("/").unwrap();
     assert_eq!((r.status, &r.body[..]), (200, &b"burst"[..]));
-    assert_eq!(up.accepted(), 3, "the kept connection carried the next request");
+    assert_eq!(
+        up.accepted(),
+        3,
+        "the kept connection carried the next request"
+    );
     assert_eq!(arrived.load(std::sync::atomic::Ordering::SeqCst), 4);
 }
 

@@ -145,13 +145,16 @@ fn find_registration(fd: RawFd) -> io::Result<(RawFd, u64)> {
                 Some((first, _)) if same_epoll(first, ep) => {}
                 // Two epolls hold it: ambiguous, do not guess.
                 Some(_) => {
-                    return Err(io::Error::from(Error::invalid("listening fd registered in several epolls")))
+                    return Err(io::Error::from(Error::invalid(
+                        "listening fd registered in several epolls",
+                    )))
                 }
                 None => found = Some((ep, data)),
             }
         }
     }
-    let (ep, data) = found.ok_or_else(|| io::Error::from(Error::invalid("reactor epoll not found")))?;
+    let (ep, data) =
+        found.ok_or_else(|| io::Error::from(Error::invalid("reactor epoll not found")))?;
     REACTOR_EPOLL.with(|c| c.set(Some(ep)));
     Ok((ep, data))
 }

@@ -397,8 +397,8 @@ fn open_with_retries(
         match open_socket(addr, opts) {
             Ok(fd) => return Ok(fd),
             Err(e) => {
-                let in_use = e.io_error().and_then(std::io::Error::raw_os_error)
-                    == Some(libc::EADDRINUSE);
+                let in_use =
+                    e.io_error().and_then(std::io::Error::raw_os_error) == Some(libc::EADDRINUSE);
                 crate::log::report(crate::log::Level::Emerg, &e);
                 if !in_use {
                     return Err(e);

@@ -145,6 +145,12 @@ impl PartialEq<str> for Error {
     }
 }
 
+impl PartialEq<String> for Error {
+    fn eq(&self, other: &String) -> bool {
+        *self.msg == **other
+    }
+}
+
 impl PartialEq<&str> for Error {
     fn eq(&self, other: &&str) -> bool {
         *self.msg == **other
@@ -199,10 +205,7 @@ mod tests {
 
     #[test]
     fn failed_is_nginx_wording() {
-        let e = Error::failed(
-            "open() \"/x\"",
-            io::Error::from_raw_os_error(libc::EACCES),
-        );
+        let e = Error::failed("open() \"/x\"", io::Error::from_raw_os_error(libc::EACCES));
         assert_eq!(e, "open() \"/x\" failed (13: Permission denied)");
     }
 

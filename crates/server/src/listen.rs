@@ -216,10 +216,9 @@ pub fn socket_option(
             opts.ipv6only = Some(on);
         }
         ("so_keepalive", Some(v)) => {
-            opts.so_keepalive = Some(
-                parse_so_keepalive(v)
-                    .ok_or_else(|| error::Error::invalid(format!("invalid so_keepalive value: \"{v}\"")))?,
-            );
+            opts.so_keepalive = Some(parse_so_keepalive(v).ok_or_else(|| {
+                error::Error::invalid(format!("invalid so_keepalive value: \"{v}\""))
+            })?);
         }
         _ => return Ok(false),
     }
@@ -413,12 +412,11 @@ pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, e
         ListenAddr::Inet(a) => (Domain::for_address(*a), socket2::SockAddr::from(*a)),
         ListenAddr::Unix(p) => (
             Domain::UNIX,
-            socket2::SockAddr::unix(p).map_err(|e| error::Error::invalid(format!("bad unix path {}", e)))?,
+            socket2::SockAddr::unix(p)
+                .map_err(|e| error::Error::invalid(format!("bad unix path {}", e)))?,
         ),
     };
-    let os = |what: &str, e: std::io::Error| {
-        error::Error::failed(format_args!("{what} {addr}"), e)
-    };
+    let os = |what: &str, e: std::io::Error| error::Error::failed(format_args!("{what} {addr}"), e);
     let ty = if opts.udp { Type::DGRAM } else { Type::STREAM };
     let sock =
         Socket::new(domain, ty.cloexec().nonblocking(), None).map_err(|e| os("socket()", e))?;

@@ -182,10 +182,9 @@ impl Sink {
     /// Opens a target: nginx's message for a file that cannot be opened.
     fn open(c: &ErrorLogConf) -> crate::error::Result<Sink> {
         let file = match &c.target {
-            Target::File(p) => Some(
-                open_append(p)
-                    .map_err(|e| crate::error::Error::failed(format_args!("open() \"{}\"", p.display()), e))?,
-            ),
+            Target::File(p) => Some(open_append(p).map_err(|e| {
+                crate::error::Error::failed(format_args!("open() \"{}\"", p.display()), e)
+            })?),
             _ => None,
         };
         let syslog = match &c.target {
@@ -205,8 +204,9 @@ impl Sink {
         let Target::File(p) = &self.target else {
             return Ok(());
         };
-        let f = open_append(p)
-            .map_err(|e| crate::error::Error::failed(format_args!("open() \"{}\"", p.display()), e))?;
+        let f = open_append(p).map_err(|e| {
+            crate::error::Error::failed(format_args!("open() \"{}\"", p.display()), e)
+        })?;
         *self.file.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
         Ok(())
     }

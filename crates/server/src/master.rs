@@ -151,7 +151,10 @@ pub fn run(opts: Options) -> i32 {
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
             report(
                 Level::Alert,
-                &Error::failed(format_args!("setrlimit(RLIMIT_NOFILE, {n})"), std::io::Error::last_os_error()),
+                &Error::failed(
+                    format_args!("setrlimit(RLIMIT_NOFILE, {n})"),
+                    std::io::Error::last_os_error(),
+                ),
             );
         }
     }
@@ -640,9 +643,8 @@ fn mask_signals(how: libc::c_int) {
 
 /// Writes the pid file (`PID\n`, as nginx).
 fn write_pid(path: &PathBuf) -> Result<(), Error> {
-    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|e| {
-        Error::failed(format_args!("open() \"{}\"", path.display()), e)
-    })
+    std::fs::write(path, format!("{}\n", std::process::id()))
+        .map_err(|e| Error::failed(format_args!("open() \"{}\"", path.display()), e))
 }
 
 /// Detaches from the terminal: fork (the parent exits 0), setsid, stdin/stdout to /dev/null.
@@ -652,9 +654,7 @@ fn daemonize() -> Result<(), Error> {
     // safe; the parent exits at once without running destructors.
     unsafe {
         match libc::fork() {
-            -1 => {
-                return Err(Error::failed("fork()", std::io::Error::last_os_error()))
-            }
+            -1 => return Err(Error::failed("fork()", std::io::Error::last_os_error())),
             0 => {}
             _ => libc::_exit(0),
         }
@@ -722,7 +722,10 @@ pub fn send_signal(opts: &Options, name: &str) -> i32 {
     if unsafe { libc::kill(pid, sig) } != 0 {
         report(
             Level::Alert,
-            &Error::failed(format_args!("kill({pid}, {sig})"), std::io::Error::last_os_error()),
+            &Error::failed(
+                format_args!("kill({pid}, {sig})"),
+                std::io::Error::last_os_error(),
+            ),
         );
         return 1;
     }

@@ -52,11 +52,10 @@ pub fn configure(confs: &[ThreadPoolConf], workers: usize) -> Result<(), Error> 
             _ => {
                 let mut instances = Vec::with_capacity(workers);
                 for _ in 0..workers.max(1) {
-                    let pool = ThreadPool::new(&c.name, c.threads, c.max_queue)
-                        .map_err(|e| {
-                            let msg = format!("thread pool \"{}\" could not start: {e}", c.name);
-                            Error::io(e, msg)
-                        })?;
+                    let pool = ThreadPool::new(&c.name, c.threads, c.max_queue).map_err(|e| {
+                        let msg = format!("thread pool \"{}\" could not start: {e}", c.name);
+                        Error::io(e, msg)
+                    })?;
                     instances.push(Arc::new(pool));
                 }
                 new.insert(c.name.clone(), (c.clone(), instances));

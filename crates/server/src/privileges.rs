@@ -18,7 +18,8 @@ pub fn is_root() -> bool {
 
 /// Resolves `user [group]` to ids, with nginx's messages (`getpwnam("x") failed`).
 pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid_t), Error> {
-    let cuser = CString::new(user).map_err(|_| Error::invalid(format!("getpwnam(\"{user}\") failed")))?;
+    let cuser =
+        CString::new(user).map_err(|_| Error::invalid(format!("getpwnam(\"{user}\") failed")))?;
     // SAFETY: a valid NUL-terminated string; the result is read before any other getpw call.
     let pw = unsafe { libc::getpwnam(cuser.as_ptr()) };
     if pw.is_null() {
@@ -29,7 +30,8 @@ pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid
     let gid = match group {
         None => pw_gid,
         Some(g) => {
-            let cgroup = CString::new(g).map_err(|_| Error::invalid(format!("getgrnam(\"{g}\") failed")))?;
+            let cgroup =
+                CString::new(g).map_err(|_| Error::invalid(format!("getgrnam(\"{g}\") failed")))?;
             // SAFETY: as above, for the group database.
             let gr = unsafe { libc::getgrnam(cgroup.as_ptr()) };
             if gr.is_null() {
@@ -49,13 +51,22 @@ pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), Error> {
     // SAFETY: plain syscalls with valid arguments; failures are checked.
     unsafe {
         if libc::setgid(gid) != 0 {
-            return Err(Error::failed(format_args!("setgid({gid})"), std::io::Error::last_os_error()));
+            return Err(Error::failed(
+                format_args!("setgid({gid})"),
+                std::io::Error::last_os_error(),
+            ));
         }
         if libc::initgroups(cuser.as_ptr(), gid) != 0 {
-            return Err(Error::failed(format_args!("initgroups({user}, {gid})"), std::io::Error::last_os_error()));
+            return Err(Error::failed(
+                format_args!("initgroups({user}, {gid})"),
+                std::io::Error::last_os_error(),
+            ));
         }
         if libc::setuid(uid) != 0 {
-            return Err(Error::failed(format_args!("setuid({uid})"), std::io::Error::last_os_error()));
+            return Err(Error::failed(
+                format_args!("setuid({uid})"),
+                std::io::Error::last_os_error(),
+            ));
         }
     }
     Ok(())

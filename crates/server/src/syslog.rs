@@ -8,11 +8,11 @@
 //! once to the main error log at `alert` as nginx's `sendto() failed` is): a log line never
 //! waits.
 
+use crate::error::Error;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use crate::error::Error;
 
 /// nginx's facility names, in their number's order.
 const FACILITIES: &[&str] = &[

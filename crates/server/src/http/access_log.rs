@@ -269,9 +269,8 @@ impl Formats {
         if let Some(f) = self.files.get(path) {
             return Ok(f.clone());
         }
-        let file = LogFile::open(path).map_err(|e| {
-            error::Error::failed(format_args!("open() \"{}\"", path.display()), e)
-        })?;
+        let file = LogFile::open(path)
+            .map_err(|e| error::Error::failed(format_args!("open() \"{}\"", path.display()), e))?;
         let f = Arc::new(LogFile {
             path: path.to_path_buf(),
             file: RwLock::new(file),

@@ -20,8 +20,8 @@ use std::sync::{Arc, OnceLock};
 
 use shoal_conf::{Directive, Error};
 
-use crate::error;
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
+use crate::error;
 use crate::http::access::Client;
 use crate::http::limit_zone::{self, slab::Slab, Key, Registry, Shards, Tag, Zone};
 use crate::http::loc_conf;
@@ -102,10 +102,9 @@ impl ConnZone {
     }
 
     pub(crate) fn attach(&self, size: u64, registry: &Registry) -> Result<(), error::Error> {
-        let key = self
-            .key
-            .get()
-            .ok_or_else(|| error::Error::invalid(format!("zero size shared memory zone \"{}\"", self.name)))?;
+        let key = self.key.get().ok_or_else(|| {
+            error::Error::invalid(format!("zero size shared memory zone \"{}\"", self.name))
+        })?;
         let reserved = [64, 23 + self.name.len() as u64];
         let memory = registry.adopt(Tag::LimitConn, &self.name, size, key.text(), || {
             Shards::new(Slab::new(size, &reserved), NODE + 4)

@@ -19,12 +19,12 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use shoal_io::pool::ThreadPool;
 
-use crate::error::Error;
 use super::reply::{Body, Reply};
 use super::static_files;
 use super::transport::ConnInfo;
 use super::upstream::body::Piece;
 use super::LocConf;
+use crate::error::Error;
 use crate::log::Level;
 
 /// Gather pipelined answers (and pieces of one) up to this many bytes before writing.
@@ -204,7 +204,9 @@ impl Output {
         let first = len.min(piece as u64);
         let data = self.read_piece(&file, offset, first as usize, lc).await?;
         if (data.len() as u64) < first {
-            return Err(io::Error::from(Error::invalid("file shrank while being sent")));
+            return Err(io::Error::from(Error::invalid(
+                "file shrank while being sent",
+            )));
         }
         reply.body = if first == len {
             Body::Bytes(data)
@@ -279,7 +281,11 @@ impl Output {
                         file, offset, len, ..
                     } => self.copy_file(sink, &file, offset, len, lc).await?,
                     Body::Bytes(b) => sink.out().extend_from_slice(&b),
-                    _ => return Err(io::Error::from(Error::invalid("a chained body ends in a file"))),
+                    _ => {
+                        return Err(io::Error::from(Error::invalid(
+                            "a chained body ends in a file",
+                        )))
+                    }
                 }
             }
             Body::Multipart {
@@ -442,11 +448,15 @@ impl Output {
                 }
             },
             Body::Tunnel(_) => {
-                return Err(io::Error::from(Error::invalid("body filters never apply to a tunnel")));
+                return Err(io::Error::from(Error::invalid(
+                    "body filters never apply to a tunnel",
+                )));
             }
             // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)
             Body::Grpc(_) => {
-                return Err(io::Error::from(Error::invalid("body filters never apply to a gRPC answer")));
+                return Err(io::Error::from(Error::invalid(
+                    "body filters never apply to a gRPC answer",
+                )));
             }
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
@@ -486,7 +496,9 @@ impl Output {
             let want = ((end - off) as usize).min(piece);
             let data = self.read_piece(file, off, want, lc).await?;
             if data.is_empty() {
-                return Err(io::Error::from(Error::invalid("file shrank while being sent")));
+                return Err(io::Error::from(Error::invalid(
+                    "file shrank while being sent",
+                )));
             }
             off += data.len() as u64;
             total += run_filters(z, &data, sink, chunked)?;
@@ -593,7 +605,9 @@ impl Output {
                 };
                 if n == 0 {
                     // The file shrank under us: the length we promised cannot be kept.
-                    return Err(io::Error::from(Error::invalid("file shrank while being sent")));
+                    return Err(io::Error::from(Error::invalid(
+                        "file shrank while being sent",
+                    )));
                 }
                 off += n as u64;
                 if buffered.is_some() && off < end {
@@ -641,9 +655,9 @@ impl Output {
         let end = offset + len;
         while off < end {
             let count = (end - off).min(chunk);
-            let socket = sink
-                .sendfile_socket()
-                .ok_or_else(|| io::Error::from(Error::invalid("sendfile on a transport that cannot")))?;
+            let socket = sink.sendfile_socket().ok_or_else(|| {
+                io::Error::from(Error::invalid("sendfile on a transport that cannot"))
+            })?;
             let sent = shoal_io::file::sendfile_range(
                 socket,
                 file,
@@ -658,7 +672,9 @@ impl Output {
             if sent.socket_full {
                 sink.until_writable().await?;
             } else if sent.bytes == 0 {
-                return Err(io::Error::from(Error::invalid("file shrank while being sent")));
+                return Err(io::Error::from(Error::invalid(
+                    "file shrank while being sent",
+                )));
             } else {
                 tokio::task::yield_now().await;
             }

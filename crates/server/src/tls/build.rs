@@ -409,8 +409,9 @@ fn staple_for(
                 "\"ssl_stapling\" ignored, no OCSP responder URL in the certificate \"{name}\""
             ))
         })?;
-    let responder = Responder::parse(&url)
-        .map_err(|m| m.context(|m| format!("\"ssl_stapling\" ignored, {m} in the certificate \"{name}\"")))?;
+    let responder = Responder::parse(&url).map_err(|m| {
+        m.context(|m| format!("\"ssl_stapling\" ignored, {m} in the certificate \"{name}\""))
+    })?;
     let conf = StapleConf {
         responder,
         resolver,

@@ -125,7 +125,9 @@ const BAD_BASE64: &str = "error:04800064:PEM routines::bad base64 decode";
 /// A certificate chain: the server's certificate first, then the rest of the file.
 pub fn load_certificate(name: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
     let fail = |what: &str, detail: &str| {
-        Error::tls(format!("cannot load certificate \"{name}\": {what} failed {detail}"))
+        Error::tls(format!(
+            "cannot load certificate \"{name}\": {what} failed {detail}"
+        ))
     };
     let data = read_source(name, "r").map_err(|d| {
         d.context(|d| format!("cannot load certificate \"{name}\": BIO_new_file() failed {d}"))
@@ -169,12 +171,11 @@ pub fn load_certificate(name: &str) -> Result<Vec<CertificateDer<'static>>, Erro
 }
 
 /// A private key, decrypted with the first of `passwords` that works.
-pub fn load_key(
-    name: &str,
-    passwords: Option<&[String]>,
-) -> Result<PrivateKeyDer<'static>, Error> {
+pub fn load_key(name: &str, passwords: Option<&[String]>) -> Result<PrivateKeyDer<'static>, Error> {
     let fail = |what: &str, detail: &str| {
-        Error::tls(format!("cannot load certificate key \"{name}\": {what} failed {detail}"))
+        Error::tls(format!(
+            "cannot load certificate key \"{name}\": {what} failed {detail}"
+        ))
     };
     let read_fail = |detail: &str| fail("PEM_read_bio_PrivateKey()", &format!("(SSL: {detail})"));
     let data = read_source(name, "r").map_err(|d| {
@@ -314,7 +315,9 @@ pub fn load_pair(
 /// `what` is nginx's function name in the message.
 pub fn load_ca_file(name: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
     let fail = |detail: &str| {
-        Error::tls(format!("SSL_CTX_load_verify_locations(\"{name}\") failed (SSL: {detail})"))
+        Error::tls(format!(
+            "SSL_CTX_load_verify_locations(\"{name}\") failed (SSL: {detail})"
+        ))
     };
     let data = read_source(name, "r").map_err(|d| {
         d.context(|d| {
@@ -345,7 +348,9 @@ pub fn load_ca_file(name: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
 /// The CRLs of an `ssl_crl` file.
 pub fn load_crl_file(name: &str) -> Result<Vec<CertificateRevocationListDer<'static>>, Error> {
     let fail = |detail: &str| {
-        Error::tls(format!("X509_LOOKUP_load_file(\"{name}\") failed (SSL: {detail})"))
+        Error::tls(format!(
+            "X509_LOOKUP_load_file(\"{name}\") failed (SSL: {detail})"
+        ))
     };
     let data = read_source(name, "r").map_err(|d| {
         d.context(|d| {
@@ -375,8 +380,8 @@ pub fn load_crl_file(name: &str) -> Result<Vec<CertificateRevocationListDer<'sta
 
 /// An OCSP response (DER) for stapling.
 pub fn load_ocsp_response(name: &str) -> Result<Vec<u8>, Error> {
-    let data =
-        read_source(name, "rb").map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
+    let data = read_source(name, "rb")
+        .map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
     // An OCSPResponse is a DER SEQUENCE whose length covers the file.
     let fits = matches!(x509_parser::der_parser::der::parse_der(&data), Ok((rest, obj))
         if rest.is_empty() && obj.header.tag() == x509_parser::der_parser::asn1_rs::Tag::Sequence);
@@ -390,8 +395,8 @@ pub fn load_ocsp_response(name: &str) -> Result<Vec<u8>, Error> {
 
 /// `ssl_dhparam`: read and checked as nginx checks it; rustls has no DHE suite to use it with.
 pub fn check_dhparam(name: &str) -> Result<(), Error> {
-    let data =
-        read_source(name, "r").map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
+    let data = read_source(name, "r")
+        .map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
     let found = pem_blocks(&data)
         .into_iter()
         .any(|b| matches!(b, Ok(b) if b.label == "DH PARAMETERS"));

@@ -49,11 +49,11 @@ impl Template {
             text.push_str(&rest[..pos]);
             let after = &rest[pos + 1..];
             let (name, next) = if let Some(braced) = after.strip_prefix('{') {
-                let end = braced
-                    .find('}')
-                    .ok_or_else(|| {
-                        Error::invalid(format!("the closing bracket in \"{s}\" variable is missing"))
-                    })?;
+                let end = braced.find('}').ok_or_else(|| {
+                    Error::invalid(format!(
+                        "the closing bracket in \"{s}\" variable is missing"
+                    ))
+                })?;
                 (&braced[..end], &braced[end + 1..])
             } else {
                 let end = after

@@ -253,9 +253,8 @@ impl TicketKey {
     pub fn from_file(path: &std::path::Path) -> Result<TicketKey, Error> {
         let buf = std::fs::read(path)
             .map_err(|e| Error::failed(format_args!("open() \"{}\"", path.display()), e))?;
-        TicketKey::from_bytes(&buf).ok_or_else(|| {
-            Error::invalid(format!("\"{}\" must be 48 or 80 bytes", path.display()))
-        })
+        TicketKey::from_bytes(&buf)
+            .ok_or_else(|| Error::invalid(format!("\"{}\" must be 48 or 80 bytes", path.display())))
     }
 
     fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {

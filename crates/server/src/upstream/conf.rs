@@ -234,10 +234,16 @@ fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, error::Error> {
                 }
             }
         }
-        Err(_) => return Err(error::Error::resolve(format!("host not found in upstream \"{host}\""))),
+        Err(_) => {
+            return Err(error::Error::resolve(format!(
+                "host not found in upstream \"{host}\""
+            )))
+        }
     }
     if out.is_empty() {
-        return Err(error::Error::resolve(format!("host not found in upstream \"{host}\"")));
+        return Err(error::Error::resolve(format!(
+            "host not found in upstream \"{host}\""
+        )));
     }
     Ok(out)
 }
@@ -247,9 +253,9 @@ fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, error::Error> {
 pub fn split_host_port(text: &str, default: u16) -> Result<(String, u16), error::Error> {
     let invalid_port = || error::Error::invalid(format!("invalid port in upstream \"{text}\""));
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let end = rest
-            .find(']')
-            .ok_or_else(|| error::Error::invalid(format!("invalid IPv6 address in upstream \"{text}\"")))?;
+        let end = rest.find(']').ok_or_else(|| {
+            error::Error::invalid(format!("invalid IPv6 address in upstream \"{text}\""))
+        })?;
         let host = &text[..end + 2];
         match &rest[end + 1..] {
             "" => (host, None),
@@ -269,7 +275,9 @@ pub fn split_host_port(text: &str, default: u16) -> Result<(String, u16), error:
         },
     };
     if host.is_empty() {
-        return Err(error::Error::invalid(format!("no host in upstream \"{text}\"")));
+        return Err(error::Error::invalid(format!(
+            "no host in upstream \"{text}\""
+        )));
     }
     Ok((host.to_string(), port))
 }

@@ -150,7 +150,9 @@ impl H2Sink<'_> {
     /// Sends `n` bytes of `out` (`end`: they end the stream).
     fn send_out(&mut self, n: usize, end: bool) -> io::Result<()> {
         let data = self.out.split_to(n).freeze();
-        self.send.send_data(data, end).map_err(|e| io::Error::from(Error::protocol(e)))?;
+        self.send
+            .send_data(data, end)
+            .map_err(|e| io::Error::from(Error::protocol(e)))?;
         if let Some(p) = self.pacing.as_deref_mut() {
             p.wrote(n, Instant::now());
         }

@@ -38,8 +38,8 @@ use std::time::Instant;
 
 use shoal_conf::{Directive, Error};
 
-use crate::error;
 use crate::conf::err;
+use crate::error;
 use crate::http::access::Client;
 use crate::http::{limit_conn, limit_req};
 use crate::variables::Template;

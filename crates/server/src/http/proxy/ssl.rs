@@ -651,17 +651,14 @@ pub async fn handshake(
     let config = tls
         .config_for(vars)
         .map_err(|m| m.context(|m| format!("{m} while SSL handshaking to upstream")))?;
-    let conn = rustls::ClientConnection::new(config, server_name.clone())
-        .map_err(|e| {
-            error::Error::tls(format!(
-                "SSL_new() failed ({e}) while SSL handshaking to upstream"
-            ))
-        })?;
-    let conn = TlsConn::connect(tcp, conn)
-        .await
-        .map_err(|e| {
-            error::Error::tls(format!("{} while SSL handshaking to upstream", e.message))
-        })?;
+    let conn = rustls::ClientConnection::new(config, server_name.clone()).map_err(|e| {
+        error::Error::tls(format!(
+            "SSL_new() failed ({e}) while SSL handshaking to upstream"
+        ))
+    })?;
+    let conn = TlsConn::connect(tcp, conn).await.map_err(|e| {
+        error::Error::tls(format!("{} while SSL handshaking to upstream", e.message))
+    })?;
     if let Some(v) = &tls.verify {
         let chain = conn.with_connection(|c| c.peer_certificates().map(<[_]>::to_vec));
         let chain = chain.unwrap_or_default();

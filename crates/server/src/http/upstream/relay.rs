@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use crate::error::Error;
 use super::body::{BodyError, Piece, UpstreamBody};
+use crate::error::Error;
 use crate::http::output::{pool_error, Output, Sink, Who, MAX_GATHER};
 use crate::http::transport::{Transport, READ_CHUNK};
 use crate::http::LocConf;

@@ -54,7 +54,9 @@ impl Target {
         }
         if let Some(sock) = addr.strip_prefix("unix:") {
             if sock.is_empty() {
-                return Err(error::Error::invalid(format!("no path in the unix domain socket \"{addr}\"")));
+                return Err(error::Error::invalid(format!(
+                    "no path in the unix domain socket \"{addr}\""
+                )));
             }
             return Ok((
                 Target::Unix(Arc::new(UpstreamConf::unix(sock))),
