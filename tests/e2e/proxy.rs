@@ -214,6 +214,46 @@ fn an_upstream_connection_idle_past_keepalive_timeout_is_not_reused() {
 }
 
 #[test]
+fn a_burst_over_keepalive_n_leaves_the_n_most_recent_connections() {
+    // Three requests at once on `keepalive 1`: each holds an upstream connection until all
+    // three reached the upstream. Once their answers are out, the cache keeps one (the cache
+    // is trimmed at the end of the worker's turn, not at each return) and closes two; the next
+    // request takes the kept one.
+    let arrived = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = arrived.clone();
+    let up = Upstream::start(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        wait_for("three requests at the upstream at once", || {
+            (seen.load(std::sync::atomic::Ordering::SeqCst) >= 3).then_some(())
+        });
+        Answer::ok("burst")
+    });
+    let port = free_port();
+    let _s = start_kept(port, up.port(), "keepalive 1;", "");
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let r = Client::connect(port).get("/").unwrap();
+                (r.status, r.body)
+            })
+        })
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), (200, b"burst".to_vec()));
+    }
+    assert_eq!(up.accepted(), 3);
+    up.wait_open(1);
+    let r = Client::connect(port).get("/").unwrap();
+    assert_eq!((r.status, &r.body[..]), (200, &b"burst"[..]));
+    assert_eq!(
+        up.accepted(),
+        3,
+        "the kept connection carried the next request"
+    );
+    assert_eq!(arrived.load(std::sync::atomic::Ordering::SeqCst), 4);
+}
+
+#[test]
 fn chunked_and_close_delimited_answers_are_relayed_whole() {
     let big: String = "0123456789".repeat(10_000);
     let b1 = big.clone();

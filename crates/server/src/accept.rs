@@ -17,6 +17,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+use crate::error::Error;
+
 /// This worker's duplicate of a listening socket (the master owns the original). Each worker
 /// registers its own fd number, so its registration can be found unambiguously.
 struct ListenFd(OwnedFd);
@@ -143,15 +145,16 @@ fn find_registration(fd: RawFd) -> io::Result<(RawFd, u64)> {
                 Some((first, _)) if same_epoll(first, ep) => {}
                 // Two epolls hold it: ambiguous, do not guess.
                 Some(_) => {
-                    return Err(io::Error::other(
+                    return Err(io::Error::from(Error::invalid(
                         "listening fd registered in several epolls",
-                    ))
+                    )))
                 }
                 None => found = Some((ep, data)),
             }
         }
     }
-    let (ep, data) = found.ok_or_else(|| io::Error::other("reactor epoll not found"))?;
+    let (ep, data) =
+        found.ok_or_else(|| io::Error::from(Error::invalid("reactor epoll not found")))?;
     REACTOR_EPOLL.with(|c| c.set(Some(ep)));
     Ok((ep, data))
 }
@@ -216,7 +219,7 @@ fn registered_data(epfd: RawFd, fd: RawFd) -> io::Result<Option<u64>> {
                 let hex = it.next().unwrap_or("");
                 return u64::from_str_radix(hex, 16)
                     .map(Some)
-                    .map_err(|_| io::Error::other("unreadable epoll fdinfo"));
+                    .map_err(|_| io::Error::from(Error::invalid("unreadable epoll fdinfo")));
             }
         }
     }

@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::Config;
+use crate::error::Error;
 use crate::http::ServerConf;
 use crate::listen::{bound_addresses, open_socket, ListenAddr, SocketKey, SocketKind};
 
@@ -214,7 +215,7 @@ impl Generation {
         id: u64,
         config: Arc<Config>,
         old: Option<&Generation>,
-    ) -> Result<Generation, String> {
+    ) -> Result<Generation, Error> {
         let workers = config.main.workers();
         let mut sockets = Vec::new();
         let mut routes = HashMap::new();
@@ -348,7 +349,7 @@ fn open_for_workers(
     addr: ListenAddr,
     opts: &crate::listen::SocketOptions,
     kind: SocketKind,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let keys: Vec<SocketKey> = if opts.reuseport {
         (0..workers)
             .map(|w| SocketKey {
@@ -391,17 +392,16 @@ fn inherited(key: &SocketKey) -> Option<OwnedFd> {
 fn open_with_retries(
     addr: &ListenAddr,
     opts: &crate::listen::SocketOptions,
-) -> Result<OwnedFd, String> {
-    let mut last = String::new();
+) -> Result<OwnedFd, Error> {
     for attempt in 0..5 {
         match open_socket(addr, opts) {
             Ok(fd) => return Ok(fd),
             Err(e) => {
-                let in_use = e.contains("(98:");
+                let in_use =
+                    e.io_error().and_then(std::io::Error::raw_os_error) == Some(libc::EADDRINUSE);
                 crate::log::report(crate::log::Level::Emerg, &e);
-                last = e;
                 if !in_use {
-                    return Err(last);
+                    return Err(e);
                 }
                 if attempt < 4 {
                     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -409,6 +409,9 @@ fn open_with_retries(
             }
         }
     }
-    let _ = last;
-    Err("still could not bind()".to_string())
+    Err(Error::invalid(STILL_COULD_NOT_BIND))
 }
+
+/// The failure after the retries of a busy address: logged by the caller (each try's was
+/// logged as it failed).
+pub const STILL_COULD_NOT_BIND: &str = "still could not bind()";

@@ -11,6 +11,7 @@ pub mod config;
 pub mod core;
 pub mod cycle;
 pub mod deadline;
+pub mod error;
 pub mod event;
 pub mod http;
 pub mod listen;

@@ -18,6 +18,7 @@ use socket2::{Domain, Socket, TcpKeepalive, Type};
 use shoal_conf::{Directive, Error};
 
 use crate::conf::{err, Args, Builder, Command, Ctx, Scope};
+use crate::error;
 
 pub static DIRECTIVES: &[Command] = &[Command::new(
     "listen",
@@ -193,8 +194,8 @@ pub fn socket_option(
     opts: &mut SocketOptions,
     key: &str,
     val: Option<&str>,
-) -> Result<bool, String> {
-    let bad = || format!("invalid {key} \"{}\"", val.unwrap_or(""));
+) -> Result<bool, error::Error> {
+    let bad = || error::Error::invalid(format!("invalid {key} \"{}\"", val.unwrap_or("")));
     match (key, val) {
         ("reuseport", None) => opts.reuseport = true,
         ("bind", None) => {}
@@ -211,14 +212,13 @@ pub fn socket_option(
         ("fastopen", Some(n)) => opts.fastopen = Some(n.parse().map_err(|_| bad())?),
         ("ipv6only", Some(v)) => {
             let on = crate::conf::parse_flag(v)
-                .ok_or_else(|| format!("invalid ipv6only flags \"{v}\""))?;
+                .ok_or_else(|| error::Error::invalid(format!("invalid ipv6only flags \"{v}\"")))?;
             opts.ipv6only = Some(on);
         }
         ("so_keepalive", Some(v)) => {
-            opts.so_keepalive = Some(
-                parse_so_keepalive(v)
-                    .ok_or_else(|| format!("invalid so_keepalive value: \"{v}\""))?,
-            );
+            opts.so_keepalive = Some(parse_so_keepalive(v).ok_or_else(|| {
+                error::Error::invalid(format!("invalid so_keepalive value: \"{v}\""))
+            })?);
         }
         _ => return Ok(false),
     }
@@ -407,17 +407,16 @@ const DEFAULT_BACKLOG: i32 = 511;
 
 /// Opens, configures, binds and listens. The error reads as nginx's:
 /// `bind() to 0.0.0.0:80 failed (98: Address already in use)`.
-pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, String> {
+pub fn open_socket(addr: &ListenAddr, opts: &SocketOptions) -> Result<OwnedFd, error::Error> {
     let (domain, sockaddr) = match addr {
         ListenAddr::Inet(a) => (Domain::for_address(*a), socket2::SockAddr::from(*a)),
         ListenAddr::Unix(p) => (
             Domain::UNIX,
-            socket2::SockAddr::unix(p).map_err(|e| format!("bad unix path {}", e))?,
+            socket2::SockAddr::unix(p)
+                .map_err(|e| error::Error::invalid(format!("bad unix path {}", e)))?,
         ),
     };
-    let os = |what: &str, e: std::io::Error| {
-        format!("{what} {addr} failed {}", shoal_conf::os_error(&e))
-    };
+    let os = |what: &str, e: std::io::Error| error::Error::failed(format_args!("{what} {addr}"), e);
     let ty = if opts.udp { Type::DGRAM } else { Type::STREAM };
     let sock =
         Socket::new(domain, ty.cloexec().nonblocking(), None).map_err(|e| os("socket()", e))?;

@@ -180,14 +180,10 @@ struct Sink {
 
 impl Sink {
     /// Opens a target: nginx's message for a file that cannot be opened.
-    fn open(c: &ErrorLogConf) -> Result<Sink, String> {
+    fn open(c: &ErrorLogConf) -> crate::error::Result<Sink> {
         let file = match &c.target {
             Target::File(p) => Some(open_append(p).map_err(|e| {
-                format!(
-                    "open() \"{}\" failed {}",
-                    p.display(),
-                    shoal_conf::os_error(&e)
-                )
+                crate::error::Error::failed(format_args!("open() \"{}\"", p.display()), e)
             })?),
             _ => None,
         };
@@ -204,16 +200,12 @@ impl Sink {
     }
 
     /// Reopens a file target; the old file stays on failure (returned as nginx's message).
-    fn reopen(&self) -> Result<(), String> {
+    fn reopen(&self) -> crate::error::Result<()> {
         let Target::File(p) = &self.target else {
             return Ok(());
         };
         let f = open_append(p).map_err(|e| {
-            format!(
-                "open() \"{}\" failed {}",
-                p.display(),
-                shoal_conf::os_error(&e)
-            )
+            crate::error::Error::failed(format_args!("open() \"{}\"", p.display()), e)
         })?;
         *self.file.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
         Ok(())
@@ -315,7 +307,7 @@ pub(crate) fn open_append(path: &std::path::Path) -> std::io::Result<File> {
 
 impl ErrorLog {
     /// Opens every target. Fails with nginx's message for the first file that cannot be opened.
-    pub fn open(confs: &[ErrorLogConf]) -> Result<ErrorLog, String> {
+    pub fn open(confs: &[ErrorLogConf]) -> crate::error::Result<ErrorLog> {
         let mut sinks = Vec::with_capacity(confs.len());
         for c in confs {
             sinks.push(Arc::new(Sink::open(c)?));

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::config::{self, Config, Source};
 use crate::cycle::Generation;
+use crate::error::Error;
 use crate::log::{report, ErrorLog, ErrorLogConf, Level, Target};
 use crate::worker::{self, Command, Stop};
 
@@ -150,9 +151,9 @@ pub fn run(opts: Options) -> i32 {
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
             report(
                 Level::Alert,
-                &format!(
-                    "setrlimit(RLIMIT_NOFILE, {n}) failed {}",
-                    shoal_conf::os_error(&std::io::Error::last_os_error())
+                &Error::failed(
+                    format_args!("setrlimit(RLIMIT_NOFILE, {n})"),
+                    std::io::Error::last_os_error(),
                 ),
             );
         }
@@ -163,7 +164,7 @@ pub fn run(opts: Options) -> i32 {
     let generation = match Generation::new(1, conf.clone(), None) {
         Ok(g) => Arc::new(g),
         Err(e) => {
-            if e == "still could not bind()" {
+            if e == *crate::cycle::STILL_COULD_NOT_BIND {
                 report(Level::Emerg, &e);
             }
             return 1;
@@ -641,37 +642,24 @@ fn mask_signals(how: libc::c_int) {
 }
 
 /// Writes the pid file (`PID\n`, as nginx).
-fn write_pid(path: &PathBuf) -> Result<(), String> {
-    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|e| {
-        format!(
-            "open() \"{}\" failed {}",
-            path.display(),
-            shoal_conf::os_error(&e)
-        )
-    })
+fn write_pid(path: &PathBuf) -> Result<(), Error> {
+    std::fs::write(path, format!("{}\n", std::process::id()))
+        .map_err(|e| Error::failed(format_args!("open() \"{}\"", path.display()), e))
 }
 
 /// Detaches from the terminal: fork (the parent exits 0), setsid, stdin/stdout to /dev/null.
 /// Must run before any thread is started.
-fn daemonize() -> Result<(), String> {
+fn daemonize() -> Result<(), Error> {
     // SAFETY: called while the process is single-threaded (no worker exists yet), so fork is
     // safe; the parent exits at once without running destructors.
     unsafe {
         match libc::fork() {
-            -1 => {
-                return Err(format!(
-                    "fork() failed {}",
-                    shoal_conf::os_error(&std::io::Error::last_os_error())
-                ))
-            }
+            -1 => return Err(Error::failed("fork()", std::io::Error::last_os_error())),
             0 => {}
             _ => libc::_exit(0),
         }
         if libc::setsid() == -1 {
-            return Err(format!(
-                "setsid() failed {}",
-                shoal_conf::os_error(&std::io::Error::last_os_error())
-            ));
+            return Err(Error::failed("setsid()", std::io::Error::last_os_error()));
         }
         libc::umask(0);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
@@ -711,11 +699,7 @@ pub fn send_signal(opts: &Options, name: &str) -> i32 {
         Err(e) => {
             report(
                 Level::Error,
-                &format!(
-                    "open() \"{}\" failed {}",
-                    path.display(),
-                    shoal_conf::os_error(&e)
-                ),
+                &Error::failed(format_args!("open() \"{}\"", path.display()), e),
             );
             return 1;
         }
@@ -738,9 +722,9 @@ pub fn send_signal(opts: &Options, name: &str) -> i32 {
     if unsafe { libc::kill(pid, sig) } != 0 {
         report(
             Level::Alert,
-            &format!(
-                "kill({pid}, {sig}) failed {}",
-                shoal_conf::os_error(&std::io::Error::last_os_error())
+            &Error::failed(
+                format_args!("kill({pid}, {sig})"),
+                std::io::Error::last_os_error(),
             ),
         );
         return 1;

@@ -18,6 +18,7 @@ use arc_swap::ArcSwap;
 use shoal_io::pool::ThreadPool;
 
 use crate::core::ThreadPoolConf;
+use crate::error::Error;
 use crate::log::Level;
 
 /// Per name: the configuration and one instance per worker.
@@ -40,7 +41,7 @@ pub fn get(name: &str) -> Option<Arc<ThreadPool>> {
 
 /// Makes `confs` the running pools, one instance of each per worker. Fails (leaving the old
 /// ones) if a thread cannot start.
-pub fn configure(confs: &[ThreadPoolConf], workers: usize) -> Result<(), String> {
+pub fn configure(confs: &[ThreadPoolConf], workers: usize) -> Result<(), Error> {
     let old = registry().load_full();
     let mut new: Pools = HashMap::new();
     for c in confs {
@@ -51,8 +52,10 @@ pub fn configure(confs: &[ThreadPoolConf], workers: usize) -> Result<(), String>
             _ => {
                 let mut instances = Vec::with_capacity(workers);
                 for _ in 0..workers.max(1) {
-                    let pool = ThreadPool::new(&c.name, c.threads, c.max_queue)
-                        .map_err(|e| format!("thread pool \"{}\" could not start: {e}", c.name))?;
+                    let pool = ThreadPool::new(&c.name, c.threads, c.max_queue).map_err(|e| {
+                        let msg = format!("thread pool \"{}\" could not start: {e}", c.name);
+                        Error::io(e, msg)
+                    })?;
                     instances.push(Arc::new(pool));
                 }
                 new.insert(c.name.clone(), (c.clone(), instances));

@@ -8,6 +8,8 @@
 
 use std::ffi::CString;
 
+use crate::error::Error;
+
 /// Whether the process runs as root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -15,23 +17,25 @@ pub fn is_root() -> bool {
 }
 
 /// Resolves `user [group]` to ids, with nginx's messages (`getpwnam("x") failed`).
-pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid_t), String> {
-    let cuser = CString::new(user).map_err(|_| format!("getpwnam(\"{user}\") failed"))?;
+pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid_t), Error> {
+    let cuser =
+        CString::new(user).map_err(|_| Error::invalid(format!("getpwnam(\"{user}\") failed")))?;
     // SAFETY: a valid NUL-terminated string; the result is read before any other getpw call.
     let pw = unsafe { libc::getpwnam(cuser.as_ptr()) };
     if pw.is_null() {
-        return Err(format!("getpwnam(\"{user}\") failed"));
+        return Err(Error::invalid(format!("getpwnam(\"{user}\") failed")));
     }
     // SAFETY: pw is non-null and points to libc's static passwd record.
     let (uid, pw_gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
     let gid = match group {
         None => pw_gid,
         Some(g) => {
-            let cgroup = CString::new(g).map_err(|_| format!("getgrnam(\"{g}\") failed"))?;
+            let cgroup =
+                CString::new(g).map_err(|_| Error::invalid(format!("getgrnam(\"{g}\") failed")))?;
             // SAFETY: as above, for the group database.
             let gr = unsafe { libc::getgrnam(cgroup.as_ptr()) };
             if gr.is_null() {
-                return Err(format!("getgrnam(\"{g}\") failed"));
+                return Err(Error::invalid(format!("getgrnam(\"{g}\") failed")));
             }
             // SAFETY: gr is non-null.
             unsafe { (*gr).gr_gid }
@@ -41,27 +45,27 @@ pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid
 }
 
 /// Drops to `user [group]` (setgid, initgroups, setuid), as nginx's workers do.
-pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), String> {
+pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), Error> {
     let (uid, gid) = lookup(user, group)?;
-    let cuser = CString::new(user).map_err(|_| "bad user name".to_string())?;
+    let cuser = CString::new(user).map_err(|_| Error::invalid("bad user name"))?;
     // SAFETY: plain syscalls with valid arguments; failures are checked.
     unsafe {
         if libc::setgid(gid) != 0 {
-            return Err(format!(
-                "setgid({gid}) failed {}",
-                shoal_conf::os_error(&std::io::Error::last_os_error())
+            return Err(Error::failed(
+                format_args!("setgid({gid})"),
+                std::io::Error::last_os_error(),
             ));
         }
         if libc::initgroups(cuser.as_ptr(), gid) != 0 {
-            return Err(format!(
-                "initgroups({user}, {gid}) failed {}",
-                shoal_conf::os_error(&std::io::Error::last_os_error())
+            return Err(Error::failed(
+                format_args!("initgroups({user}, {gid})"),
+                std::io::Error::last_os_error(),
             ));
         }
         if libc::setuid(uid) != 0 {
-            return Err(format!(
-                "setuid({uid}) failed {}",
-                shoal_conf::os_error(&std::io::Error::last_os_error())
+            return Err(Error::failed(
+                format_args!("setuid({uid})"),
+                std::io::Error::last_os_error(),
             ));
         }
     }
@@ -71,17 +75,16 @@ pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), String> {
 /// Forks the pid file's keeper (see the module doc): it stays root, waits until this process
 /// has exited (the pipe it reads reaches end of file), then removes `pid_path` if it still names
 /// this process. Call before [`drop_to`].
-pub fn keep_pid_file(pid_path: &std::path::Path) -> Result<(), String> {
+pub fn keep_pid_file(pid_path: &std::path::Path) -> Result<(), Error> {
     use std::os::unix::ffi::OsStrExt;
-    let os_err = || shoal_conf::os_error(&std::io::Error::last_os_error());
     // Everything the child needs is prepared here: after fork it only makes syscalls.
     let path = CString::new(pid_path.as_os_str().as_bytes())
-        .map_err(|_| format!("invalid pid file name \"{}\"", pid_path.display()))?;
+        .map_err(|_| Error::invalid(format!("invalid pid file name \"{}\"", pid_path.display())))?;
     let mine = format!("{}\n", std::process::id()).into_bytes();
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: fds is valid for two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe2() failed {}", os_err()));
+        return Err(Error::failed("pipe2()", std::io::Error::last_os_error()));
     }
     let (read_end, write_end) = (fds[0], fds[1]);
     // SAFETY: the child calls only async-signal-safe functions (dup2, close_range/close, open,
@@ -92,7 +95,7 @@ pub fn keep_pid_file(pid_path: &std::path::Path) -> Result<(), String> {
             -1 => {
                 libc::close(read_end);
                 libc::close(write_end);
-                Err(format!("fork() failed {}", os_err()))
+                Err(Error::failed("fork()", std::io::Error::last_os_error()))
             }
             0 => {
                 // The pipe's read end becomes fd 3; everything else is closed so that the

@@ -8,6 +8,7 @@
 //! once to the main error log at `alert` as nginx's `sendto() failed` is): a log line never
 //! waits.
 
+use crate::error::Error;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
@@ -48,7 +49,7 @@ pub struct SyslogConf {
 
 impl SyslogConf {
     /// Reads what follows `syslog:`; `Err` is nginx's message.
-    pub fn parse(args: &str) -> Result<SyslogConf, String> {
+    pub fn parse(args: &str) -> Result<SyslogConf, Error> {
         let mut server = None;
         let mut facility = None;
         let mut severity = None;
@@ -57,48 +58,48 @@ impl SyslogConf {
         for p in args.split(',') {
             if let Some(v) = p.strip_prefix("server=") {
                 if server.is_some() {
-                    return Err("duplicate syslog \"server\"".into());
+                    return Err(Error::invalid("duplicate syslog \"server\""));
                 }
                 server = Some(parse_server(v)?);
             } else if let Some(v) = p.strip_prefix("facility=") {
                 if facility.is_some() {
-                    return Err("duplicate syslog \"facility\"".into());
+                    return Err(Error::invalid("duplicate syslog \"facility\""));
                 }
                 let n = FACILITIES
                     .iter()
                     .position(|f| *f == v)
-                    .ok_or_else(|| format!("unknown syslog facility \"{v}\""))?;
+                    .ok_or_else(|| Error::invalid(format!("unknown syslog facility \"{v}\"")))?;
                 facility = Some(n as u8);
             } else if let Some(v) = p.strip_prefix("severity=") {
                 if severity.is_some() {
-                    return Err("duplicate syslog \"severity\"".into());
+                    return Err(Error::invalid("duplicate syslog \"severity\""));
                 }
                 let n = SEVERITIES
                     .iter()
                     .position(|s| *s == v)
-                    .ok_or_else(|| format!("unknown syslog severity \"{v}\""))?;
+                    .ok_or_else(|| Error::invalid(format!("unknown syslog severity \"{v}\"")))?;
                 severity = Some(n as u8);
             } else if let Some(v) = p.strip_prefix("tag=") {
                 if tag.is_some() {
-                    return Err("duplicate syslog \"tag\"".into());
+                    return Err(Error::invalid("duplicate syslog \"tag\""));
                 }
                 if v.len() > 32 {
-                    return Err("syslog tag length exceeds 32".into());
+                    return Err(Error::invalid("syslog tag length exceeds 32"));
                 }
                 if !v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-                    return Err(
-                        "syslog \"tag\" only allows alphanumeric characters and underscore".into(),
-                    );
+                    return Err(Error::invalid(
+                        "syslog \"tag\" only allows alphanumeric characters and underscore",
+                    ));
                 }
                 tag = Some(v.to_string());
             } else if p == "nohostname" {
                 hostname = false;
             } else {
-                return Err(format!("unknown syslog parameter \"{p}\""));
+                return Err(Error::invalid(format!("unknown syslog parameter \"{p}\"")));
             }
         }
         Ok(SyslogConf {
-            server: server.ok_or("no syslog server specified")?,
+            server: server.ok_or_else(|| Error::invalid("no syslog server specified"))?,
             facility: facility.unwrap_or(23),
             severity: severity.unwrap_or(6),
             tag: tag.unwrap_or_else(|| "nginx".into()),
@@ -107,7 +108,7 @@ impl SyslogConf {
     }
 }
 
-fn parse_server(v: &str) -> Result<Server, String> {
+fn parse_server(v: &str) -> Result<Server, Error> {
     if let Some(path) = v.strip_prefix("unix:") {
         return Ok(Server::Unix(PathBuf::from(path)));
     }
@@ -115,7 +116,7 @@ fn parse_server(v: &str) -> Result<Server, String> {
     let with_port = match v.rsplit_once(':') {
         Some((host, port)) if !host.ends_with(':') && port.bytes().all(|c| c.is_ascii_digit()) => {
             if port.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
-                return Err(format!("invalid port in \"{v}\""));
+                return Err(Error::invalid(format!("invalid port in \"{v}\"")));
             }
             v.to_string()
         }
@@ -131,7 +132,7 @@ fn parse_server(v: &str) -> Result<Server, String> {
         with_port.to_socket_addrs().ok().and_then(|mut a| a.next())
     };
     addr.map(Server::Inet)
-        .ok_or_else(|| format!("host not found in \"{v}\""))
+        .ok_or_else(|| Error::resolve(format!("host not found in \"{v}\"")))
 }
 
 /// A target's socket, made at its first line.
@@ -194,7 +195,7 @@ impl Peer {
         match socket {
             Some(Socket::Udp(s)) => s.send(line).map(drop),
             Some(Socket::Unix(s)) => s.send(line).map(drop),
-            None => Err(std::io::Error::other("no syslog socket")),
+            None => Err(Error::invalid("no syslog socket").into()),
         }
     }
 }

@@ -23,6 +23,7 @@ use shoal_io::fxhash::FxHashMap;
 
 use super::loc_conf;
 use crate::conf::{err, Builder, Scope};
+use crate::error;
 use crate::variables::{Escape, Template, Vars};
 
 /// nginx's predefined format.
@@ -264,17 +265,12 @@ impl Formats {
     }
 
     /// The log file at `path`, opened once per configuration whoever names it.
-    pub fn file(&mut self, path: &Path) -> Result<Arc<LogFile>, String> {
+    pub fn file(&mut self, path: &Path) -> Result<Arc<LogFile>, error::Error> {
         if let Some(f) = self.files.get(path) {
             return Ok(f.clone());
         }
-        let file = LogFile::open(path).map_err(|e| {
-            format!(
-                "open() \"{}\" failed {}",
-                path.display(),
-                shoal_conf::os_error(&e)
-            )
-        })?;
+        let file = LogFile::open(path)
+            .map_err(|e| error::Error::failed(format_args!("open() \"{}\"", path.display()), e))?;
         let f = Arc::new(LogFile {
             path: path.to_path_buf(),
             file: RwLock::new(file),
@@ -476,7 +472,7 @@ pub fn build_access_log(
 }
 
 /// The default access log at http level: `logs/access.log combined`.
-pub(super) fn default_logs(b: &mut Builder) -> Result<Arc<Vec<Arc<AccessLog>>>, String> {
+pub(super) fn default_logs(b: &mut Builder) -> Result<Arc<Vec<Arc<AccessLog>>>, error::Error> {
     let format = b.formats.combined();
     let file = b.formats.file(&b.full_path("logs/access.log"))?;
     Ok(Arc::new(vec![Arc::new(AccessLog {

@@ -19,7 +19,7 @@ pub struct DocRoot {
 
 impl DocRoot {
     /// Reads `root`/`alias` text (nginx drops a trailing `/` of a root, keeps an alias's).
-    pub fn new(b: &Builder, text: &str, alias: bool) -> Result<DocRoot, String> {
+    pub fn new(b: &Builder, text: &str, alias: bool) -> Result<DocRoot, crate::error::Error> {
         let text = if !alias && text.len() > 1 {
             text.strip_suffix('/').unwrap_or(text)
         } else {

@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 use shoal_conf::{Directive, Error};
 
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
+use crate::error;
 use crate::http::access::Client;
 use crate::http::limit_zone::{self, slab::Slab, Key, Registry, Shards, Tag, Zone};
 use crate::http::loc_conf;
@@ -89,7 +90,7 @@ impl ConnZone {
     }
 
     /// A zone with its memory, outside any configuration (tests).
-    pub fn standalone(name: &str, size: u64, key: &str) -> Result<Arc<ConnZone>, String> {
+    pub fn standalone(name: &str, size: u64, key: &str) -> Result<Arc<ConnZone>, error::Error> {
         let z = ConnZone::new(name);
         let _ = z.key.set(Key::compile(key)?);
         z.attach(size, &Registry::default())?;
@@ -100,11 +101,10 @@ impl ConnZone {
         &self.name
     }
 
-    pub(crate) fn attach(&self, size: u64, registry: &Registry) -> Result<(), String> {
-        let key = self
-            .key
-            .get()
-            .ok_or_else(|| format!("zero size shared memory zone \"{}\"", self.name))?;
+    pub(crate) fn attach(&self, size: u64, registry: &Registry) -> Result<(), error::Error> {
+        let key = self.key.get().ok_or_else(|| {
+            error::Error::invalid(format!("zero size shared memory zone \"{}\"", self.name))
+        })?;
         let reserved = [64, 23 + self.name.len() as u64];
         let memory = registry.adopt(Tag::LimitConn, &self.name, size, key.text(), || {
             Shards::new(Slab::new(size, &reserved), NODE + 4)

@@ -24,6 +24,7 @@ use super::static_files;
 use super::transport::ConnInfo;
 use super::upstream::body::Piece;
 use super::LocConf;
+use crate::error::Error;
 use crate::log::Level;
 
 /// Gather pipelined answers (and pieces of one) up to this many bytes before writing.
@@ -203,7 +204,9 @@ impl Output {
         let first = len.min(piece as u64);
         let data = self.read_piece(&file, offset, first as usize, lc).await?;
         if (data.len() as u64) < first {
-            return Err(io::Error::other("file shrank while being sent"));
+            return Err(io::Error::from(Error::invalid(
+                "file shrank while being sent",
+            )));
         }
         reply.body = if first == len {
             Body::Bytes(data)
@@ -278,7 +281,11 @@ impl Output {
                         file, offset, len, ..
                     } => self.copy_file(sink, &file, offset, len, lc).await?,
                     Body::Bytes(b) => sink.out().extend_from_slice(&b),
-                    _ => return Err(io::Error::other("a chained body ends in a file")),
+                    _ => {
+                        return Err(io::Error::from(Error::invalid(
+                            "a chained body ends in a file",
+                        )))
+                    }
                 }
             }
             Body::Multipart {
@@ -312,7 +319,7 @@ impl Output {
                 file, offset, len, ..
             } => self.copy_file(sink, &file, offset, len, lc).await?,
             Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => {
-                return Err(io::Error::other("not a plain body"))
+                return Err(io::Error::from(Error::invalid("not a plain body")))
             }
         }
         sink.maybe_flush().await
@@ -441,13 +448,15 @@ impl Output {
                 }
             },
             Body::Tunnel(_) => {
-                return Err(io::Error::other("body filters never apply to a tunnel"));
+                return Err(io::Error::from(Error::invalid(
+                    "body filters never apply to a tunnel",
+                )));
             }
             // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)
             Body::Grpc(_) => {
-                return Err(io::Error::other(
+                return Err(io::Error::from(Error::invalid(
                     "body filters never apply to a gRPC answer",
-                ));
+                )));
             }
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
@@ -487,7 +496,9 @@ impl Output {
             let want = ((end - off) as usize).min(piece);
             let data = self.read_piece(file, off, want, lc).await?;
             if data.is_empty() {
-                return Err(io::Error::other("file shrank while being sent"));
+                return Err(io::Error::from(Error::invalid(
+                    "file shrank while being sent",
+                )));
             }
             off += data.len() as u64;
             total += run_filters(z, &data, sink, chunked)?;
@@ -516,7 +527,7 @@ impl Output {
             cached,
         } = body
         else {
-            return Err(io::Error::other("an unsized body is a file"));
+            return Err(io::Error::from(Error::invalid("an unsized body is a file")));
         };
         let piece = if chunked && !lc.sendfile() {
             lc.output_buffers().1 as u64
@@ -594,7 +605,9 @@ impl Output {
                 };
                 if n == 0 {
                     // The file shrank under us: the length we promised cannot be kept.
-                    return Err(io::Error::other("file shrank while being sent"));
+                    return Err(io::Error::from(Error::invalid(
+                        "file shrank while being sent",
+                    )));
                 }
                 off += n as u64;
                 if buffered.is_some() && off < end {
@@ -642,9 +655,9 @@ impl Output {
         let end = offset + len;
         while off < end {
             let count = (end - off).min(chunk);
-            let socket = sink
-                .sendfile_socket()
-                .ok_or_else(|| io::Error::other("sendfile on a transport that cannot"))?;
+            let socket = sink.sendfile_socket().ok_or_else(|| {
+                io::Error::from(Error::invalid("sendfile on a transport that cannot"))
+            })?;
             let sent = shoal_io::file::sendfile_range(
                 socket,
                 file,
@@ -659,7 +672,9 @@ impl Output {
             if sent.socket_full {
                 sink.until_writable().await?;
             } else if sent.bytes == 0 {
-                return Err(io::Error::other("file shrank while being sent"));
+                return Err(io::Error::from(Error::invalid(
+                    "file shrank while being sent",
+                )));
             } else {
                 tokio::task::yield_now().await;
             }

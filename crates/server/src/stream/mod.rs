@@ -324,7 +324,7 @@ impl StreamConf {
             let srv = Arc::make_mut(srv);
             srv.conf.merge(&parent);
             if let Some((name, span)) = srv.pending_pass.take() {
-                let at = |m: String| Error::new(m, Some(span.clone()));
+                let at = |m: crate::error::Error| Error::new(m, Some(span.clone()));
                 let u = match self.upstreams.iter().find(|u| u.name == name) {
                     Some(u) => u.clone(),
                     None => Arc::new(implicit_upstream(&name).map_err(at)?),
@@ -347,13 +347,15 @@ impl StreamConf {
 
 /// The upstream `proxy_pass HOST:PORT` or `proxy_pass unix:PATH` makes when no block has the
 /// name. A name without a port is nginx's `no port in upstream "NAME"`.
-pub fn implicit_upstream(name: &str) -> Result<UpstreamConf, String> {
+pub fn implicit_upstream(name: &str) -> Result<UpstreamConf, crate::error::Error> {
     if let Some(path) = name.strip_prefix("unix:") {
         return Ok(UpstreamConf::unix(path));
     }
     let (host, port) = split_host_port(name, 0)?;
     if port == 0 {
-        return Err(format!("no port in upstream \"{name}\""));
+        return Err(crate::error::Error::invalid(format!(
+            "no port in upstream \"{name}\""
+        )));
     }
     let mut u = UpstreamConf::implicit(&host, port)?;
     u.stream = true;

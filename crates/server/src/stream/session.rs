@@ -389,7 +389,7 @@ pub async fn dynamic_upstream(cx: &Ctx<'_>, t: &Template) -> Option<Arc<Upstream
     let host = match literal_upstream(&name) {
         Ok(Literal::Upstream(u)) => return Some(u),
         Ok(Literal::Name(host, port)) => (host, port),
-        Err(m) => return fail(500, m),
+        Err(m) => return fail(500, m.into()),
     };
     let conf = &cx.srv.conf;
     let Some(r) = &conf.resolver else {
@@ -415,13 +415,15 @@ pub enum Literal {
 }
 
 /// Reads the value of a `proxy_pass` with variables that named no upstream block.
-pub fn literal_upstream(name: &str) -> Result<Literal, String> {
+pub fn literal_upstream(name: &str) -> Result<Literal, crate::error::Error> {
     if name.starts_with("unix:") {
         return super::implicit_upstream(name).map(|u| Literal::Upstream(Arc::new(u)));
     }
     let (host, port) = crate::upstream::conf::split_host_port(name, 0)?;
     if port == 0 {
-        return Err(format!("no port in upstream \"{name}\""));
+        return Err(crate::error::Error::invalid(format!(
+            "no port in upstream \"{name}\""
+        )));
     }
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
@@ -615,7 +617,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
             "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
                 .to_string(),
         ),
-        Ok(Err(m)) => Err(m),
+        Ok(Err(m)) => Err(m.into()),
         Ok(Ok(c)) => {
             connected(local);
             Ok((Transport::Tls(Box::new(c)), header_len))

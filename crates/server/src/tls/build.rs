@@ -15,6 +15,8 @@ use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, SupportedCipherSuite};
 use shoal_conf::{Error, Span};
 
+use crate::error;
+
 use super::certs;
 use super::ciphers;
 use super::conf::{SslConf, VerifyClient};
@@ -81,7 +83,7 @@ impl ServerTls {
     }
 
     /// The pairs of a server whose certificate names have variables, read now.
-    pub fn dynamic_pairs(&self, vars: &HandshakeVars<'_>) -> Option<Result<Pairs, String>> {
+    pub fn dynamic_pairs(&self, vars: &HandshakeVars<'_>) -> Option<Result<Pairs, error::Error>> {
         match &self.certs {
             Certs::Dynamic(d) => Some(d.load(vars).map(Pairs::new)),
             _ => None,
@@ -143,7 +145,7 @@ impl AddrTls {
         &self,
         i: usize,
         vars: &HandshakeVars<'_>,
-    ) -> Option<Result<Arc<ServerConfig>, String>> {
+    ) -> Option<Result<Arc<ServerConfig>, error::Error>> {
         let e = self.servers.get(&i)?;
         if let Some(c) = &e.config {
             return Some(Ok(c.clone()));
@@ -328,7 +330,7 @@ fn server_config(
     sni: &ServerTls,
     resolver: Arc<dyn ResolvesServerCert>,
     h2: bool,
-) -> Result<ServerConfig, String> {
+) -> Result<ServerConfig, error::Error> {
     let provider = CryptoProvider {
         cipher_suites: def.suites.clone(),
         kx_groups: def.groups.clone(),
@@ -340,7 +342,7 @@ fn server_config(
     };
     let mut c = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&def.versions)
-        .map_err(|e| format!("SSL_CTX_new() failed ({e})"))?
+        .map_err(|e| error::Error::tls(format!("SSL_CTX_new() failed ({e})")))?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
     c.ignore_client_order = sni.prefer_server_ciphers;
@@ -387,26 +389,29 @@ fn staple_for(
     ssl: &SslConf,
     trusted: &Arc<Vec<rustls::pki_types::CertificateDer<'static>>>,
     resolver: StaplingResolver,
-) -> Result<Staple, String> {
+) -> Result<Staple, error::Error> {
     let leaf = &pair.cert[0];
     let issuer = pair.cert[1..]
         .iter()
         .chain(trusted.iter())
         .find(|i| certs::issued_by(leaf, i))
         .ok_or_else(|| {
-            format!(
+            error::Error::tls(format!(
                 "\"ssl_stapling\" ignored, issuer certificate not found for certificate \"{name}\""
-            )
+            ))
         })?;
     let url = ssl
         .stapling_responder
         .clone()
         .or_else(|| certs::ocsp_responder_url(leaf))
         .ok_or_else(|| {
-            format!("\"ssl_stapling\" ignored, no OCSP responder URL in the certificate \"{name}\"")
+            error::Error::tls(format!(
+                "\"ssl_stapling\" ignored, no OCSP responder URL in the certificate \"{name}\""
+            ))
         })?;
-    let responder = Responder::parse(&url)
-        .map_err(|m| format!("\"ssl_stapling\" ignored, {m} in the certificate \"{name}\""))?;
+    let responder = Responder::parse(&url).map_err(|m| {
+        m.context(|m| format!("\"ssl_stapling\" ignored, {m} in the certificate \"{name}\""))
+    })?;
     let conf = StapleConf {
         responder,
         resolver,
@@ -414,7 +419,9 @@ fn staple_for(
         verify: ssl.stapling_verify.unwrap_or(false),
     };
     Staple::new(name.to_string(), pair.clone(), issuer, conf).ok_or_else(|| {
-        format!("\"ssl_stapling\" ignored, OCSP_cert_to_id() failed for certificate \"{name}\"")
+        error::Error::tls(format!(
+            "\"ssl_stapling\" ignored, OCSP_cert_to_id() failed for certificate \"{name}\""
+        ))
     })
 }
 
@@ -424,7 +431,9 @@ fn build_server(
     resolver: StaplingResolver,
     b: &mut Builder,
 ) -> Result<ServerTls, Error> {
-    let e = |m: String| Error::new(m, None);
+    fn e(m: impl Into<String>) -> Error {
+        Error::new(m, None)
+    }
     let passwords = ssl.passwords.clone();
     let conf_prefix = b.conf_prefix.clone();
     let full = |name: &str| -> String { certs::display_name(name, &conf_prefix) };

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
+use crate::error::Error;
+
 /// One PEM section: its label, its headers (`Proc-Type`, `DEK-Info`) and its bytes.
 struct PemBlock {
     label: String,
@@ -94,7 +96,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 /// The contents of a file or a `data:` value; the error is nginx's `BIO_new_file() failed`
 /// detail (`(SSL: error:80000002:system library::No such file or directory:calling
 /// fopen(F, r) error:10000080:BIO routines::no such file)`).
-pub fn read_source(name: &str, mode: &str) -> Result<Vec<u8>, String> {
+pub fn read_source(name: &str, mode: &str) -> Result<Vec<u8>, Error> {
     if let Some(data) = name.strip_prefix("data:") {
         return Ok(data.as_bytes().to_vec());
     }
@@ -109,10 +111,11 @@ pub fn read_source(name: &str, mode: &str) -> Result<Vec<u8>, String> {
         } else {
             "error:10080002:BIO routines::system lib"
         };
-        format!(
+        let msg = format!(
             "(SSL: error:{:08X}:system library::{text}:calling fopen({name}, {mode}) {bio})",
             0x8000_0000u32 | errno as u32
-        )
+        );
+        Error::io(e, msg)
     })
 }
 
@@ -120,11 +123,15 @@ const NO_START_LINE: &str = "error:0480006C:PEM routines::no start line";
 const BAD_BASE64: &str = "error:04800064:PEM routines::bad base64 decode";
 
 /// A certificate chain: the server's certificate first, then the rest of the file.
-pub fn load_certificate(name: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn load_certificate(name: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
     let fail = |what: &str, detail: &str| {
-        format!("cannot load certificate \"{name}\": {what} failed {detail}")
+        Error::tls(format!(
+            "cannot load certificate \"{name}\": {what} failed {detail}"
+        ))
     };
-    let data = read_source(name, "r").map_err(|d| fail("BIO_new_file()", &d))?;
+    let data = read_source(name, "r").map_err(|d| {
+        d.context(|d| format!("cannot load certificate \"{name}\": BIO_new_file() failed {d}"))
+    })?;
     let mut chain = Vec::new();
     for block in pem_blocks(&data) {
         let Ok(block) = block else {
@@ -164,15 +171,16 @@ pub fn load_certificate(name: &str) -> Result<Vec<CertificateDer<'static>>, Stri
 }
 
 /// A private key, decrypted with the first of `passwords` that works.
-pub fn load_key(
-    name: &str,
-    passwords: Option<&[String]>,
-) -> Result<PrivateKeyDer<'static>, String> {
+pub fn load_key(name: &str, passwords: Option<&[String]>) -> Result<PrivateKeyDer<'static>, Error> {
     let fail = |what: &str, detail: &str| {
-        format!("cannot load certificate key \"{name}\": {what} failed {detail}")
+        Error::tls(format!(
+            "cannot load certificate key \"{name}\": {what} failed {detail}"
+        ))
     };
     let read_fail = |detail: &str| fail("PEM_read_bio_PrivateKey()", &format!("(SSL: {detail})"));
-    let data = read_source(name, "r").map_err(|d| fail("BIO_new_file()", &d))?;
+    let data = read_source(name, "r").map_err(|d| {
+        d.context(|d| format!("cannot load certificate key \"{name}\": BIO_new_file() failed {d}"))
+    })?;
     for block in pem_blocks(&data) {
         let Ok(block) = block else {
             return Err(read_fail(BAD_BASE64));
@@ -286,36 +294,39 @@ pub fn load_pair(
     cert: &str,
     key: &str,
     passwords: Option<&[String]>,
-) -> Result<Arc<CertifiedKey>, String> {
+) -> Result<Arc<CertifiedKey>, Error> {
     let chain = load_certificate(cert)?;
     let der = load_key(key, passwords)?;
     let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&der).map_err(|_| {
-        format!(
+        Error::tls(format!(
             "cannot load certificate key \"{key}\": PEM_read_bio_PrivateKey() failed (SSL: error:1E08010C:DECODER routines::unsupported)"
-        )
+        ))
     })?;
     let ck = CertifiedKey::new(chain, signing);
     ck.keys_match().map_err(|_| {
-        format!(
+        Error::tls(format!(
             "SSL_CTX_use_PrivateKey(\"{key}\") failed (SSL: error:05800074:x509 certificate routines::key values mismatch)"
-        )
+        ))
     })?;
     Ok(Arc::new(ck))
 }
 
 /// The certificates of a CA file (`ssl_client_certificate`, `ssl_trusted_certificate`);
 /// `what` is nginx's function name in the message.
-pub fn load_ca_file(name: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let fail =
-        |detail: &str| format!("SSL_CTX_load_verify_locations(\"{name}\") failed (SSL: {detail})");
-    let data = read_source(name, "r").map_err(|d| {
-        let d = d
-            .trim_start_matches("(SSL: ")
-            .trim_end_matches(')')
-            .to_string();
-        fail(&format!(
-            "{d} error:05880002:x509 certificate routines::system lib"
+pub fn load_ca_file(name: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let fail = |detail: &str| {
+        Error::tls(format!(
+            "SSL_CTX_load_verify_locations(\"{name}\") failed (SSL: {detail})"
         ))
+    };
+    let data = read_source(name, "r").map_err(|d| {
+        d.context(|d| {
+            let d = d.trim_start_matches("(SSL: ").trim_end_matches(')');
+            format!(
+                "SSL_CTX_load_verify_locations(\"{name}\") failed (SSL: {d} \
+                 error:05880002:x509 certificate routines::system lib)"
+            )
+        })
     })?;
     let mut out = Vec::new();
     for block in pem_blocks(&data) {
@@ -335,16 +346,20 @@ pub fn load_ca_file(name: &str) -> Result<Vec<CertificateDer<'static>>, String> 
 }
 
 /// The CRLs of an `ssl_crl` file.
-pub fn load_crl_file(name: &str) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
-    let fail = |detail: &str| format!("X509_LOOKUP_load_file(\"{name}\") failed (SSL: {detail})");
-    let data = read_source(name, "r").map_err(|d| {
-        let d = d
-            .trim_start_matches("(SSL: ")
-            .trim_end_matches(')')
-            .to_string();
-        fail(&format!(
-            "{d} error:05880002:x509 certificate routines::system lib"
+pub fn load_crl_file(name: &str) -> Result<Vec<CertificateRevocationListDer<'static>>, Error> {
+    let fail = |detail: &str| {
+        Error::tls(format!(
+            "X509_LOOKUP_load_file(\"{name}\") failed (SSL: {detail})"
         ))
+    };
+    let data = read_source(name, "r").map_err(|d| {
+        d.context(|d| {
+            let d = d.trim_start_matches("(SSL: ").trim_end_matches(')');
+            format!(
+                "X509_LOOKUP_load_file(\"{name}\") failed (SSL: {d} \
+                 error:05880002:x509 certificate routines::system lib)"
+            )
+        })
     })?;
     let mut out = Vec::new();
     for block in pem_blocks(&data) {
@@ -364,31 +379,31 @@ pub fn load_crl_file(name: &str) -> Result<Vec<CertificateRevocationListDer<'sta
 }
 
 /// An OCSP response (DER) for stapling.
-pub fn load_ocsp_response(name: &str) -> Result<Vec<u8>, String> {
-    let data =
-        read_source(name, "rb").map_err(|d| format!("BIO_new_file(\"{name}\") failed {d}"))?;
+pub fn load_ocsp_response(name: &str) -> Result<Vec<u8>, Error> {
+    let data = read_source(name, "rb")
+        .map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
     // An OCSPResponse is a DER SEQUENCE whose length covers the file.
     let fits = matches!(x509_parser::der_parser::der::parse_der(&data), Ok((rest, obj))
         if rest.is_empty() && obj.header.tag() == x509_parser::der_parser::asn1_rs::Tag::Sequence);
     if !fits {
-        return Err(format!(
+        return Err(Error::tls(format!(
             "d2i_OCSP_RESPONSE_bio(\"{name}\") failed (SSL: error:0680008E:asn1 encoding routines::not enough data)"
-        ));
+        )));
     }
     Ok(data)
 }
 
 /// `ssl_dhparam`: read and checked as nginx checks it; rustls has no DHE suite to use it with.
-pub fn check_dhparam(name: &str) -> Result<(), String> {
-    let data =
-        read_source(name, "r").map_err(|d| format!("BIO_new_file(\"{name}\") failed {d}"))?;
+pub fn check_dhparam(name: &str) -> Result<(), Error> {
+    let data = read_source(name, "r")
+        .map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
     let found = pem_blocks(&data)
         .into_iter()
         .any(|b| matches!(b, Ok(b) if b.label == "DH PARAMETERS"));
     if !found {
-        return Err(format!(
+        return Err(Error::tls(format!(
             "PEM_read_bio_DHparams(\"{name}\") failed (SSL: {NO_START_LINE}:Expecting: DH PARAMETERS)"
-        ));
+        )));
     }
     Ok(())
 }

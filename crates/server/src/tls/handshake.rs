@@ -119,7 +119,7 @@ pub async fn accept(
         Some(Err(message)) => {
             return Err(TlsError {
                 level: Level::Error,
-                message,
+                message: message.into(),
             })
         }
         None => {

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::CertificateDer;
 
+use crate::error::Error;
 const SEQUENCE: u8 = 0x30;
 const OID: u8 = 0x06;
 const OCTET_STRING: u8 = 0x04;
@@ -308,16 +309,17 @@ pub struct Trust<'a> {
 }
 
 /// nginx's `OCSP_basic_verify() failed` with OpenSSL's reason.
-fn basic_verify_failed(reason: &str) -> String {
-    format!("OCSP_basic_verify() failed (SSL: {reason})")
+fn basic_verify_failed(reason: &str) -> Error {
+    Error::tls(format!("OCSP_basic_verify() failed (SSL: {reason})"))
 }
 
 /// Checks a responder's answer `der` about `id` at `now` (unix seconds), as nginx does before
 /// it staples it; `Err` is the line nginx logs.
-pub fn check(der: &[u8], id: &CertId, trust: &Trust<'_>, now: i64) -> Result<Checked, String> {
+pub fn check(der: &[u8], id: &CertId, trust: &Trust<'_>, now: i64) -> Result<Checked, Error> {
     let bad = || {
-        "d2i_OCSP_RESPONSE() failed (SSL: error:0680007B:asn1 encoding routines::header too long)"
-            .to_string()
+        Error::tls(
+            "d2i_OCSP_RESPONSE() failed (SSL: error:0680007B:asn1 encoding routines::header too long)",
+        )
     };
     let top = children(expect(der, SEQUENCE).ok_or_else(bad)?.value).ok_or_else(bad)?;
     let status = top
@@ -337,11 +339,14 @@ pub fn check(der: &[u8], id: &CertId, trust: &Trust<'_>, now: i64) -> Result<Che
             6 => "unauthorized",
             _ => "(UNKNOWN)",
         };
-        return Err(format!("OCSP response not successful ({code}: {name})"));
+        return Err(Error::tls(format!(
+            "OCSP response not successful ({code}: {name})"
+        )));
     }
     let no_basic = || {
-        "OCSP_response_get1_basic() failed (SSL: error:13800069:OCSP routines::not basic response)"
-            .to_string()
+        Error::tls(
+            "OCSP_response_get1_basic() failed (SSL: error:13800069:OCSP routines::not basic response)",
+        )
     };
     let bytes = top.get(1).filter(|b| b.tag == 0xa0).ok_or_else(no_basic)?;
     let bytes =
@@ -432,7 +437,7 @@ pub fn check(der: &[u8], id: &CertId, trust: &Trust<'_>, now: i64) -> Result<Che
     }
 
     // The status of our certificate.
-    let not_found = || "certificate status not found in the OCSP response".to_string();
+    let not_found = || Error::tls("certificate status not found in the OCSP response");
     let single = children(responses.value)
         .ok_or_else(bad)?
         .into_iter()
@@ -457,7 +462,7 @@ pub fn check(der: &[u8], id: &CertId, trust: &Trust<'_>, now: i64) -> Result<Che
         Some(n) => Some(time(tlv(n.value).map(|(t, _)| t).as_ref()).ok_or_else(bad)?),
         None => None,
     };
-    let invalid = |r: &str| format!("OCSP_check_validity() failed (SSL: error:{r})");
+    let invalid = |r: &str| Error::tls(format!("OCSP_check_validity() failed (SSL: error:{r})"));
     if this_update > now + SKEW {
         return Err(invalid("1380007E:OCSP routines::status not yet valid"));
     }

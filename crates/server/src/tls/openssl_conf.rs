@@ -11,7 +11,9 @@ use super::conf::{Located, Protocols};
 
 /// `ssl_ecdh_curve`: `auto` (OpenSSL 3.0's default list, less what rustls lacks) or a
 /// `:`-separated list of names OpenSSL knows; `X25519MLKEM768` too (OpenSSL 3.5's name).
-pub(crate) fn parse_groups(spec: &str) -> Result<Vec<&'static dyn SupportedKxGroup>, String> {
+pub(crate) fn parse_groups(
+    spec: &str,
+) -> Result<Vec<&'static dyn SupportedKxGroup>, crate::error::Error> {
     use rustls::crypto::aws_lc_rs::kx_group;
     if spec == "auto" {
         return Ok(vec![
@@ -33,9 +35,9 @@ pub(crate) fn parse_groups(spec: &str) -> Result<Vec<&'static dyn SupportedKxGro
             | "ffdhe6144" | "ffdhe8192" | "brainpoolp256r1" | "brainpoolp384r1"
             | "brainpoolp512r1" | "secp224r1" | "p-224" | "secp256k1" => None,
             _ => {
-                return Err(format!(
+                return Err(crate::error::Error::tls(format!(
                     "SSL_CTX_set1_curves_list(\"{spec}\") failed (SSL: error:0A080106:SSL routines::passed invalid argument:group '{name}' cannot be set)"
-                ))
+                )))
             }
         };
         if let Some(g) = g {
@@ -45,9 +47,9 @@ pub(crate) fn parse_groups(spec: &str) -> Result<Vec<&'static dyn SupportedKxGro
         }
     }
     if out.is_empty() {
-        return Err(format!(
+        return Err(crate::error::Error::tls(format!(
             "\"ssl_ecdh_curve\" \"{spec}\" names no group shoal has (X25519, prime256v1, secp384r1, X25519MLKEM768)"
-        ));
+        )));
     }
     Ok(out)
 }

@@ -17,6 +17,7 @@ use rustls::SignatureScheme;
 use super::certs;
 use super::conf::CertCacheConf;
 use super::stapling::Staple;
+use crate::error::Error;
 
 /// A certificate or key name with variables (`/certs/$ssl_server_name.crt`).
 #[derive(Clone, Debug)]
@@ -37,7 +38,7 @@ pub struct HandshakeVars<'a> {
 
 impl Template {
     /// `None`: the name has no variable. An unknown variable is nginx's error.
-    pub(super) fn parse(s: &str) -> Result<Option<Template>, String> {
+    pub(super) fn parse(s: &str) -> Result<Option<Template>, Error> {
         if !s.contains('$') {
             return Ok(None);
         }
@@ -48,9 +49,11 @@ impl Template {
             text.push_str(&rest[..pos]);
             let after = &rest[pos + 1..];
             let (name, next) = if let Some(braced) = after.strip_prefix('{') {
-                let end = braced
-                    .find('}')
-                    .ok_or_else(|| format!("the closing bracket in \"{s}\" variable is missing"))?;
+                let end = braced.find('}').ok_or_else(|| {
+                    Error::invalid(format!(
+                        "the closing bracket in \"{s}\" variable is missing"
+                    ))
+                })?;
                 (&braced[..end], &braced[end + 1..])
             } else {
                 let end = after
@@ -59,12 +62,12 @@ impl Template {
                 (&after[..end], &after[end..])
             };
             if name.is_empty() {
-                return Err(format!("invalid variable name in \"{s}\""));
+                return Err(Error::invalid(format!("invalid variable name in \"{s}\"")));
             }
             if super::TlsInfo::default().variable(name).is_none()
                 && crate::variables::Var::lookup(name).is_none()
             {
-                return Err(format!("unknown \"{name}\" variable"));
+                return Err(Error::invalid(format!("unknown \"{name}\" variable")));
             }
             if !text.is_empty() {
                 parts.push(Part::Text(std::mem::take(&mut text)));
@@ -134,7 +137,7 @@ pub(super) struct Cached {
 }
 
 impl DynamicCerts {
-    pub(super) fn load(&self, vars: &HandshakeVars<'_>) -> Result<Vec<Arc<CertifiedKey>>, String> {
+    pub(super) fn load(&self, vars: &HandshakeVars<'_>) -> Result<Vec<Arc<CertifiedKey>>, Error> {
         let mut out = Vec::with_capacity(self.pairs.len());
         for (c, k) in &self.pairs {
             let (cert, key) = (c.eval(vars), k.eval(vars));
@@ -143,7 +146,7 @@ impl DynamicCerts {
         Ok(out)
     }
 
-    fn load_one(&self, cert: String, key: String) -> Result<Arc<CertifiedKey>, String> {
+    fn load_one(&self, cert: String, key: String) -> Result<Arc<CertifiedKey>, Error> {
         let now = Instant::now();
         let Some((conf, cache)) = &self.cache else {
             return certs::load_pair(&cert, &key, self.passwords.as_deref().map(Vec::as_slice));

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use aws_lc_rs::hmac;
 use rustls::server::{ProducesTickets, StoresServerSessions};
 
+use crate::error::Error;
 /// nginx's smallest zone: eight pages.
 pub const MIN_ZONE_SIZE: usize = 8 * 4096;
 
@@ -249,16 +250,11 @@ impl TicketKey {
     }
 
     /// Reads an `ssl_session_ticket_key` file, with nginx's messages.
-    pub fn from_file(path: &std::path::Path) -> Result<TicketKey, String> {
-        let buf = std::fs::read(path).map_err(|e| {
-            format!(
-                "open() \"{}\" failed {}",
-                path.display(),
-                shoal_conf::os_error(&e)
-            )
-        })?;
+    pub fn from_file(path: &std::path::Path) -> Result<TicketKey, Error> {
+        let buf = std::fs::read(path)
+            .map_err(|e| Error::failed(format_args!("open() \"{}\"", path.display()), e))?;
         TicketKey::from_bytes(&buf)
-            .ok_or_else(|| format!("\"{}\" must be 48 or 80 bytes", path.display()))
+            .ok_or_else(|| Error::invalid(format!("\"{}\" must be 48 or 80 bytes", path.display())))
     }
 
     fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {

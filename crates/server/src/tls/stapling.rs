@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::ocsp::{self, CertId, Status, Trust};
+use crate::error::Error;
 use crate::log::Level;
 use crate::resolver::Resolver;
 
@@ -51,12 +52,17 @@ pub struct Responder {
 impl Responder {
     /// Reads `url`; `Err` is the end of nginx's warning (`"ssl_stapling" ignored, ...`) without
     /// the certificate's name.
-    pub fn parse(url: &str) -> Result<Responder, String> {
+    pub fn parse(url: &str) -> Result<Responder, Error> {
         let rest = match url.get(..7) {
             Some(p) if url.len() > 7 && p.eq_ignore_ascii_case("http://") => &url[7..],
-            _ => return Err(format!("invalid URL prefix in OCSP responder \"{url}\"")),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "invalid URL prefix in OCSP responder \"{url}\""
+                )))
+            }
         };
-        let fail = |what: &str| format!("{what} in OCSP responder \"{rest}\"");
+        let fail = |what: &str| Error::invalid(format!("{what} in OCSP responder \"{rest}\""));
+        let not_found = || Error::resolve(format!("host not found in OCSP responder \"{rest}\""));
         let (hostport, uri) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
@@ -85,11 +91,11 @@ impl Responder {
             Ok(ip) => (vec![SocketAddr::new(ip, port)], true),
             Err(_) => match (bare, port).to_socket_addrs() {
                 Ok(a) => (a.collect::<Vec<_>>(), false),
-                Err(_) => return Err(fail("host not found")),
+                Err(_) => return Err(not_found()),
             },
         };
         if addrs.is_empty() {
-            return Err(fail("host not found"));
+            return Err(not_found());
         }
         Ok(Responder {
             host,

@@ -17,6 +17,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
 use super::conf::VerifyClient;
+use crate::error::Error;
 
 /// The outcome of checking a client's chain (OpenSSL's `X509_V_*` code and text).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,12 +69,12 @@ impl ClientAuth {
         trusted: &[CertificateDer<'static>],
         crls: &[rustls::pki_types::CertificateRevocationListDer<'static>],
         depth: u32,
-    ) -> Result<ClientAuth, String> {
+    ) -> Result<ClientAuth, Error> {
         let mut anchors = Vec::new();
         let mut names = Vec::new();
         for (i, c) in hints.iter().chain(trusted).enumerate() {
             let a = webpki::anchor_from_trusted_cert(c)
-                .map_err(|e| format!("invalid CA certificate: {e}"))?
+                .map_err(|e| Error::tls(format!("invalid CA certificate: {e}")))?
                 .to_owned();
             if i < hints.len() {
                 names.push(DistinguishedName::in_sequence(a.subject.as_ref()));
@@ -84,7 +85,7 @@ impl ClientAuth {
             .iter()
             .map(|c| {
                 webpki::OwnedCertRevocationList::from_der(c)
-                    .map_err(|e| format!("invalid CRL: {e}"))
+                    .map_err(|e| Error::tls(format!("invalid CRL: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ClientAuth {

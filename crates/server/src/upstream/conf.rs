@@ -20,6 +20,7 @@ use super::{Method, ServerEntry, UpstreamError};
 use crate::conf::{
     err, invalid_value, parse_number, parse_time, time_arg, Args, Builder, Command, Ctx, Scope,
 };
+use crate::error;
 use crate::variables::Template;
 
 /// The upstream directives http's and stream's blocks both have.
@@ -169,7 +170,7 @@ impl UpstreamConf {
 
     /// The upstream `proxy_pass http://HOST[:PORT]` makes when no block is named HOST: one
     /// peer per address of HOST.
-    pub fn implicit(host: &str, port: u16) -> Result<UpstreamConf, String> {
+    pub fn implicit(host: &str, port: u16) -> Result<UpstreamConf, error::Error> {
         let mut u = UpstreamConf::new(host, true);
         let addrs = resolve(host, port)?;
         for a in addrs {
@@ -216,7 +217,7 @@ impl UpstreamConf {
 }
 
 /// The addresses of `host:port` (a literal address, or a name looked up now).
-fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, error::Error> {
     let bare = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
@@ -233,22 +234,28 @@ fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
                 }
             }
         }
-        Err(_) => return Err(format!("host not found in upstream \"{host}\"")),
+        Err(_) => {
+            return Err(error::Error::resolve(format!(
+                "host not found in upstream \"{host}\""
+            )))
+        }
     }
     if out.is_empty() {
-        return Err(format!("host not found in upstream \"{host}\""));
+        return Err(error::Error::resolve(format!(
+            "host not found in upstream \"{host}\""
+        )));
     }
     Ok(out)
 }
 
 /// `HOST[:PORT]` as an upstream `server` line or `proxy_pass` writes it: the host and the
 /// port (`default` when none is written). An IPv6 address is in brackets.
-pub fn split_host_port(text: &str, default: u16) -> Result<(String, u16), String> {
-    let invalid_port = || format!("invalid port in upstream \"{text}\"");
+pub fn split_host_port(text: &str, default: u16) -> Result<(String, u16), error::Error> {
+    let invalid_port = || error::Error::invalid(format!("invalid port in upstream \"{text}\""));
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let end = rest
-            .find(']')
-            .ok_or_else(|| format!("invalid IPv6 address in upstream \"{text}\""))?;
+        let end = rest.find(']').ok_or_else(|| {
+            error::Error::invalid(format!("invalid IPv6 address in upstream \"{text}\""))
+        })?;
         let host = &text[..end + 2];
         match &rest[end + 1..] {
             "" => (host, None),
@@ -268,7 +275,9 @@ pub fn split_host_port(text: &str, default: u16) -> Result<(String, u16), String
         },
     };
     if host.is_empty() {
-        return Err(format!("no host in upstream \"{text}\""));
+        return Err(error::Error::invalid(format!(
+            "no host in upstream \"{text}\""
+        )));
     }
     Ok((host.to_string(), port))
 }

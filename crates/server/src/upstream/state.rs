@@ -49,6 +49,9 @@ struct WorkerState {
     /// proxied request).
     balancers: FxHashMap<u64, Balancer>,
     idle: FxHashMap<u64, VecDeque<Idle>>,
+    /// Caches holding more than their `keepalive N` (upstream id, N), trimmed by the task
+    /// [`put_idle`] left to run after the worker's next poll for events.
+    over: Vec<(u64, usize)>,
 }
 
 thread_local! {
@@ -119,8 +122,15 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant, tls: bool) -> Opti
 }
 
 /// Puts a connection whose answer was read to its end back in the cache, if the upstream
-/// keeps connections and this one may carry more requests; the oldest idle one goes when the
-/// cache is full.
+/// keeps connections and this one may carry more requests.
+///
+/// `keepalive N` is held at the end of the worker's turn, not at every return: when this
+/// connection makes the cache hold more than N, the least recently used ones are closed by a
+/// task that runs once the worker has next polled for events and run what that poll woke
+/// (`yield_now`). A connection returned and asked for again within that turn (a client's next
+/// request arriving with the burst of answers that filled the cache) is reused instead of
+/// being closed here and a new one opened a moment later. The cache holds more than N only
+/// within a turn, by at most the connections returned during it.
 pub fn put_idle(
     u: &UpstreamConf,
     peer: usize,
@@ -138,14 +148,12 @@ pub fn put_idle(
     {
         return;
     }
-    STATE.with(|s| {
+    let trim = STATE.with(|s| {
         let mut s = s.borrow_mut();
+        let s = &mut *s;
         let list = s.idle.entry(u.id).or_default();
         expire(list, now, u.keepalive_timeout());
         debug_assert!(list.back().is_none_or(|i| i.since <= now));
-        if list.len() >= max {
-            list.pop_front();
-        }
         list.push_back(Idle {
             tls: matches!(stream, Transport::Tls(_)),
             stream,
@@ -155,6 +163,32 @@ pub fn put_idle(
             born,
             requests,
         });
+        if list.len() <= max || s.over.iter().any(|&(id, _)| id == u.id) {
+            return false;
+        }
+        s.over.push((u.id, max));
+        s.over.len() == 1
+    });
+    if trim {
+        tokio::task::spawn_local(async {
+            tokio::task::yield_now().await;
+            trim_over();
+        });
+    }
+}
+
+/// Closes the least recently used idle connections of every cache over its `keepalive N`.
+fn trim_over() {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let s = &mut *s;
+        for (id, max) in s.over.drain(..) {
+            if let Some(list) = s.idle.get_mut(&id) {
+                while list.len() > max {
+                    list.pop_front();
+                }
+            }
+        }
     });
 }
 

@@ -16,6 +16,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 
+use crate::error::Error;
+
 /// A variable reference, resolved at configuration time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Var {
@@ -338,7 +340,7 @@ impl Template {
 
     /// Compiles `s`. Errors are nginx's: `invalid variable name in "..."`,
     /// `unknown "name" variable`.
-    pub fn compile(s: &str) -> Result<Template, String> {
+    pub fn compile(s: &str) -> Result<Template, Error> {
         let b = s.as_bytes();
         let mut pieces = Vec::new();
         let mut text = String::new();
@@ -366,14 +368,14 @@ impl Template {
             let name = &s[start..i];
             if braced {
                 if b.get(i) != Some(&b'}') {
-                    return Err(format!(
+                    return Err(Error::invalid(format!(
                         "the closing bracket in \"{name}\" variable is missing"
-                    ));
+                    )));
                 }
                 i += 1;
             }
             if name.is_empty() {
-                return Err(format!("invalid variable name in \"{s}\""));
+                return Err(Error::invalid(format!("invalid variable name in \"{s}\"")));
             }
             // A name `map`/`split_clients` defined takes over a built-in family's (`$http_x`),
             // as in nginx; for uses written before the definition the built-in stays.
@@ -453,7 +455,7 @@ pub fn begin_config() {
 /// Ends reading: points every template's reference to a computed variable at its definition,
 /// then reports the first used name nothing declares, in nginx's words
 /// (`unknown "name" variable`, reported without a place, as nginx does).
-pub fn end_config() -> Result<(), String> {
+pub fn end_config() -> Result<(), Error> {
     let defined = DEFINED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let slots = SLOTS.with(|s| std::mem::take(&mut *s.borrow_mut()));
     for (name, slot) in slots {
@@ -466,7 +468,7 @@ pub fn end_config() -> Result<(), String> {
     let used = USED.with(|u| std::mem::take(&mut *u.borrow_mut()));
     for name in used {
         if !declared.contains(&name) {
-            return Err(format!("unknown \"{name}\" variable"));
+            return Err(Error::invalid(format!("unknown \"{name}\" variable")));
         }
     }
     Ok(())

@@ -147,7 +147,7 @@ impl Compressor {
             let (in_before, out_before) = (z.total_in(), z.total_out());
             let status = z
                 .compress(input, &mut out[used..], flush)
-                .map_err(|e| std::io::Error::other(e.as_str()))?;
+                .map_err(|e| std::io::Error::from(crate::error::Error::invalid(e.as_str())))?;
             input = &input[(z.total_in() - in_before) as usize..];
             used += (z.total_out() - out_before) as usize;
             match status {

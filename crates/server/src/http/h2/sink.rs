@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use h2::SendStream;
 
+use crate::error::Error;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::Sink;
 use crate::http::reply::{Body, Reply};
@@ -126,7 +127,7 @@ impl H2Sink<'_> {
             match crate::deadline::within(self.send_timeout, wait).await {
                 Err(_) => return Err(io::ErrorKind::TimedOut.into()),
                 Ok(None) => return Err(io::ErrorKind::BrokenPipe.into()),
-                Ok(Some(Err(e))) => return Err(io::Error::other(e)),
+                Ok(Some(Err(e))) => return Err(io::Error::from(Error::protocol(e))),
                 Ok(Some(Ok(_))) => {}
             }
         }
@@ -149,7 +150,9 @@ impl H2Sink<'_> {
     /// Sends `n` bytes of `out` (`end`: they end the stream).
     fn send_out(&mut self, n: usize, end: bool) -> io::Result<()> {
         let data = self.out.split_to(n).freeze();
-        self.send.send_data(data, end).map_err(io::Error::other)?;
+        self.send
+            .send_data(data, end)
+            .map_err(|e| io::Error::from(Error::protocol(e)))?;
         if let Some(p) = self.pacing.as_deref_mut() {
             p.wrote(n, Instant::now());
         }
@@ -165,7 +168,7 @@ impl H2Sink<'_> {
             let piece = data.split_to(cap.min(data.len()).min(self.chunk));
             self.send
                 .send_data(piece, false)
-                .map_err(io::Error::other)?;
+                .map_err(|e| io::Error::from(Error::protocol(e)))?;
         }
         Ok(())
     }
@@ -177,7 +180,7 @@ impl H2Sink<'_> {
             return self
                 .send
                 .send_data(Bytes::new(), true)
-                .map_err(io::Error::other);
+                .map_err(|e| io::Error::from(Error::protocol(e)));
         }
         while !self.out.is_empty() {
             let allowed = self.paced().await;
@@ -244,7 +247,7 @@ impl Sink for H2Sink<'_> {
         let n = cap.min(data.len()).min(self.chunk).min(allowed);
         self.send
             .send_data(Bytes::copy_from_slice(&data[..n]), false)
-            .map_err(io::Error::other)?;
+            .map_err(|e| io::Error::from(Error::protocol(e)))?;
         if let Some(p) = self.pacing.as_deref_mut() {
             p.wrote(n, Instant::now());
         }

@@ -19,6 +19,7 @@ use shoal_http::{BodyKind, HeadParser};
 
 use super::sink::{self, H2Sink};
 use super::Shared;
+use crate::error::Error;
 use crate::http::answer;
 use crate::http::client_body::ClientBody;
 use crate::http::output::{Output, Sink, Who};
@@ -315,7 +316,7 @@ async fn answer_stream(
                 sent
             }
         }
-        Err(e) => Err(io::Error::other(e)),
+        Err(e) => Err(io::Error::from(Error::protocol(e))),
     };
     drop(output);
     let body_len = match sent {

@@ -33,6 +33,7 @@ use std::time::Duration;
 use shoal_conf::{Directive, Error};
 
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
+use crate::error;
 use crate::http::access::Client;
 use crate::http::limit_zone::{self, slab::Slab, Key, Registry, Shards, Tag, Zone};
 use crate::http::loc_conf;
@@ -123,7 +124,12 @@ impl ReqZone {
     }
 
     /// A zone with its memory, outside any configuration (tests).
-    pub fn standalone(name: &str, size: u64, key: &str, rate: u64) -> Result<Arc<ReqZone>, String> {
+    pub fn standalone(
+        name: &str,
+        size: u64,
+        key: &str,
+        rate: u64,
+    ) -> Result<Arc<ReqZone>, error::Error> {
         let z = ReqZone::new(name);
         let _ = z.decl.set(Decl {
             key: Key::compile(key)?,
@@ -138,11 +144,10 @@ impl ReqZone {
     }
 
     /// Gives the zone its memory once the configuration is read.
-    pub(crate) fn attach(&self, size: u64, registry: &Registry) -> Result<(), String> {
-        let decl = self
-            .decl
-            .get()
-            .ok_or_else(|| format!("zero size shared memory zone \"{}\"", self.name))?;
+    pub(crate) fn attach(&self, size: u64, registry: &Registry) -> Result<(), error::Error> {
+        let decl = self.decl.get().ok_or_else(|| {
+            error::Error::invalid(format!("zero size shared memory zone \"{}\"", self.name))
+        })?;
         let reserved = [80, 22 + self.name.len() as u64];
         let memory = registry.adopt(Tag::LimitReq, &self.name, size, decl.key.text(), || {
             Shards::new(Slab::new(size, &reserved), NODE + 4)

@@ -39,6 +39,7 @@ use std::time::Instant;
 use shoal_conf::{Directive, Error};
 
 use crate::conf::err;
+use crate::error;
 use crate::http::access::Client;
 use crate::http::{limit_conn, limit_req};
 use crate::variables::Template;
@@ -186,7 +187,7 @@ impl Registry {
         size: u64,
         key: &str,
         make: impl FnOnce() -> M,
-    ) -> Result<Arc<M>, String> {
+    ) -> Result<Arc<M>, error::Error> {
         let mut zones = self.zones.lock().unwrap_or_else(|e| e.into_inner());
         zones.retain(|_, k| k.memory.strong_count() > 0);
         let id = (tag, name.to_string());
@@ -198,11 +199,11 @@ impl Registry {
                             Tag::LimitReq => "limit_req",
                             Tag::LimitConn => "limit_conn_zone",
                         };
-                        return Err(format!(
+                        return Err(error::Error::invalid(format!(
                             "{module} \"{name}\" uses the \"{key}\" key while previously it used \
                              the \"{}\" key",
                             kept.key
-                        ));
+                        )));
                     }
                     return Ok(memory);
                 }
@@ -299,7 +300,7 @@ const BINARY_REMOTE_ADDR: &str = "binary_remote_addr";
 
 impl Key {
     /// Compiles a key (errors in nginx's words, from [`Template::compile`]).
-    pub fn compile(text: &str) -> Result<Key, String> {
+    pub fn compile(text: &str) -> Result<Key, error::Error> {
         let mut pieces = Vec::new();
         let mut rest = text;
         let mut literal = String::new();

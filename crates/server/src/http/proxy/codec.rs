@@ -256,7 +256,7 @@ pub async fn dynamic_target(
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),
         None => (rest, None),
     };
-    let (name, port) = split_host_port(authority, default_port).map_err(|m| (500, m))?;
+    let (name, port) = split_host_port(authority, default_port).map_err(|m| (500, m.into()))?;
     let port_written = if authority.starts_with('[') {
         authority.contains("]:")
     } else {
@@ -277,7 +277,7 @@ pub async fn dynamic_target(
         let u = UpstreamConf::resolved(&name, &addrs, port);
         return Ok((Arc::new(u), uri, authority.to_string(), port, https));
     }
-    let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
+    let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m.into()))?;
     u.ephemeral = true;
     Ok((Arc::new(u), uri, authority.to_string(), port, https))
 }

@@ -5,6 +5,7 @@
 use bytes::BytesMut;
 use shoal_http::upstream::{self, Framing as CodecFraming, Rules, UpstreamRequest};
 
+use crate::error::Error;
 use crate::http::upstream::body::Framing;
 use crate::http::upstream::protocol::{HeadDecoder, HeadError, Log, Parsed};
 
@@ -37,7 +38,7 @@ impl HeadDecoder for HttpHead {
                 }
                 Ok(Some(p)) => return Ok(Some(p)),
                 Ok(None) => break,
-                Err(message) => return Err(HeadError::Invalid(message)),
+                Err(message) => return Err(HeadError::Invalid(message.into())),
             }
         }
         if buf.len() + self.interim >= max {
@@ -53,11 +54,11 @@ pub fn head(
     buf: &mut BytesMut,
     max: usize,
     request: UpstreamRequest,
-) -> Result<Option<Parsed>, String> {
+) -> Result<Option<Parsed>, Error> {
     let head = match upstream::parse_upstream_head_buf(buf, max, Rules::Nginx122) {
         Ok(Some(h)) => h,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(Error::invalid(e.to_string())),
     };
     let framing = upstream::framing(&head, request);
     let (framing, upgrade) = match framing {

@@ -35,6 +35,7 @@ use crate::conf::{
     directive_err, err, flag_arg, invalid_value, merge, number_arg, set_once, Args, Builder,
     Command, Ctx, Scope,
 };
+use crate::error;
 use crate::tls::conf::{Located, Protocols, VerifyClient};
 use crate::tls::verify::ClientAuth;
 use crate::tls::{certs, ciphers, TlsConn};
@@ -371,7 +372,9 @@ pub fn build(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<(), Error> 
 }
 
 fn make(ssl: &ProxySsl, prefix: &str, alpn: &[&[u8]]) -> Result<UpstreamTls, Error> {
-    let e = |m: String, span: Option<&shoal_conf::Span>| Error::new(m, span.cloned());
+    fn e(m: impl Into<String>, span: Option<&shoal_conf::Span>) -> Error {
+        Error::new(m, span.cloned())
+    }
     // nginx 1.22: `TLSv1 TLSv1.1 TLSv1.2`, `DEFAULT`.
     let mut protocols = ssl.protocols.unwrap_or(Protocols {
         tls12: true,
@@ -524,7 +527,7 @@ fn certified_key(
     key: &str,
     prefix: &std::path::Path,
     passwords: Option<&Vec<String>>,
-) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+) -> Result<Arc<rustls::sign::CertifiedKey>, error::Error> {
     let full = |n: &str| {
         if n.starts_with("data:") || std::path::Path::new(n).is_absolute() {
             n.to_string()
@@ -535,17 +538,17 @@ fn certified_key(
     let chain = certs::load_certificate(&full(cert))?;
     let der = certs::load_key(&full(key), passwords.map(|v| v.as_slice()))?;
     let signer = rustls::crypto::aws_lc_rs::sign::any_supported_type(&der).map_err(|_| {
-        format!(
+        error::Error::tls(format!(
             "cannot load certificate key \"{key}\": PEM_read_bio_PrivateKey() failed (SSL: error:1E08010C:DECODER routines::unsupported)"
-        )
+        ))
     })?;
     let ck = rustls::sign::CertifiedKey::new(chain, signer);
     // A certificate rustls cannot read (X.509 v1) is OpenSSL's to judge: only a mismatch is
     // an error here.
     if let Err(rustls::Error::InconsistentKeys(_)) = ck.keys_match() {
-        return Err(format!(
+        return Err(error::Error::tls(format!(
             "SSL_use_PrivateKey(\"{key}\") failed (SSL: error:05800074:x509 certificate routines::key values mismatch)"
-        ));
+        )));
     }
     Ok(Arc::new(ck))
 }
@@ -553,12 +556,12 @@ fn certified_key(
 impl UpstreamTls {
     /// The configuration for a handshake, its client certificate chosen now when the names
     /// have variables.
-    fn config_for(&self, vars: &Vars<'_>) -> Result<Arc<ClientConfig>, String> {
+    fn config_for(&self, vars: &Vars<'_>) -> Result<Arc<ClientConfig>, error::Error> {
         let Some(d) = &self.dynamic else {
             return Ok(self.config.clone());
         };
         let names = (vars.eval(&d.cert), vars.eval(&d.key));
-        let make = |names: &(String, String)| -> Result<Arc<ClientConfig>, String> {
+        let make = |names: &(String, String)| -> Result<Arc<ClientConfig>, error::Error> {
             let ck = certified_key(&names.0, &names.1, &d.prefix, d.passwords.as_deref())?;
             let mut c = d.base.clone();
             c.client_auth_cert_resolver = Arc::new(OneCertificate(ck));
@@ -627,7 +630,7 @@ pub async fn handshake(
     tls: &UpstreamTls,
     host: &str,
     vars: &Vars<'_>,
-) -> Result<TlsConn, String> {
+) -> Result<TlsConn, error::Error> {
     let name = ssl_name(tls, host, vars);
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     // As nginx: no SNI for an address (RFC 6066), nor without `proxy_ssl_server_name on`;
@@ -647,30 +650,33 @@ pub async fn handshake(
     };
     let config = tls
         .config_for(vars)
-        .map_err(|m| format!("{m} while SSL handshaking to upstream"))?;
-    let conn = rustls::ClientConnection::new(config, server_name.clone())
-        .map_err(|e| format!("SSL_new() failed ({e}) while SSL handshaking to upstream"))?;
-    let conn = TlsConn::connect(tcp, conn)
-        .await
-        .map_err(|e| format!("{} while SSL handshaking to upstream", e.message))?;
+        .map_err(|m| m.context(|m| format!("{m} while SSL handshaking to upstream")))?;
+    let conn = rustls::ClientConnection::new(config, server_name.clone()).map_err(|e| {
+        error::Error::tls(format!(
+            "SSL_new() failed ({e}) while SSL handshaking to upstream"
+        ))
+    })?;
+    let conn = TlsConn::connect(tcp, conn).await.map_err(|e| {
+        error::Error::tls(format!("{} while SSL handshaking to upstream", e.message))
+    })?;
     if let Some(v) = &tls.verify {
         let chain = conn.with_connection(|c| c.peer_certificates().map(<[_]>::to_vec));
         let chain = chain.unwrap_or_default();
         let verdict = v.verify_server(&chain);
         if !verdict.is_ok() {
-            return Err(format!(
+            return Err(error::Error::tls(format!(
                 "upstream SSL certificate verify error: ({}:{}) while SSL handshaking to upstream",
                 verdict.code, verdict.reason
-            ));
+            )));
         }
         let matches = chain.first().is_some_and(|leaf| {
             webpki::EndEntityCert::try_from(leaf)
                 .is_ok_and(|ee| ee.verify_is_valid_for_subject_name(&server_name).is_ok())
         });
         if !matches {
-            return Err(format!(
+            return Err(error::Error::tls(format!(
                 "upstream SSL certificate does not match \"{name}\" while SSL handshaking to upstream"
-            ));
+            )));
         }
     }
     Ok(conn)

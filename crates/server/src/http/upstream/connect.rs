@@ -82,7 +82,7 @@ async fn tls_handshake(
             "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
                 .into(),
         )),
-        Ok(Err(m)) => Err(Fail::Error(m)),
+        Ok(Err(m)) => Err(Fail::Error(m.into())),
         Ok(Ok(c)) => Ok((Transport::Tls(Box::new(c)), None, 0)),
     }
 }

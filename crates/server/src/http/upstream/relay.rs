@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use super::body::{BodyError, Piece, UpstreamBody};
+use crate::error::Error;
 use crate::http::output::{pool_error, Output, Sink, Who, MAX_GATHER};
 use crate::http::transport::{Transport, READ_CHUNK};
 use crate::http::LocConf;
@@ -140,7 +141,7 @@ async fn relay_buffered<S: Sink>(
                     .map_err(pool_error)?;
                     let n = b.len();
                     if n == 0 {
-                        return Err(io::Error::other("proxy temp file shrank"));
+                        return Err(io::Error::from(Error::invalid("proxy temp file shrank")));
                     }
                     *read += n as u64;
                     queued += n;
@@ -301,7 +302,7 @@ pub async fn upstream_body_error<S: Sink>(
     crate::conn_log!(Level::Error, info.number, "{e} while reading upstream{ctx}");
     ub.finish();
     let _ = sink.flush().await;
-    io::Error::other("upstream body cut short")
+    io::Error::from(Error::invalid("upstream body cut short"))
 }
 
 /// A 101 from the upstream: bytes go both ways until either side closes or nothing moves

@@ -150,8 +150,8 @@ pub(crate) async fn send_request(
                 let n = std::os::unix::fs::FileExt::read_at(&**f, &mut chunk[..want], off)
                     .map_err(SendError::Io)?;
                 if n == 0 {
-                    return Err(SendError::Io(std::io::Error::other(
-                        "request body file shrank",
+                    return Err(SendError::Io(std::io::Error::from(
+                        crate::error::Error::invalid("request body file shrank"),
                     )));
                 }
                 if put(&chunk[..n], &mut framed) {

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use shoal_conf::{Error, Span};
 
+use crate::error;
 use crate::upstream::conf::{split_host_port, UpstreamConf};
 use crate::variables::Template;
 
@@ -42,7 +43,7 @@ impl Target {
     /// An address as `fastcgi_pass`, `uwsgi_pass`, `scgi_pass` and `memcached_pass` take it:
     /// `unix:/path`, `host:port`, or an `upstream` block's name (with variables: per request).
     /// Also `$proxy_host`-like text for log lines.
-    pub fn parse(addr: &str) -> Result<(Target, String), String> {
+    pub fn parse(addr: &str) -> Result<(Target, String), error::Error> {
         let template = Template::compile(addr)?;
         if !template.is_static() {
             let t = Target::Dynamic {
@@ -53,7 +54,9 @@ impl Target {
         }
         if let Some(sock) = addr.strip_prefix("unix:") {
             if sock.is_empty() {
-                return Err(format!("no path in the unix domain socket \"{addr}\""));
+                return Err(error::Error::invalid(format!(
+                    "no path in the unix domain socket \"{addr}\""
+                )));
             }
             return Ok((
                 Target::Unix(Arc::new(UpstreamConf::unix(sock))),
@@ -152,7 +155,7 @@ pub fn resolve(
             port: default_port,
         });
     }
-    let (name, port) = split_host_port(authority, default_port).map_err(|m| (500, m))?;
+    let (name, port) = split_host_port(authority, default_port).map_err(|m| (500, m.into()))?;
     // An upstream block is found by name only when no port is given (nginx's rule).
     if let Some(u) = upstreams
         .iter()
@@ -171,7 +174,7 @@ pub fn resolve(
     if port == 0 {
         return Err((502, format!("no port in upstream \"{name}\"")));
     }
-    let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m))?;
+    let mut u = UpstreamConf::implicit(&name, port).map_err(|m| (502, m.into()))?;
     u.ephemeral = true;
     Ok(Found {
         upstream: Arc::new(u),
