@@ -635,24 +635,17 @@ async fn connect_plain(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport, Strin
             Ok(Ok(s)) => Ok(Transport::Unix(s)),
         },
         PeerAddr::Inet(a) => {
-            let socket = if a.is_ipv4() {
-                tokio::net::TcpSocket::new_v4()
-            } else {
-                tokio::net::TcpSocket::new_v6()
-            }
-            .map_err(failed)?;
+            use socket2::{Domain, Socket, Type};
+            let socket = Socket::new(Domain::for_address(*a), Type::STREAM.nonblocking(), None)
+                .map_err(failed)?;
             if conf.socket_keepalive.unwrap_or(false) {
                 let _ = socket.set_keepalive(true);
             }
             if let Some(Some(bind)) = &conf.bind {
-                let text = cx.eval(bind);
-                let ip: std::net::IpAddr = text
-                    .parse()
-                    .map_err(|_| format!("invalid local address \"{text}\""))?;
-                socket
-                    .bind(SocketAddr::new(ip, 0))
-                    .map_err(|e| format!("bind({text}) failed {}", shoal_conf::os_error(&e)))?;
+                let text = cx.eval(&bind.addr);
+                crate::upstream::bind::apply(&socket, &text, bind.transparent, *a, true)?;
             }
+            let socket = tokio::net::TcpSocket::from_std_stream(socket.into());
             match tokio::time::timeout(timeout, socket.connect(*a)).await {
                 Err(_) => Err(timed_out()),
                 Ok(Err(e)) => Err(failed(e)),

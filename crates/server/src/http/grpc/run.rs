@@ -160,6 +160,10 @@ async fn run(
     // (nginx names a gRPC upstream without a URI in its log lines.)
 
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval(t));
+    let bind = match &conf.bind {
+        Some(Some(b)) => Some((vars.eval(&b.addr), b.transparent)),
+        _ => None,
+    };
     let input = Input {
         client: r.peer().map(|p| p.ip()),
         key: hash_key.as_deref().map_or(&[][..], str::as_bytes),
@@ -192,6 +196,7 @@ async fn run(
             upstream: &upstream,
             peer,
             addr,
+            bind: bind.as_ref().map(|(t, on)| (t.as_str(), *on)),
         };
         let consumed = |s: &Source| matches!(s, Source::Stream(None));
         let more_allowed = |attempt: &crate::upstream::Attempt, sent: bool, s: &Source| {
@@ -359,6 +364,8 @@ struct Peer<'a> {
     upstream: &'a Arc<UpstreamConf>,
     peer: usize,
     addr: &'a PeerAddr,
+    /// `grpc_bind`'s address for this request, and whether it is `transparent`.
+    bind: Option<(&'a str, bool)>,
 }
 
 /// An answer's head; its body still on the stream.
@@ -398,6 +405,7 @@ async fn call(
                     to.peer,
                     to.addr,
                     conf,
+                    to.bind,
                     None,
                     &[],
                     tls,
