@@ -3,7 +3,8 @@
 # bench/stream_echo.py's echo server, N sessions made one after another (connect, 16 bytes out
 # and back, close), `strace -f -c` attached to the serving side (nginx: its worker; shoal: the
 # whole process, every thread) for exactly those sessions. Prints each side's per-call counts
-# and the calls per session. A count, so the machine's load does not move it.
+# and the calls per session. A count, so the machine's load does not move it. The floor row is
+# bench/stream_floor.c, a minimal C accept -> connect -> relay loop: the kernel's share.
 #
 #   bench/stream_syscalls.sh                  # N=2000, SHOAL=target/release/shoal or $SHOAL
 #   N=500 SHOAL=target/debug/shoal bench/stream_syscalls.sh
@@ -75,6 +76,7 @@ count() {
     case $kind in
         shoal) "$SHOAL" -p "$WORK/" -c "conf/$name.conf" >"$WORK/logs/$name.out" 2>&1 & ;;
         nginx) nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf" >"$WORK/logs/$name.out" 2>&1 & ;;
+        floor) "$WORK/stream_floor" "$ECHO" "$port" & ;;
     esac
     pid=$!
     PIDS+=("$pid")
@@ -98,5 +100,7 @@ count() {
     awk -v t="$total" -v n="$N" -v name="$name" 'BEGIN { printf "%s: %.2f calls per session\n", name, t / n }'
 }
 
+gcc -O2 -o "$WORK/stream_floor" bench/stream_floor.c
 count nginx nginx $((BASE + 1))
 count shoal shoal $((BASE + 2))
+count floor floor $((BASE + 3))
