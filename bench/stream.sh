@@ -12,6 +12,8 @@
 #             1 MiB out through each side of the proxy).
 #   sessions  the same servers; SESSION_CONNS (8) clients each opening a session, 16 bytes out
 #             and back, closing, in a loop: the proxy's CPU per session.
+#             Both tables have a floor-1w row: bench/stream_floor.c (a one-thread epoll
+#             accept -> connect -> relay loop in C, nothing else), what the kernel costs.
 #   seed002   seed 002's comparison for stream: 2 workers, one shared listening socket versus
 #             `listen ... reuseport`, `proxy_pass 127.0.0.1:HELLO;` in front of bench/hello;
 #             wrk -t2 -c200 --latency through the proxy (keep-alive HTTP inside each session):
@@ -67,6 +69,7 @@ start_stream() {
     case $kind in
         shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        floor) exec "$FLOOR" "$echo_port" "$port" $((port + 1)) >"$out" 2>&1 & ;;
     esac
     local pid=$! i
     STARTED_PIDS+=("$pid")
@@ -93,11 +96,14 @@ PID[hello]=$HELLO_PID PORT[hello]=$hello_port PID[echo]=$ECHO_PID
 for _ in $(seq 50); do port_free "$echo_port" || break; sleep 0.1; done
 for _ in $(seq 50); do port_free "$hello_port" || break; sleep 0.1; done
 
-ONE=(nginx-1w shoal-1w)
+# The floor: bench/stream_floor.c, the least a proxy can do per session (what the kernel costs).
+FLOOR=$WORK/stream_floor
+gcc -O2 -o "$FLOOR" "$BENCH_DIR/stream_floor.c" || die "building bench/stream_floor.c"
+ONE=(nginx-1w shoal-1w floor-1w)
 declare -A SESS_PORT
 i=0
 for s in "${ONE[@]}"; do
-    write_stream_conf "$s" 1 "    server { listen 127.0.0.1:$((p + i)); proxy_pass 127.0.0.1:$echo_port; }
+    [ "$s" = floor-1w ] || write_stream_conf "$s" 1 "    server { listen 127.0.0.1:$((p + i)); proxy_pass 127.0.0.1:$echo_port; }
     server { listen 127.0.0.1:$((p + i + 1)); proxy_pass 127.0.0.1:$echo_port; }"
     start_stream "$s" "${s%%-*}" $((p + i))
     SESS_PORT[$s]=$((p + i + 1))

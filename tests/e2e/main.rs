@@ -87,6 +87,7 @@ mod tls_hostile;
 mod tls_ocsp;
 mod tls_testssl;
 mod tls_upstream;
+mod transparent;
 mod upgrade;
 mod upstream_protocols;
 mod upstream_server;

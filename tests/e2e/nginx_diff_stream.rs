@@ -550,3 +550,63 @@ fn upstream_tls_and_names_resolved_at_run_time() {
         "connected to 127.0.0.1:UP",
     ]);
 }
+
+#[test]
+fn ssl_alpn_matches_nginx() {
+    use crate::stream::s_client_alpn;
+    let mut pki = crate::common::tls::Pki::new();
+    pki.issue("srv", &["127.0.0.1", "localhost"], false);
+    let t = format!(
+        "ssl_alpn h2 http/1.1;\n{ssl}\n\
+         log_format alpn '$status \"$ssl_alpn_protocol\"';\n\
+         server {{ listen 127.0.0.1:P0 ssl; return \"<<alpn=$ssl_alpn_protocol>>\"; \
+           access_log logs/alpn.log alpn; }}\n\
+         server {{ listen 127.0.0.1:P1 ssl; ssl_alpn x-one; return \"<<alpn=$ssl_alpn_protocol>>\"; \
+           access_log logs/alpn.log alpn; }}",
+        ssl = pki.ssl_lines("srv"),
+    );
+    let p = Pair::new(&t, 2, &[]);
+    let offers = [
+        Some("http/1.1,h2"),
+        Some("x,http/1.1"),
+        None,
+        Some("imap"),
+        Some("h2,http/1.1"),
+    ];
+    let mut got = Vec::new();
+    for o in offers {
+        got.push(p.same(0, |port| s_client_alpn(port, o)));
+    }
+    assert_eq!(got[0], "ALPN protocol: h2 [h2]");
+    assert_eq!(got[3], "refused: no application protocol");
+    for o in [Some("h2,x-one"), Some("h2"), None] {
+        got.push(p.same(1, |port| s_client_alpn(port, o)));
+    }
+    assert_eq!(got[5], "ALPN protocol: x-one [x-one]");
+    let lines = |side: &Side| {
+        wait_for("eight sessions logged", || {
+            let t = side.read("logs/alpn.log");
+            (t.lines().count() >= 8).then_some(t)
+        })
+    };
+    let n = lines(&p.nginx);
+    assert_eq!(lines(&p.shoal), n, "shoal (left), nginx (right)");
+}
+
+#[test]
+fn a_stream_without_ssl_alpn_negotiates_none_as_nginx() {
+    use crate::stream::s_client_alpn;
+    let mut pki = crate::common::tls::Pki::new();
+    pki.issue("srv", &["127.0.0.1", "localhost"], false);
+    let t = format!(
+        "server {{ listen 127.0.0.1:P0 ssl; {} return \"<<alpn=$ssl_alpn_protocol>>\"; }}",
+        pki.ssl_lines("srv"),
+    );
+    let p = Pair::new(&t, 1, &[]);
+    for o in [Some("h2"), Some("http/1.1"), None] {
+        assert_eq!(
+            p.same(0, |port| s_client_alpn(port, o)),
+            "No ALPN negotiated []"
+        );
+    }
+}

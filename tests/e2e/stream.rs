@@ -565,7 +565,8 @@ fn configuration_errors_read_as_nginx_s() {
         ("server { listen 1234 default_server; proxy_pass 127.0.0.1:1; }", "the invalid \"default_server\" parameter in"),
         ("server { listen 1234; proxy_pass 127.0.0.1:1; proxy_pass 127.0.0.1:2; }", "\"proxy_pass\" directive is duplicate in"),
         ("server { listen 1234; proxy_pass $nosuch; }", "unknown \"nosuch\" variable"),
-        ("server { listen 1234; ssl_alpn h2; return x; }", "\"ssl_alpn\" directive of ngx_stream_ssl_module is not supported by shoal in"),
+        ("ssl_alpn h2; server { listen 1234; ssl_alpn a; ssl_alpn b; return x; }", "\"ssl_alpn\" directive is duplicate in"),
+        (&format!("server {{ listen 1234; ssl_alpn h2 {}; return x; }}", "p".repeat(256)), "\"ssl_alpn\" directive protocol too long in"),
     ];
     for (body, want) in cases {
         let p = Prefix::new();
@@ -732,5 +733,112 @@ fn a_server_s_error_log_takes_its_sessions_lines() {
         !s.error_log().contains("Connection refused"),
         "{}",
         s.error_log()
+    );
+}
+
+/// One `openssl s_client` session to `port` offering `alpn` (none: no ALPN extension), reading
+/// until the server closes: what the client settled (`ALPN protocol: X`, `No ALPN negotiated`,
+/// or `refused: no application protocol` when the server ended the handshake with that alert),
+/// then `[X]` for the server's bytes `<<alpn=X>>`.
+pub fn s_client_alpn(port: u16, alpn: Option<&str>) -> String {
+    let mut cmd = std::process::Command::new("timeout");
+    cmd.args(["10", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", "localhost", "-ign_eof"]);
+    if let Some(a) = alpn {
+        cmd.args(["-alpn", a]);
+    }
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running openssl s_client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("no application protocol") {
+        return "refused: no application protocol".into();
+    }
+    let settled = text
+        .lines()
+        .find(|l| l.starts_with("ALPN protocol:") || l.starts_with("No ALPN negotiated"))
+        .unwrap_or("no ALPN line")
+        .to_string();
+    let data = text
+        .split_once("<<alpn=")
+        .and_then(|(_, rest)| rest.split_once(">>"))
+        .map_or("(none)", |(v, _)| v);
+    format!("{settled} [{data}]")
+}
+
+#[test]
+fn ssl_alpn_chooses_in_the_server_s_order_and_refuses_a_stranger() {
+    let mut pki = crate::common::tls::Pki::new();
+    pki.issue("srv", &["127.0.0.1", "localhost"], false);
+    let (p1, p2) = (free_port(), free_port());
+    let s = Shoal::start(
+        &format!(
+            "daemon off;\nerror_log logs/error.log info;\nevents {{ }}\nstream {{\n\
+             ssl_alpn h2 http/1.1;\n{ssl}\n\
+             log_format t '$status \"$ssl_alpn_protocol\"';\naccess_log logs/stream.log t;\n\
+             server {{ listen 127.0.0.1:{p1} ssl; return \"<<alpn=$ssl_alpn_protocol>>\"; }}\n\
+             server {{ listen 127.0.0.1:{p2} ssl; ssl_alpn off-by-one; \
+             return \"<<alpn=$ssl_alpn_protocol>>\"; }}\n}}\n",
+            ssl = pki.ssl_lines("srv"),
+        ),
+        p1,
+    );
+    // The server's order decides, whatever the client's.
+    assert_eq!(
+        s_client_alpn(p1, Some("http/1.1,h2")),
+        "ALPN protocol: h2 [h2]"
+    );
+    assert_eq!(
+        s_client_alpn(p1, Some("x,http/1.1")),
+        "ALPN protocol: http/1.1 [http/1.1]"
+    );
+    // No ALPN offered: none chosen, the session goes on.
+    assert_eq!(s_client_alpn(p1, None), "No ALPN negotiated []");
+    // Nothing in common: the handshake ends with no_application_protocol.
+    assert_eq!(
+        s_client_alpn(p1, Some("imap")),
+        "refused: no application protocol"
+    );
+    // A server's own list replaces the stream level's.
+    assert_eq!(
+        s_client_alpn(p2, Some("h2,off-by-one")),
+        "ALPN protocol: off-by-one [off-by-one]"
+    );
+    assert_eq!(
+        s_client_alpn(p2, Some("h2")),
+        "refused: no application protocol"
+    );
+    // (The first line is the start's probe, a plain connection: a failed handshake.)
+    let text = wait_for("seven sessions logged", || {
+        let t = s.prefix.read("logs/stream.log");
+        (t.lines().count() >= 7).then_some(t)
+    });
+    assert_eq!(
+        text,
+        "500 \"-\"\n200 \"h2\"\n200 \"http/1.1\"\n200 \"-\"\n500 \"-\"\n200 \"off-by-one\"\n500 \"-\"\n"
+    );
+}
+
+#[test]
+fn without_ssl_alpn_a_stream_handshake_negotiates_no_protocol() {
+    let mut pki = crate::common::tls::Pki::new();
+    pki.issue("srv", &["127.0.0.1", "localhost"], false);
+    let port = free_port();
+    let _s = Shoal::start(
+        &format!(
+            "daemon off;\nevents {{ }}\nstream {{\n\
+             server {{ listen 127.0.0.1:{port} ssl; {} return \"<<alpn=$ssl_alpn_protocol>>\"; }}\n}}\n",
+            pki.ssl_lines("srv"),
+        ),
+        port,
+    );
+    // (Not http/1.1 as an http server's handshake: a client offering only h2 still connects.)
+    assert_eq!(s_client_alpn(port, Some("h2")), "No ALPN negotiated []");
+    assert_eq!(
+        s_client_alpn(port, Some("http/1.1")),
+        "No ALPN negotiated []"
     );
 }

@@ -8,6 +8,11 @@
 //! wakes one *waiting* worker per connection: a busy worker is skipped, an idle one takes it.
 //! If that cannot be done, the plain registration stays: correct, with a small herd.
 //!
+//! The registration is level-triggered (the same re-registration, for a worker's own `reuseport`
+//! socket too), as nginx's listening sockets: a connection accepted clears the readiness, and
+//! epoll reports the socket again while more wait. So one accept4() per connection, not a
+//! second one to hear EAGAIN before the worker sleeps (edge-triggered needs the queue drained).
+//!
 //! Why not a nested epoll with EPOLLEXCLUSIVE: the kernel counts an exclusive wake-up only when
 //! a thread waits on that epoll itself; nested in tokio's, every worker would be woken.
 
@@ -35,6 +40,8 @@ pub struct Acceptor {
     /// Accept until EAGAIN on each wake-up (`multi_accept on`), else one per turn.
     multi_accept: bool,
     exclusive: bool,
+    /// Registered level-triggered (else tokio's edge-triggered one stayed).
+    level: bool,
     /// The last call accepted one connection without `multi_accept`: yield before the next.
     yield_first: std::cell::Cell<bool>,
 }
@@ -47,11 +54,13 @@ impl Acceptor {
         // SAFETY: ListenFd owns its fd and keeps it open for as long as the AsyncFd lives.
         let io = unsafe { AsyncFd::register_with_interest(ListenFd(own), Interest::READABLE) }
             .map_err(|e| e.into_parts().1)?;
-        let exclusive = shared && make_exclusive(dup).is_ok();
+        let exclusive = shared && reregister(dup, true).is_ok();
+        let level = exclusive || reregister(dup, false).is_ok();
         Ok(Acceptor {
             io,
             multi_accept,
             exclusive,
+            level,
             yield_first: std::cell::Cell::new(false),
         })
     }
@@ -61,20 +70,24 @@ impl Acceptor {
         self.exclusive
     }
 
-    /// The next connection: a nonblocking, close-on-exec fd.
-    pub async fn accept(&self) -> io::Result<OwnedFd> {
+    /// The next connection: a nonblocking, close-on-exec fd, and its peer's address as
+    /// accept() gave it (`None` for a unix socket's peer): no getpeername() after.
+    pub async fn accept(&self) -> io::Result<(OwnedFd, Option<std::net::SocketAddr>)> {
         if self.yield_first.replace(false) {
             // The last call accepted without `multi_accept`: other tasks run before this one.
             tokio::task::yield_now().await;
         }
         loop {
             let mut guard = self.io.readable().await?;
-            // SAFETY: accept4 on a listening fd we keep open; null address pointers are allowed.
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            let mut peer: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            // SAFETY: accept4 on a listening fd we keep open, into a storage of `len` bytes.
             let fd = unsafe {
                 libc::accept4(
                     self.io.get_ref().as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
+                    (&mut peer as *mut libc::sockaddr_storage).cast(),
+                    &mut len,
                     libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
                 )
             };
@@ -82,10 +95,16 @@ impl Acceptor {
                 // No await between here and the caller's spawn: a graceful stop aborts this
                 // task at an await, and a connection accepted must be served, not dropped
                 // (nor, as a raw fd, leaked open until the process exits).
-                // One per turn: the readiness stays set, and the next call yields first.
-                self.yield_first.set(!self.multi_accept);
+                // One per turn. Level-triggered, the readiness goes (epoll says it again
+                // while connections wait); edge-triggered, it stays, and the next call yields
+                // first.
+                if self.level && !self.multi_accept {
+                    guard.clear_ready();
+                } else {
+                    self.yield_first.set(!self.multi_accept);
+                }
                 // SAFETY: accept4 returned a new fd that nothing else owns.
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+                return Ok((unsafe { OwnedFd::from_raw_fd(fd) }, inet_addr(&peer)));
             }
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
@@ -98,12 +117,49 @@ impl Acceptor {
     }
 }
 
-/// Finds this thread's reactor epoll holding `fd` and re-adds `fd` there with EPOLLEXCLUSIVE
-/// and the same token.
-fn make_exclusive(fd: RawFd) -> io::Result<()> {
+/// An IPv4 or IPv6 address as the kernel wrote it (`None` for another family).
+fn inet_addr(s: &libc::sockaddr_storage) -> Option<std::net::SocketAddr> {
+    use std::net::{SocketAddrV4, SocketAddrV6};
+    match libc::c_int::from(s.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(
+                SocketAddrV4::new(
+                    u32::from_be(a.sin_addr.s_addr).into(),
+                    u16::from_be(a.sin_port),
+                )
+                .into(),
+            )
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(
+                SocketAddrV6::new(
+                    a.sin6_addr.s6_addr.into(),
+                    u16::from_be(a.sin6_port),
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )
+                .into(),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// Finds this thread's reactor epoll holding `fd` and re-adds `fd` there level-triggered
+/// (with EPOLLEXCLUSIVE when `exclusive`) and the same token.
+fn reregister(fd: RawFd, exclusive: bool) -> io::Result<()> {
     let (epfd, data) = find_registration(fd)?;
+    let flags = if exclusive {
+        libc::EPOLLIN | libc::EPOLLEXCLUSIVE
+    } else {
+        libc::EPOLLIN
+    };
     let mut ev = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLEXCLUSIVE) as u32,
+        events: flags as u32,
         u64: data,
     };
     // SAFETY: epfd is an epoll instance of this process and fd a valid socket; ev is valid.

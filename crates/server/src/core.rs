@@ -61,6 +61,9 @@ pub struct MainConf {
     pub user: Option<(String, Option<String>)>,
     pub env: Vec<String>,
     pub thread_pools: Vec<ThreadPoolConf>,
+    /// Some `proxy_bind ... transparent` (http or stream): the process keeps `CAP_NET_RAW`
+    /// when it drops to `user` (nginx's `ccf->transparent`).
+    pub transparent: bool,
 }
 
 /// `thread_pool NAME threads=N [max_queue=M]`.

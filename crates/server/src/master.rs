@@ -196,9 +196,9 @@ pub fn run(opts: Options) -> i32 {
         crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, owner);
     }
     if let Some((user, group)) = &conf.main.user {
-        if let Err(e) = crate::privileges::keep_pid_file(&pid_path)
-            .and_then(|()| crate::privileges::drop_to(user, group.as_deref()))
-        {
+        if let Err(e) = crate::privileges::keep_pid_file(&pid_path).and_then(|()| {
+            crate::privileges::drop_to(user, group.as_deref(), conf.main.transparent)
+        }) {
             report(Level::Emerg, &e);
             let _ = std::fs::remove_file(&pid_path);
             return 1;

@@ -44,8 +44,11 @@ pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid
     Ok((uid, gid))
 }
 
-/// Drops to `user [group]` (setgid, initgroups, setuid), as nginx's workers do.
-pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), Error> {
+/// Drops to `user [group]` (setgid, initgroups, setuid), as nginx's workers do. With
+/// `transparent` (some `proxy_bind ... transparent`), the thread keeps `CAP_NET_RAW` across
+/// setuid and no other capability, as nginx's workers: the worker threads, started from this one
+/// afterwards, inherit it, and may set `IP_TRANSPARENT`.
+pub fn drop_to(user: &str, group: Option<&str>, transparent: bool) -> Result<(), Error> {
     let (uid, gid) = lookup(user, group)?;
     let cuser = CString::new(user).map_err(|_| Error::invalid("bad user name"))?;
     // SAFETY: plain syscalls with valid arguments; failures are checked.
@@ -62,12 +65,61 @@ pub fn drop_to(user: &str, group: Option<&str>) -> Result<(), Error> {
                 std::io::Error::last_os_error(),
             ));
         }
+        if transparent && libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
+            return Err(Error::failed(
+                "prctl(PR_SET_KEEPCAPS, 1)",
+                std::io::Error::last_os_error(),
+            ));
+        }
         if libc::setuid(uid) != 0 {
             return Err(Error::failed(
                 format_args!("setuid({uid})"),
                 std::io::Error::last_os_error(),
             ));
         }
+    }
+    if transparent {
+        keep_net_raw()?;
+    }
+    Ok(())
+}
+
+/// capset(): `CAP_NET_RAW` effective and permitted, nothing else (nginx's worker init).
+fn keep_net_raw() -> Result<(), Error> {
+    // The kernel's `__user_cap_header_struct` and `__user_cap_data_struct` (version 1: one
+    // 32-bit set of each kind).
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_1: u32 = 0x1998_0330;
+    const CAP_NET_RAW: u32 = 13;
+    let mut header = Header {
+        version: LINUX_CAPABILITY_VERSION_1,
+        pid: 0,
+    };
+    let data = Data {
+        effective: 1 << CAP_NET_RAW,
+        permitted: 1 << CAP_NET_RAW,
+        inheritable: 0,
+    };
+    // SAFETY: pointers to structs of the kernel's layout, valid for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut Header,
+            &data as *const Data,
+        )
+    };
+    if r != 0 {
+        return Err(Error::failed("capset()", std::io::Error::last_os_error()));
     }
     Ok(())
 }

@@ -569,8 +569,8 @@ fn reconcile(
 
 async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
     loop {
-        let fd = match acceptor.accept().await {
-            Ok(fd) => fd,
+        let (fd, peer) = match acceptor.accept().await {
+            Ok(x) => x,
             Err(e) => {
                 error_log!(
                     Level::Alert,
@@ -597,7 +597,7 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
         let key = key.clone();
         if key.kind == SocketKind::Stream {
             tokio::task::spawn_local(crate::log::scoped(crate::stream::session::serve(
-                fd, key, generation, number, guard,
+                fd, peer, key, generation, number, guard,
             )));
             continue;
         }

@@ -94,23 +94,8 @@ pub static DIRECTIVES: &[Command] = &[
     // What shoal's stream lacks: refused by name, as nginx_directives.rs refuses the rest
     // (these names are http directives shoal has, so that table is never reached for them).
     Command::new("ssl_handshake_timeout", SS, Args::ONE, set_time),
-    refused("ssl_alpn"),
+    Command::new("ssl_alpn", SS, Args::ONE_OR_MORE, set_ssl_alpn),
 ];
-
-/// A stream directive of nginx's that shoal does not have yet.
-const fn refused(name: &'static str) -> Command {
-    Command::new(name, SS, Args::ANY, refuse)
-}
-
-fn refuse(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
-    Err(err(
-        d,
-        format!(
-            "\"{}\" directive of ngx_stream_ssl_module is not supported by shoal",
-            d.name
-        ),
-    ))
-}
 
 /// The settings a stream server inherits from the `stream` block (nginx's `srv_conf`s of the
 /// stream core, proxy, log, access, limit_conn, realip and ssl_preread modules). Unset is
@@ -128,7 +113,7 @@ pub struct Level {
     pub responses: Option<u64>,
     pub requests: Option<u64>,
     /// `proxy_bind ADDRESS|off [transparent]` (`Some(None)`: off).
-    pub bind: Option<Option<Template>>,
+    pub bind: Option<Option<crate::upstream::bind::BindConf>>,
     pub socket_keepalive: Option<bool>,
     pub half_close: Option<bool>,
     pub proxy_protocol: Option<bool>,
@@ -145,6 +130,9 @@ pub struct Level {
     /// The stream ssl module's settings (`ssl_certificate`, `ssl_protocols`, ...).
     pub ssl: crate::tls::SslConf,
     pub ssl_handshake_timeout: Option<Duration>,
+    /// `ssl_alpn`: the protocols a `listen ... ssl` handshake chooses from, in the server's
+    /// order of preference (none set: no ALPN, as nginx's stream module).
+    pub ssl_alpn: Option<Arc<Vec<Vec<u8>>>>,
     /// `error_log` of the level that has some: a session's lines go there.
     pub error_log: Option<Arc<crate::log::ErrorLog>>,
     /// `proxy_ssl`: TLS toward the upstream.
@@ -184,6 +172,7 @@ impl Level {
         self.limit_conn.merge(&p.limit_conn);
         self.ssl.merge(&p.ssl);
         merge(&mut self.ssl_handshake_timeout, &p.ssl_handshake_timeout);
+        merge(&mut self.ssl_alpn, &p.ssl_alpn);
         merge(&mut self.error_log, &p.error_log);
         merge(&mut self.proxy_ssl_on, &p.proxy_ssl_on);
         self.proxy_ssl.merge(&p.proxy_ssl);
@@ -335,7 +324,14 @@ impl StreamConf {
                 crate::http::proxy::ssl::build(&srv.conf.proxy_ssl, "proxy", &[])?;
             }
             if let Some(l) = srv.listen.iter().find(|l| l.opts.ssl) {
-                srv.tls = Some(crate::tls::build::single(l.addr.clone(), &srv.conf.ssl, b)?);
+                let alpn = srv.conf.ssl_alpn.as_deref().map_or(&[][..], |v| &v[..]);
+                let alpn: Vec<&[u8]> = alpn.iter().map(Vec::as_slice).collect();
+                srv.tls = Some(crate::tls::build::single(
+                    l.addr.clone(),
+                    &srv.conf.ssl,
+                    &alpn,
+                    b,
+                )?);
             }
             for l in &srv.listen {
                 self.routes.entry((l.addr.clone(), l.opts.udp)).or_insert(i);
@@ -582,26 +578,19 @@ fn set_number(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
     set_once(slot, n, d)
 }
 
-fn set_proxy_bind(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let v = d.args[0].value.as_str();
-    let bind = if v == "off" {
-        if d.args.len() > 1 {
-            return Err(crate::conf::invalid_args(d));
-        }
-        None
-    } else {
-        if let Some(p) = d.args.get(1) {
-            if p.value != "transparent" {
-                return Err(err(d, format!("invalid parameter \"{}\"", p.value)));
-            }
-            return Err(err(
-                d,
-                "\"proxy_bind ... transparent\" is not supported by shoal",
-            ));
-        }
-        Some(Template::compile(v).map_err(|m| err(d, m))?)
-    };
+fn set_proxy_bind(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let bind =
+        crate::upstream::bind::parse(b, d, |p| err(d, format!("invalid parameter \"{p}\"")))?;
     set_once(&mut stream_level(s).bind, bind, d)
+}
+
+/// `ssl_alpn PROTOCOL ...`: a name is at most 255 bytes (one length byte on the wire).
+fn set_ssl_alpn(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    if d.args.iter().any(|a| a.value.len() > 255) {
+        return Err(crate::conf::directive_err(d, "protocol too long"));
+    }
+    let list = d.args.iter().map(|a| a.value.as_bytes().to_vec()).collect();
+    set_once(&mut stream_level(s).ssl_alpn, Arc::new(list), d)
 }
 
 fn set_log_format(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {

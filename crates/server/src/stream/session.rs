@@ -165,6 +165,7 @@ impl Ctx<'_> {
 /// Serves one accepted stream connection until it ends.
 pub async fn serve(
     fd: OwnedFd,
+    accepted_peer: Option<SocketAddr>,
     key: SocketKey,
     generation: Arc<Generation>,
     number: u64,
@@ -187,10 +188,15 @@ pub async fn serve(
             Ok(s) => Transport::Unix(s),
             Err(_) => return,
         },
-        ListenAddr::Inet(_) => match TcpStream::from_std(std::net::TcpStream::from(fd)) {
+        ListenAddr::Inet(listen) => match TcpStream::from_std(std::net::TcpStream::from(fd)) {
             Ok(s) => {
-                info.peer = s.peer_addr().ok();
-                info.local = s.local_addr().ok();
+                // accept() said who the peer is; a listener on one address is the local one
+                // (getsockname() only for a wildcard listener, as nginx).
+                info.peer = accepted_peer.or_else(|| s.peer_addr().ok());
+                info.local = match listen.ip().is_unspecified() {
+                    true => s.local_addr().ok(),
+                    false => Some(listen),
+                };
                 Transport::Tcp(s)
             }
             Err(_) => return,
@@ -570,12 +576,14 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
         .await
         .map_err(|m| format!("{m} while connecting to upstream"))?;
     // nginx says so once the upstream is ready, after a TLS handshake.
-    let connected = |local: std::io::Result<std::net::SocketAddr>| {
+    // (The local address is asked of the kernel only when the line is written.)
+    let connected = |tcp: &TcpStream| {
         crate::conn_log!(
             Level::Info,
             cx.info.number,
             "proxy {} connected to {}",
-            local.map_or_else(|_| "-".to_string(), |a| a.to_string()),
+            tcp.local_addr()
+                .map_or_else(|_| "-".to_string(), |a| a.to_string()),
             addr
         );
     };
@@ -601,7 +609,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
         .and_then(|_| conf.proxy_ssl.built.get())
     else {
         if let Transport::Tcp(s) = &plain {
-            connected(s.local_addr());
+            connected(s);
         }
         return Ok((plain, header_len));
     };
@@ -609,7 +617,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
         // nginx speaks TLS over a unix socket too; the TLS client here wants a TcpStream.
         return Err("SSL to a unix socket upstream is not supported by shoal".to_string());
     };
-    let local = tcp.local_addr();
+    let local = crate::log::enabled(Level::Info).then(|| tcp.local_addr());
     let vars = cx.vars();
     let hs = crate::http::proxy::ssl::handshake(tcp, tls, host, &vars);
     match tokio::time::timeout(conf.connect_timeout(), hs).await {
@@ -619,7 +627,15 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
         ),
         Ok(Err(m)) => Err(m.into()),
         Ok(Ok(c)) => {
-            connected(local);
+            if let Some(local) = local {
+                crate::conn_log!(
+                    Level::Info,
+                    cx.info.number,
+                    "proxy {} connected to {}",
+                    local.map_or_else(|_| "-".to_string(), |a| a.to_string()),
+                    addr
+                );
+            }
             Ok((Transport::Tls(Box::new(c)), header_len))
         }
     }
@@ -638,24 +654,17 @@ async fn connect_plain(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport, Strin
             Ok(Ok(s)) => Ok(Transport::Unix(s)),
         },
         PeerAddr::Inet(a) => {
-            let socket = if a.is_ipv4() {
-                tokio::net::TcpSocket::new_v4()
-            } else {
-                tokio::net::TcpSocket::new_v6()
-            }
-            .map_err(failed)?;
+            use socket2::{Domain, Socket, Type};
+            let socket = Socket::new(Domain::for_address(*a), Type::STREAM.nonblocking(), None)
+                .map_err(failed)?;
             if conf.socket_keepalive.unwrap_or(false) {
                 let _ = socket.set_keepalive(true);
             }
             if let Some(Some(bind)) = &conf.bind {
-                let text = cx.eval(bind);
-                let ip: std::net::IpAddr = text
-                    .parse()
-                    .map_err(|_| format!("invalid local address \"{text}\""))?;
-                socket
-                    .bind(SocketAddr::new(ip, 0))
-                    .map_err(|e| format!("bind({text}) failed {}", shoal_conf::os_error(&e)))?;
+                let text = cx.eval(&bind.addr);
+                crate::upstream::bind::apply(&socket, &text, bind.transparent, *a, true)?;
             }
+            let socket = tokio::net::TcpSocket::from_std_stream(socket.into());
             match tokio::time::timeout(timeout, socket.connect(*a)).await {
                 Err(_) => Err(timed_out()),
                 Ok(Err(e)) => Err(failed(e)),

@@ -203,7 +203,7 @@ async fn proxy(
             ..Default::default()
         });
         cx.worker.next_connection_number();
-        match connect(&addr).await {
+        match connect(cx, &addr).await {
             Ok(s) => {
                 cx.session
                     .with_try(|t| t.connect_time = Some(now.elapsed()));
@@ -344,18 +344,20 @@ async fn proxy(
     state::free(u, &mut attempt, outcome);
 }
 
-/// A UDP socket connected to a peer (no unix datagram peers).
-async fn connect(addr: &PeerAddr) -> Result<UdpSocket, String> {
+/// A UDP socket connected to a peer (no unix datagram peers), bound to `proxy_bind`'s address.
+async fn connect(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<UdpSocket, String> {
+    use socket2::{Domain, Socket, Type};
     let PeerAddr::Inet(a) = addr else {
         return Err("unix datagram upstreams are not supported by shoal".to_string());
     };
-    let any: SocketAddr = if a.is_ipv4() {
-        "0.0.0.0:0".parse().expect("a literal address")
-    } else {
-        "[::]:0".parse().expect("a literal address")
-    };
     let failed = |e: std::io::Error| format!("connect() failed {}", shoal_conf::os_error(&e));
-    let s = UdpSocket::bind(any).await.map_err(failed)?;
-    s.connect(a).await.map_err(failed)?;
-    Ok(s)
+    let s =
+        Socket::new(Domain::for_address(*a), Type::DGRAM.nonblocking(), None).map_err(failed)?;
+    if let Some(Some(bind)) = &cx.srv.conf.bind {
+        let text = cx.eval(&bind.addr);
+        crate::upstream::bind::apply(&s, &text, bind.transparent, *a, false)?;
+    }
+    // (An unbound socket gets its port here, as with bind(0.0.0.0:0).)
+    s.connect(&(*a).into()).map_err(failed)?;
+    UdpSocket::from_std(s.into()).map_err(failed)
 }

@@ -241,7 +241,8 @@ pub fn finish(http: &mut HttpConf, b: &mut Builder) -> Result<(), Error> {
                 .clone();
             // ALPN offers `h2` when the server SNI chose has it on, or the address does.
             let h2 = r.http2 || http.servers[i].loc.http2.enabled();
-            if let Some(e) = entry(&def, tls, no_protocols, h2)? {
+            let alpn = if h2 { H2_ALPN } else { DEFAULT_ALPN };
+            if let Some(e) = entry(&def, tls, no_protocols, alpn)? {
                 servers.insert(i, e);
             }
         }
@@ -265,12 +266,12 @@ fn entry(
     def: &ServerTls,
     tls: Arc<ServerTls>,
     no_protocols: bool,
-    h2: bool,
+    alpn: &[&[u8]],
 ) -> Result<Option<Entry>, Error> {
     if no_protocols {
         return Ok(None);
     }
-    let base = server_config(def, &tls, Arc::new(Pairs::default()), h2)
+    let base = server_config(def, &tls, Arc::new(Pairs::default()), alpn)
         .map_err(|m| Error::new(m, None))?;
     let pairs = tls.static_pairs().or_else(|| {
         // A server without certificates of its own answers with the default server's, as
@@ -292,8 +293,14 @@ fn entry(
 }
 
 /// The TLS context of a `stream` server's `listen ... ssl` address: the server alone (stream
-/// has no names to choose by), built from its merged settings as an http server's is.
-pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<AddrTls>, Error> {
+/// has no names to choose by), built from its merged settings as an http server's is. `alpn`
+/// is `ssl_alpn`'s list: empty, the handshake negotiates no protocol.
+pub fn single(
+    addr: ListenAddr,
+    ssl: &SslConf,
+    alpn: &[&[u8]],
+    b: &mut Builder,
+) -> Result<Arc<AddrTls>, Error> {
     let tls = Arc::new(build_server(0, ssl, None, b)?);
     if !tls.has_certificates() && !tls.reject_handshake {
         return Err(Error::new(
@@ -303,7 +310,7 @@ pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<Ad
     }
     let no_protocols = tls.versions.is_empty();
     let mut servers = HashMap::new();
-    if let Some(e) = entry(&tls.clone(), tls, no_protocols, false)? {
+    if let Some(e) = entry(&tls.clone(), tls, no_protocols, alpn)? {
         servers.insert(0, e);
     }
     Ok(Arc::new(AddrTls {
@@ -324,12 +331,13 @@ pub fn single(addr: ListenAddr, ssl: &SslConf, b: &mut Builder) -> Result<Arc<Ad
 }
 
 /// The rustls configuration of a handshake on an address whose default server is `def` and
-/// that SNI sent to `sni`.
+/// that SNI sent to `sni`, choosing among `alpn` (the server's order of preference; a client
+/// that offers none of them is refused with `no_application_protocol`, as nginx's callback).
 fn server_config(
     def: &ServerTls,
     sni: &ServerTls,
     resolver: Arc<dyn ResolvesServerCert>,
-    h2: bool,
+    alpn: &[&[u8]],
 ) -> Result<ServerConfig, error::Error> {
     let provider = CryptoProvider {
         cipher_suites: def.suites.clone(),
@@ -346,7 +354,6 @@ fn server_config(
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
     c.ignore_client_order = sni.prefer_server_ciphers;
-    let alpn = if h2 { H2_ALPN } else { DEFAULT_ALPN };
     c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     c.session_storage = sni.session_storage.clone();
     match &sni.ticketer {

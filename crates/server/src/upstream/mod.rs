@@ -6,9 +6,11 @@
 //! Pure: no sockets, no resolver, no clock, no locks. It does not parse directives or evaluate
 //! the `hash` key; the caller does, then owns one [`Balancer`] per upstream (per worker, as
 //! nginx without a `zone`), passes `now` into every call, and maps a chosen peer index back to
-//! the addresses it resolved for that `server` line.
+//! the addresses it resolved for that `server` line. ([`bind`], `proxy_bind`'s socket setup
+//! shared by http and stream, is the exception.)
 
 pub mod balance;
+pub mod bind;
 pub mod conf;
 pub use shoal_http::crc32;
 pub mod peers;

@@ -179,6 +179,10 @@ async fn run(
 
     // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval_bytes(t));
+    let bind = match &conf.bind {
+        Some(Some(b)) => Some((vars.eval(&b.addr), b.transparent)),
+        _ => None,
+    };
     let input = Input {
         client: r.peer().map(|p| p.ip()),
         key: hash_key.as_deref().unwrap_or(&[]),
@@ -213,6 +217,7 @@ async fn run(
             upstream: &upstream,
             peer,
             addr,
+            bind: bind.as_ref().map(|(t, on)| (t.as_str(), *on)),
         };
         let consumed = |s: &Source| matches!(s, Source::Stream(None, _));
         let more_allowed = |attempt: &crate::upstream::Attempt, sent: bool, s: &Source| {
@@ -422,6 +427,8 @@ struct Peer<'a> {
     upstream: &'a Arc<UpstreamConf>,
     peer: usize,
     addr: &'a PeerAddr,
+    /// `grpc_bind`'s address for this request, and whether it is `transparent`.
+    bind: Option<(&'a str, bool)>,
 }
 
 /// An answer's head; its body still on the stream.
@@ -465,6 +472,7 @@ async fn call(
                     to.peer,
                     to.addr,
                     conf,
+                    to.bind,
                     None,
                     &[],
                     tls,

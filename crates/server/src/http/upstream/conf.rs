@@ -12,7 +12,6 @@ use crate::conf::{
     err, flag_arg, invalid_value, merge, set_once, size_arg, time_arg, Builder, Scope,
 };
 use crate::http::{loc_conf, LocConf};
-use crate::variables::Template;
 
 /// The protocol an upstream location speaks; it says which module's settings apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -140,7 +139,7 @@ crate::conf::conf_slots! {
         pub ignore_headers: Option<Arc<Vec<String>>>,
         pub temp_path: Option<crate::http::temp_file::TempPath>,
         /// `*_bind ADDRESS [transparent] | off` (`Some(None)`: off).
-        pub bind: Option<Option<Template>>,
+        pub bind: Option<Option<crate::upstream::bind::BindConf>>,
         /// The cache's directives (`proxy_cache`, `proxy_cache_key`, ...).
         pub cache: crate::http::proxy_cache::CacheLoc,
         /// `*_store`, `*_store_access`.
@@ -460,20 +459,7 @@ pub fn set_socket_keepalive(
     set_once(&mut up(s, d).socket_keepalive, flag_arg(d), d)
 }
 
-pub fn set_bind(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    if let Some(a) = d.args.get(1) {
-        if a.value != "transparent" {
-            return Err(invalid_value(d, &a.value));
-        }
-        return Err(err(
-            d,
-            format!("\"{} ... transparent\" is not supported by shoal", d.name),
-        ));
-    }
-    let v = if d.args[0].value == "off" {
-        None
-    } else {
-        Some(Template::compile(&d.args[0].value).map_err(|m| err(d, m))?)
-    };
+pub fn set_bind(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let v = crate::upstream::bind::parse(b, d, |p| invalid_value(d, p))?;
     set_once(&mut up(s, d).bind, v, d)
 }

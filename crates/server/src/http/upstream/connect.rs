@@ -15,12 +15,13 @@ use crate::upstream::state;
 /// start, allows), else a new one. A cached one comes with its timer, when it was opened and how many requests
 /// it carried; a new one with how much of `first` (the request's first write) it has sent
 /// already.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub(crate) async fn connect(
     upstream: &UpstreamConf,
     peer: usize,
     addr: &PeerAddr,
     conf: &UpstreamLoc,
+    bind: Option<(&str, bool)>,
     cached: Option<Instant>,
     first: &[u8],
     tls: Option<&Handshake<'_>>,
@@ -34,12 +35,12 @@ pub(crate) async fn connect(
     match addr {
         PeerAddr::Inet(a) => {
             let Some(h) = tls else {
-                let (s, sent) = connect_tcp(*a, conf, first, timeout).await?;
+                let (s, sent) = connect_tcp(*a, conf, bind, first, timeout).await?;
                 return Ok((Transport::Tcp(s), None, sent));
             };
             // TLS: the handshake first (nothing of the request goes with the connection),
             // bounded by `proxy_connect_timeout` as nginx bounds it.
-            let (s, _) = connect_tcp(*a, conf, &[], timeout).await?;
+            let (s, _) = connect_tcp(*a, conf, bind, &[], timeout).await?;
             tls_handshake(s, h, timeout).await
         }
         PeerAddr::Unix(p) => {
@@ -100,8 +101,9 @@ fn connect_failed(e: std::io::Error) -> Fail {
     ))
 }
 
-/// A new TCP connection to `a` (with `proxy_bind` and `proxy_socket_keepalive`), and how much
-/// of `first` it has sent.
+/// A new TCP connection to `a` (with `proxy_bind`'s address as evaluated for the request, and
+/// whether it is `transparent`, and `proxy_socket_keepalive`), and how much of `first` it has
+/// sent.
 ///
 /// A non-blocking connect() says EINPROGRESS even when the handshake is already over, as it
 /// is to a near peer (loopback: the peer's answer is processed before connect() returns). So
@@ -113,6 +115,7 @@ fn connect_failed(e: std::io::Error) -> Fail {
 async fn connect_tcp(
     a: std::net::SocketAddr,
     conf: &UpstreamLoc,
+    bind: Option<(&str, bool)>,
     first: &[u8],
     timeout: Duration,
 ) -> Result<(tokio::net::TcpStream, usize), Fail> {
@@ -123,22 +126,9 @@ async fn connect_tcp(
     if conf.socket_keepalive.unwrap_or(false) {
         let _ = socket.set_keepalive(true);
     }
-    if let Some(Some(bind)) = &conf.bind {
-        if let Some(text) = bind.pieces.first().and_then(|p| match p {
-            crate::variables::Piece::Text(t) => Some(t.clone()),
-            _ => None,
-        }) {
-            if let Ok(ip) = text.parse::<std::net::IpAddr>() {
-                socket
-                    .bind(&std::net::SocketAddr::new(ip, 0).into())
-                    .map_err(|e| {
-                        Fail::Error(format!(
-                            "bind({text}) failed {} while connecting to upstream",
-                            shoal_conf::os_error(&e)
-                        ))
-                    })?;
-            }
-        }
+    if let Some((text, transparent)) = bind {
+        crate::upstream::bind::apply(&socket, text, transparent, a, true)
+            .map_err(|m| Fail::Error(format!("{m} while connecting to upstream")))?;
     }
     match socket.connect(&a.into()) {
         Ok(()) => {}

@@ -199,6 +199,10 @@ async fn run<P: Protocol>(
     let upstream = dest.upstream.clone();
     // The key's bytes as nginx hashes them (`$binary_remote_addr`'s raw, not as text).
     let hash_key = upstream.hash_key.as_ref().map(|t| vars.eval_bytes(t));
+    let bind = match &conf.bind {
+        Some(Some(b)) => Some((vars.eval(&b.addr), b.transparent)),
+        _ => None,
+    };
     let input = Input {
         client: r.peer().map(|p| p.ip()),
         key: hash_key.as_deref().unwrap_or(&[]),
@@ -247,6 +251,7 @@ async fn run<P: Protocol>(
                 upstream: &upstream,
                 peer,
                 addr,
+                bind: bind.as_ref().map(|(t, on)| (t.as_str(), *on)),
             },
             conf,
             &encoded,
@@ -411,6 +416,8 @@ struct Peer<'a> {
     upstream: &'a Arc<UpstreamConf>,
     peer: usize,
     addr: &'a PeerAddr,
+    /// `proxy_bind`'s address for this request, and whether it is `transparent`.
+    bind: Option<(&'a str, bool)>,
 }
 
 /// One try: connect, send, read the head. Returns the answer or the failure, and whether any
@@ -434,11 +441,21 @@ async fn exchange<H: HeadDecoder>(
     let start = record.borrow_mut().last().start;
     loop {
         let cached = (!fresh_only).then_some(start);
-        let (stream, reused, sent) =
-            match connect(to.upstream, to.peer, to.addr, conf, cached, first, tls).await {
-                Ok(x) => x,
-                Err(f) => return (Err(f), false),
-            };
+        let (stream, reused, sent) = match connect(
+            to.upstream,
+            to.peer,
+            to.addr,
+            conf,
+            to.bind,
+            cached,
+            first,
+            tls,
+        )
+        .await
+        {
+            Ok(x) => x,
+            Err(f) => return (Err(f), false),
+        };
         let was_cached = reused.is_some();
         // A cached connection took no time to get (nginx reports 0.000 for it).
         let (timer, born, requests, connect) = match reused {
