@@ -45,8 +45,9 @@ pub(super) async fn run(
     }
     let done = Done(sh.clone());
     crate::status::request();
-    // (Boxed: a request's future is kilobytes, and the connection spawns one per stream.)
-    Box::pin(answer_stream(&done.0, req, respond)).await;
+    let _writing = crate::status::StreamState::start();
+    // (The connection boxes this future: a request's is kilobytes.)
+    answer_stream(&done.0, req, respond).await;
 }
 
 /// The request head an HTTP/1 parser reads for the stream's fields.
