@@ -591,11 +591,17 @@ fn a_stream_s_error_lines_go_to_its_location_s_error_log() {
         ),
         port,
     );
-    // Two streams on one connection, each in its own location.
+    // Two streams on one connection, each in its own location (nghttp: curl 7.88 does not
+    // send a second request on a prior-knowledge connection it reuses).
     let a = format!("http://127.0.0.1:{port}/loc/none");
     let b = format!("http://127.0.0.1:{port}/main/none");
-    let got = curl(&["--http2-prior-knowledge", &a, "--next", "--http2-prior-knowledge", &b]);
-    assert_eq!(got.code, 0);
+    let out = Command::new("timeout")
+        .args(["20", "nghttp", "-n", "-s", &a, &b])
+        .output()
+        .expect("nghttp runs");
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stats}");
+    assert_eq!(stats.matches(" 404 ").count(), 2, "{stats}");
     let missing = |p: &str| format!("{p}\" failed (2: No such file or directory)");
     let read_until = |file: &str, needle: &str| {
         wait_for(&format!("{needle:?} in {file}"), || {

@@ -15,6 +15,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future as _;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -43,15 +44,24 @@ impl H2Conn {
     /// of the worker's drives the connection from now on.
     pub async fn start(stream: Transport) -> Result<H2Conn, h2::Error> {
         let tls = matches!(stream, Transport::Tls(_));
-        let (send, conn) = h2::client::Builder::new()
+        // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
+        let io = Io::new(stream, usize::MAX);
+        let out = io.handle();
+        let (send, mut conn) = h2::client::Builder::new()
             .enable_push(false)
-            // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
-            .handshake::<_, Bytes>(Io::new(stream, usize::MAX))
+            .handshake::<_, Bytes>(io)
             .await?;
         let closed = Rc::new(Cell::new(false));
         let flag = closed.clone();
         tokio::task::spawn_local(async move {
-            let _ = conn.await;
+            // What the crate wrote in a poll goes out when the poll is over (`Io::send`):
+            // the preface and SETTINGS with the first.
+            let _ = std::future::poll_fn(|cx| {
+                let r = std::pin::Pin::new(&mut conn).poll(cx);
+                let _ = out.send(cx);
+                r
+            })
+            .await;
             flag.set(true);
         });
         Ok(H2Conn {
