@@ -37,6 +37,8 @@ make_prefix
 CACHE_DIR=$(mktemp -d /dev/shm/shoal-instr-cache.XXXXXX)
 cleanup() {
     for p in "${STARTED_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    # KEEP=DIR keeps the callgrind files (for callgrind_annotate).
+    [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$WORK"/results/*.callgrind.* "$KEEP"/ 2>/dev/null
     rm -rf "$WORK" "$CACHE_DIR"
 }
 trap cleanup EXIT

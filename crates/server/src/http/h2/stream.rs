@@ -46,8 +46,9 @@ pub(super) async fn run(
     let done = Done(sh.clone());
     crate::status::request();
     let _writing = crate::status::StreamState::start();
-    // (The connection boxes this future: a request's is kilobytes.)
-    answer_stream(&done.0, req, respond).await;
+    // (Boxed: a request's future is kilobytes; the connection moves this one into a box of
+    // its own and into a task when it waits, and a move copies every byte of a future.)
+    Box::pin(answer_stream(&done.0, req, respond)).await;
 }
 
 /// The request head an HTTP/1 parser reads for the stream's fields.
