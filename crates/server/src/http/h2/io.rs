@@ -144,7 +144,11 @@ impl State {
         flush(&mut self.transport, cx)
     }
 
-    fn poll_write(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         if let Some(kind) = self.failed {
             return Poll::Ready(Err(kind.into()));
         }

@@ -314,7 +314,13 @@ pub async fn serve(
 }
 
 type Conn = h2::server::Connection<io::Io, bytes::Bytes>;
-type Accepted = Result<(http::Request<h2::RecvStream>, h2::server::SendResponse<bytes::Bytes>), h2::Error>;
+type Accepted = Result<
+    (
+        http::Request<h2::RecvStream>,
+        h2::server::SendResponse<bytes::Bytes>,
+    ),
+    h2::Error,
+>;
 
 /// The connection's next stream: the `h2` crate reads and writes frames until one comes; what
 /// it wrote goes out when it has nothing more to do ([`io::Io::send`]).

@@ -45,15 +45,20 @@ pub fn head(
     let mut size = 9u64;
     let h = resp.headers_mut();
     // The head's own fields, under names made once (`http`'s constants).
-    let mut own = |name: http::HeaderName, value: Result<http::HeaderValue, http::header::InvalidHeaderValue>| {
-        if let Ok(v) = value {
-            size += (name.as_str().len() + http::HeaderValue::len(&v)) as u64 + 2;
-            h.append(name, v);
-        }
-    };
+    let mut own =
+        |name: http::HeaderName,
+         value: Result<http::HeaderValue, http::header::InvalidHeaderValue>| {
+            if let Ok(v) = value {
+                size += (name.as_str().len() + http::HeaderValue::len(&v)) as u64 + 2;
+                h.append(name, v);
+            }
+        };
     use http::header;
     use http::HeaderValue as Value;
-    own(header::SERVER, Ok(Value::from_static(tokens(lc.server_tokens()).server())));
+    own(
+        header::SERVER,
+        Ok(Value::from_static(tokens(lc.server_tokens()).server())),
+    );
     own(header::DATE, Value::from_bytes(date));
     if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
         own(header::CONTENT_TYPE, Value::from_str(ct));
