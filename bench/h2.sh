@@ -131,19 +131,22 @@ if command -v h2o >/dev/null; then
     [ "$H2O_OK" = 1 ] && NAMES="nginx h2o shoal"
 fi
 
-printf 'server\tcase\tround\treq_s\tcpu_us\n' >"$WORK/raw.tsv"
+printf 'server\tcase\tround\treq_s\tcpu_us\tsys_us\n' >"$WORK/raw.tsv"
 measure() { # NAME CASE URL H2LOAD-ARGS...
     local name=$1 case=$2 url=$3
     shift 3
-    local pid=${SPID[$name]} before after out reqs rps cpu
+    local pid=${SPID[$name]} before after sys0 sys1 out reqs rps cpu sys
     before=$(tree_ticks "$pid")
+    sys0=$(tree_ticks "$pid" sys)
     out=$(timeout -k 5 300 h2load "$@" "$url")
     after=$(tree_ticks "$pid")
+    sys1=$(tree_ticks "$pid" sys)
     reqs=$(awk '/^requests:/ {print $8}' <<<"$out")
     rps=$(awk '/^finished in/ {print $4}' <<<"$out" | tr -d ',')
     cpu=$(awk -v b="$before" -v a="$after" -v hz="$HZ" -v n="${reqs:-0}" 'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
-    log "round $round $name $case: $rps req/s, $cpu us CPU/req"
-    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$case" "$round" "$rps" "$cpu" >>"$WORK/raw.tsv"
+    sys=$(awk -v b="$sys0" -v a="$sys1" -v hz="$HZ" -v n="${reqs:-0}" 'BEGIN { if (n > 0) printf "%.2f", (a - b) / hz * 1e6 / n; else print "nan" }')
+    log "round $round $name $case: $rps req/s, $cpu us CPU/req ($sys us kernel)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$case" "$round" "$rps" "$cpu" "$sys" >>"$WORK/raw.tsv"
 }
 for round in $(seq "$ROUNDS"); do
     for name in $NAMES; do
@@ -158,7 +161,8 @@ for round in $(seq "$ROUNDS"); do
 done
 echo
 echo "## HTTP/2, h2load -c$CLIENTS -m$STREAMS (page), -c1 (1 MiB), medians of $ROUNDS rounds ($(date -u +%F))"
-awk -F'\t' 'NR > 1 { k = $1 "\t" $2; cpu[k] = cpu[k] " " $5; rps[k] = rps[k] " " $4 }
+awk -F'\t' 'NR > 1 { k = $1 "\t" $2; cpu[k] = cpu[k] " " $5; rps[k] = rps[k] " " $4; sys[k] = sys[k] " " $6; usr[k] = usr[k] " " ($5 - $6) }
     function med(s,   a, n, i, j, t) { n = split(s, a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }; return a[int((n + 1) / 2)] }
-    END { printf "%-8s %-12s %10s %10s\n", "server", "case", "req/s", "CPU us/req"
-          for (k in cpu) { split(k, p, "\t"); printf "%-8s %-12s %10.0f %10.2f\n", p[1], p[2], med(rps[k]), med(cpu[k]) } }' "$WORK/raw.tsv"
+    END { printf "%-8s %-12s %10s %10s %8s %8s\n", "server", "case", "req/s", "CPU us/req", "user", "kernel"
+          for (k in cpu) { split(k, p, "\t"); printf "%-8s %-12s %10.0f %10.2f %8.2f %8.2f\n", p[1], p[2], med(rps[k]), med(cpu[k]), med(usr[k]), med(sys[k]) } }' "$WORK/raw.tsv"
+echo "(every round: $WORK/raw.tsv)"

@@ -19,6 +19,9 @@
 #   hitlog  the same with seed 004's last step, `access_log ... combined buffer=256k flush=10s`
 #           (not run by default; hitlog - hit is what a logged line costs)
 #   proxy   proxy_pass to bench/hello with upstream keepalive 32 and proxy_http_version 1.1
+#   h2c     seed 001's page over HTTP/2 with prior knowledge, `h2load -c10 -m10` (warm-up 2,000
+#           requests, 20,000 counted; not run by default)
+#   h2tls   the same over TLS (ALPN h2, ECDSA P-256; not run by default)
 # SHOAL0 adds a second shoal (an earlier build) to every case, for before/after.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -34,6 +37,8 @@ make_prefix
 CACHE_DIR=$(mktemp -d /dev/shm/shoal-instr-cache.XXXXXX)
 cleanup() {
     for p in "${STARTED_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    # KEEP=DIR keeps the callgrind files (for callgrind_annotate).
+    [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$WORK"/results/*.callgrind.* "$KEEP"/ 2>/dev/null
     rm -rf "$WORK" "$CACHE_DIR"
 }
 trap cleanup EXIT
@@ -47,7 +52,32 @@ for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$hello_port/" && b
 # usage: write_case_conf FILE CASE PORT NAME KIND
 write_case_conf() {
     local file=$1 case=$2 port=$3 name=$4 kind=$5
-    if [ "$case" = static ]; then
+    if [ "$case" = h2c ] || [ "$case" = h2tls ]; then
+        local listen="listen 127.0.0.1:$port http2;"
+        if [ "$case" = h2tls ]; then
+            [ -f "$WORK/conf/cert.pem" ] || openssl req -x509 -newkey ec -pkeyopt \
+                ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+                -keyout "$WORK/conf/key.pem" -out "$WORK/conf/cert.pem" 2>/dev/null
+            listen="listen 127.0.0.1:$port ssl http2;
+        ssl_certificate $WORK/conf/cert.pem;
+        ssl_certificate_key $WORK/conf/key.pem;"
+        fi
+        cat >"$file" <<CONF
+worker_processes 1;
+daemon off;
+pid logs/$name.pid;
+error_log logs/$name.error.log;
+events { worker_connections 1024; }
+http {
+    default_type application/octet-stream;
+    access_log off;
+    server {
+        $listen
+        root $WORK/html;
+    }
+}
+CONF
+    elif [ "$case" = static ]; then
         write_nginx_conf "$file" "$port" 1 0 "$name"
     else
         local location
@@ -102,15 +132,30 @@ count() {
     STARTED_PIDS+=("$vpid")
     local path=/
     [ "$case" = hit ] || [ "$case" = hitlog ] && path=/object
-    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port$path" && break; sleep 0.3; done
-    timeout 20 wrk -t1 -c10 -d2s "http://127.0.0.1:$port$path" >/dev/null
+    local n url=http://127.0.0.1:$port$path
+    case $case in
+    h2c) for _ in $(seq 100); do curl -s -o /dev/null --http2-prior-knowledge "$url" && break; sleep 0.3; done ;;
+    h2tls)
+        url=https://127.0.0.1:$port$path
+        for _ in $(seq 100); do curl -sk -o /dev/null --http2 "$url" && break; sleep 0.3; done
+        ;;
+    *) for _ in $(seq 100); do curl -s -o /dev/null "$url" && break; sleep 0.3; done ;;
+    esac
+    if [ "$case" = h2c ] || [ "$case" = h2tls ]; then
+        timeout 60 h2load -n2000 -c10 -m10 "$url" >/dev/null
+        callgrind_control -i on "$vpid" >/dev/null 2>&1
+        n=$(timeout 120 h2load -n20000 -c10 -m10 "$url" | awk '/^requests:/ {print $8}')
+    else
+        timeout 20 wrk -t1 -c10 -d2s "$url" >/dev/null
+    fi
     if [ "$path" = /object ]; then
         curl -s -D- -o /dev/null "http://127.0.0.1:$port$path" | grep -qi '^X-Cache-Status: HIT' ||
             die "$name: the hit case does not hit"
     fi
-    callgrind_control -i on "$vpid" >/dev/null 2>&1
-    local n
-    n=$(timeout 30 wrk -t1 -c10 -d4s "http://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
+    if [ "$case" != h2c ] && [ "$case" != h2tls ]; then
+        callgrind_control -i on "$vpid" >/dev/null 2>&1
+        n=$(timeout 30 wrk -t1 -c10 -d4s "$url" | awk '/requests in/ {print $1}')
+    fi
     callgrind_control -i off "$vpid" >/dev/null 2>&1
     callgrind_control -d "$vpid" >/dev/null 2>&1
     sleep 0.5

@@ -545,7 +545,8 @@ fn stub_status_counts_h2_connections_and_requests() {
     let got = h2c(port, "/status", &[]).text();
     // The connection asking is active and writing; each request counted.
     assert!(got.starts_with("Active connections: 1 \n"), "{got}");
-    assert!(got.contains("Writing: 1 "), "{got}");
+    // As nginx: its stream writes, the connection itself is not waiting.
+    assert!(got.contains("Writing: 1 Waiting: 0 "), "{got}");
     let requests = |t: &str| -> u64 {
         t.lines()
             .nth(2)
@@ -575,4 +576,45 @@ fn large_client_header_buffers_bound_a_stream_s_fields_and_path() {
     let log = s.prefix.read("logs/access.log");
     assert!(log.contains("\"GET /index.html HTTP/2.0\" 400 "), "{log}");
     assert!(log.contains(" HTTP/2.0\" 414 "), "{log}");
+}
+
+#[test]
+fn a_stream_s_error_lines_go_to_its_location_s_error_log() {
+    let port = free_port();
+    let s = Shoal::start(
+        &conf(
+            port,
+            "",
+            "error_log logs/server.log warn;\n\
+             location /loc/ { error_log logs/loc.log info; }\n\
+             location /main/ { }",
+        ),
+        port,
+    );
+    // Two streams on one connection, each in its own location (nghttp: curl 7.88 does not
+    // send a second request on a prior-knowledge connection it reuses).
+    let a = format!("http://127.0.0.1:{port}/loc/none");
+    let b = format!("http://127.0.0.1:{port}/main/none");
+    let out = Command::new("timeout")
+        .args(["20", "nghttp", "-n", "-s", &a, &b])
+        .output()
+        .expect("nghttp runs");
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stats}");
+    assert_eq!(stats.matches(" 404 ").count(), 2, "{stats}");
+    let missing = |p: &str| format!("{p}\" failed (2: No such file or directory)");
+    let read_until = |file: &str, needle: &str| {
+        wait_for(&format!("{needle:?} in {file}"), || {
+            let t = s.prefix.read(file);
+            t.contains(needle).then_some(t)
+        })
+    };
+    let loc = read_until("logs/loc.log", &missing("/loc/none"));
+    assert!(loc.contains("[error]"), "{loc}");
+    assert!(!loc.contains("/main/none"), "{loc}");
+    let server = read_until("logs/server.log", &missing("/main/none"));
+    assert!(!server.contains("/loc/none"), "{server}");
+    // Nothing of these requests in the main log.
+    let main = s.error_log();
+    assert!(!main.contains("No such file"), "{main}");
 }

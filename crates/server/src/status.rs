@@ -82,12 +82,18 @@ static REQUESTS: Tally = Tally::new();
 static READING: Tally = Tally::new();
 static WRITING: Tally = Tally::new();
 static WAITING: Tally = Tally::new();
+/// Open client connections (an HTTP/2 connection answering streams is in none of the three
+/// states: its streams are, each in `Writing`, as nginx counts them).
+static ACTIVE: Tally = Tally::new();
+/// What an HTTP/2 connection with streams open counts in: nothing shown.
+static STREAMS: Tally = Tally::new();
 
 const ONE_LESS: u64 = u64::MAX;
 
 /// A snapshot of the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
+    pub active: u64,
     pub accepts: u64,
     pub handled: u64,
     pub requests: u64,
@@ -99,7 +105,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// `Active connections`: every open client connection.
     pub fn active(&self) -> u64 {
-        self.reading + self.writing + self.waiting
+        self.active
     }
 
     /// nginx's `stub_status` page, byte for byte.
@@ -120,6 +126,7 @@ impl Snapshot {
 /// The counters now.
 pub fn snapshot() -> Snapshot {
     Snapshot {
+        active: ACTIVE.get(),
         accepts: ACCEPTS.get(),
         handled: HANDLED.get(),
         requests: REQUESTS.get(),
@@ -140,6 +147,9 @@ pub enum State {
     Waiting,
     Reading,
     Writing,
+    /// An HTTP/2 connection whose streams are being answered (each counted by its
+    /// [`StreamState`]).
+    Streams,
 }
 
 fn counter(s: State) -> &'static Tally {
@@ -147,6 +157,24 @@ fn counter(s: State) -> &'static Tally {
         State::Waiting => &WAITING,
         State::Reading => &READING,
         State::Writing => &WRITING,
+        State::Streams => &STREAMS,
+    }
+}
+
+/// One HTTP/2 stream being answered: `Writing` until it is dropped (nginx counts a stream's
+/// request from its HEADERS, read whole, to its end).
+pub struct StreamState(());
+
+impl StreamState {
+    pub fn start() -> StreamState {
+        WRITING.add(1);
+        StreamState(())
+    }
+}
+
+impl Drop for StreamState {
+    fn drop(&mut self) {
+        WRITING.add(ONE_LESS);
     }
 }
 
@@ -159,6 +187,7 @@ impl ConnState {
         ACCEPTS.add(1);
         HANDLED.add(1);
         WAITING.add(1);
+        ACTIVE.add(1);
         ConnState(State::Waiting)
     }
 
@@ -180,6 +209,7 @@ impl ConnState {
 impl Drop for ConnState {
     fn drop(&mut self) {
         counter(self.0).add(ONE_LESS);
+        ACTIVE.add(ONE_LESS);
     }
 }
 
@@ -220,11 +250,24 @@ mod tests {
         assert_eq!(delta(|s| s.reading), 1);
         assert_eq!(delta(|s| s.writing), 1);
         assert_eq!(delta(|s| s.waiting), 1);
+        assert_eq!(delta(|s| s.active), 3);
+        // An HTTP/2 connection with two streams: the streams write, the connection is in
+        // no state of its own.
+        let mut h2 = ConnState::accepted();
+        h2.set(State::Streams);
+        let streams = [StreamState::start(), StreamState::start()];
+        let busy = snapshot();
+        assert_eq!(busy.active.wrapping_sub(during.active), 1);
+        assert_eq!(busy.writing.wrapping_sub(during.writing), 2);
+        assert_eq!(busy.waiting.wrapping_sub(during.waiting), 0);
+        drop(streams);
+        drop(h2);
         drop(states);
         let after = snapshot();
         assert_eq!(after.reading.wrapping_sub(before.reading), 0);
         assert_eq!(after.writing.wrapping_sub(before.writing), 0);
         assert_eq!(after.waiting.wrapping_sub(before.waiting), 0);
+        assert_eq!(after.active.wrapping_sub(before.active), 0);
         assert_eq!(after.requests - before.requests, 2);
     }
 
@@ -246,6 +289,7 @@ mod tests {
     #[test]
     fn render_matches_nginx_layout() {
         let s = Snapshot {
+            active: 6,
             accepts: 16,
             handled: 16,
             requests: 31,

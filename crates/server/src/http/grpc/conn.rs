@@ -20,6 +20,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future as _;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -61,8 +62,10 @@ impl H2Conn {
         let tls = matches!(stream, Transport::Tls(_));
         let head = HeadSize::default();
         // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
-        let io = Metered::new(Io::new(stream, usize::MAX), head.clone());
-        let (send, conn) = h2::client::Builder::new()
+        let io = Io::new(stream, usize::MAX);
+        let out = io.handle();
+        let io = Metered::new(io, head.clone());
+        let (send, mut conn) = h2::client::Builder::new()
             .enable_push(false)
             .initial_window_size(window)
             .initial_connection_window_size(window.max(DEFAULT_WINDOW))
@@ -74,7 +77,14 @@ impl H2Conn {
         let closed = Rc::new(Cell::new(false));
         let flag = closed.clone();
         tokio::task::spawn_local(async move {
-            let _ = conn.await;
+            // What the crate wrote in a poll goes out when the poll is over (`Io::send`):
+            // the preface and SETTINGS with the first.
+            let _ = std::future::poll_fn(|cx| {
+                let r = std::pin::Pin::new(&mut conn).poll(cx);
+                let _ = out.send(cx);
+                r
+            })
+            .await;
             flag.set(true);
         });
         Ok(H2Conn {

@@ -97,7 +97,14 @@ pub async fn serve(
         if let Transport::Tcp(s) = &stream {
             let _ = s.set_nodelay(true);
         }
-        Box::pin(super::h2::serve(stream, info, generation, guard, idle_slot)).await;
+        // A task of its own, sized for HTTP/2's state: this one, sized for an HTTP/1
+        // request's deepest state, ends and frees its memory (an idle HTTP/2 connection
+        // keeps only what it uses).
+        let scope = crate::log::scope();
+        tokio::task::spawn_local(crate::log::scoped_in(
+            scope,
+            super::h2::serve(stream, info, generation, guard, idle_slot),
+        ));
         return;
     }
     let default_loc = generation

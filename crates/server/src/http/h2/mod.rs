@@ -21,8 +21,10 @@ pub(crate) mod sink;
 mod stream;
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -137,6 +139,10 @@ pub async fn serve(
     let Some(srv) = conn_server(&generation, &info) else {
         return;
     };
+    // The connection's lines go to its server's error log; each stream's to its location's
+    // (nginx gives each stream a connection of its own, its log set by the location found).
+    let scope = srv.loc.error_log.clone();
+    crate::log::set_scope(scope.as_ref());
     let h2c = &srv.loc.http2;
     let limits = srv.srv.limits();
     let header_list =
@@ -169,12 +175,19 @@ pub async fn serve(
     let number = info.number;
     let client = info.client();
     let server_name = srv.name().to_string();
-    let mut conn = match crate::deadline::within(
-        header_timeout,
-        builder.handshake::<_, bytes::Bytes>(io::Io::new(stream, recv_buffer)),
-    )
-    .await
-    {
+    let io = io::Io::new(stream, recv_buffer);
+    let out = io.handle();
+    let handshake = async {
+        let mut handshake = std::pin::pin!(builder.handshake::<_, bytes::Bytes>(io));
+        std::future::poll_fn(|cx| {
+            let r = handshake.as_mut().poll(cx);
+            // (The server's SETTINGS go out with the handshake.)
+            let _ = out.send(cx);
+            r
+        })
+        .await
+    };
+    let mut conn = match crate::deadline::within(header_timeout, handshake).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             crate::conn_log!(
@@ -194,7 +207,7 @@ pub async fn serve(
         }
     };
     let worker = guard.0.clone();
-    // Its place in `stub_status`: writing while a stream is answered, else waiting.
+    // Its place in `stub_status`: waiting while no stream is answered.
     let mut state = crate::status::ConnState::accepted();
     let shared = Rc::new(Shared {
         info,
@@ -214,9 +227,13 @@ pub async fn serve(
         conn.graceful_shutdown();
         going_away = true;
     }
+    // One timer, moved as its deadline moves (no timer made and dropped per request): the
+    // idle connection's `keepalive_timeout`, or the linger after a GOAWAY.
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now().into()));
     loop {
+        // (Its streams count as writing, each on its own.)
         state.set(if shared.active.get() > 0 {
-            crate::status::State::Writing
+            crate::status::State::Streams
         } else {
             crate::status::State::Waiting
         });
@@ -224,15 +241,31 @@ pub async fn serve(
         // With no stream open it is reusable, as an idle HTTP/1 keep-alive connection: at
         // `worker_connections` it may be closed to admit a new client.
         idle_slot.set_reusable(idle);
-        let idle_until = shared.last_done.get() + keepalive;
-        let gone_until = shared.last_done.get().max(went_away) + GOAWAY_LINGER;
+        let (armed, deadline) = if going_away {
+            let gone_until = shared.last_done.get().max(went_away) + GOAWAY_LINGER;
+            (shared.active.get() == 0, gone_until)
+        } else {
+            (idle, shared.last_done.get() + keepalive)
+        };
+        if armed && timer.deadline() != tokio::time::Instant::from_std(deadline) {
+            timer.as_mut().reset(deadline.into());
+        }
         tokio::select! {
-            r = conn.accept() => match r {
+            r = accept(&mut conn, &out) => match r {
                 Some(Ok((req, respond))) => {
                     let n = shared.requests.get() + 1;
                     shared.requests.set(n);
                     shared.active.set(shared.active.get() + 1);
-                    tokio::task::spawn_local(stream::run(shared.clone(), req, respond));
+                    state.set(crate::status::State::Streams);
+                    // The stream runs at once on the connection's task: an answer ready now
+                    // (a file in the page cache) costs no task and no wake-up, and its frames
+                    // go out with this poll's. One that waits goes on as a task of its own.
+                    let answer = stream::run(shared.clone(), req, respond);
+                    let mut answer = Box::pin(crate::log::scoped_in(scope.clone(), answer));
+                    let first = std::future::poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx)));
+                    if first.await.is_pending() {
+                        tokio::task::spawn_local(answer);
+                    }
                     if n >= keepalive_requests && !going_away {
                         conn.graceful_shutdown();
                         (going_away, went_away) = (true, Instant::now());
@@ -251,7 +284,7 @@ pub async fn serve(
                     // Chosen to make room (nginx finalizes such a connection with a GOAWAY
                     // NO_ERROR at once): the GOAWAY goes, and the connection ends.
                     conn.abrupt_shutdown(h2::Reason::NO_ERROR);
-                    close_after_goaway(&mut conn).await;
+                    close_after_goaway(&mut conn, &out).await;
                     break;
                 }
                 if worker.stopping.get() || shared.generation().is_none() {
@@ -259,12 +292,13 @@ pub async fn serve(
                     (going_away, went_away) = (true, Instant::now());
                 }
             }
-            _ = tokio::time::sleep_until(idle_until.into()), if idle => {
+            _ = timer.as_mut(), if armed => {
+                if going_away {
+                    break;
+                }
                 conn.graceful_shutdown();
                 (going_away, went_away) = (true, Instant::now());
             }
-            _ = tokio::time::sleep_until(gone_until.into()),
-                if going_away && shared.active.get() == 0 => break,
         }
     }
     drop(conn);
@@ -279,14 +313,33 @@ pub async fn serve(
     drop(guard);
 }
 
+type Conn = h2::server::Connection<io::Io, bytes::Bytes>;
+type Accepted = Result<
+    (
+        http::Request<h2::RecvStream>,
+        h2::server::SendResponse<bytes::Bytes>,
+    ),
+    h2::Error,
+>;
+
+/// The connection's next stream: the `h2` crate reads and writes frames until one comes; what
+/// it wrote goes out when it has nothing more to do ([`io::Io::send`]).
+async fn accept(conn: &mut Conn, out: &io::Io) -> Option<Accepted> {
+    std::future::poll_fn(|cx| {
+        let r = conn.poll_accept(cx);
+        if !matches!(r, Poll::Ready(Some(Ok(_)))) {
+            let _ = out.send(cx);
+        }
+        r
+    })
+    .await
+}
+
 /// Polls a connection that sent its last GOAWAY until the frame is out (at most a second);
 /// a stream the client opened meanwhile is refused with it.
-async fn close_after_goaway<T>(conn: &mut h2::server::Connection<T, bytes::Bytes>)
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
+async fn close_after_goaway(conn: &mut Conn, out: &io::Io) {
     let drain = async {
-        while let Some(Ok((_, mut respond))) = conn.accept().await {
+        while let Some(Ok((_, mut respond))) = accept(conn, out).await {
             respond.send_reset(h2::Reason::REFUSED_STREAM);
         }
     };

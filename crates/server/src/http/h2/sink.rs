@@ -45,34 +45,52 @@ pub fn head(
     *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
     let mut size = 9u64;
     let h = resp.headers_mut();
+    // The head's own fields, under names made once (`http`'s constants).
+    let mut own =
+        |name: http::HeaderName,
+         value: Result<http::HeaderValue, http::header::InvalidHeaderValue>| {
+            if let Ok(v) = value {
+                size += (name.as_str().len() + http::HeaderValue::len(&v)) as u64 + 2;
+                h.append(name, v);
+            }
+        };
+    use http::header;
+    use http::HeaderValue as Value;
+    own(
+        header::SERVER,
+        Ok(Value::from_static(tokens(lc.server_tokens()).server())),
+    );
+    own(header::DATE, Value::from_bytes(date));
+    if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
+        own(header::CONTENT_TYPE, Value::from_str(ct));
+    }
+    if let Some(n) = length {
+        own(header::CONTENT_LENGTH, Ok(Value::from(n)));
+    }
+    if let Some(lm) = &reply.last_modified {
+        own(header::LAST_MODIFIED, Value::from_bytes(lm));
+    }
+    if let Some(loc) = reply.location.as_deref() {
+        own(header::LOCATION, Value::from_str(loc));
+    }
+    // The handler's and the filters' fields: `HeaderName::from_bytes` lowers a name and
+    // knows the standard ones without an allocation.
     let mut put = |name: &str, value: &[u8]| {
-        let lower = name.to_ascii_lowercase();
-        if CONNECTION_SPECIFIC.contains(&lower.as_str()) {
+        if CONNECTION_SPECIFIC
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+        {
             return;
         }
         let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(lower.as_bytes()),
+            http::HeaderName::from_bytes(name.as_bytes()),
             http::HeaderValue::from_bytes(value),
         ) else {
             return;
         };
-        size += (lower.len() + value.len()) as u64 + 2;
+        size += (name.len() + value.len()) as u64 + 2;
         h.append(n, v);
     };
-    put("server", tokens(lc.server_tokens()).server().as_bytes());
-    put("date", date);
-    if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
-        put("content-type", ct.as_bytes());
-    }
-    if let Some(n) = length {
-        put("content-length", n.to_string().as_bytes());
-    }
-    if let Some(lm) = &reply.last_modified {
-        put("last-modified", lm);
-    }
-    if let Some(loc) = reply.location.as_deref() {
-        put("location", loc.as_bytes());
-    }
     for (n, v) in &reply.headers {
         put(n, v.as_bytes());
     }

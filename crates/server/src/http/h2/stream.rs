@@ -46,7 +46,9 @@ pub(super) async fn run(
     }
     let done = Done(sh.clone());
     crate::status::request();
-    // (Boxed: a request's future is kilobytes, and the connection spawns one per stream.)
+    let _writing = crate::status::StreamState::start();
+    // (Boxed: a request's future is kilobytes; the connection moves this one into a box of
+    // its own and into a task when it waits, and a move copies every byte of a future.)
     Box::pin(answer_stream(&done.0, req, respond)).await;
 }
 
