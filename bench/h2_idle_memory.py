@@ -20,17 +20,11 @@ import struct
 import sys
 import time
 
+from idle_memory import hold_idle, rss_kib
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY = 0, 1, 3, 4, 7
 END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1])
-    raise SystemExit(f"no VmRSS for pid {pid}")
 
 
 def frame(kind, flags, stream, payload=b""):
@@ -82,24 +76,17 @@ def main():
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         ctx.set_alpn_protocols(["h2"])
-    start = rss_kib(pid)
-    socks = []
-    for b in range(batches):
-        size = n // batches + (1 if b < n % batches else 0)
-        before = rss_kib(pid)
-        for _ in range(size):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            if ctx is not None:
-                s = ctx.wrap_socket(s, server_hostname="localhost")
-                if s.selected_alpn_protocol() != "h2":
-                    raise SystemExit("ALPN did not choose h2")
-            ask(s, tls)
-            socks.append(s)
-        time.sleep(0.5 if batches == 1 else 1.0)
-        after = rss_kib(pid)
-        if batches > 1:
-            print(f"batch {b + 1}: {size} connections, RSS {before} -> {after} KiB, "
-                  f"{(after - before) * 1024 / size:.0f} bytes per connection")
+
+    def open_one():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if ctx is not None:
+            s = ctx.wrap_socket(s, server_hostname="localhost")
+            if s.selected_alpn_protocol() != "h2":
+                raise SystemExit("ALPN did not choose h2")
+        ask(s, tls)
+        return s
+
+    start, _socks = hold_idle(pid, n, batches, open_one)
     time.sleep(1.0)
     after = rss_kib(pid)
     kind = "TLS" if tls else "h2c"

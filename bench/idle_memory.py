@@ -50,30 +50,42 @@ def ask(s):
         got += d
 
 
-def main():
-    port, n, pid = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    requests = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    batches = int(os.environ.get("BATCHES", "1"))
+def hold_idle(pid, n, batches, open_one):
+    """Opens n connections with open_one() in `batches` batches (a second apart), keeps them
+    all, prints each batch's RSS growth when there are several; returns (RSS before, the
+    sockets) for the caller's whole figure."""
     start = rss_kib(pid)
     socks = []
-    ctx = None
-    if os.environ.get("TLS_CAFILE"):
-        ctx = ssl.create_default_context(cafile=os.environ["TLS_CAFILE"])
     for b in range(batches):
         size = n // batches + (1 if b < n % batches else 0)
         before = rss_kib(pid)
         for _ in range(size):
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
-            if ctx is not None:
-                s = ctx.wrap_socket(s, server_hostname="localhost")
-            for _ in range(requests):
-                ask(s)
-            socks.append(s)
+            socks.append(open_one())
         time.sleep(0.5 if batches == 1 else 1.0)
         after = rss_kib(pid)
         if batches > 1:
             print(f"batch {b + 1}: {size} connections, RSS {before} -> {after} KiB, "
                   f"{(after - before) * 1024 / size:.0f} bytes per connection")
+    return start, socks
+
+
+def main():
+    port, n, pid = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    requests = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    batches = int(os.environ.get("BATCHES", "1"))
+    ctx = None
+    if os.environ.get("TLS_CAFILE"):
+        ctx = ssl.create_default_context(cafile=os.environ["TLS_CAFILE"])
+
+    def open_one():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if ctx is not None:
+            s = ctx.wrap_socket(s, server_hostname="localhost")
+        for _ in range(requests):
+            ask(s)
+        return s
+
+    start, _socks = hold_idle(pid, n, batches, open_one)
     after = rss_kib(pid)
     print(f"{n} idle connections after {requests} request(s) each: RSS {start} -> {after} KiB, "
           f"{(after - start) * 1024 / n:.0f} bytes per connection")
