@@ -65,8 +65,7 @@ struct Side {
 
 impl Drop for Side {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::diff::stop(&mut self.child);
     }
 }
 

@@ -257,47 +257,47 @@ impl Server {
     fn read(&self, p: &str) -> String {
         fs::read_to_string(self.prefix.join(p)).unwrap_or_default()
     }
-
-    /// nginx's master forks workers: they are found before the master is stopped, so none can
-    /// be left holding the port.
-    fn children(&self) -> Vec<i32> {
-        let pid = self.child.id();
-        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
-    }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        let kids = self.children();
-        if self.child.try_wait().ok().flatten().is_none() {
-            // SAFETY: kill(2) on the pid of a child this harness spawned and has not reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if self.child.try_wait().ok().flatten().is_none() {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                let _ = self.child.wait();
-            }
+        stop(&mut self.child);
+    }
+}
+
+/// Stops a server this harness spawned: TERM, then KILL after 3 s. An nginx master's workers
+/// are found before the master is stopped and killed if they outlived it, so none is left
+/// holding a port (nginx forks them; KILL to the master alone orphans them).
+pub(crate) fn stop(child: &mut std::process::Child) {
+    let pid = child.id() as i32;
+    let kids: Vec<i32> = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    if child.try_wait().ok().flatten().is_none() {
+        // SAFETY: kill(2) on the pid of a child this harness spawned and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
-        for k in kids {
-            // Only the master's own workers, and only if they outlived it.
-            let stat = fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default();
-            let ppid_ok = stat
-                .rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().nth(1))
-                .is_some_and(|pp| pp == "1" || pp == pid.to_string());
-            if ppid_ok && stat.contains("(nginx)") {
-                // SAFETY: kill(2) on a worker of the nginx this harness started.
-                unsafe { libc::kill(k, libc::SIGKILL) };
-            }
+        if child.try_wait().ok().flatten().is_none() {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = child.wait();
+        }
+    }
+    for k in kids {
+        // Only the master's own workers, and only if they outlived it.
+        let stat = fs::read_to_string(format!("/proc/{k}/stat")).unwrap_or_default();
+        let ppid_ok = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .is_some_and(|pp| pp == "1" || pp == pid.to_string());
+        if ppid_ok && stat.contains("(nginx)") {
+            // SAFETY: kill(2) on a worker of the nginx this harness started.
+            unsafe { libc::kill(k, libc::SIGKILL) };
         }
     }
 }
