@@ -118,6 +118,16 @@ impl Drop for Resetter {
     }
 }
 
+/// One HTTP/2 frame read whole: its 9-byte header and its payload (None at the end or an error).
+fn read_frame(c: &mut impl Read) -> Option<([u8; 9], Vec<u8>)> {
+    let mut head = [0u8; 9];
+    c.read_exact(&mut head).ok()?;
+    let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+    let mut payload = vec![0u8; len];
+    c.read_exact(&mut payload).ok()?;
+    Some((head, payload))
+}
+
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len() as u32;
     let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
@@ -136,15 +146,9 @@ fn reset_all(mut c: TcpStream, code: u32, after_head: bool) {
         return;
     }
     loop {
-        let mut head = [0u8; 9];
-        if c.read_exact(&mut head).is_err() {
+        let Some((head, _payload)) = read_frame(&mut c) else {
             return;
-        }
-        let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
-        let mut payload = vec![0u8; len];
-        if c.read_exact(&mut payload).is_err() {
-            return;
-        }
+        };
         let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         let reply = match head[3] {
             4 if head[4] & 1 == 0 => frame(4, 1, 0, &[]),
@@ -450,15 +454,9 @@ fn flood(mut c: TcpStream, tx: std::sync::mpsc::Sender<u64>) {
     let (mut initial, mut conn_window) = (65_535i64, 65_535i64);
     let (mut stream, mut window, mut sent, mut reported) = (0u32, 0i64, 0u64, None);
     loop {
-        let mut head = [0u8; 9];
-        if c.read_exact(&mut head).is_err() {
+        let Some((head, payload)) = read_frame(&mut c) else {
             return;
-        }
-        let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
-        let mut payload = vec![0u8; len];
-        if c.read_exact(&mut payload).is_err() {
-            return;
-        }
+        };
         let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
         match head[3] {
             4 if head[4] & 1 == 0 => {
@@ -471,7 +469,7 @@ fn flood(mut c: TcpStream, tx: std::sync::mpsc::Sender<u64>) {
                     return;
                 }
             }
-            8 if len == 4 => {
+            8 if payload.len() == 4 => {
                 let more = i64::from(
                     u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
                         & 0x7fff_ffff,
