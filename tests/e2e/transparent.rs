@@ -3,7 +3,9 @@
 //! proxy and the upstream (`ip netns`, veth pairs, two subnets), and the proxy's namespace
 //! routes what comes back from the upstream's side to itself (`ip rule iif ... lookup 100`,
 //! `local 0.0.0.0/0 dev lo table 100`), as nginx's documentation has it. shoal runs there with
-//! `user nobody`: its workers keep `CAP_NET_RAW` for `IP_TRANSPARENT` and nothing else.
+//! `user nobody`: its workers keep `CAP_NET_RAW` for `IP_TRANSPARENT` and nothing else. IPv4
+//! and IPv6 (the same lab, `fd77:1::/64` and `fd77:2::/64`); and the reload that cannot add
+//! the first `transparent` once the process is `nobody` without it.
 //!
 //! Needs root (network namespaces); fails loudly without.
 
@@ -20,6 +22,10 @@ const CLIENT: &str = "10.77.1.2";
 const PROXY: &str = "10.77.1.1";
 const PROXY_UP: &str = "10.77.2.1";
 const UPSTREAM: &str = "10.77.2.2";
+const CLIENT6: &str = "fd77:1::2";
+const PROXY6: &str = "fd77:1::1";
+const PROXY_UP6: &str = "fd77:2::1";
+const UPSTREAM6: &str = "fd77:2::2";
 
 /// Runs `ip ARGS`, which must succeed.
 fn ip(args: &[&str]) {
@@ -89,6 +95,18 @@ impl Lab {
                 ip(&["-n", ns, "route", "add", "default", "via", gw]);
             }
         }
+        // The same over IPv6 (no duplicate address detection: the addresses work at once).
+        for (ns, dev, addr, via) in [
+            (px, "p0", format!("{PROXY6}/64"), None),
+            (px, "p1", format!("{PROXY_UP6}/64"), None),
+            (cl, "c0", format!("{CLIENT6}/64"), Some(PROXY6)),
+            (up, "u0", format!("{UPSTREAM6}/64"), Some(PROXY_UP6)),
+        ] {
+            ip(&["-n", ns, "-6", "addr", "add", &addr, "dev", dev, "nodad"]);
+            if let Some(gw) = via {
+                ip(&["-n", ns, "-6", "route", "add", "default", "via", gw]);
+            }
+        }
         // What the upstream sends back to the client's address is the proxy's to take.
         ip(&["-n", px, "rule", "add", "iif", "p1", "lookup", "100"]);
         ip(&[
@@ -102,6 +120,10 @@ impl Lab {
             "lo",
             "table",
             "100",
+        ]);
+        ip(&["-n", px, "-6", "rule", "add", "iif", "p1", "lookup", "100"]);
+        ip(&[
+            "-n", px, "-6", "route", "add", "local", "::/0", "dev", "lo", "table", "100",
         ]);
         lab
     }
@@ -125,14 +147,15 @@ fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) ->
 /// The upstream: on TCP port 7000, `from ADDR` to each connection after its first line; on
 /// 7002, an HTTP answer with that as its body; on UDP 7001, `from ADDR` to each datagram.
 fn upstream(lab: &Lab) {
-    let (t, h, u) = in_ns(&lab.up, || {
+    let (t, h, u, t6) = in_ns(&lab.up, || {
         (
             TcpListener::bind((UPSTREAM, 7000)).unwrap(),
             TcpListener::bind((UPSTREAM, 7002)).unwrap(),
             UdpSocket::bind((UPSTREAM, 7001)).unwrap(),
+            TcpListener::bind((UPSTREAM6, 7000)).unwrap(),
         )
     });
-    for (l, head_end) in [(t, &b"\n"[..]), (h, &b"\r\n\r\n"[..])] {
+    for (l, head_end) in [(t, &b"\n"[..]), (h, &b"\r\n\r\n"[..]), (t6, &b"\n"[..])] {
         std::thread::spawn(move || {
             for c in l.incoming() {
                 let Ok(mut c) = c else { return };
@@ -181,11 +204,18 @@ impl Drop for Proxy {
 
 /// Sends `data` from the client's namespace to the proxy's `port`, and reads until the end.
 fn tcp_from_client(lab: &Lab, port: u16, data: &'static [u8]) -> std::io::Result<String> {
+    tcp_from_client_to(lab, PROXY.parse().unwrap(), port, data)
+}
+
+/// [`tcp_from_client`] to the proxy's address `to`.
+fn tcp_from_client_to(
+    lab: &Lab,
+    to: std::net::IpAddr,
+    port: u16,
+    data: &'static [u8],
+) -> std::io::Result<String> {
     in_ns(&lab.cl, move || {
-        let mut c = TcpStream::connect_timeout(
-            &format!("{PROXY}:{port}").parse().unwrap(),
-            Duration::from_secs(5),
-        )?;
+        let mut c = TcpStream::connect_timeout(&(to, port).into(), Duration::from_secs(5))?;
         c.set_read_timeout(Some(Duration::from_secs(10)))?;
         c.write_all(data)?;
         let mut got = Vec::new();
@@ -290,6 +320,35 @@ fn stream_tcp_and_udp_upstreams_see_the_client_s_address() {
 }
 
 #[test]
+fn stream_over_ipv6_the_upstream_sees_the_client_s_address() {
+    let lab = Lab::new();
+    upstream(&lab);
+    let p = start(
+        &lab,
+        &format!(
+            "stream {{\n\
+             server {{ listen [{PROXY6}]:9000; proxy_pass [{UPSTREAM6}]:7000; \
+               proxy_bind $remote_addr transparent; }}\n\
+             server {{ listen [{PROXY6}]:9002; proxy_pass [{UPSTREAM6}]:7000; }}\n\
+             server {{ listen {PROXY}:9009; proxy_pass {UPSTREAM}:7000; }}\n}}"
+        ),
+    );
+    only_net_raw(p.child.id());
+    let to = PROXY6.parse().unwrap();
+    assert_eq!(
+        tcp_from_client_to(&lab, to, 9002, b"hi\n").unwrap(),
+        format!("from {PROXY_UP6}\n"),
+        "without transparent, the proxy's own address"
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            tcp_from_client_to(&lab, to, 9000, b"hi\n").unwrap(),
+            format!("from {CLIENT6}\n")
+        );
+    }
+}
+
+#[test]
 fn http_proxy_bind_transparent_shows_the_client_s_address() {
     let lab = Lab::new();
     upstream(&lab);
@@ -305,4 +364,99 @@ fn http_proxy_bind_transparent_shows_the_client_s_address() {
     let got = tcp_from_client(&lab, 8080, b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
     assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
     assert!(got.ends_with(&format!("\r\n\r\nfrom {CLIENT}\n")), "{got}");
+}
+
+/// A reload that brings the first `transparent` after the process became `nobody` without one
+/// is refused (the capability it needs was given up for good at the start): the old
+/// configuration keeps running, the error log says which line and why, and a later reload
+/// without it is taken.
+#[test]
+fn a_reload_cannot_bring_the_first_transparent_back_after_user() {
+    use crate::common::{self, free_port, Shoal};
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "`user nobody` needs root: run the transparent proxy tests as root"
+    );
+    let (port, port2) = (free_port(), free_port());
+    let p = common::Prefix::new();
+    std::fs::set_permissions(p.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
+    common::wait_for("shoal to run as nobody", || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid)).ok()?;
+        let uid = status.lines().find(|l| l.starts_with("Uid:"))?.to_string();
+        uid.split_whitespace()
+            .nth(1)
+            .filter(|u| *u != "0")
+            .map(|_| ())
+    });
+    // The logs were given to `nobody` (as nginx's master does when it reopens them), so that
+    // a reload can open them again.
+    for f in ["logs/error.log", "logs/access.log"] {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::metadata(s.prefix.join(f)).unwrap().uid(),
+            65534,
+            "{f}"
+        );
+    }
+    let with = |extra: &str| {
+        common::conf_with(port, "user nobody;", "").replacen(
+            "    server {\n",
+            &format!("    server {{ listen 127.0.0.1:{port2}; {extra} }}\n    server {{\n"),
+            1,
+        )
+    };
+    let conf = s.prefix.write_conf(&with(
+        "location / { proxy_pass http://127.0.0.1:9; proxy_bind $remote_addr transparent; }",
+    ));
+    let line = std::fs::read_to_string(&conf)
+        .unwrap()
+        .lines()
+        .position(|l| l.contains("transparent"))
+        .unwrap()
+        + 1;
+    let hup = |s: &Shoal| {
+        let out = s.prefix.run(&["-s", "reload"]);
+        assert_eq!(out.status.code(), Some(0), "-s reload");
+    };
+    hup(&s);
+    let want = format!(
+        "\"transparent\" needs CAP_NET_RAW, given up when the process changed to its \"user\" \
+         without any \"transparent\": restart to add it in {}:{line}",
+        conf.display()
+    );
+    common::wait_for("the refused reload's line", || {
+        let log = s.prefix.read("logs/error.log");
+        log.lines()
+            .any(|l| l.contains(&format!("[emerg] {}#", s.pid)) && l.ends_with(&want))
+            .then_some(())
+            .or_else(|| {
+                eprintln!("{want}\n{log}");
+                None
+            })
+    });
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port2)).is_err(),
+        "the refused configuration's port is not listening"
+    );
+    assert_eq!(
+        common::get(port, "/").unwrap().status,
+        200,
+        "the old one serves"
+    );
+    // Without `transparent`, the same reload is taken.
+    s.prefix.write_conf(&with("return 200 taken;"));
+    hup(&s);
+    let r = common::wait_for("the new port", || {
+        common::get(port2, "/")
+            .map_err(|_| eprintln!("{}", s.prefix.read("logs/error.log")))
+            .ok()
+    });
+    assert_eq!((r.status, &r.body[..]), (200, &b"taken"[..]));
+    // The `user` line of a reload is the one the process runs as: no warning about it.
+    let log = s.prefix.read("logs/error.log");
+    assert!(!log.contains("\"user\" directive"), "{log}");
 }

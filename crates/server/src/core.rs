@@ -61,9 +61,9 @@ pub struct MainConf {
     pub user: Option<(String, Option<String>)>,
     pub env: Vec<String>,
     pub thread_pools: Vec<ThreadPoolConf>,
-    /// Some `proxy_bind ... transparent` (http or stream): the process keeps `CAP_NET_RAW`
-    /// when it drops to `user` (nginx's `ccf->transparent`).
-    pub transparent: bool,
+    /// Where the first `proxy_bind ... transparent` (http or stream) is: the process keeps
+    /// `CAP_NET_RAW` when it drops to `user` (nginx's `ccf->transparent`).
+    pub transparent: Option<shoal_conf::Span>,
 }
 
 /// `thread_pool NAME threads=N [max_queue=M]`.
@@ -157,7 +157,23 @@ fn set_user(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Err
     if b.main.user.is_some() {
         return Err(crate::conf::duplicate(d));
     }
-    // SAFETY-free check: geteuid has no preconditions.
+    let user = d.args[0].value.clone();
+    let group = d.args.get(1).map(|a| a.value.clone());
+    // A reload of a process that already became its `user`: the same line is what runs; another
+    // one needs a restart.
+    if let Some(now) = crate::privileges::dropped_to() {
+        if now.0 != user || now.1 != group {
+            b.warn(
+                format!(
+                    "the process runs as \"{}\" since it started: changing \"user\" needs a \
+                     restart, ignored",
+                    now.0
+                ),
+                &d.span,
+            );
+        }
+        return Ok(());
+    }
     if !crate::privileges::is_root() {
         b.warn(
             "the \"user\" directive makes sense only if the master process runs with \
@@ -166,8 +182,6 @@ fn set_user(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Err
         );
         return Ok(());
     }
-    let user = d.args[0].value.clone();
-    let group = d.args.get(1).map(|a| a.value.clone());
     crate::privileges::lookup(&user, group.as_deref()).map_err(|m| err(d, m))?;
     b.main.user = Some((user, group));
     Ok(())

@@ -370,6 +370,26 @@ pub fn reopen() {
     }
 }
 
+/// Calls `f` with every open file of the error logs (the main one's and every level's).
+pub(crate) fn for_each_file(mut f: impl FnMut(&std::path::Path, &File)) {
+    let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let context: Vec<Arc<Sink>> = CONTEXT_SINKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    let main = current.iter().flat_map(|c| c.sinks.iter());
+    for s in main.chain(context.iter()) {
+        if let (Target::File(p), Some(file)) = (
+            &s.target,
+            &*s.file.read().unwrap_or_else(|e| e.into_inner()),
+        ) {
+            f(p, file);
+        }
+    }
+}
+
 /// Points the process's standard error at the current error log's first file, as nginx's
 /// `ngx_log_redirect_stderr` does once started: whatever still writes to fd 2 (a panic message)
 /// lands in the log, and the terminal or pipe that started shoal is no longer held open. Nothing

@@ -196,8 +196,9 @@ pub fn run(opts: Options) -> i32 {
         crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, owner);
     }
     if let Some((user, group)) = &conf.main.user {
+        crate::privileges::give_log_files(user, group.as_deref());
         if let Err(e) = crate::privileges::keep_pid_file(&pid_path).and_then(|()| {
-            crate::privileges::drop_to(user, group.as_deref(), conf.main.transparent)
+            crate::privileges::drop_to(user, group.as_deref(), conf.main.transparent.is_some())
         }) {
             report(Level::Emerg, &e);
             let _ = std::fs::remove_file(&pid_path);
@@ -539,6 +540,18 @@ impl Master {
             }
         };
         report_warnings(&conf);
+        if let Some(at) = &conf.main.transparent {
+            if !crate::privileges::may_set_transparent() {
+                report(
+                    Level::Emerg,
+                    &format!(
+                        "\"transparent\" needs CAP_NET_RAW, given up when the process changed to \
+                         its \"user\" without any \"transparent\": restart to add it in {at}"
+                    ),
+                );
+                return;
+            }
+        }
         let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
             Ok(l) => l,
             Err(e) => {

@@ -1,6 +1,9 @@
 //! `user`: who the process runs as. shoal's workers are threads of one process, so dropping
 //! privileges applies to the whole process; it happens once the listening sockets, pid file and
-//! logs are open. After it, a reload cannot bind new privileged ports (the error says so).
+//! logs are open. After it, a reload cannot bind new privileged ports (the error says so), nor
+//! bring the first `transparent` (refused: `CAP_NET_RAW` is kept only when the start had one);
+//! the log files are given to `user` before the drop so that reloads and SIGUSR1 open them
+//! again.
 //!
 //! nginx's master stays root and removes its pid file at exit; ours cannot once it is `user`
 //! (the file's directory is root's), so a small process forked before the drop keeps root for
@@ -44,12 +47,54 @@ pub fn lookup(user: &str, group: Option<&str>) -> Result<(libc::uid_t, libc::gid
     Ok((uid, gid))
 }
 
+/// The `user [group]` this process changed to at its start, if it did.
+static DROPPED: std::sync::OnceLock<(String, Option<String>)> = std::sync::OnceLock::new();
+
+/// The `user [group]` this process changed to at its start (`None`: it did not).
+pub fn dropped_to() -> Option<&'static (String, Option<String>)> {
+    DROPPED.get()
+}
+
+/// Gives every open log file (error and access logs) to `user`, and makes it readable and
+/// writable by its owner, as nginx's master does when it reopens logs: once the process is
+/// `user`, a reload or SIGUSR1 opens the same paths again as `user`, which a file left to
+/// root (0644) would refuse. Failures are logged and not fatal.
+pub fn give_log_files(user: &str, group: Option<&str>) {
+    let Some((uid, _)) = lookup(user, group).ok().filter(|_| is_root()) else {
+        return;
+    };
+    let give = |path: &std::path::Path, f: &std::fs::File| {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let Ok(meta) = f.metadata() else { return };
+        if meta.uid() != uid {
+            // SAFETY: fchown on an open file descriptor; the group is left as it is.
+            if unsafe { libc::fchown(f.as_raw_fd(), uid, u32::MAX) } != 0 {
+                let e = std::io::Error::last_os_error();
+                crate::error_log!(
+                    crate::log::Level::Alert,
+                    "chown(\"{}\", {uid}) failed {}",
+                    path.display(),
+                    shoal_conf::os_error(&e)
+                );
+            }
+        }
+        let mode = meta.mode();
+        if mode & 0o600 != 0o600 {
+            let _ = f.set_permissions(std::fs::Permissions::from_mode((mode | 0o600) & 0o7777));
+        }
+    };
+    crate::log::for_each_file(give);
+    crate::http::access_log::for_each_file(give);
+}
+
 /// Drops to `user [group]` (setgid, initgroups, setuid), as nginx's workers do. With
 /// `transparent` (some `proxy_bind ... transparent`), the thread keeps `CAP_NET_RAW` across
 /// setuid and no other capability, as nginx's workers: the worker threads, started from this one
 /// afterwards, inherit it, and may set `IP_TRANSPARENT`.
 pub fn drop_to(user: &str, group: Option<&str>, transparent: bool) -> Result<(), Error> {
     let (uid, gid) = lookup(user, group)?;
+    let _ = DROPPED.set((user.to_string(), group.map(str::to_string)));
     let cuser = CString::new(user).map_err(|_| Error::invalid("bad user name"))?;
     // SAFETY: plain syscalls with valid arguments; failures are checked.
     unsafe {
@@ -84,28 +129,30 @@ pub fn drop_to(user: &str, group: Option<&str>, transparent: bool) -> Result<(),
     Ok(())
 }
 
+// The kernel's `__user_cap_header_struct` and `__user_cap_data_struct` (version 1: one 32-bit
+// set of each kind, enough for `CAP_NET_RAW`).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+#[repr(C)]
+#[derive(Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+const LINUX_CAPABILITY_VERSION_1: u32 = 0x1998_0330;
+const CAP_NET_RAW: u32 = 13;
+
 /// capset(): `CAP_NET_RAW` effective and permitted, nothing else (nginx's worker init).
 fn keep_net_raw() -> Result<(), Error> {
-    // The kernel's `__user_cap_header_struct` and `__user_cap_data_struct` (version 1: one
-    // 32-bit set of each kind).
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_1: u32 = 0x1998_0330;
-    const CAP_NET_RAW: u32 = 13;
-    let mut header = Header {
+    let mut header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_1,
         pid: 0,
     };
-    let data = Data {
+    let data = CapData {
         effective: 1 << CAP_NET_RAW,
         permitted: 1 << CAP_NET_RAW,
         inheritable: 0,
@@ -114,14 +161,38 @@ fn keep_net_raw() -> Result<(), Error> {
     let r = unsafe {
         libc::syscall(
             libc::SYS_capset,
-            &mut header as *mut Header,
-            &data as *const Data,
+            &mut header as *mut CapHeader,
+            &data as *const CapData,
         )
     };
     if r != 0 {
         return Err(Error::failed("capset()", std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// Whether this thread may set `IP_TRANSPARENT`: root, or `CAP_NET_RAW` effective (kept by
+/// [`drop_to`] when the configuration it started with had `transparent`). A reload that adds
+/// the first `transparent` after the process became `user` without it cannot take it back:
+/// the capability is gone for good (the master asks here and refuses that reload).
+pub fn may_set_transparent() -> bool {
+    if is_root() {
+        return true;
+    }
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_1,
+        pid: 0,
+    };
+    let mut data = CapData::default();
+    // SAFETY: pointers to structs of the kernel's layout, valid for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            &mut data as *mut CapData,
+        )
+    };
+    r == 0 && data.effective & (1 << CAP_NET_RAW) != 0
 }
 
 /// Forks the pid file's keeper (see the module doc): it stays root, waits until this process

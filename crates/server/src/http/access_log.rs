@@ -65,6 +65,19 @@ impl LogFile {
 /// Every log file opened by any configuration still alive, for SIGUSR1.
 static OPEN_FILES: Mutex<Vec<Weak<LogFile>>> = Mutex::new(Vec::new());
 
+/// Calls `f` with every open access log file.
+pub(crate) fn for_each_file(mut f: impl FnMut(&Path, &File)) {
+    let files: Vec<Arc<LogFile>> = OPEN_FILES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for l in files {
+        f(&l.path, &l.file.read().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
 /// Reopens every access log file (SIGUSR1). Buffered lines written afterwards go to the new
 /// file.
 pub fn reopen() {

@@ -42,8 +42,8 @@ pub fn parse(
         Some(p) if p.value == "transparent" => true,
         Some(p) => return Err(bad_param(&p.value)),
     };
-    if transparent {
-        b.main.transparent = true;
+    if transparent && b.main.transparent.is_none() {
+        b.main.transparent = Some(d.span.clone());
     }
     let addr = Template::compile(v).map_err(|m| err(d, m))?;
     Ok(Some(BindConf { addr, transparent }))
