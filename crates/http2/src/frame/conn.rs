@@ -406,8 +406,8 @@ impl Connection {
             }
             None if id <= self.last_peer_id => {
                 return Err(conn_err(
-                    Reason::STREAM_CLOSED,
-                    "client sent HEADERS on a closed stream",
+                    Reason::PROTOCOL_ERROR,
+                    "client sent HEADERS with a stream id not above the last",
                 ));
             }
             None => self.open(id, end_stream, self_dep)?,

@@ -28,9 +28,13 @@ mod send;
 mod stream;
 mod write;
 
+#[cfg(test)]
+mod tests;
+
 use std::ops::Range;
 
-pub use conn::Connection;
+pub use conn::{Connection, STREAM_ID_HIGH};
+pub use flood::IDLE_FRAMES;
 
 /// The client connection preface (RFC 9113, 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
