@@ -162,6 +162,11 @@ impl Connection {
         Ok(pos)
     }
 
+    #[cfg(test)]
+    pub(super) fn events_capacity(&self) -> usize {
+        self.events.capacity()
+    }
+
     pub(super) fn shrink_events(&mut self) {
         if self.events.is_empty() {
             self.events = VecDeque::new();

@@ -18,7 +18,7 @@
 //! frames that make us work without progress, a peer that never reads) are counted in
 //! `flood.rs` and end the connection with ENHANCE_YOUR_CALM.
 //!
-//! Memory: a stream is a 24-byte record in a vector sorted by id, removed once closed; an idle
+//! Memory: a stream is a 20-byte record in a vector sorted by id, removed once closed; an idle
 //! connection that called [`Connection::shrink`] holds no heap buffer at all.
 
 mod conn;

@@ -1,5 +1,5 @@
 //! The streams a connection has open: a vector sorted by id (clients open them in increasing
-//! order, so a new one is pushed at the end), each record 24 bytes, removed once closed.
+//! order, so a new one is pushed at the end), each record 20 bytes, removed once closed.
 
 /// One open stream (open, or half-closed either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,11 @@ impl Streams {
 
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Stream> {
         self.list.iter_mut()
+    }
+
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.list.capacity()
     }
 
     pub fn shrink(&mut self) {
