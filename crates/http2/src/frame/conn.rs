@@ -51,20 +51,20 @@ pub struct Connection {
     /// The connection's send window: negative never, but i64 keeps sums honest.
     pub(super) send_window: i64,
     /// What the client may still send on the connection.
-    recv_window: i64,
+    pub(super) recv_window: i64,
     /// Body bytes consumed and not given back to the connection's window yet.
-    recv_unacked: u32,
+    pub(super) recv_unacked: u32,
     /// Each stream's receive window in force: 65535 until the client acknowledged ours.
-    local_initial: u32,
+    pub(super) local_initial: u32,
     /// Our SETTINGS frames the client has not acknowledged.
-    settings_unacked: u32,
+    pub(super) settings_unacked: u32,
     partial: Option<Box<Partial>>,
     pub(super) goaway_sent: bool,
-    goaway_received: bool,
-    dead: Option<ConnError>,
+    pub(super) goaway_received: bool,
+    pub(super) dead: Option<ConnError>,
     pub(super) out: Vec<u8>,
     pub(super) out_start: usize,
-    events: VecDeque<Event>,
+    pub(super) events: VecDeque<Event>,
     pub(super) flood: Flood,
 }
 
@@ -248,13 +248,13 @@ impl Connection {
     }
 
     /// An id the client has not used yet, or one of ours (we open none): an idle stream.
-    fn idle(&self, id: u32) -> bool {
+    pub(super) fn idle(&self, id: u32) -> bool {
         id > self.last_peer_id || id % 2 == 0
     }
 
     /// A stream error: RST_STREAM queued, the stream forgotten (and the caller told, if it
     /// knew it).
-    fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
+    pub(super) fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
         write::rst_stream(&mut self.out, id, code);
         if self.streams.remove(id).is_some() {
             self.events.push_back(Event::Reset {
@@ -267,7 +267,7 @@ impl Connection {
     }
 
     /// Room in the output for an answer the client asked for (PING, SETTINGS ACK).
-    fn answer_room(&self) -> Result<(), ConnError> {
+    pub(super) fn answer_room(&self) -> Result<(), ConnError> {
         if self.out.len() - self.out_start > self.cfg.max_output {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
@@ -511,243 +511,5 @@ impl Connection {
             self.flood.idle_frame()?;
         }
         Ok(())
-    }
-
-    fn priority(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
-        if head.stream == 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent PRIORITY on stream 0",
-            ));
-        }
-        if payload.len() != 5 {
-            return self.stream_error(head.stream, Reason::FRAME_SIZE_ERROR);
-        }
-        if u32_at(payload, 0) & MAX_WINDOW == head.stream {
-            return self.stream_error(head.stream, Reason::PROTOCOL_ERROR);
-        }
-        // Priorities are advice (RFC 9113, 5.3): answered in the order streams come.
-        self.flood.idle_frame()
-    }
-
-    fn rst_stream(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
-        let id = head.stream;
-        if id == 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent RST_STREAM on stream 0",
-            ));
-        }
-        if payload.len() != 4 {
-            return Err(conn_err(
-                Reason::FRAME_SIZE_ERROR,
-                "client sent RST_STREAM of a wrong length",
-            ));
-        }
-        if self.idle(id) {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent RST_STREAM for an idle stream",
-            ));
-        }
-        let code = Reason(u32_at(payload, 0));
-        match self.streams.remove(id) {
-            Some(s) => {
-                self.events.push_back(Event::Reset {
-                    stream: id,
-                    code,
-                    by_peer: true,
-                });
-                if !s.local_closed {
-                    self.flood.early_reset(self.cfg.max_concurrent_streams)?;
-                }
-                Ok(())
-            }
-            None => self.flood.idle_frame(),
-        }
-    }
-
-    fn settings(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
-        if head.stream != 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent SETTINGS on a stream",
-            ));
-        }
-        if head.has(flag::ACK) {
-            if !payload.is_empty() {
-                return Err(conn_err(
-                    Reason::FRAME_SIZE_ERROR,
-                    "client sent SETTINGS ACK with a payload",
-                ));
-            }
-            if self.settings_unacked > 0 {
-                self.settings_unacked -= 1;
-                // Our SETTINGS_INITIAL_WINDOW_SIZE is in force from now on.
-                let delta = self.cfg.initial_window_size as i64 - self.local_initial as i64;
-                for s in self.streams.iter_mut() {
-                    s.recv_window = (s.recv_window as i64 + delta) as i32;
-                }
-                self.local_initial = self.cfg.initial_window_size;
-            }
-            return self.flood.idle_frame();
-        }
-        if payload.len() % 6 != 0 {
-            return Err(conn_err(
-                Reason::FRAME_SIZE_ERROR,
-                "client sent SETTINGS of a wrong length",
-            ));
-        }
-        self.flood.idle_frame()?;
-        self.answer_room()?;
-        let mut window = None;
-        for p in payload.chunks_exact(6) {
-            let value = u32_at(p, 2);
-            match u16::from_be_bytes([p[0], p[1]]) {
-                setting::HEADER_TABLE_SIZE => self.peer.header_table_size = value,
-                setting::ENABLE_PUSH if value > 1 => {
-                    return Err(conn_err(
-                        Reason::PROTOCOL_ERROR,
-                        "client sent invalid SETTINGS_ENABLE_PUSH",
-                    ));
-                }
-                setting::ENABLE_PUSH => self.peer.enable_push = value == 1,
-                setting::INITIAL_WINDOW_SIZE if value > MAX_WINDOW => {
-                    return Err(conn_err(
-                        Reason::FLOW_CONTROL_ERROR,
-                        "client sent too large SETTINGS_INITIAL_WINDOW_SIZE",
-                    ));
-                }
-                setting::INITIAL_WINDOW_SIZE => window = Some(value),
-                setting::MAX_FRAME_SIZE
-                    if !(DEFAULT_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&value) =>
-                {
-                    return Err(conn_err(
-                        Reason::PROTOCOL_ERROR,
-                        "client sent invalid SETTINGS_MAX_FRAME_SIZE",
-                    ));
-                }
-                setting::MAX_FRAME_SIZE => self.peer.max_frame_size = value,
-                setting::MAX_HEADER_LIST_SIZE => self.peer.max_header_list_size = Some(value),
-                // MAX_CONCURRENT_STREAMS bounds pushes, which we never send; unknown ones are
-                // ignored (RFC 9113, 6.5.2).
-                _ => {}
-            }
-        }
-        if let Some(w) = window {
-            // Every stream's send window moves by the difference (RFC 9113, 6.9.2).
-            let delta = w as i64 - self.peer.initial_window_size as i64;
-            for s in self.streams.iter_mut() {
-                let new = s.send_window as i64 + delta;
-                if new > MAX_WINDOW as i64 {
-                    return Err(conn_err(
-                        Reason::FLOW_CONTROL_ERROR,
-                        "client's SETTINGS_INITIAL_WINDOW_SIZE overflowed a window",
-                    ));
-                }
-                s.send_window = new as i32;
-            }
-            self.peer.initial_window_size = w;
-        }
-        write::settings_ack(&mut self.out);
-        self.events.push_back(Event::SettingsChanged);
-        Ok(())
-    }
-
-    fn ping_frame(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
-        if head.stream != 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent PING on a stream",
-            ));
-        }
-        if payload.len() != 8 {
-            return Err(conn_err(
-                Reason::FRAME_SIZE_ERROR,
-                "client sent PING of a wrong length",
-            ));
-        }
-        self.flood.idle_frame()?;
-        if head.has(flag::ACK) {
-            return Ok(());
-        }
-        self.answer_room()?;
-        let mut data = [0; 8];
-        data.copy_from_slice(payload);
-        write::ping(&mut self.out, true, data);
-        Ok(())
-    }
-
-    fn goaway_frame(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
-        if head.stream != 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent GOAWAY on a stream",
-            ));
-        }
-        if payload.len() < 8 {
-            return Err(conn_err(
-                Reason::FRAME_SIZE_ERROR,
-                "client sent GOAWAY too short",
-            ));
-        }
-        self.goaway_received = true;
-        let last_stream = u32_at(payload, 0) & MAX_WINDOW;
-        let code = Reason(u32_at(payload, 4));
-        self.events.push_back(Event::GoAway { last_stream, code });
-        Ok(())
-    }
-
-    fn window_update(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
-        let id = head.stream;
-        if payload.len() != 4 {
-            return Err(conn_err(
-                Reason::FRAME_SIZE_ERROR,
-                "client sent WINDOW_UPDATE of a wrong length",
-            ));
-        }
-        let inc = u32_at(payload, 0) & MAX_WINDOW;
-        self.flood.idle_frame()?;
-        if id == 0 {
-            if inc == 0 {
-                return Err(conn_err(
-                    Reason::PROTOCOL_ERROR,
-                    "client sent WINDOW_UPDATE of 0",
-                ));
-            }
-            if self.send_window + inc as i64 > MAX_WINDOW as i64 {
-                return Err(conn_err(
-                    Reason::FLOW_CONTROL_ERROR,
-                    "client overflowed the connection's window",
-                ));
-            }
-            self.send_window += inc as i64;
-            if self.send_window > 0 {
-                self.events.push_back(Event::WindowOpened { stream: 0 });
-            }
-            return Ok(());
-        }
-        if self.idle(id) {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent WINDOW_UPDATE for an idle stream",
-            ));
-        }
-        let code = match self.streams.get(id) {
-            // Closed streams may still get one in flight (RFC 9113, 6.9).
-            None => return Ok(()),
-            Some(_) if inc == 0 => Reason::PROTOCOL_ERROR,
-            Some(s) if s.send_window as i64 + inc as i64 > MAX_WINDOW as i64 => {
-                Reason::FLOW_CONTROL_ERROR
-            }
-            Some(s) => {
-                s.send_window += inc as i32;
-                if s.send_window > 0 {
-                    self.events.push_back(Event::WindowOpened { stream: id });
-                }
-                return Ok(());
-            }
-        };
-        self.stream_error(id, code)
     }
 }

@@ -22,6 +22,7 @@
 //! connection that called [`Connection::shrink`] holds no heap buffer at all.
 
 mod conn;
+mod control;
 mod flood;
 mod parse;
 mod send;

@@ -181,6 +181,6 @@ fn stream_id_exhaustion_ends_gracefully() {
     assert_eq!(p.conn.open_streams(), 0);
     // Below the mark, nothing happens.
     let mut p = Peer::new(Config::default());
-    p.feed(&get(STREAM_ID_HIGH - 2 | 1)).unwrap();
+    p.feed(&get((STREAM_ID_HIGH - 2) | 1)).unwrap();
     assert!(p.take_output().is_empty());
 }
