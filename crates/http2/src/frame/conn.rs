@@ -203,6 +203,14 @@ impl Connection {
         self.dead
     }
 
+    /// Ends the connection for an error found above this layer (a header block HPACK cannot
+    /// decode: COMPRESSION_ERROR): its GOAWAY is queued, and `recv` returns it from now on.
+    pub fn close_with(&mut self, e: ConnError) {
+        if self.dead.is_none() {
+            self.fail(e);
+        }
+    }
+
     /// Queues the GOAWAY of a connection error and ends the connection.
     fn fail(&mut self, e: ConnError) -> ConnError {
         write::goaway(&mut self.out, self.last_peer_id, e.code);
@@ -354,6 +362,23 @@ impl Connection {
             self.recv_window += self.recv_unacked as i64;
             self.recv_unacked = 0;
         }
+    }
+
+    /// Opens `stream`'s receive window by `n` more at once (a WINDOW_UPDATE), beyond what
+    /// [`Connection::consumed`] gives back: nginx does so when a request body is read into a
+    /// buffer larger than `http2_body_preread_size`, and it is the only way a body comes at all
+    /// with a preread size of 0. The window stays at most 2^31 − 1; nothing is sent for a stream
+    /// gone or whose body has ended.
+    pub fn open_window(&mut self, stream: u32, n: u32) {
+        let Some(s) = self.streams.get(stream) else {
+            return;
+        };
+        let n = n.min((MAX_WINDOW as i64 - s.recv_window as i64).max(0) as u32);
+        if s.remote_closed || n == 0 {
+            return;
+        }
+        s.recv_window += n as i32;
+        write::window_update(&mut self.out, stream, n);
     }
 
     /// Gives `n` body bytes of `stream` back to its window and the connection's, with a

@@ -190,3 +190,58 @@ fn window_updates_open_the_way_and_say_so() {
     assert_eq!(p.take_events(), [Event::WindowOpened { stream: 0 }]);
     assert_eq!(p.conn.window(1), Ok(100));
 }
+
+#[test]
+fn open_window_lets_a_body_come_past_the_preread_size() {
+    let mut p = Peer::new(Config {
+        initial_window_size: 0,
+        ..Config::default()
+    });
+    p.feed(&post(1)).unwrap();
+    p.expect_stream_error(&frame(DATA, 0, 1, b"x"), 1, Reason::FLOW_CONTROL_ERROR);
+    p.feed(&post(3)).unwrap();
+    p.conn.open_window(3, 100);
+    assert_eq!(
+        p.take_output(),
+        [Out {
+            kind: WINDOW_UPDATE,
+            flags: 0,
+            stream: 3,
+            payload: u32be(100)
+        }]
+    );
+    p.feed(&frame(DATA, 0, 3, &[0; 100])).unwrap();
+    p.expect_stream_error(&frame(DATA, 0, 3, b"x"), 3, Reason::FLOW_CONTROL_ERROR);
+    // Never past 2^31 − 1.
+    p.feed(&post(5)).unwrap();
+    p.conn.open_window(5, u32::MAX);
+    p.conn.open_window(5, 1);
+    assert_eq!(
+        p.take_output(),
+        [Out {
+            kind: WINDOW_UPDATE,
+            flags: 0,
+            stream: 5,
+            payload: u32be(0x7fff_ffff)
+        }]
+    );
+}
+
+#[test]
+fn close_with_an_error_from_above() {
+    let mut p = Peer::new(Config::default());
+    p.feed(&get(1)).unwrap();
+    let e = ConnError {
+        code: Reason::COMPRESSION_ERROR,
+        what: "client sent invalid header block",
+    };
+    p.conn.close_with(e);
+    p.conn.close_with(e);
+    let out = p.take_output();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].kind, out[0].code(), &out[0].payload[..4]),
+        (GOAWAY, 9, &u32be(1)[..])
+    );
+    assert_eq!(p.conn.recv(&get(3)), Err(e));
+}
