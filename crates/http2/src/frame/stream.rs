@@ -48,11 +48,8 @@ impl Streams {
 
     pub fn remove(&mut self, id: u32) -> Option<Stream> {
         let i = self.index(id)?;
-        let s = self.list.remove(i);
-        if self.list.is_empty() {
-            self.list = Vec::new();
-        }
-        Some(s)
+        // Capacity stays for the next stream; `shrink` gives it back when the connection idles.
+        Some(self.list.remove(i))
     }
 
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Stream> {
@@ -65,6 +62,9 @@ impl Streams {
     }
 
     pub fn shrink(&mut self) {
+        if self.list.is_empty() {
+            self.list = Vec::new();
+        }
         self.list.shrink_to_fit();
     }
 }
