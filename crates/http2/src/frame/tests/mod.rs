@@ -5,6 +5,7 @@ mod flood;
 mod flow;
 mod rules;
 mod send;
+mod split;
 
 use super::*;
 
