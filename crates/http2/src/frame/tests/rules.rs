@@ -624,3 +624,11 @@ fn streams_after_our_goaway_are_ignored() {
     p.conn.goaway(Reason::INTERNAL_ERROR);
     assert_eq!(p.take_output()[0].code(), 2);
 }
+
+#[test]
+fn reason_names() {
+    assert_eq!(Reason::NO_ERROR.name(), Some("NO_ERROR"));
+    assert_eq!(Reason::ENHANCE_YOUR_CALM.name(), Some("ENHANCE_YOUR_CALM"));
+    assert_eq!(Reason::HTTP_1_1_REQUIRED.name(), Some("HTTP_1_1_REQUIRED"));
+    assert_eq!(Reason(0xe).name(), None);
+}
