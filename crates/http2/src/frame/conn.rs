@@ -264,6 +264,7 @@ impl Connection {
     /// knew it).
     pub(super) fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
         write::rst_stream(&mut self.out, id, code);
+        self.streams.note_reset(id);
         if self.streams.remove(id).is_some() {
             self.events.push_back(Event::Reset {
                 stream: id,
@@ -309,6 +310,11 @@ impl Connection {
         }
         self.recv_window -= len as i64;
         let end = head.has(flag::END_STREAM);
+        if self.streams.reset_lately(id) && self.streams.get(id).is_none() {
+            // In flight when we reset the stream: only the connection's window counts it.
+            self.conn_consumed(len);
+            return self.flood.idle_frame();
+        }
         let code = match self.streams.get(id) {
             None => Some(Reason::STREAM_CLOSED),
             Some(s) if s.remote_closed => Some(Reason::STREAM_CLOSED),
@@ -415,6 +421,7 @@ impl Connection {
         let (from, to) = unpad(&head, payload, fixed)?;
         let self_dep = fixed > 0 && u32_at(payload, from - 5) & MAX_WINDOW == id;
         let end_stream = head.has(flag::END_STREAM);
+        let reset_lately = self.streams.reset_lately(id);
         let purpose = match self.streams.get(id) {
             Some(s) if s.remote_closed => {
                 self.stream_error(id, Reason::STREAM_CLOSED)?;
@@ -434,6 +441,8 @@ impl Connection {
                     "client sent HEADERS with an even stream id",
                 ));
             }
+            // Trailers in flight on a stream we reset: decoded for HPACK's sake, then dropped.
+            None if id <= self.last_peer_id && reset_lately => BlockFor::Discard,
             None if id <= self.last_peer_id => {
                 return Err(conn_err(
                     Reason::PROTOCOL_ERROR,

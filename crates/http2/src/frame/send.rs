@@ -125,11 +125,13 @@ impl Connection {
     }
 
     /// Resets a stream (an answer abandoned, a request refused by the layer above: a
-    /// `content-length` that disagrees with the DATA frames is PROTOCOL_ERROR). Nothing is
-    /// sent for a stream already gone.
+    /// `content-length` that disagrees with the DATA frames is PROTOCOL_ERROR; NO_ERROR after
+    /// an answer that ended before its request's body, RFC 9113, 8.1). Nothing is sent for a
+    /// stream already gone. What the client sent before it saw the reset is ignored.
     pub fn reset(&mut self, stream: u32, code: Reason) {
         if self.streams.remove(stream).is_some() {
             write::rst_stream(&mut self.out, stream, code);
+            self.streams.note_reset(stream);
         }
     }
 

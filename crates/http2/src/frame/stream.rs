@@ -17,9 +17,16 @@ pub(crate) struct Stream {
     pub local_closed: bool,
 }
 
+/// How many of the streams we reset last are remembered.
+const RECENT: usize = 8;
+
 #[derive(Debug, Default)]
 pub(crate) struct Streams {
     list: Vec<Stream>,
+    /// The streams we reset last: frames the client sent before it saw our RST_STREAM are
+    /// ignored on them (RFC 9113, 5.1, "closed"), rather than answered or fatal.
+    recent: [u32; RECENT],
+    next: u8,
 }
 
 impl Streams {
@@ -50,6 +57,17 @@ impl Streams {
         let i = self.index(id)?;
         // Capacity stays for the next stream; `shrink` gives it back when the connection idles.
         Some(self.list.remove(i))
+    }
+
+    /// We sent a RST_STREAM for `id`.
+    pub fn note_reset(&mut self, id: u32) {
+        self.recent[self.next as usize % RECENT] = id;
+        self.next = self.next.wrapping_add(1);
+    }
+
+    /// Whether we reset `id` lately.
+    pub fn reset_lately(&self, id: u32) -> bool {
+        id != 0 && self.recent.contains(&id)
     }
 
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Stream> {

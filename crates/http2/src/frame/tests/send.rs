@@ -146,8 +146,80 @@ fn reset_by_the_server() {
         }]
     );
     assert_eq!(p.conn.open_streams(), 0);
-    // Body bytes still in flight are refused, their window given back.
-    p.expect_stream_error(&frame(DATA, 0, 1, b"late"), 1, Reason::STREAM_CLOSED);
+    // What the client sent before it saw the reset is ignored: body bytes (counted in the
+    // connection's window only), trailers (decoded for HPACK, then dropped).
+    p.take_events();
+    let cfg = Config {
+        connection_window: 65535,
+        ..Config::default()
+    };
+    let mut p = Peer::new(cfg);
+    p.feed(&post(1)).unwrap();
+    p.conn.reset(1, Reason::CANCEL);
+    p.take_output();
+    p.take_events();
+    for _ in 0..8 {
+        p.feed(&frame(DATA, 0, 1, &[0; 16000])).unwrap();
+    }
+    p.feed(&frame(HEADERS, END_HEADERS | END_STREAM, 1, b"tr"))
+        .unwrap();
+    let ev = p.take_events();
+    assert!(matches!(ev[..], [Event::Discard { .. }]), "{ev:?}");
+    assert_eq!(p.block(&ev[0]), b"tr");
+    let out = p.take_output();
+    assert!(
+        out.iter().all(|f| f.kind == WINDOW_UPDATE && f.stream == 0),
+        "{out:?}"
+    );
+    assert_eq!(p.conn.error(), None);
+}
+
+#[test]
+fn only_the_last_resets_are_remembered() {
+    let mut p = Peer::new(Config::default());
+    for id in (1..=17).step_by(2) {
+        p.feed(&post(id)).unwrap();
+        p.conn.reset(id, Reason::CANCEL);
+    }
+    p.take_output();
+    // Stream 3 is among the last eight: ignored. Stream 1 is not: STREAM_CLOSED.
+    p.feed(&frame(DATA, 0, 3, b"x")).unwrap();
+    assert!(p.take_output().is_empty());
+    p.expect_stream_error(&frame(DATA, 0, 1, b"x"), 1, Reason::STREAM_CLOSED);
+    // And trailers on a stream closed long ago end the connection.
+    let mut p2 = Peer::new(Config::default());
+    p2.feed(&get(1)).unwrap();
+    p2.conn.send_headers(1, b"\x88", true).unwrap();
+    p2.take_output();
+    p2.expect_conn_error(
+        &frame(HEADERS, END_HEADERS | END_STREAM, 1, b"tr"),
+        Reason::PROTOCOL_ERROR,
+    );
+}
+
+#[test]
+fn a_refused_stream_body_in_flight_is_ignored() {
+    let mut p = Peer::new(Config {
+        max_concurrent_streams: 1,
+        ..Config::default()
+    });
+    p.feed(&post(1)).unwrap();
+    p.expect_stream_error(&post(3), 3, Reason::REFUSED_STREAM);
+    p.feed(&frame(DATA, END_STREAM, 3, b"body")).unwrap();
+    assert!(p.take_output().is_empty());
+    // A PRIORITY error on an idle stream does not keep that stream from opening later.
+    p.expect_stream_error(
+        &frame(PRIORITY, 0, 5, &[0, 0, 0, 5, 1]),
+        5,
+        Reason::PROTOCOL_ERROR,
+    );
+    p.conn.reset(1, Reason::CANCEL);
+    p.take_events();
+    p.feed(&get(5)).unwrap();
+    assert!(matches!(
+        p.take_events()[..],
+        [Event::Headers { stream: 5, .. }]
+    ));
 }
 
 #[test]
@@ -206,7 +278,7 @@ fn an_idle_connection_holds_no_buffers() {
         std::mem::size_of::<super::super::stream::Stream>()
     );
     assert!(
-        std::mem::size_of::<Connection>() <= 256,
+        std::mem::size_of::<Connection>() <= 272,
         "{}",
         std::mem::size_of::<Connection>()
     );
