@@ -467,7 +467,10 @@ fn priority_self_dependency() {
     // A lower id than the PRIORITY's still opens.
     p.take_events();
     p.feed(&get(3)).unwrap();
-    assert!(matches!(p.take_events()[..], [Event::Headers { stream: 3, .. }]));
+    assert!(matches!(
+        p.take_events()[..],
+        [Event::Headers { stream: 3, .. }]
+    ));
     // HEADERS that depends on its own stream: refused, its block still decoded.
     let mut p = Peer::new(Config::default());
     p.expect_stream_error(
