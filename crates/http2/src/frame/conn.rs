@@ -263,6 +263,9 @@ impl Connection {
     /// A stream error: RST_STREAM queued, the stream forgotten (and the caller told, if it
     /// knew it).
     pub(super) fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
+        // A client that makes us answer RST_STREAMs and does not read them is bounded as one
+        // that sends PINGs.
+        self.answer_room()?;
         write::rst_stream(&mut self.out, id, code);
         self.streams.note_reset(id);
         if self.streams.remove(id).is_some() {

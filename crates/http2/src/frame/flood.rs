@@ -10,8 +10,9 @@
 //!   RST_STREAMs our stream errors queue. Counted; the count starts over when the connection
 //!   makes progress (a new stream, body bytes, an answer's HEADERS or DATA sent). Past
 //!   [`IDLE_FRAMES`] the connection ends.
-//! - **A peer that never reads**: a PING or SETTINGS that wants an answer while more than
-//!   `Config::max_output` bytes wait to be written ends the connection.
+//! - **A peer that never reads**: a PING or SETTINGS that wants an answer, or a stream error
+//!   that wants a RST_STREAM, while more than `Config::max_output` bytes wait to be written
+//!   ends the connection.
 //!
 //! Each ends the connection with GOAWAY(ENHANCE_YOUR_CALM).
 

@@ -150,6 +150,12 @@ fn a_peer_that_never_reads() {
     let mut p = Peer::new(cfg.clone());
     p.feed(&times(&settings(&[]), 112)).unwrap();
     p.expect_conn_error(&settings(&[]), Reason::ENHANCE_YOUR_CALM);
+    // Stream errors the same: each wants a RST_STREAM (13 bytes); 77 fit in 1000.
+    let mut p = Peer::new(cfg.clone());
+    let bad_priority = |id: u32| frame(PRIORITY, 0, id, &[0; 4]);
+    let many: Vec<u8> = (0..77).flat_map(|i| bad_priority(2 * i + 1)).collect();
+    p.feed(&many).unwrap();
+    p.expect_conn_error(&bad_priority(1001), Reason::ENHANCE_YOUR_CALM);
     // A peer that reads is answered, however long it goes on.
     let mut p = Peer::new(cfg);
     for i in 0..20 {
