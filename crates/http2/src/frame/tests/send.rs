@@ -284,3 +284,27 @@ fn an_idle_connection_holds_no_buffers() {
     );
     assert_eq!(std::mem::size_of::<super::super::stream::Stream>(), 20);
 }
+
+#[test]
+fn interim_heads_body_and_trailers() {
+    let mut p = Peer::new(Config::default());
+    p.feed(&post(1)).unwrap();
+    p.feed(&frame(DATA, END_STREAM, 1, b"q")).unwrap();
+    // 103 Early Hints, then 200, a body, trailers.
+    p.conn.send_headers(1, b"\x48\x03103", false).unwrap();
+    p.conn.send_headers(1, b"\x88", false).unwrap();
+    assert_eq!(p.conn.send_data(1, b"body", false), Ok(4));
+    assert_eq!(p.conn.open_streams(), 1);
+    p.conn.send_headers(1, b"\x40\x01x\x01y", true).unwrap();
+    assert_eq!(p.conn.open_streams(), 0);
+    let shape: Vec<_> = p.take_output().iter().map(|f| (f.kind, f.flags)).collect();
+    assert_eq!(
+        shape,
+        [
+            (HEADERS, END_HEADERS),
+            (HEADERS, END_HEADERS),
+            (DATA, 0),
+            (HEADERS, END_HEADERS | END_STREAM)
+        ]
+    );
+}
