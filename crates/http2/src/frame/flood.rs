@@ -2,12 +2,12 @@
 //!
 //! - **Rapid reset** (CVE-2023-44487): a count, per connection, of streams the peer reset
 //!   before we finished answering them, less one for each answer we finished; past
-//!   [`Flood::reset_limit`] (four times `max_concurrent_streams`) the connection ends. And, as
+//!   `reset_limit` (four times `max_concurrent_streams`, at least 64) the connection ends. And, as
 //!   nginx 1.25.3 does, at most twice `max_concurrent_streams` new streams per `recv` call
 //!   (one read from the socket): opening and resetting at once in one read is refused too.
 //! - **Frames without progress**: SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM on a
-//!   closed stream, DATA with no data and no END_STREAM, a zero-length CONTINUATION, and the
-//!   RST_STREAMs our stream errors queue. Counted; the count starts over when the connection
+//!   closed stream, DATA with no data and no END_STREAM, DATA on a stream we reset, a
+//!   zero-length CONTINUATION, and the RST_STREAMs our stream errors queue. Counted; the count starts over when the connection
 //!   makes progress (a new stream, body bytes, an answer's HEADERS or DATA sent). Past
 //!   [`IDLE_FRAMES`] the connection ends.
 //! - **A peer that never reads**: a PING or SETTINGS that wants an answer, or a stream error
