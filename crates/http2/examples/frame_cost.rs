@@ -4,8 +4,12 @@
 //! one request costs:
 //!
 //!     cargo build --release -p shoal-http2 --example frame_cost
-//!     valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/frame_cost 1000
-//!     valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/frame_cost 11000
+//!     cd target/release/examples
+//!     valgrind --tool=callgrind --callgrind-out-file=/dev/null ./frame_cost 1000
+//!     valgrind --tool=callgrind --callgrind-out-file=/dev/null ./frame_cost 11000
+//!
+//! At the frame layer's first commit: 1,025,680 and 8,345,699 instructions, so about 730 per
+//! request (of which the example's own loop and copies are a part).
 
 use shoal_http2::frame::{Config, Connection, Event, PREFACE};
 

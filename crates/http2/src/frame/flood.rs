@@ -7,9 +7,9 @@
 //!   (one read from the socket): opening and resetting at once in one read is refused too.
 //! - **Frames without progress**: SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM on a
 //!   closed stream, DATA with no data and no END_STREAM, DATA on a stream we reset, a
-//!   zero-length CONTINUATION, and the RST_STREAMs our stream errors queue. Counted; the count starts over when the connection
-//!   makes progress (a new stream, body bytes, an answer's HEADERS or DATA sent). Past
-//!   [`IDLE_FRAMES`] the connection ends.
+//!   zero-length CONTINUATION, and the RST_STREAMs our stream errors queue. Counted; the
+//!   count starts over when the connection makes progress (a new stream, body bytes, an
+//!   answer's HEADERS or DATA sent). Past [`IDLE_FRAMES`] the connection ends.
 //! - **A peer that never reads**: a PING or SETTINGS that wants an answer, or a stream error
 //!   that wants a RST_STREAM, while more than `Config::max_output` bytes wait to be written
 //!   ends the connection.

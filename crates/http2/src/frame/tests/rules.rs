@@ -435,9 +435,8 @@ fn header_block_is_bounded_without_buffering_more() {
     p.feed(&frame(HEADERS, 0, 1, &[1; 60])).unwrap();
     p.feed(&frame(CONTINUATION, END_HEADERS, 1, &[1; 60]))
         .unwrap();
-    assert!(
-        matches!(&p.take_events()[..], [Event::Headers { block: Block::Owned(b), .. }] if b.len() == 120)
-    );
+    let ev = p.take_events();
+    assert!(matches!(&ev[..], [Event::Headers { block: Block::Owned(b), .. }] if b.len() == 120));
     // One byte more: the connection ends.
     let mut p = Peer::new(cfg.clone());
     p.feed(&frame(HEADERS, 0, 1, &[1; 60])).unwrap();
