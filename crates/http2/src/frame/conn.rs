@@ -193,6 +193,12 @@ impl Connection {
         self.last_peer_id
     }
 
+    /// Whether the client has yet to acknowledge our SETTINGS: the caller may end a connection
+    /// that takes too long with SETTINGS_TIMEOUT ([`Connection::close_with`], RFC 9113, 6.5.3).
+    pub fn awaiting_settings_ack(&self) -> bool {
+        self.settings_unacked > 0
+    }
+
     /// Whether the client sent GOAWAY.
     pub fn peer_going_away(&self) -> bool {
         self.goaway_received
