@@ -113,6 +113,7 @@ fn our_window_applies_once_acknowledged() {
         ..Config::default()
     });
     p.take_output();
+    assert!(p.conn.awaiting_settings_ack());
     let mut hello = PREFACE.to_vec();
     hello.extend(settings(&[]));
     hello.extend(post(1));
@@ -120,7 +121,9 @@ fn our_window_applies_once_acknowledged() {
     // Before the ACK, the client may fill the default 65535.
     p.feed(&frame(DATA, 0, 1, &[0; 16384])).unwrap();
     // Once it acknowledges, the window is ours: 1000 − 65535 + what is left.
+    assert!(p.conn.awaiting_settings_ack());
     p.feed(&frame(SETTINGS, ACK, 0, &[])).unwrap();
+    assert!(!p.conn.awaiting_settings_ack());
     p.take_output();
     p.expect_stream_error(&frame(DATA, 0, 1, &[0; 1]), 1, Reason::FLOW_CONTROL_ERROR);
     // A stream opened after the ACK starts at 1000.
