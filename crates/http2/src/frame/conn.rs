@@ -1,0 +1,558 @@
+//! The connection: what `recv` does with each frame a client sends (RFC 9113, 5 and 6).
+
+use std::collections::VecDeque;
+
+use super::flood::Flood;
+use super::parse::{conn_err, u32_at, unpad, Head};
+use super::stream::{Stream, Streams};
+use super::{flag, kind, setting, write};
+use super::{Block, Config, ConnError, Event, PeerSettings, Reason};
+use super::{DEFAULT_FRAME_SIZE, DEFAULT_WINDOW, HEAD_LEN, MAX_FRAME_SIZE, MAX_WINDOW, PREFACE};
+
+/// From this stream id on, a new stream makes us send a graceful GOAWAY: the client has few
+/// ids left and should open a new connection while this one finishes.
+pub const STREAM_ID_HIGH: u32 = MAX_WINDOW - 2 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the client's 24-byte preface.
+    Preface,
+    /// The first frame must be a SETTINGS (RFC 9113, 3.4).
+    FirstSettings,
+    Frames,
+}
+
+/// What a header block is for, once whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BlockFor {
+    New,
+    Trailers,
+    Discard,
+}
+
+/// A header block waiting for its CONTINUATIONs.
+#[derive(Debug)]
+struct Partial {
+    stream: u32,
+    end_stream: bool,
+    purpose: BlockFor,
+    block: Vec<u8>,
+}
+
+/// One HTTP/2 connection's server side, sans I/O: see the module's documentation.
+#[derive(Debug)]
+pub struct Connection {
+    pub(super) cfg: Config,
+    pub(super) peer: PeerSettings,
+    phase: Phase,
+    pub(super) streams: Streams,
+    /// The highest stream id the client used (every id at or below it is closed or open).
+    pub(super) last_peer_id: u32,
+    /// The connection's send window: negative never, but i64 keeps sums honest.
+    pub(super) send_window: i64,
+    /// What the client may still send on the connection.
+    pub(super) recv_window: i64,
+    /// Body bytes consumed and not given back to the connection's window yet.
+    pub(super) recv_unacked: u32,
+    /// Each stream's receive window in force: 65535 until the client acknowledged ours.
+    pub(super) local_initial: u32,
+    /// Our SETTINGS frames the client has not acknowledged.
+    pub(super) settings_unacked: u32,
+    partial: Option<Box<Partial>>,
+    pub(super) goaway_sent: bool,
+    pub(super) goaway_received: bool,
+    pub(super) dead: Option<ConnError>,
+    pub(super) out: Vec<u8>,
+    pub(super) out_start: usize,
+    pub(super) events: VecDeque<Event>,
+    pub(super) flood: Flood,
+}
+
+impl Connection {
+    /// A connection whose client preface is still to come; our SETTINGS (and the connection
+    /// window's WINDOW_UPDATE) are already in the output, as the server preface (RFC 9113, 3.4).
+    pub fn new(mut cfg: Config) -> Connection {
+        cfg.initial_window_size = cfg.initial_window_size.min(MAX_WINDOW);
+        cfg.connection_window = cfg.connection_window.clamp(DEFAULT_WINDOW, MAX_WINDOW);
+        cfg.max_frame_size = cfg.max_frame_size.clamp(DEFAULT_FRAME_SIZE, MAX_FRAME_SIZE);
+        let mut c = Connection {
+            peer: PeerSettings::default(),
+            phase: Phase::Preface,
+            streams: Streams::default(),
+            last_peer_id: 0,
+            send_window: DEFAULT_WINDOW as i64,
+            recv_window: cfg.connection_window as i64,
+            recv_unacked: 0,
+            local_initial: DEFAULT_WINDOW,
+            settings_unacked: 1,
+            partial: None,
+            goaway_sent: false,
+            goaway_received: false,
+            dead: None,
+            out: Vec::new(),
+            out_start: 0,
+            events: VecDeque::new(),
+            flood: Flood::default(),
+            cfg,
+        };
+        let cfg = &c.cfg;
+        let mut params = vec![
+            (setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams),
+            (setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size),
+        ];
+        if cfg.max_frame_size != DEFAULT_FRAME_SIZE {
+            params.push((setting::MAX_FRAME_SIZE, cfg.max_frame_size));
+        }
+        if cfg.header_table_size != 4096 {
+            params.push((setting::HEADER_TABLE_SIZE, cfg.header_table_size));
+        }
+        params.push((setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size));
+        write::settings(&mut c.out, &params);
+        if cfg.connection_window > DEFAULT_WINDOW {
+            let more = cfg.connection_window - DEFAULT_WINDOW;
+            write::window_update(&mut c.out, 0, more);
+        }
+        c
+    }
+
+    /// Parses the whole frames `input` holds and returns how many bytes it used; the rest
+    /// (part of a frame) is for the next call, with more bytes after it. Events go to the
+    /// queue ([`Connection::poll_event`]); ranges in them index this `input`.
+    ///
+    /// A connection error queues its GOAWAY and is returned, now and on every later call.
+    pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
+        if let Some(e) = self.dead {
+            return Err(e);
+        }
+        self.flood.new_streams = 0;
+        let mut pos = 0;
+        if self.phase == Phase::Preface {
+            let n = input.len().min(PREFACE.len());
+            if input[..n] != PREFACE[..n] {
+                let e = conn_err(
+                    Reason::PROTOCOL_ERROR,
+                    "client sent invalid connection preface",
+                );
+                return Err(self.fail(e));
+            }
+            if n < PREFACE.len() {
+                return Ok(0);
+            }
+            pos = n;
+            self.phase = Phase::FirstSettings;
+        }
+        while input.len() - pos >= HEAD_LEN {
+            let head = Head::parse(&input[pos..]);
+            if head.len > self.cfg.max_frame_size as usize {
+                let e = conn_err(
+                    Reason::FRAME_SIZE_ERROR,
+                    "client sent frame larger than SETTINGS_MAX_FRAME_SIZE",
+                );
+                return Err(self.fail(e));
+            }
+            let start = pos + HEAD_LEN;
+            if input.len() - start < head.len {
+                break;
+            }
+            if let Err(e) = self.frame(head, input, start) {
+                return Err(self.fail(e));
+            }
+            pos = start + head.len;
+        }
+        Ok(pos)
+    }
+
+    #[cfg(test)]
+    pub(super) fn events_capacity(&self) -> usize {
+        self.events.capacity()
+    }
+
+    pub(super) fn shrink_events(&mut self) {
+        if self.events.is_empty() {
+            self.events = VecDeque::new();
+        }
+    }
+
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The client's settings as they stand.
+    pub fn peer_settings(&self) -> &PeerSettings {
+        &self.peer
+    }
+
+    /// Streams open (or half-closed) now.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// The highest stream id the client used.
+    pub fn last_stream(&self) -> u32 {
+        self.last_peer_id
+    }
+
+    /// Whether the client has yet to acknowledge our SETTINGS: the caller may end a connection
+    /// that takes too long with SETTINGS_TIMEOUT ([`Connection::close_with`], RFC 9113, 6.5.3).
+    pub fn awaiting_settings_ack(&self) -> bool {
+        self.settings_unacked > 0
+    }
+
+    /// Whether the client sent GOAWAY.
+    pub fn peer_going_away(&self) -> bool {
+        self.goaway_received
+    }
+
+    /// The connection error that ended the connection, if one did.
+    pub fn error(&self) -> Option<ConnError> {
+        self.dead
+    }
+
+    /// Ends the connection for an error found above this layer (a header block HPACK cannot
+    /// decode: COMPRESSION_ERROR): its GOAWAY is queued, and `recv` returns it from now on.
+    pub fn close_with(&mut self, e: ConnError) {
+        if self.dead.is_none() {
+            self.fail(e);
+        }
+    }
+
+    /// Queues the GOAWAY of a connection error and ends the connection.
+    fn fail(&mut self, e: ConnError) -> ConnError {
+        write::goaway(&mut self.out, self.last_peer_id, e.code);
+        self.goaway_sent = true;
+        self.dead = Some(e);
+        self.partial = None;
+        e
+    }
+
+    fn frame(&mut self, head: Head, input: &[u8], start: usize) -> Result<(), ConnError> {
+        let payload = &input[start..start + head.len];
+        if self.phase == Phase::FirstSettings {
+            if head.kind != kind::SETTINGS || head.has(flag::ACK) {
+                return Err(conn_err(
+                    Reason::PROTOCOL_ERROR,
+                    "client sent no SETTINGS after the preface",
+                ));
+            }
+            self.phase = Phase::Frames;
+        }
+        if let Some(p) = &self.partial {
+            if head.kind != kind::CONTINUATION || head.stream != p.stream {
+                return Err(conn_err(
+                    Reason::PROTOCOL_ERROR,
+                    "client sent a frame inside a header block",
+                ));
+            }
+        }
+        match head.kind {
+            kind::DATA => self.data(head, payload, start),
+            kind::HEADERS => self.headers(head, payload, start),
+            kind::PRIORITY => self.priority(head, payload),
+            kind::RST_STREAM => self.rst_stream(head, payload),
+            kind::SETTINGS => self.settings(head, payload),
+            kind::PUSH_PROMISE => Err(conn_err(Reason::PROTOCOL_ERROR, "client sent PUSH_PROMISE")),
+            kind::PING => self.ping_frame(head, payload),
+            kind::GOAWAY => self.goaway_frame(head, payload),
+            kind::WINDOW_UPDATE => self.window_update(head, payload),
+            kind::CONTINUATION => self.continuation(head, payload),
+            // Unknown types are ignored (RFC 9113, 5.5).
+            _ => Ok(()),
+        }
+    }
+
+    /// An id the client has not used yet, or one of ours (we open none): an idle stream.
+    pub(super) fn idle(&self, id: u32) -> bool {
+        id > self.last_peer_id || id % 2 == 0
+    }
+
+    /// A stream error: RST_STREAM queued, the stream forgotten (and the caller told, if it
+    /// knew it).
+    pub(super) fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
+        // A client that makes us answer RST_STREAMs and does not read them is bounded as one
+        // that sends PINGs.
+        self.answer_room()?;
+        write::rst_stream(&mut self.out, id, code);
+        self.streams.note_reset(id);
+        if self.streams.remove(id).is_some() {
+            self.events.push_back(Event::Reset {
+                stream: id,
+                code,
+                by_peer: false,
+            });
+        }
+        self.flood.idle_frame()
+    }
+
+    /// Room in the output for an answer the client asked for (PING, SETTINGS ACK).
+    pub(super) fn answer_room(&self) -> Result<(), ConnError> {
+        if self.out.len() - self.out_start > self.cfg.max_output {
+            return Err(conn_err(
+                Reason::ENHANCE_YOUR_CALM,
+                "client does not read what it asks for",
+            ));
+        }
+        Ok(())
+    }
+
+    fn data(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
+        let id = head.stream;
+        if id == 0 {
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent DATA on stream 0",
+            ));
+        }
+        let (from, to) = unpad(&head, payload, 0)?;
+        if self.idle(id) {
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent DATA on an idle stream",
+            ));
+        }
+        let len = head.len as u32;
+        if len as i64 > self.recv_window {
+            return Err(conn_err(
+                Reason::FLOW_CONTROL_ERROR,
+                "client violated connection flow control",
+            ));
+        }
+        self.recv_window -= len as i64;
+        let end = head.has(flag::END_STREAM);
+        if self.streams.reset_lately(id) && self.streams.get(id).is_none() {
+            // In flight when we reset the stream: only the connection's window counts it.
+            self.conn_consumed(len);
+            return self.flood.idle_frame();
+        }
+        let code = match self.streams.get(id) {
+            None => Some(Reason::STREAM_CLOSED),
+            Some(s) if s.remote_closed => Some(Reason::STREAM_CLOSED),
+            Some(s) if len as i64 > s.recv_window as i64 => Some(Reason::FLOW_CONTROL_ERROR),
+            Some(s) => {
+                s.recv_window -= len as i32;
+                s.remote_closed = end;
+                None
+            }
+        };
+        if let Some(code) = code {
+            // Nobody takes these bytes: they go back to the connection's window at once.
+            self.conn_consumed(len);
+            return self.stream_error(id, code);
+        }
+        if from == to && !end {
+            self.flood.idle_frame()?;
+        } else {
+            self.flood.progress();
+        }
+        self.events.push_back(Event::Data {
+            stream: id,
+            data: start + from..start + to,
+            end_stream: end,
+        });
+        let padding = len - (to - from) as u32;
+        if padding > 0 {
+            self.consumed(id, padding);
+        }
+        if end {
+            self.close_if_done(id);
+        }
+        Ok(())
+    }
+
+    /// Forgets a stream closed both ways.
+    pub(super) fn close_if_done(&mut self, id: u32) {
+        if let Some(s) = self.streams.get(id) {
+            if s.remote_closed && s.local_closed {
+                self.streams.remove(id);
+            }
+        }
+    }
+
+    /// Gives `n` bytes back to the connection's receive window, with a WINDOW_UPDATE once half
+    /// of it waits.
+    pub(super) fn conn_consumed(&mut self, n: u32) {
+        self.recv_unacked += n;
+        if self.recv_unacked >= self.cfg.connection_window / 2 {
+            write::window_update(&mut self.out, 0, self.recv_unacked);
+            self.recv_window += self.recv_unacked as i64;
+            self.recv_unacked = 0;
+        }
+    }
+
+    /// Opens `stream`'s receive window by `n` more at once (a WINDOW_UPDATE), beyond what
+    /// [`Connection::consumed`] gives back: nginx does so when a request body is read into a
+    /// buffer larger than `http2_body_preread_size`, and it is the only way a body comes at all
+    /// with a preread size of 0. The window stays at most 2^31 − 1; nothing is sent for a stream
+    /// gone or whose body has ended.
+    pub fn open_window(&mut self, stream: u32, n: u32) {
+        let Some(s) = self.streams.get(stream) else {
+            return;
+        };
+        let n = n.min((MAX_WINDOW as i64 - s.recv_window as i64).max(0) as u32);
+        if s.remote_closed || n == 0 {
+            return;
+        }
+        s.recv_window += n as i32;
+        write::window_update(&mut self.out, stream, n);
+    }
+
+    /// Gives `n` body bytes of `stream` back to its window and the connection's, with a
+    /// WINDOW_UPDATE when half the window waits (none for a stream whose body has ended).
+    pub fn consumed(&mut self, stream: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        self.conn_consumed(n);
+        let half = (self.cfg.initial_window_size / 2).max(1);
+        if let Some(s) = self.streams.get(stream) {
+            if s.remote_closed {
+                return;
+            }
+            s.unacked += n;
+            if s.unacked >= half {
+                let inc = s.unacked;
+                s.recv_window += inc as i32;
+                s.unacked = 0;
+                write::window_update(&mut self.out, stream, inc);
+            }
+        }
+    }
+
+    fn headers(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
+        let id = head.stream;
+        if id == 0 {
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent HEADERS on stream 0",
+            ));
+        }
+        let fixed = if head.has(flag::PRIORITY) { 5 } else { 0 };
+        let (from, to) = unpad(&head, payload, fixed)?;
+        let self_dep = fixed > 0 && u32_at(payload, from - 5) & MAX_WINDOW == id;
+        let end_stream = head.has(flag::END_STREAM);
+        let reset_lately = self.streams.reset_lately(id);
+        let purpose = match self.streams.get(id) {
+            Some(s) if s.remote_closed => {
+                self.stream_error(id, Reason::STREAM_CLOSED)?;
+                BlockFor::Discard
+            }
+            Some(_) if !end_stream || self_dep => {
+                self.stream_error(id, Reason::PROTOCOL_ERROR)?;
+                BlockFor::Discard
+            }
+            Some(s) => {
+                s.remote_closed = true;
+                BlockFor::Trailers
+            }
+            None if id % 2 == 0 => {
+                return Err(conn_err(
+                    Reason::PROTOCOL_ERROR,
+                    "client sent HEADERS with an even stream id",
+                ));
+            }
+            // Trailers in flight on a stream we reset: decoded for HPACK's sake, then dropped.
+            None if id <= self.last_peer_id && reset_lately => BlockFor::Discard,
+            None if id <= self.last_peer_id => {
+                return Err(conn_err(
+                    Reason::PROTOCOL_ERROR,
+                    "client sent HEADERS with a stream id not above the last",
+                ));
+            }
+            None => self.open(id, end_stream, self_dep)?,
+        };
+        if head.has(flag::END_HEADERS) {
+            self.block_done(
+                id,
+                purpose,
+                Block::Input(start + from..start + to),
+                end_stream,
+            );
+            return Ok(());
+        }
+        self.block_bound(to - from)?;
+        self.partial = Some(Box::new(Partial {
+            stream: id,
+            end_stream,
+            purpose,
+            block: payload[from..to].to_vec(),
+        }));
+        Ok(())
+    }
+
+    /// A new stream from the client, or why not.
+    fn open(&mut self, id: u32, end_stream: bool, self_dep: bool) -> Result<BlockFor, ConnError> {
+        self.last_peer_id = id;
+        if self.goaway_sent {
+            // Streams after our GOAWAY are ignored (RFC 9113, 6.8).
+            return Ok(BlockFor::Discard);
+        }
+        self.flood.new_stream(self.cfg.max_concurrent_streams)?;
+        if self_dep {
+            self.stream_error(id, Reason::PROTOCOL_ERROR)?;
+            return Ok(BlockFor::Discard);
+        }
+        if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
+            self.stream_error(id, Reason::REFUSED_STREAM)?;
+            return Ok(BlockFor::Discard);
+        }
+        self.streams.push(Stream {
+            id,
+            send_window: self.peer.initial_window_size as i32,
+            recv_window: self.local_initial as i32,
+            unacked: 0,
+            remote_closed: end_stream,
+            local_closed: false,
+        });
+        self.flood.progress();
+        if id >= STREAM_ID_HIGH {
+            self.goaway(Reason::NO_ERROR);
+        }
+        Ok(BlockFor::New)
+    }
+
+    /// A header block longer than the configured list plus slack is not buffered.
+    fn block_bound(&self, len: usize) -> Result<(), ConnError> {
+        if len
+            > (self.cfg.max_header_list_size as usize)
+                .saturating_add(self.cfg.header_slack as usize)
+        {
+            return Err(conn_err(
+                Reason::ENHANCE_YOUR_CALM,
+                "client sent too long header block",
+            ));
+        }
+        Ok(())
+    }
+
+    fn block_done(&mut self, stream: u32, purpose: BlockFor, block: Block, end_stream: bool) {
+        self.events.push_back(match purpose {
+            BlockFor::New => Event::Headers {
+                stream,
+                block,
+                end_stream,
+            },
+            BlockFor::Trailers => Event::Trailers { stream, block },
+            BlockFor::Discard => Event::Discard { block },
+        });
+    }
+
+    fn continuation(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
+        let Some(p) = self.partial.as_mut() else {
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent CONTINUATION outside a header block",
+            ));
+        };
+        let total = p.block.len() + payload.len();
+        self.block_bound(total)?;
+        let p = self.partial.as_mut().expect("checked above");
+        p.block.extend_from_slice(payload);
+        if head.has(flag::END_HEADERS) {
+            let p = self.partial.take().expect("checked above");
+            self.block_done(p.stream, p.purpose, Block::Owned(p.block), p.end_stream);
+        } else if payload.is_empty() {
+            self.flood.idle_frame()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! What the server sends: answers' HEADERS and DATA within the client's windows, resets,
+//! GOAWAY, PING, and the output buffer the caller drains.
+
+use super::conn::Connection;
+use super::{kind, write, Reason, StreamGone, HEAD_LEN};
+
+/// An output buffer that grew past this is freed once drained, rather than kept.
+const KEEP_OUTPUT: usize = 16 * 1024;
+
+impl Connection {
+    /// Queues an answer's header block (encoded by the caller), cut into HEADERS and
+    /// CONTINUATIONs by the client's SETTINGS_MAX_FRAME_SIZE. `end_stream`: an answer without
+    /// a body, or trailers.
+    pub fn send_headers(
+        &mut self,
+        stream: u32,
+        block: &[u8],
+        end_stream: bool,
+    ) -> Result<(), StreamGone> {
+        let max_frame = self.peer.max_frame_size as usize;
+        let s = self
+            .streams
+            .get(stream)
+            .filter(|s| !s.local_closed)
+            .ok_or(StreamGone)?;
+        s.local_closed = end_stream;
+        write::headers(&mut self.out, stream, block, end_stream, max_frame);
+        self.flood.progress();
+        if end_stream {
+            self.answered(stream);
+        }
+        Ok(())
+    }
+
+    /// How many body bytes `stream` may send now: the smaller of its window and the
+    /// connection's (0 when either is spent).
+    pub fn window(&mut self, stream: u32) -> Result<usize, StreamGone> {
+        let conn = self.send_window;
+        let s = self
+            .streams
+            .get(stream)
+            .filter(|s| !s.local_closed)
+            .ok_or(StreamGone)?;
+        Ok(conn.min(s.send_window as i64).max(0) as usize)
+    }
+
+    /// Queues as much of `data` as the windows take, in frames of at most the client's
+    /// SETTINGS_MAX_FRAME_SIZE, and says how much that was. END_STREAM goes on the last frame
+    /// only when all of `data` went (an empty `data` with `end_stream` ends the body).
+    pub fn send_data(
+        &mut self,
+        stream: u32,
+        data: &[u8],
+        end_stream: bool,
+    ) -> Result<usize, StreamGone> {
+        let n = self.window(stream)?.min(data.len());
+        let end = end_stream && n == data.len();
+        if n == 0 && !end {
+            return Ok(0);
+        }
+        let max_frame = self.peer.max_frame_size as usize;
+        self.out.reserve(n + HEAD_LEN * (n / max_frame + 1));
+        let mut sent = 0;
+        loop {
+            let len = (n - sent).min(max_frame);
+            let last = sent + len == n;
+            let flags = if last && end {
+                super::flag::END_STREAM
+            } else {
+                0
+            };
+            write::head(&mut self.out, len, kind::DATA, flags, stream);
+            self.out.extend_from_slice(&data[sent..sent + len]);
+            sent += len;
+            if last {
+                break;
+            }
+        }
+        self.charge(stream, n, end);
+        Ok(n)
+    }
+
+    /// Queues a DATA frame's header alone, for up to `n` bytes the caller sends itself right
+    /// after the output queued so far (from a file: sendfile or a read of exactly that size).
+    /// Returns how many bytes the frame is for: `n` cut to the windows and to the client's
+    /// SETTINGS_MAX_FRAME_SIZE; 0 (and no frame) when nothing may go, unless it is an empty
+    /// END_STREAM. END_STREAM is set when `end_stream` and all of `n` fit.
+    pub fn data_header(
+        &mut self,
+        stream: u32,
+        n: usize,
+        end_stream: bool,
+    ) -> Result<usize, StreamGone> {
+        let len = self
+            .window(stream)?
+            .min(n)
+            .min(self.peer.max_frame_size as usize);
+        let end = end_stream && len == n;
+        if len == 0 && !end {
+            return Ok(0);
+        }
+        let flags = if end { super::flag::END_STREAM } else { 0 };
+        write::head(&mut self.out, len, kind::DATA, flags, stream);
+        self.charge(stream, len, end);
+        Ok(len)
+    }
+
+    fn charge(&mut self, stream: u32, n: usize, end: bool) {
+        self.send_window -= n as i64;
+        if let Some(s) = self.streams.get(stream) {
+            s.send_window -= n as i32;
+            s.local_closed = end;
+        }
+        self.flood.progress();
+        if end {
+            self.answered(stream);
+        }
+    }
+
+    /// A stream's answer ended: it counts against rapid resets no more, and is forgotten once
+    /// its request ended too.
+    fn answered(&mut self, stream: u32) {
+        self.flood.answered();
+        self.close_if_done(stream);
+    }
+
+    /// Resets a stream (an answer abandoned, a request refused by the layer above: a
+    /// `content-length` that disagrees with the DATA frames is PROTOCOL_ERROR; NO_ERROR after
+    /// an answer that ended before its request's body, RFC 9113, 8.1). Nothing is sent for a
+    /// stream already gone. What the client sent before it saw the reset is ignored.
+    pub fn reset(&mut self, stream: u32, code: Reason) {
+        if self.streams.remove(stream).is_some() {
+            write::rst_stream(&mut self.out, stream, code);
+            self.streams.note_reset(stream);
+        }
+    }
+
+    /// Queues a GOAWAY naming the last stream the client opened: streams up to it go on, new
+    /// ones are ignored. With NO_ERROR it is the graceful stop (reload, `-s quit`,
+    /// `keepalive_requests`); the first such is the only one sent, while an error code is
+    /// always sent.
+    pub fn goaway(&mut self, code: Reason) {
+        if self.goaway_sent && code == Reason::NO_ERROR {
+            return;
+        }
+        write::goaway(&mut self.out, self.last_peer_id, code);
+        self.goaway_sent = true;
+    }
+
+    /// Whether we sent a GOAWAY: the connection ends once its streams are done.
+    pub fn going_away(&self) -> bool {
+        self.goaway_sent
+    }
+
+    /// Queues a PING (its ACK is not reported).
+    pub fn ping(&mut self, payload: [u8; 8]) {
+        write::ping(&mut self.out, false, payload);
+    }
+
+    /// What waits to be written to the socket.
+    pub fn pending_output(&self) -> &[u8] {
+        &self.out[self.out_start..]
+    }
+
+    /// `n` bytes of [`Connection::pending_output`] were written.
+    pub fn advance(&mut self, n: usize) {
+        self.out_start += n;
+        debug_assert!(self.out_start <= self.out.len());
+        if self.out_start >= self.out.len() {
+            self.out_start = 0;
+            if self.out.capacity() > KEEP_OUTPUT {
+                self.out = Vec::new();
+            } else {
+                self.out.clear();
+            }
+        }
+    }
+
+    /// Frees every buffer not in use: for an idle connection, which then holds no heap
+    /// memory (no stream, no output, no event).
+    pub fn shrink(&mut self) {
+        if self.out_start == self.out.len() {
+            self.out = Vec::new();
+            self.out_start = 0;
+        }
+        self.shrink_events();
+        self.streams.shrink();
+    }
+}

@@ -1,0 +1,88 @@
+//! The streams a connection has open: a vector sorted by id (clients open them in increasing
+//! order, so a new one is pushed at the end), each record 20 bytes, removed once closed.
+
+/// One open stream (open, or half-closed either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stream {
+    pub id: u32,
+    /// What we may still send; negative after the peer shrank SETTINGS_INITIAL_WINDOW_SIZE.
+    pub send_window: i32,
+    /// What the peer may still send.
+    pub recv_window: i32,
+    /// Body bytes the caller consumed and no WINDOW_UPDATE gave back yet.
+    pub unacked: u32,
+    /// The peer sent END_STREAM: half-closed (remote).
+    pub remote_closed: bool,
+    /// We sent END_STREAM: half-closed (local).
+    pub local_closed: bool,
+}
+
+/// How many of the streams we reset last are remembered.
+const RECENT: usize = 8;
+
+#[derive(Debug, Default)]
+pub(crate) struct Streams {
+    list: Vec<Stream>,
+    /// The streams we reset last: frames the client sent before it saw our RST_STREAM are
+    /// ignored on them (RFC 9113, 5.1, "closed"), rather than answered or fatal.
+    recent: [u32; RECENT],
+    next: u8,
+}
+
+impl Streams {
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    fn index(&self, id: u32) -> Option<usize> {
+        // The newest stream is the likeliest one.
+        match self.list.last() {
+            Some(s) if s.id == id => Some(self.list.len() - 1),
+            _ => self.list.binary_search_by_key(&id, |s| s.id).ok(),
+        }
+    }
+
+    pub fn get(&mut self, id: u32) -> Option<&mut Stream> {
+        let i = self.index(id)?;
+        Some(&mut self.list[i])
+    }
+
+    /// Adds a stream whose id is above every other's.
+    pub fn push(&mut self, s: Stream) {
+        debug_assert!(self.list.last().is_none_or(|l| l.id < s.id));
+        self.list.push(s);
+    }
+
+    pub fn remove(&mut self, id: u32) -> Option<Stream> {
+        let i = self.index(id)?;
+        // Capacity stays for the next stream; `shrink` gives it back when the connection idles.
+        Some(self.list.remove(i))
+    }
+
+    /// We sent a RST_STREAM for `id`.
+    pub fn note_reset(&mut self, id: u32) {
+        self.recent[self.next as usize % RECENT] = id;
+        self.next = self.next.wrapping_add(1);
+    }
+
+    /// Whether we reset `id` lately.
+    pub fn reset_lately(&self, id: u32) -> bool {
+        id != 0 && self.recent.contains(&id)
+    }
+
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Stream> {
+        self.list.iter_mut()
+    }
+
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.list.capacity()
+    }
+
+    pub fn shrink(&mut self) {
+        if self.list.is_empty() {
+            self.list = Vec::new();
+        }
+        self.list.shrink_to_fit();
+    }
+}
