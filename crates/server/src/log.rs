@@ -339,29 +339,27 @@ impl ErrorLog {
     }
 }
 
+/// Every sink of the error logs: the main one's, then every level's still alive.
+fn all_sinks() -> Vec<Arc<Sink>> {
+    let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut all: Vec<Arc<Sink>> = current.iter().flat_map(|c| c.sinks.clone()).collect();
+    all.extend(
+        CONTEXT_SINKS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade),
+    );
+    all
+}
+
 /// Reopens every file of the error logs, the main one's and every level's (SIGUSR1). Targets
 /// that fail keep their old file and the failure is logged.
 pub fn reopen() {
-    let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut failures = Vec::new();
-    if let Some(current) = &current {
-        for s in &current.sinks {
-            if let Err(e) = s.reopen() {
-                failures.push(e);
-            }
-        }
-    }
-    let context: Vec<Arc<Sink>> = CONTEXT_SINKS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    let failures: Vec<_> = all_sinks()
         .iter()
-        .filter_map(std::sync::Weak::upgrade)
+        .filter_map(|s| s.reopen().err())
         .collect();
-    for s in context {
-        if let Err(e) = s.reopen() {
-            failures.push(e);
-        }
-    }
     if !use_stderr() {
         redirect_stderr();
     }
@@ -372,15 +370,7 @@ pub fn reopen() {
 
 /// Calls `f` with every open file of the error logs (the main one's and every level's).
 pub(crate) fn for_each_file(mut f: impl FnMut(&std::path::Path, &File)) {
-    let current = CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let context: Vec<Arc<Sink>> = CONTEXT_SINKS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter_map(std::sync::Weak::upgrade)
-        .collect();
-    let main = current.iter().flat_map(|c| c.sinks.iter());
-    for s in main.chain(context.iter()) {
+    for s in all_sinks() {
         if let (Target::File(p), Some(file)) = (
             &s.target,
             &*s.file.read().unwrap_or_else(|e| e.into_inner()),
