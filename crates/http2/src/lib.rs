@@ -10,3 +10,5 @@
 //! bounds against bombs) and `frame` (the frame layer and the connection's state: streams,
 //! flow control, settings, and the flood counters).
 #![forbid(unsafe_code)]
+
+pub mod hpack;
