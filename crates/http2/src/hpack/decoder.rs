@@ -35,19 +35,6 @@ pub struct Decoder {
     bounds: Bounds,
 }
 
-/// Where a decoded string lies.
-#[derive(Clone, Copy)]
-enum Loc {
-    Block(usize, usize),
-    Scratch(usize, usize),
-    Static(&'static [u8]),
-    /// Name or value of the dynamic entry `i` places from the newest.
-    Name(usize),
-    Value(usize),
-    /// Longer than anything that may read it: its length, counted, not stored.
-    Dropped(usize),
-}
-
 impl Decoder {
     /// A decoder for a connection whose SETTINGS_HEADER_TABLE_SIZE is the protocol's 4,096.
     pub fn new(bounds: Bounds) -> Decoder {
@@ -109,180 +96,185 @@ impl Decoder {
         &mut self,
         block: &[u8],
         scratch: &mut Vec<u8>,
-        mut out: F,
+        out: F,
     ) -> Result<(), DecodeError<E>>
     where
         F: FnMut(Field<'_>) -> Result<(), E>,
     {
+        let mut emit = Emit {
+            bounds: self.bounds,
+            list: 0,
+            failed: None,
+            out,
+        };
         let mut at = 0;
-        let mut list = 0usize;
         let mut first = true;
-        let mut failed: Option<DecodeError<E>> = None;
+        let c = DecodeError::Compression;
         while at < block.len() {
             let b = block[at];
-            if b & 0xe0 == 0x20 {
-                // Dynamic table size update (§6.3).
-                if !first {
-                    return Err(DecodeError::Compression(Compression::SizeNotFirst));
-                }
-                let size = decode_int(block, &mut at, 5).map_err(DecodeError::Compression)?;
-                if size > self.limit {
-                    return Err(DecodeError::Compression(Compression::SizeAboveLimit(size)));
-                }
-                self.table.set_max(size);
-                self.update_required = false;
-                continue;
+            if self.update_required && b & 0xe0 != 0x20 {
+                return Err(c(Compression::SizeMissing));
             }
-            if self.update_required {
-                return Err(DecodeError::Compression(Compression::SizeMissing));
-            }
-            first = false;
-            scratch.clear();
-            let (name, value, index, never) = if b & 0x80 != 0 {
+            if b & 0x80 != 0 {
                 // Indexed field (§6.1).
-                let i = decode_int(block, &mut at, 7).map_err(DecodeError::Compression)?;
-                let (name, value) = self.indexed(i).map_err(DecodeError::Compression)?;
-                (name, value, false, false)
-            } else {
-                // Literals (§6.2): with incremental indexing (01), never indexed (0001),
-                // without indexing (0000).
-                let (index, never, prefix) = match b & 0xf0 {
-                    0x00 => (false, false, 4),
-                    0x10 => (false, true, 4),
-                    _ => (true, false, 6),
-                };
-                let i = decode_int(block, &mut at, prefix).map_err(DecodeError::Compression)?;
+                let i = decode_int(block, &mut at, 7).map_err(c)?;
+                let (name, value) = self.indexed(i).map_err(c)?;
+                emit.field(name, name.len(), value, value.len(), false);
+            } else if b & 0xc0 == 0x40 {
+                // Literal with incremental indexing (§6.2.1).
+                let i = decode_int(block, &mut at, 6).map_err(c)?;
+                scratch.clear();
                 let keep = self.bounds.field.max(self.table.max());
-                let name = if i == 0 {
-                    self.string(block, &mut at, scratch, keep)
-                } else {
-                    match self.indexed(i) {
-                        // The entry may be evicted by the insertion: its name moves to scratch.
-                        Ok((Loc::Name(e), _)) if index => {
-                            let start = scratch.len();
-                            scratch.extend_from_slice(self.table.get(e).map_or(&[], |t| t.0));
-                            Ok(Loc::Scratch(start, scratch.len()))
-                        }
-                        r => r.map(|(name, _)| name),
+                let name = match i {
+                    0 => read_string(block, &mut at, scratch, keep).map_err(c)?,
+                    // An entry's name is copied: the insertion may evict the entry.
+                    _ => {
+                        scratch.extend_from_slice(self.indexed(i).map_err(c)?.0);
+                        Str::Scratch(0, scratch.len())
                     }
-                }
-                .map_err(DecodeError::Compression)?;
-                let value = self
-                    .string(block, &mut at, scratch, keep)
-                    .map_err(DecodeError::Compression)?;
-                (name, value, index, never)
-            };
-            let name_len = self.len_of(block, scratch, name);
-            let value_len = self.len_of(block, scratch, value);
-            if failed.is_none() {
-                if name_len > self.bounds.field || value_len > self.bounds.field {
-                    failed = Some(DecodeError::TooLarge(TooLarge::Field));
-                } else {
-                    list += name_len + value_len + ENTRY_OVERHEAD;
-                    if list > self.bounds.list {
-                        failed = Some(DecodeError::TooLarge(TooLarge::List));
-                    } else {
-                        let field = Field {
-                            name: self.bytes(block, scratch, name),
-                            value: self.bytes(block, scratch, value),
-                            never_indexed: never,
-                        };
-                        if let Err(e) = out(field) {
-                            failed = Some(DecodeError::Refused(e));
-                        }
-                    }
-                }
-            }
-            if index {
+                };
+                let value = read_string(block, &mut at, scratch, keep).map_err(c)?;
+                let (name, name_len) = name.get(block, scratch);
+                let (value, value_len) = value.get(block, scratch);
+                emit.field(name, name_len, value, value_len, false);
                 if name_len + value_len + ENTRY_OVERHEAD > self.table.max() {
                     // Empties the table (§4.4); such strings may not even be stored.
                     self.table.clear();
                 } else {
-                    // Both lie outside the table: a name from it was copied to scratch.
-                    let name = outside(block, scratch, name);
-                    let value = outside(block, scratch, value);
                     self.table.insert(name, value);
                 }
+            } else if b & 0xe0 == 0x20 {
+                // Dynamic table size update (§6.3).
+                if !first {
+                    return Err(c(Compression::SizeNotFirst));
+                }
+                let size = decode_int(block, &mut at, 5).map_err(c)?;
+                if size > self.limit {
+                    return Err(c(Compression::SizeAboveLimit(size)));
+                }
+                self.table.set_max(size);
+                self.update_required = false;
+                continue;
+            } else {
+                // Literal without indexing (0000) or never indexed (0001) (§6.2.2, §6.2.3).
+                let never = b & 0x10 != 0;
+                let i = decode_int(block, &mut at, 4).map_err(c)?;
+                scratch.clear();
+                let keep = self.bounds.field;
+                let name = match i {
+                    0 => Some(read_string(block, &mut at, scratch, keep).map_err(c)?),
+                    _ => None,
+                };
+                let value = read_string(block, &mut at, scratch, keep).map_err(c)?;
+                let (name, name_len) = match name {
+                    Some(name) => name.get(block, scratch),
+                    None => {
+                        let name = self.indexed(i).map_err(c)?.0;
+                        (name, name.len())
+                    }
+                };
+                let (value, value_len) = value.get(block, scratch);
+                emit.field(name, name_len, value, value_len, never);
             }
+            first = false;
         }
         if self.update_required {
-            return Err(DecodeError::Compression(Compression::SizeMissing));
+            return Err(c(Compression::SizeMissing));
         }
-        match failed {
+        match emit.failed {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
-}
 
-impl Decoder {
     /// The name and value at HPACK index `i`.
-    fn indexed(&self, i: usize) -> Result<(Loc, Loc), Compression> {
+    fn indexed(&self, i: usize) -> Result<(&[u8], &[u8]), Compression> {
         match i {
             0 => Err(Compression::IndexZero),
-            1..=61 => {
-                let (name, value) = STATIC[i - 1];
-                Ok((Loc::Static(name), Loc::Static(value)))
-            }
-            _ if i - 62 < self.table.len() => Ok((Loc::Name(i - 62), Loc::Value(i - 62))),
-            _ => Err(Compression::Index(i)),
-        }
-    }
-
-    /// Reads a string literal (§5.2) at `*at`; a Huffman-coded one longer than `keep` once
-    /// decoded is checked and counted but not stored.
-    fn string(
-        &self,
-        block: &[u8],
-        at: &mut usize,
-        scratch: &mut Vec<u8>,
-        keep: usize,
-    ) -> Result<Loc, Compression> {
-        let huffman = *block.get(*at).ok_or(Compression::Truncated)? & 0x80 != 0;
-        let len = decode_int(block, at, 7)?;
-        let start = *at;
-        let end = start
-            .checked_add(len)
-            .filter(|&e| e <= block.len())
-            .ok_or(Compression::Truncated)?;
-        *at = end;
-        if !huffman {
-            return Ok(Loc::Block(start, end));
-        }
-        let from = scratch.len();
-        let n = huffman::decode(&block[start..end], scratch, keep).map_err(Compression::Huffman)?;
-        if n > keep {
-            scratch.truncate(from);
-            return Ok(Loc::Dropped(n));
-        }
-        Ok(Loc::Scratch(from, from + n))
-    }
-
-    fn len_of(&self, block: &[u8], scratch: &[u8], loc: Loc) -> usize {
-        match loc {
-            Loc::Dropped(n) => n,
-            _ => self.bytes(block, scratch, loc).len(),
-        }
-    }
-
-    fn bytes<'a>(&'a self, block: &'a [u8], scratch: &'a [u8], loc: Loc) -> &'a [u8] {
-        match loc {
-            Loc::Name(e) => self.table.get(e).map_or(&[], |t| t.0),
-            Loc::Value(e) => self.table.get(e).map_or(&[], |t| t.1),
-            _ => outside(block, scratch, loc),
+            1..=61 => Ok(STATIC[i - 1]),
+            _ => self.table.get(i - 62).ok_or(Compression::Index(i)),
         }
     }
 }
 
-/// The bytes of a string that is not in the dynamic table.
-fn outside<'a>(block: &'a [u8], scratch: &'a [u8], loc: Loc) -> &'a [u8] {
-    match loc {
-        Loc::Block(s, e) => &block[s..e],
-        Loc::Scratch(s, e) => &scratch[s..e],
-        Loc::Static(b) => b,
-        Loc::Name(_) | Loc::Value(_) | Loc::Dropped(_) => {
-            debug_assert!(false, "a string read from where it is not");
-            &[]
+/// The fields' side of a block: the bounds, and the caller's function until it fails.
+struct Emit<E, F> {
+    bounds: Bounds,
+    list: usize,
+    failed: Option<DecodeError<E>>,
+    out: F,
+}
+
+impl<E, F: FnMut(Field<'_>) -> Result<(), E>> Emit<E, F> {
+    /// Gives a field unless a bound or the caller failed before. The lengths are checked
+    /// first: a string over the bounds was not stored, and its bytes are empty.
+    fn field(&mut self, name: &[u8], name_len: usize, value: &[u8], value_len: usize, never: bool) {
+        if self.failed.is_some() {
+            return;
+        }
+        if name_len > self.bounds.field || value_len > self.bounds.field {
+            self.failed = Some(DecodeError::TooLarge(TooLarge::Field));
+            return;
+        }
+        self.list += name_len + value_len + ENTRY_OVERHEAD;
+        if self.list > self.bounds.list {
+            self.failed = Some(DecodeError::TooLarge(TooLarge::List));
+            return;
+        }
+        if let Err(e) = (self.out)(Field {
+            name,
+            value,
+            never_indexed: never,
+        }) {
+            self.failed = Some(DecodeError::Refused(e));
         }
     }
+}
+
+/// Where a string literal lies.
+#[derive(Clone, Copy)]
+enum Str {
+    Block(usize, usize),
+    Scratch(usize, usize),
+    /// Longer than anything may read: its length, checked and counted, not stored.
+    Dropped(usize),
+}
+
+impl Str {
+    /// The bytes (empty when dropped) and the length.
+    fn get<'a>(self, block: &'a [u8], scratch: &'a [u8]) -> (&'a [u8], usize) {
+        match self {
+            Str::Block(s, e) => (&block[s..e], e - s),
+            Str::Scratch(s, e) => (&scratch[s..e], e - s),
+            Str::Dropped(n) => (&[], n),
+        }
+    }
+}
+
+/// Reads a string literal (§5.2) at `*at`; a Huffman-coded one longer than `keep` once decoded
+/// is checked and counted but not stored.
+fn read_string(
+    block: &[u8],
+    at: &mut usize,
+    scratch: &mut Vec<u8>,
+    keep: usize,
+) -> Result<Str, Compression> {
+    let huffman = *block.get(*at).ok_or(Compression::Truncated)? & 0x80 != 0;
+    let len = decode_int(block, at, 7)?;
+    let start = *at;
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= block.len())
+        .ok_or(Compression::Truncated)?;
+    *at = end;
+    if !huffman {
+        return Ok(Str::Block(start, end));
+    }
+    let from = scratch.len();
+    let n = huffman::decode(&block[start..end], scratch, keep).map_err(Compression::Huffman)?;
+    if n > keep {
+        scratch.truncate(from);
+        return Ok(Str::Dropped(n));
+    }
+    Ok(Str::Scratch(from, from + n))
 }

@@ -138,16 +138,22 @@ pub fn encoded_len(src: &[u8]) -> usize {
 /// Appends `src` Huffman-coded to `dst`, padded with the most significant bits of EOS.
 pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
     dst.reserve(encoded_len(src));
+    // Codes gather in `acc` (fewer than 32 bits pending, plus one code of at most 30) and
+    // leave 4 bytes at a time.
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;
     for &b in src {
         let (code, len) = CODES[b as usize];
         acc = (acc << len) | code as u64;
         bits += len as u32;
-        while bits >= 8 {
-            bits -= 8;
-            dst.push((acc >> bits) as u8);
+        if bits >= 32 {
+            bits -= 32;
+            dst.extend_from_slice(&((acc >> bits) as u32).to_be_bytes());
         }
+    }
+    while bits >= 8 {
+        bits -= 8;
+        dst.push((acc >> bits) as u8);
     }
     if bits > 0 {
         dst.push(((acc << (8 - bits)) as u8) | (0xff >> bits));
@@ -157,57 +163,90 @@ pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
 /// Decodes `src`, appending at most `keep` bytes of the result to `dst` (the rest is checked
 /// and counted, never stored: an oversized string costs no memory). Returns the decoded
 /// length, which may exceed `keep`.
+///
+/// The accumulator is topped up with ones past the end (the padding's value), so a code is
+/// always looked up with 32 bits in hand; `left` counts the real bits, and a code that runs
+/// past them is the end: valid only as up to 7 ones. Symbols gather in a small array and go
+/// to `dst` 64 at a time.
 pub fn decode(src: &[u8], dst: &mut Vec<u8>, keep: usize) -> Result<usize, HuffmanError> {
+    let mut chunk = [0u8; 64];
+    let mut k = 0usize;
+    let mut flushed = 0usize;
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;
-    let mut at = 0;
-    let mut n = 0usize;
-    let stop = dst.len().saturating_add(keep);
-    loop {
-        while bits <= 56 && at < src.len() {
-            acc = (acc << 8) | src[at] as u64;
-            bits += 8;
-            at += 1;
-        }
-        if bits == 0 {
-            return Ok(n);
-        }
-        if bits < 8 {
-            let mask = (1u64 << bits) - 1;
-            if acc & mask == mask {
-                return Ok(n);
+    let mut left = src.len() * 8;
+    let mut rest = src;
+    let end = loop {
+        if bits < 32 {
+            if let Some((four, tail)) = rest.split_first_chunk::<4>() {
+                acc = (acc << 32) | u32::from_be_bytes(*four) as u64;
+                rest = tail;
+            } else {
+                let mut four = [0xff; 4];
+                four[..rest.len()].copy_from_slice(rest);
+                acc = (acc << 32) | u32::from_be_bytes(four) as u64;
+                rest = &[];
             }
+            bits += 32;
         }
-        // 32 bits ahead, ones past the end.
-        let ahead: u32 = if bits >= 32 {
-            (acc >> (bits - 32)) as u32
-        } else {
-            ((acc << (32 - bits)) as u32) | ((1u32 << (32 - bits)) - 1)
-        };
+        let ahead = (acc >> (bits - 32)) as u32;
         let (sym, len) = match FAST[(ahead >> 24) as usize] {
-            (sym, len) if len != 0 => (sym, len as u32),
+            // Codes of 8 bits or fewer: never EOS, and whole while 30 bits are left.
+            (sym, len) if len != 0 && left >= 30 => (sym, len as usize),
             _ => {
-                let mut len = 9;
-                while (ahead as u64) >= LIMIT[len] {
-                    len += 1;
+                if left < 8 {
+                    // The end: padding is fewer than 8 bits, all ones (the start of EOS).
+                    let mask = (1u32 << left) - 1;
+                    if left == 0 || (ahead >> (32 - left)) & mask == mask {
+                        break Ok(());
+                    }
                 }
-                let code = ahead >> (32 - len);
-                let sym = SORTED[OFFSET[len] as usize + (code - FIRST[len]) as usize];
-                (sym, len as u32)
+                let (sym, len) = long_code(ahead);
+                if len > left {
+                    break Err(HuffmanError::Padding);
+                }
+                if sym == 256 {
+                    break Err(HuffmanError::Eos);
+                }
+                (sym, len)
             }
         };
-        if len > bits {
-            return Err(HuffmanError::Padding);
+        bits -= len as u32;
+        left -= len;
+        chunk[k & 63] = sym as u8;
+        k += 1;
+        if k == 64 {
+            store(dst, &chunk, flushed, keep);
+            flushed += 64;
+            k = 0;
         }
-        if sym == 256 {
-            return Err(HuffmanError::Eos);
-        }
-        bits -= len;
-        if dst.len() < stop {
-            dst.push(sym as u8);
-        }
-        n += 1;
+    };
+    end?;
+    store(dst, &chunk[..k], flushed, keep);
+    Ok(flushed + k)
+}
+
+/// The symbol and code length at the start of `ahead`, whatever the length.
+fn long_code(ahead: u32) -> (u16, usize) {
+    let (sym, len) = FAST[(ahead >> 24) as usize];
+    if len != 0 {
+        return (sym, len as usize);
     }
+    let mut len = 10;
+    while (ahead as u64) >= LIMIT[len] {
+        len += 1;
+    }
+    let code = ahead >> (32 - len);
+    (
+        SORTED[OFFSET[len] as usize + (code - FIRST[len]) as usize],
+        len,
+    )
+}
+
+/// Appends what of `chunk` fits under `keep`, `done` symbols having come before it.
+fn store(dst: &mut Vec<u8>, chunk: &[u8], done: usize, keep: usize) {
+    let room = keep.saturating_sub(done).min(chunk.len());
+    dst.extend_from_slice(&chunk[..room]);
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 
 mod decoder;
 mod encoder;
-mod huffman;
+pub mod huffman;
 mod huffman_table;
 mod table;
 #[cfg(test)]

@@ -107,6 +107,10 @@ pub fn static_name_index(name: &[u8]) -> Option<usize> {
 /// Bytes an entry counts beyond its name and value (§4.1).
 pub const ENTRY_OVERHEAD: usize = 32;
 
+/// The first allocations of a table: most clients' first request fits.
+const FIRST_BYTES: usize = 512;
+const FIRST_RECORDS: usize = 16;
+
 #[derive(Clone, Copy, Debug)]
 struct Record {
     /// Where the name starts, as a position in the stream of bytes ever stored (wrapping).
@@ -183,10 +187,15 @@ impl DynamicTable {
             self.compact();
             let len = self.bytes.len();
             if len + need > self.bytes.capacity() {
-                // Double, within the table's size (live bytes never pass it).
-                let want = (self.bytes.capacity() * 2).clamp(len + need, self.max.max(len + need));
+                // Double from 512 bytes (a browser's first request fills about 1 KiB), within
+                // the table's size (live bytes never pass it).
+                let want = (self.bytes.capacity() * 2).max(FIRST_BYTES);
+                let want = want.clamp(len + need, self.max.max(len + need));
                 self.bytes.reserve_exact(want - len);
             }
+        }
+        if self.records.capacity() == 0 {
+            self.records.reserve_exact(FIRST_RECORDS);
         }
         let at = self.base.wrapping_add(self.bytes.len() as u32);
         self.bytes.extend_from_slice(name);
