@@ -103,6 +103,7 @@ impl Encoder {
 fn string(s: &[u8], dst: &mut Vec<u8>) {
     let coded = huffman::encoded_len(s);
     if coded < s.len() {
+        dst.reserve(coded + 5);
         encode_int(dst, 0x80, 7, coded);
         huffman::encode(s, dst);
     } else {

@@ -137,7 +137,6 @@ pub fn encoded_len(src: &[u8]) -> usize {
 
 /// Appends `src` Huffman-coded to `dst`, padded with the most significant bits of EOS.
 pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
-    dst.reserve(encoded_len(src));
     // Codes gather in `acc` (fewer than 32 bits pending, plus one code of at most 30) and
     // leave 4 bytes at a time.
     let mut acc: u64 = 0;
