@@ -1,7 +1,7 @@
 //! The cost of HPACK for one typical request and answer: `hpack_cost [N]` decodes a browser's
 //! first request block (16 fields, Huffman-coded, each added to the table) into a fresh
-//! decoder, a repeated one (16 indexed fields), and encodes a static file's answer, N times
-//! each (default 100,000), printing nanoseconds per block.
+//! decoder, a repeated one (16 indexed fields), and encodes a static file's answer without and
+//! with a dynamic table, N times each (default 100,000), printing nanoseconds per block.
 //!
 //! For instruction counts, which the machine's load does not move, run it under callgrind
 //! twice and divide the difference by the difference of N:
@@ -10,7 +10,7 @@
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/hpack_cost 1000 first
 //! ```
 //!
-//! with a second argument `first`, `repeat` or `encode` to run one case only.
+//! with a second argument `first`, `repeat`, `encode` or `encode-table` to run one case only.
 
 use shoal_http2::hpack::{huffman, Bounds, Decoder, Encoder, STATIC};
 use std::hint::black_box;
@@ -108,8 +108,11 @@ fn main() {
             repeat.len()
         );
     }
-    if run("encode") {
-        let mut e = Encoder::new();
+    for (case, budget) in [("encode", 0), ("encode-table", 512)] {
+        if !run(case) {
+            continue;
+        }
+        let mut e = Encoder::with_table_size(budget);
         let mut out = Vec::with_capacity(512);
         let start = Instant::now();
         for _ in 0..n {
@@ -131,8 +134,9 @@ fn main() {
         }
         let ns = start.elapsed().as_nanos() as f64 / n as f64;
         println!(
-            "encode a static file's answer (8 fields, {} bytes): {ns:.0} ns",
-            out.len()
+            "{case}: a static file's answer (8 fields, {} bytes, table budget {budget}, {} heap bytes): {ns:.0} ns",
+            out.len(),
+            e.heap_bytes()
         );
     }
     black_box(sum);

@@ -16,9 +16,10 @@
 //! decoded into the dynamic table (a block is processed whole, §2.2), so the connection
 //! stays usable.
 //!
-//! The encoder uses the static table and Huffman coding (when shorter), and no dynamic table:
-//! an answer's repeated fields (`server`, `content-type`) would save a few bytes each, for
-//! memory on every connection and a look-up per field. It still honours the peer's
+//! The encoder uses the static table and Huffman coding (when shorter) and, when given a
+//! budget, a small part of the peer's dynamic table for the fields that repeat from answer to
+//! answer (`server`, `date`, `content-type`...): one byte each instead of a literal, which is
+//! also cheaper to produce than a Huffman-coded value. It honours the peer's
 //! SETTINGS_HEADER_TABLE_SIZE: a lowered size is announced at the start of the next block.
 
 mod decoder;
@@ -32,7 +33,7 @@ mod tests;
 mod tests_rfc;
 
 pub use decoder::{Bounds, Decoder};
-pub use encoder::Encoder;
+pub use encoder::{indexable, Encoder};
 pub use huffman::HuffmanError;
 pub use table::STATIC;
 
