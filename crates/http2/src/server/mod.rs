@@ -59,8 +59,8 @@ mod tests;
 use std::ops::Range;
 
 use crate::frame::{self, Connection, Event, Reason};
-use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
 pub use crate::frame::{ConnError, StreamGone};
+use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
 pub use request::{Fields, Request};
 use request::{RequestBuilder, TrailersBuilder};
 
@@ -226,9 +226,7 @@ impl Server {
                         by_peer,
                     })
                 }
-                Event::GoAway { last_stream, code } => {
-                    Some(Incoming::GoAway { last_stream, code })
-                }
+                Event::GoAway { last_stream, code } => Some(Incoming::GoAway { last_stream, code }),
                 Event::WindowOpened { stream } => Some(Incoming::WindowOpened { stream }),
                 Event::SettingsChanged => {
                     let size = self.conn.peer_settings().header_table_size;
@@ -244,7 +242,9 @@ impl Server {
 
     fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
         let mut b = RequestBuilder::new(block.len());
-        let decoded = self.decoder.decode(block, &mut self.scratch, |f| b.field(f));
+        let decoded = self
+            .decoder
+            .decode(block, &mut self.scratch, |f| b.field(f));
         let request = match decoded {
             Ok(()) => b.finish(),
             Err(DecodeError::Refused(what)) => Err(what),
@@ -281,7 +281,10 @@ impl Server {
             return self.discard(block);
         };
         let mut b = TrailersBuilder::new(block.len());
-        match self.decoder.decode(block, &mut self.scratch, |f| b.field(f)) {
+        match self
+            .decoder
+            .decode(block, &mut self.scratch, |f| b.field(f))
+        {
             Ok(()) if body.left.is_some_and(|n| n > 0) => {
                 Some(self.malformed(stream, "client prematurely closed stream"))
             }
@@ -296,7 +299,10 @@ impl Server {
     }
 
     fn discard(&mut self, block: &[u8]) -> Option<Incoming> {
-        match self.decoder.decode(block, &mut self.scratch, |_| Ok::<(), ()>(())) {
+        match self
+            .decoder
+            .decode(block, &mut self.scratch, |_| Ok::<(), ()>(()))
+        {
             Err(DecodeError::Compression(_)) => Some(self.compression()),
             _ => None,
         }

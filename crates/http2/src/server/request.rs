@@ -205,8 +205,9 @@ fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
         return Err("client sent invalid header name");
     }
     match name {
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-        | b"upgrade" => Err("client sent connection-specific header"),
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
+            Err("client sent connection-specific header")
+        }
         b"te" if value != b"trailers" => Err("client sent invalid \"te\" header"),
         _ => check_value(value),
     }
@@ -285,11 +286,16 @@ impl RequestBuilder {
                 return Err("client sent no :authority in CONNECT");
             }
         } else {
-            let scheme = self.scheme.as_ref().ok_or("client sent no :scheme header")?;
+            let scheme = self
+                .scheme
+                .as_ref()
+                .ok_or("client sent no :scheme header")?;
             if self.fields.slice(scheme).is_empty() {
                 return Err("client sent empty :scheme header");
             }
-            let path = self.fields.slice(self.path.as_ref().ok_or("client sent no :path header")?);
+            let path = self
+                .fields
+                .slice(self.path.as_ref().ok_or("client sent no :path header")?);
             let options = self.fields.slice(&method) == b"OPTIONS";
             match path.first() {
                 None => return Err("client sent empty :path header"),
