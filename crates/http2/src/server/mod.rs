@@ -62,7 +62,7 @@ use crate::frame::{self, Connection, Event, Reason};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
 pub use request::{Fields, Request};
-use request::{RequestBuilder, TrailersBuilder};
+use request::{Hint, RequestBuilder, TrailersBuilder};
 
 /// The connection's settings and the decoder's bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,7 +91,7 @@ pub enum Incoming {
     /// A new request. `end_stream`: it has no body.
     Request {
         stream: u32,
-        request: Box<Request>,
+        request: Request,
         end_stream: bool,
     },
     /// Body bytes: a range of the input given to [`Server::poll`], to give back with
@@ -150,6 +150,8 @@ pub struct Server {
     bodies: Vec<Body>,
     /// Our SETTINGS_HEADER_TABLE_SIZE, given to the decoder once the client acknowledged it.
     table_size: Option<u32>,
+    /// The last request's size, for the next one's buffer.
+    hint: Hint,
     closed: bool,
 }
 
@@ -169,6 +171,7 @@ impl Server {
             block: Vec::new(),
             bodies: Vec::new(),
             table_size: (table as usize != crate::hpack::DEFAULT_TABLE_SIZE).then_some(table),
+            hint: Hint::default(),
             closed: false,
         }
     }
@@ -241,7 +244,7 @@ impl Server {
     }
 
     fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
-        let mut b = RequestBuilder::new(block.len());
+        let mut b = RequestBuilder::new(block.len(), self.hint);
         let decoded = self
             .decoder
             .decode(block, &mut self.scratch, |f| b.field(f));
@@ -259,6 +262,7 @@ impl Server {
         };
         match request {
             Ok(request) => {
+                self.hint = request.fields().hint();
                 if !end_stream {
                     self.bodies.push(Body {
                         stream,
@@ -267,7 +271,7 @@ impl Server {
                 }
                 Some(Incoming::Request {
                     stream,
-                    request: Box::new(request),
+                    request,
                     end_stream,
                 })
             }

@@ -8,6 +8,13 @@ use crate::hpack::Field;
 /// Why a request (or its trailers) is malformed: the text is for the log line, nginx's style.
 pub(crate) type Malformed = &'static str;
 
+/// The size of the last request's [`Fields`], to size the next one's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hint {
+    bytes: u32,
+    fields: u32,
+}
+
 /// A field's place in [`Fields`]' buffer: its name, then its value right after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Span {
@@ -23,17 +30,33 @@ struct Span {
 pub struct Fields {
     buf: Vec<u8>,
     spans: Vec<Span>,
+    /// `cookie` fields among them (more than one are joined at the end).
+    cookies: u32,
 }
 
 impl Fields {
-    fn with_capacity(bytes: usize) -> Fields {
+    /// Room for a block of `block_len` encoded bytes, or for as much as the last request of
+    /// the connection took when that is more (requests on a connection look alike, and an
+    /// indexed field is one byte for many): one allocation each, most of the time.
+    fn with_capacity(block_len: usize, hint: Hint) -> Fields {
         Fields {
-            buf: Vec::with_capacity(bytes),
-            spans: Vec::with_capacity(8),
+            buf: Vec::with_capacity((2 * block_len).max(hint.bytes as usize + 16).max(64)),
+            spans: Vec::with_capacity((hint.fields as usize).max(4)),
+            cookies: 0,
         }
     }
 
-    fn push(&mut self, name: &[u8], value: &[u8]) {
+    /// What these fields take, as a [`Hint`] for the next ones.
+    pub(crate) fn hint(&self) -> Hint {
+        Hint {
+            bytes: self.buf.len() as u32,
+            fields: self.spans.len() as u32,
+        }
+    }
+
+    /// Appends a field: the range of its value.
+    fn push(&mut self, name: &[u8], value: &[u8]) -> Range<u32> {
+        self.cookies += (name == b"cookie") as u32;
         let at = self.buf.len() as u32;
         self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(value);
@@ -42,6 +65,7 @@ impl Fields {
             name: name.len() as u32,
             value: value.len() as u32,
         });
+        at + name.len() as u32..self.buf.len() as u32
     }
 
     /// Appends a value alone, for a pseudo-header: its range in the buffer.
@@ -82,8 +106,7 @@ impl Fields {
     /// Joins the `cookie` crumbs into one field with "; " (RFC 9113, 8.2.3), placed last; a
     /// single crumb stays where it is.
     fn join_cookies(&mut self) {
-        let mut crumbs = self.spans.iter().filter(|s| self.field(s).0 == b"cookie");
-        if crumbs.nth(1).is_none() {
+        if self.cookies < 2 {
             return;
         }
         let mut joined = Vec::new();
@@ -99,6 +122,7 @@ impl Fields {
             false
         });
         self.push(b"cookie", &joined);
+        self.cookies = 1;
     }
 }
 
@@ -110,6 +134,8 @@ pub struct Request {
     scheme: Option<Range<u32>>,
     authority: Option<Range<u32>>,
     path: Option<Range<u32>>,
+    /// The first `host` field's value.
+    host: Option<Range<u32>>,
     content_length: Option<u64>,
 }
 
@@ -137,7 +163,10 @@ impl Request {
     /// The host: the `host` field, or `:authority` when there is none (RFC 9113, 8.3.1; a
     /// `host` that differs from `:authority` made the request malformed).
     pub fn host(&self) -> Option<&[u8]> {
-        self.fields.get(b"host").or(self.authority())
+        self.host
+            .as_ref()
+            .or(self.authority.as_ref())
+            .map(|r| self.fields.slice(r))
     }
 
     /// The regular fields.
@@ -159,7 +188,7 @@ impl Request {
         dst.push(b' ');
         dst.extend_from_slice(self.path().or(self.authority()).unwrap_or(b"/"));
         dst.extend_from_slice(b" HTTP/1.1\r\n");
-        if let (None, Some(a)) = (self.fields.get(b"host"), self.authority()) {
+        if let (None, Some(a)) = (&self.host, self.authority()) {
             dst.extend_from_slice(b"host: ");
             dst.extend_from_slice(a);
             dst.extend_from_slice(b"\r\n");
@@ -174,26 +203,78 @@ impl Request {
     }
 }
 
-/// Bytes a field name may hold (RFC 9113, 8.2.1: no controls, space, uppercase, DEL or
-/// non-ASCII; a colon only as a pseudo-header's first byte, checked apart).
-const NAME_OK: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0x21;
-    while b < 0x7f {
-        t[b] = !(b >= b'A' as usize && b <= b'Z' as usize) && b != b':' as usize;
-        b += 1;
+/// Whether `bad_word` finds a byte in `s`, 8 bytes at a time (the last 8 may overlap
+/// bytes already seen); `bad` is the same test for one byte, for strings under 8 bytes.
+#[inline(always)]
+fn any_byte(s: &[u8], bad_word: impl Fn(u64) -> bool, bad: impl Fn(u8) -> bool) -> bool {
+    let word = |c: &[u8]| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    let mut chunks = s.chunks_exact(8);
+    let mut acc = false;
+    for c in &mut chunks {
+        acc |= bad_word(word(c));
     }
-    t
-};
+    let rest = chunks.remainder();
+    if rest.is_empty() {
+        acc
+    } else if s.len() >= 8 {
+        acc | bad_word(word(&s[s.len() - 8..]))
+    } else {
+        rest.iter().fold(false, |acc, &b| acc | bad(b))
+    }
+}
+
+/// Each byte of a word set to `b`.
+const fn splat(b: u8) -> u64 {
+    u64::from_le_bytes([b; 8])
+}
+
+const HIGH: u64 = splat(0x80);
+
+/// Whether a byte of `w` is 0 (exact as a yes or no: a borrow only runs past a zero byte).
+#[inline(always)]
+fn has_zero(w: u64) -> bool {
+    w.wrapping_sub(splat(1)) & !w & HIGH != 0
+}
+
+/// Whether a byte of `w` is below `n` (n at most 128).
+#[inline(always)]
+fn has_below(w: u64, n: u8) -> bool {
+    w.wrapping_sub(splat(n)) & !w & HIGH != 0
+}
+
+/// Whether a byte of `w` is above `n` (n below 128), bytes of 128 and more included: no
+/// carry crosses bytes under 128, and a byte of 128 or more has its high bit already.
+#[inline(always)]
+fn has_above(w: u64, n: u8) -> bool {
+    (w.wrapping_add(splat(127 - n)) | w) & HIGH != 0
+}
+
+/// Whether a field name holds a byte RFC 9113, 8.2.1 forbids: controls, space, uppercase,
+/// DEL, non-ASCII, and a colon (a pseudo-header's first one is taken off before).
+pub(super) fn bad_name(name: &[u8]) -> bool {
+    let bad_word = |w: u64| {
+        has_below(w, 0x21) || has_above(w, 0x7e) || has_zero(w ^ splat(b':')) || {
+            // Every byte is in 0x21..=0x7e now, so these sums carry into no other byte:
+            // the high bit says ">= 'A'" in the first and "> 'Z'" in the second.
+            let from_a = w.wrapping_add(splat(0x80 - b'A'));
+            let past_z = w.wrapping_add(splat(0x80 - b'Z' - 1));
+            from_a & !past_z & HIGH != 0
+        }
+    };
+    any_byte(name, bad_word, |b| {
+        (b <= b' ') | (b >= 0x7f) | (b.wrapping_sub(b'A') < 26) | (b == b':')
+    })
+}
 
 /// A field value's rules (RFC 9113, 8.2.1): no NUL, CR or LF; no space or tab at either end.
-fn check_value(value: &[u8]) -> Result<(), Malformed> {
+pub(super) fn check_value(value: &[u8]) -> Result<(), Malformed> {
     if let (Some(first), Some(last)) = (value.first(), value.last()) {
         if matches!(first, b' ' | b'\t') || matches!(last, b' ' | b'\t') {
             return Err("client sent header value with leading or trailing whitespace");
         }
     }
-    if value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+    let bad_word = |w: u64| has_zero(w) | has_zero(w ^ splat(b'\r')) | has_zero(w ^ splat(b'\n'));
+    if any_byte(value, bad_word, |b| (b == 0) | (b == b'\r') | (b == b'\n')) {
         return Err("client sent invalid header value");
     }
     Ok(())
@@ -201,7 +282,7 @@ fn check_value(value: &[u8]) -> Result<(), Malformed> {
 
 /// A regular field's name and the fields HTTP/2 forbids (RFC 9113, 8.2.2).
 fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
-    if name.is_empty() || !name.iter().all(|&b| NAME_OK[b as usize]) {
+    if name.is_empty() || bad_name(name) {
         return Err("client sent invalid header name");
     }
     match name {
@@ -220,19 +301,21 @@ pub(crate) struct RequestBuilder {
     scheme: Option<Range<u32>>,
     authority: Option<Range<u32>>,
     path: Option<Range<u32>>,
+    host: Option<Range<u32>>,
     content_length: Option<u64>,
     regular_seen: bool,
 }
 
 impl RequestBuilder {
     /// A builder for a block of `block_len` encoded bytes.
-    pub fn new(block_len: usize) -> RequestBuilder {
+    pub fn new(block_len: usize, hint: Hint) -> RequestBuilder {
         RequestBuilder {
-            fields: Fields::with_capacity(block_len + block_len / 2 + 16),
+            fields: Fields::with_capacity(block_len, hint),
             method: None,
             scheme: None,
             authority: None,
             path: None,
+            host: None,
             content_length: None,
             regular_seen: false,
         }
@@ -266,7 +349,10 @@ impl RequestBuilder {
             }
             self.content_length = Some(n);
         }
-        self.fields.push(f.name, f.value);
+        let value = self.fields.push(f.name, f.value);
+        if f.name == b"host" && self.host.is_none() {
+            self.host = Some(value);
+        }
         Ok(())
     }
 
@@ -304,8 +390,12 @@ impl RequestBuilder {
                 Some(_) => return Err("client sent invalid :path header"),
             }
         }
-        if let (Some(a), Some(h)) = (&self.authority, self.fields.get(b"host")) {
-            if !self.fields.slice(a).eq_ignore_ascii_case(h) {
+        if let (Some(a), Some(h)) = (&self.authority, &self.host) {
+            if !self
+                .fields
+                .slice(a)
+                .eq_ignore_ascii_case(self.fields.slice(h))
+            {
                 return Err("client sent \"host\" header that differs from :authority");
             }
         }
@@ -316,6 +406,7 @@ impl RequestBuilder {
             scheme: self.scheme,
             authority: self.authority,
             path: self.path,
+            host: self.host,
             content_length: self.content_length,
         })
     }
@@ -326,7 +417,7 @@ pub(crate) struct TrailersBuilder(Fields);
 
 impl TrailersBuilder {
     pub fn new(block_len: usize) -> TrailersBuilder {
-        TrailersBuilder(Fields::with_capacity(block_len + block_len / 2))
+        TrailersBuilder(Fields::with_capacity(block_len, Hint::default()))
     }
 
     pub fn field(&mut self, f: Field<'_>) -> Result<(), Malformed> {

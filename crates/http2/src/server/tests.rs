@@ -91,7 +91,7 @@ fn request(s: &mut Server, stream: u32, fields: &[(&str, &str)], end: bool) -> V
 
 fn only_request(got: Vec<Incoming>) -> Request {
     match <[Incoming; 1]>::try_from(got) {
-        Ok([Incoming::Request { request, .. }]) => *request,
+        Ok([Incoming::Request { request, .. }]) => request,
         Ok([other]) => panic!("not a request: {other:?}"),
         Err(got) => panic!("not one event: {got:?}"),
     }
@@ -765,4 +765,24 @@ fn an_idle_server_shrinks() {
     out(&mut s);
     s.shrink();
     assert_eq!(s.heap_bytes(), 0);
+}
+
+#[test]
+fn the_word_at_a_time_checks_agree_with_the_rules_byte_by_byte() {
+    use super::request::{bad_name, check_value};
+    let name_rule = |b: u8| b <= b' ' || b >= 0x7f || b.is_ascii_uppercase() || b == b':';
+    let value_rule = |b: u8| b == 0 || b == b'\r' || b == b'\n';
+    for len in 1..=27 {
+        for at in 0..len {
+            for b in 0..=255u8 {
+                let mut s = vec![b'a'; len];
+                s[at] = b;
+                assert_eq!(bad_name(&s), name_rule(b), "name {s:?}");
+                // Whitespace at the ends is its own rule: keep it off them.
+                let mut v = vec![b'a'; len + 2];
+                v[at + 1] = b;
+                assert_eq!(check_value(&v).is_err(), value_rule(b), "value {v:?}");
+            }
+        }
+    }
 }
