@@ -15,7 +15,8 @@
 //! At the room's first commit (callgrind, N = 1,000 and 11,000): 5,050,565 and 52,490,617
 //! instructions for `small`, so about 4,740 per request; 11,093,804 and 118,903,842 for
 //! `browser`, about 10,780. The frame layer alone (`frame_cost`) is ~730 of it; the checks of
-//! the fields (names and values, a word at a time) ~650 for `small`, ~2,700 for `browser`;
+//! the regular fields (names and values, a word at a time) ~400 for `small`, ~2,700 for
+//! `browser`;
 //! the rest is HPACK (decoding and copying the fields, encoding the answer), two allocations
 //! for the request's buffer and field list, and this example's own loop.
 

@@ -70,6 +70,15 @@ impl Server {
         }
     }
 
+    /// Resets a stream (an answer abandoned, a body not wanted): [`Connection::reset`], and
+    /// what this layer knew of its body is dropped. Prefer it to the frame layer's.
+    ///
+    /// [`Connection::reset`]: crate::frame::Connection::reset
+    pub fn reset(&mut self, stream: u32, code: Reason) {
+        self.forget(stream);
+        self.conn.reset(stream, code);
+    }
+
     fn encode_fields<'f, I>(&mut self, fields: I, block: &mut Vec<u8>)
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
