@@ -30,12 +30,14 @@
 //! use shoal_http2::server::{Config, Incoming, Server};
 //!
 //! let mut server = Server::new(Config::default());
-//! // The preface, an empty SETTINGS, and GET http://a/ on stream 1 (HPACK: static indexes).
+//! // GET http://a/: :method GET, :scheme http, :path / by their static indexes, then
+//! // :authority "a" (name by index 1).
+//! let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'a'];
+//! // The preface, an empty SETTINGS, the HEADERS (END_STREAM | END_HEADERS) on stream 1.
 //! let mut input = PREFACE.to_vec();
 //! input.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
-//! input.extend_from_slice(&[0, 0, 5, 1, 5, 0, 0, 0, 1, 0x82, 0x86, 0x84, 0x41, 0x01]);
-//! input.push(b'a');
-//! input[input.len() - 12] = 6; // the block's length
+//! input.extend_from_slice(&[0, 0, block.len() as u8, 1, 5, 0, 0, 0, 1]);
+//! input.extend_from_slice(&block);
 //! let used = server.recv(&input).expect("no connection error");
 //! while let Some(incoming) = server.poll(&input) {
 //!     if let Incoming::Request { stream, request, .. } = incoming {
@@ -64,8 +66,9 @@ use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
 pub use request::{Fields, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};
 
-/// The connection's settings and the decoder's bounds.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The connection's settings and the decoder's bounds (by default nginx's, and no table for
+/// the encoder).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Config {
     pub frame: frame::Config,
     /// What one header block may expand to (`large_client_header_buffers`).
@@ -73,16 +76,6 @@ pub struct Config {
     /// How much of the client's HPACK table the encoder may fill with fields that repeat
     /// from answer to answer (0: none, and no table kept).
     pub encoder_table: usize,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            frame: frame::Config::default(),
-            bounds: Bounds::default(),
-            encoder_table: 0,
-        }
-    }
 }
 
 /// What the client sent, as the caller handles it.
