@@ -15,7 +15,10 @@ fuzz_target!(|input: &[u8]| {
     let Some((ctl, mut data)) = input.split_first_chunk::<3>() else {
         return;
     };
-    let bounds = Bounds { list: 64 + ctl[0] as usize * 16, field: 1 + ctl[1] as usize * 4 };
+    let bounds = Bounds {
+        list: 64 + ctl[0] as usize * 16,
+        field: 1 + ctl[1] as usize * 4,
+    };
     let mut d = Decoder::new(bounds);
     let mut scratch = Vec::new();
     let mut ceiling = 4096;
@@ -55,7 +58,10 @@ fuzz_target!(|input: &[u8]| {
         fields.push((name.to_ascii_lowercase(), value.to_vec()));
     }
     let mut e = Encoder::with_table_size(ctl[2] as usize * 4);
-    let mut d = Decoder::new(Bounds { list: usize::MAX, field: usize::MAX });
+    let mut d = Decoder::new(Bounds {
+        list: usize::MAX,
+        field: usize::MAX,
+    });
     for (k, answer) in fields.chunks(4).enumerate() {
         if k % 3 == 2 {
             let size = (ctl[0] as usize * 8 + k * 40) % 4097;
@@ -79,10 +85,16 @@ fuzz_target!(|input: &[u8]| {
             Ok::<(), ()>(())
         })
         .unwrap();
-        assert_eq!(got[0], (b":status".to_vec(), status.to_string().into_bytes(), false));
+        assert_eq!(
+            got[0],
+            (b":status".to_vec(), status.to_string().into_bytes(), false)
+        );
         assert_eq!(got.len(), answer.len() + 1);
         for ((name, value), g) in answer.iter().zip(&got[1..]) {
-            assert_eq!((name, value, value.first() == Some(&b'!')), (&g.0, &g.1, g.2));
+            assert_eq!(
+                (name, value, value.first() == Some(&b'!')),
+                (&g.0, &g.1, g.2)
+            );
         }
         assert!(e.heap_bytes() <= ctl[2] as usize * 4 + 64 * 12);
     }
