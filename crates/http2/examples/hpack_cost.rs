@@ -104,8 +104,12 @@ fn main() {
         }
         let ns = start.elapsed().as_nanos() as f64 / n as f64;
         println!(
-            "decode repeated request ({} bytes, 16 indexed fields): {ns:.0} ns",
-            repeat.len()
+            "decode repeated request ({} bytes, 16 indexed fields): {ns:.0} ns; the table: {} bytes \
+             ({} entries), {} heap bytes",
+            repeat.len(),
+            d.table_size(),
+            d.table_len(),
+            d.heap_bytes()
         );
     }
     for (case, budget) in [("encode", 0), ("encode-table", 512)] {

@@ -64,12 +64,14 @@ impl Decoder {
     }
 
     /// Our SETTINGS_HEADER_TABLE_SIZE changed and the peer acknowledged it. Below the table's
-    /// current size, the peer's next block must start with a size update (RFC 7541 §4.2).
+    /// maximum size in force, the peer's next block must start with a size update (RFC 7541
+    /// §4.2); no update may ever pass the limit.
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit;
         self.update_required = limit < self.table.max();
     }
 
+    /// New bounds, for the blocks to come (a reload's configuration, say).
     pub fn set_bounds(&mut self, bounds: Bounds) {
         self.bounds = bounds;
     }

@@ -11,6 +11,9 @@ use super::{encode_int, huffman, DEFAULT_TABLE_SIZE};
 /// a budget of our own: the next answer sends them as one byte each. Our table is the newest
 /// part of the peer's (its maximum is at least our budget unless it said otherwise), so an
 /// index into ours means the same entry in its.
+///
+/// Every block (an answer's head, trailers) starts with [`Encoder::begin`], then `:status`
+/// (answers only), then the fields; blocks go out in the order they were encoded.
 #[derive(Debug)]
 pub struct Encoder {
     /// The table size the peer last heard from us (the protocol's 4,096 until we announce).

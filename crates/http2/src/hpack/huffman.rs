@@ -1,9 +1,9 @@
 //! The Huffman coding of string literals (RFC 7541 §5.2, the code of Appendix B).
 //!
-//! Decoding uses that the code is canonical: read 32 bits ahead (ones past the end, the
-//! padding's value), and the symbol's length is the first length whose left-aligned limit is
-//! above them; a 256-entry table answers the codes of 8 bits or fewer (every common header
-//! byte) in one look-up. The tables are built at compile time from [`CODES`].
+//! Decoding walks the code's tree four bits at a time: a table built at compile time from
+//! [`CODES`] gives, for each inner node of the tree and each nibble, the node reached and the
+//! symbol completed on the way, if any (codes are 5 bits or longer, so at most one). Two
+//! look-ups per input byte, no bit arithmetic.
 //!
 //! The end of a string is strict, as §5.2 requires: padding longer than 7 bits, padding that is
 //! not all ones (the start of EOS), and an EOS inside the string are errors.
@@ -19,114 +19,89 @@ pub enum HuffmanError {
     Eos,
 }
 
-const MIN_LEN: usize = 5;
-const MAX_LEN: usize = 30;
+/// A step of the decoder, packed in 32 bits (one load): the node reached (bits 0..8), the
+/// symbol completed (8..16), whether one was (bit 16), whether it was EOS (bit 17).
+type Step = u32;
+const EMIT: u32 = 1 << 16;
+const FAIL: u32 = 1 << 17;
 
-/// Per length `L` (index), one past the last code of that length, left-aligned in 32 bits
-/// (so it can reach 2^32); `u64::MAX`-free: 0 for lengths without codes below the first.
-const LIMIT: [u64; MAX_LEN + 1] = limits();
-/// Per length, the first code of that length (right-aligned).
-const FIRST: [u32; MAX_LEN + 1] = firsts();
-/// Per length, where its symbols start in [`SORTED`].
-const OFFSET: [u16; MAX_LEN + 1] = offsets();
-/// The symbols in code order (by length, then symbol).
-const SORTED: [u16; 257] = sorted();
-/// By the first 8 bits ahead: the symbol and its length when a code of 8 bits or fewer starts
-/// there; length 0 when the code is longer.
-const FAST: [(u16, u8); 256] = fast();
+/// Inner nodes of the tree (257 leaves: 256 inner nodes); node 0 is the root. A child is an
+/// inner node's index, or `LEAF | symbol`.
+const LEAF: u16 = 0x8000;
+/// By node and nibble.
+const STEPS: [[Step; 16]; 256] = steps();
+/// Whether a string may end at a node: at the root, or after at most 7 ones (a prefix of EOS).
+const ACCEPT: [bool; 256] = accept();
 
-const fn count(len: usize) -> u32 {
-    let mut n = 0;
-    let mut s = 0;
-    while s < 257 {
-        if CODES[s].1 as usize == len {
-            n += 1;
-        }
-        s += 1;
-    }
-    n
-}
-
-const fn firsts() -> [u32; MAX_LEN + 1] {
-    let mut out = [0u32; MAX_LEN + 1];
-    let mut len = MIN_LEN;
-    while len <= MAX_LEN {
-        // The smallest code of this length among the symbols that have it.
-        let mut first = u32::MAX;
-        let mut s = 0;
-        while s < 257 {
-            if CODES[s].1 as usize == len && CODES[s].0 < first {
-                first = CODES[s].0;
-            }
-            s += 1;
-        }
-        out[len] = first;
-        len += 1;
-    }
-    out
-}
-
-const fn limits() -> [u64; MAX_LEN + 1] {
-    let firsts = firsts();
-    let mut out = [0u64; MAX_LEN + 1];
-    let mut len = MIN_LEN;
-    let mut prev = 0u64;
-    while len <= MAX_LEN {
-        let n = count(len);
-        if n == 0 {
-            out[len] = prev;
-        } else {
-            out[len] = ((firsts[len] as u64) + n as u64) << (32 - len);
-            prev = out[len];
-        }
-        len += 1;
-    }
-    out
-}
-
-const fn offsets() -> [u16; MAX_LEN + 1] {
-    let mut out = [0u16; MAX_LEN + 1];
-    let mut len = MIN_LEN;
-    let mut at = 0u16;
-    while len <= MAX_LEN {
-        out[len] = at;
-        at += count(len) as u16;
-        len += 1;
-    }
-    out
-}
-
-const fn sorted() -> [u16; 257] {
-    let offsets = offsets();
-    let firsts = firsts();
-    let mut out = [0u16; 257];
+const fn tree() -> [[u16; 2]; 256] {
+    let mut tree = [[0u16; 2]; 256];
+    let mut nodes = 1;
     let mut s = 0;
     while s < 257 {
         let (code, len) = CODES[s];
-        let len = len as usize;
-        out[offsets[len] as usize + (code - firsts[len]) as usize] = s as u16;
+        let mut node = 0;
+        let mut i = len as u32;
+        while i > 1 {
+            i -= 1;
+            let bit = ((code >> i) & 1) as usize;
+            if tree[node][bit] == 0 {
+                tree[node][bit] = nodes as u16;
+                nodes += 1;
+            }
+            node = tree[node][bit] as usize;
+        }
+        tree[node][(code & 1) as usize] = LEAF | s as u16;
         s += 1;
     }
-    out
+    tree
 }
 
-const fn fast() -> [(u16, u8); 256] {
-    let mut out = [(0u16, 0u8); 256];
-    let mut s = 0;
-    while s < 257 {
-        let (code, len) = CODES[s];
-        if len <= 8 {
-            let shift = 8 - len as u32;
-            let start = (code << shift) as usize;
-            let mut i = 0;
-            while i < (1usize << shift) {
-                out[start + i] = (s as u16, len);
-                i += 1;
+const fn steps() -> [[Step; 16]; 256] {
+    let tree = tree();
+    let mut steps = [[0; 16]; 256];
+    let mut node = 0;
+    while node < 256 {
+        let mut nibble = 0;
+        while nibble < 16 {
+            let mut at = node;
+            let mut step: Step = 0;
+            let mut i = 4;
+            while i > 0 {
+                i -= 1;
+                let child = tree[at][(nibble >> i) & 1];
+                if child & LEAF != 0 {
+                    let sym = child & !LEAF;
+                    if sym == 256 {
+                        step |= FAIL;
+                    } else {
+                        step |= EMIT | (sym as u32) << 8;
+                    }
+                    at = 0;
+                } else {
+                    at = child as usize;
+                }
             }
+            steps[node][nibble] = step | at as u32;
+            nibble += 1;
         }
-        s += 1;
+        node += 1;
     }
-    out
+    steps
+}
+
+const fn accept() -> [bool; 256] {
+    let tree = tree();
+    let mut accept = [false; 256];
+    accept[0] = true;
+    // Down the all-ones path (EOS's) from the root, up to 7 bits.
+    let mut node = 0;
+    let mut depth = 0;
+    while depth < 7 {
+        node = tree[node][1] as usize;
+        accept[node] = true;
+        depth += 1;
+    }
+    accept
 }
 
 /// The length of `src` Huffman-coded, in bytes.
@@ -161,85 +136,37 @@ pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
 
 /// Decodes `src`, appending at most `keep` bytes of the result to `dst` (the rest is checked
 /// and counted, never stored: an oversized string costs no memory). Returns the decoded
-/// length, which may exceed `keep`.
-///
-/// The accumulator is topped up with ones past the end (the padding's value), so a code is
-/// always looked up with 32 bits in hand; `left` counts the real bits, and a code that runs
-/// past them is the end: valid only as up to 7 ones. Symbols gather in a small array and go
-/// to `dst` 64 at a time.
+/// length, which may exceed `keep`. Symbols gather in a small array and go to `dst` 64 at a
+/// time.
 pub fn decode(src: &[u8], dst: &mut Vec<u8>, keep: usize) -> Result<usize, HuffmanError> {
     let mut chunk = [0u8; 64];
     let mut k = 0usize;
     let mut flushed = 0usize;
-    let mut acc: u64 = 0;
-    let mut bits: u32 = 0;
-    let mut left = src.len() * 8;
-    let mut rest = src;
-    let end = loop {
-        if bits < 32 {
-            if let Some((four, tail)) = rest.split_first_chunk::<4>() {
-                acc = (acc << 32) | u32::from_be_bytes(*four) as u64;
-                rest = tail;
-            } else {
-                let mut four = [0xff; 4];
-                four[..rest.len()].copy_from_slice(rest);
-                acc = (acc << 32) | u32::from_be_bytes(four) as u64;
-                rest = &[];
-            }
-            bits += 32;
-        }
-        let ahead = (acc >> (bits - 32)) as u32;
-        let (sym, len) = match FAST[(ahead >> 24) as usize] {
-            // Codes of 8 bits or fewer: never EOS, and whole while 30 bits are left.
-            (sym, len) if len != 0 && left >= 30 => (sym, len as usize),
-            _ => {
-                if left < 8 {
-                    // The end: padding is fewer than 8 bits, all ones (the start of EOS).
-                    let mask = (1u32 << left) - 1;
-                    if left == 0 || (ahead >> (32 - left)) & mask == mask {
-                        break Ok(());
-                    }
-                }
-                let (sym, len) = long_code(ahead);
-                if len > left {
-                    break Err(HuffmanError::Padding);
-                }
-                if sym == 256 {
-                    break Err(HuffmanError::Eos);
-                }
-                (sym, len)
-            }
-        };
-        bits -= len as u32;
-        left -= len;
-        chunk[k & 63] = sym as u8;
-        k += 1;
-        if k == 64 {
-            store(dst, &chunk, flushed, keep);
-            flushed += 64;
+    let mut node = 0usize;
+    let mut flags = 0u32;
+    for &b in src {
+        let step = STEPS[node][(b >> 4) as usize];
+        chunk[k & 63] = (step >> 8) as u8;
+        k += ((step & EMIT) >> 16) as usize;
+        let step2 = STEPS[(step & 0xff) as usize][(b & 15) as usize];
+        chunk[k & 63] = (step2 >> 8) as u8;
+        k += ((step2 & EMIT) >> 16) as usize;
+        flags |= step | step2;
+        node = (step2 & 0xff) as usize;
+        if k >= 62 {
+            store(dst, &chunk[..k], flushed, keep);
+            flushed += k;
             k = 0;
         }
-    };
-    end?;
+    }
+    if flags & FAIL != 0 {
+        return Err(HuffmanError::Eos);
+    }
+    if !ACCEPT[node] {
+        return Err(HuffmanError::Padding);
+    }
     store(dst, &chunk[..k], flushed, keep);
     Ok(flushed + k)
-}
-
-/// The symbol and code length at the start of `ahead`, whatever the length.
-fn long_code(ahead: u32) -> (u16, usize) {
-    let (sym, len) = FAST[(ahead >> 24) as usize];
-    if len != 0 {
-        return (sym, len as usize);
-    }
-    let mut len = 10;
-    while (ahead as u64) >= LIMIT[len] {
-        len += 1;
-    }
-    let code = ahead >> (32 - len);
-    (
-        SORTED[OFFSET[len] as usize + (code - FIRST[len]) as usize],
-        len,
-    )
 }
 
 /// Appends what of `chunk` fits under `keep`, `done` symbols having come before it.

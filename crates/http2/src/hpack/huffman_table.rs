@@ -1,8 +1,8 @@
 //! RFC 7541 Appendix B: the Huffman code, as (code, length in bits) by symbol; 256 is EOS.
 //!
-//! A fact of the RFC. The code is canonical (within one length, codes rise with the symbol),
-//! which `huffman.rs` relies on to decode with one limit per length; a test checks it, and
-//! that the lengths fill the code space exactly (Kraft's sum is 1).
+//! A fact of the RFC. `huffman.rs` builds its decoding tree from it at compile time; a test
+//! checks that the code is canonical, as the RFC's is (so no code is a prefix of another), and
+//! complete (Kraft's sum is 1: every inner node of the tree has two children).
 
 #[rustfmt::skip]
 pub(super) const CODES: [(u32, u8); 257] = [
