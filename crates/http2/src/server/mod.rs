@@ -145,6 +145,8 @@ pub struct Server {
     table_size: Option<u32>,
     /// The last request's size, for the next one's buffer.
     hint: Hint,
+    /// A request's buffers given back ([`Server::recycle`]), for the next one.
+    spare: Option<Fields>,
     closed: bool,
 }
 
@@ -165,6 +167,7 @@ impl Server {
             bodies: Vec::new(),
             table_size: (table as usize != crate::hpack::DEFAULT_TABLE_SIZE).then_some(table),
             hint: Hint::default(),
+            spare: None,
             closed: false,
         }
     }
@@ -237,7 +240,7 @@ impl Server {
     }
 
     fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
-        let mut b = RequestBuilder::new(block.len(), self.hint);
+        let mut b = RequestBuilder::new(block.len(), self.hint, self.spare.take());
         let decoded = self
             .decoder
             .decode(block, &mut self.scratch, |f| b.field(f));
@@ -277,7 +280,7 @@ impl Server {
             // A refused request's: for the table only.
             return self.discard(block);
         };
-        let mut b = TrailersBuilder::new(block.len());
+        let mut b = TrailersBuilder::new(block.len(), self.spare.take());
         match self
             .decoder
             .decode(block, &mut self.scratch, |f| b.field(f))
@@ -371,10 +374,21 @@ impl Server {
             + self.scratch.capacity()
             + self.block.capacity()
             + self.bodies.capacity() * std::mem::size_of::<Body>()
+            + self.spare.as_ref().map_or(0, Fields::heap_bytes)
+    }
+
+    /// Gives back the buffers of a request (or trailers) the caller is done with (its head
+    /// written out with [`Request::write_http1`], say): the next request's fields go there
+    /// instead of two new allocations. Buffers past 16 KB are freed instead.
+    pub fn recycle(&mut self, fields: Fields) {
+        if fields.heap_bytes() <= 16 * 1024 {
+            self.spare = Some(fields);
+        }
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
+        self.spare = None;
         self.scratch = Vec::new();
         self.block = Vec::new();
         if self.bodies.is_empty() {

@@ -38,12 +38,30 @@ impl Fields {
     /// Room for a block of `block_len` encoded bytes, or for as much as the last request of
     /// the connection took when that is more (requests on a connection look alike, and an
     /// indexed field is one byte for many): one allocation each, most of the time.
-    fn with_capacity(block_len: usize, hint: Hint) -> Fields {
-        Fields {
-            buf: Vec::with_capacity((2 * block_len).max(hint.bytes as usize + 16).max(64)),
-            spans: Vec::with_capacity((hint.fields as usize).max(4)),
-            cookies: 0,
+    /// A recycled `spare`'s buffers are used when there is one.
+    fn with_capacity(block_len: usize, hint: Hint, spare: Option<Fields>) -> Fields {
+        let bytes = (2 * block_len).max(hint.bytes as usize + 16).max(64);
+        let fields = (hint.fields as usize).max(4);
+        match spare {
+            Some(mut f) => {
+                f.buf.clear();
+                f.spans.clear();
+                f.cookies = 0;
+                f.buf.reserve(bytes);
+                f.spans.reserve(fields);
+                f
+            }
+            None => Fields {
+                buf: Vec::with_capacity(bytes),
+                spans: Vec::with_capacity(fields),
+                cookies: 0,
+            },
         }
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.buf.capacity() + self.spans.capacity() * std::mem::size_of::<Span>()
     }
 
     /// What these fields take, as a [`Hint`] for the next ones.
@@ -172,6 +190,11 @@ impl Request {
     /// The regular fields.
     pub fn fields(&self) -> &Fields {
         &self.fields
+    }
+
+    /// The fields, the request's buffers (for [`super::Server::recycle`]).
+    pub fn into_fields(self) -> Fields {
+        self.fields
     }
 
     /// `content-length`, when the request has one (its DATA frames are checked against it).
@@ -308,9 +331,9 @@ pub(crate) struct RequestBuilder {
 
 impl RequestBuilder {
     /// A builder for a block of `block_len` encoded bytes.
-    pub fn new(block_len: usize, hint: Hint) -> RequestBuilder {
+    pub fn new(block_len: usize, hint: Hint, spare: Option<Fields>) -> RequestBuilder {
         RequestBuilder {
-            fields: Fields::with_capacity(block_len, hint),
+            fields: Fields::with_capacity(block_len, hint, spare),
             method: None,
             scheme: None,
             authority: None,
@@ -416,8 +439,8 @@ impl RequestBuilder {
 pub(crate) struct TrailersBuilder(Fields);
 
 impl TrailersBuilder {
-    pub fn new(block_len: usize) -> TrailersBuilder {
-        TrailersBuilder(Fields::with_capacity(block_len, Hint::default()))
+    pub fn new(block_len: usize, spare: Option<Fields>) -> TrailersBuilder {
+        TrailersBuilder(Fields::with_capacity(block_len, Hint::default(), spare))
     }
 
     pub fn field(&mut self, f: Field<'_>) -> Result<(), Malformed> {

@@ -156,3 +156,21 @@ fn a_stream_the_caller_resets_is_forgotten_and_its_data_dropped() {
     let got = feed(&mut s, &frame(DATA, 0, 1, b"12345"));
     assert!(got.is_empty(), "{got:?}");
 }
+
+#[test]
+fn a_recycled_request_lends_its_buffers_to_the_next() {
+    let mut s = server(Config::default());
+    let r = only_request(request(&mut s, 1, &get_with(&[("x-a", "1")]), true));
+    let first = r.fields().iter().next().unwrap().0.as_ptr();
+    let before = s.heap_bytes();
+    s.recycle(r.into_fields());
+    assert!(s.heap_bytes() > before, "the spare is held");
+    let r = only_request(request(&mut s, 3, &get_with(&[("x-a", "2")]), true));
+    assert_eq!(r.fields().iter().next().unwrap().0.as_ptr(), first);
+    assert_eq!(r.fields().get(b"x-a"), Some(&b"2"[..]));
+    s.recycle(r.into_fields());
+    s.shrink();
+    out(&mut s);
+    s.shrink();
+    assert_eq!(s.heap_bytes(), 0);
+}
