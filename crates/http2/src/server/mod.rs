@@ -16,9 +16,20 @@
 //! - a block past the decoder's [`Bounds`] is [`Incoming::TooLarge`]: the caller answers it
 //!   (nginx's 400, or 431) with [`Server::refuse`]; its body, if one comes, is dropped.
 //!
-//! Request body bytes are not copied: [`Incoming::Data`] is a range of the input, as in the
-//! frame layer, and the caller gives them back with [`Connection::consumed`] (bytes this
-//! layer drops, it gives back itself).
+//! A [`Request`] holds its fields in one buffer, each byte copied once from the header block
+//! (or HPACK's tables) on its way through the checks; [`Request::write_http1`] writes the
+//! head an HTTP/1 parser reads (shoal's server rebuilds one today), and
+//! [`Server::recycle`] gives the buffers back for the next request. Request body bytes are
+//! not copied: [`Incoming::Data`] is a range of the input, as in the frame layer, and the
+//! caller gives them back with [`Connection::consumed`] (bytes this layer drops, it gives
+//! back itself). A stream the caller abandons is reset with [`Server::reset`], so that this
+//! layer forgets it too.
+//!
+//! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
+//! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
+//! a block the client sent just before its ACK, in the same read, is held to the new size
+//! already. (shoal announces the default 4,096, as nginx does, so this never happens there;
+//! the frame layer reports no event for the ACK to do better.)
 //!
 //! Answers: [`Server::send_answer`] encodes a status and fields (names lowercased,
 //! connection-specific fields dropped, RFC 9113, 8.2.2) and queues them; the body goes
