@@ -89,6 +89,17 @@ pub struct Config {
     pub encoder_table: usize,
 }
 
+impl Config {
+    /// The bounds of nginx's `large_client_header_buffers NUM SIZE`: a name or value up to
+    /// SIZE, a header list up to NUM × SIZE, announced as SETTINGS_MAX_HEADER_LIST_SIZE.
+    pub fn header_buffers(mut self, num: usize, size: usize) -> Config {
+        let list = num.saturating_mul(size);
+        self.bounds = Bounds { list, field: size };
+        self.frame.max_header_list_size = list.min(u32::MAX as usize) as u32;
+        self
+    }
+}
+
 /// What the client sent, as the caller handles it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Incoming {
@@ -109,7 +120,9 @@ pub enum Incoming {
     /// The request's trailers: its body is over.
     Trailers { stream: u32, fields: Fields },
     /// A header block (a request's, or trailers') past the decoder's bounds. The stream is
-    /// still open for an answer ([`Server::refuse`]); its body is dropped.
+    /// still open for an answer ([`Server::refuse`]); its body is dropped. shoal's answers
+    /// today: a name or value past [`Bounds::field`] is nginx's 400 ("client sent too long
+    /// header line"), the list past [`Bounds::list`] a 431 (what the `h2` crate sends).
     TooLarge { stream: u32, which: TooLarge },
     /// A malformed request or trailers: the stream was reset with PROTOCOL_ERROR. `what` is
     /// for the log.

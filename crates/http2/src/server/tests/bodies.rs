@@ -288,3 +288,44 @@ fn a_discarded_block_still_feeds_the_table() {
     ));
     assert_eq!(r.fields().get(b"x-kept"), Some(&b"yes"[..]));
 }
+
+#[test]
+fn header_buffers_bound_fields_and_the_list() {
+    // The list counts name + value + 32 a field: the pseudo-headers here are 180, a field of
+    // 100 bytes 135.
+    let cfg = Config::default().header_buffers(4, 100);
+    assert_eq!(
+        cfg.bounds,
+        Bounds {
+            list: 400,
+            field: 100
+        }
+    );
+    assert_eq!(cfg.frame.max_header_list_size, 400);
+    let mut s = server(cfg);
+    let long = "v".repeat(101);
+    let got = request(&mut s, 1, &get_with(&[("x-a", &long)]), true);
+    assert_eq!(
+        got,
+        [Incoming::TooLarge {
+            stream: 1,
+            which: TooLarge::Field
+        }]
+    );
+    let fits = "v".repeat(100);
+    let got = request(&mut s, 3, &get_with(&[("x-a", &fits)]), true);
+    assert!(matches!(got[..], [Incoming::Request { .. }]), "{got:?}");
+    let got = request(
+        &mut s,
+        5,
+        &get_with(&[("x-a", &fits), ("x-b", &fits)]),
+        true,
+    );
+    assert_eq!(
+        got,
+        [Incoming::TooLarge {
+            stream: 5,
+            which: TooLarge::List
+        }]
+    );
+}
