@@ -359,3 +359,70 @@ fn the_word_at_a_time_checks_agree_with_the_rules_byte_by_byte() {
         }
     }
 }
+
+/// How many requests the property below saw accepted, so that it can tell it saw some.
+mod accepted {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    pub fn inc() {
+        N.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn get() -> usize {
+        N.load(Ordering::Relaxed)
+    }
+}
+
+#[test]
+fn the_property_sees_accepted_requests() {
+    any_field_list_is_accepted_or_reset();
+    assert!(accepted::get() > 10, "{} accepted", accepted::get());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Any fields, any order: a request that is accepted holds exactly what the rules allow,
+    /// every other one is reset; nothing panics and the connection goes on.
+    #[test]
+    fn any_field_list_is_accepted_or_reset(
+        base in proptest::bool::weighted(0.8),
+        fields in proptest::collection::vec(
+            (
+                proptest::sample::select(vec![
+                    ":method", ":scheme", ":path", ":authority", ":status", "host", "cookie",
+                    "te", "content-length", "x-a", "X-B", "connection", "",
+                ]),
+                proptest::sample::select(vec![
+                    "GET", "CONNECT", "http", "/", "*", "", "a", " a", "trailers", "1", "a\nb",
+                ]),
+            ),
+            0..8,
+        )
+    ) {
+        // Most lists start with a valid GET's pseudo-headers, so that some are accepted.
+        let fields = if base { get_with(&fields) } else { fields };
+        let mut s = server(Config::default());
+        let got = request(&mut s, 1, &fields, true);
+        match &got[..] {
+            [Incoming::Request { request, .. }] => {
+                proptest::prop_assert!(!request.method().is_empty());
+                let names: Vec<_> = request.fields().iter().map(|(n, _)| n.to_vec()).collect();
+                for n in &names {
+                    proptest::prop_assert!(!n.is_empty() && n[0] != b':');
+                    proptest::prop_assert!(n != b"connection" && n != b"X-B");
+                }
+                let mut head = Vec::new();
+                request.write_http1(&mut head);
+                proptest::prop_assert!(head.ends_with(b"\r\n\r\n"));
+                proptest::prop_assert!(!head[..head.len() - 2].windows(2).any(|w| w == b"\n\n"));
+                accepted::inc();
+            }
+            [Incoming::Malformed { stream: 1, .. }] => {
+                assert_reset(&mut s, 1, Reason::PROTOCOL_ERROR);
+            }
+            other => proptest::prop_assert!(false, "{:?}", other),
+        }
+        let r = only_request(request(&mut s, 3, &get_with(&[]), true));
+        proptest::prop_assert_eq!(r.method(), b"GET");
+    }
+}
