@@ -25,6 +25,12 @@
 //! back itself). A stream the caller abandons is reset with [`Server::reset`], so that this
 //! layer forgets it too.
 //!
+//! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
+//! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
+//! is [`Request::write_http1`]; a `RecvStream` is the [`Incoming::Data`] of a stream and
+//! [`Connection::consumed`]; `send_reset` is [`Server::reset`]; the 431 the crate sends for
+//! an oversized list is [`Incoming::TooLarge`] and [`Server::refuse`].
+//!
 //! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
 //! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
 //! a block the client sent just before its ACK, in the same read, is held to the new size
