@@ -25,6 +25,10 @@
 //! back itself). A stream the caller abandons is reset with [`Server::reset`], so that this
 //! layer forgets it too.
 //!
+//! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
+//! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
+//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]).
+//!
 //! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
 //! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
 //! is [`Request::write_http1`]; a `RecvStream` is the [`Incoming::Data`] of a stream and
