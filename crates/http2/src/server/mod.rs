@@ -185,6 +185,8 @@ pub struct Server {
 }
 
 impl Server {
+    /// A connection whose client preface is still to come; our SETTINGS are in the output
+    /// already ([`Connection::new`]).
     pub fn new(cfg: Config) -> Server {
         // Until the client acknowledges our SETTINGS it may still use the protocol's 4,096.
         let table = cfg.frame.header_table_size;
