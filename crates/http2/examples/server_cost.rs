@@ -13,10 +13,10 @@
 //!     valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/server_cost 1000 small
 //!     valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/server_cost 11000 small
 //!
-//! At the room's first commit (callgrind, N = 1,000 and 11,000): 4,803,485 and 49,793,537
-//! instructions for `small`, so about 4,500 per request; 10,788,685 and 115,568,723 for
-//! `browser`, about 10,480. The frame layer alone (`frame_cost`) is ~780 of it; the checks of
-//! the regular fields (names and values, a word at a time) ~400 for `small`, ~2,700 for
+//! At the room's first commit (callgrind, N = 1,000 and 11,000): 4,786,724 and 49,586,776
+//! instructions for `small`, so about 4,480 per request; 10,401,924 and 111,291,962 for
+//! `browser`, about 10,090. The frame layer alone (`frame_cost`) is ~780 of it; the checks of
+//! the regular fields (names and values, a word at a time) ~400 for `small`, ~2,300 for
 //! `browser`; giving the request's buffers back (`Server::recycle`) saves ~250 (two
 //! allocations); the rest is HPACK (decoding and copying the fields, encoding the answer)
 //! and this example's own loop.
