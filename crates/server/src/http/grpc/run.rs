@@ -65,7 +65,7 @@ enum Source {
     Whole(Bytes),
     /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it. With it,
     /// `client_max_body_size` when its length was not told (0: none).
-    Stream(Option<RecvStream>, u64),
+    Stream(Option<crate::http::h2::wire::RecvStream>, u64),
 }
 
 /// Runs a call in a `grpc_pass` location. Returns what it came to and the record of the

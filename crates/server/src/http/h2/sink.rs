@@ -13,8 +13,8 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use h2::SendStream;
 
+use super::wire::SendStream;
 use crate::error::Error;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::Sink;
@@ -121,7 +121,7 @@ pub fn told_length(body: &Body, changes_length: bool) -> Option<u64> {
 
 /// A stream's writing half: body bytes are gathered in `out` and go as DATA frames.
 pub struct H2Sink<'a> {
-    pub send: SendStream<Bytes>,
+    pub send: SendStream,
     pub out: BytesMut,
     pub info: &'a ConnInfo,
     pub send_timeout: Duration,
