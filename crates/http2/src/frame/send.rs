@@ -135,6 +135,18 @@ impl Connection {
         }
     }
 
+    /// Resets a stream the layer above refuses after its last frame (a body shorter than its
+    /// `content-length`), even when both sides had ended it and this layer forgot it already
+    /// (its answer went before the body's END_STREAM came). Nothing is sent for an idle
+    /// stream.
+    pub fn reset_ended(&mut self, stream: u32, code: Reason) {
+        if self.streams.remove(stream).is_none() && self.idle(stream) {
+            return;
+        }
+        write::rst_stream(&mut self.out, stream, code);
+        self.streams.note_reset(stream);
+    }
+
     /// Queues a GOAWAY naming the last stream the client opened: streams up to it go on, new
     /// ones are ignored. With NO_ERROR it is the graceful stop (reload, `-s quit`,
     /// `keepalive_requests`); the first such is the only one sent, while an error code is

@@ -363,7 +363,7 @@ impl Server {
         if over {
             self.conn.consumed(stream, n as u32);
             self.bodies.remove(i);
-            self.conn.reset(stream, Reason::PROTOCOL_ERROR);
+            self.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
             return Some(Incoming::Reset {
                 stream,
                 code: Reason::PROTOCOL_ERROR,

@@ -133,7 +133,7 @@ impl Wire {
     /// Sends what is queued (at most a second), closes the writing side, and reads what the
     /// client still sends until it closes (at most [`GOAWAY_LINGER`]), so that it reads the
     /// last frames rather than a reset.
-    async fn close(&mut self, core: &Core) {
+    async fn close(&mut self, core: &Core, linger: bool) {
         let flushed = std::future::poll_fn(|cx| {
             let mut me = core.borrow_mut();
             match self.poll_write(&mut me, cx) {
@@ -166,6 +166,9 @@ impl Wire {
             tokio::time::timeout(Duration::from_secs(1), shut).await,
             Ok(Ok(()))
         ) {
+            return;
+        }
+        if !linger {
             return;
         }
         let mut sink = [0u8; 4096];
@@ -276,7 +279,7 @@ pub async fn serve(
             core.borrow_mut().shrink();
         }
         if going_away && active == 0 && wire.output_done(&core) {
-            wire.close(&core).await;
+            wire.close(&core, true).await;
             break;
         }
         let (armed, deadline) = if !handshaken {
@@ -298,7 +301,7 @@ pub async fn serve(
                     // Chosen to make room (nginx finalizes such a connection with a GOAWAY
                     // NO_ERROR at once): the GOAWAY goes, and the connection ends.
                     core.borrow_mut().server.conn_mut().goaway(Reason::NO_ERROR);
-                    wire.close(&core).await;
+                    wire.close(&core, false).await;
                     break;
                 }
                 if worker.stopping.get() || shared.generation().is_none() {
@@ -423,7 +426,7 @@ pub async fn serve(
                 "{what} ({e}) while processing HTTP/2 connection, client: {client}"
             );
             core.borrow_mut().close();
-            wire.close(&core).await;
+            wire.close(&core, true).await;
             break;
         }
     }
