@@ -8,7 +8,10 @@
 //!
 //! Rooms: `hpack` (header compression: the static and dynamic tables, Huffman, the decoder's
 //! bounds against bombs) and `frame` (the frame layer and the connection's state: streams,
-//! flow control, settings, and the flood counters).
+//! flow control, settings, and the flood counters), and `server` (requests and answers: the
+//! checks of RFC 9113, 8 between the two and the server).
 #![forbid(unsafe_code)]
 
 pub mod frame;
+pub mod hpack;
+pub mod server;

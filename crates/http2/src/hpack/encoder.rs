@@ -1,0 +1,186 @@
+//! The encoder: an answer's `:status` and fields into a header block.
+
+use super::table::{static_name_index, DynamicTable, ENTRY_OVERHEAD};
+use super::{encode_int, huffman, DEFAULT_TABLE_SIZE};
+
+/// A connection's HPACK encoder.
+///
+/// Made with [`Encoder::new`], it adds nothing to the peer's dynamic table and holds no table.
+/// With [`Encoder::with_table_size`], fields whose value tends to repeat on a connection
+/// (`server`, `date`, `content-type`, ... see [`indexable`]) go into the peer's table, up to
+/// a budget of our own: the next answer sends them as one byte each. Our table is the newest
+/// part of the peer's (its maximum is at least our budget unless it said otherwise), so an
+/// index into ours means the same entry in its.
+///
+/// Every block (an answer's head, trailers) starts with [`Encoder::begin`], then `:status`
+/// (answers only), then the fields; blocks go out in the order they were encoded.
+#[derive(Debug)]
+pub struct Encoder {
+    /// The table size the peer last heard from us (the protocol's 4,096 until we announce).
+    announced: usize,
+    /// The lowest SETTINGS_HEADER_TABLE_SIZE since the last block, when below `announced`.
+    lowered: Option<usize>,
+    /// Our budget for the peer's table (0: no table).
+    budget: usize,
+    /// What we put in the peer's table, newest first; its maximum is the budget, or the size
+    /// announced when lower.
+    table: DynamicTable,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder::new()
+    }
+}
+
+impl Encoder {
+    /// An encoder that uses no dynamic table.
+    pub fn new() -> Encoder {
+        Encoder::with_table_size(0)
+    }
+
+    /// An encoder that indexes repeated fields in up to `budget` bytes of the peer's table
+    /// (counted as §4.1 does; our copy costs about that much memory once used).
+    pub fn with_table_size(budget: usize) -> Encoder {
+        Encoder {
+            announced: DEFAULT_TABLE_SIZE,
+            lowered: None,
+            budget,
+            table: DynamicTable::new(budget.min(DEFAULT_TABLE_SIZE)),
+        }
+    }
+
+    /// Heap bytes held between blocks (our copy of what we put in the peer's table).
+    pub fn heap_bytes(&self) -> usize {
+        self.table.heap_bytes()
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE (from its SETTINGS frame). A size below the one
+    /// in force is announced at the start of the next block (RFC 7541 §4.2); a larger one
+    /// needs nothing: we keep the size we announced.
+    pub fn set_peer_table_size(&mut self, size: usize) {
+        if size < self.announced {
+            self.lowered = Some(self.lowered.map_or(size, |l| l.min(size)));
+        }
+    }
+
+    /// Starts a block in `dst`: the size update, if one is owed.
+    pub fn begin(&mut self, dst: &mut Vec<u8>) {
+        if let Some(size) = self.lowered.take() {
+            encode_int(dst, 0x20, 5, size);
+            self.announced = size;
+            // The peer evicted down to `size` as we do now: the same entries stay.
+            self.table.set_max(self.budget.min(size));
+        }
+    }
+
+    /// `:status`: one byte for the statuses of the static table, else its name by index and
+    /// three digits.
+    pub fn status(&mut self, status: u16, dst: &mut Vec<u8>) {
+        let index = match status {
+            200 => 8,
+            204 => 9,
+            206 => 10,
+            304 => 11,
+            400 => 12,
+            404 => 13,
+            500 => 14,
+            _ => 0,
+        };
+        if index != 0 {
+            dst.push(0x80 | index);
+            return;
+        }
+        debug_assert!((100..=999).contains(&status));
+        let digits = [
+            b'0' + (status / 100 % 10) as u8,
+            b'0' + (status / 10 % 10) as u8,
+            b'0' + (status % 10) as u8,
+        ];
+        // Literal without indexing, name `:status` (index 8). Huffman makes most statuses 2
+        // bytes ("302" is 16 bits).
+        dst.push(0x08);
+        string(&digits, dst);
+    }
+
+    /// A field: by index when our table has it; as a literal with incremental indexing when
+    /// its name is [`indexable`] and it fits the table; else as a literal without indexing.
+    /// The name by static index when it has one.
+    pub fn field(&mut self, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
+        debug_assert!(
+            !name.iter().any(u8::is_ascii_uppercase),
+            "uppercase in a field name"
+        );
+        if self.table.max() != 0 && indexable(name) {
+            for i in 0..self.table.len() {
+                if self.table.get(i) == Some((name, value)) {
+                    encode_int(dst, 0x80, 7, 62 + i);
+                    return;
+                }
+            }
+            if name.len() + value.len() + ENTRY_OVERHEAD <= self.table.max() / 2 {
+                literal(0x40, 6, name, value, dst);
+                self.table.insert(name, value);
+                return;
+            }
+        }
+        literal(0x00, 4, name, value, dst);
+    }
+
+    /// A field an intermediary must not index either (§6.2.3): credentials, cookies.
+    pub fn field_never_indexed(&mut self, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
+        debug_assert!(
+            !name.iter().any(u8::is_ascii_uppercase),
+            "uppercase in a field name"
+        );
+        literal(0x10, 4, name, value, dst);
+    }
+}
+
+/// Whether a field's value tends to repeat across the answers of a connection (and says
+/// nothing private): the fields worth a place in the peer's table.
+pub fn indexable(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"server"
+            | b"date"
+            | b"content-type"
+            | b"accept-ranges"
+            | b"cache-control"
+            | b"vary"
+            | b"content-encoding"
+            | b"content-language"
+            | b"expires"
+            | b"access-control-allow-origin"
+            | b"strict-transport-security"
+            | b"x-content-type-options"
+            | b"x-frame-options"
+            | b"referrer-policy"
+            | b"alt-svc"
+    )
+}
+
+/// A literal field (§6.2): `flags` and an `n`-bit prefix for the name's static index.
+fn literal(flags: u8, n: u32, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
+    match static_name_index(name) {
+        Some(i) => encode_int(dst, flags, n, i),
+        None => {
+            dst.push(flags);
+            string(name, dst);
+        }
+    }
+    string(value, dst);
+}
+
+/// A string literal (§5.2): Huffman-coded when that is shorter.
+fn string(s: &[u8], dst: &mut Vec<u8>) {
+    let coded = huffman::encoded_len(s);
+    if coded < s.len() {
+        dst.reserve(coded + 5);
+        encode_int(dst, 0x80, 7, coded);
+        huffman::encode(s, dst);
+    } else {
+        encode_int(dst, 0x00, 7, s.len());
+        dst.extend_from_slice(s);
+    }
+}

@@ -1,0 +1,304 @@
+//! The static table (RFC 7541 Appendix A) and the decoder's dynamic table (§2.3.2, §4).
+//!
+//! The dynamic table keeps its entries' bytes in one buffer, oldest first, and a ring of
+//! (position, name length, value length) records, newest first: an index is one look-up, an
+//! insertion appends, an eviction pops a record. Evicted bytes stay at the front of the buffer
+//! until an insertion needs the room; then the live bytes move down once (at most the table's
+//! size, and only when the tail is full). The buffer grows with use and never past the table's
+//! maximum size; lowering the size gives the memory back.
+
+use std::collections::VecDeque;
+
+/// The static table, index 1 first.
+pub const STATIC: [(&[u8], &[u8]); 61] = [
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
+];
+
+/// The first static index whose name is `name` (lowercase), if any.
+pub fn static_name_index(name: &[u8]) -> Option<usize> {
+    // By length first: at most a handful of names share one.
+    let candidates: &[usize] = match name.len() {
+        3 => &[21, 60],
+        4 => &[33, 34, 37, 38, 45, 59],
+        5 => &[4, 22, 50],
+        6 => &[19, 32, 35, 54],
+        7 => &[2, 6, 7, 8, 36, 51, 52],
+        8 => &[39, 42, 46],
+        10 => &[1, 55, 58],
+        11 => &[53],
+        12 => &[31, 47],
+        13 => &[18, 23, 24, 30, 41, 44],
+        14 => &[15, 28],
+        15 => &[16, 17],
+        16 => &[26, 27, 29, 61],
+        17 => &[40, 57],
+        18 => &[48],
+        19 => &[25, 43, 49],
+        25 => &[56],
+        27 => &[20],
+        _ => &[],
+    };
+    candidates
+        .iter()
+        .copied()
+        .find(|&i| STATIC[i - 1].0 == name)
+}
+
+/// Bytes an entry counts beyond its name and value (§4.1).
+pub const ENTRY_OVERHEAD: usize = 32;
+
+/// The first allocations of a table: most clients' first request fits.
+const FIRST_BYTES: usize = 512;
+const FIRST_RECORDS: usize = 16;
+
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    /// Where the name starts, as a position in the stream of bytes ever stored (wrapping).
+    at: u32,
+    name: u32,
+    value: u32,
+}
+
+/// The dynamic table of a decoder.
+#[derive(Debug)]
+pub struct DynamicTable {
+    /// Live entries' bytes, oldest first, after evicted bytes not yet reclaimed.
+    bytes: Vec<u8>,
+    /// The stream position of `bytes[0]`.
+    base: u32,
+    /// Newest first.
+    records: VecDeque<Record>,
+    /// §4.1's size: names, values and 32 per entry.
+    size: usize,
+    /// The maximum size in force (the last size update, or the protocol's 4,096).
+    max: usize,
+}
+
+impl DynamicTable {
+    pub fn new(max: usize) -> DynamicTable {
+        DynamicTable {
+            bytes: Vec::new(),
+            base: 0,
+            records: VecDeque::new(),
+            size: 0,
+            max,
+        }
+    }
+
+    /// Entries in the table.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// §4.1's size of the table.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The maximum size in force.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Heap bytes held (capacities, not lengths): what an idle connection pays for the table.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity() + self.records.capacity() * std::mem::size_of::<Record>()
+    }
+
+    /// The entry `i` places from the newest (0 is the newest: HPACK index 62).
+    pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let r = self.records.get(i)?;
+        let start = r.at.wrapping_sub(self.base) as usize;
+        let mid = start + r.name as usize;
+        let end = mid + r.value as usize;
+        Some((&self.bytes[start..mid], &self.bytes[mid..end]))
+    }
+
+    /// Adds an entry (§4.4): older entries leave until it fits; one larger than the table
+    /// empties it and is not added.
+    pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let need = name.len() + value.len();
+        if need + ENTRY_OVERHEAD > self.max {
+            self.evict_to(0);
+            return;
+        }
+        self.evict_to(self.max - need - ENTRY_OVERHEAD);
+        if self.bytes.len() + need > self.bytes.capacity() {
+            self.compact();
+            let len = self.bytes.len();
+            if len + need > self.bytes.capacity() {
+                // Double from 512 bytes (a browser's first request fills about 1 KiB), within
+                // the table's size (live bytes never pass it).
+                let want = (self.bytes.capacity() * 2).max(FIRST_BYTES);
+                let want = want.clamp(len + need, self.max.max(len + need));
+                self.bytes.reserve_exact(want - len);
+            }
+        }
+        if self.records.capacity() == 0 {
+            self.records.reserve_exact(FIRST_RECORDS);
+        }
+        let at = self.base.wrapping_add(self.bytes.len() as u32);
+        self.bytes.extend_from_slice(name);
+        self.bytes.extend_from_slice(value);
+        self.records.push_front(Record {
+            at,
+            name: name.len() as u32,
+            value: value.len() as u32,
+        });
+        self.size += need + ENTRY_OVERHEAD;
+    }
+
+    /// A new maximum size (a size update, §6.3): entries leave until the table fits it, and
+    /// memory beyond it is given back.
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+        self.evict_to(max);
+        if self.bytes.capacity() > max {
+            self.compact();
+            self.bytes.shrink_to(max);
+            if self.records.is_empty() {
+                self.records = VecDeque::new();
+            } else {
+                self.records.shrink_to_fit();
+            }
+        }
+    }
+
+    /// Evicts every entry.
+    pub fn clear(&mut self) {
+        self.evict_to(0);
+    }
+
+    /// Evicts the oldest entries until the size is at most `size`.
+    fn evict_to(&mut self, size: usize) {
+        while self.size > size {
+            let Some(r) = self.records.pop_back() else {
+                break;
+            };
+            self.size -= r.name as usize + r.value as usize + ENTRY_OVERHEAD;
+        }
+        if self.records.is_empty() {
+            self.bytes.clear();
+            self.base = 0;
+        }
+    }
+
+    /// Moves the live bytes to the front of the buffer.
+    fn compact(&mut self) {
+        let start = match self.records.back() {
+            Some(oldest) => oldest.at.wrapping_sub(self.base) as usize,
+            None => self.bytes.len(),
+        };
+        if start > 0 {
+            self.bytes.copy_within(start.., 0);
+            self.bytes.truncate(self.bytes.len() - start);
+            self.base = self.base.wrapping_add(start as u32);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_names_are_found_by_their_first_index() {
+        for (i, (name, _)) in STATIC.iter().enumerate() {
+            let first = STATIC.iter().position(|(n, _)| n == name).unwrap() + 1;
+            assert_eq!(
+                static_name_index(name),
+                Some(first),
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+            let _ = i;
+        }
+        assert_eq!(static_name_index(b"x-custom"), None);
+        assert_eq!(static_name_index(b"Server"), None);
+        assert_eq!(static_name_index(b""), None);
+    }
+
+    #[test]
+    fn eviction_compaction_and_shrinking() {
+        let mut t = DynamicTable::new(200);
+        for i in 0..1000u32 {
+            let v = format!("value-{i}");
+            t.insert(b"name", v.as_bytes());
+            assert!(t.size() <= 200);
+            assert!(t.heap_bytes() <= 200 + t.records.capacity() * 12);
+            let (n, got) = t.get(0).unwrap();
+            assert_eq!((n, got), (&b"name"[..], v.as_bytes()));
+            if i > 0 {
+                let prev = format!("value-{}", i - 1);
+                assert_eq!(t.get(1).unwrap().1, prev.as_bytes());
+            }
+        }
+        // (4 + 9 + 32) = 45 bytes per entry: 4 fit in 200.
+        assert_eq!(t.len(), 4);
+        t.insert(&[b'n'; 100], &[b'v'; 100]);
+        assert_eq!((t.len(), t.size()), (0, 0));
+        t.insert(b"a", b"b");
+        t.set_max(0);
+        assert_eq!((t.len(), t.heap_bytes()), (0, 0));
+    }
+}

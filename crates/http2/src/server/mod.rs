@@ -1,0 +1,435 @@
+//! Requests and answers (RFC 9113, 8): the room between the frame layer and HPACK on one
+//! side and the server on the other, sans I/O like both.
+//!
+//! A [`Server`] owns a connection's [`Connection`], its HPACK [`Decoder`] and [`Encoder`].
+//! [`Server::recv`] gives it the socket's bytes; [`Server::poll`] turns the frame layer's
+//! events into [`Incoming`]s: a header block becomes a checked [`Request`] (or trailers), a
+//! DATA frame is checked against the request's `content-length`. What the frame layer leaves
+//! to the layer above is done here:
+//!
+//! - every header block is decoded, in order, those of refused or reset streams too (the
+//!   dynamic table must follow the client's encoder); one HPACK cannot decode ends the
+//!   connection with COMPRESSION_ERROR ([`Incoming::Closed`]);
+//! - a malformed request (RFC 9113, 8.1.1: the pseudo-headers of 8.3, the field rules of
+//!   8.2, a body that disagrees with `content-length`) is reset with PROTOCOL_ERROR and
+//!   reported for the log ([`Incoming::Malformed`]); the connection goes on;
+//! - a block past the decoder's [`Bounds`] is [`Incoming::TooLarge`]: the caller answers it
+//!   (nginx's 400, or 431) with [`Server::refuse`]; its body, if one comes, is dropped.
+//!
+//! A [`Request`] holds its fields in one buffer, each byte copied once from the header block
+//! (or HPACK's tables) on its way through the checks; [`Request::write_http1`] writes the
+//! head an HTTP/1 parser reads (shoal's server rebuilds one today), and
+//! [`Server::recycle`] gives the buffers back for the next request. Request body bytes are
+//! not copied: [`Incoming::Data`] is a range of the input, as in the frame layer, and the
+//! caller gives them back with [`Connection::consumed`] (bytes this layer drops, it gives
+//! back itself). A stream the caller abandons is reset with [`Server::reset`], so that this
+//! layer forgets it too.
+//!
+//! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
+//! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
+//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]).
+//!
+//! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
+//! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
+//! is [`Request::write_http1`]; a `RecvStream` is the [`Incoming::Data`] of a stream and
+//! [`Connection::consumed`]; `send_reset` is [`Server::reset`]; the 431 the crate sends for
+//! an oversized list is [`Incoming::TooLarge`] and [`Server::refuse`].
+//!
+//! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
+//! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
+//! a block the client sent just before its ACK, in the same read, is held to the new size
+//! already. (shoal announces the default 4,096, as nginx does, so this never happens there;
+//! the frame layer reports no event for the ACK to do better.)
+//!
+//! Answers: [`Server::send_answer`] encodes a status and fields (names lowercased,
+//! connection-specific fields dropped, RFC 9113, 8.2.2) and queues them; the body goes
+//! through the frame layer ([`Server::conn_mut`], [`Connection::send_data`]), trailers through
+//! [`Server::send_trailers`].
+//!
+//! ```
+//! use shoal_http2::frame::PREFACE;
+//! use shoal_http2::server::{Config, Incoming, Server};
+//!
+//! let mut server = Server::new(Config::default());
+//! // GET http://a/: :method GET, :scheme http, :path / by their static indexes, then
+//! // :authority "a" (name by index 1).
+//! let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'a'];
+//! // The preface, an empty SETTINGS, the HEADERS (END_STREAM | END_HEADERS) on stream 1.
+//! let mut input = PREFACE.to_vec();
+//! input.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+//! input.extend_from_slice(&[0, 0, block.len() as u8, 1, 5, 0, 0, 0, 1]);
+//! input.extend_from_slice(&block);
+//! let used = server.recv(&input).expect("no connection error");
+//! while let Some(incoming) = server.poll(&input) {
+//!     if let Incoming::Request { stream, request, .. } = incoming {
+//!         assert_eq!(request.path(), Some(&b"/"[..]));
+//!         assert_eq!(request.host(), Some(&b"a"[..]));
+//!         server.send_answer(stream, 200, [(&b"content-type"[..], &b"text/plain"[..])], false)
+//!             .unwrap();
+//!         server.conn_mut().send_data(stream, b"hello", true).unwrap();
+//!     }
+//! }
+//! input.drain(..used);
+//! let n = server.conn().pending_output().len(); // to the socket
+//! server.conn_mut().advance(n);
+//! ```
+
+mod answer;
+mod request;
+#[cfg(test)]
+mod tests;
+
+use std::ops::Range;
+
+use crate::frame::{self, Connection, Event, Reason};
+pub use crate::frame::{ConnError, StreamGone};
+use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
+pub use request::{Fields, Request};
+use request::{Hint, RequestBuilder, TrailersBuilder};
+
+/// The connection's settings and the decoder's bounds (by default nginx's, and no table for
+/// the encoder).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    pub frame: frame::Config,
+    /// What one header block may expand to (`large_client_header_buffers`).
+    pub bounds: Bounds,
+    /// How much of the client's HPACK table the encoder may fill with fields that repeat
+    /// from answer to answer (0: none, and no table kept).
+    pub encoder_table: usize,
+}
+
+impl Config {
+    /// The bounds of nginx's `large_client_header_buffers NUM SIZE`: a name or value up to
+    /// SIZE, a header list up to NUM × SIZE, announced as SETTINGS_MAX_HEADER_LIST_SIZE.
+    pub fn header_buffers(mut self, num: usize, size: usize) -> Config {
+        let list = num.saturating_mul(size);
+        self.bounds = Bounds { list, field: size };
+        self.frame.max_header_list_size = list.min(u32::MAX as usize) as u32;
+        self
+    }
+}
+
+/// What the client sent, as the caller handles it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// A new request. `end_stream`: it has no body.
+    Request {
+        stream: u32,
+        request: Request,
+        end_stream: bool,
+    },
+    /// Body bytes: a range of the input given to [`Server::poll`], to give back with
+    /// [`Connection::consumed`]. With `end_stream`, the body is over (and matched its
+    /// `content-length`).
+    Data {
+        stream: u32,
+        data: Range<usize>,
+        end_stream: bool,
+    },
+    /// The request's trailers: its body is over.
+    Trailers { stream: u32, fields: Fields },
+    /// A header block (a request's, or trailers') past the decoder's bounds. The stream is
+    /// still open for an answer ([`Server::refuse`]); its body is dropped. shoal's answers
+    /// today: a name or value past [`Bounds::field`] is nginx's 400 ("client sent too long
+    /// header line"), the list past [`Bounds::list`] a 431 (what the `h2` crate sends).
+    TooLarge { stream: u32, which: TooLarge },
+    /// A malformed request or trailers: the stream was reset with PROTOCOL_ERROR. `what` is
+    /// for the log.
+    Malformed { stream: u32, what: &'static str },
+    /// The stream is gone: reset by the client, or by us (a body that disagrees with its
+    /// `content-length`, a stream error of the frame layer).
+    Reset {
+        stream: u32,
+        code: Reason,
+        by_peer: bool,
+    },
+    /// The client is going away (as [`Event::GoAway`]).
+    GoAway { last_stream: u32, code: Reason },
+    /// A send window grew (as [`Event::WindowOpened`]).
+    WindowOpened { stream: u32 },
+    /// The client's settings changed (the encoder follows its table size already).
+    SettingsChanged,
+    /// A connection error found here (COMPRESSION_ERROR): its GOAWAY is queued; the caller
+    /// sends the output and closes. Nothing comes after it.
+    Closed(ConnError),
+}
+
+/// A request whose body is still coming.
+#[derive(Clone, Copy, Debug)]
+struct Body {
+    stream: u32,
+    /// What `content-length` still announces.
+    left: Option<u64>,
+}
+
+/// One connection's server side: the frame layer, HPACK, and the requests' checks.
+#[derive(Debug)]
+pub struct Server {
+    conn: Connection,
+    decoder: Decoder,
+    encoder: Encoder,
+    /// Huffman-decoded strings while their field is copied out.
+    scratch: Vec<u8>,
+    /// An answer's block while it is encoded.
+    block: Vec<u8>,
+    /// Requests whose body is still coming, by stream id, oldest first.
+    bodies: Vec<Body>,
+    /// Our SETTINGS_HEADER_TABLE_SIZE, given to the decoder once the client acknowledged it.
+    table_size: Option<u32>,
+    /// The last request's size, for the next one's buffer.
+    hint: Hint,
+    /// A request's buffers given back ([`Server::recycle`]), for the next one.
+    spare: Option<Fields>,
+    closed: bool,
+}
+
+impl Server {
+    /// A connection whose client preface is still to come; our SETTINGS are in the output
+    /// already ([`Connection::new`]).
+    pub fn new(cfg: Config) -> Server {
+        // Until the client acknowledges our SETTINGS it may still use the protocol's 4,096.
+        let table = cfg.frame.header_table_size;
+        let mut decoder = Decoder::new(cfg.bounds);
+        if table as usize > crate::hpack::DEFAULT_TABLE_SIZE {
+            decoder.set_limit(table as usize);
+        }
+        Server {
+            conn: Connection::new(cfg.frame),
+            decoder,
+            encoder: Encoder::with_table_size(cfg.encoder_table),
+            scratch: Vec::new(),
+            block: Vec::new(),
+            bodies: Vec::new(),
+            table_size: (table as usize != crate::hpack::DEFAULT_TABLE_SIZE).then_some(table),
+            hint: Hint::default(),
+            spare: None,
+            closed: false,
+        }
+    }
+
+    /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY, output.
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
+    pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
+        self.conn.recv(input)
+    }
+
+    /// The next thing the client sent; `input` is what was given to the last
+    /// [`Server::recv`]. Take every one before dropping the bytes `recv` used.
+    pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
+        loop {
+            let ev = self.conn.poll_event()?;
+            if self.closed {
+                continue;
+            }
+            if let Some(size) = self.table_size {
+                if !self.conn.awaiting_settings_ack() {
+                    self.decoder.set_limit(size as usize);
+                    self.table_size = None;
+                }
+            }
+            let got = match ev {
+                Event::Headers {
+                    stream,
+                    block,
+                    end_stream,
+                } => self.headers(stream, block.bytes(input), end_stream),
+                Event::Trailers { stream, block } => self.trailers(stream, block.bytes(input)),
+                Event::Discard { block } => self.discard(block.bytes(input)),
+                Event::Data {
+                    stream,
+                    data,
+                    end_stream,
+                } => self.data(stream, data, end_stream),
+                Event::Reset {
+                    stream,
+                    code,
+                    by_peer,
+                } => {
+                    self.forget(stream);
+                    Some(Incoming::Reset {
+                        stream,
+                        code,
+                        by_peer,
+                    })
+                }
+                Event::GoAway { last_stream, code } => Some(Incoming::GoAway { last_stream, code }),
+                Event::WindowOpened { stream } => Some(Incoming::WindowOpened { stream }),
+                Event::SettingsChanged => {
+                    let size = self.conn.peer_settings().header_table_size;
+                    self.encoder.set_peer_table_size(size as usize);
+                    Some(Incoming::SettingsChanged)
+                }
+            };
+            if got.is_some() {
+                return got;
+            }
+        }
+    }
+
+    fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
+        let mut b = RequestBuilder::new(block.len(), self.hint, self.spare.take());
+        let decoded = self
+            .decoder
+            .decode(block, &mut self.scratch, |f| b.field(f));
+        let request = match decoded {
+            Ok(()) => b.finish(),
+            Err(DecodeError::Refused(what)) => Err(what),
+            Err(DecodeError::TooLarge(which)) => return Some(Incoming::TooLarge { stream, which }),
+            Err(DecodeError::Compression(_)) => return Some(self.compression()),
+        };
+        let request = match request {
+            Ok(r) if end_stream && r.content_length().is_some_and(|n| n > 0) => {
+                Err("client prematurely closed stream")
+            }
+            r => r,
+        };
+        match request {
+            Ok(request) => {
+                self.hint = request.fields().hint();
+                if !end_stream {
+                    self.bodies.push(Body {
+                        stream,
+                        left: request.content_length(),
+                    });
+                }
+                Some(Incoming::Request {
+                    stream,
+                    request,
+                    end_stream,
+                })
+            }
+            Err(what) => Some(self.malformed(stream, what)),
+        }
+    }
+
+    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+        let Some(body) = self.forget(stream) else {
+            // A refused request's: for the table only.
+            return self.discard(block);
+        };
+        let mut b = TrailersBuilder::new(block.len(), self.spare.take());
+        match self
+            .decoder
+            .decode(block, &mut self.scratch, |f| b.field(f))
+        {
+            Ok(()) if body.left.is_some_and(|n| n > 0) => {
+                Some(self.malformed(stream, "client prematurely closed stream"))
+            }
+            Ok(()) => Some(Incoming::Trailers {
+                stream,
+                fields: b.finish(),
+            }),
+            Err(DecodeError::Refused(what)) => Some(self.malformed(stream, what)),
+            Err(DecodeError::TooLarge(which)) => Some(Incoming::TooLarge { stream, which }),
+            Err(DecodeError::Compression(_)) => Some(self.compression()),
+        }
+    }
+
+    fn discard(&mut self, block: &[u8]) -> Option<Incoming> {
+        match self
+            .decoder
+            .decode(block, &mut self.scratch, |_| Ok::<(), ()>(()))
+        {
+            Err(DecodeError::Compression(_)) => Some(self.compression()),
+            _ => None,
+        }
+    }
+
+    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
+        let n = data.len() as u64;
+        let Some(i) = self.bodies.iter().position(|b| b.stream == stream) else {
+            // A refused request's body: its window is given back here.
+            self.conn.consumed(stream, n as u32);
+            return None;
+        };
+        let body = &mut self.bodies[i];
+        let over = match body.left.as_mut() {
+            Some(left) if n > *left => true,
+            Some(left) => {
+                *left -= n;
+                end_stream && *left > 0
+            }
+            None => false,
+        };
+        if over {
+            self.conn.consumed(stream, n as u32);
+            self.bodies.remove(i);
+            self.conn.reset(stream, Reason::PROTOCOL_ERROR);
+            return Some(Incoming::Reset {
+                stream,
+                code: Reason::PROTOCOL_ERROR,
+                by_peer: false,
+            });
+        }
+        if end_stream {
+            self.bodies.remove(i);
+        }
+        Some(Incoming::Data {
+            stream,
+            data,
+            end_stream,
+        })
+    }
+
+    /// Drops what is known of a stream's body.
+    fn forget(&mut self, stream: u32) -> Option<Body> {
+        let i = self.bodies.iter().position(|b| b.stream == stream)?;
+        Some(self.bodies.remove(i))
+    }
+
+    fn malformed(&mut self, stream: u32, what: &'static str) -> Incoming {
+        self.forget(stream);
+        self.conn.reset(stream, Reason::PROTOCOL_ERROR);
+        Incoming::Malformed { stream, what }
+    }
+
+    fn compression(&mut self) -> Incoming {
+        let e = ConnError {
+            code: Reason::COMPRESSION_ERROR,
+            what: "client sent invalid header block",
+        };
+        self.conn.close_with(e);
+        self.closed = true;
+        self.bodies = Vec::new();
+        Incoming::Closed(e)
+    }
+
+    /// Heap bytes held between requests: the HPACK tables, the buffers kept for reuse.
+    pub fn heap_bytes(&self) -> usize {
+        self.decoder.heap_bytes()
+            + self.encoder.heap_bytes()
+            + self.scratch.capacity()
+            + self.block.capacity()
+            + self.bodies.capacity() * std::mem::size_of::<Body>()
+            + self.spare.as_ref().map_or(0, Fields::heap_bytes)
+    }
+
+    /// Gives back the buffers of a request (or trailers) the caller is done with (its head
+    /// written out with [`Request::write_http1`], say): the next request's fields go there
+    /// instead of two new allocations. Buffers past 16 KB are freed instead.
+    pub fn recycle(&mut self, fields: Fields) {
+        if fields.heap_bytes() <= 16 * 1024 {
+            self.spare = Some(fields);
+        }
+    }
+
+    /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
+    pub fn shrink(&mut self) {
+        self.spare = None;
+        self.scratch = Vec::new();
+        self.block = Vec::new();
+        if self.bodies.is_empty() {
+            self.bodies = Vec::new();
+        }
+        self.conn.shrink();
+    }
+}

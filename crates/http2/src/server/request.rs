@@ -1,0 +1,468 @@
+//! A decoded request head and its checks (RFC 9113, 8.2 and 8.3): the fields go into one
+//! buffer as HPACK gives them, each checked on its way in.
+
+use std::ops::Range;
+
+use crate::hpack::Field;
+
+/// Why a request (or its trailers) is malformed: the text is for the log line, nginx's style.
+pub(crate) type Malformed = &'static str;
+
+/// The size of the last request's [`Fields`], to size the next one's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hint {
+    bytes: u32,
+    fields: u32,
+}
+
+/// A field's place in [`Fields`]' buffer: its name, then its value right after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    at: u32,
+    name: u32,
+    value: u32,
+}
+
+/// Header fields (a request's regular fields, or trailers), in the order they came, in one
+/// buffer: each byte was copied once, from the header block (or the HPACK decoder's scratch,
+/// or its tables) to here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fields {
+    buf: Vec<u8>,
+    spans: Vec<Span>,
+    /// `cookie` fields among them (more than one are joined at the end).
+    cookies: u32,
+}
+
+impl Fields {
+    /// Room for a block of `block_len` encoded bytes, or for as much as the last request of
+    /// the connection took when that is more (requests on a connection look alike, and an
+    /// indexed field is one byte for many): one allocation each, most of the time.
+    /// A recycled `spare`'s buffers are used when there is one.
+    fn with_capacity(block_len: usize, hint: Hint, spare: Option<Fields>) -> Fields {
+        let bytes = (2 * block_len).max(hint.bytes as usize + 16).max(64);
+        let fields = (hint.fields as usize).max(4);
+        match spare {
+            Some(mut f) => {
+                f.buf.clear();
+                f.spans.clear();
+                f.cookies = 0;
+                f.buf.reserve(bytes);
+                f.spans.reserve(fields);
+                f
+            }
+            None => Fields {
+                buf: Vec::with_capacity(bytes),
+                spans: Vec::with_capacity(fields),
+                cookies: 0,
+            },
+        }
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.buf.capacity() + self.spans.capacity() * std::mem::size_of::<Span>()
+    }
+
+    /// What these fields take, as a [`Hint`] for the next ones.
+    pub(crate) fn hint(&self) -> Hint {
+        Hint {
+            bytes: self.buf.len() as u32,
+            fields: self.spans.len() as u32,
+        }
+    }
+
+    /// Appends a field: the range of its value.
+    fn push(&mut self, name: &[u8], value: &[u8]) -> Range<u32> {
+        self.cookies += (name == b"cookie") as u32;
+        let at = self.buf.len() as u32;
+        self.buf.extend_from_slice(name);
+        self.buf.extend_from_slice(value);
+        self.spans.push(Span {
+            at,
+            name: name.len() as u32,
+            value: value.len() as u32,
+        });
+        at + name.len() as u32..self.buf.len() as u32
+    }
+
+    /// Appends a value alone, for a pseudo-header: its range in the buffer.
+    fn push_value(&mut self, value: &[u8]) -> Range<u32> {
+        let at = self.buf.len() as u32;
+        self.buf.extend_from_slice(value);
+        at..self.buf.len() as u32
+    }
+
+    fn slice(&self, r: &Range<u32>) -> &[u8] {
+        &self.buf[r.start as usize..r.end as usize]
+    }
+
+    fn field(&self, s: &Span) -> (&[u8], &[u8]) {
+        let at = s.at as usize;
+        let mid = at + s.name as usize;
+        (&self.buf[at..mid], &self.buf[mid..mid + s.value as usize])
+    }
+
+    /// The fields, in order (`cookie` crumbs already joined into one, last).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.spans.iter().map(|s| self.field(s))
+    }
+
+    /// The first field named `name` (lowercase).
+    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Joins the `cookie` crumbs into one field with "; " (RFC 9113, 8.2.3), placed last; a
+    /// single crumb stays where it is.
+    fn join_cookies(&mut self) {
+        if self.cookies < 2 {
+            return;
+        }
+        let mut joined = Vec::new();
+        self.spans.retain(|s| {
+            let at = s.at as usize + s.name as usize;
+            if &self.buf[s.at as usize..at] != b"cookie" {
+                return true;
+            }
+            if !joined.is_empty() {
+                joined.extend_from_slice(b"; ");
+            }
+            joined.extend_from_slice(&self.buf[at..at + s.value as usize]);
+            false
+        });
+        self.push(b"cookie", &joined);
+        self.cookies = 1;
+    }
+}
+
+/// A request's head: the pseudo-headers and the regular fields, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    fields: Fields,
+    method: Range<u32>,
+    scheme: Option<Range<u32>>,
+    authority: Option<Range<u32>>,
+    path: Option<Range<u32>>,
+    /// The first `host` field's value.
+    host: Option<Range<u32>>,
+    content_length: Option<u64>,
+}
+
+impl Request {
+    /// `:method`.
+    pub fn method(&self) -> &[u8] {
+        self.fields.slice(&self.method)
+    }
+
+    /// `:scheme` (none for CONNECT).
+    pub fn scheme(&self) -> Option<&[u8]> {
+        self.scheme.as_ref().map(|r| self.fields.slice(r))
+    }
+
+    /// `:authority`.
+    pub fn authority(&self) -> Option<&[u8]> {
+        self.authority.as_ref().map(|r| self.fields.slice(r))
+    }
+
+    /// `:path` (none for CONNECT): never empty; "/..." or, for OPTIONS, "*".
+    pub fn path(&self) -> Option<&[u8]> {
+        self.path.as_ref().map(|r| self.fields.slice(r))
+    }
+
+    /// The host: the `host` field, or `:authority` when there is none (RFC 9113, 8.3.1; a
+    /// `host` that differs from `:authority` made the request malformed).
+    pub fn host(&self) -> Option<&[u8]> {
+        self.host
+            .as_ref()
+            .or(self.authority.as_ref())
+            .map(|r| self.fields.slice(r))
+    }
+
+    /// The regular fields.
+    pub fn fields(&self) -> &Fields {
+        &self.fields
+    }
+
+    /// The fields, the request's buffers (for [`super::Server::recycle`]).
+    pub fn into_fields(self) -> Fields {
+        self.fields
+    }
+
+    /// `content-length`, when the request has one (its DATA frames are checked against it).
+    pub fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    /// Writes the head as HTTP/1.1 would send it, for a parser of HTTP/1 heads: the request
+    /// line, `host` from `:authority` when the request has no `host` field, the fields, the
+    /// empty line. CONNECT's request target is its authority.
+    pub fn write_http1(&self, dst: &mut Vec<u8>) {
+        dst.reserve(self.fields.buf.len() + 4 * self.fields.len() + 32);
+        dst.extend_from_slice(self.method());
+        dst.push(b' ');
+        dst.extend_from_slice(self.path().or(self.authority()).unwrap_or(b"/"));
+        dst.extend_from_slice(b" HTTP/1.1\r\n");
+        if let (None, Some(a)) = (&self.host, self.authority()) {
+            dst.extend_from_slice(b"host: ");
+            dst.extend_from_slice(a);
+            dst.extend_from_slice(b"\r\n");
+        }
+        for (name, value) in self.fields.iter() {
+            dst.extend_from_slice(name);
+            dst.extend_from_slice(b": ");
+            dst.extend_from_slice(value);
+            dst.extend_from_slice(b"\r\n");
+        }
+        dst.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Whether `bad_word` finds a byte in `s`, 8 bytes at a time (the last 8 may overlap
+/// bytes already seen); `bad` is the same test for one byte, for strings under 8 bytes.
+#[inline(always)]
+fn any_byte(s: &[u8], bad_word: impl Fn(u64) -> bool) -> bool {
+    let word = |c: &[u8]| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    if s.len() < 8 {
+        // Padded with a byte no rule refuses.
+        let mut w = [b'a'; 8];
+        w[..s.len()].copy_from_slice(s);
+        return bad_word(u64::from_le_bytes(w));
+    }
+    let mut chunks = s.chunks_exact(8);
+    let mut acc = false;
+    for c in &mut chunks {
+        acc |= bad_word(word(c));
+    }
+    acc | (!chunks.remainder().is_empty() && bad_word(word(&s[s.len() - 8..])))
+}
+
+/// Each byte of a word set to `b`.
+const fn splat(b: u8) -> u64 {
+    u64::from_le_bytes([b; 8])
+}
+
+const HIGH: u64 = splat(0x80);
+
+/// Whether a byte of `w` is 0 (exact as a yes or no: a borrow only runs past a zero byte).
+#[inline(always)]
+fn has_zero(w: u64) -> bool {
+    w.wrapping_sub(splat(1)) & !w & HIGH != 0
+}
+
+/// Whether a byte of `w` is below `n` (n at most 128).
+#[inline(always)]
+fn has_below(w: u64, n: u8) -> bool {
+    w.wrapping_sub(splat(n)) & !w & HIGH != 0
+}
+
+/// Whether a byte of `w` is above `n` (n below 128), bytes of 128 and more included: no
+/// carry crosses bytes under 128, and a byte of 128 or more has its high bit already.
+#[inline(always)]
+fn has_above(w: u64, n: u8) -> bool {
+    (w.wrapping_add(splat(127 - n)) | w) & HIGH != 0
+}
+
+/// Whether a field name holds a byte RFC 9113, 8.2.1 forbids: controls, space, uppercase,
+/// DEL, non-ASCII, and a colon (a pseudo-header's first one is taken off before).
+pub(super) fn bad_name(name: &[u8]) -> bool {
+    let bad_word = |w: u64| {
+        has_below(w, 0x21) || has_above(w, 0x7e) || has_zero(w ^ splat(b':')) || {
+            // Every byte is in 0x21..=0x7e now, so these sums carry into no other byte:
+            // the high bit says ">= 'A'" in the first and "> 'Z'" in the second.
+            let from_a = w.wrapping_add(splat(0x80 - b'A'));
+            let past_z = w.wrapping_add(splat(0x80 - b'Z' - 1));
+            from_a & !past_z & HIGH != 0
+        }
+    };
+    any_byte(name, bad_word)
+}
+
+/// A field value's rules (RFC 9113, 8.2.1): no NUL, CR or LF; no space or tab at either end.
+pub(super) fn check_value(value: &[u8]) -> Result<(), Malformed> {
+    if let (Some(first), Some(last)) = (value.first(), value.last()) {
+        if matches!(first, b' ' | b'\t') || matches!(last, b' ' | b'\t') {
+            return Err("client sent header value with leading or trailing whitespace");
+        }
+    }
+    let bad_word = |w: u64| has_zero(w) | has_zero(w ^ splat(b'\r')) | has_zero(w ^ splat(b'\n'));
+    if any_byte(value, bad_word) {
+        return Err("client sent invalid header value");
+    }
+    Ok(())
+}
+
+/// A regular field's name and the fields HTTP/2 forbids (RFC 9113, 8.2.2).
+fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+    if name.is_empty() || bad_name(name) {
+        return Err("client sent invalid header name");
+    }
+    match name {
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
+            Err("client sent connection-specific header")
+        }
+        b"te" if value != b"trailers" => Err("client sent invalid \"te\" header"),
+        _ => check_value(value),
+    }
+}
+
+/// Builds a [`Request`] from the fields of one header block, checking each as it comes.
+pub(crate) struct RequestBuilder {
+    fields: Fields,
+    method: Option<Range<u32>>,
+    scheme: Option<Range<u32>>,
+    authority: Option<Range<u32>>,
+    path: Option<Range<u32>>,
+    host: Option<Range<u32>>,
+    content_length: Option<u64>,
+    regular_seen: bool,
+}
+
+impl RequestBuilder {
+    /// A builder for a block of `block_len` encoded bytes.
+    pub fn new(block_len: usize, hint: Hint, spare: Option<Fields>) -> RequestBuilder {
+        RequestBuilder {
+            fields: Fields::with_capacity(block_len, hint, spare),
+            method: None,
+            scheme: None,
+            authority: None,
+            path: None,
+            host: None,
+            content_length: None,
+            regular_seen: false,
+        }
+    }
+
+    pub fn field(&mut self, f: Field<'_>) -> Result<(), Malformed> {
+        if let Some(pseudo) = f.name.strip_prefix(b":") {
+            if self.regular_seen {
+                return Err("client sent pseudo-header after a regular header");
+            }
+            check_value(f.value)?;
+            let slot = match pseudo {
+                b"method" => &mut self.method,
+                b"scheme" => &mut self.scheme,
+                b"authority" => &mut self.authority,
+                b"path" => &mut self.path,
+                _ => return Err("client sent invalid pseudo-header"),
+            };
+            if slot.is_some() {
+                return Err("client sent duplicate pseudo-header");
+            }
+            *slot = Some(self.fields.push_value(f.value));
+            return Ok(());
+        }
+        self.regular_seen = true;
+        check_regular(f.name, f.value)?;
+        if f.name == b"content-length" {
+            let n = parse_length(f.value)?;
+            if self.content_length.is_some_and(|m| m != n) {
+                return Err("client sent duplicate content-length header");
+            }
+            self.content_length = Some(n);
+        }
+        let value = self.fields.push(f.name, f.value);
+        if f.name == b"host" && self.host.is_none() {
+            self.host = Some(value);
+        }
+        Ok(())
+    }
+
+    /// The request, once the block is over: the pseudo-headers RFC 9113, 8.3 requires.
+    pub fn finish(mut self) -> Result<Request, Malformed> {
+        let method = self.method.ok_or("client sent no :method header")?;
+        let connect = self.fields.slice(&method) == b"CONNECT";
+        if self.fields.slice(&method).is_empty() {
+            return Err("client sent empty :method header");
+        }
+        if connect {
+            // 8.5: :authority only.
+            if self.scheme.is_some() || self.path.is_some() {
+                return Err("client sent :scheme or :path in CONNECT");
+            }
+            if self.authority.is_none() {
+                return Err("client sent no :authority in CONNECT");
+            }
+        } else {
+            let scheme = self
+                .scheme
+                .as_ref()
+                .ok_or("client sent no :scheme header")?;
+            if self.fields.slice(scheme).is_empty() {
+                return Err("client sent empty :scheme header");
+            }
+            let path = self
+                .fields
+                .slice(self.path.as_ref().ok_or("client sent no :path header")?);
+            let options = self.fields.slice(&method) == b"OPTIONS";
+            match path.first() {
+                None => return Err("client sent empty :path header"),
+                Some(b'/') => {}
+                Some(b'*') if options && path.len() == 1 => {}
+                Some(_) => return Err("client sent invalid :path header"),
+            }
+        }
+        if let (Some(a), Some(h)) = (&self.authority, &self.host) {
+            if !self
+                .fields
+                .slice(a)
+                .eq_ignore_ascii_case(self.fields.slice(h))
+            {
+                return Err("client sent \"host\" header that differs from :authority");
+            }
+        }
+        self.fields.join_cookies();
+        Ok(Request {
+            fields: self.fields,
+            method,
+            scheme: self.scheme,
+            authority: self.authority,
+            path: self.path,
+            host: self.host,
+            content_length: self.content_length,
+        })
+    }
+}
+
+/// Builds trailers: regular fields only (RFC 9113, 8.1).
+pub(crate) struct TrailersBuilder(Fields);
+
+impl TrailersBuilder {
+    pub fn new(block_len: usize, spare: Option<Fields>) -> TrailersBuilder {
+        TrailersBuilder(Fields::with_capacity(block_len, Hint::default(), spare))
+    }
+
+    pub fn field(&mut self, f: Field<'_>) -> Result<(), Malformed> {
+        if f.name.first() == Some(&b':') {
+            return Err("client sent pseudo-header in trailers");
+        }
+        check_regular(f.name, f.value)?;
+        self.0.push(f.name, f.value);
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Fields {
+        self.0.join_cookies();
+        self.0
+    }
+}
+
+/// A `content-length` value: digits only, and a number that fits.
+fn parse_length(v: &[u8]) -> Result<u64, Malformed> {
+    const BAD: Malformed = "client sent invalid \"content-length\" header";
+    if v.is_empty() || v.len() > 19 {
+        return Err(BAD);
+    }
+    v.iter().try_fold(0u64, |n, &b| match b {
+        b'0'..=b'9' => Ok(n * 10 + (b - b'0') as u64),
+        _ => Err(BAD),
+    })
+}
