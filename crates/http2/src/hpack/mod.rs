@@ -113,6 +113,7 @@ pub enum DecodeError<E> {
 }
 
 /// Appends `value` with an `n`-bit prefix (§5.1); `flags` holds the byte's bits above it.
+#[inline]
 pub(crate) fn encode_int(dst: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
     let max = (1usize << n) - 1;
     if value < max {
@@ -129,6 +130,7 @@ pub(crate) fn encode_int(dst: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
 }
 
 /// Reads an integer with an `n`-bit prefix at `*at` (§5.1), refusing values past 2^32 - 1.
+#[inline]
 pub(crate) fn decode_int(block: &[u8], at: &mut usize, n: u32) -> Result<usize, Compression> {
     let max = (1u64 << n) - 1;
     let first = *block.get(*at).ok_or(Compression::Truncated)?;
