@@ -1,11 +1,13 @@
 //! HPACK (RFC 7541): the header compression of HTTP/2, for a server: a [`Decoder`] for the
 //! blocks of requests (and trailers) and an [`Encoder`] for the blocks of answers.
 //!
-//! The decoder allocates nothing per field: a [`Field`] borrows its name and value from the
-//! block, the static table, the dynamic table, or one scratch buffer the caller lends (for
-//! Huffman-coded strings; a worker can lend the same one to all its connections). Between
-//! blocks it holds only its dynamic table, whose memory grows with use up to the table's size
-//! and shrinks when the size does.
+//! The decoder allocates nothing per field (only its dynamic table grows, up to the table's
+//! size): a [`Field`] borrows its name and value from the block, the static table, the dynamic
+//! table, or one scratch buffer the caller lends (for Huffman-coded strings; a worker can lend
+//! the same one to all its connections). Between blocks it holds only its dynamic table, whose
+//! memory grows with use up to the table's size (plus 12 bytes per entry) and shrinks when the
+//! size does: 112 bytes and no heap when empty, about 700 heap bytes after a browser's first
+//! request, at most 4 KiB + 12 bytes per entry when full.
 //!
 //! A client chooses what a block expands to, so the decoder enforces the caller's [`Bounds`]
 //! while it reads: the header list (RFC 9113's SETTINGS_MAX_HEADER_LIST_SIZE counting, name +
@@ -111,6 +113,7 @@ pub enum DecodeError<E> {
 }
 
 /// Appends `value` with an `n`-bit prefix (§5.1); `flags` holds the byte's bits above it.
+#[inline]
 pub(crate) fn encode_int(dst: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
     let max = (1usize << n) - 1;
     if value < max {
@@ -127,6 +130,7 @@ pub(crate) fn encode_int(dst: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
 }
 
 /// Reads an integer with an `n`-bit prefix at `*at` (§5.1), refusing values past 2^32 - 1.
+#[inline]
 pub(crate) fn decode_int(block: &[u8], at: &mut usize, n: u32) -> Result<usize, Compression> {
     let max = (1u64 << n) - 1;
     let first = *block.get(*at).ok_or(Compression::Truncated)?;

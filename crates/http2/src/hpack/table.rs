@@ -1,4 +1,4 @@
-//! The static table (RFC 7541 Appendix A) and the decoder's dynamic table (§2.3.2, §4).
+//! The static table (RFC 7541 Appendix A) and the dynamic table (§2.3.2, §4).
 //!
 //! The dynamic table keeps its entries' bytes in one buffer, oldest first, and a ring of
 //! (position, name length, value length) records, newest first: an index is one look-up, an
@@ -119,7 +119,7 @@ struct Record {
     value: u32,
 }
 
-/// The dynamic table of a decoder.
+/// A dynamic table: the decoder's, or the encoder's copy of what it put in the peer's.
 #[derive(Debug)]
 pub struct DynamicTable {
     /// Live entries' bytes, oldest first, after evicted bytes not yet reclaimed.

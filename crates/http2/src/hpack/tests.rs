@@ -215,9 +215,11 @@ fn memory_of_an_idle_decoder() {
     assert!(d.table_size() > 4096 - 90);
     let heap = d.heap_bytes();
     eprintln!(
-        "decoder: {} bytes inline, {heap} on the heap with a full 4 KiB table ({} entries)",
+        "decoder: {} bytes inline, {heap} on the heap with a full 4 KiB table ({} entries); \
+         encoder: {} bytes inline",
         std::mem::size_of::<Decoder>(),
-        d.table_len()
+        d.table_len(),
+        std::mem::size_of::<Encoder>()
     );
     assert!(heap <= 4096 + 64 * 12, "{heap}");
     assert_eq!(

@@ -249,3 +249,41 @@ fn encoder_bytes_for_known_strings() {
     );
     assert_eq!(out[0], 0x10);
 }
+
+#[test]
+fn encoder_table_indexes_repeated_fields() {
+    let mut e = Encoder::with_table_size(512);
+    let mut d = Decoder::new(Bounds::default());
+    let mut first = Vec::new();
+    e.begin(&mut first);
+    e.field(b"server", b"shoal", &mut first);
+    e.field(b"content-length", b"10", &mut first);
+    // Literal with incremental indexing, name `server` (static 54): 0x40 | 54.
+    assert_eq!(first[0], 0x76);
+    decode(&mut d, &first).unwrap();
+    let mut second = Vec::new();
+    e.begin(&mut second);
+    e.field(b"server", b"shoal", &mut second);
+    e.field(b"content-length", b"10", &mut second);
+    // `server: shoal` is now index 62; content-length is never indexed, so again a literal.
+    assert_eq!(
+        second,
+        [&[0xbe][..], &first[first.len() - second.len() + 1..]].concat()
+    );
+    assert_eq!(
+        decode(&mut d, &second).unwrap(),
+        list(&[("server", "shoal"), ("content-length", "10")])
+    );
+    // The peer lowers its table to nothing: the next block says so and indexes nothing.
+    e.set_peer_table_size(0);
+    d.set_limit(0);
+    let mut third = Vec::new();
+    e.begin(&mut third);
+    e.field(b"server", b"shoal", &mut third);
+    assert_eq!(third[0], 0x20);
+    assert_eq!(
+        decode(&mut d, &third).unwrap(),
+        list(&[("server", "shoal")])
+    );
+    assert_eq!(d.table_len(), 0);
+}
