@@ -277,6 +277,9 @@ pub async fn serve(
         if active == 0 && wire.buf.is_empty() {
             wire.idle();
             core.borrow_mut().shrink();
+            if fresh.capacity() > 0 {
+                fresh = Vec::new();
+            }
         }
         if going_away && active == 0 && wire.output_done(&core) {
             wire.close(&core, true).await;
