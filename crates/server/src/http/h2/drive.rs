@@ -184,6 +184,11 @@ impl Wire {
     }
 }
 
+/// The most output a connection's answers queue before they wait for the socket.
+fn out_max(srv: &crate::http::ServerConf) -> usize {
+    srv.loc.http2.chunk_size().max(16 * 1024) * 4
+}
+
 /// The codec's settings from the connection's server.
 fn config(srv: &crate::http::ServerConf) -> Config {
     let h2c = &srv.loc.http2;
@@ -203,6 +208,9 @@ fn config(srv: &crate::http::ServerConf) -> Config {
     // The connection's window: every stream's preread at once (nginx opens it wide).
     cfg.frame.connection_window =
         (preread as u64 * streams.max(1) as u64).clamp(65_535, (1 << 31) - 1) as u32;
+    // A client that asks for answers (PING, SETTINGS) and does not read is held to this on
+    // top of what the answers may queue.
+    cfg.frame.max_output += out_max(srv);
     cfg
 }
 
@@ -227,8 +235,10 @@ pub async fn serve(
     if srv.loc.tcp_nodelay() {
         transport.set_nodelay();
     }
-    let out_max = h2c.chunk_size().max(16 * 1024) * 4;
-    let core: Core = Rc::new(RefCell::new(Inner::new(Server::new(config(srv)), out_max)));
+    let core: Core = Rc::new(RefCell::new(Inner::new(
+        Server::new(config(srv)),
+        out_max(srv),
+    )));
     let mut wire = Wire {
         t: transport,
         buf: Vec::new(),
@@ -265,6 +275,8 @@ pub async fn serve(
     }
     let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now().into()));
     let mut fresh = Vec::new();
+    // A request's head as HTTP/1 writes it, before it is copied to its own buffer.
+    let mut head = Vec::new();
     loop {
         let active = shared.active.get();
         state.set(if active > 0 {
@@ -279,6 +291,7 @@ pub async fn serve(
             core.borrow_mut().shrink();
             if fresh.capacity() > 0 {
                 fresh = Vec::new();
+                head = Vec::new();
             }
         }
         if going_away && active == 0 && wire.output_done(&core) {
@@ -360,7 +373,7 @@ pub async fn serve(
                         request,
                         end_stream,
                     } => {
-                        let mut head = Vec::new();
+                        head.clear();
                         request.write_http1(&mut head);
                         me.server.recycle(request.into_fields());
                         let (recv, respond) = me.open(&core, stream, end_stream);
