@@ -53,8 +53,10 @@ struct Wire {
 }
 
 impl Wire {
-    /// Writes what the codec queued, then reads once the socket has bytes.
-    fn poll(&mut self, core: &Core, cx: &mut Context<'_>) -> Poll<Step> {
+    /// Writes what the codec queued, then reads once the socket has bytes. `idle`: no stream
+    /// is open, so once the output is out the codec's buffers and the read buffer go (the read
+    /// buffer comes back when the socket has bytes).
+    fn poll(&mut self, core: &Core, idle: bool, cx: &mut Context<'_>) -> Poll<Step> {
         let mut me = core.borrow_mut();
         match &me.conn_waker {
             Some(w) if w.will_wake(cx.waker()) => {}
@@ -63,8 +65,18 @@ impl Wire {
         if let Err(e) = self.poll_write(&mut me, cx) {
             return Poll::Ready(Step::Failed(e));
         }
+        if idle && self.buf.is_empty() && me.server.conn().pending_output().is_empty() {
+            me.shrink();
+            if self.buf.capacity() > 0 {
+                let b = std::mem::take(&mut self.buf);
+                SPARE_READ.with(|s| s.give(b, Vec::clear));
+            }
+        }
         drop(me);
         if self.buf.capacity() == 0 {
+            if let Err(e) = std::task::ready!(self.t.poll_read_ready(cx)) {
+                return Poll::Ready(Step::Failed(e));
+            }
             self.buf = SPARE_READ
                 .with(|s| s.take())
                 .unwrap_or_else(|| Vec::with_capacity(READ_BUF));
@@ -120,14 +132,6 @@ impl Wire {
 
     fn output_done(&self, core: &Core) -> bool {
         !self.unflushed && core.borrow().server.conn().pending_output().is_empty()
-    }
-
-    /// Gives the read buffer back when it holds nothing.
-    fn idle(&mut self) {
-        if self.buf.is_empty() && self.buf.capacity() > 0 {
-            let b = std::mem::take(&mut self.buf);
-            SPARE_READ.with(|s| s.give(b, Vec::clear));
-        }
     }
 
     /// Sends what is queued (at most a second), closes the writing side, and reads what the
@@ -286,16 +290,14 @@ pub async fn serve(
         });
         let idle = active == 0 && !going_away && handshaken;
         idle_slot.set_reusable(idle);
-        if active == 0 && wire.buf.is_empty() {
-            wire.idle();
-            core.borrow_mut().shrink();
+        if active == 0 {
             if fresh.capacity() > 0 {
                 fresh = Vec::new();
                 head = Vec::new();
             }
         }
         if going_away && active == 0 && wire.output_done(&core) {
-            wire.close(&core, true).await;
+            Box::pin(wire.close(&core, true)).await;
             break;
         }
         let (armed, deadline) = if !handshaken {
@@ -309,7 +311,7 @@ pub async fn serve(
             timer.as_mut().reset(deadline.into());
         }
         let step = tokio::select! {
-            s = std::future::poll_fn(|cx| wire.poll(&core, cx)) => s,
+            s = std::future::poll_fn(|cx| wire.poll(&core, active == 0, cx)) => s,
             _ = shared.done.notified() => continue,
             _ = idle_slot.wait(epoch), if !going_away => {
                 epoch = worker.wake_idle.epoch();
@@ -317,7 +319,7 @@ pub async fn serve(
                     // Chosen to make room (nginx finalizes such a connection with a GOAWAY
                     // NO_ERROR at once): the GOAWAY goes, and the connection ends.
                     core.borrow_mut().server.conn_mut().goaway(Reason::NO_ERROR);
-                    wire.close(&core, false).await;
+                    Box::pin(wire.close(&core, false)).await;
                     break;
                 }
                 if worker.stopping.get() || shared.generation().is_none() {
@@ -442,7 +444,7 @@ pub async fn serve(
                 "{what} ({e}) while processing HTTP/2 connection, client: {client}"
             );
             core.borrow_mut().close();
-            wire.close(&core, true).await;
+            Box::pin(wire.close(&core, true)).await;
             break;
         }
     }
