@@ -207,6 +207,9 @@ fn config(srv: &crate::http::ServerConf) -> Config {
     // A field is held to the list only here: the request's parser holds each to `size` as
     // an HTTP/1 head's (nginx's 400 and 414, with their log lines).
     cfg.bounds.field = cfg.bounds.list;
+    // `server`, `date`, `content-type`... repeat from answer to answer: indexed once in the
+    // client's table, they are a byte each after that rather than encoded again.
+    cfg.encoder_table = 512;
     cfg.frame.max_concurrent_streams = streams;
     cfg.frame.initial_window_size = preread;
     // The connection's window: every stream's preread at once (nginx opens it wide).

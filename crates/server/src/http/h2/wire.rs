@@ -240,20 +240,17 @@ impl Inner {
         }
     }
 
-    fn send_fields(
+    fn send_fields<'f>(
         &mut self,
         id: u32,
         status: Option<u16>,
-        fields: &http::HeaderMap,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
         end: bool,
     ) -> Result<(), StreamError> {
         self.check(id)?;
-        let it = fields
-            .iter()
-            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
         let sent = match status {
-            Some(st) => self.server.send_answer(id, st, it, end),
-            None => self.server.send_trailers(id, it),
+            Some(st) => self.server.send_answer(id, st, fields, end),
+            None => self.server.send_trailers(id, fields),
         };
         sent.map_err(|_| StreamError(Some(Reason::STREAM_CLOSED)))?;
         if end {
@@ -380,11 +377,11 @@ impl SendResponse {
     /// returned.
     pub fn send_response(
         &mut self,
-        resp: http::Response<()>,
+        head: super::sink::Head,
         end: bool,
     ) -> Result<SendStream, StreamError> {
         let mut me = self.core.borrow_mut();
-        me.send_fields(self.id, Some(resp.status().as_u16()), resp.headers(), end)?;
+        me.send_fields(self.id, Some(head.status), head.fields(), end)?;
         if let Some(s) = me.slot(self.id) {
             s.senders += 1;
         }
@@ -520,9 +517,10 @@ impl SendStream {
 
     /// Queues the trailers, which end the stream.
     pub fn send_trailers(&mut self, fields: http::HeaderMap) -> Result<(), StreamError> {
-        self.core
-            .borrow_mut()
-            .send_fields(self.id, None, &fields, true)
+        let it = fields
+            .iter()
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+        self.core.borrow_mut().send_fields(self.id, None, it, true)
     }
 
     pub fn send_reset(&mut self, code: Reason) {
