@@ -20,9 +20,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::h2::wire::RecvStream as ClientStream;
 use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
-use crate::http::h2::wire::RecvStream as ClientStream;
 
 use super::conn::{self, H2Conn};
 use crate::http::h2::sink::H2Sink;
@@ -195,7 +195,8 @@ impl GrpcBody {
             }
             Err(b) => {
                 self.log_broke(&b, sink.info, who);
-                sink.send.send_reset(shoal_http2::frame::Reason::INTERNAL_ERROR);
+                sink.send
+                    .send_reset(shoal_http2::frame::Reason::INTERNAL_ERROR);
                 Err(match b {
                     Broke::Client(e) => e,
                     _ => io::Error::other("upstream failed"),

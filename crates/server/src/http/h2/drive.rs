@@ -256,8 +256,6 @@ pub async fn serve(
     let keepalive = srv.loc.keepalive_timeout().0;
     let keepalive_requests = srv.loc.keepalive_requests();
     let number = info.number;
-    let client = info.client();
-    let server_name = srv.name().to_string();
     let worker = guard.0.clone();
     // Its place in `stub_status`: waiting while no stream is answered.
     let mut state = crate::status::ConnState::accepted();
@@ -306,7 +304,10 @@ pub async fn serve(
         let (armed, deadline) = if !handshaken {
             (true, started + header_timeout)
         } else if going_away {
-            (active == 0, shared.last_done.get().max(went_away) + GOAWAY_LINGER)
+            (
+                active == 0,
+                shared.last_done.get().max(went_away) + GOAWAY_LINGER,
+            )
         } else {
             (idle, shared.last_done.get() + keepalive)
         };
@@ -333,10 +334,13 @@ pub async fn serve(
             }
             _ = timer.as_mut(), if armed => {
                 if !handshaken {
+                    let gen = shared.generation.borrow().clone();
+                    let server = conn_server(&gen, &shared.info).map_or("", |s| s.name());
                     crate::conn_log!(
                         Level::Info,
                         number,
-                        "client timed out (110: Connection timed out) while reading client request headers, client: {client}, server: {server_name}"
+                        "client timed out (110: Connection timed out) while reading client request headers, client: {}, server: {server}",
+                        shared.info.client()
                     );
                     break;
                 }
@@ -355,7 +359,8 @@ pub async fn serve(
                 crate::conn_log!(
                     Level::Info,
                     number,
-                    "{e} while processing HTTP/2 connection, client: {client}"
+                    "{e} while processing HTTP/2 connection, client: {}",
+                    shared.info.client()
                 );
                 break;
             }
@@ -444,7 +449,8 @@ pub async fn serve(
             crate::conn_log!(
                 Level::Info,
                 number,
-                "{what} ({e}) while processing HTTP/2 connection, client: {client}"
+                "{what} ({e}) while processing HTTP/2 connection, client: {}",
+                shared.info.client()
             );
             core.borrow_mut().close();
             Box::pin(wire.close(&core, true)).await;

@@ -211,7 +211,11 @@ impl AsyncRead for Io {
     }
 }
 
-pub(crate) fn read(t: &mut Transport, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+pub(crate) fn read(
+    t: &mut Transport,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
     match t {
         Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
         Transport::Unix(s) => Pin::new(s).poll_read(cx, buf),
@@ -219,7 +223,11 @@ pub(crate) fn read(t: &mut Transport, cx: &mut Context<'_>, buf: &mut ReadBuf<'_
     }
 }
 
-pub(crate) fn write(t: &mut Transport, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+pub(crate) fn write(
+    t: &mut Transport,
+    cx: &mut Context<'_>,
+    bufs: &[IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
     match t {
         Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         Transport::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),

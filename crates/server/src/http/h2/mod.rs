@@ -128,4 +128,3 @@ fn conn_server<'g>(gen: &'g Generation, info: &ConnInfo) -> Option<&'g ServerCon
     let route = gen.servers_for(&info.socket, info.local)?;
     Some(sni_server(gen, info).unwrap_or_else(|| gen.default_server(route)))
 }
-

@@ -78,7 +78,11 @@ pub fn head(reply: &Reply, lc: &LocConf, length: Option<u64>, date: &[u8]) -> (H
         size += (name.len() + value.len()) as u64 + 2;
         h.push(name, value);
     };
-    put(&mut h, b"server", tokens(lc.server_tokens()).server().as_bytes());
+    put(
+        &mut h,
+        b"server",
+        tokens(lc.server_tokens()).server().as_bytes(),
+    );
     put(&mut h, b"date", date);
     if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
         put(&mut h, b"content-type", ct.as_bytes());

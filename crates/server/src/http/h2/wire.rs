@@ -30,7 +30,8 @@ impl std::fmt::Display for StreamError {
             Some(r) => write!(
                 f,
                 "stream error: {}",
-                r.name().map_or_else(|| format!("{:#x}", r.0), str::to_string)
+                r.name()
+                    .map_or_else(|| format!("{:#x}", r.0), str::to_string)
             ),
             None => f.write_str("connection closed"),
         }
@@ -477,7 +478,10 @@ impl SendStream {
     }
 
     /// Ready with the capacity once some is there; an error once the stream is gone.
-    pub fn poll_capacity(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<usize, StreamError>>> {
+    pub fn poll_capacity(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<usize, StreamError>>> {
         if let Err(e) = self.core.borrow_mut().check(self.id) {
             return Poll::Ready(Some(Err(e)));
         }
