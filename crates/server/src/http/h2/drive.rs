@@ -291,11 +291,9 @@ pub async fn serve(
         });
         let idle = active == 0 && !going_away && handshaken;
         idle_slot.set_reusable(idle);
-        if active == 0 {
-            if fresh.capacity() > 0 {
-                fresh = Vec::new();
-                head = Vec::new();
-            }
+        if active == 0 && fresh.capacity() > 0 {
+            fresh = Vec::new();
+            head = Vec::new();
         }
         if going_away && active == 0 && wire.output_done(&core) {
             Box::pin(wire.close(&core, true)).await;
