@@ -57,14 +57,16 @@ impl SizeValue {
             .ok_or_else(|| directive_err(d, "invalid value"))
     }
 
-    /// The value for a request: `Err(text)` when the variables made no size (the caller logs
-    /// `invalid size "text"` at `error`; the value is then 0).
-    pub fn eval(&self, eval: &mut dyn FnMut(&Template) -> String) -> Result<u64, String> {
+    /// The value for a request; an error, nginx's `invalid size "TEXT"`, when the variables
+    /// made no size (the caller logs it at `error`; the value is then 0).
+    pub fn eval(&self, eval: &mut dyn FnMut(&Template) -> String) -> crate::error::Result<u64> {
         match self {
             SizeValue::Fixed(n) => Ok(*n),
             SizeValue::Template(t) => {
                 let text = eval(t);
-                parse_size_km(&text).ok_or(text)
+                parse_size_km(&text).ok_or_else(|| {
+                    crate::error::Error::invalid(format!("invalid size \"{text}\""))
+                })
             }
         }
     }
@@ -85,12 +87,12 @@ impl LimitRateLoc {
     }
 
     /// `limit_rate` for a request (default 0: no limit).
-    pub fn rate(&self, eval: &mut dyn FnMut(&Template) -> String) -> Result<u64, String> {
+    pub fn rate(&self, eval: &mut dyn FnMut(&Template) -> String) -> crate::error::Result<u64> {
         self.rate.as_ref().map_or(Ok(0), |v| v.eval(eval))
     }
 
     /// `limit_rate_after` for a request (default 0).
-    pub fn after(&self, eval: &mut dyn FnMut(&Template) -> String) -> Result<u64, String> {
+    pub fn after(&self, eval: &mut dyn FnMut(&Template) -> String) -> crate::error::Result<u64> {
         self.after.as_ref().map_or(Ok(0), |v| v.eval(eval))
     }
 }
@@ -246,16 +248,16 @@ pub fn pacing_for(
             log(&format!("invalid size \"{text}\""));
             0
         }),
-        (None, None) => lc.limit_rate.rate(&mut eval).unwrap_or_else(|text| {
-            log(&format!("invalid size \"{text}\""));
+        (None, None) => lc.limit_rate.rate(&mut eval).unwrap_or_else(|e| {
+            log(&e);
             0
         }),
     };
     if rate == 0 {
         return None;
     }
-    let after = lc.limit_rate.after(&mut eval).unwrap_or_else(|text| {
-        log(&format!("invalid size \"{text}\""));
+    let after = lc.limit_rate.after(&mut eval).unwrap_or_else(|e| {
+        log(&e);
         0
     });
     let start = vars.start;
@@ -379,14 +381,19 @@ mod tests {
     #[test]
     fn values_and_headers() {
         let fixed = SizeValue::Fixed(10 * 1024);
-        assert_eq!(fixed.eval(&mut |_| unreachable!()), Ok(10240));
+        assert_eq!(fixed.eval(&mut |_| unreachable!()).unwrap(), 10240);
         let t = SizeValue::Template(Template::compile("$arg_r").unwrap());
-        assert_eq!(t.eval(&mut |_| "2k".into()), Ok(2048));
-        assert_eq!(t.eval(&mut |_| "fast".into()), Err("fast".into()));
-        assert_eq!(t.eval(&mut |_| "1g".into()), Err("1g".into()));
+        assert_eq!(t.eval(&mut |_| "2k".into()).unwrap(), 2048);
+        let e = t.eval(&mut |_| "fast".into()).unwrap_err();
+        assert_eq!(e, "invalid size \"fast\"");
+        assert_eq!(e.kind(), crate::error::Kind::Invalid);
+        assert_eq!(
+            t.eval(&mut |_| "1g".into()).unwrap_err(),
+            "invalid size \"1g\""
+        );
         let lc = LimitRateLoc::default();
-        assert_eq!(lc.rate(&mut |_| unreachable!()), Ok(0));
-        assert_eq!(lc.after(&mut |_| unreachable!()), Ok(0));
+        assert_eq!(lc.rate(&mut |_| unreachable!()).unwrap(), 0);
+        assert_eq!(lc.after(&mut |_| unreachable!()).unwrap(), 0);
         assert_eq!(x_accel_limit_rate(b"4096"), Some(4096));
         assert_eq!(x_accel_limit_rate(b"4k"), None);
         assert_eq!(x_accel_limit_rate(b"off"), None);
