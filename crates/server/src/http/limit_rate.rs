@@ -235,11 +235,7 @@ pub fn pacing_for(
     log: &dyn Fn(&str),
 ) -> Option<Pacing> {
     let mut eval = |t: &Template| vars.eval(t);
-    let accel = upstream
-        .filter(|_| !lc.proxy.ignores("X-Accel-Limit-Rate"))
-        .and_then(|rec| rec.head.as_ref())
-        .and_then(|h| h.header("x-accel-limit-rate"))
-        .and_then(x_accel_limit_rate);
+    let accel = upstream.and_then(|rec| accel_rate(lc, rec));
     // The header comes after any `set` (which runs in the rewrite phase), so it wins, as in
     // nginx (`ngx_http_upstream_process_limit_rate` overwrites `r->limit_rate`).
     let rate = match (set_rate, accel) {
@@ -264,6 +260,20 @@ pub fn pacing_for(
     let elapsed = std::time::Instant::now().saturating_duration_since(start);
     let start_sec = unix_secs().saturating_sub(elapsed.as_secs());
     Some(Pacing::new(Pacer::new(rate, after, start_sec)))
+}
+
+/// The rate an upstream's answer asks for with `X-Accel-Limit-Rate`, unless
+/// `proxy_ignore_headers` names the header.
+pub fn accel_rate(
+    lc: &crate::http::LocConf,
+    upstream: &crate::http::upstream::record::Record,
+) -> Option<u64> {
+    let head = upstream.head.as_ref()?;
+    let value = head.header("x-accel-limit-rate")?;
+    if lc.proxy.ignores("X-Accel-Limit-Rate") {
+        return None;
+    }
+    x_accel_limit_rate(value)
 }
 
 fn clamp_ms(ms: i128) -> u64 {
