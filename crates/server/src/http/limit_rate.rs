@@ -64,9 +64,8 @@ impl SizeValue {
             SizeValue::Fixed(n) => Ok(*n),
             SizeValue::Template(t) => {
                 let text = eval(t);
-                parse_size_km(&text).ok_or_else(|| {
-                    crate::error::Error::invalid(format!("invalid size \"{text}\""))
-                })
+                parse_size_km(&text)
+                    .ok_or_else(|| crate::error::Error::invalid(format!("invalid size \"{text}\"")))
             }
         }
     }

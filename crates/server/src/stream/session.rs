@@ -428,9 +428,7 @@ pub fn literal_upstream(name: &str) -> Result<Literal> {
     }
     let (host, port) = crate::upstream::conf::split_host_port(name, 0)?;
     if port == 0 {
-        return Err(Error::invalid(format!(
-            "no port in upstream \"{name}\""
-        )));
+        return Err(Error::invalid(format!("no port in upstream \"{name}\"")));
     }
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
