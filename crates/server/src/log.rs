@@ -577,3 +577,78 @@ macro_rules! conn_log {
         }
     };
 }
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::rc::Rc;
+
+    fn log() -> Arc<ErrorLog> {
+        Arc::new(ErrorLog { sinks: Vec::new() })
+    }
+
+    fn is(s: Option<Arc<ErrorLog>>, want: &Arc<ErrorLog>) -> bool {
+        s.is_some_and(|s| Arc::ptr_eq(&s, want))
+    }
+
+    #[test]
+    fn each_task_sees_its_own_scope_at_every_poll_and_none_outside() {
+        let (a, b) = (log(), log());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            assert!(scope().is_none());
+            let (a2, b2) = (a.clone(), b.clone());
+            let first = tokio::task::spawn_local(scoped(async move {
+                assert!(scope().is_none());
+                set_scope(Some(&a2));
+                tokio::task::yield_now().await;
+                assert!(is(scope(), &a2));
+                // A scope within the task's (an HTTP/2 stream's), then the task's again.
+                let inner = b2.clone();
+                scoped_in(Some(b2), async move {
+                    assert!(is(scope(), &inner));
+                    tokio::task::yield_now().await;
+                    assert!(is(scope(), &inner));
+                })
+                .await;
+                assert!(is(scope(), &a2));
+            }));
+            let second = tokio::task::spawn_local(scoped(async {
+                for _ in 0..3 {
+                    assert!(scope().is_none(), "another task's scope leaked");
+                    tokio::task::yield_now().await;
+                }
+            }));
+            first.await.unwrap();
+            second.await.unwrap();
+            assert!(scope().is_none());
+        });
+    }
+
+    #[test]
+    fn the_inner_future_is_dropped_within_its_scope() {
+        struct Probe(Rc<Cell<bool>>, Arc<ErrorLog>);
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                self.0.set(is(scope(), &self.1));
+            }
+        }
+        let a = log();
+        let seen = Rc::new(Cell::new(false));
+        let probe = Probe(seen.clone(), a.clone());
+        let mut f = Box::pin(scoped_in(Some(a), async move {
+            let _probe = probe;
+            std::future::pending::<()>().await
+        }));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+        assert!(scope().is_none());
+        drop(f);
+        assert!(seen.get(), "dropped outside its scope");
+        assert!(scope().is_none());
+    }
+}
