@@ -24,6 +24,7 @@ use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 
 use super::conn::{self, H2Conn};
+use crate::error::{Error, Kind};
 use crate::http::h2::sink::H2Sink;
 use crate::http::output::{Sink, Who};
 use crate::http::transport::ConnInfo;
@@ -188,7 +189,7 @@ impl GrpcBody {
                     Some(t) => sink.send.send_trailers(t),
                     None => sink.send.send_data(Bytes::new(), true),
                 };
-                sent.map_err(io::Error::other)?;
+                sent.map_err(|e| io::Error::from(Error::protocol(e)))?;
                 self.done();
                 Ok(total)
             }
@@ -197,7 +198,7 @@ impl GrpcBody {
                 sink.send.send_reset(Reason::INTERNAL_ERROR);
                 Err(match b {
                     Broke::Client(e) => e,
-                    _ => io::Error::other("upstream failed"),
+                    _ => upstream_failed(),
                 })
             }
         }
@@ -223,7 +224,7 @@ impl GrpcBody {
                 Ok(None) => break,
                 Err(b) => {
                     self.log_broke(&b, sink.info(), who);
-                    return Err(io::Error::other("upstream failed"));
+                    return Err(upstream_failed());
                 }
             }
         }
@@ -231,7 +232,7 @@ impl GrpcBody {
             Ok(t) => t,
             Err(b) => {
                 self.log_broke(&b, sink.info(), who);
-                return Err(io::Error::other("upstream failed"));
+                return Err(upstream_failed());
             }
         };
         if chunked {
@@ -248,6 +249,12 @@ impl GrpcBody {
         self.done();
         Ok(total)
     }
+}
+
+/// What a relay gives its caller once the upstream broke the answer (logged already by
+/// `log_broke`): the client's stream or connection is then ended.
+fn upstream_failed() -> io::Error {
+    Error::new(Kind::Protocol, "upstream failed").into()
 }
 
 /// nginx's line for a stream the upstream ended badly.
