@@ -7,6 +7,7 @@
 //! - [`run`]: one call's exchange (peer, connection, request head, answer head).
 //! - [`body`]: both bodies relayed as they come, and the answer's trailers.
 //! - [`meter`]: the size of an answer's head as it came (`grpc_buffer_size`).
+//! - [`streamed`]: an HTTP/1 client's chunked body sent as it comes.
 //!
 //! Unlike the other protocols, nothing is buffered: a call's request body goes upstream frame
 //! by frame as the client sends it, and its answer goes to the client frame by frame (nginx's
@@ -19,6 +20,7 @@ pub mod body;
 pub mod conn;
 pub mod meter;
 pub mod run;
+pub mod streamed;
 
 pub use run::handle;
 

@@ -13,7 +13,9 @@
 //! upstream closed or sent GOAWAY on is not the peer's fault: the call goes on a new one.
 //!
 //! A streamed client body past `client_max_body_size` before the answer's head came is
-//! nginx's 413 (its line logged with the upstream named, the peer not blamed).
+//! nginx's 413 (its line logged with the upstream named, the peer not blamed). An HTTP/1
+//! client's chunked body is streamed too ([`super::streamed`]); one with a length is read
+//! first (it can then go again to another peer).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -26,6 +28,7 @@ use h2::RecvStream;
 
 use super::body::{self, GrpcBody, Limit, Pump};
 use super::conn::{self, H2Conn};
+use super::streamed;
 use super::strip_scheme;
 use crate::http::client_body::{BodyToSend, ClientBody, Whole};
 use crate::http::proxy::request::{upstream_uri, UriParts};
@@ -59,13 +62,22 @@ const NOT_PASSED: &[&str] = &[
 ];
 
 /// The client's body as the call sends it.
-enum Source {
+enum Source<'b, 'a> {
     None,
-    /// Read whole (an HTTP/1 client): sent again on another try.
+    /// Read whole (an HTTP/1 client's with a length): sent again on another try.
     Whole(Bytes),
     /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it. With it,
     /// `client_max_body_size` when its length was not told (0: none).
     Stream(Option<RecvStream>, u64),
+    /// An HTTP/1 client's chunked body, sent as it is read; gone (`true`) once a try took it.
+    Chunked(&'b ClientBody<'a>, bool),
+}
+
+impl Source<'_, '_> {
+    /// A streamed body a try took: no other try can send it.
+    fn gone(&self) -> bool {
+        matches!(self, Source::Stream(None, _) | Source::Chunked(_, true))
+    }
 }
 
 /// Runs a call in a `grpc_pass` location. Returns what it came to and the record of the
@@ -77,16 +89,20 @@ pub async fn handle(
     method: &str,
     client_body: &ClientBody<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    // An HTTP/2 client's body is relayed frame by frame; an HTTP/1 client's is read first.
-    // A length told was held to `client_max_body_size` when the location was found; an
-    // untold one is counted as its frames come.
-    let max = match client_body.kind() {
-        shoal_http::BodyKind::Chunked => lc.client_max_body_size(),
-        _ => 0,
+    // An HTTP/2 client's body is relayed frame by frame, an HTTP/1 client's chunked one
+    // piece by piece; an HTTP/1 client's with a length is read first. A length told was held
+    // to `client_max_body_size` when the location was found; an untold one is counted as its
+    // frames come (an HTTP/1 body's by its chunked decoder).
+    let chunked = client_body.kind() == shoal_http::BodyKind::Chunked;
+    let max = if chunked {
+        lc.client_max_body_size()
+    } else {
+        0
     };
     let mut source = match client_body.take_h2() {
         Some(s) => Source::Stream(Some(s), max),
-        None => match client_body.for_upstream(lc, r, true, false).await {
+        None => match client_body.for_upstream(lc, r, !chunked, true).await {
+            Ok(BodyToSend::Streaming(b, _)) => Source::Chunked(b, b.started()),
             Ok(BodyToSend::Whole(Whole::Memory(b))) if !b.is_empty() => Source::Whole(b),
             Ok(BodyToSend::Whole(Whole::File(f, n))) => {
                 let mut data = vec![0; n as usize];
@@ -112,7 +128,7 @@ async fn run(
     lc: &LocConf,
     rw: &rewrite::State,
     method: &str,
-    source: &mut Source,
+    source: &mut Source<'_, '_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
 ) -> Outcome {
     let g = &lc.grpc;
@@ -219,9 +235,8 @@ async fn run(
             addr,
             bind: bind.as_ref().map(|(t, on)| (t.as_str(), *on)),
         };
-        let consumed = |s: &Source| matches!(s, Source::Stream(None, _));
         let more_allowed = |attempt: &crate::upstream::Attempt, sent: bool, s: &Source| {
-            !consumed(s)
+            !s.gone()
                 && (!sent || retry_ok)
                 && (max_tries == 0 || tries < max_tries)
                 && deadline.is_none_or(|d| Instant::now() < d)
@@ -446,7 +461,7 @@ async fn call(
     conf: &UpstreamLoc,
     tls: Option<&Handshake<'_>>,
     mut heads: Heads<'_>,
-    source: &mut Source,
+    source: &mut Source<'_, '_>,
     over: &Rc<Cell<u64>>,
     record: &Rc<RefCell<Record>>,
     r: &Req<'_, '_>,
@@ -546,6 +561,7 @@ async fn call(
         let id = stream.stream_id();
         // The body goes while the answer is awaited (a server may answer before it ends).
         // What is there already goes with the head, in the same write.
+        let mut chunked = None;
         let pump = match source {
             Source::None => None,
             Source::Whole(b) if b.len() <= body::FIRST_WINDOW => {
@@ -581,9 +597,18 @@ async fn call(
                     return Err((Fail::Error("request body already sent".into()), false));
                 }
             },
+            Source::Chunked(_, true) => {
+                stream.send_reset(h2::Reason::CANCEL);
+                return Err((Fail::Error("request body already sent".into()), false));
+            }
+            Source::Chunked(b, taken) => {
+                *taken = true;
+                chunked = Some(streamed::Pump::start(*b, stream, conf.send_timeout()));
+                None
+            }
         };
         record.borrow_mut().last().sent = 0;
-        let answer = wait_head(response, conf.read_timeout(), r).await;
+        let answer = wait_head(response, conf.read_timeout(), r, chunked.as_mut()).await;
         // nginx's buffer holds the head as it came, or the answer is refused (the crate may
         // have refused it first, for its own bound: the same failure).
         if c.head_size(id).is_some_and(|n| n > buffer_size) {
@@ -597,12 +622,21 @@ async fn call(
         }
         let resp = match answer {
             Ok(resp) => resp,
-            Err(Waited::Refused) if reused && !matches!(source, Source::Stream(None, _)) => {
+            Err(Waited::Refused) if reused && !source.gone() => {
                 fresh_only = true;
                 continue;
             }
             Err(w) => return Err((w.fail(), true)),
         };
+        // An HTTP/1 client's body still coming goes whole before the answer is relayed (its
+        // connection answers once the request is read), unless the answer ended the call.
+        if let Some(p) = chunked.as_mut().filter(|p| p.running()) {
+            if !resp.body().is_end_stream() {
+                if let Some(f) = p.finish().await {
+                    return Err((Fail::ClientBody(f), true));
+                }
+            }
+        }
         let (head, recv) = resp.into_parts();
         let status = head.status.as_u16();
         {
@@ -630,6 +664,8 @@ async fn call(
 enum Waited {
     TimedOut,
     ClientGone,
+    /// The client's chunked body failed (too large, malformed, gone, timed out).
+    ClientBody(crate::http::client_body::Failure),
     /// The upstream refused the stream before doing anything with it (GOAWAY, or
     /// REFUSED_STREAM): another connection may take it.
     Refused,
@@ -646,6 +682,7 @@ impl Waited {
                     .into(),
             ),
             Waited::ClientGone => Fail::ClientGone,
+            Waited::ClientBody(f) => Fail::ClientBody(f),
             Waited::Refused => Fail::Error(
                 "upstream prematurely closed connection while reading response header from \
                  upstream"
@@ -662,21 +699,28 @@ impl Waited {
 }
 
 /// Waits for the answer's head within `timeout`, watching the client: one that resets its
-/// stream (or closes) ends the wait.
+/// stream (or closes) ends the wait. An HTTP/1 client's chunked body goes meanwhile (`pump`;
+/// its reads see the client go, so the connection is not watched besides).
 async fn wait_head(
     response: h2::client::ResponseFuture,
     timeout: Duration,
     r: &Req<'_, '_>,
+    mut pump: Option<&mut streamed::Pump<'_>>,
 ) -> Result<http::Response<RecvStream>, Waited> {
     let mut response = std::pin::pin!(crate::deadline::within(timeout, response));
-    let mut watch = r.client;
+    let mut watch = if pump.is_some() { None } else { r.client };
     let got = std::future::poll_fn(|cx| {
         if let Poll::Ready(v) = std::future::Future::poll(response.as_mut(), cx) {
-            return Poll::Ready(Some(v));
+            return Poll::Ready(Ok(v));
+        }
+        if let Some(p) = pump.as_deref_mut() {
+            if let Poll::Ready(Some(f)) = p.poll_end(cx) {
+                return Poll::Ready(Err(Waited::ClientBody(f)));
+            }
         }
         if let Some(c) = watch {
             match poll_client_closed(c, cx) {
-                Poll::Ready(true) => return Poll::Ready(None),
+                Poll::Ready(true) => return Poll::Ready(Err(Waited::ClientGone)),
                 Poll::Ready(false) => watch = None,
                 Poll::Pending => {}
             }
@@ -684,11 +728,10 @@ async fn wait_head(
         Poll::Pending
     })
     .await;
-    match got {
-        None => Err(Waited::ClientGone),
-        Some(Err(_)) => Err(Waited::TimedOut),
-        Some(Ok(Ok(resp))) => Ok(resp),
-        Some(Ok(Err(e))) => {
+    match got? {
+        Err(_) => Err(Waited::TimedOut),
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(e)) => {
             if e.reason() == Some(h2::Reason::REFUSED_STREAM) || e.is_go_away() {
                 return Err(Waited::Refused);
             }
