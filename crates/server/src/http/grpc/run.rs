@@ -28,15 +28,13 @@ use h2::RecvStream;
 
 use super::body::{self, GrpcBody, Limit, Pump};
 use super::conn::{self, H2Conn};
+use super::head;
 use super::streamed;
 use super::strip_scheme;
 use crate::http::client_body::{BodyToSend, ClientBody, Whole};
-use crate::http::proxy::request::{upstream_uri, UriParts};
-use crate::http::reply::{Body, Outcome, Reply};
+use crate::http::reply::Outcome;
 use crate::http::request::Req;
 use crate::http::rewrite;
-use crate::http::upstream::answer::{pass_head, Kind, Line};
-use crate::http::upstream::header::UpstreamHeader;
 use crate::http::upstream::record::Record;
 use crate::http::upstream::run::{self, poll_client_closed, Fail, Handshake};
 use crate::http::upstream::target::{self, Target};
@@ -45,21 +43,6 @@ use crate::http::LocConf;
 use crate::log::Level;
 use crate::upstream::conf::{PeerAddr, UpstreamConf};
 use crate::upstream::{state, Input, PeerResult};
-use crate::variables::Vars;
-
-/// Request headers never sent as they came (nginx's grpc defaults: `Host` becomes
-/// `:authority`, `TE` is `trailers` when the client said so, the length is the body's).
-const NOT_PASSED: &[&str] = &[
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "expect",
-    "te",
-    "content-length",
-];
 
 /// The client's body as the call sends it.
 enum Source<'b, 'a> {
@@ -189,7 +172,12 @@ async fn run(
         Source::Whole(b) => Some(b.len()),
         _ => None,
     };
-    let make_head = || request_head(r, lc, rw, &vars, &host, tls, method, whole_len);
+    let authority = match &pass.target {
+        Target::Dynamic { .. } => None,
+        _ => pass.authority.as_ref(),
+    };
+    let make_head =
+        || head::request_head(r, lc, rw, &vars, &host, authority, tls, method, whole_len);
     let mut head = Some(make_head());
     // (nginx names a gRPC upstream without a URI in its log lines.)
 
@@ -283,7 +271,7 @@ async fn run(
                     record.borrow_mut().finish(false);
                     return Outcome::Error(status);
                 }
-                return Outcome::Final(reply_of(answer, lc, conf, r, &record));
+                return Outcome::Final(head::reply_of(answer, lc, conf, r, &record));
             }
             Err(_) if over.get() > 0 => {
                 // The client's body passed `client_max_body_size`: its fault, not the peer's.
@@ -325,104 +313,6 @@ async fn run(
     }
 }
 
-/// The request's head as the upstream gets it: `:method`, `:scheme`, `:authority` (the
-/// address as written, or `grpc_set_header Host`'s value), `:path` (the client's URI, or the
-/// rewritten one), the client's headers but the connection's own, then `grpc_set_header`'s.
-#[allow(clippy::too_many_arguments)]
-fn request_head(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    vars: &Vars<'_>,
-    host: &str,
-    tls: bool,
-    method: &str,
-    whole_len: Option<usize>,
-) -> http::Request<()> {
-    let g = &lc.grpc;
-    let escape = rw.internal || {
-        let target = r.req.uri();
-        let path = target.split(|&c| c == b'?').next().unwrap_or_default();
-        path.contains(&b'%')
-    };
-    let parts = UriParts::new(r.req, rw, rw.internal, escape);
-    let path = upstream_uri(&parts, None, "");
-    let set = g.set_header.as_deref().map_or(&[][..], Vec::as_slice);
-    let is_set = |name: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut authority = host.to_string();
-    let mut headers = http::HeaderMap::new();
-    let mut add = |name: &[u8], value: &[u8]| {
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name),
-            http::HeaderValue::from_bytes(value),
-        ) {
-            headers.append(n, v);
-        }
-    };
-    if g.up.pass_request_headers() {
-        for (name, value) in r.req.headers() {
-            if NOT_PASSED.iter().any(|n| n.eq_ignore_ascii_case(name)) || is_set(name) {
-                continue;
-            }
-            // (The name is made lowercase by `HeaderName::from_bytes`.)
-            add(name.as_bytes(), value);
-        }
-        // nginx's `TE: $grpc_internal_trailers`.
-        let trailers = r.req.header_all("te").any(|v| {
-            v.split(|&c| c == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-        });
-        if trailers && !is_set("te") {
-            add(b"te", b"trailers");
-        }
-    }
-    // `Content-Length: $content_length`: a whole body's length, or the client's word.
-    if !is_set("content-length") {
-        let length = match whole_len {
-            Some(n) => Some(n.to_string()),
-            None => r
-                .req
-                .header("content-length")
-                .map(|v| shoal_http::lossy(v).into_owned()),
-        };
-        if let Some(l) = length {
-            add(b"content-length", l.as_bytes());
-        }
-    }
-    for (name, value) in set {
-        let v = vars.eval(value);
-        if v.is_empty() {
-            continue;
-        }
-        if name.eq_ignore_ascii_case("host") {
-            authority = v;
-            continue;
-        }
-        add(name.to_ascii_lowercase().as_bytes(), v.as_bytes());
-    }
-    let scheme = if tls { "https" } else { "http" };
-    let path_text = shoal_http::lossy(&path).into_owned();
-    let uri = http::Uri::builder()
-        .scheme(scheme)
-        .authority(authority.as_str())
-        .path_and_query(path_text.as_str())
-        .build()
-        .or_else(|_| {
-            // A unix socket's or an odd name: `localhost`, as nginx's `:authority` for one.
-            http::Uri::builder()
-                .scheme(scheme)
-                .authority("localhost")
-                .path_and_query(path_text.as_str())
-                .build()
-        })
-        .unwrap_or_else(|_| http::Uri::from_static("http://localhost/"));
-    let mut req = http::Request::new(());
-    *req.method_mut() = http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::POST);
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
-    req
-}
-
 /// The request's head for a try: the one made for the call, or, for a try after the one
 /// that sent it, a new one.
 struct Heads<'a> {
@@ -448,9 +338,9 @@ struct Peer<'a> {
 
 /// An answer's head; its body still on the stream.
 pub struct Answer {
-    status: u16,
-    head: http::response::Parts,
-    body: GrpcBody,
+    pub(super) status: u16,
+    pub(super) head: http::response::Parts,
+    pub(super) body: GrpcBody,
 }
 
 /// One try: a connection, the stream opened, the body started, the answer's head. On
@@ -743,58 +633,4 @@ async fn wait_head(
             }
         }
     }
-}
-
-/// The client's reply from an answer's head: the status, the head's fields passed as nginx
-/// passes an upstream's (`grpc_hide_header`, `grpc_pass_header`), the body and trailers still
-/// to relay; a head that ended the stream (a trailers-only answer: an error status with its
-/// message) is the whole answer.
-fn reply_of(
-    answer: Answer,
-    lc: &LocConf,
-    conf: &UpstreamLoc,
-    r: &Req<'_, '_>,
-    record: &Rc<RefCell<Record>>,
-) -> Box<Reply> {
-    let Answer { status, head, body } = answer;
-    // The head as HTTP/1 text, read back: `$upstream_http_*` and the layer's header passing
-    // take it as any upstream's.
-    let mut text = format!("HTTP/1.1 {status} X\r\n").into_bytes();
-    for (name, value) in &head.headers {
-        text.extend_from_slice(name.as_str().as_bytes());
-        text.extend_from_slice(b": ");
-        text.extend_from_slice(value.as_bytes());
-        text.extend_from_slice(b"\r\n");
-    }
-    text.extend_from_slice(b"\r\n");
-    let mut reply = Reply::boxed(status);
-    reply.proxied = true;
-    reply.upstream_status = true;
-    if let Ok(Some((parsed, len))) = shoal_http::upstream::parse_upstream_head(&text, text.len()) {
-        record.borrow_mut().last().head_len = len as u64;
-        let lines = parsed.headers().map(|(name, value)| {
-            let known = UpstreamHeader::of(name);
-            Line {
-                name,
-                value,
-                kind: Kind::fresh(known),
-                hidden: known.hidden(),
-            }
-        });
-        pass_head(&mut reply, lines, false, lc, conf, None, r);
-        record.borrow_mut().head = Some(parsed);
-    }
-    if body.recv.is_end_stream() {
-        // Trailers-only: the head is the whole answer.
-        let mut body = body;
-        body.record.borrow_mut().finish(true);
-        if let Some((u, peer, c)) = body.conn.take() {
-            conn::put_idle(&u, peer, c);
-        }
-        // nginx's length of an answer whose head ended the stream: 0, told.
-        reply.body = Body::Bytes(Vec::new());
-    } else {
-        reply.body = Body::Grpc(Box::new(body));
-    }
-    reply
 }
