@@ -156,35 +156,18 @@ pub(super) fn reply_of(
     record: &Rc<RefCell<Record>>,
 ) -> Box<Reply> {
     let Answer { status, head, body } = answer;
-    // The head as HTTP/1 text, read back: `$upstream_http_*` and the layer's header passing
-    // take it as any upstream's. (Made in a buffer of its size, which the head then keeps.)
-    let fields: usize = head
-        .headers
-        .iter()
-        .map(|(n, v)| n.as_str().len() + v.len() + 4)
-        .sum();
-    let mut text = bytes::BytesMut::with_capacity(fields + 20);
-    text.extend_from_slice(b"HTTP/1.1 ");
-    text.extend_from_slice(&[
-        b'0' + (status / 100 % 10) as u8,
-        b'0' + (status / 10 % 10) as u8,
-        b'0' + (status % 10) as u8,
-    ]);
-    text.extend_from_slice(b" X\r\n");
-    for (name, value) in &head.headers {
-        shoal_http::response::header(&mut text, name.as_str().as_bytes(), value.as_bytes());
-    }
-    text.extend_from_slice(b"\r\n");
-    let len = text.len();
+    // The head as an upstream's (HTTP/1 text and positions in it): `$upstream_http_*` and
+    // the layer's header passing take it as any upstream's.
+    let fields = || {
+        head.headers
+            .iter()
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+    };
+    let made = shoal_http::upstream::head_of_fields(status, fields);
     let mut reply = Reply::boxed(status);
     reply.proxied = true;
     reply.upstream_status = true;
-    let parsed = shoal_http::upstream::parse_upstream_head_buf(
-        &mut text,
-        len,
-        shoal_http::upstream::Rules::Nginx122,
-    );
-    if let Ok(Some(parsed)) = parsed {
+    if let Ok((parsed, len)) = made {
         record.borrow_mut().last().head_len = len as u64;
         let lines = parsed.headers().map(|(name, value)| {
             let known = UpstreamHeader::of(name);
