@@ -44,9 +44,6 @@ pub fn head(
     let mut resp = http::Response::new(());
     *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
     let mut size = 9u64;
-    // (Sized once: a map grown field by field is allocated again as it grows.)
-    let fields = reply.headers.len() + reply.extra.len() + reply.raw_extra.len();
-    *resp.headers_mut() = http::HeaderMap::with_capacity(fields + 6);
     let h = resp.headers_mut();
     // The head's own fields, under names made once (`http`'s constants).
     let mut own =
