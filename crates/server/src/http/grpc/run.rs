@@ -493,7 +493,7 @@ async fn call(
             }
             Source::Chunked(b, taken) => {
                 *taken = true;
-                chunked = Some(streamed::Pump::start(*b, stream, conf.send_timeout()));
+                chunked = Some(streamed::Pump::start(b, stream, conf.send_timeout()));
                 None
             }
         };

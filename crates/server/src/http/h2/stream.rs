@@ -59,7 +59,10 @@ pub(super) async fn run(
 /// box is allocated first and `make`'s future written into it.
 #[inline(always)]
 fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
+    let mut slot = Box::<F>::new_uninit();
+    slot.write(make());
+    // SAFETY: written just above. (`Box::write`, which says the same, is not in Rust 1.85.)
+    Box::into_pin(unsafe { slot.assume_init() })
 }
 
 /// The request head an HTTP/1 parser reads for the stream's fields.
