@@ -498,7 +498,8 @@ async fn call(
             }
         };
         record.borrow_mut().last().sent = 0;
-        let answer = wait_head(response, conf.read_timeout(), r, chunked.as_mut()).await;
+        let timeout = conf.read_timeout();
+        let answer = wait_head(response, timeout, r, chunked.as_mut(), &mut c.timer).await;
         // nginx's buffer holds the head as it came, or the answer is refused (the crate may
         // have refused it first, for its own bound: the same failure).
         if c.head_size(id).is_some_and(|n| n > buffer_size) {
@@ -588,16 +589,18 @@ impl Waited {
     }
 }
 
-/// Waits for the answer's head within `timeout`, watching the client: one that resets its
-/// stream (or closes) ends the wait. An HTTP/1 client's chunked body goes meanwhile (`pump`;
-/// its reads see the client go, so the connection is not watched besides).
+/// Waits for the answer's head within `timeout` (on the connection's `timer`), watching the
+/// client: one that resets its stream (or closes) ends the wait. An HTTP/1 client's chunked
+/// body goes meanwhile (`pump`; its reads see the client go, so the connection is not watched
+/// besides).
 async fn wait_head(
     response: h2::client::ResponseFuture,
     timeout: Duration,
     r: &Req<'_, '_>,
     mut pump: Option<&mut streamed::Pump<'_>>,
+    timer: &mut crate::deadline::Timer,
 ) -> Result<http::Response<RecvStream>, Waited> {
-    let mut response = std::pin::pin!(crate::deadline::within(timeout, response));
+    let mut response = std::pin::pin!(timer.within(timeout, response));
     let mut watch = if pump.is_some() { None } else { r.client };
     let got = std::future::poll_fn(|cx| {
         if let Poll::Ready(v) = std::future::Future::poll(response.as_mut(), cx) {
