@@ -745,3 +745,46 @@ fn a_streamed_chunked_body_past_client_max_body_size_is_413() {
         s.error_log()
     );
 }
+
+/// `grpc_read_timeout` bounds the wait for an answer's head, on a connection that carried a
+/// call before (kept alive) as on a new one: 504, nginx's line.
+#[test]
+fn grpc_read_timeout_bounds_the_wait_for_a_head() {
+    let up = Recorder::start();
+    let port = free_port();
+    let http = format!(
+        "    upstream quiet {{ server 127.0.0.1:{}; keepalive 2; }}\n",
+        up.port
+    );
+    let lines = format!(
+        "    server {{\n        listen 127.0.0.1:{port};\n        \
+         location / {{ grpc_read_timeout 1s; grpc_pass quiet; }}\n    }}\n"
+    );
+    let s = Shoal::start(&conf(&http, &lines), port);
+    // A whole call first: answered, its connection kept.
+    let mut c = chunked_call(port);
+    assert_eq!(
+        up.next("the first chunk"),
+        Seen::Data(b"hello".to_vec(), false)
+    );
+    c.write_all(b"0\r\n\r\n").expect("ending the body");
+    let answer = read_all(&mut c);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    // Then one whose body never ends: the upstream never answers.
+    for _ in 0..2 {
+        let mut c = chunked_call(port);
+        let answer = read_all(&mut c);
+        assert!(
+            answer.starts_with("HTTP/1.1 504 "),
+            "{answer}\n{}",
+            s.error_log()
+        );
+    }
+    let log = s.error_log();
+    assert_eq!(
+        log.matches("upstream timed out (110: Connection timed out) while reading response header from upstream")
+            .count(),
+        2,
+        "{log}"
+    );
+}
