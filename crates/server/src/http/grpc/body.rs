@@ -376,7 +376,7 @@ pub async fn pump(
 
 /// Sends `d` on `to` as its window takes it (`send_timeout` for each wait), its last frame
 /// with END_STREAM when `end`; false when the stream failed (it is reset).
-async fn send_data(
+pub(super) async fn send_data(
     to: &mut SendStream<Bytes>,
     mut d: Bytes,
     send_timeout: Duration,

@@ -115,8 +115,8 @@ pub async fn starts_with_preface(stream: &Transport, timeout: Duration) -> bool 
 
 /// The server SNI named (`None`: no SNI, or no `server_name` matched it).
 fn sni_server<'g>(gen: &'g Generation, info: &ConnInfo) -> Option<&'g ServerConf> {
-    let route = gen.servers_for(&info.socket, info.local)?;
     let name = info.tls.as_ref()?.server_name.as_deref()?;
+    let route = gen.servers_for(&info.socket, info.local)?;
     let servers = &gen.config.http.as_ref()?.servers;
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     crate::cycle::match_name(servers, route, &name).map(|(i, _)| &servers[i])
