@@ -22,6 +22,9 @@
 #   h2c     seed 001's page over HTTP/2 with prior knowledge, `h2load -c10 -m10` (warm-up 2,000
 #           requests, 20,000 counted; not run by default)
 #   h2tls   the same over TLS (ALPN h2, ECDSA P-256; not run by default)
+#   grpc    bench/grpc.sh's unary calls: `grpc_pass` (upstream keepalive 32) to the Python gRPC
+#           server of the tests, `h2load -c8 -m1` over h2c (warm-up 500 calls, 4,000 counted;
+#           not run by default; needs python3-grpcio)
 # SHOAL0 adds a second shoal (an earlier build) to every case, for before/after.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +51,20 @@ port_free "$hello_port" || die "port $hello_port is in use"
 (cd "$WORK" && exec "$HELLO" "$hello_port" 1) >"$WORK/logs/hello.out" 2>&1 &
 STARTED_PIDS+=($!)
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$hello_port/" && break; sleep 0.1; done
+
+grpc_port=$((BASE_PORT + 8))
+case " $CASES " in
+*" grpc "*)
+    /usr/bin/python3 -c 'import grpc' 2>/dev/null || die "python3-grpcio is missing"
+    command -v h2load >/dev/null || die "h2load is missing (apt-get install nghttp2-client)"
+    port_free "$grpc_port" || die "port $grpc_port is in use"
+    /usr/bin/python3 "$REPO/tests/e2e/grpc_support/server.py" "$grpc_port" >"$WORK/logs/grpc.out" 2>&1 &
+    STARTED_PIDS+=($!)
+    for _ in $(seq 100); do ss -Hltn "sport = :$grpc_port" | grep -q . && break; sleep 0.1; done
+    # One gRPC message: uncompressed, 5 bytes (as bench/grpc.sh sends it).
+    printf '\0\0\0\0\5hello' >"$WORK/call.bin"
+    ;;
+esac
 
 # usage: write_case_conf FILE CASE PORT NAME KIND
 write_case_conf() {
@@ -77,6 +94,24 @@ http {
     }
 }
 CONF
+    elif [ "$case" = grpc ]; then
+        cat >"$file" <<CONF
+worker_processes 1;
+daemon off;
+pid logs/$name.pid;
+error_log logs/$name.error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path tmp;
+    upstream grpc_backend { server 127.0.0.1:$grpc_port; keepalive 32; }
+    server {
+        listen 127.0.0.1:$port http2;
+        location / { grpc_pass grpc://grpc_backend; }
+    }
+}
+CONF
+        mkdir -p "$WORK/tmp"
     elif [ "$case" = static ]; then
         write_nginx_conf "$file" "$port" 1 0 "$name"
     else
@@ -133,7 +168,10 @@ count() {
     local path=/
     [ "$case" = hit ] || [ "$case" = hitlog ] && path=/object
     local n url=http://127.0.0.1:$port$path
+    local grpc_args=(-d "$WORK/call.bin" -H 'content-type: application/grpc' -H 'te: trailers')
+    [ "$case" = grpc ] && path=/test.Echo/Echo url=http://127.0.0.1:$port/test.Echo/Echo
     case $case in
+    grpc) for _ in $(seq 100); do h2load -n1 "${grpc_args[@]}" "$url" 2>/dev/null | grep -q '1 succeeded' && break; sleep 0.3; done ;;
     h2c) for _ in $(seq 100); do curl -s -o /dev/null --http2-prior-knowledge "$url" && break; sleep 0.3; done ;;
     h2tls)
         url=https://127.0.0.1:$port$path
@@ -141,7 +179,11 @@ count() {
         ;;
     *) for _ in $(seq 100); do curl -s -o /dev/null "$url" && break; sleep 0.3; done ;;
     esac
-    if [ "$case" = h2c ] || [ "$case" = h2tls ]; then
+    if [ "$case" = grpc ]; then
+        timeout 120 h2load -n500 -c8 -m1 "${grpc_args[@]}" "$url" >/dev/null
+        callgrind_control -i on "$vpid" >/dev/null 2>&1
+        n=$(timeout 300 h2load -n4000 -c8 -m1 "${grpc_args[@]}" "$url" | awk '/^requests:/ {print $8}')
+    elif [ "$case" = h2c ] || [ "$case" = h2tls ]; then
         timeout 60 h2load -n2000 -c10 -m10 "$url" >/dev/null
         callgrind_control -i on "$vpid" >/dev/null 2>&1
         n=$(timeout 120 h2load -n20000 -c10 -m10 "$url" | awk '/^requests:/ {print $8}')
@@ -152,7 +194,7 @@ count() {
         curl -s -D- -o /dev/null "http://127.0.0.1:$port$path" | grep -qi '^X-Cache-Status: HIT' ||
             die "$name: the hit case does not hit"
     fi
-    if [ "$case" != h2c ] && [ "$case" != h2tls ]; then
+    if [ "$case" != h2c ] && [ "$case" != h2tls ] && [ "$case" != grpc ]; then
         callgrind_control -i on "$vpid" >/dev/null 2>&1
         n=$(timeout 30 wrk -t1 -c10 -d4s "$url" | awk '/requests in/ {print $1}')
     fi

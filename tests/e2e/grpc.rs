@@ -561,3 +561,230 @@ fn grpc_buffer_size_bounds_what_is_read_ahead() {
         assert_eq!(got, size + 5000, "{path}");
     }
 }
+
+/// What [`Recorder`]'s upstream saw of a stream.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// A DATA frame's payload, and whether it ended the stream.
+    Data(Vec<u8>, bool),
+    /// RST_STREAM with its code.
+    Reset(u32),
+}
+
+/// An HTTP/2 server that reports each DATA frame and RST_STREAM as it comes, and answers a
+/// stream once the client ended it: `:status: 200`, the body it got as one DATA frame, then
+/// trailers (`grpc-status: 0`) that end the stream.
+struct Recorder {
+    port: u16,
+    seen: std::sync::mpsc::Receiver<Seen>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
+        let port = listener.local_addr().expect("an address").port();
+        let (tx, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                let tx = tx.clone();
+                std::thread::spawn(move || record(c, tx));
+            }
+        });
+        Recorder { port, seen }
+    }
+
+    /// The next thing seen (bounded wait).
+    fn next(&self, what: &str) -> Seen {
+        self.seen
+            .recv_timeout(crate::common::WAIT)
+            .unwrap_or_else(|_| panic!("the upstream never saw {what}"))
+    }
+}
+
+fn record(mut c: TcpStream, tx: std::sync::mpsc::Sender<Seen>) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut preface = [0u8; 24];
+    if c.read_exact(&mut preface).is_err() || c.write_all(&frame(4, 0, 0, &[])).is_err() {
+        return;
+    }
+    let mut body = Vec::new();
+    loop {
+        let Some((head, payload)) = read_frame(&mut c) else {
+            return;
+        };
+        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let end = head[4] & 1 != 0;
+        let ended = match head[3] {
+            4 if head[4] & 1 == 0 => {
+                if c.write_all(&frame(4, 1, 0, &[])).is_err() {
+                    return;
+                }
+                false
+            }
+            0 => {
+                body.extend_from_slice(&payload);
+                let _ = tx.send(Seen::Data(payload, end));
+                end
+            }
+            1 => end,
+            3 if payload.len() == 4 => {
+                let code = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+                let _ = tx.send(Seen::Reset(code));
+                body.clear();
+                false
+            }
+            _ => false,
+        };
+        if ended {
+            // `:status: 200` (HPACK's static entry 8); `grpc-status: 0` as a literal.
+            let mut trailers = vec![0x00, 11];
+            trailers.extend_from_slice(b"grpc-status");
+            trailers.extend_from_slice(&[1, b'0']);
+            let answer = [
+                frame(1, 4, id, &[0x88]),
+                frame(0, 0, id, &body),
+                frame(1, 4 | 1, id, &trailers),
+            ];
+            if c.write_all(&answer.concat()).is_err() {
+                return;
+            }
+            body.clear();
+        }
+    }
+}
+
+/// An HTTP/1.1 gRPC call with a chunked body to `port`, its head and first chunk sent.
+fn chunked_call(port: u16) -> TcpStream {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    c.set_read_timeout(Some(crate::common::WAIT))
+        .expect("a read timeout");
+    c.write_all(
+        b"POST /test.Echo/Echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/grpc\r\n\
+          TE: trailers\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n",
+    )
+    .expect("sending the head and the first chunk");
+    c
+}
+
+fn read_all(c: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let _ = c.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// An HTTP/1 client's chunked body goes upstream as it comes (nginx's grpc module does not
+/// buffer it): the first chunk is a DATA frame before the client sent the second, and the
+/// stream ends after the last chunk; the answer is the upstream's, trailers in its last chunk.
+#[test]
+fn a_chunked_http1_body_is_streamed() {
+    let up = Recorder::start();
+    let port = free_port();
+    let lines = format!(
+        "    server {{\n        listen 127.0.0.1:{port};\n        \
+         location / {{ grpc_pass 127.0.0.1:{}; }}\n    }}\n",
+        up.port
+    );
+    let s = Shoal::start(&conf("", &lines), port);
+    let mut c = chunked_call(port);
+    // The first chunk reaches the upstream while the client still holds the rest.
+    assert_eq!(
+        up.next("the first chunk"),
+        Seen::Data(b"hello".to_vec(), false),
+        "{}",
+        s.error_log()
+    );
+    c.write_all(b"6\r\n world\r\n0\r\n\r\n")
+        .expect("sending the rest");
+    let mut got = Vec::new();
+    loop {
+        match up.next("the rest of the body") {
+            Seen::Data(d, end) => {
+                got.extend_from_slice(&d);
+                if end {
+                    break;
+                }
+            }
+            other => panic!("{other:?}\n{}", s.error_log()),
+        }
+    }
+    assert_eq!(got, b" world");
+    let answer = read_all(&mut c);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    assert!(answer.contains("hello world"), "{answer}");
+    assert!(answer.contains("\r\ngrpc-status: 0\r\n"), "{answer}");
+}
+
+/// `client_max_body_size` holds for a chunked body streamed: the chunk that would pass it is
+/// not sent, the upstream's stream is reset, and the client gets 413 (nginx's log line).
+#[test]
+fn a_streamed_chunked_body_past_client_max_body_size_is_413() {
+    let up = Recorder::start();
+    let port = free_port();
+    let lines = format!(
+        "    server {{\n        listen 127.0.0.1:{port};\n        client_max_body_size 8;\n        \
+         location / {{ grpc_pass 127.0.0.1:{}; }}\n    }}\n",
+        up.port
+    );
+    let s = Shoal::start(&conf("", &lines), port);
+    let mut c = chunked_call(port);
+    assert_eq!(
+        up.next("the first chunk"),
+        Seen::Data(b"hello".to_vec(), false),
+        "{}",
+        s.error_log()
+    );
+    c.write_all(b"5\r\nworld\r\n0\r\n\r\n")
+        .expect("sending the rest");
+    assert_eq!(up.next("the reset"), Seen::Reset(8), "{}", s.error_log());
+    let answer = read_all(&mut c);
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+    assert!(
+        s.error_log()
+            .contains("client intended to send too large chunked body: 5+5 bytes"),
+        "{}",
+        s.error_log()
+    );
+}
+
+/// `grpc_read_timeout` bounds the wait for an answer's head, on a connection that carried a
+/// call before (kept alive) as on a new one: 504, nginx's line.
+#[test]
+fn grpc_read_timeout_bounds_the_wait_for_a_head() {
+    let up = Recorder::start();
+    let port = free_port();
+    let http = format!(
+        "    upstream quiet {{ server 127.0.0.1:{}; keepalive 2; }}\n",
+        up.port
+    );
+    let lines = format!(
+        "    server {{\n        listen 127.0.0.1:{port};\n        \
+         location / {{ grpc_read_timeout 1s; grpc_pass quiet; }}\n    }}\n"
+    );
+    let s = Shoal::start(&conf(&http, &lines), port);
+    // A whole call first: answered, its connection kept.
+    let mut c = chunked_call(port);
+    assert_eq!(
+        up.next("the first chunk"),
+        Seen::Data(b"hello".to_vec(), false)
+    );
+    c.write_all(b"0\r\n\r\n").expect("ending the body");
+    let answer = read_all(&mut c);
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    // Then one whose body never ends: the upstream never answers.
+    for _ in 0..2 {
+        let mut c = chunked_call(port);
+        let answer = read_all(&mut c);
+        assert!(
+            answer.starts_with("HTTP/1.1 504 "),
+            "{answer}\n{}",
+            s.error_log()
+        );
+    }
+    let log = s.error_log();
+    assert_eq!(
+        log.matches("upstream timed out (110: Connection timed out) while reading response header from upstream")
+            .count(),
+        2,
+        "{log}"
+    );
+}

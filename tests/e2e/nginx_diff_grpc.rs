@@ -295,3 +295,61 @@ fn an_answer_head_past_grpc_buffer_size_is_refused_as_by_nginx() {
     );
     assert_eq!(s, n);
 }
+
+/// An HTTP/1.1 call whose body comes chunked (the message split across chunks): nginx and
+/// shoal stream it upstream and give the same answer; past `client_max_body_size` (a
+/// client-streaming call, answered only once its body ended), the same 413 and log line.
+#[test]
+fn chunked_http1_bodies_as_by_nginx() {
+    let backend = server(None);
+    let pass = backend.listen.pass();
+    let server_lines = format!(
+        "access_log logs/access.log st;\n\
+         location /test.Echo/ {{ grpc_pass {pass}; }}\n\
+         location = /test.Echo/Sum {{ client_max_body_size 8; grpc_pass {pass}; }}"
+    );
+    let p = Pair::with(Conf {
+        http: STATUS_LOG,
+        server: &server_lines,
+        ..Default::default()
+    });
+    let (np, sp) = p.ports();
+    let chunked = |path: &str, chunks: &[&[u8]]| {
+        let mut req = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nTE: trailers\r\n\
+             Content-Type: application/grpc\r\nTransfer-Encoding: chunked\r\n\
+             Connection: close\r\n\r\n"
+        )
+        .into_bytes();
+        for c in chunks {
+            req.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+            req.extend_from_slice(c);
+            req.extend_from_slice(b"\r\n");
+        }
+        req.extend_from_slice(b"0\r\n\r\n");
+        let (n, s) = (unchunked(&raw(np, &req)), unchunked(&raw(sp, &req)));
+        assert_eq!(s, n, "{}", p.shoal_log());
+        n
+    };
+    let hello = message(b"hello");
+    let echoed = chunked("/test.Echo/Echo", &[&hello[..3], &hello[3..]]);
+    assert!(echoed.starts_with("HTTP/1.1 200"), "{echoed}");
+    assert!(
+        echoed.contains("[body] \\x00\\x00\\x00\\x00\\x05hello"),
+        "{echoed}"
+    );
+    assert!(echoed.contains("grpc-status: 0"), "{echoed}");
+    let (a, b) = (message(b"a"), message(b"b"));
+    let refused = chunked("/test.Echo/Sum", &[&a, &b]);
+    assert!(refused.starts_with("HTTP/1.1 413"), "{refused}");
+    wait_both(
+        &p,
+        "client intended to send too large chunked body: 6+6 bytes",
+    );
+    let (n, s) = p.read_both("logs/access.log");
+    assert_eq!(
+        n,
+        "200 200 POST /test.Echo/Echo HTTP/1.1\n413 - POST /test.Echo/Sum HTTP/1.1\n"
+    );
+    assert_eq!(s, n);
+}

@@ -201,7 +201,9 @@ pub struct Generation {
     pub config: Arc<Config>,
     pub sockets: Vec<Arc<Listening>>,
     /// Shared so that a connection can keep its own for as long as the generation lasts.
-    pub routes: HashMap<ListenAddr, Arc<AddrServers>>,
+    /// (Looked up for every request: hashed with Fx, not SipHash; the keys are the
+    /// configuration's own addresses, nothing a client chooses.)
+    pub routes: shoal_io::fxhash::FxHashMap<ListenAddr, Arc<AddrServers>>,
     /// The proxy cache zones of this configuration, set by the master once they run: a
     /// request finds its zone here, not among the latest configuration's, which a reload
     /// replaces before the connections of this generation move on.

@@ -251,34 +251,95 @@ static MAX_LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
 static CONTEXT_MAX: AtomicU8 = AtomicU8::new(0);
 static CURRENT: RwLock<Option<Arc<ErrorLog>>> = RwLock::new(None);
 
-tokio::task_local! {
-    /// The error log of the level a connection's task is in (see [`scoped`]).
-    static SCOPE: std::cell::RefCell<Option<Arc<ErrorLog>>>;
+thread_local! {
+    /// The error log scope of the connection task being polled on this worker thread: a
+    /// pointer to its [`Scoped`]'s cell, set for the length of each poll (null between polls
+    /// and outside a connection's task).
+    static SCOPE: std::cell::Cell<*const ScopeCell> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+type ScopeCell = std::cell::RefCell<Option<Arc<ErrorLog>>>;
+
+/// A connection's task with its own error log scope (see [`scoped`]). Its cell is made
+/// current for each poll (and for the inner future's drop) and the one before it put back
+/// after: two stores of a thread-local pointer per poll, where a tokio task-local swapped
+/// the value in and out.
+pub struct Scoped<F> {
+    scope: ScopeCell,
+    fut: std::mem::ManuallyDrop<F>,
+}
+
+/// Puts back the scope current before a poll (or drop), however that ends.
+struct Restore(*const ScopeCell);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        SCOPE.with(|c| c.set(self.0));
+    }
+}
+
+impl<F> Scoped<F> {
+    /// Makes this scope current until the guard is dropped.
+    fn enter(&self) -> Restore {
+        Restore(SCOPE.with(|c| c.replace(&self.scope)))
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Scoped<F> {
+    type Output = F::Output;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        // SAFETY: `fut` is structurally pinned: never moved out of `self` (it is dropped in
+        // place by `Drop`), and `Scoped` has no `Unpin` impl of its own.
+        let this = unsafe { self.get_unchecked_mut() };
+        let _restore = this.enter();
+        // SAFETY: as above; `scope` is a different field, only read through the pointer.
+        unsafe { std::pin::Pin::new_unchecked(&mut *this.fut) }.poll(cx)
+    }
+}
+
+impl<F> Drop for Scoped<F> {
+    fn drop(&mut self) {
+        // What the task's futures log as they are dropped goes to its scope, as at a poll.
+        let _restore = self.enter();
+        // SAFETY: dropped once, here; never used again.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.fut) };
+    }
 }
 
 /// Runs a connection's task with its own error log scope (the main log until [`set_scope`]
-/// says otherwise): a task-local value, made current by tokio at each poll.
-pub fn scoped<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
-    SCOPE.scope(std::cell::RefCell::new(None), f)
+/// says otherwise), made current at each poll.
+pub fn scoped<F: std::future::Future>(f: F) -> Scoped<F> {
+    scoped_in(None, f)
 }
 
 /// [`scoped`], starting with `scope` (a connection's task handing over to another).
-pub fn scoped_in<F: std::future::Future>(
-    scope: Option<Arc<ErrorLog>>,
-    f: F,
-) -> impl std::future::Future<Output = F::Output> {
-    SCOPE.scope(std::cell::RefCell::new(scope), f)
+pub fn scoped_in<F: std::future::Future>(scope: Option<Arc<ErrorLog>>, f: F) -> Scoped<F> {
+    Scoped {
+        scope: std::cell::RefCell::new(scope),
+        fut: std::mem::ManuallyDrop::new(f),
+    }
+}
+
+/// Runs `f` on the current task's scope cell, if a connection's task is being polled.
+fn with_scope<T>(f: impl FnOnce(&ScopeCell) -> T) -> Option<T> {
+    let p = SCOPE.with(|c| c.get());
+    // SAFETY: a non-null pointer is set only while the `Scoped` it points into is being
+    // polled or dropped on this thread (pinned, so in place), and put back before that ends.
+    (!p.is_null()).then(|| f(unsafe { &*p }))
 }
 
 /// The current task's error log scope (`None`: the main log, or outside a connection's task).
 pub fn scope() -> Option<Arc<ErrorLog>> {
-    SCOPE.try_with(|s| s.borrow().clone()).ok().flatten()
+    with_scope(|s| s.borrow().clone()).flatten()
 }
 
 /// The error log for what the current task logs from now on (`None`: the main one). Outside
 /// a connection's task, nothing changes.
 pub fn set_scope(log: Option<&Arc<ErrorLog>>) {
-    let _ = SCOPE.try_with(|s| {
+    with_scope(|s| {
         let mut s = s.borrow_mut();
         let same = match (&*s, log) {
             (None, None) => true,
@@ -459,7 +520,7 @@ pub fn log(level: Level, conn: Option<u64>, msg: fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
-    let current = match SCOPE.try_with(|s| s.borrow().clone()).ok().flatten() {
+    let current = match scope() {
         Some(scoped) => Some(scoped),
         None => CURRENT.read().unwrap_or_else(|e| e.into_inner()).clone(),
     };
@@ -525,4 +586,79 @@ macro_rules! conn_log {
             $crate::log::log($level, Some($conn), format_args!($($arg)*))
         }
     };
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::rc::Rc;
+
+    fn log() -> Arc<ErrorLog> {
+        Arc::new(ErrorLog { sinks: Vec::new() })
+    }
+
+    fn is(s: Option<Arc<ErrorLog>>, want: &Arc<ErrorLog>) -> bool {
+        s.is_some_and(|s| Arc::ptr_eq(&s, want))
+    }
+
+    #[test]
+    fn each_task_sees_its_own_scope_at_every_poll_and_none_outside() {
+        let (a, b) = (log(), log());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            assert!(scope().is_none());
+            let (a2, b2) = (a.clone(), b.clone());
+            let first = tokio::task::spawn_local(scoped(async move {
+                assert!(scope().is_none());
+                set_scope(Some(&a2));
+                tokio::task::yield_now().await;
+                assert!(is(scope(), &a2));
+                // A scope within the task's (an HTTP/2 stream's), then the task's again.
+                let inner = b2.clone();
+                scoped_in(Some(b2), async move {
+                    assert!(is(scope(), &inner));
+                    tokio::task::yield_now().await;
+                    assert!(is(scope(), &inner));
+                })
+                .await;
+                assert!(is(scope(), &a2));
+            }));
+            let second = tokio::task::spawn_local(scoped(async {
+                for _ in 0..3 {
+                    assert!(scope().is_none(), "another task's scope leaked");
+                    tokio::task::yield_now().await;
+                }
+            }));
+            first.await.unwrap();
+            second.await.unwrap();
+            assert!(scope().is_none());
+        });
+    }
+
+    #[test]
+    fn the_inner_future_is_dropped_within_its_scope() {
+        struct Probe(Rc<Cell<bool>>, Arc<ErrorLog>);
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                self.0.set(is(scope(), &self.1));
+            }
+        }
+        let a = log();
+        let seen = Rc::new(Cell::new(false));
+        let probe = Probe(seen.clone(), a.clone());
+        let mut f = Box::pin(scoped_in(Some(a), async move {
+            let _probe = probe;
+            std::future::pending::<()>().await
+        }));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+        assert!(scope().is_none());
+        drop(f);
+        assert!(seen.get(), "dropped outside its scope");
+        assert!(scope().is_none());
+    }
 }

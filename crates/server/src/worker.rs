@@ -601,9 +601,9 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
             )));
             continue;
         }
-        tokio::task::spawn_local(async move {
-            crate::log::scoped(crate::http::h1::serve(fd, key, generation, number, guard)).await;
-        });
+        tokio::task::spawn_local(crate::log::scoped(crate::http::h1::serve(
+            fd, key, generation, number, guard,
+        )));
     }
 }
 

@@ -227,6 +227,12 @@ impl Request {
             .map(|h| (h.name.get(&self.head), h.value.get(&self.head)))
     }
 
+    /// The head's bytes, shared: what [`Request::headers`] gives can be sliced out of them
+    /// (`Bytes::slice_ref`) rather than copied.
+    pub fn head_bytes(&self) -> &Bytes {
+        &self.head
+    }
+
     /// Number of header fields kept.
     pub fn header_count(&self) -> usize {
         self.headers.len()

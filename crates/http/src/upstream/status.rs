@@ -15,17 +15,18 @@ pub(crate) struct StatusLine {
 /// between them too), then SP or `.` and any text, or the end of the line. `Ok(None)` if the
 /// bytes so far are a valid beginning.
 pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamError> {
-    let bad = Err(UpstreamError::NoValidHeader);
+    // (Made only when returned: an unused one would be dropped at every call.)
+    let bad = || Err(UpstreamError::NoValidHeader);
     let prefix = &b"HTTP/"[..data.len().min(5)];
     if !data.starts_with(prefix) {
-        return bad;
+        return bad();
     }
     let mut i = prefix.len();
     // Major: a first digit 1-9, then digits (refused once it is over 99 and another comes).
     let mut major: u32 = match data.get(i) {
         None => return Ok(None),
         Some(&d @ b'1'..=b'9') => u32::from(d - b'0'),
-        Some(_) => return bad,
+        Some(_) => return bad(),
     };
     i += 1;
     loop {
@@ -33,7 +34,7 @@ pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamErr
             None => return Ok(None),
             Some(b'.') => break,
             Some(&d @ b'0'..=b'9') if major <= 99 => major = major * 10 + u32::from(d - b'0'),
-            Some(_) => return bad,
+            Some(_) => return bad(),
         }
         i += 1;
     }
@@ -41,7 +42,7 @@ pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamErr
     let mut minor: u32 = match data.get(i) {
         None => return Ok(None),
         Some(&d @ b'0'..=b'9') => u32::from(d - b'0'),
-        Some(_) => return bad,
+        Some(_) => return bad(),
     };
     i += 1;
     loop {
@@ -49,7 +50,7 @@ pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamErr
             None => return Ok(None),
             Some(b' ') => break,
             Some(&d @ b'0'..=b'9') if minor <= 99 => minor = minor * 10 + u32::from(d - b'0'),
-            Some(_) => return bad,
+            Some(_) => return bad(),
         }
         i += 1;
     }
@@ -64,7 +65,7 @@ pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamErr
                 status = status * 10 + u16::from(d - b'0');
                 digits += 1;
             }
-            Some(_) => return bad,
+            Some(_) => return bad(),
         }
         i += 1;
     }
@@ -77,7 +78,7 @@ pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamErr
         Some(b'\r') => match data.get(i + 1) {
             None => return Ok(None),
             Some(b'\n') => (i, i, i + 2),
-            Some(_) => return bad,
+            Some(_) => return bad(),
         },
         Some(b' ' | b'.') => {
             let text = i + 1;
@@ -94,11 +95,11 @@ pub(crate) fn status_line(data: &[u8]) -> Result<Option<StatusLine>, UpstreamErr
                 match data.get(at + 1) {
                     None => return Ok(None),
                     Some(b'\n') => (text, at, at + 2),
-                    Some(_) => return bad,
+                    Some(_) => return bad(),
                 }
             }
         }
-        Some(_) => return bad,
+        Some(_) => return bad(),
     };
     let version = if major == 1 && minor == 0 {
         Version::Http10

@@ -57,14 +57,15 @@ impl SizeValue {
             .ok_or_else(|| directive_err(d, "invalid value"))
     }
 
-    /// The value for a request: `Err(text)` when the variables made no size (the caller logs
-    /// `invalid size "text"` at `error`; the value is then 0).
-    pub fn eval(&self, eval: &mut dyn FnMut(&Template) -> String) -> Result<u64, String> {
+    /// The value for a request; an error, nginx's `invalid size "TEXT"`, when the variables
+    /// made no size (the caller logs it at `error`; the value is then 0).
+    pub fn eval(&self, eval: &mut dyn FnMut(&Template) -> String) -> crate::error::Result<u64> {
         match self {
             SizeValue::Fixed(n) => Ok(*n),
             SizeValue::Template(t) => {
                 let text = eval(t);
-                parse_size_km(&text).ok_or(text)
+                parse_size_km(&text)
+                    .ok_or_else(|| crate::error::Error::invalid(format!("invalid size \"{text}\"")))
             }
         }
     }
@@ -85,12 +86,12 @@ impl LimitRateLoc {
     }
 
     /// `limit_rate` for a request (default 0: no limit).
-    pub fn rate(&self, eval: &mut dyn FnMut(&Template) -> String) -> Result<u64, String> {
+    pub fn rate(&self, eval: &mut dyn FnMut(&Template) -> String) -> crate::error::Result<u64> {
         self.rate.as_ref().map_or(Ok(0), |v| v.eval(eval))
     }
 
     /// `limit_rate_after` for a request (default 0).
-    pub fn after(&self, eval: &mut dyn FnMut(&Template) -> String) -> Result<u64, String> {
+    pub fn after(&self, eval: &mut dyn FnMut(&Template) -> String) -> crate::error::Result<u64> {
         self.after.as_ref().map_or(Ok(0), |v| v.eval(eval))
     }
 }
@@ -233,11 +234,7 @@ pub fn pacing_for(
     log: &dyn Fn(&str),
 ) -> Option<Pacing> {
     let mut eval = |t: &Template| vars.eval(t);
-    let accel = upstream
-        .filter(|_| !lc.proxy.ignores("X-Accel-Limit-Rate"))
-        .and_then(|rec| rec.head.as_ref())
-        .and_then(|h| h.header("x-accel-limit-rate"))
-        .and_then(x_accel_limit_rate);
+    let accel = upstream.and_then(|rec| accel_rate(lc, rec));
     // The header comes after any `set` (which runs in the rewrite phase), so it wins, as in
     // nginx (`ngx_http_upstream_process_limit_rate` overwrites `r->limit_rate`).
     let rate = match (set_rate, accel) {
@@ -246,22 +243,36 @@ pub fn pacing_for(
             log(&format!("invalid size \"{text}\""));
             0
         }),
-        (None, None) => lc.limit_rate.rate(&mut eval).unwrap_or_else(|text| {
-            log(&format!("invalid size \"{text}\""));
+        (None, None) => lc.limit_rate.rate(&mut eval).unwrap_or_else(|e| {
+            log(&e);
             0
         }),
     };
     if rate == 0 {
         return None;
     }
-    let after = lc.limit_rate.after(&mut eval).unwrap_or_else(|text| {
-        log(&format!("invalid size \"{text}\""));
+    let after = lc.limit_rate.after(&mut eval).unwrap_or_else(|e| {
+        log(&e);
         0
     });
     let start = vars.start;
     let elapsed = std::time::Instant::now().saturating_duration_since(start);
     let start_sec = unix_secs().saturating_sub(elapsed.as_secs());
     Some(Pacing::new(Pacer::new(rate, after, start_sec)))
+}
+
+/// The rate an upstream's answer asks for with `X-Accel-Limit-Rate`, unless
+/// `proxy_ignore_headers` names the header.
+pub fn accel_rate(
+    lc: &crate::http::LocConf,
+    upstream: &crate::http::upstream::record::Record,
+) -> Option<u64> {
+    let head = upstream.head.as_ref()?;
+    let value = head.header("x-accel-limit-rate")?;
+    if lc.proxy.ignores("X-Accel-Limit-Rate") {
+        return None;
+    }
+    x_accel_limit_rate(value)
 }
 
 fn clamp_ms(ms: i128) -> u64 {
@@ -379,14 +390,19 @@ mod tests {
     #[test]
     fn values_and_headers() {
         let fixed = SizeValue::Fixed(10 * 1024);
-        assert_eq!(fixed.eval(&mut |_| unreachable!()), Ok(10240));
+        assert_eq!(fixed.eval(&mut |_| unreachable!()).unwrap(), 10240);
         let t = SizeValue::Template(Template::compile("$arg_r").unwrap());
-        assert_eq!(t.eval(&mut |_| "2k".into()), Ok(2048));
-        assert_eq!(t.eval(&mut |_| "fast".into()), Err("fast".into()));
-        assert_eq!(t.eval(&mut |_| "1g".into()), Err("1g".into()));
+        assert_eq!(t.eval(&mut |_| "2k".into()).unwrap(), 2048);
+        let e = t.eval(&mut |_| "fast".into()).unwrap_err();
+        assert_eq!(e, "invalid size \"fast\"");
+        assert_eq!(e.kind(), crate::error::Kind::Invalid);
+        assert_eq!(
+            t.eval(&mut |_| "1g".into()).unwrap_err(),
+            "invalid size \"1g\""
+        );
         let lc = LimitRateLoc::default();
-        assert_eq!(lc.rate(&mut |_| unreachable!()), Ok(0));
-        assert_eq!(lc.after(&mut |_| unreachable!()), Ok(0));
+        assert_eq!(lc.rate(&mut |_| unreachable!()).unwrap(), 0);
+        assert_eq!(lc.after(&mut |_| unreachable!()).unwrap(), 0);
         assert_eq!(x_accel_limit_rate(b"4096"), Some(4096));
         assert_eq!(x_accel_limit_rate(b"4k"), None);
         assert_eq!(x_accel_limit_rate(b"off"), None);

@@ -156,7 +156,7 @@ pub async fn handle(
         uri: &uri,
         request: RefCell::new(None),
     };
-    crate::http::upstream::run::handle(r, lc, rw, &m, method, client_body, false, None).await
+    crate::http::upstream::run::handle(r, lc, rw, m, method, client_body, false, None).await
 }
 
 struct Memcached<'a> {

@@ -33,15 +33,15 @@ pub fn request_unix_secs() -> i64 {
 
 /// The `Date` header's text: the request's start for an answer made in the poll that read it
 /// (a file, an error page), the clock for one that `waited` (a proxied answer).
+/// Both through the date cache's second: within it, the text is had for an `Instant`
+/// compared (no wall clock read, no conversion to Unix time).
 pub fn date(waited: bool) -> [u8; shoal_http::date::DATE_LEN] {
-    DATE.with(|d| {
-        let mut d = d.borrow_mut();
-        if waited {
-            *d.now()
-        } else {
-            *d.at_instant(request_now())
-        }
-    })
+    let at = if waited {
+        Instant::now()
+    } else {
+        request_now()
+    };
+    DATE.with(|d| *d.borrow_mut().at_instant(at))
 }
 
 /// What the modules keep for one request: their variables' values (`$limit_req_status`),

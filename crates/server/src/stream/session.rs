@@ -29,6 +29,7 @@ use super::relay::{relay, write_all};
 use super::vars::{Session, Try};
 use super::{Handler, ServerConf, StreamConf};
 use crate::cycle::Generation;
+use crate::error::{Error, Result};
 use crate::http::access::{Answer, Client};
 use crate::http::transport::{ConnInfo, Transport};
 use crate::listen::{ListenAddr, SocketKey};
@@ -421,15 +422,13 @@ pub enum Literal {
 }
 
 /// Reads the value of a `proxy_pass` with variables that named no upstream block.
-pub fn literal_upstream(name: &str) -> Result<Literal, crate::error::Error> {
+pub fn literal_upstream(name: &str) -> Result<Literal> {
     if name.starts_with("unix:") {
         return super::implicit_upstream(name).map(|u| Literal::Upstream(Arc::new(u)));
     }
     let (host, port) = crate::upstream::conf::split_host_port(name, 0)?;
     if port == 0 {
-        return Err(crate::error::Error::invalid(format!(
-            "no port in upstream \"{name}\""
-        )));
+        return Err(Error::invalid(format!("no port in upstream \"{name}\"")));
     }
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
@@ -570,11 +569,11 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
 /// `proxy_protocol on` in plain, and the TLS handshake of `proxy_ssl on` (bounded by
 /// `proxy_connect_timeout` again). `host` is the `proxy_pass` name, the default
 /// `proxy_ssl_name`. Gives the header's length; the error is nginx's line before its context.
-async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport, u64), String> {
+async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport, u64)> {
     let conf = &cx.srv.conf;
     let plain = connect_plain(cx, addr)
         .await
-        .map_err(|m| format!("{m} while connecting to upstream"))?;
+        .map_err(|e| e.context(|m| format!("{m} while connecting to upstream")))?;
     // nginx says so once the upstream is ready, after a TLS handshake.
     // (The local address is asked of the kernel only when the line is written.)
     let connected = |tcp: &TcpStream| {
@@ -596,10 +595,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
     if conf.proxy_protocol.unwrap_or(false) {
         let header = proxy_protocol_header(&cx.info, cx.peer);
         write_all(&plain, header.as_bytes()).await.map_err(|e| {
-            format!(
-                "send() failed {} while proxying connection",
-                shoal_conf::os_error(&e)
-            )
+            Error::failed("send()", e).context(|m| format!("{m} while proxying connection"))
         })?;
         header_len = header.len() as u64;
     }
@@ -615,17 +611,18 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
     };
     let Transport::Tcp(tcp) = plain else {
         // nginx speaks TLS over a unix socket too; the TLS client here wants a TcpStream.
-        return Err("SSL to a unix socket upstream is not supported by shoal".to_string());
+        return Err(Error::tls(
+            "SSL to a unix socket upstream is not supported by shoal",
+        ));
     };
     let local = crate::log::enabled(Level::Info).then(|| tcp.local_addr());
     let vars = cx.vars();
     let hs = crate::http::proxy::ssl::handshake(tcp, tls, host, &vars);
     match tokio::time::timeout(conf.connect_timeout(), hs).await {
-        Err(_) => Err(
-            "upstream timed out (110: Connection timed out) while SSL handshaking to upstream"
-                .to_string(),
-        ),
-        Ok(Err(m)) => Err(m.into()),
+        Err(_) => Err(timed_out(
+            "upstream timed out (110: Connection timed out) while SSL handshaking to upstream",
+        )),
+        Ok(Err(e)) => Err(e),
         Ok(Ok(c)) => {
             if let Some(local) = local {
                 crate::conn_log!(
@@ -642,11 +639,11 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
 }
 
 /// The TCP (or unix socket) connection of [`connect`].
-async fn connect_plain(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport, String> {
+async fn connect_plain(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport> {
     let conf = &cx.srv.conf;
     let timeout = conf.connect_timeout();
-    let failed = |e: std::io::Error| format!("connect() failed {}", shoal_conf::os_error(&e));
-    let timed_out = || "upstream timed out (110: Connection timed out)".to_string();
+    let failed = |e: std::io::Error| Error::failed("connect()", e);
+    let timed_out = || timed_out("upstream timed out (110: Connection timed out)");
     match addr {
         PeerAddr::Unix(p) => match tokio::time::timeout(timeout, UnixStream::connect(p)).await {
             Err(_) => Err(timed_out()),
@@ -672,6 +669,11 @@ async fn connect_plain(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<Transport, Strin
             }
         }
     }
+}
+
+/// A connect or handshake that `proxy_connect_timeout` ended, worded `msg` (ETIMEDOUT kept).
+fn timed_out(msg: &str) -> Error {
+    Error::io(std::io::Error::from_raw_os_error(libc::ETIMEDOUT), msg)
 }
 
 /// The PROXY protocol version 1 header nginx sends an upstream (`proxy_protocol on`).

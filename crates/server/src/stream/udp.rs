@@ -345,12 +345,15 @@ async fn proxy(
 }
 
 /// A UDP socket connected to a peer (no unix datagram peers), bound to `proxy_bind`'s address.
-async fn connect(cx: &Ctx<'_>, addr: &PeerAddr) -> Result<UdpSocket, String> {
+async fn connect(cx: &Ctx<'_>, addr: &PeerAddr) -> crate::error::Result<UdpSocket> {
+    use crate::error::Error;
     use socket2::{Domain, Socket, Type};
     let PeerAddr::Inet(a) = addr else {
-        return Err("unix datagram upstreams are not supported by shoal".to_string());
+        return Err(Error::invalid(
+            "unix datagram upstreams are not supported by shoal",
+        ));
     };
-    let failed = |e: std::io::Error| format!("connect() failed {}", shoal_conf::os_error(&e));
+    let failed = |e: std::io::Error| Error::failed("connect()", e);
     let s =
         Socket::new(Domain::for_address(*a), Type::DGRAM.nonblocking(), None).map_err(failed)?;
     if let Some(Some(bind)) = &cx.srv.conf.bind {

@@ -53,14 +53,16 @@ pub fn parse(
 /// binds nothing, as nginx), after `IP_TRANSPARENT` when `transparent`. A TCP socket without
 /// a port asks for `IP_BIND_ADDRESS_NO_PORT` as nginx does: the port is chosen at connect(),
 /// for the whole address pair, so many connections can share one source address. The error
-/// is nginx's log line (`bind(ADDR) failed (...)`, `setsockopt(IP_TRANSPARENT) failed (...)`).
+/// is nginx's log line (`bind(ADDR) failed (...)`, `setsockopt(IP_TRANSPARENT) failed (...)`),
+/// with the system error under it.
 pub fn apply(
     socket: &socket2::Socket,
     text: &str,
     transparent: bool,
     peer: SocketAddr,
     tcp: bool,
-) -> Result<(), String> {
+) -> crate::error::Result<()> {
+    use crate::error::Error;
     if text.is_empty() {
         return Ok(());
     }
@@ -68,9 +70,8 @@ pub fn apply(
         Ok(ip) => SocketAddr::new(ip, 0),
         Err(_) => text
             .parse::<SocketAddr>()
-            .map_err(|_| format!("invalid local address \"{text}\""))?,
+            .map_err(|_| Error::invalid(format!("invalid local address \"{text}\"")))?,
     };
-    let os = |e: std::io::Error| shoal_conf::os_error(&e);
     if transparent {
         let (level, name, what) = if peer.is_ipv4() {
             (libc::SOL_IP, libc::IP_TRANSPARENT, "IP_TRANSPARENT")
@@ -78,23 +79,18 @@ pub fn apply(
             (libc::SOL_IPV6, libc::IPV6_TRANSPARENT, "IPV6_TRANSPARENT")
         };
         setsockopt_on(socket, level, name)
-            .map_err(|e| format!("setsockopt({what}) failed {}", os(e)))?;
+            .map_err(|e| Error::failed(format_args!("setsockopt({what})"), e))?;
     }
     if tcp && local.port() == 0 {
         match setsockopt_on(socket, libc::SOL_IP, libc::IP_BIND_ADDRESS_NO_PORT) {
             Ok(()) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT)) => {}
-            Err(e) => {
-                return Err(format!(
-                    "setsockopt(IP_BIND_ADDRESS_NO_PORT) failed {}",
-                    os(e)
-                ))
-            }
+            Err(e) => return Err(Error::failed("setsockopt(IP_BIND_ADDRESS_NO_PORT)", e)),
         }
     }
     socket
         .bind(&local.into())
-        .map_err(|e| format!("bind({text}) failed {}", os(e)))
+        .map_err(|e| Error::failed(format_args!("bind({text})"), e))
 }
 
 /// An integer socket option set to 1.

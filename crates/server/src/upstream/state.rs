@@ -122,7 +122,8 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, now: Instant, tls: bool) -> Opti
 }
 
 /// Puts a connection whose answer was read to its end back in the cache, if the upstream
-/// keeps connections and this one may carry more requests.
+/// keeps connections and this one may carry more requests. `born`: when it was opened;
+/// `now`: the clock as the answer ended.
 ///
 /// `keepalive N` is held at the end of the worker's turn, not at every return: when this
 /// connection makes the cache hold more than N, the least recently used ones are closed by a
@@ -136,13 +137,12 @@ pub fn put_idle(
     peer: usize,
     stream: Transport,
     timer: Timer,
-    born: Instant,
+    (born, now): (Instant, Instant),
     requests: u64,
 ) {
     let Some(max) = u.keepalive else {
         return;
     };
-    let now = Instant::now();
     if requests >= u.keepalive_requests()
         || now.saturating_duration_since(born) >= u.keepalive_time()
     {

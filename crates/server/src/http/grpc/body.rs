@@ -25,6 +25,7 @@ use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 
 use super::conn::{self, H2Conn};
+use crate::error::{Error, Kind};
 use crate::http::h2::sink::H2Sink;
 use crate::http::output::{Sink, Who};
 use crate::http::transport::ConnInfo;
@@ -189,7 +190,7 @@ impl GrpcBody {
                     Some(t) => sink.send.send_trailers(t),
                     None => sink.send.send_data(Bytes::new(), true),
                 };
-                sent.map_err(io::Error::other)?;
+                sent.map_err(|e| io::Error::from(Error::protocol(e)))?;
                 self.done();
                 Ok(total)
             }
@@ -199,7 +200,7 @@ impl GrpcBody {
                     .send_reset(shoal_http2::frame::Reason::INTERNAL_ERROR);
                 Err(match b {
                     Broke::Client(e) => e,
-                    _ => io::Error::other("upstream failed"),
+                    _ => upstream_failed(),
                 })
             }
         }
@@ -225,7 +226,7 @@ impl GrpcBody {
                 Ok(None) => break,
                 Err(b) => {
                     self.log_broke(&b, sink.info(), who);
-                    return Err(io::Error::other("upstream failed"));
+                    return Err(upstream_failed());
                 }
             }
         }
@@ -233,7 +234,7 @@ impl GrpcBody {
             Ok(t) => t,
             Err(b) => {
                 self.log_broke(&b, sink.info(), who);
-                return Err(io::Error::other("upstream failed"));
+                return Err(upstream_failed());
             }
         };
         if chunked {
@@ -250,6 +251,12 @@ impl GrpcBody {
         self.done();
         Ok(total)
     }
+}
+
+/// What a relay gives its caller once the upstream broke the answer (logged already by
+/// `log_broke`): the client's stream or connection is then ended.
+fn upstream_failed() -> io::Error {
+    Error::new(Kind::Protocol, "upstream failed").into()
 }
 
 /// nginx's line for a stream the upstream ended badly.
@@ -371,7 +378,7 @@ pub async fn pump(
 
 /// Sends `d` on `to` as its window takes it (`send_timeout` for each wait), its last frame
 /// with END_STREAM when `end`; false when the stream failed (it is reset).
-async fn send_data(
+pub(super) async fn send_data(
     to: &mut SendStream<Bytes>,
     mut d: Bytes,
     send_timeout: Duration,

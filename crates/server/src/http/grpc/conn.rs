@@ -47,6 +47,9 @@ pub struct H2Conn {
     pub window: u32,
     /// The last stream whose answer's head was read, and that head's size as sent.
     head: HeadSize,
+    /// `grpc_read_timeout` for the answers' heads: one runtime timer for the connection's
+    /// life (a call has the connection to itself), not one made for each call.
+    pub timer: crate::deadline::Timer,
 }
 
 /// The most a stream's window may be (RFC 9113, 6.9.1).
@@ -95,6 +98,7 @@ impl H2Conn {
             tls,
             window,
             head,
+            timer: crate::deadline::Timer::new(),
         })
     }
 

@@ -4,9 +4,11 @@
 //! `grpc_intercept_errors` and `$upstream_*`; the HTTP/2 client is the `h2` crate's.
 //!
 //! - [`conn`]: HTTP/2 connections to upstreams and the worker's cache of idle ones.
-//! - [`run`]: one call's exchange (peer, connection, request head, answer head).
+//! - [`run`]: one call's exchange (peer, connection, the stream, the answer's head awaited).
+//! - [`head`]: the request's head for the upstream, the client's reply from the answer's.
 //! - [`body`]: both bodies relayed as they come, and the answer's trailers.
 //! - [`meter`]: the size of an answer's head as it came (`grpc_buffer_size`).
+//! - [`streamed`]: an HTTP/1 client's chunked body sent as it comes.
 //!
 //! Unlike the other protocols, nothing is buffered: a call's request body goes upstream frame
 //! by frame as the client sends it, and its answer goes to the client frame by frame (nginx's
@@ -17,8 +19,10 @@
 
 pub mod body;
 pub mod conn;
+pub mod head;
 pub mod meter;
 pub mod run;
+pub mod streamed;
 
 pub use run::handle;
 
@@ -46,6 +50,8 @@ pub struct GrpcPass {
     /// The address as written without its scheme: the `:authority` sent (unless
     /// `grpc_set_header Host` says otherwise), `$proxy_host`-like.
     pub host: Arc<str>,
+    /// `host` as a URI's authority, made once (`None`: not one, `localhost` is sent).
+    pub authority: Option<http::uri::Authority>,
     /// Where the directive is, for errors found when upstreams are linked.
     pub span: shoal_conf::Span,
 }
@@ -158,6 +164,7 @@ fn set_pass(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Err
     grpc(s).pass = Some(Arc::new(GrpcPass {
         target,
         tls,
+        authority: http::uri::Authority::from_maybe_shared(bytes::Bytes::from(host.clone())).ok(),
         host: Arc::from(host),
         span: d.span.clone(),
     }));

@@ -13,7 +13,9 @@
 //! upstream closed or sent GOAWAY on is not the peer's fault: the call goes on a new one.
 //!
 //! A streamed client body past `client_max_body_size` before the answer's head came is
-//! nginx's 413 (its line logged with the upstream named, the peer not blamed).
+//! nginx's 413 (its line logged with the upstream named, the peer not blamed). An HTTP/1
+//! client's chunked body is streamed too ([`super::streamed`]); one with a length is read
+//! first (it can then go again to another peer).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -26,14 +28,13 @@ use h2::RecvStream;
 
 use super::body::{self, GrpcBody, Limit, Pump};
 use super::conn::{self, H2Conn};
+use super::head;
+use super::streamed;
 use super::strip_scheme;
 use crate::http::client_body::{BodyToSend, ClientBody, Whole};
-use crate::http::proxy::request::{upstream_uri, UriParts};
-use crate::http::reply::{Body, Outcome, Reply};
+use crate::http::reply::Outcome;
 use crate::http::request::Req;
 use crate::http::rewrite;
-use crate::http::upstream::answer::{pass_head, Kind, Line};
-use crate::http::upstream::header::UpstreamHeader;
 use crate::http::upstream::record::Record;
 use crate::http::upstream::run::{self, poll_client_closed, Fail, Handshake};
 use crate::http::upstream::target::{self, Target};
@@ -42,30 +43,24 @@ use crate::http::LocConf;
 use crate::log::Level;
 use crate::upstream::conf::{PeerAddr, UpstreamConf};
 use crate::upstream::{state, Input, PeerResult};
-use crate::variables::Vars;
-
-/// Request headers never sent as they came (nginx's grpc defaults: `Host` becomes
-/// `:authority`, `TE` is `trailers` when the client said so, the length is the body's).
-const NOT_PASSED: &[&str] = &[
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "expect",
-    "te",
-    "content-length",
-];
 
 /// The client's body as the call sends it.
-enum Source {
+enum Source<'b, 'a> {
     None,
-    /// Read whole (an HTTP/1 client): sent again on another try.
+    /// Read whole (an HTTP/1 client's with a length): sent again on another try.
     Whole(Bytes),
     /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it. With it,
     /// `client_max_body_size` when its length was not told (0: none).
     Stream(Option<crate::http::h2::wire::RecvStream>, u64),
+    /// An HTTP/1 client's chunked body, sent as it is read; gone (`true`) once a try took it.
+    Chunked(&'b ClientBody<'a>, bool),
+}
+
+impl Source<'_, '_> {
+    /// A streamed body a try took: no other try can send it.
+    fn gone(&self) -> bool {
+        matches!(self, Source::Stream(None, _) | Source::Chunked(_, true))
+    }
 }
 
 /// Runs a call in a `grpc_pass` location. Returns what it came to and the record of the
@@ -77,16 +72,20 @@ pub async fn handle(
     method: &str,
     client_body: &ClientBody<'_>,
 ) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    // An HTTP/2 client's body is relayed frame by frame; an HTTP/1 client's is read first.
-    // A length told was held to `client_max_body_size` when the location was found; an
-    // untold one is counted as its frames come.
-    let max = match client_body.kind() {
-        shoal_http::BodyKind::Chunked => lc.client_max_body_size(),
-        _ => 0,
+    // An HTTP/2 client's body is relayed frame by frame, an HTTP/1 client's chunked one
+    // piece by piece; an HTTP/1 client's with a length is read first. A length told was held
+    // to `client_max_body_size` when the location was found; an untold one is counted as its
+    // frames come (an HTTP/1 body's by its chunked decoder).
+    let chunked = client_body.kind() == shoal_http::BodyKind::Chunked;
+    let max = if chunked {
+        lc.client_max_body_size()
+    } else {
+        0
     };
     let mut source = match client_body.take_h2() {
         Some(s) => Source::Stream(Some(s), max),
-        None => match client_body.for_upstream(lc, r, true, false).await {
+        None => match client_body.for_upstream(lc, r, !chunked, true).await {
+            Ok(BodyToSend::Streaming(b, _)) => Source::Chunked(b, b.started()),
             Ok(BodyToSend::Whole(Whole::Memory(b))) if !b.is_empty() => Source::Whole(b),
             Ok(BodyToSend::Whole(Whole::File(f, n))) => {
                 let mut data = vec![0; n as usize];
@@ -112,7 +111,7 @@ async fn run(
     lc: &LocConf,
     rw: &rewrite::State,
     method: &str,
-    source: &mut Source,
+    source: &mut Source<'_, '_>,
     record_out: &mut Option<Rc<RefCell<Record>>>,
 ) -> Outcome {
     let g = &lc.grpc;
@@ -173,7 +172,12 @@ async fn run(
         Source::Whole(b) => Some(b.len()),
         _ => None,
     };
-    let make_head = || request_head(r, lc, rw, &vars, &host, tls, method, whole_len);
+    let authority = match &pass.target {
+        Target::Dynamic { .. } => None,
+        _ => pass.authority.as_ref(),
+    };
+    let make_head =
+        || head::request_head(r, lc, rw, &vars, &host, authority, tls, method, whole_len);
     let mut head = Some(make_head());
     // (nginx names a gRPC upstream without a URI in its log lines.)
 
@@ -219,9 +223,8 @@ async fn run(
             addr,
             bind: bind.as_ref().map(|(t, on)| (t.as_str(), *on)),
         };
-        let consumed = |s: &Source| matches!(s, Source::Stream(None, _));
         let more_allowed = |attempt: &crate::upstream::Attempt, sent: bool, s: &Source| {
-            !consumed(s)
+            !s.gone()
                 && (!sent || retry_ok)
                 && (max_tries == 0 || tries < max_tries)
                 && deadline.is_none_or(|d| Instant::now() < d)
@@ -268,7 +271,7 @@ async fn run(
                     record.borrow_mut().finish(false);
                     return Outcome::Error(status);
                 }
-                return Outcome::Final(reply_of(answer, lc, conf, r, &record));
+                return Outcome::Final(head::reply_of(answer, lc, conf, r, &record));
             }
             Err(_) if over.get() > 0 => {
                 // The client's body passed `client_max_body_size`: its fault, not the peer's.
@@ -310,104 +313,6 @@ async fn run(
     }
 }
 
-/// The request's head as the upstream gets it: `:method`, `:scheme`, `:authority` (the
-/// address as written, or `grpc_set_header Host`'s value), `:path` (the client's URI, or the
-/// rewritten one), the client's headers but the connection's own, then `grpc_set_header`'s.
-#[allow(clippy::too_many_arguments)]
-fn request_head(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    vars: &Vars<'_>,
-    host: &str,
-    tls: bool,
-    method: &str,
-    whole_len: Option<usize>,
-) -> http::Request<()> {
-    let g = &lc.grpc;
-    let escape = rw.internal || {
-        let target = r.req.uri();
-        let path = target.split(|&c| c == b'?').next().unwrap_or_default();
-        path.contains(&b'%')
-    };
-    let parts = UriParts::new(r.req, rw, rw.internal, escape);
-    let path = upstream_uri(&parts, None, "");
-    let set = g.set_header.as_deref().map_or(&[][..], Vec::as_slice);
-    let is_set = |name: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut authority = host.to_string();
-    let mut headers = http::HeaderMap::new();
-    let mut add = |name: &[u8], value: &[u8]| {
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name),
-            http::HeaderValue::from_bytes(value),
-        ) {
-            headers.append(n, v);
-        }
-    };
-    if g.up.pass_request_headers() {
-        for (name, value) in r.req.headers() {
-            if NOT_PASSED.iter().any(|n| n.eq_ignore_ascii_case(name)) || is_set(name) {
-                continue;
-            }
-            // (The name is made lowercase by `HeaderName::from_bytes`.)
-            add(name.as_bytes(), value);
-        }
-        // nginx's `TE: $grpc_internal_trailers`.
-        let trailers = r.req.header_all("te").any(|v| {
-            v.split(|&c| c == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-        });
-        if trailers && !is_set("te") {
-            add(b"te", b"trailers");
-        }
-    }
-    // `Content-Length: $content_length`: a whole body's length, or the client's word.
-    if !is_set("content-length") {
-        let length = match whole_len {
-            Some(n) => Some(n.to_string()),
-            None => r
-                .req
-                .header("content-length")
-                .map(|v| shoal_http::lossy(v).into_owned()),
-        };
-        if let Some(l) = length {
-            add(b"content-length", l.as_bytes());
-        }
-    }
-    for (name, value) in set {
-        let v = vars.eval(value);
-        if v.is_empty() {
-            continue;
-        }
-        if name.eq_ignore_ascii_case("host") {
-            authority = v;
-            continue;
-        }
-        add(name.to_ascii_lowercase().as_bytes(), v.as_bytes());
-    }
-    let scheme = if tls { "https" } else { "http" };
-    let path_text = shoal_http::lossy(&path).into_owned();
-    let uri = http::Uri::builder()
-        .scheme(scheme)
-        .authority(authority.as_str())
-        .path_and_query(path_text.as_str())
-        .build()
-        .or_else(|_| {
-            // A unix socket's or an odd name: `localhost`, as nginx's `:authority` for one.
-            http::Uri::builder()
-                .scheme(scheme)
-                .authority("localhost")
-                .path_and_query(path_text.as_str())
-                .build()
-        })
-        .unwrap_or_else(|_| http::Uri::from_static("http://localhost/"));
-    let mut req = http::Request::new(());
-    *req.method_mut() = http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::POST);
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
-    req
-}
-
 /// The request's head for a try: the one made for the call, or, for a try after the one
 /// that sent it, a new one.
 struct Heads<'a> {
@@ -433,9 +338,9 @@ struct Peer<'a> {
 
 /// An answer's head; its body still on the stream.
 pub struct Answer {
-    status: u16,
-    head: http::response::Parts,
-    body: GrpcBody,
+    pub(super) status: u16,
+    pub(super) head: http::response::Parts,
+    pub(super) body: GrpcBody,
 }
 
 /// One try: a connection, the stream opened, the body started, the answer's head. On
@@ -446,7 +351,7 @@ async fn call(
     conf: &UpstreamLoc,
     tls: Option<&Handshake<'_>>,
     mut heads: Heads<'_>,
-    source: &mut Source,
+    source: &mut Source<'_, '_>,
     over: &Rc<Cell<u64>>,
     record: &Rc<RefCell<Record>>,
     r: &Req<'_, '_>,
@@ -546,6 +451,7 @@ async fn call(
         let id = stream.stream_id();
         // The body goes while the answer is awaited (a server may answer before it ends).
         // What is there already goes with the head, in the same write.
+        let mut chunked = None;
         let pump = match source {
             Source::None => None,
             Source::Whole(b) if b.len() <= body::FIRST_WINDOW => {
@@ -581,9 +487,19 @@ async fn call(
                     return Err((Fail::Error("request body already sent".into()), false));
                 }
             },
+            Source::Chunked(_, true) => {
+                stream.send_reset(h2::Reason::CANCEL);
+                return Err((Fail::Error("request body already sent".into()), false));
+            }
+            Source::Chunked(b, taken) => {
+                *taken = true;
+                chunked = Some(streamed::Pump::start(b, stream, conf.send_timeout()));
+                None
+            }
         };
         record.borrow_mut().last().sent = 0;
-        let answer = wait_head(response, conf.read_timeout(), r).await;
+        let timeout = conf.read_timeout();
+        let answer = wait_head(response, timeout, r, chunked.as_mut(), &mut c.timer).await;
         // nginx's buffer holds the head as it came, or the answer is refused (the crate may
         // have refused it first, for its own bound: the same failure).
         if c.head_size(id).is_some_and(|n| n > buffer_size) {
@@ -597,12 +513,21 @@ async fn call(
         }
         let resp = match answer {
             Ok(resp) => resp,
-            Err(Waited::Refused) if reused && !matches!(source, Source::Stream(None, _)) => {
+            Err(Waited::Refused) if reused && !source.gone() => {
                 fresh_only = true;
                 continue;
             }
             Err(w) => return Err((w.fail(), true)),
         };
+        // An HTTP/1 client's body still coming goes whole before the answer is relayed (its
+        // connection answers once the request is read), unless the answer ended the call.
+        if let Some(p) = chunked.as_mut().filter(|p| p.running()) {
+            if !resp.body().is_end_stream() {
+                if let Some(f) = p.finish().await {
+                    return Err((Fail::ClientBody(f), true));
+                }
+            }
+        }
         let (head, recv) = resp.into_parts();
         let status = head.status.as_u16();
         {
@@ -630,6 +555,8 @@ async fn call(
 enum Waited {
     TimedOut,
     ClientGone,
+    /// The client's chunked body failed (too large, malformed, gone, timed out).
+    ClientBody(crate::http::client_body::Failure),
     /// The upstream refused the stream before doing anything with it (GOAWAY, or
     /// REFUSED_STREAM): another connection may take it.
     Refused,
@@ -646,6 +573,7 @@ impl Waited {
                     .into(),
             ),
             Waited::ClientGone => Fail::ClientGone,
+            Waited::ClientBody(f) => Fail::ClientBody(f),
             Waited::Refused => Fail::Error(
                 "upstream prematurely closed connection while reading response header from \
                  upstream"
@@ -661,22 +589,31 @@ impl Waited {
     }
 }
 
-/// Waits for the answer's head within `timeout`, watching the client: one that resets its
-/// stream (or closes) ends the wait.
+/// Waits for the answer's head within `timeout` (on the connection's `timer`), watching the
+/// client: one that resets its stream (or closes) ends the wait. An HTTP/1 client's chunked
+/// body goes meanwhile (`pump`; its reads see the client go, so the connection is not watched
+/// besides).
 async fn wait_head(
     response: h2::client::ResponseFuture,
     timeout: Duration,
     r: &Req<'_, '_>,
+    mut pump: Option<&mut streamed::Pump<'_>>,
+    timer: &mut crate::deadline::Timer,
 ) -> Result<http::Response<RecvStream>, Waited> {
-    let mut response = std::pin::pin!(crate::deadline::within(timeout, response));
-    let mut watch = r.client;
+    let mut response = std::pin::pin!(timer.within(timeout, response));
+    let mut watch = if pump.is_some() { None } else { r.client };
     let got = std::future::poll_fn(|cx| {
         if let Poll::Ready(v) = std::future::Future::poll(response.as_mut(), cx) {
-            return Poll::Ready(Some(v));
+            return Poll::Ready(Ok(v));
+        }
+        if let Some(p) = pump.as_deref_mut() {
+            if let Poll::Ready(Some(f)) = p.poll_end(cx) {
+                return Poll::Ready(Err(Waited::ClientBody(f)));
+            }
         }
         if let Some(c) = watch {
             match poll_client_closed(c, cx) {
-                Poll::Ready(true) => return Poll::Ready(None),
+                Poll::Ready(true) => return Poll::Ready(Err(Waited::ClientGone)),
                 Poll::Ready(false) => watch = None,
                 Poll::Pending => {}
             }
@@ -684,11 +621,10 @@ async fn wait_head(
         Poll::Pending
     })
     .await;
-    match got {
-        None => Err(Waited::ClientGone),
-        Some(Err(_)) => Err(Waited::TimedOut),
-        Some(Ok(Ok(resp))) => Ok(resp),
-        Some(Ok(Err(e))) => {
+    match got? {
+        Err(_) => Err(Waited::TimedOut),
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(e)) => {
             if e.reason() == Some(h2::Reason::REFUSED_STREAM) || e.is_go_away() {
                 return Err(Waited::Refused);
             }
@@ -700,58 +636,4 @@ async fn wait_head(
             }
         }
     }
-}
-
-/// The client's reply from an answer's head: the status, the head's fields passed as nginx
-/// passes an upstream's (`grpc_hide_header`, `grpc_pass_header`), the body and trailers still
-/// to relay; a head that ended the stream (a trailers-only answer: an error status with its
-/// message) is the whole answer.
-fn reply_of(
-    answer: Answer,
-    lc: &LocConf,
-    conf: &UpstreamLoc,
-    r: &Req<'_, '_>,
-    record: &Rc<RefCell<Record>>,
-) -> Box<Reply> {
-    let Answer { status, head, body } = answer;
-    // The head as HTTP/1 text, read back: `$upstream_http_*` and the layer's header passing
-    // take it as any upstream's.
-    let mut text = format!("HTTP/1.1 {status} X\r\n").into_bytes();
-    for (name, value) in &head.headers {
-        text.extend_from_slice(name.as_str().as_bytes());
-        text.extend_from_slice(b": ");
-        text.extend_from_slice(value.as_bytes());
-        text.extend_from_slice(b"\r\n");
-    }
-    text.extend_from_slice(b"\r\n");
-    let mut reply = Reply::boxed(status);
-    reply.proxied = true;
-    reply.upstream_status = true;
-    if let Ok(Some((parsed, len))) = shoal_http::upstream::parse_upstream_head(&text, text.len()) {
-        record.borrow_mut().last().head_len = len as u64;
-        let lines = parsed.headers().map(|(name, value)| {
-            let known = UpstreamHeader::of(name);
-            Line {
-                name,
-                value,
-                kind: Kind::fresh(known),
-                hidden: known.hidden(),
-            }
-        });
-        pass_head(&mut reply, lines, false, lc, conf, None, r);
-        record.borrow_mut().head = Some(parsed);
-    }
-    if body.recv.is_end_stream() {
-        // Trailers-only: the head is the whole answer.
-        let mut body = body;
-        body.record.borrow_mut().finish(true);
-        if let Some((u, peer, c)) = body.conn.take() {
-            conn::put_idle(&u, peer, c);
-        }
-        // nginx's length of an answer whose head ended the stream: 0, told.
-        reply.body = Body::Bytes(Vec::new());
-    } else {
-        reply.body = Body::Grpc(Box::new(body));
-    }
-    reply
 }

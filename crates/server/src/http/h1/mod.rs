@@ -710,7 +710,11 @@ impl Conn {
         upstream: Option<&Rc<std::cell::RefCell<super::upstream::record::Record>>>,
     ) -> Option<Box<super::limit_rate::Pacing>> {
         let set_rate = user_vars.get("limit_rate").map(String::as_str);
-        if set_rate.is_none() && lc.limit_rate.rate.is_none() && upstream.is_none() {
+        // No rate from `set`, the location or an upstream's header: nothing to evaluate.
+        if set_rate.is_none()
+            && lc.limit_rate.rate.is_none()
+            && upstream.is_none_or(|u| super::limit_rate::accel_rate(lc, &u.borrow()).is_none())
+        {
             return None;
         }
         let r = Req {

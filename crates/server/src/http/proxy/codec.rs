@@ -39,14 +39,18 @@ pub struct UriState<'a> {
 
 /// Runs the exchange for a request in a `proxy_pass` location. Returns what it came to and
 /// the record of the exchange (for `$upstream_*`), if it got as far as choosing an upstream.
-pub async fn handle(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    pass: &ProxyPass,
-    st: UriState<'_>,
-    method: &str,
-    client_body: &ClientBody<'_>,
-) -> (Outcome, Option<Rc<RefCell<Record>>>) {
+#[allow(clippy::manual_async_fn)]
+pub fn handle<'a, 'r, 's, 'b>(
+    r: &'a Req<'r, 's>,
+    lc: &'a LocConf,
+    pass: &'a ProxyPass,
+    st: UriState<'a>,
+    method: &'a str,
+    client_body: &'a ClientBody<'b>,
+) -> impl std::future::Future<Output = (Outcome, Option<Rc<RefCell<Record>>>)> + use<'a, 'r, 's, 'b>
+{
+    // (Not an `async fn`: the upstream layer's future is the request's, with no state
+    // machine of this function's around it, polled at every wake-up.)
     let http = Http {
         lc,
         pass,
@@ -60,13 +64,12 @@ pub async fn handle(
         r,
         lc,
         st.rw,
-        &http,
+        http,
         method,
         client_body,
         chunked,
         st.validators,
     )
-    .await
 }
 
 /// One request's `proxy_pass`.

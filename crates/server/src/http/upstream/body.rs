@@ -354,7 +354,9 @@ impl UpstreamBody {
             && self.buf.is_empty()
             && self.reusable
             && self.codec.as_ref().is_none_or(|(c, ..)| c.reusable());
-        self.record.borrow_mut().finish(self.done);
+        // One clock read for the response time and the keep-alive cache.
+        let now = Instant::now();
+        self.record.borrow_mut().finish_at(self.done, now);
         if let Some(tee) = self.tee.take() {
             tee.end(self.done);
         }
@@ -364,7 +366,7 @@ impl UpstreamBody {
                 self.peer,
                 stream,
                 std::mem::take(&mut self.timer),
-                self.born,
+                (self.born, now),
                 self.requests,
             );
         }

@@ -141,7 +141,7 @@ pub async fn handle<C: CgiConf>(
         r,
         lc,
         rw,
-        &p,
+        p,
         method,
         client_body,
         chunked,

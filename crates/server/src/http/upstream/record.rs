@@ -234,9 +234,17 @@ impl Record {
     }
 
     /// The body was read (or given up on): the response time is taken.
-    pub fn finish(&mut self, _complete: bool) {
+    pub fn finish(&mut self, complete: bool) {
+        if self.tries.last().is_some_and(|t| t.response.is_none()) {
+            self.finish_at(complete, Instant::now());
+        }
+    }
+
+    /// [`Record::finish`] with the clock read already (`now`).
+    pub fn finish_at(&mut self, _complete: bool, now: Instant) {
         if let Some(t) = self.tries.last_mut() {
-            t.response.get_or_insert_with(|| t.start.elapsed());
+            t.response
+                .get_or_insert_with(|| now.saturating_duration_since(t.start));
         }
     }
 

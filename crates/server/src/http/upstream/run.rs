@@ -116,7 +116,7 @@ pub async fn handle<P: Protocol>(
     r: &Req<'_, '_>,
     lc: &LocConf,
     rw: &rewrite::State,
-    p: &P,
+    p: P,
     method: &str,
     client_body: &ClientBody<'_>,
     streams_chunked: bool,
@@ -133,7 +133,7 @@ pub async fn handle<P: Protocol>(
         Err(f) => return (body_failed(r, f), None),
     };
     let mut record = None;
-    let handled = run(r, lc, rw, p, method, &body, validators, &mut record).await;
+    let handled = run(r, lc, rw, &p, method, &body, validators, &mut record).await;
     (handled, record)
 }
 
