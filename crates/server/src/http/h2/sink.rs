@@ -42,10 +42,22 @@ pub struct Head {
 }
 
 impl Head {
+    /// Appends a field whose name is lowercase already.
     fn push(&mut self, name: &[u8], value: &[u8]) {
-        self.buf.extend(name.iter().map(u8::to_ascii_lowercase));
+        self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(value);
         self.spans.push((name.len() as u32, value.len() as u32));
+    }
+
+    /// Appends a field, its name lowercased.
+    fn push_lowered(&mut self, name: &[u8], value: &[u8]) {
+        if name.iter().any(u8::is_ascii_uppercase) {
+            self.buf.extend(name.iter().map(u8::to_ascii_lowercase));
+            self.buf.extend_from_slice(value);
+            self.spans.push((name.len() as u32, value.len() as u32));
+        } else {
+            self.push(name, value);
+        }
     }
 
     /// The fields, in order.
@@ -69,52 +81,59 @@ pub fn head(reply: &Reply, lc: &LocConf, length: Option<u64>, date: &[u8]) -> (H
         spans: Vec::with_capacity(8 + reply.headers.len() + reply.extra.len()),
     };
     let mut size = 9u64;
-    // A value with a control byte (a line break, a NUL) drops its field, as the `http`
-    // crate's checks did.
-    let mut put = |h: &mut Head, name: &[u8], value: &[u8]| {
+    // `made`: a field made here, valid as it is (a lowercase name, a value without control
+    // bytes). Another with a control byte in its value (a line break, a NUL) is dropped, as
+    // the `http` crate's checks did, and its name is lowercased.
+    let mut other = |h: &mut Head, name: &[u8], value: &[u8], made: bool| {
+        if made {
+            size += (name.len() + value.len()) as u64 + 2;
+            h.push(name, value);
+            return;
+        }
         if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) || name.is_empty() {
             return;
         }
         size += (name.len() + value.len()) as u64 + 2;
-        h.push(name, value);
+        h.push_lowered(name, value);
     };
-    put(
+    other(
         &mut h,
         b"server",
         tokens(lc.server_tokens()).server().as_bytes(),
+        true,
     );
-    put(&mut h, b"date", date);
+    other(&mut h, b"date", date, true);
     if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
-        put(&mut h, b"content-type", ct.as_bytes());
+        other(&mut h, b"content-type", ct.as_bytes(), false);
     }
     if let Some(n) = length {
         let mut digits = [0u8; 20];
-        put(&mut h, b"content-length", decimal(n, &mut digits));
+        other(&mut h, b"content-length", decimal(n, &mut digits), true);
     }
     if let Some(lm) = &reply.last_modified {
-        put(&mut h, b"last-modified", lm.as_ref());
+        other(&mut h, b"last-modified", lm.as_ref(), true);
     }
     if let Some(loc) = reply.location.as_deref() {
-        put(&mut h, b"location", loc.as_bytes());
+        other(&mut h, b"location", loc.as_bytes(), false);
     }
     // The handler's and the filters' fields.
-    let mut other = |h: &mut Head, name: &str, value: &[u8]| {
+    let mut put = |h: &mut Head, name: &str, value: &[u8]| {
         if CONNECTION_SPECIFIC
             .iter()
             .any(|c| c.eq_ignore_ascii_case(name))
         {
             return;
         }
-        put(h, name.as_bytes(), value);
+        other(h, name.as_bytes(), value, false);
     };
     for (n, v) in &reply.headers {
-        other(&mut h, n, v.as_bytes());
+        put(&mut h, n, v.as_bytes());
     }
     for (n, v) in &reply.extra {
-        other(&mut h, n, v.as_bytes());
+        put(&mut h, n, v.as_bytes());
     }
     for (n, v) in &reply.raw_extra {
-        other(&mut h, n, v);
+        put(&mut h, n, v);
     }
     (h, size)
 }
@@ -309,5 +328,31 @@ impl Sink for H2Sink<'_> {
 
     async fn until_writable(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_s_fields_keep_their_order_with_names_lowercased() {
+        let mut h = Head::default();
+        h.push(b"server", b"shoal");
+        h.push_lowered(b"X-Thing", b"A b");
+        h.push_lowered(b"etag", b"\"1\"");
+        let got: Vec<_> = h.fields().collect();
+        assert_eq!(
+            got,
+            [
+                (&b"server"[..], &b"shoal"[..]),
+                (b"x-thing", b"A b"),
+                (b"etag", b"\"1\""),
+            ]
+        );
+        let mut digits = [0u8; 20];
+        assert_eq!(decimal(0, &mut digits), b"0");
+        assert_eq!(decimal(612, &mut digits), b"612");
+        assert_eq!(decimal(u64::MAX, &mut digits), b"18446744073709551615");
     }
 }
