@@ -211,11 +211,7 @@ impl AsyncRead for Io {
     }
 }
 
-pub(crate) fn read(
-    t: &mut Transport,
-    cx: &mut Context<'_>,
-    buf: &mut ReadBuf<'_>,
-) -> Poll<io::Result<()>> {
+fn read(t: &mut Transport, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
     match t {
         Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
         Transport::Unix(s) => Pin::new(s).poll_read(cx, buf),
@@ -223,11 +219,7 @@ pub(crate) fn read(
     }
 }
 
-pub(crate) fn write(
-    t: &mut Transport,
-    cx: &mut Context<'_>,
-    bufs: &[IoSlice<'_>],
-) -> Poll<io::Result<usize>> {
+fn write(t: &mut Transport, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
     match t {
         Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         Transport::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
@@ -235,7 +227,7 @@ pub(crate) fn write(
     }
 }
 
-pub(crate) fn flush(t: &mut Transport, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+fn flush(t: &mut Transport, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     match t {
         Transport::Tcp(_) | Transport::Unix(_) => Poll::Ready(Ok(())),
         Transport::Tls(t) => t.poll_flush(cx),
