@@ -127,7 +127,7 @@ pub struct H1Source<'a> {
 /// may have in flight). A body without `content-length` is handed to the decoder as chunks, so
 /// `client_max_body_size` holds for it as for a chunked HTTP/1 body.
 pub struct H2Source {
-    pub recv: h2::RecvStream,
+    pub recv: crate::http::h2::wire::RecvStream,
     /// Frames taken, not decoded yet (chunk-framed for a body of unknown length).
     pub buf: BytesMut,
     pub chunked: bool,
@@ -282,7 +282,7 @@ impl<'a> ClientBody<'a> {
     }
 
     /// An HTTP/2 stream's body, framed as `kind` (`Chunked`: its length was not told).
-    pub fn h2(kind: BodyKind, recv: h2::RecvStream) -> ClientBody<'a> {
+    pub fn h2(kind: BodyKind, recv: crate::http::h2::wire::RecvStream) -> ClientBody<'a> {
         let source = H2Source {
             recv,
             buf: BytesMut::new(),
@@ -301,7 +301,7 @@ impl<'a> ClientBody<'a> {
 
     /// An HTTP/2 body's stream once the request is answered (to discard what no handler
     /// read: the stream's end is awaited rather than reset).
-    pub fn into_h2_stream(self) -> Option<h2::RecvStream> {
+    pub fn into_h2_stream(self) -> Option<crate::http::h2::wire::RecvStream> {
         match self.inner.into_inner().source {
             Some(Source::H2(src)) if !src.ended => Some(src.recv),
             _ => None,
@@ -311,7 +311,7 @@ impl<'a> ClientBody<'a> {
     /// An HTTP/2 stream's body not read yet, taken whole by a handler that relays its frames
     /// as they come (gRPC: the upstream's flow control then paces the client). The body then
     /// counts as read here.
-    pub fn take_h2(&self) -> Option<h2::RecvStream> {
+    pub fn take_h2(&self) -> Option<crate::http::h2::wire::RecvStream> {
         let mut inner = self.inner.borrow_mut();
         if !matches!(inner.state, State::Unread) {
             return None;
@@ -696,7 +696,7 @@ async fn next_h2(
                 }
             }
             Ok(Some(Ok(data))) => {
-                let _ = src.recv.flow_control().release_capacity(data.len());
+                src.recv.release_capacity(data.len());
                 if src.chunked {
                     if !data.is_empty() {
                         shoal_http::response::write_chunk(&mut src.buf, &data);

@@ -224,7 +224,7 @@ impl Extras {
 #[derive(Clone, Copy)]
 pub enum ClientWatch<'r> {
     Conn(&'r super::transport::Transport),
-    Stream(&'r RefCell<h2::server::SendResponse<bytes::Bytes>>),
+    Stream(&'r RefCell<super::h2::wire::SendResponse>),
 }
 
 /// Per-request state the phases share.

@@ -20,6 +20,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::h2::wire::RecvStream as ClientStream;
 use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 
@@ -195,7 +196,8 @@ impl GrpcBody {
             }
             Err(b) => {
                 self.log_broke(&b, sink.info, who);
-                sink.send.send_reset(Reason::INTERNAL_ERROR);
+                sink.send
+                    .send_reset(shoal_http2::frame::Reason::INTERNAL_ERROR);
                 Err(match b {
                     Broke::Client(e) => e,
                     _ => upstream_failed(),
@@ -286,7 +288,7 @@ pub enum Ready {
 /// Sends the client's DATA frames that are there already, without waiting, up to the
 /// stream's first window: they leave with the request's HEADERS in one write (a unary call's
 /// whole body, usually). A frame past `limit` resets the upstream's stream.
-pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>, limit: &mut Limit) -> Ready {
+pub fn send_ready(from: &mut ClientStream, to: &mut SendStream<Bytes>, limit: &mut Limit) -> Ready {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut sent = 0usize;
     while sent < FIRST_WINDOW {
@@ -303,7 +305,7 @@ pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>, limit: &mut
                 if to.send_data(d, end).is_err() {
                     return Ready::Ended;
                 }
-                let _ = from.flow_control().release_capacity(n);
+                from.release_capacity(n);
                 sent += n;
                 if end {
                     return Ready::Ended;
@@ -333,7 +335,7 @@ pub fn send_ready(from: &mut RecvStream, to: &mut SendStream<Bytes>, limit: &mut
 /// each wait for the client (`client_body_timeout`); a client that fails, or a frame past
 /// `limit`, resets the upstream's stream.
 pub async fn pump(
-    mut from: RecvStream,
+    mut from: ClientStream,
     mut to: SendStream<Bytes>,
     read_timeout: Duration,
     send_timeout: Duration,
@@ -353,7 +355,7 @@ pub async fn pump(
                 if !send_data(&mut to, d, send_timeout, last).await {
                     return;
                 }
-                let _ = from.flow_control().release_capacity(n);
+                from.release_capacity(n);
                 if last {
                     return;
                 }

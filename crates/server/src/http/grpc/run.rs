@@ -51,7 +51,7 @@ enum Source<'b, 'a> {
     Whole(Bytes),
     /// An HTTP/2 client's stream, relayed as it comes; gone once a try took it. With it,
     /// `client_max_body_size` when its length was not told (0: none).
-    Stream(Option<RecvStream>, u64),
+    Stream(Option<crate::http::h2::wire::RecvStream>, u64),
     /// An HTTP/1 client's chunked body, sent as it is read; gone (`true`) once a try took it.
     Chunked(&'b ClientBody<'a>, bool),
 }

@@ -211,7 +211,11 @@ impl AsyncRead for Io {
     }
 }
 
-fn read(t: &mut Transport, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+pub(crate) fn read(
+    t: &mut Transport,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
     match t {
         Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
         Transport::Unix(s) => Pin::new(s).poll_read(cx, buf),
@@ -219,7 +223,11 @@ fn read(t: &mut Transport, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<
     }
 }
 
-fn write(t: &mut Transport, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+pub(crate) fn write(
+    t: &mut Transport,
+    cx: &mut Context<'_>,
+    bufs: &[IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
     match t {
         Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         Transport::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
@@ -227,7 +235,7 @@ fn write(t: &mut Transport, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<
     }
 }
 
-fn flush(t: &mut Transport, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+pub(crate) fn flush(t: &mut Transport, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
     match t {
         Transport::Tcp(_) | Transport::Unix(_) => Poll::Ready(Ok(())),
         Transport::Tls(t) => t.poll_flush(cx),

@@ -13,8 +13,8 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use h2::SendStream;
 
+use super::wire::SendStream;
 use crate::error::Error;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::Sink;
@@ -31,76 +31,124 @@ const CONNECTION_SPECIFIC: &[&str] = &[
     "upgrade",
 ];
 
-/// The answer's head as an `http` response: what [`crate::http::h1`] writes as HTTP/1 lines.
-/// Returns it and its size as nginx's `$bytes_sent` counts a head (the fields' names and
-/// values, uncompressed).
-pub fn head(
-    reply: &Reply,
-    lc: &LocConf,
-    length: Option<u64>,
-    date: &[u8],
-) -> (http::Response<()>, u64) {
-    let status = shoal_http::status::wire_status(reply.status);
-    let mut resp = http::Response::new(());
-    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+/// An answer's head as the codec encodes it: the status and the fields (names lowercased) in
+/// one buffer.
+#[derive(Default)]
+pub struct Head {
+    pub status: u16,
+    buf: Vec<u8>,
+    /// Each field's name and value lengths, in order.
+    spans: Vec<(u32, u32)>,
+}
+
+impl Head {
+    /// Appends a field whose name is lowercase already.
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        self.buf.extend_from_slice(name);
+        self.buf.extend_from_slice(value);
+        self.spans.push((name.len() as u32, value.len() as u32));
+    }
+
+    /// Appends a field, its name lowercased.
+    fn push_lowered(&mut self, name: &[u8], value: &[u8]) {
+        if name.iter().any(u8::is_ascii_uppercase) {
+            self.buf.extend(name.iter().map(u8::to_ascii_lowercase));
+            self.buf.extend_from_slice(value);
+            self.spans.push((name.len() as u32, value.len() as u32));
+        } else {
+            self.push(name, value);
+        }
+    }
+
+    /// The fields, in order.
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let mut at = 0usize;
+        self.spans.iter().map(move |&(n, v)| {
+            let (n, v) = (n as usize, v as usize);
+            let field = (&self.buf[at..at + n], &self.buf[at + n..at + n + v]);
+            at += n + v;
+            field
+        })
+    }
+}
+
+/// The answer's head: what [`crate::http::h1`] writes as HTTP/1 lines. Returns it and its
+/// size as nginx's `$bytes_sent` counts a head (the fields' names and values, uncompressed).
+pub fn head(reply: &Reply, lc: &LocConf, length: Option<u64>, date: &[u8]) -> (Head, u64) {
+    let mut h = Head {
+        status: shoal_http::status::wire_status(reply.status),
+        buf: Vec::with_capacity(256),
+        spans: Vec::with_capacity(8 + reply.headers.len() + reply.extra.len()),
+    };
     let mut size = 9u64;
-    let h = resp.headers_mut();
-    // The head's own fields, under names made once (`http`'s constants).
-    let mut own =
-        |name: http::HeaderName,
-         value: Result<http::HeaderValue, http::header::InvalidHeaderValue>| {
-            if let Ok(v) = value {
-                size += (name.as_str().len() + http::HeaderValue::len(&v)) as u64 + 2;
-                h.append(name, v);
-            }
-        };
-    use http::header;
-    use http::HeaderValue as Value;
-    own(
-        header::SERVER,
-        Ok(Value::from_static(tokens(lc.server_tokens()).server())),
+    // `made`: a field made here, valid as it is (a lowercase name, a value without control
+    // bytes). Another with a control byte in its value (a line break, a NUL) is dropped, as
+    // the `http` crate's checks did, and its name is lowercased.
+    let mut other = |h: &mut Head, name: &[u8], value: &[u8], made: bool| {
+        if made {
+            size += (name.len() + value.len()) as u64 + 2;
+            h.push(name, value);
+            return;
+        }
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) || name.is_empty() {
+            return;
+        }
+        size += (name.len() + value.len()) as u64 + 2;
+        h.push_lowered(name, value);
+    };
+    other(
+        &mut h,
+        b"server",
+        tokens(lc.server_tokens()).server().as_bytes(),
+        true,
     );
-    own(header::DATE, Value::from_bytes(date));
+    other(&mut h, b"date", date, true);
     if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
-        own(header::CONTENT_TYPE, Value::from_str(ct));
+        other(&mut h, b"content-type", ct.as_bytes(), false);
     }
     if let Some(n) = length {
-        own(header::CONTENT_LENGTH, Ok(Value::from(n)));
+        let mut digits = [0u8; 20];
+        other(&mut h, b"content-length", decimal(n, &mut digits), true);
     }
     if let Some(lm) = &reply.last_modified {
-        own(header::LAST_MODIFIED, Value::from_bytes(lm));
+        other(&mut h, b"last-modified", lm.as_ref(), true);
     }
     if let Some(loc) = reply.location.as_deref() {
-        own(header::LOCATION, Value::from_str(loc));
+        other(&mut h, b"location", loc.as_bytes(), false);
     }
-    // The handler's and the filters' fields: `HeaderName::from_bytes` lowers a name and
-    // knows the standard ones without an allocation.
-    let mut put = |name: &str, value: &[u8]| {
+    // The handler's and the filters' fields.
+    let mut put = |h: &mut Head, name: &str, value: &[u8]| {
         if CONNECTION_SPECIFIC
             .iter()
             .any(|c| c.eq_ignore_ascii_case(name))
         {
             return;
         }
-        let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_bytes(value),
-        ) else {
-            return;
-        };
-        size += (name.len() + value.len()) as u64 + 2;
-        h.append(n, v);
+        other(h, name.as_bytes(), value, false);
     };
     for (n, v) in &reply.headers {
-        put(n, v.as_bytes());
+        put(&mut h, n, v.as_bytes());
     }
     for (n, v) in &reply.extra {
-        put(n, v.as_bytes());
+        put(&mut h, n, v.as_bytes());
     }
     for (n, v) in &reply.raw_extra {
-        put(n, v);
+        put(&mut h, n, v);
     }
-    (resp, size)
+    (h, size)
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 fn tokens(t: ServerTokens) -> shoal_http::ServerTokens {
@@ -121,7 +169,7 @@ pub fn told_length(body: &Body, changes_length: bool) -> Option<u64> {
 
 /// A stream's writing half: body bytes are gathered in `out` and go as DATA frames.
 pub struct H2Sink<'a> {
-    pub send: SendStream<Bytes>,
+    pub send: SendStream,
     pub out: BytesMut,
     pub info: &'a ConnInfo,
     pub send_timeout: Duration,
@@ -280,5 +328,31 @@ impl Sink for H2Sink<'_> {
 
     async fn until_writable(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_s_fields_keep_their_order_with_names_lowercased() {
+        let mut h = Head::default();
+        h.push(b"server", b"shoal");
+        h.push_lowered(b"X-Thing", b"A b");
+        h.push_lowered(b"etag", b"\"1\"");
+        let got: Vec<_> = h.fields().collect();
+        assert_eq!(
+            got,
+            [
+                (&b"server"[..], &b"shoal"[..]),
+                (b"x-thing", b"A b"),
+                (b"etag", b"\"1\""),
+            ]
+        );
+        let mut digits = [0u8; 20];
+        assert_eq!(decimal(0, &mut digits), b"0");
+        assert_eq!(decimal(612, &mut digits), b"612");
+        assert_eq!(decimal(u64::MAX, &mut digits), b"18446744073709551615");
     }
 }

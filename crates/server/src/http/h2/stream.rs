@@ -6,18 +6,18 @@
 //! HTTP/2 request (`$server_protocol` is `HTTP/2.0`). `:authority` stands for `Host` when the
 //! client sent none; several `cookie` fields are joined with `; ` (RFC 9113, 8.2.3). The
 //! pseudo-headers, connection-specific fields and the body's length against `content-length`
-//! were checked by the `h2` layer already (a malformed stream is reset there).
+//! were checked by the codec already (a malformed stream is reset there).
 
 use std::io;
 use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
-use h2::server::SendResponse;
-use h2::{Reason, RecvStream};
+use bytes::BytesMut;
 use shoal_http::{BodyKind, HeadParser};
+use shoal_http2::frame::Reason;
 
 use super::sink::{self, H2Sink};
+use super::wire::{RecvStream, SendResponse, SendStream};
 use super::Shared;
 use crate::error::Error;
 use crate::http::answer;
@@ -33,8 +33,10 @@ use crate::log::Level;
 /// Answers one stream. The connection's count of open streams drops when it ends.
 pub(super) async fn run(
     sh: Rc<Shared>,
-    req: http::Request<RecvStream>,
-    respond: SendResponse<Bytes>,
+    head: BytesMut,
+    ended: bool,
+    recv: RecvStream,
+    respond: SendResponse,
 ) {
     struct Done(Rc<Shared>);
     impl Drop for Done {
@@ -51,7 +53,7 @@ pub(super) async fn run(
     // its own and into a task when it waits, and a move copies every byte of a future. Built
     // in its box: `Box::pin(answer_stream(..))` would build it on the stack and copy it, 8.8k
     // instructions of `memcpy` a call under callgrind.)
-    pin_in_place(|| answer_stream(&done.0, req, respond)).await;
+    pin_in_place(|| answer_stream(&done.0, head, ended, recv, respond)).await;
 }
 
 /// A future built in the memory of its box rather than built on the stack and copied there
@@ -65,48 +67,12 @@ fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::P
     Box::into_pin(unsafe { slot.assume_init() })
 }
 
-/// The request head an HTTP/1 parser reads for the stream's fields.
-fn rebuild_head(parts: &http::request::Parts) -> BytesMut {
-    let mut head = BytesMut::with_capacity(256);
-    head.extend_from_slice(parts.method.as_str().as_bytes());
-    head.extend_from_slice(b" ");
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    head.extend_from_slice(path.as_bytes());
-    head.extend_from_slice(b" HTTP/1.1\r\n");
-    if !parts.headers.contains_key(http::header::HOST) {
-        if let Some(a) = parts.uri.authority() {
-            head.extend_from_slice(b"host: ");
-            head.extend_from_slice(a.as_str().as_bytes());
-            head.extend_from_slice(b"\r\n");
-        }
-    }
-    let mut cookies = parts.headers.get_all(http::header::COOKIE).iter();
-    if let Some(first) = cookies.next() {
-        head.extend_from_slice(b"cookie: ");
-        head.extend_from_slice(first.as_bytes());
-        for c in cookies {
-            head.extend_from_slice(b"; ");
-            head.extend_from_slice(c.as_bytes());
-        }
-        head.extend_from_slice(b"\r\n");
-    }
-    for (name, value) in &parts.headers {
-        if name == http::header::COOKIE {
-            continue;
-        }
-        head.extend_from_slice(name.as_str().as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
-    head.extend_from_slice(b"\r\n");
-    head
-}
-
 async fn answer_stream(
     sh: &Shared,
-    req: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
+    mut head: BytesMut,
+    ended: bool,
+    recv: RecvStream,
+    mut respond: SendResponse,
 ) {
     let Some(gen) = sh.generation() else {
         respond.send_reset(Reason::REFUSED_STREAM);
@@ -118,9 +84,6 @@ async fn answer_stream(
     };
     let default_srv =
         super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
-    let (parts, recv) = req.into_parts();
-    let ended = recv.is_end_stream();
-    let mut head = rebuild_head(&parts);
     let mut parser = HeadParser::new(default_srv.srv.limits());
     let parsed = match parser.parse(&mut head) {
         Ok(Some(r)) => r,
@@ -165,11 +128,9 @@ async fn answer_stream(
                 }
             }
             // Logged as nginx logs a request it could not read: its request line.
-            let line = format!(
-                "{} {} HTTP/2.0",
-                parts.method,
-                parts.uri.path_and_query().map_or("/", |p| p.as_str())
-            );
+            let first = head[..].split(|&b| b == b'\r').next().unwrap_or_default();
+            let first = first.strip_suffix(b" HTTP/1.1").unwrap_or(first);
+            let line = format!("{} HTTP/2.0", String::from_utf8_lossy(first));
             log_refused(sh, srv, status, head_len, body_len, &line, start);
             return;
         }
@@ -289,7 +250,7 @@ async fn answer_stream(
     let no_body = head_only
         || matches!(body, Body::Empty)
         || (proxied && matches!(&body, Body::Bytes(b) if b.is_empty()));
-    let mut send_half: Option<h2::SendStream<Bytes>> = None;
+    let mut send_half: Option<SendStream> = None;
     let mut pacing = pacing_for(&r, lc, &uri, &user_vars, upstream.as_ref());
     if let Some(p) = pacing.as_deref_mut() {
         // The HEADERS frame counts as a head's bytes count over HTTP/1.
@@ -476,7 +437,7 @@ async fn discard(recv: &mut RecvStream, lc: &LocConf, max: u64) {
         match crate::deadline::within(wait, recv.data()).await {
             Ok(Some(Ok(d))) => {
                 read += d.len() as u64;
-                let _ = recv.flow_control().release_capacity(d.len());
+                recv.release_capacity(d.len());
             }
             // The DATA frames are over; trailers may follow.
             Ok(None) => {
@@ -524,22 +485,40 @@ mod tests {
 
     #[test]
     fn head_takes_authority_and_joins_cookies() {
-        let req = http::Request::builder()
-            .method("GET")
-            .uri("https://example.com/a?b=1")
-            .header("cookie", "a=1")
-            .header("cookie", "b=2")
-            .header("x-y", "z")
-            .body(())
-            .expect("a valid request");
-        let (parts, ()) = req.into_parts();
-        let head = rebuild_head(&parts);
+        use shoal_http2::server::{Config, Incoming, Server};
+        let mut server = Server::new(Config::default());
+        let mut block = vec![0x82, 0x87, 0x04, 0x06];
+        block.extend_from_slice(b"/a?b=1");
+        block.push(0x01);
+        block.push(11);
+        block.extend_from_slice(b"example.com");
+        for (n, v) in [("cookie", "a=1"), ("cookie", "b=2"), ("x-y", "z")] {
+            block.push(0x00);
+            block.push(n.len() as u8);
+            block.extend_from_slice(n.as_bytes());
+            block.push(v.len() as u8);
+            block.extend_from_slice(v.as_bytes());
+        }
+        let mut input = shoal_http2::frame::PREFACE.to_vec();
+        input.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        let len = (block.len() as u32).to_be_bytes();
+        input.extend_from_slice(&[len[1], len[2], len[3], 1, 5, 0, 0, 0, 1]);
+        input.extend_from_slice(&block);
+        server.recv(&input).expect("frames");
+        let request = loop {
+            match server.poll(&input).expect("a request") {
+                Incoming::Request { request, .. } => break request,
+                _ => continue,
+            }
+        };
+        let mut head = Vec::new();
+        request.write_http1(&mut head);
         assert_eq!(
             &head[..],
-            b"GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\ncookie: a=1; b=2\r\nx-y: z\r\n\r\n"
+            b"GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\nx-y: z\r\ncookie: a=1; b=2\r\n\r\n"
         );
         let parsed = HeadParser::default()
-            .parse(&mut head.clone())
+            .parse(&mut BytesMut::from(&head[..]))
             .expect("parsed")
             .expect("whole");
         let r: shoal_http::Request = parsed.into_h2(BodyKind::Empty);
