@@ -104,6 +104,12 @@ impl GrpcBody {
             Ok(None) => Ok(None),
             Ok(Some(Ok(d))) => {
                 self.record.borrow_mut().received(d.len() as u64);
+                // The `h2` crate decides on a WINDOW_UPDATE when capacity is released, against
+                // the window as it stands then: bytes given back while more were still on the
+                // way (a window that was not yet spent) wait for the next release, which a
+                // relay blocked on its client never makes. Releasing nothing once more bytes
+                // have come asks again, against the window they spent.
+                let _ = self.recv.flow_control().release_capacity(0);
                 Ok(Some(d))
             }
             Ok(Some(Err(e))) => Err(self.broke(&e)),
