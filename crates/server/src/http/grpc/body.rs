@@ -18,6 +18,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::http::h2::wire::RecvStream as ClientStream;
@@ -172,15 +173,63 @@ impl GrpcBody {
         self.record.borrow_mut().finish(false);
     }
 
+    /// Sends `d` to an HTTP/2 client. While the client's window keeps it waiting, what the
+    /// upstream sends meanwhile (within the window it was given: no more than
+    /// `grpc_buffer_size`) is taken into `ahead`, and each arrival lets the `h2` crate weigh
+    /// the capacity given back before against the window those bytes spent (see [`Self::next`]):
+    /// a relay that only waited would leave that WINDOW_UPDATE unsent. No read timeout here:
+    /// the upstream may rightly have nothing to send.
+    async fn send_reading_ahead(
+        &mut self,
+        sink: &mut H2Sink<'_>,
+        d: Bytes,
+        ahead: &mut std::collections::VecDeque<Result<Option<Bytes>, Broke>>,
+    ) -> io::Result<()> {
+        let mut send = std::pin::pin!(sink.send_bytes(d));
+        loop {
+            let reading = !matches!(ahead.back(), Some(Ok(None) | Err(_)));
+            let step = std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = std::future::Future::poll(send.as_mut(), cx) {
+                    return Poll::Ready(Err(r));
+                }
+                if reading {
+                    if let Poll::Ready(got) = self.recv.poll_data(cx) {
+                        return Poll::Ready(Ok(got));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            match step {
+                Err(sent) => return sent,
+                Ok(None) => ahead.push_back(Ok(None)),
+                Ok(Some(Ok(d))) => {
+                    self.record.borrow_mut().received(d.len() as u64);
+                    let _ = self.recv.flow_control().release_capacity(0);
+                    ahead.push_back(Ok(Some(d)));
+                }
+                Ok(Some(Err(e))) => {
+                    let b = self.broke(&e);
+                    ahead.push_back(Err(b));
+                }
+            }
+        }
+    }
+
     /// Relays the answer to an HTTP/2 client: DATA frames, then the trailers (or an empty
     /// DATA frame with END_STREAM when the upstream sent none). Returns the body bytes sent.
     pub async fn relay_h2(mut self, sink: &mut H2Sink<'_>, who: Who<'_>) -> io::Result<u64> {
         let mut total = 0u64;
+        let mut ahead = std::collections::VecDeque::new();
         let result = loop {
-            match self.next().await {
+            let got = match ahead.pop_front() {
+                Some(got) => got,
+                None => self.next().await,
+            };
+            match got {
                 Ok(Some(d)) => {
                     let n = d.len();
-                    if let Err(e) = sink.send_bytes(d).await {
+                    if let Err(e) = self.send_reading_ahead(sink, d, &mut ahead).await {
                         break Err(Broke::Client(e));
                     }
                     self.taken(n);
