@@ -105,12 +105,6 @@ impl GrpcBody {
             Ok(None) => Ok(None),
             Ok(Some(Ok(d))) => {
                 self.record.borrow_mut().received(d.len() as u64);
-                // The `h2` crate decides on a WINDOW_UPDATE when capacity is released, against
-                // the window as it stands then: bytes given back while more were still on the
-                // way (a window that was not yet spent) wait for the next release, which a
-                // relay blocked on its client never makes. Releasing nothing once more bytes
-                // have come asks again, against the window they spent.
-                let _ = self.recv.flow_control().release_capacity(0);
                 Ok(Some(d))
             }
             Ok(Some(Err(e))) => Err(self.broke(&e)),
@@ -176,9 +170,11 @@ impl GrpcBody {
     /// Sends `d` to an HTTP/2 client. While the client's window keeps it waiting, what the
     /// upstream sends meanwhile (within the window it was given: no more than
     /// `grpc_buffer_size`) is taken into `ahead`, and each arrival lets the `h2` crate weigh
-    /// the capacity given back before against the window those bytes spent (see [`Self::next`]):
-    /// a relay that only waited would leave that WINDOW_UPDATE unsent. No read timeout here:
-    /// the upstream may rightly have nothing to send.
+    /// the capacity given back before against the window those bytes spent: the `h2` crate
+    /// decides on a WINDOW_UPDATE only when capacity is released, against the window as it
+    /// stands then, so bytes given back while more were on the way would wait for a release a
+    /// waiting relay never makes. A relay that is not held releases after each piece anyway.
+    /// No read timeout here: the upstream may rightly have nothing to send.
     async fn send_reading_ahead(
         &mut self,
         sink: &mut H2Sink<'_>,
