@@ -155,22 +155,36 @@ impl Gate {
     }
 }
 
-/// A port on 127.0.0.1 that was free a moment ago (bound to port 0, read, closed).
+/// A port on 127.0.0.1 that was free a moment ago (TCP and UDP), for a server the test starts.
+///
+/// Taken below the kernel's ephemeral range (`ip_local_port_range`, 32768 and up by default):
+/// a port from `bind(0)`, once closed, could be taken by any client's `connect()` before the
+/// server binds it, and then the server fails to start (`Address already in use`). Ports below
+/// that range are never handed out by the kernel on its own, so only a listener can hold one,
+/// which the check below sees. Each test process starts at its own place (from its pid), so
+/// two suites running at once on one machine rarely try the same ports, and never hands a port
+/// out twice itself.
 pub fn free_port() -> u16 {
-    // Tests run in parallel threads: the kernel may give two of them the same just-freed port,
-    // and then one test's requests reach the other test's server. Never hand a port out twice.
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("binding 127.0.0.1:0")
-            .port();
-        if !given.contains(&port) {
-            given.push(port);
+    use std::net::UdpSocket;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000; // up to 31,999
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7_919) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        let tcp = TcpListener::bind(("127.0.0.1", port));
+        let udp = UdpSocket::bind(("127.0.0.1", port));
+        if tcp.is_ok() && udp.is_ok() {
             return port;
         }
     }
+    panic!("no free port on 127.0.0.1 between {LOW} and {}", LOW + SPAN - 1)
 }
 
 /// A temporary prefix: `logs/`, `conf/` (with `mime.types`) and `html/` (with `index.html`).
