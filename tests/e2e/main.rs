@@ -62,6 +62,7 @@ mod nginx_diff_regex;
 mod nginx_diff_resolver;
 mod nginx_diff_rewrite;
 mod nginx_diff_stream;
+mod nginx_diff_sub;
 mod nginx_diff_tls;
 mod nginx_diff_variables;
 mod open_file_cache;

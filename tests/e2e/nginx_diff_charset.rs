@@ -286,7 +286,7 @@ fn debian_maps_recode_alike() {
 
 // ---- gzip after charset ------------------------------------------------------------------
 
-fn raw(port: u16, req: &[u8]) -> Vec<u8> {
+pub(crate) fn raw(port: u16, req: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(req).unwrap();
@@ -298,7 +298,7 @@ fn raw(port: u16, req: &[u8]) -> Vec<u8> {
 
 /// Status, sorted headers (not Date, Server) and the body unchunked and gunzipped (compressed
 /// bytes are zlib's choice; what they decompress to is the charset filter's).
-fn decoded(raw: &[u8]) -> String {
+pub(crate) fn decoded(raw: &[u8]) -> String {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -40,7 +40,7 @@ fn view(g: &Got, port: u16, head_only: bool) -> String {
 }
 
 /// Sends the same curl request (`args`, the URL's path `path`) to both and compares.
-fn check(p: &Pair, tls: bool, path: &str, args: &[&str]) -> String {
+pub(crate) fn check(p: &Pair, tls: bool, path: &str, args: &[&str]) -> String {
     let (np, sp) = p.ports();
     let ask = |port: u16| {
         let url = if tls {

@@ -11,7 +11,7 @@
 //!   application server...). Ignoring it would silently change the behaviour
 //!   of the configuration, so shoal refuses to start and names the module;
 //! * an [`Absent::Inert`] directive: it only tunes a module shoal does not
-//!   have (`ssi_types`, `sub_filter_once`...), and nginx
+//!   have (`ssi_types`, `addition_types`...), and nginx
 //!   itself would do nothing with it unless an `Unsupported` directive of the
 //!   same module were present, which shoal already refuses. Such a directive
 //!   is accepted with a `[warn]`, so that configurations that keep, say,
@@ -332,10 +332,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("sticky",                         "ngx_http_upstream_module",      Unsupported),
     ("stream",                         "ngx_stream_core_module",        Unsupported),
     ("stub_status",                    "ngx_http_stub_status_module",   Unsupported),
-    ("sub_filter",                     "ngx_http_sub_module",           Unsupported),
-    ("sub_filter_last_modified",       "ngx_http_sub_module",           Inert),
-    ("sub_filter_once",                "ngx_http_sub_module",           Inert),
-    ("sub_filter_types",               "ngx_http_sub_module",           Inert),
     ("tcp_nodelay",                    "ngx_http_core_module",          Unsupported),
     ("tcp_nopush",                     "ngx_http_core_module",          Unsupported),
     ("thread_pool",                    "ngx_core_module",               Unsupported),
@@ -456,8 +452,7 @@ mod tests {
             ("uwsgi_string", "ngx_http_uwsgi_module", Unsupported),
             ("ssi", "ngx_http_ssi_module", Unsupported),
             ("ssi_types", "ngx_http_ssi_module", Inert),
-            ("sub_filter", "ngx_http_sub_module", Unsupported),
-            ("sub_filter_once", "ngx_http_sub_module", Inert),
+            ("addition_types", "ngx_http_addition_module", Inert),
             ("xslt_stylesheet", "ngx_http_xslt_module", Unsupported),
             ("image_filter", "ngx_http_image_filter_module", Unsupported),
             ("perl", "ngx_http_perl_module", Unsupported),

@@ -11,8 +11,8 @@
 //! the server's rewrites), preaccess handlers (`realip` again with the location's, then
 //! `limit_req` before `limit_conn`), access handlers
 //! (`allow`/`deny`, then `auth_basic`) combined by `satisfy`, then the header filters as nginx
-//! runs them (not-modified, headers, charset, gzip, range; the writer's own framing comes
-//! after).
+//! runs them (not-modified, headers, sub, charset, gzip, range; the writer's own framing
+//! comes after).
 //! Every hook is called through the list with static dispatch: a module's unused hook costs
 //! nothing.
 
@@ -294,6 +294,8 @@ http_modules! {
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
     headers: super::headers::Module,
+    /// `sub_filter*`: the sub filter (rewrites the body before it is recoded and compressed).
+    sub: super::sub::Module,
     /// `charset*`: the charset filter (recodes before gzip compresses).
     charset: super::charset::Module,
     /// `gzip*`: the filter's decision.

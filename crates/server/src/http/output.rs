@@ -143,6 +143,31 @@ fn finish_filters<S: Sink>(
     Ok(total)
 }
 
+/// Feeds the body's last bytes through `filters` and ends them: what both give goes out as
+/// one chunk, as nginx's chunked filter frames what one pass of the chain hands it (the last
+/// buffer's pass carries what the filters held back, a sub filter's cut match or gzip's
+/// tail).
+fn end_filters<S: Sink>(
+    filters: &mut [Box<dyn BodyFilter>],
+    data: &[u8],
+    sink: &mut S,
+    chunked: bool,
+) -> io::Result<u64> {
+    if !chunked {
+        return Ok(run_filters(filters, data, sink, false)? + finish_filters(filters, sink, false)?);
+    }
+    let at = sink.out().len();
+    run_filters(filters, data, sink, false)?;
+    finish_filters(filters, sink, false)?;
+    let out = sink.out();
+    if out.len() == at {
+        return Ok(0);
+    }
+    let raw = out[at..].to_vec();
+    out.truncate(at);
+    Ok(sink.emit(&raw, true))
+}
+
 /// What lives for one answer's body: made when its head is decided, dropped when it is sent.
 #[derive(Default)]
 pub struct Output {
@@ -364,10 +389,12 @@ impl Output {
             }
             other => other,
         };
+        // Whether the filters are ended with the body's last bytes (known ahead).
+        let ended = matches!(body, Body::Bytes(_) | Body::Chain(..) | Body::File { .. });
         match body {
             Body::Empty => {}
             Body::Bytes(b) | Body::Chain(b, _) => {
-                total += run_filters(z, &b, sink, chunked)?;
+                total += end_filters(z, &b, sink, chunked)?;
             }
             Body::File {
                 cached: Some(c),
@@ -376,13 +403,13 @@ impl Output {
                 ..
             } => {
                 let data = &c[offset as usize..(offset + len) as usize];
-                total += run_filters(z, data, sink, chunked)?;
+                total += end_filters(z, data, sink, chunked)?;
             }
             Body::File {
                 file, offset, len, ..
             } => {
                 total += self
-                    .filter_file(z, sink, &file, offset, len, chunked, lc)
+                    .filter_file(z, sink, &file, (offset, len), chunked, lc, true)
                     .await?;
             }
             Body::Multipart {
@@ -405,10 +432,10 @@ impl Output {
                                 z,
                                 sink,
                                 &file,
-                                br.start,
-                                br.end - br.start,
+                                (br.start, br.end - br.start),
                                 chunked,
                                 lc,
+                                false,
                             )
                             .await?
                         }
@@ -460,7 +487,9 @@ impl Output {
             }
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
-        total += finish_filters(z, sink, chunked)?;
+        if !ended {
+            total += finish_filters(z, sink, chunked)?;
+        }
         if chunked {
             // The last chunk, with the trailer fields a filter holds (`add_trailer`).
             let out = sink.out();
@@ -475,18 +504,19 @@ impl Output {
         Ok(total)
     }
 
-    /// Reads a file range through the filters: a piece of the output buffers at a time,
-    /// whatever `sendfile` says (the filters need the bytes).
+    /// Reads a file range (`offset`, `len`) through the filters: a piece of the output
+    /// buffers at a time, whatever `sendfile` says (the filters need the bytes). `last`: the
+    /// range ends the body, and the filters are ended with its last piece.
     #[allow(clippy::too_many_arguments)]
     async fn filter_file<S: Sink>(
         &self,
         z: &mut [Box<dyn BodyFilter>],
         sink: &mut S,
         file: &Arc<std::fs::File>,
-        offset: u64,
-        len: u64,
+        (offset, len): (u64, u64),
         chunked: bool,
         lc: &LocConf,
+        last: bool,
     ) -> io::Result<u64> {
         let piece = lc.output_buffers().1;
         let mut total = 0;
@@ -501,10 +531,17 @@ impl Output {
                 )));
             }
             off += data.len() as u64;
-            total += run_filters(z, &data, sink, chunked)?;
+            total += if last && off == end {
+                end_filters(z, &data, sink, chunked)?
+            } else {
+                run_filters(z, &data, sink, chunked)?
+            };
             if sink.out().len() >= MAX_GATHER {
                 sink.flush().await?;
             }
+        }
+        if last && len == 0 {
+            total += finish_filters(z, sink, chunked)?;
         }
         Ok(total)
     }

@@ -46,7 +46,9 @@ impl HttpModule for Module {
                 });
                 **reply = e;
                 super::headers::filter(cx, reply);
-                // The charset filter too (its type and recoding are the 416 page's now).
+                // The sub and charset filters too (the 416 page is HTML: its type, rewriting
+                // and recoding are the page's now).
+                super::sub::filter(&cx.lc.sub, cx, reply);
                 super::charset::filter(&cx.lc.charset, cx, reply);
             }
         }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use shoal_conf::{Directive, Error};
 
 use super::loc_conf;
+use super::mime_types::{types_slot, Types};
 use super::modules::{Cx, HttpModule};
 use super::reply::Reply;
 use crate::conf::{err, flag_arg, merge, set_once, Args, Builder, Command, Ctx, Scope};
@@ -66,15 +67,6 @@ pub enum Value {
     Var(Template),
 }
 
-/// `charset_types`.
-#[derive(Clone, Debug)]
-pub enum Types {
-    /// `*`.
-    Any,
-    /// Lowercase, `text/html` first.
-    List(Arc<Vec<String>>),
-}
-
 /// The module's settings at one level.
 #[derive(Clone, Debug, Default)]
 pub struct CharsetLoc {
@@ -89,13 +81,7 @@ pub struct CharsetLoc {
 
 impl CharsetLoc {
     fn types_match(&self, content_type: &str) -> bool {
-        match &self.types {
-            Some(Types::Any) => true,
-            Some(Types::List(list)) => list.iter().any(|t| t.eq_ignore_ascii_case(content_type)),
-            None => DEFAULT_TYPES
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(content_type)),
-        }
+        Types::matches(self.types.as_ref(), DEFAULT_TYPES, content_type)
     }
 }
 
@@ -136,29 +122,9 @@ fn set_override_charset(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Re
     set_once(&mut cs(s).override_charset, flag_arg(d), d)
 }
 
-/// `charset_types`, as nginx's `ngx_http_types_slot`: each directive adds to the level's list
-/// (which starts with `text/html`), a type already there is warned about, `*` is any type.
+/// `charset_types` (nginx's `ngx_http_types_slot`).
 fn set_charset_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    let loc = cs(s);
-    let mut list = match &loc.types {
-        Some(Types::Any) => return Ok(()),
-        Some(Types::List(l)) => (**l).clone(),
-        None => vec!["text/html".to_string()],
-    };
-    for a in &d.args {
-        if a.value == "*" {
-            loc.types = Some(Types::Any);
-            return Ok(());
-        }
-        let t = a.value.to_ascii_lowercase();
-        if list.contains(&t) {
-            b.warn(format!("duplicate MIME type \"{t}\""), &d.span);
-            continue;
-        }
-        list.push(t);
-    }
-    loc.types = Some(Types::List(Arc::new(list)));
-    Ok(())
+    types_slot(b, d, &mut cs(s).types)
 }
 
 fn set_charset_map(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {
@@ -230,6 +196,18 @@ fn split_charset(ct: &str) -> (usize, Option<&str>) {
         }
     }
     (b.len(), None)
+}
+
+/// The type the filters test against their `*_types` (nginx's `content_type_len`): an
+/// upstream's `Content-Type` before its `; charset=` parameter, any other as it is; `None`
+/// when the answer has none.
+pub fn tested_type(reply: &Reply) -> Option<&str> {
+    let ct = reply.content_type.as_deref().filter(|t| !t.is_empty())?;
+    if reply.proxied || reply.upstream_status || reply.charset_param {
+        Some(&ct[..split_charset(ct).0])
+    } else {
+        Some(ct)
+    }
 }
 
 /// A charset for a request: its name and its index, if the configuration knows it.
