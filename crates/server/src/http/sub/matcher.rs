@@ -9,9 +9,11 @@
 //! seen are tried in their table's order: the first that matches whole wins, the bytes
 //! after it are searched next (a replacement is never searched). Case is ignored for ASCII
 //! letters only. A string that runs past the end of the bytes received holds them back, from
-//! where it starts (at most the longest string's length less one), until more come; at the
-//! end of the body what is held goes out as it is, and nothing after a string cut by the
-//! body's end is searched (nginx's way). With `sub_filter_once on`, each string is replaced at its first match
+//! where it starts (at most the longest string's length less one), until more come; so does,
+//! in buffered upstream reads, the part of a piece the window reached past (nginx's file
+//! pieces and unbuffered reads end what it has at hand, its buffered reads do not). At the end of the body what is held
+//! goes out as it is, and nothing after a string cut by the body's end is searched (nginx's
+//! way). With `sub_filter_once on`, each string is replaced at its first match
 //! only, and once every string has been, the rest of the body passes as it is.
 //!
 //! Never fails, never blocks; memory is the longest string, plus one piece's output.
@@ -142,6 +144,10 @@ pub struct SubFilter {
     /// The replacements, by `sub_filter` line.
     values: Arc<Vec<Vec<u8>>>,
     once: bool,
+    /// Each piece ends what is at hand (nginx's file pieces, its unbuffered upstream reads):
+    /// only a cut string is held at its end. Otherwise (buffered upstream reads) the
+    /// window's reach is held too, as nginx does.
+    whole_pieces: bool,
     /// With `once`: the strings already replaced (by their place in the tables), and how
     /// many are left.
     applied: Vec<bool>,
@@ -156,14 +162,21 @@ pub struct SubFilter {
 }
 
 impl SubFilter {
-    /// The filter for one body: `values` by `sub_filter` line, `once`: `sub_filter_once`.
-    pub fn new(tables: Arc<Tables>, values: Arc<Vec<Vec<u8>>>, once: bool) -> SubFilter {
+    /// The filter for one body: `values` by `sub_filter` line, `once`: `sub_filter_once`,
+    /// `whole_pieces`: each piece ends what is at hand (not buffered upstream reads).
+    pub fn new(
+        tables: Arc<Tables>,
+        values: Arc<Vec<Vec<u8>>>,
+        once: bool,
+        whole_pieces: bool,
+    ) -> SubFilter {
         let n = tables.strings.len();
         let offset = tables.min as isize - 1;
         SubFilter {
             tables,
             values,
             once,
+            whole_pieces,
             applied: if once { vec![false; n] } else { Vec::new() },
             left: n,
             held: Vec::new(),
@@ -211,6 +224,14 @@ impl SubFilter {
             }
             off += 1;
             self.resume = 0;
+        }
+        if !self.whole_pieces {
+            // The window's reach is held, whatever is there.
+            self.offset = off;
+            let start = off + 1 - t.min as isize;
+            return Step::Hold {
+                start: start.min(v.end()),
+            };
         }
         // The places whose window runs past the bytes: held from the first where a string
         // (any, replaced once or not) is cut; all sent when none is.

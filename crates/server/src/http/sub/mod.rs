@@ -23,7 +23,7 @@ use shoal_conf::{Directive, Error};
 use super::loc_conf;
 use super::mime_types::{types_slot, Types};
 use super::modules::{Cx, HttpModule};
-use super::reply::Reply;
+use super::reply::{Body, Reply};
 use crate::conf::{err, flag_arg, merge, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::variables::{Piece, Template};
 use matcher::{SubFilter, Tables};
@@ -216,9 +216,12 @@ pub fn filter(loc: &SubLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
         clear_validators(reply);
     }
     let once = loc.once.unwrap_or(true);
+    // nginx's buffered upstream reads are not the end of what it has at hand; a file's
+    // pieces and unbuffered reads (`flush`) are.
+    let whole_pieces = !matches!(&reply.body, Body::Upstream(u) if u.buffering);
     reply
         .filters
-        .push(Box::new(SubFilter::new(tables, values, once)));
+        .push(Box::new(SubFilter::new(tables, values, once, whole_pieces)));
 }
 
 /// `ngx_http_clear_last_modified` and `ngx_http_clear_etag`: the answer's own and any passed

@@ -1,14 +1,25 @@
 use super::*;
 
-/// A filter for `(string, replacement)` lines.
+/// A filter for `(string, replacement)` lines, over a file's pieces.
 fn filter(lines: &[(&str, &str)], once: bool) -> SubFilter {
+    filter_of(lines, once, true)
+}
+
+/// A filter for `(string, replacement)` lines, over a file's pieces (`whole_pieces`) or an
+/// upstream's reads.
+fn filter_of(lines: &[(&str, &str)], once: bool, whole_pieces: bool) -> SubFilter {
     let strings = lines
         .iter()
         .enumerate()
         .map(|(i, (s, _))| (s.to_ascii_lowercase().into_bytes(), i))
         .collect();
     let values = lines.iter().map(|(_, v)| v.as_bytes().to_vec()).collect();
-    SubFilter::new(Arc::new(Tables::new(strings)), Arc::new(values), once)
+    SubFilter::new(
+        Arc::new(Tables::new(strings)),
+        Arc::new(values),
+        once,
+        whole_pieces,
+    )
 }
 
 /// The body fed in pieces of `size` bytes; what came out, and the most ever held.
@@ -23,14 +34,17 @@ fn run(f: &mut SubFilter, body: &[u8], size: usize) -> (Vec<u8>, usize) {
     (out, most)
 }
 
-/// The same body in every piece size gives `want`.
+/// The same body in every piece size, of a file or an upstream's, gives `want`.
 fn check(lines: &[(&str, &str)], once: bool, body: &str, want: &str) {
-    for size in [1, 2, 3, 4, 5, 7, 16, 1000] {
-        let (got, _) = run(&mut filter(lines, once), body.as_bytes(), size);
+    for (size, whole) in [1, 2, 3, 4, 5, 7, 16, 1000]
+        .into_iter()
+        .flat_map(|n| [(n, true), (n, false)])
+    {
+        let (got, _) = run(&mut filter_of(lines, once, whole), body.as_bytes(), size);
         assert_eq!(
             String::from_utf8_lossy(&got),
             want,
-            "{lines:?} once={once} {body:?} in pieces of {size}"
+            "{lines:?} once={once} {body:?} in pieces of {size} (whole: {whole})"
         );
     }
 }
@@ -118,6 +132,16 @@ fn held_bytes_stay_below_the_longest_string() {
 }
 
 #[test]
+fn an_upstream_read_holds_what_the_window_reaches() {
+    let mut f = filter_of(&[("hello", "X")], false, false);
+    // The window jumps 5 bytes at a time (no byte is in "hello"): it ends past `b`.
+    assert_eq!(f.feed(b"0123456789ab").unwrap(), b"0123456789");
+    assert_eq!(f.feed(b"cd").unwrap(), b"");
+    assert_eq!(f.feed(b"efghijk hello\n").unwrap(), b"abcdefghijk X");
+    assert_eq!(f.finish().unwrap(), b"\n");
+}
+
+#[test]
 fn a_piece_end_holds_only_a_cut_string() {
     // What nginx holds, so that the chunks a client sees are the same.
     let mut f = filter(&[("hello", "X"), ("abc", "Y")], false);
@@ -193,12 +217,15 @@ fn streaming_agrees_with_the_plain_search() {
         let body = words(&mut next, 60);
         let once = next(2) == 0;
         let want = plain(&lines, once, body.as_bytes());
-        for size in [1, 2, 3, 5, 64] {
-            let (got, _) = run(&mut filter(&lines, once), body.as_bytes(), size);
+        for (size, whole) in [1, 2, 3, 5, 64]
+            .into_iter()
+            .flat_map(|n| [(n, true), (n, false)])
+        {
+            let (got, _) = run(&mut filter_of(&lines, once, whole), body.as_bytes(), size);
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(&want),
-                "{lines:?} once={once} {body:?} in pieces of {size}"
+                "{lines:?} once={once} {body:?} in pieces of {size} (whole: {whole})"
             );
         }
     }
