@@ -124,15 +124,13 @@ impl View<'_> {
     }
 
     fn compare(&self, s: &[u8], start: isize) -> Cmp {
-        let mut i = start;
-        for &want in s {
+        for (i, &want) in (start..).zip(s) {
             if i >= self.end() {
                 return Cmp::Cut;
             }
             if self.at(i).to_ascii_lowercase() != want {
                 return Cmp::Differs;
             }
-            i += 1;
         }
         Cmp::Equal
     }

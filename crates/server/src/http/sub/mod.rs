@@ -162,7 +162,12 @@ pub fn filter(loc: &SubLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     let Some(lines) = &loc.lines else {
         return;
     };
-    if reply.body.length() == Some(0) || reply.terminate {
+    // (A tunnel's bytes and a gRPC call's frames are relayed as they are, as nginx's body
+    // filters never see them.)
+    if reply.body.length() == Some(0)
+        || reply.terminate
+        || matches!(reply.body, Body::Tunnel(_) | Body::Grpc(_))
+    {
         return;
     }
     let listed = super::charset::tested_type(reply)
