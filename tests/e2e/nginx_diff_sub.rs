@@ -160,6 +160,19 @@ fn levels_inherit_the_lines_whole() {
 }
 
 #[test]
+fn pages_for_requests_that_could_not_be_read() {
+    // nginx's filters run for a 400 too, with the server's configuration.
+    let p = pair(
+        "sub_filter \"Bad Request\" Refused; sub_filter $http_x_no x; \
+         sub_filter center \"[$http_x_no]\";",
+        "",
+    );
+    p.check_bytes(b"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n");
+    let r = p.check_bytes(b"GARBAGE\r\n\r\n");
+    assert!(r.contains("400 Refused"), "{r}");
+}
+
+#[test]
 fn gzip_compresses_the_rewritten_body() {
     let server = "location /gz/ { alias {HTML}/sub/; gzip on; gzip_min_length 1; \
                   sub_filter hello BYE; sub_filter_once off; }";

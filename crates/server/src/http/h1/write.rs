@@ -190,7 +190,8 @@ impl Conn {
             let vars = self.refused_vars(srv, None, line, start);
             crate::http::headers::add_headers(headers, false, &vars, &mut reply);
         }
-        // And its charset filter (`charset utf-8;` names the page's charset).
+        // And its sub and charset filters (`charset utf-8;` names the page's charset).
+        crate::http::sub::refused(&lc.sub, &mut reply);
         crate::http::charset::refused(&lc.charset, &mut reply);
         let output = Output::default();
         *output.filters.borrow_mut() = std::mem::take(&mut reply.filters);

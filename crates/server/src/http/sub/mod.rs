@@ -162,6 +162,36 @@ pub fn filter(loc: &SubLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     let Some(lines) = &loc.lines else {
         return;
     };
+    if lines.tables.is_some() && lines.values.is_some() {
+        // No variables to value.
+        return run(loc, reply, &|_| Vec::new());
+    }
+    let rec = cx.upstream.map(|u| u.borrow());
+    let mut vars = cx.r.vars_rw(cx.rw, cx.lc);
+    vars.upstream = rec.as_deref();
+    run(loc, reply, &|t| vars.eval_bytes(t));
+}
+
+/// The filter for an answer to a request that could not be read (a 400, a 414): the
+/// server's lines, variables empty (nginx's filter runs for those pages too).
+pub fn refused(loc: &SubLoc, reply: &mut Reply) {
+    let text = |t: &Template| {
+        let mut out = Vec::new();
+        for p in &t.pieces {
+            if let Piece::Text(s) = p {
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+        out
+    };
+    run(loc, reply, &text);
+}
+
+/// The filter: `eval` values the variables.
+fn run(loc: &SubLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> Vec<u8>) {
+    let Some(lines) = &loc.lines else {
+        return;
+    };
     // (A tunnel's bytes and a gRPC call's frames are relayed as they are, as nginx's body
     // filters never see them.)
     if reply.body.length() == Some(0)
@@ -175,43 +205,28 @@ pub fn filter(loc: &SubLoc, cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     if !listed {
         return;
     }
-    let (tables, values) = match (&lines.tables, &lines.values) {
-        (Some(t), Some(v)) => (t.clone(), v.clone()),
-        (tables, values) => {
-            let rec = cx.upstream.map(|u| u.borrow());
-            let mut vars = cx.r.vars_rw(cx.rw, cx.lc);
-            vars.upstream = rec.as_deref();
-            let tables = match tables {
-                Some(t) => t.clone(),
-                None => {
-                    let strings: Vec<(Vec<u8>, usize)> = lines
-                        .lines
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, l)| {
-                            let mut s = vars.eval_bytes(&l.string);
-                            s.make_ascii_lowercase();
-                            (!s.is_empty()).then_some((s, i))
-                        })
-                        .collect();
-                    if strings.is_empty() {
-                        return;
-                    }
-                    Arc::new(Tables::new(strings))
-                }
-            };
-            let values = match values {
-                Some(v) => v.clone(),
-                None => Arc::new(
-                    lines
-                        .lines
-                        .iter()
-                        .map(|l| vars.eval_bytes(&l.replacement))
-                        .collect(),
-                ),
-            };
-            (tables, values)
+    let tables = match &lines.tables {
+        Some(t) => t.clone(),
+        None => {
+            let strings: Vec<(Vec<u8>, usize)> = lines
+                .lines
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| {
+                    let mut s = eval(&l.string);
+                    s.make_ascii_lowercase();
+                    (!s.is_empty()).then_some((s, i))
+                })
+                .collect();
+            if strings.is_empty() {
+                return;
+            }
+            Arc::new(Tables::new(strings))
         }
+    };
+    let values = match &lines.values {
+        Some(v) => v.clone(),
+        None => Arc::new(lines.lines.iter().map(|l| eval(&l.replacement)).collect()),
     };
     // No length, so no ranges.
     reply.allow_ranges = false;
