@@ -82,6 +82,7 @@ mod stream;
 mod stream_errors;
 mod stream_upstream;
 mod stub_status;
+mod sub_filter;
 mod tls;
 mod tls_accept;
 mod tls_hostile;
