@@ -84,8 +84,12 @@ start() { # NAME KIND PORT
     SPID[$1]=$! SPORT[$1]=$3
     STARTED_PIDS+=("$!")
     for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$3/plain/page.html" && break; sleep 0.1; done
-    curl -s "http://127.0.0.1:$3/links/page.html" | grep -q 'https://example.com/p/7"' || die "$1 does not rewrite /links/"
-    curl -s "http://127.0.0.1:$3/inject/page.html" | grep -q '<script src="/a.js"></script></head>' || die "$1 does not inject /inject/"
+    # (The bodies are read whole first: `grep -q` stopping early would fail curl's pipe.)
+    local body
+    body=$(curl -s "http://127.0.0.1:$3/links/page.html")
+    grep -q 'https://example.com/p/7"' <<<"$body" || die "$1 does not rewrite /links/"
+    body=$(curl -s "http://127.0.0.1:$3/inject/page.html")
+    grep -q '<script src="/a.js"></script></head>' <<<"$body" || die "$1 does not inject /inject/"
 }
 
 start shoal shoal "$BASE_PORT"

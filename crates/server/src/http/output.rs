@@ -106,6 +106,12 @@ pub trait BodyFilter {
     fn keeps_length(&self) -> bool {
         false
     }
+    /// Whether the filter is done changing the body and holds nothing: what comes next
+    /// passes by it as it is, not copied (a `sub_filter_once` whose strings were all
+    /// replaced).
+    fn passes_through(&self) -> bool {
+        false
+    }
     /// Trailer fields (`Name: value\r\n` lines) for the last chunk (`add_trailer`).
     fn trailers(&self) -> &[u8] {
         &[]
@@ -121,6 +127,7 @@ fn run_filters<S: Sink>(
 ) -> io::Result<u64> {
     match filters.split_first_mut() {
         None => Ok(sink.emit(data, chunked)),
+        Some((first, rest)) if first.passes_through() => run_filters(rest, data, sink, chunked),
         Some((first, rest)) => {
             let out = first.feed(data)?;
             run_filters(rest, out, sink, chunked)
@@ -153,8 +160,11 @@ fn end_filters<S: Sink>(
     sink: &mut S,
     chunked: bool,
 ) -> io::Result<u64> {
-    if !chunked {
-        return Ok(run_filters(filters, data, sink, false)? + finish_filters(filters, sink, false)?);
+    if !chunked || filters.iter().all(|f| f.passes_through()) {
+        // (Filters passed through have nothing more to give: no chunk to join.)
+        return Ok(
+            run_filters(filters, data, sink, chunked)? + finish_filters(filters, sink, chunked)?
+        );
     }
     let at = sink.out().len();
     run_filters(filters, data, sink, false)?;

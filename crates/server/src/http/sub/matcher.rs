@@ -312,6 +312,10 @@ impl BodyFilter for SubFilter {
         Ok(&self.out)
     }
 
+    fn passes_through(&self) -> bool {
+        self.done() && self.held.is_empty()
+    }
+
     fn finish(&mut self) -> io::Result<&[u8]> {
         // What a cut string held goes as it is: the body ended before the string did.
         self.out.clear();

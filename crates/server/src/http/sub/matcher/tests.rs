@@ -115,8 +115,9 @@ fn empty_bodies_and_empty_replacements() {
 #[test]
 fn once_done_passes_the_rest_unsearched() {
     let mut f = filter(&[("a", "1"), ("b", "2")], true);
+    assert!(!f.passes_through());
     assert_eq!(f.feed(b"xab").unwrap(), b"x12");
-    assert!(f.done());
+    assert!(f.done() && f.passes_through());
     assert_eq!(f.feed(b"abab").unwrap(), b"abab");
     assert!(f.finish().unwrap().is_empty());
 }
