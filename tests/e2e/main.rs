@@ -26,6 +26,7 @@ mod core_directives;
 mod core_leftovers;
 mod directio;
 mod error_log;
+mod error_pages;
 mod fastcgi;
 mod grpc;
 mod gzip;

@@ -1,7 +1,8 @@
 //! `proxy_cookie_domain`, `proxy_cookie_path` and `proxy_cookie_flags` against real nginx: both
 //! proxy to one upstream that answers with the `Set-Cookie` lines the request asked for (its
 //! `X-Set-Cookie` headers), so every answer compares how each rewrote them (and when it left a
-//! line as it came). The configuration checks (`-t`) are compared too.
+//! line as it came). The configuration checks (`-t`) are compared too. The other everyday
+//! directives of the same task are here as well: `recursive_error_pages`, `gunzip`.
 
 use crate::common::upstream::{Answer, Upstream};
 use crate::diff::{both_test, Conf, Pair};
@@ -225,6 +226,57 @@ fn directive_checks_as_nginx() {
         "location / { proxy_cookie_flags a secure; proxy_cookie_flags off; }",
         "location / { proxy_cookie_flags off; proxy_cookie_flags off; }",
         "location / { if ($arg_x) { proxy_cookie_flags a secure; } }",
+    ] {
+        let (nginx, shoal) = both_test("", server);
+        assert_eq!(shoal, nginx, "for server {{ {server} }}");
+    }
+}
+
+// ---- recursive_error_pages ------------------------------------------------------------------
+
+#[test]
+fn recursive_error_pages_as_nginx() {
+    let p = Pair::with(Conf {
+        server: "error_page 403 /e2.html;\n\
+             location /a/ { error_page 404 /e1; }\n\
+             location /e1 { return 403; }\n\
+             location /b/ { error_page 404 =200 /e1; }\n\
+             location /r/ { recursive_error_pages on; error_page 404 /e1; }\n\
+             location /rs/ { recursive_error_pages on; error_page 404 =200 /e1; }\n\
+             location /loop/ { recursive_error_pages on; error_page 404 /loop/missing; }\n\
+             location /same/ { recursive_error_pages on; error_page 404 = /same/x; }\n\
+             location /named/ { recursive_error_pages on; error_page 404 @n; }\n\
+             location @n { return 403; }\n\
+             location /two/ { recursive_error_pages on; error_page 404 /e5; }\n\
+             location /e5 { error_page 403 /e6; return 403; }\n\
+             location /e6 { return 404; }\n\
+             location /f/ { return 403; error_page 403 =200 /nothing.html; }\n\
+             location /k/ { return 403; error_page 403 /e7; }\n\
+             location /e7 { return 500; }",
+        files: &[("e2.html", "e2 page\n")],
+        ..Default::default()
+    });
+    for path in [
+        "/a/x", "/b/x", "/r/x", "/rs/x", "/loop/x", "/same/x", "/named/x", "/two/x", "/f/", "/k/",
+    ] {
+        p.get(path, "");
+    }
+    // Ten redirections, then nginx's cycle line.
+    let log = p.shoal_log();
+    assert!(
+        log.contains("rewrite or internal redirection cycle while internally redirecting to \"/loop/missing\""),
+        "{log}"
+    );
+}
+
+#[test]
+fn recursive_error_pages_checks_as_nginx() {
+    for server in [
+        "location / { recursive_error_pages on; }",
+        "recursive_error_pages off;",
+        "location / { recursive_error_pages yes; }",
+        "location / { recursive_error_pages on; recursive_error_pages off; }",
+        "location / { if ($arg_x) { recursive_error_pages on; } }",
     ] {
         let (nginx, shoal) = both_test("", server);
         assert_eq!(shoal, nginx, "for server {{ {server} }}");

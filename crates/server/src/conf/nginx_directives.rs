@@ -288,7 +288,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("random",                         "ngx_http_upstream_module",      Unsupported),
     ("random_index",                   "ngx_http_random_index_module",  Unsupported),
     ("read_ahead",                     "ngx_http_core_module",          Unsupported),
-    ("recursive_error_pages",          "ngx_http_core_module",          Unsupported),
     ("reset_timedout_connection",      "ngx_http_core_module",          Unsupported),
     ("return",                         "ngx_http_rewrite_module",       Unsupported),
     ("rewrite",                        "ngx_http_rewrite_module",       Unsupported),

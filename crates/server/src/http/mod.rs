@@ -238,6 +238,9 @@ crate::conf::conf_slots! {
         port_in_redirect: bool = true,
         server_name_in_redirect: bool = false,
         log_not_found: bool = true,
+        /// `recursive_error_pages`: an `error_page` target's own failure may meet an
+        /// `error_page` again (within the redirect budget).
+        recursive_error_pages: bool = false,
         disable_symlinks: bool = false,
         /// `client_max_body_size` (0 = unlimited).
         client_max_body_size: u64 = 1024 * 1024,
