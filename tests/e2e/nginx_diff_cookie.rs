@@ -282,3 +282,121 @@ fn recursive_error_pages_checks_as_nginx() {
         assert_eq!(shoal, nginx, "for server {{ {server} }}");
     }
 }
+
+// ---- gunzip -------------------------------------------------------------------------------
+
+#[test]
+fn gunzip_as_nginx() {
+    let text = "a line of text to inflate\n".repeat(3000);
+    let gz = crate::gunzip::gzip(text.as_bytes());
+    let small = crate::gunzip::gzip(b"hello gunzip\n");
+    let (up_gz, up_small) = (gz.clone(), small.clone());
+    let up = Upstream::start(move |r| {
+        let t = r.target.as_str();
+        let body = if t.contains("big") {
+            up_gz.clone()
+        } else {
+            up_small.clone()
+        };
+        let a = Answer::ok(body).header("ETag", "\"u1\"");
+        if t.contains("plain") {
+            Answer::ok("not encoded\n")
+        } else if t.contains("deflate") {
+            a.header("Content-Encoding", "deflate")
+        } else if t.contains("404") {
+            Answer::status(404)
+                .body(small_404())
+                .header("Content-Encoding", "GZIP")
+        } else {
+            a.header("Content-Encoding", "gzip")
+        }
+    });
+    let p = pair(
+        &up,
+        "gunzip on;",
+        "gzip_static always;\n\
+         location /up/ { proxy_pass UP; }\n\
+         location /vary/ { proxy_pass UP; gzip_vary on; }\n\
+         location /h10/ { proxy_pass UP; gzip_http_version 1.0; }\n\
+         location /prox/ { proxy_pass UP; gzip_proxied any; }\n\
+         location /off/ { proxy_pass UP; gunzip off; }\n\
+         location /buf/ { proxy_pass UP; gunzip_buffers 2 1k; }\n\
+         location /static/ { alias {HTML}/gz/; }",
+    );
+    let html = p.html().join("gz");
+    std::fs::create_dir(&html).unwrap();
+    for (name, data) in [
+        ("ok.txt.gz", small.clone()),
+        ("big.txt.gz", gz.clone()),
+        ("multi.txt.gz", [small.clone(), small.clone()].concat()),
+        ("bad.txt.gz", b"plain, not gzip\n".to_vec()),
+        ("cut.txt.gz", small[..small.len() / 2].to_vec()),
+        ("empty.txt.gz", Vec::new()),
+    ] {
+        std::fs::write(html.join(name), data).unwrap();
+        std::fs::write(html.join(name.trim_end_matches(".gz")), "x").unwrap();
+    }
+    let ae = "Accept-Encoding: gzip\r\n";
+    for (path, headers) in [
+        ("/up/a", ""),
+        ("/up/a", ae),
+        ("/up/plain", ""),
+        ("/up/deflate", ""),
+        ("/up/404", ""),
+        ("/vary/a", ""),
+        ("/vary/a", ae),
+        ("/h10/a", ""),
+        ("/up/a", "Via: 1.1 proxy\r\nAccept-Encoding: gzip\r\n"),
+        ("/prox/a", "Via: 1.1 proxy\r\nAccept-Encoding: gzip\r\n"),
+        ("/up/a", "Accept-Encoding: gzip;q=0\r\n"),
+        ("/off/a", ""),
+        ("/static/ok.txt", ""),
+        ("/static/ok.txt", ae),
+        ("/static/ok.txt", "Range: bytes=0-3\r\n"),
+        ("/static/multi.txt", ""),
+    ] {
+        p.get_open(path, headers);
+    }
+    // Bodies larger than a piece: unchunked (HTTP/1.0, where nginx gunzips too without
+    // `gzip_http_version 1.0`), so that chunk sizes do not count.
+    for path in ["/up/big", "/buf/big", "/static/big.txt"] {
+        p.check(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes());
+    }
+    for path in ["/static/ok.txt", "/up/a", "/static/empty.txt"] {
+        p.check_open(format!("HEAD {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes());
+    }
+    // What is not gzip, or ends early, ends the answer: nothing of it goes out.
+    for path in ["/static/bad.txt", "/static/cut.txt", "/static/empty.txt"] {
+        p.get(path, "");
+    }
+    let log = p.shoal_log();
+    for line in [
+        "inflate() failed: 4, -3 while sending response to client",
+        "inflate() returned -5 on response end while sending response to client",
+    ] {
+        assert!(p.nginx_log().contains(line), "nginx: {}", p.nginx_log());
+        assert!(log.contains(line), "{log}");
+    }
+}
+
+/// A gzip 404 page.
+fn small_404() -> Vec<u8> {
+    crate::gunzip::gzip(b"not found, gzipped\n")
+}
+
+#[test]
+fn gunzip_checks_as_nginx() {
+    for server in [
+        "location / { gunzip on; gunzip_buffers 16 8k; }",
+        "gunzip off;",
+        "location / { gunzip maybe; }",
+        "location / { gunzip on; gunzip on; }",
+        "location / { gunzip_buffers 0 4k; }",
+        "location / { gunzip_buffers 4; }",
+        "location / { gunzip_buffers 4 4k; gunzip_buffers 4 4k; }",
+        "location / { if ($arg_x) { gunzip on; } }",
+    ] {
+        let (nginx, shoal) = both_test("", server);
+        assert_eq!(shoal, nginx, "for server {{ {server} }}");
+    }
+}

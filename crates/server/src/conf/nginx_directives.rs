@@ -111,8 +111,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("geoip_proxy",                    "ngx_http_geoip_module",         Inert),
     ("geoip_proxy_recursive",          "ngx_http_geoip_module",         Inert),
     ("google_perftools_profiles",      "ngx_google_perftools_module",   Unsupported),
-    ("gunzip",                         "ngx_http_gunzip_module",        Unsupported),
-    ("gunzip_buffers",                 "ngx_http_gunzip_module",        Inert),
     ("gzip",                           "ngx_http_gzip_module",          Unsupported),
     ("gzip_buffers",                   "ngx_http_gzip_module",          Unsupported),
     ("gzip_comp_level",                "ngx_http_gzip_module",          Unsupported),

@@ -294,6 +294,8 @@ http_modules! {
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
     headers: super::headers::Module,
+    /// `gunzip`, `gunzip_buffers`: a gzip answer inflated for a client that takes no gzip.
+    gunzip: super::gzip::gunzip::Module,
     /// `charset*`: the charset filter (recodes before gzip compresses).
     charset: super::charset::Module,
     /// `gzip*`: the filter's decision.

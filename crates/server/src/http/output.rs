@@ -110,6 +110,16 @@ pub trait BodyFilter {
     fn trailers(&self) -> &[u8] {
         &[]
     }
+    /// More output is ready without more input: a filter whose output may outgrow its input
+    /// many times (gunzip) hands it over a piece at a time, and the writer sends each before
+    /// asking for the next ([`BodyFilter::more`]), so what waits in memory stays one piece.
+    fn pending(&self) -> bool {
+        false
+    }
+    /// The next piece of what [`BodyFilter::pending`] said is ready.
+    fn more(&mut self) -> io::Result<&[u8]> {
+        Ok(&[])
+    }
 }
 
 /// Feeds `data` through `filters` in order, emitting what comes out of the last.
@@ -126,6 +136,27 @@ fn run_filters<S: Sink>(
             run_filters(rest, out, sink, chunked)
         }
     }
+}
+
+/// [`run_filters`], then what a filter holds back ([`BodyFilter::pending`]) a piece at a time,
+/// what is gathered written out between pieces.
+async fn pump<S: Sink>(
+    filters: &mut [Box<dyn BodyFilter>],
+    data: &[u8],
+    sink: &mut S,
+    chunked: bool,
+) -> io::Result<u64> {
+    let mut total = run_filters(filters, data, sink, chunked)?;
+    // The last filter that holds some first: a filter is fed only when it holds nothing.
+    while let Some(i) = filters.iter().rposition(|f| f.pending()) {
+        if sink.out().len() >= MAX_GATHER {
+            sink.flush().await?;
+        }
+        let (done, rest) = filters.split_at_mut(i + 1);
+        let out = done[i].more()?;
+        total += run_filters(rest, out, sink, chunked)?;
+    }
+    Ok(total)
 }
 
 /// Ends every filter in order, each one's last output through the ones after it.
@@ -359,7 +390,7 @@ impl Output {
         };
         let body = match body {
             Body::Chain(first, rest) => {
-                total += run_filters(z, &first, sink, chunked)?;
+                total += pump(z, &first, sink, chunked).await?;
                 *rest
             }
             other => other,
@@ -367,7 +398,7 @@ impl Output {
         match body {
             Body::Empty => {}
             Body::Bytes(b) | Body::Chain(b, _) => {
-                total += run_filters(z, &b, sink, chunked)?;
+                total += pump(z, &b, sink, chunked).await?;
             }
             Body::File {
                 cached: Some(c),
@@ -376,7 +407,7 @@ impl Output {
                 ..
             } => {
                 let data = &c[offset as usize..(offset + len) as usize];
-                total += run_filters(z, data, sink, chunked)?;
+                total += pump(z, data, sink, chunked).await?;
             }
             Body::File {
                 file, offset, len, ..
@@ -394,11 +425,11 @@ impl Output {
                 // 8-bit charsets): the parts' heads go through it too, as in nginx, where the
                 // range filter runs first.
                 for (header, br) in &parts.parts {
-                    total += run_filters(z, header, sink, chunked)?;
+                    total += pump(z, header, sink, chunked).await?;
                     total += match &cached {
                         Some(c) => {
                             let data = &c[br.start as usize..br.end as usize];
-                            run_filters(z, data, sink, chunked)?
+                            pump(z, data, sink, chunked).await?
                         }
                         None => {
                             self.filter_file(
@@ -414,12 +445,12 @@ impl Output {
                         }
                     };
                 }
-                total += run_filters(z, &parts.trailer, sink, chunked)?;
+                total += pump(z, &parts.trailer, sink, chunked).await?;
             }
             Body::Upstream(mut ub) => loop {
                 match ub.take() {
                     Ok(Piece::Data(d)) => {
-                        total += run_filters(z, &d, sink, chunked)?;
+                        total += pump(z, &d, sink, chunked).await?;
                         if sink.out().len() >= MAX_GATHER {
                             sink.flush().await?;
                         }
@@ -501,7 +532,7 @@ impl Output {
                 )));
             }
             off += data.len() as u64;
-            total += run_filters(z, &data, sink, chunked)?;
+            total += pump(z, &data, sink, chunked).await?;
             if sink.out().len() >= MAX_GATHER {
                 sink.flush().await?;
             }
