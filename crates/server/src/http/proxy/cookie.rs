@@ -63,10 +63,10 @@ impl CookieLoc {
 
     /// Whether any rule applies here (without one, `Set-Cookie` passes untouched).
     pub fn rewrites(&self) -> bool {
-        let on = |l: Option<usize>| l.is_some_and(|n| n > 0);
-        on(self.domains.as_ref().map(|l| l.len()))
-            || on(self.paths.as_ref().map(|l| l.len()))
-            || on(self.flags.as_ref().map(|l| l.len()))
+        fn on<T>(list: &Option<Arc<Vec<T>>>) -> bool {
+            list.as_ref().is_some_and(|l| !l.is_empty())
+        }
+        on(&self.domains) || on(&self.paths) || on(&self.flags)
     }
 }
 
@@ -366,4 +366,25 @@ fn join(attrs: &[Attr<'_>]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{join, parse};
+
+    #[test]
+    fn a_value_is_read_and_written_back_as_nginx_does() {
+        // Spaces around names and values dropped (not tabs), an empty attribute for each `;`
+        // with nothing before the next, `=` kept for an empty value.
+        for (raw, written) in [
+            ("a=b", "a=b"),
+            (" a = b ;Path= /x ;", "a=b; Path=/x; "),
+            ("a=b;;secure", "a=b; ; secure"),
+            ("a= ; x", "a=; x"),
+            ("a=\tb\t; y=1=2", "a=\tb\t; y=1=2"),
+        ] {
+            assert_eq!(join(&parse(raw)), written, "{raw:?}");
+        }
+        assert!(parse("noeq; path=/")[0].value.is_none());
+    }
 }
