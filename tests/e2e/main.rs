@@ -67,6 +67,7 @@ mod nginx_diff_variables;
 mod open_file_cache;
 mod output_buffers;
 mod package;
+mod process_init;
 mod proxy;
 mod proxy_cache;
 mod proxy_cache_faults;

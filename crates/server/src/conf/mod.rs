@@ -155,6 +155,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
         let modules: &[&'static [Command]] = &[
             crate::core::DIRECTIVES,
             crate::event::DIRECTIVES,
+            crate::process_init::DIRECTIVES,
             crate::log::DIRECTIVES,
             crate::http::DIRECTIVES,
             crate::http::directives::DIRECTIVES,
