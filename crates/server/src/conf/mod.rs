@@ -161,6 +161,7 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
             crate::http::directives::DIRECTIVES,
             crate::http::aio::DIRECTIVES,
             crate::http::stub_status::DIRECTIVES,
+            crate::http::empty_gif::DIRECTIVES,
             crate::http::gzip::DIRECTIVES,
             crate::http::rewrite::DIRECTIVES,
             crate::http::map::DIRECTIVES,

@@ -96,7 +96,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("directio_alignment",             "ngx_http_core_module",          Unsupported),
     ("disable_symlinks",               "ngx_http_core_module",          Unsupported),
     ("early_hints",                    "ngx_http_core_module",          Unsupported),
-    ("empty_gif",                      "ngx_http_empty_gif_module",     Unsupported),
     ("env",                            "ngx_core_module",               Unsupported),
     ("error_page",                     "ngx_http_core_module",          Unsupported),
     ("etag",                           "ngx_http_core_module",          Unsupported),
