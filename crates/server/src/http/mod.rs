@@ -54,6 +54,7 @@ pub mod reply;
 pub mod request;
 pub mod rewrite;
 pub mod scgi;
+pub mod secure_link;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;

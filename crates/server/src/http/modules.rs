@@ -259,6 +259,8 @@ http_modules! {
     proxy_protocol: super::proxy_protocol::Module,
     /// `valid_referers`, `$invalid_referer`.
     referer: super::referer::Module,
+    /// `secure_link*`, `$secure_link`, `$secure_link_expires`.
+    secure_link: super::secure_link::Module,
     /// `limit_req_zone`, `limit_req` (preaccess).
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).
