@@ -13,7 +13,6 @@
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-trap stop_all EXIT
 BASE_PORT=${BASE_PORT:-19560}
 IDLE_CONNS=${IDLE_CONNS:-1000}
 SERVERS=${SERVERS:-nginx h2o shoal}
@@ -22,6 +21,7 @@ export BATCHES=${BATCHES:-1}
 
 build_shoal
 WORK=$(mktemp -d /tmp/shoal-h2idle.XXXXXX)
+trap 'stop_all; rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 mkdir -p "$WORK/html" "$WORK/conf" "$WORK/logs"
 cp "$REPO/html/index.html" "$WORK/html/index.html"
@@ -124,4 +124,3 @@ for name in $SERVERS; do
     done
     stop_all
 done
-rm -rf "$WORK"
