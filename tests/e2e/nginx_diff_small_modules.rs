@@ -1,7 +1,8 @@
 //! Small modules against real nginx: `empty_gif` (the image, Last-Modified and its 304, 405
 //! for other methods, no ranges, in a nested location not inherited, with `expires` and
 //! `add_header`); `secure_link` (checksums and expiry times good, bad and malformed, the old
-//! `secure_link_secret` form, inheritance, the two forms refused together).
+//! `secure_link_secret` form, inheritance, the two forms refused together); `msie_padding` and
+//! `msie_refresh` for Chrome, Firefox and MSIE.
 
 use crate::diff::Pair;
 
@@ -140,5 +141,44 @@ fn secure_link_secret_is_not_mixed_with_the_md5_form() {
         let want = r#"[emerg] \"secure_link_secret\" cannot be mixed with \"secure_link\" and \"secure_link_md5\" in FILE:"#;
         assert!(n.contains(want), "nginx: {n}");
         assert!(s.contains(want), "nginx: {n}\nshoal: {s}");
+    }
+}
+
+const CHROME: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                      Chrome/120.0.0.0 Safari/537.36";
+const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0";
+const MSIE: &str = "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)";
+
+#[test]
+fn msie_padding_and_refresh_as_nginx() {
+    let p = crate::diff::Pair::with(crate::diff::Conf {
+        server: "location /deny { deny all; }\n\
+                 location /five { return 500; }\n\
+                 location /text { return 404 \"own text\"; }\n\
+                 location /off { msie_padding off; }\n\
+                 location /r { return 302 \"/to x'y\\\"z\"; }\n\
+                 location /rw { rewrite ^ /there redirect; }\n\
+                 location /m { msie_refresh on;\n\
+                     location /m/r { return 302 \"/to x'y\\\"z\"; }\n\
+                     location /m/p { return 301 http://example.com/a%20b; }\n\
+                     location /m/rw { rewrite ^ /there permanent; }\n\
+                     location /m/nf { }\n\
+                 }",
+        ..Default::default()
+    });
+    for dir in ["dir", "m/dir"] {
+        std::fs::create_dir_all(p.html().join(dir)).unwrap();
+        std::fs::write(p.html().join(dir).join("index.html"), "in a dir\n").unwrap();
+    }
+    for ua in [CHROME, FIREFOX, MSIE] {
+        let h = format!("User-Agent: {ua}\r\n");
+        for path in [
+            "/nope", "/deny", "/five", "/text", "/off/x", "/r", "/rw", "/dir", "/m/r", "/m/p",
+            "/m/rw", "/m/nf", "/m/dir",
+        ] {
+            p.get(path, &h);
+        }
+        p.head("/nope", &h);
+        p.check(format!("GET /nope HTTP/1.0\r\n{h}\r\n").as_bytes());
     }
 }

@@ -195,8 +195,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("mp4_buffer_size",                "ngx_http_mp4_module",           Inert),
     ("mp4_max_buffer_size",            "ngx_http_mp4_module",           Inert),
     ("mp4_start_key_frame",            "ngx_http_mp4_module",           Inert),
-    ("msie_padding",                   "ngx_http_core_module",          Unsupported),
-    ("msie_refresh",                   "ngx_http_core_module",          Unsupported),
     ("multi_accept",                   "ngx_core_module",               Unsupported),
     ("open_file_cache",                "ngx_http_core_module",          Unsupported),
     ("open_file_cache_errors",         "ngx_http_core_module",          Unsupported),

@@ -39,6 +39,7 @@ pub mod location;
 pub mod map;
 pub mod memcached;
 pub mod modules;
+pub mod msie;
 pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;

@@ -253,6 +253,9 @@ fn provides(list: &[&str], name: &str) -> bool {
 }
 
 http_modules! {
+    /// `msie_padding`, `msie_refresh`: nginx's own special answers, as its special-response
+    /// handler shapes them before any header filter.
+    msie: super::msie::Module,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive` (post-read, preaccess).
     realip: super::realip::Module,
     /// `$proxy_protocol_*`: what a `listen ... proxy_protocol` connection's header said.
