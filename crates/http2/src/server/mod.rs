@@ -27,7 +27,8 @@
 //!
 //! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
-//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]).
+//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
+//! that called [`Server::park`] not even the latter.
 //!
 //! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
 //! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
@@ -420,6 +421,15 @@ impl Server {
         if fields.heap_bytes() <= 16 * 1024 {
             self.spare = Some(fields);
         }
+    }
+
+    /// [`Server::shrink`], and what an idle connection can rebuild when it is used again:
+    /// the encoder's copy of what it put in the client's table ([`Encoder::forget`]). For a
+    /// connection idle for a while, not between every two requests: the next answer's
+    /// repeated fields cost their literals again.
+    pub fn park(&mut self) {
+        self.shrink();
+        self.encoder.forget();
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].

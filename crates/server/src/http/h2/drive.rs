@@ -89,7 +89,15 @@ impl Wire {
         let spare = &mut self.buf.spare_capacity_mut()[..room];
         let mut rb = ReadBuf::uninit(spare);
         match read(&mut self.t, cx, &mut rb) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                // Readable, yet nothing to read (over TLS, a record with no application data,
+                // or part of one): an idle connection waits without the buffer again.
+                if idle && self.buf.is_empty() {
+                    let b = std::mem::take(&mut self.buf);
+                    SPARE_READ.with(|s| s.give(b, Vec::clear));
+                }
+                Poll::Pending
+            }
             Poll::Ready(Err(e)) => Poll::Ready(Step::Failed(e)),
             Poll::Ready(Ok(())) => {
                 let n = rb.filled().len();
@@ -272,6 +280,8 @@ pub async fn serve(
     // Bytes of frames taken so far: the preface and the client's SETTINGS make the handshake.
     let mut handshaken = false;
     let mut going_away = false;
+    // The codec gave up what an idle connection can rebuild (see `Inner::park`).
+    let mut parked = false;
     let mut went_away = Instant::now();
     let mut epoch = worker.wake_idle.epoch();
     if worker.stopping.get() {
@@ -290,7 +300,8 @@ pub async fn serve(
             crate::status::State::Waiting
         });
         let idle = active == 0 && !going_away && handshaken;
-        idle_slot.set_reusable(idle);
+        // A wait that lasts a sweep interval parks the codec (`IdleWakers::sweep`), once.
+        idle_slot.set_idle(idle, idle && !parked);
         if active == 0 && fresh.capacity() > 0 {
             fresh = Vec::new();
             head = Vec::new();
@@ -316,6 +327,12 @@ pub async fn serve(
             s = std::future::poll_fn(|cx| wire.poll(&core, active == 0, cx)) => s,
             _ = shared.done.notified() => continue,
             _ = idle_slot.wait(epoch), if !going_away => {
+                if idle_slot.take_park() {
+                    core.borrow_mut().park();
+                    crate::spare::shed();
+                    parked = true;
+                    continue;
+                }
                 epoch = worker.wake_idle.epoch();
                 if idle_slot.reused() {
                     // Chosen to make room (nginx finalizes such a connection with a GOAWAY
@@ -426,6 +443,7 @@ pub async fn serve(
             }
             failed
         };
+        parked &= fresh.is_empty();
         for (head, ended, recv, respond) in fresh.drain(..) {
             let n = shared.requests.get() + 1;
             shared.requests.set(n);

@@ -209,6 +209,15 @@ impl Inner {
         self.server.shrink();
     }
 
+    /// [`Inner::shrink`] for a connection idle a whole sweep interval (`IdleWakers::sweep`):
+    /// the codec gives up what it can rebuild ([`Server::park`]).
+    pub fn park(&mut self) {
+        self.shrink();
+        if self.slots.is_empty() {
+            self.server.park();
+        }
+    }
+
     fn forget_if_done(&mut self, id: u32) {
         if let Some(i) = self.slots.iter().position(|s| s.id == id) {
             let s = &self.slots[i];
