@@ -170,12 +170,20 @@ fn a_parked_server_holds_no_table_and_its_client_still_reads_every_answer() {
     assert_eq!(s.heap_bytes(), 0);
     // The client's table still holds the old entries: the new ones go in front of them, and
     // every index the encoder sends from now on means what it meant to say.
-    for (id, ctype) in [(5, &b"text/plain"[..]), (7, b"text/plain"), (9, b"text/html")] {
+    for (id, ctype) in [
+        (5, &b"text/plain"[..]),
+        (7, b"text/plain"),
+        (9, b"text/html"),
+    ] {
         let (view, _) = answer(&mut s, &mut d, id, ctype);
         let pair = |n: &str, v: &[u8]| (n.to_string(), String::from_utf8_lossy(v).into_owned());
         assert_eq!(
             view,
-            [pair(":status", b"200"), pair("server", b"shoal"), pair("content-type", ctype)]
+            [
+                pair(":status", b"200"),
+                pair("server", b"shoal"),
+                pair("content-type", ctype)
+            ]
         );
     }
     let (_, last) = answer(&mut s, &mut d, 11, b"text/html");
