@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use shoal_http2::frame::{Reason, PREFACE};
-use shoal_http2::server::{Config, Incoming, Server};
+use shoal_http2::server::{Config, Incoming, Malformed, Server};
 use tokio::io::ReadBuf;
 use tokio::sync::Notify;
 
@@ -374,8 +374,9 @@ pub async fn serve(
                 crate::conn_log!(
                     Level::Info,
                     number,
-                    "{e} while processing HTTP/2 connection, client: {}",
-                    shared.info.client()
+                    "{e} while processing HTTP/2 connection, client: {}, server: {}",
+                    shared.info.client(),
+                    shared.info.socket
                 );
                 break;
             }
@@ -426,7 +427,10 @@ pub async fn serve(
                         // The header list past `large_client_header_buffers`: 431.
                         me.server.refuse(stream, 431);
                     }
-                    Incoming::Malformed { .. } => {}
+                    Incoming::Malformed { stream, why } => {
+                        me.reset(stream, Reason::PROTOCOL_ERROR);
+                        log_malformed(&shared, &why);
+                    }
                     Incoming::Reset { stream, code, .. } => me.reset(stream, code),
                     Incoming::GoAway { .. } => {
                         if !going_away {
@@ -457,16 +461,14 @@ pub async fn serve(
         }
         core.borrow_mut().driving = false;
         if let Some(e) = failed {
-            let what = if handshaken {
-                "client sent invalid HTTP/2 frames"
-            } else {
-                "client sent invalid HTTP/2 connection preface"
-            };
+            // nginx's line: the listening address as the server (none is chosen for the
+            // connection as a whole).
             crate::conn_log!(
                 Level::Info,
                 number,
-                "{what} ({e}) while processing HTTP/2 connection, client: {}",
-                shared.info.client()
+                "{e} while processing HTTP/2 connection, client: {}, server: {}",
+                shared.info.client(),
+                shared.info.socket
             );
             core.borrow_mut().close();
             Box::pin(wire.close(&core, true)).await;
@@ -484,6 +486,27 @@ pub async fn serve(
     }
     drop(wire);
     drop(guard);
+}
+
+/// nginx's line for a malformed request, at `info`: what was wrong, and the stream's context
+/// (its server; the request's line is not known for most, so none is given).
+fn log_malformed(shared: &Shared, why: &Malformed) {
+    if !crate::log::enabled(Level::Info) {
+        return;
+    }
+    let gen = shared.generation.borrow().clone();
+    let server = conn_server(&gen, &shared.info).map_or("", |s| s.name());
+    let context = if why.in_head() {
+        " while reading client request headers"
+    } else {
+        ""
+    };
+    crate::conn_log!(
+        Level::Info,
+        shared.info.number,
+        "{why}{context}, client: {}, server: {server}",
+        shared.info.client()
+    );
 }
 
 /// Runs a stream at once on the connection's task: an answer ready now (a file in the page
