@@ -428,7 +428,7 @@ pub async fn serve(
                         me.server.refuse(stream, 431);
                     }
                     Incoming::Malformed { stream, why } => {
-                        me.reset(stream, Reason::PROTOCOL_ERROR);
+                        me.refused(stream);
                         log_malformed(&shared, &why);
                     }
                     Incoming::Reset { stream, code, .. } => me.reset(stream, code),

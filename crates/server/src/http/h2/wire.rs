@@ -51,6 +51,8 @@ struct Slot {
     trailers: Option<http::HeaderMap>,
     /// The stream is gone (reset by either side).
     reset: Option<Reason>,
+    /// Reset by the codec as malformed (its line is logged already).
+    refused: bool,
     /// The answer's END_STREAM went.
     answered: bool,
     recv_alive: bool,
@@ -176,6 +178,14 @@ impl Inner {
         }
     }
 
+    /// The codec reset the stream as malformed (and the connection's task logged why).
+    pub fn refused(&mut self, id: u32) {
+        if let Some(s) = self.slot(id) {
+            s.refused = true;
+        }
+        self.reset(id, Reason::PROTOCOL_ERROR);
+    }
+
     /// A send window grew (`id` 0: the connection's), or output drained: waiting senders try
     /// again.
     pub fn window_opened(&mut self, id: u32) {
@@ -278,6 +288,12 @@ pub struct RecvStream {
 }
 
 impl RecvStream {
+    /// Whether the codec refused the stream as malformed (see [`Inner::refused`]).
+    pub fn refused(&self) -> bool {
+        let mut me = self.core.borrow_mut();
+        me.slot(self.id).is_some_and(|s| s.refused)
+    }
+
     /// The next DATA frame's bytes; `None` at the body's end.
     pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, StreamError>>> {
         let mut me = self.core.borrow_mut();
