@@ -35,11 +35,41 @@ thread_local! {
 /// A read buffer's size: a whole frame of the default size and more.
 const READ_BUF: usize = 32 * 1024;
 
-/// What a poll of the socket came to.
+/// What a poll of the socket came to (or the idle wait: park).
 enum Step {
     Read,
     Eof,
     Failed(io::Error),
+    Park,
+}
+
+/// What a connection keeps from one task to the next, all but its socket: when it has waited
+/// a whole sweep interval with no stream, its task ends and this waits in the worker's parked
+/// set (`h1/park.rs`) with the socket, out of the reactor; input, a wake of the idle list or
+/// its `keepalive_timeout` gives it a task again ([`resume`]).
+pub(crate) struct Kept {
+    core: Core,
+    shared: Rc<Shared>,
+    scope: Option<Arc<crate::log::ErrorLog>>,
+    pub(crate) idle_slot: IdleSlot,
+    guard: ConnGuard,
+    state: crate::status::ConnState,
+    recv_max: usize,
+    header_timeout: Duration,
+    keepalive: Duration,
+    keepalive_requests: u64,
+    started: Instant,
+}
+
+impl Kept {
+    pub(crate) fn number(&self) -> u64 {
+        self.shared.info.number
+    }
+
+    /// The worker's idle list.
+    pub(crate) fn wake_idle(&self) -> Rc<crate::worker::IdleWakers> {
+        self.guard.0.wake_idle.clone()
+    }
 }
 
 /// The socket's side of the connection's task.
@@ -254,36 +284,67 @@ pub async fn serve(
         Server::new(config(srv)),
         out_max(srv),
     )));
-    let mut wire = Wire {
-        t: transport,
-        buf: Vec::new(),
+    let kept = Kept {
+        core,
         recv_max: h2c.recv_buffer_size().saturating_sub(32).max(1),
+        header_timeout: srv.srv.client_header_timeout(),
+        keepalive: srv.loc.keepalive_timeout().0,
+        keepalive_requests: srv.loc.keepalive_requests(),
+        // Its place in `stub_status`: waiting while no stream is answered.
+        state: crate::status::ConnState::accepted(),
+        shared: Rc::new(Shared {
+            info,
+            generation: RefCell::new(generation),
+            worker: guard.0.clone(),
+            requests: Cell::new(0),
+            active: Cell::new(0),
+            last_done: Cell::new(Instant::now()),
+            done: Notify::new(),
+        }),
+        scope,
+        idle_slot,
+        guard,
+        started: Instant::now(),
+    };
+    let epoch = kept.guard.0.wake_idle.epoch();
+    run(transport, kept, false, epoch).await;
+}
+
+/// A parked connection's task: its loop again, from the idle wait it left in the epoch
+/// `since` of the worker's idle list (a wake since then is seen at once).
+pub(crate) async fn resume(t: Transport, kept: Kept, since: u64) {
+    run(t, kept, true, since).await;
+}
+
+/// The connection's loop. `resumed`: it parked (its handshake and its codec's park are done).
+async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
+    let Kept {
+        core,
+        shared,
+        scope,
+        idle_slot,
+        guard,
+        mut state,
+        recv_max,
+        header_timeout,
+        keepalive,
+        keepalive_requests,
+        started,
+    } = kept;
+    let mut wire = Wire {
+        t,
+        buf: Vec::new(),
+        recv_max,
         unflushed: false,
     };
-    let header_timeout = srv.srv.client_header_timeout();
-    let keepalive = srv.loc.keepalive_timeout().0;
-    let keepalive_requests = srv.loc.keepalive_requests();
-    let number = info.number;
+    let number = shared.info.number;
     let worker = guard.0.clone();
-    // Its place in `stub_status`: waiting while no stream is answered.
-    let mut state = crate::status::ConnState::accepted();
-    let shared = Rc::new(Shared {
-        info,
-        generation: RefCell::new(generation),
-        worker: worker.clone(),
-        requests: Cell::new(0),
-        active: Cell::new(0),
-        last_done: Cell::new(Instant::now()),
-        done: Notify::new(),
-    });
-    let started = Instant::now();
     // Bytes of frames taken so far: the preface and the client's SETTINGS make the handshake.
-    let mut handshaken = false;
+    let mut handshaken = resumed;
     let mut going_away = false;
     // The codec gave up what an idle connection can rebuild (see `Inner::park`).
-    let mut parked = false;
+    let mut parked = resumed;
     let mut went_away = Instant::now();
-    let mut epoch = worker.wake_idle.epoch();
     if worker.stopping.get() {
         core.borrow_mut().server.conn_mut().goaway(Reason::NO_ERROR);
         going_away = true;
@@ -331,8 +392,8 @@ pub async fn serve(
                     core.borrow_mut().park();
                     crate::spare::shed();
                     parked = true;
-                    continue;
-                }
+                    Step::Park
+                } else {
                 epoch = worker.wake_idle.epoch();
                 if idle_slot.reused() {
                     // Chosen to make room (nginx finalizes such a connection with a GOAWAY
@@ -346,6 +407,7 @@ pub async fn serve(
                     (going_away, went_away) = (true, Instant::now());
                 }
                 continue;
+                }
             }
             _ = timer.as_mut(), if armed => {
                 if !handshaken {
@@ -369,6 +431,31 @@ pub async fn serve(
         };
         match step {
             Step::Read => {}
+            Step::Park => {
+                // With nothing in flight, the task ends: the connection waits in the
+                // worker's parked set without it (nor its socket's registration, nor its
+                // timer), and comes back here from the same wait.
+                if active == 0 && wire.buf.is_empty() && wire.output_done(&core) {
+                    core.borrow_mut().conn_waker = None;
+                    let deadline = shared.last_done.get() + keepalive;
+                    let kept = Kept {
+                        core,
+                        shared,
+                        scope,
+                        idle_slot,
+                        guard,
+                        state,
+                        recv_max: wire.recv_max,
+                        header_timeout,
+                        keepalive,
+                        keepalive_requests,
+                        started,
+                    };
+                    crate::http::h1::park_h2(wire.t, kept, deadline, epoch);
+                    return;
+                }
+                continue;
+            }
             Step::Eof => break,
             Step::Failed(e) => {
                 crate::conn_log!(
