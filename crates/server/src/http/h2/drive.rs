@@ -2,7 +2,11 @@
 //! each request, and writes the codec's output (everything queued, one write per poll).
 //!
 //! The read buffer is the worker's spare while the connection has no stream and no partial
-//! frame: an idle connection holds no buffer (and the codec frees its own, `shrink`).
+//! frame: an idle connection holds no buffer (and the codec frees its own, `shrink`). One idle
+//! for a whole sweep interval parks ([`Kept`], `h1/park.rs`): its task ends until it is needed.
+//!
+//! What the codec refuses is logged here, at `info`, as nginx logs it: a malformed request
+//! with the stream's context, a connection error with the connection's.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
