@@ -32,6 +32,8 @@ mod gzip;
 mod h2;
 mod h2_conformance;
 mod h2_hostile;
+mod h2_log;
+mod h2_park;
 mod hostile;
 mod keepalive_park;
 mod limit_rate;

@@ -434,6 +434,7 @@ async fn serve(
         loop {
             tick.tick().await;
             wakers.sweep();
+            crate::spare::release_shed();
         }
     });
     serve_commands(&worker, &mut rx, first).await;
