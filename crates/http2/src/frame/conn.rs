@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::flood::Flood;
-use super::parse::{conn_err, u32_at, unpad, Head};
+use super::parse::{conn_err, conn_err_n, u32_at, unpad, Head};
 use super::stream::{Stream, Streams};
 use super::{flag, kind, setting, write};
 use super::{Block, Config, ConnError, Event, PeerSettings, Reason};
@@ -129,10 +129,7 @@ impl Connection {
         if self.phase == Phase::Preface {
             let n = input.len().min(PREFACE.len());
             if input[..n] != PREFACE[..n] {
-                let e = conn_err(
-                    Reason::PROTOCOL_ERROR,
-                    "client sent invalid connection preface",
-                );
+                let e = conn_err(Reason::PROTOCOL_ERROR, "invalid connection preface");
                 return Err(self.fail(e));
             }
             if n < PREFACE.len() {
@@ -241,7 +238,7 @@ impl Connection {
             if head.kind != kind::CONTINUATION || head.stream != p.stream {
                 return Err(conn_err(
                     Reason::PROTOCOL_ERROR,
-                    "client sent a frame inside a header block",
+                    "client sent inappropriate frame while CONTINUATION was expected",
                 ));
             }
         }
@@ -251,7 +248,10 @@ impl Connection {
             kind::PRIORITY => self.priority(head, payload),
             kind::RST_STREAM => self.rst_stream(head, payload),
             kind::SETTINGS => self.settings(head, payload),
-            kind::PUSH_PROMISE => Err(conn_err(Reason::PROTOCOL_ERROR, "client sent PUSH_PROMISE")),
+            kind::PUSH_PROMISE => Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent PUSH_PROMISE frame",
+            )),
             kind::PING => self.ping_frame(head, payload),
             kind::GOAWAY => self.goaway_frame(head, payload),
             kind::WINDOW_UPDATE => self.window_update(head, payload),
@@ -287,10 +287,7 @@ impl Connection {
     /// Room in the output for an answer the client asked for (PING, SETTINGS ACK).
     pub(super) fn answer_room(&self) -> Result<(), ConnError> {
         if self.out.len() - self.out_start > self.cfg.max_output {
-            return Err(conn_err(
-                Reason::ENHANCE_YOUR_CALM,
-                "client does not read what it asks for",
-            ));
+            return Err(conn_err(Reason::ENHANCE_YOUR_CALM, "http2 flood detected"));
         }
         Ok(())
     }
@@ -300,7 +297,7 @@ impl Connection {
         if id == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent DATA on stream 0",
+                "client sent DATA frame with incorrect identifier",
             ));
         }
         let (from, to) = unpad(&head, payload, 0)?;
@@ -312,9 +309,11 @@ impl Connection {
         }
         let len = head.len as u32;
         if len as i64 > self.recv_window {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FLOW_CONTROL_ERROR,
-                "client violated connection flow control",
+                "client violated connection flow control: received DATA frame length {}, available window {}",
+                len,
+                self.recv_window.clamp(0, u32::MAX as i64) as u32,
             ));
         }
         self.recv_window -= len as i64;
@@ -421,9 +420,11 @@ impl Connection {
     fn headers(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
         let id = head.stream;
         if id == 0 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::PROTOCOL_ERROR,
-                "client sent HEADERS on stream 0",
+                "client sent HEADERS frame with incorrect identifier {}, the last was {}",
+                0,
+                self.last_peer_id,
             ));
         }
         let fixed = if head.has(flag::PRIORITY) { 5 } else { 0 };
@@ -445,17 +446,21 @@ impl Connection {
                 BlockFor::Trailers
             }
             None if id % 2 == 0 => {
-                return Err(conn_err(
+                return Err(conn_err_n(
                     Reason::PROTOCOL_ERROR,
-                    "client sent HEADERS with an even stream id",
+                    "client sent HEADERS frame with incorrect identifier {}, the last was {}",
+                    id,
+                    self.last_peer_id,
                 ));
             }
             // Trailers in flight on a stream we reset: decoded for HPACK's sake, then dropped.
             None if id <= self.last_peer_id && reset_lately => BlockFor::Discard,
             None if id <= self.last_peer_id => {
-                return Err(conn_err(
+                return Err(conn_err_n(
                     Reason::PROTOCOL_ERROR,
-                    "client sent HEADERS with a stream id not above the last",
+                    "client sent HEADERS frame with incorrect identifier {}, the last was {}",
+                    id,
+                    self.last_peer_id,
                 ));
             }
             None => self.open(id, end_stream, self_dep)?,
@@ -518,7 +523,7 @@ impl Connection {
         {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "client sent too long header block",
+                "client sent too large header",
             ));
         }
         Ok(())
@@ -540,7 +545,7 @@ impl Connection {
         let Some(p) = self.partial.as_mut() else {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent CONTINUATION outside a header block",
+                "client sent unexpected CONTINUATION frame",
             ));
         };
         let total = p.block.len() + payload.len();

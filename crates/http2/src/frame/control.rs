@@ -2,7 +2,7 @@
 //! WINDOW_UPDATE (RFC 9113, 6.3 to 6.9).
 
 use super::conn::Connection;
-use super::parse::{conn_err, u32_at, Head};
+use super::parse::{conn_err, conn_err_n, u32_at, Head};
 use super::{flag, setting, write};
 use super::{ConnError, Event, Reason};
 use super::{DEFAULT_FRAME_SIZE, MAX_FRAME_SIZE, MAX_WINDOW};
@@ -12,7 +12,7 @@ impl Connection {
         if head.stream == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent PRIORITY on stream 0",
+                "client sent PRIORITY frame with incorrect identifier",
             ));
         }
         if payload.len() != 5 {
@@ -30,13 +30,15 @@ impl Connection {
         if id == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent RST_STREAM on stream 0",
+                "client sent RST_STREAM frame with incorrect identifier",
             ));
         }
         if payload.len() != 4 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent RST_STREAM of a wrong length",
+                "client sent RST_STREAM frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         if self.idle(id) {
@@ -66,14 +68,14 @@ impl Connection {
         if head.stream != 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent SETTINGS on a stream",
+                "client sent SETTINGS frame with incorrect identifier",
             ));
         }
         if head.has(flag::ACK) {
             if !payload.is_empty() {
                 return Err(conn_err(
                     Reason::FRAME_SIZE_ERROR,
-                    "client sent SETTINGS ACK with a payload",
+                    "client sent SETTINGS frame with the ACK flag and nonzero length",
                 ));
             }
             if self.settings_unacked > 0 {
@@ -88,9 +90,11 @@ impl Connection {
             return self.flood.idle_frame();
         }
         if payload.len() % 6 != 0 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent SETTINGS of a wrong length",
+                "client sent SETTINGS frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         self.flood.idle_frame()?;
@@ -101,25 +105,31 @@ impl Connection {
             match u16::from_be_bytes([p[0], p[1]]) {
                 setting::HEADER_TABLE_SIZE => self.peer.header_table_size = value,
                 setting::ENABLE_PUSH if value > 1 => {
-                    return Err(conn_err(
+                    return Err(conn_err_n(
                         Reason::PROTOCOL_ERROR,
-                        "client sent invalid SETTINGS_ENABLE_PUSH",
+                        "client sent SETTINGS frame with incorrect ENABLE_PUSH value {}",
+                        value,
+                        0,
                     ));
                 }
                 setting::ENABLE_PUSH => self.peer.enable_push = value == 1,
                 setting::INITIAL_WINDOW_SIZE if value > MAX_WINDOW => {
-                    return Err(conn_err(
+                    return Err(conn_err_n(
                         Reason::FLOW_CONTROL_ERROR,
-                        "client sent too large SETTINGS_INITIAL_WINDOW_SIZE",
+                        "client sent SETTINGS frame with incorrect INITIAL_WINDOW_SIZE value {}",
+                        value,
+                        0,
                     ));
                 }
                 setting::INITIAL_WINDOW_SIZE => window = Some(value),
                 setting::MAX_FRAME_SIZE
                     if !(DEFAULT_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&value) =>
                 {
-                    return Err(conn_err(
+                    return Err(conn_err_n(
                         Reason::PROTOCOL_ERROR,
-                        "client sent invalid SETTINGS_MAX_FRAME_SIZE",
+                        "client sent SETTINGS frame with incorrect MAX_FRAME_SIZE value {}",
+                        value,
+                        0,
                     ));
                 }
                 setting::MAX_FRAME_SIZE => self.peer.max_frame_size = value,
@@ -153,13 +163,15 @@ impl Connection {
         if head.stream != 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent PING on a stream",
+                "client sent PING frame with incorrect identifier",
             ));
         }
         if payload.len() != 8 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent PING of a wrong length",
+                "client sent PING frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         self.flood.idle_frame()?;
@@ -177,13 +189,15 @@ impl Connection {
         if head.stream != 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent GOAWAY on a stream",
+                "client sent GOAWAY frame with incorrect identifier",
             ));
         }
         if payload.len() < 8 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent GOAWAY too short",
+                "client sent GOAWAY frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         self.goaway_received = true;
@@ -196,9 +210,11 @@ impl Connection {
     pub(super) fn window_update(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
         let id = head.stream;
         if payload.len() != 4 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent WINDOW_UPDATE of a wrong length",
+                "client sent WINDOW_UPDATE frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         let inc = u32_at(payload, 0) & MAX_WINDOW;
@@ -207,13 +223,15 @@ impl Connection {
             if inc == 0 {
                 return Err(conn_err(
                     Reason::PROTOCOL_ERROR,
-                    "client sent WINDOW_UPDATE of 0",
+                    "client sent WINDOW_UPDATE frame with incorrect window increment 0",
                 ));
             }
             if self.send_window + inc as i64 > MAX_WINDOW as i64 {
-                return Err(conn_err(
+                return Err(conn_err_n(
                     Reason::FLOW_CONTROL_ERROR,
-                    "client overflowed the connection's window",
+                    "client violated connection flow control: received WINDOW_UPDATE frame with window increment {} not allowed for window {}",
+                    inc,
+                    self.send_window.clamp(0, MAX_WINDOW as i64) as u32,
                 ));
             }
             self.send_window += inc as i64;

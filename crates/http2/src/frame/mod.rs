@@ -20,7 +20,7 @@
 //!
 //! Memory: a stream is a 20-byte record in a vector sorted by id, removed once closed; an idle
 //! connection that called [`Connection::shrink`] holds no heap buffer at all.
-//! `size_of::<Connection>()` is 272 bytes on x86-64.
+//! `size_of::<Connection>()` is 280 bytes on x86-64.
 //!
 //! A server's loop, in short (HPACK and the socket left out):
 //!
@@ -282,13 +282,22 @@ pub enum Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnError {
     pub code: Reason,
-    /// For the error log, nginx's style ("client sent ...").
+    /// For the error log, nginx's text for the case where it has one (nginx 1.22's
+    /// `ngx_http_v2.c`), its style elsewhere: each `{}` is one of `args`, in order.
     pub what: &'static str,
+    pub args: [u32; 2],
 }
 
 impl std::fmt::Display for ConnError {
+    /// The log line's text: `what` with its `args` (the error code is not in it, as nginx's).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (error {:#x})", self.what, self.code.0)
+        let mut args = self.args.iter();
+        let mut parts = self.what.split("{}");
+        f.write_str(parts.next().unwrap_or(""))?;
+        for part in parts {
+            write!(f, "{}{part}", args.next().unwrap_or(&0))?;
+        }
+        Ok(())
     }
 }
 

@@ -33,7 +33,20 @@ pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 pub(crate) fn conn_err(code: Reason, what: &'static str) -> ConnError {
-    ConnError { code, what }
+    ConnError {
+        code,
+        what,
+        args: [0; 2],
+    }
+}
+
+/// [`conn_err`] whose text names numbers (`{}` in `what`, see [`ConnError`]).
+pub(crate) fn conn_err_n(code: Reason, what: &'static str, a: u32, b: u32) -> ConnError {
+    ConnError {
+        code,
+        what,
+        args: [a, b],
+    }
 }
 
 /// The part of a DATA or HEADERS payload between its pad length and its padding, as offsets
@@ -65,10 +78,13 @@ pub(crate) fn unpad(
         ));
     }
     if pad > payload.len() - content {
-        return Err(conn_err(
-            Reason::PROTOCOL_ERROR,
-            "client sent padding longer than the payload",
-        ));
+        let what = if head.kind == super::kind::DATA {
+            "client sent padded DATA frame with incorrect length: {}, padding: {}"
+        } else {
+            "client sent padded HEADERS frame with incorrect length: {}, padding: {}"
+        };
+        let (len, pad) = (payload.len() as u32, pad as u32);
+        return Err(conn_err_n(Reason::PROTOCOL_ERROR, what, len, pad));
     }
     Ok((content, payload.len() - pad))
 }

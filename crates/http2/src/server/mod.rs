@@ -27,7 +27,8 @@
 //!
 //! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
-//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]).
+//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
+//! that called [`Server::park`] not even the latter.
 //!
 //! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
 //! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
@@ -75,6 +76,7 @@
 //! ```
 
 mod answer;
+mod malformed;
 mod request;
 #[cfg(test)]
 mod tests;
@@ -84,6 +86,7 @@ use std::ops::Range;
 use crate::frame::{self, Connection, Event, Reason};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
+pub use malformed::Malformed;
 pub use request::{Fields, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};
 
@@ -134,11 +137,11 @@ pub enum Incoming {
     /// today: a name or value past [`Bounds::field`] is nginx's 400 ("client sent too long
     /// header line"), the list past [`Bounds::list`] a 431 (what the `h2` crate sends).
     TooLarge { stream: u32, which: TooLarge },
-    /// A malformed request or trailers: the stream was reset with PROTOCOL_ERROR. `what` is
-    /// for the log.
-    Malformed { stream: u32, what: &'static str },
-    /// The stream is gone: reset by the client, or by us (a body that disagrees with its
-    /// `content-length`, a stream error of the frame layer).
+    /// A malformed request, trailers or body (one that disagrees with its `content-length`):
+    /// the stream was reset with PROTOCOL_ERROR. `why` is for the log.
+    Malformed { stream: u32, why: Malformed },
+    /// The stream is gone: reset by the client, or by us (a stream error of the frame
+    /// layer).
     Reset {
         stream: u32,
         code: Reason,
@@ -161,6 +164,18 @@ struct Body {
     stream: u32,
     /// What `content-length` still announces.
     left: Option<u64>,
+    /// Body bytes so far.
+    received: u64,
+}
+
+impl Body {
+    /// The body ended here, short of its `content-length`.
+    fn short(&self) -> Malformed {
+        Malformed::BodyShort {
+            received: self.received,
+            declared: self.received + self.left.unwrap_or(0),
+        }
+    }
 }
 
 /// One connection's server side: the frame layer, HPACK, and the requests' checks.
@@ -288,7 +303,7 @@ impl Server {
         };
         let request = match request {
             Ok(r) if end_stream && r.content_length().is_some_and(|n| n > 0) => {
-                Err("client prematurely closed stream")
+                Err(Malformed::ClosedEarly)
             }
             r => r,
         };
@@ -299,6 +314,7 @@ impl Server {
                     self.bodies.push(Body {
                         stream,
                         left: request.content_length(),
+                        received: 0,
                     });
                 }
                 Some(Incoming::Request {
@@ -322,7 +338,7 @@ impl Server {
             .decode(block, &mut self.scratch, |f| b.field(f))
         {
             Ok(()) if body.left.is_some_and(|n| n > 0) => {
-                Some(self.malformed(stream, "client prematurely closed stream"))
+                Some(self.malformed(stream, body.short()))
             }
             Ok(()) => Some(Incoming::Trailers {
                 stream,
@@ -352,23 +368,20 @@ impl Server {
             return None;
         };
         let body = &mut self.bodies[i];
-        let over = match body.left.as_mut() {
-            Some(left) if n > *left => true,
+        body.received += n;
+        let why = match body.left.as_mut() {
+            Some(left) if n > *left => Some(Malformed::BodyTooLong),
             Some(left) => {
                 *left -= n;
-                end_stream && *left > 0
+                (end_stream && *left > 0).then(|| body.short())
             }
-            None => false,
+            None => None,
         };
-        if over {
+        if let Some(why) = why {
             self.conn.consumed(stream, n as u32);
             self.bodies.remove(i);
             self.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
-            return Some(Incoming::Reset {
-                stream,
-                code: Reason::PROTOCOL_ERROR,
-                by_peer: false,
-            });
+            return Some(Incoming::Malformed { stream, why });
         }
         if end_stream {
             self.bodies.remove(i);
@@ -386,16 +399,17 @@ impl Server {
         Some(self.bodies.remove(i))
     }
 
-    fn malformed(&mut self, stream: u32, what: &'static str) -> Incoming {
+    fn malformed(&mut self, stream: u32, why: Malformed) -> Incoming {
         self.forget(stream);
         self.conn.reset(stream, Reason::PROTOCOL_ERROR);
-        Incoming::Malformed { stream, what }
+        Incoming::Malformed { stream, why }
     }
 
     fn compression(&mut self) -> Incoming {
         let e = ConnError {
             code: Reason::COMPRESSION_ERROR,
             what: "client sent invalid header block",
+            args: [0; 2],
         };
         self.conn.close_with(e);
         self.closed = true;
@@ -420,6 +434,15 @@ impl Server {
         if fields.heap_bytes() <= 16 * 1024 {
             self.spare = Some(fields);
         }
+    }
+
+    /// [`Server::shrink`], and what an idle connection can rebuild when it is used again:
+    /// the encoder's copy of what it put in the client's table ([`Encoder::forget`]). For a
+    /// connection idle for a while, not between every two requests: the next answer's
+    /// repeated fields cost their literals again.
+    pub fn park(&mut self) {
+        self.shrink();
+        self.encoder.forget();
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].

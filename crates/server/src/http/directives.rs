@@ -1,7 +1,7 @@
 //! The rest of nginx's http core directives: request limits and timeouts, `alias`,
 //! `try_files`, `error_page`, `return`, `internal`, `add_header`, `expires`, `etag`,
 //! `if_modified_since`, the redirect knobs, `sendfile_max_chunk`, `output_buffers`, `max_ranges`,
-//! `log_not_found`, `disable_symlinks`, `merge_slashes` and the header buffers.
+//! `log_not_found`, `recursive_error_pages`, `disable_symlinks`, `merge_slashes` and the header buffers.
 //!
 //! Only reading them lives here; `phases.rs` and `conn.rs` apply them.
 
@@ -52,6 +52,12 @@ pub static DIRECTIVES: &[Command] = &[
         set_server_name_in_redirect,
     ),
     Command::new("log_not_found", HSL, Args::Flag, set_log_not_found),
+    Command::new(
+        "recursive_error_pages",
+        HSL,
+        Args::Flag,
+        set_recursive_error_pages,
+    ),
     Command::new(
         "disable_symlinks",
         HSL,
@@ -437,6 +443,14 @@ fn set_server_name_in_redirect(
 
 fn set_log_not_found(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     set_once(&mut loc_conf(s).log_not_found, flag_arg(d), d)
+}
+
+fn set_recursive_error_pages(
+    _: &mut Builder,
+    d: &Directive,
+    s: &mut Scope<'_>,
+) -> Result<(), Error> {
+    set_once(&mut loc_conf(s).recursive_error_pages, flag_arg(d), d)
 }
 
 /// `disable_symlinks off | on [from=PART]` (`if_not_owner` is not supported yet). As nginx,

@@ -20,6 +20,7 @@ pub mod directives;
 mod doc_root;
 use doc_root::{set_index, set_root};
 pub use doc_root::{DocRoot, IndexName};
+pub mod empty_gif;
 pub mod fastcgi;
 pub mod framing;
 pub mod geo;
@@ -39,6 +40,7 @@ pub mod map;
 pub mod memcached;
 pub mod mime_types;
 pub mod modules;
+pub mod msie;
 pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;
@@ -54,6 +56,7 @@ pub mod reply;
 pub mod request;
 pub mod rewrite;
 pub mod scgi;
+pub mod secure_link;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
@@ -240,6 +243,9 @@ crate::conf::conf_slots! {
         port_in_redirect: bool = true,
         server_name_in_redirect: bool = false,
         log_not_found: bool = true,
+        /// `recursive_error_pages`: an `error_page` target's own failure may meet an
+        /// `error_page` again (within the redirect budget).
+        recursive_error_pages: bool = false,
         disable_symlinks: bool = false,
         /// `client_max_body_size` (0 = unlimited).
         client_max_body_size: u64 = 1024 * 1024,
@@ -299,6 +305,8 @@ crate::conf::conf_slots! {
         pub open_file_cache: open_file_cache::OfcLoc,
         /// `stub_status` in this location (not inherited).
         pub stub_status: Option<bool>,
+        /// `empty_gif` in this location (not inherited).
+        pub empty_gif: Option<bool>,
         pub proxy: proxy::ProxyLoc,
         /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
         /// [`modules`].
@@ -319,12 +327,15 @@ pub enum Content {
     /// `fastcgi_pass`, `uwsgi_pass`, `scgi_pass`, `memcached_pass`.
     Upstream(upstream::Proto),
     StubStatus,
+    EmptyGif,
 }
 
 impl Content {
     fn of(lc: &LocConf) -> Content {
         if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
             Content::StubStatus
+        } else if lc.empty_gif == Some(true) {
+            Content::EmptyGif
         } else if lc.proxy.pass.is_some() {
             Content::Proxy
         } else if lc.fastcgi.pass.is_some() {

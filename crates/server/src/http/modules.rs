@@ -253,12 +253,17 @@ fn provides(list: &[&str], name: &str) -> bool {
 }
 
 http_modules! {
+    /// `msie_padding`, `msie_refresh`: nginx's own special answers, as its special-response
+    /// handler shapes them before any header filter.
+    msie: super::msie::Module,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive` (post-read, preaccess).
     realip: super::realip::Module,
     /// `$proxy_protocol_*`: what a `listen ... proxy_protocol` connection's header said.
     proxy_protocol: super::proxy_protocol::Module,
     /// `valid_referers`, `$invalid_referer`.
     referer: super::referer::Module,
+    /// `secure_link*`, `$secure_link`, `$secure_link_expires`.
+    secure_link: super::secure_link::Module,
     /// `limit_req_zone`, `limit_req` (preaccess).
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).
@@ -294,6 +299,8 @@ http_modules! {
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
     headers: super::headers::Module,
+    /// `gunzip`, `gunzip_buffers`: a gzip answer inflated for a client that takes no gzip.
+    gunzip: super::gzip::gunzip::Module,
     /// `sub_filter*`: the sub filter (rewrites the body before it is recoded and compressed).
     sub: super::sub::Module,
     /// `charset*`: the charset filter (recodes before gzip compresses).

@@ -44,10 +44,13 @@ impl HttpModule for Module {
                     reply.content_type = None;
                     reply.body = Body::Empty;
                     reply.allow_ranges = false;
-                    // `ngx_http_clear_accept_ranges`: a cached head's own goes too.
-                    reply
-                        .extra
-                        .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+                    // `ngx_http_clear_accept_ranges`: a cached head's own goes too; and so
+                    // does the coding of the body not sent (`gzip_static`'s, an upstream's).
+                    reply.headers.retain(|(n, _)| *n != "Content-Encoding");
+                    reply.extra.retain(|(n, _)| {
+                        !n.eq_ignore_ascii_case("accept-ranges")
+                            && !n.eq_ignore_ascii_case("content-encoding")
+                    });
                 }
                 None => {}
             }

@@ -116,6 +116,16 @@ pub trait BodyFilter {
     fn trailers(&self) -> &[u8] {
         &[]
     }
+    /// More output is ready without more input: a filter whose output may outgrow its input
+    /// many times (gunzip) hands it over a piece at a time, and the writer sends each before
+    /// asking for the next ([`BodyFilter::more`]), so what waits in memory stays one piece.
+    fn pending(&self) -> bool {
+        false
+    }
+    /// The next piece of what [`BodyFilter::pending`] said is ready.
+    fn more(&mut self) -> io::Result<&[u8]> {
+        Ok(&[])
+    }
 }
 
 /// Feeds `data` through `filters` in order, emitting what comes out of the last.
@@ -133,6 +143,27 @@ fn run_filters<S: Sink>(
             run_filters(rest, out, sink, chunked)
         }
     }
+}
+
+/// [`run_filters`], then what a filter holds back ([`BodyFilter::pending`]) a piece at a time,
+/// what is gathered written out between pieces.
+async fn pump<S: Sink>(
+    filters: &mut [Box<dyn BodyFilter>],
+    data: &[u8],
+    sink: &mut S,
+    chunked: bool,
+) -> io::Result<u64> {
+    let mut total = run_filters(filters, data, sink, chunked)?;
+    // The last filter that holds some first: a filter is fed only when it holds nothing.
+    while let Some(i) = filters.iter().rposition(|f| f.pending()) {
+        if sink.out().len() >= MAX_GATHER {
+            sink.flush().await?;
+        }
+        let (done, rest) = filters.split_at_mut(i + 1);
+        let out = done[i].more()?;
+        total += run_filters(rest, out, sink, chunked)?;
+    }
+    Ok(total)
 }
 
 /// Ends every filter in order, each one's last output through the ones after it.
@@ -153,8 +184,10 @@ fn finish_filters<S: Sink>(
 /// Feeds the body's last bytes through `filters` and ends them: what both give goes out as
 /// one chunk, as nginx's chunked filter frames what one pass of the chain hands it (the last
 /// buffer's pass carries what the filters held back, a sub filter's cut match or gzip's
-/// tail).
-fn end_filters<S: Sink>(
+/// tail). A filter that has more to give than one pass holds (gunzip's inflated body,
+/// [`BodyFilter::pending`]) sends it piece by piece instead, each piece its own chunk, so that
+/// memory stays bounded.
+async fn end_filters<S: Sink>(
     filters: &mut [Box<dyn BodyFilter>],
     data: &[u8],
     sink: &mut S,
@@ -163,11 +196,18 @@ fn end_filters<S: Sink>(
     if !chunked || filters.iter().all(|f| f.passes_through()) {
         // (Filters passed through have nothing more to give: no chunk to join.)
         return Ok(
-            run_filters(filters, data, sink, chunked)? + finish_filters(filters, sink, chunked)?
+            pump(filters, data, sink, chunked).await? + finish_filters(filters, sink, chunked)?
         );
     }
     let at = sink.out().len();
     run_filters(filters, data, sink, false)?;
+    if filters.iter().any(|f| f.pending()) {
+        let raw = sink.out()[at..].to_vec();
+        sink.out().truncate(at);
+        let mut total = sink.emit(&raw, true);
+        total += pump(filters, &[], sink, true).await?;
+        return Ok(total + finish_filters(filters, sink, true)?);
+    }
     finish_filters(filters, sink, false)?;
     let out = sink.out();
     if out.len() == at {
@@ -394,7 +434,7 @@ impl Output {
         };
         let body = match body {
             Body::Chain(first, rest) => {
-                total += run_filters(z, &first, sink, chunked)?;
+                total += pump(z, &first, sink, chunked).await?;
                 *rest
             }
             other => other,
@@ -404,7 +444,7 @@ impl Output {
         match body {
             Body::Empty => {}
             Body::Bytes(b) | Body::Chain(b, _) => {
-                total += end_filters(z, &b, sink, chunked)?;
+                total += end_filters(z, &b, sink, chunked).await?;
             }
             Body::File {
                 cached: Some(c),
@@ -413,7 +453,7 @@ impl Output {
                 ..
             } => {
                 let data = &c[offset as usize..(offset + len) as usize];
-                total += end_filters(z, data, sink, chunked)?;
+                total += end_filters(z, data, sink, chunked).await?;
             }
             Body::File {
                 file, offset, len, ..
@@ -431,11 +471,11 @@ impl Output {
                 // 8-bit charsets): the parts' heads go through it too, as in nginx, where the
                 // range filter runs first.
                 for (header, br) in &parts.parts {
-                    total += run_filters(z, header, sink, chunked)?;
+                    total += pump(z, header, sink, chunked).await?;
                     total += match &cached {
                         Some(c) => {
                             let data = &c[br.start as usize..br.end as usize];
-                            run_filters(z, data, sink, chunked)?
+                            pump(z, data, sink, chunked).await?
                         }
                         None => {
                             self.filter_file(
@@ -451,12 +491,12 @@ impl Output {
                         }
                     };
                 }
-                total += run_filters(z, &parts.trailer, sink, chunked)?;
+                total += pump(z, &parts.trailer, sink, chunked).await?;
             }
             Body::Upstream(mut ub) => loop {
                 match ub.take() {
                     Ok(Piece::Data(d)) => {
-                        total += run_filters(z, &d, sink, chunked)?;
+                        total += pump(z, &d, sink, chunked).await?;
                         if sink.out().len() >= MAX_GATHER {
                             sink.flush().await?;
                         }
@@ -542,9 +582,9 @@ impl Output {
             }
             off += data.len() as u64;
             total += if last && off == end {
-                end_filters(z, &data, sink, chunked)?
+                end_filters(z, &data, sink, chunked).await?
             } else {
-                run_filters(z, &data, sink, chunked)?
+                pump(z, &data, sink, chunked).await?
             };
             if sink.out().len() >= MAX_GATHER {
                 sink.flush().await?;

@@ -130,6 +130,8 @@ async fn run<'s, const REFUSED: bool>(
     let mut internal = sub.is_some();
     let mut named: Option<String> = None;
     let mut redirects = 0u32;
+    // nginx's `r->error_page`: an `error_page` took over in a location without
+    // `recursive_error_pages`, so no other one will.
     let mut error_page_used = false;
     // The server's rewrites run for the request and after each internal redirect, not after
     // `rewrite ... last` or a jump to a named location (nginx's phase order).
@@ -319,6 +321,7 @@ async fn run<'s, const REFUSED: bool>(
                 Content::StubStatus => {
                     Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
                 }
+                Content::EmptyGif => Outcome::Reply(Box::new(super::empty_gif::reply(method, lc))),
                 _ if rw.rewritten_break && lc.doc_root().alias => {
                     crate::conn_log!(
                         Level::Alert,
@@ -437,7 +440,7 @@ async fn run<'s, const REFUSED: bool>(
                         .as_deref()
                         .and_then(|pages| pages.iter().find(|p| p.codes.contains(&reply.status)));
                     if let Some(page) = page {
-                        error_page_used = true;
+                        error_page_used = !lc.recursive_error_pages();
                         carried_auth.extend(
                             reply
                                 .headers
@@ -481,18 +484,16 @@ async fn run<'s, const REFUSED: bool>(
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
                 }
-                if let Some(s) = forced_status {
-                    if reply.status < 300 || reply.status == 304 {
-                        // Set before the header filters, as nginx's `err_status`: ranges and
-                        // conditionals then apply only if the page answers 200.
-                        reply.status = s;
-                        // The status line is nginx's for the new status.
-                        reply.reason = None;
-                    } else if reply.status != s {
-                        // The error page itself failed: nginx answers with the original code
-                        // and its own page.
-                        *reply = super::reply::error_reply(s, lc);
-                    }
+                // An error page's own failure keeps its status and page (nginx's special
+                // response sets `err_status` anew); anything else answers with the status.
+                if let Some(s) =
+                    forced_status.filter(|_| sent || reply.status < 300 || reply.status == 304)
+                {
+                    // Set before the header filters, as nginx's `err_status`: ranges and
+                    // conditionals then apply only if the page answers 200.
+                    reply.status = s;
+                    // The status line is nginx's for the new status.
+                    reply.reason = None;
                 }
                 reply.close_after |= close_after;
                 if let Some(rec) = &upstream {

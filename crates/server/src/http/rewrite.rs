@@ -131,7 +131,7 @@ fn compile(d: &Directive, text: &str) -> Result<Template, Error> {
 }
 
 /// Compiles a regex as nginx's PCRE would take it, declaring its named captures as variables.
-fn regex(d: &Directive, source: &str, caseless: bool) -> Result<Regex, Error> {
+pub(crate) fn regex(d: &Directive, source: &str, caseless: bool) -> Result<Regex, Error> {
     let re = RegexBuilder::new(source)
         .caseless(caseless)
         .build()

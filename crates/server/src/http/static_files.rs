@@ -328,7 +328,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
         reply.headers.push(("Content-Encoding", "gzip".into()));
     }
     if (precompressed || vary_for_static) && lc.gzip.vary() {
-        reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
+        super::gzip::add_vary(&mut reply);
     }
     reply.content_type = Some(content_type);
     reply.body = Body::File {

@@ -237,6 +237,7 @@ fn close_with_an_error_from_above() {
     let e = ConnError {
         code: Reason::COMPRESSION_ERROR,
         what: "client sent invalid header block",
+        args: [0; 2],
     };
     p.conn.close_with(e);
     p.conn.close_with(e);

@@ -298,32 +298,34 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
     {
         return (false, false);
     }
-    let vary = g.vary();
-    // ngx_http_gzip_ok: the request side.
+    (gzip_ok(g, req, resp), g.vary())
+}
+
+/// nginx's `ngx_http_gzip_ok`, the request side of the decision (`gunzip` asks it too):
+/// the HTTP version, `Accept-Encoding`, `gzip_proxied` for a request with `Via`, and
+/// `gzip_disable`.
+pub fn gzip_ok(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> bool {
     let version_ok = match req.version() {
         shoal_http::Version::Http09 => false,
         shoal_http::Version::Http10 => g.http_version_10(),
         shoal_http::Version::Http11 | shoal_http::Version::Http2 => true,
     };
     if !version_ok || !accepts_gzip(req) {
-        return (false, vary);
+        return false;
     }
     if req.header("via").is_some() && !proxied_ok(g, req, resp) {
-        return (false, vary);
+        return false;
     }
     let ua = req
         .header("user-agent")
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
     if g.disable_msie6() && msie6(&ua) {
-        return (false, vary);
+        return false;
     }
-    if let Some(list) = &g.disable {
-        if list.iter().any(|re| re.is_match(&ua)) {
-            return (false, vary);
-        }
-    }
-    (true, vary)
+    !g.disable
+        .as_ref()
+        .is_some_and(|list| list.iter().any(|re| re.is_match(&ua)))
 }
 
 /// `gzip_proxied` for a request that came through a proxy (it has `Via`), in nginx's order:
@@ -440,6 +442,14 @@ fn known_length(reply: &crate::http::reply::Reply) -> Option<u64> {
     }
 }
 
+/// shoal's own `Vary: Accept-Encoding`, once whichever of gzip, `gzip_static` and gunzip says
+/// it first (nginx's `r->gzip_vary` is a flag; an upstream's own `Vary` is another line).
+pub(crate) fn add_vary(reply: &mut crate::http::reply::Reply) {
+    if !reply.headers.iter().any(|(n, _)| *n == "Vary") {
+        reply.headers.push(("Vary", "Accept-Encoding".into()));
+    }
+}
+
 /// The gzip header filter: decides, and adjusts the headers of a compressed answer.
 /// Returns the compression level to use.
 pub fn header_filter(
@@ -469,7 +479,7 @@ pub fn header_filter(
     };
     let (compress, vary) = decide(&lc.gzip, req, &facts);
     if vary {
-        reply.extra.push(("Vary".into(), "Accept-Encoding".into()));
+        add_vary(reply);
     }
     if !compress {
         return None;
@@ -497,6 +507,7 @@ pub fn header_filter(
 }
 
 mod compress;
+pub mod gunzip;
 #[cfg(test)]
 mod tests;
 

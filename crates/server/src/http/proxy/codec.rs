@@ -1,6 +1,6 @@
 //! The proxy as one protocol of the upstream layer: where `proxy_pass` sends a request, the
 //! HTTP/1 request written for it ([`super::request`]), its answer's head read back
-//! ([`super::parse`]) and passed on through `proxy_redirect`.
+//! ([`super::parse`]) and passed on through `proxy_redirect` and `proxy_cookie_*`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -218,7 +218,12 @@ impl Protocol for Http<'_> {
             lc,
             &lc.proxy.up,
             |_, known: UpstreamHeader| known.hidden(),
-            Some(&|v| super::redirect::redirect(pass, r, lc, record, v)),
+            Some(&super::redirect::Rewriter {
+                pass,
+                r,
+                lc,
+                record,
+            }),
             r,
             record,
         )

@@ -11,6 +11,7 @@
 //! Runs on the worker; everything waits on sockets, nothing blocks.
 
 pub mod codec;
+pub mod cookie;
 pub mod parse;
 pub mod redirect;
 pub mod request;
@@ -48,6 +49,19 @@ pub static DIRECTIVES: &[Command] = crate::http::upstream::conf::upstream_direct
         Command::new("proxy_set_body", HSL, Args::ONE, set_set_body),
         Command::new("proxy_method", HSL, Args::ONE, set_method),
         Command::new("proxy_redirect", HSL, Args::Take(1, 2), set_redirect),
+        Command::new(
+            "proxy_cookie_domain",
+            HSL,
+            Args::Take(1, 2),
+            cookie::set_domain
+        ),
+        Command::new("proxy_cookie_path", HSL, Args::Take(1, 2), cookie::set_path),
+        Command::new(
+            "proxy_cookie_flags",
+            HSL,
+            Args::Take(1, 4),
+            cookie::set_flags
+        ),
     ]
 );
 
@@ -130,6 +144,8 @@ crate::conf::conf_slots! {
         /// unset.
         pub method: Option<Template>,
         pub redirect: Option<Redirect>,
+        /// `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`.
+        pub cookie: cookie::CookieLoc,
         /// `proxy_ssl_*`: https upstreams.
         pub ssl: ssl::ProxySsl,
     }
@@ -156,6 +172,7 @@ impl ProxyLoc {
         merge(&mut self.set_body, &parent.set_body);
         merge(&mut self.method, &parent.method);
         merge(&mut self.redirect, &parent.redirect);
+        self.cookie.merge(&parent.cookie);
         self.ssl.merge(&parent.ssl);
     }
 
@@ -342,14 +359,9 @@ fn set_redirect(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
     }
     let to = Template::compile(&d.args[1].value).map_err(|m| err(d, m))?;
     let from = if let Some(re) = first.strip_prefix("~*") {
-        RedirectFrom::Regex(
-            shoal_pcre::RegexBuilder::new(re)
-                .caseless(true)
-                .build()
-                .map_err(|e| err(d, e.to_string()))?,
-        )
+        RedirectFrom::Regex(crate::http::rewrite::regex(d, re, true)?)
     } else if let Some(re) = first.strip_prefix('~') {
-        RedirectFrom::Regex(shoal_pcre::Regex::new(re).map_err(|e| err(d, e.to_string()))?)
+        RedirectFrom::Regex(crate::http::rewrite::regex(d, re, false)?)
     } else {
         RedirectFrom::Prefix(Template::compile(first).map_err(|m| err(d, m))?)
     };

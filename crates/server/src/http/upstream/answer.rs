@@ -1,7 +1,8 @@
 //! An upstream's answer head turned into the client's, one way for an answer fresh from the
 //! upstream (a MISS, or a request with no cache) and one stored (a HIT, STALE, REVALIDATED):
 //! hop-by-hop lines and nginx's hidden ones left out (`proxy_hide_header`,
-//! `proxy_pass_header`), `Location` and `Refresh` through `proxy_redirect`, `Content-Type`,
+//! `proxy_pass_header`), `Location` and `Refresh` through `proxy_redirect`, `Set-Cookie`
+//! through `proxy_cookie_*`, `Content-Type`,
 //! `Accept-Ranges` and, for a stored answer, `ETag` and `Last-Modified` where the filters look
 //! for them.
 //!
@@ -14,9 +15,15 @@ use crate::http::reply::Reply;
 use crate::http::request::Req;
 use crate::http::LocConf;
 
-/// A protocol's rewriting of `Location` and `Refresh` URLs (`proxy_redirect`): the new
-/// value when a rule applies.
-pub type Rewrite<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// A protocol's rewriting of the header values it has rules for (the proxy's: `proxy_redirect`
+/// on `Location` and `Refresh` URLs, `proxy_cookie_*` on `Set-Cookie`): the new value when a
+/// rule applies.
+pub trait Rewrite {
+    /// A `Location` value, or the URL of a `Refresh`.
+    fn url(&self, value: &str) -> Option<String>;
+    /// A `Set-Cookie` value.
+    fn set_cookie(&self, value: &str) -> Option<String>;
+}
 
 /// What one line of an upstream's head is to the client's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +37,7 @@ pub enum Kind {
     AcceptRanges,
     Location,
     Refresh,
+    SetCookie,
     /// A stored answer's `ETag` (the not-modified and range filters read it).
     ETag,
     /// A stored answer's `Last-Modified` on a 200 or 206 whose date parses: the time it tells
@@ -48,6 +56,7 @@ impl Kind {
             UpstreamHeader::AcceptRanges => Kind::AcceptRanges,
             UpstreamHeader::Location => Kind::Location,
             UpstreamHeader::Refresh => Kind::Refresh,
+            UpstreamHeader::SetCookie => Kind::SetCookie,
             UpstreamHeader::Hidden | UpstreamHeader::Other => Kind::Other,
         }
     }
@@ -61,6 +70,7 @@ impl Kind {
             UpstreamHeader::ContentType => return Kind::ContentType,
             UpstreamHeader::Location => return Kind::Location,
             UpstreamHeader::Refresh => return Kind::Refresh,
+            UpstreamHeader::SetCookie => return Kind::SetCookie,
             _ => {}
         }
         if is("upgrade") {
@@ -112,7 +122,7 @@ pub fn pass_head<'a>(
     stored: bool,
     lc: &LocConf,
     conf: &UpstreamLoc,
-    rewrite: Option<Rewrite<'_>>,
+    rewrite: Option<&dyn Rewrite>,
     r: &Req<'_, '_>,
 ) -> Passed {
     let mut passed = Passed::default();
@@ -165,7 +175,7 @@ pub fn pass_head<'a>(
             // (nginx's header filter completes a relative Location it set itself, not one it
             // passes on as it came).
             Kind::Location => {
-                reply.location = Some(match rewrite.and_then(|f| f(value)) {
+                reply.location = Some(match rewrite.and_then(|f| f.url(value)) {
                     Some(v) if v.starts_with('/') => {
                         crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
                     }
@@ -178,11 +188,18 @@ pub fn pass_head<'a>(
                 let v = match at {
                     Some(i) => {
                         let (a, b) = value.split_at(i + 4);
-                        match rewrite.and_then(|f| f(b)) {
+                        match rewrite.and_then(|f| f.url(b)) {
                             Some(new) => format!("{a}{new}"),
                             None => value.to_string(),
                         }
                     }
+                    None => value.to_string(),
+                };
+                reply.extra.push((text(name).into(), v.into()));
+            }
+            Kind::SetCookie => {
+                let v = match rewrite.and_then(|f| f.set_cookie(value)) {
+                    Some(new) => new,
                     None => value.to_string(),
                 };
                 reply.extra.push((text(name).into(), v.into()));
@@ -216,7 +233,7 @@ pub fn reply_of(
     lc: &LocConf,
     conf: &UpstreamLoc,
     hidden: impl Fn(&[u8], UpstreamHeader) -> bool,
-    rewrite: Option<Rewrite<'_>>,
+    rewrite: Option<&dyn Rewrite>,
     r: &Req<'_, '_>,
     record: &std::rc::Rc<std::cell::RefCell<super::record::Record>>,
 ) -> Box<Reply> {

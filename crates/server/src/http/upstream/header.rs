@@ -16,6 +16,8 @@ pub enum UpstreamHeader {
     AcceptRanges,
     Location,
     Refresh,
+    /// `Set-Cookie` (the proxy's `proxy_cookie_*` rewrite it).
+    SetCookie,
     Other,
 }
 
@@ -39,6 +41,7 @@ impl UpstreamHeader {
             7 if is(b"refresh") => Refresh,
             8 if is(b"location") => Location,
             10 if is(b"connection") || is(b"keep-alive") => HopByHop,
+            10 if is(b"set-cookie") => SetCookie,
             12 if is(b"content-type") => ContentType,
             13 if is(b"accept-ranges") => AcceptRanges,
             14 if is(b"content-length") => HopByHop,
@@ -100,6 +103,8 @@ mod tests {
             UpstreamHeader::Location
         } else if is("refresh") {
             UpstreamHeader::Refresh
+        } else if is("set-cookie") {
+            UpstreamHeader::SetCookie
         } else {
             UpstreamHeader::Other
         }
@@ -138,6 +143,8 @@ mod tests {
             "ETag",
             "Cache-Control",
             "Set-Cookie",
+            "SET-COOKIE",
+            "Set-Cookif",
         ];
         for n in names {
             assert_eq!(UpstreamHeader::of(n.as_bytes()), by_comparison(n), "{n}");

@@ -370,20 +370,21 @@ impl Object {
                 kind: line.kind,
                 hidden: line.hidden,
             });
-        let rewrite = |v: &str| match via {
-            Via::Proxy(pass) => crate::http::proxy::redirect::redirect(pass, r, lc, record, v),
+        let rewriter = match via {
+            Via::Proxy(pass) => Some(crate::http::proxy::redirect::Rewriter {
+                pass,
+                r,
+                lc,
+                record,
+            }),
             Via::Other(_) => None,
         };
-        let upstream_allows_ranges = crate::http::upstream::answer::pass_head(
-            &mut reply,
-            lines,
-            true,
-            lc,
-            conf,
-            Some(&rewrite),
-            r,
-        )
-        .allows_ranges;
+        let rewrite = rewriter
+            .as_ref()
+            .map(|w| w as &dyn crate::http::upstream::answer::Rewrite);
+        let upstream_allows_ranges =
+            crate::http::upstream::answer::pass_head(&mut reply, lines, true, lc, conf, rewrite, r)
+                .allows_ranges;
         let len = self.len.saturating_sub(body_start);
         let file = || Body::File {
             file: self.file,
