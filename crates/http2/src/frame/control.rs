@@ -1,10 +1,10 @@
-//! The control frames a client sends: PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY and
+//! The control frames a peer sends: PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY and
 //! WINDOW_UPDATE (RFC 9113, 6.3 to 6.9).
 
 use super::conn::Connection;
 use super::parse::{conn_err, u32_at, Head};
 use super::{flag, setting, write};
-use super::{ConnError, Event, Reason};
+use super::{ConnError, Event, Reason, Role};
 use super::{DEFAULT_FRAME_SIZE, MAX_FRAME_SIZE, MAX_WINDOW};
 
 impl Connection {
@@ -12,7 +12,7 @@ impl Connection {
         if head.stream == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent PRIORITY on stream 0",
+                "sent PRIORITY on stream 0",
             ));
         }
         if payload.len() != 5 {
@@ -30,19 +30,19 @@ impl Connection {
         if id == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent RST_STREAM on stream 0",
+                "sent RST_STREAM on stream 0",
             ));
         }
         if payload.len() != 4 {
             return Err(conn_err(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent RST_STREAM of a wrong length",
+                "sent RST_STREAM of a wrong length",
             ));
         }
         if self.idle(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent RST_STREAM for an idle stream",
+                "sent RST_STREAM for an idle stream",
             ));
         }
         let code = Reason(u32_at(payload, 0));
@@ -53,7 +53,8 @@ impl Connection {
                     code,
                     by_peer: true,
                 });
-                if !s.local_closed {
+                // (A server that resets our streams makes us do no work: it only refuses.)
+                if !s.local_closed && self.role == Role::Server {
                     self.flood.early_reset(self.cfg.max_concurrent_streams)?;
                 }
                 Ok(())
@@ -66,14 +67,14 @@ impl Connection {
         if head.stream != 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent SETTINGS on a stream",
+                "sent SETTINGS on a stream",
             ));
         }
         if head.has(flag::ACK) {
             if !payload.is_empty() {
                 return Err(conn_err(
                     Reason::FRAME_SIZE_ERROR,
-                    "client sent SETTINGS ACK with a payload",
+                    "sent SETTINGS ACK with a payload",
                 ));
             }
             if self.settings_unacked > 0 {
@@ -90,7 +91,7 @@ impl Connection {
         if payload.len() % 6 != 0 {
             return Err(conn_err(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent SETTINGS of a wrong length",
+                "sent SETTINGS of a wrong length",
             ));
         }
         self.flood.idle_frame()?;
@@ -100,17 +101,17 @@ impl Connection {
             let value = u32_at(p, 2);
             match u16::from_be_bytes([p[0], p[1]]) {
                 setting::HEADER_TABLE_SIZE => self.peer.header_table_size = value,
-                setting::ENABLE_PUSH if value > 1 => {
+                setting::ENABLE_PUSH if value > 1 || (value == 1 && self.role == Role::Client) => {
                     return Err(conn_err(
                         Reason::PROTOCOL_ERROR,
-                        "client sent invalid SETTINGS_ENABLE_PUSH",
+                        "sent invalid SETTINGS_ENABLE_PUSH",
                     ));
                 }
                 setting::ENABLE_PUSH => self.peer.enable_push = value == 1,
                 setting::INITIAL_WINDOW_SIZE if value > MAX_WINDOW => {
                     return Err(conn_err(
                         Reason::FLOW_CONTROL_ERROR,
-                        "client sent too large SETTINGS_INITIAL_WINDOW_SIZE",
+                        "sent too large SETTINGS_INITIAL_WINDOW_SIZE",
                     ));
                 }
                 setting::INITIAL_WINDOW_SIZE => window = Some(value),
@@ -119,13 +120,14 @@ impl Connection {
                 {
                     return Err(conn_err(
                         Reason::PROTOCOL_ERROR,
-                        "client sent invalid SETTINGS_MAX_FRAME_SIZE",
+                        "sent invalid SETTINGS_MAX_FRAME_SIZE",
                     ));
                 }
                 setting::MAX_FRAME_SIZE => self.peer.max_frame_size = value,
                 setting::MAX_HEADER_LIST_SIZE => self.peer.max_header_list_size = Some(value),
-                // MAX_CONCURRENT_STREAMS bounds pushes, which we never send; unknown ones are
-                // ignored (RFC 9113, 6.5.2).
+                // What a client may open (a server's is about pushes, which it never sends).
+                setting::MAX_CONCURRENT_STREAMS => self.peer.max_concurrent_streams = Some(value),
+                // Unknown ones are ignored (RFC 9113, 6.5.2).
                 _ => {}
             }
         }
@@ -137,7 +139,7 @@ impl Connection {
                 if new > MAX_WINDOW as i64 {
                     return Err(conn_err(
                         Reason::FLOW_CONTROL_ERROR,
-                        "client's SETTINGS_INITIAL_WINDOW_SIZE overflowed a window",
+                        "sent SETTINGS_INITIAL_WINDOW_SIZE that overflowed a window",
                     ));
                 }
                 s.send_window = new as i32;
@@ -151,15 +153,12 @@ impl Connection {
 
     pub(super) fn ping_frame(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
         if head.stream != 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent PING on a stream",
-            ));
+            return Err(conn_err(Reason::PROTOCOL_ERROR, "sent PING on a stream"));
         }
         if payload.len() != 8 {
             return Err(conn_err(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent PING of a wrong length",
+                "sent PING of a wrong length",
             ));
         }
         self.flood.idle_frame()?;
@@ -175,21 +174,27 @@ impl Connection {
 
     pub(super) fn goaway_frame(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
         if head.stream != 0 {
-            return Err(conn_err(
-                Reason::PROTOCOL_ERROR,
-                "client sent GOAWAY on a stream",
-            ));
+            return Err(conn_err(Reason::PROTOCOL_ERROR, "sent GOAWAY on a stream"));
         }
         if payload.len() < 8 {
-            return Err(conn_err(
-                Reason::FRAME_SIZE_ERROR,
-                "client sent GOAWAY too short",
-            ));
+            return Err(conn_err(Reason::FRAME_SIZE_ERROR, "sent GOAWAY too short"));
         }
         self.goaway_received = true;
         let last_stream = u32_at(payload, 0) & MAX_WINDOW;
         let code = Reason(u32_at(payload, 4));
         self.events.push_back(Event::GoAway { last_stream, code });
+        if self.role == Role::Client {
+            // Our streams past its last were not processed (RFC 9113, 6.8): another
+            // connection may take them.
+            while let Some(id) = self.streams.last_id().filter(|&id| id > last_stream) {
+                self.streams.remove(id);
+                self.events.push_back(Event::Reset {
+                    stream: id,
+                    code: Reason::REFUSED_STREAM,
+                    by_peer: true,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -198,22 +203,19 @@ impl Connection {
         if payload.len() != 4 {
             return Err(conn_err(
                 Reason::FRAME_SIZE_ERROR,
-                "client sent WINDOW_UPDATE of a wrong length",
+                "sent WINDOW_UPDATE of a wrong length",
             ));
         }
         let inc = u32_at(payload, 0) & MAX_WINDOW;
         self.flood.idle_frame()?;
         if id == 0 {
             if inc == 0 {
-                return Err(conn_err(
-                    Reason::PROTOCOL_ERROR,
-                    "client sent WINDOW_UPDATE of 0",
-                ));
+                return Err(conn_err(Reason::PROTOCOL_ERROR, "sent WINDOW_UPDATE of 0"));
             }
             if self.send_window + inc as i64 > MAX_WINDOW as i64 {
                 return Err(conn_err(
                     Reason::FLOW_CONTROL_ERROR,
-                    "client overflowed the connection's window",
+                    "overflowed the connection's window",
                 ));
             }
             self.send_window += inc as i64;
@@ -225,7 +227,7 @@ impl Connection {
         if self.idle(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent WINDOW_UPDATE for an idle stream",
+                "sent WINDOW_UPDATE for an idle stream",
             ));
         }
         let code = match self.streams.get(id) {

@@ -43,7 +43,7 @@ impl Flood {
         if self.idle_frames > IDLE_FRAMES {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "client sent too many frames without progress",
+                "sent too many frames without progress",
             ));
         }
         Ok(())
@@ -59,7 +59,7 @@ impl Flood {
         if self.new_streams > max_concurrent.saturating_mul(2).max(2) {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "client sent too many streams at once",
+                "sent too many streams at once",
             ));
         }
         Ok(())
@@ -71,7 +71,7 @@ impl Flood {
         if self.resets > Flood::reset_limit(max_concurrent) {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "client reset too many streams",
+                "reset too many streams",
             ));
         }
         Ok(())

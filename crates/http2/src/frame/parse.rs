@@ -33,7 +33,12 @@ pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 pub(crate) fn conn_err(code: Reason, what: &'static str) -> ConnError {
-    ConnError { code, what }
+    // (The role is set when the error ends the connection: `Connection::fail`.)
+    ConnError {
+        code,
+        what,
+        role: super::Role::Server,
+    }
 }
 
 /// The part of a DATA or HEADERS payload between its pad length and its padding, as offsets
@@ -50,7 +55,7 @@ pub(crate) fn unpad(
             None => {
                 return Err(conn_err(
                     Reason::FRAME_SIZE_ERROR,
-                    "client sent padded frame with no pad length",
+                    "sent padded frame with no pad length",
                 ))
             }
         }
@@ -61,13 +66,13 @@ pub(crate) fn unpad(
     if content > payload.len() {
         return Err(conn_err(
             Reason::FRAME_SIZE_ERROR,
-            "client sent frame too short for its fields",
+            "sent frame too short for its fields",
         ));
     }
     if pad > payload.len() - content {
         return Err(conn_err(
             Reason::PROTOCOL_ERROR,
-            "client sent padding longer than the payload",
+            "sent padding longer than the payload",
         ));
     }
     Ok((content, payload.len() - pad))

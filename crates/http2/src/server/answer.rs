@@ -5,7 +5,7 @@ use crate::frame::Reason;
 
 /// Fields HTTP/2 does not carry (RFC 9113, 8.2.2), whatever their case; pseudo-headers are
 /// this layer's own.
-fn dropped(name: &[u8]) -> bool {
+pub(crate) fn dropped(name: &[u8]) -> bool {
     const CONNECTION_SPECIFIC: [&[u8]; 5] = [
         b"connection",
         b"keep-alive",

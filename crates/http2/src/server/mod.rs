@@ -74,8 +74,8 @@
 //! server.conn_mut().advance(n);
 //! ```
 
-mod answer;
-mod request;
+pub(crate) mod answer;
+pub(crate) mod request;
 #[cfg(test)]
 mod tests;
 
@@ -395,7 +395,8 @@ impl Server {
     fn compression(&mut self) -> Incoming {
         let e = ConnError {
             code: Reason::COMPRESSION_ERROR,
-            what: "client sent invalid header block",
+            what: "sent invalid header block",
+            role: frame::Role::Server,
         };
         self.conn.close_with(e);
         self.closed = true;

@@ -236,7 +236,8 @@ fn close_with_an_error_from_above() {
     p.feed(&get(1)).unwrap();
     let e = ConnError {
         code: Reason::COMPRESSION_ERROR,
-        what: "client sent invalid header block",
+        what: "sent invalid header block",
+        role: crate::frame::Role::Server,
     };
     p.conn.close_with(e);
     p.conn.close_with(e);
