@@ -184,7 +184,10 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
-    panic!("no free port on 127.0.0.1 between {LOW} and {}", LOW + SPAN - 1)
+    panic!(
+        "no free port on 127.0.0.1 between {LOW} and {}",
+        LOW + SPAN - 1
+    )
 }
 
 /// A temporary prefix: `logs/`, `conf/` (with `mime.types`) and `html/` (with `index.html`).

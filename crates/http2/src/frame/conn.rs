@@ -454,6 +454,21 @@ impl Connection {
         }
     }
 
+    /// Gives back at once what was consumed of `stream` and not given back yet (a
+    /// WINDOW_UPDATE now, whatever its size): for a reader that wants the peer to send again
+    /// as soon as it took anything, as nginx's grpc module reads an upstream.
+    pub fn window_back(&mut self, stream: u32) {
+        if let Some(s) = self.streams.get(stream) {
+            if s.remote_closed || s.unacked == 0 {
+                return;
+            }
+            let inc = s.unacked;
+            s.recv_window += inc as i32;
+            s.unacked = 0;
+            write::window_update(&mut self.out, stream, inc);
+        }
+    }
+
     fn headers(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
         let id = head.stream;
         if id == 0 {

@@ -267,3 +267,21 @@ fn frames_without_progress_are_bounded_as_a_servers() {
     assert_eq!(e.role, Role::Client);
     assert!(e.to_string().starts_with("upstream "), "{e}");
 }
+
+#[test]
+fn a_window_given_back_at_once() {
+    let mut p = with_stream();
+    p.feed(&frame(HEADERS, END_HEADERS, 1, b"\x88")).unwrap();
+    p.feed(&frame(DATA, 0, 1, &[7; 10])).unwrap();
+    p.conn.consumed(1, 10);
+    assert!(p.take_output().is_empty(), "below half the window");
+    p.conn.window_back(1);
+    let out = p.take_output();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].kind, out[0].stream, out[0].code()),
+        (WINDOW_UPDATE, 1, 10)
+    );
+    p.conn.window_back(1);
+    assert!(p.take_output().is_empty(), "nothing more to give");
+}

@@ -158,11 +158,7 @@ pub(super) fn reply_of(
     let Answer { status, head, body } = answer;
     // The head as an upstream's (HTTP/1 text and positions in it): `$upstream_http_*` and
     // the layer's header passing take it as any upstream's.
-    let fields = || {
-        head.headers
-            .iter()
-            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-    };
+    let fields = || head.fields().iter();
     let made = shoal_http::upstream::head_of_fields(status, fields);
     let mut reply = Reply::boxed(status);
     reply.proxied = true;
