@@ -10,11 +10,13 @@
 //! Rooms: `hpack` (header compression: the static and dynamic tables, Huffman, the decoder's
 //! bounds against bombs) and `frame` (the frame layer and the connection's state: streams,
 //! flow control, settings, and the flood counters, in either role), `server` (requests and
-//! answers: the checks of RFC 9113, 8 between the two and the server) and `client` (the
-//! same for a client: requests out, answers checked).
+//! answers: the checks of RFC 9113, 8 between the two and the server), `client` (the same
+//! for a client: requests out, answers checked) and `exchange` (what those two share: what
+//! they report, bodies held to their `content-length`).
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod exchange;
 pub mod frame;
 pub mod hpack;
 pub mod server;

@@ -1,4 +1,4 @@
-//! A client's requests and answers (RFC 9113, 8): the frame layer in its client [`Role`] and
+//! A client's requests and answers (RFC 9113, 8): the frame layer in its client [`Role`](crate::frame::Role) and
 //! HPACK, for an upstream connection (shoal's `grpc_pass`), sans I/O like the server's room.
 //!
 //! A [`Client`] owns a connection's [`Connection`], its HPACK [`Decoder`] and [`Encoder`].
@@ -38,7 +38,7 @@
 //! let used = client.recv(&input).expect("no connection error");
 //! let mut status = 0;
 //! while let Some(incoming) = client.poll(&input) {
-//!     if let Incoming::Response { response, .. } = incoming {
+//!     if let Incoming::Head { head: response, .. } = incoming {
 //!         status = response.status();
 //!     }
 //! }
@@ -50,10 +50,10 @@ mod tests;
 
 use std::ops::Range;
 
-use crate::frame::{self, Connection, Event, Reason, Refused, Role};
+use crate::exchange::{self, Codec, Counted, Side};
+use crate::frame::{self, Connection, Reason, Refused};
 pub use crate::frame::{ConnError, StreamGone};
-use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, Field, TooLarge};
-use crate::server::answer::dropped;
+use crate::hpack::{Bounds, DecodeError, Encoder, Field};
 use crate::server::request::{check_regular, parse_length, Hint, TrailersBuilder};
 pub use crate::server::Fields;
 
@@ -118,97 +118,36 @@ impl Response {
 }
 
 /// What the server sent, as the caller handles it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Incoming {
-    /// A stream's answer (its final head). `end_stream`: no body follows (and no trailers).
-    Response {
-        stream: u32,
-        response: Response,
-        end_stream: bool,
-    },
-    /// Body bytes: a range of the input given to [`Client::poll`], to give back with
-    /// [`Connection::consumed`]. With `end_stream`, the answer is over.
-    Data {
-        stream: u32,
-        data: Range<usize>,
-        end_stream: bool,
-    },
-    /// The answer's trailers: it is over.
-    Trailers { stream: u32, fields: Fields },
-    /// An answer's head or trailers past the decoder's bounds: the stream was reset (CANCEL).
-    TooLarge { stream: u32, which: TooLarge },
-    /// A malformed answer: the stream was reset with PROTOCOL_ERROR. `what` is for the log.
-    Malformed { stream: u32, what: &'static str },
-    /// The stream is gone: reset by the server (or refused by its GOAWAY), or by us for a
-    /// stream error of the frame layer.
-    Reset {
-        stream: u32,
-        code: Reason,
-        by_peer: bool,
-    },
-    /// The server is going away: no new stream on this connection.
-    GoAway { last_stream: u32, code: Reason },
-    /// A send window grew (stream 0: the connection's).
-    WindowOpened { stream: u32 },
-    /// The server's settings changed (the encoder follows its table size already).
-    SettingsChanged,
-    /// A connection error found here (COMPRESSION_ERROR): its GOAWAY is queued; the caller
-    /// sends the output and closes. Nothing comes after it.
-    Closed(ConnError),
-}
-
-/// An answer whose body is still coming.
-#[derive(Clone, Copy, Debug)]
-struct Body {
-    stream: u32,
-    /// What `content-length` still announces.
-    left: Option<u64>,
-}
+pub type Incoming = crate::exchange::Incoming<Response>;
 
 /// One connection's client side: the frame layer, HPACK, and the answers' checks.
 #[derive(Debug)]
 pub struct Client {
-    conn: Connection,
-    decoder: Decoder,
-    encoder: Encoder,
-    /// Huffman-decoded strings while their field is copied out.
-    scratch: Vec<u8>,
-    /// A request's block while it is encoded.
-    block: Vec<u8>,
-    /// Streams open, with what their answer's `content-length` still announces once known.
-    bodies: Vec<Body>,
+    /// The frame layer, HPACK, the answers' bodies coming (with what their
+    /// `content-length` still announces).
+    c: Codec,
     /// Streams whose request was a HEAD (their answer has no body, whatever its length).
     heads_only: Vec<u32>,
-    closed: bool,
 }
 
 impl Client {
     /// A connection to a server: the preface and our SETTINGS are in the output already.
     pub fn new(cfg: Config) -> Client {
-        let mut decoder = Decoder::new(cfg.bounds);
-        let table = cfg.frame.header_table_size as usize;
-        if table > crate::hpack::DEFAULT_TABLE_SIZE {
-            decoder.set_limit(table);
-        }
+        let table = cfg.frame.header_table_size;
+        let encoder = Encoder::for_requests(cfg.encoder_table);
         Client {
-            conn: Connection::client(cfg.frame),
-            decoder,
-            encoder: Encoder::for_requests(cfg.encoder_table),
-            scratch: Vec::new(),
-            block: Vec::new(),
-            bodies: Vec::new(),
+            c: Codec::new(Connection::client(cfg.frame), cfg.bounds, table, encoder),
             heads_only: Vec::new(),
-            closed: false,
         }
     }
 
     /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY, output.
     pub fn conn(&self) -> &Connection {
-        &self.conn
+        &self.c.conn
     }
 
     pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.conn
+        &mut self.c.conn
     }
 
     /// Opens a stream with a request's head: the pseudo-headers, then `fields` (names
@@ -223,37 +162,25 @@ impl Client {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
-        if self.closed {
+        if self.c.closed {
             return Err(Refused::Closed);
         }
-        self.conn.can_open()?;
-        let mut block = std::mem::take(&mut self.block);
+        self.c.conn.can_open()?;
+        let mut block = std::mem::take(&mut self.c.block);
         block.clear();
-        let e = &mut self.encoder;
+        let e = &mut self.c.encoder;
         e.begin(&mut block);
         e.field(b":method", head.method, &mut block);
         e.field(b":scheme", head.scheme, &mut block);
         e.field(b":authority", head.authority, &mut block);
         e.field(b":path", head.path, &mut block);
-        for (name, value) in fields {
-            if dropped(name) {
-                continue;
-            }
-            if name.iter().any(u8::is_ascii_uppercase) {
-                e.field(&name.to_ascii_lowercase(), value, &mut block);
-            } else {
-                e.field(name, value, &mut block);
-            }
-        }
+        exchange::encode_fields(e, fields, &mut block);
         // (Encoded only once the stream could open: the server's table follows what it
         // receives, and what the encoder put in its copy must go.)
-        let opened = self.conn.open_stream(&block, end_stream);
-        self.block = block;
+        let opened = self.c.conn.open_stream(&block, end_stream);
+        self.c.block = block;
         let id = opened.expect("can_open said yes");
-        self.bodies.push(Body {
-            stream: id,
-            left: None,
-        });
+        self.c.bodies.expect(id, None);
         if head.method == b"HEAD" {
             self.heads_only.push(id);
         }
@@ -266,92 +193,33 @@ impl Client {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
-        self.conn.window(stream)?;
-        let mut block = std::mem::take(&mut self.block);
-        block.clear();
-        self.encoder.begin(&mut block);
-        for (name, value) in fields {
-            if dropped(name) {
-                continue;
-            }
-            let lower;
-            let name = if name.iter().any(u8::is_ascii_uppercase) {
-                lower = name.to_ascii_lowercase();
-                &lower[..]
-            } else {
-                name
-            };
-            self.encoder.field(name, value, &mut block);
-        }
-        let sent = self.conn.send_headers(stream, &block, true);
-        self.block = block;
-        sent
+        self.c.send_trailers(stream, fields)
     }
 
     /// Resets a stream (a call abandoned): [`Connection::reset`], and what this layer knew
     /// of its answer is dropped. Prefer it to the frame layer's.
     pub fn reset(&mut self, stream: u32, code: Reason) {
-        self.forget(stream);
-        self.conn.reset(stream, code);
+        self.forget_body(stream);
+        self.c.conn.reset(stream, code);
     }
 
     /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
     pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
-        self.conn.recv(input)
+        self.c.conn.recv(input)
     }
 
     /// The next thing the server sent; `input` is what was given to the last
     /// [`Client::recv`]. Take every one before dropping the bytes `recv` used.
     pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
-        loop {
-            let ev = self.conn.poll_event()?;
-            if self.closed && self.conn.error().is_some() {
-                continue;
-            }
-            let got = match ev {
-                Event::Headers {
-                    stream,
-                    block,
-                    end_stream,
-                } => self.head(stream, block.bytes(input), end_stream),
-                Event::Trailers { stream, block } => self.trailers(stream, block.bytes(input)),
-                Event::Discard { block } => self.discard(block.bytes(input)),
-                Event::Data {
-                    stream,
-                    data,
-                    end_stream,
-                } => self.data(stream, data, end_stream),
-                Event::Reset {
-                    stream,
-                    code,
-                    by_peer,
-                } => {
-                    self.forget(stream);
-                    Some(Incoming::Reset {
-                        stream,
-                        code,
-                        by_peer,
-                    })
-                }
-                Event::GoAway { last_stream, code } => Some(Incoming::GoAway { last_stream, code }),
-                Event::WindowOpened { stream } => Some(Incoming::WindowOpened { stream }),
-                Event::SettingsChanged => {
-                    let size = self.conn.peer_settings().header_table_size;
-                    self.encoder.set_peer_table_size(size as usize);
-                    Some(Incoming::SettingsChanged)
-                }
-            };
-            if got.is_some() {
-                return got;
-            }
-        }
+        exchange::poll(self, input)
     }
 
-    fn head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
+    fn decode_head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
         let mut b = ResponseBuilder::new(block.len());
         let decoded = self
+            .c
             .decoder
-            .decode(block, &mut self.scratch, |f| b.field(f));
+            .decode(block, &mut self.c.scratch, |f| b.field(f));
         let response = match decoded {
             Ok(()) => b.finish(),
             Err(DecodeError::Refused(what)) => Err(what),
@@ -359,13 +227,13 @@ impl Client {
                 self.reset(stream, Reason::CANCEL);
                 return Some(Incoming::TooLarge { stream, which });
             }
-            Err(DecodeError::Compression(_)) => return Some(self.compression()),
+            Err(DecodeError::Compression(_)) => return Some(self.c.compression()),
         };
         let response = match response {
             Ok(r) if r.status < 200 && end_stream => Err("upstream sent interim head that ended"),
             Ok(r) if r.status < 200 => {
                 // 1xx: the final head is still to come (RFC 9113, 8.1).
-                self.conn.interim(stream);
+                self.c.conn.interim(stream);
                 let _ = r;
                 return None;
             }
@@ -376,33 +244,31 @@ impl Client {
             Err(what) => return Some(self.malformed(stream, what)),
         };
         let no_body = matches!(response.status, 204 | 304) || self.heads_only.contains(&stream);
-        match self.bodies.iter().position(|b| b.stream == stream) {
-            Some(i) if end_stream => {
-                let claims = response.content_length.is_some_and(|n| n > 0);
-                self.bodies.remove(i);
-                self.forget_head(stream);
-                if claims && !no_body {
-                    return Some(self.malformed(stream, "upstream sent too short body"));
-                }
+        let left = response.content_length.filter(|_| !no_body);
+        if end_stream {
+            self.forget_body(stream);
+            if left.is_some_and(|n| n > 0) {
+                return Some(self.malformed(stream, "upstream sent too short body"));
             }
-            Some(i) if !no_body => self.bodies[i].left = response.content_length,
-            _ => {}
+        } else if self.c.bodies.forget(stream).is_some() {
+            self.c.bodies.expect(stream, left);
         }
-        Some(Incoming::Response {
+        Some(Incoming::Head {
             stream,
-            response,
+            head: response,
             end_stream,
         })
     }
 
-    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
-        let Some(body) = self.forget(stream) else {
-            return self.discard(block);
+    fn decode_trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+        let Some(body) = self.forget_body(stream) else {
+            return self.c.discard(block);
         };
         let mut b = TrailersBuilder::new(block.len(), None);
         match self
+            .c
             .decoder
-            .decode(block, &mut self.scratch, |f| b.field(f))
+            .decode(block, &mut self.c.scratch, |f| b.field(f))
         {
             Ok(()) if body.left.is_some_and(|n| n > 0) => {
                 Some(self.malformed(stream, "upstream sent too short body"))
@@ -415,95 +281,77 @@ impl Client {
                 Some(self.malformed(stream, "upstream sent invalid trailer"))
             }
             Err(DecodeError::TooLarge(which)) => {
-                self.conn.reset(stream, Reason::CANCEL);
+                self.c.conn.reset(stream, Reason::CANCEL);
                 Some(Incoming::TooLarge { stream, which })
             }
-            Err(DecodeError::Compression(_)) => Some(self.compression()),
+            Err(DecodeError::Compression(_)) => Some(self.c.compression()),
         }
-    }
-
-    fn discard(&mut self, block: &[u8]) -> Option<Incoming> {
-        match self
-            .decoder
-            .decode(block, &mut self.scratch, |_| Ok::<(), ()>(()))
-        {
-            Err(DecodeError::Compression(_)) => Some(self.compression()),
-            _ => None,
-        }
-    }
-
-    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
-        let n = data.len() as u64;
-        let Some(i) = self.bodies.iter().position(|b| b.stream == stream) else {
-            // An answer this layer refused: its window is given back here.
-            self.conn.consumed(stream, n as u32);
-            return None;
-        };
-        let body = &mut self.bodies[i];
-        let over = match body.left.as_mut() {
-            Some(left) if n > *left => true,
-            Some(left) => {
-                *left -= n;
-                end_stream && *left > 0
-            }
-            None => false,
-        };
-        if over {
-            self.conn.consumed(stream, n as u32);
-            return Some(
-                self.malformed(stream, "upstream sent body that disagrees with its length"),
-            );
-        }
-        if end_stream {
-            self.forget(stream);
-        }
-        Some(Incoming::Data {
-            stream,
-            data,
-            end_stream,
-        })
     }
 
     /// Drops what is known of a stream's answer.
-    fn forget(&mut self, stream: u32) -> Option<Body> {
-        self.forget_head(stream);
-        let i = self.bodies.iter().position(|b| b.stream == stream)?;
-        Some(self.bodies.remove(i))
-    }
-
-    fn forget_head(&mut self, stream: u32) {
+    fn forget_body(&mut self, stream: u32) -> Option<exchange::Body> {
         if let Some(i) = self.heads_only.iter().position(|&s| s == stream) {
             self.heads_only.swap_remove(i);
         }
+        self.c.bodies.forget(stream)
     }
 
     fn malformed(&mut self, stream: u32, what: &'static str) -> Incoming {
-        self.forget(stream);
-        self.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
+        self.forget_body(stream);
+        self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
         Incoming::Malformed { stream, what }
-    }
-
-    fn compression(&mut self) -> Incoming {
-        let e = ConnError {
-            code: Reason::COMPRESSION_ERROR,
-            what: "sent invalid header block",
-            role: Role::Client,
-        };
-        self.conn.close_with(e);
-        self.closed = true;
-        self.bodies = Vec::new();
-        self.heads_only = Vec::new();
-        Incoming::Closed(e)
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
-        self.scratch = Vec::new();
-        self.block = Vec::new();
-        if self.bodies.is_empty() {
-            self.bodies = Vec::new();
+        self.heads_only = Vec::new();
+        self.c.shrink();
+    }
+}
+
+impl Side for Client {
+    type Head = Response;
+
+    fn codec(&mut self) -> &mut Codec {
+        &mut self.c
+    }
+
+    fn head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
+        self.decode_head(stream, block, end_stream)
+    }
+
+    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+        self.decode_trailers(stream, block)
+    }
+
+    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
+        let n = data.len() as u64;
+        match self.c.bodies.count(stream, n, end_stream) {
+            Counted::Fine => {
+                if end_stream {
+                    self.forget_body(stream);
+                }
+                Some(Incoming::Data {
+                    stream,
+                    data,
+                    end_stream,
+                })
+            }
+            // An answer this layer refused: its window is given back here.
+            Counted::Unknown => {
+                self.c.conn.consumed(stream, n as u32);
+                None
+            }
+            Counted::Wrong => {
+                self.c.conn.consumed(stream, n as u32);
+                let what = "upstream sent body that disagrees with its length";
+                Some(self.malformed(stream, what))
+            }
         }
-        self.conn.shrink();
+    }
+
+    fn forget(&mut self, stream: u32) {
+        self.forget_body(stream);
     }
 }
 

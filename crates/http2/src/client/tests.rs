@@ -5,6 +5,7 @@ use super::*;
 use crate::frame::tests::{frame, parse_frames, settings, Out, DATA, HEADERS, RST_STREAM};
 use crate::frame::tests::{END_HEADERS, END_STREAM, SETTINGS};
 use crate::frame::PREFACE;
+use crate::hpack::Decoder;
 
 /// A client past both SETTINGS, its output drained.
 fn client(cfg: Config) -> Client {
@@ -64,19 +65,8 @@ fn answer(status: Option<u16>, fields: &[(&str, &str)]) -> Vec<u8> {
     b
 }
 
-fn decoded(d: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
-    let mut fields = Vec::new();
-    let mut scratch = Vec::new();
-    d.decode(block, &mut scratch, |f: Field<'_>| {
-        fields.push((
-            String::from_utf8_lossy(f.name).into_owned(),
-            String::from_utf8_lossy(f.value).into_owned(),
-        ));
-        Ok::<(), ()>(())
-    })
-    .expect("a block a server decodes");
-    fields
-}
+/// A server's view of a request's block (the one tests read answers with).
+use crate::server::tests::answers::client_view as decoded;
 
 #[test]
 fn requests_decode_as_sent_and_repeat_from_the_table() {
@@ -142,8 +132,8 @@ fn a_unary_call_from_head_to_trailers() {
         &answer(None, &[("grpc-status", "0")]),
     ));
     let got = feed(&mut c, &input);
-    let Incoming::Response {
-        response,
+    let Incoming::Head {
+        head: response,
         end_stream: false,
         ..
     } = &got[0]
@@ -183,7 +173,7 @@ fn a_trailers_only_answer_ends_in_its_head() {
     assert!(
         matches!(
             got[..],
-            [Incoming::Response {
+            [Incoming::Head {
                 end_stream: true,
                 ..
             }]
@@ -210,7 +200,7 @@ fn interim_heads_are_skipped() {
     ));
     let got = feed(&mut c, &input);
     match &got[..] {
-        [Incoming::Response { response, .. }] => assert_eq!(response.status(), 204),
+        [Incoming::Head { head: response, .. }] => assert_eq!(response.status(), 204),
         _ => panic!("{got:?}"),
     }
 }
@@ -340,7 +330,7 @@ fn recv_stops_after_a_head_for_it_to_be_decoded() {
     let head = input.len();
     input.extend(frame(DATA, END_STREAM, id, b"x"));
     assert_eq!(c.recv(&input), Ok(head));
-    assert!(matches!(c.poll(&input), Some(Incoming::Response { .. })));
+    assert!(matches!(c.poll(&input), Some(Incoming::Head { .. })));
     assert_eq!(c.poll(&input), None);
     assert_eq!(c.recv(&input[head..]), Ok(input.len() - head));
 }

@@ -567,20 +567,25 @@ impl Connection {
             self.stream_error(id, Reason::REFUSED_STREAM)?;
             return Ok(BlockFor::Discard);
         }
-        self.streams.push(Stream {
-            id,
-            send_window: self.peer.initial_window_size as i32,
-            recv_window: self.local_initial as i32,
-            unacked: 0,
-            remote_closed: end_stream,
-            local_closed: false,
-            head_in: true,
-        });
+        self.push_stream(id, end_stream, false, true);
         self.flood.progress();
         if id >= STREAM_ID_HIGH {
             self.goaway(Reason::NO_ERROR);
         }
         Ok(BlockFor::New)
+    }
+
+    /// A new stream's record, its windows as the settings in force make them.
+    pub(super) fn push_stream(&mut self, id: u32, remote: bool, local: bool, head_in: bool) {
+        self.streams.push(Stream {
+            id,
+            send_window: self.peer.initial_window_size as i32,
+            recv_window: self.local_initial as i32,
+            unacked: 0,
+            remote_closed: remote,
+            local_closed: local,
+            head_in,
+        });
     }
 
     /// A header block longer than the configured list plus slack is not buffered.

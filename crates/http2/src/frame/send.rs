@@ -2,7 +2,6 @@
 //! GOAWAY, PING, and the output buffer the caller drains.
 
 use super::conn::Connection;
-use super::stream::Stream;
 use super::{kind, write, Reason, Role, StreamGone, HEAD_LEN, MAX_WINDOW};
 
 /// Why a client could not open a stream.
@@ -26,15 +25,8 @@ impl Connection {
         self.can_open()?;
         let id = self.next_local_id;
         self.next_local_id += 2;
-        self.streams.push(Stream {
-            id,
-            send_window: self.peer.initial_window_size as i32,
-            recv_window: self.local_initial as i32,
-            unacked: 0,
-            remote_closed: false,
-            local_closed: end_stream,
-            head_in: false,
-        });
+        // Its answer's head is still to come.
+        self.push_stream(id, false, end_stream, false);
         let max_frame = self.peer.max_frame_size as usize;
         write::headers(&mut self.out, id, block, end_stream, max_frame);
         self.flood.progress();

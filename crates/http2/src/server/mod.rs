@@ -29,12 +29,6 @@
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
 //! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]).
 //!
-//! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
-//! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
-//! is [`Request::write_http1`]; a `RecvStream` is the [`Incoming::Data`] of a stream and
-//! [`Connection::consumed`]; `send_reset` is [`Server::reset`]; the 431 the crate sends for
-//! an oversized list is [`Incoming::TooLarge`] and [`Server::refuse`].
-//!
 //! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
 //! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
 //! a block the client sent just before its ACK, in the same read, is held to the new size
@@ -61,7 +55,7 @@
 //! input.extend_from_slice(&block);
 //! let used = server.recv(&input).expect("no connection error");
 //! while let Some(incoming) = server.poll(&input) {
-//!     if let Incoming::Request { stream, request, .. } = incoming {
+//!     if let Incoming::Head { stream, head: request, .. } = incoming {
 //!         assert_eq!(request.path(), Some(&b"/"[..]));
 //!         assert_eq!(request.host(), Some(&b"a"[..]));
 //!         server.send_answer(stream, 200, [(&b"content-type"[..], &b"text/plain"[..])], false)
@@ -74,16 +68,17 @@
 //! server.conn_mut().advance(n);
 //! ```
 
-pub(crate) mod answer;
+mod answer;
 pub(crate) mod request;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::ops::Range;
 
-use crate::frame::{self, Connection, Event, Reason};
+use crate::exchange::{self, Body, Codec, Counted, Side};
+use crate::frame::{self, Connection, Reason};
 pub use crate::frame::{ConnError, StreamGone};
-use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
+use crate::hpack::{Bounds, DecodeError, Encoder};
 pub use request::{Fields, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};
 
@@ -111,77 +106,19 @@ impl Config {
 }
 
 /// What the client sent, as the caller handles it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Incoming {
-    /// A new request. `end_stream`: it has no body.
-    Request {
-        stream: u32,
-        request: Request,
-        end_stream: bool,
-    },
-    /// Body bytes: a range of the input given to [`Server::poll`], to give back with
-    /// [`Connection::consumed`]. With `end_stream`, the body is over (and matched its
-    /// `content-length`).
-    Data {
-        stream: u32,
-        data: Range<usize>,
-        end_stream: bool,
-    },
-    /// The request's trailers: its body is over.
-    Trailers { stream: u32, fields: Fields },
-    /// A header block (a request's, or trailers') past the decoder's bounds. The stream is
-    /// still open for an answer ([`Server::refuse`]); its body is dropped. shoal's answers
-    /// today: a name or value past [`Bounds::field`] is nginx's 400 ("client sent too long
-    /// header line"), the list past [`Bounds::list`] a 431 (what the `h2` crate sends).
-    TooLarge { stream: u32, which: TooLarge },
-    /// A malformed request or trailers: the stream was reset with PROTOCOL_ERROR. `what` is
-    /// for the log.
-    Malformed { stream: u32, what: &'static str },
-    /// The stream is gone: reset by the client, or by us (a body that disagrees with its
-    /// `content-length`, a stream error of the frame layer).
-    Reset {
-        stream: u32,
-        code: Reason,
-        by_peer: bool,
-    },
-    /// The client is going away (as [`Event::GoAway`]).
-    GoAway { last_stream: u32, code: Reason },
-    /// A send window grew (as [`Event::WindowOpened`]).
-    WindowOpened { stream: u32 },
-    /// The client's settings changed (the encoder follows its table size already).
-    SettingsChanged,
-    /// A connection error found here (COMPRESSION_ERROR): its GOAWAY is queued; the caller
-    /// sends the output and closes. Nothing comes after it.
-    Closed(ConnError),
-}
-
-/// A request whose body is still coming.
-#[derive(Clone, Copy, Debug)]
-struct Body {
-    stream: u32,
-    /// What `content-length` still announces.
-    left: Option<u64>,
-}
+pub type Incoming = crate::exchange::Incoming<Request>;
 
 /// One connection's server side: the frame layer, HPACK, and the requests' checks.
 #[derive(Debug)]
 pub struct Server {
-    conn: Connection,
-    decoder: Decoder,
-    encoder: Encoder,
-    /// Huffman-decoded strings while their field is copied out.
-    scratch: Vec<u8>,
-    /// An answer's block while it is encoded.
-    block: Vec<u8>,
-    /// Requests whose body is still coming, by stream id, oldest first.
-    bodies: Vec<Body>,
+    /// The frame layer, HPACK, the request bodies coming.
+    c: Codec,
     /// Our SETTINGS_HEADER_TABLE_SIZE, given to the decoder once the client acknowledged it.
     table_size: Option<u32>,
     /// The last request's size, for the next one's buffer.
     hint: Hint,
     /// A request's buffers given back ([`Server::recycle`]), for the next one.
     spare: Option<Fields>,
-    closed: bool,
 }
 
 impl Server {
@@ -190,101 +127,46 @@ impl Server {
     pub fn new(cfg: Config) -> Server {
         // Until the client acknowledges our SETTINGS it may still use the protocol's 4,096.
         let table = cfg.frame.header_table_size;
-        let mut decoder = Decoder::new(cfg.bounds);
-        if table as usize > crate::hpack::DEFAULT_TABLE_SIZE {
-            decoder.set_limit(table as usize);
-        }
+        let encoder = Encoder::with_table_size(cfg.encoder_table);
         Server {
-            conn: Connection::new(cfg.frame),
-            decoder,
-            encoder: Encoder::with_table_size(cfg.encoder_table),
-            scratch: Vec::new(),
-            block: Vec::new(),
-            bodies: Vec::new(),
+            c: Codec::new(Connection::new(cfg.frame), cfg.bounds, table, encoder),
             table_size: (table as usize != crate::hpack::DEFAULT_TABLE_SIZE).then_some(table),
             hint: Hint::default(),
             spare: None,
-            closed: false,
         }
     }
 
     /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY, output.
     pub fn conn(&self) -> &Connection {
-        &self.conn
+        &self.c.conn
     }
 
     pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.conn
+        &mut self.c.conn
     }
 
     /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
     pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
-        self.conn.recv(input)
+        self.c.conn.recv(input)
     }
 
     /// The next thing the client sent; `input` is what was given to the last
     /// [`Server::recv`]. Take every one before dropping the bytes `recv` used.
     pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
-        loop {
-            let ev = self.conn.poll_event()?;
-            if self.closed {
-                continue;
-            }
-            if let Some(size) = self.table_size {
-                if !self.conn.awaiting_settings_ack() {
-                    self.decoder.set_limit(size as usize);
-                    self.table_size = None;
-                }
-            }
-            let got = match ev {
-                Event::Headers {
-                    stream,
-                    block,
-                    end_stream,
-                } => self.headers(stream, block.bytes(input), end_stream),
-                Event::Trailers { stream, block } => self.trailers(stream, block.bytes(input)),
-                Event::Discard { block } => self.discard(block.bytes(input)),
-                Event::Data {
-                    stream,
-                    data,
-                    end_stream,
-                } => self.data(stream, data, end_stream),
-                Event::Reset {
-                    stream,
-                    code,
-                    by_peer,
-                } => {
-                    self.forget(stream);
-                    Some(Incoming::Reset {
-                        stream,
-                        code,
-                        by_peer,
-                    })
-                }
-                Event::GoAway { last_stream, code } => Some(Incoming::GoAway { last_stream, code }),
-                Event::WindowOpened { stream } => Some(Incoming::WindowOpened { stream }),
-                Event::SettingsChanged => {
-                    let size = self.conn.peer_settings().header_table_size;
-                    self.encoder.set_peer_table_size(size as usize);
-                    Some(Incoming::SettingsChanged)
-                }
-            };
-            if got.is_some() {
-                return got;
-            }
-        }
+        exchange::poll(self, input)
     }
 
     fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
         let mut b = RequestBuilder::new(block.len(), self.hint, self.spare.take());
         let decoded = self
+            .c
             .decoder
-            .decode(block, &mut self.scratch, |f| b.field(f));
+            .decode(block, &mut self.c.scratch, |f| b.field(f));
         let request = match decoded {
             Ok(()) => b.finish(),
             Err(DecodeError::Refused(what)) => Err(what),
             Err(DecodeError::TooLarge(which)) => return Some(Incoming::TooLarge { stream, which }),
-            Err(DecodeError::Compression(_)) => return Some(self.compression()),
+            Err(DecodeError::Compression(_)) => return Some(self.c.compression()),
         };
         let request = match request {
             Ok(r) if end_stream && r.content_length().is_some_and(|n| n > 0) => {
@@ -296,14 +178,11 @@ impl Server {
             Ok(request) => {
                 self.hint = request.fields().hint();
                 if !end_stream {
-                    self.bodies.push(Body {
-                        stream,
-                        left: request.content_length(),
-                    });
+                    self.c.bodies.expect(stream, request.content_length());
                 }
-                Some(Incoming::Request {
+                Some(Incoming::Head {
                     stream,
-                    request,
+                    head: request,
                     end_stream,
                 })
             }
@@ -311,15 +190,16 @@ impl Server {
         }
     }
 
-    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+    fn decode_trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
         let Some(body) = self.forget(stream) else {
             // A refused request's: for the table only.
-            return self.discard(block);
+            return self.c.discard(block);
         };
         let mut b = TrailersBuilder::new(block.len(), self.spare.take());
         match self
+            .c
             .decoder
-            .decode(block, &mut self.scratch, |f| b.field(f))
+            .decode(block, &mut self.c.scratch, |f| b.field(f))
         {
             Ok(()) if body.left.is_some_and(|n| n > 0) => {
                 Some(self.malformed(stream, "client prematurely closed stream"))
@@ -330,88 +210,24 @@ impl Server {
             }),
             Err(DecodeError::Refused(what)) => Some(self.malformed(stream, what)),
             Err(DecodeError::TooLarge(which)) => Some(Incoming::TooLarge { stream, which }),
-            Err(DecodeError::Compression(_)) => Some(self.compression()),
+            Err(DecodeError::Compression(_)) => Some(self.c.compression()),
         }
-    }
-
-    fn discard(&mut self, block: &[u8]) -> Option<Incoming> {
-        match self
-            .decoder
-            .decode(block, &mut self.scratch, |_| Ok::<(), ()>(()))
-        {
-            Err(DecodeError::Compression(_)) => Some(self.compression()),
-            _ => None,
-        }
-    }
-
-    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
-        let n = data.len() as u64;
-        let Some(i) = self.bodies.iter().position(|b| b.stream == stream) else {
-            // A refused request's body: its window is given back here.
-            self.conn.consumed(stream, n as u32);
-            return None;
-        };
-        let body = &mut self.bodies[i];
-        let over = match body.left.as_mut() {
-            Some(left) if n > *left => true,
-            Some(left) => {
-                *left -= n;
-                end_stream && *left > 0
-            }
-            None => false,
-        };
-        if over {
-            self.conn.consumed(stream, n as u32);
-            self.bodies.remove(i);
-            self.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
-            return Some(Incoming::Reset {
-                stream,
-                code: Reason::PROTOCOL_ERROR,
-                by_peer: false,
-            });
-        }
-        if end_stream {
-            self.bodies.remove(i);
-        }
-        Some(Incoming::Data {
-            stream,
-            data,
-            end_stream,
-        })
     }
 
     /// Drops what is known of a stream's body.
     fn forget(&mut self, stream: u32) -> Option<Body> {
-        let i = self.bodies.iter().position(|b| b.stream == stream)?;
-        Some(self.bodies.remove(i))
+        self.c.bodies.forget(stream)
     }
 
     fn malformed(&mut self, stream: u32, what: &'static str) -> Incoming {
         self.forget(stream);
-        self.conn.reset(stream, Reason::PROTOCOL_ERROR);
+        self.c.conn.reset(stream, Reason::PROTOCOL_ERROR);
         Incoming::Malformed { stream, what }
-    }
-
-    fn compression(&mut self) -> Incoming {
-        let e = ConnError {
-            code: Reason::COMPRESSION_ERROR,
-            what: "sent invalid header block",
-            role: frame::Role::Server,
-        };
-        self.conn.close_with(e);
-        self.closed = true;
-        self.bodies = Vec::new();
-        Incoming::Closed(e)
     }
 
     /// Heap bytes held between requests: the HPACK tables, the buffers kept for reuse.
     pub fn heap_bytes(&self) -> usize {
-        self.decoder.heap_bytes()
-            + self.encoder.heap_bytes()
-            + self.scratch.capacity()
-            + self.block.capacity()
-            + self.bodies.capacity() * std::mem::size_of::<Body>()
-            + self.spare.as_ref().map_or(0, Fields::heap_bytes)
+        self.c.heap_bytes() + self.spare.as_ref().map_or(0, Fields::heap_bytes)
     }
 
     /// Gives back the buffers of a request (or trailers) the caller is done with (its head
@@ -426,11 +242,60 @@ impl Server {
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.spare = None;
-        self.scratch = Vec::new();
-        self.block = Vec::new();
-        if self.bodies.is_empty() {
-            self.bodies = Vec::new();
+        self.c.shrink();
+    }
+}
+
+impl Side for Server {
+    type Head = Request;
+
+    fn codec(&mut self) -> &mut Codec {
+        &mut self.c
+    }
+
+    fn before(&mut self) {
+        if let Some(size) = self.table_size {
+            if !self.c.conn.awaiting_settings_ack() {
+                self.c.decoder.set_limit(size as usize);
+                self.table_size = None;
+            }
         }
-        self.conn.shrink();
+    }
+
+    fn head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
+        self.headers(stream, block, end_stream)
+    }
+
+    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+        self.decode_trailers(stream, block)
+    }
+
+    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
+        let n = data.len() as u64;
+        match self.c.bodies.count(stream, n, end_stream) {
+            Counted::Fine => Some(Incoming::Data {
+                stream,
+                data,
+                end_stream,
+            }),
+            // A refused request's body: its window is given back here.
+            Counted::Unknown => {
+                self.c.conn.consumed(stream, n as u32);
+                None
+            }
+            Counted::Wrong => {
+                self.c.conn.consumed(stream, n as u32);
+                self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
+                Some(Incoming::Reset {
+                    stream,
+                    code: Reason::PROTOCOL_ERROR,
+                    by_peer: false,
+                })
+            }
+        }
+    }
+
+    fn forget(&mut self, stream: u32) {
+        self.c.bodies.forget(stream);
     }
 }

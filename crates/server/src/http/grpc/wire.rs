@@ -162,9 +162,9 @@ impl Inner {
     /// Hands what the codec found to the streams.
     fn incoming(&mut self, got: Incoming, input: &[u8]) {
         match got {
-            Incoming::Response {
+            Incoming::Head {
                 stream,
-                response,
+                head: response,
                 end_stream,
             } => {
                 if let Some(s) = self.slot(stream) {
@@ -308,7 +308,11 @@ pub fn start(t: Transport, client: Client) -> Core {
 
 /// The connection's task.
 async fn drive(mut t: Transport, core: Core) {
-    let mut buf: Vec<u8> = Vec::new();
+    // Zeroed once: reads go into it in place (no zeroing per read).
+    let mut buf = Input {
+        bytes: vec![0; READ_BUF],
+        filled: 0,
+    };
     let mut unflushed = false;
     let end = std::future::poll_fn(|cx| {
         let mut me = core.borrow_mut();
@@ -343,7 +347,7 @@ async fn drive(mut t: Transport, core: Core) {
 /// because nobody needs it, the error that ended it otherwise.
 fn poll_conn(
     t: &mut Transport,
-    buf: &mut Vec<u8>,
+    buf: &mut Input,
     unflushed: &mut bool,
     me: &mut Inner,
     cx: &mut Context<'_>,
@@ -368,17 +372,14 @@ fn poll_conn(
             }
             return Poll::Pending;
         }
-        // Read.
-        if buf.len() == buf.capacity() || buf.capacity() - buf.len() < 4096 {
-            buf.reserve(READ_BUF.max(buf.len()));
+        // Read (a frame larger than the buffer grows it).
+        if buf.filled == buf.bytes.len() {
+            let more = buf.bytes.len();
+            buf.bytes.resize(2 * more, 0);
         }
-        let len = buf.len();
-        let room = buf.capacity() - len;
-        buf.resize(len + room, 0);
-        let mut rb = ReadBuf::new(&mut buf[len..]);
+        let mut rb = ReadBuf::new(&mut buf.bytes[buf.filled..]);
         let got = read(t, cx, &mut rb);
         let n = rb.filled().len();
-        buf.truncate(len + n);
         match got {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Err(_)) => {
@@ -391,21 +392,23 @@ fn poll_conn(
             }
             Poll::Ready(Ok(())) => {}
         }
-        me.frames.scan(&buf[len..]);
+        me.frames.scan(&buf.bytes[buf.filled..buf.filled + n]);
+        buf.filled += n;
         // (The codec stops after an answer's head: it goes on with the rest once the head
         // was decoded.)
         loop {
-            let got = me.client.recv(buf);
-            while let Some(got) = me.client.poll(buf) {
-                me.incoming(got, buf);
+            let input = &buf.bytes[..buf.filled];
+            let got = me.client.recv(input);
+            while let Some(got) = me.client.poll(input) {
+                me.incoming(got, input);
             }
             match got {
-                Ok(used) if used > 0 && used < buf.len() => {
-                    buf.drain(..used);
-                }
                 Ok(used) => {
-                    buf.drain(..used);
-                    break;
+                    buf.bytes.copy_within(used..buf.filled, 0);
+                    buf.filled -= used;
+                    if used == 0 || buf.filled == 0 {
+                        break;
+                    }
                 }
                 Err(e) => {
                     // The GOAWAY is written before the connection closes.
@@ -415,6 +418,12 @@ fn poll_conn(
             }
         }
     }
+}
+
+/// The read buffer: `filled` bytes of it read and not yet used.
+struct Input {
+    bytes: Vec<u8>,
+    filled: usize,
 }
 
 fn poll_write(

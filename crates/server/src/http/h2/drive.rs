@@ -376,9 +376,9 @@ pub async fn serve(
             }
             while let Some(inc) = me.server.poll(&wire.buf) {
                 match inc {
-                    Incoming::Request {
+                    Incoming::Head {
                         stream,
-                        request,
+                        head: request,
                         end_stream,
                     } => {
                         head.clear();
