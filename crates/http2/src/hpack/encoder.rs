@@ -182,6 +182,10 @@ pub fn indexable(name: &[u8]) -> bool {
             | b"x-frame-options"
             | b"referrer-policy"
             | b"alt-svc"
+            // gRPC's answers and trailers (`grpc-status: 0` on every call).
+            | b"grpc-status"
+            | b"grpc-encoding"
+            | b"grpc-accept-encoding"
     )
 }
 

@@ -24,7 +24,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use shoal_http2::client::{RequestHead, Response};
+use shoal_http2::client::Response;
 use shoal_http2::frame::Reason;
 
 use super::body::{self, GrpcBody, Limit, Pump};
@@ -318,12 +318,12 @@ async fn run(
 /// The request's head for a try: the one made for the call, or, for a try after the one
 /// that sent it, a new one.
 struct Heads<'a> {
-    spare: &'a mut Option<http::Request<()>>,
-    make: &'a dyn Fn() -> http::Request<()>,
+    spare: &'a mut Option<head::UpstreamHead>,
+    make: &'a dyn Fn() -> head::UpstreamHead,
 }
 
 impl Heads<'_> {
-    fn take(&mut self) -> http::Request<()> {
+    fn take(&mut self) -> head::UpstreamHead {
         self.spare.take().unwrap_or_else(self.make)
     }
 }
@@ -401,21 +401,8 @@ async fn call(
         // The stream, with the request's head (its HEADERS queued for the connection's task).
         let no_body = matches!(source, Source::None);
         let req = heads.take();
-        let uri = req.uri();
-        let head = RequestHead {
-            method: req.method().as_str().as_bytes(),
-            scheme: uri.scheme_str().unwrap_or("http").as_bytes(),
-            authority: uri
-                .authority()
-                .map_or("localhost", |a| a.as_str())
-                .as_bytes(),
-            path: uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes(),
-        };
-        let fields = req
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-        let (response, recv, mut stream) = match wire::open(&c.core, &head, fields, no_body) {
+        let opened = wire::open(&c.core, &req.head(), req.fields(), no_body);
+        let (response, recv, mut stream) = match opened {
             Ok(x) => x,
             Err(_) if reused => {
                 fresh_only = true;
