@@ -162,6 +162,36 @@ impl Codec {
     }
 }
 
+/// The methods every side has over its [`Codec`] (in a field `c`): the frame layer, `recv`
+/// and `poll`; `$peer` names the other end in their documentation.
+macro_rules! side_methods {
+    ($side:ident, $peer:literal) => {
+        impl $side {
+            /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY,
+            /// output.
+            pub fn conn(&self) -> &Connection {
+                &self.c.conn
+            }
+
+            pub fn conn_mut(&mut self) -> &mut Connection {
+                &mut self.c.conn
+            }
+
+            /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
+            pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
+                self.c.conn.recv(input)
+            }
+
+            #[doc = concat!("The next thing the ", $peer, " sent; `input` is what was given")]
+            /// to the last `recv`. Take every one before dropping the bytes `recv` used.
+            pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
+                crate::exchange::poll(self, input)
+            }
+        }
+    };
+}
+pub(crate) use side_methods;
+
 /// A side of the connection, as [`poll`] drives it.
 pub(crate) trait Side {
     type Head;

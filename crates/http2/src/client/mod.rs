@@ -1,7 +1,7 @@
 //! A client's requests and answers (RFC 9113, 8): the frame layer in its client [`Role`](crate::frame::Role) and
 //! HPACK, for an upstream connection (shoal's `grpc_pass`), sans I/O like the server's room.
 //!
-//! A [`Client`] owns a connection's [`Connection`], its HPACK [`Decoder`] and [`Encoder`].
+//! A [`Client`] owns a connection's [`Connection`], its HPACK [`Decoder`](crate::hpack::Decoder) and [`Encoder`].
 //! [`Client::request`] encodes a request's head and opens its stream; the body goes through
 //! the frame layer ([`Client::conn_mut`], [`Connection::send_data`], within the server's
 //! windows), trailers through [`Client::send_trailers`]. [`Client::recv`] gives it the
@@ -141,15 +141,6 @@ impl Client {
         }
     }
 
-    /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY, output.
-    pub fn conn(&self) -> &Connection {
-        &self.c.conn
-    }
-
-    pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.c.conn
-    }
-
     /// Opens a stream with a request's head: the pseudo-headers, then `fields` (names
     /// lowercased; the connection-specific ones and any pseudo-header among them dropped,
     /// RFC 9113, 8.2.2). `end_stream`: a request without a body. Returns the stream's id.
@@ -201,17 +192,6 @@ impl Client {
     pub fn reset(&mut self, stream: u32, code: Reason) {
         self.forget_body(stream);
         self.c.conn.reset(stream, code);
-    }
-
-    /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
-    pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
-        self.c.conn.recv(input)
-    }
-
-    /// The next thing the server sent; `input` is what was given to the last
-    /// [`Client::recv`]. Take every one before dropping the bytes `recv` used.
-    pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
-        exchange::poll(self, input)
     }
 
     fn decode_head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
@@ -308,6 +288,8 @@ impl Client {
         self.c.shrink();
     }
 }
+
+exchange::side_methods!(Client, "server");
 
 impl Side for Client {
     type Head = Response;

@@ -1,7 +1,7 @@
 //! Requests and answers (RFC 9113, 8): the room between the frame layer and HPACK on one
 //! side and the server on the other, sans I/O like both.
 //!
-//! A [`Server`] owns a connection's [`Connection`], its HPACK [`Decoder`] and [`Encoder`].
+//! A [`Server`] owns a connection's [`Connection`], its HPACK [`Decoder`](crate::hpack::Decoder) and [`Encoder`].
 //! [`Server::recv`] gives it the socket's bytes; [`Server::poll`] turns the frame layer's
 //! events into [`Incoming`]s: a header block becomes a checked [`Request`] (or trailers), a
 //! DATA frame is checked against the request's `content-length`. What the frame layer leaves
@@ -136,26 +136,6 @@ impl Server {
         }
     }
 
-    /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY, output.
-    pub fn conn(&self) -> &Connection {
-        &self.c.conn
-    }
-
-    pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.c.conn
-    }
-
-    /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
-    pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
-        self.c.conn.recv(input)
-    }
-
-    /// The next thing the client sent; `input` is what was given to the last
-    /// [`Server::recv`]. Take every one before dropping the bytes `recv` used.
-    pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
-        exchange::poll(self, input)
-    }
-
     fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
         let mut b = RequestBuilder::new(block.len(), self.hint, self.spare.take());
         let decoded = self
@@ -245,6 +225,8 @@ impl Server {
         self.c.shrink();
     }
 }
+
+exchange::side_methods!(Server, "client");
 
 impl Side for Server {
     type Head = Request;
