@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Memory per idle HTTP/2 connection (issue 22: ≤ nginx's), h2c and TLS, shoal beside nginx:
-# each server runs alone with one worker (nginx: `master_process off`, so its one process holds
-# the connections), `keepalive_timeout 300s`, no access log; bench/h2_idle_memory.py opens
+# Memory per idle HTTP/2 connection (issue 22: ≤ nginx's), h2c and TLS, shoal beside nginx and
+# h2o: each server runs alone with one worker (nginx: `master_process off`, so its one process
+# holds the connections; h2o: `num-threads: 1`, `http2-idle-timeout: 300`),
+# `keepalive_timeout 300s`, no access log; bench/h2_idle_memory.py opens
 # IDLE_CONNS connections (default 1000), asks GET / (seed 001's page) on each and keeps them
 # open, and prints the server's RSS growth per connection.
 #
@@ -12,19 +13,18 @@
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-trap stop_all EXIT
 BASE_PORT=${BASE_PORT:-19560}
 IDLE_CONNS=${IDLE_CONNS:-1000}
-SERVERS=${SERVERS:-nginx shoal}
+SERVERS=${SERVERS:-nginx h2o shoal}
 KINDS=${KINDS:-h2c tls}
 export BATCHES=${BATCHES:-1}
 
 build_shoal
 WORK=$(mktemp -d /tmp/shoal-h2idle.XXXXXX)
+trap 'stop_all; rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 mkdir -p "$WORK/html" "$WORK/conf" "$WORK/logs"
-cp /usr/share/nginx/html/index.html "$WORK/html/index.html" 2>/dev/null ||
-    head -c 612 /dev/zero | tr '\0' 'x' >"$WORK/html/index.html"
+cp "$REPO/html/index.html" "$WORK/html/index.html"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
     -keyout "$WORK/conf/key.pem" -out "$WORK/conf/cert.pem" 2>/dev/null
 chmod -R a+rX "$WORK"
@@ -58,21 +58,59 @@ CONF
     fi
 }
 
+# h2o 2.2: one thread, idle HTTP/2 connections kept 300 s (its default closes them after 10 s).
+# As root it needs `user: root`: as nobody it cannot write its pid file in the prefix and exits.
+h2o_conf() { # PLAIN_PORT TLS_PORT
+    cat >"$WORK/conf/h2o.conf" <<CONF
+$([ "$(id -u)" = 0 ] && echo "user: root")
+num-threads: 1
+pid-file: $WORK/logs/h2o.pid
+error-log: $WORK/logs/h2o.error.log
+http2-idle-timeout: 300
+listen:
+  host: 127.0.0.1
+  port: $1
+listen:
+  host: 127.0.0.1
+  port: $2
+  ssl:
+    certificate-file: $WORK/conf/cert.pem
+    key-file: $WORK/conf/key.pem
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $WORK/html
+CONF
+}
+
 echo "## memory per idle HTTP/2 connection, $IDLE_CONNS connections, BATCHES=$BATCHES ($(date -u +%F), shoal: $SHOAL_DESC)"
 n=0
 for name in $SERVERS; do
     plain=$((BASE_PORT + n)) tls=$((BASE_PORT + n + 1))
     n=$((n + 2))
     port_free "$plain" && port_free "$tls" || die "port $plain or $tls is in use"
-    conf "$name" "$plain" "$tls"
+    case $name in
+    h2o) h2o_conf "$plain" "$tls" ;;
+    *) conf "$name" "$plain" "$tls" ;;
+    esac
     case $name in
     shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
     nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/nginx.error.log" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
+    h2o) (cd "$WORK" && exec h2o -c conf/h2o.conf) >"$WORK/logs/$name.out" 2>&1 & ;;
     *) die "unknown server $name" ;;
     esac
     pid=$!
     STARTED_PIDS+=("$pid")
-    for _ in $(seq 50); do curl -sk -o /dev/null --http2 "https://127.0.0.1:$tls/" && break; sleep 0.1; done
+    for _ in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        curl -sk -o /dev/null --http2 "https://127.0.0.1:$tls/" && break
+        sleep 0.1
+    done
+    curl -sfk -o /dev/null --http2 "https://127.0.0.1:$tls/" || {
+        cat "$WORK/logs/$name.out" >&2
+        die "$name does not answer h2 over TLS (its output above)"
+    }
     for kind in $KINDS; do
         port=$plain tlsenv=0
         [ "$kind" = tls ] && port=$tls tlsenv=1
@@ -86,4 +124,3 @@ for name in $SERVERS; do
     done
     stop_all
 done
-rm -rf "$WORK"

@@ -20,16 +20,22 @@
 #           (not run by default; hitlog - hit is what a logged line costs)
 #   proxy   proxy_pass to bench/hello with upstream keepalive 32 and proxy_http_version 1.1
 #   h2c     seed 001's page over HTTP/2 with prior knowledge, `h2load -c10 -m10` (warm-up 2,000
-#           requests, 20,000 counted; not run by default)
+#           requests, 10,000 counted: 1,000 per connection, nginx's `keepalive_requests`, so no
+#           server ends a connection before h2load is done with it; not run by default)
 #   h2tls   the same over TLS (ALPN h2, ECDSA P-256; not run by default)
 #   grpc    bench/grpc.sh's unary calls: `grpc_pass` (upstream keepalive 32) to the Python gRPC
 #           server of the tests, `h2load -c8 -m1` over h2c (warm-up 500 calls, 4,000 counted;
 #           not run by default; needs python3-grpcio)
-# SHOAL0 adds a second shoal (an earlier build) to every case, for before/after.
+# SHOAL0 adds a second shoal (an earlier build) to every case, for before/after. h2o (when
+# installed; H2O=0 leaves it out) has a row in static, h2c and h2tls: one thread
+# (`num-threads: 1`), `file.dir` on the same html directory, no access log, its defaults
+# otherwise (its open-file cache is on by default, nginx's and shoal's is not in these cases).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 CASES=${CASES:-static hit proxy}
+H2O=${H2O:-1}
+command -v h2o >/dev/null || H2O=0
 BASE_PORT=${BASE_PORT:-19840}
 command -v valgrind >/dev/null || die "valgrind is not installed (apt-get install valgrind)"
 command -v callgrind_annotate >/dev/null || die "callgrind_annotate is missing (valgrind package)"
@@ -153,14 +159,49 @@ CONF
     fi
 }
 
-# usage: count NAME KIND(shoal|nginx) BINARY CASE PORT -> prints "Ir/req requests"
+# h2o's configuration for the static, h2c and h2tls cases. Started as root, h2o needs `user:
+# root`: as nobody it could not write its pid file in the prefix and would exit.
+# usage: write_h2o_case_conf FILE CASE PORT NAME
+write_h2o_case_conf() {
+    local file=$1 case=$2 port=$3 name=$4 ssl=""
+    if [ "$case" = h2tls ]; then
+        [ -f "$WORK/conf/cert.pem" ] || openssl req -x509 -newkey ec -pkeyopt \
+            ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+            -keyout "$WORK/conf/key.pem" -out "$WORK/conf/cert.pem" 2>/dev/null
+        ssl="  ssl:
+    certificate-file: $WORK/conf/cert.pem
+    key-file: $WORK/conf/key.pem"
+    fi
+    cat >"$file" <<CONF
+$([ "$(id -u)" = 0 ] && echo "user: root")
+num-threads: 1
+pid-file: $WORK/logs/$name.pid
+error-log: $WORK/logs/$name.error.log
+listen:
+  host: 127.0.0.1
+  port: $port
+$ssl
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $WORK/html
+CONF
+}
+
+# usage: count NAME KIND(shoal|nginx|h2o) BINARY CASE PORT -> prints "Ir/req requests"
 count() {
     local name=$1 kind=$2 bin=$3 case=$4 port=$5
     local conf=$WORK/conf/$name.conf out=$WORK/results/$name.callgrind
-    write_case_conf "$conf" "$case" "$port" "$name" "$kind"
+    if [ "$kind" = h2o ]; then
+        write_h2o_case_conf "$conf" "$case" "$port" "$name"
+    else
+        write_case_conf "$conf" "$case" "$port" "$name" "$kind"
+    fi
     port_free "$port" || die "port $port is in use"
     local cmd=("$bin" -p "$WORK/" -c "conf/$name.conf")
     [ "$kind" = nginx ] && cmd=(nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf")
+    [ "$kind" = h2o ] && cmd=(h2o -c "conf/$name.conf")
     (cd "$WORK" && exec valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out.%p" "${cmd[@]}") >"$WORK/logs/$name.valgrind" 2>&1 &
     local vpid=$!
@@ -186,7 +227,8 @@ count() {
     elif [ "$case" = h2c ] || [ "$case" = h2tls ]; then
         timeout 60 h2load -n2000 -c10 -m10 "$url" >/dev/null
         callgrind_control -i on "$vpid" >/dev/null 2>&1
-        n=$(timeout 120 h2load -n20000 -c10 -m10 "$url" | awk '/^requests:/ {print $8}')
+        n=$(timeout 120 h2load -n10000 -c10 -m10 "$url" | awk '/^requests:/ {print $8}')
+        [ "$n" = 10000 ] || die "$name: $n of 10000 requests answered"
     else
         timeout 20 wrk -t1 -c10 -d2s "$url" >/dev/null
     fi
@@ -219,8 +261,11 @@ for case in $CASES; do
     printf '%-8s %-8s %10d %10d %10s\n' "$case" nginx "$ngx_ir" "$ngx_n" 1.00
     servers=("shoal:$SHOAL")
     [ -n "${SHOAL0:-}" ] && servers+=("shoal0:$SHOAL0")
+    [ "$H2O" = 1 ] && [[ " static h2c h2tls " == *" $case "* ]] && servers+=("h2o:h2o")
     for s in "${servers[@]}"; do
-        read -r ir n < <(count "${s%%:*}-$case" shoal "${s#*:}" "$case" $((p++)))
+        kind=shoal
+        [ "${s%%:*}" = h2o ] && kind=h2o
+        read -r ir n < <(count "${s%%:*}-$case" "$kind" "${s#*:}" "$case" $((p++)))
         printf '%-8s %-8s %10d %10d %10.2f\n' "$case" "${s%%:*}" "$ir" "$n" \
             "$(awk -v a="$ir" -v b="$ngx_ir" 'BEGIN {print a / b}')"
     done

@@ -13,30 +13,30 @@ use std::time::{Duration, Instant};
 use crate::common::{free_port, Prefix, Shoal};
 use crate::h2::{conf, h2c};
 
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
+pub(crate) const DATA: u8 = 0;
+pub(crate) const HEADERS: u8 = 1;
+pub(crate) const RST_STREAM: u8 = 3;
+pub(crate) const SETTINGS: u8 = 4;
 const PING: u8 = 6;
-const GOAWAY: u8 = 7;
+pub(crate) const GOAWAY: u8 = 7;
 const PRIORITY: u8 = 2;
 const WINDOW_UPDATE: u8 = 8;
 const CONTINUATION: u8 = 9;
 
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
+pub(crate) const END_STREAM: u8 = 1;
+pub(crate) const END_HEADERS: u8 = 4;
 
-const PROTOCOL_ERROR: u32 = 1;
+pub(crate) const PROTOCOL_ERROR: u32 = 1;
 
 /// A frame as read: type, flags, stream, payload.
-type Frame = (u8, u8, u32, Vec<u8>);
+pub(crate) type Frame = (u8, u8, u32, Vec<u8>);
 
-struct H2 {
+pub(crate) struct H2 {
     s: TcpStream,
 }
 
 /// HPACK's integer with an `n`-bit prefix (RFC 7541, 5.1), `first` holding the high bits.
-fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
+pub(crate) fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
     let max = (1usize << n) - 1;
     if v < max {
         out.push(first | v as u8);
@@ -52,7 +52,7 @@ fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
 }
 
 /// A literal field without indexing, its name new (no Huffman coding).
-fn literal(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+pub(crate) fn literal(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.push(0);
     hpack_int(out, 0, 7, name.len());
     out.extend_from_slice(name.as_bytes());
@@ -61,7 +61,7 @@ fn literal(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 }
 
 /// A GET of `path`'s header block, with `extra` fields after the pseudo-headers.
-fn get_block(path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+pub(crate) fn get_block(path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
     let mut b = Vec::new();
     for (n, v) in [
         (":method", "GET"),
@@ -79,7 +79,7 @@ fn get_block(path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
 
 impl H2 {
     /// Connects, sends the preface and `settings` (id, value pairs).
-    fn connect(port: u16, settings: &[(u16, u32)]) -> H2 {
+    pub(crate) fn connect(port: u16, settings: &[(u16, u32)]) -> H2 {
         let s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -94,11 +94,11 @@ impl H2 {
         c
     }
 
-    fn raw(&mut self, b: &[u8]) -> bool {
+    pub(crate) fn raw(&mut self, b: &[u8]) -> bool {
         self.s.write_all(b).is_ok()
     }
 
-    fn frame_bytes(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn frame_bytes(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let mut f = Vec::with_capacity(9 + payload.len());
         f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
         f.push(ty);
@@ -108,11 +108,11 @@ impl H2 {
         f
     }
 
-    fn frame(&mut self, ty: u8, flags: u8, stream: u32, payload: &[u8]) -> bool {
+    pub(crate) fn frame(&mut self, ty: u8, flags: u8, stream: u32, payload: &[u8]) -> bool {
         self.raw(&H2::frame_bytes(ty, flags, stream, payload))
     }
 
-    fn get(&mut self, stream: u32, path: &str, extra: &[(&str, &str)]) -> bool {
+    pub(crate) fn get(&mut self, stream: u32, path: &str, extra: &[(&str, &str)]) -> bool {
         self.frame(
             HEADERS,
             END_STREAM | END_HEADERS,
@@ -122,7 +122,7 @@ impl H2 {
     }
 
     /// The next frame; `None` at the connection's end (or after 10 s of nothing).
-    fn read_frame(&mut self) -> Option<Frame> {
+    pub(crate) fn read_frame(&mut self) -> Option<Frame> {
         let mut h = [0u8; 9];
         self.s.read_exact(&mut h).ok()?;
         let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
@@ -133,7 +133,7 @@ impl H2 {
     }
 
     /// Reads until a frame `want` accepts; `None` if the connection ends first.
-    fn until(&mut self, want: impl Fn(&Frame) -> bool) -> Option<Frame> {
+    pub(crate) fn until(&mut self, want: impl Fn(&Frame) -> bool) -> Option<Frame> {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             let f = self.read_frame()?;
@@ -175,7 +175,7 @@ impl H2 {
 }
 
 /// The stream's RST_STREAM error code, or the connection's GOAWAY code (high bit set).
-fn refusal(c: &mut H2, stream: u32) -> Option<u32> {
+pub(crate) fn refusal(c: &mut H2, stream: u32) -> Option<u32> {
     c.until(|f| (f.0 == RST_STREAM && f.2 == stream) || f.0 == GOAWAY)
         .map(|f| {
             let code = u32::from_be_bytes([

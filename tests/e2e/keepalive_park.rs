@@ -32,7 +32,7 @@ fn conf(port: u16, events: &str, http: &str, server: &str) -> String {
 /// Sockets in an epoll instance of `pid` registered as the parked set registers them
 /// (`EPOLLIN | EPOLLRDHUP`, with the `EPOLLERR | EPOLLHUP` the kernel adds; not
 /// edge-triggered as tokio's), over all its epoll instances.
-fn parked(pid: i32) -> usize {
+pub(crate) fn parked(pid: i32) -> usize {
     let mut n = 0;
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return 0;

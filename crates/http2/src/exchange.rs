@@ -12,7 +12,7 @@ use crate::hpack::{Bounds, DecodeError, Decoder, Encoder};
 /// for a server ([`crate::server::Incoming`]), an answer's for a client
 /// ([`crate::client::Incoming`]).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Incoming<H> {
+pub enum Incoming<H, W> {
     /// A new request (a server's), or a stream's answer (a client's: its final head).
     /// `end_stream`: no body follows.
     Head {
@@ -42,8 +42,8 @@ pub enum Incoming<H> {
         which: crate::hpack::TooLarge,
     },
     /// A malformed head or trailers, or a body that disagrees with its `content-length`: the
-    /// stream was reset with PROTOCOL_ERROR. `what` is for the log.
-    Malformed { stream: u32, what: &'static str },
+    /// stream was reset with PROTOCOL_ERROR. `why` is for the log.
+    Malformed { stream: u32, why: W },
     /// The stream is gone: reset by the peer (a client's streams past a server's GOAWAY are
     /// refused so: REFUSED_STREAM), or by us (a server's for a body that disagrees with its
     /// `content-length`; a stream error of the frame layer).
@@ -118,7 +118,8 @@ impl Codec {
     fn compression_error(&mut self) -> ConnError {
         let e = ConnError {
             code: Reason::COMPRESSION_ERROR,
-            what: "sent invalid header block",
+            what: "client sent invalid header block",
+            args: [0; 2],
             role: crate::frame::Role::Server,
         };
         self.conn.close_with(e);
@@ -129,7 +130,7 @@ impl Codec {
 
     /// Decodes a block for the dynamic table's sake only; `None` unless HPACK cannot (then
     /// the connection's COMPRESSION_ERROR).
-    pub fn discard<H>(&mut self, block: &[u8]) -> Option<Incoming<H>> {
+    pub fn discard<H, W>(&mut self, block: &[u8]) -> Option<Incoming<H, W>> {
         let r = self
             .decoder
             .decode(block, &mut self.scratch, |_| Ok::<(), ()>(()));
@@ -140,7 +141,7 @@ impl Codec {
     }
 
     /// The connection's end for a block HPACK cannot decode.
-    pub fn compression<H>(&mut self) -> Incoming<H> {
+    pub fn compression<H, W>(&mut self) -> Incoming<H, W> {
         Incoming::Closed(self.compression_error())
     }
 
@@ -195,25 +196,31 @@ pub(crate) use side_methods;
 /// A side of the connection, as [`poll`] drives it.
 pub(crate) trait Side {
     type Head;
+    /// Why a message is malformed, for the log.
+    type Why;
     fn codec(&mut self) -> &mut Codec;
     /// Before each event.
     fn before(&mut self) {}
-    fn head(&mut self, stream: u32, block: &[u8], end_stream: bool)
-        -> Option<Incoming<Self::Head>>;
-    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming<Self::Head>>;
+    fn head(
+        &mut self,
+        stream: u32,
+        block: &[u8],
+        end_stream: bool,
+    ) -> Option<Incoming<Self::Head, Self::Why>>;
+    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming<Self::Head, Self::Why>>;
     fn data(
         &mut self,
         stream: u32,
         data: Range<usize>,
         end_stream: bool,
-    ) -> Option<Incoming<Self::Head>>;
+    ) -> Option<Incoming<Self::Head, Self::Why>>;
     /// The stream is gone: what the side knew of it goes.
     fn forget(&mut self, stream: u32);
 }
 
 /// The next thing the peer sent, as the side reports it; `input` is what was given to the
 /// last `recv`.
-pub(crate) fn poll<S: Side>(side: &mut S, input: &[u8]) -> Option<Incoming<S::Head>> {
+pub(crate) fn poll<S: Side>(side: &mut S, input: &[u8]) -> Option<Incoming<S::Head, S::Why>> {
     loop {
         let ev = side.codec().conn.poll_event()?;
         if side.codec().closed {
@@ -300,6 +307,15 @@ pub(crate) struct Body {
     pub stream: u32,
     /// What `content-length` still announces.
     pub left: Option<u64>,
+    /// Body bytes so far.
+    pub received: u64,
+}
+
+impl Body {
+    /// The bytes received and those `content-length` announced (for a body that ended short).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.received, self.received + self.left.unwrap_or(0))
+    }
 }
 
 /// How a DATA frame's bytes count against their body.
@@ -308,8 +324,11 @@ pub(crate) enum Counted {
     /// No body is expected on the stream (refused, or reset): the bytes are nobody's.
     Unknown,
     Fine,
-    /// More than `content-length`, or an end short of it: the body is forgotten.
-    Wrong,
+    /// More than `content-length`: the body is forgotten.
+    TooLong,
+    /// An end short of `content-length` (its counts, [`Body::counts`]): the body is
+    /// forgotten.
+    Short(u64, u64),
 }
 
 /// The bodies still coming on a connection, by stream id, oldest first.
@@ -322,7 +341,11 @@ impl Lengths {
     pub fn expect(&mut self, stream: u32, left: Option<u64>) {
         match self.0.iter_mut().find(|b| b.stream == stream) {
             Some(b) => b.left = left,
-            None => self.0.push(Body { stream, left }),
+            None => self.0.push(Body {
+                stream,
+                left,
+                received: 0,
+            }),
         }
     }
 
@@ -338,22 +361,25 @@ impl Lengths {
         let Some(i) = self.0.iter().position(|b| b.stream == stream) else {
             return Counted::Unknown;
         };
-        let wrong = match self.0[i].left.as_mut() {
-            Some(left) if n > *left => true,
+        let body = &mut self.0[i];
+        body.received += n;
+        let counted = match body.left.as_mut() {
+            Some(left) if n > *left => Counted::TooLong,
             Some(left) => {
                 *left -= n;
-                end && *left > 0
+                if end && *left > 0 {
+                    let (got, declared) = body.counts();
+                    Counted::Short(got, declared)
+                } else {
+                    Counted::Fine
+                }
             }
-            None => false,
+            None => Counted::Fine,
         };
-        if wrong || end {
+        if counted != Counted::Fine || end {
             self.0.remove(i);
         }
-        if wrong {
-            Counted::Wrong
-        } else {
-            Counted::Fine
-        }
+        counted
     }
 
     #[cfg(test)]

@@ -64,6 +64,9 @@ pub struct MainConf {
     /// Where the first `proxy_bind ... transparent` (http or stream) is: the process keeps
     /// `CAP_NET_RAW` when it drops to `user` (nginx's `ccf->transparent`).
     pub transparent: Option<shoal_conf::Span>,
+    /// `worker_priority`, `worker_cpu_affinity`, `worker_rlimit_core`, `working_directory`
+    /// (`process_init.rs`).
+    pub process: crate::process_init::ProcessConf,
 }
 
 /// `thread_pool NAME threads=N [max_queue=M]`.

@@ -20,6 +20,7 @@ pub mod master;
 pub mod pending;
 pub mod pools;
 pub mod privileges;
+pub mod process_init;
 pub mod resolver;
 pub mod spare;
 pub mod status;

@@ -205,6 +205,12 @@ pub fn run(opts: Options) -> i32 {
             return 1;
         }
     }
+    crate::process_init::keep_dumpable(&conf.main.process);
+    if let Err(e) = crate::process_init::apply_to_process(&conf.main.process, None) {
+        report(Level::Emerg, &e);
+        let _ = std::fs::remove_file(&pid_path);
+        return 1;
+    }
     // Started: from now on messages go to the error log only, and so does fd 2 (nginx).
     crate::log::redirect_stderr();
     crate::log::set_use_stderr(false);
@@ -596,6 +602,13 @@ impl Master {
                 .map_or(&[][..], |h| &h.cache_paths[..]),
         );
         let _ = generation.cache_zones.set(zones);
+        crate::process_init::keep_dumpable(&generation.config.main.process);
+        if let Err(e) = crate::process_init::apply_to_process(
+            &generation.config.main.process,
+            Some(&self.generation.config.main.process),
+        ) {
+            crate::error_log!(Level::Alert, "{e}, the working directory stays");
+        }
         let old = std::mem::replace(&mut self.generation, generation);
         old.close_sockets_not_in(&self.generation);
         self.broadcast_generation();

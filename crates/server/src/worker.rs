@@ -434,6 +434,7 @@ async fn serve(
         loop {
             tick.tick().await;
             wakers.sweep();
+            crate::spare::release_shed();
         }
     });
     serve_commands(&worker, &mut rx, first).await;
@@ -446,11 +447,15 @@ async fn serve_commands(worker: &Rc<Worker>, rx: &mut watch::Receiver<Command>, 
     let worker = worker.clone();
     let mut accepting: HashMap<SocketKey, JoinHandle<()>> = HashMap::new();
     let mut cmd = first;
+    let mut applied: Option<crate::process_init::ProcessConf> = None;
     loop {
         match cmd.stop {
             Stop::Run => {
                 #[cfg(debug_assertions)]
                 injected_panic();
+                let process = &cmd.generation.config.main.process;
+                crate::process_init::apply_to_worker(process, applied.as_ref(), worker.index);
+                applied = Some(process.clone());
                 *worker.current.borrow_mut() = cmd.generation.clone();
                 worker.wake_idle.wake_all();
                 reconcile(&worker, &cmd.generation, &mut accepting);

@@ -163,7 +163,8 @@ impl Gate {
 /// that range are never handed out by the kernel on its own, so only a listener can hold one,
 /// which the check below sees. Each test process starts at its own place (from its pid), so
 /// two suites running at once on one machine rarely try the same ports, and never hands a port
-/// out twice itself.
+/// out twice itself. Ports go out four apart: a test may take the next ones beside the one it
+/// was given (`listen 127.0.0.1:P-P+2`), and those are never given to another test.
 pub fn free_port() -> u16 {
     use std::net::UdpSocket;
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -176,8 +177,9 @@ pub fn free_port() -> u16 {
         Ordering::Relaxed,
         Ordering::Relaxed,
     );
-    for _ in 0..SPAN {
-        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+    const STEP: u32 = 4;
+    for _ in 0..SPAN / STEP {
+        let port = (LOW + NEXT.fetch_add(STEP, Ordering::Relaxed) % SPAN) as u16;
         let tcp = TcpListener::bind(("127.0.0.1", port));
         let udp = UdpSocket::bind(("127.0.0.1", port));
         if tcp.is_ok() && udp.is_ok() {

@@ -118,7 +118,7 @@ impl Response {
 }
 
 /// What the server sent, as the caller handles it.
-pub type Incoming = crate::exchange::Incoming<Response>;
+pub type Incoming = crate::exchange::Incoming<Response, &'static str>;
 
 /// One connection's client side: the frame layer, HPACK, and the answers' checks.
 #[derive(Debug)]
@@ -279,7 +279,7 @@ impl Client {
     fn malformed(&mut self, stream: u32, what: &'static str) -> Incoming {
         self.forget_body(stream);
         self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
-        Incoming::Malformed { stream, what }
+        Incoming::Malformed { stream, why: what }
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
@@ -293,6 +293,7 @@ exchange::side_methods!(Client, "server");
 
 impl Side for Client {
     type Head = Response;
+    type Why = &'static str;
 
     fn codec(&mut self) -> &mut Codec {
         &mut self.c
@@ -324,7 +325,7 @@ impl Side for Client {
                 self.c.conn.consumed(stream, n as u32);
                 None
             }
-            Counted::Wrong => {
+            Counted::TooLong | Counted::Short(..) => {
                 self.c.conn.consumed(stream, n as u32);
                 let what = "upstream sent body that disagrees with its length";
                 Some(self.malformed(stream, what))

@@ -294,10 +294,7 @@ fn an_undecodable_block_ends_the_connection() {
     match &got[..] {
         [Incoming::Closed(e)] => {
             assert_eq!(e.code, Reason::COMPRESSION_ERROR);
-            assert_eq!(
-                e.to_string(),
-                "upstream sent invalid header block (error 0x9)"
-            );
+            assert_eq!(e.to_string(), "upstream sent invalid header block");
         }
         _ => panic!("{got:?}"),
     }

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::flood::Flood;
-use super::parse::{conn_err, u32_at, unpad, Head};
+use super::parse::{conn_err, conn_err_n, u32_at, unpad, Head};
 use super::stream::{Stream, Streams};
 use super::{flag, kind, setting, write};
 use super::{Block, Config, ConnError, Event, PeerSettings, Reason, Role};
@@ -160,7 +160,7 @@ impl Connection {
         if self.phase == Phase::Preface {
             let n = input.len().min(PREFACE.len());
             if input[..n] != PREFACE[..n] {
-                let e = conn_err(Reason::PROTOCOL_ERROR, "sent invalid connection preface");
+                let e = conn_err(Reason::PROTOCOL_ERROR, "invalid connection preface");
                 return Err(self.fail(e));
             }
             if n < PREFACE.len() {
@@ -273,7 +273,7 @@ impl Connection {
             if head.kind != kind::CONTINUATION || head.stream != p.stream {
                 return Err(conn_err(
                     Reason::PROTOCOL_ERROR,
-                    "sent a frame inside a header block",
+                    "client sent inappropriate frame while CONTINUATION was expected",
                 ));
             }
         }
@@ -283,7 +283,10 @@ impl Connection {
             kind::PRIORITY => self.priority(head, payload),
             kind::RST_STREAM => self.rst_stream(head, payload),
             kind::SETTINGS => self.settings(head, payload),
-            kind::PUSH_PROMISE => Err(conn_err(Reason::PROTOCOL_ERROR, "sent PUSH_PROMISE")),
+            kind::PUSH_PROMISE => Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent PUSH_PROMISE frame",
+            )),
             kind::PING => self.ping_frame(head, payload),
             kind::GOAWAY => self.goaway_frame(head, payload),
             kind::WINDOW_UPDATE => self.window_update(head, payload),
@@ -324,10 +327,7 @@ impl Connection {
     /// Room in the output for an answer the client asked for (PING, SETTINGS ACK).
     pub(super) fn answer_room(&self) -> Result<(), ConnError> {
         if self.out.len() - self.out_start > self.cfg.max_output {
-            return Err(conn_err(
-                Reason::ENHANCE_YOUR_CALM,
-                "does not read what it asks for",
-            ));
+            return Err(conn_err(Reason::ENHANCE_YOUR_CALM, "http2 flood detected"));
         }
         Ok(())
     }
@@ -335,7 +335,10 @@ impl Connection {
     fn data(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
         let id = head.stream;
         if id == 0 {
-            return Err(conn_err(Reason::PROTOCOL_ERROR, "sent DATA on stream 0"));
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent DATA frame with incorrect identifier",
+            ));
         }
         let (from, to) = unpad(&head, payload, 0)?;
         if self.idle(id) {
@@ -346,9 +349,11 @@ impl Connection {
         }
         let len = head.len as u32;
         if len as i64 > self.recv_window {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FLOW_CONTROL_ERROR,
-                "violated connection flow control",
+                "client violated connection flow control: received DATA frame length {}, available window {}",
+                len,
+                self.recv_window.clamp(0, u32::MAX as i64) as u32,
             ));
         }
         self.recv_window -= len as i64;
@@ -472,7 +477,12 @@ impl Connection {
     fn headers(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
         let id = head.stream;
         if id == 0 {
-            return Err(conn_err(Reason::PROTOCOL_ERROR, "sent HEADERS on stream 0"));
+            return Err(conn_err_n(
+                Reason::PROTOCOL_ERROR,
+                "client sent HEADERS frame with incorrect identifier {}, the last was {}",
+                0,
+                self.last_peer_id,
+            ));
         }
         let fixed = if head.has(flag::PRIORITY) { 5 } else { 0 };
         let (from, to) = unpad(&head, payload, fixed)?;
@@ -501,17 +511,21 @@ impl Connection {
             }
             None if self.role == Role::Client => self.closed_headers(id, reset_lately)?,
             None if id % 2 == 0 => {
-                return Err(conn_err(
+                return Err(conn_err_n(
                     Reason::PROTOCOL_ERROR,
-                    "sent HEADERS with an even stream id",
+                    "client sent HEADERS frame with incorrect identifier {}, the last was {}",
+                    id,
+                    self.last_peer_id,
                 ));
             }
             // Trailers in flight on a stream we reset: decoded for HPACK's sake, then dropped.
             None if id <= self.last_peer_id && reset_lately => BlockFor::Discard,
             None if id <= self.last_peer_id => {
-                return Err(conn_err(
+                return Err(conn_err_n(
                     Reason::PROTOCOL_ERROR,
-                    "sent HEADERS with a stream id not above the last",
+                    "client sent HEADERS frame with incorrect identifier {}, the last was {}",
+                    id,
+                    self.last_peer_id,
                 ));
             }
             None => self.open(id, end_stream, self_dep)?,
@@ -596,7 +610,7 @@ impl Connection {
         {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "sent too long header block",
+                "client sent too large header",
             ));
         }
         Ok(())
@@ -622,7 +636,7 @@ impl Connection {
         let Some(p) = self.partial.as_mut() else {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "sent CONTINUATION outside a header block",
+                "client sent unexpected CONTINUATION frame",
             ));
         };
         let total = p.block.len() + payload.len();

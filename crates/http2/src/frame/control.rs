@@ -2,7 +2,7 @@
 //! WINDOW_UPDATE (RFC 9113, 6.3 to 6.9).
 
 use super::conn::Connection;
-use super::parse::{conn_err, u32_at, Head};
+use super::parse::{conn_err, conn_err_n, u32_at, Head};
 use super::{flag, setting, write};
 use super::{ConnError, Event, Reason, Role};
 use super::{DEFAULT_FRAME_SIZE, MAX_FRAME_SIZE, MAX_WINDOW};
@@ -12,7 +12,7 @@ impl Connection {
         if head.stream == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "sent PRIORITY on stream 0",
+                "client sent PRIORITY frame with incorrect identifier",
             ));
         }
         if payload.len() != 5 {
@@ -30,13 +30,15 @@ impl Connection {
         if id == 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "sent RST_STREAM on stream 0",
+                "client sent RST_STREAM frame with incorrect identifier",
             ));
         }
         if payload.len() != 4 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "sent RST_STREAM of a wrong length",
+                "client sent RST_STREAM frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         if self.idle(id) {
@@ -67,14 +69,14 @@ impl Connection {
         if head.stream != 0 {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "sent SETTINGS on a stream",
+                "client sent SETTINGS frame with incorrect identifier",
             ));
         }
         if head.has(flag::ACK) {
             if !payload.is_empty() {
                 return Err(conn_err(
                     Reason::FRAME_SIZE_ERROR,
-                    "sent SETTINGS ACK with a payload",
+                    "client sent SETTINGS frame with the ACK flag and nonzero length",
                 ));
             }
             if self.settings_unacked > 0 {
@@ -89,9 +91,11 @@ impl Connection {
             return self.flood.idle_frame();
         }
         if payload.len() % 6 != 0 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "sent SETTINGS of a wrong length",
+                "client sent SETTINGS frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         self.flood.idle_frame()?;
@@ -102,25 +106,31 @@ impl Connection {
             match u16::from_be_bytes([p[0], p[1]]) {
                 setting::HEADER_TABLE_SIZE => self.peer.header_table_size = value,
                 setting::ENABLE_PUSH if value > 1 || (value == 1 && self.role == Role::Client) => {
-                    return Err(conn_err(
+                    return Err(conn_err_n(
                         Reason::PROTOCOL_ERROR,
-                        "sent invalid SETTINGS_ENABLE_PUSH",
+                        "client sent SETTINGS frame with incorrect ENABLE_PUSH value {}",
+                        value,
+                        0,
                     ));
                 }
                 setting::ENABLE_PUSH => self.peer.enable_push = value == 1,
                 setting::INITIAL_WINDOW_SIZE if value > MAX_WINDOW => {
-                    return Err(conn_err(
+                    return Err(conn_err_n(
                         Reason::FLOW_CONTROL_ERROR,
-                        "sent too large SETTINGS_INITIAL_WINDOW_SIZE",
+                        "client sent SETTINGS frame with incorrect INITIAL_WINDOW_SIZE value {}",
+                        value,
+                        0,
                     ));
                 }
                 setting::INITIAL_WINDOW_SIZE => window = Some(value),
                 setting::MAX_FRAME_SIZE
                     if !(DEFAULT_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&value) =>
                 {
-                    return Err(conn_err(
+                    return Err(conn_err_n(
                         Reason::PROTOCOL_ERROR,
-                        "sent invalid SETTINGS_MAX_FRAME_SIZE",
+                        "client sent SETTINGS frame with incorrect MAX_FRAME_SIZE value {}",
+                        value,
+                        0,
                     ));
                 }
                 setting::MAX_FRAME_SIZE => self.peer.max_frame_size = value,
@@ -153,12 +163,17 @@ impl Connection {
 
     pub(super) fn ping_frame(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
         if head.stream != 0 {
-            return Err(conn_err(Reason::PROTOCOL_ERROR, "sent PING on a stream"));
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent PING frame with incorrect identifier",
+            ));
         }
         if payload.len() != 8 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "sent PING of a wrong length",
+                "client sent PING frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         self.flood.idle_frame()?;
@@ -174,10 +189,18 @@ impl Connection {
 
     pub(super) fn goaway_frame(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
         if head.stream != 0 {
-            return Err(conn_err(Reason::PROTOCOL_ERROR, "sent GOAWAY on a stream"));
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "client sent GOAWAY frame with incorrect identifier",
+            ));
         }
         if payload.len() < 8 {
-            return Err(conn_err(Reason::FRAME_SIZE_ERROR, "sent GOAWAY too short"));
+            return Err(conn_err_n(
+                Reason::FRAME_SIZE_ERROR,
+                "client sent GOAWAY frame with incorrect length {}",
+                payload.len() as u32,
+                0,
+            ));
         }
         self.goaway_received = true;
         let last_stream = u32_at(payload, 0) & MAX_WINDOW;
@@ -201,21 +224,28 @@ impl Connection {
     pub(super) fn window_update(&mut self, head: Head, payload: &[u8]) -> Result<(), ConnError> {
         let id = head.stream;
         if payload.len() != 4 {
-            return Err(conn_err(
+            return Err(conn_err_n(
                 Reason::FRAME_SIZE_ERROR,
-                "sent WINDOW_UPDATE of a wrong length",
+                "client sent WINDOW_UPDATE frame with incorrect length {}",
+                payload.len() as u32,
+                0,
             ));
         }
         let inc = u32_at(payload, 0) & MAX_WINDOW;
         self.flood.idle_frame()?;
         if id == 0 {
             if inc == 0 {
-                return Err(conn_err(Reason::PROTOCOL_ERROR, "sent WINDOW_UPDATE of 0"));
+                return Err(conn_err(
+                    Reason::PROTOCOL_ERROR,
+                    "client sent WINDOW_UPDATE frame with incorrect window increment 0",
+                ));
             }
             if self.send_window + inc as i64 > MAX_WINDOW as i64 {
-                return Err(conn_err(
+                return Err(conn_err_n(
                     Reason::FLOW_CONTROL_ERROR,
-                    "overflowed the connection's window",
+                    "client violated connection flow control: received WINDOW_UPDATE frame with window increment {} not allowed for window {}",
+                    inc,
+                    self.send_window.clamp(0, MAX_WINDOW as i64) as u32,
                 ));
             }
             self.send_window += inc as i64;

@@ -14,7 +14,8 @@
 //!   that wants a RST_STREAM, while more than `Config::max_output` bytes wait to be written
 //!   ends the connection.
 //!
-//! Each ends the connection with GOAWAY(ENHANCE_YOUR_CALM).
+//! Each ends the connection with GOAWAY(ENHANCE_YOUR_CALM), logged as nginx logs its floods
+//! ("http2 flood detected") but for the streams' counts, which say what they counted.
 
 use super::parse::conn_err;
 use super::{ConnError, Reason};
@@ -41,10 +42,7 @@ impl Flood {
     pub fn idle_frame(&mut self) -> Result<(), ConnError> {
         self.idle_frames += 1;
         if self.idle_frames > IDLE_FRAMES {
-            return Err(conn_err(
-                Reason::ENHANCE_YOUR_CALM,
-                "sent too many frames without progress",
-            ));
+            return Err(conn_err(Reason::ENHANCE_YOUR_CALM, "http2 flood detected"));
         }
         Ok(())
     }

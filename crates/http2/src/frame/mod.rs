@@ -21,7 +21,7 @@
 //!
 //! Memory: a stream is a 20-byte record in a vector sorted by id, removed once closed; an idle
 //! connection that called [`Connection::shrink`] holds no heap buffer at all.
-//! `size_of::<Connection>()` is 288 bytes on x86-64.
+//! `size_of::<Connection>()` is 296 bytes on x86-64.
 //!
 //! A server's loop, in short (HPACK and the socket left out):
 //!
@@ -308,17 +308,29 @@ impl Role {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnError {
     pub code: Reason,
-    /// What the peer did, for the error log without its subject ("sent ..."): the display
-    /// names the peer, nginx's style ("client sent ...", "upstream sent ...").
+    /// For the error log, nginx's text for the case where it has one (nginx 1.22's
+    /// `ngx_http_v2.c`), its style elsewhere: each `{}` is one of `args`, in order.
     pub what: &'static str,
-    /// Our end of the connection (whose peer did it).
+    pub args: [u32; 2],
+    /// Our end of the connection: a client's peer is named "upstream" in the text.
     pub role: Role,
 }
 
 impl std::fmt::Display for ConnError {
+    /// The log line's text: `what` with its `args` (the error code is not in it, as nginx's).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let peer = self.role.peer_name();
-        write!(f, "{peer} {} (error {:#x})", self.what, self.code.0)
+        let mut args = self.args.iter();
+        let mut parts = self.what.split("{}");
+        let first = parts.next().unwrap_or("");
+        // nginx's texts name the client; a client's peer is its upstream.
+        match first.strip_prefix("client") {
+            Some(rest) if self.role == Role::Client => write!(f, "upstream{rest}")?,
+            _ => f.write_str(first)?,
+        }
+        for part in parts {
+            write!(f, "{}{part}", args.next().unwrap_or(&0))?;
+        }
+        Ok(())
     }
 }
 

@@ -33,10 +33,21 @@ pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 pub(crate) fn conn_err(code: Reason, what: &'static str) -> ConnError {
-    // (The role is set when the error ends the connection: `Connection::fail`.)
     ConnError {
         code,
         what,
+        args: [0; 2],
+        // (The role is set when the error ends the connection: `Connection::fail`.)
+        role: super::Role::Server,
+    }
+}
+
+/// [`conn_err`] whose text names numbers (`{}` in `what`, see [`ConnError`]).
+pub(crate) fn conn_err_n(code: Reason, what: &'static str, a: u32, b: u32) -> ConnError {
+    ConnError {
+        code,
+        what,
+        args: [a, b],
         role: super::Role::Server,
     }
 }
@@ -70,10 +81,13 @@ pub(crate) fn unpad(
         ));
     }
     if pad > payload.len() - content {
-        return Err(conn_err(
-            Reason::PROTOCOL_ERROR,
-            "sent padding longer than the payload",
-        ));
+        let what = if head.kind == super::kind::DATA {
+            "client sent padded DATA frame with incorrect length: {}, padding: {}"
+        } else {
+            "client sent padded HEADERS frame with incorrect length: {}, padding: {}"
+        };
+        let (len, pad) = (payload.len() as u32, pad as u32);
+        return Err(conn_err_n(Reason::PROTOCOL_ERROR, what, len, pad));
     }
     Ok((content, payload.len() - pad))
 }

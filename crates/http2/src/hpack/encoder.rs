@@ -69,6 +69,15 @@ impl Encoder {
         self.table.heap_bytes()
     }
 
+    /// Forgets what we put in the peer's table and frees our copy (a connection idle for a
+    /// while). The peer keeps those entries, unused from now on: what we index next goes in
+    /// front of them, so our copy is still the newest part of its table and our indexes mean
+    /// the same entries; the older ones are the first the peer evicts. Nothing goes on the
+    /// wire; the next answer sends its repeated fields as literals once more.
+    pub fn forget(&mut self) {
+        self.table = DynamicTable::new(self.table.max());
+    }
+
     /// The peer's SETTINGS_HEADER_TABLE_SIZE (from its SETTINGS frame). A size below the one
     /// in force is announced at the start of the next block (RFC 7541 §4.2); a larger one
     /// needs nothing: we keep the size we announced.

@@ -27,7 +27,8 @@
 //!
 //! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
-//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]).
+//! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
+//! that called [`Server::park`] not even the latter.
 //!
 //! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
 //! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
@@ -69,6 +70,7 @@
 //! ```
 
 mod answer;
+mod malformed;
 pub(crate) mod request;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -79,6 +81,7 @@ use crate::exchange::{self, Body, Codec, Counted, Side};
 use crate::frame::{self, Connection, Reason};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Encoder};
+pub use malformed::Malformed;
 pub use request::{Fields, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};
 
@@ -106,7 +109,7 @@ impl Config {
 }
 
 /// What the client sent, as the caller handles it.
-pub type Incoming = crate::exchange::Incoming<Request>;
+pub type Incoming = crate::exchange::Incoming<Request, Malformed>;
 
 /// One connection's server side: the frame layer, HPACK, and the requests' checks.
 #[derive(Debug)]
@@ -150,7 +153,7 @@ impl Server {
         };
         let request = match request {
             Ok(r) if end_stream && r.content_length().is_some_and(|n| n > 0) => {
-                Err("client prematurely closed stream")
+                Err(Malformed::ClosedEarly)
             }
             r => r,
         };
@@ -182,7 +185,8 @@ impl Server {
             .decode(block, &mut self.c.scratch, |f| b.field(f))
         {
             Ok(()) if body.left.is_some_and(|n| n > 0) => {
-                Some(self.malformed(stream, "client prematurely closed stream"))
+                let (received, declared) = body.counts();
+                Some(self.malformed(stream, Malformed::BodyShort { received, declared }))
             }
             Ok(()) => Some(Incoming::Trailers {
                 stream,
@@ -199,10 +203,18 @@ impl Server {
         self.c.bodies.forget(stream)
     }
 
-    fn malformed(&mut self, stream: u32, what: &'static str) -> Incoming {
+    /// A body that disagrees with its `content-length`: its bytes go back to the window,
+    /// the stream is reset (even when both sides ended it).
+    fn body_refused(&mut self, stream: u32, n: u64, why: Malformed) -> Incoming {
+        self.c.conn.consumed(stream, n as u32);
+        self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
+        Incoming::Malformed { stream, why }
+    }
+
+    fn malformed(&mut self, stream: u32, why: Malformed) -> Incoming {
         self.forget(stream);
         self.c.conn.reset(stream, Reason::PROTOCOL_ERROR);
-        Incoming::Malformed { stream, what }
+        Incoming::Malformed { stream, why }
     }
 
     /// Heap bytes held between requests: the HPACK tables, the buffers kept for reuse.
@@ -219,6 +231,15 @@ impl Server {
         }
     }
 
+    /// [`Server::shrink`], and what an idle connection can rebuild when it is used again:
+    /// the encoder's copy of what it put in the client's table ([`Encoder::forget`]). For a
+    /// connection idle for a while, not between every two requests: the next answer's
+    /// repeated fields cost their literals again.
+    pub fn park(&mut self) {
+        self.shrink();
+        self.c.encoder.forget();
+    }
+
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.spare = None;
@@ -230,6 +251,7 @@ exchange::side_methods!(Server, "client");
 
 impl Side for Server {
     type Head = Request;
+    type Why = Malformed;
 
     fn codec(&mut self) -> &mut Codec {
         &mut self.c
@@ -265,14 +287,10 @@ impl Side for Server {
                 self.c.conn.consumed(stream, n as u32);
                 None
             }
-            Counted::Wrong => {
-                self.c.conn.consumed(stream, n as u32);
-                self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
-                Some(Incoming::Reset {
-                    stream,
-                    code: Reason::PROTOCOL_ERROR,
-                    by_peer: false,
-                })
+            Counted::TooLong => Some(self.body_refused(stream, n, Malformed::BodyTooLong)),
+            Counted::Short(received, declared) => {
+                let why = Malformed::BodyShort { received, declared };
+                Some(self.body_refused(stream, n, why))
             }
         }
     }

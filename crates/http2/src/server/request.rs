@@ -5,8 +5,7 @@ use std::ops::Range;
 
 use crate::hpack::Field;
 
-/// Why a request (or its trailers) is malformed: the text is for the log line, nginx's style.
-pub(crate) type Malformed = &'static str;
+pub use super::malformed::Malformed;
 
 /// The size of the last request's [`Fields`], to size the next one's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -287,30 +286,33 @@ pub(super) fn bad_name(name: &[u8]) -> bool {
 }
 
 /// A field value's rules (RFC 9113, 8.2.1): no NUL, CR or LF; no space or tab at either end.
-pub(super) fn check_value(value: &[u8]) -> Result<(), Malformed> {
-    if let (Some(first), Some(last)) = (value.first(), value.last()) {
-        if matches!(first, b' ' | b'\t') || matches!(last, b' ' | b'\t') {
-            return Err("client sent header value with leading or trailing whitespace");
-        }
-    }
+pub(super) fn check_value(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+    let bad_end = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
     let bad_word = |w: u64| has_zero(w) | has_zero(w ^ splat(b'\r')) | has_zero(w ^ splat(b'\n'));
-    if any_byte(value, bad_word) {
-        return Err("client sent invalid header value");
+    if bad_end(value.first()) || bad_end(value.last()) || any_byte(value, bad_word) {
+        return Err(invalid_value(name, value));
     }
     Ok(())
+}
+
+fn invalid_value(name: &[u8], value: &[u8]) -> Malformed {
+    Malformed::InvalidValue {
+        name: name.into(),
+        value: value.into(),
+    }
 }
 
 /// A regular field's name and the fields HTTP/2 forbids (RFC 9113, 8.2.2).
 pub(crate) fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
     if name.is_empty() || bad_name(name) {
-        return Err("client sent invalid header name");
+        return Err(Malformed::InvalidName(name.into()));
     }
     match name {
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
-            Err("client sent connection-specific header")
+            Err(Malformed::ConnectionSpecific(name.into()))
         }
-        b"te" if value != b"trailers" => Err("client sent invalid \"te\" header"),
-        _ => check_value(value),
+        b"te" if value != b"trailers" => Err(invalid_value(name, value)),
+        _ => check_value(name, value),
     }
 }
 
@@ -344,18 +346,18 @@ impl RequestBuilder {
     pub fn field(&mut self, f: Field<'_>) -> Result<(), Malformed> {
         if let Some(pseudo) = f.name.strip_prefix(b":") {
             if self.regular_seen {
-                return Err("client sent pseudo-header after a regular header");
+                return Err(Malformed::PseudoAfterRegular(f.name.into()));
             }
-            check_value(f.value)?;
-            let slot = match pseudo {
-                b"method" => &mut self.method,
-                b"scheme" => &mut self.scheme,
-                b"authority" => &mut self.authority,
-                b"path" => &mut self.path,
-                _ => return Err("client sent invalid pseudo-header"),
+            check_value(f.name, f.value)?;
+            let (slot, name) = match pseudo {
+                b"method" => (&mut self.method, ":method"),
+                b"scheme" => (&mut self.scheme, ":scheme"),
+                b"authority" => (&mut self.authority, ":authority"),
+                b"path" => (&mut self.path, ":path"),
+                _ => return Err(Malformed::UnknownPseudo(f.name.into())),
             };
             if slot.is_some() {
-                return Err("client sent duplicate pseudo-header");
+                return Err(Malformed::DuplicatePseudo(name));
             }
             *slot = Some(self.fields.push_value(f.value));
             return Ok(());
@@ -364,8 +366,8 @@ impl RequestBuilder {
         check_regular(f.name, f.value)?;
         if f.name == b"content-length" {
             let n = parse_length(f.value)?;
-            if self.content_length.is_some_and(|m| m != n) {
-                return Err("client sent duplicate content-length header");
+            if let Some(previous) = self.content_length.filter(|&m| m != n) {
+                return Err(Malformed::DuplicateContentLength { value: n, previous });
             }
             self.content_length = Some(n);
         }
@@ -378,45 +380,43 @@ impl RequestBuilder {
 
     /// The request, once the block is over: the pseudo-headers RFC 9113, 8.3 requires.
     pub fn finish(mut self) -> Result<Request, Malformed> {
-        let method = self.method.ok_or("client sent no :method header")?;
+        use Malformed::{EmptyPseudo, NoPseudo};
+        let method = self.method.ok_or(NoPseudo(":method"))?;
         let connect = self.fields.slice(&method) == b"CONNECT";
         if self.fields.slice(&method).is_empty() {
-            return Err("client sent empty :method header");
+            return Err(EmptyPseudo(":method"));
         }
         if connect {
             // 8.5: :authority only.
             if self.scheme.is_some() || self.path.is_some() {
-                return Err("client sent :scheme or :path in CONNECT");
+                return Err(Malformed::ConnectWithPath);
             }
             if self.authority.is_none() {
-                return Err("client sent no :authority in CONNECT");
+                return Err(Malformed::ConnectWithoutAuthority);
             }
         } else {
-            let scheme = self
-                .scheme
-                .as_ref()
-                .ok_or("client sent no :scheme header")?;
+            let scheme = self.scheme.as_ref().ok_or(NoPseudo(":scheme"))?;
             if self.fields.slice(scheme).is_empty() {
-                return Err("client sent empty :scheme header");
+                return Err(EmptyPseudo(":scheme"));
             }
             let path = self
                 .fields
-                .slice(self.path.as_ref().ok_or("client sent no :path header")?);
+                .slice(self.path.as_ref().ok_or(NoPseudo(":path"))?);
             let options = self.fields.slice(&method) == b"OPTIONS";
             match path.first() {
-                None => return Err("client sent empty :path header"),
+                None => return Err(EmptyPseudo(":path")),
                 Some(b'/') => {}
                 Some(b'*') if options && path.len() == 1 => {}
-                Some(_) => return Err("client sent invalid :path header"),
+                Some(_) => return Err(Malformed::InvalidPath(path.into())),
             }
         }
         if let (Some(a), Some(h)) = (&self.authority, &self.host) {
-            if !self
-                .fields
-                .slice(a)
-                .eq_ignore_ascii_case(self.fields.slice(h))
-            {
-                return Err("client sent \"host\" header that differs from :authority");
+            let (a, h) = (self.fields.slice(a), self.fields.slice(h));
+            if !a.eq_ignore_ascii_case(h) {
+                return Err(Malformed::DuplicateHost {
+                    host: h.into(),
+                    authority: a.into(),
+                });
             }
         }
         self.fields.join_cookies();
@@ -442,7 +442,7 @@ impl TrailersBuilder {
 
     pub fn field(&mut self, f: Field<'_>) -> Result<(), Malformed> {
         if f.name.first() == Some(&b':') {
-            return Err("client sent pseudo-header in trailers");
+            return Err(Malformed::PseudoInTrailers(f.name.into()));
         }
         check_regular(f.name, f.value)?;
         self.0.push(f.name, f.value);
@@ -457,12 +457,11 @@ impl TrailersBuilder {
 
 /// A `content-length` value: digits only, and a number that fits.
 pub(crate) fn parse_length(v: &[u8]) -> Result<u64, Malformed> {
-    const BAD: Malformed = "client sent invalid \"content-length\" header";
     if v.is_empty() || v.len() > 19 {
-        return Err(BAD);
+        return Err(Malformed::InvalidContentLength);
     }
     v.iter().try_fold(0u64, |n, &b| match b {
         b'0'..=b'9' => Ok(n * 10 + (b - b'0') as u64),
-        _ => Err(BAD),
+        _ => Err(Malformed::InvalidContentLength),
     })
 }

@@ -155,11 +155,13 @@ fn registry() -> &'static HashMap<&'static str, Vec<&'static Command>> {
         let modules: &[&'static [Command]] = &[
             crate::core::DIRECTIVES,
             crate::event::DIRECTIVES,
+            crate::process_init::DIRECTIVES,
             crate::log::DIRECTIVES,
             crate::http::DIRECTIVES,
             crate::http::directives::DIRECTIVES,
             crate::http::aio::DIRECTIVES,
             crate::http::stub_status::DIRECTIVES,
+            crate::http::empty_gif::DIRECTIVES,
             crate::http::gzip::DIRECTIVES,
             crate::http::rewrite::DIRECTIVES,
             crate::http::map::DIRECTIVES,

@@ -193,6 +193,9 @@ pub enum Failure {
     Invalid,
     /// The client closed while sending it: nginx closes and logs 400.
     Gone,
+    /// The HTTP/2 layer refused it (longer or shorter than its `content-length`) and logged
+    /// why: as [`Failure::Gone`], without a line of its own.
+    Refused,
     /// Nothing came for `client_body_timeout`: nginx closes and logs 408.
     TimedOut,
     /// Its temporary file could not be made or written (logged where it failed): 500.
@@ -204,7 +207,7 @@ impl Failure {
     pub fn status(self) -> u16 {
         match self {
             Failure::TooLarge { .. } => 413,
-            Failure::Invalid | Failure::Gone => 400,
+            Failure::Invalid | Failure::Gone | Failure::Refused => 400,
             Failure::TimedOut => 408,
             Failure::Internal => 500,
         }
@@ -212,7 +215,7 @@ impl Failure {
 
     /// Whether the connection closes without an answer (the request is only logged).
     pub fn silent(self) -> bool {
-        matches!(self, Failure::Gone | Failure::TimedOut)
+        matches!(self, Failure::Gone | Failure::Refused | Failure::TimedOut)
     }
 }
 
@@ -705,6 +708,7 @@ async fn next_h2(
                     src.buf.extend_from_slice(&data);
                 }
             }
+            Ok(Some(Err(_))) if src.recv.refused() => return Err(Failure::Refused),
             Ok(Some(Err(_))) => return Err(Failure::Gone),
         }
     }
@@ -790,6 +794,6 @@ pub fn log_failure(f: Failure, r: &super::request::Req<'_, '_>) {
             "client prematurely closed connection{}",
             r.log_ctx()
         ),
-        Failure::TimedOut | Failure::Internal => {}
+        Failure::TimedOut | Failure::Internal | Failure::Refused => {}
     }
 }

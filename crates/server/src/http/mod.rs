@@ -20,6 +20,7 @@ pub mod directives;
 mod doc_root;
 use doc_root::{set_index, set_root};
 pub use doc_root::{DocRoot, IndexName};
+pub mod empty_gif;
 pub mod fastcgi;
 pub mod framing;
 pub mod geo;
@@ -38,6 +39,7 @@ pub mod location;
 pub mod map;
 pub mod memcached;
 pub mod modules;
+pub mod msie;
 pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;
@@ -53,6 +55,7 @@ pub mod reply;
 pub mod request;
 pub mod rewrite;
 pub mod scgi;
+pub mod secure_link;
 pub mod split_clients;
 pub mod static_files;
 pub mod stub_status;
@@ -297,6 +300,8 @@ crate::conf::conf_slots! {
         pub open_file_cache: open_file_cache::OfcLoc,
         /// `stub_status` in this location (not inherited).
         pub stub_status: Option<bool>,
+        /// `empty_gif` in this location (not inherited).
+        pub empty_gif: Option<bool>,
         pub proxy: proxy::ProxyLoc,
         /// The modules' configuration, one field each (`lc.NAME`, through `Deref`): see
         /// [`modules`].
@@ -317,12 +322,15 @@ pub enum Content {
     /// `fastcgi_pass`, `uwsgi_pass`, `scgi_pass`, `memcached_pass`.
     Upstream(upstream::Proto),
     StubStatus,
+    EmptyGif,
 }
 
 impl Content {
     fn of(lc: &LocConf) -> Content {
         if lc.stub_status == Some(true) || lc.proxy.cache.status_page == Some(true) {
             Content::StubStatus
+        } else if lc.empty_gif == Some(true) {
+            Content::EmptyGif
         } else if lc.proxy.pass.is_some() {
             Content::Proxy
         } else if lc.fastcgi.pass.is_some() {

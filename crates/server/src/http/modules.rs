@@ -253,12 +253,17 @@ fn provides(list: &[&str], name: &str) -> bool {
 }
 
 http_modules! {
+    /// `msie_padding`, `msie_refresh`: nginx's own special answers, as its special-response
+    /// handler shapes them before any header filter.
+    msie: super::msie::Module,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive` (post-read, preaccess).
     realip: super::realip::Module,
     /// `$proxy_protocol_*`: what a `listen ... proxy_protocol` connection's header said.
     proxy_protocol: super::proxy_protocol::Module,
     /// `valid_referers`, `$invalid_referer`.
     referer: super::referer::Module,
+    /// `secure_link*`, `$secure_link`, `$secure_link_expires`.
+    secure_link: super::secure_link::Module,
     /// `limit_req_zone`, `limit_req` (preaccess).
     limit_req: super::limit_req::Module,
     /// `limit_conn_zone`, `limit_conn` (preaccess).

@@ -319,6 +319,7 @@ async fn run<'s, const REFUSED: bool>(
                 Content::StubStatus => {
                     Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
                 }
+                Content::EmptyGif => Outcome::Reply(Box::new(super::empty_gif::reply(method, lc))),
                 _ if rw.rewritten_break && lc.doc_root().alias => {
                     crate::conn_log!(
                         Level::Alert,

@@ -393,13 +393,14 @@ pub fn load_ocsp_response(name: &str) -> Result<Vec<u8>, Error> {
     Ok(data)
 }
 
-/// `ssl_dhparam`: read and checked as nginx checks it; rustls has no DHE suite to use it with.
+/// `ssl_dhparam`: read and checked as nginx checks it (PKCS#3 `DH PARAMETERS`, or the X9.42 form
+/// `openssl dhparam -dsaparam` writes); rustls has no DHE suite to use it with.
 pub fn check_dhparam(name: &str) -> Result<(), Error> {
     let data = read_source(name, "r")
         .map_err(|d| d.context(|d| format!("BIO_new_file(\"{name}\") failed {d}")))?;
-    let found = pem_blocks(&data)
-        .into_iter()
-        .any(|b| matches!(b, Ok(b) if b.label == "DH PARAMETERS"));
+    let found = pem_blocks(&data).into_iter().any(
+        |b| matches!(b, Ok(b) if b.label == "DH PARAMETERS" || b.label == "X9.42 DH PARAMETERS"),
+    );
     if !found {
         return Err(Error::tls(format!(
             "PEM_read_bio_DHparams(\"{name}\") failed (SSL: {NO_START_LINE}:Expecting: DH PARAMETERS)"

@@ -347,6 +347,10 @@ fn warnings() {
     let w = with(&format!("ssl_dhparam \"data:{dh}\";")).unwrap();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("\"ssl_dhparam\" is ignored"), "{w:?}");
+    // The X9.42 form (`openssl dhparam -dsaparam`) is read too, as OpenSSL reads it for nginx.
+    let x942 = "-----BEGIN X9.42 DH PARAMETERS-----\nMAYCAQI=\n-----END X9.42 DH PARAMETERS-----\n";
+    let w = with(&format!("ssl_dhparam \"data:{x942}\";")).unwrap();
+    assert!(w[0].starts_with("\"ssl_dhparam\" is ignored"), "{w:?}");
     // Stapling without a file: nginx's warning for a certificate without an issuer.
     let w = with("ssl_stapling on;").unwrap();
     assert_eq!(

@@ -265,7 +265,19 @@ fn frames_without_progress_are_bounded_as_a_servers() {
     let e = e.expect("a flood");
     assert_eq!(e.code, Reason::ENHANCE_YOUR_CALM);
     assert_eq!(e.role, Role::Client);
-    assert!(e.to_string().starts_with("upstream "), "{e}");
+    assert_eq!(e.to_string(), "http2 flood detected");
+}
+
+#[test]
+fn errors_name_the_upstream() {
+    let mut p = with_stream();
+    let e = p
+        .feed(&frame(DATA, 0, 0, b"x"))
+        .expect_err("DATA on stream 0");
+    assert_eq!(
+        e.to_string(),
+        "upstream sent DATA frame with incorrect identifier"
+    );
 }
 
 #[test]

@@ -236,7 +236,8 @@ fn close_with_an_error_from_above() {
     p.feed(&get(1)).unwrap();
     let e = ConnError {
         code: Reason::COMPRESSION_ERROR,
-        what: "sent invalid header block",
+        what: "client sent invalid header block",
+        args: [0; 2],
         role: crate::frame::Role::Server,
     };
     p.conn.close_with(e);

@@ -174,6 +174,46 @@ fn fixed_size_frames_of_a_wrong_length() {
 }
 
 #[test]
+fn connection_errors_say_what_nginx_says() {
+    let cases: &[(Vec<u8>, &str)] = &[
+        (
+            frame(SETTINGS, 0, 0, &[0; 5]),
+            "client sent SETTINGS frame with incorrect length 5",
+        ),
+        (
+            frame(PING, 0, 0, &[0; 3]),
+            "client sent PING frame with incorrect length 3",
+        ),
+        (
+            frame(WINDOW_UPDATE, 0, 0, &u32be(0)),
+            "client sent WINDOW_UPDATE frame with incorrect window increment 0",
+        ),
+        (
+            frame(WINDOW_UPDATE, 0, 0, &u32be(0x7fff_ffff)),
+            "client violated connection flow control: received WINDOW_UPDATE frame with window increment 2147483647 not allowed for window 65535",
+        ),
+        (
+            get(3),
+            "client sent HEADERS frame with incorrect identifier 3, the last was 5",
+        ),
+        (
+            frame(HEADERS, END_HEADERS | PADDED, 7, &[200, 0x82]),
+            "client sent padded HEADERS frame with incorrect length: 2, padding: 200",
+        ),
+        (
+            frame(PING, 0, 1, &[0; 8]),
+            "client sent PING frame with incorrect identifier",
+        ),
+    ];
+    for (bytes, want) in cases {
+        let mut p = Peer::new(Config::default());
+        p.feed(&get(5)).unwrap();
+        let e = p.feed(bytes).expect_err("a connection error");
+        assert_eq!(e.to_string(), *want);
+    }
+}
+
+#[test]
 fn padding_is_stripped_and_checked() {
     let mut p = Peer::new(Config::default());
     // HEADERS: pad length 3, priority, block "ab", 3 bytes of padding.

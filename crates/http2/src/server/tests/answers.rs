@@ -145,6 +145,50 @@ fn an_idle_server_shrinks() {
 }
 
 #[test]
+fn a_parked_server_holds_no_table_and_its_client_still_reads_every_answer() {
+    let mut s = server(Config {
+        encoder_table: 256,
+        ..Config::default()
+    });
+    let mut d = Decoder::new(Bounds::default());
+    let answer = |s: &mut Server, d: &mut Decoder, id: u32, ctype: &[u8]| {
+        request(s, id, &get_with(&[]), true);
+        let fields: [(&[u8], &[u8]); 2] = [(b"server", b"shoal"), (b"content-type", ctype)];
+        s.send_answer(id, 200, fields, true).unwrap();
+        let frames = out(s);
+        let b = &frames.iter().find(|f| f.0 == HEADERS).unwrap().3;
+        (client_view(d, b), b.len())
+    };
+    let (_, first) = answer(&mut s, &mut d, 1, b"text/html");
+    let (_, again) = answer(&mut s, &mut d, 3, b"text/html");
+    assert!(again < first, "indexed the second time");
+    s.shrink();
+    assert!(s.heap_bytes() > 0, "shrink keeps the encoder's table");
+    s.park();
+    assert_eq!(s.heap_bytes(), 0);
+    // The client's table still holds the old entries: the new ones go in front of them, and
+    // every index the encoder sends from now on means what it meant to say.
+    for (id, ctype) in [
+        (5, &b"text/plain"[..]),
+        (7, b"text/plain"),
+        (9, b"text/html"),
+    ] {
+        let (view, _) = answer(&mut s, &mut d, id, ctype);
+        let pair = |n: &str, v: &[u8]| (n.to_string(), String::from_utf8_lossy(v).into_owned());
+        assert_eq!(
+            view,
+            [
+                pair(":status", b"200"),
+                pair("server", b"shoal"),
+                pair("content-type", ctype)
+            ]
+        );
+    }
+    let (_, last) = answer(&mut s, &mut d, 11, b"text/html");
+    assert_eq!(last, again, "indexed again after the park");
+}
+
+#[test]
 fn a_stream_the_caller_resets_is_forgotten_and_its_data_dropped() {
     let mut s = server(Config::default());
     request(&mut s, 1, &post("10"), false);

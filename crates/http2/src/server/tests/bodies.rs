@@ -30,29 +30,25 @@ fn a_body_that_matches_its_content_length_ends_the_stream() {
 }
 
 #[test]
-fn a_body_longer_or_shorter_than_its_content_length_is_reset() {
+fn a_body_longer_or_shorter_than_its_content_length_is_reset_and_says_why() {
     let mut s = server(Config::default());
     request(&mut s, 1, &post("3"), false);
     let got = feed(&mut s, &frame(DATA, 0, 1, b"1234"));
     assert_eq!(
         got,
-        [Incoming::Reset {
+        [Incoming::Malformed {
             stream: 1,
-            code: Reason::PROTOCOL_ERROR,
-            by_peer: false
+            why: Malformed::BodyTooLong
         }]
     );
     assert_reset(&mut s, 1, Reason::PROTOCOL_ERROR);
     request(&mut s, 3, &post("10"), false);
     let got = feed(&mut s, &frame(DATA, END_STREAM, 3, b"12345"));
-    assert_eq!(
-        got,
-        [Incoming::Reset {
-            stream: 3,
-            code: Reason::PROTOCOL_ERROR,
-            by_peer: false
-        }]
-    );
+    let why = Malformed::BodyShort {
+        received: 5,
+        declared: 10,
+    };
+    assert_eq!(got, [Incoming::Malformed { stream: 3, why }]);
     assert_reset(&mut s, 3, Reason::PROTOCOL_ERROR);
     // END_STREAM on the HEADERS of a request that announces a body.
     let got = request(&mut s, 5, &post("1"), true);
@@ -73,8 +69,9 @@ fn a_body_longer_or_shorter_than_its_content_length_is_reset() {
     let got = feed(&mut s, &input);
     assert!(
         matches!(
-            got[..],
-            [Incoming::Data { .. }, Incoming::Malformed { stream: 7, .. }]
+            &got[..],
+            [Incoming::Data { .. }, Incoming::Malformed { stream: 7, why }]
+                if why.to_string() == "client prematurely closed stream: only 2 out of 4 bytes of request body received"
         ),
         "{got:?}"
     );

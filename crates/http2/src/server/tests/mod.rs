@@ -150,6 +150,80 @@ fn a_get_is_decoded_into_one_buffer() {
 }
 
 #[test]
+fn a_malformed_request_says_why_in_nginx_s_words() {
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (
+            get_with(&[("X-Upper", "1")]),
+            "client sent invalid header name: \"X-Upper\"",
+        ),
+        (
+            get_with(&[("x-a", "a\nb")]),
+            "client sent header \"x-a\" with invalid value: \"a\nb\"",
+        ),
+        (
+            get_with(&[("te", "gzip")]),
+            "client sent header \"te\" with invalid value: \"gzip\"",
+        ),
+        (
+            get_with(&[("connection", "close")]),
+            "client sent connection-specific header: \"connection\"",
+        ),
+        (
+            vec![(":method", "GET"), (":scheme", "http"), (":path", "a")],
+            "client sent invalid :path header: \"a\"",
+        ),
+        (
+            vec![(":method", "GET"), (":scheme", "http")],
+            "client sent no :path header",
+        ),
+        (
+            vec![(":method", "GET"), (":scheme", "http"), (":path", "")],
+            "client sent empty :path header",
+        ),
+        (
+            get_with(&[("x-a", "1"), (":path", "/")]),
+            "client sent pseudo-header \":path\" after a regular header",
+        ),
+        (
+            vec![(":method", "GET"), (":foo", "x")],
+            "client sent unknown pseudo-header \":foo\"",
+        ),
+        (
+            vec![(":method", "GET"), (":method", "GET")],
+            "client sent duplicate :method header",
+        ),
+        (
+            get_with(&[("host", "other")]),
+            "client sent duplicate host header: \"host: other\", previous value: \"host: example.com\"",
+        ),
+        (
+            get_with(&[("content-length", "x")]),
+            "client sent invalid \"Content-Length\" header",
+        ),
+        (
+            get_with(&[("content-length", "1"), ("content-length", "2")]),
+            "client sent duplicate header line: \"content-length: 2\", previous value: \"content-length: 1\"",
+        ),
+        (
+            get_with(&[("content-length", "1")]),
+            "client prematurely closed stream",
+        ),
+    ];
+    let mut s = server(Config::default());
+    for (i, (fields, want)) in cases.iter().enumerate() {
+        let stream = 1 + 2 * i as u32;
+        let got = request(&mut s, stream, fields, true);
+        match &got[..] {
+            [Incoming::Malformed { stream: id, why }] if *id == stream => {
+                assert_eq!(why.to_string(), *want);
+                assert!(why.in_head());
+            }
+            _ => panic!("{want}: {got:?}"),
+        }
+    }
+}
+
+#[test]
 fn every_malformed_request_is_reset_and_the_connection_goes_on() {
     let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("pseudo after regular", {
@@ -354,7 +428,11 @@ fn the_word_at_a_time_checks_agree_with_the_rules_byte_by_byte() {
                 // Whitespace at the ends is its own rule: keep it off them.
                 let mut v = vec![b'a'; len + 2];
                 v[at + 1] = b;
-                assert_eq!(check_value(&v).is_err(), value_rule(b), "value {v:?}");
+                assert_eq!(
+                    check_value(b"x-a", &v).is_err(),
+                    value_rule(b),
+                    "value {v:?}"
+                );
             }
         }
     }

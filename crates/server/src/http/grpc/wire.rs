@@ -202,8 +202,8 @@ impl Inner {
                 }
             }
             Incoming::TooLarge { stream, .. } => self.stream_failed(stream, StreamError::TooLarge),
-            Incoming::Malformed { stream, what } => {
-                self.stream_failed(stream, StreamError::Protocol(what.to_string()))
+            Incoming::Malformed { stream, why } => {
+                self.stream_failed(stream, StreamError::Protocol(why.to_string()))
             }
             Incoming::Reset {
                 stream,

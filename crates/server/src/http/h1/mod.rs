@@ -16,6 +16,7 @@
 mod body;
 mod close;
 mod park;
+pub(crate) use park::park_h2;
 pub(crate) mod proxy_protocol;
 mod read;
 mod start;

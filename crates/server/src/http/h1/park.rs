@@ -16,6 +16,9 @@
 //! needs room wakes the worker's idle list, or when its `keepalive_timeout` has passed (checked
 //! every `PARK_SWEEP`; the connection's own wait then closes it as it would have). A connection
 //! that keeps sending never parks, so its requests cost nothing more.
+//!
+//! An idle HTTP/2 connection parks here too (`http/h2/drive.rs`): its codec and what its
+//! streams share stay, its task (a kilobyte) and its socket's registration go.
 
 use std::cell::RefCell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -56,10 +59,32 @@ struct Set {
 const RELEASE_AFTER: usize = 64;
 const RELEASE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// A parked connection: HTTP/1's (without its timer) or HTTP/2's (its socket and what its
+/// loop keeps).
+enum Guest {
+    H1(Box<Conn<Socket, ()>>),
+    H2(Box<(Socket, crate::http::h2::Kept)>),
+}
+
+impl Guest {
+    fn fd(&self) -> RawFd {
+        match self {
+            Guest::H1(c) => c.stream.fd(),
+            Guest::H2(c) => c.0.fd(),
+        }
+    }
+
+    fn idle_slot(&self) -> &crate::worker::IdleSlot {
+        match self {
+            Guest::H1(c) => &c.idle_slot,
+            Guest::H2(c) => &c.1.idle_slot,
+        }
+    }
+}
+
 /// A parked connection and what its wait was.
 struct Parked {
-    /// The connection, without its timer.
-    conn: Box<Conn<Socket, ()>>,
+    conn: Guest,
     /// Its `keepalive_timeout` deadline.
     deadline: Instant,
     /// The epoch of the worker's idle list its wait began in: a wake since ends it.
@@ -153,9 +178,9 @@ fn rehouse<S, T, S2, T2>(
 
 /// Parks `conn` until input, a wake of the idle list from the epoch `since` on, or `deadline`.
 /// When it cannot (no epoll), it goes on in a task of its own at once.
-pub(super) fn park(mut conn: Box<Conn>, deadline: Instant, since: u64) {
+pub(super) fn park(conn: Box<Conn>, deadline: Instant, since: u64) {
     let scope = crate::log::scope();
-    forget_task(&mut conn);
+    forget_task(&conn.stream, &conn.idle_slot);
     let number = conn.info.number;
     let conn = match rehouse(*conn, Socket::detach, ()) {
         Ok(conn) => Box::new(conn),
@@ -164,15 +189,47 @@ pub(super) fn park(mut conn: Box<Conn>, deadline: Instant, since: u64) {
             return;
         }
     };
-    let parked = Parked {
-        conn,
-        deadline,
-        since,
-        scope,
+    let wakers = conn.guard.0.wake_idle.clone();
+    enter(
+        Parked {
+            conn: Guest::H1(conn),
+            deadline,
+            since,
+            scope,
+        },
+        wakers,
+    );
+}
+
+/// Parks an idle HTTP/2 connection, as [`park`] (its task has ended; the caller dropped its
+/// own wakers).
+pub(crate) fn park_h2(t: Transport, kept: crate::http::h2::Kept, deadline: Instant, since: u64) {
+    let scope = crate::log::scope();
+    forget_task(&t, &kept.idle_slot);
+    let socket = match Socket::detach(t) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::conn_log!(Level::Alert, kept.number(), "epoll_ctl() failed ({e})");
+            return;
+        }
     };
+    let wakers = kept.wake_idle();
+    enter(
+        Parked {
+            conn: Guest::H2(Box::new((socket, kept))),
+            deadline,
+            since,
+            scope,
+        },
+        wakers,
+    );
+}
+
+/// Puts a connection in its worker's set (made at the first park, with its task).
+fn enter(parked: Parked, wakers: Rc<IdleWakers>) {
     let set = match SET.with(|s| s.borrow().clone()) {
         Some(set) => set,
-        None => match Set::new(parked.conn.guard.0.wake_idle.clone()) {
+        None => match Set::new(wakers) {
             Ok(set) => {
                 SET.with(|s| *s.borrow_mut() = Some(set.clone()));
                 tokio::task::spawn_local(serve(set.clone()));
@@ -194,19 +251,39 @@ pub(super) fn park(mut conn: Box<Conn>, deadline: Instant, since: u64) {
 /// Drops every waker of the ended task that the connection's socket (a TLS one: it stays in
 /// the reactor) and idle slot still hold: each keeps the task's memory, kilobytes, alive.
 /// (Polled with a waker that does nothing, each keeps that one instead.)
-fn forget_task(conn: &mut Conn) {
+fn forget_task(stream: &Transport, idle_slot: &crate::worker::IdleSlot) {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    if let Transport::Tls(_) = conn.stream {
-        let _ = conn.stream.poll_read_ready(&mut cx);
-        let _ = conn.stream.poll_write_ready(&mut cx);
+    if let Transport::Tls(_) = stream {
+        let _ = stream.poll_read_ready(&mut cx);
+        let _ = stream.poll_write_ready(&mut cx);
     }
-    conn.idle_slot.forget_waker();
+    idle_slot.forget_waker();
 }
 
 /// Gives a parked connection a task of its own again, going on from the wait it left.
 fn resume(p: Parked) {
-    let number = p.conn.info.number;
-    let mut conn = match rehouse(*p.conn, Socket::attach, super::new_timer()) {
+    let conn = match p.conn {
+        Guest::H1(conn) => conn,
+        Guest::H2(c) => {
+            let (socket, kept) = *c;
+            let number = kept.number();
+            match socket.attach() {
+                Ok(t) => {
+                    let slot = &kept.idle_slot;
+                    slot.set_parked(false);
+                    // (As below.)
+                    slot.set_reusable(false);
+                    slot.take_park();
+                    let task = crate::http::h2::resume(t, kept, p.since);
+                    tokio::task::spawn_local(crate::log::scoped_in(p.scope, task));
+                }
+                Err(e) => crate::conn_log!(Level::Alert, number, "epoll_ctl() failed ({e})"),
+            }
+            return;
+        }
+    };
+    let number = conn.info.number;
+    let mut conn = match rehouse(*conn, Socket::attach, super::new_timer()) {
         Ok(conn) => Box::new(conn),
         Err(e) => {
             crate::conn_log!(Level::Alert, number, "epoll_ctl() failed ({e})");
@@ -245,7 +322,7 @@ impl Set {
     }
 
     fn add(&self, p: Parked) -> Result<(), (Parked, std::io::Error)> {
-        let fd = p.conn.stream.fd();
+        let fd = p.conn.fd();
         let index = self.free.borrow_mut().pop().unwrap_or_else(|| {
             let mut conns = self.conns.borrow_mut();
             conns.push(None);
@@ -261,7 +338,7 @@ impl Set {
             self.free.borrow_mut().push(index);
             return Err((p, std::io::Error::last_os_error()));
         }
-        p.conn.idle_slot.set_parked(true);
+        p.conn.idle_slot().set_parked(true);
         self.conns.borrow_mut()[index] = Some(p);
         self.parked_since_release
             .set(self.parked_since_release.get() + 1);
@@ -271,7 +348,7 @@ impl Set {
     /// Takes connection `index` out of the set (and its socket out of the epoll).
     fn remove(&self, index: usize) -> Option<Parked> {
         let p = self.conns.borrow_mut().get_mut(index)?.take()?;
-        let fd = p.conn.stream.fd();
+        let fd = p.conn.fd();
         // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
         unsafe {
             libc::epoll_ctl(
@@ -312,7 +389,7 @@ impl Set {
         let epoch = self.wakers.epoch();
         for (i, p) in self.conns.borrow().iter().enumerate() {
             let Some(p) = p else { continue };
-            if p.since != epoch || p.conn.idle_slot.reused() || now >= p.deadline {
+            if p.since != epoch || p.conn.idle_slot().reused() || now >= p.deadline {
                 out.push(i);
             }
         }

@@ -2,7 +2,11 @@
 //! each request, and writes the codec's output (everything queued, one write per poll).
 //!
 //! The read buffer is the worker's spare while the connection has no stream and no partial
-//! frame: an idle connection holds no buffer (and the codec frees its own, `shrink`).
+//! frame: an idle connection holds no buffer (and the codec frees its own, `shrink`). One idle
+//! for a whole sweep interval parks ([`Kept`], `h1/park.rs`): its task ends until it is needed.
+//!
+//! What the codec refuses is logged here, at `info`, as nginx logs it: a malformed request
+//! with the stream's context, a connection error with the connection's.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use shoal_http2::frame::{Reason, PREFACE};
-use shoal_http2::server::{Config, Incoming, Server};
+use shoal_http2::server::{Config, Incoming, Malformed, Server};
 use tokio::io::ReadBuf;
 use tokio::sync::Notify;
 
@@ -35,11 +39,41 @@ thread_local! {
 /// A read buffer's size: a whole frame of the default size and more.
 const READ_BUF: usize = 32 * 1024;
 
-/// What a poll of the socket came to.
+/// What a poll of the socket came to (or the idle wait: park).
 enum Step {
     Read,
     Eof,
     Failed(io::Error),
+    Park,
+}
+
+/// What a connection keeps from one task to the next, all but its socket: when it has waited
+/// a whole sweep interval with no stream, its task ends and this waits in the worker's parked
+/// set (`h1/park.rs`) with the socket, out of the reactor; input, a wake of the idle list or
+/// its `keepalive_timeout` gives it a task again ([`resume`]).
+pub(crate) struct Kept {
+    core: Core,
+    shared: Rc<Shared>,
+    scope: Option<Arc<crate::log::ErrorLog>>,
+    pub(crate) idle_slot: IdleSlot,
+    guard: ConnGuard,
+    state: crate::status::ConnState,
+    recv_max: usize,
+    header_timeout: Duration,
+    keepalive: Duration,
+    keepalive_requests: u64,
+    started: Instant,
+}
+
+impl Kept {
+    pub(crate) fn number(&self) -> u64 {
+        self.shared.info.number
+    }
+
+    /// The worker's idle list.
+    pub(crate) fn wake_idle(&self) -> Rc<crate::worker::IdleWakers> {
+        self.guard.0.wake_idle.clone()
+    }
 }
 
 /// The socket's side of the connection's task.
@@ -89,7 +123,15 @@ impl Wire {
         let spare = &mut self.buf.spare_capacity_mut()[..room];
         let mut rb = ReadBuf::uninit(spare);
         match read(&mut self.t, cx, &mut rb) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                // Readable, yet nothing to read (over TLS, a record with no application data,
+                // or part of one): an idle connection waits without the buffer again.
+                if idle && self.buf.is_empty() {
+                    let b = std::mem::take(&mut self.buf);
+                    SPARE_READ.with(|s| s.give(b, Vec::clear));
+                }
+                Poll::Pending
+            }
             Poll::Ready(Err(e)) => Poll::Ready(Step::Failed(e)),
             Poll::Ready(Ok(())) => {
                 let n = rb.filled().len();
@@ -246,34 +288,67 @@ pub async fn serve(
         Server::new(config(srv)),
         out_max(srv),
     )));
-    let mut wire = Wire {
-        t: transport,
-        buf: Vec::new(),
+    let kept = Kept {
+        core,
         recv_max: h2c.recv_buffer_size().saturating_sub(32).max(1),
+        header_timeout: srv.srv.client_header_timeout(),
+        keepalive: srv.loc.keepalive_timeout().0,
+        keepalive_requests: srv.loc.keepalive_requests(),
+        // Its place in `stub_status`: waiting while no stream is answered.
+        state: crate::status::ConnState::accepted(),
+        shared: Rc::new(Shared {
+            info,
+            generation: RefCell::new(generation),
+            worker: guard.0.clone(),
+            requests: Cell::new(0),
+            active: Cell::new(0),
+            last_done: Cell::new(Instant::now()),
+            done: Notify::new(),
+        }),
+        scope,
+        idle_slot,
+        guard,
+        started: Instant::now(),
+    };
+    let epoch = kept.guard.0.wake_idle.epoch();
+    run(transport, kept, false, epoch).await;
+}
+
+/// A parked connection's task: its loop again, from the idle wait it left in the epoch
+/// `since` of the worker's idle list (a wake since then is seen at once).
+pub(crate) async fn resume(t: Transport, kept: Kept, since: u64) {
+    run(t, kept, true, since).await;
+}
+
+/// The connection's loop. `resumed`: it parked (its handshake and its codec's park are done).
+async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
+    let Kept {
+        core,
+        shared,
+        scope,
+        idle_slot,
+        guard,
+        mut state,
+        recv_max,
+        header_timeout,
+        keepalive,
+        keepalive_requests,
+        started,
+    } = kept;
+    let mut wire = Wire {
+        t,
+        buf: Vec::new(),
+        recv_max,
         unflushed: false,
     };
-    let header_timeout = srv.srv.client_header_timeout();
-    let keepalive = srv.loc.keepalive_timeout().0;
-    let keepalive_requests = srv.loc.keepalive_requests();
-    let number = info.number;
+    let number = shared.info.number;
     let worker = guard.0.clone();
-    // Its place in `stub_status`: waiting while no stream is answered.
-    let mut state = crate::status::ConnState::accepted();
-    let shared = Rc::new(Shared {
-        info,
-        generation: RefCell::new(generation),
-        worker: worker.clone(),
-        requests: Cell::new(0),
-        active: Cell::new(0),
-        last_done: Cell::new(Instant::now()),
-        done: Notify::new(),
-    });
-    let started = Instant::now();
     // Bytes of frames taken so far: the preface and the client's SETTINGS make the handshake.
-    let mut handshaken = false;
+    let mut handshaken = resumed;
     let mut going_away = false;
+    // The codec gave up what an idle connection can rebuild (see `Inner::park`).
+    let mut parked = resumed;
     let mut went_away = Instant::now();
-    let mut epoch = worker.wake_idle.epoch();
     if worker.stopping.get() {
         core.borrow_mut().server.conn_mut().goaway(Reason::NO_ERROR);
         going_away = true;
@@ -290,7 +365,8 @@ pub async fn serve(
             crate::status::State::Waiting
         });
         let idle = active == 0 && !going_away && handshaken;
-        idle_slot.set_reusable(idle);
+        // A wait that lasts a sweep interval parks the codec (`IdleWakers::sweep`), once.
+        idle_slot.set_idle(idle, idle && !parked);
         if active == 0 && fresh.capacity() > 0 {
             fresh = Vec::new();
             head = Vec::new();
@@ -316,6 +392,12 @@ pub async fn serve(
             s = std::future::poll_fn(|cx| wire.poll(&core, active == 0, cx)) => s,
             _ = shared.done.notified() => continue,
             _ = idle_slot.wait(epoch), if !going_away => {
+                if idle_slot.take_park() {
+                    core.borrow_mut().park();
+                    crate::spare::shed();
+                    parked = true;
+                    Step::Park
+                } else {
                 epoch = worker.wake_idle.epoch();
                 if idle_slot.reused() {
                     // Chosen to make room (nginx finalizes such a connection with a GOAWAY
@@ -329,6 +411,7 @@ pub async fn serve(
                     (going_away, went_away) = (true, Instant::now());
                 }
                 continue;
+                }
             }
             _ = timer.as_mut(), if armed => {
                 if !handshaken {
@@ -352,13 +435,39 @@ pub async fn serve(
         };
         match step {
             Step::Read => {}
+            Step::Park => {
+                // With nothing in flight, the task ends: the connection waits in the
+                // worker's parked set without it (nor its socket's registration, nor its
+                // timer), and comes back here from the same wait.
+                if active == 0 && wire.buf.is_empty() && wire.output_done(&core) {
+                    core.borrow_mut().conn_waker = None;
+                    let deadline = shared.last_done.get() + keepalive;
+                    let kept = Kept {
+                        core,
+                        shared,
+                        scope,
+                        idle_slot,
+                        guard,
+                        state,
+                        recv_max: wire.recv_max,
+                        header_timeout,
+                        keepalive,
+                        keepalive_requests,
+                        started,
+                    };
+                    crate::http::h1::park_h2(wire.t, kept, deadline, epoch);
+                    return;
+                }
+                continue;
+            }
             Step::Eof => break,
             Step::Failed(e) => {
                 crate::conn_log!(
                     Level::Info,
                     number,
-                    "{e} while processing HTTP/2 connection, client: {}",
-                    shared.info.client()
+                    "{e} while processing HTTP/2 connection, client: {}, server: {}",
+                    shared.info.client(),
+                    shared.info.socket
                 );
                 break;
             }
@@ -409,7 +518,10 @@ pub async fn serve(
                         // The header list past `large_client_header_buffers`: 431.
                         me.server.refuse(stream, 431);
                     }
-                    Incoming::Malformed { .. } => {}
+                    Incoming::Malformed { stream, why } => {
+                        me.refused(stream);
+                        log_malformed(&shared, &why);
+                    }
                     Incoming::Reset { stream, code, .. } => me.reset(stream, code),
                     Incoming::GoAway { .. } => {
                         if !going_away {
@@ -426,6 +538,7 @@ pub async fn serve(
             }
             failed
         };
+        parked &= fresh.is_empty();
         for (head, ended, recv, respond) in fresh.drain(..) {
             let n = shared.requests.get() + 1;
             shared.requests.set(n);
@@ -439,16 +552,14 @@ pub async fn serve(
         }
         core.borrow_mut().driving = false;
         if let Some(e) = failed {
-            let what = if handshaken {
-                "client sent invalid HTTP/2 frames"
-            } else {
-                "client sent invalid HTTP/2 connection preface"
-            };
+            // nginx's line: the listening address as the server (none is chosen for the
+            // connection as a whole).
             crate::conn_log!(
                 Level::Info,
                 number,
-                "{what} ({e}) while processing HTTP/2 connection, client: {}",
-                shared.info.client()
+                "{e} while processing HTTP/2 connection, client: {}, server: {}",
+                shared.info.client(),
+                shared.info.socket
             );
             core.borrow_mut().close();
             Box::pin(wire.close(&core, true)).await;
@@ -466,6 +577,27 @@ pub async fn serve(
     }
     drop(wire);
     drop(guard);
+}
+
+/// nginx's line for a malformed request, at `info`: what was wrong, and the stream's context
+/// (its server; the request's line is not known for most, so none is given).
+fn log_malformed(shared: &Shared, why: &Malformed) {
+    if !crate::log::enabled(Level::Info) {
+        return;
+    }
+    let gen = shared.generation.borrow().clone();
+    let server = conn_server(&gen, &shared.info).map_or("", |s| s.name());
+    let context = if why.in_head() {
+        " while reading client request headers"
+    } else {
+        ""
+    };
+    crate::conn_log!(
+        Level::Info,
+        shared.info.number,
+        "{why}{context}, client: {}, server: {server}",
+        shared.info.client()
+    );
 }
 
 /// Runs a stream at once on the connection's task: an answer ready now (a file in the page

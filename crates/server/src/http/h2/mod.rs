@@ -24,6 +24,7 @@ mod stream;
 pub(crate) mod wire;
 
 pub use drive::serve;
+pub(crate) use drive::{resume, Kept};
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -51,6 +51,8 @@ struct Slot {
     trailers: Option<http::HeaderMap>,
     /// The stream is gone (reset by either side).
     reset: Option<Reason>,
+    /// Reset by the codec as malformed (its line is logged already).
+    refused: bool,
     /// The answer's END_STREAM went.
     answered: bool,
     recv_alive: bool,
@@ -176,6 +178,14 @@ impl Inner {
         }
     }
 
+    /// The codec reset the stream as malformed (and the connection's task logged why).
+    pub fn refused(&mut self, id: u32) {
+        if let Some(s) = self.slot(id) {
+            s.refused = true;
+        }
+        self.reset(id, Reason::PROTOCOL_ERROR);
+    }
+
     /// A send window grew (`id` 0: the connection's), or output drained: waiting senders try
     /// again.
     pub fn window_opened(&mut self, id: u32) {
@@ -207,6 +217,15 @@ impl Inner {
             self.slots = Vec::new();
         }
         self.server.shrink();
+    }
+
+    /// [`Inner::shrink`] for a connection idle a whole sweep interval (`IdleWakers::sweep`):
+    /// the codec gives up what it can rebuild ([`Server::park`]).
+    pub fn park(&mut self) {
+        self.shrink();
+        if self.slots.is_empty() {
+            self.server.park();
+        }
     }
 
     fn forget_if_done(&mut self, id: u32) {
@@ -269,6 +288,12 @@ pub struct RecvStream {
 }
 
 impl RecvStream {
+    /// Whether the codec refused the stream as malformed (see [`Inner::refused`]).
+    pub fn refused(&self) -> bool {
+        let mut me = self.core.borrow_mut();
+        me.slot(self.id).is_some_and(|s| s.refused)
+    }
+
     /// The next DATA frame's bytes; `None` at the body's end.
     pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, StreamError>>> {
         let mut me = self.core.borrow_mut();

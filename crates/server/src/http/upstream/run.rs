@@ -554,7 +554,9 @@ async fn send_and_read<H: HeadDecoder>(
                 true,
             ))
         }
-        Err(SendError::Client(Failure::Gone)) => return Err((Fail::ClientGone, true)),
+        Err(SendError::Client(Failure::Gone | Failure::Refused)) => {
+            return Err((Fail::ClientGone, true))
+        }
         Err(SendError::Client(f)) => return Err((Fail::ClientBody(f), true)),
         Err(SendError::Io(e)) => {
             return Err((
