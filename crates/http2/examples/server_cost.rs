@@ -120,8 +120,10 @@ fn main() {
         assert_eq!(used, input.len());
         while let Some(got) = s.poll(&input) {
             match got {
-                Incoming::Request {
-                    stream, request, ..
+                Incoming::Head {
+                    stream,
+                    head: request,
+                    ..
                 } => {
                     head.clear();
                     request.write_http1(&mut head);

@@ -39,7 +39,7 @@ pub fn serve(mut sock: TcpStream) {
         let result = server.recv(&buf);
         while let Some(incoming) = server.poll(&buf) {
             match incoming {
-                Incoming::Request {
+                Incoming::Head {
                     stream,
                     end_stream: true,
                     ..

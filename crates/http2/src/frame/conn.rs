@@ -1,4 +1,5 @@
-//! The connection: what `recv` does with each frame a client sends (RFC 9113, 5 and 6).
+//! The connection: what `recv` does with each frame the peer sends (RFC 9113, 5 and 6), for
+//! either [`Role`]: a server's peer opens streams, a client's answers the ones we open.
 
 use std::collections::VecDeque;
 
@@ -6,7 +7,7 @@ use super::flood::Flood;
 use super::parse::{conn_err, conn_err_n, u32_at, unpad, Head};
 use super::stream::{Stream, Streams};
 use super::{flag, kind, setting, write};
-use super::{Block, Config, ConnError, Event, PeerSettings, Reason};
+use super::{Block, Config, ConnError, Event, PeerSettings, Reason, Role};
 use super::{DEFAULT_FRAME_SIZE, DEFAULT_WINDOW, HEAD_LEN, MAX_FRAME_SIZE, MAX_WINDOW, PREFACE};
 
 /// From this stream id on, a new stream makes us send a graceful GOAWAY: the client has few
@@ -39,14 +40,17 @@ struct Partial {
     block: Vec<u8>,
 }
 
-/// One HTTP/2 connection's server side, sans I/O: see the module's documentation.
+/// One HTTP/2 connection, sans I/O: see the module's documentation.
 #[derive(Debug)]
 pub struct Connection {
     pub(super) cfg: Config,
+    pub(super) role: Role,
+    /// The id our next stream takes (a client's: odd; a server opens none).
+    pub(super) next_local_id: u32,
     pub(super) peer: PeerSettings,
     phase: Phase,
     pub(super) streams: Streams,
-    /// The highest stream id the client used (every id at or below it is closed or open).
+    /// The highest stream id the peer used (every id at or below it is closed or open).
     pub(super) last_peer_id: u32,
     /// The connection's send window: negative never, but i64 keeps sums honest.
     pub(super) send_window: i64,
@@ -66,18 +70,38 @@ pub struct Connection {
     pub(super) out_start: usize,
     pub(super) events: VecDeque<Event>,
     pub(super) flood: Flood,
+    /// A client's `recv` stops after an answer's head: the caller decodes it (an interim
+    /// head makes the next block a head again, [`Connection::interim`]) before more frames
+    /// are read.
+    paused: bool,
 }
 
 impl Connection {
     /// A connection whose client preface is still to come; our SETTINGS (and the connection
     /// window's WINDOW_UPDATE) are already in the output, as the server preface (RFC 9113, 3.4).
-    pub fn new(mut cfg: Config) -> Connection {
+    pub fn new(cfg: Config) -> Connection {
+        Connection::start(cfg, Role::Server)
+    }
+
+    /// A client's connection: the preface, our SETTINGS (no push) and the connection window's
+    /// WINDOW_UPDATE are in the output; the server's SETTINGS must come first (RFC 9113,
+    /// 3.4). Streams are opened with [`Connection::open_stream`].
+    pub fn client(cfg: Config) -> Connection {
+        Connection::start(cfg, Role::Client)
+    }
+
+    fn start(mut cfg: Config, role: Role) -> Connection {
         cfg.initial_window_size = cfg.initial_window_size.min(MAX_WINDOW);
         cfg.connection_window = cfg.connection_window.clamp(DEFAULT_WINDOW, MAX_WINDOW);
         cfg.max_frame_size = cfg.max_frame_size.clamp(DEFAULT_FRAME_SIZE, MAX_FRAME_SIZE);
         let mut c = Connection {
+            role,
+            next_local_id: if role == Role::Client { 1 } else { 2 },
             peer: PeerSettings::default(),
-            phase: Phase::Preface,
+            phase: match role {
+                Role::Server => Phase::Preface,
+                Role::Client => Phase::FirstSettings,
+            },
             streams: Streams::default(),
             last_peer_id: 0,
             send_window: DEFAULT_WINDOW as i64,
@@ -93,13 +117,18 @@ impl Connection {
             out_start: 0,
             events: VecDeque::new(),
             flood: Flood::default(),
+            paused: false,
             cfg,
         };
         let cfg = &c.cfg;
-        let mut params = vec![
-            (setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams),
-            (setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size),
-        ];
+        let mut params = match role {
+            Role::Server => vec![(setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams)],
+            Role::Client => {
+                c.out.extend_from_slice(PREFACE);
+                vec![(setting::ENABLE_PUSH, 0)]
+            }
+        };
+        params.push((setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size));
         if cfg.max_frame_size != DEFAULT_FRAME_SIZE {
             params.push((setting::MAX_FRAME_SIZE, cfg.max_frame_size));
         }
@@ -116,7 +145,9 @@ impl Connection {
     }
 
     /// Parses the whole frames `input` holds and returns how many bytes it used; the rest
-    /// (part of a frame) is for the next call, with more bytes after it. Events go to the
+    /// (part of a frame) is for the next call, with more bytes after it. A client's stops
+    /// after an answer's head, so that the caller decodes it first: it calls again with the
+    /// rest while a call uses bytes. Events go to the
     /// queue ([`Connection::poll_event`]); ranges in them index this `input`.
     ///
     /// A connection error queues its GOAWAY and is returned, now and on every later call.
@@ -143,7 +174,7 @@ impl Connection {
             if head.len > self.cfg.max_frame_size as usize {
                 let e = conn_err(
                     Reason::FRAME_SIZE_ERROR,
-                    "client sent frame larger than SETTINGS_MAX_FRAME_SIZE",
+                    "sent frame larger than SETTINGS_MAX_FRAME_SIZE",
                 );
                 return Err(self.fail(e));
             }
@@ -155,6 +186,9 @@ impl Connection {
                 return Err(self.fail(e));
             }
             pos = start + head.len;
+            if std::mem::take(&mut self.paused) {
+                break;
+            }
         }
         Ok(pos)
     }
@@ -215,7 +249,8 @@ impl Connection {
     }
 
     /// Queues the GOAWAY of a connection error and ends the connection.
-    fn fail(&mut self, e: ConnError) -> ConnError {
+    fn fail(&mut self, mut e: ConnError) -> ConnError {
+        e.role = self.role;
         write::goaway(&mut self.out, self.last_peer_id, e.code);
         self.goaway_sent = true;
         self.dead = Some(e);
@@ -229,7 +264,7 @@ impl Connection {
             if head.kind != kind::SETTINGS || head.has(flag::ACK) {
                 return Err(conn_err(
                     Reason::PROTOCOL_ERROR,
-                    "client sent no SETTINGS after the preface",
+                    "sent no SETTINGS after the preface",
                 ));
             }
             self.phase = Phase::Frames;
@@ -261,9 +296,14 @@ impl Connection {
         }
     }
 
-    /// An id the client has not used yet, or one of ours (we open none): an idle stream.
+    /// An id not used yet: by the peer (above the last it used), or by us (from the next we
+    /// open on: a server opens none, so every even id is idle to it).
     pub(super) fn idle(&self, id: u32) -> bool {
-        id > self.last_peer_id || id % 2 == 0
+        if (id % 2 == 1) == (self.role == Role::Client) {
+            id >= self.next_local_id
+        } else {
+            id > self.last_peer_id
+        }
     }
 
     /// A stream error: RST_STREAM queued, the stream forgotten (and the caller told, if it
@@ -304,7 +344,7 @@ impl Connection {
         if self.idle(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent DATA on an idle stream",
+                "sent DATA on an idle stream",
             ));
         }
         let len = head.len as u32;
@@ -326,6 +366,8 @@ impl Connection {
         let code = match self.streams.get(id) {
             None => Some(Reason::STREAM_CLOSED),
             Some(s) if s.remote_closed => Some(Reason::STREAM_CLOSED),
+            // An answer's DATA before its head is malformed (RFC 9113, 8.1).
+            Some(s) if !s.head_in => Some(Reason::PROTOCOL_ERROR),
             Some(s) if len as i64 > s.recv_window as i64 => Some(Reason::FLOW_CONTROL_ERROR),
             Some(s) => {
                 s.recv_window -= len as i32;
@@ -417,6 +459,21 @@ impl Connection {
         }
     }
 
+    /// Gives back at once what was consumed of `stream` and not given back yet (a
+    /// WINDOW_UPDATE now, whatever its size): for a reader that wants the peer to send again
+    /// as soon as it took anything, as nginx's grpc module reads an upstream.
+    pub fn window_back(&mut self, stream: u32) {
+        if let Some(s) = self.streams.get(stream) {
+            if s.remote_closed || s.unacked == 0 {
+                return;
+            }
+            let inc = s.unacked;
+            s.recv_window += inc as i32;
+            s.unacked = 0;
+            write::window_update(&mut self.out, stream, inc);
+        }
+    }
+
     fn headers(&mut self, head: Head, payload: &[u8], start: usize) -> Result<(), ConnError> {
         let id = head.stream;
         if id == 0 {
@@ -433,6 +490,13 @@ impl Connection {
         let end_stream = head.has(flag::END_STREAM);
         let reset_lately = self.streams.reset_lately(id);
         let purpose = match self.streams.get(id) {
+            // The answer's head on a stream we opened (a client's).
+            Some(s) if !s.head_in && !self_dep => {
+                s.head_in = true;
+                s.remote_closed = end_stream;
+                self.flood.progress();
+                BlockFor::New
+            }
             Some(s) if s.remote_closed => {
                 self.stream_error(id, Reason::STREAM_CLOSED)?;
                 BlockFor::Discard
@@ -445,6 +509,7 @@ impl Connection {
                 s.remote_closed = true;
                 BlockFor::Trailers
             }
+            None if self.role == Role::Client => self.closed_headers(id, reset_lately)?,
             None if id % 2 == 0 => {
                 return Err(conn_err_n(
                     Reason::PROTOCOL_ERROR,
@@ -484,6 +549,22 @@ impl Connection {
         Ok(())
     }
 
+    /// A client's HEADERS on a stream it does not have: a server opens none (we refuse its
+    /// pushes), and one it sends after the stream closed is refused (decoded for HPACK's
+    /// sake, then dropped).
+    fn closed_headers(&mut self, id: u32, reset_lately: bool) -> Result<BlockFor, ConnError> {
+        if self.idle(id) {
+            return Err(conn_err(
+                Reason::PROTOCOL_ERROR,
+                "sent HEADERS on an idle stream",
+            ));
+        }
+        if !reset_lately {
+            self.stream_error(id, Reason::STREAM_CLOSED)?;
+        }
+        Ok(BlockFor::Discard)
+    }
+
     /// A new stream from the client, or why not.
     fn open(&mut self, id: u32, end_stream: bool, self_dep: bool) -> Result<BlockFor, ConnError> {
         self.last_peer_id = id;
@@ -500,19 +581,25 @@ impl Connection {
             self.stream_error(id, Reason::REFUSED_STREAM)?;
             return Ok(BlockFor::Discard);
         }
-        self.streams.push(Stream {
-            id,
-            send_window: self.peer.initial_window_size as i32,
-            recv_window: self.local_initial as i32,
-            unacked: 0,
-            remote_closed: end_stream,
-            local_closed: false,
-        });
+        self.push_stream(id, end_stream, false, true);
         self.flood.progress();
         if id >= STREAM_ID_HIGH {
             self.goaway(Reason::NO_ERROR);
         }
         Ok(BlockFor::New)
+    }
+
+    /// A new stream's record, its windows as the settings in force make them.
+    pub(super) fn push_stream(&mut self, id: u32, remote: bool, local: bool, head_in: bool) {
+        self.streams.push(Stream {
+            id,
+            send_window: self.peer.initial_window_size as i32,
+            recv_window: self.local_initial as i32,
+            unacked: 0,
+            remote_closed: remote,
+            local_closed: local,
+            head_in,
+        });
     }
 
     /// A header block longer than the configured list plus slack is not buffered.
@@ -530,6 +617,10 @@ impl Connection {
     }
 
     fn block_done(&mut self, stream: u32, purpose: BlockFor, block: Block, end_stream: bool) {
+        self.paused = purpose == BlockFor::New && self.role == Role::Client;
+        if end_stream && purpose != BlockFor::Discard {
+            self.close_if_done(stream);
+        }
         self.events.push_back(match purpose {
             BlockFor::New => Event::Headers {
                 stream,

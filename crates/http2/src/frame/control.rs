@@ -1,10 +1,10 @@
-//! The control frames a client sends: PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY and
+//! The control frames a peer sends: PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY and
 //! WINDOW_UPDATE (RFC 9113, 6.3 to 6.9).
 
 use super::conn::Connection;
 use super::parse::{conn_err, conn_err_n, u32_at, Head};
 use super::{flag, setting, write};
-use super::{ConnError, Event, Reason};
+use super::{ConnError, Event, Reason, Role};
 use super::{DEFAULT_FRAME_SIZE, MAX_FRAME_SIZE, MAX_WINDOW};
 
 impl Connection {
@@ -44,7 +44,7 @@ impl Connection {
         if self.idle(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent RST_STREAM for an idle stream",
+                "sent RST_STREAM for an idle stream",
             ));
         }
         let code = Reason(u32_at(payload, 0));
@@ -55,7 +55,8 @@ impl Connection {
                     code,
                     by_peer: true,
                 });
-                if !s.local_closed {
+                // (A server that resets our streams makes us do no work: it only refuses.)
+                if !s.local_closed && self.role == Role::Server {
                     self.flood.early_reset(self.cfg.max_concurrent_streams)?;
                 }
                 Ok(())
@@ -104,7 +105,7 @@ impl Connection {
             let value = u32_at(p, 2);
             match u16::from_be_bytes([p[0], p[1]]) {
                 setting::HEADER_TABLE_SIZE => self.peer.header_table_size = value,
-                setting::ENABLE_PUSH if value > 1 => {
+                setting::ENABLE_PUSH if value > 1 || (value == 1 && self.role == Role::Client) => {
                     return Err(conn_err_n(
                         Reason::PROTOCOL_ERROR,
                         "client sent SETTINGS frame with incorrect ENABLE_PUSH value {}",
@@ -134,8 +135,9 @@ impl Connection {
                 }
                 setting::MAX_FRAME_SIZE => self.peer.max_frame_size = value,
                 setting::MAX_HEADER_LIST_SIZE => self.peer.max_header_list_size = Some(value),
-                // MAX_CONCURRENT_STREAMS bounds pushes, which we never send; unknown ones are
-                // ignored (RFC 9113, 6.5.2).
+                // What a client may open (a server's is about pushes, which it never sends).
+                setting::MAX_CONCURRENT_STREAMS => self.peer.max_concurrent_streams = Some(value),
+                // Unknown ones are ignored (RFC 9113, 6.5.2).
                 _ => {}
             }
         }
@@ -147,7 +149,7 @@ impl Connection {
                 if new > MAX_WINDOW as i64 {
                     return Err(conn_err(
                         Reason::FLOW_CONTROL_ERROR,
-                        "client's SETTINGS_INITIAL_WINDOW_SIZE overflowed a window",
+                        "sent SETTINGS_INITIAL_WINDOW_SIZE that overflowed a window",
                     ));
                 }
                 s.send_window = new as i32;
@@ -204,6 +206,18 @@ impl Connection {
         let last_stream = u32_at(payload, 0) & MAX_WINDOW;
         let code = Reason(u32_at(payload, 4));
         self.events.push_back(Event::GoAway { last_stream, code });
+        if self.role == Role::Client {
+            // Our streams past its last were not processed (RFC 9113, 6.8): another
+            // connection may take them.
+            while let Some(id) = self.streams.last_id().filter(|&id| id > last_stream) {
+                self.streams.remove(id);
+                self.events.push_back(Event::Reset {
+                    stream: id,
+                    code: Reason::REFUSED_STREAM,
+                    by_peer: true,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -243,7 +257,7 @@ impl Connection {
         if self.idle(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
-                "client sent WINDOW_UPDATE for an idle stream",
+                "sent WINDOW_UPDATE for an idle stream",
             ));
         }
         let code = match self.streams.get(id) {

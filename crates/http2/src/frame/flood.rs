@@ -57,7 +57,7 @@ impl Flood {
         if self.new_streams > max_concurrent.saturating_mul(2).max(2) {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "client sent too many streams at once",
+                "sent too many streams at once",
             ));
         }
         Ok(())
@@ -69,7 +69,7 @@ impl Flood {
         if self.resets > Flood::reset_limit(max_concurrent) {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
-                "client reset too many streams",
+                "reset too many streams",
             ));
         }
         Ok(())

@@ -1,4 +1,5 @@
-//! The frame layer and the connection's state (RFC 9113), server side only, sans I/O.
+//! The frame layer and the connection's state (RFC 9113), for a server or a client
+//! ([`Role`]), sans I/O.
 //!
 //! The caller owns the socket and the read buffer. [`Connection::recv`] parses the whole frames
 //! its input holds (a partial frame stays in the caller's buffer: `recv` says how many bytes it
@@ -20,7 +21,7 @@
 //!
 //! Memory: a stream is a 20-byte record in a vector sorted by id, removed once closed; an idle
 //! connection that called [`Connection::shrink`] holds no heap buffer at all.
-//! `size_of::<Connection>()` is 280 bytes on x86-64.
+//! `size_of::<Connection>()` is 296 bytes on x86-64.
 //!
 //! A server's loop, in short (HPACK and the socket left out):
 //!
@@ -55,12 +56,13 @@ mod stream;
 mod write;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::ops::Range;
 
 pub use conn::{Connection, STREAM_ID_HIGH};
 pub use flood::IDLE_FRAMES;
+pub use send::Refused;
 
 /// The client connection preface (RFC 9113, 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -209,6 +211,8 @@ pub struct PeerSettings {
     pub max_frame_size: u32,
     /// `None`: unlimited.
     pub max_header_list_size: Option<u32>,
+    /// How many streams we may open (a client's bound; `None`: unlimited).
+    pub max_concurrent_streams: Option<u32>,
 }
 
 impl Default for PeerSettings {
@@ -219,6 +223,7 @@ impl Default for PeerSettings {
             initial_window_size: DEFAULT_WINDOW,
             max_frame_size: DEFAULT_FRAME_SIZE,
             max_header_list_size: None,
+            max_concurrent_streams: None,
         }
     }
 }
@@ -278,6 +283,27 @@ pub enum Event {
     SettingsChanged,
 }
 
+/// Which end of the connection we are: the rules for stream ids and header blocks differ
+/// (RFC 9113, 5.1.1 and 8.1), the rest is the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// We answer streams the peer (a client) opens.
+    #[default]
+    Server,
+    /// We open streams (odd ids) and the peer (a server) answers them; it may open none.
+    Client,
+}
+
+impl Role {
+    /// The peer's name in a log line: nginx says "client" or "upstream".
+    pub fn peer_name(self) -> &'static str {
+        match self {
+            Role::Server => "client",
+            Role::Client => "upstream",
+        }
+    }
+}
+
 /// A connection error: its GOAWAY is queued. The caller sends the output and closes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnError {
@@ -286,6 +312,8 @@ pub struct ConnError {
     /// `ngx_http_v2.c`), its style elsewhere: each `{}` is one of `args`, in order.
     pub what: &'static str,
     pub args: [u32; 2],
+    /// Our end of the connection: a client's peer is named "upstream" in the text.
+    pub role: Role,
 }
 
 impl std::fmt::Display for ConnError {
@@ -293,7 +321,12 @@ impl std::fmt::Display for ConnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut args = self.args.iter();
         let mut parts = self.what.split("{}");
-        f.write_str(parts.next().unwrap_or(""))?;
+        let first = parts.next().unwrap_or("");
+        // nginx's texts name the client; a client's peer is its upstream.
+        match first.strip_prefix("client") {
+            Some(rest) if self.role == Role::Client => write!(f, "upstream{rest}")?,
+            _ => f.write_str(first)?,
+        }
         for part in parts {
             write!(f, "{}{part}", args.next().unwrap_or(&0))?;
         }

@@ -37,6 +37,8 @@ pub(crate) fn conn_err(code: Reason, what: &'static str) -> ConnError {
         code,
         what,
         args: [0; 2],
+        // (The role is set when the error ends the connection: `Connection::fail`.)
+        role: super::Role::Server,
     }
 }
 
@@ -46,6 +48,7 @@ pub(crate) fn conn_err_n(code: Reason, what: &'static str, a: u32, b: u32) -> Co
         code,
         what,
         args: [a, b],
+        role: super::Role::Server,
     }
 }
 
@@ -63,7 +66,7 @@ pub(crate) fn unpad(
             None => {
                 return Err(conn_err(
                     Reason::FRAME_SIZE_ERROR,
-                    "client sent padded frame with no pad length",
+                    "sent padded frame with no pad length",
                 ))
             }
         }
@@ -74,7 +77,7 @@ pub(crate) fn unpad(
     if content > payload.len() {
         return Err(conn_err(
             Reason::FRAME_SIZE_ERROR,
-            "client sent frame too short for its fields",
+            "sent frame too short for its fields",
         ));
     }
     if pad > payload.len() - content {

@@ -1,13 +1,67 @@
-//! What the server sends: answers' HEADERS and DATA within the client's windows, resets,
+//! What we send: a client's new streams, HEADERS and DATA within the peer's windows, resets,
 //! GOAWAY, PING, and the output buffer the caller drains.
 
 use super::conn::Connection;
-use super::{kind, write, Reason, StreamGone, HEAD_LEN};
+use super::{kind, write, Reason, Role, StreamGone, HEAD_LEN, MAX_WINDOW};
+
+/// Why a client could not open a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS are open: wait for one to end.
+    Busy,
+    /// Never on this connection: it is going away (a GOAWAY either way, a connection error),
+    /// its stream ids are spent, or we are its server.
+    Closed,
+}
 
 /// An output buffer that grew past this is freed once drained, rather than kept.
 const KEEP_OUTPUT: usize = 16 * 1024;
 
 impl Connection {
+    /// Opens a stream (a client's) with its request's header block (encoded by the caller),
+    /// cut into HEADERS and CONTINUATIONs as [`Connection::send_headers`] does; `end_stream`:
+    /// a request without a body. Returns the stream's id.
+    pub fn open_stream(&mut self, block: &[u8], end_stream: bool) -> Result<u32, Refused> {
+        self.can_open()?;
+        let id = self.next_local_id;
+        self.next_local_id += 2;
+        // Its answer's head is still to come.
+        self.push_stream(id, false, end_stream, false);
+        let max_frame = self.peer.max_frame_size as usize;
+        write::headers(&mut self.out, id, block, end_stream, max_frame);
+        self.flood.progress();
+        Ok(id)
+    }
+
+    /// Whether [`Connection::open_stream`] would open a stream now (a caller that encodes
+    /// the block with HPACK asks first: a block not sent must not be encoded).
+    pub fn can_open(&self) -> Result<(), Refused> {
+        if self.role != Role::Client
+            || self.goaway_received
+            || self.goaway_sent
+            || self.dead.is_some()
+            || self.next_local_id > MAX_WINDOW
+        {
+            return Err(Refused::Closed);
+        }
+        if self
+            .peer
+            .max_concurrent_streams
+            .is_some_and(|max| self.streams.len() >= max as usize)
+        {
+            return Err(Refused::Busy);
+        }
+        Ok(())
+    }
+
+    /// The answer's head just reported on `stream` was interim (1xx): the next header block
+    /// is its head again, not trailers.
+    pub fn interim(&mut self, stream: u32) {
+        if let Some(s) = self.streams.get(stream) {
+            s.head_in = false;
+        }
+    }
+
     /// Queues an answer's header block (encoded by the caller), cut into HEADERS and
     /// CONTINUATIONs by the client's SETTINGS_MAX_FRAME_SIZE. `end_stream`: an answer without
     /// a body, or trailers.

@@ -1,5 +1,5 @@
-//! The streams a connection has open: a vector sorted by id (clients open them in increasing
-//! order, so a new one is pushed at the end), each record 20 bytes, removed once closed.
+//! The streams a connection has open: a vector sorted by id (streams open in increasing order
+//! of id, so a new one is pushed at the end), each record 20 bytes, removed once closed.
 
 /// One open stream (open, or half-closed either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +15,9 @@ pub(crate) struct Stream {
     pub remote_closed: bool,
     /// We sent END_STREAM: half-closed (local).
     pub local_closed: bool,
+    /// The peer's head came (a request's, always; an answer's, once its HEADERS came): a
+    /// later header block is trailers.
+    pub head_in: bool,
 }
 
 /// How many of the streams we reset last are remembered.
@@ -45,6 +48,11 @@ impl Streams {
     pub fn get(&mut self, id: u32) -> Option<&mut Stream> {
         let i = self.index(id)?;
         Some(&mut self.list[i])
+    }
+
+    /// The highest id open.
+    pub fn last_id(&self) -> Option<u32> {
+        self.list.last().map(|s| s.id)
     }
 
     /// Adds a stream whose id is above every other's.

@@ -25,6 +25,10 @@ pub struct Encoder {
     /// What we put in the peer's table, newest first; its maximum is the budget, or the size
     /// announced when lower.
     table: DynamicTable,
+    /// Every field but credentials is worth the table, not only the [`indexable`] ones: a
+    /// client's requests on one connection repeat most of their fields (`:authority`,
+    /// `:path`, `te`, `content-type`, `user-agent`...).
+    every: bool,
 }
 
 impl Default for Encoder {
@@ -47,6 +51,16 @@ impl Encoder {
             lowered: None,
             budget,
             table: DynamicTable::new(budget.min(DEFAULT_TABLE_SIZE)),
+            every: false,
+        }
+    }
+
+    /// An encoder for a client's requests: as [`Encoder::with_table_size`], every field but
+    /// credentials indexed, and pseudo-headers by their static entry when one matches.
+    pub fn for_requests(budget: usize) -> Encoder {
+        Encoder {
+            every: true,
+            ..Encoder::with_table_size(budget)
         }
     }
 
@@ -120,7 +134,18 @@ impl Encoder {
             !name.iter().any(u8::is_ascii_uppercase),
             "uppercase in a field name"
         );
-        if self.table.max() != 0 && indexable(name) {
+        if let Some(i) = static_pseudo(name, value) {
+            dst.push(0x80 | i);
+            return;
+        }
+        let worth = match self.every {
+            true => !matches!(
+                name,
+                b"authorization" | b"proxy-authorization" | b"cookie" | b"set-cookie"
+            ),
+            false => indexable(name),
+        };
+        if self.table.max() != 0 && worth {
             for i in 0..self.table.len() {
                 if self.table.get(i) == Some((name, value)) {
                     encode_int(dst, 0x80, 7, 62 + i);
@@ -166,7 +191,27 @@ pub fn indexable(name: &[u8]) -> bool {
             | b"x-frame-options"
             | b"referrer-policy"
             | b"alt-svc"
+            // gRPC's answers and trailers (`grpc-status: 0` on every call).
+            | b"grpc-status"
+            | b"grpc-encoding"
+            | b"grpc-accept-encoding"
     )
+}
+
+/// The static table's index of a pseudo-header with its value (`:method POST`...).
+fn static_pseudo(name: &[u8], value: &[u8]) -> Option<u8> {
+    if name.first() != Some(&b':') {
+        return None;
+    }
+    Some(match (name, value) {
+        (b":method", b"GET") => 2,
+        (b":method", b"POST") => 3,
+        (b":path", b"/") => 4,
+        (b":path", b"/index.html") => 5,
+        (b":scheme", b"http") => 6,
+        (b":scheme", b"https") => 7,
+        _ => return None,
+    })
 }
 
 /// A literal field (§6.2): `flags` and an `n`-bit prefix for the name's static index.

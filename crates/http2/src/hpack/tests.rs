@@ -467,3 +467,14 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn grpc_status_is_indexed_from_the_second_answer_on() {
+    let mut e = Encoder::with_table_size(512);
+    let mut first = Vec::new();
+    e.field(b"grpc-status", b"0", &mut first);
+    let mut second = Vec::new();
+    e.field(b"grpc-status", b"0", &mut second);
+    assert!(first.len() > 1);
+    assert_eq!(second, [0x80 | 62]);
+}

@@ -3,22 +3,6 @@
 use super::{Server, StreamGone};
 use crate::frame::Reason;
 
-/// Fields HTTP/2 does not carry (RFC 9113, 8.2.2), whatever their case; pseudo-headers are
-/// this layer's own.
-fn dropped(name: &[u8]) -> bool {
-    const CONNECTION_SPECIFIC: [&[u8]; 5] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-    ];
-    name.first() == Some(&b':')
-        || CONNECTION_SPECIFIC
-            .iter()
-            .any(|c| c.len() == name.len() && c.eq_ignore_ascii_case(name))
-}
-
 impl Server {
     /// Queues an answer's HEADERS: `:status` and `fields` (names lowercased, the
     /// connection-specific ones dropped). `end_stream`: an answer without a body. Nothing is
@@ -33,14 +17,14 @@ impl Server {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
-        self.conn.window(stream)?;
-        let mut block = std::mem::take(&mut self.block);
+        self.c.conn.window(stream)?;
+        let mut block = std::mem::take(&mut self.c.block);
         block.clear();
-        self.encoder.begin(&mut block);
-        self.encoder.status(status, &mut block);
-        self.encode_fields(fields, &mut block);
-        let sent = self.conn.send_headers(stream, &block, end_stream);
-        self.block = block;
+        self.c.encoder.begin(&mut block);
+        self.c.encoder.status(status, &mut block);
+        crate::exchange::encode_fields(&mut self.c.encoder, fields, &mut block);
+        let sent = self.c.conn.send_headers(stream, &block, end_stream);
+        self.c.block = block;
         sent
     }
 
@@ -50,14 +34,7 @@ impl Server {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
-        self.conn.window(stream)?;
-        let mut block = std::mem::take(&mut self.block);
-        block.clear();
-        self.encoder.begin(&mut block);
-        self.encode_fields(fields, &mut block);
-        let sent = self.conn.send_headers(stream, &block, true);
-        self.block = block;
-        sent
+        self.c.send_trailers(stream, fields)
     }
 
     /// Answers a request this layer or the caller refused ([`super::Incoming::TooLarge`]):
@@ -66,7 +43,7 @@ impl Server {
     pub fn refuse(&mut self, stream: u32, status: u16) {
         self.forget(stream);
         if self.send_answer(stream, status, [], true).is_ok() {
-            self.conn.reset(stream, Reason::NO_ERROR);
+            self.c.conn.reset(stream, Reason::NO_ERROR);
         }
     }
 
@@ -76,23 +53,6 @@ impl Server {
     /// [`Connection::reset`]: crate::frame::Connection::reset
     pub fn reset(&mut self, stream: u32, code: Reason) {
         self.forget(stream);
-        self.conn.reset(stream, code);
-    }
-
-    fn encode_fields<'f, I>(&mut self, fields: I, block: &mut Vec<u8>)
-    where
-        I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
-    {
-        for (name, value) in fields {
-            if dropped(name) {
-                continue;
-            }
-            if name.iter().any(u8::is_ascii_uppercase) {
-                let lower = name.to_ascii_lowercase();
-                self.encoder.field(&lower, value, block);
-            } else {
-                self.encoder.field(name, value, block);
-            }
-        }
+        self.c.conn.reset(stream, code);
     }
 }

@@ -1,7 +1,7 @@
 //! Requests and answers (RFC 9113, 8): the room between the frame layer and HPACK on one
 //! side and the server on the other, sans I/O like both.
 //!
-//! A [`Server`] owns a connection's [`Connection`], its HPACK [`Decoder`] and [`Encoder`].
+//! A [`Server`] owns a connection's [`Connection`], its HPACK [`Decoder`](crate::hpack::Decoder) and [`Encoder`].
 //! [`Server::recv`] gives it the socket's bytes; [`Server::poll`] turns the frame layer's
 //! events into [`Incoming`]s: a header block becomes a checked [`Request`] (or trailers), a
 //! DATA frame is checked against the request's `content-length`. What the frame layer leaves
@@ -30,12 +30,6 @@
 //! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
 //! that called [`Server::park`] not even the latter.
 //!
-//! For shoal's `http/h2` room, which uses the `h2` crate today: its builder's settings are
-//! [`Config::frame`] (streams, windows) and [`Config::header_buffers`]; its `rebuild_head`
-//! is [`Request::write_http1`]; a `RecvStream` is the [`Incoming::Data`] of a stream and
-//! [`Connection::consumed`]; `send_reset` is [`Server::reset`]; the 431 the crate sends for
-//! an oversized list is [`Incoming::TooLarge`] and [`Server::refuse`].
-//!
 //! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
 //! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
 //! a block the client sent just before its ACK, in the same read, is held to the new size
@@ -62,7 +56,7 @@
 //! input.extend_from_slice(&block);
 //! let used = server.recv(&input).expect("no connection error");
 //! while let Some(incoming) = server.poll(&input) {
-//!     if let Incoming::Request { stream, request, .. } = incoming {
+//!     if let Incoming::Head { stream, head: request, .. } = incoming {
 //!         assert_eq!(request.path(), Some(&b"/"[..]));
 //!         assert_eq!(request.host(), Some(&b"a"[..]));
 //!         server.send_answer(stream, 200, [(&b"content-type"[..], &b"text/plain"[..])], false)
@@ -77,15 +71,16 @@
 
 mod answer;
 mod malformed;
-mod request;
+pub(crate) mod request;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::ops::Range;
 
-use crate::frame::{self, Connection, Event, Reason};
+use crate::exchange::{self, Body, Codec, Counted, Side};
+use crate::frame::{self, Connection, Reason};
 pub use crate::frame::{ConnError, StreamGone};
-use crate::hpack::{Bounds, DecodeError, Decoder, Encoder, TooLarge};
+use crate::hpack::{Bounds, DecodeError, Encoder};
 pub use malformed::Malformed;
 pub use request::{Fields, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};
@@ -114,89 +109,19 @@ impl Config {
 }
 
 /// What the client sent, as the caller handles it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Incoming {
-    /// A new request. `end_stream`: it has no body.
-    Request {
-        stream: u32,
-        request: Request,
-        end_stream: bool,
-    },
-    /// Body bytes: a range of the input given to [`Server::poll`], to give back with
-    /// [`Connection::consumed`]. With `end_stream`, the body is over (and matched its
-    /// `content-length`).
-    Data {
-        stream: u32,
-        data: Range<usize>,
-        end_stream: bool,
-    },
-    /// The request's trailers: its body is over.
-    Trailers { stream: u32, fields: Fields },
-    /// A header block (a request's, or trailers') past the decoder's bounds. The stream is
-    /// still open for an answer ([`Server::refuse`]); its body is dropped. shoal's answers
-    /// today: a name or value past [`Bounds::field`] is nginx's 400 ("client sent too long
-    /// header line"), the list past [`Bounds::list`] a 431 (what the `h2` crate sends).
-    TooLarge { stream: u32, which: TooLarge },
-    /// A malformed request, trailers or body (one that disagrees with its `content-length`):
-    /// the stream was reset with PROTOCOL_ERROR. `why` is for the log.
-    Malformed { stream: u32, why: Malformed },
-    /// The stream is gone: reset by the client, or by us (a stream error of the frame
-    /// layer).
-    Reset {
-        stream: u32,
-        code: Reason,
-        by_peer: bool,
-    },
-    /// The client is going away (as [`Event::GoAway`]).
-    GoAway { last_stream: u32, code: Reason },
-    /// A send window grew (as [`Event::WindowOpened`]).
-    WindowOpened { stream: u32 },
-    /// The client's settings changed (the encoder follows its table size already).
-    SettingsChanged,
-    /// A connection error found here (COMPRESSION_ERROR): its GOAWAY is queued; the caller
-    /// sends the output and closes. Nothing comes after it.
-    Closed(ConnError),
-}
-
-/// A request whose body is still coming.
-#[derive(Clone, Copy, Debug)]
-struct Body {
-    stream: u32,
-    /// What `content-length` still announces.
-    left: Option<u64>,
-    /// Body bytes so far.
-    received: u64,
-}
-
-impl Body {
-    /// The body ended here, short of its `content-length`.
-    fn short(&self) -> Malformed {
-        Malformed::BodyShort {
-            received: self.received,
-            declared: self.received + self.left.unwrap_or(0),
-        }
-    }
-}
+pub type Incoming = crate::exchange::Incoming<Request, Malformed>;
 
 /// One connection's server side: the frame layer, HPACK, and the requests' checks.
 #[derive(Debug)]
 pub struct Server {
-    conn: Connection,
-    decoder: Decoder,
-    encoder: Encoder,
-    /// Huffman-decoded strings while their field is copied out.
-    scratch: Vec<u8>,
-    /// An answer's block while it is encoded.
-    block: Vec<u8>,
-    /// Requests whose body is still coming, by stream id, oldest first.
-    bodies: Vec<Body>,
+    /// The frame layer, HPACK, the request bodies coming.
+    c: Codec,
     /// Our SETTINGS_HEADER_TABLE_SIZE, given to the decoder once the client acknowledged it.
     table_size: Option<u32>,
     /// The last request's size, for the next one's buffer.
     hint: Hint,
     /// A request's buffers given back ([`Server::recycle`]), for the next one.
     spare: Option<Fields>,
-    closed: bool,
 }
 
 impl Server {
@@ -205,101 +130,26 @@ impl Server {
     pub fn new(cfg: Config) -> Server {
         // Until the client acknowledges our SETTINGS it may still use the protocol's 4,096.
         let table = cfg.frame.header_table_size;
-        let mut decoder = Decoder::new(cfg.bounds);
-        if table as usize > crate::hpack::DEFAULT_TABLE_SIZE {
-            decoder.set_limit(table as usize);
-        }
+        let encoder = Encoder::with_table_size(cfg.encoder_table);
         Server {
-            conn: Connection::new(cfg.frame),
-            decoder,
-            encoder: Encoder::with_table_size(cfg.encoder_table),
-            scratch: Vec::new(),
-            block: Vec::new(),
-            bodies: Vec::new(),
+            c: Codec::new(Connection::new(cfg.frame), cfg.bounds, table, encoder),
             table_size: (table as usize != crate::hpack::DEFAULT_TABLE_SIZE).then_some(table),
             hint: Hint::default(),
             spare: None,
-            closed: false,
-        }
-    }
-
-    /// The frame layer: for the body ([`Connection::send_data`]), windows, GOAWAY, output.
-    pub fn conn(&self) -> &Connection {
-        &self.conn
-    }
-
-    pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.conn
-    }
-
-    /// Parses the frames `input` holds ([`Connection::recv`]): returns the bytes used.
-    pub fn recv(&mut self, input: &[u8]) -> Result<usize, ConnError> {
-        self.conn.recv(input)
-    }
-
-    /// The next thing the client sent; `input` is what was given to the last
-    /// [`Server::recv`]. Take every one before dropping the bytes `recv` used.
-    pub fn poll(&mut self, input: &[u8]) -> Option<Incoming> {
-        loop {
-            let ev = self.conn.poll_event()?;
-            if self.closed {
-                continue;
-            }
-            if let Some(size) = self.table_size {
-                if !self.conn.awaiting_settings_ack() {
-                    self.decoder.set_limit(size as usize);
-                    self.table_size = None;
-                }
-            }
-            let got = match ev {
-                Event::Headers {
-                    stream,
-                    block,
-                    end_stream,
-                } => self.headers(stream, block.bytes(input), end_stream),
-                Event::Trailers { stream, block } => self.trailers(stream, block.bytes(input)),
-                Event::Discard { block } => self.discard(block.bytes(input)),
-                Event::Data {
-                    stream,
-                    data,
-                    end_stream,
-                } => self.data(stream, data, end_stream),
-                Event::Reset {
-                    stream,
-                    code,
-                    by_peer,
-                } => {
-                    self.forget(stream);
-                    Some(Incoming::Reset {
-                        stream,
-                        code,
-                        by_peer,
-                    })
-                }
-                Event::GoAway { last_stream, code } => Some(Incoming::GoAway { last_stream, code }),
-                Event::WindowOpened { stream } => Some(Incoming::WindowOpened { stream }),
-                Event::SettingsChanged => {
-                    let size = self.conn.peer_settings().header_table_size;
-                    self.encoder.set_peer_table_size(size as usize);
-                    Some(Incoming::SettingsChanged)
-                }
-            };
-            if got.is_some() {
-                return got;
-            }
         }
     }
 
     fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
         let mut b = RequestBuilder::new(block.len(), self.hint, self.spare.take());
         let decoded = self
+            .c
             .decoder
-            .decode(block, &mut self.scratch, |f| b.field(f));
+            .decode(block, &mut self.c.scratch, |f| b.field(f));
         let request = match decoded {
             Ok(()) => b.finish(),
             Err(DecodeError::Refused(what)) => Err(what),
             Err(DecodeError::TooLarge(which)) => return Some(Incoming::TooLarge { stream, which }),
-            Err(DecodeError::Compression(_)) => return Some(self.compression()),
+            Err(DecodeError::Compression(_)) => return Some(self.c.compression()),
         };
         let request = match request {
             Ok(r) if end_stream && r.content_length().is_some_and(|n| n > 0) => {
@@ -311,15 +161,11 @@ impl Server {
             Ok(request) => {
                 self.hint = request.fields().hint();
                 if !end_stream {
-                    self.bodies.push(Body {
-                        stream,
-                        left: request.content_length(),
-                        received: 0,
-                    });
+                    self.c.bodies.expect(stream, request.content_length());
                 }
-                Some(Incoming::Request {
+                Some(Incoming::Head {
                     stream,
-                    request,
+                    head: request,
                     end_stream,
                 })
             }
@@ -327,18 +173,20 @@ impl Server {
         }
     }
 
-    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+    fn decode_trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
         let Some(body) = self.forget(stream) else {
             // A refused request's: for the table only.
-            return self.discard(block);
+            return self.c.discard(block);
         };
         let mut b = TrailersBuilder::new(block.len(), self.spare.take());
         match self
+            .c
             .decoder
-            .decode(block, &mut self.scratch, |f| b.field(f))
+            .decode(block, &mut self.c.scratch, |f| b.field(f))
         {
             Ok(()) if body.left.is_some_and(|n| n > 0) => {
-                Some(self.malformed(stream, body.short()))
+                let (received, declared) = body.counts();
+                Some(self.malformed(stream, Malformed::BodyShort { received, declared }))
             }
             Ok(()) => Some(Incoming::Trailers {
                 stream,
@@ -346,85 +194,32 @@ impl Server {
             }),
             Err(DecodeError::Refused(what)) => Some(self.malformed(stream, what)),
             Err(DecodeError::TooLarge(which)) => Some(Incoming::TooLarge { stream, which }),
-            Err(DecodeError::Compression(_)) => Some(self.compression()),
+            Err(DecodeError::Compression(_)) => Some(self.c.compression()),
         }
-    }
-
-    fn discard(&mut self, block: &[u8]) -> Option<Incoming> {
-        match self
-            .decoder
-            .decode(block, &mut self.scratch, |_| Ok::<(), ()>(()))
-        {
-            Err(DecodeError::Compression(_)) => Some(self.compression()),
-            _ => None,
-        }
-    }
-
-    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
-        let n = data.len() as u64;
-        let Some(i) = self.bodies.iter().position(|b| b.stream == stream) else {
-            // A refused request's body: its window is given back here.
-            self.conn.consumed(stream, n as u32);
-            return None;
-        };
-        let body = &mut self.bodies[i];
-        body.received += n;
-        let why = match body.left.as_mut() {
-            Some(left) if n > *left => Some(Malformed::BodyTooLong),
-            Some(left) => {
-                *left -= n;
-                (end_stream && *left > 0).then(|| body.short())
-            }
-            None => None,
-        };
-        if let Some(why) = why {
-            self.conn.consumed(stream, n as u32);
-            self.bodies.remove(i);
-            self.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
-            return Some(Incoming::Malformed { stream, why });
-        }
-        if end_stream {
-            self.bodies.remove(i);
-        }
-        Some(Incoming::Data {
-            stream,
-            data,
-            end_stream,
-        })
     }
 
     /// Drops what is known of a stream's body.
     fn forget(&mut self, stream: u32) -> Option<Body> {
-        let i = self.bodies.iter().position(|b| b.stream == stream)?;
-        Some(self.bodies.remove(i))
+        self.c.bodies.forget(stream)
+    }
+
+    /// A body that disagrees with its `content-length`: its bytes go back to the window,
+    /// the stream is reset (even when both sides ended it).
+    fn body_refused(&mut self, stream: u32, n: u64, why: Malformed) -> Incoming {
+        self.c.conn.consumed(stream, n as u32);
+        self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
+        Incoming::Malformed { stream, why }
     }
 
     fn malformed(&mut self, stream: u32, why: Malformed) -> Incoming {
         self.forget(stream);
-        self.conn.reset(stream, Reason::PROTOCOL_ERROR);
+        self.c.conn.reset(stream, Reason::PROTOCOL_ERROR);
         Incoming::Malformed { stream, why }
-    }
-
-    fn compression(&mut self) -> Incoming {
-        let e = ConnError {
-            code: Reason::COMPRESSION_ERROR,
-            what: "client sent invalid header block",
-            args: [0; 2],
-        };
-        self.conn.close_with(e);
-        self.closed = true;
-        self.bodies = Vec::new();
-        Incoming::Closed(e)
     }
 
     /// Heap bytes held between requests: the HPACK tables, the buffers kept for reuse.
     pub fn heap_bytes(&self) -> usize {
-        self.decoder.heap_bytes()
-            + self.encoder.heap_bytes()
-            + self.scratch.capacity()
-            + self.block.capacity()
-            + self.bodies.capacity() * std::mem::size_of::<Body>()
-            + self.spare.as_ref().map_or(0, Fields::heap_bytes)
+        self.c.heap_bytes() + self.spare.as_ref().map_or(0, Fields::heap_bytes)
     }
 
     /// Gives back the buffers of a request (or trailers) the caller is done with (its head
@@ -442,17 +237,65 @@ impl Server {
     /// repeated fields cost their literals again.
     pub fn park(&mut self) {
         self.shrink();
-        self.encoder.forget();
+        self.c.encoder.forget();
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.spare = None;
-        self.scratch = Vec::new();
-        self.block = Vec::new();
-        if self.bodies.is_empty() {
-            self.bodies = Vec::new();
+        self.c.shrink();
+    }
+}
+
+exchange::side_methods!(Server, "client");
+
+impl Side for Server {
+    type Head = Request;
+    type Why = Malformed;
+
+    fn codec(&mut self) -> &mut Codec {
+        &mut self.c
+    }
+
+    fn before(&mut self) {
+        if let Some(size) = self.table_size {
+            if !self.c.conn.awaiting_settings_ack() {
+                self.c.decoder.set_limit(size as usize);
+                self.table_size = None;
+            }
         }
-        self.conn.shrink();
+    }
+
+    fn head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
+        self.headers(stream, block, end_stream)
+    }
+
+    fn trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
+        self.decode_trailers(stream, block)
+    }
+
+    fn data(&mut self, stream: u32, data: Range<usize>, end_stream: bool) -> Option<Incoming> {
+        let n = data.len() as u64;
+        match self.c.bodies.count(stream, n, end_stream) {
+            Counted::Fine => Some(Incoming::Data {
+                stream,
+                data,
+                end_stream,
+            }),
+            // A refused request's body: its window is given back here.
+            Counted::Unknown => {
+                self.c.conn.consumed(stream, n as u32);
+                None
+            }
+            Counted::TooLong => Some(self.body_refused(stream, n, Malformed::BodyTooLong)),
+            Counted::Short(received, declared) => {
+                let why = Malformed::BodyShort { received, declared };
+                Some(self.body_refused(stream, n, why))
+            }
+        }
+    }
+
+    fn forget(&mut self, stream: u32) {
+        self.c.bodies.forget(stream);
     }
 }

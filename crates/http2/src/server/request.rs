@@ -38,7 +38,7 @@ impl Fields {
     /// the connection took when that is more (requests on a connection look alike, and an
     /// indexed field is one byte for many): one allocation each, most of the time.
     /// A recycled `spare`'s buffers are used when there is one.
-    fn with_capacity(block_len: usize, hint: Hint, spare: Option<Fields>) -> Fields {
+    pub(crate) fn with_capacity(block_len: usize, hint: Hint, spare: Option<Fields>) -> Fields {
         let bytes = (2 * block_len).max(hint.bytes as usize + 16).max(64);
         let fields = (hint.fields as usize).max(4);
         match spare {
@@ -72,7 +72,7 @@ impl Fields {
     }
 
     /// Appends a field: the range of its value.
-    fn push(&mut self, name: &[u8], value: &[u8]) -> Range<u32> {
+    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) -> Range<u32> {
         self.cookies += (name == b"cookie") as u32;
         let at = self.buf.len() as u32;
         self.buf.extend_from_slice(name);
@@ -303,7 +303,7 @@ fn invalid_value(name: &[u8], value: &[u8]) -> Malformed {
 }
 
 /// A regular field's name and the fields HTTP/2 forbids (RFC 9113, 8.2.2).
-fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+pub(crate) fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
     if name.is_empty() || bad_name(name) {
         return Err(Malformed::InvalidName(name.into()));
     }
@@ -456,7 +456,7 @@ impl TrailersBuilder {
 }
 
 /// A `content-length` value: digits only, and a number that fits.
-fn parse_length(v: &[u8]) -> Result<u64, Malformed> {
+pub(crate) fn parse_length(v: &[u8]) -> Result<u64, Malformed> {
     if v.is_empty() || v.len() > 19 {
         return Err(Malformed::InvalidContentLength);
     }

@@ -238,6 +238,7 @@ fn close_with_an_error_from_above() {
         code: Reason::COMPRESSION_ERROR,
         what: "client sent invalid header block",
         args: [0; 2],
+        role: crate::frame::Role::Server,
     };
     p.conn.close_with(e);
     p.conn.close_with(e);

@@ -1,6 +1,7 @@
 //! Unit tests from hand-written frames: every rule of RFC 9113 the frame layer enforces, the
 //! flow control, what the server sends, and the floods.
 
+mod client;
 mod flood;
 mod flow;
 mod rules;
@@ -105,6 +106,24 @@ impl Peer {
                 payload: vec![]
             })
         );
+        p.events.clear();
+        p
+    }
+
+    /// A client's connection past both SETTINGS (ours acknowledged), its output drained.
+    pub fn client(cfg: Config) -> Peer {
+        let mut p = Peer {
+            conn: Connection::client(cfg),
+            events: Vec::new(),
+            input: Vec::new(),
+        };
+        assert!(p.conn.pending_output().starts_with(PREFACE));
+        let n = PREFACE.len();
+        p.conn.advance(n);
+        let mut hello = settings(&[]);
+        hello.extend(frame(SETTINGS, ACK, 0, &[]));
+        p.feed(&hello).unwrap();
+        p.take_output();
         p.events.clear();
         p
     }

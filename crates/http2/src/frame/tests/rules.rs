@@ -82,6 +82,7 @@ fn settings_are_acknowledged_and_applied() {
             initial_window_size: 1,
             max_frame_size: 20000,
             max_header_list_size: Some(777),
+            max_concurrent_streams: None,
         }
     );
     // Values apply in order: the last INITIAL_WINDOW_SIZE wins.

@@ -278,7 +278,7 @@ fn an_idle_connection_holds_no_buffers() {
         std::mem::size_of::<super::super::stream::Stream>()
     );
     assert!(
-        std::mem::size_of::<Connection>() <= 280,
+        std::mem::size_of::<Connection>() <= 296,
         "{}",
         std::mem::size_of::<Connection>()
     );

@@ -1,9 +1,10 @@
 //! Answers as a client decodes them, resets, the table size, memory.
 
 use super::*;
+use crate::hpack::Decoder;
 
-/// Decodes an answer's blocks as a client would.
-fn client_view(d: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
+/// Decodes an answer's blocks as a client would (and a request's as a server would).
+pub(crate) fn client_view(d: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     d.decode(block, &mut Vec::new(), |f: Field<'_>| {
         fields.push((
@@ -101,10 +102,7 @@ fn a_lower_header_table_size_applies_once_acknowledged() {
     input.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &b));
     let got = feed(&mut s, &input);
     assert!(
-        matches!(
-            got[..],
-            [Incoming::SettingsChanged, Incoming::Request { .. }]
-        ),
+        matches!(got[..], [Incoming::SettingsChanged, Incoming::Head { .. }]),
         "{got:?}"
     );
     // After it, a block must open with a size update to 0 ...
@@ -132,7 +130,7 @@ fn a_lower_header_table_size_applies_once_acknowledged() {
     let mut b = vec![0x20];
     b.extend(block(&get_with(&[])));
     let got = feed(&mut s, &frame(HEADERS, END_HEADERS | END_STREAM, 1, &b));
-    assert!(matches!(got[..], [Incoming::Request { .. }]), "{got:?}");
+    assert!(matches!(got[..], [Incoming::Head { .. }]), "{got:?}");
 }
 
 #[test]
@@ -195,7 +193,7 @@ fn a_stream_the_caller_resets_is_forgotten_and_its_data_dropped() {
     let mut s = server(Config::default());
     request(&mut s, 1, &post("10"), false);
     s.reset(1, Reason::CANCEL);
-    assert!(s.bodies.is_empty());
+    assert!(s.c.bodies.is_empty());
     assert_reset(&mut s, 1, Reason::CANCEL);
     let got = feed(&mut s, &frame(DATA, 0, 1, b"12345"));
     assert!(got.is_empty(), "{got:?}");

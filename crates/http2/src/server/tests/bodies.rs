@@ -26,7 +26,7 @@ fn a_body_that_matches_its_content_length_ends_the_stream() {
             },
         ]
     );
-    assert!(s.bodies.is_empty());
+    assert!(s.c.bodies.is_empty());
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn a_body_longer_or_shorter_than_its_content_length_is_reset_and_says_why() {
         ),
         "{got:?}"
     );
-    assert!(s.bodies.is_empty());
+    assert!(s.c.bodies.is_empty());
 }
 
 #[test]
@@ -311,7 +311,7 @@ fn header_buffers_bound_fields_and_the_list() {
     );
     let fits = "v".repeat(100);
     let got = request(&mut s, 3, &get_with(&[("x-a", &fits)]), true);
-    assert!(matches!(got[..], [Incoming::Request { .. }]), "{got:?}");
+    assert!(matches!(got[..], [Incoming::Head { .. }]), "{got:?}");
     let got = request(
         &mut s,
         5,

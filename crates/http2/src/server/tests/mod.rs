@@ -2,12 +2,12 @@
 //! bodies against `content-length` and the HPACK table kept in step (`bodies`), and the
 //! answers as a client decodes them (`answers`).
 
-mod answers;
+pub(crate) mod answers;
 mod bodies;
 
 use super::*;
 use crate::frame::PREFACE;
-use crate::hpack::Field;
+use crate::hpack::{Field, TooLarge};
 
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
@@ -94,7 +94,7 @@ fn request(s: &mut Server, stream: u32, fields: &[(&str, &str)], end: bool) -> V
 
 fn only_request(got: Vec<Incoming>) -> Request {
     match <[Incoming; 1]>::try_from(got) {
-        Ok([Incoming::Request { request, .. }]) => request,
+        Ok([Incoming::Head { head: request, .. }]) => request,
         Ok([other]) => panic!("not a request: {other:?}"),
         Err(got) => panic!("not one event: {got:?}"),
     }
@@ -353,7 +353,7 @@ fn what_the_rules_allow_is_accepted() {
     for (i, (what, fields)) in cases.iter().enumerate() {
         let got = request(&mut s, 2 * i as u32 + 1, fields, true);
         assert!(
-            matches!(got[..], [Incoming::Request { .. }]),
+            matches!(got[..], [Incoming::Head { .. }]),
             "{what}: {got:?}"
         );
     }
@@ -482,7 +482,7 @@ proptest::proptest! {
         let mut s = server(Config::default());
         let got = request(&mut s, 1, &fields, true);
         match &got[..] {
-            [Incoming::Request { request, .. }] => {
+            [Incoming::Head { head: request, .. }] => {
                 proptest::prop_assert!(!request.method().is_empty());
                 let names: Vec<_> = request.fields().iter().map(|(n, _)| n.to_vec()).collect();
                 for n in &names {

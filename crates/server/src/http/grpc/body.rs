@@ -18,14 +18,15 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use crate::http::h2::wire::RecvStream as ClientStream;
 use bytes::Bytes;
-use h2::{Reason, RecvStream, SendStream};
+use shoal_http2::client::Fields;
+use shoal_http2::frame::Reason;
 
 use super::conn::{self, H2Conn};
+use super::wire::{RecvStream, SendStream, StreamError};
 use crate::error::{Error, Kind};
 use crate::http::h2::sink::H2Sink;
 use crate::http::output::{Sink, Who};
@@ -113,15 +114,15 @@ impl GrpcBody {
 
     /// What an error on the upstream's stream means: the client's body too large (the
     /// stream was reset for it), or the upstream's doing.
-    fn broke(&self, e: &h2::Error) -> Broke {
+    fn broke(&self, e: &StreamError) -> Broke {
         match self.over.get() {
-            0 => Broke::Upstream(stream_error(e)),
+            0 => Broke::Upstream(e.line()),
             n => Broke::TooLarge(n),
         }
     }
 
     /// The trailers after the last DATA frame.
-    async fn trailers(&mut self) -> Result<Option<http::HeaderMap>, Broke> {
+    async fn trailers(&mut self) -> Result<Option<Fields>, Broke> {
         match crate::deadline::within(self.read_timeout, self.recv.trailers()).await {
             Err(_) => Err(Broke::TimedOut),
             Ok(Ok(t)) => Ok(t),
@@ -131,7 +132,7 @@ impl GrpcBody {
 
     /// Gives `n` bytes of window back to the upstream: the client took them.
     fn taken(&mut self, n: usize) {
-        let _ = self.recv.flow_control().release_capacity(n);
+        self.recv.release_capacity(n);
     }
 
     /// The call ended well: the connection goes back to the cache.
@@ -167,65 +168,17 @@ impl GrpcBody {
         self.record.borrow_mut().finish(false);
     }
 
-    /// Sends `d` to an HTTP/2 client. While the client's window keeps it waiting, what the
-    /// upstream sends meanwhile (within the window it was given: no more than
-    /// `grpc_buffer_size`) is taken into `ahead`, and each arrival lets the `h2` crate weigh
-    /// the capacity given back before against the window those bytes spent: the `h2` crate
-    /// decides on a WINDOW_UPDATE only when capacity is released, against the window as it
-    /// stands then, so bytes given back while more were on the way would wait for a release a
-    /// waiting relay never makes. A relay that is not held releases after each piece anyway.
-    /// No read timeout here: the upstream may rightly have nothing to send.
-    async fn send_reading_ahead(
-        &mut self,
-        sink: &mut H2Sink<'_>,
-        d: Bytes,
-        ahead: &mut std::collections::VecDeque<Result<Option<Bytes>, Broke>>,
-    ) -> io::Result<()> {
-        let mut send = std::pin::pin!(sink.send_bytes(d));
-        loop {
-            let reading = !matches!(ahead.back(), Some(Ok(None) | Err(_)));
-            let step = std::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = std::future::Future::poll(send.as_mut(), cx) {
-                    return Poll::Ready(Err(r));
-                }
-                if reading {
-                    if let Poll::Ready(got) = self.recv.poll_data(cx) {
-                        return Poll::Ready(Ok(got));
-                    }
-                }
-                Poll::Pending
-            })
-            .await;
-            match step {
-                Err(sent) => return sent,
-                Ok(None) => ahead.push_back(Ok(None)),
-                Ok(Some(Ok(d))) => {
-                    self.record.borrow_mut().received(d.len() as u64);
-                    let _ = self.recv.flow_control().release_capacity(0);
-                    ahead.push_back(Ok(Some(d)));
-                }
-                Ok(Some(Err(e))) => {
-                    let b = self.broke(&e);
-                    ahead.push_back(Err(b));
-                }
-            }
-        }
-    }
-
     /// Relays the answer to an HTTP/2 client: DATA frames, then the trailers (or an empty
     /// DATA frame with END_STREAM when the upstream sent none). Returns the body bytes sent.
     pub async fn relay_h2(mut self, sink: &mut H2Sink<'_>, who: Who<'_>) -> io::Result<u64> {
         let mut total = 0u64;
-        let mut ahead = std::collections::VecDeque::new();
         let result = loop {
-            let got = match ahead.pop_front() {
-                Some(got) => got,
-                None => self.next().await,
-            };
-            match got {
+            match self.next().await {
                 Ok(Some(d)) => {
                     let n = d.len();
-                    if let Err(e) = self.send_reading_ahead(sink, d, &mut ahead).await {
+                    // (Meanwhile the connection's task takes what the upstream sends, up to
+                    // the window it was given: `grpc_buffer_size`.)
+                    if let Err(e) = sink.send_bytes(d).await {
                         break Err(Broke::Client(e));
                     }
                     self.taken(n);
@@ -238,7 +191,7 @@ impl GrpcBody {
         match result {
             Ok(t) => {
                 let sent = match t {
-                    Some(t) => sink.send.send_trailers(t),
+                    Some(t) => sink.send.send_trailers(t.iter()),
                     None => sink.send.send_data(Bytes::new(), true),
                 };
                 sent.map_err(|e| io::Error::from(Error::protocol(e)))?;
@@ -292,8 +245,8 @@ impl GrpcBody {
             let out = sink.out();
             let before = out.len();
             out.extend_from_slice(b"0\r\n");
-            for (name, value) in trailers.iter().flatten() {
-                shoal_http::response::header(out, name.as_str().as_bytes(), value.as_bytes());
+            for (name, value) in trailers.iter().flat_map(Fields::iter) {
+                shoal_http::response::header(out, name, value);
             }
             out.extend_from_slice(b"\r\n");
             total += (out.len() - before) as u64;
@@ -308,20 +261,6 @@ impl GrpcBody {
 /// `log_broke`): the client's stream or connection is then ended.
 fn upstream_failed() -> io::Error {
     Error::new(Kind::Protocol, "upstream failed").into()
-}
-
-/// nginx's line for a stream the upstream ended badly.
-pub fn stream_error(e: &h2::Error) -> String {
-    match e.reason() {
-        Some(r) if e.is_reset() && e.is_remote() => {
-            format!("upstream rejected request with error {}", u32::from(r))
-        }
-        Some(r) if e.is_go_away() => {
-            format!("upstream sent goaway with error {}", u32::from(r))
-        }
-        _ if e.is_io() => "upstream prematurely closed connection".to_string(),
-        _ => format!("upstream sent invalid frame ({e})"),
-    }
 }
 
 /// An HTTP/2 stream's first window (RFC 9113, 6.9.2): what a new stream may send before the
@@ -339,7 +278,7 @@ pub enum Ready {
 /// Sends the client's DATA frames that are there already, without waiting, up to the
 /// stream's first window: they leave with the request's HEADERS in one write (a unary call's
 /// whole body, usually). A frame past `limit` resets the upstream's stream.
-pub fn send_ready(from: &mut ClientStream, to: &mut SendStream<Bytes>, limit: &mut Limit) -> Ready {
+pub fn send_ready(from: &mut ClientStream, to: &mut SendStream, limit: &mut Limit) -> Ready {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut sent = 0usize;
     while sent < FIRST_WINDOW {
@@ -387,7 +326,7 @@ pub fn send_ready(from: &mut ClientStream, to: &mut SendStream<Bytes>, limit: &m
 /// `limit`, resets the upstream's stream.
 pub async fn pump(
     mut from: ClientStream,
-    mut to: SendStream<Bytes>,
+    mut to: SendStream,
     read_timeout: Duration,
     send_timeout: Duration,
     mut limit: Limit,
@@ -413,7 +352,10 @@ pub async fn pump(
             }
             Ok(None) => {
                 let end = match from.trailers().await {
-                    Ok(Some(t)) => to.send_trailers(t),
+                    Ok(Some(t)) => {
+                        let fields = t.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+                        to.send_trailers(fields)
+                    }
                     _ => to.send_data(Bytes::new(), true),
                 };
                 let _ = end;
@@ -430,7 +372,7 @@ pub async fn pump(
 /// Sends `d` on `to` as its window takes it (`send_timeout` for each wait), its last frame
 /// with END_STREAM when `end`; false when the stream failed (it is reset).
 pub(super) async fn send_data(
-    to: &mut SendStream<Bytes>,
+    to: &mut SendStream,
     mut d: Bytes,
     send_timeout: Duration,
     end: bool,
@@ -464,6 +406,6 @@ pub(super) async fn send_data(
 }
 
 /// Sends a body read whole, then END_STREAM.
-pub async fn send_all(to: &mut SendStream<Bytes>, d: Bytes, send_timeout: Duration) {
+pub async fn send_all(to: &mut SendStream, d: Bytes, send_timeout: Duration) {
     send_data(to, d, send_timeout, true).await;
 }

@@ -1,4 +1,4 @@
-//! HTTP/2 connections to gRPC upstreams, on the `h2` crate's client side over the upstream
+//! HTTP/2 connections to gRPC upstreams, on shoal's own client codec over the upstream
 //! layer's connect (TCP with `grpc_bind` and `grpc_socket_keepalive`, a unix socket, TLS with
 //! ALPN `h2` for `grpcs://`), and the worker's cache of idle ones (`keepalive N` in the
 //! `upstream` block).
@@ -9,35 +9,29 @@
 //! TCP window (or a head-of-line loss) with another. Multiplexing would save handshakes only
 //! where `keepalive` already saves them.
 //!
-//! Each connection's frames are read and written by a task of its own on the worker (the
-//! `h2` crate's `Connection`); it ends when the upstream closes, or once the last handle to the
-//! connection is dropped and its streams are over.
+//! Each connection's frames are read and written by a task of its own on the worker
+//! ([`super::wire`]); it ends when the upstream closes, or once the connection is dropped and
+//! its streams are over.
 //!
 //! `grpc_buffer_size` is each stream's window (what the upstream may send ahead of what the
 //! client took: nginx reads at most that much before its client is written) and the bound of
 //! an answer's head ([`super::meter`]); a connection is made for one size and reused only by
 //! calls of the same (the window is a connection's setting in HTTP/2).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::future::Future as _;
-use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use h2::client::SendRequest;
+use shoal_http2::client::{Client, Config};
 use shoal_io::fxhash::FxHashMap;
 
-use super::meter::{HeadSize, Metered};
-use crate::http::h2::io::Io;
+use super::wire::{self, Core};
 use crate::http::transport::Transport;
 use crate::upstream::conf::UpstreamConf;
 
 /// One HTTP/2 connection to a peer.
 pub struct H2Conn {
-    pub send: SendRequest<Bytes>,
-    /// Set by the connection's task when it ended.
-    closed: Rc<Cell<bool>>,
+    pub core: Core,
     /// When it was opened (`keepalive_time`).
     pub born: Instant,
     /// Calls it carried (`keepalive_requests`).
@@ -45,8 +39,6 @@ pub struct H2Conn {
     pub tls: bool,
     /// Each stream's window: the `grpc_buffer_size` it was made for.
     pub window: u32,
-    /// The last stream whose answer's head was read, and that head's size as sent.
-    head: HeadSize,
     /// `grpc_read_timeout` for the answers' heads: one runtime timer for the connection's
     /// life (a call has the connection to itself), not one made for each call.
     pub timer: crate::deadline::Timer,
@@ -55,70 +47,51 @@ pub struct H2Conn {
 /// The most a stream's window may be (RFC 9113, 6.9.1).
 pub const MAX_WINDOW: usize = (1 << 31) - 1;
 
-/// HTTP/2's default window, the least a connection's is given.
-const DEFAULT_WINDOW: u32 = 65_535;
-
 impl H2Conn {
     /// Starts HTTP/2 on a connection just made: the preface and SETTINGS (each stream's
-    /// `window`) go out, and a task of the worker's drives the connection from now on.
-    pub async fn start(stream: Transport, window: u32) -> Result<H2Conn, h2::Error> {
+    /// `window`) are queued, and a task of the worker's drives the connection from now on
+    /// (the first request goes with them: the server's SETTINGS need not come first).
+    pub fn start(stream: Transport, window: u32) -> H2Conn {
         let tls = matches!(stream, Transport::Tls(_));
-        let head = HeadSize::default();
-        // (No `http2_recv_buffer_size` toward an upstream: reads as large as h2 asks.)
-        let io = Io::new(stream, usize::MAX);
-        let out = io.handle();
-        let io = Metered::new(io, head.clone());
-        let (send, mut conn) = h2::client::Builder::new()
-            .enable_push(false)
-            .initial_window_size(window)
-            .initial_connection_window_size(window.max(DEFAULT_WINDOW))
-            // What the crate decodes of a head is bounded too (its fields decoded can be
-            // larger than they came: the bound that counts is the meter's).
-            .max_header_list_size(window.saturating_mul(32).max(64 * 1024))
-            .handshake::<_, Bytes>(io)
-            .await?;
-        let closed = Rc::new(Cell::new(false));
-        let flag = closed.clone();
-        tokio::task::spawn_local(async move {
-            // What the crate wrote in a poll goes out when the poll is over (`Io::send`):
-            // the preface and SETTINGS with the first.
-            let _ = std::future::poll_fn(|cx| {
-                let r = std::pin::Pin::new(&mut conn).poll(cx);
-                let _ = out.send(cx);
-                r
-            })
-            .await;
-            flag.set(true);
-        });
-        Ok(H2Conn {
-            send,
-            closed,
+        let mut cfg = Config::default();
+        cfg.frame.initial_window_size = window;
+        // The connection's window is open wide, as nginx's: each stream's bounds what an
+        // upstream sends ahead (one call at a time).
+        cfg.frame.connection_window = shoal_http2::frame::MAX_WINDOW;
+        // What the codec decodes of a head is bounded too (its fields decoded can be larger
+        // than they came: the bound that counts is the meter's).
+        let list = (window as usize).saturating_mul(32).max(64 * 1024);
+        cfg.bounds.list = list;
+        cfg.bounds.field = list;
+        cfg.frame.max_header_list_size = list.min(u32::MAX as usize) as u32;
+        H2Conn {
+            core: wire::start(stream, Client::new(cfg)),
             born: Instant::now(),
             requests: 0,
             tls,
             window,
-            head,
             timer: crate::deadline::Timer::new(),
-        })
+        }
     }
 
     /// The size of `stream`'s answer's head as it came, once it came whole.
-    pub fn head_size(&self, stream: h2::StreamId) -> Option<usize> {
-        let (id, size) = self.head.get();
-        (id == stream.as_u32()).then_some(size)
+    pub fn head_size(&self, stream: u32) -> Option<usize> {
+        self.core.borrow().frames.head_size(stream)
     }
 
-    /// Whether the connection can still carry a call (no GOAWAY, not closed).
-    fn usable(&mut self) -> bool {
-        if self.closed.get() {
-            return false;
-        }
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        matches!(
-            self.send.poll_ready(&mut cx),
-            std::task::Poll::Ready(Ok(()))
-        )
+    /// Whether the connection can still carry a call (no GOAWAY, not closed, no call on it).
+    fn usable(&self) -> bool {
+        let me = self.core.borrow();
+        me.usable() && me.quiet()
+    }
+}
+
+impl Drop for H2Conn {
+    fn drop(&mut self) {
+        // The task ends the connection once its streams are over.
+        let mut me = self.core.borrow_mut();
+        me.owners -= 1;
+        me.queued();
     }
 }
 
@@ -146,7 +119,7 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool, window: u32) -> Optio
             .iter()
             .rposition(|i| i.peer == peer && i.conn.tls == tls && i.conn.window == window)
         {
-            let mut idle = list.remove(pos)?;
+            let idle = list.remove(pos)?;
             if idle.conn.usable() {
                 return Some(idle.conn);
             }
@@ -158,14 +131,14 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool, window: u32) -> Optio
 /// Puts a connection whose call ended well back in the cache, if the upstream keeps
 /// connections and this one may carry more (`keepalive_requests`, `keepalive_time`); the
 /// oldest idle one goes when the cache is full.
-pub fn put_idle(u: &UpstreamConf, peer: usize, mut conn: H2Conn) {
+pub fn put_idle(u: &UpstreamConf, peer: usize, conn: H2Conn) {
     let Some(max) = u.keepalive else {
         return;
     };
     let now = Instant::now();
     if conn.requests >= u.keepalive_requests()
         || now.saturating_duration_since(conn.born) >= u.keepalive_time()
-        || !conn.usable()
+        || !conn.core.borrow().usable()
     {
         return;
     }

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
+use shoal_http2::client::RequestHead;
 
 use super::conn;
 use super::run::Answer;
@@ -34,6 +35,38 @@ const NOT_PASSED: &[&str] = &[
     "content-length",
 ];
 
+/// A request's head as the upstream gets it (made once per try): the pseudo-headers and the
+/// fields, values sliced out of the client's head rather than copied.
+pub(super) struct UpstreamHead {
+    method: http::Method,
+    scheme: &'static str,
+    authority: Bytes,
+    path: Bytes,
+    /// Names as they came (the codec lowercases them), values.
+    fields: Vec<(Bytes, Bytes)>,
+}
+
+impl UpstreamHead {
+    /// The pseudo-headers, for the codec.
+    pub fn head(&self) -> RequestHead<'_> {
+        RequestHead {
+            method: self.method.as_str().as_bytes(),
+            scheme: self.scheme.as_bytes(),
+            authority: &self.authority,
+            path: &self.path,
+        }
+    }
+
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.fields.iter().map(|(n, v)| (&n[..], &v[..]))
+    }
+}
+
+/// Whether a value may go in a field (RFC 9110, 5.5: no control characters but tab).
+fn valid_value(v: &[u8]) -> bool {
+    !v.iter().any(|&c| (c < 0x20 && c != b'\t') || c == 0x7f)
+}
+
 /// The request's head as the upstream gets it: `:method`, `:scheme`, `:authority` (the
 /// address as written, or `grpc_set_header Host`'s value), `:path` (the client's URI, or the
 /// rewritten one), the client's headers but the connection's own, then `grpc_set_header`'s.
@@ -50,8 +83,7 @@ pub(super) fn request_head(
     tls: bool,
     method: &str,
     whole_len: Option<usize>,
-) -> http::Request<()> {
-    use http::{HeaderName, HeaderValue};
+) -> UpstreamHead {
     let g = &lc.grpc;
     let escape = rw.internal || {
         let target = r.req.uri();
@@ -61,46 +93,43 @@ pub(super) fn request_head(
     let parts = UriParts::new(r.req, rw, rw.internal, escape);
     let path = upstream_uri(&parts, None, "");
     let set = g.set_header.as_deref().map_or(&[][..], Vec::as_slice);
-    let is_set = |name: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut set_host = None;
-    let mut headers = http::HeaderMap::with_capacity(r.req.header_count() + set.len() + 2);
-    let mut add = |name: HeaderName,
-                   value: Result<HeaderValue, http::header::InvalidHeaderValue>| {
-        if let Ok(v) = value {
-            headers.append(name, v);
-        }
+    let is_set = |name: &[u8]| {
+        set.iter()
+            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
     };
+    let mut set_host = None;
+    let mut fields = Vec::with_capacity(r.req.header_count() + set.len() + 2);
+    let head = r.req.head_bytes();
     if g.up.pass_request_headers() {
-        let head = r.req.head_bytes();
-        for (name, value) in r.req.headers() {
-            if NOT_PASSED.iter().any(|n| n.eq_ignore_ascii_case(name)) || is_set(name) {
+        for (name, value) in r.req.header_fields() {
+            if name.is_empty()
+                || NOT_PASSED
+                    .iter()
+                    .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+                || is_set(name)
+                || !valid_value(value)
+            {
                 continue;
             }
-            // (The name is made lowercase by `HeaderName::from_bytes`.)
-            if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
-                add(n, HeaderValue::from_maybe_shared(head.slice_ref(value)));
-            }
+            fields.push((head.slice_ref(name), head.slice_ref(value)));
         }
         // nginx's `TE: $grpc_internal_trailers`.
         let trailers = r.req.header_all("te").any(|v| {
             v.split(|&c| c == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
         });
-        if trailers && !is_set("te") {
-            add(http::header::TE, Ok(HeaderValue::from_static("trailers")));
+        if trailers && !is_set(b"te") {
+            fields.push((Bytes::from_static(b"te"), Bytes::from_static(b"trailers")));
         }
     }
     // `Content-Length: $content_length`: a whole body's length, or the client's word.
-    if !is_set("content-length") {
+    if !is_set(b"content-length") {
         let length = match whole_len {
-            Some(n) => Some(Ok(HeaderValue::from(n))),
-            None => r
-                .req
-                .header("content-length")
-                .map(|v| HeaderValue::from_maybe_shared(r.req.head_bytes().slice_ref(v))),
+            Some(n) => Some(Bytes::from(n.to_string())),
+            None => r.req.header("content-length").map(|v| head.slice_ref(v)),
         };
-        if let Some(l) = length {
-            add(http::header::CONTENT_LENGTH, l);
+        if let Some(l) = length.filter(|l| valid_value(l)) {
+            fields.push((Bytes::from_static(b"content-length"), l));
         }
     }
     for (name, value) in set {
@@ -112,15 +141,10 @@ pub(super) fn request_head(
             set_host = Some(v);
             continue;
         }
-        if let Ok(n) = HeaderName::from_bytes(name.as_bytes()) {
-            add(n, HeaderValue::from_str(&v));
+        if valid_value(v.as_bytes()) {
+            fields.push((Bytes::copy_from_slice(name.as_bytes()), Bytes::from(v)));
         }
     }
-    let scheme = if tls {
-        http::uri::Scheme::HTTPS
-    } else {
-        http::uri::Scheme::HTTP
-    };
     let authority = match (set_host, authority) {
         (None, Some(a)) => Some(a.clone()),
         (Some(h), _) => http::uri::Authority::from_maybe_shared(Bytes::from(h)).ok(),
@@ -129,19 +153,21 @@ pub(super) fn request_head(
         }
     };
     // A unix socket's or an odd name: `localhost`, as nginx's `:authority` for one.
-    let authority = authority.unwrap_or_else(|| http::uri::Authority::from_static("localhost"));
-    let path = http::uri::PathAndQuery::from_maybe_shared(Bytes::from(path))
-        .unwrap_or_else(|_| http::uri::PathAndQuery::from_static("/"));
-    let mut uri = http::uri::Parts::default();
-    uri.scheme = Some(scheme);
-    uri.authority = Some(authority);
-    uri.path_and_query = Some(path);
-    let mut req = http::Request::new(());
-    *req.method_mut() = http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::POST);
-    *req.uri_mut() =
-        http::Uri::from_parts(uri).unwrap_or_else(|_| http::Uri::from_static("http://localhost/"));
-    *req.headers_mut() = headers;
-    req
+    let authority = authority.map_or(Bytes::from_static(b"localhost"), |a| {
+        Bytes::copy_from_slice(a.as_str().as_bytes())
+    });
+    let path = Bytes::from(path);
+    let path = match http::uri::PathAndQuery::from_maybe_shared(path.clone()) {
+        Ok(_) => path,
+        Err(_) => Bytes::from_static(b"/"),
+    };
+    UpstreamHead {
+        method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::POST),
+        scheme: if tls { "https" } else { "http" },
+        authority,
+        path,
+        fields,
+    }
 }
 
 /// The client's reply from an answer's head: the status, the head's fields passed as nginx
@@ -158,11 +184,7 @@ pub(super) fn reply_of(
     let Answer { status, head, body } = answer;
     // The head as an upstream's (HTTP/1 text and positions in it): `$upstream_http_*` and
     // the layer's header passing take it as any upstream's.
-    let fields = || {
-        head.headers
-            .iter()
-            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-    };
+    let fields = || head.fields().iter();
     let made = shoal_http::upstream::head_of_fields(status, fields);
     let mut reply = Reply::boxed(status);
     reply.proxied = true;

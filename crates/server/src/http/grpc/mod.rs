@@ -1,9 +1,11 @@
 //! nginx's grpc module (`ngx_http_grpc_module`): `grpc_pass` sends a request to a gRPC server
 //! over HTTP/2 (cleartext `grpc://`, TLS `grpcs://` with ALPN `h2`), on the upstream layer's
 //! peers, balancing, connect, `grpc_next_upstream`, timeouts, hidden and passed headers,
-//! `grpc_intercept_errors` and `$upstream_*`; the HTTP/2 client is the `h2` crate's.
+//! `grpc_intercept_errors` and `$upstream_*`; the HTTP/2 client is shoal's own codec
+//! (`shoal_http2::client`), driven by a task of the worker's per connection.
 //!
 //! - [`conn`]: HTTP/2 connections to upstreams and the worker's cache of idle ones.
+//! - [`wire`]: a connection's task and each call's handles on its codec.
 //! - [`run`]: one call's exchange (peer, connection, the stream, the answer's head awaited).
 //! - [`head`]: the request's head for the upstream, the client's reply from the answer's.
 //! - [`body`]: both bodies relayed as they come, and the answer's trailers.
@@ -23,6 +25,7 @@ pub mod head;
 pub mod meter;
 pub mod run;
 pub mod streamed;
+pub mod wire;
 
 pub use run::handle;
 

@@ -24,13 +24,15 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::RecvStream;
+use shoal_http2::client::Response;
+use shoal_http2::frame::Reason;
 
 use super::body::{self, GrpcBody, Limit, Pump};
 use super::conn::{self, H2Conn};
 use super::head;
 use super::streamed;
 use super::strip_scheme;
+use super::wire::{self, HeadWait, StreamError};
 use crate::http::client_body::{BodyToSend, ClientBody, Whole};
 use crate::http::reply::Outcome;
 use crate::http::request::Req;
@@ -316,12 +318,12 @@ async fn run(
 /// The request's head for a try: the one made for the call, or, for a try after the one
 /// that sent it, a new one.
 struct Heads<'a> {
-    spare: &'a mut Option<http::Request<()>>,
-    make: &'a dyn Fn() -> http::Request<()>,
+    spare: &'a mut Option<head::UpstreamHead>,
+    make: &'a dyn Fn() -> head::UpstreamHead,
 }
 
 impl Heads<'_> {
-    fn take(&mut self) -> http::Request<()> {
+    fn take(&mut self) -> head::UpstreamHead {
         self.spare.take().unwrap_or_else(self.make)
     }
 }
@@ -339,7 +341,7 @@ struct Peer<'a> {
 /// An answer's head; its body still on the stream.
 pub struct Answer {
     pub(super) status: u16,
-    pub(super) head: http::response::Parts,
+    pub(super) head: Response,
     pub(super) body: GrpcBody,
 }
 
@@ -387,15 +389,7 @@ async fn call(
                 // Frames are small and written apart (HEADERS, DATA): Nagle would hold the
                 // second until the first is acknowledged, a delayed ACK later.
                 stream.set_nodelay();
-                H2Conn::start(stream, window).await.map_err(|e| {
-                    (
-                        Fail::Error(format!(
-                            "{} while connecting to upstream",
-                            body::stream_error(&e)
-                        )),
-                        false,
-                    )
-                })?
+                H2Conn::start(stream, window)
             }
         };
         record.borrow_mut().last().connect = Some(if reused {
@@ -404,35 +398,11 @@ async fn call(
             start.elapsed()
         });
         c.requests += 1;
-        // The stream: opened when the connection takes one more.
-        let ready = crate::deadline::within(conf.send_timeout(), c.send.clone().ready()).await;
-        let mut send =
-            match ready {
-                Ok(Ok(s)) => s,
-                Err(_) => return Err((
-                    Fail::Timeout(
-                        "upstream timed out (110: Connection timed out) while sending request to \
-                         upstream"
-                            .into(),
-                    ),
-                    false,
-                )),
-                Ok(Err(_)) if reused => {
-                    fresh_only = true;
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    return Err((
-                        Fail::Error(format!(
-                            "{} while sending request to upstream",
-                            body::stream_error(&e)
-                        )),
-                        false,
-                    ))
-                }
-            };
+        // The stream, with the request's head (its HEADERS queued for the connection's task).
         let no_body = matches!(source, Source::None);
-        let (response, mut stream) = match send.send_request(heads.take(), no_body) {
+        let req = heads.take();
+        let opened = wire::open(&c.core, &req.head(), req.fields(), no_body);
+        let (response, recv, mut stream) = match opened {
             Ok(x) => x,
             Err(_) if reused => {
                 fresh_only = true;
@@ -440,15 +410,12 @@ async fn call(
             }
             Err(e) => {
                 return Err((
-                    Fail::Error(format!(
-                        "{} while sending request to upstream",
-                        body::stream_error(&e)
-                    )),
+                    Fail::Error(format!("{} while sending request to upstream", e.line())),
                     false,
                 ))
             }
         };
-        let id = stream.stream_id();
+        let id = response.id();
         // The body goes while the answer is awaited (a server may answer before it ends).
         // What is there already goes with the head, in the same write.
         let mut chunked = None;
@@ -483,12 +450,12 @@ async fn call(
                     }
                 }
                 None => {
-                    stream.send_reset(h2::Reason::CANCEL);
+                    stream.send_reset(Reason::CANCEL);
                     return Err((Fail::Error("request body already sent".into()), false));
                 }
             },
             Source::Chunked(_, true) => {
-                stream.send_reset(h2::Reason::CANCEL);
+                stream.send_reset(Reason::CANCEL);
                 return Err((Fail::Error("request body already sent".into()), false));
             }
             Source::Chunked(b, taken) => {
@@ -511,7 +478,7 @@ async fn call(
                 true,
             ));
         }
-        let resp = match answer {
+        let (resp, ended) = match answer {
             Ok(resp) => resp,
             Err(Waited::Refused) if reused && !source.gone() => {
                 fresh_only = true;
@@ -522,14 +489,13 @@ async fn call(
         // An HTTP/1 client's body still coming goes whole before the answer is relayed (its
         // connection answers once the request is read), unless the answer ended the call.
         if let Some(p) = chunked.as_mut().filter(|p| p.running()) {
-            if !resp.body().is_end_stream() {
+            if !ended {
                 if let Some(f) = p.finish().await {
                     return Err((Fail::ClientBody(f), true));
                 }
             }
         }
-        let (head, recv) = resp.into_parts();
-        let status = head.status.as_u16();
+        let status = resp.status();
         {
             let mut rec = record.borrow_mut();
             let t = rec.last();
@@ -538,7 +504,7 @@ async fn call(
         }
         return Ok(Answer {
             status,
-            head,
+            head: resp,
             body: GrpcBody {
                 recv,
                 read_timeout: conf.read_timeout(),
@@ -594,12 +560,12 @@ impl Waited {
 /// body goes meanwhile (`pump`; its reads see the client go, so the connection is not watched
 /// besides).
 async fn wait_head(
-    response: h2::client::ResponseFuture,
+    response: HeadWait,
     timeout: Duration,
     r: &Req<'_, '_>,
     mut pump: Option<&mut streamed::Pump<'_>>,
     timer: &mut crate::deadline::Timer,
-) -> Result<http::Response<RecvStream>, Waited> {
+) -> Result<(Response, bool), Waited> {
     let mut response = std::pin::pin!(timer.within(timeout, response));
     let mut watch = if pump.is_some() { None } else { r.client };
     let got = std::future::poll_fn(|cx| {
@@ -624,16 +590,10 @@ async fn wait_head(
     match got? {
         Err(_) => Err(Waited::TimedOut),
         Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(e)) => {
-            if e.reason() == Some(h2::Reason::REFUSED_STREAM) || e.is_go_away() {
-                return Err(Waited::Refused);
-            }
-            let m = body::stream_error(&e);
-            if e.is_reset() && e.is_remote() {
-                Err(Waited::Reset(m))
-            } else {
-                Err(Waited::Error(m))
-            }
+        Ok(Err(StreamError::Refused)) => Err(Waited::Refused),
+        Ok(Err(e @ (StreamError::Reset(_) | StreamError::TooLarge))) => {
+            Err(Waited::Reset(e.line()))
         }
+        Ok(Err(e)) => Err(Waited::Error(e.line())),
     }
 }

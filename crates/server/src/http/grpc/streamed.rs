@@ -16,7 +16,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::{Reason, SendStream};
+use shoal_http2::frame::Reason;
+
+use super::wire::SendStream;
 
 use crate::http::client_body::{ClientBody, Failure};
 
@@ -28,7 +30,7 @@ pub struct Pump<'p>(Option<Pin<Box<dyn Future<Output = Option<Failure>> + 'p>>>)
 impl<'p> Pump<'p> {
     /// Starts relaying `body` to `to`, each wait for the upstream's window bounded by
     /// `send_timeout` (each wait for the client by the body's `client_body_timeout`).
-    pub fn start(body: &'p ClientBody<'_>, to: SendStream<Bytes>, send_timeout: Duration) -> Self {
+    pub fn start(body: &'p ClientBody<'_>, to: SendStream, send_timeout: Duration) -> Self {
         Pump(Some(Box::pin(relay(body, to, send_timeout))))
     }
 
@@ -57,7 +59,7 @@ impl<'p> Pump<'p> {
 
 async fn relay(
     body: &ClientBody<'_>,
-    mut to: SendStream<Bytes>,
+    mut to: SendStream,
     send_timeout: Duration,
 ) -> Option<Failure> {
     loop {

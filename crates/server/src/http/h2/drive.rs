@@ -485,9 +485,9 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
             }
             while let Some(inc) = me.server.poll(&wire.buf) {
                 match inc {
-                    Incoming::Request {
+                    Incoming::Head {
                         stream,
-                        request,
+                        head: request,
                         end_stream,
                     } => {
                         head.clear();

@@ -507,7 +507,7 @@ mod tests {
         server.recv(&input).expect("frames");
         let request = loop {
             match server.poll(&input).expect("a request") {
-                Incoming::Request { request, .. } => break request,
+                Incoming::Head { head: request, .. } => break request,
                 _ => continue,
             }
         };

@@ -545,11 +545,13 @@ impl SendStream {
     }
 
     /// Queues the trailers, which end the stream.
-    pub fn send_trailers(&mut self, fields: http::HeaderMap) -> Result<(), StreamError> {
-        let it = fields
-            .iter()
-            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-        self.core.borrow_mut().send_fields(self.id, None, it, true)
+    pub fn send_trailers<'f>(
+        &mut self,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Result<(), StreamError> {
+        self.core
+            .borrow_mut()
+            .send_fields(self.id, None, fields, true)
     }
 
     pub fn send_reset(&mut self, code: Reason) {

@@ -1,0 +1,722 @@
+//! An upstream HTTP/2 connection on shoal's own client codec ([`shoal_http2::client`]): the
+//! connection's task, and each call's handles on the codec: [`HeadWait`] (the answer's
+//! head), [`RecvStream`] (its DATA and trailers) and [`SendStream`] (the request's DATA and
+//! trailers).
+//!
+//! The task owns the socket, as `http/h2/drive.rs` owns a client's: it writes everything the
+//! codec queued (one write per poll), reads, feeds the codec, and hands each stream's DATA to
+//! its slot here (copied out of the read buffer). A handle queues frames in the codec's output
+//! directly and wakes the task. The answer's DATA is given back to the windows
+//! ([`RecvStream::release_capacity`]) only as the call's relay takes it, so the upstream sends
+//! at most a window (`grpc_buffer_size`) ahead of the client; the WINDOW_UPDATE goes as soon
+//! as half the window was taken, whatever the relay does meanwhile.
+//!
+//! The task ends when the upstream closes or fails, or once the connection's owner
+//! ([`super::conn::H2Conn`]) is gone and its streams are over: it then says GOAWAY and closes.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use shoal_http2::client::{Client, Fields, Incoming, Response};
+use shoal_http2::frame::Reason;
+use tokio::io::ReadBuf;
+
+use super::meter::Frames;
+use crate::http::h2::io::{flush, read, write};
+use crate::http::transport::Transport;
+
+/// A read buffer's size: a whole frame of the default size and more.
+const READ_BUF: usize = 32 * 1024;
+
+/// The most request body waiting for the socket before a sender waits.
+const OUT_MAX: usize = 64 * 1024;
+
+/// How a stream (or its connection) failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamError {
+    /// The upstream reset the stream with this code.
+    Reset(Reason),
+    /// The upstream refused the stream before doing anything with it (REFUSED_STREAM, or
+    /// past its GOAWAY's last stream): another connection may take the call.
+    Refused,
+    /// The connection closed (or failed to read or write).
+    Closed,
+    /// The upstream broke the protocol: the connection's error, or the stream's.
+    Protocol(String),
+    /// The answer's head or trailers passed the decoder's bounds.
+    TooLarge,
+    /// We reset the stream (`Reason`), or it is gone on our side.
+    Local(Reason),
+}
+
+impl StreamError {
+    /// nginx's words for it, for the line logged with "while ...".
+    pub fn line(&self) -> String {
+        match self {
+            StreamError::Reset(r) => format!("upstream rejected request with error {}", r.0),
+            StreamError::Refused | StreamError::Closed => {
+                "upstream prematurely closed connection".to_string()
+            }
+            StreamError::Protocol(m) => m.clone(),
+            StreamError::TooLarge => "upstream sent too big header".to_string(),
+            StreamError::Local(r) => format!("stream reset ({})", r.0),
+        }
+    }
+}
+
+/// One call's side of the connection.
+#[derive(Default)]
+struct Slot {
+    id: u32,
+    head: Option<(Response, bool)>,
+    /// DATA received, not taken yet.
+    data: VecDeque<Bytes>,
+    /// The answer's END_STREAM came (with its head, DATA or trailers).
+    ended: bool,
+    trailers: Option<Fields>,
+    failed: Option<StreamError>,
+    /// The request's DATA past the windows, queued here until they open; `true`: its end.
+    unsent: VecDeque<(Bytes, bool)>,
+    /// The request's END_STREAM (or RST_STREAM) went, or is queued in `unsent`.
+    sent_end: bool,
+    /// Live handles.
+    handles: u8,
+    recv_waker: Option<Waker>,
+    send_waker: Option<Waker>,
+}
+
+fn wake(w: &mut Option<Waker>) {
+    if let Some(w) = w.take() {
+        w.wake();
+    }
+}
+
+/// What the connection's task and its calls share.
+pub struct Inner {
+    pub client: Client,
+    slots: Vec<Slot>,
+    conn_waker: Option<Waker>,
+    /// Set while the connection's task runs: it sends what is queued before it sleeps.
+    driving: bool,
+    /// The connection is gone: every stream's operation fails with this.
+    closed: Option<StreamError>,
+    /// The upstream said GOAWAY: no new stream.
+    going_away: bool,
+    /// Live owners ([`super::conn::H2Conn`]): at 0, with no stream, the task ends.
+    pub owners: usize,
+    /// The answer's head size as it came ([`Frames`]).
+    pub frames: Frames,
+}
+
+pub type Core = Rc<RefCell<Inner>>;
+
+impl Inner {
+    fn slot(&mut self, id: u32) -> Option<&mut Slot> {
+        self.slots.iter_mut().rev().find(|s| s.id == id)
+    }
+
+    /// Wakes the connection's task (not while it runs: it sends before it sleeps).
+    pub fn queued(&mut self) {
+        if !self.driving {
+            wake(&mut self.conn_waker);
+        }
+    }
+
+    /// Whether a new call may open a stream here.
+    pub fn usable(&self) -> bool {
+        self.closed.is_none() && !self.going_away && self.client.conn().can_open().is_ok()
+    }
+
+    /// Whether every call's stream is over (no handle left).
+    pub fn quiet(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    fn fail_all(&mut self, e: StreamError) {
+        if self.closed.is_none() {
+            self.closed = Some(e);
+        }
+        for s in &mut self.slots {
+            wake(&mut s.recv_waker);
+            wake(&mut s.send_waker);
+        }
+    }
+
+    fn check(&mut self, id: u32) -> Result<&mut Slot, StreamError> {
+        let closed = self.closed.clone();
+        let s = self.slot(id).ok_or(StreamError::Closed)?;
+        if let Some(e) = &s.failed {
+            return Err(e.clone());
+        }
+        match closed {
+            Some(e) if !s.ended => Err(e),
+            _ => Ok(s),
+        }
+    }
+
+    /// Hands what the codec found to the streams.
+    fn incoming(&mut self, got: Incoming, input: &[u8]) {
+        match got {
+            Incoming::Head {
+                stream,
+                head: response,
+                end_stream,
+            } => {
+                if let Some(s) = self.slot(stream) {
+                    s.head = Some((response, end_stream));
+                    s.ended |= end_stream;
+                    wake(&mut s.recv_waker);
+                }
+            }
+            Incoming::Data {
+                stream,
+                data,
+                end_stream,
+            } => {
+                let n = data.len();
+                let taken = match self.slot(stream) {
+                    Some(s) if s.failed.is_none() => {
+                        if n > 0 {
+                            s.data.push_back(Bytes::copy_from_slice(&input[data]));
+                        }
+                        s.ended |= end_stream;
+                        wake(&mut s.recv_waker);
+                        true
+                    }
+                    _ => false,
+                };
+                if !taken {
+                    self.client.conn_mut().consumed(stream, n as u32);
+                }
+            }
+            Incoming::Trailers { stream, fields } => {
+                if let Some(s) = self.slot(stream) {
+                    s.trailers = Some(fields);
+                    s.ended = true;
+                    wake(&mut s.recv_waker);
+                }
+            }
+            Incoming::TooLarge { stream, .. } => self.stream_failed(stream, StreamError::TooLarge),
+            Incoming::Malformed { stream, why } => {
+                self.stream_failed(stream, StreamError::Protocol(why.to_string()))
+            }
+            Incoming::Reset {
+                stream,
+                code,
+                by_peer,
+            } => {
+                let e = match (by_peer, code) {
+                    (true, Reason::REFUSED_STREAM) => StreamError::Refused,
+                    (true, code) => StreamError::Reset(code),
+                    (false, code) => StreamError::Protocol(format!(
+                        "upstream sent invalid frame (stream error {:#x})",
+                        code.0
+                    )),
+                };
+                self.stream_failed(stream, e);
+            }
+            Incoming::GoAway { .. } => self.going_away = true,
+            Incoming::WindowOpened { .. } | Incoming::SettingsChanged => self.window_opened(),
+            Incoming::Closed(e) => self.fail_all(StreamError::Protocol(e.to_string())),
+        }
+    }
+
+    fn stream_failed(&mut self, id: u32, e: StreamError) {
+        let mut queued = 0;
+        if let Some(s) = self.slot(id) {
+            s.failed.get_or_insert(e);
+            queued = s.data.drain(..).map(|d| d.len()).sum::<usize>();
+            s.unsent.clear();
+            wake(&mut s.recv_waker);
+            wake(&mut s.send_waker);
+        }
+        if queued > 0 {
+            self.client.conn_mut().consumed(id, queued as u32);
+        }
+    }
+
+    /// The windows grew, or output drained: the request's DATA waiting goes, waiting senders
+    /// try again.
+    fn window_opened(&mut self) {
+        for i in 0..self.slots.len() {
+            let id = self.slots[i].id;
+            while let Some((d, end)) = self.slots[i].unsent.pop_front() {
+                let n = self
+                    .client
+                    .conn_mut()
+                    .send_data(id, &d, end)
+                    .unwrap_or(d.len());
+                if n < d.len() {
+                    self.slots[i].unsent.push_front((d.slice(n..), end));
+                    break;
+                }
+            }
+            if self.slots[i].unsent.is_empty() {
+                wake(&mut self.slots[i].send_waker);
+            }
+        }
+    }
+
+    /// A handle is gone: the stream is reset if the call left it unfinished, and forgotten
+    /// with its last handle.
+    fn drop_handle(&mut self, id: u32) {
+        let Some(i) = self.slots.iter().position(|s| s.id == id) else {
+            return;
+        };
+        let s = &mut self.slots[i];
+        s.handles -= 1;
+        if s.handles > 0 {
+            return;
+        }
+        let unfinished = s.failed.is_none() && !(s.ended && s.sent_end && s.unsent.is_empty());
+        let queued = s.data.drain(..).map(|d| d.len()).sum::<usize>();
+        self.slots.swap_remove(i);
+        if self.closed.is_some() {
+            return;
+        }
+        if queued > 0 {
+            self.client.conn_mut().consumed(id, queued as u32);
+        }
+        if unfinished {
+            self.client.reset(id, Reason::CANCEL);
+        }
+        self.queued();
+    }
+}
+
+/// Starts a connection's task on the worker: the preface and SETTINGS are queued already
+/// (each stream's window `window`).
+pub fn start(t: Transport, client: Client) -> Core {
+    let core = Rc::new(RefCell::new(Inner {
+        client,
+        slots: Vec::new(),
+        conn_waker: None,
+        driving: false,
+        closed: None,
+        going_away: false,
+        owners: 1,
+        frames: Frames::default(),
+    }));
+    tokio::task::spawn_local(drive(t, core.clone()));
+    core
+}
+
+/// The connection's task.
+async fn drive(mut t: Transport, core: Core) {
+    // Zeroed once: reads go into it in place (no zeroing per read).
+    let mut buf = Input {
+        bytes: vec![0; READ_BUF],
+        filled: 0,
+    };
+    let mut unflushed = false;
+    let end = std::future::poll_fn(|cx| {
+        let mut me = core.borrow_mut();
+        me.driving = true;
+        match &me.conn_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => me.conn_waker = Some(cx.waker().clone()),
+        }
+        let r = poll_conn(&mut t, &mut buf, &mut unflushed, &mut me, cx);
+        me.driving = false;
+        r
+    })
+    .await;
+    // (What came before the end stays for the calls to take: an upstream may close right
+    // after its answer.)
+    core.borrow_mut()
+        .fail_all(end.err().unwrap_or(StreamError::Closed));
+    if matches!(t, Transport::Tls(_)) {
+        // A TLS upstream hears close_notify (within a second).
+        let shut = std::future::poll_fn(|cx| match &mut t {
+            Transport::Tls(s) => {
+                s.queue_close_notify();
+                s.poll_flush(cx)
+            }
+            _ => Poll::Ready(Ok(())),
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(1), shut).await;
+    }
+}
+
+/// Writes, reads, feeds the codec; ready when the connection is over: `Ok` when it ended
+/// because nobody needs it, the error that ended it otherwise.
+fn poll_conn(
+    t: &mut Transport,
+    buf: &mut Input,
+    unflushed: &mut bool,
+    me: &mut Inner,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), StreamError>> {
+    loop {
+        if me.owners == 0 && me.slots.is_empty() && me.closed.is_none() {
+            // Nobody needs it: a GOAWAY, then the close (the output is written first).
+            me.client.conn_mut().goaway(Reason::NO_ERROR);
+            me.closed = Some(StreamError::Closed);
+        }
+        if let Err(e) = poll_write(t, unflushed, me, cx) {
+            me.fail_all(StreamError::Closed);
+            let _ = e;
+            return Poll::Ready(Err(StreamError::Closed));
+        }
+        if let Some(e) = &me.closed {
+            if me.client.conn().pending_output().is_empty() && !*unflushed {
+                return Poll::Ready(match e {
+                    StreamError::Closed => Ok(()),
+                    e => Err(e.clone()),
+                });
+            }
+            return Poll::Pending;
+        }
+        // Read (a frame larger than the buffer grows it).
+        if buf.filled == buf.bytes.len() {
+            let more = buf.bytes.len();
+            buf.bytes.resize(2 * more, 0);
+        }
+        let mut rb = ReadBuf::new(&mut buf.bytes[buf.filled..]);
+        let got = read(t, cx, &mut rb);
+        let n = rb.filled().len();
+        match got {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(_)) => {
+                me.fail_all(StreamError::Closed);
+                return Poll::Ready(Err(StreamError::Closed));
+            }
+            Poll::Ready(Ok(())) if n == 0 => {
+                me.fail_all(StreamError::Closed);
+                return Poll::Ready(Err(StreamError::Closed));
+            }
+            Poll::Ready(Ok(())) => {}
+        }
+        me.frames.scan(&buf.bytes[buf.filled..buf.filled + n]);
+        buf.filled += n;
+        // (The codec stops after an answer's head: it goes on with the rest once the head
+        // was decoded.)
+        loop {
+            let input = &buf.bytes[..buf.filled];
+            let got = me.client.recv(input);
+            while let Some(got) = me.client.poll(input) {
+                me.incoming(got, input);
+            }
+            match got {
+                Ok(used) => {
+                    buf.bytes.copy_within(used..buf.filled, 0);
+                    buf.filled -= used;
+                    if used == 0 || buf.filled == 0 {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    // The GOAWAY is written before the connection closes.
+                    me.fail_all(StreamError::Protocol(e.to_string()));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The read buffer: `filled` bytes of it read and not yet used.
+struct Input {
+    bytes: Vec<u8>,
+    filled: usize,
+}
+
+fn poll_write(
+    t: &mut Transport,
+    unflushed: &mut bool,
+    me: &mut Inner,
+    cx: &mut Context<'_>,
+) -> io::Result<()> {
+    let mut wrote = false;
+    loop {
+        let out = me.client.conn().pending_output();
+        if out.is_empty() {
+            break;
+        }
+        match write(t, cx, &[IoSlice::new(out)]) {
+            Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+            Poll::Ready(Ok(n)) => {
+                me.client.conn_mut().advance(n);
+                wrote = true;
+            }
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => break,
+        }
+    }
+    if wrote || *unflushed {
+        match flush(t, cx) {
+            Poll::Ready(Ok(())) => *unflushed = false,
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => *unflushed = true,
+        }
+    }
+    if wrote {
+        me.window_opened();
+    }
+    Ok(())
+}
+
+/// Opens a stream for a call: its handles. The head is encoded by the codec here.
+pub fn open<'f>(
+    core: &Core,
+    head: &shoal_http2::client::RequestHead<'_>,
+    fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    end: bool,
+) -> Result<(HeadWait, RecvStream, SendStream), StreamError> {
+    let mut me = core.borrow_mut();
+    if let Some(e) = &me.closed {
+        return Err(e.clone());
+    }
+    let id = me
+        .client
+        .request(head, fields, end)
+        .map_err(|_| StreamError::Refused)?;
+    me.slots.push(Slot {
+        id,
+        sent_end: end,
+        handles: 3,
+        ..Slot::default()
+    });
+    me.queued();
+    let h = |core: &Core| Handle {
+        core: core.clone(),
+        id,
+    };
+    Ok((HeadWait(h(core)), RecvStream(h(core)), SendStream(h(core))))
+}
+
+/// A handle on one stream.
+struct Handle {
+    core: Core,
+    id: u32,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.core.borrow_mut().drop_handle(self.id);
+    }
+}
+
+/// The answer's head, awaited.
+pub struct HeadWait(Handle);
+
+impl HeadWait {
+    /// The stream's id.
+    pub fn id(&self) -> u32 {
+        self.0.id
+    }
+}
+
+impl std::future::Future for HeadWait {
+    type Output = Result<(Response, bool), StreamError>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let h = &self.0;
+        let mut me = h.core.borrow_mut();
+        let closed = me.closed.clone();
+        let Some(s) = me.slot(h.id) else {
+            return Poll::Ready(Err(StreamError::Closed));
+        };
+        if let Some(head) = s.head.take() {
+            return Poll::Ready(Ok(head));
+        }
+        if let Some(e) = s.failed.clone().or(closed) {
+            return Poll::Ready(Err(e));
+        }
+        s.recv_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// The answer's body: its DATA frames and trailers as they come.
+pub struct RecvStream(Handle);
+
+impl RecvStream {
+    /// The next DATA frame's bytes; `None` at the body's end.
+    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, StreamError>>> {
+        let h = &self.0;
+        let mut me = h.core.borrow_mut();
+        let closed = me.closed.clone();
+        let Some(s) = me.slot(h.id) else {
+            return Poll::Ready(Some(Err(StreamError::Closed)));
+        };
+        if let Some(d) = s.data.pop_front() {
+            return Poll::Ready(Some(Ok(d)));
+        }
+        if let Some(e) = &s.failed {
+            return Poll::Ready(Some(Err(e.clone())));
+        }
+        if s.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(e) = closed {
+            return Poll::Ready(Some(Err(e)));
+        }
+        s.recv_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    pub async fn data(&mut self) -> Option<Result<Bytes, StreamError>> {
+        std::future::poll_fn(|cx| self.poll_data(cx)).await
+    }
+
+    /// The trailers, once the DATA frames are over (`None`: the body ended without).
+    pub async fn trailers(&mut self) -> Result<Option<Fields>, StreamError> {
+        std::future::poll_fn(|cx| {
+            let h = &self.0;
+            let mut me = h.core.borrow_mut();
+            let s = match me.check(h.id) {
+                Ok(s) => s,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            if s.ended {
+                return Poll::Ready(Ok(s.trailers.take()));
+            }
+            s.recv_waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Whether the answer ended and every byte of it was taken.
+    pub fn is_end_stream(&self) -> bool {
+        let mut me = self.0.core.borrow_mut();
+        me.slot(self.0.id)
+            .is_some_and(|s| s.ended && s.data.is_empty())
+    }
+
+    /// `n` bytes taken: back to the upstream's windows at once, the stream's (the upstream
+    /// may send again as soon as the client took anything, as from nginx), the connection's
+    /// when half of it waits.
+    pub fn release_capacity(&mut self, n: usize) {
+        let mut me = self.0.core.borrow_mut();
+        if me.closed.is_some() || n == 0 {
+            return;
+        }
+        let before = me.client.conn().pending_output().len();
+        me.client.conn_mut().consumed(self.0.id, n as u32);
+        me.client.conn_mut().window_back(self.0.id);
+        if me.client.conn().pending_output().len() != before {
+            me.queued();
+        }
+    }
+}
+
+/// The request's body: DATA within the upstream's windows, trailers, a reset.
+pub struct SendStream(Handle);
+
+impl SendStream {
+    /// How many bytes of DATA go at once now: the upstream's windows, less what waits for
+    /// the socket past a bound (0 while DATA queued before waits).
+    pub fn capacity(&self) -> usize {
+        let mut me = self.0.core.borrow_mut();
+        let waiting = me.client.conn().pending_output().len();
+        let id = self.0.id;
+        match me.check(id) {
+            Ok(s) if s.unsent.is_empty() => {}
+            _ => return 0,
+        }
+        let window = me.client.conn_mut().window(id).unwrap_or(0);
+        window.min(OUT_MAX.saturating_sub(waiting))
+    }
+
+    /// Ready with the capacity once some is there; an error once the stream is gone.
+    pub fn poll_capacity(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<usize, StreamError>>> {
+        if let Err(e) = self.0.core.borrow_mut().check(self.0.id) {
+            return Poll::Ready(Some(Err(e)));
+        }
+        let now = self.capacity();
+        if now > 0 {
+            return Poll::Ready(Some(Ok(now)));
+        }
+        let mut me = self.0.core.borrow_mut();
+        if me.client.conn_mut().window(self.0.id).is_err() {
+            return Poll::Ready(Some(Err(StreamError::Local(Reason::STREAM_CLOSED))));
+        }
+        if let Some(s) = me.slot(self.0.id) {
+            s.send_waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Nothing: [`SendStream::capacity`] is what the windows allow now.
+    pub fn reserve_capacity(&mut self, _n: usize) {}
+
+    /// Queues DATA: what the windows take now goes in the codec's output, the rest waits
+    /// here for them to open (in order).
+    pub fn send_data(&mut self, data: Bytes, end: bool) -> Result<(), StreamError> {
+        let mut me = self.0.core.borrow_mut();
+        let id = self.0.id;
+        let s = me.check(id)?;
+        if s.sent_end {
+            return Err(StreamError::Local(Reason::STREAM_CLOSED));
+        }
+        s.sent_end = end;
+        if !s.unsent.is_empty() {
+            s.unsent.push_back((data, end));
+            return Ok(());
+        }
+        let n = me
+            .client
+            .conn_mut()
+            .send_data(id, &data, end)
+            .map_err(|_| StreamError::Local(Reason::STREAM_CLOSED))?;
+        if n < data.len() {
+            if let Some(s) = me.slot(id) {
+                s.unsent.push_back((data.slice(n..), end));
+            }
+        }
+        me.queued();
+        Ok(())
+    }
+
+    /// Queues the request's trailers, which end it (after any DATA still waiting: then they
+    /// are sent as an empty END_STREAM DATA frame instead, as nginx does without them).
+    pub fn send_trailers<'f>(
+        &mut self,
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Result<(), StreamError> {
+        let mut me = self.0.core.borrow_mut();
+        let id = self.0.id;
+        let s = me.check(id)?;
+        if s.sent_end {
+            return Err(StreamError::Local(Reason::STREAM_CLOSED));
+        }
+        s.sent_end = true;
+        if !s.unsent.is_empty() {
+            s.unsent.push_back((Bytes::new(), true));
+            return Ok(());
+        }
+        me.client
+            .send_trailers(id, fields)
+            .map_err(|_| StreamError::Local(Reason::STREAM_CLOSED))?;
+        me.queued();
+        Ok(())
+    }
+
+    /// Resets the stream.
+    pub fn send_reset(&mut self, code: Reason) {
+        let mut me = self.0.core.borrow_mut();
+        let id = self.0.id;
+        let Some(s) = me.slot(id) else { return };
+        if s.failed.is_some() {
+            return;
+        }
+        s.failed = Some(StreamError::Local(code));
+        s.sent_end = true;
+        s.unsent.clear();
+        wake(&mut s.recv_waker);
+        if me.closed.is_none() {
+            me.client.reset(id, code);
+            me.queued();
+        }
+    }
+}
