@@ -153,7 +153,17 @@ async fn pump<S: Sink>(
     sink: &mut S,
     chunked: bool,
 ) -> io::Result<u64> {
-    let mut total = run_filters(filters, data, sink, chunked)?;
+    let total = run_filters(filters, data, sink, chunked)?;
+    Ok(total + drain_pending(filters, sink, chunked).await?)
+}
+
+/// What the filters hold back, a piece at a time through the ones after them.
+async fn drain_pending<S: Sink>(
+    filters: &mut [Box<dyn BodyFilter>],
+    sink: &mut S,
+    chunked: bool,
+) -> io::Result<u64> {
+    let mut total = 0;
     // The last filter that holds some first: a filter is fed only when it holds nothing.
     while let Some(i) = filters.iter().rposition(|f| f.pending()) {
         if sink.out().len() >= MAX_GATHER {
@@ -205,7 +215,7 @@ async fn end_filters<S: Sink>(
         let raw = sink.out()[at..].to_vec();
         sink.out().truncate(at);
         let mut total = sink.emit(&raw, true);
-        total += pump(filters, &[], sink, true).await?;
+        total += drain_pending(filters, sink, true).await?;
         return Ok(total + finish_filters(filters, sink, true)?);
     }
     finish_filters(filters, sink, false)?;
