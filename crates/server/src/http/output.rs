@@ -194,9 +194,8 @@ fn finish_filters<S: Sink>(
 /// Feeds the body's last bytes through `filters` and ends them: what both give goes out as
 /// one chunk, as nginx's chunked filter frames what one pass of the chain hands it (the last
 /// buffer's pass carries what the filters held back, a sub filter's cut match or gzip's
-/// tail). A filter that has more to give than one pass holds (gunzip's inflated body,
-/// [`BodyFilter::pending`]) sends it piece by piece instead, each piece its own chunk, so that
-/// memory stays bounded.
+/// tail). A filter with more to give ([`BodyFilter::pending`]: gunzip) sends it piece by
+/// piece instead, each its own chunk, memory bounded.
 async fn end_filters<S: Sink>(
     filters: &mut [Box<dyn BodyFilter>],
     data: &[u8],
