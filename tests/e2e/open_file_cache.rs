@@ -93,3 +93,18 @@ fn errors_are_cached_only_with_open_file_cache_errors() {
     // With it, the 404 stands until `valid` (a minute) expires.
     assert_eq!(c.get("/cached/late.txt").unwrap().status, 404);
 }
+
+/// `open_file_cache_events` is read and checked as nginx on Linux reads it (kqueue alone uses
+/// it): accepted, a wrong value or a duplicate refused in nginx's words.
+#[test]
+fn open_file_cache_events_is_checked_as_nginx_on_linux() {
+    for server in [
+        "open_file_cache_events on;",
+        "location / { open_file_cache_events off; }",
+        "open_file_cache_events maybe;",
+        "open_file_cache_events on; open_file_cache_events on;",
+    ] {
+        let (n, s) = crate::diff::both_test("", server);
+        assert_eq!(s, n, "{server}");
+    }
+}

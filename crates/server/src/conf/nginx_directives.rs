@@ -196,7 +196,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("multi_accept",                   "ngx_core_module",               Unsupported),
     ("open_file_cache",                "ngx_http_core_module",          Unsupported),
     ("open_file_cache_errors",         "ngx_http_core_module",          Unsupported),
-    ("open_file_cache_events",         "ngx_http_core_module",          Unsupported),
     ("open_file_cache_min_uses",       "ngx_http_core_module",          Unsupported),
     ("open_file_cache_valid",          "ngx_http_core_module",          Unsupported),
     ("output_buffers",                 "ngx_http_core_module",          Unsupported),

@@ -1,6 +1,7 @@
 //! `open_file_cache`, `open_file_cache_valid`, `open_file_cache_min_uses`,
 //! `open_file_cache_errors`: open files, their metadata and (when asked) lookup errors kept per
-//! worker, revalidated after `valid`, dropped after `inactive`.
+//! worker, revalidated after `valid`, dropped after `inactive`. `open_file_cache_events` is read
+//! and does nothing, as in nginx on Linux (it watches files with kqueue only).
 //!
 //! Beyond nginx: with the cache on, the bytes of small files (up to `SMALL_FILE`) are kept with
 //! their entry and answered from memory, with the head, in one write; they are dropped the
@@ -40,6 +41,7 @@ pub static DIRECTIVES: &[Command] = &[
         set_min_uses,
     ),
     Command::new("open_file_cache_errors", Ctx::HSL, Args::Flag, set_errors),
+    Command::new("open_file_cache_events", Ctx::HSL, Args::Flag, set_events),
 ];
 
 /// The settings of one level (unset = inherited).
@@ -50,6 +52,8 @@ pub struct OfcLoc {
     pub valid: Option<Duration>,
     pub min_uses: Option<u32>,
     pub errors: Option<bool>,
+    /// `open_file_cache_events` (kept for its duplicate check).
+    pub events: Option<bool>,
 }
 
 impl OfcLoc {
@@ -132,6 +136,10 @@ fn set_min_uses(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(),
 
 fn set_errors(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     set_once(&mut ofc(s).errors, flag_arg(d), d)
+}
+
+fn set_events(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    set_once(&mut ofc(s).events, flag_arg(d), d)
 }
 
 type Key = (usize, u64, u64, u32, bool);
