@@ -514,6 +514,10 @@ const REJECTED: &[&str] = &[
     r"(?<=\R)b",
     r"(?<=\Ka)b",
     r"(?<=a\Kb)",
+    // Found by the generated patterns: PCRE2's lookbehind check skips a lookahead inside the
+    // lookbehind, so the later lookbehind's `\1` is reported before the missing name.
+    r"(?<=(?=\k<n>))|(?<=\1)a",
+    r"(?<=(?=\k<n>))a",
     r"\k<zz>",
     "a**",
     "a{2}{3}",

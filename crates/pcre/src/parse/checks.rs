@@ -61,13 +61,7 @@ pub(super) fn check_lookbehinds(
             return;
         }
         // PCRE2 reports a reference to a missing group in a lookbehind here, at the reference.
-        body.walk(&mut |b| {
-            if let Node::Backref { groups: g, at, .. } = b {
-                if bad.is_none() && (g.is_empty() || g.iter().any(|&n| n == 0 || n > p.groups)) {
-                    bad = Some(p.error(E_NO_SUBPATTERN, *at));
-                }
-            }
-        });
+        bad = missing_ref(p, body);
         let branches: Vec<&Node> = match body.as_ref() {
             Node::Alt(v) => v.iter().collect(),
             b => vec![b],
@@ -77,4 +71,20 @@ pub(super) fn check_lookbehinds(
         }
     });
     bad.map_or(Ok(()), Err)
+}
+
+/// The first reference to a missing group in a lookbehind's body, as PCRE2's lookbehind check
+/// finds it: a lookahead inside is skipped (its references are checked later, with the rest
+/// of the pattern's), a lookbehind inside is not.
+fn missing_ref(p: &Parser<'_>, node: &Node) -> Option<ParseError> {
+    match node {
+        Node::Backref { groups, at, .. } => (groups.is_empty()
+            || groups.iter().any(|&n| n == 0 || n > p.groups))
+        .then(|| p.error(E_NO_SUBPATTERN, *at)),
+        Node::Concat(v) | Node::Alt(v) => v.iter().find_map(|x| missing_ref(p, x)),
+        Node::Capture(_, b) | Node::Group(b) | Node::Atomic(b) => missing_ref(p, b),
+        Node::Around { behind: false, .. } => None,
+        Node::Around { body, .. } | Node::Repeat { body, .. } => missing_ref(p, body),
+        _ => None,
+    }
 }
