@@ -102,6 +102,19 @@ fn worker_threads_take_their_priority_and_cpu_and_the_process_its_core_limit_and
     );
     let cwd = fs::read_link(format!("/proc/{}/cwd", s.pid)).unwrap();
     assert_eq!(cwd, s.prefix.join("wd2").canonicalize().unwrap());
+
+    // Lines taken out: the workers go back to the master's nice value and CPUs.
+    s.prefix
+        .write_conf(&conf_with(port, &format!("worker_processes {n};"), ""));
+    s.signal(libc::SIGHUP);
+    s.wait_log("reconfigured (generation 4)", 1);
+    let master = threads(s.pid).into_iter().find(|t| t.0 == "shoal").unwrap();
+    crate::common::wait_for("the workers back with the master", || {
+        workers(s.pid)
+            .iter()
+            .all(|w| w.1 == master.1 && w.2 == master.2)
+            .then_some(())
+    });
 }
 
 #[test]

@@ -256,28 +256,47 @@ pub fn keep_dumpable(conf: &ProcessConf) {
 /// A worker's part, on its own thread whenever its configuration changes: its nice value and
 /// its CPUs (each logged at `notice` as nginx does).
 pub fn apply_to_worker(conf: &ProcessConf, before: Option<&ProcessConf>, index: usize) {
-    if let Some(n) = conf.priority {
-        if before.and_then(|b| b.priority) != Some(n) {
-            // SAFETY: gettid() has no arguments; setpriority() on this thread's id.
-            let r = unsafe {
-                let tid = libc::gettid();
-                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n)
-            };
-            if r != 0 {
-                let e = crate::error::Error::failed(
-                    format_args!("setpriority({n})"),
-                    std::io::Error::last_os_error(),
-                );
-                crate::error_log!(Level::Alert, "{e}");
-            }
+    // A reload that drops a line puts the worker back where the process is (nginx's new
+    // workers would start there).
+    let had_priority = before.and_then(|b| b.priority);
+    if conf.priority != had_priority {
+        // SAFETY: getpriority() on the process (its main thread, the master's own value).
+        let n = conf.priority.unwrap_or_else(|| unsafe {
+            libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t)
+        });
+        // SAFETY: gettid() has no arguments; setpriority() on this thread's id.
+        let r = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n)
+        };
+        if r != 0 {
+            let e = crate::error::Error::failed(
+                format_args!("setpriority({n})"),
+                std::io::Error::last_os_error(),
+            );
+            crate::error_log!(Level::Alert, "{e}");
         }
     }
     let cpus = conf.cpu_affinity.as_ref().and_then(|a| a.for_worker(index));
     let had = before
         .and_then(|b| b.cpu_affinity.as_ref())
         .and_then(|a| a.for_worker(index));
-    if let Some(cpus) = cpus.filter(|c| Some(c) != had.as_ref()) {
-        set_affinity(&cpus);
+    if cpus == had {
+        return;
+    }
+    match cpus {
+        Some(cpus) => set_affinity(&cpus),
+        None => {
+            // SAFETY: an all-zero cpu_set_t is valid; the process's main thread (the
+            // master, whose mask is never set) is read, then this thread takes its mask.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                if libc::sched_getaffinity(libc::getpid(), size, &mut set) == 0 {
+                    libc::sched_setaffinity(0, size, &set);
+                }
+            }
+        }
     }
 }
 
