@@ -10,7 +10,14 @@ use shoal_http::bytes::BytesMut;
 use shoal_http::cgi::{framing, CgiHeadParser};
 use shoal_http::UpstreamHead;
 
-type Summary = (u16, Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>, Option<u64>, usize);
+type Summary = (
+    u16,
+    Vec<u8>,
+    Vec<u8>,
+    Vec<(Vec<u8>, Vec<u8>)>,
+    Option<u64>,
+    usize,
+);
 
 fn summary(h: &UpstreamHead) -> Summary {
     (
@@ -36,8 +43,14 @@ fuzz_target!(|input: &[u8]| {
         return;
     };
     let http = ctl & 1 != 0;
-    let max = if ctl & 2 == 0 { 4096 } else { usize::from(ctl >> 2) + 1 };
-    let whole = parser(http).parse(data, max).map(|h| h.map(|h| summary(&h)));
+    let max = if ctl & 2 == 0 {
+        4096
+    } else {
+        usize::from(ctl >> 2) + 1
+    };
+    let whole = parser(http)
+        .parse(data, max)
+        .map(|h| h.map(|h| summary(&h)));
     if let Ok(Some(s)) = &whole {
         assert!(s.5 <= data.len() && s.5 <= max && s.0 <= 999 && !s.1.is_empty());
         for (name, value) in &s.3 {
@@ -51,7 +64,9 @@ fuzz_target!(|input: &[u8]| {
         let _ = e.to_string();
     }
     let mut buf = BytesMut::from(data);
-    let split = parser(http).parse_buf(&mut buf, max).map(|h| h.map(|h| summary(&h)));
+    let split = parser(http)
+        .parse_buf(&mut buf, max)
+        .map(|h| h.map(|h| summary(&h)));
     assert_eq!(split, whole);
     if data.len() <= 2048 {
         let mut p = parser(http);

@@ -106,7 +106,10 @@ fn request(data: &[u8]) {
     let mut parts = data.split(|&b| b == 0xff);
     let body = parts.next().unwrap_or_default();
     let parts: Vec<&[u8]> = parts.collect();
-    let pairs: Vec<(&[u8], &[u8])> = parts.chunks(2).map(|p| (p[0], *p.get(1).unwrap_or(&&b""[..]))).collect();
+    let pairs: Vec<(&[u8], &[u8])> = parts
+        .chunks(2)
+        .map(|p| (p[0], *p.get(1).unwrap_or(&&b""[..])))
+        .collect();
     let req = encode::request(true, pairs.iter().copied(), body);
     let recs = records(&req);
     let mut params = Vec::new();
@@ -126,7 +129,11 @@ fuzz_target!(|input: &[u8]| {
     let Some((&ctl, data)) = input.split_first() else {
         return;
     };
-    let max = if ctl & 1 == 0 { 4096 } else { usize::from(ctl >> 2) * 3 };
+    let max = if ctl & 1 == 0 {
+        4096
+    } else {
+        usize::from(ctl >> 2) * 3
+    };
     let keep = ctl & 2 != 0;
     let head_req = ctl & 0x80 != 0;
     let whole = decode(data, max, keep, head_req, data.len());

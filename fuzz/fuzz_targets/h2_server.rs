@@ -13,6 +13,12 @@ use libfuzzer_sys::fuzz_target;
 use shoal_http2::frame::Config as FrameConfig;
 use shoal_http2::server::{Config, Incoming, Server};
 
+// The h2c_hello example's answers (`answer`, `more`), with a longer body.
+#[path = "../../crates/http2/examples/support/hello.rs"]
+#[allow(dead_code)]
+mod hello;
+use hello::{answer, more as more_body};
+
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const BODY: &[u8] = &[b'x'; 300];
 
@@ -66,9 +72,9 @@ fuzz_target!(|input: &[u8]| {
         while let Some(incoming) = server.poll(&buf) {
             assert!(!failed, "an event after the connection failed");
             match incoming {
-                Incoming::Request {
+                Incoming::Head {
                     stream,
-                    request,
+                    head: request,
                     end_stream,
                 } => {
                     let _ = request.path();
@@ -76,12 +82,12 @@ fuzz_target!(|input: &[u8]| {
                     request.write_http1(&mut head);
                     server.recycle(request.into_fields());
                     if end_stream {
-                        answer(&mut server, &mut left, stream);
+                        answer(&mut server, &mut left, stream, BODY);
                     }
                 }
                 Incoming::Trailers { stream, fields } => {
                     server.recycle(fields);
-                    answer(&mut server, &mut left, stream);
+                    answer(&mut server, &mut left, stream, BODY);
                 }
                 Incoming::Data {
                     stream,
@@ -91,7 +97,7 @@ fuzz_target!(|input: &[u8]| {
                     assert!(data.start <= data.end && data.end <= buf.len());
                     server.conn_mut().consumed(stream, data.len() as u32);
                     if end_stream {
-                        answer(&mut server, &mut left, stream);
+                        answer(&mut server, &mut left, stream, BODY);
                     }
                 }
                 Incoming::TooLarge { stream, .. } => server.refuse(stream, 431),
@@ -101,7 +107,7 @@ fuzz_target!(|input: &[u8]| {
                 Incoming::WindowOpened { .. } | Incoming::SettingsChanged => {
                     let ids: Vec<u32> = left.keys().copied().collect();
                     for id in ids {
-                        more_body(&mut server, &mut left, id);
+                        more_body(&mut server, &mut left, id, BODY);
                     }
                 }
                 Incoming::Closed(_) => failed = true,
@@ -138,29 +144,3 @@ fuzz_target!(|input: &[u8]| {
         }
     }
 });
-
-fn answer(server: &mut Server, left: &mut HashMap<u32, usize>, stream: u32) {
-    let fields = [(&b"content-type"[..], &b"text/plain"[..])];
-    if server.send_answer(stream, 200, fields, false).is_ok() {
-        left.insert(stream, BODY.len());
-        more_body(server, left, stream);
-    }
-}
-
-fn more_body(server: &mut Server, left: &mut HashMap<u32, usize>, stream: u32) {
-    let Some(&n) = left.get(&stream) else { return };
-    match server
-        .conn_mut()
-        .send_data(stream, &BODY[BODY.len() - n..], true)
-    {
-        Ok(sent) if sent == n => {
-            left.remove(&stream);
-        }
-        Ok(sent) => {
-            left.insert(stream, n - sent);
-        }
-        Err(_) => {
-            left.remove(&stream);
-        }
-    }
-}

@@ -10,7 +10,12 @@ use shoal_http::bytes::BytesMut;
 use shoal_http::memcached::{escape_key, request, Answer, Decoder, MemcachedError};
 use shoal_http::BodyChunk;
 
-fn exchange(key: &[u8], gzip: u64, data: &[u8], chunk: usize) -> Result<(Answer, Vec<u8>), MemcachedError> {
+fn exchange(
+    key: &[u8],
+    gzip: u64,
+    data: &[u8],
+    chunk: usize,
+) -> Result<(Answer, Vec<u8>), MemcachedError> {
     let req = request(key)?;
     let mut d = Decoder::new(&req, gzip);
     let mut buf = BytesMut::new();

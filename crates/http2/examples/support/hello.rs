@@ -1,7 +1,8 @@
 //! The serving loop of the `h2c_hello` example, shared with the crate's h2spec test: every
 //! request is answered `:status 200`, `content-type: text/plain` and a body of "hello" (after
 //! its own body is read whole); a header block past the bounds gets 431. Blocking socket,
-//! one connection per call.
+//! one connection per call. `answer` and `more` also answer for the `h2_server` fuzz target,
+//! with a body of its own.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -44,7 +45,7 @@ pub fn serve(mut sock: TcpStream) {
                     end_stream: true,
                     ..
                 }
-                | Incoming::Trailers { stream, .. } => answer(&mut server, &mut left, stream),
+                | Incoming::Trailers { stream, .. } => answer(&mut server, &mut left, stream, BODY),
                 Incoming::Data {
                     stream,
                     data,
@@ -52,7 +53,7 @@ pub fn serve(mut sock: TcpStream) {
                 } => {
                     server.conn_mut().consumed(stream, data.len() as u32);
                     if end_stream {
-                        answer(&mut server, &mut left, stream);
+                        answer(&mut server, &mut left, stream, BODY);
                     }
                 }
                 Incoming::TooLarge { stream, .. } => server.refuse(stream, 431),
@@ -62,7 +63,7 @@ pub fn serve(mut sock: TcpStream) {
                 Incoming::WindowOpened { .. } | Incoming::SettingsChanged => {
                     let ids: Vec<u32> = left.keys().copied().collect();
                     for id in ids {
-                        more(&mut server, &mut left, id);
+                        more(&mut server, &mut left, id, BODY);
                     }
                 }
                 Incoming::Closed(e) => eprintln!("connection error: {e}"),
@@ -89,19 +90,21 @@ pub fn serve(mut sock: TcpStream) {
     }
 }
 
-fn answer(server: &mut Server, left: &mut HashMap<u32, usize>, stream: u32) {
+/// Queues a 200 with `body` on `stream`, as much of the body as the windows allow.
+pub fn answer(server: &mut Server, left: &mut HashMap<u32, usize>, stream: u32, body: &[u8]) {
     let fields = [(&b"content-type"[..], &b"text/plain"[..])];
     if server.send_answer(stream, 200, fields, false).is_ok() {
-        left.insert(stream, BODY.len());
-        more(server, left, stream);
+        left.insert(stream, body.len());
+        more(server, left, stream, body);
     }
 }
 
-fn more(server: &mut Server, left: &mut HashMap<u32, usize>, stream: u32) {
+/// Queues more of `body` on `stream` (`left`: what each stream still has to send).
+pub fn more(server: &mut Server, left: &mut HashMap<u32, usize>, stream: u32, body: &[u8]) {
     let Some(&n) = left.get(&stream) else { return };
     match server
         .conn_mut()
-        .send_data(stream, &BODY[BODY.len() - n..], true)
+        .send_data(stream, &body[body.len() - n..], true)
     {
         Ok(sent) if sent == n => {
             left.remove(&stream);
