@@ -33,6 +33,7 @@ pub mod proxy_protocol;
 pub mod request;
 pub mod response;
 pub mod scgi;
+pub mod ssi;
 pub mod status;
 pub mod upstream;
 pub mod uri;
