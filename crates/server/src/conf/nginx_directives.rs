@@ -11,11 +11,11 @@
 //!   application server...). Ignoring it would silently change the behaviour
 //!   of the configuration, so shoal refuses to start and names the module;
 //! * an [`Absent::Inert`] directive: it only tunes a module shoal does not
-//!   have (`ssi_types`, `addition_types`...), and nginx
+//!   have (`image_filter_buffer`, `mp4_buffer_size`...), and nginx
 //!   itself would do nothing with it unless an `Unsupported` directive of the
 //!   same module were present, which shoal already refuses. Such a directive
 //!   is accepted with a `[warn]`, so that configurations that keep, say,
-//!   `ssi_*` lines around for a location that was removed still
+//!   `image_filter_*` lines around for a location that was removed still
 //!   load.
 //!
 //! The table lists every directive of open-source nginx 1.2x (1.20 to 1.29):
@@ -62,12 +62,9 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("accept_mutex",                   "ngx_core_module",               Unsupported),
     ("accept_mutex_delay",             "ngx_core_module",               Unsupported),
     ("access_log",                     "ngx_http_log_module",           Unsupported),
-    ("add_after_body",                 "ngx_http_addition_module",      Unsupported),
-    ("add_before_body",                "ngx_http_addition_module",      Unsupported),
     ("add_header",                     "ngx_http_headers_module",       Unsupported),
     ("add_header_inherit",             "ngx_http_headers_module",       Unsupported),
     ("add_trailer_inherit",            "ngx_http_headers_module",       Unsupported),
-    ("addition_types",                 "ngx_http_addition_module",      Inert),
     ("aio",                            "ngx_http_core_module",          Unsupported),
     ("aio_write",                      "ngx_http_core_module",          Unsupported),
     ("alias",                          "ngx_http_core_module",          Unsupported),
@@ -298,13 +295,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("smtp_client_buffer",             "ngx_mail_smtp_module",          Inert),
     ("smtp_greeting_delay",            "ngx_mail_smtp_module",          Inert),
     ("split_clients",                  "ngx_http_split_clients_module", Unsupported),
-    ("ssi",                            "ngx_http_ssi_module",           Unsupported),
-    ("ssi_ignore_recycled_buffers",    "ngx_http_ssi_module",           Inert),
-    ("ssi_last_modified",              "ngx_http_ssi_module",           Inert),
-    ("ssi_min_file_chunk",             "ngx_http_ssi_module",           Inert),
-    ("ssi_silent_errors",              "ngx_http_ssi_module",           Inert),
-    ("ssi_types",                      "ngx_http_ssi_module",           Inert),
-    ("ssi_value_length",               "ngx_http_ssi_module",           Inert),
     ("ssl_alpn",                       "ngx_stream_ssl_module",         Unsupported),
     ("ssl_certificate_compression",    "ngx_http_ssl_module",           Unsupported),
     ("ssl_ech_file",                   "ngx_http_ssl_module",           Unsupported),
@@ -428,9 +418,8 @@ mod tests {
             // would change what it does).
             ("fastcgi_send_lowat", "ngx_http_fastcgi_module", Unsupported),
             ("uwsgi_string", "ngx_http_uwsgi_module", Unsupported),
-            ("ssi", "ngx_http_ssi_module", Unsupported),
-            ("ssi_types", "ngx_http_ssi_module", Inert),
-            ("addition_types", "ngx_http_addition_module", Inert),
+            ("image_filter_buffer", "ngx_http_image_filter_module", Inert),
+            ("mp4_buffer_size", "ngx_http_mp4_module", Inert),
             ("xslt_stylesheet", "ngx_http_xslt_module", Unsupported),
             ("image_filter", "ngx_http_image_filter_module", Unsupported),
             ("perl", "ngx_http_perl_module", Unsupported),

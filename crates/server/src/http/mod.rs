@@ -8,6 +8,7 @@
 
 pub mod access;
 pub mod access_log;
+pub mod addition;
 pub mod aio;
 pub mod answer;
 pub mod auth_basic;
@@ -58,10 +59,12 @@ pub mod rewrite;
 pub mod scgi;
 pub mod secure_link;
 pub mod split_clients;
+pub mod ssi;
 pub mod static_files;
 pub mod stub_status;
 pub mod sub;
 pub mod subrequest;
+pub mod subrequest_body;
 pub mod temp_file;
 pub mod trailers;
 pub mod transport;

@@ -11,7 +11,7 @@
 //! the server's rewrites), preaccess handlers (`realip` again with the location's, then
 //! `limit_req` before `limit_conn`), access handlers
 //! (`allow`/`deny`, then `auth_basic`) combined by `satisfy`, then the header filters as nginx
-//! runs them (not-modified, headers, sub, charset, gzip, range; the writer's own framing
+//! runs them (not-modified, headers, gunzip, addition, sub, charset, ssi, gzip, range; the writer's own framing
 //! comes after).
 //! Every hook is called through the list with static dispatch: a module's unused hook costs
 //! nothing.
@@ -301,10 +301,15 @@ http_modules! {
     headers: super::headers::Module,
     /// `gunzip`, `gunzip_buffers`: a gzip answer inflated for a client that takes no gzip.
     gunzip: super::gzip::gunzip::Module,
+    /// `add_before_body`, `add_after_body`, `addition_types`: subrequests' bodies around
+    /// the answer's.
+    addition: super::addition::Module,
     /// `sub_filter*`: the sub filter (rewrites the body before it is recoded and compressed).
     sub: super::sub::Module,
     /// `charset*`: the charset filter (recodes before gzip compresses).
     charset: super::charset::Module,
+    /// `ssi*`: the SSI filter (after charset, before gzip, as nginx's).
+    ssi: super::ssi::Module,
     /// `gzip*`: the filter's decision.
     gzip_filter: super::gzip::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).

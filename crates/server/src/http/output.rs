@@ -23,6 +23,7 @@ use super::reply::{Body, Reply};
 use super::static_files;
 use super::transport::ConnInfo;
 use super::upstream::body::Piece;
+use super::subrequest_body::{self, Answer, Ask, Requester};
 use super::LocConf;
 use crate::error::Error;
 use crate::log::Level;
@@ -126,10 +127,34 @@ pub trait BodyFilter {
     fn more(&mut self) -> io::Result<&[u8]> {
         Ok(&[])
     }
+    /// The filter acts for its request (ssi reads its variables and makes subrequests): the
+    /// writer gives it a [`Requester`] when it asks for more ([`BodyFilter::step`]).
+    fn for_request(&self) -> bool {
+        false
+    }
+    /// [`BodyFilter::more`], for a filter that may also ask for a subrequest whose body goes
+    /// on before its next output (ssi's `include`, addition's bodies).
+    fn step(&mut self, _r: Option<&dyn Requester>) -> io::Result<Step<'_>> {
+        self.more().map(Step::Data)
+    }
+    /// What the subrequest the filter asked for came to.
+    fn answered(&mut self, _a: Answer) {}
+    /// The filter sits after nginx's postpone filter (gzip): subrequests' bodies go through
+    /// it, as nginx hands them to the main request's filters from there.
+    fn after_postpone(&self) -> bool {
+        false
+    }
+}
+
+/// What a filter gives when asked for more ([`BodyFilter::step`]).
+pub enum Step<'a> {
+    Data(&'a [u8]),
+    /// A subrequest whose body goes on first.
+    Subrequest(Ask),
 }
 
 /// Feeds `data` through `filters` in order, emitting what comes out of the last.
-fn run_filters<S: Sink>(
+pub(super) fn run_filters<S: Sink>(
     filters: &mut [Box<dyn BodyFilter>],
     data: &[u8],
     sink: &mut S,
@@ -147,14 +172,15 @@ fn run_filters<S: Sink>(
 
 /// [`run_filters`], then what a filter holds back ([`BodyFilter::pending`]) a piece at a time,
 /// what is gathered written out between pieces.
-async fn pump<S: Sink>(
+pub(super) async fn pump<S: Sink>(
     filters: &mut [Box<dyn BodyFilter>],
     data: &[u8],
     sink: &mut S,
     chunked: bool,
+    req: Option<&dyn Requester>,
 ) -> io::Result<u64> {
     let total = run_filters(filters, data, sink, chunked)?;
-    Ok(total + drain_pending(filters, sink, chunked).await?)
+    Ok(total + drain_pending(filters, sink, chunked, req).await?)
 }
 
 /// What the filters hold back, a piece at a time through the ones after them.
@@ -162,6 +188,7 @@ async fn drain_pending<S: Sink>(
     filters: &mut [Box<dyn BodyFilter>],
     sink: &mut S,
     chunked: bool,
+    req: Option<&dyn Requester>,
 ) -> io::Result<u64> {
     let mut total = 0;
     // The last filter that holds some first: a filter is fed only when it holds nothing.
@@ -170,23 +197,45 @@ async fn drain_pending<S: Sink>(
             sink.flush().await?;
         }
         let (done, rest) = filters.split_at_mut(i + 1);
-        let out = done[i].more()?;
-        total += run_filters(rest, out, sink, chunked)?;
+        match done[i].step(req)? {
+            Step::Data(out) => total += run_filters(rest, out, sink, chunked)?,
+            Step::Subrequest(ask) => {
+                // Its body skips the filters before nginx's postpone filter: it had its own.
+                let from = rest
+                    .iter()
+                    .position(|f| f.after_postpone())
+                    .unwrap_or(rest.len());
+                let answer = match req {
+                    Some(r) => {
+                        let (n, a) =
+                            subrequest_body::insert(r, ask, &mut rest[from..], sink, chunked)
+                                .await?;
+                        total += n;
+                        a
+                    }
+                    None => Answer::failed(),
+                };
+                done[i].answered(answer);
+            }
+        }
     }
     Ok(total)
 }
 
-/// Ends every filter in order, each one's last output through the ones after it.
-fn finish_filters<S: Sink>(
+/// Ends every filter in order, each one's last output through the ones after it (a filter
+/// may still ask for subrequests as it ends: addition's `add_after_body`).
+async fn finish_filters<S: Sink>(
     filters: &mut [Box<dyn BodyFilter>],
     sink: &mut S,
     chunked: bool,
+    req: Option<&dyn Requester>,
 ) -> io::Result<u64> {
     let mut total = 0;
     for i in 0..filters.len() {
         let (done, rest) = filters.split_at_mut(i + 1);
         let out = done[i].finish()?;
         total += run_filters(rest, out, sink, chunked)?;
+        total += drain_pending(&mut filters[i..], sink, chunked, req).await?;
     }
     Ok(total)
 }
@@ -201,12 +250,17 @@ async fn end_filters<S: Sink>(
     data: &[u8],
     sink: &mut S,
     chunked: bool,
+    req: Option<&dyn Requester>,
 ) -> io::Result<u64> {
-    if !chunked || filters.iter().all(|f| f.passes_through()) {
+    // (A filter acting for its request may write subrequests' bodies, and flush them, as it
+    // ends: its pieces go as they come.)
+    if !chunked
+        || filters.iter().all(|f| f.passes_through())
+        || filters.iter().any(|f| f.for_request())
+    {
         // (Filters passed through have nothing more to give: no chunk to join.)
-        return Ok(
-            pump(filters, data, sink, chunked).await? + finish_filters(filters, sink, chunked)?
-        );
+        return Ok(pump(filters, data, sink, chunked, req).await?
+            + finish_filters(filters, sink, chunked, req).await?);
     }
     let at = sink.out().len();
     run_filters(filters, data, sink, false)?;
@@ -214,10 +268,10 @@ async fn end_filters<S: Sink>(
         let raw = sink.out()[at..].to_vec();
         sink.out().truncate(at);
         let mut total = sink.emit(&raw, true);
-        total += drain_pending(filters, sink, true).await?;
-        return Ok(total + finish_filters(filters, sink, true)?);
+        total += drain_pending(filters, sink, true, None).await?;
+        return Ok(total + finish_filters(filters, sink, true, None).await?);
     }
-    finish_filters(filters, sink, false)?;
+    finish_filters(filters, sink, false, None).await?;
     let out = sink.out();
     if out.len() == at {
         return Ok(0);
@@ -425,6 +479,8 @@ impl Output {
     /// body is never held whole. Returns the bytes sent, framing included.
     // The filters are this answer's alone: nothing else borrows them while it is sent.
     #[allow(clippy::await_holding_refcell_ref)]
+    /// `req`: the request the filters act for (ssi, addition), when one does.
+    #[allow(clippy::too_many_arguments)]
     pub async fn send_filtered<S: Sink>(
         &self,
         sink: &mut S,
@@ -432,6 +488,7 @@ impl Output {
         chunked: bool,
         lc: &LocConf,
         who: Who<'_>,
+        req: Option<&dyn Requester>,
     ) -> io::Result<u64> {
         let mut filters = self.filters.borrow_mut();
         let z = &mut filters[..];
@@ -443,7 +500,7 @@ impl Output {
         };
         let body = match body {
             Body::Chain(first, rest) => {
-                total += pump(z, &first, sink, chunked).await?;
+                total += pump(z, &first, sink, chunked, req).await?;
                 *rest
             }
             other => other,
@@ -453,7 +510,7 @@ impl Output {
         match body {
             Body::Empty => {}
             Body::Bytes(b) | Body::Chain(b, _) => {
-                total += end_filters(z, &b, sink, chunked).await?;
+                total += end_filters(z, &b, sink, chunked, req).await?;
             }
             Body::File {
                 cached: Some(c),
@@ -462,13 +519,13 @@ impl Output {
                 ..
             } => {
                 let data = &c[offset as usize..(offset + len) as usize];
-                total += end_filters(z, data, sink, chunked).await?;
+                total += end_filters(z, data, sink, chunked, req).await?;
             }
             Body::File {
                 file, offset, len, ..
             } => {
                 total += self
-                    .filter_file(z, sink, &file, (offset, len), chunked, lc, true)
+                    .filter_file(z, sink, &file, (offset, len), chunked, lc, true, req)
                     .await?;
             }
             Body::Multipart {
@@ -480,11 +537,11 @@ impl Output {
                 // 8-bit charsets): the parts' heads go through it too, as in nginx, where the
                 // range filter runs first.
                 for (header, br) in &parts.parts {
-                    total += pump(z, header, sink, chunked).await?;
+                    total += pump(z, header, sink, chunked, req).await?;
                     total += match &cached {
                         Some(c) => {
                             let data = &c[br.start as usize..br.end as usize];
-                            pump(z, data, sink, chunked).await?
+                            pump(z, data, sink, chunked, req).await?
                         }
                         None => {
                             self.filter_file(
@@ -495,17 +552,18 @@ impl Output {
                                 chunked,
                                 lc,
                                 false,
+                                req,
                             )
                             .await?
                         }
                     };
                 }
-                total += pump(z, &parts.trailer, sink, chunked).await?;
+                total += pump(z, &parts.trailer, sink, chunked, req).await?;
             }
             Body::Upstream(mut ub) => loop {
                 match ub.take() {
                     Ok(Piece::Data(d)) => {
-                        total += pump(z, &d, sink, chunked).await?;
+                        total += pump(z, &d, sink, chunked, req).await?;
                         if sink.out().len() >= MAX_GATHER {
                             sink.flush().await?;
                         }
@@ -547,7 +605,7 @@ impl Output {
             Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
         }
         if !ended {
-            total += finish_filters(z, sink, chunked)?;
+            total += finish_filters(z, sink, chunked, req).await?;
         }
         if chunked {
             // The last chunk, with the trailer fields a filter holds (`add_trailer`).
@@ -576,6 +634,7 @@ impl Output {
         chunked: bool,
         lc: &LocConf,
         last: bool,
+        req: Option<&dyn Requester>,
     ) -> io::Result<u64> {
         let piece = lc.output_buffers().1;
         let mut total = 0;
@@ -591,16 +650,16 @@ impl Output {
             }
             off += data.len() as u64;
             total += if last && off == end {
-                end_filters(z, &data, sink, chunked).await?
+                end_filters(z, &data, sink, chunked, req).await?
             } else {
-                pump(z, &data, sink, chunked).await?
+                pump(z, &data, sink, chunked, req).await?
             };
             if sink.out().len() >= MAX_GATHER {
                 sink.flush().await?;
             }
         }
         if last && len == 0 {
-            total += finish_filters(z, sink, chunked)?;
+            total += finish_filters(z, sink, chunked, req).await?;
         }
         Ok(total)
     }

@@ -64,9 +64,24 @@ pub fn subrequest<'s, 'a>(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
     Box::pin(async move {
         let body = ClientBody::none();
-        let mut done = run::<false>(r, &body, 0, Some(uri)).await;
+        let mut done = run::<false>(r, &body, 0, Some((uri, None))).await;
         super::subrequest::log(r, &done);
         done.reply.body = Body::Empty;
+        done
+    })
+}
+
+/// [`subrequest`] with arguments, its answer's body kept for the caller to read (ssi's
+/// `include`, addition's bodies: `http/subrequest_body.rs`).
+pub fn subrequest_with_body<'s, 'a>(
+    r: &'a Req<'s, '_>,
+    uri: &'a str,
+    args: Option<&'a str>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
+    Box::pin(async move {
+        let body = ClientBody::none();
+        let done = run::<false>(r, &body, 0, Some((uri, args))).await;
+        super::subrequest::log(r, &done);
         done
     })
 }
@@ -85,23 +100,23 @@ pub async fn process_status<'s>(
 
 /// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
 /// usual request's loop carries no test for it).
-/// `sub`: the URI of a subrequest (see [`subrequest`]).
+/// `sub`: the URI and arguments of a subrequest (see [`subrequest`]).
 async fn run<'s, const REFUSED: bool>(
     r: &Req<'s, '_>,
     body: &ClientBody<'_>,
     status: u16,
-    sub: Option<&str>,
+    sub: Option<(&str, Option<&str>)>,
 ) -> Answered<'s> {
     let srv = r.srv;
     crate::log::set_scope(srv.loc.error_log.as_ref());
     let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
         uri: match sub {
-            Some(uri) => uri.to_string(),
+            Some((uri, _)) => uri.to_string(),
             None => shoal_http::lossy(r.req.path()).into_owned(),
         },
         args: match sub {
-            Some(_) => None,
+            Some((_, args)) => args.map(str::to_string),
             None => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
         },
         quoted_uri: sub.is_none() && {

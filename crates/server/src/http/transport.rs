@@ -335,6 +335,7 @@ impl Transport {
 }
 
 /// What the connection knows about itself, for variables and log lines.
+#[derive(Clone)]
 pub struct ConnInfo {
     pub number: u64,
     pub peer: Option<SocketAddr>,

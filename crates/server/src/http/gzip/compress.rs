@@ -103,6 +103,10 @@ impl crate::http::output::BodyFilter for Compressor {
     fn finish(&mut self) -> std::io::Result<&[u8]> {
         Compressor::finish(self)
     }
+
+    fn after_postpone(&self) -> bool {
+        true
+    }
 }
 
 impl Compressor {

@@ -43,6 +43,7 @@ use super::phases::{self, Answered};
 use super::reply::Body;
 use super::request::REQUEST_NOW;
 use super::request::{log_ctx, Req};
+use super::subrequest_body::{RequestOf, Requester};
 use super::transport::{ConnInfo, Transport, READ_CHUNK};
 use super::{LocConf, ServerConf};
 use crate::cycle::Generation;
@@ -490,7 +491,7 @@ impl Conn {
             lc,
             uri,
             close,
-            args: _,
+            args,
             user_vars,
             upstream,
         } = match self.refuse_with.take() {
@@ -623,6 +624,27 @@ impl Conn {
             &user_vars,
             upstream.as_ref(),
         );
+        // The request the filters act for (ssi, addition), made only for them (its
+        // connection's details copied: the writer holds the connection).
+        let sub_info;
+        let requester = if output.filters.borrow().iter().any(|f| f.for_request()) {
+            sub_info = self.info.clone();
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &sub_info,
+                start,
+                connection_requests: self.requests,
+                name_captures,
+                client: None,
+                cache_zones,
+                extras: &extras,
+            };
+            Some(RequestOf::main(r, lc, &uri, args, &user_vars))
+        } else {
+            None
+        };
         let written = self
             .write_answer(
                 Some((req, srv)),
@@ -631,8 +653,10 @@ impl Conn {
                 keep,
                 &output,
                 RefusedShape::default(),
+                requester.as_ref().map(|r| r as &dyn Requester),
             )
             .await;
+        drop(requester);
         if self.pacing.is_some() {
             // What is left of a paced answer goes paced too.
             let flushed = match written {

@@ -16,6 +16,7 @@ use crate::http::limit_rate::Pacing;
 use crate::http::output::{Output, Sink, Who};
 use crate::http::reply::{Body, Reply};
 use crate::http::request;
+use crate::http::subrequest_body::Requester;
 use crate::http::transport::{ConnInfo, Transport};
 use crate::http::upstream::relay;
 use crate::http::{LocConf, ServerConf, ServerTokens};
@@ -33,6 +34,7 @@ impl Conn {
         keep: bool,
         output: &Output,
         refused: RefusedShape,
+        requester: Option<&dyn Requester>,
     ) -> std::io::Result<(u64, u64)> {
         super::super::transport::ready_out_buffer(&mut self.out);
         let req = who.map(|(r, _)| r);
@@ -142,7 +144,7 @@ impl Conn {
         }
         if output.filtered() {
             let chunked = !no_chunks && output.changes_length();
-            let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who)).await?;
+            let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who, requester)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }
@@ -198,7 +200,7 @@ impl Conn {
         let status = reply.status;
         // (Boxed: the writer's state is kilobytes; inline it would size every connection's
         // task, which waits in the same loop that calls this.)
-        let write = self.write_answer(None, reply, lc, false, &output, shape);
+        let write = self.write_answer(None, reply, lc, false, &output, shape, None);
         let (head_len, body_len) = Box::pin(write).await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);

@@ -26,6 +26,7 @@ use crate::http::output::{Output, Sink, Who};
 use crate::http::phases::{self, Answered};
 use crate::http::reply::{Body, Reply};
 use crate::http::request::{self, Extras, Req, REQUEST_NOW};
+use crate::http::subrequest_body::{RequestOf, Requester};
 use crate::http::upstream::relay;
 use crate::http::LocConf;
 use crate::log::Level;
@@ -190,6 +191,7 @@ async fn answer_stream(
         close,
         upstream,
         user_vars,
+        args,
         ..
     } = match refuse_with {
         None => phases::process(&r, &client_body).await,
@@ -280,7 +282,18 @@ async fn answer_stream(
                     // DATA frames, then the upstream's trailers end the stream.
                     g.relay_h2(&mut sink, who).await
                 } else {
-                    match write_body(&mut sink, body, &output, lc, who).await {
+                    // The request the filters act for (ssi, addition).
+                    let requester = output
+                        .filters
+                        .borrow()
+                        .iter()
+                        .any(|f| f.for_request())
+                        .then(|| {
+                            let r = Req { client: None, ..r };
+                            RequestOf::main(r, lc, &uri, args.clone(), &user_vars)
+                        });
+                    let requester = requester.as_ref().map(|r| r as &dyn Requester);
+                    match write_body(&mut sink, body, &output, lc, who, requester).await {
                         Ok(n) => sink.finish().await.map(|()| n),
                         Err(e) => {
                             sink.send.send_reset(Reason::INTERNAL_ERROR);
@@ -457,9 +470,12 @@ async fn write_body(
     output: &Output,
     lc: &LocConf,
     who: Who<'_>,
+    requester: Option<&dyn Requester>,
 ) -> io::Result<u64> {
     if output.filtered() {
-        return output.send_filtered(sink, body, false, lc, who).await;
+        return output
+            .send_filtered(sink, body, false, lc, who, requester)
+            .await;
     }
     match body {
         Body::Upstream(u) => relay::relay(sink, output, *u, false, who, lc).await,

@@ -246,7 +246,7 @@ fn run(loc: &SubLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> Vec<u8>) {
 
 /// `ngx_http_clear_last_modified` and `ngx_http_clear_etag`: the answer's own and any passed
 /// on or added.
-fn clear_validators(reply: &mut Reply) {
+pub(crate) fn clear_validators(reply: &mut Reply) {
     let validator =
         |n: &str| n.eq_ignore_ascii_case("etag") || n.eq_ignore_ascii_case("last-modified");
     reply.last_modified = None;
@@ -257,7 +257,7 @@ fn clear_validators(reply: &mut Reply) {
 
 /// `ngx_http_weak_etag`: a strong ETag becomes weak, a weak one stays, one that is neither
 /// (no opening quote) goes.
-fn weak_etag(reply: &mut Reply) {
+pub(crate) fn weak_etag(reply: &mut Reply) {
     fn weaken(v: &str) -> Option<String> {
         if v.len() > 2 && v.starts_with("W/") {
             Some(v.to_string())
