@@ -67,6 +67,7 @@ mod nginx_diff_regex;
 mod nginx_diff_resolver;
 mod nginx_diff_rewrite;
 mod nginx_diff_small_modules;
+mod nginx_diff_ssi;
 mod nginx_diff_stream;
 mod nginx_diff_sub;
 mod nginx_diff_tls;

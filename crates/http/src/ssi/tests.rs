@@ -83,11 +83,7 @@ fn what_only_looks_like_a_command_is_text() {
     let body = b"<<!-- c --><!-x<!--<!--#endif--><!-";
     assert_eq!(
         read_all_ways(body),
-        vec![
-            text("<<!-- c --><!-x<!--"),
-            cmd("endif", &[]),
-            text("<!-"),
-        ]
+        vec![text("<<!-- c --><!-x<!--"), cmd("endif", &[]), text("<!-"),]
     );
 }
 
@@ -131,7 +127,10 @@ fn limits_are_nginx_s() {
     assert_eq!(
         read_all_ways(long.as_bytes()),
         vec![
-            Found::Error(format!("the \"{}...\" SSI command is too long", "c".repeat(33))),
+            Found::Error(format!(
+                "the \"{}...\" SSI command is too long",
+                "c".repeat(33)
+            )),
             text("x"),
         ]
     );
@@ -139,10 +138,14 @@ fn limits_are_nginx_s() {
     let many = format!("<!--#c{params} -->");
     assert_eq!(
         read_all_ways(many.as_bytes()),
-        vec![Found::Error("too many SSI command parameters: \"c\"".into())]
+        vec![Found::Error(
+            "too many SSI command parameters: \"c\"".into()
+        )]
     );
     let key = format!("<!--#c {}=\"\" -->", "k".repeat(33));
-    assert!(matches!(&read_all_ways(key.as_bytes())[..], [Found::Error(e)] if e.starts_with("too long \"kkk")));
+    assert!(
+        matches!(&read_all_ways(key.as_bytes())[..], [Found::Error(e)] if e.starts_with("too long \"kkk"))
+    );
     let value = b"<!--#c k=\"12345\" -->";
     assert_eq!(
         read(value, value.len(), 4),

@@ -15,6 +15,7 @@ pub mod auth_basic;
 pub mod auth_delay;
 pub mod auth_request;
 pub mod autoindex;
+pub mod body_filter;
 pub mod charset;
 pub mod client_body;
 pub mod directives;

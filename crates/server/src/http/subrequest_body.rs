@@ -259,7 +259,10 @@ trait ErasedSink {
     fn out(&mut self) -> &mut BytesMut;
     fn info(&self) -> &ConnInfo;
     fn flush_now(&mut self) -> io::Result<bool>;
-    fn flush_to<'a>(&'a mut self, keep: usize) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
+    fn flush_to<'a>(
+        &'a mut self,
+        keep: usize,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
     fn until_writable<'a>(&'a mut self) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
 }
 
@@ -273,7 +276,10 @@ impl<S: Sink> ErasedSink for S {
     fn flush_now(&mut self) -> io::Result<bool> {
         Sink::flush_now(self)
     }
-    fn flush_to<'a>(&'a mut self, keep: usize) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {
+    fn flush_to<'a>(
+        &'a mut self,
+        keep: usize,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {
         Box::pin(Sink::flush_to(self, keep))
     }
     fn until_writable<'a>(&'a mut self) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {

@@ -624,8 +624,7 @@ impl Conn {
             &user_vars,
             upstream.as_ref(),
         );
-        // The request the filters act for (ssi, addition), made only for them (its
-        // connection's details copied: the writer holds the connection).
+        // The request ssi and addition act for (the writer holds the connection: a copy).
         let sub_info;
         let requester = if output.filters.borrow().iter().any(|f| f.for_request()) {
             sub_info = self.info.clone();
@@ -656,7 +655,6 @@ impl Conn {
                 requester.as_ref().map(|r| r as &dyn Requester),
             )
             .await;
-        drop(requester);
         if self.pacing.is_some() {
             // What is left of a paced answer goes paced too.
             let flushed = match written {

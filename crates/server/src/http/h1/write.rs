@@ -144,7 +144,8 @@ impl Conn {
         }
         if output.filtered() {
             let chunked = !no_chunks && output.changes_length();
-            let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who, requester)).await?;
+            let body_len =
+                Box::pin(output.send_filtered(self, body, chunked, lc, who, requester)).await?;
             self.maybe_flush().await?;
             return Ok((head_len, body_len));
         }

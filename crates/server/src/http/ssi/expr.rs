@@ -144,7 +144,11 @@ impl Encoding {
                 for &c in v {
                     // nginx's `NGX_ESCAPE_HTML` table.
                     if c <= 0x20 || c >= 0x7f || b"\"#%'<>\\^`{|}".contains(&c) {
-                        out.extend_from_slice(&[b'%', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+                        out.extend_from_slice(&[
+                            b'%',
+                            HEX[(c >> 4) as usize],
+                            HEX[(c & 15) as usize],
+                        ]);
                     } else {
                         out.push(c);
                     }

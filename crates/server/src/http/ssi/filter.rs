@@ -263,7 +263,9 @@ impl SsiFilter {
             (Some(u), None) | (None, Some(u)) => u,
         };
         if set.is_some() && stub.is_some() {
-            return Err("\"set\" and \"stub\" may not be used together in \"include\" SSI command".into());
+            return Err(
+                "\"set\" and \"stub\" may not be used together in \"include\" SSI command".into(),
+            );
         }
         if let Some(w) = c.param(b"wait") {
             if w != b"yes" && w != b"no" {
@@ -316,12 +318,19 @@ impl SsiFilter {
 
     fn echo(&mut self, r: Option<&dyn Requester>, c: &Command) -> Result<(), String> {
         if let Some(e) = c.param(b"encoding") {
-            self.encoding = Encoding::parse(e).ok_or_else(|| {
-                format!(
-                    "unknown encoding \"{}\" in the \"echo\" command",
-                    String::from_utf8_lossy(e)
-                )
-            })?;
+            match Encoding::parse(e) {
+                Some(enc) => self.encoding = enc,
+                // nginx logs it and echoes with the encoding it had.
+                None => {
+                    if let Some(r) = r {
+                        let line = format!(
+                            "unknown encoding \"{}\" in the \"echo\" command",
+                            String::from_utf8_lossy(e)
+                        );
+                        r.log(Level::Error, &line);
+                    }
+                }
+            }
         }
         let var = c.param(b"var").unwrap_or_default();
         let value = match self.variable(r, var) {

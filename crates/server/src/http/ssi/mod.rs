@@ -32,7 +32,12 @@ pub static DIRECTIVES: &[Command] = &[
         Args::Flag,
         set_ignore_recycled_buffers,
     ),
-    Command::new("ssi_min_file_chunk", Ctx::HSL, Args::ONE, set_min_file_chunk),
+    Command::new(
+        "ssi_min_file_chunk",
+        Ctx::HSL,
+        Args::ONE,
+        set_min_file_chunk,
+    ),
     Command::new("ssi_value_length", Ctx::HSL, Args::ONE, set_value_length),
     Command::new("ssi_types", Ctx::HSL, Args::ONE_OR_MORE, set_ssi_types),
     Command::new("ssi_last_modified", Ctx::HSL, Args::Flag, set_last_modified),
@@ -110,7 +115,10 @@ impl HttpModule for Module {
     fn merge(loc: &mut SsiLoc, parent: &SsiLoc) {
         merge(&mut loc.enable, &parent.enable);
         merge(&mut loc.silent_errors, &parent.silent_errors);
-        merge(&mut loc.ignore_recycled_buffers, &parent.ignore_recycled_buffers);
+        merge(
+            &mut loc.ignore_recycled_buffers,
+            &parent.ignore_recycled_buffers,
+        );
         merge(&mut loc.min_file_chunk, &parent.min_file_chunk);
         merge(&mut loc.value_length, &parent.value_length);
         merge(&mut loc.types, &parent.types);
