@@ -51,10 +51,7 @@ fn read(data: &[u8], size: usize, value_len: usize) -> Vec<Found> {
             }
         }
     }
-    let rest = p.finish();
-    if !rest.is_empty() {
-        push_text(&mut out, rest);
-    }
+    p.finish();
     out
 }
 

@@ -79,6 +79,7 @@ fn fixtures(html: &Path) {
          g<!--#include virtual=\"/s/b.html\" stub=\"two\" -->h",
     );
     w("s/empty.html", "");
+    w("s/cut.html", "a<!-");
     w(
         "s/conf.html",
         "<!--#config timefmt=\"%Y\" --><!--#echo var=\"date_gmt\"-->|\
@@ -226,6 +227,9 @@ fn includes_as_nginx_makes_them() {
     let r = get(&p, "/s/nest/top.html");
     assert!(r.ends_with("[1[2[3/s/nest/n3.htmlS3]2]1]"), "{r}");
     get(&p, "/s/empty.html");
+    let r = get(&p, "/s/cut.html");
+    assert!(r.ends_with("\n\na"), "{r}");
+    get(&p, "/s/missing.html");
     get(&p, "/ret/x");
 }
 

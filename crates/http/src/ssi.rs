@@ -97,16 +97,10 @@ impl Parser {
         self.state == State::Start(0)
     }
 
-    /// The start of a command held back at the body's end (`<!-`), handed back as text, as
-    /// nginx's filter gives back what it had looked at; a command cut short is dropped.
-    pub fn finish(&mut self) -> &'static [u8] {
-        let held = match self.state {
-            State::Start(n) => &START[..n.min(self.held)],
-            _ => &[][..],
-        };
+    /// The body ended: what was held of a command (`<!-` too, as nginx) is dropped.
+    pub fn finish(&mut self) {
         self.state = State::Start(0);
         self.held = 0;
-        held
     }
 
     /// Reads from `data`: the next event, if any, and how many bytes of `data` were used

@@ -447,12 +447,8 @@ impl BodyFilter for SsiFilter {
     }
 
     fn finish(&mut self) -> io::Result<&[u8]> {
-        self.out.clear();
-        let held = self.parser.finish();
-        if self.output {
-            self.out.extend_from_slice(held);
-        }
-        Ok(&self.out)
+        self.parser.finish();
+        Ok(&[])
     }
 
     fn pending(&self) -> bool {
@@ -583,3 +579,84 @@ const SPECS: &[Spec] = &[
         params: &[],
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `body` through a filter with no request (no variables but its own), fed in pieces of
+    /// `size`, the writer's way: each piece's output drained before the next.
+    fn run(body: &[u8], size: usize, value_len: usize) -> Vec<u8> {
+        let mut f = SsiFilter::new(value_len, false, "/d/page.html");
+        let mut out = Vec::new();
+        for piece in body.chunks(size.max(1)) {
+            out.extend_from_slice(f.feed(piece).unwrap());
+            while f.pending() {
+                match f.step(None).unwrap() {
+                    Step::Data(d) => out.extend_from_slice(d),
+                    Step::Subrequest(ask) => {
+                        out.extend_from_slice(format!("[{} {:?}]", ask.uri, ask.args).as_bytes());
+                        f.answered(Answer::default());
+                    }
+                }
+            }
+        }
+        out.extend_from_slice(f.finish().unwrap());
+        out
+    }
+
+    fn all_ways(body: &str) -> String {
+        let whole = run(body.as_bytes(), body.len(), 256);
+        for size in 1..body.len() {
+            assert_eq!(run(body.as_bytes(), size, 256), whole, "pieces of {size}");
+        }
+        String::from_utf8(whole).unwrap()
+    }
+
+    const E: &str = "[an error occurred while processing the directive]";
+
+    #[test]
+    fn commands_split_anywhere_give_the_same_body() {
+        let body = "a<!--#echo var=\"x\" default=\"<$1>\" -->b\
+                    <!--#if expr=\"abc123 = /b(c)([0-9]+)/\" -->Y<!--#echo var=\"2\" -->\
+                    <!--#else -->N<!--#endif -->c<!--#include file=\"f.html?q=1\" -->d\
+                    <!--#config errmsg=\"E\" --><!--#nope -->e<!--";
+        assert_eq!(
+            all_ways(body),
+            "a&lt;&gt;bY123c[/d/f.html Some(\"q=1\")]dEe"
+        );
+    }
+
+    #[test]
+    fn malformed_and_misplaced_commands_are_nginx_s_errors() {
+        let body = "<!--#echo var=x -->|<!--#echo -->|<!--#echo var=\"a\" var=\"b\" -->|\
+                    <!--#else -->|<!--#if expr=\"1\" --><!--#if expr=\"1\" --><!--#endif -->|\
+                    <!--#include -->|<!--#include virtual=\"/a\" file=\"/b\" -->|\
+                    <!--#include virtual=\"../x\" -->|<!--#include virtual=\"/a\" stub=\"no\" -->|\
+                    <!--#if expr=\"a ~ b\" -->";
+        let e = E;
+        assert_eq!(
+            all_ways(body),
+            format!("{e}|{e}|{e}|{e}|{e}|{e}|{e}|{e}|{e}|{e}")
+        );
+    }
+
+    #[test]
+    fn values_too_long_are_errors() {
+        // (The error message is the one just set.)
+        let body = b"1<!--#config errmsg=\"12345\" -->2<!--#config errmsg=\"123456\" -->3";
+        assert_eq!(run(body, body.len(), 5), b"12123453");
+        assert_eq!(run(body, body.len(), 6), b"123");
+    }
+
+    #[test]
+    fn blocks_keep_their_commands_as_text() {
+        let body = "<!--#block name=\"b\" -->S<!--#echo var=\"uri\" encoding=\"none\"-->\
+                    <!--#endblock -->x<!--#include virtual=\"/v\" stub=\"b\" -->y";
+        // An empty answer: the block goes as it is.
+        assert_eq!(
+            all_ways(body),
+            "x[/v None]S<!--#echo var=\"uri\" encoding=\"none\" -->y"
+        );
+    }
+}
