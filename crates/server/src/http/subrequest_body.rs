@@ -29,6 +29,9 @@ use super::transport::ConnInfo;
 use super::LocConf;
 use crate::log::Level;
 
+/// A future of this worker's (boxed: the subrequests nest).
+pub type Local<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
 /// ssi's `set` variables: the main request's, seen by its subrequests (nginx keeps them in
 /// the main request's context).
 pub type SsiVars = Rc<RefCell<HashMap<Vec<u8>, Vec<u8>>>>;
@@ -42,11 +45,7 @@ pub trait Requester {
     /// Writes an error-log line with the request's context.
     fn log(&self, level: Level, line: &str);
     /// Runs the subrequest for `uri` and `args`: its answer, filters chosen, body unread.
-    fn subrequest<'a>(
-        &'a self,
-        uri: &'a str,
-        args: Option<&'a str>,
-    ) -> Pin<Box<dyn Future<Output = Included<'a>> + 'a>>;
+    fn subrequest<'a>(&'a self, uri: &'a str, args: Option<&'a str>) -> Local<'a, Included<'a>>;
 }
 
 /// A subrequest's answer, and the request its own filters act for.
@@ -149,11 +148,7 @@ impl Requester for RequestOf<'_, '_> {
         );
     }
 
-    fn subrequest<'a>(
-        &'a self,
-        uri: &'a str,
-        args: Option<&'a str>,
-    ) -> Pin<Box<dyn Future<Output = Included<'a>> + 'a>> {
+    fn subrequest<'a>(&'a self, uri: &'a str, args: Option<&'a str>) -> Local<'a, Included<'a>> {
         Box::pin(async move {
             let done = super::phases::subrequest_with_body(&self.r, uri, args).await;
             let req = RequestOf {
@@ -185,7 +180,7 @@ pub fn insert<'a, S: Sink>(
     rest: &'a mut [Box<dyn BodyFilter>],
     sink: &'a mut S,
     chunked: bool,
-) -> Pin<Box<dyn Future<Output = io::Result<(u64, Answer)>> + 'a>> {
+) -> Local<'a, io::Result<(u64, Answer)>> {
     Box::pin(async move {
         let info = Sink::info(sink).clone();
         let mut inc = req.subrequest(&ask.uri, ask.args.as_deref()).await;
@@ -259,11 +254,8 @@ trait ErasedSink {
     fn out(&mut self) -> &mut BytesMut;
     fn info(&self) -> &ConnInfo;
     fn flush_now(&mut self) -> io::Result<bool>;
-    fn flush_to<'a>(
-        &'a mut self,
-        keep: usize,
-    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
-    fn until_writable<'a>(&'a mut self) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>;
+    fn flush_to<'a>(&'a mut self, keep: usize) -> Local<'a, io::Result<()>>;
+    fn until_writable<'a>(&'a mut self) -> Local<'a, io::Result<()>>;
 }
 
 impl<S: Sink> ErasedSink for S {
@@ -276,13 +268,10 @@ impl<S: Sink> ErasedSink for S {
     fn flush_now(&mut self) -> io::Result<bool> {
         Sink::flush_now(self)
     }
-    fn flush_to<'a>(
-        &'a mut self,
-        keep: usize,
-    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {
+    fn flush_to<'a>(&'a mut self, keep: usize) -> Local<'a, io::Result<()>> {
         Box::pin(Sink::flush_to(self, keep))
     }
-    fn until_writable<'a>(&'a mut self) -> Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {
+    fn until_writable<'a>(&'a mut self) -> Local<'a, io::Result<()>> {
         Box::pin(Sink::until_writable(self))
     }
 }
