@@ -272,8 +272,8 @@ fn listen_errors() {
 #[test]
 fn nginx_directive_shoal_lacks() {
     fails_at(
-        "events {}\nhttp {\n    server {\n        location / {\n            ssi on;\n        }\n    }\n}\n",
-        "\"ssi\" directive of ngx_http_ssi_module is not supported by shoal",
+        "events {}\nhttp {\n    server {\n        location / {\n            image_filter test;\n        }\n    }\n}\n",
+        "\"image_filter\" directive of ngx_http_image_filter_module is not supported by shoal",
         5,
     );
 }
@@ -296,11 +296,11 @@ fn a_pending_block() -> Option<String> {
 #[test]
 fn inert_and_pending_directives_warn() {
     let p = Prefix::new();
-    let err = passes(&p, "events {}\nhttp {\n    ssi_types text/plain;\n}\n");
+    let err = passes(&p, "events {}\nhttp {\n    image_filter_buffer 2m;\n}\n");
     let file = p.join("conf/shoal.conf").display().to_string();
     assert!(
         err.starts_with(&format!(
-            "shoal: [warn] \"ssi_types\" directive of ngx_http_ssi_module is not \
+            "shoal: [warn] \"image_filter_buffer\" directive of ngx_http_image_filter_module is not \
              supported by shoal and has no effect in {file}:3\n"
         )),
         "stderr:\n{err}"
