@@ -80,6 +80,7 @@ fn fixtures(html: &Path) {
     );
     w("s/empty.html", "");
     w("s/cut.html", "a<!-");
+    w("s/self.html", "L<!--#include virtual=\"/s/self.html\" -->R");
     w(
         "s/conf.html",
         "<!--#config timefmt=\"%Y\" --><!--#echo var=\"date_gmt\"-->|\
@@ -131,6 +132,7 @@ const LOCATIONS: &str = "\
         addition_types text/plain; }\n\
     location /addssi/ { alias {HTML}/add/; ssi on; add_after_body /after.html; }\n\
     location = /after.html { ssi on; }\n\
+    location /add2/ { alias {HTML}/add/; add_before_body /add2/i.html; }\n\
     location /ret/ { default_type text/html; ssi on; \
         return 200 \"r<!--#echo var=\\\"uri\\\"-->\"; }";
 
@@ -230,6 +232,8 @@ fn includes_as_nginx_makes_them() {
     let r = get(&p, "/s/cut.html");
     assert!(r.ends_with("\n\na"), "{r}");
     get(&p, "/s/missing.html");
+    let r = get(&p, "/s/self.html");
+    assert!(r.contains(&format!("{}[an error", "L".repeat(52))), "{r}");
     get(&p, "/ret/x");
 }
 
@@ -311,6 +315,8 @@ fn addition_puts_bodies_around_the_answer() {
     assert!(r.ends_with("main text\nbefore\n"), "{r}");
     get(&p, "/addssi/i.html");
     get(&p, "/add/missing.html");
+    let r = get(&p, "/add2/i.html");
+    assert!(r.ends_with("\n\n<p>main</p>\n<p>main</p>\n"), "{r}");
 }
 
 #[test]

@@ -153,6 +153,10 @@ impl BodyFilter for Addition {
         true
     }
 
+    fn main_only(&self) -> bool {
+        true
+    }
+
     fn step(&mut self, _r: Option<&dyn Requester>) -> io::Result<Step<'_>> {
         if self.started {
             if let Some(uri) = self.before.take() {

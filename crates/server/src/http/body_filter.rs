@@ -51,6 +51,11 @@ pub trait BodyFilter {
     }
     /// What the subrequest the filter asked for came to.
     fn answered(&mut self, _a: Answer) {}
+    /// The filter is for a main request's answer only (addition's): a subrequest's answer
+    /// goes without it.
+    fn main_only(&self) -> bool {
+        false
+    }
     /// The filter sits after nginx's postpone filter (gzip): subrequests' bodies go through
     /// it, as nginx hands them to the main request's filters from there.
     fn after_postpone(&self) -> bool {

@@ -44,8 +44,13 @@ pub trait Requester {
     fn ssi_vars(&self) -> &SsiVars;
     /// Writes an error-log line with the request's context.
     fn log(&self, level: Level, line: &str);
-    /// Runs the subrequest for `uri` and `args`: its answer, filters chosen, body unread.
-    fn subrequest<'a>(&'a self, uri: &'a str, args: Option<&'a str>) -> Local<'a, Included<'a>>;
+    /// Runs the subrequest for `uri` and `args`: its answer, filters chosen, body unread;
+    /// `None` when this request may make no more (nginx's nesting limit, logged).
+    fn subrequest<'a>(
+        &'a self,
+        uri: &'a str,
+        args: Option<&'a str>,
+    ) -> Local<'a, Option<Included<'a>>>;
 }
 
 /// A subrequest's answer, and the request its own filters act for.
@@ -78,6 +83,8 @@ pub struct Answer {
     pub sent: u64,
     /// The body kept (`set=`), `None` if it was too big or failed.
     pub body: Option<Vec<u8>>,
+    /// No subrequest could be made.
+    pub refused: bool,
 }
 
 impl Answer {
@@ -86,6 +93,7 @@ impl Answer {
         Answer {
             status: 500,
             special: true,
+            refused: true,
             ..Answer::default()
         }
     }
@@ -99,7 +107,12 @@ pub struct RequestOf<'s, 'r> {
     pub args: Option<String>,
     pub user_vars: HashMap<String, String>,
     pub ssi: SsiVars,
+    /// How deep its subrequests may still nest (nginx's `r->subrequests`).
+    pub subrequests: u32,
 }
+
+/// nginx's `NGX_HTTP_MAX_SUBREQUESTS` + 1: a main request's subrequests nest 51 deep.
+const MAX_SUBREQUESTS: u32 = 51;
 
 impl<'s, 'r> RequestOf<'s, 'r> {
     /// The main request's, from what its phases came to (its location, URI, arguments and
@@ -118,6 +131,7 @@ impl<'s, 'r> RequestOf<'s, 'r> {
             args,
             user_vars: user_vars.clone(),
             ssi: SsiVars::default(),
+            subrequests: MAX_SUBREQUESTS,
         }
     }
 }
@@ -148,8 +162,19 @@ impl Requester for RequestOf<'_, '_> {
         );
     }
 
-    fn subrequest<'a>(&'a self, uri: &'a str, args: Option<&'a str>) -> Local<'a, Included<'a>> {
+    fn subrequest<'a>(
+        &'a self,
+        uri: &'a str,
+        args: Option<&'a str>,
+    ) -> Local<'a, Option<Included<'a>>> {
         Box::pin(async move {
+            if self.subrequests == 0 {
+                self.log(
+                    Level::Error,
+                    &format!("subrequests cycle while processing \"{uri}\""),
+                );
+                return None;
+            }
             let done = super::phases::subrequest_with_body(&self.r, uri, args).await;
             let req = RequestOf {
                 r: Req {
@@ -161,12 +186,13 @@ impl Requester for RequestOf<'_, '_> {
                 args: done.args,
                 user_vars: done.user_vars,
                 ssi: self.ssi.clone(),
+                subrequests: self.subrequests - 1,
             };
-            Included {
+            Some(Included {
                 reply: done.reply,
                 lc: done.lc,
                 req: Box::new(req),
-            }
+            })
         })
     }
 }
@@ -183,7 +209,9 @@ pub fn insert<'a, S: Sink>(
 ) -> Local<'a, io::Result<(u64, Answer)>> {
     Box::pin(async move {
         let info = Sink::info(sink).clone();
-        let mut inc = req.subrequest(&ask.uri, ask.args.as_deref()).await;
+        let Some(mut inc) = req.subrequest(&ask.uri, ask.args.as_deref()).await else {
+            return Ok((0, Answer::failed()));
+        };
         let mut answer = Answer {
             status: inc.reply.status,
             special: inc.reply.status >= 300 && !inc.reply.proxied,
@@ -194,9 +222,9 @@ pub fn insert<'a, S: Sink>(
             body = Body::Bytes(stub);
         }
         // The subrequest's own filters up to nginx's postpone filter (its gzip is the main
-        // answer's).
+        // answer's), but those only a main request has.
         let mut filters = std::mem::take(&mut inc.reply.filters);
-        filters.retain(|f| !f.after_postpone());
+        filters.retain(|f| !f.after_postpone() && !f.main_only());
         let output = Output::new(None, None);
         *output.filters.borrow_mut() = filters;
         let sub_req: &dyn Requester = &*inc.req;

@@ -482,6 +482,14 @@ impl BodyFilter for SsiFilter {
     }
 
     fn answered(&mut self, a: Answer) {
+        if a.refused {
+            // (Logged by whoever refused it.)
+            self.waiting = None;
+            if !self.silent_errors {
+                self.raw = self.errmsg.clone();
+            }
+            return;
+        }
         match self.waiting.take() {
             // (A page of the server's making was replaced by the block already, through the
             // subrequest's filters.) An empty body: the block goes as it is, as nginx's
