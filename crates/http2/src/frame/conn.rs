@@ -74,6 +74,9 @@ pub struct Connection {
     /// head makes the next block a head again, [`Connection::interim`]) before more frames
     /// are read.
     paused: bool,
+    /// The streams reset for DATA past their window in the last [`Connection::recv`]: each
+    /// with the frame's length and the window it had (see [`Connection::flow_violation`]).
+    violations: Vec<(u32, u32, u32)>,
 }
 
 impl Connection {
@@ -118,6 +121,7 @@ impl Connection {
             events: VecDeque::new(),
             flood: Flood::default(),
             paused: false,
+            violations: Vec::new(),
             cfg,
         };
         let cfg = &c.cfg;
@@ -156,6 +160,7 @@ impl Connection {
             return Err(e);
         }
         self.flood.new_streams = 0;
+        self.violations.clear();
         let mut pos = 0;
         if self.phase == Phase::Preface {
             let n = input.len().min(PREFACE.len());
@@ -308,6 +313,15 @@ impl Connection {
 
     /// A stream error: RST_STREAM queued, the stream forgotten (and the caller told, if it
     /// knew it).
+    /// A stream the last [`Connection::recv`] reset with FLOW_CONTROL_ERROR: the length of
+    /// the DATA frame past its window, and the window (nginx's log line names both).
+    pub fn flow_violation(&self, stream: u32) -> Option<(u32, u32)> {
+        self.violations
+            .iter()
+            .find(|v| v.0 == stream)
+            .map(|&(_, len, window)| (len, window))
+    }
+
     pub(super) fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
         // A client that makes us answer RST_STREAMs and does not read them is bounded as one
         // that sends PINGs.
@@ -375,6 +389,10 @@ impl Connection {
                 None
             }
         };
+        if code == Some(Reason::FLOW_CONTROL_ERROR) && self.violations.len() < 16 {
+            let window = self.streams.get(id).map_or(0, |s| s.recv_window.max(0) as u32);
+            self.violations.push((id, len, window));
+        }
         if let Some(code) = code {
             // Nobody takes these bytes: they go back to the connection's window at once.
             self.conn_consumed(len);
