@@ -25,7 +25,13 @@ pub(super) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 /// The checks the roads share: target, Host, framing, keep-alive.
 pub(super) fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> {
     let mut out = None;
-    finish_into(head, &mut { raw }, limits, &mut uri::HostMemo::default(), &mut out)?;
+    finish_into(
+        head,
+        &mut { raw },
+        limits,
+        &mut uri::HostMemo::default(),
+        &mut out,
+    )?;
     // (Filled whenever it succeeds.)
     out.ok_or(Error::bad_request("client sent invalid request"))
 }

@@ -80,9 +80,14 @@ impl Plain {
     /// request, an HTTP/2 one (its body as the head frames it: see [`Request::into_h2`]).
     /// Refused: the head written as HTTP/1, for [`HeadParser`] to refuse it as it does
     /// (the same checks, the same error) and to say what nginx would have read of it.
-    pub fn finish(mut self, head: Bytes, limits: &Limits) -> Result<Request, Vec<u8>> {
+    /// `memo`: the last host validated (a worker's streams mostly name the same).
+    pub fn finish(
+        mut self,
+        head: Bytes,
+        limits: &Limits,
+        memo: &mut uri::HostMemo,
+    ) -> Result<Request, Vec<u8>> {
         let mut out = None;
-        let memo = &mut uri::HostMemo::default();
         match finish_into(head.clone(), &mut self.raw, limits, memo, &mut out) {
             Ok(()) => {
                 let mut r = out.expect("filled when the checks pass");
@@ -130,7 +135,12 @@ mod tests {
         method: &str,
         path: &str,
         fields: &[(&str, &str)],
-    ) -> (Bytes, Range<usize>, Range<usize>, Vec<(Range<usize>, Range<usize>)>) {
+    ) -> (
+        Bytes,
+        Range<usize>,
+        Range<usize>,
+        Vec<(Range<usize>, Range<usize>)>,
+    ) {
         let mut buf = Vec::new();
         let mut put = |s: &str| {
             let at = buf.len();
@@ -147,7 +157,11 @@ mod tests {
     fn both(method: &str, path: &str, fields: &[(&str, &str)]) -> Option<(Request, Request)> {
         let limits = Limits::default();
         let (head, m, p, f) = layout(method, path, fields);
-        let built = plain_h2(&head, m, p, f, &limits)?.finish(head.clone(), &limits);
+        let built = plain_h2(&head, m, p, f, &limits)?.finish(
+            head.clone(),
+            &limits,
+            &mut Default::default(),
+        );
         let mut text = format!("{method} {path} HTTP/1.1\r\n");
         for (n, v) in fields {
             text.push_str(&format!("{n}: {v}\r\n"));
@@ -201,10 +215,17 @@ mod tests {
             ("GET", "/", &[("host", "a..b")][..]),
             ("TRACE", "/", &[("host", "a")][..]),
             ("GET", "/../x", &[("host", "a")][..]),
-            ("GET", "/", &[("host", "a"), ("if-match", "1"), ("if-match", "2")][..]),
+            (
+                "GET",
+                "/",
+                &[("host", "a"), ("if-match", "1"), ("if-match", "2")][..],
+            ),
             ("POST", "/", &[("host", "a"), ("content-length", "x")][..]),
         ] {
-            assert!(both(method, path, fields).is_none(), "{method} {path} {fields:?}");
+            assert!(
+                both(method, path, fields).is_none(),
+                "{method} {path} {fields:?}"
+            );
         }
     }
 

@@ -390,7 +390,10 @@ impl Connection {
             }
         };
         if code == Some(Reason::FLOW_CONTROL_ERROR) && self.violations.len() < 16 {
-            let window = self.streams.get(id).map_or(0, |s| s.recv_window.max(0) as u32);
+            let window = self
+                .streams
+                .get(id)
+                .map_or(0, |s| s.recv_window.max(0) as u32);
             self.violations.push((id, len, window));
         }
         if let Some(code) = code {

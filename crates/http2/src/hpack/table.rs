@@ -165,6 +165,20 @@ impl DynamicTable {
         self.bytes.capacity() + self.records.capacity() * std::mem::size_of::<Record>()
     }
 
+    /// The place (as [`DynamicTable::get`] counts) of the newest entry `name: value`. The
+    /// lengths are compared before any byte: an encoder asks this for every field it sends.
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        let (n, v) = (name.len(), value.len());
+        self.records.iter().position(|r| {
+            if r.name as usize != n || r.value as usize != v {
+                return false;
+            }
+            let start = r.at.wrapping_sub(self.base) as usize;
+            let mid = start + n;
+            self.bytes.get(start..mid) == Some(name) && self.bytes.get(mid..mid + v) == Some(value)
+        })
+    }
+
     /// The entry `i` places from the newest (0 is the newest: HPACK index 62).
     pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
         let r = self.records.get(i)?;

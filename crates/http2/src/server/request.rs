@@ -229,9 +229,7 @@ impl Request {
     }
 
     /// Each regular field's name and value, as ranges of [`Request::buf`], in order.
-    pub fn field_ranges(
-        &self,
-    ) -> impl ExactSizeIterator<Item = (Range<usize>, Range<usize>)> + '_ {
+    pub fn field_ranges(&self) -> impl ExactSizeIterator<Item = (Range<usize>, Range<usize>)> + '_ {
         self.fields.spans.iter().map(|s| {
             let at = s.at as usize;
             let mid = at + s.name as usize;

@@ -39,7 +39,13 @@ thread_local! {
     /// The lists of new streams of connections gone idle (a connection between two bursts of
     /// requests holds none, and the next burst does not grow one from nothing).
     static SPARE_FRESH: crate::spare::Spares<Fresh> = const { crate::spare::Spares::new(16) };
+    /// The codec's output buffers of connections gone idle, for the same reason (a burst of
+    /// answers grew each from nothing, a realloc at each doubling).
+    static SPARE_OUT: crate::spare::Spares<Vec<u8>> = const { crate::spare::Spares::new(4) };
 }
+
+/// The largest output buffer kept for another connection (the codec frees larger ones).
+const SPARE_OUT_MAX: usize = 16 * 1024;
 
 /// A read buffer's size: a whole frame of the default size and more.
 const READ_BUF: usize = 32 * 1024;
@@ -105,6 +111,11 @@ impl Wire {
             return Poll::Ready(Step::Failed(e));
         }
         if idle && self.buf.is_empty() && me.server.conn().pending_output().is_empty() {
+            if let Some(out) = me.server.conn_mut().take_output_buffer() {
+                if out.capacity() <= SPARE_OUT_MAX {
+                    SPARE_OUT.with(|s| s.give(out, Vec::clear));
+                }
+            }
             me.shrink();
             if self.buf.capacity() > 0 {
                 let b = std::mem::take(&mut self.buf);
@@ -480,6 +491,11 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
         let failed = {
             let mut me = core.borrow_mut();
             me.driving = true;
+            if me.server.conn().output_capacity() == 0 {
+                if let Some(out) = SPARE_OUT.with(|s| s.take()) {
+                    me.server.conn_mut().give_output_buffer(out);
+                }
+            }
             let (used, mut failed) = match me.server.recv(&wire.buf) {
                 Ok(n) => (n, None),
                 Err(e) => (0, Some(e)),

@@ -71,6 +71,11 @@ fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::P
     Box::into_pin(unsafe { slot.assume_init() })
 }
 
+thread_local! {
+    /// The last host a stream of this worker named, validated: most name the same.
+    static HOST_MEMO: std::cell::RefCell<shoal_http::uri::HostMemo> = Default::default();
+}
+
 /// The stream's request built on its fields' buffer; else its head as HTTP/1 (see above).
 fn request_of(
     mut h: shoal_http2::server::Request,
@@ -82,7 +87,8 @@ fn request_of(
         let plain = shoal_http::request::plain_h2(h.buf(), parts.method, target, fields, limits);
         if let Some(plain) = plain {
             let buf = Bytes::from(h.into_buf());
-            return plain.finish(buf, limits).map_err(|text| BytesMut::from(&text[..]));
+            let finished = HOST_MEMO.with(|m| plain.finish(buf, limits, &mut m.borrow_mut()));
+            return finished.map_err(|text| BytesMut::from(&text[..]));
         }
     }
     let mut text = Vec::new();
@@ -125,7 +131,10 @@ async fn answer_stream(
             return;
         }
         Err(e) => {
-            let refused = parser.as_ref().map(|p| p.refused(&head)).unwrap_or_default();
+            let refused = parser
+                .as_ref()
+                .map(|p| p.refused(&head))
+                .unwrap_or_default();
             // The head the parser refused (taken off `head` once it was whole).
             let text = match parser.as_ref().and_then(HeadParser::failed_head) {
                 Some(h) => h.clone(),
@@ -391,7 +400,9 @@ async fn answer_stream(
 /// the request line when the whole block was read (a TRACE's 405: nginx refuses it once it
 /// made the line), and the host it had (`:authority` is its `Host` as soon as it comes).
 fn refused_context(head: &[u8], status: u16) -> String {
-    let mut lines = head.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
     let first = lines.next().unwrap_or_default();
     let mut s = String::new();
     if status == 405 {
