@@ -157,7 +157,8 @@ fn connection_errors_and_floods_are_logged_as_nginx_logs_them() {
 #[test]
 fn refused_heads_and_flow_control_violations_are_logged_as_nginx_logs_them() {
     let port = free_port();
-    let server = "server_name localhost;\n http2_body_preread_size 100;\n location / { return 200 ok; }";
+    let server =
+        "server_name localhost;\n http2_body_preread_size 100;\n location / { return 200 ok; }";
     let s = Shoal::start(&conf(port, "", server), port);
     let mut c = H2::connect(port, &[]);
     // Our SETTINGS acknowledged: the streams' window is the 100 bytes they announce.
