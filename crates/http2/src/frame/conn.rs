@@ -76,7 +76,8 @@ pub struct Connection {
     paused: bool,
     /// The streams reset for DATA past their window in the last [`Connection::recv`]: each
     /// with the frame's length and the window it had (see [`Connection::flow_violation`]).
-    violations: Vec<(u32, u32, u32)>,
+    /// Boxed: a connection that sees none holds a pointer's worth.
+    violations: Option<Box<Vec<(u32, u32, u32)>>>,
 }
 
 impl Connection {
@@ -121,7 +122,7 @@ impl Connection {
             events: VecDeque::new(),
             flood: Flood::default(),
             paused: false,
-            violations: Vec::new(),
+            violations: None,
             cfg,
         };
         let cfg = &c.cfg;
@@ -160,7 +161,7 @@ impl Connection {
             return Err(e);
         }
         self.flood.new_streams = 0;
-        self.violations.clear();
+        self.violations = None;
         let mut pos = 0;
         if self.phase == Phase::Preface {
             let n = input.len().min(PREFACE.len());
@@ -317,6 +318,7 @@ impl Connection {
     /// the DATA frame past its window, and the window (nginx's log line names both).
     pub fn flow_violation(&self, stream: u32) -> Option<(u32, u32)> {
         self.violations
+            .as_deref()?
             .iter()
             .find(|v| v.0 == stream)
             .map(|&(_, len, window)| (len, window))
@@ -389,12 +391,15 @@ impl Connection {
                 None
             }
         };
-        if code == Some(Reason::FLOW_CONTROL_ERROR) && self.violations.len() < 16 {
+        if code == Some(Reason::FLOW_CONTROL_ERROR) {
             let window = self
                 .streams
                 .get(id)
                 .map_or(0, |s| s.recv_window.max(0) as u32);
-            self.violations.push((id, len, window));
+            let seen = self.violations.get_or_insert_with(Default::default);
+            if seen.len() < 16 {
+                seen.push((id, len, window));
+            }
         }
         if let Some(code) = code {
             // Nobody takes these bytes: they go back to the connection's window at once.

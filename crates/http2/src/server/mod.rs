@@ -25,7 +25,7 @@
 //! back itself). A stream the caller abandons is reset with [`Server::reset`], so that this
 //! layer forgets it too.
 //!
-//! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
+//! Memory: `size_of::<Server>()` is 672 bytes on x86-64; an idle connection that called
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
 //! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
 //! that called [`Server::park`] not even the latter.
