@@ -131,16 +131,15 @@ mod tests {
 
     /// The fields as the codec lays them out: values of the pseudo-headers, then names and
     /// values one after another.
-    fn layout(
-        method: &str,
-        path: &str,
-        fields: &[(&str, &str)],
-    ) -> (
+    /// The buffer, the method's and the path's places, each field's.
+    type Layout = (
         Bytes,
         Range<usize>,
         Range<usize>,
         Vec<(Range<usize>, Range<usize>)>,
-    ) {
+    );
+
+    fn layout(method: &str, path: &str, fields: &[(&str, &str)]) -> Layout {
         let mut buf = Vec::new();
         let mut put = |s: &str| {
             let at = buf.len();

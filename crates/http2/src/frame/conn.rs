@@ -77,7 +77,14 @@ pub struct Connection {
     /// The streams reset for DATA past their window in the last [`Connection::recv`]: each
     /// with the frame's length and the window it had (see [`Connection::flow_violation`]).
     /// Boxed: a connection that sees none holds a pointer's worth.
-    violations: Option<Box<Vec<(u32, u32, u32)>>>,
+    violations: Option<Box<Violations>>,
+}
+
+/// The flow-control violations of one read (the first few): stream, frame length, window.
+#[derive(Debug, Default)]
+struct Violations {
+    list: [(u32, u32, u32); 8],
+    len: usize,
 }
 
 impl Connection {
@@ -317,8 +324,8 @@ impl Connection {
     /// A stream the last [`Connection::recv`] reset with FLOW_CONTROL_ERROR: the length of
     /// the DATA frame past its window, and the window (nginx's log line names both).
     pub fn flow_violation(&self, stream: u32) -> Option<(u32, u32)> {
-        self.violations
-            .as_deref()?
+        let seen = self.violations.as_deref()?;
+        seen.list[..seen.len]
             .iter()
             .find(|v| v.0 == stream)
             .map(|&(_, len, window)| (len, window))
@@ -397,8 +404,9 @@ impl Connection {
                 .get(id)
                 .map_or(0, |s| s.recv_window.max(0) as u32);
             let seen = self.violations.get_or_insert_with(Default::default);
-            if seen.len() < 16 {
-                seen.push((id, len, window));
+            if let Some(slot) = seen.list.get_mut(seen.len) {
+                *slot = (id, len, window);
+                seen.len += 1;
             }
         }
         if let Some(code) = code {
