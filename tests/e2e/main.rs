@@ -29,6 +29,7 @@ mod error_log;
 mod error_pages;
 mod fastcgi;
 mod grpc;
+mod grpc_idle;
 mod gunzip;
 mod gzip;
 mod h2;
