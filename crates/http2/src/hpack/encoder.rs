@@ -146,11 +146,9 @@ impl Encoder {
             false => indexable(name),
         };
         if self.table.max() != 0 && worth {
-            for i in 0..self.table.len() {
-                if self.table.get(i) == Some((name, value)) {
-                    encode_int(dst, 0x80, 7, 62 + i);
-                    return;
-                }
+            if let Some(i) = self.table.find(name, value) {
+                encode_int(dst, 0x80, 7, 62 + i);
+                return;
             }
             if name.len() + value.len() + ENTRY_OVERHEAD <= self.table.max() / 2 {
                 literal(0x40, 6, name, value, dst);
