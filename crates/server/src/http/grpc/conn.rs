@@ -13,6 +13,11 @@
 //! ([`super::wire`]); it ends when the upstream closes, or once the connection is dropped and
 //! its streams are over.
 //!
+//! While the cache holds connections, one task of the worker's ([`sweep`]) looks at them
+//! every second: one idle that long frees its read buffer (32 KB) and the codec's spare
+//! buffers, and one idle `keepalive_timeout` is closed, as nginx's timer closes an idle
+//! keepalive connection, with no call needed to find it stale.
+//!
 //! `grpc_buffer_size` is each stream's window (what the upstream may send ahead of what the
 //! client took: nginx reads at most that much before its client is written) and the bound of
 //! an answer's head ([`super::meter`]); a connection is made for one size and reused only by
