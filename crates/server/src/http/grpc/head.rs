@@ -261,3 +261,30 @@ pub(super) fn reply_of(
     }
     reply
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{not_passed, NOT_PASSED};
+
+    #[test]
+    fn not_passed_is_the_list_whatever_the_case() {
+        for name in NOT_PASSED {
+            assert!(not_passed(name.as_bytes()), "{name}");
+            assert!(not_passed(name.to_ascii_uppercase().as_bytes()), "{name}");
+        }
+        for name in [
+            "",
+            "t",
+            "tee",
+            "hosts",
+            "user-agent",
+            "content-type",
+            "grpc-timeout",
+            "content-lengths",
+            "keep-alivx",
+            "proxy-connectiom",
+        ] {
+            assert!(!not_passed(name.as_bytes()), "{name}");
+        }
+    }
+}
