@@ -70,6 +70,7 @@ mod nginx_diff_small_modules;
 mod nginx_diff_stream;
 mod nginx_diff_sub;
 mod nginx_diff_tls;
+mod nginx_diff_userid;
 mod nginx_diff_variables;
 mod open_file_cache;
 mod output_buffers;
