@@ -14,6 +14,7 @@ pub mod auth_basic;
 pub mod auth_delay;
 pub mod auth_request;
 pub mod autoindex;
+pub mod browser;
 pub mod charset;
 pub mod client_body;
 pub mod directives;
@@ -66,6 +67,7 @@ pub mod temp_file;
 pub mod trailers;
 pub mod transport;
 pub mod upstream;
+pub mod userid;
 pub mod uwsgi;
 
 use std::path::{Path, PathBuf};
@@ -270,6 +272,9 @@ crate::conf::conf_slots! {
         /// `aio_residency_check`: page-cache hits are served inline.
         aio_residency_check: bool = true,
         directio_alignment: u64 = 512,
+        /// `read_ahead` (0: off): nginx on Linux advises sequential reads of a file over
+        /// 128 KiB it opens, whatever the size.
+        read_ahead: u64 = 0,
         rewrite_log: bool = false,
         uninitialized_variable_warn: bool = true,
     }
