@@ -268,3 +268,103 @@ fn browsers_are_told_apart_as_nginx_does() {
         assert_eq!(n, s, "{http}");
     }
 }
+
+#[test]
+fn core_leftovers_are_checked_as_nginx() {
+    for http in [
+        "read_ahead 1k; proxy_send_lowat 1k; fastcgi_send_lowat 0; send_lowat 3;",
+        "read_ahead x;",
+        "read_ahead 1; read_ahead 2;",
+        "proxy_send_lowat x;",
+        "proxy_send_lowat 1k; fastcgi_send_lowat 1k;",
+        "uwsgi_send_lowat 1k;",
+        "scgi_send_lowat 1k;",
+        "grpc_send_lowat 1k;",
+        "post_action /x;",
+        "post_action /x; post_action /y;",
+        "location / { if ($arg_a) { post_action @a; } }",
+    ] {
+        let (n, s) = both_test(http, "");
+        assert_eq!(n, s, "{http}");
+    }
+    for events in [
+        "debug_connection 127.0.0.1; debug_connection ::1; debug_connection unix:;\
+         debug_connection 10.0.0.0/8; debug_connection localhost;",
+        "debug_connection 10.0.0.1/8;",
+        "debug_connection 1.2.3.4/33;",
+        "debug_connection host.invalid;",
+    ] {
+        let (n, s) = crate::diff::both_test_events(events, "", "");
+        assert_eq!(n, s, "{events}");
+    }
+}
+
+#[test]
+fn read_ahead_serves_as_nginx() {
+    let p = Pair::new("read_ahead 512k; location /big/ { read_ahead 0; }");
+    let big = "x".repeat(300 * 1024);
+    std::fs::write(p.html().join("ra.txt"), &big).unwrap();
+    let answer = p.get("/ra.txt", "");
+    assert!(answer.contains(&big[..1000]), "{}", &answer[..200]);
+    p.get("/ra.txt", "Range: bytes=200000-200009\r\n");
+}
+
+/// `post_action`: the answer goes out, then the request runs again in the target; a proxied
+/// target (here the server itself, `/count`) is asked once per run.
+#[test]
+fn post_action_runs_after_the_answer_as_nginx() {
+    let p = Pair::with(crate::diff::Conf {
+        http: "log_format pa '$uri $status $body_bytes_sent $request_uri $request_method';\n\
+               log_format pb '$uri $status $request_uri';",
+        server: "location / { post_action /track; return 200 \"main\\n\"; }\n\
+             location /named { post_action @t; return 200 \"named\\n\"; }\n\
+             location /off { post_action off; return 200 \"off\\n\"; }\n\
+             location /404/ { post_action /track; return 404 \"nope\\n\"; }\n\
+             location /403/ { post_action /own; return 403; }\n\
+             location /own { access_log logs/own.log pb;\n\
+                 proxy_pass http://127.0.0.1:{PORT}/count$request_uri; }\n\
+             location /track { access_log logs/track.log pa;\n\
+                 proxy_pass http://127.0.0.1:{PORT}/count$request_uri; }\n\
+             location @t { access_log logs/named.log pa; rewrite ^ /count/named break;\n\
+                 proxy_pass http://127.0.0.1:{PORT}; }\n\
+             location /count { access_log logs/count.log pa; return 200 \"counted\\n\"; }\n\
+             location /loop/ { post_action /loop/t; return 200 \"loop\\n\";\n\
+                 location /loop/t { access_log logs/loop.log pa;\n\
+                     proxy_pass http://127.0.0.1:{PORT}/count/loop; }\n\
+             }",
+        ..Default::default()
+    });
+    let close = |method: &str, path: &str| {
+        p.check_open(
+            crate::common::client::request(method, path, "Connection: close\r\n").as_bytes(),
+        );
+    };
+    close("GET", "/a?x=1");
+    close("HEAD", "/a");
+    close("GET", "/named");
+    close("GET", "/404/x");
+    // One of nginx's own error pages: its status is logged, not the post action's.
+    close("GET", "/403/x");
+    close("GET", "/off");
+    close("GET", "/loop/x");
+    for log in [
+        "logs/track.log",
+        "logs/named.log",
+        "logs/count.log",
+        "logs/loop.log",
+        "logs/own.log",
+    ] {
+        let (n, s) = p.read_both(log);
+        assert!(!n.is_empty(), "nginx wrote {log}");
+        assert_eq!(n, s, "{log}");
+    }
+    let count = p.read_both("logs/count.log").0;
+    assert_eq!(
+        count
+            .lines()
+            .filter(|l| l.starts_with("/count/loop "))
+            .count(),
+        10,
+        "{count}"
+    );
+}

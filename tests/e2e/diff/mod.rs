@@ -914,6 +914,11 @@ fn replace_versioned(s: &str, name: &str) -> String {
 /// `-t` of nginx and of shoal on one configuration: whether it passed, and each one's
 /// `[emerg]`/`[warn]` lines from the level on.
 pub fn both_test(http: &str, server: &str) -> (String, String) {
+    both_test_events("", http, server)
+}
+
+/// [`both_test`] with lines in the `events {}` block.
+pub fn both_test_events(events: &str, http: &str, server: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("logs")).unwrap();
     // shoal's charset maps beside the file, for `include koi-utf;`.
@@ -926,7 +931,7 @@ pub fn both_test(http: &str, server: &str) -> (String, String) {
     }
     let file = dir.path().join("t.conf");
     let conf = format!(
-        "error_log stderr;\npid logs/t.pid;\nevents {{}}\nhttp {{\n{http}\nserver {{\n    \
+        "error_log stderr;\npid logs/t.pid;\nevents {{ {events} }}\nhttp {{\n{http}\nserver {{\n    \
          listen 127.0.0.1:{};\n    {server}\n}}\n}}\n",
         free_port()
     );

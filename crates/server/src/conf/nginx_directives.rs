@@ -202,7 +202,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("pop3_auth",                      "ngx_mail_pop3_module",          Inert),
     ("pop3_capabilities",              "ngx_mail_pop3_module",          Inert),
     ("port_in_redirect",               "ngx_http_core_module",          Unsupported),
-    ("post_action",                    "ngx_http_core_module",          Unsupported),
     ("postpone_gzipping",              "ngx_http_gzip_module",          Unsupported),
     ("preread_buffer_size",            "ngx_stream_core_module",        Unsupported),
     ("preread_timeout",                "ngx_stream_core_module",        Unsupported),

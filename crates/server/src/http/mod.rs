@@ -46,6 +46,7 @@ pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;
 pub mod phases;
+pub mod post_action;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod proxy_protocol;

@@ -295,6 +295,8 @@ http_modules! {
     hash_sizes: super::hash_sizes::Module,
     /// `resolver`, `resolver_timeout` (the proxy's run-time lookups).
     resolver: crate::resolver::conf::Module,
+    /// `post_action` (run by the HTTP/1 connection once the answer is out).
+    post_action: super::post_action::Module,
     /// `subrequest_output_buffer_size` (checked and kept for the subrequests' modules).
     subrequest: super::subrequest::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
