@@ -229,9 +229,29 @@ pub struct Uid {
     reset: bool,
 }
 
-/// The request's state: read from the cookie at the first use, then kept.
+/// The request's state: read from the cookie at the first use, then kept (boxed: a request
+/// without userid pays one pointer).
 #[derive(Default)]
-pub struct Slot(Cell<Option<Uid>>);
+pub struct Slot(Cell<Option<Box<Uid>>>);
+
+impl Slot {
+    fn get(&self) -> Option<Uid> {
+        let b = self.0.take()?;
+        let uid = *b;
+        self.0.set(Some(b));
+        Some(uid)
+    }
+
+    fn set(&self, uid: Uid) {
+        match self.0.take() {
+            Some(mut b) => {
+                *b = uid;
+                self.0.set(Some(b));
+            }
+            None => self.0.set(Some(Box::new(uid))),
+        }
+    }
+}
 
 /// nginx's "set" test: its fourth word is not zero.
 fn present(uid: &[u8; 16]) -> bool {
@@ -356,7 +376,7 @@ fn log(vars: &Vars<'_>, level: Level, line: std::fmt::Arguments<'_>) {
 /// nginx's `ngx_http_userid_get_uid`: the request's state, the cookie read at the first use.
 fn get(loc: &UseridLoc, vars: &Vars<'_>) -> Option<Uid> {
     let slot = &vars.extras?.userid;
-    if let Some(uid) = slot.0.get() {
+    if let Some(uid) = slot.get() {
         return Some(uid);
     }
     let mut uid = Uid::default();
@@ -382,7 +402,7 @@ fn get(loc: &UseridLoc, vars: &Vars<'_>) -> Option<Uid> {
             );
         }
     }
-    slot.0.set(Some(uid));
+    slot.set(uid);
     Some(uid)
 }
 
@@ -466,7 +486,7 @@ fn create(loc: &UseridLoc, vars: &Vars<'_>, mut uid: Uid) -> Uid {
 /// The identifier to set, made if it was not (and kept for the request).
 fn made(loc: &UseridLoc, vars: &Vars<'_>) -> Option<Uid> {
     let uid = create(loc, vars, get(loc, vars)?);
-    vars.extras?.userid.0.set(Some(uid));
+    vars.extras?.userid.set(uid);
     Some(uid)
 }
 
