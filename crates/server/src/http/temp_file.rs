@@ -27,6 +27,12 @@ pub struct TempPath {
 /// The process's temporary file counter (nginx's `ngx_temp_number`).
 static NUMBER: AtomicU32 = AtomicU32::new(0);
 
+/// The next number of the process's counter (nginx's `ngx_next_temp_number(0)`), for a
+/// file named beside another.
+pub fn next_number() -> u32 {
+    NUMBER.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+}
+
 impl TempPath {
     /// `NAME PATH [L1 [L2 [L3]]]` as nginx's `ngx_conf_set_path_slot` reads it: each level a
     /// positive number, at most 10 digits in all; anything else is `invalid value`. A path
@@ -69,7 +75,7 @@ impl TempPath {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let mut collisions = 0;
         loop {
-            let n = NUMBER.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+            let n = next_number();
             let name = format!("{n:010}");
             let mut dir = self.path.clone();
             let mut end = name.len();
