@@ -16,12 +16,14 @@ pub mod auth_request;
 pub mod autoindex;
 pub mod charset;
 pub mod client_body;
+pub mod dav;
 pub mod directives;
 mod doc_root;
 use doc_root::{set_index, set_root};
 pub use doc_root::{DocRoot, IndexName};
 pub mod empty_gif;
 pub mod fastcgi;
+pub mod flv;
 pub mod framing;
 pub mod geo;
 pub mod grpc;
@@ -48,6 +50,7 @@ pub mod phases;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod proxy_protocol;
+pub mod random_index;
 pub mod range;
 pub mod range_filter;
 pub mod realip;
@@ -328,6 +331,8 @@ pub enum Content {
     Upstream(upstream::Proto),
     StubStatus,
     EmptyGif,
+    /// `flv`.
+    Flv,
 }
 
 impl Content {
@@ -336,6 +341,8 @@ impl Content {
             Content::StubStatus
         } else if lc.empty_gif == Some(true) {
             Content::EmptyGif
+        } else if lc.flv == Some(true) {
+            Content::Flv
         } else if lc.proxy.pass.is_some() {
             Content::Proxy
         } else if lc.fastcgi.pass.is_some() {
