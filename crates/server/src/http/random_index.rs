@@ -54,7 +54,7 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Opti
     let dir = std::path::Path::new(std::ffi::OsStr::from_bytes(
         &bytes[..bytes.len().saturating_sub(1)],
     ));
-    let entries = match std::fs::read_dir(&dir) {
+    let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => {
             let (code, level) = match e.raw_os_error() {
