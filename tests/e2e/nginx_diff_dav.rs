@@ -438,3 +438,36 @@ fn flv_answers_as_nginx() {
     p.get("/dir.flv/", "");
     p.get("/none.flv", "");
 }
+
+/// The directives as `-t` reads them: values, duplicates (a warning for a method named twice),
+/// contexts and argument counts.
+#[test]
+fn directives_are_read_as_nginx_reads_them() {
+    for (http, server) in [
+        (
+            "",
+            "location / { dav_methods PUT; dav_methods DELETE put; }",
+        ),
+        ("", "location / { dav_methods off PUT; }"),
+        ("", "location / { dav_methods PROPFIND; }"),
+        (
+            "dav_methods PUT; create_full_put_path on; min_delete_depth 1; dav_access all:r;",
+            "",
+        ),
+        ("", "location / { dav_access user:rw; dav_access user:r; }"),
+        ("", "location / { dav_access user:x; }"),
+        ("", "location / { dav_access group:rw all:r; }"),
+        ("", "location / { dav_access a b c d; }"),
+        ("", "location / { min_delete_depth x; }"),
+        ("", "location / { min_delete_depth 2; min_delete_depth 3; }"),
+        ("", "location / { create_full_put_path maybe; }"),
+        ("", "random_index on;"),
+        ("", "location / { random_index on; random_index off; }"),
+        ("", "flv;"),
+        ("", "location / { flv; flv; }"),
+        ("", "location / { flv x; }"),
+    ] {
+        let (nginx, shoal) = crate::diff::both_test(http, server);
+        assert_eq!(nginx, shoal, "for {http:?} / {server:?}");
+    }
+}
