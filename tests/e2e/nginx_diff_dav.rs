@@ -26,6 +26,7 @@ location /plain/ { root dav; dav_methods PUT MKCOL; }
 location /pool/ { root dav; dav_methods put delete mkcol copy move; aio threads; }
 location /deep/ { root dav; dav_methods DELETE; min_delete_depth 3; }
 location /ro/ { root dav; }
+location /tf/ { root dav; try_files $uri $uri/ =404; dav_methods PUT DELETE MKCOL; }
 ";
 
 /// A 2020 time, set on fixtures a COPY must keep.
@@ -41,7 +42,7 @@ fn set_mtime(p: &Path, secs: u64) {
 /// The DAV root in a prefix, writable by the workers, with a tree to copy.
 fn dav_root(prefix: &Path) {
     let root = prefix.join("dav");
-    for d in ["dav/src/e", "pool/src/e", "deep/a/b", "ro", "plain"] {
+    for d in ["dav/src/e", "pool/src/e", "deep/a/b", "ro", "plain", "tf/d"] {
         fs::create_dir_all(root.join(d)).expect("a DAV directory");
     }
     for area in ["dav", "pool"] {
@@ -53,6 +54,7 @@ fn dav_root(prefix: &Path) {
     fs::write(root.join("deep/a/b/c"), "c\n").unwrap();
     fs::write(root.join("deep/a/x"), "x\n").unwrap();
     fs::write(root.join("ro/r.txt"), "r\n").unwrap();
+    fs::write(root.join("tf/t.txt"), "t\n").unwrap();
     let mut stack = vec![root.clone()];
     while let Some(d) = stack.pop() {
         fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
@@ -291,6 +293,11 @@ fn dav_methods_change_files_as_nginx() {
     p.check(&req("DELETE", "/deep/a/b/", "", ""));
     p.check(&req("PUT", "/ro/r.txt", "", "x"));
     p.check(&req("DELETE", "/ro/r.txt", "", ""));
+    // After try_files: on the name it found, else its fallback.
+    p.check(&req("PUT", "/tf/t.txt", "", "replaced"));
+    p.check(&req("PUT", "/tf/new.txt", "", "x"));
+    p.check(&req("MKCOL", "/tf/d/", "", ""));
+    p.check(&req("DELETE", "/tf/t.txt", "", ""));
     // Out of the root: the URI is normalised first (a location without DAV), or refused.
     p.check(&req("PUT", "/dav/../ro/esc", "", "x"));
     p.check(&req("PUT", "/dav/%2e%2e/%2e%2e/esc", "", "x"));

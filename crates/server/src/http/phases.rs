@@ -391,6 +391,17 @@ async fn run<'s, const REFUSED: bool>(
                     }
                 }
                 Content::Static => match &lc.try_files {
+                    // The DAV handler runs after try_files, on the name it found.
+                    Some(tf) if super::dav::wanted(lc, method) => {
+                        from_try_files = true;
+                        match try_files_find(r, tf, lc, &rw) {
+                            Ok(name) => {
+                                rw.uri = name;
+                                super::dav::handle(r, lc, method, &rw, body).await
+                            }
+                            Err(fallback) => fallback,
+                        }
+                    }
                     Some(tf) => {
                         from_try_files = true;
                         try_files(r, tf, lc, &rw, method)
