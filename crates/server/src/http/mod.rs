@@ -570,15 +570,15 @@ fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
         let ty = line.name.clone();
         for ext in &line.args {
             let ext = ext.value.to_ascii_lowercase();
+            // nginx warns even when the type is the same (a `types` block repeating an
+            // included `mime.types` line does).
             if let Some(prev) = map.get(&ext) {
-                if *prev != ty {
-                    b.warn(
-                        format!(
-                            "duplicate extension \"{ext}\", content type: \"{ty}\", previous content type: \"{prev}\""
-                        ),
-                        &line.span,
-                    );
-                }
+                b.warn(
+                    format!(
+                        "duplicate extension \"{ext}\", content type: \"{ty}\", previous content type: \"{prev}\""
+                    ),
+                    &line.span,
+                );
             }
             map.insert(ext, ty.clone());
         }
