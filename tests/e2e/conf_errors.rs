@@ -331,6 +331,30 @@ fn unwritable_error_log_fails_the_test() {
 }
 
 #[test]
+fn the_default_access_log_is_opened_only_for_a_server_without_one() {
+    // No `logs/` in the prefix: only a server left without an `access_log` needs it.
+    let p = Prefix::new();
+    fs::remove_dir(p.join("logs")).unwrap();
+    let own = p.join("own.log").display().to_string();
+    let text = format!(
+        "error_log stderr;\nevents {{}}\nhttp {{\n\
+         server {{ listen 127.0.0.1:1; access_log {own}; location / {{ }} }}\n\
+         server {{ listen 127.0.0.1:2; access_log off; }}\n}}\n"
+    );
+    passes(&p, &text);
+    let text = text.replace("access_log off;", "");
+    let (code, err, _) = test_conf(&p, &text);
+    let default = p.join("logs/access.log").display().to_string();
+    assert!(
+        err.contains(&format!(
+            "[emerg] open() \"{default}\" failed (2: No such file or directory)"
+        )),
+        "{err}"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
 fn errors_at_startup_match_the_test() {
     // Without -t the same message is printed and shoal exits 1 without listening.
     let p = Prefix::new();
