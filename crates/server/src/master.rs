@@ -79,7 +79,10 @@ pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
 /// Prints a configuration's `[warn]` lines.
 pub fn report_warnings(conf: &Config) {
     for w in &conf.warnings {
-        report(Level::Warn, &format!("{} in {}", w.message, w.span));
+        match &w.span {
+            Some(span) => report(Level::Warn, &format!("{} in {}", w.message, span)),
+            None => report(Level::Warn, &w.message),
+        }
     }
 }
 
