@@ -337,7 +337,7 @@ fn the_default_access_log_is_opened_only_for_a_server_without_one() {
     fs::remove_dir(p.join("logs")).unwrap();
     let own = p.join("own.log").display().to_string();
     let text = format!(
-        "error_log stderr;\nevents {{}}\nhttp {{\n\
+        "error_log stderr;\npid own.pid;\nevents {{}}\nhttp {{\n\
          server {{ listen 127.0.0.1:1; access_log {own}; location / {{ }} }}\n\
          server {{ listen 127.0.0.1:2; access_log off; }}\n}}\n"
     );
@@ -352,6 +352,26 @@ fn the_default_access_log_is_opened_only_for_a_server_without_one() {
         "{err}"
     );
     assert_eq!(code, 1);
+}
+
+#[test]
+fn the_test_creates_the_pid_file_and_fails_where_it_cannot() {
+    let p = Prefix::new();
+    let (code, err, file) = test_conf(&p, "pid /proc/nope/x.pid;\nevents {}\n");
+    assert_eq!(
+        err,
+        format!(
+            "shoal: [emerg] open() \"/proc/nope/x.pid\" failed (2: No such file or directory)\n\
+             shoal: configuration file {file} test failed\n"
+        )
+    );
+    assert_eq!(code, 1);
+    // Created empty where it can be; a running server's is left as it is.
+    passes(&p, "pid logs/t.pid;\nevents {}\n");
+    assert_eq!(fs::read(p.join("logs/t.pid")).unwrap(), b"");
+    fs::write(p.join("logs/t.pid"), "12345\n").unwrap();
+    passes(&p, "pid logs/t.pid;\nevents {}\n");
+    assert_eq!(p.read("logs/t.pid"), "12345\n");
 }
 
 #[test]
