@@ -375,6 +375,47 @@ fn the_test_creates_the_pid_file_and_fails_where_it_cannot() {
 }
 
 #[test]
+fn the_test_makes_the_temporary_directories_as_nginx_does() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let p = Prefix::new();
+    let (code, err, file) = test_conf(
+        &p,
+        "events {}\nhttp { client_body_temp_path nope/body 1 2; }\n",
+    );
+    let dir = p.join("nope/body").display().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "shoal: [emerg] mkdir() \"{dir}\" failed (2: No such file or directory)\n\
+             shoal: configuration file {file} test failed\n"
+        )
+    );
+    assert_eq!(code, 1);
+    // Made (one level, mode 0700); as root with `user`, given to the user.
+    let root = common::backends::is_root();
+    let user = if root { "user nobody nogroup;\n" } else { "" };
+    passes(
+        &p,
+        &format!(
+            "{user}events {{}}\nhttp {{ client_body_temp_path body 1 2; \
+             server {{ location / {{ proxy_temp_path ptemp; }} }} }}\n"
+        ),
+    );
+    for d in ["body", "ptemp"] {
+        let meta = fs::metadata(p.join(d)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{d}");
+        if root {
+            let id = std::process::Command::new("id")
+                .args(["-u", "nobody"])
+                .output()
+                .unwrap();
+            let uid: u32 = String::from_utf8_lossy(&id.stdout).trim().parse().unwrap();
+            assert_eq!(meta.uid(), uid, "{d}");
+        }
+    }
+}
+
+#[test]
 fn errors_at_startup_match_the_test() {
     // Without -t the same message is printed and shoal exits 1 without listening.
     let p = Prefix::new();
