@@ -577,15 +577,15 @@ fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
         let ty = line.name.clone();
         for ext in &line.args {
             let ext = ext.value.to_ascii_lowercase();
+            // nginx warns even when the type is the same (a `types` block repeating an
+            // included `mime.types` line does).
             if let Some(prev) = map.get(&ext) {
-                if *prev != ty {
-                    b.warn(
-                        format!(
-                            "duplicate extension \"{ext}\", content type: \"{ty}\", previous content type: \"{prev}\""
-                        ),
-                        &line.span,
-                    );
-                }
+                b.warn(
+                    format!(
+                        "duplicate extension \"{ext}\", content type: \"{ty}\", previous content type: \"{prev}\""
+                    ),
+                    &line.span,
+                );
             }
             map.insert(ext, ty.clone());
         }
@@ -659,10 +659,10 @@ impl HttpConf {
             self.loc.proxy.temp_path.as_ref().map(|t| &t.path),
             prefix,
         );
-        if self.loc.access_log.is_none() {
-            self.loc.access_log =
-                Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
-        }
+        // nginx opens its default `logs/access.log` only for a server that ends up without
+        // an `access_log` of its own or from http (its merge of a server's level): a
+        // configuration whose every server names its log never opens (or needs) the default.
+        let mut default_logs = None;
         self.loc.set_defaults(prefix);
         charset::finish(b, &mut self.loc.charset);
         let http_types = self
@@ -683,6 +683,13 @@ impl HttpConf {
         for srv in &mut self.servers {
             srv.srv.merge(&self.srv);
             srv.loc.merge(&self.loc);
+            if srv.loc.access_log.is_none() {
+                if default_logs.is_none() {
+                    default_logs =
+                        Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
+                }
+                srv.loc.access_log = default_logs.clone();
+            }
             if srv.listen.is_empty() {
                 srv.listen.push(ListenConf {
                     addr: crate::listen::ListenAddr::Inet(std::net::SocketAddr::from((
