@@ -53,6 +53,7 @@ mod nginx_diff_cache;
 mod nginx_diff_charset;
 mod nginx_diff_cookie;
 mod nginx_diff_core;
+mod nginx_diff_dav;
 mod nginx_diff_fastcgi;
 mod nginx_diff_grpc;
 mod nginx_diff_h2;

@@ -452,6 +452,12 @@ impl Pair {
         (self.nginx.port, self.shoal.port)
     }
 
+    /// nginx's and shoal's prefixes: a relative `root` is under each, for files one server
+    /// writes that the other must not see (DAV).
+    pub fn prefixes(&self) -> (PathBuf, PathBuf) {
+        (self.nginx.prefix.clone(), self.shoal.prefix.clone())
+    }
+
     /// The shared html directory (to add files a scenario needs).
     pub fn html(&self) -> PathBuf {
         self.dir.path().join("html")

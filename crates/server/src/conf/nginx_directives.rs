@@ -29,7 +29,8 @@
 //! (`ssl_ech_file`). The http and stream proxies' `proxy_ssl_*`, gRPC's `grpc_ssl_*` and
 //! `uwsgi_ssl_*` are not listed: they are shoal's (`http/proxy/ssl.rs`), and neither are the
 //! `*_store` and `*_ignore_client_abort` of the upstream modules (`http/upstream/store.rs`,
-//! `http/upstream/conf.rs`).
+//! `http/upstream/conf.rs`), nor the DAV, FLV and random index modules' (`http/dav/`,
+//! `http/flv.rs`, `http/random_index.rs`).
 //!
 //! Commercial-only directives (NGINX Plus) and third-party modules (njs,
 //! Lua...) are not listed.
@@ -81,10 +82,7 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("client_header_buffer_size",      "ngx_http_core_module",          Unsupported),
     ("client_header_timeout",          "ngx_http_core_module",          Unsupported),
     ("client_max_body_size",           "ngx_http_core_module",          Unsupported),
-    ("create_full_put_path",           "ngx_http_dav_module",           Inert),
     ("daemon",                         "ngx_core_module",               Unsupported),
-    ("dav_access",                     "ngx_http_dav_module",           Inert),
-    ("dav_methods",                    "ngx_http_dav_module",           Unsupported),
     ("debug_points",                   "ngx_core_module",               Unsupported),
     ("default_type",                   "ngx_http_core_module",          Unsupported),
     ("devpoll_changes",                "ngx_core_module",               Unsupported),
@@ -98,7 +96,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("etag",                           "ngx_http_core_module",          Unsupported),
     ("events",                         "ngx_core_module",               Unsupported),
     ("expires",                        "ngx_http_headers_module",       Unsupported),
-    ("flv",                            "ngx_http_flv_module",           Unsupported),
     ("geoip_city",                     "ngx_http_geoip_module",         Unsupported),
     ("geoip_country",                  "ngx_http_geoip_module",         Unsupported),
     ("geoip_org",                      "ngx_http_geoip_module",         Unsupported),
@@ -180,7 +177,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("max_headers",                    "ngx_http_core_module",          Unsupported),
     ("max_ranges",                     "ngx_http_core_module",          Unsupported),
     ("merge_slashes",                  "ngx_http_core_module",          Unsupported),
-    ("min_delete_depth",               "ngx_http_dav_module",           Inert),
     ("mirror",                         "ngx_http_mirror_module",        Unsupported),
     ("mirror_request_body",            "ngx_http_mirror_module",        Inert),
     ("mp4",                            "ngx_http_mp4_module",           Unsupported),
@@ -269,7 +265,6 @@ pub static NGINX_DIRECTIVES: &[(&str, &str, Absent)] = &[
     ("quic_host_key",                  "ngx_http_v3_module",            Unsupported),
     ("quic_retry",                     "ngx_http_v3_module",            Unsupported),
     ("random",                         "ngx_http_upstream_module",      Unsupported),
-    ("random_index",                   "ngx_http_random_index_module",  Unsupported),
     ("reset_timedout_connection",      "ngx_http_core_module",          Unsupported),
     ("return",                         "ngx_http_rewrite_module",       Unsupported),
     ("rewrite",                        "ngx_http_rewrite_module",       Unsupported),
@@ -416,8 +411,6 @@ mod tests {
             ("image_filter", "ngx_http_image_filter_module", Unsupported),
             ("perl", "ngx_http_perl_module", Unsupported),
             ("mp4", "ngx_http_mp4_module", Unsupported),
-            ("flv", "ngx_http_flv_module", Unsupported),
-            ("dav_methods", "ngx_http_dav_module", Unsupported),
             ("geoip_country", "ngx_http_geoip_module", Unsupported),
             ("mail", "ngx_mail_core_module", Unsupported),
             ("smtp_auth", "ngx_mail_smtp_module", Inert),

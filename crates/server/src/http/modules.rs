@@ -301,6 +301,13 @@ http_modules! {
     subrequest: super::subrequest::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
     autoindex: super::autoindex::Module,
+    /// `random_index` (a content handler, before the index module's).
+    random_index: super::random_index::Module,
+    /// `dav_methods`, `dav_access`, `create_full_put_path`, `min_delete_depth` (a content
+    /// handler for PUT, DELETE, MKCOL, COPY and MOVE, before the static module).
+    dav: super::dav::Module,
+    /// `flv` (the location's content handler).
+    flv: super::flv::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).

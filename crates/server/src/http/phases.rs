@@ -350,6 +350,15 @@ async fn run<'s, const REFUSED: bool>(
                     Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
                 }
                 Content::EmptyGif => Outcome::Reply(Box::new(super::empty_gif::reply(method, lc))),
+                Content::Flv => {
+                    let vars = r.vars_rw(&rw, lc);
+                    let args = rw.args.as_deref();
+                    match super::flv::handle(r, lc, method, &rw.uri, args, &vars) {
+                        Some(outcome) => outcome,
+                        // Declined: the content phase's handlers, as nginx's.
+                        None => static_content(r, lc, method, &rw.uri, &vars),
+                    }
+                }
                 _ if rw.rewritten_break && lc.doc_root().alias => {
                     crate::conn_log!(
                         Level::Alert,
@@ -410,13 +419,27 @@ async fn run<'s, const REFUSED: bool>(
                     }
                 }
                 Content::Static => match &lc.try_files {
+                    // The DAV handler runs after try_files, on the name it found.
+                    Some(tf) if super::dav::wanted(lc, method) => {
+                        from_try_files = true;
+                        match try_files_find(r, tf, lc, &rw) {
+                            Ok(name) => {
+                                rw.uri = name;
+                                super::dav::handle(r, lc, method, &rw, body).await
+                            }
+                            Err(fallback) => fallback,
+                        }
+                    }
                     Some(tf) => {
                         from_try_files = true;
                         try_files(r, tf, lc, &rw, method)
                     }
+                    None if super::dav::wanted(lc, method) => {
+                        super::dav::handle(r, lc, method, &rw, body).await
+                    }
                     None => {
                         let vars = r.vars_rw(&rw, lc);
-                        static_files::handle(r, lc, method, &rw.uri, &vars)
+                        static_content(r, lc, method, &rw.uri, &vars)
                     }
                 },
             }
@@ -696,7 +719,7 @@ fn try_files(
             Err(_) => false,
         };
         if ok {
-            return static_files::handle(r, lc, method, &name, &vars);
+            return static_content(r, lc, method, &name, &vars);
         }
     }
     match &tf.fallback {
@@ -752,4 +775,21 @@ fn finish<'s>(
 /// The file a URI maps to in a location (for `$request_filename`).
 pub fn request_filename(lc: &LocConf, uri: &str) -> PathBuf {
     lc.doc_root().map(uri, None)
+}
+
+/// nginx's content-phase handlers after try_files for GET, HEAD and POST: `random_index`,
+/// then the index, autoindex and static modules.
+fn static_content(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    method: &str,
+    uri: &str,
+    vars: &crate::variables::Vars<'_>,
+) -> Outcome {
+    if super::random_index::wanted(lc, method, uri) {
+        if let Some(outcome) = super::random_index::handle(r, lc, uri, vars) {
+            return outcome;
+        }
+    }
+    static_files::handle(r, lc, method, uri, vars)
 }
