@@ -615,7 +615,7 @@ impl Conn {
             Body::Tunnel(_) => keep = false,
             _ => {}
         }
-        let status = reply.status;
+        let (status, special) = (reply.status, reply.special);
         self.pacing = self.pacing_for(
             (req, srv, host, start, &extras),
             lc,
@@ -645,15 +645,37 @@ impl Conn {
         let (head_len, body_len) = written?;
         extras.set_completed();
         drop(output);
-        if logs {
+        // `post_action`: the request runs again now that its answer is out; it is logged after.
+        let mut post = None;
+        if lc.post_action.target().is_some() {
+            self.flush().await?;
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                connection_requests: self.requests,
+                name_captures,
+                client: None,
+                cache_zones,
+                extras: &extras,
+            };
+            post = super::post_action::run(&r, lc, status, special).await;
+        }
+        let (log_lc, log_uri, log_status) = match &post {
+            Some((done, logged)) => (done.lc, &done.uri, *logged),
+            None => (lc, &uri, status),
+        };
+        if !log_lc.access_logs().is_empty() {
             let rec = upstream.as_ref().map(|u| u.borrow());
             self.log(
                 req,
                 srv,
-                lc,
-                &uri,
+                log_lc,
+                log_uri,
                 start,
-                status,
+                log_status,
                 head_len,
                 body_len,
                 sent_headers,
