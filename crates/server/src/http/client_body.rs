@@ -272,6 +272,18 @@ impl<'a> ClientBody<'a> {
         }
     }
 
+    /// A body read whole already, framed as `kind` (a mirror's copy of the client's).
+    pub fn read(kind: BodyKind, whole: Whole) -> ClientBody<'a> {
+        ClientBody {
+            kind,
+            inner: RefCell::new(Inner {
+                source: None,
+                state: State::Read(whole),
+                cleanup: None,
+            }),
+        }
+    }
+
     /// An HTTP/1 request's body, framed as `kind`.
     pub fn h1(kind: BodyKind, source: H1Source<'a>) -> ClientBody<'a> {
         ClientBody {

@@ -56,19 +56,73 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s>
 /// A subrequest's answer (nginx's `ngx_http_subrequest` waited for, its body kept in
 /// memory and dropped): `uri`'s location runs its phases and content handler as an internal
 /// `GET` of the same client request, without the access phases (nginx skips them for a
-/// subrequest) and without its body. `auth_request` asks one; `ssi` and `mirror` would too.
+/// subrequest) and without its body. `auth_request` asks one; `mirror` asks [`subrequest_as`].
 /// The answer's body is not read: a proxied one's upstream connection is closed.
 pub fn subrequest<'s, 'a>(
     r: &'a Req<'s, '_>,
     uri: &'a str,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
+    let body = ClientBody::none();
+    subrequest_as(
+        r,
+        Sub {
+            uri,
+            args: None,
+            method: "GET",
+        },
+        body,
+    )
+}
+
+/// What a subrequest is: its URI, arguments and method.
+pub struct Sub<'a> {
+    pub uri: &'a str,
+    pub args: Option<&'a str>,
+    pub method: &'a str,
+}
+
+/// [`subrequest`] with its arguments, method and body (`mirror`'s: the client's method and
+/// arguments, the client's body read whole or none).
+pub fn subrequest_as<'s, 'a>(
+    r: &'a Req<'s, '_>,
+    sub: Sub<'a>,
+    body: ClientBody<'a>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
     Box::pin(async move {
-        let body = ClientBody::none();
-        let mut done = run::<false>(r, &body, 0, Some(uri)).await;
+        let mut done = run::<false>(r, &body, 0, Some(&sub)).await;
         super::subrequest::log(r, &done);
         done.reply.body = Body::Empty;
         done
     })
+}
+
+/// nginx's `NGX_HTTP_SUBREQUEST_CLONE`: the content handler of the location `lc` run again
+/// for the request, with the rewrite state `rw` (its URI, arguments and variables) and no
+/// body, its answer's body kept to be sent (`slice`'s next slices). No phase before the
+/// content runs again.
+pub async fn clone_content(r: &Req<'_, '_>, lc: &LocConf, rw: &rewrite::State) -> Outcome {
+    let body = ClientBody::none();
+    let mut upstream = None;
+    let method = r.req.method();
+    match lc.content {
+        Content::Proxy => {
+            let pass = lc
+                .proxy
+                .pass
+                .as_ref()
+                .expect("Content::Proxy has proxy_pass");
+            let via = super::proxy_cache::serve::Via::Proxy(pass);
+            cached_outcome(r, lc, via, rw, false, method, &body, &mut upstream).await
+        }
+        Content::Upstream(proto) => {
+            let via = super::proxy_cache::serve::Via::Other(proto);
+            cached_outcome(r, lc, via, rw, false, method, &body, &mut upstream).await
+        }
+        _ => {
+            let vars = r.vars_rw(rw, lc);
+            static_files::handle(r, lc, method, &rw.uri, &vars)
+        }
+    }
 }
 
 /// The answer to a request refused as soon as its head was read (nginx's
@@ -85,23 +139,23 @@ pub async fn process_status<'s>(
 
 /// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
 /// usual request's loop carries no test for it).
-/// `sub`: the URI of a subrequest (see [`subrequest`]).
+/// `sub`: what a subrequest is (see [`subrequest`]).
 async fn run<'s, const REFUSED: bool>(
     r: &Req<'s, '_>,
     body: &ClientBody<'_>,
     status: u16,
-    sub: Option<&str>,
+    sub: Option<&Sub<'_>>,
 ) -> Answered<'s> {
     let srv = r.srv;
     crate::log::set_scope(srv.loc.error_log.as_ref());
     let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
         uri: match sub {
-            Some(uri) => uri.to_string(),
+            Some(sub) => sub.uri.to_string(),
             None => shoal_http::lossy(r.req.path()).into_owned(),
         },
         args: match sub {
-            Some(_) => None,
+            Some(sub) => sub.args.map(str::to_string),
             None => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
         },
         quoted_uri: sub.is_none() && {
@@ -303,12 +357,18 @@ async fn run<'s, const REFUSED: bool>(
                 }
             }
         }
-        // A subrequest is a GET, whatever the main request's method (a HEAD's too).
+        // A subrequest is a GET, whatever the main request's method (a HEAD's too), but
+        // for a mirror's (the client's method).
         let method = match sub {
-            Some(_) => "GET",
+            Some(sub) => sub.method,
             None => effective_method(r, method_get),
         };
 
+        // nginx's precontent phase: `mirror` reads the body it mirrors and leaves its
+        // subrequests to run once the answer is out.
+        if decided.is_none() && !refused && sub.is_none() && lc.mirror.in_use() {
+            decided = super::mirror::precontent(r, lc, &rw, body).await;
+        }
         let mut from_try_files = false;
         let outcome = if let Some(o) = decided {
             o

@@ -631,6 +631,16 @@ impl Conn {
                 keep,
                 &output,
                 RefusedShape::default(),
+                Some(super::request::ReqParts {
+                    req,
+                    srv,
+                    host,
+                    start,
+                    connection_requests: self.requests,
+                    name_captures,
+                    cache_zones,
+                    extras: &extras,
+                }),
             )
             .await;
         if self.pacing.is_some() {
@@ -645,6 +655,23 @@ impl Conn {
         let (head_len, body_len) = written?;
         extras.set_completed();
         drop(output);
+        // `mirror`: the answer is out; the request ends when its mirrors have their answers.
+        if let Some(pending) = extras.take_mirrors() {
+            self.flush().await?;
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                connection_requests: self.requests,
+                name_captures,
+                client: None,
+                cache_zones,
+                extras: &extras,
+            };
+            Box::pin(super::mirror::run(&r, pending)).await;
+        }
         if logs {
             let rec = upstream.as_ref().map(|u| u.borrow());
             self.log(

@@ -33,6 +33,7 @@ impl Conn {
         keep: bool,
         output: &Output,
         refused: RefusedShape,
+        parts: Option<crate::http::request::ReqParts<'_, '_>>,
     ) -> std::io::Result<(u64, u64)> {
         super::super::transport::ready_out_buffer(&mut self.out);
         let req = who.map(|(r, _)| r);
@@ -140,6 +141,27 @@ impl Conn {
                 Box::pin(relay::tunnel(&mut sink, stream, buf, send_timeout, *u, lc)).await?;
             return Ok((head_len, body_len));
         }
+        // A body of subrequests' parts: each fetched with the request in hand, as it is
+        // written (its parts go as they come: no body filter).
+        if let Body::Streamed(s) = body {
+            let Some(parts) = parts else {
+                return Err(io::Error::from(crate::error::Error::invalid(
+                    "a streamed body without its request",
+                )));
+            };
+            let send_timeout = self.rules.send_timeout;
+            let r = parts.with(&self.info);
+            let mut sink = Writer {
+                stream: &self.stream,
+                out: &mut self.out,
+                info: &self.info,
+                send_timeout,
+                pipelined: false,
+            };
+            let send = crate::http::streamed::send(&mut sink, output, s, &r, lc, who);
+            let body_len = Box::pin(send).await?;
+            return Ok((head_len, body_len));
+        }
         if output.filtered() {
             let chunked = !no_chunks && output.changes_length();
             let body_len = Box::pin(output.send_filtered(self, body, chunked, lc, who)).await?;
@@ -198,7 +220,7 @@ impl Conn {
         let status = reply.status;
         // (Boxed: the writer's state is kilobytes; inline it would size every connection's
         // task, which waits in the same loop that calls this.)
-        let write = self.write_answer(None, reply, lc, false, &output, shape);
+        let write = self.write_answer(None, reply, lc, false, &output, shape, None);
         let (head_len, body_len) = Box::pin(write).await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
