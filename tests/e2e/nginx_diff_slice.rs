@@ -42,8 +42,12 @@ fn upstream(held: Arc<AtomicBool>) -> Upstream {
             return Answer::ok(data).header("ETag", "\"v1\"");
         };
         if start >= data.len() as u64 || (path.starts_with("/gone") && start > 0) {
-            return Answer::status(if start > 0 && path.starts_with("/gone") { 404 } else { 416 })
-                .header("Content-Range", "bytes */1000");
+            return Answer::status(if start > 0 && path.starts_with("/gone") {
+                404
+            } else {
+                416
+            })
+            .header("Content-Range", "bytes */1000");
         }
         let last = last.min(data.len() as u64 - 1);
         let etag = if path.starts_with("/changing") && start > 0 {
@@ -146,7 +150,10 @@ fn slice_as_nginx() {
     }
     let before = up.request_count();
     let whole = same(&p, &up, &get("/f?a=1", ""), false);
-    assert!(whole.contains(&String::from_utf8(file()).unwrap()), "{whole}");
+    assert!(
+        whole.contains(&String::from_utf8(file()).unwrap()),
+        "{whole}"
+    );
     // One request per slice, each asking for its range.
     let asked = seen(&up, p.ports().1, before, false);
     let want: Vec<String> = ["0-299", "300-599", "600-899", "900-1199"]
@@ -158,7 +165,12 @@ fn slice_as_nginx() {
     same(&p, &up, &get("/norange", ""), false);
     same(&p, &up, &get("/norange", "Range: bytes=10-20\r\n"), false);
     // HEAD: the first slice's head, no body.
-    same(&p, &up, "HEAD /f HTTP/1.1\r\nHost: localhost\r\n\r\n", false);
+    same(
+        &p,
+        &up,
+        "HEAD /f HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        false,
+    );
 }
 
 #[test]
@@ -237,10 +249,6 @@ fn mirror_not_waited_for_by_the_answer() {
         let (n, s) = p.read_both("logs/held.log");
         (n.lines().count() == 1 && s.lines().count() == 1).then_some(())
     });
-    let holds = up
-        .requests()
-        .iter()
-        .filter(|r| r.target == "/hold")
-        .count();
+    let holds = up.requests().iter().filter(|r| r.target == "/hold").count();
     assert_eq!(holds, 2);
 }

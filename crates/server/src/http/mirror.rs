@@ -24,7 +24,12 @@ use crate::http::LocConf;
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new("mirror", Ctx::HSL, Args::ONE, set_mirror),
-    Command::new("mirror_request_body", Ctx::HSL, Args::Flag, set_request_body),
+    Command::new(
+        "mirror_request_body",
+        Ctx::HSL,
+        Args::Flag,
+        set_request_body,
+    ),
 ];
 
 /// The module's location-level configuration.

@@ -117,7 +117,12 @@ fn parse_content_range(v: &str) -> Option<(u64, u64, Option<u64>)> {
 }
 
 /// Why a slice's answer is refused: nginx's error line.
-fn check_slice(reply: &Reply, start: u64, size: u64, etag: Option<&str>) -> Result<Checked, String> {
+fn check_slice(
+    reply: &Reply,
+    start: u64,
+    size: u64,
+    etag: Option<&str>,
+) -> Result<Checked, String> {
     if reply.status != 206 {
         return Err(format!(
             "unexpected status code {} in slice response",
@@ -130,8 +135,7 @@ fn check_slice(reply: &Reply, start: u64, size: u64, etag: Option<&str>) -> Resu
             return Err("etag mismatch in slice response".into());
         }
     }
-    let Some((s, e, complete)) = reply.header("content-range").and_then(parse_content_range)
-    else {
+    let Some((s, e, complete)) = reply.header("content-range").and_then(parse_content_range) else {
         return Err("invalid range in slice response".into());
     };
     let Some(complete) = complete else {
@@ -218,8 +222,7 @@ impl Streamed for Slices {
             if self.next >= self.window.end {
                 return Ok(None);
             }
-            r.extras
-                .set_var(VAR, slice_range(self.next, self.size));
+            r.extras.set_var(VAR, slice_range(self.next, self.size));
             let rw = crate::http::rewrite::State {
                 uri: self.uri.clone(),
                 args: self.args.clone(),
@@ -409,9 +412,15 @@ mod tests {
 
     #[test]
     fn content_range_as_nginx_reads_it() {
-        assert_eq!(parse_content_range("bytes 0-9/100"), Some((0, 10, Some(100))));
+        assert_eq!(
+            parse_content_range("bytes 0-9/100"),
+            Some((0, 10, Some(100)))
+        );
         assert_eq!(parse_content_range("bytes 10-19/*"), Some((10, 20, None)));
-        assert_eq!(parse_content_range("bytes  1 - 2 / 3 "), Some((1, 3, Some(3))));
+        assert_eq!(
+            parse_content_range("bytes  1 - 2 / 3 "),
+            Some((1, 3, Some(3)))
+        );
         assert_eq!(parse_content_range("bytes 5-4/10"), None);
         assert_eq!(parse_content_range("bytes */10"), None);
         assert_eq!(parse_content_range("items 0-1/2"), None);

@@ -25,6 +25,8 @@ impl Conn {
     /// Writes an answer: its HTTP/1 head (`Connection`, `Keep-Alive`, chunked framing decided
     /// here, for this protocol), then its body as `output` produces it. Returns the head's
     /// and the body's byte counts (framing included), as the access log counts them.
+    // (`parts` is the request again, beside `who`, only for a streamed body's subrequests.)
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_answer(
         &mut self,
         who: Who<'_>,
