@@ -49,6 +49,12 @@ fn upstream(held: Arc<AtomicBool>) -> Upstream {
             })
             .header("Content-Range", "bytes */1000");
         }
+        if path.starts_with("/badrange") {
+            // Not the range asked for.
+            return Answer::status(206)
+                .header("Content-Range", "bytes 5-9/1000")
+                .body(data[5..10].to_vec());
+        }
         let last = last.min(data.len() as u64 - 1);
         let etag = if path.starts_with("/changing") && start > 0 {
             "\"v2\""
@@ -202,6 +208,12 @@ fn slice_mismatch_as_nginx() {
     assert!(p
         .shoal_log()
         .contains("unexpected status code 404 in slice response"));
+    // The first slice is not the one asked for: nothing is sent.
+    let answer = same(&p, &up, &get("/badrange", ""), false);
+    assert!(answer.contains("[closed]"), "{answer}");
+    let line = "unexpected range in slice response: 5-10 while reading response header";
+    assert!(p.nginx_log().contains(line));
+    assert!(p.shoal_log().contains(line));
 }
 
 #[test]
@@ -251,4 +263,34 @@ fn mirror_not_waited_for_by_the_answer() {
     });
     let holds = up.requests().iter().filter(|r| r.target == "/hold").count();
     assert_eq!(holds, 2);
+}
+
+#[test]
+fn slice_and_mirror_over_h2_as_nginx() {
+    let up = upstream(Arc::new(AtomicBool::new(false)));
+    let server = SERVER.replace("UP", &up.url());
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache keys_zone=z:1m;",
+        server: &server,
+        listen: " http2",
+        ..Default::default()
+    });
+    let whole = crate::nginx_diff_h2::check(&p, false, "/f", &[]);
+    assert!(
+        whole.contains(&String::from_utf8(file()).unwrap()),
+        "{whole}"
+    );
+    crate::nginx_diff_h2::check(&p, false, "/f", &["-H", "Range: bytes=250-950"]);
+    crate::nginx_diff_h2::check(&p, false, "/c/f", &["-H", "Range: bytes=-10"]);
+    crate::nginx_diff_h2::check(&p, false, "/m/a?x=1", &["-d", "hello=2"]);
+    let (np, sp) = p.ports();
+    let mirrored = |port: u16| {
+        crate::common::wait_for("the mirror at the upstream", || {
+            let v = seen(&up, port, 0, true);
+            v.iter()
+                .any(|r| r.starts_with("POST /mirrored/m/a?x=1"))
+                .then_some(v)
+        })
+    };
+    assert_eq!(mirrored(np), mirrored(sp));
 }

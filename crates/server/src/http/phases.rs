@@ -748,11 +748,6 @@ fn finish<'s>(
     rw: rewrite::State,
     upstream: Option<&Rc<RefCell<Record>>>,
 ) -> Answered<'s> {
-    // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
-    // client went away while the upstream was working.
-    let close = matches!(reply.status, 444 | 499)
-        || (reply.status == 408 && !reply.proxied)
-        || reply.terminate;
     let cx = Cx {
         r,
         lc,
@@ -760,6 +755,11 @@ fn finish<'s>(
         upstream,
     };
     super::modules::header_filters(&cx, &mut reply);
+    // `return 444`, `return 408` (nginx terminates the request: no answer), 499: the client
+    // went away while the upstream was working, and a header filter's failure (`slice`).
+    let close = matches!(reply.status, 444 | 499)
+        || (reply.status == 408 && !reply.proxied)
+        || reply.terminate;
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;
     }

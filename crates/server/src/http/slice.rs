@@ -321,7 +321,12 @@ impl HttpModule for Module {
         let checked = match check_slice(reply, start, size, None) {
             Ok(c) => c,
             Err(m) => {
-                crate::conn_log!(Level::Error, cx.r.info.number, "{m}{}", cx.r.log_ctx());
+                crate::conn_log!(
+                    Level::Error,
+                    cx.r.info.number,
+                    "{m} while reading response header from upstream{}",
+                    cx.r.log_ctx()
+                );
                 if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
                     ub.finish();
                 }
