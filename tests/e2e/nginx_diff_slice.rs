@@ -294,3 +294,24 @@ fn slice_and_mirror_over_h2_as_nginx() {
     };
     assert_eq!(mirrored(np), mirrored(sp));
 }
+
+#[test]
+fn slice_and_mirror_directives_checked_as_nginx() {
+    for server in [
+        "location / { slice 1m; slice 2m; }",
+        "location / { slice -1; }",
+        "location / { slice 1x; }",
+        "location / { slice 0; }",
+        "location / { mirror /a; mirror off; }",
+        "location / { mirror off; mirror /a; }",
+        "location / { mirror off; mirror off; }",
+        "location / { mirror /a; mirror /b; }",
+        "location / { mirror /a /b; }",
+        "location / { mirror_request_body maybe; }",
+        "location / { mirror_request_body off; mirror_request_body on; }",
+        "mirror /a; location / { mirror off; }",
+    ] {
+        let (nginx, shoal) = crate::diff::both_test("", server);
+        assert_eq!(nginx, shoal, "{server}");
+    }
+}

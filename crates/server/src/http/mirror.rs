@@ -15,7 +15,7 @@
 
 use shoal_conf::{Directive, Error};
 
-use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
+use crate::conf::{flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::http::client_body::{ClientBody, Whole};
 use crate::http::loc_conf;
 use crate::http::reply::Outcome;
@@ -60,7 +60,7 @@ fn set_mirror(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), E
         (None, true) => lc.uris = Some(Vec::new()),
         (None, false) => lc.uris = Some(vec![v.clone()]),
         (Some(u), false) if !u.is_empty() => u.push(v.clone()),
-        _ => return Err(err(d, "\"mirror\" directive is duplicate")),
+        _ => return Err(crate::conf::duplicate(d)),
     }
     Ok(())
 }

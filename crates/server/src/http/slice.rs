@@ -53,7 +53,7 @@ fn set_slice(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
 
 /// `bytes=START-LAST` of the slice that starts at `start`.
 fn slice_range(start: u64, size: u64) -> String {
-    format!("bytes={start}-{}", start + size - 1)
+    format!("bytes={start}-{}", start.saturating_add(size - 1))
 }
 
 /// nginx's `ngx_http_slice_get_start`: where the client's range starts (0 for a suffix, for
@@ -141,7 +141,7 @@ fn check_slice(
     let Some(complete) = complete else {
         return Err("no complete length in slice response".into());
     };
-    let end = (s + size).min(complete);
+    let end = s.saturating_add(size).min(complete);
     if s != start || e != end {
         return Err(format!("unexpected range in slice response: {s}-{e}"));
     }
@@ -393,7 +393,7 @@ impl HttpModule for Module {
         // A window that starts past the first slice (a suffix range): the slices from the
         // one that holds its start.
         let mut next = checked.end;
-        if next + size <= window.start {
+        if next.saturating_add(size) <= window.start {
             next = size * (window.start / size);
         }
         let body = std::mem::replace(&mut reply.body, Body::Empty);
