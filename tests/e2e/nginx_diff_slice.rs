@@ -106,6 +106,11 @@ const SERVER: &str = "\
         proxy_set_header X-Port $server_port; proxy_pass UP; }\n\
     location /held/ { mirror /mirror-hold; access_log logs/held.log; \
         proxy_set_header X-Port $server_port; proxy_pass UP; }\n\
+    location /moff/ { mirror /mirror-nobody; mirror_request_body off; \
+        proxy_set_header X-Port $server_port; proxy_pass UP; }\n\
+    location = /mirror-nobody { internal; proxy_pass_request_body off; \
+        proxy_set_header Content-Length \"\"; proxy_set_header X-Port $server_port; \
+        proxy_pass UP/nobody$request_uri; }\n\
     location = /mirror { internal; proxy_set_header X-Port $server_port; \
         proxy_pass UP/mirrored$request_uri; }\n\
     location = /mirror-fail { internal; proxy_set_header X-Port $server_port; \
@@ -124,9 +129,20 @@ fn pair(up: &Upstream) -> Pair {
 
 /// Each request to both, compared, and what the upstream saw of each server compared too.
 fn same(p: &Pair, up: &Upstream, req: &str, sorted: bool) -> String {
+    same_seen(p, up, req, sorted, 0)
+}
+
+/// [`same`], the upstream's view compared once it saw `n` requests from each server (a
+/// mirror's may come after the answer).
+fn same_seen(p: &Pair, up: &Upstream, req: &str, sorted: bool, n: usize) -> String {
     let (np, sp) = p.ports();
     let before = up.request_count();
     let answer = p.check_open_bytes(req.as_bytes());
+    crate::common::wait_for("the mirrors at the upstream", || {
+        let done =
+            seen(up, np, before, sorted).len() >= n && seen(up, sp, before, sorted).len() >= n;
+        done.then_some(())
+    });
     let (n, s) = (seen(up, np, before, sorted), seen(up, sp, before, sorted));
     assert_eq!(n, s, "the upstream saw different requests for {req:?}");
     answer
@@ -222,9 +238,9 @@ fn mirror_as_nginx() {
     let p = pair(&up);
     // Each mirror gets the client's method, arguments and body; a failing one changes
     // nothing for the client.
-    same(&p, &up, &get("/m/a?x=1", ""), true);
+    same_seen(&p, &up, &get("/m/a?x=1", ""), true, 3);
     let post = "POST /m/b?y=2 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 7\r\n\r\nhello=1";
-    same(&p, &up, post, true);
+    same_seen(&p, &up, post, true, 3);
     let (np, sp) = p.ports();
     let mirrored = seen(&up, sp, 0, true);
     assert!(
@@ -232,6 +248,15 @@ fn mirror_as_nginx() {
         "{mirrored:?}"
     );
     assert_eq!(seen(&up, np, 0, true), mirrored);
+    // `mirror_request_body off`, and the mirror's location as nginx's documentation has it:
+    // the mirror goes without the body.
+    let post = "POST /moff/c HTTP/1.1\r\nHost: localhost\r\nContent-Length: 7\r\n\r\nhello=3";
+    same_seen(&p, &up, post, true, 2);
+    let mirrored = seen(&up, sp, 0, true);
+    assert!(
+        mirrored.contains(&"POST /nobody/moff/c range=None body=\"\"".to_string()),
+        "{mirrored:?}"
+    );
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! subrequest to its URI with the client's method and arguments (traffic shadowing), whose
 //! answer is thrown away. With `mirror_request_body on` the client's body is read whole first
 //! (as nginx reads it before the content phase) and every mirror sends a copy of it; with
-//! `off`, the mirrors have no body.
+//! `off`, a mirror says the client's `Content-Length` and sends no body, as nginx's does (its
+//! upstream then waits for a body that never comes: nginx's documentation has such a mirror
+//! location say `proxy_pass_request_body off` and `proxy_set_header Content-Length ""`).
 //!
 //! The client's answer never waits for a mirror: the mirrors run once it is written, all at
 //! once, and the request ends (its access log line, the connection's next request) when they
@@ -89,11 +91,15 @@ pub async fn precontent(
         return None;
     }
     let uris = lc.mirror.uris.clone().unwrap_or_default();
-    let mut copy = None;
+    // Off, nginx's mirror still says the client's `Content-Length`, with no body.
+    let mut copy = match body.kind() {
+        shoal_http::BodyKind::Length(n) => Some((body.kind(), Whole::Announced(n))),
+        _ => None,
+    };
     if lc.mirror.request_body() && body.kind() != shoal_http::BodyKind::Empty {
         match body.for_upstream(lc, r, true, false).await {
             Ok(crate::http::client_body::BodyToSend::Whole(w)) => copy = Some((body.kind(), w)),
-            Ok(_) => {}
+            Ok(_) => copy = None,
             Err(f) => {
                 crate::http::client_body::log_failure(f, r);
                 return Some(Outcome::Error(f.status()));
