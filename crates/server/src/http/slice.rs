@@ -415,6 +415,26 @@ impl HttpModule for Module {
 mod tests {
     use super::*;
 
+    fn start_of(range: &str) -> u64 {
+        let raw = format!("GET / HTTP/1.1\r\nHost: x\r\n{range}\r\n");
+        let req = shoal_http::request::parse_request(raw.as_bytes(), &Default::default())
+            .expect("a valid head")
+            .expect("a whole head");
+        client_start(&req)
+    }
+
+    #[test]
+    fn client_start_as_nginx_reads_it() {
+        assert_eq!(start_of(""), 0);
+        assert_eq!(start_of("Range: bytes=500-600\r\n"), 500);
+        assert_eq!(start_of("Range: bytes= 7-\r\n"), 7);
+        assert_eq!(start_of("Range: bytes=-100\r\n"), 0);
+        assert_eq!(start_of("Range: bytes=5-6,9-10\r\n"), 0);
+        assert_eq!(start_of("Range: BYTES=12-\r\n"), 12);
+        assert_eq!(start_of("Range: bytes=99999999999999999999-\r\n"), 0);
+        assert_eq!(start_of("If-Range: \"x\"\r\nRange: bytes=5-\r\n"), 0);
+    }
+
     #[test]
     fn content_range_as_nginx_reads_it() {
         assert_eq!(
