@@ -71,6 +71,8 @@ pub struct Extras {
     mirrors: RefCell<Option<super::mirror::Pending>>,
     preaccess_done: std::cell::Cell<bool>,
     real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
+    /// The userid module's identifiers (`$uid_got`, `$uid_set`, its cookie).
+    pub userid: super::userid::Slot,
 }
 
 impl Extras {
@@ -373,7 +375,11 @@ pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
     log_ctx_of(req, srv, info.peer)
 }
 
-fn log_ctx_of(req: &Request, srv: &ServerConf, client: Option<std::net::SocketAddr>) -> String {
+pub(crate) fn log_ctx_of(
+    req: &Request,
+    srv: &ServerConf,
+    client: Option<std::net::SocketAddr>,
+) -> String {
     let client = match client {
         Some(p) => p.ip().to_string(),
         None => "unix:".to_string(),

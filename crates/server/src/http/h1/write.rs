@@ -290,6 +290,59 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// `limit_rate`: how the answer about to be written is paced (`None`: not at all); its
+    /// rate is `$limit_rate` in the access log.
+    pub(super) fn pacing_for(
+        &self,
+        (req, srv, host, start, extras): (
+            &shoal_http::Request,
+            &ServerConf,
+            Option<&str>,
+            Instant,
+            &crate::http::request::Extras,
+        ),
+        lc: &LocConf,
+        uri: &str,
+        user_vars: &std::collections::HashMap<String, String>,
+        upstream: Option<&std::rc::Rc<std::cell::RefCell<crate::http::upstream::record::Record>>>,
+    ) -> Option<Box<Pacing>> {
+        let set_rate = user_vars.get("limit_rate").map(String::as_str);
+        // No rate from `set`, the location or an upstream's header: nothing to evaluate.
+        if set_rate.is_none()
+            && lc.limit_rate.rate.is_none()
+            && upstream
+                .is_none_or(|u| crate::http::limit_rate::accel_rate(lc, &u.borrow()).is_none())
+        {
+            return None;
+        }
+        let r = request::Req {
+            req,
+            srv,
+            host,
+            info: &self.info,
+            start,
+            connection_requests: self.requests,
+            name_captures: None,
+            client: None,
+            cache_zones: None,
+            extras,
+        };
+        let mut vars = r.vars(uri, lc, &[]);
+        vars.user = Some(user_vars);
+        let rec = upstream.map(|u| u.borrow());
+        let number = self.info.number;
+        let pacing =
+            crate::http::limit_rate::pacing_for(lc, set_rate, rec.as_deref(), &vars, &|m| {
+                crate::conn_log!(crate::log::Level::Error, number, "{m}{}", r.log_ctx())
+            });
+        if let Some(p) = &pacing {
+            extras.set_var("limit_rate", p.rate().to_string());
+        }
+        pacing.map(Box::new)
+    }
+}
+
 impl Sink for Conn {
     fn out(&mut self) -> &mut BytesMut {
         &mut self.out
