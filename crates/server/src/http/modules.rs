@@ -299,6 +299,8 @@ http_modules! {
     post_action: super::post_action::Module,
     /// `subrequest_output_buffer_size` (checked and kept for the subrequests' modules).
     subrequest: super::subrequest::Module,
+    /// `mirror`, `mirror_request_body` (precontent: background subrequests).
+    mirror: super::mirror::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
     autoindex: super::autoindex::Module,
     /// `random_index` (a content handler, before the index module's).
@@ -322,6 +324,9 @@ http_modules! {
     charset: super::charset::Module,
     /// `gzip*`: the filter's decision.
     gzip_filter: super::gzip::Module,
+    /// `slice`, `$slice_range`: a 206 slice made the client's answer, the next slices
+    /// fetched as it is written (before the range filter, which it does for itself).
+    slice: super::slice::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,
     /// `add_trailer`: the answer goes chunked, the fields after its last chunk.

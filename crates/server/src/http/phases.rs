@@ -22,6 +22,9 @@ use super::upstream::record::Record;
 use super::{Content, LocConf};
 use crate::log::Level;
 
+mod subrequests;
+pub use subrequests::{clone_content, subrequest, subrequest_as, Sub};
+
 /// nginx's limit on internal redirects and `error_page` cycles.
 const MAX_REDIRECTS: u32 = 10;
 
@@ -53,24 +56,6 @@ pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s>
     run::<false>(r, body, 0, Start::Request).await
 }
 
-/// A subrequest's answer (nginx's `ngx_http_subrequest` waited for, its body kept in
-/// memory and dropped): `uri`'s location runs its phases and content handler as an internal
-/// `GET` of the same client request, without the access phases (nginx skips them for a
-/// subrequest) and without its body. `auth_request` asks one; `ssi` and `mirror` would too.
-/// The answer's body is not read: a proxied one's upstream connection is closed.
-pub fn subrequest<'s, 'a>(
-    r: &'a Req<'s, '_>,
-    uri: &'a str,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
-    Box::pin(async move {
-        let body = ClientBody::none();
-        let mut done = run::<false>(r, &body, 0, Start::Subrequest(uri)).await;
-        super::subrequest::log(r, &done);
-        done.reply.body = Body::Empty;
-        done
-    })
-}
-
 /// The answer to a request refused as soon as its head was read (nginx's
 /// `ngx_http_finalize_request(r, status)` in `ngx_http_process_request`: a plain request on a
 /// TLS port, a client certificate missing or wrong): no phase runs, and the server's
@@ -88,8 +73,8 @@ pub async fn process_status<'s>(
 enum Start<'a> {
     /// The client's request.
     Request,
-    /// A subrequest for a URI (see [`subrequest`]).
-    Subrequest(&'a str),
+    /// A subrequest (see [`subrequest`]).
+    Subrequest(&'a Sub<'a>),
     /// `post_action`: the request again once its answer is out, internally redirected to a
     /// URI (`/...`) or else a named location, its method kept, its access phases run.
     PostAction(&'a str),
@@ -124,13 +109,15 @@ async fn run<'s, const REFUSED: bool>(
     crate::log::set_scope(srv.loc.error_log.as_ref());
     let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
-        uri: match sub.or(post_uri) {
-            Some(uri) => uri.to_string(),
-            None => shoal_http::lossy(r.req.path()).into_owned(),
+        uri: match (sub, post_uri) {
+            (Some(sub), _) => sub.uri.to_string(),
+            (None, Some(uri)) => uri.to_string(),
+            (None, None) => shoal_http::lossy(r.req.path()).into_owned(),
         },
-        args: match sub.or(post_uri) {
-            Some(_) => None,
-            None => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
+        args: match (sub, post_uri) {
+            (Some(sub), _) => sub.args.map(str::to_string),
+            (None, Some(_)) => None,
+            (None, None) => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
         },
         quoted_uri: client_request && {
             let target = r.req.uri();
@@ -331,12 +318,18 @@ async fn run<'s, const REFUSED: bool>(
                 }
             }
         }
-        // A subrequest is a GET, whatever the main request's method (a HEAD's too).
+        // A subrequest is a GET, whatever the main request's method (a HEAD's too), but
+        // for a mirror's (the client's method).
         let method = match sub {
-            Some(_) => "GET",
+            Some(sub) => sub.method,
             None => effective_method(r, method_get),
         };
 
+        // nginx's precontent phase: `mirror` reads the body it mirrors and leaves its
+        // subrequests to run once the answer is out.
+        if decided.is_none() && !refused && sub.is_none() && lc.mirror.in_use() {
+            decided = super::mirror::precontent(r, lc, &rw, body).await;
+        }
         let mut from_try_files = false;
         let outcome = if let Some(o) = decided {
             o
@@ -739,11 +732,6 @@ fn finish<'s>(
     rw: rewrite::State,
     upstream: Option<&Rc<RefCell<Record>>>,
 ) -> Answered<'s> {
-    // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
-    // client went away while the upstream was working.
-    let close = matches!(reply.status, 444 | 499)
-        || (reply.status == 408 && !reply.proxied)
-        || reply.terminate;
     let cx = Cx {
         r,
         lc,
@@ -751,6 +739,11 @@ fn finish<'s>(
         upstream,
     };
     super::modules::header_filters(&cx, &mut reply);
+    // `return 444`, `return 408` (nginx terminates the request: no answer), 499: the client
+    // went away while the upstream was working, and a header filter's failure (`slice`).
+    let close = matches!(reply.status, 444 | 499)
+        || (reply.status == 408 && !reply.proxied)
+        || reply.terminate;
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;
     }

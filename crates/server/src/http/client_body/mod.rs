@@ -153,6 +153,9 @@ pub enum Whole {
     Memory(Bytes),
     /// Spilled to an unlinked temporary file: the file and its length.
     File(Arc<File>, u64),
+    /// A length told and no bytes: a `mirror` with `mirror_request_body off`, whose
+    /// upstream nginx sends the client's `Content-Length` without the body.
+    Announced(u64),
 }
 
 /// Why a body could not be read.
@@ -224,7 +227,7 @@ impl BodyToSend<'_, '_> {
         match self {
             BodyToSend::None => None,
             BodyToSend::Whole(Whole::Memory(b)) => Some(b.len() as u64),
-            BodyToSend::Whole(Whole::File(_, n)) => Some(*n),
+            BodyToSend::Whole(Whole::File(_, n) | Whole::Announced(n)) => Some(*n),
             BodyToSend::Streaming(_, n) => *n,
         }
     }
@@ -243,6 +246,18 @@ impl<'a> ClientBody<'a> {
             inner: RefCell::new(Inner {
                 source: None,
                 state: State::Unread,
+                cleanup: None,
+            }),
+        }
+    }
+
+    /// A body read whole already, framed as `kind` (a mirror's copy of the client's).
+    pub fn read(kind: BodyKind, whole: Whole) -> ClientBody<'a> {
+        ClientBody {
+            kind,
+            inner: RefCell::new(Inner {
+                source: None,
+                state: State::Read(whole),
                 cleanup: None,
             }),
         }
