@@ -188,6 +188,19 @@ impl DynamicTable {
         Some((&self.bytes[start..mid], &self.bytes[mid..end]))
     }
 
+    /// The place from the newest of the entry `(name, value)`, if the table has it: the
+    /// lengths are compared before the bytes (an encoder asks for every field it sends).
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        self.records.iter().position(|r| {
+            if r.name as usize != name.len() || r.value as usize != value.len() {
+                return false;
+            }
+            let start = r.at.wrapping_sub(self.base) as usize;
+            let mid = start + name.len();
+            self.bytes[start..mid] == *name && self.bytes[mid..mid + value.len()] == *value
+        })
+    }
+
     /// Adds an entry (§4.4): older entries leave until it fits; one larger than the table
     /// empties it and is not added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
@@ -314,5 +327,36 @@ mod tests {
         t.insert(b"a", b"b");
         t.set_max(0);
         assert_eq!((t.len(), t.heap_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn find_is_get_searched() {
+        let mut t = DynamicTable::new(200);
+        // Names and values whose lengths match others', and an entry evicted on the way.
+        let entries: [(&[u8], &[u8]); 6] = [
+            (b"ab", b"cd"),
+            (b"abc", b"d"),
+            (b"ab", b"ce"),
+            (b"te", b"trailers"),
+            (b"user-agent", b"grpc-python/1.51"),
+            (b"ab", b"cd"),
+        ];
+        for (n, v) in entries {
+            t.insert(n, v);
+        }
+        let probes: [(&[u8], &[u8]); 7] = [
+            (b"ab", b"cd"),
+            (b"abc", b"d"),
+            (b"ab", b"ce"),
+            (b"te", b"trailers"),
+            (b"user-agent", b"grpc-python/1.51"),
+            (b"ab", b"c"),
+            (b"a", b"bcd"),
+        ];
+        for (n, v) in probes {
+            let searched = (0..t.len()).find(|&i| t.get(i) == Some((n, v)));
+            assert_eq!(t.find(n, v), searched, "{n:?} {v:?}");
+        }
+        assert_eq!(t.find(b"ab", b"cd"), Some(0));
     }
 }

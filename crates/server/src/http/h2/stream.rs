@@ -326,7 +326,7 @@ async fn answer_stream(
                     // DATA frames, then the upstream's trailers end the stream.
                     g.relay_h2(&mut sink, who).await
                 } else {
-                    match write_body(&mut sink, body, &output, lc, who).await {
+                    match write_body(&mut sink, body, &output, lc, who, &r).await {
                         Ok(n) => sink.finish().await.map(|()| n),
                         Err(e) => {
                             sink.send.send_reset(Reason::INTERNAL_ERROR);
@@ -358,6 +358,11 @@ async fn answer_stream(
             0
         }
     };
+    // `mirror`: the answer is out; the request ends when its mirrors have their answers.
+    if let Some(pending) = extras.take_mirrors() {
+        let r = Req { client: None, ..r };
+        Box::pin(crate::http::mirror::run(&r, pending)).await;
+    }
     if logs {
         let rec = upstream.as_ref().map(|u| u.borrow());
         request::log(
@@ -522,7 +527,12 @@ async fn write_body(
     output: &Output,
     lc: &LocConf,
     who: Who<'_>,
+    r: &Req<'_, '_>,
 ) -> io::Result<u64> {
+    if let Body::Streamed(s) = body {
+        // Each part fetched as it is written (no body filter).
+        return Box::pin(crate::http::streamed::send(sink, output, s, r, lc, who)).await;
+    }
     if output.filtered() {
         return output.send_filtered(sink, body, false, lc, who).await;
     }
