@@ -188,19 +188,6 @@ impl DynamicTable {
         Some((&self.bytes[start..mid], &self.bytes[mid..end]))
     }
 
-    /// The place from the newest of the entry `(name, value)`, if the table has it: the
-    /// lengths are compared before the bytes (an encoder asks for every field it sends).
-    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
-        self.records.iter().position(|r| {
-            if r.name as usize != name.len() || r.value as usize != value.len() {
-                return false;
-            }
-            let start = r.at.wrapping_sub(self.base) as usize;
-            let mid = start + name.len();
-            self.bytes[start..mid] == *name && self.bytes[mid..mid + value.len()] == *value
-        })
-    }
-
     /// Adds an entry (§4.4): older entries leave until it fits; one larger than the table
     /// empties it and is not added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
