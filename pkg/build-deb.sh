@@ -28,6 +28,10 @@ done
 install -D -m 644 conf/snippets/fastcgi-php.conf "$STAGE/etc/shoal/snippets/fastcgi-php.conf"
 install -D -m 644 html/index.html "$STAGE/usr/share/shoal/html/index.html"
 install -D -m 644 html/50x.html "$STAGE/usr/share/shoal/html/50x.html"
+# The compiled-in defaults (`logs/access.log`, `logs/error.log` under the prefix) land in
+# /var/log/shoal, as Debian's nginx writes to /var/log/nginx: a configuration without an
+# `access_log` line still starts.
+ln -s /var/log/shoal "$STAGE/usr/share/shoal/logs"
 install -D -m 644 README.md "$STAGE/usr/share/doc/shoal/README.md"
 mkdir -p "$STAGE/DEBIAN"
 sed "s/@VERSION@/$VERSION/" pkg/debian/control > "$STAGE/DEBIAN/control"

@@ -331,6 +331,91 @@ fn unwritable_error_log_fails_the_test() {
 }
 
 #[test]
+fn the_default_access_log_is_opened_only_for_a_server_without_one() {
+    // No `logs/` in the prefix: only a server left without an `access_log` needs it.
+    let p = Prefix::new();
+    fs::remove_dir(p.join("logs")).unwrap();
+    let own = p.join("own.log").display().to_string();
+    let text = format!(
+        "error_log stderr;\npid own.pid;\nevents {{}}\nhttp {{\n\
+         server {{ listen 127.0.0.1:1; access_log {own}; location / {{ }} }}\n\
+         server {{ listen 127.0.0.1:2; access_log off; }}\n}}\n"
+    );
+    passes(&p, &text);
+    let text = text.replace("access_log off;", "");
+    let (code, err, _) = test_conf(&p, &text);
+    let default = p.join("logs/access.log").display().to_string();
+    assert!(
+        err.contains(&format!(
+            "[emerg] open() \"{default}\" failed (2: No such file or directory)"
+        )),
+        "{err}"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn the_test_creates_the_pid_file_and_fails_where_it_cannot() {
+    let p = Prefix::new();
+    let (code, err, file) = test_conf(&p, "pid /proc/nope/x.pid;\nevents {}\n");
+    assert_eq!(
+        err,
+        format!(
+            "shoal: [emerg] open() \"/proc/nope/x.pid\" failed (2: No such file or directory)\n\
+             shoal: configuration file {file} test failed\n"
+        )
+    );
+    assert_eq!(code, 1);
+    // Created empty where it can be; a running server's is left as it is.
+    passes(&p, "pid logs/t.pid;\nevents {}\n");
+    assert_eq!(fs::read(p.join("logs/t.pid")).unwrap(), b"");
+    fs::write(p.join("logs/t.pid"), "12345\n").unwrap();
+    passes(&p, "pid logs/t.pid;\nevents {}\n");
+    assert_eq!(p.read("logs/t.pid"), "12345\n");
+}
+
+#[test]
+fn the_test_makes_the_temporary_directories_as_nginx_does() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let p = Prefix::new();
+    let (code, err, file) = test_conf(
+        &p,
+        "events {}\nhttp { client_body_temp_path nope/body 1 2; }\n",
+    );
+    let dir = p.join("nope/body").display().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "shoal: [emerg] mkdir() \"{dir}\" failed (2: No such file or directory)\n\
+             shoal: configuration file {file} test failed\n"
+        )
+    );
+    assert_eq!(code, 1);
+    // Made (one level, mode 0700); as root with `user`, given to the user.
+    let root = common::backends::is_root();
+    let user = if root { "user nobody nogroup;\n" } else { "" };
+    passes(
+        &p,
+        &format!(
+            "{user}events {{}}\nhttp {{ client_body_temp_path body 1 2; \
+             server {{ location / {{ proxy_temp_path ptemp; }} }} }}\n"
+        ),
+    );
+    for d in ["body", "ptemp"] {
+        let meta = fs::metadata(p.join(d)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{d}");
+        if root {
+            let id = std::process::Command::new("id")
+                .args(["-u", "nobody"])
+                .output()
+                .unwrap();
+            let uid: u32 = String::from_utf8_lossy(&id.stdout).trim().parse().unwrap();
+            assert_eq!(meta.uid(), uid, "{d}");
+        }
+    }
+}
+
+#[test]
 fn errors_at_startup_match_the_test() {
     // Without -t the same message is printed and shoal exits 1 without listening.
     let p = Prefix::new();

@@ -1,7 +1,7 @@
 //! nginx's core directives shoal took from the "refused" list, against real nginx: `-t` on
-//! each (hash and pool sizes, temporary paths, request body files, `postpone_output`,
-//! `send_lowat`, `chunked_transfer_encoding`, `limit_except`) gives the same verdict and the
-//! same lines; `limit_except` and `chunked_transfer_encoding off` answer the same requests
+//! each (hash and pool sizes, temporary paths, request body files, `types`, an upstream's
+//! `zone`, `postpone_output`, `send_lowat`, `chunked_transfer_encoding`, `limit_except`)
+//! gives the same verdict and the same lines; `limit_except` and `chunked_transfer_encoding off` answer the same requests
 //! the same way (see `diff/mod.rs` for what is normalised).
 
 use crate::common::upstream::{echo_answer, Upstream};
@@ -37,6 +37,29 @@ fn sizes_paths_and_framing_at_t() {
             "",
             "location / { types { text/html html; } types_hash_bucket_size 70000; }",
         ),
+        ("upstream u { zone a 64k; server 127.0.0.1:1; }", ""),
+        ("upstream u { zone a 32767; server 127.0.0.1:1; }", ""),
+        ("upstream u { zone a 1x; server 127.0.0.1:1; }", ""),
+        ("upstream u { zone a; server 127.0.0.1:1; }", ""),
+        (
+            "upstream u { zone a 64k; server 127.0.0.1:1; } \
+             upstream v { zone a; server 127.0.0.1:2; }",
+            "",
+        ),
+        (
+            "upstream u { zone a 64k; server 127.0.0.1:1; } \
+             upstream v { zone a 128k; server 127.0.0.1:2; }",
+            "",
+        ),
+        (
+            "upstream u { zone a 64k; server 127.0.0.1:1; } \
+             limit_req_zone $uri zone=a:1m rate=1r/s;",
+            "",
+        ),
+        ("types { text/a xx; text/a xx; }", ""),
+        ("types { text/a xx; text/b XX; }", ""),
+        ("types { text/a xx; } types { text/a xx yy; }", ""),
+        ("types { text/a xx; }", "types { text/a xx; }"),
         ("map_hash_bucket_size 0; map $uri $x { a 1; }", ""),
         ("map_hash_max_size 0; map $uri $x { a 1; }", ""),
         ("map_hash_bucket_size 70000; map $uri $x { default 1; }", ""),

@@ -118,6 +118,15 @@ fn the_debian_package_installs_runs_rotates_upgrades_and_purges() {
     ] {
         assert!(Path::new(f).exists(), "{f} not installed");
     }
+    // A configuration that names no log takes the compiled-in ones, under /var/log/shoal.
+    let bare = out.path().join("bare.conf");
+    std::fs::write(
+        &bare,
+        "events {}\nhttp { server { listen 127.0.0.1:1; } }\n",
+    )
+    .unwrap();
+    let t = sh(&format!("/usr/sbin/shoal -t -c {}", bare.display()));
+    assert!(t.0, "shoal -t on a configuration without logs:\n{}", t.1);
     let unit = std::fs::read_to_string("/lib/systemd/system/shoal.service").unwrap();
     let verify = sh("systemd-analyze verify /lib/systemd/system/shoal.service");
     let complaints: Vec<&str> = verify

@@ -448,6 +448,33 @@ fn next_upstream_skips_a_dead_peer_and_max_fails_takes_it_out() {
 }
 
 #[test]
+fn a_zone_shares_a_dead_peer_s_failure_between_workers() {
+    let live = Upstream::hello("live");
+    let dead = free_port();
+    let port = free_port();
+    // Four workers on `reuseport` sockets: the kernel spreads the connections over them.
+    let conf = format!(
+        "daemon off;\nworker_processes 4;\nerror_log logs/error.log info;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n    access_log off;\n    \
+         upstream pair {{ zone pair 64k; server 127.0.0.1:{dead} max_fails=1 fail_timeout=30s; \
+         server 127.0.0.1:{}; }}\n    \
+         server {{\n        listen 127.0.0.1:{port} reuseport;\n        \
+         location / {{ proxy_pass http://pair; }}\n    }}\n}}\n",
+        live.port()
+    );
+    let s = Shoal::start(&conf, port);
+    for _ in 0..40 {
+        let resp = get_close(port, "/");
+        assert_eq!(status_of(&resp), 200, "{resp}");
+    }
+    // One worker met the dead peer; the others knew it from the zone.
+    let log = s.error_log();
+    assert_eq!(log.matches("connect() failed (111").count(), 1, "{log}");
+    assert_eq!(live.request_count(), 40);
+}
+
+#[test]
 fn weighted_round_robin_and_hashes_distribute_as_nginx() {
     let a = Upstream::hello("a");
     let b = Upstream::hello("b");

@@ -233,7 +233,7 @@ pub fn validate_host(host: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
 /// Only a host that was already in nginx's form (up to its port or trailing dot: a prefix of
 /// what was sent) is kept.
 #[derive(Clone, Debug)]
-pub(crate) struct HostMemo {
+pub struct HostMemo {
     sent: [u8; HOST_MEMO_LEN],
     sent_len: u8,
     host_len: u8,
@@ -253,7 +253,7 @@ impl Default for HostMemo {
 
 impl HostMemo {
     /// [`validate_host`]`(sent)`.
-    pub(crate) fn validate<'a>(&mut self, sent: &'a [u8]) -> Result<Cow<'a, [u8]>, Error> {
+    pub fn validate<'a>(&mut self, sent: &'a [u8]) -> Result<Cow<'a, [u8]>, Error> {
         let n = self.sent_len as usize;
         if n != 0 && n == sent.len() && self.sent[..n] == *sent {
             return Ok(Cow::Borrowed(&sent[..self.host_len as usize]));

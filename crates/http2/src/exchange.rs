@@ -287,7 +287,7 @@ where
 
 /// Fields HTTP/2 does not carry (RFC 9113, 8.2.2), whatever their case; pseudo-headers are
 /// the sides' own.
-fn dropped(name: &[u8]) -> bool {
+pub(crate) fn dropped(name: &[u8]) -> bool {
     const CONNECTION_SPECIFIC: [&[u8]; 5] = [
         b"connection",
         b"keep-alive",

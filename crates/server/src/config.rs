@@ -75,6 +75,7 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
     crate::http::aio::check_pool_refs(&mut b)?;
     crate::variables::end_config().map_err(|m| Error::new(m, None))?;
     crate::http::limit_zone::finish(&mut b)?;
+    crate::http::temp_file::create_paths(&b)?;
     let Some(events) = b.events.take() else {
         return Err(Error::new("no \"events\" section in configuration", None));
     };

@@ -2,6 +2,11 @@
 //! `multi_accept`, `use`. shoal's event method is epoll; `accept_mutex` maps onto
 //! EPOLLEXCLUSIVE on the shared listening socket (see `listen.rs`), which wakes one worker per
 //! connection without a lock, so `accept_mutex_delay` has nothing to delay.
+//!
+//! `debug_connection ADDRESS|CIDR|unix:|HOST` is read as Debian's nginx (built with
+//! `--with-debug`) reads it, with its errors and warnings, and kept; shoal does not yet raise
+//! those clients' connections to `debug` (nginx writes its debug lines for them whatever
+//! `error_log`'s level), so it changes nothing at run time.
 
 use std::time::Duration;
 
@@ -27,6 +32,12 @@ pub static DIRECTIVES: &[Command] = &[
     ),
     Command::new("multi_accept", Ctx::EVENTS, Args::Flag, set_multi_accept),
     Command::new("use", Ctx::EVENTS, Args::ONE, set_use),
+    Command::new(
+        "debug_connection",
+        Ctx::EVENTS,
+        Args::ONE,
+        set_debug_connection,
+    ),
 ];
 
 /// The `events` block as written.
@@ -36,6 +47,8 @@ pub struct EventsConf {
     pub accept_mutex: Option<bool>,
     pub accept_mutex_delay: Option<Duration>,
     pub multi_accept: Option<bool>,
+    /// `debug_connection`: the clients nginx would log at `debug`.
+    pub debug_connection: Vec<crate::http::realip::forwarded::Cidr>,
 }
 
 impl EventsConf {
@@ -76,6 +89,37 @@ fn set_accept_mutex_delay(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> 
 
 fn set_multi_accept(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     set_once(&mut events(s).multi_accept, flag_arg(d), d)
+}
+
+/// nginx's `ngx_event_debug_connection`: `unix:`, an address or network (host bits warned
+/// about), else a host name's addresses.
+fn set_debug_connection(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    use crate::http::realip::forwarded::Cidr;
+    use std::net::ToSocketAddrs as _;
+    let text = d.args[0].value.as_str();
+    let list = &mut events(s).debug_connection;
+    if text == "unix:" {
+        list.push(Cidr::Unix);
+    } else if let Some((cidr, masked)) = Cidr::parse(text) {
+        list.push(cidr);
+        if masked {
+            b.warn(
+                format!("low address bits of {text} are meaningless"),
+                &d.span,
+            );
+        }
+    } else {
+        let not_found = || err(d, format!("host not found in debug_connection \"{text}\""));
+        let addrs: Vec<_> = (text, 0)
+            .to_socket_addrs()
+            .map_err(|_| not_found())?
+            .collect();
+        if addrs.is_empty() {
+            return Err(not_found());
+        }
+        list.extend(addrs.iter().map(|a| Cidr::host(a.ip())));
+    }
+    Ok(())
 }
 
 fn set_use(_: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Error> {

@@ -68,9 +68,22 @@ impl Options {
     }
 }
 
-/// The checks `-t` makes beyond the configuration itself, as nginx's test mode does: the error
-/// log files can be opened (they are created, as nginx creates them).
+/// The checks `-t` makes beyond the configuration itself, as nginx's test mode does: the pid
+/// file and the error log files can be opened (they are created, as nginx creates them).
 pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
+    // nginx's `-t` creates the pid file if it is missing (empty; a running server's is left
+    // as it is): a pid path that cannot be written fails the test, not the next start.
+    let pid_path = conf.pid_path();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&pid_path)
+        .map_err(|e| {
+            let e = Error::failed(format_args!("open() \"{}\"", pid_path.display()), e);
+            shoal_conf::Error::new(e.to_string(), None)
+        })?;
     ErrorLog::open(&conf.error_logs)
         .map(|_| ())
         .map_err(|e| shoal_conf::Error::new(e, None))
@@ -79,7 +92,10 @@ pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
 /// Prints a configuration's `[warn]` lines.
 pub fn report_warnings(conf: &Config) {
     for w in &conf.warnings {
-        report(Level::Warn, &format!("{} in {}", w.message, w.span));
+        match &w.span {
+            Some(span) => report(Level::Warn, &format!("{} in {}", w.message, span)),
+            None => report(Level::Warn, &w.message),
+        }
     }
 }
 

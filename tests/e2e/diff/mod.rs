@@ -452,6 +452,12 @@ impl Pair {
         (self.nginx.port, self.shoal.port)
     }
 
+    /// nginx's and shoal's prefixes: a relative `root` is under each, for files one server
+    /// writes that the other must not see (DAV).
+    pub fn prefixes(&self) -> (PathBuf, PathBuf) {
+        (self.nginx.prefix.clone(), self.shoal.prefix.clone())
+    }
+
     /// The shared html directory (to add files a scenario needs).
     pub fn html(&self) -> PathBuf {
         self.dir.path().join("html")
@@ -914,6 +920,11 @@ fn replace_versioned(s: &str, name: &str) -> String {
 /// `-t` of nginx and of shoal on one configuration: whether it passed, and each one's
 /// `[emerg]`/`[warn]` lines from the level on.
 pub fn both_test(http: &str, server: &str) -> (String, String) {
+    both_test_events("", http, server)
+}
+
+/// [`both_test`] with lines in the `events {}` block.
+pub fn both_test_events(events: &str, http: &str, server: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join("logs")).unwrap();
     // shoal's charset maps beside the file, for `include koi-utf;`.
@@ -926,7 +937,7 @@ pub fn both_test(http: &str, server: &str) -> (String, String) {
     }
     let file = dir.path().join("t.conf");
     let conf = format!(
-        "error_log stderr;\npid logs/t.pid;\nevents {{}}\nhttp {{\n{http}\nserver {{\n    \
+        "error_log stderr;\npid logs/t.pid;\nevents {{ {events} }}\nhttp {{\n{http}\nserver {{\n    \
          listen 127.0.0.1:{};\n    {server}\n}}\n}}\n",
         free_port()
     );

@@ -25,15 +25,21 @@ pub(super) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 /// The checks the roads share: target, Host, framing, keep-alive.
 pub(super) fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> {
     let mut out = None;
-    finish_into(head, raw, limits, &mut uri::HostMemo::default(), &mut out)?;
+    finish_into(
+        head,
+        &mut { raw },
+        limits,
+        &mut uri::HostMemo::default(),
+        &mut out,
+    )?;
     // (Filled whenever it succeeds.)
     out.ok_or(Error::bad_request("client sent invalid request"))
 }
 
-/// [`finish`] into `out`.
+/// [`finish`] into `out`; its headers are taken from `raw` when it succeeds.
 pub(super) fn finish_into(
     head: Bytes,
-    raw: RawHead,
+    raw: &mut RawHead,
     limits: &Limits,
     host_memo: &mut uri::HostMemo,
     out: &mut Option<Request>,
@@ -160,13 +166,14 @@ pub(super) fn finish_into(
         request_uri,
         query,
         version: raw.version,
-        headers: raw.headers,
+        headers: std::mem::take(&mut raw.headers),
         names,
         path,
         host,
         keep_alive,
         expect_continue: expect_continue && raw.version >= Version::Http11,
         body,
+        len: head.len(),
         head,
     });
     Ok(())

@@ -27,6 +27,7 @@ use crate::limits::{Limits, Scanner};
 use crate::uri;
 
 mod checks;
+mod h2;
 mod headers;
 mod line;
 mod one_pass;
@@ -34,6 +35,7 @@ mod refused;
 mod target;
 
 use checks::{finish, finish_into, UNIQUE};
+pub use h2::{plain_h2, Plain};
 pub use headers::MAX_HEADERS;
 use headers::{keep_header, line_content, parse_careful, parse_fast, too_many_headers, trim_ows};
 pub use line::is_simple_request;
@@ -154,6 +156,8 @@ pub struct Request {
     keep_alive: bool,
     expect_continue: bool,
     body: BodyKind,
+    /// The head's length as sent over HTTP/1 (an HTTP/2 request's, had it been).
+    len: usize,
 }
 
 impl Request {
@@ -292,7 +296,7 @@ impl Request {
     /// Bytes the head took in the buffer, through its empty line; the body or the next pipelined
     /// request starts right after.
     pub fn head_len(&self) -> usize {
-        self.head.len()
+        self.len
     }
 
     /// The raw head bytes.
@@ -388,7 +392,7 @@ impl HeadParser {
             }
         };
         let memo = &mut self.host_memo;
-        match raw.and_then(|raw| finish_into(head.clone(), raw, &self.limits, memo, out)) {
+        match raw.and_then(|mut raw| finish_into(head.clone(), &mut raw, &self.limits, memo, out)) {
             Ok(()) => Ok(true),
             Err(e) => {
                 self.failed = Some(head);

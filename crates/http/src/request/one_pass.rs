@@ -15,13 +15,13 @@
 use super::{HeaderSpan, RawHead, Span, Version};
 use crate::limits::Limits;
 
-const METHOD: u8 = 1;
+pub(super) const METHOD: u8 = 1;
 /// Bytes of a target: visible ASCII.
-const TARGET: u8 = 2;
+pub(super) const TARGET: u8 = 2;
 /// nginx's header-name bytes without `underscores_in_headers`: `A-Z a-z 0-9 -`.
-const NAME: u8 = 4;
+pub(super) const NAME: u8 = 4;
 /// Bytes inside a header value: visible ASCII and the space.
-const VALUE: u8 = 8;
+pub(super) const VALUE: u8 = 8;
 
 static CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -54,6 +54,12 @@ fn run(b: &[u8], mut i: usize, class: u8) -> usize {
         i += 1;
     }
     i
+}
+
+/// Whether every byte of `s` is of `class`.
+#[inline]
+pub(super) fn plain(s: &[u8], class: u8) -> bool {
+    run(s, 0, class) == s.len()
 }
 
 /// The head at the start of `buf`, with its length, when it is whole and of the plain shape

@@ -365,6 +365,9 @@ pub fn head_of_fields<'f, I: Iterator<Item = (&'f [u8], &'f [u8])>>(
     status: u16,
     fields: impl Fn() -> I,
 ) -> Result<(UpstreamHead, usize), UpstreamError> {
+    if !(100..1000).contains(&status) {
+        return Err(UpstreamError::NoValidHeader);
+    }
     let size: usize = fields().map(|(n, v)| n.len() + v.len() + 4).sum();
     let mut text = BytesMut::with_capacity(size + 18);
     text.extend_from_slice(b"HTTP/1.1 ");
@@ -372,10 +375,6 @@ pub fn head_of_fields<'f, I: Iterator<Item = (&'f [u8], &'f [u8])>>(
     text.extend_from_slice(&digits);
     text.extend_from_slice(b" X\r\n");
     let plain = |b: &[u8]| !b.iter().any(|&c| matches!(c, b'\r' | b'\n' | 0));
-    let line = match status::status_line(&text) {
-        Ok(Some(line)) if (100..1000).contains(&status) => line,
-        _ => return Err(UpstreamError::NoValidHeader),
-    };
     let mut headers = Vec::with_capacity(16);
     for (name, value) in fields() {
         if name.is_empty() || !plain(name) || !plain(value) || name.contains(&b':') {
@@ -400,11 +399,13 @@ pub fn head_of_fields<'f, I: Iterator<Item = (&'f [u8], &'f [u8])>>(
     }
     text.extend_from_slice(b"\r\n");
     let len = text.len();
+    // The status line just written, as `status::status_line` reads it (not parsed again):
+    // from the first digit, `DDD X`; its reason `X`.
     let raw = RawHead {
-        version: line.version,
-        status: line.status,
-        status_line: line.line,
-        reason: line.reason,
+        version: Version::Http11,
+        status,
+        status_line: Span::new(9, 14),
+        reason: Span::new(13, 14),
         headers,
         len,
     };

@@ -74,6 +74,17 @@ pub struct Connection {
     /// head makes the next block a head again, [`Connection::interim`]) before more frames
     /// are read.
     paused: bool,
+    /// The streams reset for DATA past their window in the last [`Connection::recv`]: each
+    /// with the frame's length and the window it had (see [`Connection::flow_violation`]).
+    /// Boxed: a connection that sees none holds a pointer's worth.
+    violations: Option<Box<Violations>>,
+}
+
+/// The flow-control violations of one read (the first few): stream, frame length, window.
+#[derive(Debug, Default)]
+struct Violations {
+    list: [(u32, u32, u32); 8],
+    len: usize,
 }
 
 impl Connection {
@@ -118,6 +129,7 @@ impl Connection {
             events: VecDeque::new(),
             flood: Flood::default(),
             paused: false,
+            violations: None,
             cfg,
         };
         let cfg = &c.cfg;
@@ -156,6 +168,7 @@ impl Connection {
             return Err(e);
         }
         self.flood.new_streams = 0;
+        self.violations = None;
         let mut pos = 0;
         if self.phase == Phase::Preface {
             let n = input.len().min(PREFACE.len());
@@ -308,6 +321,16 @@ impl Connection {
 
     /// A stream error: RST_STREAM queued, the stream forgotten (and the caller told, if it
     /// knew it).
+    /// A stream the last [`Connection::recv`] reset with FLOW_CONTROL_ERROR: the length of
+    /// the DATA frame past its window, and the window (nginx's log line names both).
+    pub fn flow_violation(&self, stream: u32) -> Option<(u32, u32)> {
+        let seen = self.violations.as_deref()?;
+        seen.list[..seen.len]
+            .iter()
+            .find(|v| v.0 == stream)
+            .map(|&(_, len, window)| (len, window))
+    }
+
     pub(super) fn stream_error(&mut self, id: u32, code: Reason) -> Result<(), ConnError> {
         // A client that makes us answer RST_STREAMs and does not read them is bounded as one
         // that sends PINGs.
@@ -375,6 +398,17 @@ impl Connection {
                 None
             }
         };
+        if code == Some(Reason::FLOW_CONTROL_ERROR) {
+            let window = self
+                .streams
+                .get(id)
+                .map_or(0, |s| s.recv_window.max(0) as u32);
+            let seen = self.violations.get_or_insert_with(Default::default);
+            if let Some(slot) = seen.list.get_mut(seen.len) {
+                *slot = (id, len, window);
+                seen.len += 1;
+            }
+        }
         if let Some(code) = code {
             // Nobody takes these bytes: they go back to the connection's window at once.
             self.conn_consumed(len);

@@ -242,6 +242,33 @@ impl Connection {
         }
     }
 
+    /// The output buffer, emptied, when everything in it was written (`None`: output waits,
+    /// or there is no buffer): for a caller that keeps buffers for its next busy connection
+    /// rather than free one and grow another from nothing.
+    pub fn take_output_buffer(&mut self) -> Option<Vec<u8>> {
+        if self.out_start != self.out.len() || self.out.capacity() == 0 {
+            return None;
+        }
+        self.out_start = 0;
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        Some(out)
+    }
+
+    /// The output buffer's room (0: the connection holds none).
+    pub fn output_capacity(&self) -> usize {
+        self.out.capacity()
+    }
+
+    /// Gives the connection an output buffer (emptied first) when it holds none.
+    pub fn give_output_buffer(&mut self, mut out: Vec<u8>) {
+        if self.out.capacity() == 0 {
+            out.clear();
+            self.out = out;
+            self.out_start = 0;
+        }
+    }
+
     /// Frees every buffer not in use: for an idle connection, which then holds no heap
     /// memory (no stream, no output, no event).
     pub fn shrink(&mut self) {

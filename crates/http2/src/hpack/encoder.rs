@@ -25,9 +25,10 @@ pub struct Encoder {
     /// What we put in the peer's table, newest first; its maximum is the budget, or the size
     /// announced when lower.
     table: DynamicTable,
-    /// Every field but credentials is worth the table, not only the [`indexable`] ones: a
-    /// client's requests on one connection repeat most of their fields (`:authority`,
-    /// `:path`, `te`, `content-type`, `user-agent`...).
+    /// Every field but credentials and cookies is worth the table, not only the
+    /// [`indexable`] ones: a client's requests on one connection repeat most of their fields
+    /// (`:authority`, `:path`, `te`, `content-type`, `user-agent`...), a server's answers
+    /// theirs (`content-length`, `last-modified`, `etag` of a page asked again and again).
     every: bool,
 }
 
@@ -58,6 +59,15 @@ impl Encoder {
     /// An encoder for a client's requests: as [`Encoder::with_table_size`], every field but
     /// credentials indexed, and pseudo-headers by their static entry when one matches.
     pub fn for_requests(budget: usize) -> Encoder {
+        Encoder {
+            every: true,
+            ..Encoder::with_table_size(budget)
+        }
+    }
+
+    /// An encoder for a server's answers: as [`Encoder::with_table_size`], every field but
+    /// credentials and cookies (`set-cookie`) indexed, as h2o indexes its answers' fields.
+    pub fn for_answers(budget: usize) -> Encoder {
         Encoder {
             every: true,
             ..Encoder::with_table_size(budget)
@@ -146,11 +156,9 @@ impl Encoder {
             false => indexable(name),
         };
         if self.table.max() != 0 && worth {
-            for i in 0..self.table.len() {
-                if self.table.get(i) == Some((name, value)) {
-                    encode_int(dst, 0x80, 7, 62 + i);
-                    return;
-                }
+            if let Some(i) = self.table.find(name, value) {
+                encode_int(dst, 0x80, 7, 62 + i);
+                return;
             }
             if name.len() + value.len() + ENTRY_OVERHEAD <= self.table.max() / 2 {
                 literal(0x40, 6, name, value, dst);

@@ -165,6 +165,20 @@ impl DynamicTable {
         self.bytes.capacity() + self.records.capacity() * std::mem::size_of::<Record>()
     }
 
+    /// The place (as [`DynamicTable::get`] counts) of the newest entry `name: value`. The
+    /// lengths are compared before any byte: an encoder asks this for every field it sends.
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<usize> {
+        let (n, v) = (name.len(), value.len());
+        self.records.iter().position(|r| {
+            if r.name as usize != n || r.value as usize != v {
+                return false;
+            }
+            let start = r.at.wrapping_sub(self.base) as usize;
+            let mid = start + n;
+            self.bytes.get(start..mid) == Some(name) && self.bytes.get(mid..mid + v) == Some(value)
+        })
+    }
+
     /// The entry `i` places from the newest (0 is the newest: HPACK index 62).
     pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
         let r = self.records.get(i)?;
@@ -300,5 +314,36 @@ mod tests {
         t.insert(b"a", b"b");
         t.set_max(0);
         assert_eq!((t.len(), t.heap_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn find_is_get_searched() {
+        let mut t = DynamicTable::new(200);
+        // Names and values whose lengths match others', and an entry evicted on the way.
+        let entries: [(&[u8], &[u8]); 6] = [
+            (b"ab", b"cd"),
+            (b"abc", b"d"),
+            (b"ab", b"ce"),
+            (b"te", b"trailers"),
+            (b"user-agent", b"grpc-python/1.51"),
+            (b"ab", b"cd"),
+        ];
+        for (n, v) in entries {
+            t.insert(n, v);
+        }
+        let probes: [(&[u8], &[u8]); 7] = [
+            (b"ab", b"cd"),
+            (b"abc", b"d"),
+            (b"ab", b"ce"),
+            (b"te", b"trailers"),
+            (b"user-agent", b"grpc-python/1.51"),
+            (b"ab", b"c"),
+            (b"a", b"bcd"),
+        ];
+        for (n, v) in probes {
+            let searched = (0..t.len()).find(|&i| t.get(i) == Some((n, v)));
+            assert_eq!(t.find(n, v), searched, "{n:?} {v:?}");
+        }
+        assert_eq!(t.find(b"ab", b"cd"), Some(0));
     }
 }

@@ -28,6 +28,35 @@ impl Server {
         sent
     }
 
+    /// [`Server::send_answer`] for fields the caller made fit already (names lowercase, none
+    /// of the connection-specific ones: debug-checked): none is looked at again.
+    pub fn send_clean_answer<'f, I>(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: I,
+        end_stream: bool,
+    ) -> Result<(), StreamGone>
+    where
+        I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        self.c.conn.window(stream)?;
+        let mut block = std::mem::take(&mut self.c.block);
+        block.clear();
+        self.c.encoder.begin(&mut block);
+        self.c.encoder.status(status, &mut block);
+        for (name, value) in fields {
+            debug_assert!(
+                !crate::exchange::dropped(name),
+                "a field HTTP/2 does not carry"
+            );
+            self.c.encoder.field(name, value, &mut block);
+        }
+        let sent = self.c.conn.send_headers(stream, &block, end_stream);
+        self.c.block = block;
+        sent
+    }
+
     /// Queues trailers after the body: `fields` as [`Server::send_answer`] takes them; they
     /// end the stream.
     pub fn send_trailers<'f, I>(&mut self, stream: u32, fields: I) -> Result<(), StreamGone>

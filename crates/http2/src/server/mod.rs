@@ -25,7 +25,7 @@
 //! back itself). A stream the caller abandons is reset with [`Server::reset`], so that this
 //! layer forgets it too.
 //!
-//! Memory: `size_of::<Server>()` is 648 bytes on x86-64; an idle connection that called
+//! Memory: `size_of::<Server>()` is 672 bytes on x86-64; an idle connection that called
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
 //! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
 //! that called [`Server::park`] not even the latter.
@@ -82,7 +82,7 @@ use crate::frame::{self, Connection, Reason};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Encoder};
 pub use malformed::Malformed;
-pub use request::{Fields, Request};
+pub use request::{Fields, Parts, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};
 
 /// The connection's settings and the decoder's bounds (by default nginx's, and no table for
@@ -92,8 +92,8 @@ pub struct Config {
     pub frame: frame::Config,
     /// What one header block may expand to (`large_client_header_buffers`).
     pub bounds: Bounds,
-    /// How much of the client's HPACK table the encoder may fill with fields that repeat
-    /// from answer to answer (0: none, and no table kept).
+    /// How much of the client's HPACK table the encoder may fill with the answers' fields,
+    /// all but cookies and credentials ([`Encoder::for_answers`]; 0: none, and no table kept).
     pub encoder_table: usize,
 }
 
@@ -122,6 +122,8 @@ pub struct Server {
     hint: Hint,
     /// A request's buffers given back ([`Server::recycle`]), for the next one.
     spare: Option<Fields>,
+    /// See [`Server::refused_host`].
+    refused_host: Option<Box<[u8]>>,
 }
 
 impl Server {
@@ -130,12 +132,13 @@ impl Server {
     pub fn new(cfg: Config) -> Server {
         // Until the client acknowledges our SETTINGS it may still use the protocol's 4,096.
         let table = cfg.frame.header_table_size;
-        let encoder = Encoder::with_table_size(cfg.encoder_table);
+        let encoder = Encoder::for_answers(cfg.encoder_table);
         Server {
             c: Codec::new(Connection::new(cfg.frame), cfg.bounds, table, encoder),
             table_size: (table as usize != crate::hpack::DEFAULT_TABLE_SIZE).then_some(table),
             hint: Hint::default(),
             spare: None,
+            refused_host: None,
         }
     }
 
@@ -151,8 +154,11 @@ impl Server {
             Err(DecodeError::TooLarge(which)) => return Some(Incoming::TooLarge { stream, which }),
             Err(DecodeError::Compression(_)) => return Some(self.c.compression()),
         };
+        // (The host of a request refused once built is the request's.)
+        let mut built_host = None;
         let request = match request {
             Ok(r) if end_stream && r.content_length().is_some_and(|n| n > 0) => {
+                built_host = r.host().map(Box::from);
                 Err(Malformed::ClosedEarly)
             }
             r => r,
@@ -169,8 +175,19 @@ impl Server {
                     end_stream,
                 })
             }
-            Err(what) => Some(self.malformed(stream, what)),
+            Err(what) => {
+                let refused = self.malformed(stream, what);
+                self.refused_host = built_host.or_else(|| b.host().map(Box::from));
+                Some(refused)
+            }
         }
+    }
+
+    /// The host the last request reported [`Incoming::Malformed`] had when it was refused
+    /// (its `host` field, else `:authority`, as far as the block went): nginx names it in
+    /// its log line. `None` for a body or trailers refused.
+    pub fn refused_host(&self) -> Option<&[u8]> {
+        self.refused_host.as_deref()
     }
 
     fn decode_trailers(&mut self, stream: u32, block: &[u8]) -> Option<Incoming> {
@@ -206,12 +223,14 @@ impl Server {
     /// A body that disagrees with its `content-length`: its bytes go back to the window,
     /// the stream is reset (even when both sides ended it).
     fn body_refused(&mut self, stream: u32, n: u64, why: Malformed) -> Incoming {
+        self.refused_host = None;
         self.c.conn.consumed(stream, n as u32);
         self.c.conn.reset_ended(stream, Reason::PROTOCOL_ERROR);
         Incoming::Malformed { stream, why }
     }
 
     fn malformed(&mut self, stream: u32, why: Malformed) -> Incoming {
+        self.refused_host = None;
         self.forget(stream);
         self.c.conn.reset(stream, Reason::PROTOCOL_ERROR);
         Incoming::Malformed { stream, why }

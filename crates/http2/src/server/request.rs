@@ -201,6 +201,47 @@ impl Request {
         self.content_length
     }
 
+    /// Where the parts of the head [`Request::write_http1`] writes lie in [`Request::buf`],
+    /// for a server that builds its own request on the buffer rather than parse that head:
+    /// the method, the request target, and the fields in the head's order
+    /// ([`Request::field_ranges`] after `host`, which, when the request has no `host` field,
+    /// is `:authority`'s value under a name added to the buffer here: call once).
+    pub fn parts(&mut self) -> Parts {
+        let range = |r: &Range<u32>| r.start as usize..r.end as usize;
+        let host = match (&self.host, &self.authority) {
+            (None, Some(a)) => {
+                let at = self.fields.buf.len();
+                self.fields.buf.extend_from_slice(b"host");
+                Some((at..at + 4, range(a)))
+            }
+            _ => None,
+        };
+        Parts {
+            method: range(&self.method),
+            target: self.path.as_ref().or(self.authority.as_ref()).map(range),
+            host,
+        }
+    }
+
+    /// The buffer the request's parts lie in (see [`Request::parts`]).
+    pub fn buf(&self) -> &[u8] {
+        &self.fields.buf
+    }
+
+    /// Each regular field's name and value, as ranges of [`Request::buf`], in order.
+    pub fn field_ranges(&self) -> impl ExactSizeIterator<Item = (Range<usize>, Range<usize>)> + '_ {
+        self.fields.spans.iter().map(|s| {
+            let at = s.at as usize;
+            let mid = at + s.name as usize;
+            (at..mid, mid..mid + s.value as usize)
+        })
+    }
+
+    /// The buffer, taken (the request's parts stay where [`Request::parts`] said).
+    pub fn into_buf(self) -> Vec<u8> {
+        self.fields.buf
+    }
+
     /// Writes the head as HTTP/1.1 would send it, for a parser of HTTP/1 heads: the request
     /// line, `host` from `:authority` when the request has no `host` field, the fields, the
     /// empty line. CONNECT's request target is its authority.
@@ -223,6 +264,16 @@ impl Request {
         }
         dst.extend_from_slice(b"\r\n");
     }
+}
+
+/// Where a request's parts lie in its buffer (see [`Request::parts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parts {
+    pub method: Range<usize>,
+    /// `:path`, or CONNECT's `:authority`.
+    pub target: Option<Range<usize>>,
+    /// `host`'s name and value when `:authority` stands for it.
+    pub host: Option<(Range<usize>, Range<usize>)>,
 }
 
 /// Whether `bad_word` finds a byte in `s`, 8 bytes at a time (the last 8 may overlap
@@ -378,10 +429,19 @@ impl RequestBuilder {
         Ok(())
     }
 
+    /// The host so far: the first `host` field, else `:authority` (for the log line of a
+    /// request refused: nginx names the host it had when it refused).
+    pub fn host(&self) -> Option<&[u8]> {
+        let r = self.host.as_ref().or(self.authority.as_ref())?;
+        // (None once `finish` took the fields.)
+        self.fields.buf.get(r.start as usize..r.end as usize)
+    }
+
     /// The request, once the block is over: the pseudo-headers RFC 9113, 8.3 requires.
-    pub fn finish(mut self) -> Result<Request, Malformed> {
+    /// Refused, the builder is still there to say [`RequestBuilder::host`].
+    pub fn finish(&mut self) -> Result<Request, Malformed> {
         use Malformed::{EmptyPseudo, NoPseudo};
-        let method = self.method.ok_or(NoPseudo(":method"))?;
+        let method = self.method.clone().ok_or(NoPseudo(":method"))?;
         let connect = self.fields.slice(&method) == b"CONNECT";
         if self.fields.slice(&method).is_empty() {
             return Err(EmptyPseudo(":method"));
@@ -421,12 +481,12 @@ impl RequestBuilder {
         }
         self.fields.join_cookies();
         Ok(Request {
-            fields: self.fields,
+            fields: std::mem::take(&mut self.fields),
             method,
-            scheme: self.scheme,
-            authority: self.authority,
-            path: self.path,
-            host: self.host,
+            scheme: self.scheme.clone(),
+            authority: self.authority.clone(),
+            path: self.path.clone(),
+            host: self.host.clone(),
             content_length: self.content_length,
         })
     }

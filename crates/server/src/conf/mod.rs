@@ -194,11 +194,12 @@ pub fn is_known(name: &str) -> bool {
     registry().contains_key(name)
 }
 
-/// A non-fatal note produced while building (`[warn] ... in FILE:LINE`).
+/// A non-fatal note produced while building (`[warn] ... in FILE:LINE`, or without the place
+/// for what nginx logs once the configuration is read, as its stapling warnings).
 #[derive(Clone, Debug)]
 pub struct Warning {
     pub message: String,
-    pub span: Span,
+    pub span: Option<Span>,
 }
 
 /// The state of one configuration being built.
@@ -264,7 +265,15 @@ impl Builder {
     pub fn warn(&mut self, message: impl Into<String>, span: &Span) {
         self.warnings.push(Warning {
             message: message.into(),
-            span: span.clone(),
+            span: Some(span.clone()),
+        });
+    }
+
+    /// A warning nginx logs after reading the configuration, without `in FILE:LINE`.
+    pub fn warn_unplaced(&mut self, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            message: message.into(),
+            span: None,
         });
     }
 

@@ -1,5 +1,6 @@
-//! `aio`, `aio_write`, `directio`, `directio_alignment`, and shoal's `aio_residency_check`:
-//! which thread pool a request's file I/O may use, and whether to ask the page cache first.
+//! `aio`, `aio_write`, `directio`, `directio_alignment`, `read_ahead`, and shoal's
+//! `aio_residency_check`: which thread pool a request's file I/O may use, and whether to ask
+//! the page cache first.
 //!
 //! `aio threads[=NAME]` names a pool (NAME may hold variables: `aio threads=pool_$disk`,
 //! resolved per request). `aio on` means the same as `aio threads` here: shoal uses its thread
@@ -34,6 +35,7 @@ pub static DIRECTIVES: &[Command] = &[
         Args::ONE,
         set_directio_alignment,
     ),
+    Command::new("read_ahead", Ctx::HSL, Args::ONE, set_read_ahead),
 ];
 
 /// Which pool `aio threads` names.
@@ -103,6 +105,17 @@ fn set_directio_alignment(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> 
         return Err(crate::conf::directive_err(d, "invalid value"));
     }
     set_once(&mut loc_conf(s).directio_alignment, n, d)
+}
+
+/// `read_ahead SIZE`: on Linux nginx only tells the kernel a file will be read in sequence
+/// (`posix_fadvise(POSIX_FADV_SEQUENTIAL)`, the size unused), as `static_files.rs` does.
+fn set_read_ahead(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let lc = loc_conf(s);
+    if lc.read_ahead.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    lc.read_ahead = Some(size_arg(d, 0)?);
+    Ok(())
 }
 
 /// nginx's check once everything is read: a pool named literally by `aio threads=NAME` must

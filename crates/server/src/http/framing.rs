@@ -9,7 +9,9 @@
 //!   HTTP/1.1 clients too, ended by closing the connection.
 //! - `send_lowat SIZE`: Linux does not let `SO_SNDLOWAT` be set (`setsockopt` fails with
 //!   `ENOPROTOOPT`), so nginx on Linux warns `"send_lowat" is not supported, ignored` and does
-//!   nothing; so does shoal.
+//!   nothing; so does shoal. The same goes for the upstream side's `proxy_send_lowat` and
+//!   `fastcgi_send_lowat` (nginx has no `uwsgi_send_lowat`, `scgi_send_lowat` or
+//!   `grpc_send_lowat`: they are unknown directives to both).
 
 use shoal_conf::{Directive, Error};
 
@@ -25,6 +27,13 @@ pub static DIRECTIVES: &[Command] = &[
         set_chunked_transfer_encoding,
     ),
     Command::new("send_lowat", Ctx::HSL, Args::ONE, set_send_lowat),
+    Command::new("proxy_send_lowat", Ctx::HSL, Args::ONE, set_upstream_lowat),
+    Command::new(
+        "fastcgi_send_lowat",
+        Ctx::HSL,
+        Args::ONE,
+        set_upstream_lowat,
+    ),
 ];
 
 /// The settings of one level.
@@ -34,6 +43,9 @@ pub struct FramingLoc {
     pub chunked: Option<bool>,
     /// Read only to refuse a second one.
     pub send_lowat: Option<u64>,
+    /// `proxy_send_lowat`, `fastcgi_send_lowat`: likewise.
+    pub proxy_send_lowat: Option<u64>,
+    pub fastcgi_send_lowat: Option<u64>,
 }
 
 impl FramingLoc {
@@ -72,6 +84,23 @@ fn set_send_lowat(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(
     Ok(())
 }
 
+/// `proxy_send_lowat`, `fastcgi_send_lowat`: nginx's size slot (a repeat refused first, then
+/// the value read), then its Linux warning.
+fn set_upstream_lowat(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
+    let loc = framing(s);
+    let slot = if d.name == "proxy_send_lowat" {
+        &mut loc.proxy_send_lowat
+    } else {
+        &mut loc.fastcgi_send_lowat
+    };
+    if slot.is_some() {
+        return Err(crate::conf::duplicate(d));
+    }
+    *slot = Some(size_arg(d, 0)?);
+    b.warn(format!("\"{}\" is not supported, ignored", d.name), &d.span);
+    Ok(())
+}
+
 /// The framing directives' place in the module list.
 pub struct Module;
 
@@ -83,6 +112,8 @@ impl super::modules::HttpModule for Module {
         merge(&mut loc.postpone_output, &parent.postpone_output);
         merge(&mut loc.chunked, &parent.chunked);
         merge(&mut loc.send_lowat, &parent.send_lowat);
+        merge(&mut loc.proxy_send_lowat, &parent.proxy_send_lowat);
+        merge(&mut loc.fastcgi_send_lowat, &parent.fastcgi_send_lowat);
     }
 }
 

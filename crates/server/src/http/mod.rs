@@ -16,14 +16,17 @@ pub mod auth_delay;
 pub mod auth_request;
 pub mod autoindex;
 pub mod body_filter;
+pub mod browser;
 pub mod charset;
 pub mod client_body;
+pub mod dav;
 pub mod directives;
 mod doc_root;
 use doc_root::{set_index, set_root};
 pub use doc_root::{DocRoot, IndexName};
 pub mod empty_gif;
 pub mod fastcgi;
+pub mod flv;
 pub mod framing;
 pub mod geo;
 pub mod grpc;
@@ -41,15 +44,18 @@ pub mod location;
 pub mod map;
 pub mod memcached;
 pub mod mime_types;
+pub mod mirror;
 pub mod modules;
 pub mod msie;
 pub mod not_modified;
 pub mod open_file_cache;
 pub mod output;
 pub mod phases;
+pub mod post_action;
 pub mod proxy;
 pub mod proxy_cache;
 pub mod proxy_protocol;
+pub mod random_index;
 pub mod range;
 pub mod range_filter;
 pub mod realip;
@@ -59,9 +65,11 @@ pub mod request;
 pub mod rewrite;
 pub mod scgi;
 pub mod secure_link;
+pub mod slice;
 pub mod split_clients;
 pub mod ssi;
 pub mod static_files;
+pub mod streamed;
 pub mod stub_status;
 pub mod sub;
 pub mod subrequest;
@@ -70,6 +78,7 @@ pub mod temp_file;
 pub mod trailers;
 pub mod transport;
 pub mod upstream;
+pub mod userid;
 pub mod uwsgi;
 
 use std::path::{Path, PathBuf};
@@ -274,6 +283,9 @@ crate::conf::conf_slots! {
         /// `aio_residency_check`: page-cache hits are served inline.
         aio_residency_check: bool = true,
         directio_alignment: u64 = 512,
+        /// `read_ahead` (0: off): nginx on Linux advises sequential reads of a file over
+        /// 128 KiB it opens, whatever the size.
+        read_ahead: u64 = 0,
         rewrite_log: bool = false,
         uninitialized_variable_warn: bool = true,
     }
@@ -332,6 +344,8 @@ pub enum Content {
     Upstream(upstream::Proto),
     StubStatus,
     EmptyGif,
+    /// `flv`.
+    Flv,
 }
 
 impl Content {
@@ -340,6 +354,8 @@ impl Content {
             Content::StubStatus
         } else if lc.empty_gif == Some(true) {
             Content::EmptyGif
+        } else if lc.flv == Some(true) {
+            Content::Flv
         } else if lc.proxy.pass.is_some() {
             Content::Proxy
         } else if lc.fastcgi.pass.is_some() {
@@ -574,15 +590,15 @@ fn set_types(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Er
         let ty = line.name.clone();
         for ext in &line.args {
             let ext = ext.value.to_ascii_lowercase();
+            // nginx warns even when the type is the same (a `types` block repeating an
+            // included `mime.types` line does).
             if let Some(prev) = map.get(&ext) {
-                if *prev != ty {
-                    b.warn(
-                        format!(
-                            "duplicate extension \"{ext}\", content type: \"{ty}\", previous content type: \"{prev}\""
-                        ),
-                        &line.span,
-                    );
-                }
+                b.warn(
+                    format!(
+                        "duplicate extension \"{ext}\", content type: \"{ty}\", previous content type: \"{prev}\""
+                    ),
+                    &line.span,
+                );
             }
             map.insert(ext, ty.clone());
         }
@@ -656,10 +672,10 @@ impl HttpConf {
             self.loc.proxy.temp_path.as_ref().map(|t| &t.path),
             prefix,
         );
-        if self.loc.access_log.is_none() {
-            self.loc.access_log =
-                Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
-        }
+        // nginx opens its default `logs/access.log` only for a server that ends up without
+        // an `access_log` of its own or from http (its merge of a server's level): a
+        // configuration whose every server names its log never opens (or needs) the default.
+        let mut default_logs = None;
         self.loc.set_defaults(prefix);
         charset::finish(b, &mut self.loc.charset);
         let http_types = self
@@ -680,6 +696,13 @@ impl HttpConf {
         for srv in &mut self.servers {
             srv.srv.merge(&self.srv);
             srv.loc.merge(&self.loc);
+            if srv.loc.access_log.is_none() {
+                if default_logs.is_none() {
+                    default_logs =
+                        Some(access_log::default_logs(b).map_err(|m| Error::new(m, None))?);
+                }
+                srv.loc.access_log = default_logs.clone();
+            }
             if srv.listen.is_empty() {
                 srv.listen.push(ListenConf {
                     addr: crate::listen::ListenAddr::Inet(std::net::SocketAddr::from((

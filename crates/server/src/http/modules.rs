@@ -262,6 +262,9 @@ http_modules! {
     proxy_protocol: super::proxy_protocol::Module,
     /// `valid_referers`, `$invalid_referer`.
     referer: super::referer::Module,
+    /// `modern_browser`, `ancient_browser`, their values; `$modern_browser`,
+    /// `$ancient_browser`, `$msie`.
+    browser: super::browser::Module,
     /// `secure_link*`, `$secure_link`, `$secure_link_expires`.
     secure_link: super::secure_link::Module,
     /// `limit_req_zone`, `limit_req` (preaccess).
@@ -284,21 +287,35 @@ http_modules! {
     limit_rate: super::limit_rate::Module,
     /// `client_body_temp_path`, `client_body_in_file_only`, `client_body_in_single_buffer`.
     client_body: super::client_body::Module,
-    /// `postpone_output`, `chunked_transfer_encoding`, `send_lowat`.
+    /// `postpone_output`, `chunked_transfer_encoding`, `send_lowat`, `proxy_send_lowat`,
+    /// `fastcgi_send_lowat`.
     framing: super::framing::Module,
     /// `*_hash_max_size`, `*_hash_bucket_size`, `connection_pool_size`, `request_pool_size`
     /// (checked; they size nothing here).
     hash_sizes: super::hash_sizes::Module,
     /// `resolver`, `resolver_timeout` (the proxy's run-time lookups).
     resolver: crate::resolver::conf::Module,
+    /// `post_action` (run by the HTTP/1 connection once the answer is out).
+    post_action: super::post_action::Module,
     /// `subrequest_output_buffer_size` (checked and kept for the subrequests' modules).
     subrequest: super::subrequest::Module,
+    /// `mirror`, `mirror_request_body` (precontent: background subrequests).
+    mirror: super::mirror::Module,
     /// `autoindex*` (a content handler, reached from the index module's).
     autoindex: super::autoindex::Module,
+    /// `random_index` (a content handler, before the index module's).
+    random_index: super::random_index::Module,
+    /// `dav_methods`, `dav_access`, `create_full_put_path`, `min_delete_depth` (a content
+    /// handler for PUT, DELETE, MKCOL, COPY and MOVE, before the static module).
+    dav: super::dav::Module,
+    /// `flv` (the location's content handler).
+    flv: super::flv::Module,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
     headers: super::headers::Module,
+    /// `userid*`, `$uid_got`, `$uid_set`, `$uid_reset`: the cookie after `add_header`'s.
+    userid: super::userid::Module,
     /// `gunzip`, `gunzip_buffers`: a gzip answer inflated for a client that takes no gzip.
     gunzip: super::gzip::gunzip::Module,
     /// `add_before_body`, `add_after_body`, `addition_types`: subrequests' bodies around
@@ -312,6 +329,9 @@ http_modules! {
     ssi: super::ssi::Module,
     /// `gzip*`: the filter's decision.
     gzip_filter: super::gzip::Module,
+    /// `slice`, `$slice_range`: a 206 slice made the client's answer, the next slices
+    /// fetched as it is written (before the range filter, which it does for itself).
+    slice: super::slice::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,
     /// `add_trailer`: the answer goes chunked, the fields after its last chunk.

@@ -77,6 +77,11 @@ fn browser(ua: &[u8]) -> Browser {
     }
 }
 
+/// Whether nginx counts the agent as MSIE (its `msie` flag, `$msie`).
+pub fn is_msie(ua: &[u8]) -> bool {
+    browser(ua) == Browser::Msie
+}
+
 /// A location for the refresh page: space, quotes and bytes outside printable ASCII as `%XX`
 /// (nginx's `NGX_ESCAPE_REFRESH`).
 fn escape_refresh(location: &str, out: &mut String) {

@@ -397,9 +397,8 @@ impl Output {
             Body::File {
                 file, offset, len, ..
             } => self.copy_file(sink, &file, offset, len, lc).await?,
-            Body::Upstream(_) | Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => {
-                return Err(io::Error::from(Error::invalid("not a plain body")))
-            }
+            // Each of the others has its own writer.
+            _ => return Err(io::Error::from(Error::invalid("not a plain body"))),
         }
         sink.maybe_flush().await
     }
@@ -532,9 +531,10 @@ impl Output {
                     }
                 }
             },
-            Body::Tunnel(_) => {
+            // (A streamed body goes as its parts come: `streamed::send`.)
+            Body::Tunnel(_) | Body::Streamed(_) => {
                 return Err(io::Error::from(Error::invalid(
-                    "body filters never apply to a tunnel",
+                    "body filters never apply to a tunnel or a streamed body",
                 )));
             }
             // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)

@@ -22,6 +22,9 @@ use super::upstream::record::Record;
 use super::{Content, LocConf};
 use crate::log::Level;
 
+mod subrequests;
+pub use subrequests::{clone_content, subrequest, subrequest_as, subrequest_with_body, Sub};
+
 /// nginx's limit on internal redirects and `error_page` cycles.
 const MAX_REDIRECTS: u32 = 10;
 
@@ -50,40 +53,7 @@ fn captures_of(loc: Option<&LocationConf>, uri: &str) -> Option<crate::variables
 
 /// Runs the phases for one request; `body` is its body, read if a handler wants it.
 pub async fn process<'s>(r: &Req<'s, '_>, body: &ClientBody<'_>) -> Answered<'s> {
-    run::<false>(r, body, 0, None).await
-}
-
-/// A subrequest's answer (nginx's `ngx_http_subrequest` waited for, its body kept in
-/// memory and dropped): `uri`'s location runs its phases and content handler as an internal
-/// `GET` of the same client request, without the access phases (nginx skips them for a
-/// subrequest) and without its body. `auth_request` asks one; `ssi` and `mirror` would too.
-/// The answer's body is not read: a proxied one's upstream connection is closed.
-pub fn subrequest<'s, 'a>(
-    r: &'a Req<'s, '_>,
-    uri: &'a str,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
-    Box::pin(async move {
-        let body = ClientBody::none();
-        let mut done = run::<false>(r, &body, 0, Some((uri, None))).await;
-        super::subrequest::log(r, &done);
-        done.reply.body = Body::Empty;
-        done
-    })
-}
-
-/// [`subrequest`] with arguments, its answer's body kept for the caller to read (ssi's
-/// `include`, addition's bodies: `http/subrequest_body.rs`).
-pub fn subrequest_with_body<'s, 'a>(
-    r: &'a Req<'s, '_>,
-    uri: &'a str,
-    args: Option<&'a str>,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Answered<'s>> + 'a>> {
-    Box::pin(async move {
-        let body = ClientBody::none();
-        let done = run::<false>(r, &body, 0, Some((uri, args))).await;
-        super::subrequest::log(r, &done);
-        done
-    })
+    run::<false>(r, body, 0, Start::Request).await
 }
 
 /// The answer to a request refused as soon as its head was read (nginx's
@@ -95,31 +65,61 @@ pub async fn process_status<'s>(
     body: &ClientBody<'_>,
     status: u16,
 ) -> Answered<'s> {
-    run::<true>(r, body, status, None).await
+    run::<true>(r, body, status, Start::Request).await
+}
+
+/// What the phases run for.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    /// The client's request.
+    Request,
+    /// A subrequest (see [`subrequest`]).
+    Subrequest(&'a Sub<'a>),
+    /// `post_action`: the request again once its answer is out, internally redirected to a
+    /// URI (`/...`) or else a named location, its method kept, its access phases run.
+    PostAction(&'a str),
+}
+
+/// One run of `post_action TARGET` for a request whose answer is out (its answer's body
+/// dropped: nothing of it is sent). See `post_action.rs`.
+pub async fn post_action<'s>(r: &Req<'s, '_>, target: &str) -> Answered<'s> {
+    let body = ClientBody::none();
+    let mut done = Box::pin(run::<false>(r, &body, 0, Start::PostAction(target))).await;
+    done.reply.body = Body::Empty;
+    done
 }
 
 /// The phases; `REFUSED`: the answer starts as `status`'s page (a copy of its own, so the
 /// usual request's loop carries no test for it).
-/// `sub`: the URI and arguments of a subrequest (see [`subrequest`]).
+/// `start`: the client's request, or a subrequest's or `post_action`'s run.
 async fn run<'s, const REFUSED: bool>(
     r: &Req<'s, '_>,
     body: &ClientBody<'_>,
     status: u16,
-    sub: Option<(&str, Option<&str>)>,
+    start: Start<'_>,
 ) -> Answered<'s> {
+    let (sub, post_uri, post_named) = match start {
+        Start::Request => (None, None, None),
+        Start::Subrequest(uri) => (Some(uri), None, None),
+        Start::PostAction(t) if t.starts_with('/') => (None, Some(t), None),
+        Start::PostAction(t) => (None, None, Some(t)),
+    };
+    let client_request = matches!(start, Start::Request);
     let srv = r.srv;
     crate::log::set_scope(srv.loc.error_log.as_ref());
     let mut refusal = REFUSED.then(|| Box::new(super::reply::error_reply(status, &srv.loc)));
     let mut rw = rewrite::State {
-        uri: match sub {
-            Some((uri, _)) => uri.to_string(),
-            None => shoal_http::lossy(r.req.path()).into_owned(),
+        uri: match (sub, post_uri) {
+            (Some(sub), _) => sub.uri.to_string(),
+            (None, Some(uri)) => uri.to_string(),
+            (None, None) => shoal_http::lossy(r.req.path()).into_owned(),
         },
-        args: match sub {
-            Some((_, args)) => args.map(str::to_string),
-            None => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
+        args: match (sub, post_uri) {
+            (Some(sub), _) => sub.args.map(str::to_string),
+            (None, Some(_)) => None,
+            (None, None) => r.req.query().map(|q| shoal_http::lossy(q).into_owned()),
         },
-        quoted_uri: sub.is_none() && {
+        quoted_uri: client_request && {
             let target = r.req.uri();
             let path = target.split(|&c| c == b'?').next().unwrap_or_default();
             path.iter().any(|&c| c == b'%' || c == b'+')
@@ -132,7 +132,7 @@ async fn run<'s, const REFUSED: bool>(
     }
     // nginx's post-read phase (realip), with the server's configuration: once, before the
     // server's rewrites see the request.
-    if sub.is_none() {
+    if client_request {
         super::modules::post_read_phase(&Cx {
             r,
             lc: &srv.loc,
@@ -142,8 +142,8 @@ async fn run<'s, const REFUSED: bool>(
     }
     // A subrequest is an internal GET.
     let mut method_get = sub.is_some();
-    let mut internal = sub.is_some();
-    let mut named: Option<String> = None;
+    let mut internal = !client_request;
+    let mut named: Option<String> = post_named.map(str::to_string);
     let mut redirects = 0u32;
     // nginx's `r->error_page`: an `error_page` took over in a location without
     // `recursive_error_pages`, so no other one will.
@@ -318,12 +318,18 @@ async fn run<'s, const REFUSED: bool>(
                 }
             }
         }
-        // A subrequest is a GET, whatever the main request's method (a HEAD's too).
+        // A subrequest is a GET, whatever the main request's method (a HEAD's too), but
+        // for a mirror's (the client's method).
         let method = match sub {
-            Some(_) => "GET",
+            Some(sub) => sub.method,
             None => effective_method(r, method_get),
         };
 
+        // nginx's precontent phase: `mirror` reads the body it mirrors and leaves its
+        // subrequests to run once the answer is out.
+        if decided.is_none() && !refused && sub.is_none() && lc.mirror.in_use() {
+            decided = super::mirror::precontent(r, lc, &rw, body).await;
+        }
         let mut from_try_files = false;
         let outcome = if let Some(o) = decided {
             o
@@ -337,6 +343,15 @@ async fn run<'s, const REFUSED: bool>(
                     Outcome::Reply(Box::new(super::stub_status::reply(method, lc)))
                 }
                 Content::EmptyGif => Outcome::Reply(Box::new(super::empty_gif::reply(method, lc))),
+                Content::Flv => {
+                    let vars = r.vars_rw(&rw, lc);
+                    let args = rw.args.as_deref();
+                    match super::flv::handle(r, lc, method, &rw.uri, args, &vars) {
+                        Some(outcome) => outcome,
+                        // Declined: the content phase's handlers, as nginx's.
+                        None => static_content(r, lc, method, &rw.uri, &vars),
+                    }
+                }
                 _ if rw.rewritten_break && lc.doc_root().alias => {
                     crate::conn_log!(
                         Level::Alert,
@@ -397,13 +412,27 @@ async fn run<'s, const REFUSED: bool>(
                     }
                 }
                 Content::Static => match &lc.try_files {
+                    // The DAV handler runs after try_files, on the name it found.
+                    Some(tf) if super::dav::wanted(lc, method) => {
+                        from_try_files = true;
+                        match try_files_find(r, tf, lc, &rw) {
+                            Ok(name) => {
+                                rw.uri = name;
+                                super::dav::handle(r, lc, method, &rw, body).await
+                            }
+                            Err(fallback) => fallback,
+                        }
+                    }
                     Some(tf) => {
                         from_try_files = true;
                         try_files(r, tf, lc, &rw, method)
                     }
+                    None if super::dav::wanted(lc, method) => {
+                        super::dav::handle(r, lc, method, &rw, body).await
+                    }
                     None => {
                         let vars = r.vars_rw(&rw, lc);
-                        static_files::handle(r, lc, method, &rw.uri, &vars)
+                        static_content(r, lc, method, &rw.uri, &vars)
                     }
                 },
             }
@@ -683,7 +712,7 @@ fn try_files(
             Err(_) => false,
         };
         if ok {
-            return static_files::handle(r, lc, method, &name, &vars);
+            return static_content(r, lc, method, &name, &vars);
         }
     }
     match &tf.fallback {
@@ -703,11 +732,6 @@ fn finish<'s>(
     rw: rewrite::State,
     upstream: Option<&Rc<RefCell<Record>>>,
 ) -> Answered<'s> {
-    // `return 444`, `return 408` (nginx terminates the request: no answer), and 499: the
-    // client went away while the upstream was working.
-    let close = matches!(reply.status, 444 | 499)
-        || (reply.status == 408 && !reply.proxied)
-        || reply.terminate;
     let cx = Cx {
         r,
         lc,
@@ -715,6 +739,11 @@ fn finish<'s>(
         upstream,
     };
     super::modules::header_filters(&cx, &mut reply);
+    // `return 444`, `return 408` (nginx terminates the request: no answer), 499: the client
+    // went away while the upstream was working, and a header filter's failure (`slice`).
+    let close = matches!(reply.status, 444 | 499)
+        || (reply.status == 408 && !reply.proxied)
+        || reply.terminate;
     if !matches!(reply.status, 200 | 206 | 304) {
         reply.last_modified = None;
     }
@@ -739,4 +768,21 @@ fn finish<'s>(
 /// The file a URI maps to in a location (for `$request_filename`).
 pub fn request_filename(lc: &LocConf, uri: &str) -> PathBuf {
     lc.doc_root().map(uri, None)
+}
+
+/// nginx's content-phase handlers after try_files for GET, HEAD and POST: `random_index`,
+/// then the index, autoindex and static modules.
+fn static_content(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    method: &str,
+    uri: &str,
+    vars: &crate::variables::Vars<'_>,
+) -> Outcome {
+    if super::random_index::wanted(lc, method, uri) {
+        if let Some(outcome) = super::random_index::handle(r, lc, uri, vars) {
+            return outcome;
+        }
+    }
+    static_files::handle(r, lc, method, uri, vars)
 }

@@ -61,9 +61,13 @@ impl HttpModule for Module {
 fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
     // A cached object's body starts after its header: ranges are taken from `base` on. A
     // stored HEAD answer's are taken of the length it tells, and have no bytes either.
-    let (size, base) = match reply.body {
-        Body::File { len, offset, .. } => (len, offset),
-        Body::Absent(len) => (len, 0),
+    let (size, base) = match &reply.body {
+        Body::File { len, offset, .. } => (*len, *offset),
+        Body::Absent(len) => (*len, 0),
+        // `flv`'s header before the file's tail: ranges are of the two.
+        Body::Chain(first, rest) if matches!(**rest, Body::File { .. }) => {
+            (first.len() as u64 + rest.length().unwrap_or(0), 0)
+        }
         _ => return None,
     };
     let content_type = reply.content_type.as_deref().unwrap_or_default();
@@ -83,6 +87,9 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
         _ => -1,
     };
     let decision = range::requested(req, size, etag, mtime, lc.max_ranges());
+    if matches!(reply.body, Body::Chain(..)) {
+        return of_chain(reply, decision, size);
+    }
     let (file, cached) = match std::mem::replace(&mut reply.body, Body::Empty) {
         Body::File { file, cached, .. } => (Some(file), cached),
         _ => (None, None),
@@ -144,5 +151,53 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
             };
         }
     }
+    None
+}
+
+/// The range filter on bytes then a file's range (`flv`'s header and tail): a 206 of one
+/// range; several are answered whole (nginx would send them as `multipart/byteranges`).
+fn of_chain(reply: &mut Reply, decision: Option<Ranges>, size: u64) -> Option<String> {
+    let br = match decision {
+        Some(Ranges::Unsatisfiable) => return Some(range::unsatisfiable_content_range(size)),
+        Some(Ranges::Satisfiable(list)) if list.len() == 1 => list[0],
+        _ => {
+            reply.headers.push(("Accept-Ranges", "bytes".into()));
+            return None;
+        }
+    };
+    let Body::Chain(first, rest) = std::mem::replace(&mut reply.body, Body::Empty) else {
+        unreachable!("a chain, as the caller checked");
+    };
+    let Body::File {
+        file,
+        offset,
+        len: _,
+        cached,
+    } = *rest
+    else {
+        unreachable!("a chain over a file, as the caller checked");
+    };
+    let p = first.len() as u64;
+    let tail = |start: u64, end: u64| Body::File {
+        file,
+        offset: offset + start - p,
+        len: end - start,
+        cached,
+    };
+    reply.body = if br.end <= p {
+        Body::Bytes(first[br.start as usize..br.end as usize].to_vec())
+    } else if br.start >= p {
+        tail(br.start, br.end)
+    } else {
+        Body::Chain(
+            first[br.start as usize..].to_vec(),
+            Box::new(tail(p, br.end)),
+        )
+    };
+    reply.status = 206;
+    reply.reason = None;
+    reply
+        .headers
+        .push(("Content-Range", range::content_range(&br, size).into()));
     None
 }

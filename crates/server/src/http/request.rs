@@ -67,8 +67,12 @@ pub struct Extras {
     /// Declared variables a module set for the request (`auth_request_set`).
     user_vars: RefCell<Vec<(String, String)>>,
     holds: RefCell<Vec<Box<dyn std::any::Any>>>,
+    /// `mirror`'s subrequests, left to run once the answer is out.
+    mirrors: RefCell<Option<super::mirror::Pending>>,
     preaccess_done: std::cell::Cell<bool>,
     real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
+    /// The userid module's identifiers (`$uid_got`, `$uid_set`, its cookie).
+    pub userid: super::userid::Slot,
 }
 
 impl Extras {
@@ -194,6 +198,22 @@ impl Extras {
     }
 
     /// Keeps `what` until the request ends (dropped with the request).
+    /// Leaves `mirror`'s subrequests to run after the answer (the first call only: nginx
+    /// mirrors a request once).
+    pub fn set_mirrors(&self, pending: super::mirror::Pending) {
+        self.mirrors.borrow_mut().get_or_insert(pending);
+    }
+
+    /// Whether `mirror`'s subrequests were decided for the request.
+    pub fn mirrored(&self) -> bool {
+        self.mirrors.borrow().is_some()
+    }
+
+    /// `mirror`'s subrequests, taken to be run.
+    pub fn take_mirrors(&self) -> Option<super::mirror::Pending> {
+        self.mirrors.borrow_mut().take()
+    }
+
     pub fn hold(&self, what: Box<dyn std::any::Any>) {
         self.holds.borrow_mut().push(what);
     }
@@ -248,6 +268,41 @@ pub struct Req<'s, 'r> {
     pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
     /// What the modules keep for the request.
     pub extras: &'r Extras,
+}
+
+/// A request's parts but its connection's, for a writer that needs the request again while
+/// it holds the connection (a streamed body's subrequests: [`super::streamed`]).
+#[derive(Clone, Copy)]
+pub struct ReqParts<'s, 'r> {
+    pub req: &'r Request,
+    pub srv: &'s ServerConf,
+    pub host: Option<&'r str>,
+    pub start: std::time::Instant,
+    pub connection_requests: u64,
+    pub name_captures: Option<&'r crate::cycle::NameCaptures>,
+    pub cache_zones: Option<&'r super::proxy_cache::zone::Zones>,
+    pub extras: &'r Extras,
+}
+
+impl<'s, 'r> ReqParts<'s, 'r> {
+    /// The request on the connection `info` (no client watch: the answer is being written).
+    pub fn with<'x>(&self, info: &'x ConnInfo) -> Req<'s, 'x>
+    where
+        'r: 'x,
+    {
+        Req {
+            req: self.req,
+            srv: self.srv,
+            host: self.host,
+            info,
+            start: self.start,
+            connection_requests: self.connection_requests,
+            name_captures: self.name_captures,
+            client: None,
+            cache_zones: self.cache_zones,
+            extras: self.extras,
+        }
+    }
 }
 
 impl Req<'_, '_> {
@@ -320,7 +375,11 @@ pub fn log_ctx(req: &Request, srv: &ServerConf, info: &ConnInfo) -> String {
     log_ctx_of(req, srv, info.peer)
 }
 
-fn log_ctx_of(req: &Request, srv: &ServerConf, client: Option<std::net::SocketAddr>) -> String {
+pub(crate) fn log_ctx_of(
+    req: &Request,
+    srv: &ServerConf,
+    client: Option<std::net::SocketAddr>,
+) -> String {
     let client = match client {
         Some(p) => p.ip().to_string(),
         None => "unix:".to_string(),

@@ -212,9 +212,10 @@ fn set_set(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Erro
             format!("invalid variable name \"{}\"", d.args[0].value),
         ));
     }
-    // nginx lets `set` change `$args` and `$limit_rate` and take over the prefixed families
-    // (`$http_x`, `$arg_x`, ...); every other built-in variable is "duplicate".
-    if crate::variables::is_builtin(name) && name != "limit_rate" {
+    // nginx lets `set` change `$args`, `$limit_rate` and `$uid_reset` and take over the
+    // prefixed families (`$http_x`, `$arg_x`, ...); every other built-in variable is
+    // "duplicate".
+    if crate::variables::is_builtin(name) && name != "limit_rate" && name != "uid_reset" {
         return Err(err(d, format!("the duplicate \"{name}\" variable")));
     }
     crate::variables::declare(name);

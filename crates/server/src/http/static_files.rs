@@ -313,6 +313,19 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
     }
     let mtime = opened.info.mtime;
     let size = opened.info.size;
+    // `read_ahead`: nginx's hint for a file over its NGX_MIN_READ_AHEAD (128 KiB).
+    if lc.read_ahead() > 0 && size > 128 * 1024 {
+        if let Err(e) = shoal_io::file::advise_sequential(&file) {
+            crate::conn_log!(
+                Level::Alert,
+                r.info.number,
+                "posix_fadvise(POSIX_FADV_SEQUENTIAL) \"{}\" failed {}{}",
+                full.display(),
+                shoal_conf::os_error(&e),
+                r.log_ctx()
+            );
+        }
+    }
     // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.
     let direct = lc.directio().is_some_and(|t| size >= t);
     let content_type = uri_content_type(lc, uri).to_string();

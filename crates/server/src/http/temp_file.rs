@@ -27,6 +27,12 @@ pub struct TempPath {
 /// The process's temporary file counter (nginx's `ngx_temp_number`).
 static NUMBER: AtomicU32 = AtomicU32::new(0);
 
+/// The next number of the process's counter (nginx's `ngx_next_temp_number(0)`), for a
+/// file named beside another.
+pub fn next_number() -> u32 {
+    NUMBER.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+}
+
 impl TempPath {
     /// `NAME PATH [L1 [L2 [L3]]]` as nginx's `ngx_conf_set_path_slot` reads it: each level a
     /// positive number, at most 10 digits in all; anything else is `invalid value`. A path
@@ -69,7 +75,7 @@ impl TempPath {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let mut collisions = 0;
         loop {
-            let n = NUMBER.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+            let n = next_number();
             let name = format!("{n:010}");
             let mut dir = self.path.clone();
             let mut end = name.len();
@@ -111,6 +117,54 @@ impl TempPath {
             }
         }
     }
+}
+
+/// Once the configuration is read: each configured temporary directory is made if missing
+/// (mode 0700, given to `user` when running as root), as nginx's `ngx_create_paths` makes
+/// them at start and in `-t`, so a path that cannot be made fails there rather than on the
+/// first large request body. Its parent must exist (nginx makes one level too).
+pub fn create_paths(b: &Builder) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let owner = match &b.main.user {
+        Some((user, group)) if crate::privileges::is_root() => {
+            crate::privileges::lookup(user, group.as_deref())
+                .ok()
+                .map(|(uid, _)| uid)
+        }
+        _ => None,
+    };
+    let mut done: Vec<&PathBuf> = Vec::new();
+    for (path, _, _) in &b.temp_paths {
+        if done.contains(&path) {
+            continue;
+        }
+        done.push(path);
+        match std::fs::DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                let e =
+                    crate::error::Error::failed(format_args!("mkdir() \"{}\"", path.display()), e);
+                return Err(Error::new(e.to_string(), None));
+            }
+        }
+        let Some(uid) = owner else { continue };
+        let meta = std::fs::metadata(path)
+            .map_err(|e| Error::new(format!("stat() \"{}\" failed ({e})", path.display()), None))?;
+        if meta.uid() != uid {
+            std::os::unix::fs::chown(path, Some(uid), None).map_err(|e| {
+                let e =
+                    crate::error::Error::failed(format_args!("chown() \"{}\"", path.display()), e);
+                Error::new(e.to_string(), None)
+            })?;
+        }
+        // The owner may read, write and enter it, whatever it was made with.
+        let mode = meta.permissions().mode();
+        if mode & 0o700 != 0o700 {
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o700));
+        }
+    }
+    Ok(())
 }
 
 /// A temporary file in `path` if one is configured, else an unnamed one (`O_TMPFILE`) in the

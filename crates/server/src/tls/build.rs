@@ -501,7 +501,7 @@ fn build_server(
     // Stapling from a file, or from the responder (nginx's `ngx_ssl_stapling`), or nginx's
     // warnings for what cannot be stapled.
     let mut staples = Vec::new();
-    if let Some(st) = ssl.stapling.as_ref().filter(|s| s.value) {
+    if ssl.stapling.as_ref().is_some_and(|s| s.value) {
         match &ssl.stapling_file {
             Some(f) => {
                 let resp = certs::load_ocsp_response(&full(&f.value)).map_err(e)?;
@@ -519,8 +519,9 @@ fn build_server(
                 for ((name, _), p) in statics.iter().zip(&pairs) {
                     match staple_for(name, p, ssl, &trusted, resolver.clone()) {
                         Ok(s) => staples.push(Some(Arc::new(s))),
+                        // nginx logs it once the configuration is read: no place.
                         Err(message) => {
-                            b.warn(message, &st.span);
+                            b.warn_unplaced(message);
                             staples.push(None);
                         }
                     }

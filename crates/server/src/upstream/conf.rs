@@ -17,9 +17,7 @@ use std::time::Duration;
 use shoal_conf::{Directive, Error};
 
 use super::{Method, ServerEntry, UpstreamError};
-use crate::conf::{
-    err, invalid_value, parse_number, parse_time, time_arg, Args, Builder, Command, Ctx, Scope,
-};
+use crate::conf::{err, parse_number, parse_time, time_arg, Args, Builder, Command, Ctx, Scope};
 use crate::error;
 use crate::variables::Template;
 
@@ -109,7 +107,8 @@ pub struct UpstreamConf {
     pub ephemeral: bool,
     /// A `stream {}` upstream: its `server` lines must name a port.
     pub stream: bool,
-    /// An ephemeral upstream's balancer (made at its first use, gone with the request).
+    /// An ephemeral upstream's balancer (made at its first use, gone with the request), or
+    /// a `zone`'s (shared by the workers, gone with the configuration).
     pub own_balancer: std::sync::OnceLock<std::sync::Mutex<super::Balancer>>,
     /// `resolver` and `resolver_timeout` in the block (nginx 1.27.3+), for `resolve` lines.
     pub resolver: Option<Arc<crate::resolver::Resolver>>,
@@ -491,20 +490,28 @@ fn set_keepalive_timeout(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> R
     crate::conf::set_once(&mut upstream_conf(s).keepalive_timeout, t, d)
 }
 
-/// `zone NAME [SIZE]`: nginx shares the peers' state between workers through it. shoal's
-/// workers each keep their own (as nginx without a zone); the directive is checked and the
-/// difference said once.
+/// `zone NAME [SIZE]`: the peers' state shared by the workers (`state.rs`), as nginx shares
+/// it through shared memory. The name and size are checked as nginx checks a shared memory
+/// zone's (several upstreams may share one named once with a size); shoal's workers are
+/// threads, so no memory is set aside.
 fn set_zone(b: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
-    upstream_conf(s).zone = true;
-    if let Some(size) = d.args.get(1) {
-        if crate::conf::parse_size(&size.value).is_none() {
-            return Err(invalid_value(d, &size.value));
+    let name = &d.args[0].value;
+    let size = match d.args.get(1) {
+        Some(a) => {
+            let size = crate::conf::parse_size(&a.value)
+                .ok_or_else(|| err(d, format!("invalid zone size \"{}\"", a.value)))?;
+            // nginx's least: eight pages.
+            if size < 8 * 4096 {
+                return Err(err(d, format!("zone \"{name}\" is too small")));
+            }
+            size
         }
-    }
-    b.warn(
-        "\"zone\" is accepted; each worker keeps its own peer state",
-        &d.span,
-    );
+        None => 0,
+    };
+    use crate::http::limit_zone::{Tag, Zone};
+    b.shm_zones
+        .add(d, name, size, Tag::Upstream, || Zone::Upstream)?;
+    upstream_conf(s).zone = true;
     Ok(())
 }
 

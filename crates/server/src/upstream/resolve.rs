@@ -3,11 +3,11 @@
 //! addresses as they change.
 //!
 //! nginx keeps such an upstream in shared memory (`zone` is required, and checked here as
-//! nginx checks it). shoal's workers each keep their own peer state, so each worker keeps
-//! its own view: once a second at most, a request to the upstream asks the resolver (its
-//! cache answers until the TTL or `valid=` runs out) and, when the addresses changed, the
-//! worker's upstream is rebuilt with the static `server` lines and one peer per address of
-//! each resolved line. A line whose lookup fails keeps the addresses it had. Until a name
+//! nginx checks it). shoal's workers each keep their own view of the names and, for such an
+//! upstream, their own peer state (the zone is not shared here): once a second at most, a
+//! request to the upstream asks the resolver (its cache answers until the TTL or `valid=`
+//! runs out) and, when the addresses changed, the worker's upstream is rebuilt with the
+//! static `server` lines and one peer per address of each resolved line. A line whose lookup fails keeps the addresses it had. Until a name
 //! has addresses its line has no peers; an upstream with no peer at all is nginx's `no live
 //! upstreams` (502).
 //!

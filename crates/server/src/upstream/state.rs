@@ -1,9 +1,11 @@
 //! What each worker keeps per upstream: its [`Balancer`] (peer weights, failures, active
 //! connections: per worker, as nginx's without a `zone`) and its keep-alive cache, the idle
-//! connections `keepalive N` allows.
+//! connections `keepalive N` allows. An upstream with `zone` has one balancer for all the
+//! workers, as nginx's shared memory zone gives it: a peer's failures, `max_conns` and the
+//! round robin's turn are counted once, whichever worker a request came to.
 //!
-//! Thread-local: a worker is one thread with one current-thread runtime, so no lock is ever
-//! taken. A cached connection is handed out only to a request that picked the same peer, and
+//! Thread-local: a worker is one thread with one current-thread runtime, so no lock is
+//! taken but a zone's (held only while a peer is chosen or freed, as nginx's zone lock). A cached connection is handed out only to a request that picked the same peer, and
 //! only if it is still quiet (no EOF, no stray bytes: an upstream that closed it, or that sent
 //! something unasked, makes it useless).
 
@@ -66,8 +68,9 @@ fn with_balancer<T>(u: &UpstreamConf, f: impl FnOnce(&mut Balancer) -> T) -> T {
     };
     // The upstream a request's URL made (`proxy_pass` with variables, a resolved name): its
     // balancer lives with it, for that request only, as in nginx; requests that overlap on
-    // the worker each have their own.
-    if u.ephemeral {
+    // the worker each have their own. A `zone`'s lives with the configuration, shared by
+    // the workers.
+    if u.ephemeral || u.zone {
         let mut b = u
             .own_balancer
             .get_or_init(|| std::sync::Mutex::new(make()))

@@ -277,8 +277,10 @@ fn an_idle_connection_holds_no_buffers() {
         std::mem::size_of::<Connection>(),
         std::mem::size_of::<super::super::stream::Stream>()
     );
+    // (296 bytes until the flow-control violations of a read were kept for nginx's log
+    // line: a pointer, the list boxed.)
     assert!(
-        std::mem::size_of::<Connection>() <= 296,
+        std::mem::size_of::<Connection>() <= 304,
         "{}",
         std::mem::size_of::<Connection>()
     );

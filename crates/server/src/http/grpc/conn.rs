@@ -13,14 +13,19 @@
 //! ([`super::wire`]); it ends when the upstream closes, or once the connection is dropped and
 //! its streams are over.
 //!
+//! While the cache holds connections, one task of the worker's ([`sweep`]) looks at them
+//! every second: one idle that long frees its read buffer (32 KB) and the codec's spare
+//! buffers, and one idle `keepalive_timeout` is closed, as nginx's timer closes an idle
+//! keepalive connection, with no call needed to find it stale.
+//!
 //! `grpc_buffer_size` is each stream's window (what the upstream may send ahead of what the
 //! client took: nginx reads at most that much before its client is written) and the bound of
 //! an answer's head ([`super::meter`]); a connection is made for one size and reused only by
 //! calls of the same (the window is a connection's setting in HTTP/2).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use shoal_http2::client::{Client, Config};
 use shoal_io::fxhash::FxHashMap;
@@ -99,12 +104,23 @@ struct Idle {
     conn: H2Conn,
     peer: usize,
     since: Instant,
+    /// Its upstream's `keepalive_timeout`.
+    timeout: Duration,
+    /// Its buffers were let go ([`sweep`]).
+    shrunk: bool,
 }
 
 thread_local! {
     /// Idle connections by upstream id, oldest first.
     static IDLE: RefCell<FxHashMap<u64, VecDeque<Idle>>> = RefCell::new(FxHashMap::default());
+    /// Whether the worker's [`sweep`] task runs.
+    static SWEEPING: Cell<bool> = const { Cell::new(false) };
 }
+
+/// How long a connection stays idle in the cache before its task lets its buffers go (the
+/// 32 KB read buffer above all): long enough that a busy upstream's connections, idle
+/// between two calls, keep theirs.
+const SHRINK_AFTER: Duration = Duration::from_secs(1);
 
 /// An idle connection to `peer` (TLS or not, as `tls` says, made for streams of `window`),
 /// most recently used first; the ones idle past `keepalive_timeout` are closed on the way.
@@ -153,8 +169,41 @@ pub fn put_idle(u: &UpstreamConf, peer: usize, conn: H2Conn) {
             conn,
             peer,
             since: now,
+            timeout: u.keepalive_timeout(),
+            shrunk: false,
         });
     });
+    if !SWEEPING.replace(true) {
+        tokio::task::spawn_local(sweep());
+    }
+}
+
+/// The worker's task while it has idle connections: every [`SHRINK_AFTER`], the ones idle
+/// that long free their buffers, and the ones idle `keepalive_timeout` are closed, as nginx
+/// closes them, calls or not (one timer for the worker, none per call).
+async fn sweep() {
+    loop {
+        tokio::time::sleep(SHRINK_AFTER).await;
+        let now = Instant::now();
+        let any = IDLE.with(|m| {
+            let mut m = m.borrow_mut();
+            for list in m.values_mut() {
+                list.retain(|i| now.saturating_duration_since(i.since) < i.timeout);
+            }
+            m.retain(|_, list| !list.is_empty());
+            for idle in m.values_mut().flat_map(|list| list.iter_mut()) {
+                if !idle.shrunk && now.saturating_duration_since(idle.since) >= SHRINK_AFTER {
+                    idle.shrunk = true;
+                    idle.conn.core.borrow_mut().shrink_idle();
+                }
+            }
+            !m.is_empty()
+        });
+        if !any {
+            SWEEPING.set(false);
+            return;
+        }
+    }
 }
 
 fn expire(list: &mut VecDeque<Idle>, now: Instant, u: &UpstreamConf) {

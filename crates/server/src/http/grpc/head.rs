@@ -2,6 +2,7 @@
 //! client's request, nginx's grpc defaults) and the client's reply made from the answer's
 //! (the layer's header passing, `$upstream_http_*`).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -23,6 +24,7 @@ use crate::variables::Vars;
 
 /// Request headers never sent as they came (nginx's grpc defaults: `Host` becomes
 /// `:authority`, `TE` is `trailers` when the client said so, the length is the body's).
+#[cfg(test)]
 const NOT_PASSED: &[&str] = &[
     "host",
     "connection",
@@ -35,22 +37,40 @@ const NOT_PASSED: &[&str] = &[
     "content-length",
 ];
 
-/// A request's head as the upstream gets it (made once per try): the pseudo-headers and the
-/// fields, values sliced out of the client's head rather than copied.
-pub(super) struct UpstreamHead {
-    method: http::Method,
-    scheme: &'static str,
-    authority: Bytes,
-    path: Bytes,
-    /// Names as they came (the codec lowercases them), values.
-    fields: Vec<(Bytes, Bytes)>,
+/// Whether a request header is one of `NOT_PASSED`, whatever its case: by its length first
+/// (every call asks for each of the client's headers).
+fn not_passed(name: &[u8]) -> bool {
+    let candidates: &[&[u8]] = match name.len() {
+        2 => &[b"te"],
+        4 => &[b"host"],
+        6 => &[b"expect"],
+        7 => &[b"upgrade"],
+        10 => &[b"connection", b"keep-alive"],
+        14 => &[b"content-length"],
+        16 => &[b"proxy-connection"],
+        17 => &[b"transfer-encoding"],
+        _ => return false,
+    };
+    candidates.iter().any(|c| c.eq_ignore_ascii_case(name))
 }
 
-impl UpstreamHead {
+/// A request's head as the upstream gets it (made once per try): the pseudo-headers and the
+/// fields, borrowed from the client's head and the configuration where they can be (the
+/// head is encoded before the try's first wait: nothing needs to own them).
+pub(super) struct UpstreamHead<'a> {
+    method: &'a [u8],
+    scheme: &'static str,
+    authority: Cow<'a, [u8]>,
+    path: Bytes,
+    /// Names as they came (the codec lowercases them), values.
+    fields: Vec<(&'a [u8], Cow<'a, [u8]>)>,
+}
+
+impl UpstreamHead<'_> {
     /// The pseudo-headers, for the codec.
     pub fn head(&self) -> RequestHead<'_> {
         RequestHead {
-            method: self.method.as_str().as_bytes(),
+            method: self.method,
             scheme: self.scheme.as_bytes(),
             authority: &self.authority,
             path: &self.path,
@@ -58,7 +78,7 @@ impl UpstreamHead {
     }
 
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        self.fields.iter().map(|(n, v)| (&n[..], &v[..]))
+        self.fields.iter().map(|(n, v)| (*n, &v[..]))
     }
 }
 
@@ -71,19 +91,19 @@ fn valid_value(v: &[u8]) -> bool {
 /// address as written, or `grpc_set_header Host`'s value), `:path` (the client's URI, or the
 /// rewritten one), the client's headers but the connection's own, then `grpc_set_header`'s.
 /// `authority` is `host` made into one already (a `grpc_pass` without variables). The
-/// client's values are slices of its head's bytes, not copies.
+/// client's names and values are borrowed from its head, not copied.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn request_head(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
+pub(super) fn request_head<'a>(
+    r: &'a Req<'_, '_>,
+    lc: &'a LocConf,
     rw: &rewrite::State,
     vars: &Vars<'_>,
-    host: &str,
-    authority: Option<&http::uri::Authority>,
+    host: &'a str,
+    authority: Option<&'a http::uri::Authority>,
     tls: bool,
-    method: &str,
+    method: &'a str,
     whole_len: Option<usize>,
-) -> UpstreamHead {
+) -> UpstreamHead<'a> {
     let g = &lc.grpc;
     let escape = rw.internal || {
         let target = r.req.uri();
@@ -91,45 +111,60 @@ pub(super) fn request_head(
         path.contains(&b'%')
     };
     let parts = UriParts::new(r.req, rw, rw.internal, escape);
-    let path = upstream_uri(&parts, None, "");
+    let head = r.req.head_bytes();
+    // The client's URI as it came is a slice of its head; a rewritten one is made.
+    let path = match parts.changed {
+        false if within(head, parts.unparsed) => head.slice_ref(parts.unparsed),
+        _ => Bytes::from(upstream_uri(&parts, None, "")),
+    };
     let set = g.set_header.as_deref().map_or(&[][..], Vec::as_slice);
     let is_set = |name: &[u8]| {
-        set.iter()
-            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+        !set.is_empty()
+            && set
+                .iter()
+                .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
     };
     let mut set_host = None;
-    let mut fields = Vec::with_capacity(r.req.header_count() + set.len() + 2);
-    let head = r.req.head_bytes();
+    let mut fields: Vec<(&[u8], Cow<'_, [u8]>)> =
+        Vec::with_capacity(r.req.header_count() + set.len() + 2);
+    // The client's `Content-Length` (its first), seen on the way.
+    let mut client_length = None;
     if g.up.pass_request_headers() {
+        let mut trailers = false;
         for (name, value) in r.req.header_fields() {
-            if name.is_empty()
-                || NOT_PASSED
-                    .iter()
-                    .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
-                || is_set(name)
-                || !valid_value(value)
-            {
+            if name.is_empty() {
                 continue;
             }
-            fields.push((head.slice_ref(name), head.slice_ref(value)));
+            if not_passed(name) {
+                if name.eq_ignore_ascii_case(b"te") {
+                    // nginx's `TE: $grpc_internal_trailers`.
+                    trailers |= value
+                        .split(|&c| c == b',')
+                        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
+                } else if client_length.is_none() && name.eq_ignore_ascii_case(b"content-length") {
+                    client_length = Some(value);
+                }
+                continue;
+            }
+            if is_set(name) || !valid_value(value) {
+                continue;
+            }
+            fields.push((name, Cow::Borrowed(value)));
         }
-        // nginx's `TE: $grpc_internal_trailers`.
-        let trailers = r.req.header_all("te").any(|v| {
-            v.split(|&c| c == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-        });
         if trailers && !is_set(b"te") {
-            fields.push((Bytes::from_static(b"te"), Bytes::from_static(b"trailers")));
+            fields.push((b"te", Cow::Borrowed(b"trailers")));
         }
+    } else {
+        client_length = r.req.header("content-length");
     }
     // `Content-Length: $content_length`: a whole body's length, or the client's word.
     if !is_set(b"content-length") {
         let length = match whole_len {
-            Some(n) => Some(Bytes::from(n.to_string())),
-            None => r.req.header("content-length").map(|v| head.slice_ref(v)),
+            Some(n) => Some(Cow::Owned(n.to_string().into_bytes())),
+            None => client_length.map(Cow::Borrowed),
         };
         if let Some(l) = length.filter(|l| valid_value(l)) {
-            fields.push((Bytes::from_static(b"content-length"), l));
+            fields.push((b"content-length", l));
         }
     }
     for (name, value) in set {
@@ -142,32 +177,41 @@ pub(super) fn request_head(
             continue;
         }
         if valid_value(v.as_bytes()) {
-            fields.push((Bytes::copy_from_slice(name.as_bytes()), Bytes::from(v)));
+            fields.push((name.as_bytes(), Cow::Owned(v.into_bytes())));
         }
     }
-    let authority = match (set_host, authority) {
-        (None, Some(a)) => Some(a.clone()),
-        (Some(h), _) => http::uri::Authority::from_maybe_shared(Bytes::from(h)).ok(),
-        (None, None) => {
-            http::uri::Authority::from_maybe_shared(Bytes::copy_from_slice(host.as_bytes())).ok()
-        }
+    let authority: Option<Cow<'_, [u8]>> = match (set_host, authority) {
+        (None, Some(a)) => Some(Cow::Borrowed(a.as_str().as_bytes())),
+        (Some(h), _) => http::uri::Authority::try_from(h.as_str())
+            .ok()
+            .map(|_| Cow::Owned(h.into_bytes())),
+        (None, None) => http::uri::Authority::try_from(host)
+            .ok()
+            .map(|_| Cow::Borrowed(host.as_bytes())),
     };
     // A unix socket's or an odd name: `localhost`, as nginx's `:authority` for one.
-    let authority = authority.map_or(Bytes::from_static(b"localhost"), |a| {
-        Bytes::copy_from_slice(a.as_str().as_bytes())
-    });
-    let path = Bytes::from(path);
+    let authority = authority.unwrap_or(Cow::Borrowed(b"localhost"));
     let path = match http::uri::PathAndQuery::from_maybe_shared(path.clone()) {
         Ok(_) => path,
         Err(_) => Bytes::from_static(b"/"),
     };
+    let method = match http::Method::from_bytes(method.as_bytes()) {
+        Ok(_) => method.as_bytes(),
+        Err(_) => b"POST",
+    };
     UpstreamHead {
-        method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::POST),
+        method,
         scheme: if tls { "https" } else { "http" },
         authority,
         path,
         fields,
     }
+}
+
+/// Whether `part` lies within `whole`'s bytes (so that `Bytes::slice_ref` takes it).
+fn within(whole: &Bytes, part: &[u8]) -> bool {
+    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
+    !part.is_empty() && p >= w && p + part.len() <= w + whole.len()
 }
 
 /// The client's reply from an answer's head: the status, the head's fields passed as nginx
@@ -216,4 +260,31 @@ pub(super) fn reply_of(
         reply.body = Body::Grpc(Box::new(body));
     }
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{not_passed, NOT_PASSED};
+
+    #[test]
+    fn not_passed_is_the_list_whatever_the_case() {
+        for name in NOT_PASSED {
+            assert!(not_passed(name.as_bytes()), "{name}");
+            assert!(not_passed(name.to_ascii_uppercase().as_bytes()), "{name}");
+        }
+        for name in [
+            "",
+            "t",
+            "tee",
+            "hosts",
+            "user-agent",
+            "content-type",
+            "grpc-timeout",
+            "content-lengths",
+            "keep-alivx",
+            "proxy-connectiom",
+        ] {
+            assert!(!not_passed(name.as_bytes()), "{name}");
+        }
+    }
 }

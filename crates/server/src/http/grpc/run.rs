@@ -317,13 +317,13 @@ async fn run(
 
 /// The request's head for a try: the one made for the call, or, for a try after the one
 /// that sent it, a new one.
-struct Heads<'a> {
-    spare: &'a mut Option<head::UpstreamHead>,
-    make: &'a dyn Fn() -> head::UpstreamHead,
+struct Heads<'h, 'a> {
+    spare: &'h mut Option<head::UpstreamHead<'a>>,
+    make: &'h dyn Fn() -> head::UpstreamHead<'a>,
 }
 
-impl Heads<'_> {
-    fn take(&mut self) -> head::UpstreamHead {
+impl<'a> Heads<'_, 'a> {
+    fn take(&mut self) -> head::UpstreamHead<'a> {
         self.spare.take().unwrap_or_else(self.make)
     }
 }
@@ -352,7 +352,7 @@ async fn call(
     to: Peer<'_>,
     conf: &UpstreamLoc,
     tls: Option<&Handshake<'_>>,
-    mut heads: Heads<'_>,
+    mut heads: Heads<'_, '_>,
     source: &mut Source<'_, '_>,
     over: &Rc<Cell<u64>>,
     record: &Rc<RefCell<Record>>,

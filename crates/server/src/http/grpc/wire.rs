@@ -33,6 +33,10 @@ use crate::http::transport::Transport;
 /// A read buffer's size: a whole frame of the default size and more.
 const READ_BUF: usize = 32 * 1024;
 
+/// What an idle connection whose buffers were let go reads into (a GOAWAY, a PING, the
+/// close): the read buffer is made again only when bytes come.
+const IDLE_READ: usize = 256;
+
 /// The most request body waiting for the socket before a sender waits.
 const OUT_MAX: usize = 64 * 1024;
 
@@ -111,6 +115,8 @@ pub struct Inner {
     pub owners: usize,
     /// The answer's head size as it came ([`Frames`]).
     pub frames: Frames,
+    /// The connection sat in the idle cache for a while: its task lets its buffers go.
+    shrink: bool,
 }
 
 pub type Core = Rc<RefCell<Inner>>;
@@ -135,6 +141,14 @@ impl Inner {
     /// Whether every call's stream is over (no handle left).
     pub fn quiet(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// Asks the connection's task to free its read buffer and the codec's spare buffers,
+    /// once it has no stream (a connection idle in the cache: nginx frees an idle keepalive
+    /// connection's buffer too).
+    pub fn shrink_idle(&mut self) {
+        self.shrink = true;
+        self.queued();
     }
 
     fn fail_all(&mut self, e: StreamError) {
@@ -301,6 +315,7 @@ pub fn start(t: Transport, client: Client) -> Core {
         going_away: false,
         owners: 1,
         frames: Frames::default(),
+        shrink: false,
     }));
     tokio::task::spawn_local(drive(t, core.clone()));
     core
@@ -372,14 +387,34 @@ fn poll_conn(
             }
             return Poll::Pending;
         }
-        // Read (a frame larger than the buffer grows it).
-        if buf.filled == buf.bytes.len() {
-            let more = buf.bytes.len();
-            buf.bytes.resize(2 * more, 0);
+        let idle = me.slots.is_empty() && buf.filled == 0;
+        if std::mem::take(&mut me.shrink) && idle && !*unflushed {
+            buf.bytes = Vec::new();
+            me.client.shrink();
         }
-        let mut rb = ReadBuf::new(&mut buf.bytes[buf.filled..]);
+        // Read (a frame larger than the buffer grows it); a buffer let go is made again for
+        // a call, or once an idle connection's bytes came.
+        let mut small = [0u8; IDLE_READ];
+        let into = match buf.bytes.len() {
+            0 if idle => &mut small[..],
+            0 => {
+                buf.bytes = vec![0; READ_BUF];
+                &mut buf.bytes[..]
+            }
+            len if buf.filled == len => {
+                buf.bytes.resize(2 * len, 0);
+                &mut buf.bytes[buf.filled..]
+            }
+            _ => &mut buf.bytes[buf.filled..],
+        };
+        let mut rb = ReadBuf::new(into);
         let got = read(t, cx, &mut rb);
         let n = rb.filled().len();
+        if buf.bytes.is_empty() && n > 0 {
+            let mut bytes = vec![0; READ_BUF];
+            bytes[..n].copy_from_slice(&small[..n]);
+            buf.bytes = bytes;
+        }
         match got {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(Err(_)) => {

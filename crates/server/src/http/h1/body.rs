@@ -1,6 +1,6 @@
 //! Request bodies nobody reads on an HTTP/1 connection: discarded, what has arrived before the
 //! answer, the rest after it within nginx's lingering bounds (no size limit applies, as in
-//! nginx). A body a handler reads is `client_body.rs`'s.
+//! nginx). A body a handler reads is `client_body/`'s.
 
 use std::time::Instant;
 

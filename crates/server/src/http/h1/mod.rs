@@ -616,7 +616,7 @@ impl Conn {
             Body::Tunnel(_) => keep = false,
             _ => {}
         }
-        let status = reply.status;
+        let (status, special) = (reply.status, reply.special);
         self.pacing = self.pacing_for(
             (req, srv, host, start, &extras),
             lc,
@@ -653,6 +653,16 @@ impl Conn {
                 &output,
                 RefusedShape::default(),
                 requester.as_ref().map(|r| r as &dyn Requester),
+                Some(super::request::ReqParts {
+                    req,
+                    srv,
+                    host,
+                    start,
+                    connection_requests: self.requests,
+                    name_captures,
+                    cache_zones,
+                    extras: &extras,
+                }),
             )
             .await;
         if self.pacing.is_some() {
@@ -667,15 +677,44 @@ impl Conn {
         let (head_len, body_len) = written?;
         extras.set_completed();
         drop(output);
-        if logs {
+        // `mirror`: the answer is out; the request ends when its mirrors have their answers.
+        // `post_action`: then the request runs again; it is logged after.
+        let mirrors = extras.take_mirrors();
+        let mut post = None;
+        if mirrors.is_some() || lc.post_action.target().is_some() {
+            self.flush().await?;
+            let r = Req {
+                req,
+                srv,
+                host,
+                info: &self.info,
+                start,
+                connection_requests: self.requests,
+                name_captures,
+                client: None,
+                cache_zones,
+                extras: &extras,
+            };
+            if let Some(pending) = mirrors {
+                Box::pin(super::mirror::run(&r, pending)).await;
+            }
+            if lc.post_action.target().is_some() {
+                post = super::post_action::run(&r, lc, status, special).await;
+            }
+        }
+        let (log_lc, log_uri, log_status) = match &post {
+            Some((done, logged)) => (done.lc, &done.uri, *logged),
+            None => (lc, &uri, status),
+        };
+        if !log_lc.access_logs().is_empty() {
             let rec = upstream.as_ref().map(|u| u.borrow());
             self.log(
                 req,
                 srv,
-                lc,
-                &uri,
+                log_lc,
+                log_uri,
                 start,
-                status,
+                log_status,
                 head_len,
                 body_len,
                 sent_headers,
@@ -714,55 +753,6 @@ impl Conn {
             super::upstream::record::Record::recycle(rec);
         }
         Ok(keep)
-    }
-
-    /// `limit_rate`: how the answer about to be written is paced (`None`: not at all); its
-    /// rate is `$limit_rate` in the access log.
-    fn pacing_for(
-        &self,
-        (req, srv, host, start, extras): (
-            &Request,
-            &ServerConf,
-            Option<&str>,
-            Instant,
-            &super::request::Extras,
-        ),
-        lc: &LocConf,
-        uri: &str,
-        user_vars: &std::collections::HashMap<String, String>,
-        upstream: Option<&Rc<std::cell::RefCell<super::upstream::record::Record>>>,
-    ) -> Option<Box<super::limit_rate::Pacing>> {
-        let set_rate = user_vars.get("limit_rate").map(String::as_str);
-        // No rate from `set`, the location or an upstream's header: nothing to evaluate.
-        if set_rate.is_none()
-            && lc.limit_rate.rate.is_none()
-            && upstream.is_none_or(|u| super::limit_rate::accel_rate(lc, &u.borrow()).is_none())
-        {
-            return None;
-        }
-        let r = Req {
-            req,
-            srv,
-            host,
-            info: &self.info,
-            start,
-            connection_requests: self.requests,
-            name_captures: None,
-            client: None,
-            cache_zones: None,
-            extras,
-        };
-        let mut vars = r.vars(uri, lc, &[]);
-        vars.user = Some(user_vars);
-        let rec = upstream.map(|u| u.borrow());
-        let number = self.info.number;
-        let pacing = super::limit_rate::pacing_for(lc, set_rate, rec.as_deref(), &vars, &|m| {
-            crate::conn_log!(Level::Error, number, "{m}{}", r.log_ctx())
-        });
-        if let Some(p) = &pacing {
-            extras.set_var("limit_rate", p.rate().to_string());
-        }
-        pacing.map(Box::new)
     }
 
     /// The request's access log lines (see [`super::request::log`]).

@@ -26,6 +26,7 @@ impl Conn {
     /// Writes an answer: its HTTP/1 head (`Connection`, `Keep-Alive`, chunked framing decided
     /// here, for this protocol), then its body as `output` produces it. Returns the head's
     /// and the body's byte counts (framing included), as the access log counts them.
+    // (`parts` is the request again, beside `who`, only for a streamed body's subrequests.)
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_answer(
         &mut self,
@@ -36,6 +37,7 @@ impl Conn {
         output: &Output,
         refused: RefusedShape,
         requester: Option<&dyn Requester>,
+        parts: Option<crate::http::request::ReqParts<'_, '_>>,
     ) -> std::io::Result<(u64, u64)> {
         super::super::transport::ready_out_buffer(&mut self.out);
         let req = who.map(|(r, _)| r);
@@ -143,6 +145,27 @@ impl Conn {
                 Box::pin(relay::tunnel(&mut sink, stream, buf, send_timeout, *u, lc)).await?;
             return Ok((head_len, body_len));
         }
+        // A body of subrequests' parts: each fetched with the request in hand, as it is
+        // written (its parts go as they come: no body filter).
+        if let Body::Streamed(s) = body {
+            let Some(parts) = parts else {
+                return Err(io::Error::from(crate::error::Error::invalid(
+                    "a streamed body without its request",
+                )));
+            };
+            let send_timeout = self.rules.send_timeout;
+            let r = parts.with(&self.info);
+            let mut sink = Writer {
+                stream: &self.stream,
+                out: &mut self.out,
+                info: &self.info,
+                send_timeout,
+                pipelined: false,
+            };
+            let send = crate::http::streamed::send(&mut sink, output, s, &r, lc, who);
+            let body_len = Box::pin(send).await?;
+            return Ok((head_len, body_len));
+        }
         if output.filtered() {
             let chunked = !no_chunks && output.changes_length();
             let body_len =
@@ -202,7 +225,7 @@ impl Conn {
         let status = reply.status;
         // (Boxed: the writer's state is kilobytes; inline it would size every connection's
         // task, which waits in the same loop that calls this.)
-        let write = self.write_answer(None, reply, lc, false, &output, shape, None);
+        let write = self.write_answer(None, reply, lc, false, &output, shape, None, None);
         let (head_len, body_len) = Box::pin(write).await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
@@ -267,6 +290,59 @@ impl Conn {
             lc: Some(&srv.loc),
             stream: None,
         }
+    }
+}
+
+impl Conn {
+    /// `limit_rate`: how the answer about to be written is paced (`None`: not at all); its
+    /// rate is `$limit_rate` in the access log.
+    pub(super) fn pacing_for(
+        &self,
+        (req, srv, host, start, extras): (
+            &shoal_http::Request,
+            &ServerConf,
+            Option<&str>,
+            Instant,
+            &crate::http::request::Extras,
+        ),
+        lc: &LocConf,
+        uri: &str,
+        user_vars: &std::collections::HashMap<String, String>,
+        upstream: Option<&std::rc::Rc<std::cell::RefCell<crate::http::upstream::record::Record>>>,
+    ) -> Option<Box<Pacing>> {
+        let set_rate = user_vars.get("limit_rate").map(String::as_str);
+        // No rate from `set`, the location or an upstream's header: nothing to evaluate.
+        if set_rate.is_none()
+            && lc.limit_rate.rate.is_none()
+            && upstream
+                .is_none_or(|u| crate::http::limit_rate::accel_rate(lc, &u.borrow()).is_none())
+        {
+            return None;
+        }
+        let r = request::Req {
+            req,
+            srv,
+            host,
+            info: &self.info,
+            start,
+            connection_requests: self.requests,
+            name_captures: None,
+            client: None,
+            cache_zones: None,
+            extras,
+        };
+        let mut vars = r.vars(uri, lc, &[]);
+        vars.user = Some(user_vars);
+        let rec = upstream.map(|u| u.borrow());
+        let number = self.info.number;
+        let pacing =
+            crate::http::limit_rate::pacing_for(lc, set_rate, rec.as_deref(), &vars, &|m| {
+                crate::conn_log!(crate::log::Level::Error, number, "{m}{}", r.log_ctx())
+            });
+        if let Some(p) = &pacing {
+            extras.set_var("limit_rate", p.rate().to_string());
+        }
+        pacing.map(Box::new)
     }
 }
 

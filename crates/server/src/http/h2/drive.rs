@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use shoal_http2::frame::{Reason, PREFACE};
 use shoal_http2::server::{Config, Incoming, Malformed, Server};
 use tokio::io::ReadBuf;
@@ -31,10 +30,22 @@ use crate::http::transport::{ConnInfo, Transport};
 use crate::log::Level;
 use crate::worker::{ConnGuard, IdleSlot};
 
+/// The streams one read opened, started once the codec is let go.
+type Fresh = Vec<(shoal_http2::server::Request, bool, RecvStream, SendResponse)>;
+
 thread_local! {
     /// Read buffers of connections gone idle.
     static SPARE_READ: crate::spare::Spares<Vec<u8>> = const { crate::spare::Spares::new(16) };
+    /// The lists of new streams of connections gone idle (a connection between two bursts of
+    /// requests holds none, and the next burst does not grow one from nothing).
+    static SPARE_FRESH: crate::spare::Spares<Fresh> = const { crate::spare::Spares::new(16) };
+    /// The codec's output buffers of connections gone idle, for the same reason (a burst of
+    /// answers grew each from nothing, a realloc at each doubling).
+    static SPARE_OUT: crate::spare::Spares<Vec<u8>> = const { crate::spare::Spares::new(4) };
 }
+
+/// The largest output buffer kept for another connection (the codec frees larger ones).
+const SPARE_OUT_MAX: usize = 16 * 1024;
 
 /// A read buffer's size: a whole frame of the default size and more.
 const READ_BUF: usize = 32 * 1024;
@@ -100,6 +111,11 @@ impl Wire {
             return Poll::Ready(Step::Failed(e));
         }
         if idle && self.buf.is_empty() && me.server.conn().pending_output().is_empty() {
+            if let Some(out) = me.server.conn_mut().take_output_buffer() {
+                if out.capacity() <= SPARE_OUT_MAX {
+                    SPARE_OUT.with(|s| s.give(out, Vec::clear));
+                }
+            }
             me.shrink();
             if self.buf.capacity() > 0 {
                 let b = std::mem::take(&mut self.buf);
@@ -249,9 +265,11 @@ fn config(srv: &crate::http::ServerConf) -> Config {
     // A field is held to the list only here: the request's parser holds each to `size` as
     // an HTTP/1 head's (nginx's 400 and 414, with their log lines).
     cfg.bounds.field = cfg.bounds.list;
-    // `server`, `date`, `content-type`... repeat from answer to answer: indexed once in the
-    // client's table, they are a byte each after that rather than encoded again.
-    cfg.encoder_table = 512;
+    // `server`, `date`, `content-type`, a page's `content-length`, `last-modified`, `etag`...
+    // repeat from answer to answer: indexed once in the client's table, they are a byte each
+    // after that rather than encoded again (as h2o's). Room for an answer's usual fields
+    // twice over, so that a new `date` each second does not push the others out.
+    cfg.encoder_table = 1024;
     cfg.frame.max_concurrent_streams = streams;
     cfg.frame.initial_window_size = preread;
     // The connection's window: every stream's preread at once (nginx opens it wide).
@@ -354,9 +372,7 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
         going_away = true;
     }
     let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now().into()));
-    let mut fresh = Vec::new();
-    // A request's head as HTTP/1 writes it, before it is copied to its own buffer.
-    let mut head = Vec::new();
+    let mut fresh: Fresh = Vec::new();
     loop {
         let active = shared.active.get();
         state.set(if active > 0 {
@@ -368,8 +384,7 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
         // A wait that lasts a sweep interval parks the codec (`IdleWakers::sweep`), once.
         idle_slot.set_idle(idle, idle && !parked);
         if active == 0 && fresh.capacity() > 0 {
-            fresh = Vec::new();
-            head = Vec::new();
+            SPARE_FRESH.with(|s| s.give(std::mem::take(&mut fresh), Vec::clear));
         }
         if going_away && active == 0 && wire.output_done(&core) {
             Box::pin(wire.close(&core, true)).await;
@@ -476,6 +491,11 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
         let failed = {
             let mut me = core.borrow_mut();
             me.driving = true;
+            if me.server.conn().output_capacity() == 0 {
+                if let Some(out) = SPARE_OUT.with(|s| s.take()) {
+                    me.server.conn_mut().give_output_buffer(out);
+                }
+            }
             let (used, mut failed) = match me.server.recv(&wire.buf) {
                 Ok(n) => (n, None),
                 Err(e) => (0, Some(e)),
@@ -490,11 +510,12 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
                         head: request,
                         end_stream,
                     } => {
-                        head.clear();
-                        request.write_http1(&mut head);
-                        me.server.recycle(request.into_fields());
+                        // (Its buffer becomes the request's: see `stream.rs`.)
                         let (recv, respond) = me.open(&core, stream, end_stream);
-                        fresh.push((BytesMut::from(&head[..]), end_stream, recv, respond));
+                        if fresh.capacity() == 0 {
+                            fresh = SPARE_FRESH.with(|s| s.take()).unwrap_or_default();
+                        }
+                        fresh.push((request, end_stream, recv, respond));
                     }
                     Incoming::Data {
                         stream,
@@ -520,9 +541,27 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
                     }
                     Incoming::Malformed { stream, why } => {
                         me.refused(stream);
-                        log_malformed(&shared, &why);
+                        log_malformed(&shared, &why, me.server.refused_host());
                     }
-                    Incoming::Reset { stream, code, .. } => me.reset(stream, code),
+                    Incoming::Reset {
+                        stream,
+                        code,
+                        by_peer,
+                    } => {
+                        if !by_peer {
+                            if let Some((len, window)) = me.server.conn().flow_violation(stream) {
+                                // nginx's line, with the connection's context.
+                                crate::conn_log!(
+                                    Level::Info,
+                                    number,
+                                    "client violated flow control for stream {stream}: received DATA frame length {len}, available window {window} while processing HTTP/2 connection, client: {}, server: {}",
+                                    shared.info.client(),
+                                    shared.info.socket
+                                );
+                            }
+                        }
+                        me.reset(stream, code)
+                    }
                     Incoming::GoAway { .. } => {
                         if !going_away {
                             (going_away, went_away) = (true, Instant::now());
@@ -580,8 +619,9 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
 }
 
 /// nginx's line for a malformed request, at `info`: what was wrong, and the stream's context
-/// (its server; the request's line is not known for most, so none is given).
-fn log_malformed(shared: &Shared, why: &Malformed) {
+/// (its server, and the host when the block gave one before it was refused, as nginx's
+/// `:authority` is a `Host` from then on; the request's line is not known, so none is given).
+fn log_malformed(shared: &Shared, why: &Malformed, host: Option<&[u8]>) {
     if !crate::log::enabled(Level::Info) {
         return;
     }
@@ -592,10 +632,14 @@ fn log_malformed(shared: &Shared, why: &Malformed) {
     } else {
         ""
     };
+    let host = match host {
+        Some(h) => format!(", host: \"{}\"", shoal_http::lossy(h)),
+        None => String::new(),
+    };
     crate::conn_log!(
         Level::Info,
         shared.info.number,
-        "{why}{context}, client: {}, server: {server}",
+        "{why}{context}, client: {}, server: {server}{host}",
         shared.info.client()
     );
 }
@@ -606,7 +650,7 @@ fn log_malformed(shared: &Shared, why: &Malformed) {
 fn start_stream(
     shared: &Rc<Shared>,
     scope: &Option<Arc<crate::log::ErrorLog>>,
-    head: BytesMut,
+    head: shoal_http2::server::Request,
     ended: bool,
     recv: RecvStream,
     respond: SendResponse,

@@ -118,9 +118,11 @@ pub fn head(reply: &Reply, lc: &LocConf, length: Option<u64>, date: &[u8]) -> (H
     }
     // The handler's and the filters' fields.
     let mut put = |h: &mut Head, name: &str, value: &[u8]| {
-        if CONNECTION_SPECIFIC
-            .iter()
-            .any(|c| c.eq_ignore_ascii_case(name))
+        // (Nor a name a pseudo-header's: the codec takes these fields as they are.)
+        if name.starts_with(':')
+            || CONNECTION_SPECIFIC
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(name))
         {
             return;
         }

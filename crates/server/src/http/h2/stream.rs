@@ -1,10 +1,14 @@
 //! One HTTP/2 stream's request, from its HEADERS to its last DATA frame and its log line.
 //!
-//! The stream's fields are rebuilt into a request head and read by the same parser as an
-//! HTTP/1 head, under the server's `large_client_header_buffers` (a field over its size is
-//! nginx's 400, a path over it 414), so every module sees the same [`Request`]; it is then an
-//! HTTP/2 request (`$server_protocol` is `HTTP/2.0`). `:authority` stands for `Host` when the
-//! client sent none; several `cookie` fields are joined with `; ` (RFC 9113, 8.2.3). The
+//! The request is built on the codec's buffer of the stream's fields, its parts where the
+//! codec put them, and checked as an HTTP/1 head is ([`shoal_http::request::plain_h2`]), so
+//! every module sees the same [`Request`]; it is an HTTP/2 request (`$server_protocol` is
+//! `HTTP/2.0`). A head of any but the plain shape (a field name nginx calls invalid, a control
+//! byte, a head past `client_header_buffer_size`...), or one the checks refuse, is written as
+//! HTTP/1 and read by the same parser as an HTTP/1 head, under the server's
+//! `large_client_header_buffers` (a field over its size is nginx's 400, a path over it 414),
+//! which gives nginx's answer and log line. `:authority` stands for `Host` when the client
+//! sent none; several `cookie` fields are joined with `; ` (RFC 9113, 8.2.3). The
 //! pseudo-headers, connection-specific fields and the body's length against `content-length`
 //! were checked by the codec already (a malformed stream is reset there).
 
@@ -12,8 +16,8 @@ use std::io;
 use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::BytesMut;
-use shoal_http::{BodyKind, HeadParser};
+use bytes::{Bytes, BytesMut};
+use shoal_http::{BodyKind, HeadParser, Limits};
 use shoal_http2::frame::Reason;
 
 use super::sink::{self, H2Sink};
@@ -34,7 +38,7 @@ use crate::log::Level;
 /// Answers one stream. The connection's count of open streams drops when it ends.
 pub(super) async fn run(
     sh: Rc<Shared>,
-    head: BytesMut,
+    head: shoal_http2::server::Request,
     ended: bool,
     recv: RecvStream,
     respond: SendResponse,
@@ -68,9 +72,34 @@ fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::P
     Box::into_pin(unsafe { slot.assume_init() })
 }
 
+thread_local! {
+    /// The last host a stream of this worker named, validated: most name the same.
+    static HOST_MEMO: std::cell::RefCell<shoal_http::uri::HostMemo> = Default::default();
+}
+
+/// The stream's request built on its fields' buffer; else its head as HTTP/1 (see above).
+fn request_of(
+    mut h: shoal_http2::server::Request,
+    limits: &Limits,
+) -> Result<shoal_http::Request, BytesMut> {
+    let parts = h.parts();
+    if let Some(target) = parts.target {
+        let fields = parts.host.into_iter().chain(h.field_ranges());
+        let plain = shoal_http::request::plain_h2(h.buf(), parts.method, target, fields, limits);
+        if let Some(plain) = plain {
+            let buf = Bytes::from(h.into_buf());
+            let finished = HOST_MEMO.with(|m| plain.finish(buf, limits, &mut m.borrow_mut()));
+            return finished.map_err(|text| BytesMut::from(&text[..]));
+        }
+    }
+    let mut text = Vec::new();
+    h.write_http1(&mut text);
+    Err(BytesMut::from(&text[..]))
+}
+
 async fn answer_stream(
     sh: &Shared,
-    mut head: BytesMut,
+    request: shoal_http2::server::Request,
     ended: bool,
     recv: RecvStream,
     mut respond: SendResponse,
@@ -85,8 +114,17 @@ async fn answer_stream(
     };
     let default_srv =
         super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
-    let mut parser = HeadParser::new(default_srv.srv.limits());
-    let parsed = match parser.parse(&mut head) {
+    let limits = default_srv.srv.limits();
+    let mut head = BytesMut::new();
+    let (parsed, parser) = match request_of(request, &limits) {
+        Ok(r) => (Ok(Some(r)), None),
+        Err(text) => {
+            head = text;
+            let mut parser = HeadParser::new(limits);
+            (parser.parse(&mut head), Some(parser))
+        }
+    };
+    let parsed = match parsed {
         Ok(Some(r)) => r,
         Ok(None) => {
             // A head the parser wants more of cannot be: it ends with its empty line.
@@ -94,15 +132,23 @@ async fn answer_stream(
             return;
         }
         Err(e) => {
-            let refused = parser.refused(&head);
+            let refused = parser
+                .as_ref()
+                .map(|p| p.refused(&head))
+                .unwrap_or_default();
+            // The head the parser refused (taken off `head` once it was whole).
+            let text = match parser.as_ref().and_then(HeadParser::failed_head) {
+                Some(h) => h.clone(),
+                None => head.split().freeze(),
+            };
             let srv = gen.refused_server(&route, &refused, default_srv);
             crate::conn_log!(
                 Level::Info,
                 sh.info.number,
-                "{}, client: {}, server: {}",
-                e,
+                "{e} while reading client request headers, client: {}, server: {}{}",
                 sh.info.client(),
-                srv.name()
+                srv.name(),
+                refused_context(&text, e.code())
             );
             let start = Instant::now();
             let reply = Box::new(crate::http::reply::error_reply(e.code(), &srv.loc));
@@ -129,7 +175,7 @@ async fn answer_stream(
                 }
             }
             // Logged as nginx logs a request it could not read: its request line.
-            let first = head[..].split(|&b| b == b'\r').next().unwrap_or_default();
+            let first = text[..].split(|&b| b == b'\r').next().unwrap_or_default();
             let first = first.strip_suffix(b" HTTP/1.1").unwrap_or(first);
             let line = format!("{} HTTP/2.0", String::from_utf8_lossy(first));
             log_refused(sh, srv, status, head_len, body_len, &line, start);
@@ -293,7 +339,7 @@ async fn answer_stream(
                             RequestOf::main(r, lc, &uri, args.clone(), &user_vars)
                         });
                     let requester = requester.as_ref().map(|r| r as &dyn Requester);
-                    match write_body(&mut sink, body, &output, lc, who, requester).await {
+                    match write_body(&mut sink, body, &output, lc, who, requester, &r).await {
                         Ok(n) => sink.finish().await.map(|()| n),
                         Err(e) => {
                             sink.send.send_reset(Reason::INTERNAL_ERROR);
@@ -325,6 +371,11 @@ async fn answer_stream(
             0
         }
     };
+    // `mirror`: the answer is out; the request ends when its mirrors have their answers.
+    if let Some(pending) = extras.take_mirrors() {
+        let r = Req { client: None, ..r };
+        Box::pin(crate::http::mirror::run(&r, pending)).await;
+    }
     if logs {
         let rec = upstream.as_ref().map(|u| u.borrow());
         request::log(
@@ -361,6 +412,25 @@ async fn answer_stream(
     if let Some(rec) = upstream {
         crate::http::upstream::record::Record::recycle(rec);
     }
+}
+
+/// The end of nginx's line for a stream's head it refused, from the head as HTTP/1 writes it:
+/// the request line when the whole block was read (a TRACE's 405: nginx refuses it once it
+/// made the line), and the host it had (`:authority` is its `Host` as soon as it comes).
+fn refused_context(head: &[u8], status: u16) -> String {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let first = lines.next().unwrap_or_default();
+    let mut s = String::new();
+    if status == 405 {
+        let line = first.strip_suffix(b" HTTP/1.1").unwrap_or(first);
+        s = format!(", request: \"{} HTTP/2.0\"", shoal_http::lossy(line));
+    }
+    if let Some(host) = lines.find_map(|l| l.strip_prefix(b"host: ")) {
+        s.push_str(&format!(", host: \"{}\"", shoal_http::lossy(host)));
+    }
+    s
 }
 
 /// `limit_rate`: how the stream's answer is paced (`None`: not at all); its rate is
@@ -471,7 +541,12 @@ async fn write_body(
     lc: &LocConf,
     who: Who<'_>,
     requester: Option<&dyn Requester>,
+    r: &Req<'_, '_>,
 ) -> io::Result<u64> {
+    if let Body::Streamed(s) = body {
+        // Each part fetched as it is written (no body filter).
+        return Box::pin(crate::http::streamed::send(sink, output, s, r, lc, who)).await;
+    }
     if output.filtered() {
         return output
             .send_filtered(sink, body, false, lc, who, requester)

@@ -407,7 +407,16 @@ impl SendResponse {
         end: bool,
     ) -> Result<SendStream, StreamError> {
         let mut me = self.core.borrow_mut();
-        me.send_fields(self.id, Some(head.status), head.fields(), end)?;
+        me.check(self.id)?;
+        // (`sink::head` lowercased the names and dropped what HTTP/2 does not carry.)
+        let sent = me
+            .server
+            .send_clean_answer(self.id, head.status, head.fields(), end);
+        sent.map_err(|_| StreamError(Some(Reason::STREAM_CLOSED)))?;
+        if end {
+            me.answered(self.id);
+        }
+        me.queued();
         if let Some(s) = me.slot(self.id) {
             s.senders += 1;
         }

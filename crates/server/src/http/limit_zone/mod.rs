@@ -1,4 +1,4 @@
-//! What `limit_req` and `limit_conn` share: their zones' names, sizes and keys as a
+//! What `limit_req` and `limit_conn` share (and the names of `upstream` zones): their zones' names, sizes and keys as a
 //! configuration declares them, the zones' memory (sharded maps bounded as nginx's slab bounds
 //! them), and the zones kept across reloads.
 //!
@@ -49,6 +49,8 @@ use crate::variables::Template;
 pub enum Tag {
     LimitReq,
     LimitConn,
+    /// An `upstream`'s `zone` (its peers' state: `upstream/state.rs`).
+    Upstream,
 }
 
 /// A zone of the configuration being read, by the module that owns it.
@@ -56,6 +58,8 @@ pub enum Tag {
 pub enum Zone {
     Req(Arc<limit_req::ReqZone>),
     Conn(Arc<limit_conn::ConnZone>),
+    /// Nothing to set aside: the upstream keeps its shared state itself.
+    Upstream,
 }
 
 impl Zone {
@@ -63,6 +67,7 @@ impl Zone {
         match self {
             Zone::Req(_) => Tag::LimitReq,
             Zone::Conn(_) => Tag::LimitConn,
+            Zone::Upstream => Tag::Upstream,
         }
     }
 }
@@ -153,6 +158,7 @@ pub fn finish_with(zones: &mut ShmZones, registry: &Registry) -> Result<(), Erro
         match &e.zone {
             Zone::Req(z) => z.attach(e.size, registry),
             Zone::Conn(z) => z.attach(e.size, registry),
+            Zone::Upstream => Ok(()),
         }
         .map_err(|m| Error::new(m, None))?;
     }
@@ -198,6 +204,7 @@ impl Registry {
                         let module = match tag {
                             Tag::LimitReq => "limit_req",
                             Tag::LimitConn => "limit_conn_zone",
+                            Tag::Upstream => "upstream",
                         };
                         return Err(error::Error::invalid(format!(
                             "{module} \"{name}\" uses the \"{key}\" key while previously it used \

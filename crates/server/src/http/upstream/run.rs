@@ -72,7 +72,7 @@ pub(crate) fn client_body_failed(
     body_failed(r, f)
 }
 
-fn body_failed(r: &Req<'_, '_>, f: Failure) -> Outcome {
+pub(crate) fn body_failed(r: &Req<'_, '_>, f: Failure) -> Outcome {
     crate::http::client_body::log_failure(f, r);
     if f.silent() {
         let mut reply = Reply::boxed(f.status());

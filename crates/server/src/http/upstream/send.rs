@@ -171,7 +171,7 @@ pub(crate) async fn send_request(
                 }
             }
         }
-        BodyToSend::None => {}
+        BodyToSend::None | BodyToSend::Whole(Whole::Announced(_)) => {}
     }
     framed.clear();
     end(&mut framed, framing);

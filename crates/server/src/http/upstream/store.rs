@@ -94,13 +94,19 @@ pub fn set_store(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<()
     Ok(())
 }
 
-/// nginx's `ngx_conf_set_access_slot`: `user:rw|r`, `group:rw|r`, `all:rw|r`; the user's
-/// `rw` unless `user:` says otherwise.
+/// `*_store_access`.
 pub fn set_store_access(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Result<(), Error> {
     let up = up(s, d);
     if up.store.access.is_some() {
         return Err(crate::conf::duplicate(d));
     }
+    up.store.access = Some(access_arg(d)?);
+    Ok(())
+}
+
+/// nginx's `ngx_conf_set_access_slot` (`*_store_access`, `dav_access`): `user:rw|r`,
+/// `group:rw|r`, `all:rw|r` as a file mode; the user's `rw` unless `user:` says otherwise.
+pub fn access_arg(d: &Directive) -> Result<u32, Error> {
     let mut mode = 0u32;
     let mut user = 0o600;
     for a in &d.args {
@@ -123,8 +129,7 @@ pub fn set_store_access(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Re
         };
         mode |= right << shift;
     }
-    up.store.access = Some(mode | user);
-    Ok(())
+    Ok(mode | user)
 }
 
 /// Sets a 200 answer's body to be stored, if the location stores the protocol's answers: at

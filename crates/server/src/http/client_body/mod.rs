@@ -11,6 +11,8 @@
 //!
 //! The bytes come from the protocol: an HTTP/1 connection's read buffer and socket today.
 //!
+//! Where the bytes come from (an HTTP/1 connection, an HTTP/2 stream) is `source.rs`.
+//!
 //! Its directives: `client_body_temp_path` (where a body that does not fit in memory goes, in
 //! nginx's numbered files and `levels`; without it, an unnamed file in the system's temporary
 //! directory), `client_body_in_file_only` (`on`: every body read whole goes to a file that is
@@ -25,14 +27,17 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use shoal_conf::{Directive, Error};
-use shoal_http::{BodyChunk, BodyDecoder, BodyKind};
+use shoal_http::{BodyDecoder, BodyKind};
 
 use super::request::Req;
 use super::temp_file::{RemoveOnDrop, TempPath};
-use super::transport::{Transport, READ_CHUNK};
 use super::{loc_conf, LocConf};
 use crate::conf::{flag_arg, invalid_value, merge, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::log::Level;
+
+mod source;
+use source::next;
+pub use source::{H1Source, H2Source, Source};
 
 pub static DIRECTIVES: &[Command] = &[
     Command::new(
@@ -112,35 +117,6 @@ impl super::modules::HttpModule for Module {
     }
 }
 
-/// Where an HTTP/1 request's body comes from: what follows its head in the connection's read
-/// buffer, then the socket; `out` and `send_timeout` answer `Expect: 100-continue`.
-pub struct H1Source<'a> {
-    pub buf: &'a mut BytesMut,
-    pub stream: &'a Transport,
-    pub out: &'a mut BytesMut,
-    pub send_timeout: Duration,
-    pub expect_continue: bool,
-}
-
-/// Where an HTTP/2 request's body comes from: its stream's DATA frames, each window given
-/// back to the client once the frame is taken (so `http2_body_preread_size` is what a stream
-/// may have in flight). A body without `content-length` is handed to the decoder as chunks, so
-/// `client_max_body_size` holds for it as for a chunked HTTP/1 body.
-pub struct H2Source {
-    pub recv: crate::http::h2::wire::RecvStream,
-    /// Frames taken, not decoded yet (chunk-framed for a body of unknown length).
-    pub buf: BytesMut,
-    pub chunked: bool,
-    /// The stream's end was seen.
-    pub ended: bool,
-}
-
-/// A body's source: an HTTP/1 connection or an HTTP/2 stream.
-pub enum Source<'a> {
-    H1(H1Source<'a>),
-    H2(H2Source),
-}
-
 /// A request body, read on demand.
 pub struct ClientBody<'a> {
     kind: BodyKind,
@@ -177,6 +153,9 @@ pub enum Whole {
     Memory(Bytes),
     /// Spilled to an unlinked temporary file: the file and its length.
     File(Arc<File>, u64),
+    /// A length told and no bytes: a `mirror` with `mirror_request_body off`, whose
+    /// upstream nginx sends the client's `Content-Length` without the body.
+    Announced(u64),
 }
 
 /// Why a body could not be read.
@@ -248,7 +227,7 @@ impl BodyToSend<'_, '_> {
         match self {
             BodyToSend::None => None,
             BodyToSend::Whole(Whole::Memory(b)) => Some(b.len() as u64),
-            BodyToSend::Whole(Whole::File(_, n)) => Some(*n),
+            BodyToSend::Whole(Whole::File(_, n) | Whole::Announced(n)) => Some(*n),
             BodyToSend::Streaming(_, n) => *n,
         }
     }
@@ -267,6 +246,18 @@ impl<'a> ClientBody<'a> {
             inner: RefCell::new(Inner {
                 source: None,
                 state: State::Unread,
+                cleanup: None,
+            }),
+        }
+    }
+
+    /// A body read whole already, framed as `kind` (a mirror's copy of the client's).
+    pub fn read(kind: BodyKind, whole: Whole) -> ClientBody<'a> {
+        ClientBody {
+            kind,
+            inner: RefCell::new(Inner {
+                source: None,
+                state: State::Read(whole),
                 cleanup: None,
             }),
         }
@@ -558,6 +549,60 @@ impl<'a> ClientBody<'a> {
         }
     }
 
+    /// The whole body in a named temporary file of `client_body_temp_path` that the caller
+    /// renames or removes (nginx's `request_body_in_persistent_file`, as the DAV module reads
+    /// a PUT): its name. A body of no bytes makes an empty file.
+    #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
+    pub async fn read_to_file(
+        &self,
+        lc: &LocConf,
+        r: &Req<'_, '_>,
+    ) -> Result<std::path::PathBuf, Failure> {
+        self.send_continue().await;
+        let timeout = lc.client_body_timeout();
+        let mut inner = self.inner.borrow_mut();
+        match &inner.state {
+            State::Unread => {}
+            State::Failed(f) => return Err(*f),
+            _ => return Err(Failure::Internal),
+        }
+        let temp = lc.client_body.temp_path.as_ref();
+        let (mut file, name) =
+            super::temp_file::create_in(temp, true).map_err(|e| temp_file_failed(r, &e))?;
+        let name = name.expect("a persistent file has a name");
+        let mut written = 0u64;
+        let ended = match inner.source.as_mut() {
+            None => Ok(()),
+            Some(src) => match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
+                Err(_) => Err(Failure::TooLarge {
+                    length: self.length(),
+                    chunk: None,
+                }),
+                Ok(mut d) => loop {
+                    match next(&mut d, src, timeout).await {
+                        Ok(Some(data)) => match file.write_all(&data) {
+                            Ok(()) => written += data.len() as u64,
+                            Err(e) => break Err(temp_file_failed(r, &e)),
+                        },
+                        Ok(None) => break Ok(()),
+                        Err(f) => break Err(f),
+                    }
+                },
+            },
+        };
+        match ended {
+            Ok(()) => {
+                inner.state = State::Read(Whole::File(Arc::new(file), written));
+                Ok(name)
+            }
+            Err(f) => {
+                let _ = std::fs::remove_file(&name);
+                inner.state = State::Failed(f);
+                Err(f)
+            }
+        }
+    }
+
     /// The next piece of a streamed body (`None` at its end), reading from the client as
     /// needed.
     #[allow(clippy::await_holding_refcell_ref)] // Only this request's task holds it.
@@ -656,109 +701,6 @@ fn temp_file_failed(r: &Req<'_, '_>, e: &std::io::Error) -> Failure {
         r.log_ctx()
     );
     Failure::Internal
-}
-
-/// The next piece of body from the buffer, reading the socket (or the stream) when it has
-/// none (each wait bounded by `timeout`).
-async fn next(
-    d: &mut BodyDecoder,
-    src: &mut Source<'_>,
-    timeout: Duration,
-) -> Result<Option<Bytes>, Failure> {
-    match src {
-        Source::H1(src) => next_h1(d, src, timeout).await,
-        Source::H2(src) => next_h2(d, src, timeout).await,
-    }
-}
-
-/// [`next`] from an HTTP/2 stream: a DATA frame at a time, its window given back at once.
-async fn next_h2(
-    d: &mut BodyDecoder,
-    src: &mut H2Source,
-    timeout: Duration,
-) -> Result<Option<Bytes>, Failure> {
-    loop {
-        match d.decode_buf(&mut src.buf) {
-            Ok(BodyChunk::Data(data)) => return Ok(Some(data)),
-            Ok(BodyChunk::Done) => return Ok(None),
-            Ok(BodyChunk::NeedMore) => {}
-            Err(e) => return Err(decode_failure(d, e)),
-        }
-        if src.ended {
-            // Fewer bytes than `content-length` said (the h2 layer resets such a stream).
-            return Err(Failure::Gone);
-        }
-        match crate::deadline::within(timeout, src.recv.data()).await {
-            Err(_) => return Err(Failure::TimedOut),
-            Ok(None) => {
-                // Trailers may end the stream (passed on nowhere, as nginx's).
-                let _ = crate::deadline::within(timeout, src.recv.trailers()).await;
-                src.ended = true;
-                if src.chunked {
-                    src.buf.extend_from_slice(shoal_http::response::LAST_CHUNK);
-                }
-            }
-            Ok(Some(Ok(data))) => {
-                src.recv.release_capacity(data.len());
-                if src.chunked {
-                    if !data.is_empty() {
-                        shoal_http::response::write_chunk(&mut src.buf, &data);
-                    }
-                } else {
-                    src.buf.extend_from_slice(&data);
-                }
-            }
-            Ok(Some(Err(_))) if src.recv.refused() => return Err(Failure::Refused),
-            Ok(Some(Err(_))) => return Err(Failure::Gone),
-        }
-    }
-}
-
-/// [`next`] from an HTTP/1 connection's buffer and socket.
-async fn next_h1(
-    d: &mut BodyDecoder,
-    src: &mut H1Source<'_>,
-    timeout: Duration,
-) -> Result<Option<Bytes>, Failure> {
-    loop {
-        match d.decode_buf(src.buf) {
-            Ok(BodyChunk::Data(data)) => return Ok(Some(data)),
-            Ok(BodyChunk::Done) => return Ok(None),
-            Ok(BodyChunk::NeedMore) => {}
-            Err(e) => return Err(decode_failure(d, e)),
-        }
-        if src.buf.capacity() - src.buf.len() < 4096 {
-            src.buf.reserve(READ_CHUNK);
-        }
-        let (stream, buf) = (src.stream, &mut *src.buf);
-        let read = crate::deadline::within(timeout, async {
-            loop {
-                stream.readable().await?;
-                match stream.try_read_buf(buf) {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                    other => return other,
-                }
-            }
-        })
-        .await;
-        match read {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(_) => return Err(Failure::Gone),
-            Err(_) => return Err(Failure::TimedOut),
-        }
-    }
-}
-
-/// What a decoder's error means: 413 for a chunk over `client_max_body_size`, else broken
-/// framing.
-fn decode_failure(d: &BodyDecoder, e: shoal_http::Error) -> Failure {
-    match (e.kind(), d.oversize()) {
-        (shoal_http::ErrorKind::PayloadTooLarge, Some(chunk)) => Failure::TooLarge {
-            length: None,
-            chunk: Some(chunk),
-        },
-        _ => Failure::Invalid,
-    }
 }
 
 /// nginx's log line for a body that could not be read (none for a timeout: nginx only counts
