@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::exit;
 
-use shoal_server::log::{report, Level, Target};
+use shoal_server::log::Target;
 use shoal_server::master::{self, Options};
 
 mod allocator;
@@ -244,12 +244,16 @@ fn main() {
 /// `-t` / `-T`: nginx's wording on stderr; `-T` also prints every file read to stdout.
 fn test_config(opts: &Options, quiet: bool, dump: bool) -> i32 {
     let name = opts.conf_file.display();
-    match opts
-        .load()
-        .and_then(|conf| master::check_for_test(&conf).map(|_| conf))
-    {
+    let checked = match opts.load() {
         Ok(conf) => {
+            // Read: its warnings come before what the test finds after (pid file, logs).
             master::report_warnings(&conf);
+            master::check_for_test(&conf).map(|()| conf)
+        }
+        Err(e) => Err(e),
+    };
+    match checked {
+        Ok(conf) => {
             if !quiet {
                 eprintln!("shoal: the configuration file {name} syntax is ok");
                 eprintln!("shoal: configuration file {name} test is successful");
@@ -266,7 +270,7 @@ fn test_config(opts: &Options, quiet: bool, dump: bool) -> i32 {
             0
         }
         Err(e) => {
-            report(Level::Emerg, &e.to_string());
+            master::report_refused(&e);
             eprintln!("shoal: configuration file {name} test failed");
             1
         }

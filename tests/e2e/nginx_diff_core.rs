@@ -57,6 +57,15 @@ fn sizes_paths_and_framing_at_t() {
             "",
         ),
         ("types { text/a xx; text/a xx; }", ""),
+        // The warnings read before an error come before it, as nginx logs them.
+        (
+            "types { text/a xx; text/a xx; } upstream u { zone a 1k; server 127.0.0.1:1; }",
+            "",
+        ),
+        (
+            "types { text/a xx; text/a xx; } upstream u { zone a; server 127.0.0.1:1; }",
+            "",
+        ),
         ("types { text/a xx; text/b XX; }", ""),
         ("types { text/a xx; } types { text/a xx yy; }", ""),
         ("types { text/a xx; }", "types { text/a xx; }"),

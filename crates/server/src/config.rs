@@ -68,27 +68,12 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
         None => shoal_conf::parse_file(src.file, &conf_prefix)?,
     };
     let mut b = Builder::new(src.prefix.to_path_buf(), conf_prefix);
-    if let Some(g) = &globals {
-        b.walk(&g.directives, Ctx::MAIN, &mut Scope::Main)?;
-    }
-    b.walk(&parsed.directives, Ctx::MAIN, &mut Scope::Main)?;
-    crate::http::aio::check_pool_refs(&mut b)?;
-    crate::variables::end_config().map_err(|m| Error::new(m, None))?;
-    crate::http::limit_zone::finish(&mut b)?;
-    crate::http::temp_file::create_paths(&b)?;
-    let Some(events) = b.events.take() else {
-        return Err(Error::new("no \"events\" section in configuration", None));
-    };
-    let mut http = b.http.take();
-    if let Some(h) = &mut http {
-        h.finish(&mut b)?;
-    }
-    let stream = match b.stream.take() {
-        Some(mut s) => {
-            s.finish(&mut b)?;
-            Some(Arc::new(s))
+    let (events, http, stream) = match build(&mut b, globals.as_ref(), &parsed) {
+        Ok(parts) => parts,
+        Err(e) => {
+            FAILED_WARNINGS.with(|w| *w.borrow_mut() = std::mem::take(&mut b.warnings));
+            return Err(e);
         }
-        None => None,
     };
     Ok(Config {
         main: b.main,
@@ -100,4 +85,50 @@ pub fn load(src: &Source<'_>) -> Result<Config, Error> {
         prefix: b.prefix,
         warnings: b.warnings,
     })
+}
+
+type Built = (
+    EventsConf,
+    Option<HttpConf>,
+    Option<Arc<crate::stream::StreamConf>>,
+);
+
+/// The directives walked, merged and checked.
+fn build(b: &mut Builder, globals: Option<&Parsed>, parsed: &Parsed) -> Result<Built, Error> {
+    if let Some(g) = globals {
+        b.walk(&g.directives, Ctx::MAIN, &mut Scope::Main)?;
+    }
+    b.walk(&parsed.directives, Ctx::MAIN, &mut Scope::Main)?;
+    crate::http::aio::check_pool_refs(b)?;
+    crate::variables::end_config().map_err(|m| Error::new(m, None))?;
+    crate::http::limit_zone::finish(b)?;
+    crate::http::temp_file::create_paths(b)?;
+    let Some(events) = b.events.take() else {
+        return Err(Error::new("no \"events\" section in configuration", None));
+    };
+    let mut http = b.http.take();
+    if let Some(h) = &mut http {
+        h.finish(b)?;
+    }
+    let stream = match b.stream.take() {
+        Some(mut s) => {
+            s.finish(b)?;
+            Some(Arc::new(s))
+        }
+        None => None,
+    };
+    Ok((events, http, stream))
+}
+
+thread_local! {
+    /// The `[warn]` lines of the last configuration [`load`] refused on this thread.
+    static FAILED_WARNINGS: std::cell::RefCell<Vec<Warning>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+}
+
+/// The warnings met before the error of a configuration [`load`] refused: nginx logs each as
+/// it reads it, so they come before its `[emerg]`.
+pub fn take_failed_warnings() -> Vec<Warning> {
+    FAILED_WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()))
 }

@@ -91,12 +91,23 @@ pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
 
 /// Prints a configuration's `[warn]` lines.
 pub fn report_warnings(conf: &Config) {
-    for w in &conf.warnings {
+    print_warnings(&conf.warnings);
+}
+
+fn print_warnings(warnings: &[crate::conf::Warning]) {
+    for w in warnings {
         match &w.span {
             Some(span) => report(Level::Warn, &format!("{} in {}", w.message, span)),
             None => report(Level::Warn, &w.message),
         }
     }
+}
+
+/// Prints why a configuration was refused: the warnings read before its error, then the
+/// error, as nginx logs them while it reads.
+pub fn report_refused(e: &shoal_conf::Error) {
+    print_warnings(&crate::config::take_failed_warnings());
+    report(Level::Emerg, &e.to_string());
 }
 
 struct WorkerHandle {
@@ -135,7 +146,7 @@ pub fn run(opts: Options) -> i32 {
     let conf = match opts.load() {
         Ok(c) => c,
         Err(e) => {
-            report(Level::Emerg, &e.to_string());
+            report_refused(&e);
             return 1;
         }
     };
@@ -557,7 +568,7 @@ impl Master {
         let conf = match self.opts.load() {
             Ok(c) => c,
             Err(e) => {
-                report(Level::Emerg, &e.to_string());
+                report_refused(&e);
                 return;
             }
         };
@@ -731,7 +742,7 @@ pub fn send_signal(opts: &Options, name: &str) -> i32 {
     let conf = match opts.load() {
         Ok(c) => c,
         Err(e) => {
-            report(Level::Emerg, &e.to_string());
+            report_refused(&e);
             return 1;
         }
     };
