@@ -138,7 +138,13 @@ fn tuning_shoal_has_no_use_for_is_accepted_and_checked_as_nginx_checks_it() {
               events { epoll_events 512; worker_aio_requests 32; }\n";
     let prefix = Prefix::new();
     let conf = prefix.write_conf(ok);
-    let (code, out) = run_str(&["-t", "-c", conf.to_str().unwrap()]);
+    let (code, out) = run_str(&[
+        "-t",
+        "-p",
+        prefix.path().to_str().unwrap(),
+        "-c",
+        conf.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{out}");
     for (bad, want) in [
         (
@@ -171,12 +177,24 @@ fn tuning_shoal_has_no_use_for_is_accepted_and_checked_as_nginx_checks_it() {
         ),
     ] {
         let conf = prefix.write_conf(&format!("{bad}\nevents {{ }}\n"));
-        let (code, out) = run_str(&["-t", "-c", conf.to_str().unwrap()]);
+        let (code, out) = run_str(&[
+            "-t",
+            "-p",
+            prefix.path().to_str().unwrap(),
+            "-c",
+            conf.to_str().unwrap(),
+        ]);
         assert_eq!(code, 1, "{bad}: {out}");
         assert!(out.contains(&format!("[emerg] {want} in ")), "{bad}: {out}");
     }
     let conf = prefix.write_conf("events { epoll_events none; }\n");
-    let (code, out) = run_str(&["-t", "-c", conf.to_str().unwrap()]);
+    let (code, out) = run_str(&[
+        "-t",
+        "-p",
+        prefix.path().to_str().unwrap(),
+        "-c",
+        conf.to_str().unwrap(),
+    ]);
     assert_eq!(code, 1);
     assert!(
         out.contains("\"epoll_events\" directive invalid number"),
