@@ -17,15 +17,9 @@ impl Server {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
-        self.c.conn.window(stream)?;
-        let mut block = std::mem::take(&mut self.c.block);
-        block.clear();
-        self.c.encoder.begin(&mut block);
-        self.c.encoder.status(status, &mut block);
-        crate::exchange::encode_fields(&mut self.c.encoder, fields, &mut block);
-        let sent = self.c.conn.send_headers(stream, &block, end_stream);
-        self.c.block = block;
-        sent
+        self.send_head(stream, status, end_stream, |encoder, block| {
+            crate::exchange::encode_fields(encoder, fields, block)
+        })
     }
 
     /// [`Server::send_answer`] for fields the caller made fit already (names lowercase, none
@@ -40,18 +34,31 @@ impl Server {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
+        self.send_head(stream, status, end_stream, |encoder, block| {
+            for (name, value) in fields {
+                debug_assert!(
+                    !crate::exchange::dropped(name),
+                    "a field HTTP/2 does not carry"
+                );
+                encoder.field(name, value, block);
+            }
+        })
+    }
+
+    /// `:status`, then what `fields` encodes, as one HEADERS block for `stream`.
+    fn send_head(
+        &mut self,
+        stream: u32,
+        status: u16,
+        end_stream: bool,
+        fields: impl FnOnce(&mut crate::hpack::Encoder, &mut Vec<u8>),
+    ) -> Result<(), StreamGone> {
         self.c.conn.window(stream)?;
         let mut block = std::mem::take(&mut self.c.block);
         block.clear();
         self.c.encoder.begin(&mut block);
         self.c.encoder.status(status, &mut block);
-        for (name, value) in fields {
-            debug_assert!(
-                !crate::exchange::dropped(name),
-                "a field HTTP/2 does not carry"
-            );
-            self.c.encoder.field(name, value, &mut block);
-        }
+        fields(&mut self.c.encoder, &mut block);
         let sent = self.c.conn.send_headers(stream, &block, end_stream);
         self.c.block = block;
         sent
