@@ -91,6 +91,21 @@ pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usiz
     })
 }
 
+/// [`pread`] into memory not yet written (a buffer's spare capacity): nothing is zeroed first.
+/// Returns the number of bytes read; that many at the start of `buf` are then initialized.
+pub fn pread_uninit(
+    fd: BorrowedFd<'_>,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> io::Result<usize> {
+    let off = to_off(offset)?;
+    retry_eintr(|| {
+        // SAFETY: `buf` is a valid, exclusively borrowed region of `buf.len()` bytes for the
+        // whole call (the kernel only writes it), and the fd is borrowed, hence open.
+        unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) }
+    })
+}
+
 /// Reads `buf.len()` bytes at `offset` unless the end of the file comes first, looping over
 /// short reads. Returns the number of bytes read. May block.
 pub fn pread_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {

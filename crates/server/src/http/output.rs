@@ -685,11 +685,14 @@ impl Output {
                 let want = ((end - off) as usize).min(piece);
                 let n = match (&self.pool, &self.direct) {
                     (None, None) => {
+                        // Read into the buffer's spare room: a MiB is not zeroed first.
+                        use std::os::fd::AsFd;
                         let out = sink.out();
-                        let start = out.len();
-                        out.resize(start + want, 0);
-                        let n = read_at(file, &mut out[start..], off)?;
-                        out.truncate(start + n);
+                        out.reserve(want);
+                        let spare = &mut out.spare_capacity_mut()[..want];
+                        let n = shoal_io::syscall::pread_uninit(file.as_fd(), spare, off)?;
+                        // SAFETY: pread wrote `n` bytes at the start of the spare room.
+                        unsafe { out.set_len(out.len() + n) };
                         n
                     }
                     _ => {
