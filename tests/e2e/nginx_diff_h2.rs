@@ -115,3 +115,29 @@ fn h2_over_tls_answers_are_nginxs() {
     });
     requests(&p, true);
 }
+
+/// `post_action` over HTTP/2: the stream's answer goes out, then the request runs again in
+/// the target (a URI or a named location), logged there as nginx logs it.
+#[test]
+fn post_action_runs_after_an_h2_answer_as_nginx() {
+    let p = Pair::with(Conf {
+        http: "log_format pa '$uri $status $request_method $request_uri $server_protocol';",
+        server: "location / { post_action /track; return 200 \"main\\n\"; }\n        \
+                 location /named { post_action @t; return 200 \"named\\n\"; }\n        \
+                 location /track { access_log logs/track.log pa; return 200 \"t\\n\"; }\n        \
+                 location @t { access_log logs/named.log pa; return 204; }",
+        listen: " http2",
+        ..Default::default()
+    });
+    check(&p, false, "/a?x=1", &[]);
+    check(&p, false, "/b", &["-I"]);
+    check(&p, false, "/named", &[]);
+    // The post actions end after the streams: their lines come when they do.
+    for (log, lines) in [("logs/track.log", 2), ("logs/named.log", 1)] {
+        let (n, s) = crate::common::wait_for(log, || {
+            let (n, s) = p.read_both(log);
+            (n.lines().count() == lines && s.lines().count() == lines).then_some((n, s))
+        });
+        assert_eq!(n, s, "{log}");
+    }
+}

@@ -12,9 +12,9 @@
 //! and again, until its budget of internal redirects is spent, and logs the request as a 500;
 //! so does shoal.
 //!
-//! Unlike nginx, shoal runs it for HTTP/1 requests only (an HTTP/2 stream's answer does not
-//! wait for one), and when a `post_action`'s named location is missing it says so once
-//! (nginx repeats the line until the budget is spent).
+//! It runs for HTTP/1 requests and HTTP/2 streams alike. Unlike nginx, when a
+//! `post_action`'s named location is missing shoal says so once (nginx repeats the line
+//! until the budget is spent).
 
 use std::sync::Arc;
 

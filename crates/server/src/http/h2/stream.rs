@@ -289,7 +289,7 @@ async fn answer_stream(
     let date =
         request::date(reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)));
     let (resp, head_len) = sink::head(&reply, lc, length, &date);
-    let status = reply.status;
+    let (status, special) = (reply.status, reply.special);
     let proxied = reply.proxied;
     let body = std::mem::replace(&mut reply.body, Body::Empty);
     Reply::recycle(reply);
@@ -376,17 +376,27 @@ async fn answer_stream(
         let r = Req { client: None, ..r };
         Box::pin(crate::http::mirror::run(&r, pending)).await;
     }
-    if logs {
+    // `post_action`: then the request runs again in its target; it is logged after.
+    let mut post = None;
+    if lc.post_action.target().is_some() {
+        let r = Req { client: None, ..r };
+        post = crate::http::post_action::run(&r, lc, status, special).await;
+    }
+    let (log_lc, log_uri, log_status) = match &post {
+        Some((done, logged)) => (done.lc, &done.uri, *logged),
+        None => (lc, &uri, status),
+    };
+    if !log_lc.access_logs().is_empty() {
         let rec = upstream.as_ref().map(|u| u.borrow());
         request::log(
             &sh.info,
             requests,
             &req,
             srv,
-            lc,
-            &uri,
+            log_lc,
+            log_uri,
             start,
-            status,
+            log_status,
             head_len,
             body_len,
             sent_headers,
