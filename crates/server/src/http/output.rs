@@ -333,7 +333,7 @@ impl Output {
             }
             (None, None) => {
                 let mut buf = vec![0; want];
-                read_at(file, &mut buf, off).map(|n| {
+                std::os::unix::fs::FileExt::read_at(&**file, &mut buf, off).map(|n| {
                     buf.truncate(n);
                     buf
                 })
@@ -795,9 +795,4 @@ pub fn pool_error(e: io::Error) -> io::Error {
 /// Whether an error is a full pool queue (answered 503 before the head is out).
 pub fn is_overflow(e: &io::Error) -> bool {
     shoal_io::pool::Overflow::from_io(e).is_some()
-}
-
-fn read_at(file: &std::fs::File, buf: &mut [u8], off: u64) -> io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    file.read_at(buf, off)
 }
