@@ -570,21 +570,21 @@ impl Conn {
             keep = false;
         }
         let logs = !lc.access_logs().is_empty();
+        // The request again for each step after the phases (`Req` without the client watch).
+        let parts = super::request::ReqParts {
+            req,
+            srv,
+            host,
+            start,
+            connection_requests: self.requests,
+            name_captures,
+            cache_zones,
+            extras: &extras,
+        };
         // `aio threads`, the first piece read ahead, the body filters (the request layer's).
         let mut reply = reply;
         let prepared = {
-            let r = Req {
-                req,
-                srv,
-                host,
-                info: &self.info,
-                start,
-                connection_requests: self.requests,
-                name_captures,
-                client: None,
-                cache_zones,
-                extras: &extras,
-            };
+            let r = parts.with(&self.info);
             let can_sendfile = self.stream.can_sendfile();
             super::answer::prepare(&r, &mut reply, lc, &uri, can_sendfile, logs).await?
         };
@@ -628,18 +628,7 @@ impl Conn {
         let sub_info;
         let requester = if output.filters.borrow().iter().any(|f| f.for_request()) {
             sub_info = self.info.clone();
-            let r = Req {
-                req,
-                srv,
-                host,
-                info: &sub_info,
-                start,
-                connection_requests: self.requests,
-                name_captures,
-                client: None,
-                cache_zones,
-                extras: &extras,
-            };
+            let r = parts.with(&sub_info);
             Some(RequestOf::main(r, lc, &uri, args, &user_vars))
         } else {
             None
@@ -653,16 +642,7 @@ impl Conn {
                 &output,
                 RefusedShape::default(),
                 requester.as_ref().map(|r| r as &dyn Requester),
-                Some(super::request::ReqParts {
-                    req,
-                    srv,
-                    host,
-                    start,
-                    connection_requests: self.requests,
-                    name_captures,
-                    cache_zones,
-                    extras: &extras,
-                }),
+                Some(parts),
             )
             .await;
         if self.pacing.is_some() {
@@ -683,18 +663,7 @@ impl Conn {
         let mut post = None;
         if mirrors.is_some() || lc.post_action.target().is_some() {
             self.flush().await?;
-            let r = Req {
-                req,
-                srv,
-                host,
-                info: &self.info,
-                start,
-                connection_requests: self.requests,
-                name_captures,
-                client: None,
-                cache_zones,
-                extras: &extras,
-            };
+            let r = parts.with(&self.info);
             if let Some(pending) = mirrors {
                 Box::pin(super::mirror::run(&r, pending)).await;
             }
@@ -735,18 +704,7 @@ impl Conn {
         // the next request is read (nginx's main request waits for its subrequest).
         if let Some(bg) = super::answer::background(upstream.as_ref()) {
             self.flush().await?;
-            let r = Req {
-                req,
-                srv,
-                host,
-                info: &self.info,
-                start,
-                connection_requests: self.requests,
-                name_captures,
-                client: None,
-                cache_zones,
-                extras: &extras,
-            };
+            let r = parts.with(&self.info);
             super::answer::run_background(&r, lc, bg).await;
         }
         if let Some(rec) = upstream {
