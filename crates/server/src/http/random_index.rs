@@ -54,24 +54,9 @@ pub fn handle(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>) -> Opti
     let dir = std::path::Path::new(std::ffi::OsStr::from_bytes(
         &bytes[..bytes.len().saturating_sub(1)],
     ));
-    let entries = match std::fs::read_dir(dir) {
+    let entries = match super::autoindex::open_dir(r, lc, dir) {
         Ok(e) => e,
-        Err(e) => {
-            let (code, level) = match e.raw_os_error() {
-                Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => (404, Level::Error),
-                Some(libc::EACCES) => (403, Level::Error),
-                _ => (500, Level::Crit),
-            };
-            crate::conn_log!(
-                level,
-                r.info.number,
-                "opendir() \"{}\" failed {}{}",
-                dir.display(),
-                shoal_conf::os_error(&e),
-                r.log_ctx()
-            );
-            return Some(Outcome::Reply(Box::new(error_reply(code, lc))));
-        }
+        Err(reply) => return Some(Outcome::Reply(reply)),
     };
     let mut names = Vec::new();
     for entry in entries {

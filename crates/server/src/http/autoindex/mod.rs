@@ -120,24 +120,9 @@ pub async fn answer(
     } else {
         dir
     };
-    let list = match std::fs::read_dir(path) {
+    let list = match open_dir(r, lc, path) {
         Ok(l) => l,
-        Err(e) => {
-            let (code, level) = match e.raw_os_error() {
-                Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => (404, Level::Error),
-                Some(libc::EACCES) => (403, Level::Error),
-                _ => (500, Level::Crit),
-            };
-            crate::conn_log!(
-                level,
-                r.info.number,
-                "opendir() \"{}\" failed {}{}",
-                path.display(),
-                shoal_conf::os_error(&e),
-                r.log_ctx()
-            );
-            return Box::new(error_reply(code, lc));
-        }
+        Err(reply) => return reply,
     };
     let mut format = conf.format.unwrap_or(Format::Html);
     let mut callback = "";
@@ -258,6 +243,32 @@ async fn read(list: std::fs::ReadDir, path: &Path, r: &Req<'_, '_>) -> Result<Ve
         entries.push(Entry::new(name.to_vec(), &meta));
     }
     Ok(entries)
+}
+
+/// A directory opened for listing, or nginx's answer when `opendir()` fails (404 for a
+/// missing one, 403 for a forbidden one, 500 else, with its log line): `autoindex`'s and
+/// `random_index`'s.
+pub(super) fn open_dir(
+    r: &Req<'_, '_>,
+    lc: &LocConf,
+    path: &Path,
+) -> Result<std::fs::ReadDir, Box<Reply>> {
+    std::fs::read_dir(path).map_err(|e| {
+        let (code, level) = match e.raw_os_error() {
+            Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => (404, Level::Error),
+            Some(libc::EACCES) => (403, Level::Error),
+            _ => (500, Level::Crit),
+        };
+        crate::conn_log!(
+            level,
+            r.info.number,
+            "opendir() \"{}\" failed {}{}",
+            path.display(),
+            shoal_conf::os_error(&e),
+            r.log_ctx()
+        );
+        Box::new(error_reply(code, lc))
+    })
 }
 
 fn stat_failed(r: &Req<'_, '_>, call: &str, path: &Path, e: &io::Error) {
