@@ -293,13 +293,19 @@ impl Inner {
         if self.closed.is_some() {
             return;
         }
+        let before = self.client.conn().pending_output().len();
         if queued > 0 {
             self.client.conn_mut().consumed(id, queued as u32);
         }
         if unfinished {
             self.client.reset(id, Reason::CANCEL);
         }
-        self.queued();
+        // The task is woken only for a frame to send, or to end a connection nobody needs:
+        // a call that ended well queues nothing (a wake-up per call for nothing otherwise).
+        let end = self.owners == 0 && self.slots.is_empty();
+        if end || self.client.conn().pending_output().len() != before {
+            self.queued();
+        }
     }
 }
 
