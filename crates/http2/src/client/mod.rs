@@ -115,6 +115,11 @@ impl Response {
     pub fn content_length(&self) -> Option<u64> {
         self.content_length
     }
+
+    /// The regular fields, kept (the head's `$upstream_http_*`) once its status was read.
+    pub fn into_fields(self) -> Fields {
+        self.fields
+    }
 }
 
 /// What the server sent, as the caller handles it.

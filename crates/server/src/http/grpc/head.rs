@@ -17,7 +17,7 @@ use crate::http::request::Req;
 use crate::http::rewrite;
 use crate::http::upstream::answer::{pass_head, Kind, Line};
 use crate::http::upstream::header::UpstreamHeader;
-use crate::http::upstream::record::Record;
+use crate::http::upstream::record::{AnswerHead, Record};
 use crate::http::upstream::UpstreamLoc;
 use crate::http::LocConf;
 use crate::variables::Vars;
@@ -82,9 +82,11 @@ impl UpstreamHead<'_> {
     }
 }
 
-/// Whether a value may go in a field (RFC 9110, 5.5: no control characters but tab).
+/// Whether a value may go in a field (RFC 9110, 5.5: no control characters but tab). Every
+/// byte is looked at (no early exit: a loop the compiler widens; values are short and valid).
 fn valid_value(v: &[u8]) -> bool {
-    !v.iter().any(|&c| (c < 0x20 && c != b'\t') || c == 0x7f)
+    v.iter()
+        .fold(true, |ok, &c| ok & (c >= 0x20 || c == b'\t') & (c != 0x7f))
 }
 
 /// The request's head as the upstream gets it: `:method`, `:scheme`, `:authority` (the
@@ -226,26 +228,31 @@ pub(super) fn reply_of(
     record: &Rc<RefCell<Record>>,
 ) -> Box<Reply> {
     let Answer { status, head, body } = answer;
-    // The head as an upstream's (HTTP/1 text and positions in it): `$upstream_http_*` and
-    // the layer's header passing take it as any upstream's.
-    let fields = || head.fields().iter();
-    let made = shoal_http::upstream::head_of_fields(status, fields);
     let mut reply = Reply::boxed(status);
     reply.proxied = true;
     reply.upstream_status = true;
-    if let Ok((parsed, len)) = made {
-        record.borrow_mut().last().head_len = len as u64;
-        let lines = parsed.headers().map(|(name, value)| {
-            let known = UpstreamHeader::of(name);
-            Line {
-                name,
-                value,
-                kind: Kind::fresh(known),
-                hidden: known.hidden(),
-            }
-        });
-        pass_head(&mut reply, lines, false, lc, conf, None, r);
-        record.borrow_mut().head = Some(parsed);
+    // The head's fields as the layer passes an upstream's, taken as they are: the HTTP/2
+    // codec checked them (a status of three digits, lowercase names, values without CR, LF,
+    // NUL or spaces at their ends), so they read as an HTTP/1 parser would read them written
+    // out, and `$upstream_http_*` looks in them ([`AnswerHead::Fields`]).
+    let fields = head.into_fields();
+    let lines = fields.iter().map(|(name, value)| {
+        let known = UpstreamHeader::of(name);
+        Line {
+            name,
+            value,
+            kind: Kind::fresh(known),
+            hidden: known.hidden(),
+        }
+    });
+    pass_head(&mut reply, lines, false, lc, conf, None, r);
+    {
+        let mut rec = record.borrow_mut();
+        // The head's length as `HTTP/1.1 DDD X` and `name: value` lines would be (nginx
+        // counts the head out of `$upstream_response_length` as text too).
+        let text: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+        rec.last().head_len = (text + 18) as u64;
+        rec.head = Some(AnswerHead::Fields(fields));
     }
     if body.recv.is_end_stream() {
         // Trailers-only: the head is the whole answer.

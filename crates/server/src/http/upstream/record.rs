@@ -19,7 +19,7 @@ pub struct Record {
     pub uri: Vec<u8>,
     pub tries: Tries,
     /// The last answer's head (`$upstream_http_NAME`).
-    pub head: Option<shoal_http::upstream::UpstreamHead>,
+    pub head: Option<AnswerHead>,
     /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
     pub cache_status: Option<crate::http::proxy_cache::CacheStatus>,
     /// The headers of an answer served from the cache (no upstream head then).
@@ -40,6 +40,40 @@ pub struct Record {
     /// `$upstream_last_server_name`: the name of the last try's `server` (as its line wrote
     /// it), or the host of a `proxy_pass` without an `upstream` block.
     pub last_server: String,
+}
+
+/// An upstream answer's head as `$upstream_http_NAME` and `X-Accel-Limit-Rate` read it: an
+/// HTTP/1 (or FastCGI...) head's parsed text, or an HTTP/2 upstream's fields as its codec
+/// checked them (gRPC: lowercase names, no value an HTTP/1 parser would read otherwise), kept
+/// as they came rather than written out as text for the few requests that look.
+#[derive(Debug)]
+pub enum AnswerHead {
+    Text(shoal_http::upstream::UpstreamHead),
+    Fields(shoal_http2::client::Fields),
+}
+
+impl AnswerHead {
+    /// The head's fields in order, names as sent.
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let (text, fields) = match self {
+            AnswerHead::Text(h) => (Some(h.headers()), None),
+            AnswerHead::Fields(f) => (None, Some(f.iter())),
+        };
+        text.into_iter()
+            .flatten()
+            .chain(fields.into_iter().flatten())
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        match self {
+            AnswerHead::Text(h) => h.header(name),
+            AnswerHead::Fields(f) => f
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+                .map(|(_, v)| v),
+        }
+    }
 }
 
 thread_local! {
