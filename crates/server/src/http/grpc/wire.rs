@@ -104,6 +104,9 @@ fn wake(w: &mut Option<Waker>) {
 pub struct Inner {
     pub client: Client,
     slots: Vec<Slot>,
+    /// The last stream's DATA queue, emptied, for the next one (a connection carries one call
+    /// at a time: its queue is allocated once, not per call).
+    spare_data: VecDeque<Bytes>,
     conn_waker: Option<Waker>,
     /// Set while the connection's task runs: it sends what is queued before it sleeps.
     driving: bool,
@@ -288,8 +291,14 @@ impl Inner {
             return;
         }
         let unfinished = s.failed.is_none() && !(s.ended && s.sent_end && s.unsent.is_empty());
-        let queued = s.data.drain(..).map(|d| d.len()).sum::<usize>();
-        self.slots.swap_remove(i);
+        let queued = match s.data.is_empty() {
+            true => 0,
+            false => s.data.drain(..).map(|d| d.len()).sum::<usize>(),
+        };
+        let gone = self.slots.swap_remove(i);
+        if self.spare_data.capacity() < gone.data.capacity() {
+            self.spare_data = gone.data;
+        }
         if self.closed.is_some() {
             return;
         }
@@ -315,6 +324,7 @@ pub fn start(t: Transport, client: Client) -> Core {
     let core = Rc::new(RefCell::new(Inner {
         client,
         slots: Vec::new(),
+        spare_data: VecDeque::new(),
         conn_waker: None,
         driving: false,
         closed: None,
@@ -397,6 +407,7 @@ fn poll_conn(
         if std::mem::take(&mut me.shrink) && idle && !*unflushed {
             buf.bytes = Vec::new();
             me.client.shrink();
+            me.spare_data = VecDeque::new();
         }
         // Read (a frame larger than the buffer grows it); a buffer let go is made again for
         // a call, or once an idle connection's bytes came.
@@ -517,8 +528,10 @@ pub fn open<'f>(
         .client
         .request(head, fields, end)
         .map_err(|_| StreamError::Refused)?;
+    let data = std::mem::take(&mut me.spare_data);
     me.slots.push(Slot {
         id,
+        data,
         sent_end: end,
         handles: 3,
         ..Slot::default()
