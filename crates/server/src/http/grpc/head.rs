@@ -37,21 +37,46 @@ const NOT_PASSED: &[&str] = &[
     "content-length",
 ];
 
-/// Whether a request header is one of `NOT_PASSED`, whatever its case: by its length first
-/// (every call asks for each of the client's headers).
-fn not_passed(name: &[u8]) -> bool {
-    let candidates: &[&[u8]] = match name.len() {
-        2 => &[b"te"],
-        4 => &[b"host"],
-        6 => &[b"expect"],
-        7 => &[b"upgrade"],
-        10 => &[b"connection", b"keep-alive"],
-        14 => &[b"content-length"],
-        16 => &[b"proxy-connection"],
-        17 => &[b"transfer-encoding"],
-        _ => return false,
+/// What the upstream's head does with a request header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Passed {
+    /// Sent as it came.
+    As,
+    /// `TE`: `te: trailers` when the client said so.
+    Te,
+    /// `Content-Length`: the body's length.
+    Length,
+    /// One of the others of `NOT_PASSED`.
+    Never,
+}
+
+/// What becomes of a request header, whatever its case: by its length first, then each byte
+/// compared with its letters' case folded (no early exit: every call asks this of each of
+/// the client's headers).
+fn passed(name: &[u8]) -> Passed {
+    let is = |lit: &[u8]| {
+        name.len() == lit.len()
+            && name.iter().zip(lit).fold(0u8, |diff, (&a, &b)| {
+                let fold = if b.is_ascii_lowercase() { 0x20 } else { 0 };
+                diff | ((a | fold) ^ b)
+            }) == 0
     };
-    candidates.iter().any(|c| c.eq_ignore_ascii_case(name))
+    let never = match name.len() {
+        2 if is(b"te") => return Passed::Te,
+        14 if is(b"content-length") => return Passed::Length,
+        4 => is(b"host"),
+        6 => is(b"expect"),
+        7 => is(b"upgrade"),
+        10 => is(b"connection") || is(b"keep-alive"),
+        16 => is(b"proxy-connection"),
+        17 => is(b"transfer-encoding"),
+        _ => false,
+    };
+    if never {
+        Passed::Never
+    } else {
+        Passed::As
+    }
 }
 
 /// A request's head as the upstream gets it (made once per try): the pseudo-headers and the
@@ -137,16 +162,20 @@ pub(super) fn request_head<'a>(
             if name.is_empty() {
                 continue;
             }
-            if not_passed(name) {
-                if name.eq_ignore_ascii_case(b"te") {
-                    // nginx's `TE: $grpc_internal_trailers`.
+            match passed(name) {
+                Passed::As => {}
+                // nginx's `TE: $grpc_internal_trailers`.
+                Passed::Te => {
                     trailers |= value
                         .split(|&c| c == b',')
                         .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
-                } else if client_length.is_none() && name.eq_ignore_ascii_case(b"content-length") {
-                    client_length = Some(value);
+                    continue;
                 }
-                continue;
+                Passed::Length => {
+                    client_length = client_length.or(Some(value));
+                    continue;
+                }
+                Passed::Never => continue,
             }
             if is_set(name) || !valid_value(value) {
                 continue;
@@ -271,14 +300,18 @@ pub(super) fn reply_of(
 
 #[cfg(test)]
 mod tests {
-    use super::{not_passed, NOT_PASSED};
+    use super::{passed, Passed, NOT_PASSED};
 
     #[test]
     fn not_passed_is_the_list_whatever_the_case() {
+        let not_passed = |name: &[u8]| passed(name) != Passed::As;
         for name in NOT_PASSED {
             assert!(not_passed(name.as_bytes()), "{name}");
             assert!(not_passed(name.to_ascii_uppercase().as_bytes()), "{name}");
         }
+        assert_eq!(passed(b"TE"), Passed::Te);
+        assert_eq!(passed(b"Content-Length"), Passed::Length);
+        assert_eq!(passed(b"Host"), Passed::Never);
         for name in [
             "",
             "t",
