@@ -45,6 +45,7 @@
 //! assert_eq!((status, used), (200, input.len()));
 //! ```
 
+mod repeat;
 #[cfg(test)]
 mod tests;
 
@@ -133,6 +134,11 @@ pub struct Client {
     c: Codec,
     /// Streams whose request was a HEAD (their answer has no body, whatever its length).
     heads_only: Vec<u32>,
+    /// What the last answer's head took: the next one's room (a server's answers on a
+    /// connection look alike, and an indexed field is one byte for many).
+    head_hint: Hint,
+    /// The last request's block, for the same head again.
+    repeat: repeat::Repeat,
 }
 
 impl Client {
@@ -143,6 +149,8 @@ impl Client {
         Client {
             c: Codec::new(Connection::client(cfg.frame), cfg.bounds, table, encoder),
             heads_only: Vec::new(),
+            head_hint: Hint::default(),
+            repeat: repeat::Repeat::default(),
         }
     }
 
@@ -166,11 +174,7 @@ impl Client {
         block.clear();
         let e = &mut self.c.encoder;
         e.begin(&mut block);
-        e.field(b":method", head.method, &mut block);
-        e.field(b":scheme", head.scheme, &mut block);
-        e.field(b":authority", head.authority, &mut block);
-        e.field(b":path", head.path, &mut block);
-        exchange::encode_fields(e, fields, &mut block);
+        self.repeat.encode(e, head, fields, &mut block);
         // (Encoded only once the stream could open: the server's table follows what it
         // receives, and what the encoder put in its copy must go.)
         let opened = self.c.conn.open_stream(&block, end_stream);
@@ -189,6 +193,7 @@ impl Client {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
+        self.repeat.forget();
         self.c.send_trailers(stream, fields)
     }
 
@@ -200,7 +205,7 @@ impl Client {
     }
 
     fn decode_head(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Option<Incoming> {
-        let mut b = ResponseBuilder::new(block.len());
+        let mut b = ResponseBuilder::new(block.len(), self.head_hint);
         let decoded = self
             .c
             .decoder
@@ -228,6 +233,7 @@ impl Client {
             Ok(r) => r,
             Err(what) => return Some(self.malformed(stream, what)),
         };
+        self.head_hint = response.fields.hint();
         let no_body = matches!(response.status, 204 | 304) || self.heads_only.contains(&stream);
         let left = response.content_length.filter(|_| !no_body);
         if end_stream {
@@ -290,6 +296,7 @@ impl Client {
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.heads_only = Vec::new();
+        self.repeat.shrink();
         self.c.shrink();
     }
 }
@@ -352,9 +359,9 @@ struct ResponseBuilder {
 }
 
 impl ResponseBuilder {
-    fn new(block_len: usize) -> ResponseBuilder {
+    fn new(block_len: usize, hint: Hint) -> ResponseBuilder {
         ResponseBuilder {
-            fields: Fields::with_capacity(block_len, Hint::default(), None),
+            fields: Fields::with_capacity(block_len, hint, None),
             status: None,
             content_length: None,
             regular_seen: false,

@@ -337,3 +337,67 @@ fn a_new_client_starts_with_the_preface() {
     let c = Client::new(Config::default());
     assert!(c.conn().pending_output().starts_with(PREFACE));
 }
+
+#[test]
+fn a_repeated_head_is_its_block_again_while_the_table_is_unchanged() {
+    // Every block is read by the server's decoder as asked, whatever came between: a head
+    // with new fields, trailers, a smaller table (each moves or drops the entries the kept
+    // block's indexes name).
+    let mut c = client(Config::default());
+    let mut server = Decoder::new(Bounds::default());
+    let a = [
+        (&b"content-type"[..], &b"application/grpc"[..]),
+        (b"te", b"trailers"),
+    ];
+    let b = [(&b"x-other"[..], &b"1"[..]), (b"te", b"trailers")];
+    let want = |fields: &[(&[u8], &[u8])]| {
+        let mut w: Vec<(String, String)> = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", "backend:50051"),
+            (":path", "/helloworld.Greeter/SayHello"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        for (n, v) in fields {
+            w.push((
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ));
+        }
+        w
+    };
+    let mut blocks = Vec::new();
+    let mut send = |c: &mut Client, fields: &[(&[u8], &[u8])], trailers: bool| {
+        let id = c.request(&GRPC, fields.iter().copied(), !trailers).unwrap();
+        if trailers {
+            c.send_trailers(id, [(&b"x-trailer"[..], &b"t"[..])])
+                .unwrap();
+        }
+        let f = out(c);
+        assert_eq!(decoded(&mut server, &f[0].payload), want(fields));
+        if trailers {
+            decoded(&mut server, &f.last().unwrap().payload);
+        }
+        blocks.push(f[0].payload.clone());
+    };
+    send(&mut c, &a, false);
+    send(&mut c, &a, false);
+    send(&mut c, &a, false);
+    send(&mut c, &b, false);
+    send(&mut c, &a, true);
+    send(&mut c, &a, false);
+    send(&mut c, &a, false);
+    // Fewer fields than the last head's, then more.
+    send(&mut c, &a[..1], false);
+    send(&mut c, &a, false);
+    // The server's table shrinks: the next block starts with the size update.
+    feed(&mut c, &settings(&[(0x1, 64)]));
+    out(&mut c);
+    send(&mut c, &a, false);
+    send(&mut c, &a, false);
+    assert_eq!(blocks[1], blocks[2], "the same head, the same block");
+    assert_ne!(blocks[0], blocks[1], "indexed the second time");
+    assert_eq!(blocks[9][0] & 0xe0, 0x20, "a size update first");
+}
