@@ -42,42 +42,18 @@ impl Repeat {
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
         let begun = block.len();
-        // The head is compared with the last one as it comes; its input is written out
-        // only from the first field that differs (the last one's before it are the same).
-        let mut same = self.valid && begun == 0;
-        let mut at = 0;
         let mut input = std::mem::take(&mut self.input);
         input.clear();
-        let last = &self.last_input;
-        let mut step = |name: &[u8], value: &[u8]| {
-            if same {
-                match entry(last, at) {
-                    Some((n, v, next)) if n == name && v == value => {
-                        at = next;
-                        return;
-                    }
-                    _ => {
-                        same = false;
-                        input.extend_from_slice(&last[..at]);
-                    }
-                }
-            }
-            push(&mut input, name, value);
-        };
         for value in [head.method, head.scheme, head.authority, head.path] {
-            step(b"", value);
+            push(&mut input, b"", value);
         }
         for (name, value) in fields {
-            step(name, value);
+            push(&mut input, name, value);
         }
-        if same && at == self.last_input.len() {
+        if begun == 0 && self.valid && input == self.last_input {
             block.extend_from_slice(&self.last_block);
             self.input = input;
             return;
-        }
-        if same {
-            // Fewer fields than the last head's.
-            input.extend_from_slice(&self.last_input[..at]);
         }
         // Encoded, watching each field's representation for one that changes the table.
         let mut changed = begun > 0;
@@ -111,8 +87,11 @@ impl Repeat {
 }
 
 fn push(input: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    input.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-    input.extend_from_slice(&(value.len() as u32).to_ne_bytes());
+    let (n, v) = (
+        (name.len() as u32).to_ne_bytes(),
+        (value.len() as u32).to_ne_bytes(),
+    );
+    input.extend_from_slice(&[n[0], n[1], n[2], n[3], v[0], v[1], v[2], v[3]]);
     input.extend_from_slice(name);
     input.extend_from_slice(value);
 }
