@@ -398,7 +398,9 @@ async fn call(
             start.elapsed()
         });
         c.requests += 1;
-        // The stream, with the request's head (its HEADERS queued for the connection's task).
+        // The stream, with the request's head (its HEADERS queued), and what is there of the
+        // body: written together when the batch ends.
+        let batch = wire::Batch::new(&c.core);
         let no_body = matches!(source, Source::None);
         let req = heads.take();
         let opened = wire::open(&c.core, &req.head(), req.fields(), no_body);
@@ -464,6 +466,7 @@ async fn call(
                 None
             }
         };
+        drop(batch);
         record.borrow_mut().last().sent = 0;
         let timeout = conf.read_timeout();
         let answer = wait_head(response, timeout, r, chunked.as_mut(), &mut c.timer).await;

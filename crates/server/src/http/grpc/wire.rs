@@ -120,6 +120,12 @@ pub struct Inner {
     pub frames: Frames,
     /// The connection sat in the idle cache for a while: its task lets its buffers go.
     shrink: bool,
+    /// The socket, between the task's polls (it takes it while it runs): a call writes the
+    /// frames that open its stream itself ([`Batch`]).
+    transport: Option<Transport>,
+    /// A [`Batch`] is open: what is queued meanwhile wakes nobody (`held` notes it).
+    holding: bool,
+    held: bool,
 }
 
 pub type Core = Rc<RefCell<Inner>>;
@@ -129,11 +135,41 @@ impl Inner {
         self.slots.iter_mut().rev().find(|s| s.id == id)
     }
 
-    /// Wakes the connection's task (not while it runs: it sends before it sleeps).
+    /// Wakes the connection's task (not while it runs: it sends before it sleeps; nor in a
+    /// [`Batch`], which sends what was queued when it ends).
     pub fn queued(&mut self) {
-        if !self.driving {
+        if self.holding {
+            self.held = true;
+        } else if !self.driving {
             wake(&mut self.conn_waker);
         }
+    }
+
+    /// Writes the codec's output to a plain socket at once, from a call's task; true when
+    /// the socket took all of it (it has room, most of the time). Otherwise (TLS, a full
+    /// socket, an error) the connection's task is left to it: a noop waker is all this
+    /// registers, and the task's own write puts its waker back.
+    fn write_now(&mut self) -> bool {
+        let Some(t) = self.transport.as_mut() else {
+            return false;
+        };
+        if matches!(t, Transport::Tls(_)) || self.closed.is_some() {
+            return false;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            let out = self.client.conn().pending_output();
+            if out.is_empty() {
+                break;
+            }
+            match write(t, &mut cx, &[IoSlice::new(out)]) {
+                Poll::Ready(Ok(n)) if n > 0 => self.client.conn_mut().advance(n),
+                _ => return false,
+            }
+        }
+        // (Room in the output for a sender that waited for it, as after the task's writes.)
+        self.window_opened();
+        true
     }
 
     /// Whether a new call may open a stream here.
@@ -332,13 +368,39 @@ pub fn start(t: Transport, client: Client) -> Core {
         owners: 1,
         frames: Frames::default(),
         shrink: false,
+        transport: Some(t),
+        holding: false,
+        held: false,
     }));
-    tokio::task::spawn_local(drive(t, core.clone()));
+    tokio::task::spawn_local(drive(core.clone()));
     core
 }
 
+/// The frames a call queues as it opens its stream (its HEADERS, the body's first DATA),
+/// written together as the batch ends, by the call itself when the socket takes them at
+/// once: the connection's task is not woken for them (it is, to write them, when the socket
+/// does not take them all). Its read of the answer was armed at its last poll already.
+pub struct Batch<'a>(&'a Core);
+
+impl<'a> Batch<'a> {
+    pub fn new(core: &'a Core) -> Batch<'a> {
+        core.borrow_mut().holding = true;
+        Batch(core)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        let mut me = self.0.borrow_mut();
+        me.holding = false;
+        if std::mem::take(&mut me.held) && !me.write_now() {
+            me.queued();
+        }
+    }
+}
+
 /// The connection's task.
-async fn drive(mut t: Transport, core: Core) {
+async fn drive(core: Core) {
     // Zeroed once: reads go into it in place (no zeroing per read).
     let mut buf = Input {
         bytes: vec![0; READ_BUF],
@@ -352,16 +414,23 @@ async fn drive(mut t: Transport, core: Core) {
             Some(w) if w.will_wake(cx.waker()) => {}
             _ => me.conn_waker = Some(cx.waker().clone()),
         }
+        let Some(mut t) = me.transport.take() else {
+            return Poll::Ready(Err(StreamError::Closed));
+        };
         let r = poll_conn(&mut t, &mut buf, &mut unflushed, &mut me, cx);
+        me.transport = Some(t);
         me.driving = false;
         r
     })
     .await;
     // (What came before the end stays for the calls to take: an upstream may close right
     // after its answer.)
-    core.borrow_mut()
-        .fail_all(end.err().unwrap_or(StreamError::Closed));
-    if matches!(t, Transport::Tls(_)) {
+    let t = {
+        let mut me = core.borrow_mut();
+        me.fail_all(end.err().unwrap_or(StreamError::Closed));
+        me.transport.take()
+    };
+    if let Some(mut t @ Transport::Tls(_)) = t {
         // A TLS upstream hears close_notify (within a second).
         let shut = std::future::poll_fn(|cx| match &mut t {
             Transport::Tls(s) => {
