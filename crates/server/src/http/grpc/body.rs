@@ -137,9 +137,11 @@ impl GrpcBody {
 
     /// The call ended well: the connection goes back to the cache.
     fn done(mut self) {
-        self.record.borrow_mut().finish(true);
+        // One clock read for the record and the cache.
+        let now = std::time::Instant::now();
+        self.record.borrow_mut().finish_at(true, now);
         if let Some((u, peer, c)) = self.conn.take() {
-            conn::put_idle(&u, peer, c);
+            conn::put_idle(&u, peer, c, now);
         }
     }
 

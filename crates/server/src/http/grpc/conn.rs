@@ -123,10 +123,16 @@ thread_local! {
 const SHRINK_AFTER: Duration = Duration::from_secs(1);
 
 /// An idle connection to `peer` (TLS or not, as `tls` says, made for streams of `window`),
-/// most recently used first; the ones idle past `keepalive_timeout` are closed on the way.
-pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool, window: u32) -> Option<H2Conn> {
+/// most recently used first; the ones idle past `keepalive_timeout` at `now` are closed on
+/// the way.
+pub fn take_idle(
+    u: &UpstreamConf,
+    peer: usize,
+    tls: bool,
+    window: u32,
+    now: Instant,
+) -> Option<H2Conn> {
     u.keepalive?;
-    let now = Instant::now();
     IDLE.with(|m| {
         let mut m = m.borrow_mut();
         let list = m.get_mut(&u.id)?;
@@ -146,12 +152,11 @@ pub fn take_idle(u: &UpstreamConf, peer: usize, tls: bool, window: u32) -> Optio
 
 /// Puts a connection whose call ended well back in the cache, if the upstream keeps
 /// connections and this one may carry more (`keepalive_requests`, `keepalive_time`); the
-/// oldest idle one goes when the cache is full.
-pub fn put_idle(u: &UpstreamConf, peer: usize, conn: H2Conn) {
+/// oldest idle one goes when the cache is full. `now`: the clock as the call ended.
+pub fn put_idle(u: &UpstreamConf, peer: usize, conn: H2Conn, now: Instant) {
     let Some(max) = u.keepalive else {
         return;
     };
-    let now = Instant::now();
     if conn.requests >= u.keepalive_requests()
         || now.saturating_duration_since(conn.born) >= u.keepalive_time()
         || !conn.core.borrow().usable()

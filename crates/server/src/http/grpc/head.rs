@@ -286,9 +286,10 @@ pub(super) fn reply_of(
     if body.recv.is_end_stream() {
         // Trailers-only: the head is the whole answer.
         let mut body = body;
-        body.record.borrow_mut().finish(true);
+        let now = std::time::Instant::now();
+        body.record.borrow_mut().finish_at(true, now);
         if let Some((u, peer, c)) = body.conn.take() {
-            conn::put_idle(&u, peer, c);
+            conn::put_idle(&u, peer, c, now);
         }
         // nginx's length of an answer whose head ended the stream: 0, told.
         reply.body = Body::Bytes(Vec::new());

@@ -363,12 +363,14 @@ async fn call(
     // `grpc_buffer_size`: each stream's window, and the most an answer's head may be.
     let buffer_size = conf.buffer_size();
     let window = buffer_size.clamp(1, conn::MAX_WINDOW) as u32;
+    // The try's start, read as it began (a connection made again reads the clock anew).
+    let mut began = record.borrow().tries.last().map(|t| t.start);
     loop {
-        let start = Instant::now();
+        let start = began.take().unwrap_or_else(Instant::now);
         let cached = if fresh_only {
             None
         } else {
-            conn::take_idle(to.upstream, to.peer, tls.is_some(), window)
+            conn::take_idle(to.upstream, to.peer, tls.is_some(), window, start)
         };
         let reused = cached.is_some();
         let mut c = match cached {
@@ -572,6 +574,12 @@ async fn wait_head(
     let mut response = std::pin::pin!(timer.within(timeout, response));
     let mut watch = if pump.is_some() { None } else { r.client };
     let got = std::future::poll_fn(|cx| {
+        // An HTTP/2 client's stream is polled first with a waker that does nothing, and its
+        // task polls it again at once: that first poll arms no timer and watches no client
+        // (the answer cannot be there yet: its request was just written).
+        if cx.waker().will_wake(std::task::Waker::noop()) {
+            return Poll::Pending;
+        }
         if let Poll::Ready(v) = std::future::Future::poll(response.as_mut(), cx) {
             return Poll::Ready(Ok(v));
         }
