@@ -263,12 +263,12 @@ pub fn pacing_for(
 
 /// The rate an upstream's answer asks for with `X-Accel-Limit-Rate`, unless
 /// `proxy_ignore_headers` names the header.
+#[inline]
 pub fn accel_rate(
     lc: &crate::http::LocConf,
     upstream: &crate::http::upstream::record::Record,
 ) -> Option<u64> {
-    let head = upstream.head.as_ref()?;
-    let value = head.header("x-accel-limit-rate")?;
+    let value = upstream.answer_header("x-accel-limit-rate")?;
     if lc.proxy.ignores("X-Accel-Limit-Rate") {
         return None;
     }
@@ -315,8 +315,7 @@ impl crate::http::modules::HttpModule for Module {
                     .lc
                     .is_some_and(|lc| lc.proxy.ignores("X-Accel-Limit-Rate"))
             })
-            .and_then(|rec| rec.head.as_ref())
-            .and_then(|h| h.header("x-accel-limit-rate"))
+            .and_then(|rec| rec.answer_header("x-accel-limit-rate"))
             .and_then(x_accel_limit_rate);
         if let Some(n) = accel {
             out.push_str(&n.to_string());

@@ -17,7 +17,7 @@ use crate::http::request::Req;
 use crate::http::rewrite;
 use crate::http::upstream::answer::{pass_head, Kind, Line};
 use crate::http::upstream::header::UpstreamHeader;
-use crate::http::upstream::record::{AnswerHead, Record};
+use crate::http::upstream::record::Record;
 use crate::http::upstream::UpstreamLoc;
 use crate::http::LocConf;
 use crate::variables::Vars;
@@ -263,7 +263,7 @@ pub(super) fn reply_of(
     // The head's fields as the layer passes an upstream's, taken as they are: the HTTP/2
     // codec checked them (a status of three digits, lowercase names, values without CR, LF,
     // NUL or spaces at their ends), so they read as an HTTP/1 parser would read them written
-    // out, and `$upstream_http_*` looks in them ([`AnswerHead::Fields`]).
+    // out, and `$upstream_http_*` looks in them (`Record::head_fields`).
     let fields = head.into_fields();
     let lines = fields.iter().map(|(name, value)| {
         let known = UpstreamHeader::of(name);
@@ -281,7 +281,7 @@ pub(super) fn reply_of(
         // counts the head out of `$upstream_response_length` as text too).
         let text: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
         rec.last().head_len = (text + 18) as u64;
-        rec.head = Some(AnswerHead::Fields(fields));
+        rec.head_fields = Some(fields);
     }
     if body.recv.is_end_stream() {
         // Trailers-only: the head is the whole answer.

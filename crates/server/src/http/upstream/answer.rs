@@ -254,7 +254,7 @@ pub fn reply_of(
     // `*_force_ranges`: ranges of any answer, whatever it said (nginx sets
     // `r->allow_ranges` and, the answer being streamed, `r->single_range`).
     reply.allow_ranges = conf.force_ranges() && answer.status == 200;
-    record.borrow_mut().head = Some(super::record::AnswerHead::Text(answer.head));
+    record.borrow_mut().head = Some(answer.head);
     let mut body = answer.body;
     body.buffering = passed.buffering.unwrap_or(conf.buffering());
     // `*_limit_rate`: the pace of reading a buffered answer (nginx's event pipe).

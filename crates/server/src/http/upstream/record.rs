@@ -19,7 +19,11 @@ pub struct Record {
     pub uri: Vec<u8>,
     pub tries: Tries,
     /// The last answer's head (`$upstream_http_NAME`).
-    pub head: Option<AnswerHead>,
+    pub head: Option<shoal_http::upstream::UpstreamHead>,
+    /// An HTTP/2 upstream's (gRPC's) instead: its fields as its codec checked them (lowercase
+    /// names, no value an HTTP/1 parser would read otherwise), kept as they came rather than
+    /// written out as text for the few requests that look.
+    pub head_fields: Option<shoal_http2::client::Fields>,
     /// `$upstream_cache_status` (HIT, MISS, ...), when the proxy cache is on.
     pub cache_status: Option<crate::http::proxy_cache::CacheStatus>,
     /// The headers of an answer served from the cache (no upstream head then).
@@ -40,40 +44,6 @@ pub struct Record {
     /// `$upstream_last_server_name`: the name of the last try's `server` (as its line wrote
     /// it), or the host of a `proxy_pass` without an `upstream` block.
     pub last_server: String,
-}
-
-/// An upstream answer's head as `$upstream_http_NAME` and `X-Accel-Limit-Rate` read it: an
-/// HTTP/1 (or FastCGI...) head's parsed text, or an HTTP/2 upstream's fields as its codec
-/// checked them (gRPC: lowercase names, no value an HTTP/1 parser would read otherwise), kept
-/// as they came rather than written out as text for the few requests that look.
-#[derive(Debug)]
-pub enum AnswerHead {
-    Text(shoal_http::upstream::UpstreamHead),
-    Fields(shoal_http2::client::Fields),
-}
-
-impl AnswerHead {
-    /// The head's fields in order, names as sent.
-    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        let (text, fields) = match self {
-            AnswerHead::Text(h) => (Some(h.headers()), None),
-            AnswerHead::Fields(f) => (None, Some(f.iter())),
-        };
-        text.into_iter()
-            .flatten()
-            .chain(fields.into_iter().flatten())
-    }
-
-    /// The first value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
-        match self {
-            AnswerHead::Text(h) => h.header(name),
-            AnswerHead::Fields(f) => f
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-                .map(|(_, v)| v),
-        }
-    }
 }
 
 thread_local! {
@@ -99,6 +69,7 @@ impl Default for Record {
             uri: Vec::new(),
             tries: Tries::default(),
             head: None,
+            head_fields: None,
             cache_status: None,
             cached_headers: EMPTY_HEADERS.with(|h| h.clone()),
             carry: Vec::new(),
@@ -209,6 +180,7 @@ impl Record {
             uri,
             tries,
             head,
+            head_fields,
             cache_status,
             cached_headers,
             carry,
@@ -226,6 +198,7 @@ impl Record {
         tries.first = None;
         tries.more.clear();
         *head = None;
+        *head_fields = None;
         *cache_status = None;
         if !cached_headers.is_empty() {
             *cached_headers = EMPTY_HEADERS.with(|h| h.clone());
@@ -303,11 +276,40 @@ impl Record {
         }
     }
 
+    /// The last answer's header fields in order, names as sent (none for a cached answer).
+    pub fn answer_headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let text = self.head.as_ref().map(|h| h.headers());
+        let fields = self.head_fields.as_ref().map(|f| f.iter());
+        text.into_iter()
+            .flatten()
+            .chain(fields.into_iter().flatten())
+    }
+
+    /// The first value of the last answer's header `name` (case-insensitive).
+    #[inline]
+    pub fn answer_header(&self, name: &str) -> Option<&[u8]> {
+        match &self.head {
+            Some(h) => h.header(name),
+            None => self.fields_header(name),
+        }
+    }
+
+    /// [`Record::answer_header`] in an HTTP/2 upstream's fields (apart: the proxy's path
+    /// inlines the other half only).
+    #[inline(never)]
+    fn fields_header(&self, name: &str) -> Option<&[u8]> {
+        self.head_fields
+            .as_ref()?
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    }
+
     /// The answer's headers, names as sent: the upstream's, or the cached answer's.
     pub fn header_list(&self) -> Vec<(String, String)> {
-        match &self.head {
-            Some(h) => h
-                .headers()
+        match self.head.is_some() || self.head_fields.is_some() {
+            true => self
+                .answer_headers()
                 .map(|(n, v)| {
                     (
                         shoal_http::lossy(n).into_owned(),
@@ -315,7 +317,7 @@ impl Record {
                     )
                 })
                 .collect(),
-            None => self.cached_headers.to_vec(),
+            false => self.cached_headers.to_vec(),
         }
     }
 
@@ -400,12 +402,13 @@ impl Record {
                             a == b || (a == b'-' && b == b'_')
                         })
                 };
-                let found: Option<std::borrow::Cow<'_, [u8]>> = match &self.head {
-                    Some(head) => head
-                        .headers()
+                let fresh = self.head.is_some() || self.head_fields.is_some();
+                let found: Option<std::borrow::Cow<'_, [u8]>> = match fresh {
+                    true => self
+                        .answer_headers()
                         .find(|(n, _)| matches(n))
                         .map(|(_, v)| std::borrow::Cow::Borrowed(v)),
-                    None => self
+                    false => self
                         .cached_headers
                         .iter()
                         .find(|(n, _)| matches(n.as_bytes()))
