@@ -2,12 +2,14 @@
 //! `proxy_upload_rate` / `proxy_download_rate`, bounded by `proxy_timeout`, each direction's end
 //! (or failure) logged at nginx's level with nginx's action words.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use super::session::Ctx;
 use crate::http::transport::Transport;
 use crate::log::Level;
+use crate::upstream::conf::PeerAddr;
 
 pub(super) async fn write_all(t: &Transport, mut data: &[u8]) -> std::io::Result<()> {
     while !data.is_empty() {
@@ -56,7 +58,7 @@ fn socket_error_level(e: &std::io::Error, client: bool) -> Level {
 
 /// The line and level of a relay's failed direction (`from_client`: the client-to-upstream
 /// one), with nginx's action words.
-fn failed(end: End, from_client: bool) -> (Level, String) {
+fn failed(end: End, from_client: bool) -> (Level, Cow<'static, str>) {
     let (e, call, client, action) = match (end, from_client) {
         (End::Recv(e), true) => (e, "recv", true, "reading from client"),
         (End::Send(e), true) => (e, "send", false, "sending to upstream"),
@@ -69,7 +71,8 @@ fn failed(end: End, from_client: bool) -> (Level, String) {
         format!(
             "{call}() failed {} while proxying and {action}",
             shoal_conf::os_error(&e)
-        ),
+        )
+        .into(),
     )
 }
 
@@ -78,7 +81,7 @@ pub(super) async fn relay(
     cx: &Ctx<'_>,
     client: &Transport,
     upstream: &Transport,
-    addr: &str,
+    addr: &PeerAddr,
     started: Instant,
 ) {
     let conf = &cx.srv.conf;
@@ -128,7 +131,7 @@ pub(super) async fn relay(
                 End::Eof => {
                     up_done = true;
                     if !half_close || down_done {
-                        break (Level::Info, "client disconnected".to_string());
+                        break (Level::Info, "client disconnected".into());
                     }
                 }
                 end => break failed(end, true),
@@ -137,14 +140,14 @@ pub(super) async fn relay(
                 End::Eof => {
                     down_done = true;
                     if !half_close || up_done {
-                        break (Level::Info, "upstream disconnected".to_string());
+                        break (Level::Info, "upstream disconnected".into());
                     }
                 }
                 end => break failed(end, false),
             },
             _ = &mut idle => break (
                 Level::Info,
-                "connection timed out (110: Connection timed out) while proxying connection".to_string(),
+                "connection timed out (110: Connection timed out) while proxying connection".into(),
             ),
         }
     };
@@ -154,20 +157,23 @@ pub(super) async fn relay(
         t.first_byte_time = first_byte.get();
     });
     let (level, what) = message;
-    let counts = format!(
-        "bytes from/to client:{}/{}, bytes from/to upstream:{}/{}",
-        cx.session.bytes_received.get(),
-        cx.session.bytes_sent.get(),
-        up_received.get(),
-        up_sent.get()
-    );
+    if !crate::log::enabled(level) {
+        // Nothing to write: no text made (the usual end, `info` under an `error` log).
+        return;
+    }
+    let (from_client, to_client) = (cx.session.bytes_received.get(), cx.session.bytes_sent.get());
+    let (from_up, to_up) = (up_received.get(), up_sent.get());
     if what.ends_with("disconnected") {
-        crate::conn_log!(level, cx.info.number, "{what}, {counts}");
+        crate::conn_log!(
+            level,
+            cx.info.number,
+            "{what}, bytes from/to client:{from_client}/{to_client}, bytes from/to upstream:{from_up}/{to_up}"
+        );
     } else {
         crate::conn_log!(
             level,
             cx.info.number,
-            "{what}{}, upstream: \"{addr}\", {counts}",
+            "{what}{}, upstream: \"{addr}\", bytes from/to client:{from_client}/{to_client}, bytes from/to upstream:{from_up}/{to_up}",
             cx.log_ctx()
         );
     }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UnixStream};
 
 use super::relay::{relay, write_all};
-use super::vars::{Session, Try};
+use super::vars::{Session, Tried, Try};
 use super::{Handler, ServerConf, StreamConf};
 use crate::cycle::Generation;
 use crate::error::{Error, Result};
@@ -508,7 +508,7 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
         let Some(peer) = state::pick(u, &mut attempt, now) else {
             // nginx names the upstream as the peer (`$upstream_addr`).
             cx.session.tries.borrow_mut().push(Try {
-                addr: u.name.clone(),
+                addr: Tried::Name(u.name.clone()),
                 ..Default::default()
             });
             crate::conn_log!(
@@ -523,7 +523,7 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
         tries += 1;
         let addr = u.addrs[peer].clone();
         cx.session.tries.borrow_mut().push(Try {
-            addr: addr.to_string(),
+            addr: Tried::Peer(addr.clone()),
             ..Default::default()
         });
         cx.worker.next_connection_number();
@@ -558,7 +558,7 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
         }
     };
     let started = Instant::now();
-    relay(cx, &client, &upstream, &addr.to_string(), started).await;
+    relay(cx, &client, &upstream, &addr, started).await;
     cx.session
         .with_try(|t| t.session_time = Some(started.elapsed()));
     state::free(u, &mut attempt, PeerResult::Success);
