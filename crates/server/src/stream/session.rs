@@ -281,8 +281,10 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
             return;
         }
     };
+    // The rarer steps (TLS, ssl_preread, a resolved proxy_pass) are boxed futures, made only
+    // when used: a plain session's state machine, allocated per session, stays small.
     let client = match cx.srv.tls.clone() {
-        Some(tls) => match handshake(cx, client, &tls).await {
+        Some(tls) => match Box::pin(handshake(cx, client, &tls)).await {
             Some(c) => c,
             None => {
                 cx.session.status.set(500);
@@ -291,7 +293,7 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
         },
         None => client,
     };
-    if cx.srv.conf.ssl_preread.unwrap_or(false) && !preread(cx, &client).await {
+    if cx.srv.conf.ssl_preread.unwrap_or(false) && !Box::pin(preread(cx, &client)).await {
         return;
     }
     let handler = cx.srv.handler.clone();
@@ -311,7 +313,7 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
         }
         Some(Handler::Upstream(u)) => proxy(cx, client, &u).await,
         Some(Handler::Dynamic(t)) => {
-            let Some(u) = dynamic_upstream(cx, &t).await else {
+            let Some(u) = Box::pin(dynamic_upstream(cx, &t)).await else {
                 return;
             };
             proxy(cx, client, &u).await
@@ -618,7 +620,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
     let local = crate::log::enabled(Level::Info).then(|| tcp.local_addr());
     let vars = cx.vars();
     let hs = crate::http::proxy::ssl::handshake(tcp, tls, host, &vars);
-    match tokio::time::timeout(conf.connect_timeout(), hs).await {
+    match tokio::time::timeout(conf.connect_timeout(), Box::pin(hs)).await {
         Err(_) => Err(timed_out(
             "upstream timed out (110: Connection timed out) while SSL handshaking to upstream",
         )),
