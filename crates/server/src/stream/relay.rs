@@ -124,6 +124,9 @@ pub(super) async fn relay(
     // (nginx moves its timer only when it changes, not on every read).
     let idle = tokio::time::sleep(timeout);
     let mut idle = std::pin::pin!(idle);
+    // Whether the timer's waker is registered: after that a wake-up only looks whether it
+    // fired (a load), where a poll of it per wake-up cost more than the read it guards.
+    let mut armed = false;
     let message = std::future::poll_fn(|cx| {
         let mut moved = false;
         if !up.done {
@@ -153,6 +156,14 @@ pub(super) async fn relay(
         if moved {
             activity = Instant::now();
         }
+        if armed && !idle.is_elapsed() {
+            return Poll::Pending;
+        }
+        if !tokio::task::coop::has_budget_remaining() {
+            // A poll now could come back pending without registering: the next turn arms it.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         while idle.as_mut().poll(cx).is_ready() {
             let due = activity + timeout;
             if due <= Instant::now() {
@@ -164,6 +175,7 @@ pub(super) async fn relay(
             }
             idle.as_mut().reset(tokio::time::Instant::from_std(due));
         }
+        armed = true;
         Poll::Pending
     })
     .await;
