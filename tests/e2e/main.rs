@@ -93,6 +93,7 @@ mod resolver;
 mod signals;
 mod stream;
 mod stream_errors;
+mod stream_routes;
 mod stream_upstream;
 mod stub_status;
 mod sub_filter;
