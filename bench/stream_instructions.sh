@@ -9,6 +9,9 @@
 #   sessions  `proxy_pass` to bench/stream_echo.py's echo server; SESSION_CONNS (4) Python
 #             clients each opening a session, 16 bytes out and back, closing, for 4 s: Ir per
 #             session
+#   echo      the same upstream; ECHO_CONNS (4) connections each sending 1 MiB and reading it
+#             back, in a loop, for 4 s: Ir per MiB echoed (1 MiB in and out through each side;
+#             not run by default)
 #   relay     `proxy_pass` to bench/hello; `wrk -t1 -c10 -d4s` through the proxy (keep-alive
 #             HTTP inside each session, seed 002's traffic): Ir per request relayed
 #
@@ -21,6 +24,7 @@ set -euo pipefail
 
 CASES=${CASES:-sessions relay}
 SESSION_CONNS=${SESSION_CONNS:-4}
+ECHO_CONNS=${ECHO_CONNS:-4}
 BASE_PORT=${BASE_PORT:-19860}
 command -v valgrind >/dev/null || die "valgrind is not installed (apt-get install valgrind)"
 command -v callgrind_annotate >/dev/null || die "callgrind_annotate is missing (valgrind package)"
@@ -75,6 +79,13 @@ CONF
         callgrind_control -i on "$vpid" >/dev/null 2>&1
         n=$(python3 "$BENCH_DIR/stream_echo.py" sessions "$port" 4 "$SESSION_CONNS" |
             sed -n 's/.*sessions=\([0-9]*\) errors=0.*/\1/p')
+        ;;
+    echo)
+        python3 "$BENCH_DIR/stream_echo.py" client "$port" 2 1048576 "$ECHO_CONNS" >/dev/null
+        callgrind_control -i on "$vpid" >/dev/null 2>&1
+        n=$(python3 "$BENCH_DIR/stream_echo.py" client "$port" 4 1048576 "$ECHO_CONNS" |
+            sed -n 's/.*bytes=\([0-9]*\) .*errors=0.*/\1/p')
+        n=$((${n:-0} / 1048576))
         ;;
     relay)
         timeout 20 wrk -t1 -c10 -d2s "http://127.0.0.1:$port/" >/dev/null
