@@ -228,6 +228,8 @@ struct Dir<'a> {
     begun: Instant,
     total: u64,
     pace: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A TCP source's wait for bytes is registered (see [`poll_read`]).
+    waiting: bool,
     /// The source's end was reached and passed on (with `proxy_half_close`).
     done: bool,
 }
@@ -243,6 +245,7 @@ impl<'a> Dir<'a> {
             begun: Instant::now(),
             total: 0,
             pace: None,
+            waiting: false,
             done: false,
         }
     }
@@ -280,7 +283,7 @@ impl<'a> Dir<'a> {
             }
             self.buf.clear();
             self.pos = 0;
-            let n = match poll_read(self.from, cx, &mut self.buf) {
+            let n = match poll_read(self.from, cx, &mut self.buf, &mut self.waiting) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(0)) => {
                     if half_close {
@@ -326,15 +329,40 @@ impl<'a> Dir<'a> {
 
 /// Reads what is there into `buf`'s spare room (a plain socket fills at most its capacity),
 /// or registers for the source's next readiness.
+///
+/// `waiting`: a TCP source came back pending last time, its task's waker registered. Until an
+/// event comes the socket's readiness stays clear and the waker stays (only an event takes
+/// it), so a wake-up that the other side caused only looks (a load, no recv) instead of
+/// registering again under the registration's lock: half the relay's waits per request.
 fn poll_read(
     t: &Transport,
     cx: &mut Context<'_>,
     buf: &mut bytes::BytesMut,
+    waiting: &mut bool,
 ) -> Poll<std::io::Result<usize>> {
+    if let (Transport::Tcp(s), true) = (t, std::mem::take(waiting)) {
+        let mut called = false;
+        match read_tcp(s, buf, &mut called) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && !called => {
+                *waiting = true;
+                return Poll::Pending;
+            }
+            // The event was stale (EAGAIN): the readiness is cleared, wait anew below.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => return Poll::Ready(other),
+        }
+    }
     loop {
-        std::task::ready!(t.poll_read_ready(cx))?;
+        match t.poll_read_ready(cx) {
+            Poll::Pending => {
+                *waiting = matches!(t, Transport::Tcp(_));
+                return Poll::Pending;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Ready(Ok(())) => {}
+        }
         let r = match t {
-            Transport::Tcp(s) => read_tcp(s, buf),
+            Transport::Tcp(s) => read_tcp(s, buf, &mut false),
             _ => t.try_read_buf(buf),
         };
         match r {
@@ -351,10 +379,17 @@ fn poll_read(
 /// short session). Safe with edge-triggered epoll: bytes or an end of file arriving after this
 /// read are a new event; one already seen stays (tokio keeps a pending close's readiness, and
 /// clears only the readiness of the event this read answered).
-fn read_tcp(s: &tokio::net::TcpStream, buf: &mut bytes::BytesMut) -> std::io::Result<usize> {
+/// `called`: set when the recv was made (tokio answers `WouldBlock` without one while the
+/// socket's readiness is clear).
+fn read_tcp(
+    s: &tokio::net::TcpStream,
+    buf: &mut bytes::BytesMut,
+    called: &mut bool,
+) -> std::io::Result<usize> {
     use std::os::fd::AsRawFd;
     let mut drained = None;
     let r = s.try_io(tokio::io::Interest::READABLE, || {
+        *called = true;
         let spare = buf.spare_capacity_mut();
         let room = spare.len();
         // SAFETY: recv writes at most `room` bytes into the buffer's spare capacity.
