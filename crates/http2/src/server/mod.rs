@@ -81,6 +81,7 @@ use crate::exchange::{self, Body, Codec, Counted, Side};
 use crate::frame::{self, Connection, Reason};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Encoder};
+pub use answer::AnswerFields;
 pub use malformed::Malformed;
 pub use request::{Fields, Parts, Request};
 use request::{Hint, RequestBuilder, TrailersBuilder};

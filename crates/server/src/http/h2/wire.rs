@@ -399,19 +399,18 @@ pub struct SendResponse {
 }
 
 impl SendResponse {
-    /// Sends the answer's HEADERS (`end`: no body follows); the body goes on the stream
-    /// returned.
+    /// Sends the answer's HEADERS (`end`: no body follows): `:status`, then the fields
+    /// `fields` hands to the encoder (see [`super::sink::head`]; not called when the stream
+    /// is gone). The body goes on the stream returned.
     pub fn send_response(
         &mut self,
-        head: super::sink::Head,
+        status: u16,
         end: bool,
+        fields: impl FnOnce(&mut shoal_http2::server::AnswerFields<'_>),
     ) -> Result<SendStream, StreamError> {
         let mut me = self.core.borrow_mut();
         me.check(self.id)?;
-        // (`sink::head` lowercased the names and dropped what HTTP/2 does not carry.)
-        let sent = me
-            .server
-            .send_clean_answer(self.id, head.status, head.fields(), end);
+        let sent = me.server.send_answer_by(self.id, status, end, fields);
         sent.map_err(|_| StreamError(Some(Reason::STREAM_CLOSED)))?;
         if end {
             me.answered(self.id);
