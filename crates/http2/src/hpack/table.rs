@@ -132,6 +132,8 @@ pub struct DynamicTable {
     size: usize,
     /// The maximum size in force (the last size update, or the protocol's 4,096).
     max: usize,
+    /// Entries ever inserted (wrapping): the newest entry's serial number is this less one.
+    inserted: u32,
 }
 
 impl DynamicTable {
@@ -142,6 +144,7 @@ impl DynamicTable {
             records: VecDeque::new(),
             size: 0,
             max,
+            inserted: 0,
         }
     }
 
@@ -177,6 +180,28 @@ impl DynamicTable {
             let mid = start + n;
             self.bytes.get(start..mid) == Some(name) && self.bytes.get(mid..mid + v) == Some(value)
         })
+    }
+
+    /// The serial number of the entry `i` places from the newest: it names the entry
+    /// whatever is inserted after it ([`DynamicTable::find_serial`]).
+    pub fn serial(&self, i: usize) -> u32 {
+        self.inserted.wrapping_sub(1).wrapping_sub(i as u32)
+    }
+
+    /// The place of the entry numbered `serial` if it is still in the table and is
+    /// `name: value`: a look-up where the caller remembers where a field was last time.
+    #[inline]
+    pub fn find_serial(&self, serial: u32, name: &[u8], value: &[u8]) -> Option<usize> {
+        let i = self.inserted.wrapping_sub(1).wrapping_sub(serial) as usize;
+        let r = self.records.get(i)?;
+        if r.name as usize != name.len() || r.value as usize != value.len() {
+            return None;
+        }
+        let start = r.at.wrapping_sub(self.base) as usize;
+        let mid = start + name.len();
+        let same = self.bytes.get(start..mid) == Some(name)
+            && self.bytes.get(mid..mid + value.len()) == Some(value);
+        same.then_some(i)
     }
 
     /// The entry `i` places from the newest (0 is the newest: HPACK index 62).
@@ -220,6 +245,7 @@ impl DynamicTable {
             value: value.len() as u32,
         });
         self.size += need + ENTRY_OVERHEAD;
+        self.inserted = self.inserted.wrapping_add(1);
     }
 
     /// A new maximum size (a size update, §6.3): entries leave until the table fits it, and
@@ -345,5 +371,22 @@ mod tests {
             assert_eq!(t.find(n, v), searched, "{n:?} {v:?}");
         }
         assert_eq!(t.find(b"ab", b"cd"), Some(0));
+        // Serial numbers follow an entry as newer ones come, and not past its eviction.
+        let first = t.serial(t.len() - 1);
+        let (n, v) = t.get(t.len() - 1).unwrap();
+        let (n, v) = (n.to_vec(), v.to_vec());
+        assert_eq!(t.find_serial(first, &n, &v), Some(t.len() - 1));
+        let mut other = v.clone();
+        other[0] ^= 1;
+        assert_eq!(t.find_serial(first, &n, &other), None);
+        let newest = t.serial(0);
+        t.insert(b"x", b"y");
+        assert_eq!(t.find_serial(newest, b"ab", b"cd"), Some(1));
+        assert_eq!(t.find_serial(t.serial(0), b"x", b"y"), Some(0));
+        for _ in 0..10 {
+            t.insert(b"filler", b"filler");
+        }
+        assert_eq!(t.find_serial(newest, b"ab", b"cd"), None);
+        assert_eq!(t.find_serial(first, &n, &v), None);
     }
 }
