@@ -134,6 +134,10 @@ pub struct DynamicTable {
     max: usize,
     /// Entries ever inserted (wrapping): the newest entry's serial number is this less one.
     inserted: u32,
+    /// Bit `serial % 128`: the entry was checked when stored ([`DynamicTable::checked`]).
+    /// Up to 128 entries (a 4,096-byte table holds at most 128) the live ones have bits of
+    /// their own.
+    checked: u128,
 }
 
 impl DynamicTable {
@@ -145,6 +149,7 @@ impl DynamicTable {
             size: 0,
             max,
             inserted: 0,
+            checked: 0,
         }
     }
 
@@ -202,6 +207,25 @@ impl DynamicTable {
         let same = self.bytes.get(start..mid) == Some(name)
             && self.bytes.get(mid..mid + value.len()) == Some(value);
         same.then_some(i)
+    }
+
+    /// [`DynamicTable::insert`], remembering whether the entry passed the caller's checks.
+    pub fn insert_checked(&mut self, name: &[u8], value: &[u8], checked: bool) {
+        let serial = self.inserted;
+        self.insert(name, value);
+        if self.inserted != serial {
+            let bit = 1u128 << (serial % 128);
+            match checked {
+                true => self.checked |= bit,
+                false => self.checked &= !bit,
+            }
+        }
+    }
+
+    /// Whether the entry `i` places from the newest was stored as checked
+    /// ([`DynamicTable::insert_checked`]); `false` when unknown.
+    pub fn checked(&self, i: usize) -> bool {
+        i < self.len() && self.len() <= 128 && self.checked & (1u128 << (self.serial(i) % 128)) != 0
     }
 
     /// The entry `i` places from the newest (0 is the newest: HPACK index 62).
@@ -340,6 +364,24 @@ mod tests {
         t.insert(b"a", b"b");
         t.set_max(0);
         assert_eq!((t.len(), t.heap_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn checked_marks_follow_their_entries() {
+        let mut t = DynamicTable::new(4096);
+        // 1 + 1 + 32 bytes an entry: past 120 of them the oldest leave.
+        for i in 0..400usize {
+            t.insert_checked(b"a", &[b'0' + (i % 10) as u8], i % 3 == 0);
+            for j in 0..t.len() {
+                let serial = i - j;
+                assert_eq!(t.checked(j), t.len() <= 128 && serial % 3 == 0, "{i} {j}");
+            }
+        }
+        // An entry too large is not stored: the others keep their marks.
+        t.insert_checked(&[b'n'; 5000], b"v", true);
+        assert_eq!(t.len(), 0);
+        t.insert_checked(b"x", b"y", false);
+        assert!(!t.checked(0) && !t.checked(1));
     }
 
     #[test]
