@@ -64,6 +64,20 @@ pub trait Sink {
     /// `send_timeout`.
     async fn until_writable(&mut self) -> io::Result<()>;
 
+    /// Sends some of the `want` bytes of `file` at `offset` as the body's next bytes, after
+    /// what is gathered, read straight into the protocol's output (HTTP/2's DATA frames: each
+    /// byte moved once, from the file to the buffer the socket is written from), waiting for
+    /// the client as [`Sink::flush_to`] does. The bytes sent; `None`: the caller reads them
+    /// into [`Sink::out`] (HTTP/1, and the last bytes, which end HTTP/2's stream with them).
+    async fn send_file(
+        &mut self,
+        _file: &std::fs::File,
+        _offset: u64,
+        _want: usize,
+    ) -> Option<io::Result<usize>> {
+        None
+    }
+
     /// Writes what is gathered.
     async fn flush(&mut self) -> io::Result<()> {
         self.flush_to(0).await
@@ -681,7 +695,14 @@ impl Output {
             let (buffers, piece) = buffered.unwrap_or((1, MAX_GATHER));
             let mut off = offset;
             let end = offset + len;
+            let inline = self.pool.is_none() && self.direct.is_none();
             while off < end {
+                if inline && buffered.is_some() {
+                    if let Some(sent) = sink.send_file(file, off, (end - off) as usize).await {
+                        off += sent.map_err(shrank)? as u64;
+                        continue;
+                    }
+                }
                 let want = ((end - off) as usize).min(piece);
                 let n = match (&self.pool, &self.direct) {
                     (None, None) => {
@@ -703,10 +724,7 @@ impl Output {
                     }
                 };
                 if n == 0 {
-                    // The file shrank under us: the length we promised cannot be kept.
-                    return Err(io::Error::from(Error::invalid(
-                        "file shrank while being sent",
-                    )));
+                    return Err(shrank(io::ErrorKind::UnexpectedEof.into()));
                 }
                 off += n as u64;
                 if buffered.is_some() && off < end {
@@ -780,6 +798,15 @@ impl Output {
         }
         Ok(())
     }
+}
+
+/// A file that ended before the length we promised (it shrank under us): the answer cannot
+/// be kept.
+fn shrank(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return io::Error::from(Error::invalid("file shrank while being sent"));
+    }
+    e
 }
 
 /// Logs a pool overflow as nginx does (`thread pool "NAME" queue overflow: N tasks waiting`)
