@@ -65,6 +65,7 @@ pub mod request;
 pub mod rewrite;
 pub mod scgi;
 pub mod secure_link;
+pub mod sink;
 pub mod slice;
 pub mod split_clients;
 pub mod ssi;
