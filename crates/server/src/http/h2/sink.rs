@@ -241,8 +241,8 @@ impl H2Sink<'_> {
         Ok(())
     }
 
-    /// [`Sink::send_file`]: all but the last frame's worth of `want`, as the windows, the
-    /// connection's output and `limit_rate` take it.
+    /// [`Sink::send_file`]: as much of `want` as the windows, the connection's output and
+    /// `limit_rate` take.
     async fn file_frames(
         &mut self,
         file: &std::fs::File,
@@ -351,11 +351,7 @@ impl Sink for H2Sink<'_> {
         offset: u64,
         want: usize,
     ) -> Option<io::Result<usize>> {
-        // The last frame's worth is gathered: it goes with END_STREAM when the body ends.
-        if want <= self.chunk {
-            return None;
-        }
-        Some(self.file_frames(file, offset, want - self.chunk).await)
+        Some(self.file_frames(file, offset, want).await)
     }
 
     fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {
