@@ -34,6 +34,7 @@ mod gunzip;
 mod gzip;
 mod h2;
 mod h2_conformance;
+mod h2_data;
 mod h2_hostile;
 mod h2_log;
 mod h2_park;
