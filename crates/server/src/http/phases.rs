@@ -23,7 +23,7 @@ use super::{Content, LocConf};
 use crate::log::Level;
 
 mod subrequests;
-pub use subrequests::{clone_content, subrequest, subrequest_as, subrequest_with_body, Sub};
+pub use subrequests::{clone_subrequest, subrequest, subrequest_as, subrequest_with_body, Sub};
 
 /// nginx's limit on internal redirects and `error_page` cycles.
 const MAX_REDIRECTS: u32 = 10;

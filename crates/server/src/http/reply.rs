@@ -50,9 +50,9 @@ pub enum Body {
     /// stored with the GET's `Content-Length` and no body, which nginx sends so to a GET too;
     /// a cached 204 or 304 whose upstream told a length.
     Absent(u64),
-    /// Parts fetched while the answer is written, one subrequest at a time (`slice`): see
-    /// [`super::streamed`].
-    Streamed(Box<dyn super::streamed::Streamed>),
+    /// The first part of a body whose next parts are subrequests' that a body filter puts in
+    /// place (`slice`'s next slices, see `http/subrequest_body.rs`), with the whole's length.
+    Parts(Box<Body>, u64),
 }
 
 impl Body {
@@ -67,7 +67,7 @@ impl Body {
             Body::Upstream(u) => u.length,
             Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => None,
             Body::Absent(n) => Some(*n),
-            Body::Streamed(s) => s.length(),
+            Body::Parts(_, n) => Some(*n),
         }
     }
 }

@@ -642,7 +642,6 @@ impl Conn {
                 &output,
                 RefusedShape::default(),
                 requester.as_ref().map(|r| r as &dyn Requester),
-                Some(parts),
             )
             .await;
         if self.pacing.is_some() {

@@ -26,7 +26,6 @@ impl Conn {
     /// Writes an answer: its HTTP/1 head (`Connection`, `Keep-Alive`, chunked framing decided
     /// here, for this protocol), then its body as `output` produces it. Returns the head's
     /// and the body's byte counts (framing included), as the access log counts them.
-    // (`parts` is the request again, beside `who`, only for a streamed body's subrequests.)
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_answer(
         &mut self,
@@ -37,7 +36,6 @@ impl Conn {
         output: &Output,
         refused: RefusedShape,
         requester: Option<&dyn Requester>,
-        parts: Option<crate::http::request::ReqParts<'_, '_>>,
     ) -> std::io::Result<(u64, u64)> {
         super::super::transport::ready_out_buffer(&mut self.out);
         let req = who.map(|(r, _)| r);
@@ -145,27 +143,6 @@ impl Conn {
                 Box::pin(relay::tunnel(&mut sink, stream, buf, send_timeout, *u, lc)).await?;
             return Ok((head_len, body_len));
         }
-        // A body of subrequests' parts: each fetched with the request in hand, as it is
-        // written (its parts go as they come: no body filter).
-        if let Body::Streamed(s) = body {
-            let Some(parts) = parts else {
-                return Err(io::Error::from(crate::error::Error::invalid(
-                    "a streamed body without its request",
-                )));
-            };
-            let send_timeout = self.rules.send_timeout;
-            let r = parts.with(&self.info);
-            let mut sink = Writer {
-                stream: &self.stream,
-                out: &mut self.out,
-                info: &self.info,
-                send_timeout,
-                pipelined: false,
-            };
-            let send = crate::http::streamed::send(&mut sink, output, s, &r, lc, who);
-            let body_len = Box::pin(send).await?;
-            return Ok((head_len, body_len));
-        }
         if output.filtered() {
             let chunked = !no_chunks && output.changes_length();
             let body_len =
@@ -225,7 +202,7 @@ impl Conn {
         let status = reply.status;
         // (Boxed: the writer's state is kilobytes; inline it would size every connection's
         // task, which waits in the same loop that calls this.)
-        let write = self.write_answer(None, reply, lc, false, &output, shape, None, None);
+        let write = self.write_answer(None, reply, lc, false, &output, shape, None);
         let (head_len, body_len) = Box::pin(write).await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);
