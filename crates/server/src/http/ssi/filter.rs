@@ -605,7 +605,10 @@ mod tests {
                 match f.step(None).unwrap() {
                     Step::Data(d) => out.extend_from_slice(d),
                     Step::Subrequest(ask) => {
-                        out.extend_from_slice(format!("[{} {:?}]", ask.uri, ask.args).as_bytes());
+                        let Target::Uri { uri, args } = ask.target else {
+                            panic!("ssi includes a URI: {ask:?}");
+                        };
+                        out.extend_from_slice(format!("[{uri} {args:?}]").as_bytes());
                         f.answered(Answer::default());
                     }
                 }
