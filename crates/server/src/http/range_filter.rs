@@ -96,7 +96,7 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
     };
     match decision {
         None | Some(Ranges::Full) => {
-            reply.headers.push(("Accept-Ranges", "bytes".into()));
+            reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
             reply.body = match file {
                 Some(file) => Body::File {
                     file,
@@ -114,9 +114,10 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
             let br = &list[0];
             reply.status = 206;
             reply.reason = None;
-            reply
-                .headers
-                .push(("Content-Range", range::content_range(br, size).into()));
+            reply.extra.push((
+                "Content-Range".into(),
+                range::content_range(br, size).into(),
+            ));
             let len = br.end - br.start;
             reply.body = match file {
                 Some(file) => Body::File {
@@ -161,7 +162,7 @@ fn of_chain(reply: &mut Reply, decision: Option<Ranges>, size: u64) -> Option<St
         Some(Ranges::Unsatisfiable) => return Some(range::unsatisfiable_content_range(size)),
         Some(Ranges::Satisfiable(list)) if list.len() == 1 => list[0],
         _ => {
-            reply.headers.push(("Accept-Ranges", "bytes".into()));
+            reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
             return None;
         }
     };
@@ -196,8 +197,9 @@ fn of_chain(reply: &mut Reply, decision: Option<Ranges>, size: u64) -> Option<St
     };
     reply.status = 206;
     reply.reason = None;
-    reply
-        .headers
-        .push(("Content-Range", range::content_range(&br, size).into()));
+    reply.extra.push((
+        "Content-Range".into(),
+        range::content_range(&br, size).into(),
+    ));
     None
 }

@@ -87,9 +87,12 @@ pub struct Reply {
     pub last_modified: Option<[u8; DATE_LEN]>,
     /// The file's modification time (for `expires modified`).
     pub mtime: Option<i64>,
-    /// Headers the handler sets, in nginx's order (ETag, Accept-Ranges, Content-Range, ...).
+    /// Headers the handler sets, in nginx's order (ETag, `expires`' Expires and
+    /// Cache-Control, ...).
     pub headers: Vec<(&'static str, Cow<'static, str>)>,
-    /// Headers from `add_header`, an upstream's passed on, and nginx's own (`Vary`).
+    /// Headers from `add_header`, an upstream's passed on, and nginx's own (`Vary`); then
+    /// those of the filters nginx runs after its headers filter (userid's `Set-Cookie`, the
+    /// range filter's `Accept-Ranges` and `Content-Range`), written after `add_header`'s.
     pub extra: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
     /// `Content-Disposition`): sent byte for byte, as nginx does.
