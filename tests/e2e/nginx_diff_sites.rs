@@ -49,3 +49,33 @@ fn try_files_directory_index_keeps_the_arguments() {
     p.get("/nothing?q=2", "");
     p.get("/dir/?k=v", "");
 }
+
+/// Headers in nginx's order where the filters add them: `Vary` of gzip in a place of its own
+/// after `Connection`; `add_header`'s, then userid's cookie, gzip's `Content-Encoding` and the
+/// range filter's headers, each after the filter before it (Jitsi's and Magento's locations
+/// mix `add_header`, `expires`, gzip and ranges).
+#[test]
+fn filters_add_headers_in_nginx_s_order() {
+    let p = Pair::with(Conf {
+        server: "gzip on; gzip_vary on; gzip_types text/plain; gzip_min_length 1;\n\
+                 location /st/ { alias {HTML}/; gzip_static on; add_header X-A 1; expires 1h; }\n\
+                 location / { add_header X-A 1; add_header X-B 2 always; userid on; \
+                 expires 1h; }",
+        files: &[("big.txt", &"z".repeat(3000))],
+        ..Default::default()
+    });
+    let gz = p.html().join("a.txt.gz");
+    std::fs::write(&gz, b"not really gzip").expect("writing a.txt.gz");
+    for (path, headers) in [
+        ("/a.txt", ""),
+        ("/big.txt", "Accept-Encoding: gzip\r\n"),
+        ("/big.txt", "Range: bytes=0-9\r\n"),
+        ("/range.txt", "Range: bytes=0-9,20-29\r\n"),
+        ("/st/a.txt", "Accept-Encoding: gzip\r\n"),
+        ("/st/big.txt", "Accept-Encoding: gzip\r\n"),
+        ("/missing", ""),
+    ] {
+        let (nginx, shoal) = p.header_order(path, headers);
+        assert_eq!(nginx, shoal, "{path} {headers:?}");
+    }
+}

@@ -526,6 +526,23 @@ impl Pair {
         self.check_open(request("HEAD", path, headers).as_bytes())
     }
 
+    /// The header names of both answers to `GET path` (extra header lines each ending
+    /// `\r\n`), in the order each server wrote them, nginx's first: the other checks
+    /// compare headers sorted.
+    pub fn header_order(&self, path: &str, headers: &str) -> (Vec<String>, Vec<String>) {
+        let req = request("GET", path, headers);
+        let names = |port: u16| {
+            let t = exchange(port, req.as_bytes(), Mode::HalfClose);
+            let end = find(&t.bytes, b"\r\n\r\n").unwrap_or(t.bytes.len());
+            String::from_utf8_lossy(&t.bytes[..end])
+                .split("\r\n")
+                .skip(1)
+                .filter_map(|l| l.split_once(':').map(|(n, _)| n.to_string()))
+                .collect::<Vec<_>>()
+        };
+        (names(self.nginx.port), names(self.shoal.port))
+    }
+
     /// nginx's error log (to explain a surprise).
     pub fn nginx_log(&self) -> String {
         self.nginx.read("logs/error.log")
