@@ -79,3 +79,20 @@ fn filters_add_headers_in_nginx_s_order() {
         assert_eq!(nginx, shoal, "{path} {headers:?}");
     }
 }
+
+/// GitLab's server block sets `$http_host_with_default` (from `$http_host`, or a default
+/// when the client sent none) and passes it as the upstream's Host: a variable `set` declares
+/// takes over the `$http_*` family's name, so it is not the request's `Host-With-Default`
+/// header (shoal sent no Host at all).
+#[test]
+fn a_set_variable_takes_over_a_prefixed_family_s_name() {
+    let p = Pair::new(
+        "if ($http_host = \"\") { set $http_host_with_default \"gitlab.example.com\"; }\n\
+         if ($http_host != \"\") { set $http_host_with_default $http_host; }\n\
+         set $arg_page fixed;\n\
+         location / { return 200 \"h=$http_host_with_default a=$arg_page c=$cookie_x\\n\"; }",
+    );
+    let with_host = p.get("/?page=2", "Host-With-Default: nope\r\n");
+    assert!(with_host.contains("h=localhost a=fixed"), "{with_host}");
+    p.check(b"GET /?page=3 HTTP/1.0\r\n\r\n");
+}
