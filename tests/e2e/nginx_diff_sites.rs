@@ -96,3 +96,65 @@ fn a_set_variable_takes_over_a_prefixed_family_s_name() {
     assert!(with_host.contains("h=localhost a=fixed"), "{with_host}");
     p.check(b"GET /?page=3 HTTP/1.0\r\n\r\n");
 }
+
+/// `Location` where nginx writes it in an HTTP/1 head: after `Last-Modified` when nginx made a
+/// path absolute itself, else among the other headers where it was added: first for its own
+/// redirects to a URL (or to a path `absolute_redirect off` leaves as it is), in the
+/// upstream's order for a proxied one.
+#[test]
+fn location_is_written_where_nginx_writes_it() {
+    let up = crate::common::upstream::Upstream::start(|_| {
+        crate::common::upstream::Answer::status(302)
+            .header("X-Before", "1")
+            .header("Location", "http://example.com/up")
+            .header("X-After", "2")
+    });
+    let p = Pair::with(Conf {
+        server: &format!(
+            "add_header X-A 1 always; expires 1h;\n\
+             location = /abs {{ return 301 http://example.com/x; }}\n\
+             location = /rel {{ return 302 /there; }}\n\
+             location /off/ {{ absolute_redirect off; }}\n\
+             location = /rw {{ rewrite ^ http://example.com/y redirect; }}\n\
+             location = /ep {{ error_page 404 http://example.com/404; }}\n\
+             location /up/ {{ proxy_pass http://127.0.0.1:{}/; }}\n\
+             location /upr/ {{ proxy_pass http://127.0.0.1:{}/; \
+             proxy_redirect http://example.com/ /; }}",
+            up.port(),
+            up.port()
+        ),
+        files: &[("off/dir/index.html", "x")],
+        ..Default::default()
+    });
+    for path in [
+        "/abs", "/rel", "/off/dir", "/dir", "/rw", "/ep", "/up/a", "/upr/a",
+    ] {
+        let (nginx, shoal) = p.header_order(path, "");
+        assert_eq!(nginx, shoal, "{path}");
+    }
+}
+
+/// `expires` on a proxied answer that has its own `Expires` and `Cache-Control` lines: nginx
+/// puts its values in their places and drops the other `Cache-Control` lines (shoal sent both
+/// the upstream's and its own).
+#[test]
+fn expires_replaces_an_upstream_s_own() {
+    let up = crate::common::upstream::Upstream::start(|_| {
+        crate::common::upstream::Answer::ok("up\n")
+            .header("Cache-Control", "private")
+            .header("X-Between", "1")
+            .header("Expires", "Thu, 01 Jan 2000 00:00:00 GMT")
+            .header("Cache-Control", "no-transform")
+    });
+    let p = Pair::new(&format!(
+        "location / {{ proxy_pass http://127.0.0.1:{}; expires 1h; add_header X-A 1; }}\n\
+         location /max/ {{ proxy_pass http://127.0.0.1:{}; expires max; }}",
+        up.port(),
+        up.port()
+    ));
+    for path in ["/x", "/max/y"] {
+        p.get_open(path, "");
+        let (nginx, shoal) = p.header_order(path, "");
+        assert_eq!(nginx, shoal, "{path}");
+    }
+}

@@ -395,6 +395,9 @@ impl Pair {
         });
         let pki_dir = pki.as_ref().map(|p| p.dir().to_path_buf());
         for (name, text) in c.files {
+            if let Some(dir) = html.join(name).parent() {
+                fs::create_dir_all(dir).expect("a scenario file's directory");
+            }
             fs::write(
                 html.join(name),
                 text.replace("{HTML}", &html.display().to_string()),
@@ -532,7 +535,7 @@ impl Pair {
     pub fn header_order(&self, path: &str, headers: &str) -> (Vec<String>, Vec<String>) {
         let req = request("GET", path, headers);
         let names = |port: u16| {
-            let t = exchange(port, req.as_bytes(), Mode::HalfClose);
+            let t = exchange(port, req.as_bytes(), Mode::KeepOpen);
             let end = find(&t.bytes, b"\r\n\r\n").unwrap_or(t.bytes.len());
             String::from_utf8_lossy(&t.bytes[..end])
                 .split("\r\n")

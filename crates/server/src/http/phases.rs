@@ -242,9 +242,7 @@ async fn run<'s, const REFUSED: bool>(
                             Some(a) if !a.is_empty() => format!("{}?{a}", l.name),
                             _ => l.name.clone(),
                         };
-                        reply.location = Some(static_files::absolute_location(
-                            &l.loc, &to, r.host, r.info, r.srv,
-                        ));
+                        reply.redirect_to_path(&l.loc, &to, r.host, r.info, r.srv);
                         return finish(r, Box::new(reply), &l.loc, rw, None);
                     }
                     loc
@@ -533,7 +531,7 @@ async fn run<'s, const REFUSED: bool>(
                             _ => 302,
                         };
                         let mut redirect = super::reply::error_reply(status, lc);
-                        redirect.location = Some(target);
+                        redirect.redirect_to_url(target);
                         redirect.headers.append(&mut carried_auth);
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
