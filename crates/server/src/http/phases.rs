@@ -532,7 +532,9 @@ async fn run<'s, const REFUSED: bool>(
                         };
                         let mut redirect = super::reply::error_reply(status, lc);
                         redirect.redirect_to_url(target);
+                        // After what auth_request carried (nginx adds those first).
                         redirect.headers.append(&mut carried_auth);
+                        redirect.location_at = super::reply::LocationAt::Extra(0);
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
                 }

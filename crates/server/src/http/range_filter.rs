@@ -39,11 +39,11 @@ impl HttpModule for Module {
                 let mut e = super::reply::error_reply(416, lc);
                 e.headers = std::mem::take(&mut reply.headers);
                 e.headers.retain(|(n, _)| *n != "ETag");
-                e.headers.push(("Content-Range", content_range.into()));
                 e.extra = std::mem::take(&mut reply.extra);
                 e.extra.retain(|(n, _)| {
                     !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("last-modified")
                 });
+                e.extra.push(("Content-Range".into(), content_range.into()));
                 **reply = e;
                 super::headers::filter(cx, reply);
                 // The sub and charset filters too (the 416 page is HTML: its type, rewriting
