@@ -71,6 +71,7 @@ fn filters_add_headers_in_nginx_s_order() {
         ("/big.txt", "Accept-Encoding: gzip\r\n"),
         ("/big.txt", "Range: bytes=0-9\r\n"),
         ("/range.txt", "Range: bytes=0-9,20-29\r\n"),
+        ("/range.txt", "Range: bytes=999999-\r\n"),
         ("/st/a.txt", "Accept-Encoding: gzip\r\n"),
         ("/st/big.txt", "Accept-Encoding: gzip\r\n"),
         ("/missing", ""),
