@@ -46,6 +46,8 @@ impl HttpModule for Module {
                 e.extra.push(("Content-Range".into(), content_range.into()));
                 **reply = e;
                 super::headers::filter(cx, reply);
+                // userid's too: its cookie is sent a second time, as nginx sends it.
+                <super::userid::Module as HttpModule>::header_filter(&cx.lc.userid, cx, reply);
                 // The sub and charset filters too (the 416 page is HTML: its type, rewriting
                 // and recoding are the page's now).
                 super::sub::filter(&cx.lc.sub, cx, reply);
