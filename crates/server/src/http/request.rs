@@ -446,7 +446,7 @@ pub fn log(
         sent: Some(&sent),
         captures: &[],
         user: None,
-        doc_root: None,
+        doc_root: Some(lc.doc_root()),
         args: None,
         request_line: None,
         upstream,

@@ -14,7 +14,7 @@ use shoal_http::{BodyLength, Connection, ResponseHead};
 use super::Conn;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::{Output, Sink, Who};
-use crate::http::reply::{Body, Reply};
+use crate::http::reply::{Body, LocationAt, Reply};
 use crate::http::request;
 use crate::http::subrequest_body::Requester;
 use crate::http::transport::{ConnInfo, Transport};
@@ -83,7 +83,11 @@ impl Conn {
                 (None, false, _) => BodyLength::Unknown,
             },
             last_modified: last_modified.as_ref(),
-            location: reply.location.as_deref().map(str::as_bytes),
+            location: reply
+                .location
+                .as_deref()
+                .filter(|_| reply.location_at == LocationAt::Fixed)
+                .map(str::as_bytes),
             connection: if tunnel {
                 Connection::Upgrade
             } else if keep {
@@ -101,12 +105,33 @@ impl Conn {
         let before = self.out.len();
         if !http09 {
             head.write_fields(&mut self.out);
-            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8.
+            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8;
+            // a `Location` nginx keeps in its list where it was added.
+            let listed = reply.location.as_deref().map(str::as_bytes);
+            let put_location = |out: &mut BytesMut| {
+                if let Some(l) = listed {
+                    shoal_http::response::header(out, b"Location", l);
+                }
+            };
+            let extra_at = match reply.location_at {
+                LocationAt::Fixed => usize::MAX,
+                LocationAt::First => {
+                    put_location(&mut self.out);
+                    usize::MAX
+                }
+                LocationAt::Extra(n) => n.min(reply.extra.len()),
+            };
             for (n, v) in &reply.headers {
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
             }
-            for (n, v) in &reply.extra {
+            for (i, (n, v)) in reply.extra.iter().enumerate() {
+                if i == extra_at {
+                    put_location(&mut self.out);
+                }
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+            }
+            if extra_at == reply.extra.len() {
+                put_location(&mut self.out);
             }
             for (n, v) in &reply.raw_extra {
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v);
