@@ -69,6 +69,7 @@ mod nginx_diff_realip;
 mod nginx_diff_regex;
 mod nginx_diff_resolver;
 mod nginx_diff_rewrite;
+mod nginx_diff_sites;
 mod nginx_diff_slice;
 mod nginx_diff_small_modules;
 mod nginx_diff_ssi;

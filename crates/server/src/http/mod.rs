@@ -70,7 +70,6 @@ pub mod slice;
 pub mod split_clients;
 pub mod ssi;
 pub mod static_files;
-pub mod streamed;
 pub mod stub_status;
 pub mod sub;
 pub mod subrequest;

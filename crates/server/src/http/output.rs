@@ -17,11 +17,12 @@ use std::sync::Arc;
 
 use shoal_io::pool::ThreadPool;
 
+use super::body_filter::{end_filters, finish_filters, pump};
 pub use super::body_filter::{BodyFilter, Step};
 use super::reply::{Body, Reply};
 pub use super::sink::{Sink, MAX_GATHER};
 use super::static_files;
-use super::subrequest_body::{self, Answer, Requester};
+use super::subrequest_body::Requester;
 use super::upstream::body::Piece;
 use super::LocConf;
 use crate::error::Error;
@@ -30,133 +31,6 @@ use crate::log::Level;
 /// The request and server an answer is for (for log lines); `None` for a request that could
 /// not be read.
 pub type Who<'a> = Option<(&'a shoal_http::Request, &'a super::ServerConf)>;
-
-/// Feeds `data` through `filters` in order, emitting what comes out of the last.
-pub(super) fn run_filters<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    data: &[u8],
-    sink: &mut S,
-    chunked: bool,
-) -> io::Result<u64> {
-    match filters.split_first_mut() {
-        None => Ok(sink.emit(data, chunked)),
-        Some((first, rest)) if first.passes_through() => run_filters(rest, data, sink, chunked),
-        Some((first, rest)) => {
-            let out = first.feed(data)?;
-            run_filters(rest, out, sink, chunked)
-        }
-    }
-}
-
-/// [`run_filters`], then what a filter holds back ([`BodyFilter::pending`]) a piece at a time,
-/// what is gathered written out between pieces.
-pub(super) async fn pump<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    data: &[u8],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    let total = run_filters(filters, data, sink, chunked)?;
-    Ok(total + drain_pending(filters, sink, chunked, req).await?)
-}
-
-/// What the filters hold back, a piece at a time through the ones after them.
-async fn drain_pending<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    let mut total = 0;
-    // The last filter that holds some first: a filter is fed only when it holds nothing.
-    while let Some(i) = filters.iter().rposition(|f| f.pending()) {
-        if sink.out().len() >= MAX_GATHER {
-            sink.flush().await?;
-        }
-        let (done, rest) = filters.split_at_mut(i + 1);
-        match done[i].step(req)? {
-            Step::Data(out) => total += run_filters(rest, out, sink, chunked)?,
-            Step::Subrequest(ask) => {
-                // Its body skips the filters before nginx's postpone filter: it had its own.
-                let from = rest
-                    .iter()
-                    .position(|f| f.after_postpone())
-                    .unwrap_or(rest.len());
-                let answer = match req {
-                    Some(r) => {
-                        let (n, a) =
-                            subrequest_body::insert(r, ask, &mut rest[from..], sink, chunked)
-                                .await?;
-                        total += n;
-                        a
-                    }
-                    None => Answer::failed(),
-                };
-                done[i].answered(answer);
-            }
-        }
-    }
-    Ok(total)
-}
-
-/// Ends every filter in order, each one's last output through the ones after it (a filter
-/// may still ask for subrequests as it ends: addition's `add_after_body`).
-async fn finish_filters<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    let mut total = 0;
-    for i in 0..filters.len() {
-        let (done, rest) = filters.split_at_mut(i + 1);
-        let out = done[i].finish()?;
-        total += run_filters(rest, out, sink, chunked)?;
-        total += drain_pending(&mut filters[i..], sink, chunked, req).await?;
-    }
-    Ok(total)
-}
-
-/// Feeds the body's last bytes through `filters` and ends them: what both give goes out as
-/// one chunk, as nginx's chunked filter frames what one pass of the chain hands it (the last
-/// buffer's pass carries what the filters held back, a sub filter's cut match or gzip's
-/// tail). A filter with more to give ([`BodyFilter::pending`]: gunzip) sends it piece by
-/// piece instead, each its own chunk, memory bounded.
-async fn end_filters<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    data: &[u8],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    // (Subrequests' bodies may be flushed as the filters end: their pieces go as they come.)
-    if !chunked
-        || filters.iter().all(|f| f.passes_through())
-        || filters.iter().any(|f| f.for_request())
-    {
-        // (Filters passed through have nothing more to give: no chunk to join.)
-        return Ok(pump(filters, data, sink, chunked, req).await?
-            + finish_filters(filters, sink, chunked, req).await?);
-    }
-    let at = sink.out().len();
-    run_filters(filters, data, sink, false)?;
-    if filters.iter().any(|f| f.pending()) {
-        let raw = sink.out()[at..].to_vec();
-        sink.out().truncate(at);
-        let mut total = sink.emit(&raw, true);
-        total += drain_pending(filters, sink, true, None).await?;
-        return Ok(total + finish_filters(filters, sink, true, None).await?);
-    }
-    finish_filters(filters, sink, false, None).await?;
-    let out = sink.out();
-    if out.len() == at {
-        return Ok(0);
-    }
-    let raw = out[at..].to_vec();
-    out.truncate(at);
-    Ok(sink.emit(&raw, true))
-}
 
 /// What lives for one answer's body: made when its head is decided, dropped when it is sent.
 #[derive(Default)]
@@ -370,7 +244,8 @@ impl Output {
         let z = &mut filters[..];
         let mut total = 0u64;
         let body = match body {
-            Body::Unsized(inner) => *inner,
+            // (The next parts of `Parts` are the filters' subrequests: slice's.)
+            Body::Unsized(inner) | Body::Parts(inner, _) => *inner,
             Body::Absent(_) => Body::Empty,
             other => other,
         };
@@ -467,10 +342,9 @@ impl Output {
                     }
                 }
             },
-            // (A streamed body goes as its parts come: `streamed::send`.)
-            Body::Tunnel(_) | Body::Streamed(_) => {
+            Body::Tunnel(_) => {
                 return Err(io::Error::from(Error::invalid(
-                    "body filters never apply to a tunnel or a streamed body",
+                    "body filters never apply to a tunnel",
                 )));
             }
             // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)
@@ -479,7 +353,9 @@ impl Output {
                     "body filters never apply to a gRPC answer",
                 )));
             }
-            Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
+            Body::Unsized(_) | Body::Parts(..) | Body::Absent(_) => {
+                unreachable!("unwrapped above")
+            }
         }
         if !ended {
             total += finish_filters(z, sink, chunked, req).await?;
