@@ -248,6 +248,29 @@ impl H2Sink<'_> {
         Ok(())
     }
 
+    /// [`Sink::send_file`]: as much of `want` as the windows, the connection's output and
+    /// `limit_rate` take.
+    async fn file_frames(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        want: usize,
+    ) -> io::Result<usize> {
+        use std::os::fd::AsFd;
+        self.flush_to(0).await?;
+        let allowed = self.paced().await;
+        let cap = self.capacity(want.min(allowed)).await?;
+        let n = cap.min(want).min(allowed);
+        let sent = self
+            .send
+            .send_file(file.as_fd(), offset, n, self.chunk)
+            .map_err(|e| io::Error::from(Error::protocol(e)))??;
+        if let Some(p) = self.pacing.as_deref_mut() {
+            p.wrote(sent, Instant::now());
+        }
+        Ok(sent)
+    }
+
     /// Sends everything gathered and ends the stream (an empty DATA frame with END_STREAM when
     /// nothing is left).
     pub async fn finish(&mut self) -> io::Result<()> {
@@ -327,6 +350,15 @@ impl Sink for H2Sink<'_> {
             p.wrote(n, Instant::now());
         }
         Ok(n)
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        want: usize,
+    ) -> Option<io::Result<usize>> {
+        Some(self.file_frames(file, offset, want).await)
     }
 
     fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {

@@ -342,7 +342,7 @@ async fn answer_stream(
                             RequestOf::main(r, lc, &uri, args.clone(), &user_vars)
                         });
                     let requester = requester.as_ref().map(|r| r as &dyn Requester);
-                    match write_body(&mut sink, body, &output, lc, who, requester, &r).await {
+                    match write_body(&mut sink, body, &output, lc, who, requester).await {
                         Ok(n) => sink.finish().await.map(|()| n),
                         Err(e) => {
                             sink.send.send_reset(Reason::INTERNAL_ERROR);
@@ -554,12 +554,7 @@ async fn write_body(
     lc: &LocConf,
     who: Who<'_>,
     requester: Option<&dyn Requester>,
-    r: &Req<'_, '_>,
 ) -> io::Result<u64> {
-    if let Body::Streamed(s) = body {
-        // Each part fetched as it is written (no body filter).
-        return Box::pin(crate::http::streamed::send(sink, output, s, r, lc, who)).await;
-    }
     if output.filtered() {
         return output
             .send_filtered(sink, body, false, lc, who, requester)
