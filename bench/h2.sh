@@ -10,7 +10,8 @@
 # Cases: page-h2c and page-tls (h2load -n$REQUESTS -c$CLIENTS -m$STREAMS), 1m-h2c and 1m-tls
 # (FILE_REQUESTS (2000) responses of 1 MiB over one connection, -c1 -m1). A round counts only
 # when every request was answered with a 2xx of the file's size over the protocol asked for;
-# otherwise it shows in `notes`. Environment: SERVERS ("nginx h2o shoal"), OPEN_FILE_CACHE
+# otherwise it shows in `notes`. Environment: SERVERS ("nginx h2o shoal"), CASES (all four, e.g.
+# CASES=1m-h2c for the 1 MiB file over h2c alone), OPEN_FILE_CACHE
 # (shoal's and nginx's: "max=100 inactive=20s" as seed 001's, or "off"), BASE_PORT (19480),
 # KEEP=1 (keep the prefix with configs, logs and raw.tsv).
 #
@@ -25,6 +26,7 @@ FILE_REQUESTS=${FILE_REQUESTS:-2000}
 OPEN_FILE_CACHE=${OPEN_FILE_CACHE:-max=100 inactive=20s}
 BASE_PORT=${BASE_PORT:-19480}
 SERVERS=${SERVERS:-nginx h2o shoal}
+CASES=${CASES:-page-h2c page-tls 1m-h2c 1m-tls}
 HZ=$(getconf CLK_TCK)
 STARTED_PIDS=()
 # shellcheck source=bench/lib.sh
@@ -189,10 +191,15 @@ measure() { # NAME CASE URL REQUESTS CLIENTS STREAMS
 }
 for round in $(seq "$ROUNDS"); do
     for name in $SERVERS; do
-        measure "$name" page-h2c "http://127.0.0.1:${PLAIN[$name]}/index.html" "$REQUESTS" "$CLIENTS" "$STREAMS"
-        measure "$name" page-tls "https://127.0.0.1:${TLS[$name]}/index.html" "$REQUESTS" "$CLIENTS" "$STREAMS"
-        measure "$name" 1m-h2c "http://127.0.0.1:${PLAIN[$name]}/1m.bin" "$FILE_REQUESTS" 1 1
-        measure "$name" 1m-tls "https://127.0.0.1:${TLS[$name]}/1m.bin" "$FILE_REQUESTS" 1 1
+        for case in $CASES; do
+            case $case in
+            page-h2c) measure "$name" page-h2c "http://127.0.0.1:${PLAIN[$name]}/index.html" "$REQUESTS" "$CLIENTS" "$STREAMS" ;;
+            page-tls) measure "$name" page-tls "https://127.0.0.1:${TLS[$name]}/index.html" "$REQUESTS" "$CLIENTS" "$STREAMS" ;;
+            1m-h2c) measure "$name" 1m-h2c "http://127.0.0.1:${PLAIN[$name]}/1m.bin" "$FILE_REQUESTS" 1 1 ;;
+            1m-tls) measure "$name" 1m-tls "https://127.0.0.1:${TLS[$name]}/1m.bin" "$FILE_REQUESTS" 1 1 ;;
+            *) die "unknown case $case" ;;
+            esac
+        done
     done
 done
 echo

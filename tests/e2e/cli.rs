@@ -321,6 +321,78 @@ fn daemon_mode() {
     });
 }
 
+/// A daemon runs with umask 0 (as nginx's): every file and directory it makes must set its
+/// own mode, as nginx does: the pid file 0644, cache directories 0700, cache files 0600 (they
+/// were 0666 and 0777: anyone on the machine could rewrite a cached answer).
+#[test]
+fn a_daemon_s_files_are_not_writable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let port = free_port();
+    let up = free_port();
+    let p = Prefix::new();
+    let conf = common::conf_with(
+        port,
+        "",
+        "location / { proxy_pass http://127.0.0.1:UP; proxy_cache c; proxy_cache_valid 200 1m; }
+         }
+    proxy_cache_path cache levels=1:2 keys_zone=c:1m;
+         server { listen 127.0.0.1:UP; location / { return 200 \"cached\\n\"; }",
+    )
+    .replace("daemon off;", "daemon on;")
+    .replace("UP", &up.to_string());
+    p.write_conf(&conf);
+    let out_file = fs::File::create(p.join("stderr.txt")).unwrap();
+    let mut child = Command::new(&*common::BIN)
+        .args(p.args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(out_file)
+        .spawn()
+        .unwrap();
+    let _launcher_guard = KillOnDrop(child.id() as i32);
+    let status = wait_for("the launching process to exit", || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(0), "{}", p.read("stderr.txt"));
+    let pid = wait_for("the pid file", || p.pid_in_file());
+    let _guard = KillOnDrop(pid);
+    common::wait_port_of(pid, port);
+    let r = common::get(port, "/x").unwrap();
+    assert_eq!(r.body, b"cached\n");
+    // The cache file is written after the answer: wait for it.
+    let cached = wait_for("the cached file", || {
+        walk(&p.join("cache")).into_iter().find(|f| f.is_file())
+    });
+    let mode = |f: &std::path::Path| fs::metadata(f).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&p.pid_file()), 0o644);
+    assert_eq!(mode(&cached), 0o600, "{}", cached.display());
+    for d in walk(&p.join("cache")).iter().filter(|d| d.is_dir()) {
+        assert_eq!(mode(d), 0o700, "{}", d.display());
+    }
+    for f in walk(&p.join("")) {
+        assert_eq!(mode(&f) & 0o002, 0, "{} is writable by others", f.display());
+    }
+    let out = p.run(&["-s", "stop"]);
+    assert_eq!(out.status.code(), Some(0));
+    wait_for("the daemon to exit", || (!common::alive(pid)).then_some(()));
+}
+
+/// Every path under `dir` (itself included).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let path = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn daemon_does_not_hold_the_output_pipe() {
     // nginx points its stderr at the error log once started, so `nginx 2>&1 | cat` returns:

@@ -311,3 +311,30 @@ fn the_main_error_log_to_a_unix_syslog_socket() {
     assert!(rest.starts_with(&format!("{} main: 20", hostname())), "{d}");
     assert!(!d.ends_with('\n'), "{d:?}");
 }
+
+/// Header lines `ignore_invalid_headers` drops are logged at info as nginx 1.22 logs them: the
+/// line as sent (trailing blanks cut), the default server's name, and the host only once a
+/// Host line came before (nginx's text, checked by experiment). The request is answered.
+#[test]
+fn dropped_header_lines_are_logged_at_info() {
+    let s = start("", "server_name named;\nlocation / { return 200 ok; }");
+    let answer = crate::common::client::exchange_text(
+        s.port,
+        "GET /a?b HTTP/1.1\r\nx_z: 3  \r\nHost: b\r\nAfter_Host:v\r\nbad@h: 2\r\n\
+         Connection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let ctx = ", client: 127.0.0.1, server: named, request: \"GET /a?b HTTP/1.1\"";
+    let log = wait_in(&s, "logs/error.log", "\"bad@h: 2\"");
+    for want in [
+        format!("client sent invalid header line: \"x_z: 3\" while reading client request headers{ctx}\n"),
+        format!("client sent invalid header line: \"After_Host:v\" while reading client request headers{ctx}, host: \"b\"\n"),
+        format!("client sent invalid header line: \"bad@h: 2\" while reading client request headers{ctx}, host: \"b\"\n"),
+    ] {
+        assert!(log.contains(&want), "{want:?} in\n{log}");
+        let line = log.lines().find(|l| l.ends_with(want.trim_end())).expect("the line");
+        assert!(line.contains(" [info] "), "{line}");
+    }
+    // Kept lines are not logged.
+    assert!(!log.contains("\"Host: b\""), "{log}");
+}

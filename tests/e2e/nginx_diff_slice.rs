@@ -8,6 +8,10 @@
 //! slices (nginx's `etag mismatch` line, the connection closed). mirror: the client's method,
 //! arguments and body copied to each mirror, a mirror that fails, a mirror that does not
 //! answer (the client's answer does not wait for it, the request's log line does).
+//!
+//! slice through the body filters: gzip compresses the whole 200 (not a 206), the sub filter
+//! rewrites each slice apart (nginx's filters of each slice's subrequest), and an ssi include
+//! of a sliced location is not sliced.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,8 +42,16 @@ fn upstream(held: Arc<AtomicBool>) -> Upstream {
             return Answer::status(500);
         }
         let range = r.header("range").filter(|_| !path.starts_with("/norange"));
+        // `/t/...`: text, for the filters that look at the type.
+        let typed = |a: Answer| {
+            if path.starts_with("/t/") {
+                a.header("Content-Type", "text/html")
+            } else {
+                a
+            }
+        };
         let Some((start, last)) = range.and_then(parse_range) else {
-            return Answer::ok(data).header("ETag", "\"v1\"");
+            return typed(Answer::ok(data).header("ETag", "\"v1\""));
         };
         if start >= data.len() as u64 || (path.starts_with("/gone") && start > 0) {
             return Answer::status(if start > 0 && path.starts_with("/gone") {
@@ -61,10 +73,12 @@ fn upstream(held: Arc<AtomicBool>) -> Upstream {
         } else {
             "\"v1\""
         };
-        Answer::status(206)
-            .header("ETag", etag)
-            .header("Content-Range", &format!("bytes {start}-{last}/1000"))
-            .body(data[start as usize..=last as usize].to_vec())
+        typed(
+            Answer::status(206)
+                .header("ETag", etag)
+                .header("Content-Range", &format!("bytes {start}-{last}/1000"))
+                .body(data[start as usize..=last as usize].to_vec()),
+        )
     })
 }
 
@@ -339,4 +353,133 @@ fn slice_and_mirror_directives_checked_as_nginx() {
         let (nginx, shoal) = crate::diff::both_test("", server);
         assert_eq!(nginx, shoal, "{server}");
     }
+}
+
+/// Sliced locations whose answers go through body filters, and an ssi page that includes
+/// one. (The file has `gnub` across the first slices' border, `ahov` across the second's.)
+const FILTERED: &str = "\
+    location /t/gz/ { slice 300; proxy_set_header Range $slice_range; \
+        proxy_set_header X-Port $server_port; proxy_pass UP; \
+        gzip on; gzip_min_length 1; gzip_types text/html; }\n\
+    location /t/sub/ { slice 300; proxy_set_header Range $slice_range; \
+        proxy_set_header X-Port $server_port; proxy_pass UP; \
+        sub_filter gnub [G]; sub_filter ahov [H]; sub_filter_once off; }\n\
+    location /t/sub1/ { slice 300; proxy_set_header Range $slice_range; \
+        proxy_set_header X-Port $server_port; proxy_pass UP; sub_filter a [A]; }\n\
+    location /t/both/ { slice 300; proxy_set_header Range $slice_range; \
+        proxy_set_header X-Port $server_port; proxy_pass UP; \
+        sub_filter gnub [G]; sub_filter_once off; gzip on; gzip_types text/html; }\n\
+    location /t/sliced/ { slice 300; proxy_set_header Range $slice_range; \
+        proxy_set_header X-Port $server_port; proxy_pass UP; }\n\
+    location /ssi/ { alias {HTML}/ssi/; ssi on; }";
+
+/// Each request to both, with `Connection: close` (a client that half-closes is one that
+/// went away, for a proxied request), the answers unchunked and gunzipped (compressed bytes
+/// are zlib's choice), and what the upstream saw of each server compared too.
+fn same_decoded(p: &Pair, up: &Upstream, req: &str) -> String {
+    use std::io::{Read, Write};
+    let (np, sp) = p.ports();
+    let before = up.request_count();
+    let req = req.replacen("\r\n", "\r\nConnection: close\r\n", 1);
+    let answer = |port: u16| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        c.write_all(req.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got);
+        match got.windows(4).any(|w| w == b"\r\n\r\n") {
+            true => crate::nginx_diff_charset::decoded(&got),
+            false => format!("[no head] {}", String::from_utf8_lossy(&got)),
+        }
+    };
+    let (n, s) = (answer(np), answer(sp));
+    assert_eq!(
+        n,
+        s,
+        "shoal differs from nginx for {req:?}\n{}",
+        p.shoal_log()
+    );
+    let (ns, ss) = (seen(up, np, before, false), seen(up, sp, before, false));
+    assert_eq!(ns, ss, "the upstream saw different requests for {req:?}");
+    n
+}
+
+/// Whether a body as [`same_decoded`] shows it (a list of bytes) has `text` in it.
+fn has(answer: &str, text: &str) -> bool {
+    let list = format!("{:?}", text.as_bytes());
+    answer.contains(&list[1..list.len() - 1])
+}
+
+#[test]
+fn slice_through_body_filters_as_nginx() {
+    let up = upstream(Arc::new(AtomicBool::new(false)));
+    let server = FILTERED.replace("UP", &up.url());
+    let p = Pair::with(Conf {
+        server: &server,
+        ..Default::default()
+    });
+    let dir = p.html().join("ssi");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("inc.html"),
+        "head<!--# include virtual=\"/t/sliced/f\" -->tail\n",
+    )
+    .unwrap();
+    let gzip = "Accept-Encoding: gzip\r\n";
+    // gzip compresses the whole 200; a range with it is no 206 (gzip came first), but
+    // still ends the slices; without it, a 206 as ever.
+    for (path, headers) in [
+        ("/t/gz/f", gzip.to_string()),
+        ("/t/gz/f", format!("{gzip}Range: bytes=250-650\r\n")),
+        ("/t/gz/f", format!("{gzip}Range: bytes=-100\r\n")),
+        ("/t/gz/f", format!("{gzip}Range: bytes=5000-\r\n")),
+        ("/t/gz/f", "Range: bytes=250-650\r\n".to_string()),
+        ("/t/gz/f", String::new()),
+        ("/t/both/f", gzip.to_string()),
+    ] {
+        let answer = same_decoded(&p, &up, &get(path, &headers));
+        assert!(!answer.contains("[closed]"), "{headers}: {answer}");
+    }
+    let whole = same_decoded(&p, &up, &get("/t/gz/f", gzip));
+    assert!(whole.contains("Content-Encoding: gzip"), "{whole}");
+    let ranged = same_decoded(&p, &up, &get("/t/gz/f", "Range: bytes=250-650\r\n"));
+    assert!(ranged.starts_with("HTTP/1.1 206"), "{ranged}");
+    // The sub filter of each slice: a match across two slices stays, `sub_filter_once`
+    // replaces once in each.
+    for range in [
+        "",
+        "Range: bytes=90-320\r\n",
+        "Range: bytes=500-650\r\n",
+        "Range: bytes=-100\r\n",
+        "Range: bytes=950-\r\n",
+        "Range: bytes=5-6,9-10\r\n",
+        "Range: bytes=5000-\r\n",
+    ] {
+        same_decoded(&p, &up, &get("/t/sub/f", range));
+        same_decoded(&p, &up, &get("/t/sub1/f", range));
+    }
+    let sub = same_decoded(&p, &up, &get("/t/sub/f", ""));
+    assert!(has(&sub, "[G]") && has(&sub, "gnub"), "{sub}");
+    // Included, a sliced location is not sliced: one request, no `Range`.
+    let before = up.request_count();
+    let page = same_decoded(&p, &up, &get("/ssi/inc.html", ""));
+    assert!(has(&page, "head") && has(&page, "tail"), "{page}");
+    let asked = seen(&up, p.ports().1, before, false);
+    assert_eq!(asked, ["GET /t/sliced/f range=None body=\"\""]);
+}
+
+#[test]
+fn slice_through_body_filters_over_h2_as_nginx() {
+    let up = upstream(Arc::new(AtomicBool::new(false)));
+    let server = FILTERED.replace("UP", &up.url());
+    let p = Pair::with(Conf {
+        server: &server,
+        listen: " http2",
+        ..Default::default()
+    });
+    crate::nginx_diff_h2::check(&p, false, "/t/gz/f", &["--compressed"]);
+    crate::nginx_diff_h2::check(&p, false, "/t/sub/f", &["-H", "Range: bytes=500-650"]);
+    crate::nginx_diff_h2::check(&p, false, "/t/sub1/f", &["-H", "Range: bytes=-100"]);
+    crate::nginx_diff_h2::check(&p, false, "/t/gz/f", &["-H", "Range: bytes=250-650"]);
 }

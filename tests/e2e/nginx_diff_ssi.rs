@@ -407,3 +407,21 @@ fn directives_are_checked_as_nginx_checks_them() {
         assert_eq!(n.starts_with("ok"), ok, "{conf}: {n}");
     }
 }
+
+/// What the sub filter held at the end of a body goes before `add_after_body`'s (nginx ends
+/// the filters before its postpone point first: `last_in_chain`), unreplaced.
+#[test]
+fn after_body_follows_what_the_sub_filter_held() {
+    let p = Pair::with(Conf {
+        http: "server_tokens off;",
+        server: "location /held/ { alias {HTML}/held/; add_after_body /held/after.txt; \
+                 addition_types text/plain; sub_filter abcd [X]; sub_filter_types text/plain; }",
+        ..Default::default()
+    });
+    let dir = p.html().join("held");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.txt"), "main text ab").unwrap();
+    std::fs::write(dir.join("after.txt"), "cd after").unwrap();
+    let page = get(&p, "/held/m.txt");
+    assert!(page.ends_with("main text abcd after"), "{page}");
+}

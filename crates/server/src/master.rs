@@ -73,12 +73,14 @@ impl Options {
 pub fn check_for_test(conf: &Config) -> Result<(), shoal_conf::Error> {
     // nginx's `-t` creates the pid file if it is missing (empty; a running server's is left
     // as it is): a pid path that cannot be written fails the test, not the next start.
+    use std::os::unix::fs::OpenOptionsExt;
     let pid_path = conf.pid_path();
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o644)
         .open(&pid_path)
         .map_err(|e| {
             let e = Error::failed(format_args!("open() \"{}\"", pid_path.display()), e);
@@ -696,7 +698,16 @@ fn mask_signals(how: libc::c_int) {
 
 /// Writes the pid file (`PID\n`, as nginx).
 fn write_pid(path: &PathBuf) -> Result<(), Error> {
-    std::fs::write(path, format!("{}\n", std::process::id()))
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    // 0644 as nginx's, whatever the umask (0 once daemonized).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
         .map_err(|e| Error::failed(format_args!("open() \"{}\"", path.display()), e))
 }
 

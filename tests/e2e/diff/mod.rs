@@ -395,6 +395,9 @@ impl Pair {
         });
         let pki_dir = pki.as_ref().map(|p| p.dir().to_path_buf());
         for (name, text) in c.files {
+            if let Some(dir) = html.join(name).parent() {
+                fs::create_dir_all(dir).expect("a scenario file's directory");
+            }
             fs::write(
                 html.join(name),
                 text.replace("{HTML}", &html.display().to_string()),
@@ -524,6 +527,23 @@ impl Pair {
     /// [`Pair::get_open`] for `HEAD`.
     pub fn head_open(&self, path: &str, headers: &str) -> String {
         self.check_open(request("HEAD", path, headers).as_bytes())
+    }
+
+    /// The header names of both answers to `GET path` (extra header lines each ending
+    /// `\r\n`), in the order each server wrote them, nginx's first: the other checks
+    /// compare headers sorted.
+    pub fn header_order(&self, path: &str, headers: &str) -> (Vec<String>, Vec<String>) {
+        let req = request("GET", path, headers);
+        let names = |port: u16| {
+            let t = exchange(port, req.as_bytes(), Mode::KeepOpen);
+            let end = find(&t.bytes, b"\r\n\r\n").unwrap_or(t.bytes.len());
+            String::from_utf8_lossy(&t.bytes[..end])
+                .split("\r\n")
+                .skip(1)
+                .filter_map(|l| l.split_once(':').map(|(n, _)| n.to_string()))
+                .collect::<Vec<_>>()
+        };
+        (names(self.nginx.port), names(self.shoal.port))
     }
 
     /// nginx's error log (to explain a surprise).

@@ -14,7 +14,10 @@ pub enum Refused {
     Closed,
 }
 
-/// An output buffer that grew past this is freed once drained, rather than kept.
+/// An output buffer that grew past this (or past the connection's `max_output`, the larger)
+/// is freed once drained, rather than kept: one that carries an answer's DATA keeps its room
+/// from write to write rather than grow it from nothing each time; an idle connection's goes
+/// ([`Connection::shrink`]).
 const KEEP_OUTPUT: usize = 16 * 1024;
 
 impl Connection {
@@ -159,6 +162,47 @@ impl Connection {
         Ok(len)
     }
 
+    /// Queues DATA frames for up to `n` bytes that `fill` appends to the output itself: a
+    /// file's bytes read straight into the buffer the socket is written from, moved once
+    /// rather than read into one buffer and copied into this one. The frames carry at most
+    /// `frame` bytes each (and the client's SETTINGS_MAX_FRAME_SIZE), within the windows;
+    /// none ends the stream. `fill(out, len, frame)` appends, for each frame in turn (all
+    /// `frame` long but the last), [`HEAD_LEN`] bytes of room that the frame's header is
+    /// written over, then the frame's payload: `len` payload bytes in all, or an error and
+    /// nothing. Returns the payload bytes queued (0 and no frame when the windows are spent),
+    /// or `fill`'s error with nothing queued.
+    pub fn send_data_with<E>(
+        &mut self,
+        stream: u32,
+        n: usize,
+        frame: usize,
+        fill: impl FnOnce(&mut Vec<u8>, usize, usize) -> Result<(), E>,
+    ) -> Result<Result<usize, E>, StreamGone> {
+        let len = self.window(stream)?.min(n);
+        if len == 0 {
+            return Ok(Ok(0));
+        }
+        let frame = frame.clamp(1, self.peer.max_frame_size as usize);
+        let at = self.out.len();
+        if let Err(e) = fill(&mut self.out, len, frame) {
+            self.out.truncate(at);
+            return Ok(Err(e));
+        }
+        let size = len + HEAD_LEN * len.div_ceil(frame);
+        debug_assert_eq!(self.out.len(), at + size, "fill appended the frames");
+        // (Framing holds whatever `fill` did: the frames' headers say what the bytes are.)
+        self.out.resize(at + size, 0);
+        let (mut pos, mut left) = (at, len);
+        while left > 0 {
+            let l = left.min(frame);
+            write::head_at(&mut self.out[pos..pos + HEAD_LEN], l, kind::DATA, 0, stream);
+            pos += HEAD_LEN + l;
+            left -= l;
+        }
+        self.charge(stream, len, false);
+        Ok(Ok(len))
+    }
+
     fn charge(&mut self, stream: u32, n: usize, end: bool) {
         self.send_window -= n as i64;
         if let Some(s) = self.streams.get(stream) {
@@ -234,7 +278,7 @@ impl Connection {
         debug_assert!(self.out_start <= self.out.len());
         if self.out_start >= self.out.len() {
             self.out_start = 0;
-            if self.out.capacity() > KEEP_OUTPUT {
+            if self.out.capacity() > KEEP_OUTPUT.max(self.cfg.max_output) {
                 self.out = Vec::new();
             } else {
                 self.out.clear();

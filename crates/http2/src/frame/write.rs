@@ -4,10 +4,19 @@ use super::{flag, kind, Reason, HEAD_LEN};
 
 /// A frame header for a payload of `len` bytes.
 pub(crate) fn head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    out.extend_from_slice(&head_bytes(len, kind, flags, stream));
+}
+
+/// [`head`] over the `HEAD_LEN` bytes of `at`, room left for it in the output.
+pub(crate) fn head_at(at: &mut [u8], len: usize, kind: u8, flags: u8, stream: u32) {
+    at.copy_from_slice(&head_bytes(len, kind, flags, stream));
+}
+
+fn head_bytes(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; HEAD_LEN] {
     debug_assert!(len <= super::MAX_FRAME_SIZE as usize);
     let l = (len as u32).to_be_bytes();
     let s = stream.to_be_bytes();
-    out.extend_from_slice(&[l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]);
+    [l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]
 }
 
 /// A SETTINGS frame with these parameters.

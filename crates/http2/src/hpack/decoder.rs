@@ -121,7 +121,8 @@ impl Decoder {
                 // Indexed field (§6.1).
                 let i = decode_int(block, &mut at, 7).map_err(c)?;
                 let (name, value) = self.indexed(i).map_err(c)?;
-                emit.field(name, name.len(), value, value.len(), false);
+                let checked = i <= STATIC.len() || self.table.checked(i - STATIC.len() - 1);
+                emit.field(name, name.len(), value, value.len(), false, checked);
             } else if b & 0xc0 == 0x40 {
                 // Literal with incremental indexing (§6.2.1).
                 let i = decode_int(block, &mut at, 6).map_err(c)?;
@@ -138,12 +139,14 @@ impl Decoder {
                 let value = read_string(block, &mut at, scratch, keep).map_err(c)?;
                 let (name, name_len) = name.get(block, scratch);
                 let (value, value_len) = value.get(block, scratch);
-                emit.field(name, name_len, value, value_len, false);
+                emit.field(name, name_len, value, value_len, false, false);
                 if name_len + value_len + ENTRY_OVERHEAD > self.table.max() {
                     // Empties the table (§4.4); such strings may not even be stored.
                     self.table.clear();
                 } else {
-                    self.table.insert(name, value);
+                    // Checked once here, for every use of the entry from now on.
+                    let checked = crate::server::request::chars_ok(name, value);
+                    self.table.insert_checked(name, value, checked);
                 }
             } else if b & 0xe0 == 0x20 {
                 // Dynamic table size update (§6.3).
@@ -176,7 +179,7 @@ impl Decoder {
                     }
                 };
                 let (value, value_len) = value.get(block, scratch);
-                emit.field(name, name_len, value, value_len, never);
+                emit.field(name, name_len, value, value_len, never, false);
             }
             first = false;
         }
@@ -210,7 +213,15 @@ struct Emit<E, F> {
 impl<E, F: FnMut(Field<'_>) -> Result<(), E>> Emit<E, F> {
     /// Gives a field unless a bound or the caller failed before. The lengths are checked
     /// first: a string over the bounds was not stored, and its bytes are empty.
-    fn field(&mut self, name: &[u8], name_len: usize, value: &[u8], value_len: usize, never: bool) {
+    fn field(
+        &mut self,
+        name: &[u8],
+        name_len: usize,
+        value: &[u8],
+        value_len: usize,
+        never: bool,
+        checked: bool,
+    ) {
         if self.failed.is_some() {
             return;
         }
@@ -227,6 +238,7 @@ impl<E, F: FnMut(Field<'_>) -> Result<(), E>> Emit<E, F> {
             name,
             value,
             never_indexed: never,
+            checked,
         }) {
             self.failed = Some(DecodeError::Refused(e));
         }

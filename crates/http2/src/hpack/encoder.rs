@@ -30,7 +30,16 @@ pub struct Encoder {
     /// (`:authority`, `:path`, `te`, `content-type`, `user-agent`...), a server's answers
     /// theirs (`content-length`, `last-modified`, `etag` of a page asked again and again).
     every: bool,
+    /// Where the `k`-th field of the last blocks was found or put in our table (its serial
+    /// number, [`DynamicTable::serial`]): a connection's answers send the same fields in the
+    /// same order, so the next block looks there first, one comparison instead of a search.
+    memo: [u32; MEMO],
+    /// The place of the next field in its block.
+    ordinal: usize,
 }
+
+/// The fields of a block whose place in the table [`Encoder`] remembers.
+const MEMO: usize = 12;
 
 impl Default for Encoder {
     fn default() -> Encoder {
@@ -53,6 +62,8 @@ impl Encoder {
             budget,
             table: DynamicTable::new(budget.min(DEFAULT_TABLE_SIZE)),
             every: false,
+            memo: [0; MEMO],
+            ordinal: 0,
         }
     }
 
@@ -99,6 +110,7 @@ impl Encoder {
 
     /// Starts a block in `dst`: the size update, if one is owed.
     pub fn begin(&mut self, dst: &mut Vec<u8>) {
+        self.ordinal = 0;
         if let Some(size) = self.lowered.take() {
             encode_int(dst, 0x20, 5, size);
             self.announced = size;
@@ -139,11 +151,28 @@ impl Encoder {
     /// A field: by index when our table has it; as a literal with incremental indexing when
     /// its name is [`indexable`] and it fits the table; else as a literal without indexing.
     /// The name by static index when it has one.
+    #[inline]
     pub fn field(&mut self, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
         debug_assert!(
             !name.iter().any(u8::is_ascii_uppercase),
             "uppercase in a field name"
         );
+        let k = self.ordinal;
+        self.ordinal += 1;
+        // Where the field of this place was in the last blocks, checked against it (a stale
+        // place only misses). Only fields worth the table are ever in it.
+        if let Some(&serial) = self.memo.get(k) {
+            if let Some(i) = self.table.find_serial(serial, name, value) {
+                encode_int(dst, 0x80, 7, 62 + i);
+                return;
+            }
+        }
+        self.field_searched(k, name, value, dst);
+    }
+
+    /// [`Encoder::field`] when the field is not where the memo says.
+    #[inline(never)]
+    fn field_searched(&mut self, k: usize, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
         if let Some(i) = static_pseudo(name, value) {
             dst.push(0x80 | i);
             return;
@@ -157,12 +186,18 @@ impl Encoder {
         };
         if self.table.max() != 0 && worth {
             if let Some(i) = self.table.find(name, value) {
+                if let Some(m) = self.memo.get_mut(k) {
+                    *m = self.table.serial(i);
+                }
                 encode_int(dst, 0x80, 7, 62 + i);
                 return;
             }
             if name.len() + value.len() + ENTRY_OVERHEAD <= self.table.max() / 2 {
                 literal(0x40, 6, name, value, dst);
                 self.table.insert(name, value);
+                if let Some(m) = self.memo.get_mut(k) {
+                    *m = self.table.serial(0);
+                }
                 return;
             }
         }

@@ -49,6 +49,10 @@ pub struct Field<'a> {
     pub value: &'a [u8],
     /// Sent as "never indexed" (§6.2.3): an intermediary must forward it the same way.
     pub never_indexed: bool,
+    /// The name and value are known to keep RFC 9113, 8.2.1's character rules (a static
+    /// entry, or a dynamic one checked once when it was stored): a request's checks of them
+    /// need not run again. `false` says nothing.
+    pub checked: bool,
 }
 
 /// Why a block could not be decoded: a connection error (COMPRESSION_ERROR) whatever the

@@ -132,6 +132,12 @@ pub struct DynamicTable {
     size: usize,
     /// The maximum size in force (the last size update, or the protocol's 4,096).
     max: usize,
+    /// Entries ever inserted (wrapping): the newest entry's serial number is this less one.
+    inserted: u32,
+    /// Bit `serial % 128`: the entry was checked when stored ([`DynamicTable::checked`]).
+    /// Up to 128 entries (a 4,096-byte table holds at most 128) the live ones have bits of
+    /// their own.
+    checked: u128,
 }
 
 impl DynamicTable {
@@ -142,6 +148,8 @@ impl DynamicTable {
             records: VecDeque::new(),
             size: 0,
             max,
+            inserted: 0,
+            checked: 0,
         }
     }
 
@@ -177,6 +185,47 @@ impl DynamicTable {
             let mid = start + n;
             self.bytes.get(start..mid) == Some(name) && self.bytes.get(mid..mid + v) == Some(value)
         })
+    }
+
+    /// The serial number of the entry `i` places from the newest: it names the entry
+    /// whatever is inserted after it ([`DynamicTable::find_serial`]).
+    pub fn serial(&self, i: usize) -> u32 {
+        self.inserted.wrapping_sub(1).wrapping_sub(i as u32)
+    }
+
+    /// The place of the entry numbered `serial` if it is still in the table and is
+    /// `name: value`: a look-up where the caller remembers where a field was last time.
+    #[inline]
+    pub fn find_serial(&self, serial: u32, name: &[u8], value: &[u8]) -> Option<usize> {
+        let i = self.inserted.wrapping_sub(1).wrapping_sub(serial) as usize;
+        let r = self.records.get(i)?;
+        if r.name as usize != name.len() || r.value as usize != value.len() {
+            return None;
+        }
+        let start = r.at.wrapping_sub(self.base) as usize;
+        let mid = start + name.len();
+        let same = self.bytes.get(start..mid) == Some(name)
+            && self.bytes.get(mid..mid + value.len()) == Some(value);
+        same.then_some(i)
+    }
+
+    /// [`DynamicTable::insert`], remembering whether the entry passed the caller's checks.
+    pub fn insert_checked(&mut self, name: &[u8], value: &[u8], checked: bool) {
+        let serial = self.inserted;
+        self.insert(name, value);
+        if self.inserted != serial {
+            let bit = 1u128 << (serial % 128);
+            match checked {
+                true => self.checked |= bit,
+                false => self.checked &= !bit,
+            }
+        }
+    }
+
+    /// Whether the entry `i` places from the newest was stored as checked
+    /// ([`DynamicTable::insert_checked`]); `false` when unknown.
+    pub fn checked(&self, i: usize) -> bool {
+        i < self.len() && self.len() <= 128 && self.checked & (1u128 << (self.serial(i) % 128)) != 0
     }
 
     /// The entry `i` places from the newest (0 is the newest: HPACK index 62).
@@ -220,6 +269,7 @@ impl DynamicTable {
             value: value.len() as u32,
         });
         self.size += need + ENTRY_OVERHEAD;
+        self.inserted = self.inserted.wrapping_add(1);
     }
 
     /// A new maximum size (a size update, §6.3): entries leave until the table fits it, and
@@ -317,6 +367,24 @@ mod tests {
     }
 
     #[test]
+    fn checked_marks_follow_their_entries() {
+        let mut t = DynamicTable::new(4096);
+        // 1 + 1 + 32 bytes an entry: past 120 of them the oldest leave.
+        for i in 0..400usize {
+            t.insert_checked(b"a", &[b'0' + (i % 10) as u8], i % 3 == 0);
+            for j in 0..t.len() {
+                let serial = i - j;
+                assert_eq!(t.checked(j), t.len() <= 128 && serial % 3 == 0, "{i} {j}");
+            }
+        }
+        // An entry too large is not stored: the others keep their marks.
+        t.insert_checked(&[b'n'; 5000], b"v", true);
+        assert_eq!(t.len(), 0);
+        t.insert_checked(b"x", b"y", false);
+        assert!(!t.checked(0) && !t.checked(1));
+    }
+
+    #[test]
     fn find_is_get_searched() {
         let mut t = DynamicTable::new(200);
         // Names and values whose lengths match others', and an entry evicted on the way.
@@ -345,5 +413,22 @@ mod tests {
             assert_eq!(t.find(n, v), searched, "{n:?} {v:?}");
         }
         assert_eq!(t.find(b"ab", b"cd"), Some(0));
+        // Serial numbers follow an entry as newer ones come, and not past its eviction.
+        let first = t.serial(t.len() - 1);
+        let (n, v) = t.get(t.len() - 1).unwrap();
+        let (n, v) = (n.to_vec(), v.to_vec());
+        assert_eq!(t.find_serial(first, &n, &v), Some(t.len() - 1));
+        let mut other = v.clone();
+        other[0] ^= 1;
+        assert_eq!(t.find_serial(first, &n, &other), None);
+        let newest = t.serial(0);
+        t.insert(b"x", b"y");
+        assert_eq!(t.find_serial(newest, b"ab", b"cd"), Some(1));
+        assert_eq!(t.find_serial(t.serial(0), b"x", b"y"), Some(0));
+        for _ in 0..10 {
+            t.insert(b"filler", b"filler");
+        }
+        assert_eq!(t.find_serial(newest, b"ab", b"cd"), None);
+        assert_eq!(t.find_serial(first, &n, &v), None);
     }
 }

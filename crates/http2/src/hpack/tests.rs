@@ -401,7 +401,7 @@ proptest::proptest! {
                         ],
                         proptest::prop_oneof![
                             bytes_strategy(),
-                            proptest::sample::select(vec!["shoal", "text/html", "Fri, 27 Nov 2026 04:00:00 GMT"])
+                            proptest::sample::select(vec!["shoal", "shoam", "text/html", "Fri, 27 Nov 2026 04:00:00 GMT", "Fri, 27 Nov 2026 04:00:01 GMT"])
                                 .prop_map(|v| v.as_bytes().to_vec()),
                         ],
                         proptest::prelude::any::<bool>(),
@@ -412,11 +412,19 @@ proptest::proptest! {
             ),
             1..6,
         ),
+        every in proptest::prelude::any::<bool>(),
+        rounds in 1usize..4,
     ) {
         use proptest::prelude::*;
-        let mut e = Encoder::with_table_size(budget);
+        // `every`: an answers' encoder, which indexes every field; `rounds`: the same blocks
+        // again, as a connection's answers repeat (the encoder looks where a field was).
+        let mut e = match every {
+            true => Encoder::for_answers(budget),
+            false => Encoder::with_table_size(budget),
+        };
         let mut d = Decoder::new(Bounds { list: usize::MAX, field: usize::MAX });
-        for (status, fields, peer_size) in answers {
+        let n = answers.len();
+        for (status, fields, peer_size) in answers.into_iter().cycle().take(n * rounds) {
             if let Some(size) = peer_size {
                 // The peer's SETTINGS: the encoder hears it, the peer's decoder applies it.
                 e.set_peer_table_size(size);

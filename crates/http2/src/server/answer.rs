@@ -2,6 +2,25 @@
 
 use super::{Server, StreamGone};
 use crate::frame::Reason;
+use crate::hpack::Encoder;
+
+/// An answer's header block being encoded ([`Server::send_answer_by`]).
+pub struct AnswerFields<'a> {
+    encoder: &'a mut Encoder,
+    block: &'a mut Vec<u8>,
+}
+
+impl AnswerFields<'_> {
+    /// Encodes a field: its name lowercase, not one HTTP/2 forbids (debug-checked).
+    #[inline]
+    pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        debug_assert!(
+            !crate::exchange::dropped(name),
+            "a field HTTP/2 does not carry"
+        );
+        self.encoder.field(name, value, self.block);
+    }
+}
 
 impl Server {
     /// Queues an answer's HEADERS: `:status` and `fields` (names lowercased, the
@@ -34,14 +53,25 @@ impl Server {
     where
         I: IntoIterator<Item = (&'f [u8], &'f [u8])>,
     {
-        self.send_head(stream, status, end_stream, |encoder, block| {
+        self.send_answer_by(stream, status, end_stream, |out| {
             for (name, value) in fields {
-                debug_assert!(
-                    !crate::exchange::dropped(name),
-                    "a field HTTP/2 does not carry"
-                );
-                encoder.field(name, value, block);
+                out.field(name, value);
             }
+        })
+    }
+
+    /// [`Server::send_clean_answer`] whose fields `put` hands to the encoder one by one as it
+    /// makes them ([`AnswerFields::field`]): no list of them in between. `put` is not called
+    /// for a stream gone.
+    pub fn send_answer_by(
+        &mut self,
+        stream: u32,
+        status: u16,
+        end_stream: bool,
+        put: impl FnOnce(&mut AnswerFields<'_>),
+    ) -> Result<(), StreamGone> {
+        self.send_head(stream, status, end_stream, |encoder, block| {
+            put(&mut AnswerFields { encoder, block })
         })
     }
 

@@ -358,13 +358,31 @@ pub(crate) fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> 
     if name.is_empty() || bad_name(name) {
         return Err(Malformed::InvalidName(name.into()));
     }
+    check_forbidden(name, value)?;
+    check_value(name, value)
+}
+
+/// The fields HTTP/2 forbids (RFC 9113, 8.2.2), for a field whose characters are known
+/// good ([`chars_ok`]).
+fn check_forbidden(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
     match name {
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
             Err(Malformed::ConnectionSpecific(name.into()))
         }
         b"te" if value != b"trailers" => Err(invalid_value(name, value)),
-        _ => check_value(name, value),
+        _ => Ok(()),
     }
+}
+
+/// Whether a field keeps RFC 9113, 8.2.1's character rules as the checks above see them:
+/// a pseudo-header's value, or a regular field's name and value. The HPACK decoder asks
+/// this once per entry it stores ([`crate::hpack::Field::checked`]).
+pub(crate) fn chars_ok(name: &[u8], value: &[u8]) -> bool {
+    let name_ok = match name.strip_prefix(b":") {
+        Some(_) => true,
+        None => !name.is_empty() && !bad_name(name),
+    };
+    name_ok && check_value(name, value).is_ok()
 }
 
 /// Builds a [`Request`] from the fields of one header block, checking each as it comes.
@@ -399,7 +417,9 @@ impl RequestBuilder {
             if self.regular_seen {
                 return Err(Malformed::PseudoAfterRegular(f.name.into()));
             }
-            check_value(f.name, f.value)?;
+            if !f.checked {
+                check_value(f.name, f.value)?;
+            }
             let (slot, name) = match pseudo {
                 b"method" => (&mut self.method, ":method"),
                 b"scheme" => (&mut self.scheme, ":scheme"),
@@ -414,7 +434,10 @@ impl RequestBuilder {
             return Ok(());
         }
         self.regular_seen = true;
-        check_regular(f.name, f.value)?;
+        match f.checked {
+            true => check_forbidden(f.name, f.value)?,
+            false => check_regular(f.name, f.value)?,
+        }
         if f.name == b"content-length" {
             let n = parse_length(f.value)?;
             if let Some(previous) = self.content_length.filter(|&m| m != n) {

@@ -18,7 +18,7 @@ use super::mime_types::{types_slot, Types};
 use super::modules::{Cx, HttpModule};
 use super::output::{BodyFilter, Step};
 use super::reply::{Body, Reply};
-use super::subrequest_body::{Answer, Ask, Requester};
+use super::subrequest_body::{Answer, Ask, Requester, Target};
 use crate::conf::{merge, set_once, Args, Builder, Command, Ctx, Scope};
 
 pub static DIRECTIVES: &[Command] = &[
@@ -118,8 +118,7 @@ fn ask(uri: String) -> Ask {
         None => (uri, None),
     };
     Ask {
-        uri,
-        args,
+        target: Target::Uri { uri, args },
         in_memory: false,
         stub: None,
     }

@@ -38,19 +38,8 @@ impl DocRoot {
 
     /// The file for `uri`: root + URI, or the alias in place of the location's prefix.
     pub fn map(&self, uri: &str, vars: Option<&crate::variables::Vars<'_>>) -> PathBuf {
-        let evaluated;
-        let base: &Path = match (&self.template, vars) {
-            (Some(t), Some(v)) => {
-                let p = PathBuf::from(v.eval(t));
-                evaluated = if p.is_absolute() {
-                    p
-                } else {
-                    self.prefix.join(p)
-                };
-                &evaluated
-            }
-            _ => &self.path,
-        };
+        let evaluated = self.evaluate(vars);
+        let base: &Path = &evaluated;
         let tail = match (self.alias, self.alias_len) {
             (false, _) => uri,
             (true, Some(n)) => uri.get(n..).unwrap_or(""),
@@ -63,9 +52,28 @@ impl DocRoot {
         PathBuf::from(s)
     }
 
-    /// `$document_root`.
+    /// `$document_root` without variables.
     pub fn base(&self) -> &std::path::Path {
         &self.path
+    }
+
+    /// `$document_root`: the path with its variables evaluated for a request (relative
+    /// results taken from the prefix, as nginx's `ngx_get_full_name`).
+    pub fn evaluate(
+        &self,
+        vars: Option<&crate::variables::Vars<'_>>,
+    ) -> std::borrow::Cow<'_, Path> {
+        match (&self.template, vars) {
+            (Some(t), Some(v)) => {
+                let p = PathBuf::from(v.eval(t));
+                std::borrow::Cow::Owned(if p.is_absolute() {
+                    p
+                } else {
+                    self.prefix.join(p)
+                })
+            }
+            _ => std::borrow::Cow::Borrowed(&self.path),
+        }
     }
 }
 

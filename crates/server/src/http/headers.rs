@@ -41,8 +41,7 @@ pub fn filter(cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0);
             if let Some((expires, cc)) = expires_headers(e, now, reply.mtime) {
-                reply.headers.push(("Expires", expires.into()));
-                reply.headers.push(("Cache-Control", cc.into()));
+                set_expires(reply, expires, cc);
             }
         }
     }
@@ -101,5 +100,32 @@ pub fn add_headers(
             }
             reply.extra.push((h.name.into(), v));
         }
+    }
+}
+
+/// `expires`' two headers, as nginx's `ngx_http_set_expires` sets them: an `Expires` or
+/// `Cache-Control` already there (an upstream's) gets the new value in its place, the other
+/// `Cache-Control` lines go; else each is added after what is there (an upstream's headers).
+fn set_expires(reply: &mut Reply, expires: String, cc: String) {
+    let named = |n: &str, want: &str| n.eq_ignore_ascii_case(want);
+    match reply.extra.iter_mut().find(|(n, _)| named(n, "Expires")) {
+        Some((_, v)) => *v = expires.into(),
+        None => reply.extra.push(("Expires".into(), expires.into())),
+    }
+    let mut first = None;
+    let mut i = 0;
+    while i < reply.extra.len() {
+        if !named(&reply.extra[i].0, "Cache-Control") {
+            i += 1;
+        } else if first.is_none() {
+            first = Some(i);
+            i += 1;
+        } else {
+            reply.remove_extra(i);
+        }
+    }
+    match first {
+        Some(i) => reply.extra[i].1 = cc.into(),
+        None => reply.extra.push(("Cache-Control".into(), cc.into())),
     }
 }

@@ -310,6 +310,9 @@ http_modules! {
     dav: super::dav::Module,
     /// `flv` (the location's content handler).
     flv: super::flv::Module,
+    /// `slice`'s first header filter, first of all as nginx's: a first slice's 206 made a
+    /// 200 of the whole, which the filters after it see.
+    slice_first: super::slice::First,
     /// The not-modified filter: 304 and 412 for `If-*` on a 200.
     not_modified: super::not_modified::Module,
     /// `expires`, `add_header` (the headers filter).
@@ -329,8 +332,8 @@ http_modules! {
     ssi: super::ssi::Module,
     /// `gzip*`: the filter's decision.
     gzip_filter: super::gzip::Module,
-    /// `slice`, `$slice_range`: a 206 slice made the client's answer, the next slices
-    /// fetched as it is written (before the range filter, which it does for itself).
+    /// `slice`, `$slice_range`: the client's range of a sliced answer (before the range
+    /// filter, which it does for itself), and the body filter that fetches the next slices.
     slice: super::slice::Module,
     /// The range filter: 206, multipart, 416 (`max_ranges`).
     range: super::range_filter::Module,

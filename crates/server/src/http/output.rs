@@ -12,215 +12,25 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use shoal_io::pool::ThreadPool;
 
+use super::body_filter::{end_filters, finish_filters, pump};
 pub use super::body_filter::{BodyFilter, Step};
 use super::reply::{Body, Reply};
+pub use super::sink::{Sink, MAX_GATHER};
 use super::static_files;
-use super::subrequest_body::{self, Answer, Requester};
-use super::transport::ConnInfo;
+use super::subrequest_body::Requester;
 use super::upstream::body::Piece;
 use super::LocConf;
 use crate::error::Error;
 use crate::log::Level;
 
-/// Gather pipelined answers (and pieces of one) up to this many bytes before writing.
-pub const MAX_GATHER: usize = 64 * 1024;
-
 /// The request and server an answer is for (for log lines); `None` for a request that could
 /// not be read.
 pub type Who<'a> = Option<(&'a shoal_http::Request, &'a super::ServerConf)>;
-
-/// Where an answer's bytes go: a protocol's writer. Body bytes are appended to its output
-/// buffer as they are to be sent (framing included: HTTP/1's chunks); the writer writes what is
-/// gathered when told, each wait for the client bounded by `send_timeout`.
-#[allow(async_fn_in_trait)] // One worker thread: futures are never sent across threads.
-pub trait Sink {
-    /// The gathered output not written yet.
-    fn out(&mut self) -> &mut BytesMut;
-    /// The connection this is for (log lines).
-    fn info(&self) -> &ConnInfo;
-    /// More requests are already buffered (HTTP/1 pipelining): small answers are gathered
-    /// into one write rather than written one by one.
-    fn more_requests_buffered(&self) -> bool;
-    /// Writes what the client takes now without waiting; whether everything went.
-    fn flush_now(&mut self) -> io::Result<bool>;
-    /// Writes what is gathered, waiting for the client only while more than `keep` bytes of
-    /// it are left. After an error nothing is left to send.
-    async fn flush_to(&mut self, keep: usize) -> io::Result<()>;
-    /// Writes some of `data` directly (what is gathered must have been written first): the
-    /// byte count, `TimedOut` after `send_timeout` without progress.
-    async fn write_some(&mut self, data: &[u8]) -> io::Result<usize>;
-    /// The socket a file range may be sent to with `sendfile`, when the transport allows it.
-    fn sendfile_socket(&self) -> Option<BorrowedFd<'_>>;
-    /// `tcp_nopush`: holds partial packets back (on) or lets them go (off).
-    fn set_cork(&self, on: bool);
-    /// Waits until the socket takes more (after `sendfile` filled it), bounded by
-    /// `send_timeout`.
-    async fn until_writable(&mut self) -> io::Result<()>;
-
-    /// Writes what is gathered.
-    async fn flush(&mut self) -> io::Result<()> {
-        self.flush_to(0).await
-    }
-
-    /// Writes the gathered answers unless more pipelined requests are already buffered and
-    /// the batch is still small.
-    async fn maybe_flush(&mut self) -> io::Result<()> {
-        if !self.more_requests_buffered() || self.out().len() >= MAX_GATHER {
-            self.flush().await?;
-        }
-        Ok(())
-    }
-
-    /// Appends body bytes, as a chunk when `chunked`. Returns the bytes added, framing
-    /// included (what `$body_bytes_sent` counts, as nginx).
-    fn emit(&mut self, data: &[u8], chunked: bool) -> u64 {
-        if data.is_empty() {
-            return 0;
-        }
-        let out = self.out();
-        let before = out.len();
-        if chunked {
-            shoal_http::response::write_chunk(out, data);
-        } else {
-            out.extend_from_slice(data);
-        }
-        (out.len() - before) as u64
-    }
-}
-
-/// Feeds `data` through `filters` in order, emitting what comes out of the last.
-pub(super) fn run_filters<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    data: &[u8],
-    sink: &mut S,
-    chunked: bool,
-) -> io::Result<u64> {
-    match filters.split_first_mut() {
-        None => Ok(sink.emit(data, chunked)),
-        Some((first, rest)) if first.passes_through() => run_filters(rest, data, sink, chunked),
-        Some((first, rest)) => {
-            let out = first.feed(data)?;
-            run_filters(rest, out, sink, chunked)
-        }
-    }
-}
-
-/// [`run_filters`], then what a filter holds back ([`BodyFilter::pending`]) a piece at a time,
-/// what is gathered written out between pieces.
-pub(super) async fn pump<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    data: &[u8],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    let total = run_filters(filters, data, sink, chunked)?;
-    Ok(total + drain_pending(filters, sink, chunked, req).await?)
-}
-
-/// What the filters hold back, a piece at a time through the ones after them.
-async fn drain_pending<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    let mut total = 0;
-    // The last filter that holds some first: a filter is fed only when it holds nothing.
-    while let Some(i) = filters.iter().rposition(|f| f.pending()) {
-        if sink.out().len() >= MAX_GATHER {
-            sink.flush().await?;
-        }
-        let (done, rest) = filters.split_at_mut(i + 1);
-        match done[i].step(req)? {
-            Step::Data(out) => total += run_filters(rest, out, sink, chunked)?,
-            Step::Subrequest(ask) => {
-                // Its body skips the filters before nginx's postpone filter: it had its own.
-                let from = rest
-                    .iter()
-                    .position(|f| f.after_postpone())
-                    .unwrap_or(rest.len());
-                let answer = match req {
-                    Some(r) => {
-                        let (n, a) =
-                            subrequest_body::insert(r, ask, &mut rest[from..], sink, chunked)
-                                .await?;
-                        total += n;
-                        a
-                    }
-                    None => Answer::failed(),
-                };
-                done[i].answered(answer);
-            }
-        }
-    }
-    Ok(total)
-}
-
-/// Ends every filter in order, each one's last output through the ones after it (a filter
-/// may still ask for subrequests as it ends: addition's `add_after_body`).
-async fn finish_filters<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    let mut total = 0;
-    for i in 0..filters.len() {
-        let (done, rest) = filters.split_at_mut(i + 1);
-        let out = done[i].finish()?;
-        total += run_filters(rest, out, sink, chunked)?;
-        total += drain_pending(&mut filters[i..], sink, chunked, req).await?;
-    }
-    Ok(total)
-}
-
-/// Feeds the body's last bytes through `filters` and ends them: what both give goes out as
-/// one chunk, as nginx's chunked filter frames what one pass of the chain hands it (the last
-/// buffer's pass carries what the filters held back, a sub filter's cut match or gzip's
-/// tail). A filter with more to give ([`BodyFilter::pending`]: gunzip) sends it piece by
-/// piece instead, each its own chunk, memory bounded.
-async fn end_filters<S: Sink>(
-    filters: &mut [Box<dyn BodyFilter>],
-    data: &[u8],
-    sink: &mut S,
-    chunked: bool,
-    req: Option<&dyn Requester>,
-) -> io::Result<u64> {
-    // (Subrequests' bodies may be flushed as the filters end: their pieces go as they come.)
-    if !chunked
-        || filters.iter().all(|f| f.passes_through())
-        || filters.iter().any(|f| f.for_request())
-    {
-        // (Filters passed through have nothing more to give: no chunk to join.)
-        return Ok(pump(filters, data, sink, chunked, req).await?
-            + finish_filters(filters, sink, chunked, req).await?);
-    }
-    let at = sink.out().len();
-    run_filters(filters, data, sink, false)?;
-    if filters.iter().any(|f| f.pending()) {
-        let raw = sink.out()[at..].to_vec();
-        sink.out().truncate(at);
-        let mut total = sink.emit(&raw, true);
-        total += drain_pending(filters, sink, true, None).await?;
-        return Ok(total + finish_filters(filters, sink, true, None).await?);
-    }
-    finish_filters(filters, sink, false, None).await?;
-    let out = sink.out();
-    if out.len() == at {
-        return Ok(0);
-    }
-    let raw = out[at..].to_vec();
-    out.truncate(at);
-    Ok(sink.emit(&raw, true))
-}
 
 /// What lives for one answer's body: made when its head is decided, dropped when it is sent.
 #[derive(Default)]
@@ -434,7 +244,8 @@ impl Output {
         let z = &mut filters[..];
         let mut total = 0u64;
         let body = match body {
-            Body::Unsized(inner) => *inner,
+            // (The next parts of `Parts` are the filters' subrequests: slice's.)
+            Body::Unsized(inner) | Body::Parts(inner, _) => *inner,
             Body::Absent(_) => Body::Empty,
             other => other,
         };
@@ -531,10 +342,9 @@ impl Output {
                     }
                 }
             },
-            // (A streamed body goes as its parts come: `streamed::send`.)
-            Body::Tunnel(_) | Body::Streamed(_) => {
+            Body::Tunnel(_) => {
                 return Err(io::Error::from(Error::invalid(
-                    "body filters never apply to a tunnel or a streamed body",
+                    "body filters never apply to a tunnel",
                 )));
             }
             // (A gRPC answer is relayed as it is: its trailers must follow its last frame.)
@@ -543,7 +353,9 @@ impl Output {
                     "body filters never apply to a gRPC answer",
                 )));
             }
-            Body::Unsized(_) | Body::Absent(_) => unreachable!("unwrapped above"),
+            Body::Unsized(_) | Body::Parts(..) | Body::Absent(_) => {
+                unreachable!("unwrapped above")
+            }
         }
         if !ended {
             total += finish_filters(z, sink, chunked, req).await?;
@@ -681,7 +493,14 @@ impl Output {
             let (buffers, piece) = buffered.unwrap_or((1, MAX_GATHER));
             let mut off = offset;
             let end = offset + len;
+            let inline = self.pool.is_none() && self.direct.is_none();
             while off < end {
+                if inline && buffered.is_some() {
+                    if let Some(sent) = sink.send_file(file, off, (end - off) as usize).await {
+                        off += sent.map_err(shrank)? as u64;
+                        continue;
+                    }
+                }
                 let want = ((end - off) as usize).min(piece);
                 let n = match (&self.pool, &self.direct) {
                     (None, None) => {
@@ -703,10 +522,7 @@ impl Output {
                     }
                 };
                 if n == 0 {
-                    // The file shrank under us: the length we promised cannot be kept.
-                    return Err(io::Error::from(Error::invalid(
-                        "file shrank while being sent",
-                    )));
+                    return Err(shrank(io::ErrorKind::UnexpectedEof.into()));
                 }
                 off += n as u64;
                 if buffered.is_some() && off < end {
@@ -780,6 +596,15 @@ impl Output {
         }
         Ok(())
     }
+}
+
+/// A file that ended before the length we promised (it shrank under us): the answer cannot
+/// be kept.
+fn shrank(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return io::Error::from(Error::invalid("file shrank while being sent"));
+    }
+    e
 }
 
 /// Logs a pool overflow as nginx does (`thread pool "NAME" queue overflow: N tasks waiting`)

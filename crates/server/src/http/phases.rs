@@ -23,7 +23,7 @@ use super::{Content, LocConf};
 use crate::log::Level;
 
 mod subrequests;
-pub use subrequests::{clone_content, subrequest, subrequest_as, subrequest_with_body, Sub};
+pub use subrequests::{clone_subrequest, subrequest, subrequest_as, subrequest_with_body, Sub};
 
 /// nginx's limit on internal redirects and `error_page` cycles.
 const MAX_REDIRECTS: u32 = 10;
@@ -242,9 +242,7 @@ async fn run<'s, const REFUSED: bool>(
                             Some(a) if !a.is_empty() => format!("{}?{a}", l.name),
                             _ => l.name.clone(),
                         };
-                        reply.location = Some(static_files::absolute_location(
-                            &l.loc, &to, r.host, r.info, r.srv,
-                        ));
+                        reply.redirect_to_path(&l.loc, &to, r.host, r.info, r.srv);
                         return finish(r, Box::new(reply), &l.loc, rw, None);
                     }
                     loc
@@ -371,10 +369,7 @@ async fn run<'s, const REFUSED: bool>(
                     // A file `try_files` finds is proxied with its name as the URI; none: the
                     // fallback.
                     let found = match &lc.try_files {
-                        Some(tf) => {
-                            from_try_files = true;
-                            try_files_find(r, tf, lc, &rw).map(Some)
-                        }
+                        Some(tf) => try_files_find(r, tf, lc, &rw).map(Some),
                         None => Ok(None),
                     };
                     match found {
@@ -386,17 +381,17 @@ async fn run<'s, const REFUSED: bool>(
                             cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
                                 .await
                         }
-                        Err(fallback) => fallback,
+                        Err(fallback) => {
+                            from_try_files = true;
+                            fallback
+                        }
                     }
                 }
                 Content::Upstream(proto) => {
                     // As the proxy's: a file `try_files` finds is passed with its name as the
                     // URI; none: the fallback.
                     let found = match &lc.try_files {
-                        Some(tf) => {
-                            from_try_files = true;
-                            try_files_find(r, tf, lc, &rw).map(Some)
-                        }
+                        Some(tf) => try_files_find(r, tf, lc, &rw).map(Some),
                         None => Ok(None),
                     };
                     match found {
@@ -408,25 +403,38 @@ async fn run<'s, const REFUSED: bool>(
                             cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
                                 .await
                         }
-                        Err(fallback) => fallback,
+                        Err(fallback) => {
+                            from_try_files = true;
+                            fallback
+                        }
                     }
                 }
                 Content::Static => match &lc.try_files {
                     // The DAV handler runs after try_files, on the name it found.
                     Some(tf) if super::dav::wanted(lc, method) => {
-                        from_try_files = true;
                         match try_files_find(r, tf, lc, &rw) {
                             Ok(name) => {
                                 rw.uri = name;
                                 super::dav::handle(r, lc, method, &rw, body).await
                             }
-                            Err(fallback) => fallback,
+                            Err(fallback) => {
+                                from_try_files = true;
+                                fallback
+                            }
                         }
                     }
-                    Some(tf) => {
-                        from_try_files = true;
-                        try_files(r, tf, lc, &rw, method)
-                    }
+                    // A file found is served in this location (a directory's index redirect
+                    // keeps the arguments, as any index redirect); none: the fallback.
+                    Some(tf) => match try_files_find(r, tf, lc, &rw) {
+                        Ok(name) => {
+                            let vars = r.vars_rw(&rw, lc);
+                            static_content(r, lc, method, &name, &vars)
+                        }
+                        Err(fallback) => {
+                            from_try_files = true;
+                            fallback
+                        }
+                    },
                     None if super::dav::wanted(lc, method) => {
                         super::dav::handle(r, lc, method, &rw, body).await
                     }
@@ -523,8 +531,10 @@ async fn run<'s, const REFUSED: bool>(
                             _ => 302,
                         };
                         let mut redirect = super::reply::error_reply(status, lc);
-                        redirect.location = Some(target);
+                        redirect.redirect_to_url(target);
+                        // After what auth_request carried (nginx adds those first).
                         redirect.headers.append(&mut carried_auth);
+                        redirect.location_at = super::reply::LocationAt::Extra(0);
                         return finish(r, Box::new(redirect), lc, rw, None);
                     }
                 }
@@ -692,34 +702,6 @@ fn try_files_find(
         TryFallback::Named(n) => Outcome::Named(n.clone()),
         TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
     })
-}
-
-/// `try_files`: the first file (or `dir/`) that exists is served in this location; else the
-/// fallback: a code, a named location, or an internal redirect.
-fn try_files(
-    r: &Req<'_, '_>,
-    tf: &TryFiles,
-    lc: &LocConf,
-    rw: &rewrite::State,
-    method: &str,
-) -> Outcome {
-    let vars = r.vars_rw(rw, lc);
-    for t in &tf.files {
-        let name = vars.eval(&t.name);
-        let path = lc.doc_root().map(&name, Some(&vars));
-        let ok = match std::fs::metadata(&path) {
-            Ok(m) => m.is_dir() == t.dir,
-            Err(_) => false,
-        };
-        if ok {
-            return static_content(r, lc, method, &name, &vars);
-        }
-    }
-    match &tf.fallback {
-        TryFallback::Code(c) => Outcome::Reply(Box::new(super::reply::error_reply(*c, lc))),
-        TryFallback::Named(n) => Outcome::Named(n.clone()),
-        TryFallback::Uri(t) => Outcome::Internal(vars.eval(t)),
-    }
 }
 
 /// The header filters of the modules' list, in nginx's order (not-modified, headers, gzip,

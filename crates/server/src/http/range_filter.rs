@@ -39,13 +39,15 @@ impl HttpModule for Module {
                 let mut e = super::reply::error_reply(416, lc);
                 e.headers = std::mem::take(&mut reply.headers);
                 e.headers.retain(|(n, _)| *n != "ETag");
-                e.headers.push(("Content-Range", content_range.into()));
                 e.extra = std::mem::take(&mut reply.extra);
                 e.extra.retain(|(n, _)| {
                     !n.eq_ignore_ascii_case("etag") && !n.eq_ignore_ascii_case("last-modified")
                 });
+                e.extra.push(("Content-Range".into(), content_range.into()));
                 **reply = e;
                 super::headers::filter(cx, reply);
+                // userid's too: its cookie is sent a second time, as nginx sends it.
+                <super::userid::Module as HttpModule>::header_filter(&cx.lc.userid, cx, reply);
                 // The sub and charset filters too (the 416 page is HTML: its type, rewriting
                 // and recoding are the page's now).
                 super::sub::filter(&cx.lc.sub, cx, reply);
@@ -96,7 +98,7 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
     };
     match decision {
         None | Some(Ranges::Full) => {
-            reply.headers.push(("Accept-Ranges", "bytes".into()));
+            reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
             reply.body = match file {
                 Some(file) => Body::File {
                     file,
@@ -114,9 +116,10 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
             let br = &list[0];
             reply.status = 206;
             reply.reason = None;
-            reply
-                .headers
-                .push(("Content-Range", range::content_range(br, size).into()));
+            reply.extra.push((
+                "Content-Range".into(),
+                range::content_range(br, size).into(),
+            ));
             let len = br.end - br.start;
             reply.body = match file {
                 Some(file) => Body::File {
@@ -161,7 +164,7 @@ fn of_chain(reply: &mut Reply, decision: Option<Ranges>, size: u64) -> Option<St
         Some(Ranges::Unsatisfiable) => return Some(range::unsatisfiable_content_range(size)),
         Some(Ranges::Satisfiable(list)) if list.len() == 1 => list[0],
         _ => {
-            reply.headers.push(("Accept-Ranges", "bytes".into()));
+            reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
             return None;
         }
     };
@@ -196,8 +199,9 @@ fn of_chain(reply: &mut Reply, decision: Option<Ranges>, size: u64) -> Option<St
     };
     reply.status = 206;
     reply.reason = None;
-    reply
-        .headers
-        .push(("Content-Range", range::content_range(&br, size).into()));
+    reply.extra.push((
+        "Content-Range".into(),
+        range::content_range(&br, size).into(),
+    ));
     None
 }

@@ -50,9 +50,9 @@ pub enum Body {
     /// stored with the GET's `Content-Length` and no body, which nginx sends so to a GET too;
     /// a cached 204 or 304 whose upstream told a length.
     Absent(u64),
-    /// Parts fetched while the answer is written, one subrequest at a time (`slice`): see
-    /// [`super::streamed`].
-    Streamed(Box<dyn super::streamed::Streamed>),
+    /// The first part of a body whose next parts are subrequests' that a body filter puts in
+    /// place (`slice`'s next slices, see `http/subrequest_body.rs`), with the whole's length.
+    Parts(Box<Body>, u64),
 }
 
 impl Body {
@@ -67,7 +67,7 @@ impl Body {
             Body::Upstream(u) => u.length,
             Body::Tunnel(_) | Body::Unsized(_) | Body::Grpc(_) => None,
             Body::Absent(n) => Some(*n),
-            Body::Streamed(s) => s.length(),
+            Body::Parts(_, n) => Some(*n),
         }
     }
 }
@@ -79,17 +79,36 @@ thread_local! {
         const { crate::spare::Spares::new(8) };
 }
 
+/// Where nginx writes `Location` in an HTTP/1 head: in a place of its own after
+/// `Last-Modified` when its header filter made the value absolute (a path it redirects to,
+/// with `absolute_redirect on`); otherwise it is one of the headers' list, where it was
+/// added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LocationAt {
+    #[default]
+    Fixed,
+    /// First of the list (nginx's own redirects to a URL, or to a path left relative).
+    First,
+    /// Before `extra[n]` (an upstream's, among its other headers).
+    Extra(usize),
+}
+
 /// A response to send.
 pub struct Reply {
     pub status: u16,
     pub content_type: Option<String>,
     pub location: Option<String>,
+    /// Where HTTP/1 writes `location` (HTTP/2 has one place for it).
+    pub location_at: LocationAt,
     pub last_modified: Option<[u8; DATE_LEN]>,
     /// The file's modification time (for `expires modified`).
     pub mtime: Option<i64>,
-    /// Headers the handler sets, in nginx's order (ETag, Accept-Ranges, Content-Range, ...).
+    /// Headers the handler sets, in nginx's order (ETag, `expires`' Expires and
+    /// Cache-Control, ...).
     pub headers: Vec<(&'static str, Cow<'static, str>)>,
-    /// Headers from `add_header`, an upstream's passed on, and nginx's own (`Vary`).
+    /// Headers from `add_header`, an upstream's passed on, and nginx's own (`Vary`); then
+    /// those of the filters nginx runs after its headers filter (userid's `Set-Cookie`, the
+    /// range filter's `Accept-Ranges` and `Content-Range`), written after `add_header`'s.
     pub extra: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
     /// `Content-Disposition`): sent byte for byte, as nginx does.
@@ -138,12 +157,49 @@ impl Reply {
             || (self.special && matches!(self.status, 400 | 413 | 414 | 494..=497 | 500 | 501))
     }
 
+    /// Redirects to a local path (`Location`), as nginx's header filter completes it: with
+    /// the scheme and host of the request (`absolute_redirect on`), or as it is.
+    pub fn redirect_to_path(
+        &mut self,
+        lc: &super::LocConf,
+        path: &str,
+        host: Option<&str>,
+        info: &super::transport::ConnInfo,
+        srv: &super::ServerConf,
+    ) {
+        self.location = Some(super::static_files::absolute_location(
+            lc, path, host, info, srv,
+        ));
+        self.location_at = if lc.absolute_redirect() {
+            LocationAt::Fixed
+        } else {
+            LocationAt::First
+        };
+    }
+
+    /// Removes `extra[i]`, keeping a listed `Location` where it was among the others.
+    pub fn remove_extra(&mut self, i: usize) {
+        self.extra.remove(i);
+        if let LocationAt::Extra(n) = &mut self.location_at {
+            if i < *n {
+                *n -= 1;
+            }
+        }
+    }
+
+    /// Redirects to `url` as it is (an absolute URL, or a text `return` names).
+    pub fn redirect_to_url(&mut self, url: String) {
+        self.location = Some(url);
+        self.location_at = LocationAt::First;
+    }
+
     /// A reply with `status` and nothing else.
     pub fn new(status: u16) -> Reply {
         Reply {
             status,
             content_type: None,
             location: None,
+            location_at: LocationAt::Fixed,
             last_modified: None,
             mtime: None,
             headers: Vec::new(),
@@ -197,6 +253,7 @@ impl Reply {
             status: _,
             content_type,
             location,
+            location_at,
             last_modified,
             mtime,
             headers,
@@ -219,6 +276,7 @@ impl Reply {
         } = self;
         *content_type = None;
         *location = None;
+        *location_at = LocationAt::Fixed;
         *last_modified = None;
         *mtime = None;
         empty(headers);

@@ -271,7 +271,7 @@ pub struct Req<'s, 'r> {
 }
 
 /// A request's parts but its connection's, for a writer that needs the request again while
-/// it holds the connection (a streamed body's subrequests: [`super::streamed`]).
+/// it holds the connection (the subrequests of its body filters, its mirrors, `post_action`).
 #[derive(Clone, Copy)]
 pub struct ReqParts<'s, 'r> {
     pub req: &'r Request,
@@ -446,7 +446,7 @@ pub fn log(
         sent: Some(&sent),
         captures: &[],
         user: None,
-        doc_root: None,
+        doc_root: Some(lc.doc_root()),
         args: None,
         request_line: None,
         upstream,

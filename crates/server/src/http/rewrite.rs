@@ -412,11 +412,11 @@ pub fn run<'c>(
         Flow::Return(ret) => do_return(ret, lc, &r.vars_rw(st, lc), r),
         Flow::Redirect(status, url) => {
             let mut reply = crate::http::reply::error_reply(status, lc);
-            reply.location = Some(if url.starts_with('/') {
-                crate::http::static_files::absolute_location(lc, &url, r.host, r.info, r.srv)
+            if url.starts_with('/') {
+                reply.redirect_to_path(lc, &url, r.host, r.info, r.srv);
             } else {
-                url
-            });
+                reply.redirect_to_url(url);
+            }
             Outcome::Reply(Box::new(reply))
         }
         Flow::Empty => Outcome::Error(500),
@@ -439,11 +439,11 @@ fn do_return(
     match ret.code {
         301 | 302 | 303 | 307 | 308 => {
             let mut reply = crate::http::reply::error_reply(ret.code, lc);
-            reply.location = Some(if text.starts_with('/') {
-                crate::http::static_files::absolute_location(lc, &text, r.host, r.info, r.srv)
+            if text.starts_with('/') {
+                reply.redirect_to_path(lc, &text, r.host, r.info, r.srv);
             } else {
-                text
-            });
+                reply.redirect_to_url(text);
+            }
             Outcome::Reply(Box::new(reply))
         }
         code if code >= 400 && no_text => Outcome::Error(code),

@@ -4,13 +4,17 @@
 //! cache object, with `$slice_range` in `proxy_cache_key`), the location passing
 //! `proxy_set_header Range $slice_range`. The main request fetches the slice that holds the
 //! start of the client's range; its 206 tells the whole length (`Content-Range`), and the
-//! header filter here makes of it the client's answer: a 200 of the whole, or a 206 of the
-//! client's one range (several ranges: the whole 200, as nginx's `single_range`). The
-//! following slices are fetched while the body is written ([`super::streamed`]), each by the
-//! location's content handler again (nginx's `NGX_HTTP_SUBREQUEST_CLONE`), and must agree: a
-//! 206 of exactly the next slice with the first's `ETag`, or the answer ends there, the
-//! connection closed, with nginx's error line (`etag mismatch in slice response`, ...). A main
-//! answer that is not a 206 (the upstream ignored `Range`) goes as it is.
+//! header filters here make of it the client's answer, as nginx's: first of all a 200 of the
+//! whole ([`First`]: the filters after it see that, and gzip compresses it), then, where
+//! nginx's range filter runs, a 206 of the client's one range (several ranges: the whole
+//! 200, as nginx's `single_range`; none when gzip or sub changes the body's length). The
+//! following slices are subrequests the slice body filter asks for once the first is over
+//! (`http/subrequest_body.rs`: each the location's content handler again, nginx's
+//! `NGX_HTTP_SUBREQUEST_CLONE`, its body through its own filters, then the main answer's
+//! after nginx's postpone point), and must agree: a 206 of exactly the next slice with the
+//! first's `ETag`, or the answer ends there, the connection closed, with nginx's error line
+//! (`etag mismatch in slice response`, ...). A main answer that is not a 206 (the upstream
+//! ignored `Range`) goes as it is.
 //!
 //! As in nginx, nothing happens unless `$slice_range` was evaluated for the request (the
 //! first evaluation decides where the slices start).
@@ -18,13 +22,12 @@
 use shoal_conf::{Directive, Error};
 
 use crate::conf::{set_once, size_arg, Args, Builder, Command, Ctx, Scope};
+use crate::http::body_filter::{BodyFilter, Step};
 use crate::http::loc_conf;
 use crate::http::modules::{Cx, HttpModule};
 use crate::http::range::{self, ByteRange, Ranges};
-use crate::http::reply::{Body, Outcome, Reply};
-use crate::http::request::Req;
-use crate::http::streamed::{NextPart, Streamed};
-use crate::http::LocConf;
+use crate::http::reply::{Body, Reply};
+use crate::http::subrequest_body::{Answer, Ask, Requester, Target};
 use crate::log::Level;
 use crate::variables::Vars;
 
@@ -193,122 +196,131 @@ fn cut(body: Body, start: u64, end: u64, window: ByteRange) -> Body {
     }
 }
 
-/// The slices after the first, fetched while the answer is written.
+/// The main request made its sliced answer (nginx's slice context on the main request), and
+/// the first slice's `ETag` the next must have: the header filters of the slices'
+/// subrequests leave them be. (A module value's slot, under a name no configuration spells.)
+const MADE: &str = "slice made";
+
+/// The main answer's head is out: `$slice_range` asked for the first time now (in an ssi
+/// include, say) is not found, as nginx's (`r != r->main || r->headers_out.status`).
+const HEAD_OUT: &str = "slice head out";
+
+/// The main answer's head is out, its body filters about to act for it (see [`HEAD_OUT`]).
+pub fn head_out(extras: &crate::http::request::Extras) {
+    extras.set_var(HEAD_OUT, String::new());
+}
+
+/// The body filter of a sliced answer (nginx's slice body filter): once the first slice's
+/// body is over, each next slice is a subrequest (the location's content handler again),
+/// checked and cut to the client's window in its head, its body in place.
 struct Slices {
-    /// The first slice's body (already cut to the window), sent first.
-    first: Option<Body>,
     size: u64,
     /// Where the next slice starts.
     next: u64,
     /// What the client is sent of the whole.
     window: ByteRange,
+    /// Where the slices end (the window's end, or the whole's when the client gets no 206:
+    /// nginx fetches them all, their bytes out of the window dropped).
+    until: u64,
     etag: Option<String>,
-    /// The request's URI, arguments and `set` variables, for the subrequests.
-    uri: String,
-    args: Option<String>,
-    vars: std::collections::HashMap<String, String>,
+    /// The first slice's body is over.
+    ended: bool,
+    given: Vec<u8>,
 }
 
-impl Streamed for Slices {
-    fn length(&self) -> Option<u64> {
-        Some(self.window.end - self.window.start)
+impl BodyFilter for Slices {
+    fn feed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        // (Not called: the filter passes its answer's own bytes by.)
+        self.given.clear();
+        self.given.extend_from_slice(data);
+        Ok(&self.given)
     }
 
-    fn next<'a>(&'a mut self, r: &'a Req<'_, '_>, lc: &'a LocConf) -> NextPart<'a> {
-        Box::pin(async move {
-            if let Some(first) = self.first.take() {
-                return Ok(Some(first));
+    fn finish(&mut self) -> std::io::Result<&[u8]> {
+        self.ended = true;
+        Ok(&[])
+    }
+
+    fn keeps_length(&self) -> bool {
+        true
+    }
+
+    fn passes_through(&self) -> bool {
+        true
+    }
+
+    fn pending(&self) -> bool {
+        self.ended && self.next < self.until
+    }
+
+    fn for_request(&self) -> bool {
+        true
+    }
+
+    fn main_only(&self) -> bool {
+        true
+    }
+
+    fn step(&mut self, _r: Option<&dyn Requester>) -> std::io::Result<Step<'_>> {
+        Ok(Step::Subrequest(Ask {
+            target: Target::Clone {
+                var: Some((VAR, slice_range(self.next, self.size))),
+            },
+            in_memory: false,
+            stub: None,
+        }))
+    }
+
+    fn subrequest_head(&mut self, reply: &mut Reply, r: &dyn Requester) -> std::io::Result<()> {
+        let body = std::mem::replace(&mut reply.body, Body::Empty);
+        match check_slice(reply, self.next, self.size, self.etag.as_deref()) {
+            Ok(c) => {
+                self.next = c.end;
+                reply.body = cut(body, c.start, c.end, self.window);
+                Ok(())
             }
-            if self.next >= self.window.end {
-                return Ok(None);
+            Err(m) => {
+                if let Body::Upstream(ub) = body {
+                    ub.finish();
+                }
+                r.log_as(Level::Error, &m, "reading response header from upstream");
+                Err(std::io::Error::from(crate::error::Error::invalid(
+                    "slice refused",
+                )))
             }
-            r.extras.set_var(VAR, slice_range(self.next, self.size));
-            let rw = crate::http::rewrite::State {
-                uri: self.uri.clone(),
-                args: self.args.clone(),
-                vars: self.vars.clone(),
-                ..Default::default()
-            };
-            let outcome = crate::http::phases::clone_content(r, lc, &rw).await;
-            let reply = match outcome {
-                Outcome::Reply(reply) | Outcome::Final(reply) => reply,
-                Outcome::Error(code) => Box::new(crate::http::reply::error_reply(code, lc)),
-                _ => Box::new(crate::http::reply::error_reply(500, lc)),
-            };
-            let checked = check_slice(&reply, self.next, self.size, self.etag.as_deref());
-            let mut reply = reply;
-            let body = std::mem::replace(&mut reply.body, Body::Empty);
-            let ok = match checked {
-                Ok(c) => c,
-                Err(m) => return Err(fail(r, &m, body)),
-            };
-            self.next = ok.end;
-            Ok(Some(cut(body, ok.start, ok.end, self.window)))
-        })
+        }
+    }
+
+    fn answered(&mut self, a: Answer) {
+        if a.refused {
+            // No subrequest could be made: the answer ends here.
+            self.next = self.until;
+        }
     }
 }
 
-/// A slice refused: nginx's line at `error`, the body dropped (its upstream connection
-/// closed), and the error that ends the answer.
-fn fail(r: &Req<'_, '_>, msg: &str, body: Body) -> std::io::Error {
-    if let Body::Upstream(ub) = body {
-        ub.finish();
-    }
-    crate::conn_log!(
-        Level::Error,
-        r.info.number,
-        "{msg} while reading response header from upstream{}",
-        r.log_ctx()
-    );
-    std::io::Error::from(crate::error::Error::invalid("slice refused"))
-}
+/// The first of the module's two header filters, first of all (nginx's slice header
+/// filter): the main request's 206 of its first slice, checked, becomes a 200 of the whole
+/// length, which the filters after it see (gzip compresses it, as nginx's). The client's
+/// range is decided by the second ([`Module`]), where nginx's range filter runs.
+pub struct First;
 
-/// The module's place in the list: the variable, and the header filter before the range
-/// filter's.
-pub struct Module;
+impl HttpModule for First {
+    type Loc = ();
+    const DIRECTIVES: &'static [Command] = &[];
 
-impl HttpModule for Module {
-    type Loc = SliceLoc;
-    const DIRECTIVES: &'static [Command] = DIRECTIVES;
-    const VARIABLES: &'static [&'static str] = &[VAR];
+    fn merge(_: &mut (), _: &()) {}
 
-    fn merge(loc: &mut SliceLoc, parent: &SliceLoc) {
-        crate::conf::merge(&mut loc.size, &parent.size);
-    }
-
-    fn variable(
-        loc: Option<&SliceLoc>,
-        _name: &str,
-        vars: &Vars<'_>,
-        out: &mut String,
-    ) -> Option<bool> {
-        let size = loc.map_or(0, SliceLoc::size);
-        let extras = vars.extras?;
-        if extras.var(VAR, out) {
-            return Some(true);
-        }
-        if size == 0 {
-            return Some(false);
-        }
-        let req = vars.req?;
-        let start = size * (client_start(req) / size);
-        let v = slice_range(start, size);
-        out.push_str(&v);
-        extras.set_var(VAR, v);
-        Some(true)
-    }
-
-    fn header_filter(loc: &SliceLoc, cx: &Cx<'_, '_, '_>, reply: &mut Box<Reply>) {
-        let size = loc.size();
-        if size == 0 {
-            return;
-        }
+    fn header_filter(_: &(), cx: &Cx<'_, '_, '_>, reply: &mut Box<Reply>) {
+        let size = cx.lc.slice.size();
         let mut asked = String::new();
-        if !cx.r.extras.var(VAR, &mut asked) {
-            return;
-        }
-        if reply.status != 206 {
-            // The upstream ignored the range: the answer goes as it came.
+        if size == 0
+            || reply.status != 206
+            || !cx.r.extras.var(VAR, &mut asked)
+            || cx.r.extras.var(MADE, &mut String::new())
+        {
+            // (Not sliced, the upstream ignored the range, or one of the slices'
+            // subrequests: their head is the slice filter's to check.)
             return;
         }
         let Some(start) = asked
@@ -335,7 +347,8 @@ impl HttpModule for Module {
                 return;
             }
         };
-        let complete = checked.complete;
+        cx.r.extras
+            .set_var(MADE, checked.etag.clone().unwrap_or_default());
         reply.status = 200;
         reply.reason = None;
         reply.upstream_status = false;
@@ -345,8 +358,69 @@ impl HttpModule for Module {
         reply.extra.retain(|(n, _)| {
             !n.eq_ignore_ascii_case("content-range") && !n.eq_ignore_ascii_case("accept-ranges")
         });
-        // nginx's range filter over the whole, one range at most (`single_range`).
-        let etag = checked.etag.clone().unwrap_or_default();
+        let body = std::mem::replace(&mut reply.body, Body::Empty);
+        reply.body = Body::Parts(Box::new(body), checked.complete);
+    }
+}
+
+/// The module's place in the list: the variable, and the second header filter, before the
+/// range filter's: the client's range of the whole (one range at most, nginx's
+/// `single_range`), and the slice filter that fetches the next slices.
+pub struct Module;
+
+impl HttpModule for Module {
+    type Loc = SliceLoc;
+    const DIRECTIVES: &'static [Command] = DIRECTIVES;
+    const VARIABLES: &'static [&'static str] = &[VAR];
+
+    fn merge(loc: &mut SliceLoc, parent: &SliceLoc) {
+        crate::conf::merge(&mut loc.size, &parent.size);
+    }
+
+    fn variable(
+        loc: Option<&SliceLoc>,
+        _name: &str,
+        vars: &Vars<'_>,
+        out: &mut String,
+    ) -> Option<bool> {
+        let size = loc.map_or(0, SliceLoc::size);
+        let extras = vars.extras?;
+        if extras.var(VAR, out) {
+            return Some(true);
+        }
+        if size == 0 || extras.var(HEAD_OUT, &mut String::new()) {
+            return Some(false);
+        }
+        let req = vars.req?;
+        let start = size * (client_start(req) / size);
+        let v = slice_range(start, size);
+        out.push_str(&v);
+        extras.set_var(VAR, v);
+        Some(true)
+    }
+
+    fn header_filter(loc: &SliceLoc, cx: &Cx<'_, '_, '_>, reply: &mut Box<Reply>) {
+        let size = loc.size();
+        let Body::Parts(_, complete) = reply.body else {
+            return;
+        };
+        let mut asked = String::new();
+        let mut etag = String::new();
+        if size == 0 || reply.status != 200 || !cx.r.extras.var(MADE, &mut etag) {
+            return;
+        }
+        cx.r.extras.var(VAR, &mut asked);
+        let Some(start) = asked
+            .strip_prefix("bytes=")
+            .and_then(|s| s.split('-').next())
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let first_end = start.saturating_add(size).min(complete);
+        // A filter that changes the body's length (gzip, sub) leaves no 206 to make, as
+        // nginx's range filter after it; the range still cuts the next slices.
+        let changes = reply.filters.iter().any(|f| !f.keeps_length());
         let mtime = reply
             .header("last-modified")
             .and_then(|v| shoal_http::date::parse(v.as_bytes()))
@@ -360,15 +434,19 @@ impl HttpModule for Module {
         let window = match decision {
             Some(Ranges::Satisfiable(list)) if list.len() == 1 => {
                 let br = list[0];
-                reply.status = 206;
-                // After the upstream's headers, as nginx's range filter adds it.
-                let cr = range::content_range(&br, complete);
-                reply.extra.push(("Content-Range".into(), cr.into()));
+                if !changes {
+                    reply.status = 206;
+                    // After the upstream's headers, as nginx's range filter adds it.
+                    let cr = range::content_range(&br, complete);
+                    reply.extra.push(("Content-Range".into(), cr.into()));
+                }
                 br
             }
             Some(Ranges::Unsatisfiable) => {
-                if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
-                    ub.finish();
+                if let Body::Parts(first, _) = std::mem::replace(&mut reply.body, Body::Empty) {
+                    if let Body::Upstream(ub) = *first {
+                        ub.finish();
+                    }
                 }
                 let mut e = crate::http::reply::error_reply(416, cx.lc);
                 e.headers.push((
@@ -383,31 +461,45 @@ impl HttpModule for Module {
                 return;
             }
             _ => {
-                reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
+                if !changes {
+                    reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
+                }
                 ByteRange {
                     start: 0,
                     end: complete,
                 }
             }
         };
-        // A window that starts past the first slice (a suffix range): the slices from the
-        // one that holds its start.
-        let mut next = checked.end;
-        if next.saturating_add(size) <= window.start {
-            next = size * (window.start / size);
-        }
-        let body = std::mem::replace(&mut reply.body, Body::Empty);
-        let first = cut(body, checked.start, checked.end, window);
-        reply.body = Body::Streamed(Box::new(Slices {
-            first: Some(first),
-            size,
-            next,
-            window,
-            etag: checked.etag,
-            uri: cx.rw.uri.clone(),
-            args: cx.rw.args.clone(),
-            vars: cx.rw.vars.clone(),
-        }));
+        let Body::Parts(first, _) = std::mem::replace(&mut reply.body, Body::Empty) else {
+            unreachable!("matched above");
+        };
+        let (first, next, until) = if changes {
+            // The next slices, all fetched, are cut to the range (nginx's range body filter
+            // on its subrequests' output); the first goes whole.
+            (*first, first_end, complete)
+        } else {
+            // A window that starts past the first slice (a suffix range): the slices from
+            // the one that holds its start.
+            let mut next = first_end;
+            if next.saturating_add(size) <= window.start {
+                next = size * (window.start / size);
+            }
+            (cut(*first, start, first_end, window), next, window.end)
+        };
+        reply.body = Body::Parts(Box::new(first), window.end - window.start);
+        // First of the body filters, as nginx's slice body filter.
+        reply.filters.insert(
+            0,
+            Box::new(Slices {
+                size,
+                next,
+                window,
+                until,
+                etag: Some(etag).filter(|e| !e.is_empty()),
+                ended: false,
+                given: Vec::new(),
+            }),
+        );
     }
 }
 

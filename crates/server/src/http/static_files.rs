@@ -305,7 +305,7 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &Vars<'_>, post: b
             target.push('?');
             target.push_str(&shoal_http::lossy(q));
         }
-        reply.location = Some(absolute_location(lc, &target, r.host, r.info, r.srv));
+        reply.redirect_to_path(lc, &target, r.host, r.info, r.srv);
         return reply;
     };
     if post {

@@ -1,11 +1,16 @@
 //! Subrequests whose answer's body goes into the main answer's, where a body filter asks for
-//! it (ssi's `include`, addition's `add_before_body`/`add_after_body`): nginx's
-//! `ngx_http_subrequest` with its postpone filter, for one subrequest at a time.
+//! it (ssi's `include`, addition's `add_before_body`/`add_after_body`, slice's next slices):
+//! nginx's `ngx_http_subrequest` with its postpone filter, for one subrequest at a time. This
+//! is the one way a subrequest's body goes into an answer.
 //!
-//! The writer runs the subrequest when a filter asks ([`super::output::Step::Subrequest`]) and
-//! streams its body, through the subrequest's own filters (its ssi: nested includes), into
-//! the main answer's filters after nginx's postpone filter (gzip) and out, then tells the
-//! filter what it came to. With `set=` the body is kept in memory instead, up to
+//! The writer runs the subrequest when a filter asks ([`super::output::Step::Subrequest`]): a
+//! URI's phases, or the location's content handler again (nginx's
+//! `NGX_HTTP_SUBREQUEST_CLONE`: slice). The asking filter sees its head first
+//! ([`BodyFilter::subrequest_head`]: slice checks and cuts it), its header filters run, and
+//! its body streams, through the subrequest's own filters (its ssi: nested includes; its
+//! sub filter), into the main answer's filters after nginx's postpone filter (gzip) and out,
+//! a piece at a time; then the filter is told what it came to. With `set=` the body is kept
+//! in memory instead, up to
 //! `subrequest_output_buffer_size`. What the filters read of their request (variables, ssi's
 //! `set` values shared by the main request and its subrequests) comes through a
 //! [`Requester`], which the protocol makes for an answer whose filters act for it.
@@ -22,7 +27,8 @@ use std::rc::Rc;
 
 use bytes::BytesMut;
 
-use super::output::{pump, BodyFilter, Output, Sink};
+use super::body_filter::{pump, BodyFilter};
+use super::output::{Output, Sink};
 use super::reply::{Body, Reply};
 use super::request::Req;
 use super::transport::ConnInfo;
@@ -43,7 +49,11 @@ pub trait Requester {
     /// ssi's `set` variables.
     fn ssi_vars(&self) -> &SsiVars;
     /// Writes an error-log line with the request's context.
-    fn log(&self, level: Level, line: &str);
+    fn log(&self, level: Level, line: &str) {
+        self.log_as(level, line, "sending response to client");
+    }
+    /// [`Requester::log`], saying what the request was `doing` (nginx's "while ...").
+    fn log_as(&self, level: Level, line: &str, doing: &str);
     /// Runs the subrequest for `uri` and `args`: its answer, filters chosen, body unread;
     /// `None` when this request may make no more (nginx's nesting limit, logged).
     fn subrequest<'a>(
@@ -51,6 +61,15 @@ pub trait Requester {
         uri: &'a str,
         args: Option<&'a str>,
     ) -> Local<'a, Option<Included<'a>>>;
+    /// Runs the location's content handler again for the request (nginx's
+    /// `NGX_HTTP_SUBREQUEST_CLONE`), with the module variable `var` set for it; `head` sees
+    /// its answer before the header filters do (and may refuse it: the error ends the
+    /// main answer).
+    fn clone_content<'a>(
+        &'a self,
+        var: Option<(&'static str, String)>,
+        head: &'a mut dyn FnMut(&mut Reply) -> io::Result<()>,
+    ) -> Local<'a, io::Result<Included<'a>>>;
 }
 
 /// A subrequest's answer, and the request its own filters act for.
@@ -60,11 +79,20 @@ pub struct Included<'a> {
     pub req: Box<dyn Requester + 'a>,
 }
 
+/// What a subrequest runs.
+#[derive(Debug)]
+pub enum Target {
+    /// A URI and its arguments, through its location's phases (ssi, addition).
+    Uri { uri: String, args: Option<String> },
+    /// The content handler of the request's location again (slice), with a module
+    /// variable set for it (`$slice_range`).
+    Clone { var: Option<(&'static str, String)> },
+}
+
 /// A subrequest a filter asks for.
 #[derive(Debug)]
 pub struct Ask {
-    pub uri: String,
-    pub args: Option<String>,
+    pub target: Target,
     /// `set=`: the body is kept, not sent.
     pub in_memory: bool,
     /// ssi's `stub=`: the block's text, which goes through the subrequest's filters in
@@ -124,6 +152,7 @@ impl<'s, 'r> RequestOf<'s, 'r> {
         args: Option<String>,
         user_vars: &HashMap<String, String>,
     ) -> RequestOf<'s, 'r> {
+        super::slice::head_out(r.extras);
         RequestOf {
             r,
             lc,
@@ -153,11 +182,11 @@ impl Requester for RequestOf<'_, '_> {
         &self.ssi
     }
 
-    fn log(&self, level: Level, line: &str) {
+    fn log_as(&self, level: Level, line: &str, doing: &str) {
         crate::conn_log!(
             level,
             self.r.info.number,
-            "{line} while sending response to client{}",
+            "{line} while {doing}{}",
             self.r.log_ctx()
         );
     }
@@ -176,40 +205,87 @@ impl Requester for RequestOf<'_, '_> {
                 return None;
             }
             let done = super::phases::subrequest_with_body(&self.r, uri, args).await;
-            let req = RequestOf {
-                r: Req {
-                    client: None,
-                    ..self.r
-                },
-                lc: done.lc,
-                uri: done.uri,
-                args: done.args,
-                user_vars: done.user_vars,
-                ssi: self.ssi.clone(),
-                subrequests: self.subrequests - 1,
-            };
+            let (reply, lc) = (done.reply, done.lc);
+            let req = self.deeper(lc, done.uri, done.args, done.user_vars);
             Some(Included {
-                reply: done.reply,
-                lc: done.lc,
+                reply,
+                lc,
+                req: Box::new(req),
+            })
+        })
+    }
+
+    fn clone_content<'a>(
+        &'a self,
+        var: Option<(&'static str, String)>,
+        head: &'a mut dyn FnMut(&mut Reply) -> io::Result<()>,
+    ) -> Local<'a, io::Result<Included<'a>>> {
+        Box::pin(async move {
+            if let Some((name, value)) = var {
+                self.r.extras.set_var(name, value);
+            }
+            let rw = super::rewrite::State {
+                uri: self.uri.clone(),
+                args: self.args.clone(),
+                vars: self.user_vars.clone(),
+                ..Default::default()
+            };
+            let done = super::phases::clone_subrequest(&self.r, self.lc, rw, head).await?;
+            let (reply, lc) = (done.reply, done.lc);
+            let req = self.deeper(lc, done.uri, done.args, done.user_vars);
+            Ok(Included {
+                reply,
+                lc,
                 req: Box::new(req),
             })
         })
     }
 }
 
-/// Runs `ask`'s subrequest for `req` and sends its body through `rest` (the main answer's
-/// filters after nginx's postpone filter) to `sink`, or keeps it (`set=`). Returns the bytes
-/// sent and what the subrequest came to.
+impl<'s, 'r> RequestOf<'s, 'r> {
+    /// The request of a subrequest of this one, in `lc` (no client watch: the answer is
+    /// being written), one level deeper.
+    fn deeper(
+        &self,
+        lc: &'s LocConf,
+        uri: String,
+        args: Option<String>,
+        user_vars: HashMap<String, String>,
+    ) -> RequestOf<'s, 'r> {
+        RequestOf {
+            r: Req {
+                client: None,
+                ..self.r
+            },
+            lc,
+            uri,
+            args,
+            user_vars,
+            ssi: self.ssi.clone(),
+            subrequests: self.subrequests - 1,
+        }
+    }
+}
+
+/// Runs `ask`'s subrequest for `req` (the filter `asker` asked for it) and sends its body
+/// through `rest` (the main answer's filters after nginx's postpone filter) to `sink`, or
+/// keeps it (`set=`). Returns the bytes sent and what the subrequest came to.
 pub fn insert<'a, S: Sink>(
     req: &'a dyn Requester,
     ask: Ask,
+    asker: &'a mut dyn BodyFilter,
     rest: &'a mut [Box<dyn BodyFilter>],
     sink: &'a mut S,
     chunked: bool,
 ) -> Local<'a, io::Result<(u64, Answer)>> {
     Box::pin(async move {
         let info = Sink::info(sink).clone();
-        let Some(mut inc) = req.subrequest(&ask.uri, ask.args.as_deref()).await else {
+        let mut head = |reply: &mut Reply| asker.subrequest_head(reply, req);
+        let made = match &ask.target {
+            Target::Uri { uri, args } => req.subrequest(uri, args.as_deref()).await,
+            Target::Clone { var } => Some(req.clone_content(var.clone(), &mut head).await?),
+        };
+        let Some(mut inc) = made else {
             return Ok((0, Answer::failed()));
         };
         let mut answer = Answer {

@@ -543,9 +543,9 @@ fn set_cookie(loc: &UseridLoc, vars: &Vars<'_>, reply: &mut Reply) {
             c.push_str(text);
         }
     }
-    reply.headers.push(("Set-Cookie", c.into()));
+    reply.extra.push(("Set-Cookie".into(), c.into()));
     if let Some(p3p) = loc.p3p.as_deref().filter(|p| !p.is_empty()) {
-        reply.headers.push(("P3P", p3p.to_string().into()));
+        reply.extra.push(("P3P".into(), p3p.to_string().into()));
     }
 }
 

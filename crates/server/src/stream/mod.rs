@@ -300,6 +300,23 @@ impl StreamConf {
         local: Option<SocketAddr>,
         udp: bool,
     ) -> Option<&Arc<ServerConf>> {
+        if self.routes.len() <= 8 {
+            // A few addresses (the usual case): compared in turn, cheaper per session than
+            // hashing the key (the exact address first, as below).
+            let mut by_socket = None;
+            for ((addr, u), i) in &self.routes {
+                if *u != udp {
+                    continue;
+                }
+                if matches!(addr, ListenAddr::Inet(a) if Some(*a) == local) {
+                    return self.servers.get(*i);
+                }
+                if addr == socket {
+                    by_socket = Some(*i);
+                }
+            }
+            return by_socket.and_then(|i| self.servers.get(i));
+        }
         let exact = local.and_then(|l| self.routes.get(&(ListenAddr::Inet(l), udp)));
         let i = exact.or_else(|| self.routes.get(&(socket.clone(), udp)))?;
         self.servers.get(*i)

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UnixStream};
 
 use super::relay::{relay, write_all};
-use super::vars::{Session, Try};
+use super::vars::{Session, Tried, Try};
 use super::{Handler, ServerConf, StreamConf};
 use crate::cycle::Generation;
 use crate::error::{Error, Result};
@@ -281,8 +281,10 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
             return;
         }
     };
+    // The rarer steps (TLS, ssl_preread, a resolved proxy_pass) are boxed futures, made only
+    // when used: a plain session's state machine, allocated per session, stays small.
     let client = match cx.srv.tls.clone() {
-        Some(tls) => match handshake(cx, client, &tls).await {
+        Some(tls) => match Box::pin(handshake(cx, client, &tls)).await {
             Some(c) => c,
             None => {
                 cx.session.status.set(500);
@@ -291,7 +293,7 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
         },
         None => client,
     };
-    if cx.srv.conf.ssl_preread.unwrap_or(false) && !preread(cx, &client).await {
+    if cx.srv.conf.ssl_preread.unwrap_or(false) && !Box::pin(preread(cx, &client)).await {
         return;
     }
     let handler = cx.srv.handler.clone();
@@ -311,7 +313,7 @@ async fn run(cx: &mut Ctx<'_>, client: Transport) {
         }
         Some(Handler::Upstream(u)) => proxy(cx, client, &u).await,
         Some(Handler::Dynamic(t)) => {
-            let Some(u) = dynamic_upstream(cx, &t).await else {
+            let Some(u) = Box::pin(dynamic_upstream(cx, &t)).await else {
                 return;
             };
             proxy(cx, client, &u).await
@@ -508,7 +510,7 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
         let Some(peer) = state::pick(u, &mut attempt, now) else {
             // nginx names the upstream as the peer (`$upstream_addr`).
             cx.session.tries.borrow_mut().push(Try {
-                addr: u.name.clone(),
+                addr: Tried::Name(u.name.clone()),
                 ..Default::default()
             });
             crate::conn_log!(
@@ -523,7 +525,7 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
         tries += 1;
         let addr = u.addrs[peer].clone();
         cx.session.tries.borrow_mut().push(Try {
-            addr: addr.to_string(),
+            addr: Tried::Peer(addr.clone()),
             ..Default::default()
         });
         cx.worker.next_connection_number();
@@ -558,7 +560,7 @@ async fn proxy(cx: &mut Ctx<'_>, client: Transport, u: &Arc<UpstreamConf>) {
         }
     };
     let started = Instant::now();
-    relay(cx, &client, &upstream, &addr.to_string(), started).await;
+    relay(cx, &client, &upstream, &addr, started).await;
     cx.session
         .with_try(|t| t.session_time = Some(started.elapsed()));
     state::free(u, &mut attempt, PeerResult::Success);
@@ -618,7 +620,7 @@ async fn connect(cx: &Ctx<'_>, addr: &PeerAddr, host: &str) -> Result<(Transport
     let local = crate::log::enabled(Level::Info).then(|| tcp.local_addr());
     let vars = cx.vars();
     let hs = crate::http::proxy::ssl::handshake(tcp, tls, host, &vars);
-    match tokio::time::timeout(conf.connect_timeout(), hs).await {
+    match tokio::time::timeout(conf.connect_timeout(), Box::pin(hs)).await {
         Err(_) => Err(timed_out(
             "upstream timed out (110: Connection timed out) while SSL handshaking to upstream",
         )),

@@ -20,7 +20,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use super::session::{dynamic_upstream, real_peer, Ctx};
-use super::vars::{Session, Try};
+use super::vars::{Session, Tried, Try};
 use super::Handler;
 use crate::http::transport::ConnInfo;
 use crate::listen::SocketKey;
@@ -199,7 +199,7 @@ async fn proxy(
         };
         let addr = u.addrs[peer].clone();
         cx.session.tries.borrow_mut().push(Try {
-            addr: addr.to_string(),
+            addr: Tried::Peer(addr.clone()),
             ..Default::default()
         });
         cx.worker.next_connection_number();

@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use crate::upstream::conf::PeerAddr;
 use crate::variables::Var;
 
 /// The variables only a stream session has (see [`Var::Stream`]).
@@ -22,10 +23,40 @@ pub const NAMES: &[&str] = &[
     "ssl_preread_protocol",
 ];
 
+/// Who a try went to: a peer (its text made only when `$upstream_addr` or a log line asks,
+/// not per session), or the upstream's name when no peer was left (nginx's `$upstream_addr`
+/// then).
+#[derive(Clone, Debug)]
+pub enum Tried {
+    Peer(PeerAddr),
+    Name(String),
+}
+
+impl Default for Tried {
+    fn default() -> Tried {
+        Tried::Name(String::new())
+    }
+}
+
+impl From<&str> for Tried {
+    fn from(name: &str) -> Tried {
+        Tried::Name(name.to_string())
+    }
+}
+
+impl std::fmt::Display for Tried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tried::Peer(p) => p.fmt(f),
+            Tried::Name(n) => f.write_str(n),
+        }
+    }
+}
+
 /// One upstream tried by a session.
 #[derive(Clone, Debug, Default)]
 pub struct Try {
-    pub addr: String,
+    pub addr: Tried,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// `None`: the connection was not made.
@@ -133,7 +164,9 @@ impl Session {
                 None => out.push('-'),
             };
             match name {
-                "upstream_addr" => out.push_str(&t.addr),
+                "upstream_addr" => {
+                    let _ = write!(out, "{}", t.addr);
+                }
                 "upstream_bytes_sent" => {
                     let _ = write!(out, "{}", t.bytes_sent);
                 }

@@ -55,6 +55,24 @@ pub struct Vars<'a> {
 }
 
 impl Vars<'_> {
+    /// `$document_root`: a `root`/`alias` with variables (`root $site_root/pub`) evaluated
+    /// for this request; a `$document_root` inside its own root's text evaluates empty.
+    fn document_root(&self) -> Option<std::borrow::Cow<'_, Path>> {
+        match self.doc_root {
+            Some(d) if d.template.is_some() => {
+                let inner = Vars {
+                    doc_root: None,
+                    document_root: None,
+                    ..self.clone()
+                };
+                Some(std::borrow::Cow::Owned(
+                    d.evaluate(Some(&inner)).into_owned(),
+                ))
+            }
+            _ => self.document_root.map(std::borrow::Cow::Borrowed),
+        }
+    }
+
     /// Appends the value of `v`; returns false when the variable has no value (nginx's
     /// "not found", which access logs write as `-`).
     pub fn value(&self, v: &Var, out: &mut String) -> bool {
@@ -203,12 +221,12 @@ impl Vars<'_> {
                 }
                 (None, None) => return false,
             },
-            Var::DocumentRoot => match self.document_root {
+            Var::DocumentRoot => match self.document_root() {
                 Some(p) => out.push_str(&p.to_string_lossy()),
                 None => return false,
             },
             Var::RealpathRoot => match self
-                .document_root
+                .document_root()
                 .and_then(|p| std::fs::canonicalize(p).ok())
             {
                 Some(p) => out.push_str(&p.to_string_lossy()),

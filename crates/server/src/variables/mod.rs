@@ -295,6 +295,25 @@ impl std::fmt::Debug for UserVar {
     }
 }
 
+impl Var {
+    /// Whether it is one of a prefixed family's (`$http_x`, `$arg_x`, `$cookie_x`,
+    /// `$sent_http_x`, `$upstream_http_x`, ...), which a declared variable of the same name
+    /// takes over.
+    fn is_family(&self) -> bool {
+        match self {
+            Var::Arg(_)
+            | Var::Http(_)
+            | Var::SentHttp(_)
+            | Var::SentTrailer(_)
+            | Var::Cookie(_) => true,
+            Var::Upstream(n) => ["upstream_http_", "upstream_cookie_", "upstream_trailer_"]
+                .iter()
+                .any(|p| n.starts_with(p)),
+            _ => false,
+        }
+    }
+}
+
 /// Whether `name` is one of shoal's own variables, which a configuration may not define
 /// (nginx: `the duplicate "uri" variable`). Prefixed families (`$http_x`, `$arg_x`, ...) and
 /// `$args` are not: nginx lets `map` and `split_clients` take those over.
@@ -377,10 +396,15 @@ impl Template {
             if name.is_empty() {
                 return Err(Error::invalid(format!("invalid variable name in \"{s}\"")));
             }
-            // A name `map`/`split_clients` defined takes over a built-in family's (`$http_x`),
-            // as in nginx; for uses written before the definition the built-in stays.
+            // A name `map`/`split_clients` defined, or `set` or a named capture declared,
+            // takes over a built-in family's (`$http_x`: GitLab's `set
+            // $http_host_with_default`), as in nginx; for uses written before the
+            // declaration the built-in stays.
             let computed = !name.starts_with(|c: char| c.is_ascii_digit()) && is_defined(name);
-            let var = match Var::lookup(name).filter(|_| !computed) {
+            let var = match Var::lookup(name).filter(|v| {
+                !computed
+                    && !(v.is_family() && DECLARED.with(|d| d.borrow().iter().any(|n| n == name)))
+            }) {
                 Some(v) => v,
                 None => {
                     note_used(name);

@@ -129,6 +129,70 @@ fn data_header_alone_for_file_bytes() {
     assert_eq!(p.conn.open_streams(), 0);
 }
 
+/// `send_data_with`'s `fill` as a file read does it: room for each header, then the bytes.
+fn fill_from(src: &[u8]) -> impl FnOnce(&mut Vec<u8>, usize, usize) -> Result<(), ()> + '_ {
+    move |out, len, frame| {
+        for piece in src[..len].chunks(frame) {
+            out.extend_from_slice(&[0xee; 9]);
+            out.extend_from_slice(piece);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn data_read_straight_into_the_output() {
+    let mut p = Peer::new(Config::default());
+    p.feed(&settings(&[(4, 20000)])).unwrap();
+    p.feed(&get(1)).unwrap();
+    p.take_output();
+    p.conn.send_headers(1, b"\x88", false).unwrap();
+    p.take_output();
+    let body: Vec<u8> = (0..40000u32).map(|i| (i % 253) as u8).collect();
+    // The window's 20000 of the 30000 asked, in frames of 8000; none ends the stream.
+    assert_eq!(
+        p.conn.send_data_with(1, 30000, 8000, fill_from(&body)),
+        Ok(Ok(20000))
+    );
+    let out = p.take_output();
+    let shape: Vec<_> = out
+        .iter()
+        .map(|f| (f.kind, f.flags, f.stream, f.payload.len()))
+        .collect();
+    assert_eq!(
+        shape,
+        [(DATA, 0, 1, 8000), (DATA, 0, 1, 8000), (DATA, 0, 1, 4000)]
+    );
+    let joined: Vec<u8> = out.iter().flat_map(|f| f.payload.clone()).collect();
+    assert_eq!(joined, body[..20000]);
+    // A spent window: no frame, and `fill` is not asked.
+    let refuse = |_: &mut Vec<u8>, _: usize, _: usize| -> Result<(), ()> { panic!("asked") };
+    assert_eq!(p.conn.send_data_with(1, 100, 8000, refuse), Ok(Ok(0)));
+    p.feed(&window_update(1, 30000)).unwrap();
+    // A read that fails queues nothing and spends no window.
+    let fail = |out: &mut Vec<u8>, _: usize, _: usize| {
+        out.extend_from_slice(b"partial");
+        Err("shrank")
+    };
+    assert_eq!(p.conn.send_data_with(1, 100, 8000, fail), Ok(Err("shrank")));
+    assert!(p.conn.pending_output().is_empty());
+    assert_eq!(p.conn.window(1), Ok(30000));
+    // Frames no larger than the client's SETTINGS_MAX_FRAME_SIZE, whatever is asked.
+    assert_eq!(
+        p.conn.send_data_with(1, 20000, 1 << 20, fill_from(&body)),
+        Ok(Ok(20000))
+    );
+    let lens: Vec<_> = p.take_output().iter().map(|f| f.payload.len()).collect();
+    assert_eq!(lens, [16384, 20000 - 16384]);
+    // The body ends with an empty DATA frame; then the stream takes no more.
+    p.conn.send_data(1, b"", true).unwrap();
+    assert_eq!(p.take_output()[0].flags, END_STREAM);
+    assert_eq!(
+        p.conn.send_data_with(1, 1, 8000, fill_from(&body)),
+        Err(StreamGone)
+    );
+}
+
 #[test]
 fn reset_by_the_server() {
     let mut p = Peer::new(Config::default());

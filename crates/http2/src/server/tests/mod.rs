@@ -504,3 +504,48 @@ proptest::proptest! {
         proptest::prop_assert_eq!(r.method(), b"GET");
     }
 }
+
+/// A field taken from the HPACK tables skips the character checks only when its entry
+/// passed them: an entry stored with a bad name or value is refused every time it is used.
+#[test]
+fn fields_from_the_tables_are_checked_once_and_refused_every_time() {
+    use super::request::chars_ok;
+    for (name, value) in crate::hpack::STATIC {
+        assert!(chars_ok(name, value), "{name:?} {value:?}");
+    }
+    let mut s = server(Config::default());
+    let pseudo = block(&get_with(&[]));
+    let stored: [(&str, &[u8]); 4] = [
+        ("x-good", b"fine value"),
+        ("x-nul", b"a\0b"),
+        ("x-end", b"trailing "),
+        ("X-Upper", b"v"),
+    ];
+    for (i, (name, value)) in stored.iter().enumerate() {
+        let stream = 1 + 2 * i as u32;
+        let mut b = pseudo.clone();
+        b.extend(indexed_literal(name, value));
+        let got = feed(
+            &mut s,
+            &frame(HEADERS, END_HEADERS | END_STREAM, stream, &b),
+        );
+        let accepted = matches!(got[..], [Incoming::Head { .. }]);
+        assert_eq!(accepted, i == 0, "{name}: {got:?}");
+        out(&mut s);
+    }
+    // Each entry again, by its index (62: the newest), twice.
+    for round in 0..2u32 {
+        for (i, (name, _)) in stored.iter().enumerate() {
+            let stream = 11 + 8 * round + 2 * i as u32;
+            let mut b = pseudo.clone();
+            b.push(0x80 | (62 + (stored.len() - 1 - i)) as u8);
+            let got = feed(
+                &mut s,
+                &frame(HEADERS, END_HEADERS | END_STREAM, stream, &b),
+            );
+            let accepted = matches!(got[..], [Incoming::Head { .. }]);
+            assert_eq!(accepted, i == 0, "{name} by index: {got:?}");
+            out(&mut s);
+        }
+    }
+}

@@ -258,9 +258,7 @@ pub async fn handle(
         let mut escaped = Vec::with_capacity(uri.len());
         super::proxy::request::escape_uri(uri.as_bytes(), &mut escaped);
         let escaped = String::from_utf8_lossy(&escaped);
-        reply.location = Some(super::static_files::absolute_location(
-            lc, &escaped, r.host, r.info, r.srv,
-        ));
+        reply.redirect_to_path(lc, &escaped, r.host, r.info, r.srv);
     }
     Outcome::Reply(reply)
 }

@@ -444,9 +444,11 @@ fn known_length(reply: &crate::http::reply::Reply) -> Option<u64> {
 
 /// shoal's own `Vary: Accept-Encoding`, once whichever of gzip, `gzip_static` and gunzip says
 /// it first (nginx's `r->gzip_vary` is a flag; an upstream's own `Vary` is another line).
+/// nginx writes it in a place of its own, after `Connection`, before every other header:
+/// first of the handler's.
 pub(crate) fn add_vary(reply: &mut crate::http::reply::Reply) {
     if !reply.headers.iter().any(|(n, _)| *n == "Vary") {
-        reply.headers.push(("Vary", "Accept-Encoding".into()));
+        reply.headers.insert(0, ("Vary", "Accept-Encoding".into()));
     }
 }
 
@@ -502,7 +504,8 @@ pub fn header_filter(
             }
         }
     }
-    reply.headers.push(("Content-Encoding", "gzip".into()));
+    // After `add_header`'s and userid's (nginx's gzip filter runs after theirs).
+    reply.extra.push(("Content-Encoding".into(), "gzip".into()));
     Some(lc.gzip.comp_level())
 }
 

@@ -352,6 +352,9 @@ impl Conn {
                 }
             };
             self.requests += 1;
+            // (The default server's name outlives a reload below.)
+            let default_name =
+                crate::log::enabled(Level::Info).then(|| default_srv.name().to_string());
             // A reload that came while the head was arriving: the request takes the newest
             // configuration (or the last one of a removed socket, then the connection closes).
             let gen = if self.follow_reload() {
@@ -369,6 +372,9 @@ impl Conn {
                 if let Some(by) = self.tls_checks(req, srv, &gen, &route) {
                     (srv, name_captures) = (by, None);
                 }
+            }
+            if let Some(default_name) = &default_name {
+                read::log_dropped_headers(req, srv.name(), default_name, &self.info);
             }
             // (Inline, not boxed: a box would take the state's kilobytes off an idle
             // connection's task, but moving the future into it copies all of them for every
@@ -642,7 +648,6 @@ impl Conn {
                 &output,
                 RefusedShape::default(),
                 requester.as_ref().map(|r| r as &dyn Requester),
-                Some(parts),
             )
             .await;
         if self.pacing.is_some() {

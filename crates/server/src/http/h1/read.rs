@@ -224,3 +224,54 @@ impl Conn {
         }
     }
 }
+
+/// nginx's info line for each header line `ignore_invalid_headers` dropped (`client sent
+/// invalid header line: "x_y: 1" while reading client request headers`): the lines of the
+/// head that are not among the request's headers. Its server and host are what nginx knew at
+/// that line: the Host's server and value if a Host line came before, else the default
+/// server. Called only when info lines are written.
+pub(super) fn log_dropped_headers(
+    req: &Request,
+    srv: &str,
+    default_srv: &str,
+    info: &crate::http::transport::ConnInfo,
+) {
+    let head = req.head_bytes();
+    let mut kept = req.header_fields().map(|(n, _)| n.as_ptr()).peekable();
+    let mut host: Option<&[u8]> = None;
+    // The request line, then the header lines up to the empty one.
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break;
+        }
+        if kept.peek() == Some(&line.as_ptr()) {
+            kept.next();
+            if line.len() >= 5 && line[..5].eq_ignore_ascii_case(b"host:") && host.is_none() {
+                host = Some(line[5..].trim_ascii());
+            }
+            continue;
+        }
+        let end = line
+            .iter()
+            .rposition(|b| !matches!(b, b' ' | b'\t'))
+            .map_or(0, |i| i + 1);
+        let (srv, host_ctx) = match host {
+            Some(h) => (srv, format!(", host: \"{}\"", shoal_http::lossy(h))),
+            None => (default_srv, String::new()),
+        };
+        crate::conn_log!(
+            Level::Info,
+            info.number,
+            "client sent invalid header line: \"{}\" while reading client request headers, \
+             client: {}, server: {}, request: \"{} {}{}\"{}",
+            shoal_http::lossy(&line[..end]),
+            info.client(),
+            srv,
+            req.method(),
+            shoal_http::lossy(req.target()),
+            req.version().line_suffix(),
+            host_ctx
+        );
+    }
+}

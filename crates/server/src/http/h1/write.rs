@@ -14,7 +14,7 @@ use shoal_http::{BodyLength, Connection, ResponseHead};
 use super::Conn;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::{Output, Sink, Who};
-use crate::http::reply::{Body, Reply};
+use crate::http::reply::{Body, LocationAt, Reply};
 use crate::http::request;
 use crate::http::subrequest_body::Requester;
 use crate::http::transport::{ConnInfo, Transport};
@@ -26,7 +26,6 @@ impl Conn {
     /// Writes an answer: its HTTP/1 head (`Connection`, `Keep-Alive`, chunked framing decided
     /// here, for this protocol), then its body as `output` produces it. Returns the head's
     /// and the body's byte counts (framing included), as the access log counts them.
-    // (`parts` is the request again, beside `who`, only for a streamed body's subrequests.)
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn write_answer(
         &mut self,
@@ -37,7 +36,6 @@ impl Conn {
         output: &Output,
         refused: RefusedShape,
         requester: Option<&dyn Requester>,
-        parts: Option<crate::http::request::ReqParts<'_, '_>>,
     ) -> std::io::Result<(u64, u64)> {
         super::super::transport::ready_out_buffer(&mut self.out);
         let req = who.map(|(r, _)| r);
@@ -85,7 +83,11 @@ impl Conn {
                 (None, false, _) => BodyLength::Unknown,
             },
             last_modified: last_modified.as_ref(),
-            location: reply.location.as_deref().map(str::as_bytes),
+            location: reply
+                .location
+                .as_deref()
+                .filter(|_| reply.location_at == LocationAt::Fixed)
+                .map(str::as_bytes),
             connection: if tunnel {
                 Connection::Upgrade
             } else if keep {
@@ -103,12 +105,33 @@ impl Conn {
         let before = self.out.len();
         if !http09 {
             head.write_fields(&mut self.out);
-            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8.
+            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8;
+            // a `Location` nginx keeps in its list where it was added.
+            let listed = reply.location.as_deref().map(str::as_bytes);
+            let put_location = |out: &mut BytesMut| {
+                if let Some(l) = listed {
+                    shoal_http::response::header(out, b"Location", l);
+                }
+            };
+            let extra_at = match reply.location_at {
+                LocationAt::Fixed => usize::MAX,
+                LocationAt::First => {
+                    put_location(&mut self.out);
+                    usize::MAX
+                }
+                LocationAt::Extra(n) => n.min(reply.extra.len()),
+            };
             for (n, v) in &reply.headers {
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
             }
-            for (n, v) in &reply.extra {
+            for (i, (n, v)) in reply.extra.iter().enumerate() {
+                if i == extra_at {
+                    put_location(&mut self.out);
+                }
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
+            }
+            if extra_at == reply.extra.len() {
+                put_location(&mut self.out);
             }
             for (n, v) in &reply.raw_extra {
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v);
@@ -143,27 +166,6 @@ impl Conn {
             };
             let body_len =
                 Box::pin(relay::tunnel(&mut sink, stream, buf, send_timeout, *u, lc)).await?;
-            return Ok((head_len, body_len));
-        }
-        // A body of subrequests' parts: each fetched with the request in hand, as it is
-        // written (its parts go as they come: no body filter).
-        if let Body::Streamed(s) = body {
-            let Some(parts) = parts else {
-                return Err(io::Error::from(crate::error::Error::invalid(
-                    "a streamed body without its request",
-                )));
-            };
-            let send_timeout = self.rules.send_timeout;
-            let r = parts.with(&self.info);
-            let mut sink = Writer {
-                stream: &self.stream,
-                out: &mut self.out,
-                info: &self.info,
-                send_timeout,
-                pipelined: false,
-            };
-            let send = crate::http::streamed::send(&mut sink, output, s, &r, lc, who);
-            let body_len = Box::pin(send).await?;
             return Ok((head_len, body_len));
         }
         if output.filtered() {
@@ -225,7 +227,7 @@ impl Conn {
         let status = reply.status;
         // (Boxed: the writer's state is kilobytes; inline it would size every connection's
         // task, which waits in the same loop that calls this.)
-        let write = self.write_answer(None, reply, lc, false, &output, shape, None, None);
+        let write = self.write_answer(None, reply, lc, false, &output, shape, None);
         let (head_len, body_len) = Box::pin(write).await?;
         self.flush().await?;
         self.log_refused(srv, status, head_len, body_len, line, start);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use super::wire::SendStream;
+use super::wire::{SendResponse, SendStream, StreamError};
 use crate::error::Error;
 use crate::http::limit_rate::Pacing;
 use crate::http::output::Sink;
@@ -22,122 +22,129 @@ use crate::http::reply::{Body, Reply};
 use crate::http::transport::ConnInfo;
 use crate::http::{LocConf, ServerTokens};
 
-/// Headers no HTTP/2 message carries (RFC 9113, 8.2.2): an upstream's are dropped.
-const CONNECTION_SPECIFIC: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// An answer's head as the codec encodes it: the status and the fields (names lowercased) in
-/// one buffer.
-#[derive(Default)]
-pub struct Head {
-    pub status: u16,
-    buf: Vec<u8>,
-    /// Each field's name and value lengths, in order.
-    spans: Vec<(u32, u32)>,
-}
-
-impl Head {
-    /// Appends a field whose name is lowercase already.
-    fn push(&mut self, name: &[u8], value: &[u8]) {
-        self.buf.extend_from_slice(name);
-        self.buf.extend_from_slice(value);
-        self.spans.push((name.len() as u32, value.len() as u32));
+/// Whether a field is one no HTTP/2 message carries (RFC 9113, 8.2.2; an upstream's are
+/// dropped) or a pseudo-header's name (the codec takes the fields as they are): by length
+/// first, most fields are none of these.
+fn forbidden(name: &[u8]) -> bool {
+    if name.first() == Some(&b':') {
+        return true;
     }
-
-    /// Appends a field, its name lowercased.
-    fn push_lowered(&mut self, name: &[u8], value: &[u8]) {
-        if name.iter().any(u8::is_ascii_uppercase) {
-            self.buf.extend(name.iter().map(u8::to_ascii_lowercase));
-            self.buf.extend_from_slice(value);
-            self.spans.push((name.len() as u32, value.len() as u32));
-        } else {
-            self.push(name, value);
-        }
-    }
-
-    /// The fields, in order.
-    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        let mut at = 0usize;
-        self.spans.iter().map(move |&(n, v)| {
-            let (n, v) = (n as usize, v as usize);
-            let field = (&self.buf[at..at + n], &self.buf[at + n..at + n + v]);
-            at += n + v;
-            field
-        })
-    }
-}
-
-/// The answer's head: what [`crate::http::h1`] writes as HTTP/1 lines. Returns it and its
-/// size as nginx's `$bytes_sent` counts a head (the fields' names and values, uncompressed).
-pub fn head(reply: &Reply, lc: &LocConf, length: Option<u64>, date: &[u8]) -> (Head, u64) {
-    let mut h = Head {
-        status: shoal_http::status::wire_status(reply.status),
-        buf: Vec::with_capacity(256),
-        spans: Vec::with_capacity(8 + reply.headers.len() + reply.extra.len()),
+    let like: &[u8] = match name.len() {
+        7 => b"upgrade",
+        10 if name.eq_ignore_ascii_case(b"connection") => return true,
+        10 => b"keep-alive",
+        16 => b"proxy-connection",
+        17 => b"transfer-encoding",
+        _ => return false,
     };
+    name.eq_ignore_ascii_case(like)
+}
+
+/// Hands `put` a field whose name may have uppercase letters, its name lowercased.
+#[inline]
+fn put_lowered(put: &mut impl FnMut(&[u8], &[u8]), name: &[u8], value: &[u8]) {
+    if !name.iter().any(u8::is_ascii_uppercase) {
+        return put(name, value);
+    }
+    let mut small = [0u8; 64];
+    let long;
+    let lower = match small.get_mut(..name.len()) {
+        Some(to) => {
+            for (d, s) in to.iter_mut().zip(name) {
+                *d = s.to_ascii_lowercase();
+            }
+            &*to
+        }
+        None => {
+            long = name.to_ascii_lowercase();
+            &long[..]
+        }
+    };
+    put(lower, value);
+}
+
+/// The `:status` an answer goes out with.
+pub fn status(reply: &Reply) -> u16 {
+    shoal_http::status::wire_status(reply.status)
+}
+
+/// The answer's head: what [`crate::http::h1`] writes as HTTP/1 lines, each field handed to
+/// `put` as it is made (a lowercase name, none HTTP/2 forbids): straight into the HPACK
+/// encoder, with no list of fields in between. Returns the head's size as nginx's
+/// `$bytes_sent` counts it (the fields' names and values, uncompressed).
+pub fn head(
+    reply: &Reply,
+    lc: &LocConf,
+    length: Option<u64>,
+    date: &[u8],
+    put: &mut impl FnMut(&[u8], &[u8]),
+) -> u64 {
     let mut size = 9u64;
-    // `made`: a field made here, valid as it is (a lowercase name, a value without control
-    // bytes). Another with a control byte in its value (a line break, a NUL) is dropped, as
-    // the `http` crate's checks did, and its name is lowercased.
-    let mut other = |h: &mut Head, name: &[u8], value: &[u8], made: bool| {
-        if made {
-            size += (name.len() + value.len()) as u64 + 2;
-            h.push(name, value);
-            return;
-        }
-        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) || name.is_empty() {
-            return;
-        }
+    // A field made here is valid as it is (a lowercase name, a value without control
+    // bytes).
+    let mut made = |name: &[u8], value: &[u8]| {
         size += (name.len() + value.len()) as u64 + 2;
-        h.push_lowered(name, value);
+        put(name, value);
     };
-    other(
-        &mut h,
-        b"server",
-        tokens(lc.server_tokens()).server().as_bytes(),
-        true,
-    );
-    other(&mut h, b"date", date, true);
-    if let Some(ct) = reply.content_type.as_deref().filter(|t| !t.is_empty()) {
-        other(&mut h, b"content-type", ct.as_bytes(), false);
+    made(b"server", tokens(lc.server_tokens()).server().as_bytes());
+    made(b"date", date);
+    let ct = reply.content_type.as_deref().filter(|t| !t.is_empty());
+    if let Some(ct) = ct.filter(|t| clean(t.as_bytes())) {
+        made(b"content-type", ct.as_bytes());
     }
     if let Some(n) = length {
         let mut digits = [0u8; 20];
-        other(&mut h, b"content-length", decimal(n, &mut digits), true);
+        made(b"content-length", decimal(n, &mut digits));
     }
     if let Some(lm) = &reply.last_modified {
-        other(&mut h, b"last-modified", lm.as_ref(), true);
+        made(b"last-modified", lm.as_ref());
     }
-    if let Some(loc) = reply.location.as_deref() {
-        other(&mut h, b"location", loc.as_bytes(), false);
+    if let Some(loc) = reply.location.as_deref().filter(|l| clean(l.as_bytes())) {
+        made(b"location", loc.as_bytes());
     }
-    // The handler's and the filters' fields.
-    let mut put = |h: &mut Head, name: &str, value: &[u8]| {
-        // (Nor a name a pseudo-header's: the codec takes these fields as they are.)
-        if name.starts_with(':')
-            || CONNECTION_SPECIFIC
-                .iter()
-                .any(|c| c.eq_ignore_ascii_case(name))
-        {
+    // The handler's and the filters' fields: one with a control byte in its value (a line
+    // break, a NUL) is dropped, as the `http` crate's checks did; names are lowercased.
+    let mut other = |name: &[u8], value: &[u8]| {
+        if name.is_empty() || forbidden(name) || !clean(value) {
             return;
         }
-        other(h, name.as_bytes(), value, false);
+        size += (name.len() + value.len()) as u64 + 2;
+        put_lowered(put, name, value);
     };
     for (n, v) in &reply.headers {
-        put(&mut h, n, v.as_bytes());
+        other(n.as_bytes(), v.as_bytes());
     }
     for (n, v) in &reply.extra {
-        put(&mut h, n, v.as_bytes());
+        other(n.as_bytes(), v.as_bytes());
     }
     for (n, v) in &reply.raw_extra {
-        put(&mut h, n, v);
+        other(n.as_bytes(), v);
     }
-    (h, size)
+    size
+}
+
+/// Sends the answer's HEADERS ([`head`] encoded as it is made; `end`: no body follows).
+/// Returns the stream's sending half and the head's size for the log, counted even when the
+/// stream was gone.
+pub fn send_head(
+    respond: &mut SendResponse,
+    reply: &Reply,
+    lc: &LocConf,
+    length: Option<u64>,
+    date: &[u8],
+    end: bool,
+) -> (Result<SendStream, StreamError>, u64) {
+    let mut size = None;
+    let sent = respond.send_response(status(reply), end, |f| {
+        size = Some(head(reply, lc, length, date, &mut |n, v| f.field(n, v)));
+    });
+    let size = size.unwrap_or_else(|| head(reply, lc, length, date, &mut |_, _| {}));
+    (sent, size)
+}
+
+/// Whether a value has no control byte but tabs.
+fn clean(value: &[u8]) -> bool {
+    !value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
 }
 
 /// `n` in decimal, written at the end of `buf`.
@@ -241,6 +248,29 @@ impl H2Sink<'_> {
         Ok(())
     }
 
+    /// [`Sink::send_file`]: as much of `want` as the windows, the connection's output and
+    /// `limit_rate` take.
+    async fn file_frames(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        want: usize,
+    ) -> io::Result<usize> {
+        use std::os::fd::AsFd;
+        self.flush_to(0).await?;
+        let allowed = self.paced().await;
+        let cap = self.capacity(want.min(allowed)).await?;
+        let n = cap.min(want).min(allowed);
+        let sent = self
+            .send
+            .send_file(file.as_fd(), offset, n, self.chunk)
+            .map_err(|e| io::Error::from(Error::protocol(e)))??;
+        if let Some(p) = self.pacing.as_deref_mut() {
+            p.wrote(sent, Instant::now());
+        }
+        Ok(sent)
+    }
+
     /// Sends everything gathered and ends the stream (an empty DATA frame with END_STREAM when
     /// nothing is left).
     pub async fn finish(&mut self) -> io::Result<()> {
@@ -322,6 +352,15 @@ impl Sink for H2Sink<'_> {
         Ok(n)
     }
 
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        want: usize,
+    ) -> Option<io::Result<usize>> {
+        Some(self.file_frames(file, offset, want).await)
+    }
+
     fn sendfile_socket(&self) -> Option<BorrowedFd<'_>> {
         None
     }
@@ -338,20 +377,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_head_s_fields_keep_their_order_with_names_lowercased() {
-        let mut h = Head::default();
-        h.push(b"server", b"shoal");
-        h.push_lowered(b"X-Thing", b"A b");
-        h.push_lowered(b"etag", b"\"1\"");
-        let got: Vec<_> = h.fields().collect();
-        assert_eq!(
-            got,
-            [
-                (&b"server"[..], &b"shoal"[..]),
-                (b"x-thing", b"A b"),
-                (b"etag", b"\"1\""),
-            ]
-        );
+    fn fields_lowercased_and_forbidden_ones_known() {
+        let mut got = Vec::new();
+        let mut put = |n: &[u8], v: &[u8]| got.push((n.to_vec(), v.to_vec()));
+        put_lowered(&mut put, b"server", b"shoal");
+        put_lowered(&mut put, b"X-Thing", b"A b");
+        let long = [b'A'; 70];
+        put_lowered(&mut put, &long, b"1");
+        assert_eq!(got[0], (b"server".to_vec(), b"shoal".to_vec()));
+        assert_eq!(got[1], (b"x-thing".to_vec(), b"A b".to_vec()));
+        assert_eq!(got[2], ([b'a'; 70].to_vec(), b"1".to_vec()));
+        for name in [
+            &b"Connection"[..],
+            b"keep-alive",
+            b"Proxy-Connection",
+            b"transfer-encoding",
+            b"UPGRADE",
+            b":status",
+        ] {
+            assert!(forbidden(name), "{}", String::from_utf8_lossy(name));
+        }
+        for name in [&b"etag"[..], b"connectionx", b"keep-alivf", b"vary"] {
+            assert!(!forbidden(name));
+        }
+        assert!(clean(b"a\tb") && !clean(b"a\nb") && !clean(b"\x7f"));
         let mut digits = [0u8; 20];
         assert_eq!(decimal(0, &mut digits), b"0");
         assert_eq!(decimal(612, &mut digits), b"612");

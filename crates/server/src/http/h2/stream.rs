@@ -155,9 +155,10 @@ async fn answer_stream(
             let status = reply.status;
             let date = request::date(false);
             let length = reply.body.length();
-            let (resp, head_len) = sink::head(&reply, &srv.loc, length, &date);
+            let (sent, head_len) =
+                sink::send_head(&mut respond, &reply, &srv.loc, length, &date, false);
             let mut body_len = 0;
-            if let Ok(send) = respond.send_response(resp, false) {
+            if let Ok(send) = sent {
                 let mut sink = H2Sink {
                     send,
                     out: BytesMut::new(),
@@ -288,11 +289,9 @@ async fn answer_stream(
     let length = sink::told_length(&reply.body, changes_length);
     let date =
         request::date(reply.proxied || matches!(reply.body, Body::Upstream(_) | Body::Tunnel(_)));
-    let (resp, head_len) = sink::head(&reply, lc, length, &date);
     let (status, special) = (reply.status, reply.special);
     let proxied = reply.proxied;
     let body = std::mem::replace(&mut reply.body, Body::Empty);
-    Reply::recycle(reply);
     // (An upstream's answer whose head ended its stream, a gRPC trailers-only answer, ends
     // the stream with its HEADERS too: its fields are the call's trailers.)
     let no_body = head_only
@@ -300,11 +299,15 @@ async fn answer_stream(
         || (proxied && matches!(&body, Body::Bytes(b) if b.is_empty()));
     let mut send_half: Option<SendStream> = None;
     let mut pacing = pacing_for(&r, lc, &uri, &user_vars, upstream.as_ref());
+    let (started, head_len) = {
+        let mut respond = respond.borrow_mut();
+        sink::send_head(&mut respond, &reply, lc, length, &date, no_body)
+    };
+    Reply::recycle(reply);
     if let Some(p) = pacing.as_deref_mut() {
         // The HEADERS frame counts as a head's bytes count over HTTP/1.
         p.wrote(head_len as usize, Instant::now());
     }
-    let started = respond.borrow_mut().send_response(resp, no_body);
     let sent = match started {
         Ok(send) => {
             let mut sink = H2Sink {
@@ -339,7 +342,7 @@ async fn answer_stream(
                             RequestOf::main(r, lc, &uri, args.clone(), &user_vars)
                         });
                     let requester = requester.as_ref().map(|r| r as &dyn Requester);
-                    match write_body(&mut sink, body, &output, lc, who, requester, &r).await {
+                    match write_body(&mut sink, body, &output, lc, who, requester).await {
                         Ok(n) => sink.finish().await.map(|()| n),
                         Err(e) => {
                             sink.send.send_reset(Reason::INTERNAL_ERROR);
@@ -551,12 +554,7 @@ async fn write_body(
     lc: &LocConf,
     who: Who<'_>,
     requester: Option<&dyn Requester>,
-    r: &Req<'_, '_>,
 ) -> io::Result<u64> {
-    if let Body::Streamed(s) = body {
-        // Each part fetched as it is written (no body filter).
-        return Box::pin(crate::http::streamed::send(sink, output, s, r, lc, who)).await;
-    }
     if output.filtered() {
         return output
             .send_filtered(sink, body, false, lc, who, requester)

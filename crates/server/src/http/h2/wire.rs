@@ -13,11 +13,12 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use shoal_http2::frame::Reason;
+use shoal_http2::frame::{Reason, HEAD_LEN};
 use shoal_http2::server::Server;
 
 /// Why a stream's operation failed: the stream was reset, or the connection is gone.
@@ -399,19 +400,18 @@ pub struct SendResponse {
 }
 
 impl SendResponse {
-    /// Sends the answer's HEADERS (`end`: no body follows); the body goes on the stream
-    /// returned.
+    /// Sends the answer's HEADERS (`end`: no body follows): `:status`, then the fields
+    /// `fields` hands to the encoder (see [`super::sink::head`]; not called when the stream
+    /// is gone). The body goes on the stream returned.
     pub fn send_response(
         &mut self,
-        head: super::sink::Head,
+        status: u16,
         end: bool,
+        fields: impl FnOnce(&mut shoal_http2::server::AnswerFields<'_>),
     ) -> Result<SendStream, StreamError> {
         let mut me = self.core.borrow_mut();
         me.check(self.id)?;
-        // (`sink::head` lowercased the names and dropped what HTTP/2 does not carry.)
-        let sent = me
-            .server
-            .send_clean_answer(self.id, head.status, head.fields(), end);
+        let sent = me.server.send_answer_by(self.id, status, end, fields);
         sent.map_err(|_| StreamError(Some(Reason::STREAM_CLOSED)))?;
         if end {
             me.answered(self.id);
@@ -551,6 +551,32 @@ impl SendStream {
         }
         me.queued();
         Ok(())
+    }
+
+    /// Reads up to `n` bytes of `file` at `offset` straight into DATA frames of at most `frame`
+    /// bytes, in the codec's output (the caller keeps `n` within [`SendStream::capacity`]):
+    /// the file's bytes go to the socket from where they were read. The bytes queued, or the
+    /// read's error with nothing queued.
+    pub fn send_file(
+        &mut self,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        n: usize,
+        frame: usize,
+    ) -> Result<std::io::Result<usize>, StreamError> {
+        let mut me = self.core.borrow_mut();
+        me.check(self.id)?;
+        let sent = me
+            .server
+            .conn_mut()
+            .send_data_with(self.id, n, frame, |out, len, frame| {
+                shoal_io::syscall::pread_framed(file, out, offset, len, frame, HEAD_LEN)
+            })
+            .map_err(|_| StreamError(Some(Reason::STREAM_CLOSED)))?;
+        if matches!(sent, Ok(n) if n > 0) {
+            me.queued();
+        }
+        Ok(sent)
     }
 
     /// Queues the trailers, which end the stream.

@@ -1,5 +1,5 @@
-//! The phases run for a subrequest (`auth_request`, `mirror`, `ssi`, `addition`) and a location's content run
-//! again for `slice` (see docs/ARCHITECTURE.md, "Subrequests").
+//! The phases run for a subrequest (`auth_request`, `mirror`, `ssi`, `addition`) and a
+//! location's content run again for `slice` (see docs/ARCHITECTURE.md, "Subrequests").
 
 use super::Answered;
 use super::{cached_outcome, run, Start};
@@ -56,8 +56,30 @@ pub fn subrequest_as<'s, 'a>(
 /// nginx's `NGX_HTTP_SUBREQUEST_CLONE`: the content handler of the location `lc` run again
 /// for the request, with the rewrite state `rw` (its URI, arguments and variables) and no
 /// body, its answer's body kept to be sent (`slice`'s next slices). No phase before the
-/// content runs again.
-pub async fn clone_content(r: &Req<'_, '_>, lc: &LocConf, rw: &rewrite::State) -> Outcome {
+/// content runs again; `head` sees the answer before its header filters run (`Err`: it is
+/// refused, and so is the main answer).
+pub async fn clone_subrequest<'s>(
+    r: &Req<'s, '_>,
+    lc: &'s LocConf,
+    rw: rewrite::State,
+    head: &mut dyn FnMut(&mut crate::http::reply::Reply) -> std::io::Result<()>,
+) -> std::io::Result<Answered<'s>> {
+    let mut reply = match clone_content(r, lc, &rw).await {
+        Outcome::Reply(reply) | Outcome::Final(reply) => reply,
+        Outcome::Error(code) => Box::new(crate::http::reply::error_reply(code, lc)),
+        _ => Box::new(crate::http::reply::error_reply(500, lc)),
+    };
+    if let Err(e) = head(&mut reply) {
+        if let Body::Upstream(ub) = std::mem::replace(&mut reply.body, Body::Empty) {
+            ub.finish();
+        }
+        return Err(e);
+    }
+    Ok(super::finish(r, reply, lc, rw, None))
+}
+
+/// The content handler of [`clone_subrequest`], its answer as it came.
+async fn clone_content(r: &Req<'_, '_>, lc: &LocConf, rw: &rewrite::State) -> Outcome {
     let body = ClientBody::none();
     let mut upstream = None;
     let method = r.req.method();

@@ -56,9 +56,10 @@ pub fn range_filter(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<St
             let br = list[0];
             reply.status = 206;
             reply.reason = None;
-            reply
-                .headers
-                .push(("Content-Range", range::content_range(&br, size).into()));
+            reply.extra.push((
+                "Content-Range".into(),
+                range::content_range(&br, size).into(),
+            ));
             if let Body::Upstream(ub) = &mut reply.body {
                 ub.narrow_to(br);
             }

@@ -13,7 +13,7 @@ use shoal_http::ssi::{Command, Event, Parser};
 
 use super::expr::{self, Encoding, Right};
 use crate::http::output::{BodyFilter, Step};
-use crate::http::subrequest_body::{Answer, Ask, Requester};
+use crate::http::subrequest_body::{Answer, Ask, Requester, Target};
 use crate::log::Level;
 
 /// nginx's default `errmsg`.
@@ -302,8 +302,10 @@ impl SsiFilter {
         }
         let stub_text = stub.and_then(|s| self.blocks.iter().find(|(n, _)| n == s));
         self.ask = Some(Ask {
-            uri: path,
-            args: args.map(|a| String::from_utf8_lossy(a).into_owned()),
+            target: Target::Uri {
+                uri: path,
+                args: args.map(|a| String::from_utf8_lossy(a).into_owned()),
+            },
             in_memory: set.is_some(),
             stub: stub_text.map(|(_, t)| t.clone()),
         });
@@ -603,7 +605,10 @@ mod tests {
                 match f.step(None).unwrap() {
                     Step::Data(d) => out.extend_from_slice(d),
                     Step::Subrequest(ask) => {
-                        out.extend_from_slice(format!("[{} {:?}]", ask.uri, ask.args).as_bytes());
+                        let Target::Uri { uri, args } = ask.target else {
+                            panic!("ssi includes a URI: {ask:?}");
+                        };
+                        out.extend_from_slice(format!("[{uri} {args:?}]").as_bytes());
                         f.answered(Answer::default());
                     }
                 }

@@ -11,7 +11,7 @@
 
 use super::header::UpstreamHeader;
 use super::UpstreamLoc;
-use crate::http::reply::Reply;
+use crate::http::reply::{LocationAt, Reply};
 use crate::http::request::Req;
 use crate::http::LocConf;
 
@@ -174,15 +174,19 @@ pub fn pass_head<'a>(
             // Through `proxy_redirect`, and made absolute only when a rule rewrote it
             // (nginx's header filter completes a relative Location it set itself, not one it
             // passes on as it came).
-            Kind::Location => {
-                reply.location = Some(match rewrite.and_then(|f| f.url(value)) {
-                    Some(v) if v.starts_with('/') => {
-                        crate::http::static_files::absolute_location(lc, &v, r.host, r.info, r.srv)
-                    }
-                    Some(v) => v,
-                    None => value.to_string(),
-                });
-            }
+            Kind::Location => match rewrite.and_then(|f| f.url(value)) {
+                Some(v) if v.starts_with('/') && lc.absolute_redirect() => {
+                    reply.redirect_to_path(lc, &v, r.host, r.info, r.srv);
+                }
+                Some(v) => {
+                    reply.location = Some(v);
+                    reply.location_at = LocationAt::Extra(reply.extra.len());
+                }
+                None => {
+                    reply.location = Some(value.to_string());
+                    reply.location_at = LocationAt::Extra(reply.extra.len());
+                }
+            },
             Kind::Refresh => {
                 let at = value.to_ascii_lowercase().find("url=");
                 let v = match at {

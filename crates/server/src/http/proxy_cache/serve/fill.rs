@@ -2,6 +2,7 @@
 //! the `Fill` that writes it to a temp file renamed into place when it came whole.
 
 use super::*;
+use std::os::unix::fs::OpenOptionsExt;
 
 impl Plan {
     /// The proxy answered: `$upstream_cache_status` is set, and if the answer may be stored,
@@ -304,11 +305,14 @@ impl FillFile {
         }
         if self.file.is_none() {
             if let Some(dir) = self.temp.parent() {
-                let _ = std::fs::create_dir_all(dir);
+                let _ = crate::http::proxy_cache::zone::make_dir(dir);
             }
+            // 0600, as nginx's temporary files: the process runs with umask 0 once
+            // daemonized, and a cache file others may write is a poisoned cache.
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&self.temp)
             {
                 Ok(f) => self.file = Some(f),
@@ -389,7 +393,7 @@ impl FillFile {
 /// a copy beside the object, then a rename.
 pub(super) fn place(temp: &Path, dest: &Path) -> io::Result<()> {
     if let Some(dir) = dest.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::http::proxy_cache::zone::make_dir(dir)?;
     }
     match std::fs::rename(temp, dest) {
         Ok(()) => Ok(()),

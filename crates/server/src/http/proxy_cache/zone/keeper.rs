@@ -58,7 +58,7 @@ pub fn configure(paths: &[Arc<CachePathConf>]) -> Arc<Zones> {
                 new.insert(c.zone.clone(), z.clone());
             }
             _ => {
-                if let Err(e) = std::fs::create_dir_all(&c.path) {
+                if let Err(e) = make_dir(&c.path) {
                     crate::error_log!(
                         Level::Emerg,
                         "mkdir() \"{}\" failed {}",
@@ -67,7 +67,7 @@ pub fn configure(paths: &[Arc<CachePathConf>]) -> Arc<Zones> {
                     );
                 }
                 if c.use_temp_path {
-                    let _ = std::fs::create_dir_all(&c.temp_path);
+                    let _ = make_dir(&c.temp_path);
                 }
                 let z = Arc::new(Zone::new(c.clone()));
                 start(&z);
@@ -85,6 +85,17 @@ pub fn configure(paths: &[Arc<CachePathConf>]) -> Arc<Zones> {
     new
 }
 
+/// Creates a cache directory and the ones above it that are missing, 0700 as nginx makes
+/// them (the process runs with umask 0 once daemonized: `create_dir_all` would make them
+/// writable by everyone).
+pub fn make_dir(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
 /// Creates each cache directory (and its temp directory) and, when running as root, gives
 /// them to the workers' user.
 pub fn make_dirs(paths: &[Arc<CachePathConf>], owner: Option<(libc::uid_t, libc::gid_t)>) {
@@ -94,7 +105,7 @@ pub fn make_dirs(paths: &[Arc<CachePathConf>], owner: Option<(libc::uid_t, libc:
             dirs.push(c.temp_path.as_path());
         }
         for d in dirs {
-            if let Err(e) = std::fs::create_dir_all(d) {
+            if let Err(e) = make_dir(d) {
                 crate::error_log!(
                     Level::Emerg,
                     "mkdir() \"{}\" failed {}",

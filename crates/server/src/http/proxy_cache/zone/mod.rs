@@ -497,4 +497,4 @@ mod keeper;
 mod tests;
 
 use keeper::PENDING_UNLINK;
-pub use keeper::{all, configure, make_dirs, path_in, within, Zones};
+pub use keeper::{all, configure, make_dir, make_dirs, path_in, within, Zones};
