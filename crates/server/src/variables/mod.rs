@@ -401,10 +401,8 @@ impl Template {
             // $http_host_with_default`), as in nginx; for uses written before the
             // declaration the built-in stays.
             let computed = !name.starts_with(|c: char| c.is_ascii_digit()) && is_defined(name);
-            let var = match Var::lookup(name).filter(|v| {
-                !computed
-                    && !(v.is_family() && DECLARED.with(|d| d.borrow().iter().any(|n| n == name)))
-            }) {
+            let taken_over = |v: &Var| computed || (v.is_family() && is_declared(name));
+            let var = match Var::lookup(name).filter(|v| !taken_over(v)) {
                 Some(v) => v,
                 None => {
                     note_used(name);
@@ -461,6 +459,10 @@ pub fn declare(name: &str) {
 pub fn define(name: &str, def: &Arc<dyn Compute>) {
     declare(name);
     DEFINED.with(|d| d.borrow_mut().insert(name.to_string(), Arc::downgrade(def)));
+}
+
+fn is_declared(name: &str) -> bool {
+    DECLARED.with(|d| d.borrow().iter().any(|n| n == name))
 }
 
 fn is_defined(name: &str) -> bool {
