@@ -280,12 +280,10 @@ fn error_log_at_several_levels() {
     );
 }
 
-#[test]
-fn daemon_mode() {
-    let port = free_port();
-    let p = Prefix::new();
-    p.write_conf(&common::basic_conf(port).replace("daemon off;", "daemon on;"));
-    // Output to a file: the daemon must not keep a pipe of ours open.
+/// Starts shoal on `p`'s configuration (`daemon on`) and waits for the launching process to
+/// exit 0: its pid and the daemon's (from the pid file). The output goes to a file: the daemon
+/// must not keep a pipe of ours open.
+fn start_daemon(p: &Prefix) -> (i32, i32) {
     let out_file = fs::File::create(p.join("stderr.txt")).unwrap();
     let mut child = Command::new(&*common::BIN)
         .args(p.args())
@@ -300,7 +298,15 @@ fn daemon_mode() {
         child.try_wait().unwrap()
     });
     assert_eq!(status.code(), Some(0), "{}", p.read("stderr.txt"));
-    let pid = wait_for("the pid file", || p.pid_in_file());
+    (launcher, wait_for("the pid file", || p.pid_in_file()))
+}
+
+#[test]
+fn daemon_mode() {
+    let port = free_port();
+    let p = Prefix::new();
+    p.write_conf(&common::basic_conf(port).replace("daemon off;", "daemon on;"));
+    let (launcher, pid) = start_daemon(&p);
     let _guard = KillOnDrop(pid);
     assert_ne!(pid, launcher);
     assert!(common::alive(pid));
@@ -341,20 +347,7 @@ fn a_daemon_s_files_are_not_writable_by_others() {
     .replace("daemon off;", "daemon on;")
     .replace("UP", &up.to_string());
     p.write_conf(&conf);
-    let out_file = fs::File::create(p.join("stderr.txt")).unwrap();
-    let mut child = Command::new(&*common::BIN)
-        .args(p.args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(out_file)
-        .spawn()
-        .unwrap();
-    let _launcher_guard = KillOnDrop(child.id() as i32);
-    let status = wait_for("the launching process to exit", || {
-        child.try_wait().unwrap()
-    });
-    assert_eq!(status.code(), Some(0), "{}", p.read("stderr.txt"));
-    let pid = wait_for("the pid file", || p.pid_in_file());
+    let (_, pid) = start_daemon(&p);
     let _guard = KillOnDrop(pid);
     common::wait_port_of(pid, port);
     let r = common::get(port, "/x").unwrap();

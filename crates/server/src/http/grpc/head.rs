@@ -54,13 +54,7 @@ enum Passed {
 /// compared with its letters' case folded (no early exit: every call asks this of each of
 /// the client's headers).
 fn passed(name: &[u8]) -> Passed {
-    let is = |lit: &[u8]| {
-        name.len() == lit.len()
-            && name.iter().zip(lit).fold(0u8, |diff, (&a, &b)| {
-                let fold = if b.is_ascii_lowercase() { 0x20 } else { 0 };
-                diff | ((a | fold) ^ b)
-            }) == 0
-    };
+    let is = |lit: &[u8]| crate::http::upstream::header::folded_eq(name, lit);
     let never = match name.len() {
         2 if is(b"te") => return Passed::Te,
         14 if is(b"content-length") => return Passed::Length,

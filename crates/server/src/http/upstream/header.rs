@@ -21,19 +21,22 @@ pub enum UpstreamHeader {
     Other,
 }
 
+/// Whether header name `name` is `lit` (lowercase) whatever its case. Every byte is
+/// compared (no early exit: a loop the compiler can widen), a letter's case bit folded.
+#[inline]
+pub(crate) fn folded_eq(name: &[u8], lit: &[u8]) -> bool {
+    name.len() == lit.len()
+        && name.iter().zip(lit).fold(0u8, |diff, (&a, &b)| {
+            let fold = if b.is_ascii_lowercase() { 0x20 } else { 0 };
+            diff | ((a | fold) ^ b)
+        }) == 0
+}
+
 impl UpstreamHeader {
     /// Looks a name up: by its length first, so most names are compared once or not at all.
     pub fn of(name: &[u8]) -> UpstreamHeader {
         use UpstreamHeader::*;
-        // `lit` is lowercase. Every byte is compared (no early exit: a loop the compiler can
-        // widen), a letter's case bit folded.
-        let is = |lit: &[u8]| {
-            name.len() == lit.len()
-                && name.iter().zip(lit).fold(0u8, |diff, (&a, &b)| {
-                    let fold = if b.is_ascii_lowercase() { 0x20 } else { 0 };
-                    diff | ((a | fold) ^ b)
-                }) == 0
-        };
+        let is = |lit: &[u8]| folded_eq(name, lit);
         match name.len() {
             4 if is(b"date") => Hidden,
             5 if is(b"x-pad") => Hidden,
