@@ -353,65 +353,6 @@ pub fn parse_upstream_head_buf(
     finish(head, raw, rules).map(Some)
 }
 
-/// The head of an answer whose fields came split already (an HTTP/2 answer's: its frames
-/// were read and its fields checked by the HTTP/2 layer), as [`parse_upstream_head`] would
-/// read it written out as `HTTP/1.1 STATUS X` and `name: value` lines: the text is written
-/// once, into a buffer of its size that the head keeps, and the positions are noted as it is
-/// written rather than found again (`fields` gives them, each time it is called, in their
-/// order). Returns the head and the length of its text. A status
-/// outside 100-999, or a field the parser would not read as it is (an empty name, CR, LF,
-/// NUL, a colon in a name: none of which HTTP/2 lets through), is `NoValidHeader`.
-pub fn head_of_fields<'f, I: Iterator<Item = (&'f [u8], &'f [u8])>>(
-    status: u16,
-    fields: impl Fn() -> I,
-) -> Result<(UpstreamHead, usize), UpstreamError> {
-    if !(100..1000).contains(&status) {
-        return Err(UpstreamError::NoValidHeader);
-    }
-    let size: usize = fields().map(|(n, v)| n.len() + v.len() + 4).sum();
-    let mut text = BytesMut::with_capacity(size + 18);
-    text.extend_from_slice(b"HTTP/1.1 ");
-    let digits = [status / 100, status / 10 % 10, status % 10].map(|d| b'0' + d as u8);
-    text.extend_from_slice(&digits);
-    text.extend_from_slice(b" X\r\n");
-    let plain = |b: &[u8]| !b.iter().any(|&c| matches!(c, b'\r' | b'\n' | 0));
-    let mut headers = Vec::with_capacity(16);
-    for (name, value) in fields() {
-        if name.is_empty() || !plain(name) || !plain(value) || name.contains(&b':') {
-            return Err(UpstreamError::NoValidHeader);
-        }
-        let at = text.len();
-        text.extend_from_slice(name);
-        text.extend_from_slice(b": ");
-        let v = at + name.len() + 2;
-        text.extend_from_slice(value);
-        text.extend_from_slice(b"\r\n");
-        // Spaces around the value are not part of it (tabs are), as the parser reads it.
-        let start = value.iter().position(|&c| c != b' ').unwrap_or(value.len());
-        let end = value
-            .iter()
-            .rposition(|&c| c != b' ')
-            .map_or(start, |i| i + 1);
-        headers.push(HeaderSpan {
-            name: Span::new(at, at + name.len()),
-            value: Span::new(v + start, v + end),
-        });
-    }
-    text.extend_from_slice(b"\r\n");
-    let len = text.len();
-    // The status line just written, as `status::status_line` reads it (not parsed again):
-    // from the first digit, `DDD X`; its reason `X`.
-    let raw = RawHead {
-        version: Version::Http11,
-        status,
-        status_line: Span::new(9, 14),
-        reason: Span::new(13, 14),
-        headers,
-        len,
-    };
-    Ok((finish(text.freeze(), raw, Rules::Nginx122)?, len))
-}
-
 /// The status line and header lines, as found by either road.
 #[derive(Debug, PartialEq, Eq)]
 struct RawHead {

@@ -666,35 +666,3 @@ proptest! {
         prop_assert!(roads_agree(&input));
     }
 }
-
-/// A head made from split fields is the one the parser reads from the same text: the same
-/// bytes, positions, framing and flags.
-#[test]
-fn head_of_fields_is_the_parsed_head() {
-    let fields: &[(&[u8], &[u8])] = &[
-        (b"content-type", b"application/grpc"),
-        (b"grpc-status", b"0"),
-        (b"x-spaced", b"  a b  "),
-        (b"x-empty", b""),
-        (b"x-tab", b"\tt\t"),
-        (b"content-length", b"12"),
-        (b"transfer-encoding", b"chunked"),
-        (b"connection", b"close"),
-    ];
-    for status in [200, 404, 999] {
-        let (made, len) = head_of_fields(status, || fields.iter().copied()).expect("made");
-        let mut text = format!("HTTP/1.1 {status} X\r\n").into_bytes();
-        for (n, v) in fields {
-            crate::response::header(&mut text, n, v);
-        }
-        text.extend_from_slice(b"\r\n");
-        let (parsed, parsed_len) = parse_upstream_head(&text, text.len())
-            .expect("parsed")
-            .expect("whole");
-        assert_eq!(len, parsed_len);
-        assert_eq!(format!("{made:?}"), format!("{parsed:?}"));
-        assert_eq!(summary(&made, len), summary(&parsed, parsed_len));
-    }
-    assert!(head_of_fields(200, || [(&b"a"[..], &b"x\ry"[..])].into_iter()).is_err());
-    assert!(head_of_fields(1000, std::iter::empty).is_err());
-}

@@ -10,8 +10,8 @@
 //! it stays undecoded (HPACK is the `hpack` room, one level up).
 //!
 //! Frames to send go into an internal buffer the caller drains ([`Connection::pending_output`],
-//! [`Connection::advance`]); a DATA frame's header may be written alone
-//! ([`Connection::data_header`]) for bytes the caller sends from a file itself.
+//! [`Connection::advance`]); DATA frames may be filled by the caller in place
+//! ([`Connection::send_data_with`]: a file's bytes read straight into the output).
 //!
 //! Every rule RFC 9113 gives a receiver is checked here, with the error it names: a connection
 //! error queues a GOAWAY and makes `recv` return [`ConnError`] (the caller flushes the output and

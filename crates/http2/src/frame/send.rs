@@ -137,31 +137,6 @@ impl Connection {
         Ok(n)
     }
 
-    /// Queues a DATA frame's header alone, for up to `n` bytes the caller sends itself right
-    /// after the output queued so far (from a file: sendfile or a read of exactly that size).
-    /// Returns how many bytes the frame is for: `n` cut to the windows and to the client's
-    /// SETTINGS_MAX_FRAME_SIZE; 0 (and no frame) when nothing may go, unless it is an empty
-    /// END_STREAM. END_STREAM is set when `end_stream` and all of `n` fit.
-    pub fn data_header(
-        &mut self,
-        stream: u32,
-        n: usize,
-        end_stream: bool,
-    ) -> Result<usize, StreamGone> {
-        let len = self
-            .window(stream)?
-            .min(n)
-            .min(self.peer.max_frame_size as usize);
-        let end = end_stream && len == n;
-        if len == 0 && !end {
-            return Ok(0);
-        }
-        let flags = if end { super::flag::END_STREAM } else { 0 };
-        write::head(&mut self.out, len, kind::DATA, flags, stream);
-        self.charge(stream, len, end);
-        Ok(len)
-    }
-
     /// Queues DATA frames for up to `n` bytes that `fill` appends to the output itself: a
     /// file's bytes read straight into the buffer the socket is written from, moved once
     /// rather than read into one buffer and copied into this one. The frames carry at most

@@ -103,32 +103,6 @@ fn empty_end_of_body() {
     assert_eq!(p.conn.open_streams(), 0);
 }
 
-#[test]
-fn data_header_alone_for_file_bytes() {
-    let mut p = Peer::new(Config::default());
-    p.feed(&settings(&[(4, 20000)])).unwrap();
-    p.feed(&get(1)).unwrap();
-    p.take_output();
-    p.conn.send_headers(1, b"\x88", false).unwrap();
-    p.take_output();
-    // 30000 wanted: one frame's worth goes (the frame size), then the window's rest.
-    assert_eq!(p.conn.data_header(1, 30000, true), Ok(16384));
-    assert_eq!(p.conn.pending_output(), &[0, 0x40, 0, DATA, 0, 0, 0, 0, 1]);
-    p.conn.advance(9);
-    assert_eq!(
-        p.conn.data_header(1, 30000 - 16384, true),
-        Ok(20000 - 16384)
-    );
-    assert_eq!(p.conn.window(1), Ok(0));
-    assert_eq!(p.conn.data_header(1, 10000, true), Ok(0));
-    assert!(p.conn.pending_output()[..9].starts_with(&[0, 0x0e, 0x20, DATA, 0]));
-    p.conn.advance(9);
-    p.feed(&window_update(1, 10000)).unwrap();
-    assert_eq!(p.conn.data_header(1, 10000, true), Ok(10000));
-    assert_eq!(p.conn.pending_output()[4], END_STREAM);
-    assert_eq!(p.conn.open_streams(), 0);
-}
-
 /// `send_data_with`'s `fill` as a file read does it: room for each header, then the bytes.
 fn fill_from(src: &[u8]) -> impl FnOnce(&mut Vec<u8>, usize, usize) -> Result<(), ()> + '_ {
     move |out, len, frame| {

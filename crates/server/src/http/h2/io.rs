@@ -1,5 +1,5 @@
 //! A connection's [`Transport`] read and written from a poll: what the HTTP/2 connections'
-//! tasks (a client's, `drive.rs`; an upstream's, `grpc/wire.rs`) use on their socket.
+//! tasks (a client's, `drive.rs`; an upstream's, `grpc/wire/`) use on their socket.
 
 use std::io;
 use std::io::IoSlice;
