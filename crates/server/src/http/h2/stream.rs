@@ -77,12 +77,35 @@ thread_local! {
     static HOST_MEMO: std::cell::RefCell<shoal_http::uri::HostMemo> = Default::default();
 }
 
+/// Told of each field `ignore_invalid_headers` drops: its name, the host known by then.
+type Dropped<'a> = dyn FnMut(&[u8], Option<&[u8]>) + 'a;
+
 /// The stream's request built on its fields' buffer; else its head as HTTP/1 (see above).
 fn request_of(
     mut h: shoal_http2::server::Request,
     limits: &Limits,
+    dropped: Option<&mut Dropped<'_>>,
 ) -> Result<shoal_http::Request, BytesMut> {
     let parts = h.parts();
+    if let Some(dropped) = dropped.filter(|_| limits.ignore_invalid_headers) {
+        // The fields `ignore_invalid_headers` drops, with the host known by then (nginx's
+        // info line); the others' checks are the request's own.
+        let buf = h.buf();
+        let mut host = parts.host.as_ref().map(|(_, v)| &buf[v.clone()]);
+        for (n, v) in h.field_ranges() {
+            let name = &buf[n];
+            if name == b"host" && host.is_none() {
+                host = Some(&buf[v]);
+            } else if !name.iter().all(|&b| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || b == b'-'
+                    || (b == b'_' && limits.underscores_in_headers)
+            }) {
+                dropped(name, host);
+            }
+        }
+    }
     if let Some(target) = parts.target {
         let fields = parts.host.into_iter().chain(h.field_ranges());
         let plain = shoal_http::request::plain_h2(h.buf(), parts.method, target, fields, limits);
@@ -116,7 +139,28 @@ async fn answer_stream(
         super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
     let limits = default_srv.srv.limits();
     let mut head = BytesMut::new();
-    let (parsed, parser) = match request_of(request, &limits) {
+    // nginx's info line for each field `ignore_invalid_headers` drops.
+    let mut log_dropped = |name: &[u8], host: Option<&[u8]>| {
+        let (srv, host_ctx) = match host {
+            Some(h) => (
+                gen.find_server_captures(&route, Some(&shoal_http::lossy(h)))
+                    .0,
+                format!(", host: \"{}\"", shoal_http::lossy(h)),
+            ),
+            None => (default_srv, String::new()),
+        };
+        crate::conn_log!(
+            Level::Info,
+            sh.info.number,
+            "client sent invalid header: \"{}\" while reading client request headers, \
+             client: {}, server: {}{host_ctx}",
+            shoal_http::lossy(name),
+            sh.info.client(),
+            srv.name()
+        );
+    };
+    let dropped = crate::log::enabled(Level::Info).then_some(&mut log_dropped as &mut Dropped<'_>);
+    let (parsed, parser) = match request_of(request, &limits, dropped) {
         Ok(r) => (Ok(Some(r)), None),
         Err(text) => {
             head = text;
