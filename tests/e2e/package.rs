@@ -164,10 +164,17 @@ fn the_debian_package_installs_runs_rotates_upgrades_and_purges() {
         state.display()
     ));
     assert!(Path::new("/var/log/shoal/access.log.1").exists());
-    wait_for("a new access.log", || {
-        Path::new("/var/log/shoal/access.log")
-            .exists()
-            .then_some(())
+    // logrotate `create`s the new file itself, then signals: shoal has taken the rotation
+    // once its process holds the new file and no longer the renamed one.
+    wait_for("shoal to reopen access.log", || {
+        let pid = std::fs::read_to_string("/run/shoal.pid").ok()?;
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", pid.trim())).ok()?;
+        let held: Vec<_> = fds
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .collect();
+        let holds = |p: &str| held.iter().any(|l| l == Path::new(p));
+        (holds("/var/log/shoal/access.log") && !holds("/var/log/shoal/access.log.1")).then_some(())
     });
     common::get(80, "/?after-rotation").unwrap();
     wait_for("the line in the new access.log", || {
