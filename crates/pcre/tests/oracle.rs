@@ -497,6 +497,12 @@ fn conf_patterns_match_as_pcre2() {
 
 /// Patterns PCRE2 10.42 refuses: each must be refused here with its message and offset.
 const REJECTED: &[&str] = &[
+    "((*?))",
+    "(*)",
+    "a(*+b)",
+    "(*1)",
+    "(* )",
+    "a(*",
     "(foo",
     "a)b",
     "x{2,1}y",

@@ -153,9 +153,14 @@ impl Parser<'_> {
             .iter()
             .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
             .count();
-        if name_len == 0 && self.peek() != Some(b':') {
-            // `(*)`: the `*` quantifies nothing.
-            return Err(self.error(E_NOT_REPEATABLE, open + 1));
+        match self.peek() {
+            // `(*)` (or `(*` at the end): the `*` quantifies nothing.
+            None | Some(b')') if name_len == 0 => {
+                return Err(self.error(E_NOT_REPEATABLE, open + 1))
+            }
+            // `(*?`, `(*+`: PCRE2 reads a verb's name that is not there.
+            Some(c) if name_len == 0 && c != b':' => return Err(self.error(E_VERB, self.pos)),
+            _ => {}
         }
         let name = String::from_utf8_lossy(&self.rest()[..name_len]).into_owned();
         self.pos += name_len;
