@@ -1,13 +1,15 @@
 //! Password checks for htpasswd lines, as nginx 1.22 on Debian makes them: its own `$apr1$`,
 //! `{PLAIN}`, `{SHA}` and `{SSHA}`, and for anything else the system's `crypt(3)` (libxcrypt),
 //! here `$1$` (md5-crypt), `$5$` and `$6$` (sha-crypt, with `rounds=`), `$2a$`/`$2b$`/`$2y$`
-//! (bcrypt), `$sha1$`, `_` (BSDi DES) and traditional DES (`htpasswd -d`). A line in none of
+//! (bcrypt), `$y$` (yescrypt, mkpasswd's default), `$sha1$`, `_` (BSDi DES) and traditional
+//! DES (`htpasswd -d`). A line in none of
 //! these (`htpasswd -p`'s bare text, garbage) is what crypt(3) makes of it: DES with the
 //! line's first two characters as salt, or a failure; either way a mismatch, as in nginx.
-//! Debian's crypt(3) also reads yescrypt (`$y$`, mkpasswd's default), gost-yescrypt, scrypt
-//! (`$7$`), SunMD5 and NT hashes; shoal does not, and says so ([`Verify::Unsupported`]).
+//! Debian's crypt(3) also reads gost-yescrypt, scrypt (`$7$`), SunMD5 and NT hashes; shoal
+//! does not, and says so ([`Verify::Unsupported`]).
 //!
-//! The digests, bcrypt and DES are vetted crates' (md-5, sha-1, sha2, pwhash); md5-crypt,
+//! The digests, bcrypt, yescrypt and DES are vetted crates' (md-5, sha-1, sha2, pwhash,
+//! yescrypt); md5-crypt,
 //! apr1 and sha-crypt are assembled here from their specifications and checked against
 //! `htpasswd`, `openssl passwd` and `mkpasswd` outputs. The password ends at its first NUL
 //! byte (nginx hands C strings to crypt). Everything here is CPU work that may take
@@ -22,14 +24,14 @@ use sha2::{Sha256, Sha512};
 pub enum Verify {
     Match,
     Mismatch,
-    /// A scheme Debian's nginx reads and shoal does not (its prefix, e.g. `$y$`).
+    /// A scheme Debian's nginx reads and shoal does not (its prefix, e.g. `$7$`).
     Unsupported(&'static str),
 }
 
 const ITOA64: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// Schemes of Debian's crypt(3) that shoal lacks.
-const UNSUPPORTED: [&str; 5] = ["$y$", "$gy$", "$7$", "$md5", "$3$"];
+const UNSUPPORTED: [&str; 4] = ["$gy$", "$7$", "$md5", "$3$"];
 
 /// Whether checking against `hash` is slow enough to run on a pool thread (every `$…$` and
 /// BSDi scheme: hundreds of µs to tens of ms).
@@ -52,6 +54,8 @@ pub fn verify(password: &[u8], hash: &[u8]) -> Verify {
     } else if let Some(stored) = hash.strip_prefix(b"{SHA}") {
         let digest = Sha1::digest(password);
         return same(base64_encode(&digest).as_bytes(), stored);
+    } else if hash.starts_with(b"$y$") {
+        return yescrypt(password, hash);
     } else {
         if let Some(scheme) = UNSUPPORTED.iter().find(|p| hash.starts_with(p.as_bytes())) {
             return Verify::Unsupported(scheme);
@@ -61,6 +65,22 @@ pub fn verify(password: &[u8], hash: &[u8]) -> Verify {
     match computed {
         Some(c) => same(&c, hash),
         None => Verify::Mismatch,
+    }
+}
+
+/// yescrypt (`$y$`, mkpasswd's default on Debian), as libxcrypt checks it; a line it cannot
+/// read is a mismatch, as crypt(3)'s failure token is.
+fn yescrypt(password: &[u8], hash: &[u8]) -> Verify {
+    use yescrypt::{PasswordHashRef, PasswordVerifier, Yescrypt};
+    let Some(parsed) = std::str::from_utf8(hash)
+        .ok()
+        .and_then(|h| PasswordHashRef::new(h).ok())
+    else {
+        return Verify::Mismatch;
+    };
+    match Yescrypt::default().verify_password(password, parsed) {
+        Ok(()) => Verify::Match,
+        Err(_) => Verify::Mismatch,
     }
 }
 
@@ -418,13 +438,22 @@ mod tests {
         assert_eq!(verify(b"secret", b"$9$x$y"), Verify::Mismatch);
         assert_eq!(verify(b"secret", b"\xff\xfe"), Verify::Mismatch);
         assert_eq!(verify(b"secret", b"$6$rounds=x$salt$h"), Verify::Mismatch);
+        assert_eq!(verify(b"secret", b"$y$j9T$"), Verify::Mismatch);
+        assert_eq!(verify(b"secret", b"$y$zz$salt$hash"), Verify::Mismatch);
         assert_eq!(
-            verify(
-                b"secret",
-                b"$y$j9T$AnEQQ7wxT36.AvMEtftz80$WSkzCrk8X1hREMYHjFmzbGZAJor8oz5efeAT374lyp4"
-            ),
-            Verify::Unsupported("$y$")
+            verify(b"secret", b"$gy$j9T$a$b"),
+            Verify::Unsupported("$gy$")
         );
+    }
+
+    /// yescrypt lines as Debian's libxcrypt makes them (`mkpasswd`, Python's `crypt` on
+    /// Debian 12 for the second).
+    #[test]
+    fn yescrypt_as_libxcrypt() {
+        let hash = b"$y$j9T$abcdefghijklmnop$wRwvHNqzMkHLG74uLLCRVTwaZ.a1aIothEUeYGf9oED";
+        assert_eq!(verify(b"pw", hash), Verify::Match);
+        assert_eq!(verify(b"pW", hash), Verify::Mismatch);
+        assert!(is_costly(hash));
     }
 
     #[test]
