@@ -240,16 +240,7 @@ count() {
         callgrind_control -i on "$vpid" >/dev/null 2>&1
         n=$(timeout 30 wrk -t1 -c10 -d4s "$url" | awk '/requests in/ {print $1}')
     fi
-    callgrind_control -i off "$vpid" >/dev/null 2>&1
-    callgrind_control -d "$vpid" >/dev/null 2>&1
-    sleep 0.5
-    kill "$vpid" 2>/dev/null || true
-    wait "$vpid" 2>/dev/null || true
-    local file total
-    file=$(ls -S "$out".* | head -1)
-    total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(/,/, "", $1); print $1}')
-    [ -n "$n" ] && [ "$n" -gt 0 ] || die "$name: no requests counted"
-    echo "$((total / n)) $n"
+    callgrind_per_unit "$vpid" "$out" "$n" || die "$name: no requests counted"
 }
 
 echo "# user-space instructions per request (callgrind), $(date -u +%FT%TZ)"

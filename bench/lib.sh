@@ -468,3 +468,19 @@ server_state() {
         printf '%-16s %7s %5s %8s %6s %s\n' "$name" "$pid" yes "$th" "$rss" "$fds"
     done
 }
+
+# callgrind_per_unit VPID OUT N: stops counting in the valgrind process VPID, dumps and ends
+# it, and prints its user-space instructions per unit (the largest OUT.* file's total / N)
+# and N; fails when N is empty or 0.
+callgrind_per_unit() {
+    local vpid=$1 out=$2 n=$3 file total
+    callgrind_control -i off "$vpid" >/dev/null 2>&1
+    callgrind_control -d "$vpid" >/dev/null 2>&1
+    sleep 0.5
+    kill "$vpid" 2>/dev/null || true
+    wait "$vpid" 2>/dev/null || true
+    file=$(ls -S "$out".* | head -1)
+    total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(/,/, "", $1); print $1}')
+    [ -n "$n" ] && [ "$n" -gt 0 ] || return 1
+    echo "$((total / n)) $n"
+}

@@ -93,16 +93,7 @@ CONF
         n=$(timeout 30 wrk -t1 -c10 -d4s "http://127.0.0.1:$port/" | awk '/requests in/ {print $1}')
         ;;
     esac
-    callgrind_control -i off "$vpid" >/dev/null 2>&1
-    callgrind_control -d "$vpid" >/dev/null 2>&1
-    sleep 0.5
-    kill "$vpid" 2>/dev/null || true
-    wait "$vpid" 2>/dev/null || true
-    local file total
-    file=$(ls -S "$out".* | head -1)
-    total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(/,/, "", $1); print $1}')
-    [ -n "$n" ] && [ "$n" -gt 0 ] || die "$name: nothing counted (or client errors)"
-    echo "$((total / n)) $n"
+    callgrind_per_unit "$vpid" "$out" "$n" || die "$name: nothing counted (or client errors)"
 }
 
 echo "# stream: user-space instructions per unit (callgrind), $(date -u +%FT%TZ)"
