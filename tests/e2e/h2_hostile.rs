@@ -318,7 +318,7 @@ fn an_oversized_header_list_and_an_hpack_bomb_are_refused() {
     drop(s);
 }
 
-fn status_of_frame(f: &Frame) -> u16 {
+pub(crate) fn status_of_frame(f: &Frame) -> u16 {
     match f.3.first() {
         Some(0x88) => 200,
         Some(0x89) => 204,

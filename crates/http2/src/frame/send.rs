@@ -141,7 +141,7 @@ impl Connection {
     /// file's bytes read straight into the buffer the socket is written from, moved once
     /// rather than read into one buffer and copied into this one. The frames carry at most
     /// `frame` bytes each (and the client's SETTINGS_MAX_FRAME_SIZE), within the windows;
-    /// none ends the stream. `fill(out, len, frame)` appends, for each frame in turn (all
+    /// none ends the stream ([`Connection::send_data_with_end`] may). `fill(out, len, frame)` appends, for each frame in turn (all
     /// `frame` long but the last), [`HEAD_LEN`] bytes of room that the frame's header is
     /// written over, then the frame's payload: `len` payload bytes in all, or an error and
     /// nothing. Returns the payload bytes queued (0 and no frame when the windows are spent),
@@ -153,10 +153,24 @@ impl Connection {
         frame: usize,
         fill: impl FnOnce(&mut Vec<u8>, usize, usize) -> Result<(), E>,
     ) -> Result<Result<usize, E>, StreamGone> {
+        self.send_data_with_end(stream, n, frame, false, fill)
+    }
+
+    /// [`Connection::send_data_with`], END_STREAM on the last frame when `end` and all `n`
+    /// bytes went (the body's end known ahead: no empty DATA frame after it).
+    pub fn send_data_with_end<E>(
+        &mut self,
+        stream: u32,
+        n: usize,
+        frame: usize,
+        end: bool,
+        fill: impl FnOnce(&mut Vec<u8>, usize, usize) -> Result<(), E>,
+    ) -> Result<Result<usize, E>, StreamGone> {
         let len = self.window(stream)?.min(n);
         if len == 0 {
             return Ok(Ok(0));
         }
+        let end = end && len == n;
         let frame = frame.clamp(1, self.peer.max_frame_size as usize);
         let at = self.out.len();
         if let Err(e) = fill(&mut self.out, len, frame) {
@@ -170,11 +184,22 @@ impl Connection {
         let (mut pos, mut left) = (at, len);
         while left > 0 {
             let l = left.min(frame);
-            write::head_at(&mut self.out[pos..pos + HEAD_LEN], l, kind::DATA, 0, stream);
+            let flags = if end && l == left {
+                super::flag::END_STREAM
+            } else {
+                0
+            };
+            write::head_at(
+                &mut self.out[pos..pos + HEAD_LEN],
+                l,
+                kind::DATA,
+                flags,
+                stream,
+            );
             pos += HEAD_LEN + l;
             left -= l;
         }
-        self.charge(stream, len, false);
+        self.charge(stream, len, end);
         Ok(Ok(len))
     }
 

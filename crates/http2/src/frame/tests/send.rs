@@ -168,6 +168,43 @@ fn data_read_straight_into_the_output() {
 }
 
 #[test]
+fn data_read_straight_into_the_output_may_end_the_stream() {
+    let mut p = Peer::new(Config::default());
+    p.feed(&settings(&[(4, 20000)])).unwrap();
+    p.feed(&get(1)).unwrap();
+    p.take_output();
+    p.conn.send_headers(1, b"\x88", false).unwrap();
+    p.take_output();
+    let body: Vec<u8> = (0..40000u32).map(|i| (i % 253) as u8).collect();
+    // More than the window: what went does not end the stream.
+    assert_eq!(
+        p.conn
+            .send_data_with_end(1, 30000, 8000, true, fill_from(&body)),
+        Ok(Ok(20000))
+    );
+    assert!(p.take_output().iter().all(|f| f.flags == 0));
+    p.feed(&window_update(1, 30000)).unwrap();
+    // All of it: END_STREAM on the last frame only, and the stream takes no more.
+    assert_eq!(
+        p.conn
+            .send_data_with_end(1, 10000, 8000, true, fill_from(&body[20000..])),
+        Ok(Ok(10000))
+    );
+    let shape: Vec<_> = p
+        .take_output()
+        .iter()
+        .map(|f| (f.kind, f.flags, f.payload.len()))
+        .collect();
+    assert_eq!(shape, [(DATA, 0, 8000), (DATA, END_STREAM, 2000)]);
+    assert_eq!(p.conn.open_streams(), 0);
+    assert_eq!(
+        p.conn
+            .send_data_with_end(1, 1, 8000, true, fill_from(&body)),
+        Err(StreamGone)
+    );
+}
+
+#[test]
 fn reset_by_the_server() {
     let mut p = Peer::new(Config::default());
     p.feed(&post(1)).unwrap();

@@ -176,7 +176,28 @@ pub fn told_length(body: &Body, changes_length: bool) -> Option<u64> {
     body.length()
 }
 
+/// The bytes an answer's body sends when they are known before they go (`told`: the length
+/// its head tells, [`told_length`]): a text's, a file's or its ranges', an upstream's
+/// `Content-Length`, none for a length told without a body (`Body::Absent`). `None`: the
+/// end is learnt as the body goes (a streamed upstream's, a filter's output).
+pub fn known_length(body: &Body, told: Option<u64>) -> Option<u64> {
+    match body {
+        Body::Bytes(_)
+        | Body::Chain(..)
+        | Body::File { .. }
+        | Body::Multipart { .. }
+        | Body::Upstream(_) => told,
+        Body::Absent(_) => told.map(|_| 0),
+        _ => None,
+    }
+}
+
 /// A stream's writing half: body bytes are gathered in `out` and go as DATA frames.
+///
+/// A body whose length is known ahead (a file, a fixed text, an upstream's `Content-Length`)
+/// ends with its last DATA frame, as nginx's and h2o's do: the frame that takes `left` to 0
+/// carries END_STREAM. Only a body whose end is learnt after its last bytes went (a
+/// streamed upstream's, a compressed one) is ended by an empty DATA frame.
 pub struct H2Sink<'a> {
     pub send: SendStream,
     pub out: BytesMut,
@@ -186,9 +207,57 @@ pub struct H2Sink<'a> {
     pub chunk: usize,
     /// `limit_rate`: the pacing of the stream's answer (`None`: none).
     pub pacing: Option<Box<Pacing>>,
+    /// The body's bytes still to send when its length is known (`None`: not known).
+    left: Option<u64>,
+    /// A DATA frame ended the stream.
+    ended: bool,
 }
 
-impl H2Sink<'_> {
+impl<'a> H2Sink<'a> {
+    /// The sink of an answer whose HEADERS went on `send`; `length`: the body's bytes, when
+    /// known before they go.
+    pub fn new(
+        send: SendStream,
+        info: &'a ConnInfo,
+        lc: &LocConf,
+        pacing: Option<Box<Pacing>>,
+        length: Option<u64>,
+    ) -> H2Sink<'a> {
+        H2Sink {
+            send,
+            out: BytesMut::new(),
+            info,
+            send_timeout: lc.send_timeout(),
+            chunk: lc.http2.chunk_size(),
+            pacing,
+            left: length,
+            ended: false,
+        }
+    }
+
+    /// Whether `n` more bytes end the body (its length known): they go with END_STREAM.
+    fn ends_with(&self, n: usize) -> bool {
+        n > 0 && self.left == Some(n as u64)
+    }
+
+    /// `n` bytes went (`end`: with END_STREAM).
+    fn went(&mut self, n: usize, end: bool) {
+        if let Some(left) = self.left.as_mut() {
+            *left = left.saturating_sub(n as u64);
+        }
+        self.ended |= end;
+    }
+
+    /// Queues `data` as DATA frames, END_STREAM on the last when they end the body.
+    fn data(&mut self, data: Bytes) -> io::Result<()> {
+        let (n, end) = (data.len(), self.ends_with(data.len()));
+        self.send
+            .send_data(data, end)
+            .map_err(|e| io::Error::from(Error::protocol(e)))?;
+        self.went(n, end);
+        Ok(())
+    }
+
     /// Waits until the stream may send more (its window and the connection's buffer), at most
     /// `send_timeout`. The stream reset by the client is an error.
     async fn capacity(&mut self, want: usize) -> io::Result<usize> {
@@ -222,12 +291,10 @@ impl H2Sink<'_> {
         }
     }
 
-    /// Sends `n` bytes of `out` (`end`: they end the stream).
-    fn send_out(&mut self, n: usize, end: bool) -> io::Result<()> {
+    /// Sends `n` bytes of `out`.
+    fn send_out(&mut self, n: usize) -> io::Result<()> {
         let data = self.out.split_to(n).freeze();
-        self.send
-            .send_data(data, end)
-            .map_err(|e| io::Error::from(Error::protocol(e)))?;
+        self.data(data)?;
         if let Some(p) = self.pacing.as_deref_mut() {
             p.wrote(n, Instant::now());
         }
@@ -241,9 +308,7 @@ impl H2Sink<'_> {
         while !data.is_empty() {
             let cap = self.capacity(data.len()).await?;
             let piece = data.split_to(cap.min(data.len()).min(self.chunk));
-            self.send
-                .send_data(piece, false)
-                .map_err(|e| io::Error::from(Error::protocol(e)))?;
+            self.data(piece)?;
         }
         Ok(())
     }
@@ -261,10 +326,12 @@ impl H2Sink<'_> {
         let allowed = self.paced().await;
         let cap = self.capacity(want.min(allowed)).await?;
         let n = cap.min(want).min(allowed);
+        let end = self.ends_with(n);
         let sent = self
             .send
-            .send_file(file.as_fd(), offset, n, self.chunk)
+            .send_file(file.as_fd(), offset, n, self.chunk, end)
             .map_err(|e| io::Error::from(Error::protocol(e)))??;
+        self.went(sent, end && sent == n);
         if let Some(p) = self.pacing.as_deref_mut() {
             p.wrote(sent, Instant::now());
         }
@@ -272,8 +339,11 @@ impl H2Sink<'_> {
     }
 
     /// Sends everything gathered and ends the stream (an empty DATA frame with END_STREAM when
-    /// nothing is left).
+    /// nothing is left and no frame ended it yet).
     pub async fn finish(&mut self) -> io::Result<()> {
+        if self.ended && self.out.is_empty() {
+            return Ok(());
+        }
         if self.out.is_empty() {
             return self
                 .send
@@ -285,7 +355,14 @@ impl H2Sink<'_> {
             let cap = self.capacity(self.out.len().min(allowed)).await?;
             let n = cap.min(self.out.len()).min(self.chunk).min(allowed);
             let last = n == self.out.len();
-            self.send_out(n, last)?;
+            let data = self.out.split_to(n).freeze();
+            self.send
+                .send_data(data, last)
+                .map_err(|e| io::Error::from(Error::protocol(e)))?;
+            self.went(n, last);
+            if let Some(p) = self.pacing.as_deref_mut() {
+                p.wrote(n, Instant::now());
+            }
         }
         Ok(())
     }
@@ -317,7 +394,7 @@ impl Sink for H2Sink<'_> {
                 return Ok(false);
             }
             let n = cap.min(self.out.len()).min(self.chunk).min(allowed);
-            self.send_out(n, false)?;
+            self.send_out(n)?;
         }
         Ok(true)
     }
@@ -333,7 +410,7 @@ impl Sink for H2Sink<'_> {
                 }
             };
             let n = cap.min(self.out.len()).min(self.chunk).min(allowed);
-            self.send_out(n, false)?;
+            self.send_out(n)?;
         }
         Ok(())
     }
@@ -343,9 +420,7 @@ impl Sink for H2Sink<'_> {
         let allowed = self.paced().await;
         let cap = self.capacity(data.len().min(allowed)).await?;
         let n = cap.min(data.len()).min(self.chunk).min(allowed);
-        self.send
-            .send_data(Bytes::copy_from_slice(&data[..n]), false)
-            .map_err(|e| io::Error::from(Error::protocol(e)))?;
+        self.data(Bytes::copy_from_slice(&data[..n]))?;
         if let Some(p) = self.pacing.as_deref_mut() {
             p.wrote(n, Instant::now());
         }

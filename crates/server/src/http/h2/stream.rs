@@ -199,18 +199,12 @@ async fn answer_stream(
             let status = reply.status;
             let date = request::date(false);
             let length = reply.body.length();
+            let known = sink::known_length(&reply.body, length);
             let (sent, head_len) =
                 sink::send_head(&mut respond, &reply, &srv.loc, length, &date, false);
             let mut body_len = 0;
             if let Ok(send) = sent {
-                let mut sink = H2Sink {
-                    send,
-                    out: BytesMut::new(),
-                    info: &sh.info,
-                    send_timeout: srv.loc.send_timeout(),
-                    chunk: srv.loc.http2.chunk_size(),
-                    pacing: None,
-                };
+                let mut sink = H2Sink::new(send, &sh.info, &srv.loc, None, known);
                 let output = Output::default();
                 let body = std::mem::replace(&mut { reply }.body, Body::Empty);
                 if output.send_plain(&mut sink, body, &srv.loc).await.is_ok()
@@ -336,10 +330,13 @@ async fn answer_stream(
     let (status, special) = (reply.status, reply.special);
     let proxied = reply.proxied;
     let body = std::mem::replace(&mut reply.body, Body::Empty);
+    let known = sink::known_length(&body, length);
     // (An upstream's answer whose head ended its stream, a gRPC trailers-only answer, ends
-    // the stream with its HEADERS too: its fields are the call's trailers.)
+    // the stream with its HEADERS too: its fields are the call's trailers. So does a body
+    // known to be empty, as h2o's, but an upstream's, which is read to its end.)
     let no_body = head_only
         || matches!(body, Body::Empty)
+        || (known == Some(0) && !matches!(body, Body::Upstream(_)))
         || (proxied && matches!(&body, Body::Bytes(b) if b.is_empty()));
     let mut send_half: Option<SendStream> = None;
     let mut pacing = pacing_for(&r, lc, &uri, &user_vars, upstream.as_ref());
@@ -354,14 +351,7 @@ async fn answer_stream(
     }
     let sent = match started {
         Ok(send) => {
-            let mut sink = H2Sink {
-                send,
-                out: BytesMut::new(),
-                info: &sh.info,
-                send_timeout: lc.send_timeout(),
-                chunk: lc.http2.chunk_size(),
-                pacing,
-            };
+            let mut sink = H2Sink::new(send, &sh.info, lc, pacing, known);
             if no_body {
                 if let Body::Upstream(u) = body {
                     // A HEAD converted to GET for the cache: the body is still stored.

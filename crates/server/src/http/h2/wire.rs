@@ -555,7 +555,8 @@ impl SendStream {
 
     /// Reads up to `n` bytes of `file` at `offset` straight into DATA frames of at most `frame`
     /// bytes, in the codec's output (the caller keeps `n` within [`SendStream::capacity`]):
-    /// the file's bytes go to the socket from where they were read. The bytes queued, or the
+    /// the file's bytes go to the socket from where they were read (`end`: they end the
+    /// body, END_STREAM on the last frame once all `n` went). The bytes queued, or the
     /// read's error with nothing queued.
     pub fn send_file(
         &mut self,
@@ -563,18 +564,24 @@ impl SendStream {
         offset: u64,
         n: usize,
         frame: usize,
+        end: bool,
     ) -> Result<std::io::Result<usize>, StreamError> {
         let mut me = self.core.borrow_mut();
         me.check(self.id)?;
         let sent = me
             .server
             .conn_mut()
-            .send_data_with(self.id, n, frame, |out, len, frame| {
+            .send_data_with_end(self.id, n, frame, end, |out, len, frame| {
                 shoal_io::syscall::pread_framed(file, out, offset, len, frame, HEAD_LEN)
             })
             .map_err(|_| StreamError(Some(Reason::STREAM_CLOSED)))?;
-        if matches!(sent, Ok(n) if n > 0) {
-            me.queued();
+        if let Ok(sent) = sent {
+            if end && sent == n && n > 0 {
+                me.answered(self.id);
+            }
+            if sent > 0 {
+                me.queued();
+            }
         }
         Ok(sent)
     }
