@@ -317,6 +317,7 @@ pub async fn serve(
         shared: Rc::new(Shared {
             info,
             generation: RefCell::new(generation),
+            route: RefCell::new(None),
             worker: guard.0.clone(),
             requests: Cell::new(0),
             active: Cell::new(0),

@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     /// The configuration the connection's next stream takes (the newest while its socket is
     /// in it).
     generation: RefCell<Arc<Generation>>,
+    /// The servers of the connection's address in `generation` (looked up once, not per
+    /// stream; forgotten when the generation changes).
+    route: RefCell<Option<Arc<crate::cycle::AddrServers>>>,
     worker: Rc<crate::worker::Worker>,
     /// Streams opened so far (`$connection_requests`, `keepalive_requests`).
     requests: Cell<u64>,
@@ -75,9 +78,21 @@ impl Shared {
             .any(|s| s.key.addr == self.info.socket)
         {
             *self.generation.borrow_mut() = current.clone();
+            *self.route.borrow_mut() = None;
             return Some(current);
         }
         None
+    }
+
+    /// The servers of the connection's address in `gen`, the generation
+    /// [`Shared::generation`] returned.
+    fn route(&self, gen: &Generation) -> Option<Arc<crate::cycle::AddrServers>> {
+        if let Some(r) = &*self.route.borrow() {
+            return Some(r.clone());
+        }
+        let r = gen.servers_for(&self.info.socket, self.info.local).cloned();
+        self.route.borrow_mut().clone_from(&r);
+        r
     }
 }
 

@@ -142,9 +142,22 @@ pub fn send_head(
     (sent, size)
 }
 
-/// Whether a value has no control byte but tabs.
+/// Whether a value has no control byte but tabs: eight bytes at a time (a word with a byte
+/// below 0x20 or a 0x7f is looked at byte by byte, for its tabs).
 fn clean(value: &[u8]) -> bool {
-    !value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // Whether a byte of `w` is below `n` (≤ 0x80).
+    let below = |w: u64, n: u64| w.wrapping_sub(ONES * n) & !w & HIGH != 0;
+    let bytewise = |b: &[u8]| !b.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f);
+    let mut words = value.chunks_exact(8);
+    for c in &mut words {
+        let w = u64::from_le_bytes(c.try_into().expect("eight bytes"));
+        if (below(w, 0x20) || below(w ^ (ONES * 0x7f), 1)) && !bytewise(c) {
+            return false;
+        }
+    }
+    bytewise(words.remainder())
 }
 
 /// `n` in decimal, written at the end of `buf`.
@@ -235,6 +248,12 @@ impl<'a> H2Sink<'a> {
         }
     }
 
+    /// Whether a DATA frame ended the stream with the body's last bytes (nothing is left to
+    /// [`H2Sink::finish`]).
+    pub fn ended(&self) -> bool {
+        self.ended && self.out.is_empty()
+    }
+
     /// Whether `n` more bytes end the body (its length known): they go with END_STREAM.
     fn ends_with(&self, n: usize) -> bool {
         n > 0 && self.left == Some(n as u64)
@@ -322,9 +341,19 @@ impl<'a> H2Sink<'a> {
         want: usize,
     ) -> io::Result<usize> {
         use std::os::fd::AsFd;
-        self.flush_to(0).await?;
-        let allowed = self.paced().await;
-        let cap = self.capacity(want.min(allowed)).await?;
+        // (Each wait skipped when it would not wait: a file sent at once, in the client's
+        // window, is the common case.)
+        if !self.out.is_empty() {
+            self.flush_to(0).await?;
+        }
+        let allowed = match self.pacing {
+            Some(_) => self.paced().await,
+            None => usize::MAX,
+        };
+        let cap = match self.send.capacity() {
+            0 => self.capacity(want.min(allowed)).await?,
+            now => now,
+        };
         let n = cap.min(want).min(allowed);
         let end = self.ends_with(n);
         let sent = self
@@ -476,6 +505,17 @@ mod tests {
             assert!(!forbidden(name));
         }
         assert!(clean(b"a\tb") && !clean(b"a\nb") && !clean(b"\x7f"));
+        // Word by word as byte by byte, wherever the byte is.
+        for len in [0, 7, 8, 9, 16, 23, 40] {
+            for at in 0..len {
+                for b in [0u8, b'\t', b'\n', 0x1f, b' ', 0x7e, 0x7f, 0x80, 0xff] {
+                    let mut v = vec![b'a'; len];
+                    v[at] = b;
+                    let want = b == b'\t' || (b >= 0x20 && b != 0x7f);
+                    assert_eq!(clean(&v), want, "{b:#x} at {at} of {len}");
+                }
+            }
+        }
         let mut digits = [0u8; 20];
         assert_eq!(decimal(0, &mut digits), b"0");
         assert_eq!(decimal(612, &mut digits), b"612");

@@ -131,7 +131,7 @@ async fn answer_stream(
         respond.send_reset(Reason::REFUSED_STREAM);
         return;
     };
-    let Some(route) = gen.servers_for(&sh.info.socket, sh.info.local).cloned() else {
+    let Some(route) = sh.route(&gen) else {
         respond.send_reset(Reason::REFUSED_STREAM);
         return;
     };
@@ -231,7 +231,8 @@ async fn answer_stream(
     let req = parsed.into_h2(kind);
     // Shared with the proxy, which watches it for the client's RST_STREAM while it waits.
     let respond = std::cell::RefCell::new(respond);
-    let host = req.host().map(|h| shoal_http::lossy(h).into_owned());
+    // (Borrowed from the request: a validated host is text, no copy is made.)
+    let host = req.host().map(shoal_http::lossy);
     let (mut srv, mut name_captures) = gen.find_server_captures(&route, host.as_deref());
     // On TLS, the checks of an HTTP/1 request on a TLS address: client certificates (495,
     // 496) and a Host other than the name SNI negotiated (421).
@@ -377,6 +378,7 @@ async fn answer_stream(
                         });
                     let requester = requester.as_ref().map(|r| r as &dyn Requester);
                     match write_body(&mut sink, body, &output, lc, who, requester).await {
+                        Ok(n) if sink.ended() => Ok(n),
                         Ok(n) => sink.finish().await.map(|()| n),
                         Err(e) => {
                             sink.send.send_reset(Reason::INTERNAL_ERROR);
