@@ -159,3 +159,29 @@ fn expires_replaces_an_upstream_s_own() {
         assert_eq!(nginx, shoal, "{path}");
     }
 }
+
+/// h5bp's server configs set their security headers and `expires` from maps of
+/// `$sent_http_content_type` (`add_header X-Frame-Options $x_frame_options always;`,
+/// `expires $expires;`): the map reads the answer's type in the headers filter (shoal read
+/// no answer there, so every map gave its default: no `X-Frame-Options`, no `Expires`).
+#[test]
+fn maps_of_the_sent_content_type_in_the_headers_filter() {
+    let p = Pair::with(Conf {
+        http: "map $sent_http_content_type $x_frame_options { ~*text/html DENY; }\n\
+               map $sent_http_content_type $cors { ~*image/ \"*\"; }\n\
+               map $sent_http_content_type $expires { default 1M; \"\" off; \
+               ~*text/css 1y; ~*text/html 0; ~*text/plain 1h; }",
+        server: "expires $expires;\n\
+                 add_header X-Frame-Options $x_frame_options always;\n\
+                 add_header Access-Control-Allow-Origin $cors;\n\
+                 location /nt/ { default_type \"\"; }",
+        files: &[("nt/x", "no type\n"), ("i.gif", "GIF89a")],
+        ..Default::default()
+    });
+    let page = p.get("/page.html", "");
+    assert!(page.contains("X-Frame-Options: DENY"), "{page}");
+    assert!(page.contains("Cache-Control: max-age=0"), "{page}");
+    for path in ["/a.txt", "/i.gif", "/file.unknownext", "/nt/x", "/missing"] {
+        p.get(path, "");
+    }
+}
