@@ -185,3 +185,33 @@ fn maps_of_the_sent_content_type_in_the_headers_filter() {
         p.get(path, "");
     }
 }
+
+/// h5bp sets `charset utf-8` for the whole `http {}` and its `www.` server answers `return
+/// 301`: nginx names no charset on a 301 or 302 (its own pages, an `error_page =302`, an
+/// upstream's, whose own charset goes too) and does on a 303, 307 or 308.
+#[test]
+fn no_charset_on_a_301_or_302() {
+    let up = crate::common::upstream::Upstream::start(|_| {
+        crate::common::upstream::Answer::status(302)
+            .header("Content-Type", "text/html; charset=koi8-r")
+            .header("Location", "http://example.com/up")
+    });
+    let p = Pair::with(Conf {
+        http: "charset utf-8;",
+        server: &format!(
+            "location = /r301 {{ return 301 /x; }}\n\
+             location = /r302 {{ return 302 /x; }}\n\
+             location = /r303 {{ return 303 /x; }}\n\
+             location = /r307 {{ return 307 /x; }}\n\
+             location = /e302 {{ error_page 404 =302 /page.html; }}\n\
+             location /up/ {{ override_charset on; proxy_pass http://127.0.0.1:{}/; }}",
+            up.port()
+        ),
+        ..Default::default()
+    });
+    let moved = p.get("/r301", "");
+    assert!(moved.contains("Content-Type: text/html\n"), "{moved}");
+    for path in ["/r302", "/r303", "/r307", "/e302", "/dir", "/up/x"] {
+        p.get_open(path, "");
+    }
+}

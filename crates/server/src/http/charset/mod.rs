@@ -338,7 +338,13 @@ fn run(loc: &CharsetLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> String, 
             _ => return no_map(log, &src.name, &dst.name),
         },
     };
-    let ct = format!("{}; charset={}", &ct[..type_len], dst.name);
+    // nginx's `ngx_http_set_charset`: a 301 or 302 names no charset (Netscape 4 took it for
+    // the next page's), and loses an upstream's.
+    let ct = if matches!(reply.status, 301 | 302) {
+        ct[..type_len].to_string()
+    } else {
+        format!("{}; charset={}", &ct[..type_len], dst.name)
+    };
     reply.content_type = Some(ct);
     if let Some(how) = recode {
         if !how.keeps_length() {
