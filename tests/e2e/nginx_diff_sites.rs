@@ -215,3 +215,60 @@ fn no_charset_on_a_301_or_302() {
         p.get_open(path, "");
     }
 }
+
+/// Discourse sends uploads and backups by `X-Accel-Redirect` to an `internal` location with
+/// `alias $public/`: the upstream's answer is not sent; the request goes there as a GET,
+/// with the answer's `Content-Type`, `Content-Disposition`, `Cache-Control`, `Expires`,
+/// `Accept-Ranges` and `Set-Cookie` (through `proxy_cookie_path`); its arguments are the
+/// target's; an unsafe target is a 404; `proxy_ignore_headers X-Accel-Redirect` passes the
+/// answer as it is (shoal passed every such answer, empty).
+#[test]
+fn x_accel_redirect_sends_the_named_file() {
+    let up = crate::common::upstream::Upstream::start(|req| {
+        let to = req.target.split_once("to=").map_or("", |(_, t)| t);
+        let a = crate::common::upstream::Answer::ok("from the upstream\n")
+            .header("X-Accel-Redirect", to)
+            .header("X-Other", "1");
+        if req.target.contains("full") {
+            a.header("Content-Type", "text/html; charset=koi8-r")
+                .header("Content-Disposition", "attachment; filename=a.txt")
+                .header("Cache-Control", "private")
+                .header("Set-Cookie", "a=b; path=/a/")
+        } else {
+            a
+        }
+    });
+    let p = Pair::new(&format!(
+        "location /up/ {{ proxy_pass http://127.0.0.1:{port}; proxy_cookie_path /a/ /b/; \
+         add_header X-Loc up; }}\n\
+         location /ign/ {{ proxy_pass http://127.0.0.1:{port}; \
+         proxy_ignore_headers X-Accel-Redirect; }}\n\
+         location /files/ {{ internal; alias {{HTML}}/; add_header X-Files 1; }}\n\
+         location /echo/ {{ internal; return 200 \"uri=$uri args=$args\\n\"; }}\n\
+         location @named {{ return 200 \"named uri=$uri args=$args\\n\"; }}",
+        port = up.port()
+    ));
+    let file = p.get_open("/up/?to=/files/a.txt", "");
+    assert!(file.contains("hello from a.txt"), "{file}");
+    let full = p.get_open("/up/full?to=/files/a.txt", "");
+    assert!(full.contains("Set-Cookie: a=b; path=/b/"), "{full}");
+    for path in [
+        "/up/full?to=/files/none.txt",
+        "/up/?to=/echo/q?k=v",
+        "/up/?to=/echo/%41b?k=v",
+        "/up/?to=@named",
+        "/up/?to=/files/%2e%2e/a.txt",
+        "/ign/?to=/files/a.txt",
+    ] {
+        p.get_open(path, "");
+    }
+    p.head_open("/up/full?to=/files/a.txt", "");
+    p.check_open(
+        b"POST /up/?to=/files/a.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc",
+    );
+    let log = p.shoal_log();
+    assert!(
+        log.contains("unsafe URI \"/files/../a.txt\" was detected while reading response header"),
+        "{log}"
+    );
+}

@@ -329,6 +329,9 @@ async fn run<'s, const REFUSED: bool>(
             decided = super::mirror::precontent(r, lc, &rw, body).await;
         }
         let mut from_try_files = false;
+        // An upstream's `X-Accel-Redirect` (`upstream/accel.rs`): its arguments replace the
+        // request's, and the request goes on as a GET.
+        let mut accel = false;
         let outcome = if let Some(o) = decided {
             o
         } else if refused {
@@ -378,8 +381,19 @@ async fn run<'s, const REFUSED: bool>(
                                 rw.uri = name;
                             }
                             let via = super::proxy_cache::serve::Via::Proxy(pass);
-                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
-                                .await
+                            let o = cached_outcome(
+                                r,
+                                lc,
+                                via,
+                                &rw,
+                                internal,
+                                method,
+                                body,
+                                &mut upstream,
+                            )
+                            .await;
+                            accel = matches!(o, Outcome::Internal(_) | Outcome::Named(_));
+                            o
                         }
                         Err(fallback) => {
                             from_try_files = true;
@@ -400,8 +414,19 @@ async fn run<'s, const REFUSED: bool>(
                                 rw.uri = name;
                             }
                             let via = super::proxy_cache::serve::Via::Other(proto);
-                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
-                                .await
+                            let o = cached_outcome(
+                                r,
+                                lc,
+                                via,
+                                &rw,
+                                internal,
+                                method,
+                                body,
+                                &mut upstream,
+                            )
+                            .await;
+                            accel = matches!(o, Outcome::Internal(_) | Outcome::Named(_));
+                            o
                         }
                         Err(fallback) => {
                             from_try_files = true;
@@ -455,7 +480,8 @@ async fn run<'s, const REFUSED: bool>(
         };
         match outcome {
             Outcome::Internal(new_uri) => {
-                if from_try_files {
+                method_get |= accel;
+                if from_try_files || accel {
                     set_uri(&mut rw, &new_uri);
                 } else {
                     // The index module's redirect keeps the arguments.
@@ -467,6 +493,7 @@ async fn run<'s, const REFUSED: bool>(
                 redirects += 1;
             }
             Outcome::Named(n) => {
+                method_get |= accel;
                 named = Some(n);
                 internal = true;
                 redirects += 1;
@@ -479,6 +506,8 @@ async fn run<'s, const REFUSED: bool>(
             | Outcome::Final(_) => {
                 // An answer: `error_page` may take over one of nginx's errors and a reply it
                 // made, never one sent as it is.
+                // nginx's own page sets its own type (an `X-Accel-Redirect`'s is not kept).
+                let own_page = !matches!(outcome, Outcome::Final(_) | Outcome::Reply(_));
                 let (mut reply, sent) = match outcome {
                     Outcome::Final(reply) => (reply, true),
                     Outcome::Reply(reply) => (reply, false),
@@ -551,10 +580,7 @@ async fn run<'s, const REFUSED: bool>(
                 }
                 reply.close_after |= close_after;
                 if let Some(rec) = &upstream {
-                    let carried = std::mem::take(&mut rec.borrow_mut().carry);
-                    reply
-                        .extra
-                        .extend(carried.into_iter().map(|(n, v)| (n.into(), v.into())));
+                    rec.borrow_mut().hand_on(&mut reply, own_page);
                 }
                 reply.headers.append(&mut carried_auth);
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());

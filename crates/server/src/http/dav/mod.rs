@@ -28,6 +28,7 @@ use crate::conf::{flag_arg, merge, number_arg, set_once, Args, Builder, Command,
 use crate::log::Level;
 
 mod destination;
+pub(crate) use destination::unsafe_uri;
 mod fs;
 
 use destination::{Depth, Refused};
