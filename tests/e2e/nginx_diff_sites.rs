@@ -230,10 +230,12 @@ fn x_accel_redirect_sends_the_named_file() {
             .header("X-Accel-Redirect", to)
             .header("X-Other", "1");
         if req.target.contains("full") {
-            a.header("Content-Type", "text/html; charset=koi8-r")
+            a.header("Content-Type", "application/pdf")
                 .header("Content-Disposition", "attachment; filename=a.txt")
                 .header("Cache-Control", "private")
                 .header("Set-Cookie", "a=b; path=/a/")
+        } else if req.target.contains("cs") {
+            a.header("Content-Type", "text/plain; charset=koi8-r")
         } else {
             a
         }
@@ -263,6 +265,7 @@ fn x_accel_redirect_sends_the_named_file() {
         p.get_open(path, "");
     }
     p.head_open("/up/full?to=/files/a.txt", "");
+    p.get_open("/up/cs?to=/files/none.txt", "");
     p.check_open(
         b"POST /up/?to=/files/a.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc",
     );

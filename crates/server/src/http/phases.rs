@@ -506,8 +506,6 @@ async fn run<'s, const REFUSED: bool>(
             | Outcome::Final(_) => {
                 // An answer: `error_page` may take over one of nginx's errors and a reply it
                 // made, never one sent as it is.
-                // nginx's own page sets its own type (an `X-Accel-Redirect`'s is not kept).
-                let own_page = !matches!(outcome, Outcome::Final(_) | Outcome::Reply(_));
                 let (mut reply, sent) = match outcome {
                     Outcome::Final(reply) => (reply, true),
                     Outcome::Reply(reply) => (reply, false),
@@ -580,7 +578,7 @@ async fn run<'s, const REFUSED: bool>(
                 }
                 reply.close_after |= close_after;
                 if let Some(rec) = &upstream {
-                    rec.borrow_mut().hand_on(&mut reply, own_page);
+                    rec.borrow_mut().hand_on(&mut reply);
                 }
                 reply.headers.append(&mut carried_auth);
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());

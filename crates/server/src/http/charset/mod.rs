@@ -171,7 +171,7 @@ impl HttpModule for Module {
 /// An upstream's `Content-Type`, as nginx's proxy reads it (`ngx_http_upstream_copy_content_type`):
 /// the length of the type before a `; charset=` parameter, and that parameter's value (quotes
 /// taken off), if there is one.
-fn split_charset(ct: &str) -> (usize, Option<&str>) {
+pub(crate) fn split_charset(ct: &str) -> (usize, Option<&str>) {
     let b = ct.as_bytes();
     let mut i = 0;
     while let Some(p) = memchr::memchr(b';', &b[i..]) {

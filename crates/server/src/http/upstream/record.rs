@@ -243,17 +243,22 @@ impl Record {
 
     /// What an earlier upstream answer handed on (an intercepted 401's `WWW-Authenticate`, an
     /// `X-Accel-Redirect`'s headers): first among the answer's headers, as nginx set them before
-    /// this answer's handler ran; a `Content-Type` is the answer's type, but on nginx's own page.
-    pub fn hand_on(&mut self, reply: &mut crate::http::reply::Reply, own_page: bool) {
+    /// this answer's handler ran; a `Content-Type` is the answer's type, but on nginx's own
+    /// page (an error page says `text/html`, with the charset of the type handed on).
+    pub fn hand_on(&mut self, reply: &mut crate::http::reply::Reply) {
         if self.carry.is_empty() {
             return;
         }
         let mut front = Vec::with_capacity(self.carry.len());
         for (n, v) in self.carry.drain(..) {
             if n == "Content-Type" {
-                if !own_page {
+                if !reply.special {
                     reply.content_type = Some(v);
                     // Its `charset` parameter is the body's, as an upstream's is.
+                    reply.charset_param = true;
+                } else if let (_, Some(cs)) = crate::http::charset::split_charset(&v) {
+                    // The page keeps the charset nginx read from it.
+                    reply.content_type = Some(format!("text/html; charset={cs}"));
                     reply.charset_param = true;
                 }
             } else {
