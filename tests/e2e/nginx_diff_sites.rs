@@ -275,3 +275,37 @@ fn x_accel_redirect_sends_the_named_file() {
         "{log}"
     );
 }
+
+/// PeerTube's API locations allow larger bodies than its `@api` (`client_max_body_size
+/// 100k`) and send every request there by `try_files /dev/null @api`: nginx holds a declared
+/// length to the limit of each location the request is found in, not again as the body is
+/// read, so a 300 KB upload passes (shoal refused it with 413 in `@api`); a chunked body is
+/// held to the limit of the location that reads it.
+#[test]
+fn a_declared_length_is_held_to_the_locations_found_not_the_named_one() {
+    let up = crate::common::upstream::Upstream::echo();
+    let p = Pair::new(&format!(
+        "location @api {{ client_max_body_size 100k; proxy_pass http://127.0.0.1:{}; }}\n\
+         location / {{ try_files /dev/null @api; }}\n\
+         location /big/ {{ client_max_body_size 6M; try_files /dev/null @api; }}",
+        up.port()
+    ));
+    let body = "b".repeat(300_000);
+    let post = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let chunked = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+             {:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        )
+    };
+    let big = p.check_open(post("/big/up").as_bytes());
+    assert!(big.starts_with("HTTP/1.1 200"), "{big}");
+    p.check_open(post("/other").as_bytes());
+    p.check(chunked("/big/up").as_bytes());
+}

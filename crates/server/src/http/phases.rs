@@ -211,6 +211,8 @@ async fn run<'s, const REFUSED: bool>(
             rw.uri_changed = false;
         }
         server_rewrites = false;
+        // A named location is entered past nginx's find-config phase.
+        let to_named = named.is_some();
         let loc = if srv_outcome.is_some() {
             None
         } else {
@@ -265,8 +267,8 @@ async fn run<'s, const REFUSED: bool>(
         let mut decided = srv_outcome;
         // nginx's find-config phase: a declared length over the location's
         // `client_max_body_size` is refused before anything else runs there (`error_page 413`
-        // applies).
-        let too_large = decided.is_none() && body.over_limit(lc).is_some();
+        // applies); not in a named location (PeerTube's `try_files /dev/null @api`).
+        let too_large = decided.is_none() && !to_named && body.over_limit(lc).is_some();
         if too_large {
             client_body::log_failure(
                 client_body::Failure::TooLarge {
