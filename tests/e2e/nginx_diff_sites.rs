@@ -309,3 +309,31 @@ fn a_declared_length_is_held_to_the_locations_found_not_the_named_one() {
     p.check_open(post("/other").as_bytes());
     p.check(chunked("/big/up").as_bytes());
 }
+
+/// Netdata's sub-path recipe compresses with `gzip_types *`, which takes an answer of any
+/// type and one with none (an upstream that names no `Content-Type`, a `default_type ""`
+/// file): shoal compressed only answers with a type.
+#[test]
+fn gzip_types_any_takes_an_answer_without_a_type() {
+    let up = crate::common::upstream::Upstream::start(|_| {
+        crate::common::upstream::Answer::raw(format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n{}",
+            "n".repeat(300)
+        ))
+    });
+    let p = Pair::with(Conf {
+        server: &format!(
+            "gzip on; gzip_types *; gzip_proxied any; gzip_min_length 1;\n\
+             location /up/ {{ proxy_pass http://127.0.0.1:{}; }}\n\
+             location /nt/ {{ default_type \"\"; }}",
+            up.port()
+        ),
+        files: &[("nt/x", &"t".repeat(300))],
+        ..Default::default()
+    });
+    for path in ["/up/a", "/nt/x"] {
+        let (nginx, shoal) = p.header_order(path, "Accept-Encoding: gzip\r\n");
+        assert!(nginx.iter().any(|h| h == "Content-Encoding"), "{nginx:?}");
+        assert_eq!(nginx, shoal, "{path}");
+    }
+}
