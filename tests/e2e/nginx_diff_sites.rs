@@ -312,25 +312,38 @@ fn a_declared_length_is_held_to_the_locations_found_not_the_named_one() {
 
 /// Netdata's sub-path recipe compresses with `gzip_types *`, which takes an answer of any
 /// type and one with none (an upstream that names no `Content-Type`, a `default_type ""`
-/// file): shoal compressed only answers with a type.
+/// file): shoal compressed only answers with a type; `sub_filter_types *`, `ssi_types *` and
+/// `addition_types *` passed them by too.
 #[test]
 fn gzip_types_any_takes_an_answer_without_a_type() {
     let up = crate::common::upstream::Upstream::start(|_| {
+        let body = format!("{}<!--# include virtual=\"/after\" -->", "n".repeat(300));
         crate::common::upstream::Answer::raw(format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n{}",
-            "n".repeat(300)
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
         ))
     });
     let p = Pair::with(Conf {
         server: &format!(
             "gzip on; gzip_types *; gzip_proxied any; gzip_min_length 1;\n\
-             location /up/ {{ proxy_pass http://127.0.0.1:{}; }}\n\
-             location /nt/ {{ default_type \"\"; }}",
+             location /up/ {{ proxy_pass http://127.0.0.1:{0}; }}\n\
+             location /nt/ {{ default_type \"\"; }}\n\
+             location /sub/ {{ gzip off; proxy_pass http://127.0.0.1:{0}; sub_filter_types *; \
+             sub_filter nnn FILTERED; }}\n\
+             location /ssi/ {{ gzip off; proxy_pass http://127.0.0.1:{0}; ssi on; ssi_types *; }}\n\
+             location /add/ {{ gzip off; proxy_pass http://127.0.0.1:{0}; \
+             add_after_body /after; addition_types *; }}\n\
+             location = /after {{ return 200 \"FILTERED\"; }}",
             up.port()
         ),
         files: &[("nt/x", &"t".repeat(300))],
         ..Default::default()
     });
+    // And the other filters' `*_types *`.
+    for path in ["/sub/a", "/ssi/a", "/add/a"] {
+        let answer = p.get_open(path, "");
+        assert!(answer.contains("FILTERED"), "{path}: {answer}");
+    }
     for path in ["/up/a", "/nt/x"] {
         let (nginx, shoal) = p.header_order(path, "Accept-Encoding: gzip\r\n");
         assert!(nginx.iter().any(|h| h == "Content-Encoding"), "{nginx:?}");

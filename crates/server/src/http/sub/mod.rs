@@ -200,8 +200,11 @@ fn run(loc: &SubLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> Vec<u8>) {
     {
         return;
     }
-    let listed = super::charset::tested_type(reply)
-        .is_some_and(|t| Types::matches(loc.types.as_ref(), &["text/html"], t));
+    let listed = Types::matches_answer(
+        loc.types.as_ref(),
+        &["text/html"],
+        super::charset::tested_type(reply),
+    );
     if !listed {
         return;
     }
