@@ -51,7 +51,8 @@ pub async fn prepare(
         reply.body,
         Body::File { .. } | Body::Multipart { .. } | Body::Unsized(_)
     );
-    if proxied || file {
+    // (Without `aio threads` there is no pool to find, and no variables to make for one.)
+    if (proxied || file) && matches!(lc.aio, Some(super::aio::Aio::Threads(_))) {
         let vars = r.vars(uri, lc, &[]);
         match super::aio::pool_for(lc.aio.as_ref(), &vars, r.info.number) {
             Ok(p) => pool = p,
