@@ -14,6 +14,8 @@
 #
 # Cases:
 #   static  seed 001's tuned nginx.conf, GET / (the index file, 612 bytes)
+#   close   the same, each request on a connection of its own (`Connection: close`): what a
+#           connection's accept, task and close cost beside its one answer (not run by default)
 #   hit     proxy_cache on tmpfs (/dev/shm) in front of bench/hello, every request after the
 #           first a HIT (seed 004's cache step, with add_header X-Cache-Status)
 #   hitlog  the same with seed 004's last step, `access_log ... combined buffer=256k flush=10s`
@@ -118,7 +120,7 @@ http {
 }
 CONF
         mkdir -p "$WORK/tmp"
-    elif [ "$case" = static ]; then
+    elif [ "$case" = static ] || [ "$case" = close ]; then
         write_nginx_conf "$file" "$port" 1 0 "$name"
     else
         local location
@@ -209,6 +211,8 @@ count() {
     local path=/
     [ "$case" = hit ] || [ "$case" = hitlog ] && path=/object
     local n url=http://127.0.0.1:$port$path
+    local wrk_args=()
+    [ "$case" = close ] && wrk_args=(-H 'Connection: close')
     local grpc_args=(-d "$WORK/call.bin" -H 'content-type: application/grpc' -H 'te: trailers')
     [ "$case" = grpc ] && path=/test.Echo/Echo url=http://127.0.0.1:$port/test.Echo/Echo
     case $case in
@@ -230,7 +234,7 @@ count() {
         n=$(timeout 120 h2load -n10000 -c10 -m10 "$url" | awk '/^requests:/ {print $8}')
         [ "$n" = 10000 ] || die "$name: $n of 10000 requests answered"
     else
-        timeout 20 wrk -t1 -c10 -d2s "$url" >/dev/null
+        timeout 20 wrk -t1 -c10 -d2s "${wrk_args[@]}" "$url" >/dev/null
     fi
     if [ "$path" = /object ]; then
         curl -s -D- -o /dev/null "http://127.0.0.1:$port$path" | grep -qi '^X-Cache-Status: HIT' ||
@@ -238,7 +242,7 @@ count() {
     fi
     if [ "$case" != h2c ] && [ "$case" != h2tls ] && [ "$case" != grpc ]; then
         callgrind_control -i on "$vpid" >/dev/null 2>&1
-        n=$(timeout 30 wrk -t1 -c10 -d4s "$url" | awk '/requests in/ {print $1}')
+        n=$(timeout 30 wrk -t1 -c10 -d4s "${wrk_args[@]}" "$url" | awk '/requests in/ {print $1}')
     fi
     callgrind_per_unit "$vpid" "$out" "$n" || die "$name: no requests counted"
 }
@@ -252,7 +256,7 @@ for case in $CASES; do
     printf '%-8s %-8s %10d %10d %10s\n' "$case" nginx "$ngx_ir" "$ngx_n" 1.00
     servers=("shoal:$SHOAL")
     [ -n "${SHOAL0:-}" ] && servers+=("shoal0:$SHOAL0")
-    [ "$H2O" = 1 ] && [[ " static h2c h2tls " == *" $case "* ]] && servers+=("h2o:h2o")
+    [ "$H2O" = 1 ] && [[ " static close h2c h2tls " == *" $case "* ]] && servers+=("h2o:h2o")
     for s in "${servers[@]}"; do
         kind=shoal
         [ "${s%%:*}" = h2o ] && kind=h2o
