@@ -55,7 +55,7 @@ use crate::exchange::{self, Codec, Counted, Side};
 use crate::frame::{self, Connection, Reason, Refused};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Encoder, Field};
-use crate::server::request::{check_regular, parse_length, Hint, TrailersBuilder};
+use crate::server::request::{check_forbidden, check_regular, parse_length, Hint, TrailersBuilder};
 pub use crate::server::Fields;
 
 /// The connection's settings and the decoder's bounds.
@@ -388,7 +388,13 @@ impl ResponseBuilder {
             return Ok(());
         }
         self.regular_seen = true;
-        if check_regular(f.name, f.value).is_err() {
+        // A field from the HPACK tables (an upstream's answers repeat theirs) had its
+        // characters checked once, when stored.
+        let checked = match f.checked {
+            true => check_forbidden(f.name, f.value),
+            false => check_regular(f.name, f.value),
+        };
+        if checked.is_err() {
             return Err("upstream sent invalid header");
         }
         if f.name == b"content-length" {
