@@ -139,7 +139,12 @@ pub struct Client {
     head_hint: Hint,
     /// The last request's block, for the same head again.
     repeat: repeat::Repeat,
+    /// Trailers the caller was done with ([`Client::recycle`]): the next ones' buffers.
+    spare: Option<Fields>,
 }
+
+/// The most heap a recycled [`Fields`] may hold to be kept.
+const SPARE_MAX: usize = 4096;
 
 impl Client {
     /// A connection to a server: the preface and our SETTINGS are in the output already.
@@ -151,6 +156,15 @@ impl Client {
             heads_only: Vec::new(),
             head_hint: Hint::default(),
             repeat: repeat::Repeat::default(),
+            spare: None,
+        }
+    }
+
+    /// Gives back trailers the caller is done with: the next answer's trailers are decoded
+    /// into their buffers (a call's trailers are alike the last one's: no allocation).
+    pub fn recycle(&mut self, fields: Fields) {
+        if fields.heap_bytes() <= SPARE_MAX {
+            self.spare = Some(fields);
         }
     }
 
@@ -255,7 +269,7 @@ impl Client {
         let Some(body) = self.forget_body(stream) else {
             return self.c.discard(block);
         };
-        let mut b = TrailersBuilder::new(block.len(), None);
+        let mut b = TrailersBuilder::new(block.len(), self.spare.take());
         match self
             .c
             .decoder
@@ -296,6 +310,7 @@ impl Client {
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.heads_only = Vec::new();
+        self.spare = None;
         self.repeat.shrink();
         self.c.shrink();
     }

@@ -449,3 +449,29 @@ fn fields_from_the_table_are_still_held_to_the_forbidden_list() {
         );
     }
 }
+
+#[test]
+fn recycled_trailers_hold_the_next_ones_only() {
+    let mut c = client(Config::default());
+    let got_trailers = |c: &mut Client, fields: &[(&str, &str)]| {
+        let id = c.request(&GRPC, [], true).unwrap();
+        out(c);
+        let mut input = frame(HEADERS, END_HEADERS, id, &answer(Some(200), &[]));
+        input.extend(frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            id,
+            &answer(None, fields),
+        ));
+        let mut got = feed(c, &input);
+        let Some(Incoming::Trailers { fields, .. }) = got.pop() else {
+            panic!("{got:?}");
+        };
+        fields
+    };
+    let first = got_trailers(&mut c, &[("grpc-status", "0"), ("grpc-message", "fine")]);
+    c.recycle(first);
+    let second = got_trailers(&mut c, &[("grpc-status", "13")]);
+    let second: Vec<_> = second.iter().collect();
+    assert_eq!(second, [(&b"grpc-status"[..], &b"13"[..])]);
+}
