@@ -448,3 +448,37 @@ fn a_reload_after_user_binds_privileged_ports() {
     assert_eq!((r.status, &r.body[..]), (200, &b"eighty\n"[..]));
     assert_index(common::get(port, "/"), "the first port");
 }
+
+/// `worker_rlimit_nofile` is set as nginx's workers set it: a limit the kernel refuses is an
+/// alert in the error log (not on the terminal: nginx's workers say it after the start), and
+/// a reload's new value is taken.
+#[test]
+fn worker_rlimit_nofile_failures_go_to_the_log_and_a_reload_sets_it() {
+    let nr_open: u64 = fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let port = free_port();
+    let too_many = format!("worker_rlimit_nofile {};", nr_open + 1);
+    let s = Shoal::start(&common::conf_with(port, &too_many, ""), port);
+    assert_index(common::get(port, "/"), "started");
+    let want = format!(
+        "[alert] {}#{}: setrlimit(RLIMIT_NOFILE, {}) failed (1: Operation not permitted)",
+        s.pid,
+        s.pid,
+        nr_open + 1
+    );
+    assert!(s.error_log().contains(&want), "{}", s.error_log());
+    let stderr = fs::read_to_string(s.prefix.join("stderr.txt")).unwrap();
+    assert!(!stderr.contains("setrlimit"), "{stderr}");
+    s.prefix
+        .write_conf(&common::conf_with(port, "worker_rlimit_nofile 1234;", ""));
+    dash_s(&s, "reload");
+    common::wait_for("the reload's limit", || {
+        let limits = fs::read_to_string(format!("/proc/{}/limits", s.pid)).ok()?;
+        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+        let figures: Vec<&str> = line.split_whitespace().collect();
+        (figures[3..5] == ["1234", "1234"]).then_some(())
+    });
+}
