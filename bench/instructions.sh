@@ -28,6 +28,9 @@
 #   grpc    bench/grpc.sh's unary calls: `grpc_pass` (upstream keepalive 32) to the Python gRPC
 #           server of the tests, `h2load -c8 -m1` over h2c (warm-up 500 calls, 4,000 counted;
 #           not run by default; needs python3-grpcio)
+# CACHESIM=1 runs callgrind with its cache and branch simulation (the host's cache sizes) and
+# adds a comment line per server: I1 and D1 misses and mispredicted branches per request (a
+# code path larger than the I1 cache costs CPU time the instruction count does not show).
 # SHOAL0 adds a second shoal (an earlier build) to every case, for before/after. h2o (when
 # installed; H2O=0 leaves it out) has a row in static, h2c and h2tls: one thread
 # (`num-threads: 1`), `file.dir` on the same html directory, no access log, its defaults
@@ -204,7 +207,9 @@ count() {
     local cmd=("$bin" -p "$WORK/" -c "conf/$name.conf")
     [ "$kind" = nginx ] && cmd=(nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf")
     [ "$kind" = h2o ] && cmd=(h2o -c "conf/$name.conf")
-    (cd "$WORK" && exec valgrind --tool=callgrind --instr-atstart=no \
+    local sim=()
+    [ "${CACHESIM:-0}" = 1 ] && sim=(--cache-sim=yes --branch-sim=yes)
+    (cd "$WORK" && exec valgrind --tool=callgrind "${sim[@]}" --instr-atstart=no \
         --callgrind-out-file="$out.%p" "${cmd[@]}") >"$WORK/logs/$name.valgrind" 2>&1 &
     local vpid=$!
     STARTED_PIDS+=("$vpid")
@@ -247,6 +252,19 @@ count() {
     callgrind_per_unit "$vpid" "$out" "$n" || die "$name: no requests counted"
 }
 
+# usage: misses NAME N: with CACHESIM=1, a comment line of NAME's simulated cache and branch
+# misses per request (the largest of its callgrind files, N requests).
+misses() {
+    [ "${CACHESIM:-0}" = 1 ] || return 0
+    local file
+    file=$(ls -S "$WORK/results/$1.callgrind".* | head -1)
+    callgrind_annotate --show=I1mr,D1mr,D1mw,Bcm,Bim "$file" 2>/dev/null |
+        awk -v name="$1" -v n="$2" '/PROGRAM TOTALS/ {
+            for (i = 1; i <= NF; i++) if ($i ~ /^[0-9,]+$/) { gsub(/,/, "", $i); v[++k] = $i }
+            printf "#   %s per request: I1 misses %d, D1 misses %d (read %d, write %d), branches mispredicted %d\n",
+                name, v[1] / n, (v[2] + v[3]) / n, v[2] / n, v[3] / n, (v[4] + v[5]) / n }'
+}
+
 echo "# user-space instructions per request (callgrind), $(date -u +%FT%TZ)"
 echo "# shoal: $SHOAL_DESC${SHOAL0:+; shoal0: $SHOAL0}; nginx: $(nginx -v 2>&1 | sed 's/.*: //')"
 printf '%-8s %-8s %10s %10s %10s\n' case server Ir/req requests vs-nginx
@@ -254,6 +272,7 @@ p=$BASE_PORT
 for case in $CASES; do
     read -r ngx_ir ngx_n < <(count "nginx-$case" nginx nginx "$case" $((p++)))
     printf '%-8s %-8s %10d %10d %10s\n' "$case" nginx "$ngx_ir" "$ngx_n" 1.00
+    misses "nginx-$case" "$ngx_n"
     servers=("shoal:$SHOAL")
     [ -n "${SHOAL0:-}" ] && servers+=("shoal0:$SHOAL0")
     [ "$H2O" = 1 ] && [[ " static close h2c h2tls " == *" $case "* ]] && servers+=("h2o:h2o")
@@ -263,5 +282,6 @@ for case in $CASES; do
         read -r ir n < <(count "${s%%:*}-$case" "$kind" "${s#*:}" "$case" $((p++)))
         printf '%-8s %-8s %10d %10d %10.2f\n' "$case" "${s%%:*}" "$ir" "$n" \
             "$(awk -v a="$ir" -v b="$ngx_ir" 'BEGIN {print a / b}')"
+        misses "${s%%:*}-$case" "$n"
     done
 done

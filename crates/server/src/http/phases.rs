@@ -556,7 +556,16 @@ async fn run<'s, const REFUSED: bool>(
                         .extra
                         .extend(carried.into_iter().map(|(n, v)| (n.into(), v.into())));
                 }
-                reply.headers.append(&mut carried_auth);
+                if !carried_auth.is_empty() {
+                    // Added before the last location's answer added its own (a file's `ETag`,
+                    // a `return 302`'s `Location`), as nginx's list has them.
+                    use super::reply::LocationAt;
+                    if reply.location_at == LocationAt::First && reply.headers.is_empty() {
+                        reply.location_at = LocationAt::Extra(0);
+                    }
+                    carried_auth.append(&mut reply.headers);
+                    std::mem::swap(&mut reply.headers, &mut carried_auth);
+                }
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;
