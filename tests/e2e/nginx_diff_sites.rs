@@ -162,8 +162,8 @@ fn expires_replaces_an_upstream_s_own() {
 
 /// A file's answer and an index whose `root`, `index` and `aio threads=` name variables: the
 /// static handler makes the request's variables only for what has some
-/// (`request::LazyVars`), and they are evaluated as nginx evaluates them. (An unknown pool
-/// differs: shoal answers 500, nginx closes without a byte, "while sending response".)
+/// (`request::LazyVars`), and they are evaluated as nginx evaluates them. An unknown pool is
+/// no answer at all: the connection closes without a byte.
 #[test]
 fn static_answers_evaluate_root_index_and_pool_variables() {
     let p = Pair::with(Conf {
@@ -177,4 +177,10 @@ fn static_answers_evaluate_root_index_and_pool_variables() {
     assert!(index.contains("dir index"), "{index}");
     let file = p.get("/dir/b.txt?pool=files", "");
     assert!(file.contains("b in dir"), "{file}");
+    let none = p.get("/dir/b.txt?pool=nope", "");
+    assert!(none.ends_with("[closed]"), "{none}");
+    for log in [p.nginx_log(), p.shoal_log()] {
+        let line = "thread pool \"nope\" not found while sending response to client, client: ";
+        assert!(log.contains(line), "{log}");
+    }
 }
