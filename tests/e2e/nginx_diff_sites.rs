@@ -350,3 +350,28 @@ fn gzip_types_any_takes_an_answer_without_a_type() {
         assert_eq!(nginx, shoal, "{path}");
     }
 }
+
+/// A file's answer and an index whose `root`, `index` and `aio threads=` name variables: the
+/// static handler makes the request's variables only for what has some
+/// (`request::LazyVars`), and they are evaluated as nginx evaluates them. An unknown pool is
+/// no answer at all: the connection closes without a byte.
+#[test]
+fn static_answers_evaluate_root_index_and_pool_variables() {
+    let p = Pair::with(Conf {
+        main: "thread_pool files threads=1;",
+        server: "set $site_root {HTML};\n\
+                 location /dir/ { root $site_root; index index.$arg_e; \
+                 aio threads=$arg_pool; }",
+        ..Default::default()
+    });
+    let index = p.get("/dir/?e=html&pool=files", "");
+    assert!(index.contains("dir index"), "{index}");
+    let file = p.get("/dir/b.txt?pool=files", "");
+    assert!(file.contains("b in dir"), "{file}");
+    let none = p.get("/dir/b.txt?pool=nope", "");
+    assert!(none.ends_with("[closed]"), "{none}");
+    for log in [p.nginx_log(), p.shoal_log()] {
+        let line = "thread pool \"nope\" not found while sending response to client, client: ";
+        assert!(log.contains(line), "{log}");
+    }
+}

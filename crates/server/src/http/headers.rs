@@ -101,7 +101,9 @@ pub fn add_headers(
             let mut raw = Vec::with_capacity(v.len());
             crate::variables::raw_bytes_into(&v, &mut raw);
             if raw != v.as_bytes() {
-                reply.raw_extra.push((h.name.to_string(), raw));
+                reply
+                    .raw_extra
+                    .push((reply.extra.len(), h.name.to_string(), raw));
                 continue;
             }
         }

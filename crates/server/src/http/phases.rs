@@ -347,9 +347,9 @@ async fn run<'s, const REFUSED: bool>(
                 }
                 Content::EmptyGif => Outcome::Reply(Box::new(super::empty_gif::reply(method, lc))),
                 Content::Flv => {
-                    let vars = r.vars_rw(&rw, lc);
+                    let vars = r.lazy_vars(&rw, lc);
                     let args = rw.args.as_deref();
-                    match super::flv::handle(r, lc, method, &rw.uri, args, &vars) {
+                    match super::flv::handle(r, lc, method, &rw.uri, args, vars.get()) {
                         Some(outcome) => outcome,
                         // Declined: the content phase's handlers, as nginx's.
                         None => static_content(r, lc, method, &rw.uri, &vars),
@@ -454,7 +454,7 @@ async fn run<'s, const REFUSED: bool>(
                     // keeps the arguments, as any index redirect); none: the fallback.
                     Some(tf) => match try_files_find(r, tf, lc, &rw) {
                         Ok(name) => {
-                            let vars = r.vars_rw(&rw, lc);
+                            let vars = r.lazy_vars(&rw, lc);
                             static_content(r, lc, method, &name, &vars)
                         }
                         Err(fallback) => {
@@ -466,7 +466,7 @@ async fn run<'s, const REFUSED: bool>(
                         super::dav::handle(r, lc, method, &rw, body).await
                     }
                     None => {
-                        let vars = r.vars_rw(&rw, lc);
+                        let vars = r.lazy_vars(&rw, lc);
                         static_content(r, lc, method, &rw.uri, &vars)
                     }
                 },
@@ -582,7 +582,16 @@ async fn run<'s, const REFUSED: bool>(
                 if let Some(rec) = &upstream {
                     rec.borrow_mut().hand_on(&mut reply);
                 }
-                reply.headers.append(&mut carried_auth);
+                if !carried_auth.is_empty() {
+                    // Added before the last location's answer added its own (a file's `ETag`,
+                    // a `return 302`'s `Location`), as nginx's list has them.
+                    use super::reply::LocationAt;
+                    if reply.location_at == LocationAt::First && reply.headers.is_empty() {
+                        reply.location_at = LocationAt::Extra(0);
+                    }
+                    carried_auth.append(&mut reply.headers);
+                    std::mem::swap(&mut reply.headers, &mut carried_auth);
+                }
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;
@@ -785,10 +794,10 @@ fn static_content(
     lc: &LocConf,
     method: &str,
     uri: &str,
-    vars: &crate::variables::Vars<'_>,
+    vars: &super::request::LazyVars<'_, '_, '_>,
 ) -> Outcome {
     if super::random_index::wanted(lc, method, uri) {
-        if let Some(outcome) = super::random_index::handle(r, lc, uri, vars) {
+        if let Some(outcome) = super::random_index::handle(r, lc, uri, vars.get()) {
             return outcome;
         }
     }
