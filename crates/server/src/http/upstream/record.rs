@@ -265,6 +265,10 @@ impl Record {
                 front.push((n.into(), v.into()));
             }
         }
+        // Before what the redirect's own answer added (a file's `ETag`): nginx copied them
+        // into its list first.
+        let own = reply.headers.drain(..).map(|(n, v)| (n.into(), v));
+        front.extend(own);
         reply.extra.splice(0..0, front);
     }
 
