@@ -14,6 +14,8 @@
 #
 # Cases:
 #   static  seed 001's tuned nginx.conf, GET / (the index file, 612 bytes)
+#   close   the same, each request on a connection of its own (`Connection: close`): what a
+#           connection's accept, task and close cost beside its one answer (not run by default)
 #   hit     proxy_cache on tmpfs (/dev/shm) in front of bench/hello, every request after the
 #           first a HIT (seed 004's cache step, with add_header X-Cache-Status)
 #   hitlog  the same with seed 004's last step, `access_log ... combined buffer=256k flush=10s`
@@ -26,6 +28,9 @@
 #   grpc    bench/grpc.sh's unary calls: `grpc_pass` (upstream keepalive 32) to the Python gRPC
 #           server of the tests, `h2load -c8 -m1` over h2c (warm-up 500 calls, 4,000 counted;
 #           not run by default; needs python3-grpcio)
+# CACHESIM=1 runs callgrind with its cache and branch simulation (the host's cache sizes) and
+# adds a comment line per server: I1 and D1 misses and mispredicted branches per request (a
+# code path larger than the I1 cache costs CPU time the instruction count does not show).
 # SHOAL0 adds a second shoal (an earlier build) to every case, for before/after. h2o (when
 # installed; H2O=0 leaves it out) has a row in static, h2c and h2tls: one thread
 # (`num-threads: 1`), `file.dir` on the same html directory, no access log, its defaults
@@ -118,7 +123,7 @@ http {
 }
 CONF
         mkdir -p "$WORK/tmp"
-    elif [ "$case" = static ]; then
+    elif [ "$case" = static ] || [ "$case" = close ]; then
         write_nginx_conf "$file" "$port" 1 0 "$name"
     else
         local location
@@ -202,13 +207,17 @@ count() {
     local cmd=("$bin" -p "$WORK/" -c "conf/$name.conf")
     [ "$kind" = nginx ] && cmd=(nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf")
     [ "$kind" = h2o ] && cmd=(h2o -c "conf/$name.conf")
-    (cd "$WORK" && exec valgrind --tool=callgrind --instr-atstart=no \
+    local sim=()
+    [ "${CACHESIM:-0}" = 1 ] && sim=(--cache-sim=yes --branch-sim=yes)
+    (cd "$WORK" && exec valgrind --tool=callgrind "${sim[@]}" --instr-atstart=no \
         --callgrind-out-file="$out.%p" "${cmd[@]}") >"$WORK/logs/$name.valgrind" 2>&1 &
     local vpid=$!
     STARTED_PIDS+=("$vpid")
     local path=/
     [ "$case" = hit ] || [ "$case" = hitlog ] && path=/object
     local n url=http://127.0.0.1:$port$path
+    local wrk_args=()
+    [ "$case" = close ] && wrk_args=(-H 'Connection: close')
     local grpc_args=(-d "$WORK/call.bin" -H 'content-type: application/grpc' -H 'te: trailers')
     [ "$case" = grpc ] && path=/test.Echo/Echo url=http://127.0.0.1:$port/test.Echo/Echo
     case $case in
@@ -230,7 +239,7 @@ count() {
         n=$(timeout 120 h2load -n10000 -c10 -m10 "$url" | awk '/^requests:/ {print $8}')
         [ "$n" = 10000 ] || die "$name: $n of 10000 requests answered"
     else
-        timeout 20 wrk -t1 -c10 -d2s "$url" >/dev/null
+        timeout 20 wrk -t1 -c10 -d2s "${wrk_args[@]}" "$url" >/dev/null
     fi
     if [ "$path" = /object ]; then
         curl -s -D- -o /dev/null "http://127.0.0.1:$port$path" | grep -qi '^X-Cache-Status: HIT' ||
@@ -238,9 +247,22 @@ count() {
     fi
     if [ "$case" != h2c ] && [ "$case" != h2tls ] && [ "$case" != grpc ]; then
         callgrind_control -i on "$vpid" >/dev/null 2>&1
-        n=$(timeout 30 wrk -t1 -c10 -d4s "$url" | awk '/requests in/ {print $1}')
+        n=$(timeout 30 wrk -t1 -c10 -d4s "${wrk_args[@]}" "$url" | awk '/requests in/ {print $1}')
     fi
     callgrind_per_unit "$vpid" "$out" "$n" || die "$name: no requests counted"
+}
+
+# usage: misses NAME N: with CACHESIM=1, a comment line of NAME's simulated cache and branch
+# misses per request (the largest of its callgrind files, N requests).
+misses() {
+    [ "${CACHESIM:-0}" = 1 ] || return 0
+    local file
+    file=$(ls -S "$WORK/results/$1.callgrind".* | head -1)
+    callgrind_annotate --show=I1mr,D1mr,D1mw,Bcm,Bim "$file" 2>/dev/null |
+        awk -v name="$1" -v n="$2" '/PROGRAM TOTALS/ {
+            for (i = 1; i <= NF; i++) if ($i ~ /^[0-9,]+$/) { gsub(/,/, "", $i); v[++k] = $i }
+            printf "#   %s per request: I1 misses %d, D1 misses %d (read %d, write %d), branches mispredicted %d\n",
+                name, v[1] / n, (v[2] + v[3]) / n, v[2] / n, v[3] / n, (v[4] + v[5]) / n }'
 }
 
 echo "# user-space instructions per request (callgrind), $(date -u +%FT%TZ)"
@@ -250,14 +272,16 @@ p=$BASE_PORT
 for case in $CASES; do
     read -r ngx_ir ngx_n < <(count "nginx-$case" nginx nginx "$case" $((p++)))
     printf '%-8s %-8s %10d %10d %10s\n' "$case" nginx "$ngx_ir" "$ngx_n" 1.00
+    misses "nginx-$case" "$ngx_n"
     servers=("shoal:$SHOAL")
     [ -n "${SHOAL0:-}" ] && servers+=("shoal0:$SHOAL0")
-    [ "$H2O" = 1 ] && [[ " static h2c h2tls " == *" $case "* ]] && servers+=("h2o:h2o")
+    [ "$H2O" = 1 ] && [[ " static close h2c h2tls " == *" $case "* ]] && servers+=("h2o:h2o")
     for s in "${servers[@]}"; do
         kind=shoal
         [ "${s%%:*}" = h2o ] && kind=h2o
         read -r ir n < <(count "${s%%:*}-$case" "$kind" "${s#*:}" "$case" $((p++)))
         printf '%-8s %-8s %10d %10d %10.2f\n' "$case" "${s%%:*}" "$ir" "$n" \
             "$(awk -v a="$ir" -v b="$ngx_ir" 'BEGIN {print a / b}')"
+        misses "${s%%:*}-$case" "$n"
     done
 done

@@ -58,6 +58,7 @@ mod nginx_diff_core;
 mod nginx_diff_dav;
 mod nginx_diff_fastcgi;
 mod nginx_diff_grpc;
+mod nginx_diff_gzip;
 mod nginx_diff_h2;
 mod nginx_diff_hash;
 mod nginx_diff_leftovers;

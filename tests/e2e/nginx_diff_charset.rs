@@ -296,7 +296,7 @@ pub(crate) fn raw(port: u16, req: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Status, sorted headers (not Date, Server) and the body unchunked and gunzipped (compressed
+/// Status, headers in their order (not Date, Server) and the body unchunked and gunzipped (compressed
 /// bytes are zlib's choice; what they decompress to is the charset filter's).
 pub(crate) fn decoded(raw: &[u8]) -> String {
     let end = raw
@@ -306,10 +306,9 @@ pub(crate) fn decoded(raw: &[u8]) -> String {
     let head = String::from_utf8_lossy(&raw[..end]).into_owned();
     let mut lines = head.split("\r\n");
     let mut out = lines.next().unwrap_or_default().to_string();
-    let mut headers: Vec<&str> = lines
+    let headers: Vec<&str> = lines
         .filter(|l| !l.starts_with("Date:") && !l.starts_with("Server:"))
         .collect();
-    headers.sort();
     let mut body = raw[end + 4..].to_vec();
     if headers.contains(&"Transfer-Encoding: chunked") {
         let mut plain = Vec::new();

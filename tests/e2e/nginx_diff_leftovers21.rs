@@ -205,7 +205,14 @@ fn open_log_file_cache_writes_as_nginx() {
             std::fs::read_to_string(dir.path().join(format!("{file}-{port}.log")))
                 .unwrap_or_default()
         };
-        let (nl, sl) = (read(n), read(s));
+        // Each server writes its line after the answer is sent: the last ones may land just
+        // after the test read its answer.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let (mut nl, mut sl) = (read(n), read(s));
+        while (nl.is_empty() || sl != nl) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            (nl, sl) = (read(n), read(s));
+        }
         assert!(!nl.is_empty(), "nginx wrote no {file}: {}", p.nginx_log());
         assert_eq!(sl, nl, "{file}: shoal (left), nginx (right)");
     }

@@ -159,3 +159,219 @@ fn expires_replaces_an_upstream_s_own() {
         assert_eq!(nginx, shoal, "{path}");
     }
 }
+
+/// h5bp's server configs set their security headers and `expires` from maps of
+/// `$sent_http_content_type` (`add_header X-Frame-Options $x_frame_options always;`,
+/// `expires $expires;`): the map reads the answer's type in the headers filter (shoal read
+/// no answer there, so every map gave its default: no `X-Frame-Options`, no `Expires`).
+#[test]
+fn maps_of_the_sent_content_type_in_the_headers_filter() {
+    let p = Pair::with(Conf {
+        http: "map $sent_http_content_type $x_frame_options { ~*text/html DENY; }\n\
+               map $sent_http_content_type $cors { ~*image/ \"*\"; }\n\
+               map $sent_http_content_type $expires { default 1M; \"\" off; \
+               ~*text/css 1y; ~*text/html 0; ~*text/plain 1h; }",
+        server: "expires $expires;\n\
+                 add_header X-Frame-Options $x_frame_options always;\n\
+                 add_header Access-Control-Allow-Origin $cors;\n\
+                 location /nt/ { default_type \"\"; }",
+        files: &[("nt/x", "no type\n"), ("i.gif", "GIF89a")],
+        ..Default::default()
+    });
+    let page = p.get("/page.html", "");
+    assert!(page.contains("X-Frame-Options: DENY"), "{page}");
+    assert!(page.contains("Cache-Control: max-age=0"), "{page}");
+    for path in ["/a.txt", "/i.gif", "/file.unknownext", "/nt/x", "/missing"] {
+        p.get(path, "");
+    }
+}
+
+/// h5bp sets `charset utf-8` for the whole `http {}` and its `www.` server answers `return
+/// 301`: nginx names no charset on a 301 or 302 (its own pages, an `error_page =302`, an
+/// upstream's, whose own charset goes too) and does on a 303, 307 or 308.
+#[test]
+fn no_charset_on_a_301_or_302() {
+    let up = crate::common::upstream::Upstream::start(|_| {
+        crate::common::upstream::Answer::status(302)
+            .header("Content-Type", "text/html; charset=koi8-r")
+            .header("Location", "http://example.com/up")
+    });
+    let p = Pair::with(Conf {
+        http: "charset utf-8;",
+        server: &format!(
+            "location = /r301 {{ return 301 /x; }}\n\
+             location = /r302 {{ return 302 /x; }}\n\
+             location = /r303 {{ return 303 /x; }}\n\
+             location = /r307 {{ return 307 /x; }}\n\
+             location = /e302 {{ error_page 404 =302 /page.html; }}\n\
+             location /up/ {{ override_charset on; proxy_pass http://127.0.0.1:{}/; }}",
+            up.port()
+        ),
+        ..Default::default()
+    });
+    let moved = p.get("/r301", "");
+    assert!(moved.contains("Content-Type: text/html\n"), "{moved}");
+    for path in ["/r302", "/r303", "/r307", "/e302", "/dir", "/up/x"] {
+        p.get_open(path, "");
+    }
+}
+
+/// Discourse sends uploads and backups by `X-Accel-Redirect` to an `internal` location with
+/// `alias $public/`: the upstream's answer is not sent; the request goes there as a GET,
+/// with the answer's `Content-Type`, `Content-Disposition`, `Cache-Control`, `Expires`,
+/// `Accept-Ranges` and `Set-Cookie` (through `proxy_cookie_path`); its arguments are the
+/// target's; an unsafe target is a 404; `proxy_ignore_headers X-Accel-Redirect` passes the
+/// answer as it is (shoal passed every such answer, empty).
+#[test]
+fn x_accel_redirect_sends_the_named_file() {
+    let up = crate::common::upstream::Upstream::start(|req| {
+        let to = req.target.split_once("to=").map_or("", |(_, t)| t);
+        let a = crate::common::upstream::Answer::ok("from the upstream\n")
+            .header("X-Accel-Redirect", to)
+            .header("X-Other", "1");
+        if req.target.contains("full") {
+            a.header("Content-Type", "application/pdf")
+                .header("Content-Disposition", "attachment; filename=a.txt")
+                .header("Cache-Control", "private")
+                .header("Set-Cookie", "a=b; path=/a/")
+        } else if req.target.contains("cs") {
+            a.header("Content-Type", "text/plain; charset=koi8-r")
+        } else {
+            a
+        }
+    });
+    let p = Pair::new(&format!(
+        "location /up/ {{ proxy_pass http://127.0.0.1:{port}; proxy_cookie_path /a/ /b/; \
+         add_header X-Loc up; }}\n\
+         location /ign/ {{ proxy_pass http://127.0.0.1:{port}; \
+         proxy_ignore_headers X-Accel-Redirect; }}\n\
+         location /files/ {{ internal; alias {{HTML}}/; add_header X-Files 1; }}\n\
+         location /echo/ {{ internal; return 200 \"uri=$uri args=$args\\n\"; }}\n\
+         location @named {{ return 200 \"named uri=$uri args=$args\\n\"; }}",
+        port = up.port()
+    ));
+    let file = p.get_open("/up/?to=/files/a.txt", "");
+    assert!(file.contains("hello from a.txt"), "{file}");
+    let full = p.get_open("/up/full?to=/files/a.txt", "");
+    assert!(full.contains("Set-Cookie: a=b; path=/b/"), "{full}");
+    for path in [
+        "/up/full?to=/files/none.txt",
+        "/up/?to=/echo/q?k=v",
+        "/up/?to=/echo/%41b?k=v",
+        "/up/?to=@named",
+        "/up/?to=/files/%2e%2e/a.txt",
+        "/ign/?to=/files/a.txt",
+    ] {
+        p.get_open(path, "");
+    }
+    p.head_open("/up/full?to=/files/a.txt", "");
+    p.get_open("/up/cs?to=/files/none.txt", "");
+    p.check_open(
+        b"POST /up/?to=/files/a.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc",
+    );
+    let log = p.shoal_log();
+    assert!(
+        log.contains("unsafe URI \"/files/../a.txt\" was detected while reading response header"),
+        "{log}"
+    );
+}
+
+/// PeerTube's API locations allow larger bodies than its `@api` (`client_max_body_size
+/// 100k`) and send every request there by `try_files /dev/null @api`: nginx holds a declared
+/// length to the limit of each location the request is found in, not again as the body is
+/// read, so a 300 KB upload passes (shoal refused it with 413 in `@api`); a chunked body is
+/// held to the limit of the location that reads it.
+#[test]
+fn a_declared_length_is_held_to_the_locations_found_not_the_named_one() {
+    let up = crate::common::upstream::Upstream::echo();
+    let p = Pair::new(&format!(
+        "location @api {{ client_max_body_size 100k; proxy_pass http://127.0.0.1:{}; }}\n\
+         location / {{ try_files /dev/null @api; }}\n\
+         location /big/ {{ client_max_body_size 6M; try_files /dev/null @api; }}",
+        up.port()
+    ));
+    let body = "b".repeat(300_000);
+    let post = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let chunked = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n\
+             {:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        )
+    };
+    let big = p.check_open(post("/big/up").as_bytes());
+    assert!(big.starts_with("HTTP/1.1 200"), "{big}");
+    p.check_open(post("/other").as_bytes());
+    p.check(chunked("/big/up").as_bytes());
+}
+
+/// Netdata's sub-path recipe compresses with `gzip_types *`, which takes an answer of any
+/// type and one with none (an upstream that names no `Content-Type`, a `default_type ""`
+/// file): shoal compressed only answers with a type; `sub_filter_types *`, `ssi_types *` and
+/// `addition_types *` passed them by too.
+#[test]
+fn gzip_types_any_takes_an_answer_without_a_type() {
+    let up = crate::common::upstream::Upstream::start(|_| {
+        let body = format!("{}<!--# include virtual=\"/after\" -->", "n".repeat(300));
+        crate::common::upstream::Answer::raw(format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ))
+    });
+    let p = Pair::with(Conf {
+        server: &format!(
+            "gzip on; gzip_types *; gzip_proxied any; gzip_min_length 1;\n\
+             location /up/ {{ proxy_pass http://127.0.0.1:{0}; }}\n\
+             location /nt/ {{ default_type \"\"; }}\n\
+             location /sub/ {{ gzip off; proxy_pass http://127.0.0.1:{0}; sub_filter_types *; \
+             sub_filter nnn FILTERED; }}\n\
+             location /ssi/ {{ gzip off; proxy_pass http://127.0.0.1:{0}; ssi on; ssi_types *; }}\n\
+             location /add/ {{ gzip off; proxy_pass http://127.0.0.1:{0}; \
+             add_after_body /after; addition_types *; }}\n\
+             location = /after {{ return 200 \"FILTERED\"; }}",
+            up.port()
+        ),
+        files: &[("nt/x", &"t".repeat(300))],
+        ..Default::default()
+    });
+    // And the other filters' `*_types *`.
+    for path in ["/sub/a", "/ssi/a", "/add/a"] {
+        let answer = p.get_open(path, "");
+        assert!(answer.contains("FILTERED"), "{path}: {answer}");
+    }
+    for path in ["/up/a", "/nt/x"] {
+        let (nginx, shoal) = p.header_order(path, "Accept-Encoding: gzip\r\n");
+        assert!(nginx.iter().any(|h| h == "Content-Encoding"), "{nginx:?}");
+        assert_eq!(nginx, shoal, "{path}");
+    }
+}
+
+/// A file's answer and an index whose `root`, `index` and `aio threads=` name variables: the
+/// static handler makes the request's variables only for what has some
+/// (`request::LazyVars`), and they are evaluated as nginx evaluates them. An unknown pool is
+/// no answer at all: the connection closes without a byte.
+#[test]
+fn static_answers_evaluate_root_index_and_pool_variables() {
+    let p = Pair::with(Conf {
+        main: "thread_pool files threads=1;",
+        server: "set $site_root {HTML};\n\
+                 location /dir/ { root $site_root; index index.$arg_e; \
+                 aio threads=$arg_pool; }",
+        ..Default::default()
+    });
+    let index = p.get("/dir/?e=html&pool=files", "");
+    assert!(index.contains("dir index"), "{index}");
+    let file = p.get("/dir/b.txt?pool=files", "");
+    assert!(file.contains("b in dir"), "{file}");
+    let none = p.get("/dir/b.txt?pool=nope", "");
+    assert!(none.ends_with("[closed]"), "{none}");
+    for log in [p.nginx_log(), p.shoal_log()] {
+        let line = "thread pool \"nope\" not found while sending response to client, client: ";
+        assert!(log.contains(line), "{log}");
+    }
+}

@@ -170,7 +170,7 @@ fn both(p: &Pair, req: &str) -> String {
     n
 }
 
-/// Status, sorted headers (not Date, Server), and the body unchunked, as text.
+/// Status, headers in their order (not Date, Server), and the body unchunked, as text.
 fn answer(port: u16, req: &str) -> Option<String> {
     // (Not half-closed: nginx takes that for a client gone while a proxied include waits.)
     let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
@@ -182,10 +182,9 @@ fn answer(port: u16, req: &str) -> Option<String> {
     let head = String::from_utf8_lossy(&raw[..end]).into_owned();
     let mut lines = head.split("\r\n");
     let mut out = lines.next().unwrap_or_default().to_string();
-    let mut headers: Vec<&str> = lines
+    let headers: Vec<&str> = lines
         .filter(|l| !l.starts_with("Date:") && !l.starts_with("Server:"))
         .collect();
-    headers.sort();
     let mut body = &raw[end + 4..];
     let mut plain = Vec::new();
     if headers.contains(&"Transfer-Encoding: chunked") {

@@ -393,3 +393,92 @@ fn user_directive_still_removes_the_pid_file() {
         (!s.prefix.pid_file().exists()).then_some(())
     });
 }
+
+/// A reload after `user` binds ports below 1024, as nginx's master (still root) does (certbot
+/// adds `listen 443 ssl` and reloads), and a `server` without `listen` still takes port 80
+/// (nginx decides by the master's `getuid() == 0`, not by the workers' user).
+#[test]
+fn a_reload_after_user_binds_privileged_ports() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: `user` is ignored; skipped");
+        return;
+    }
+    let port = free_port();
+    let low = (600..1000)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .expect("a free port below 1000");
+    let p = common::Prefix::new();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
+    common::wait_for("shoal to run as nobody", || {
+        let status = fs::read_to_string(format!("/proc/{}/status", s.pid)).ok()?;
+        let uid = status.lines().find(|l| l.starts_with("Uid:"))?.to_string();
+        (!uid.split_whitespace().skip(1).any(|u| u == "0")).then_some(())
+    });
+    // No capability kept but the one to bind ports.
+    for t in fs::read_dir(format!("/proc/{}/task", s.pid)).unwrap() {
+        let status = fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        let eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .unwrap();
+        assert_eq!(
+            u64::from_str_radix(eff.trim(), 16).unwrap(),
+            1 << 10,
+            "CapEff"
+        );
+    }
+    s.prefix
+        .write_conf(&common::conf_with(port, "user nobody;", "").replacen(
+            "    server {\n",
+            &format!(
+                "    server {{ listen 127.0.0.1:{low}; return 200 \"low\\n\"; }}\n    \
+             server {{ server_name eighty; return 200 \"eighty\\n\"; }}\n    server {{\n"
+            ),
+            1,
+        ));
+    dash_s(&s, "reload");
+    let r = common::wait_for("the reload to bind the port below 1024", || {
+        common::get(low, "/").ok()
+    });
+    assert_eq!((r.status, &r.body[..]), (200, &b"low\n"[..]));
+    let r = common::get(80, "/").expect("the server without listen on port 80");
+    assert_eq!((r.status, &r.body[..]), (200, &b"eighty\n"[..]));
+    assert_index(common::get(port, "/"), "the first port");
+}
+
+/// `worker_rlimit_nofile` is set as nginx's workers set it: a limit the kernel refuses is an
+/// alert in the error log (not on the terminal: nginx's workers say it after the start), and
+/// a reload's new value is taken.
+#[test]
+fn worker_rlimit_nofile_failures_go_to_the_log_and_a_reload_sets_it() {
+    let nr_open: u64 = fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let port = free_port();
+    let too_many = format!("worker_rlimit_nofile {};", nr_open + 1);
+    let s = Shoal::start(&common::conf_with(port, &too_many, ""), port);
+    assert_index(common::get(port, "/"), "started");
+    let want = format!(
+        "[alert] {}#{}: setrlimit(RLIMIT_NOFILE, {}) failed (1: Operation not permitted)",
+        s.pid,
+        s.pid,
+        nr_open + 1
+    );
+    assert!(s.error_log().contains(&want), "{}", s.error_log());
+    let stderr = fs::read_to_string(s.prefix.join("stderr.txt")).unwrap();
+    assert!(!stderr.contains("setrlimit"), "{stderr}");
+    s.prefix
+        .write_conf(&common::conf_with(port, "worker_rlimit_nofile 1234;", ""));
+    dash_s(&s, "reload");
+    common::wait_for("the reload's limit", || {
+        let limits = fs::read_to_string(format!("/proc/{}/limits", s.pid)).ok()?;
+        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+        let figures: Vec<&str> = line.split_whitespace().collect();
+        (figures[3..5] == ["1234", "1234"]).then_some(())
+    });
+}

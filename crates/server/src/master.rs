@@ -171,22 +171,7 @@ pub fn run(opts: Options) -> i32 {
         }
     };
     log.install();
-    if let Some(n) = conf.main.worker_rlimit_nofile {
-        let lim = libc::rlimit {
-            rlim_cur: n as libc::rlim_t,
-            rlim_max: n as libc::rlim_t,
-        };
-        // SAFETY: a valid rlimit struct.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-            report(
-                Level::Alert,
-                &Error::failed(
-                    format_args!("setrlimit(RLIMIT_NOFILE, {n})"),
-                    std::io::Error::last_os_error(),
-                ),
-            );
-        }
-    }
+    crate::process_init::set_rlimit_nofile(conf.main.worker_rlimit_nofile);
     let conf = Arc::new(conf);
     // A binary upgrade: the old master's sockets, named in `NGINX`, are taken instead of bound.
     let inherited = crate::upgrade::inherit();
@@ -632,6 +617,7 @@ impl Master {
         );
         let _ = generation.cache_zones.set(zones);
         crate::process_init::keep_dumpable(&generation.config.main.process);
+        crate::process_init::set_rlimit_nofile(generation.config.main.worker_rlimit_nofile);
         if let Err(e) = crate::process_init::apply_to_process(
             &generation.config.main.process,
             Some(&self.generation.config.main.process),

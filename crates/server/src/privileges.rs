@@ -1,7 +1,9 @@
 //! `user`: who the process runs as. shoal's workers are threads of one process, so dropping
 //! privileges applies to the whole process; it happens once the listening sockets, pid file and
-//! logs are open. After it, a reload cannot bind new privileged ports (the error says so), nor
-//! bring the first `transparent` (refused: `CAP_NET_RAW` is kept only when the start had one);
+//! logs are open. It keeps `CAP_NET_BIND_SERVICE`, so that a reload binds new ports below 1024
+//! as nginx's master (still root) does: certbot adds `listen 443 ssl` and reloads. A reload
+//! cannot bring the first `transparent` (refused: `CAP_NET_RAW` is kept only when the start had
+//! one);
 //! the log files are given to `user` before the drop so that reloads and SIGUSR1 open them
 //! again.
 //!
@@ -17,6 +19,13 @@ use crate::error::Error;
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether the process started as root: it is, or it dropped to its `user` (nginx's master
+/// stays root, so what it decides by `getuid() == 0` at a reload, such as the default
+/// `listen` port 80, stays as at the start).
+pub fn started_as_root() -> bool {
+    is_root() || DROPPED.get().is_some()
 }
 
 /// Resolves `user [group]` to ids, with nginx's messages (`getpwnam("x") failed`).
@@ -88,10 +97,11 @@ pub fn give_log_files(user: &str, group: Option<&str>) {
     crate::http::access_log::for_each_file(give);
 }
 
-/// Drops to `user [group]` (setgid, initgroups, setuid), as nginx's workers do. With
-/// `transparent` (some `proxy_bind ... transparent`), the thread keeps `CAP_NET_RAW` across
-/// setuid and no other capability, as nginx's workers: the worker threads, started from this one
-/// afterwards, inherit it, and may set `IP_TRANSPARENT`.
+/// Drops to `user [group]` (setgid, initgroups, setuid), as nginx's workers do. The thread
+/// keeps `CAP_NET_BIND_SERVICE` across setuid (the master's part of nginx: binding ports a
+/// reload adds), and with `transparent` (some `proxy_bind ... transparent`) `CAP_NET_RAW` as
+/// nginx's workers do; no other capability. The worker threads, started from this one
+/// afterwards, inherit them.
 pub fn drop_to(user: &str, group: Option<&str>, transparent: bool) -> Result<(), Error> {
     let (uid, gid) = lookup(user, group)?;
     let _ = DROPPED.set((user.to_string(), group.map(str::to_string)));
@@ -110,7 +120,7 @@ pub fn drop_to(user: &str, group: Option<&str>, transparent: bool) -> Result<(),
                 std::io::Error::last_os_error(),
             ));
         }
-        if transparent && libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
+        if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
             return Err(Error::failed(
                 "prctl(PR_SET_KEEPCAPS, 1)",
                 std::io::Error::last_os_error(),
@@ -123,14 +133,11 @@ pub fn drop_to(user: &str, group: Option<&str>, transparent: bool) -> Result<(),
             ));
         }
     }
-    if transparent {
-        keep_net_raw()?;
-    }
-    Ok(())
+    keep_caps(transparent)
 }
 
 // The kernel's `__user_cap_header_struct` and `__user_cap_data_struct` (version 1: one 32-bit
-// set of each kind, enough for `CAP_NET_RAW`).
+// set of each kind, enough for the two below).
 #[repr(C)]
 struct CapHeader {
     version: u32,
@@ -144,17 +151,20 @@ struct CapData {
     inheritable: u32,
 }
 const LINUX_CAPABILITY_VERSION_1: u32 = 0x1998_0330;
+const CAP_NET_BIND_SERVICE: u32 = 10;
 const CAP_NET_RAW: u32 = 13;
 
-/// capset(): `CAP_NET_RAW` effective and permitted, nothing else (nginx's worker init).
-fn keep_net_raw() -> Result<(), Error> {
+/// capset(): `CAP_NET_BIND_SERVICE`, and `CAP_NET_RAW` when `transparent` (nginx's worker
+/// init), effective and permitted, nothing else.
+fn keep_caps(transparent: bool) -> Result<(), Error> {
+    let caps = 1 << CAP_NET_BIND_SERVICE | u32::from(transparent) << CAP_NET_RAW;
     let mut header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_1,
         pid: 0,
     };
     let data = CapData {
-        effective: 1 << CAP_NET_RAW,
-        permitted: 1 << CAP_NET_RAW,
+        effective: caps,
+        permitted: caps,
         inheritable: 0,
     };
     // SAFETY: pointers to structs of the kernel's layout, valid for the call.

@@ -315,6 +315,25 @@ fn set_affinity(cpus: &[usize]) {
     }
 }
 
+/// `worker_rlimit_nofile`, as nginx's workers set it when they start (a reload's too): a
+/// failure is the error log's alert, not the terminal's (the hard limit of a container).
+pub fn set_rlimit_nofile(limit: Option<u64>) {
+    let Some(n) = limit else { return };
+    let lim = libc::rlimit {
+        rlim_cur: n as libc::rlim_t,
+        rlim_max: n as libc::rlim_t,
+    };
+    // SAFETY: a valid rlimit struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        let e = std::io::Error::last_os_error();
+        crate::error_log!(
+            crate::log::Level::Alert,
+            "setrlimit(RLIMIT_NOFILE, {n}) failed {}",
+            shoal_conf::os_error(&e)
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

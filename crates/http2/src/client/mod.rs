@@ -55,7 +55,7 @@ use crate::exchange::{self, Codec, Counted, Side};
 use crate::frame::{self, Connection, Reason, Refused};
 pub use crate::frame::{ConnError, StreamGone};
 use crate::hpack::{Bounds, DecodeError, Encoder, Field};
-use crate::server::request::{check_regular, parse_length, Hint, TrailersBuilder};
+use crate::server::request::{check_forbidden, check_regular, parse_length, Hint, TrailersBuilder};
 pub use crate::server::Fields;
 
 /// The connection's settings and the decoder's bounds.
@@ -139,7 +139,12 @@ pub struct Client {
     head_hint: Hint,
     /// The last request's block, for the same head again.
     repeat: repeat::Repeat,
+    /// Trailers the caller was done with ([`Client::recycle`]): the next ones' buffers.
+    spare: Option<Fields>,
 }
+
+/// The most heap a recycled [`Fields`] may hold to be kept.
+const SPARE_MAX: usize = 4096;
 
 impl Client {
     /// A connection to a server: the preface and our SETTINGS are in the output already.
@@ -151,6 +156,15 @@ impl Client {
             heads_only: Vec::new(),
             head_hint: Hint::default(),
             repeat: repeat::Repeat::default(),
+            spare: None,
+        }
+    }
+
+    /// Gives back trailers the caller is done with: the next answer's trailers are decoded
+    /// into their buffers (a call's trailers are alike the last one's: no allocation).
+    pub fn recycle(&mut self, fields: Fields) {
+        if fields.heap_bytes() <= SPARE_MAX {
+            self.spare = Some(fields);
         }
     }
 
@@ -255,7 +269,7 @@ impl Client {
         let Some(body) = self.forget_body(stream) else {
             return self.c.discard(block);
         };
-        let mut b = TrailersBuilder::new(block.len(), None);
+        let mut b = TrailersBuilder::new(block.len(), self.spare.take());
         match self
             .c
             .decoder
@@ -296,6 +310,7 @@ impl Client {
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.heads_only = Vec::new();
+        self.spare = None;
         self.repeat.shrink();
         self.c.shrink();
     }
@@ -388,7 +403,13 @@ impl ResponseBuilder {
             return Ok(());
         }
         self.regular_seen = true;
-        if check_regular(f.name, f.value).is_err() {
+        // A field from the HPACK tables (an upstream's answers repeat theirs) had its
+        // characters checked once, when stored.
+        let checked = match f.checked {
+            true => check_forbidden(f.name, f.value),
+            false => check_regular(f.name, f.value),
+        };
+        if checked.is_err() {
             return Err("upstream sent invalid header");
         }
         if f.name == b"content-length" {

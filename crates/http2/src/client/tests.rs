@@ -401,3 +401,77 @@ fn a_repeated_head_is_its_block_again_while_the_table_is_unchanged() {
     assert_ne!(blocks[0], blocks[1], "indexed the second time");
     assert_eq!(blocks[9][0] & 0xe0, 0x20, "a size update first");
 }
+
+#[test]
+fn fields_from_the_table_are_still_held_to_the_forbidden_list() {
+    let mut c = client(Config::default());
+    // One encoder for every block, indexing every field: the second use of a field is its
+    // index in the table.
+    let mut e = Encoder::for_requests(crate::hpack::DEFAULT_TABLE_SIZE);
+    let mut block = |status: Option<u16>, fields: &[(&str, &str)]| {
+        let mut b = Vec::new();
+        if let Some(s) = status {
+            e.status(s, &mut b);
+        }
+        for (n, v) in fields {
+            e.field(n.as_bytes(), v.as_bytes(), &mut b);
+        }
+        b
+    };
+    let heads = [
+        block(Some(200), &[("connection", "close")]),
+        block(Some(200), &[("connection", "close")]),
+    ];
+    assert!(heads[1].len() < heads[0].len(), "indexed the second time");
+    for head in heads {
+        let id = c.request(&GRPC, [], true).unwrap();
+        out(&mut c);
+        let got = feed(&mut c, &frame(HEADERS, END_HEADERS, id, &head));
+        assert!(matches!(got[..], [Incoming::Malformed { .. }]), "{got:?}");
+    }
+    // Trailers too: a good head, then trailers naming a field HTTP/2 forbids, twice.
+    let ok = block(Some(200), &[]);
+    let bad = [("grpc-status", "0"), ("connection", "keep-alive")];
+    let trailers = [block(None, &bad), block(None, &bad)];
+    assert!(
+        trailers[1].len() < trailers[0].len(),
+        "indexed the second time"
+    );
+    for trailers in trailers {
+        let id = c.request(&GRPC, [], true).unwrap();
+        out(&mut c);
+        let mut input = frame(HEADERS, END_HEADERS, id, &ok);
+        input.extend(frame(HEADERS, END_HEADERS | END_STREAM, id, &trailers));
+        let got = feed(&mut c, &input);
+        assert!(
+            matches!(got[..], [Incoming::Head { .. }, Incoming::Malformed { .. }]),
+            "{got:?}"
+        );
+    }
+}
+
+#[test]
+fn recycled_trailers_hold_the_next_ones_only() {
+    let mut c = client(Config::default());
+    let got_trailers = |c: &mut Client, fields: &[(&str, &str)]| {
+        let id = c.request(&GRPC, [], true).unwrap();
+        out(c);
+        let mut input = frame(HEADERS, END_HEADERS, id, &answer(Some(200), &[]));
+        input.extend(frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            id,
+            &answer(None, fields),
+        ));
+        let mut got = feed(c, &input);
+        let Some(Incoming::Trailers { fields, .. }) = got.pop() else {
+            panic!("{got:?}");
+        };
+        fields
+    };
+    let first = got_trailers(&mut c, &[("grpc-status", "0"), ("grpc-message", "fine")]);
+    c.recycle(first);
+    let second = got_trailers(&mut c, &[("grpc-status", "13")]);
+    let second: Vec<_> = second.iter().collect();
+    assert_eq!(second, [(&b"grpc-status"[..], &b"13"[..])]);
+}

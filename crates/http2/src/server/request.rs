@@ -364,7 +364,7 @@ pub(crate) fn check_regular(name: &[u8], value: &[u8]) -> Result<(), Malformed> 
 
 /// The fields HTTP/2 forbids (RFC 9113, 8.2.2), for a field whose characters are known
 /// good ([`chars_ok`]).
-fn check_forbidden(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+pub(crate) fn check_forbidden(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
     match name {
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
             Err(Malformed::ConnectionSpecific(name.into()))
@@ -527,7 +527,12 @@ impl TrailersBuilder {
         if f.name.first() == Some(&b':') {
             return Err(Malformed::PseudoInTrailers(f.name.into()));
         }
-        check_regular(f.name, f.value)?;
+        // (A field from the tables kept its characters' rules when stored: the request's
+        // head skips them too.)
+        match f.checked {
+            true => check_forbidden(f.name, f.value)?,
+            false => check_regular(f.name, f.value)?,
+        }
         self.0.push(f.name, f.value);
         Ok(())
     }

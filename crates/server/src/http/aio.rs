@@ -141,16 +141,18 @@ pub fn check_pool_refs(b: &mut Builder) -> Result<(), Error> {
     Ok(())
 }
 
-/// A pool named by a variable that does not exist (logged; the request gets 500).
+/// A pool named by a variable that does not exist (logged; nginx's output fails: the
+/// connection closes without an answer).
 #[derive(Debug)]
 pub struct UnknownPool;
 
 /// The pool a request's file I/O uses: `Ok(None)` for `aio off`; an unknown pool named by a
-/// variable is an error line and a 500, as nginx answers.
+/// variable is an error line (`while`: what the request was doing, as nginx says it).
 pub fn pool_for(
     aio: Option<&Aio>,
     vars: &Vars<'_>,
-    conn: u64,
+    r: &crate::http::request::Req<'_, '_>,
+    while_: &str,
 ) -> Result<Option<Arc<ThreadPool>>, UnknownPool> {
     let name = match aio {
         None | Some(Aio::Off) => return Ok(None),
@@ -160,7 +162,12 @@ pub fn pool_for(
     match crate::pools::get(&name) {
         Some(p) => Ok(Some(p)),
         None => {
-            crate::conn_log!(Level::Error, conn, "thread pool \"{name}\" not found");
+            crate::conn_log!(
+                Level::Error,
+                r.info.number,
+                "thread pool \"{name}\" not found{while_}{}",
+                r.log_ctx()
+            );
             Err(UnknownPool)
         }
     }

@@ -24,8 +24,9 @@ pub struct Prepared {
     pub changes_length: bool,
     /// The answer's headers as `$sent_http_*` reads them (listed only for a log that may).
     pub sent_headers: Vec<(String, String)>,
-    /// The pool named by `aio threads` does not exist: the answer became a 500, and the
-    /// connection should not be kept.
+    /// The pool named by `aio threads` does not exist: as nginx's output fails then, nothing
+    /// is sent, the connection closes (an HTTP/2 stream is reset) and the request is logged
+    /// with the answer's status.
     pub pool_failed: bool,
 }
 
@@ -51,17 +52,16 @@ pub async fn prepare(
         reply.body,
         Body::File { .. } | Body::Multipart { .. } | Body::Unsized(_)
     );
-    if proxied || file {
+    // (Without `aio threads` there is no pool to find, and no variables to make for one.)
+    if (proxied || file) && matches!(lc.aio, Some(super::aio::Aio::Threads(_))) {
         let vars = r.vars(uri, lc, &[]);
-        match super::aio::pool_for(lc.aio.as_ref(), &vars, r.info.number) {
+        const SENDING: &str = " while sending response to client";
+        match super::aio::pool_for(lc.aio.as_ref(), &vars, r, SENDING) {
             Ok(p) => pool = p,
             // The upstream's answer is in hand: it goes without the pool (the line is
             // logged) rather than being thrown away for a 500.
             Err(super::aio::UnknownPool) if proxied => {}
-            Err(super::aio::UnknownPool) => {
-                **reply = super::reply::error_reply(500, lc);
-                pool_failed = true;
-            }
+            Err(super::aio::UnknownPool) => pool_failed = true,
         }
     }
     let output = Output::new(pool, reply.direct.take());

@@ -31,10 +31,15 @@ pub fn filter(cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
         200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
     );
     if good {
-        let e = lc
-            .expires
-            .as_ref()
-            .and_then(|e| e.eval(|t| r.vars_rw(rw, lc).eval(t)));
+        let e = lc.expires.as_ref().and_then(|e| {
+            e.eval(|t| {
+                let mut vars = r.vars_rw(rw, lc);
+                // h5bp's `expires $expires`, a map of `$sent_http_content_type`.
+                let sent = t.may_read_sent_headers().then(|| sent_so_far(reply));
+                vars.sent = sent.as_ref();
+                vars.eval(t)
+            })
+        });
         if let Some(e) = e {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -53,10 +58,21 @@ pub fn filter(cx: &Cx<'_, '_, '_>, reply: &mut Reply) {
     }
 }
 
+/// The answer's headers as they stand, for `$sent_http_*` in the headers filter.
+fn sent_so_far(reply: &Reply) -> crate::variables::Sent {
+    crate::variables::Sent {
+        status: reply.status,
+        body_bytes: 0,
+        bytes: 0,
+        headers: reply.header_list(),
+    }
+}
+
 /// nginx's `add_header`: every header for a status its headers filter calls good, else the
-/// `always` ones only; values from `vars`. `$sent_http_*` in a value reads the answer's
-/// headers as they stand, an earlier add_header's included (nginx adds them one by one): that
-/// list is made only when a value asks for it.
+/// `always` ones only; values from `vars`. `$sent_http_*` in a value, directly or through a
+/// `map` (h5bp's `$x_frame_options` of `$sent_http_content_type`), reads the answer's headers
+/// as they stand, an earlier add_header's included (nginx adds them one by one): that list is
+/// made only when a value may ask for it.
 pub fn add_headers(
     headers: &[AddHeader],
     good: bool,
@@ -65,13 +81,8 @@ pub fn add_headers(
 ) {
     let mut sent = headers
         .iter()
-        .any(|h| h.value.uses_sent_headers())
-        .then(|| crate::variables::Sent {
-            status: reply.status,
-            body_bytes: 0,
-            bytes: 0,
-            headers: reply.header_list(),
-        });
+        .any(|h| h.value.may_read_sent_headers())
+        .then(|| sent_so_far(reply));
     for h in headers.iter().filter(|h| good || h.always) {
         let v: std::borrow::Cow<'static, str> = match &sent {
             None => match h.value.constant_value(vars) {
@@ -90,7 +101,9 @@ pub fn add_headers(
             let mut raw = Vec::with_capacity(v.len());
             crate::variables::raw_bytes_into(&v, &mut raw);
             if raw != v.as_bytes() {
-                reply.raw_extra.push((h.name.to_string(), raw));
+                reply
+                    .raw_extra
+                    .push((reply.extra.len(), h.name.to_string(), raw));
                 continue;
             }
         }

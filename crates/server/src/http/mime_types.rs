@@ -35,6 +35,18 @@ impl Types {
     }
 }
 
+impl Types {
+    /// nginx's `ngx_http_test_content_type` for an answer's type (`None`: it has none): `*`
+    /// takes any answer, one without a type too; a list, a listed type.
+    pub fn matches_answer(types: Option<&Types>, defaults: &[&str], tested: Option<&str>) -> bool {
+        match (types, tested) {
+            (Some(Types::Any), _) => true,
+            (_, Some(t)) => Types::matches(types, defaults, t),
+            (_, None) => false,
+        }
+    }
+}
+
 /// Reads one `*_types` directive into its level's `slot`.
 pub fn types_slot(b: &mut Builder, d: &Directive, slot: &mut Option<Types>) -> Result<(), Error> {
     let mut list = match slot {

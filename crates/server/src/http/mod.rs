@@ -685,7 +685,7 @@ impl HttpConf {
             .and_then(|t| t.keys().map(String::len).max());
         hash_sizes::check_level(&self.loc.hash_sizes, Some(http_types.unwrap_or(0)), true)?;
         hash_sizes::check_variables(&self.loc.hash_sizes)?;
-        let default_port = if crate::privileges::is_root() {
+        let default_port = if crate::privileges::started_as_root() {
             80
         } else {
             8000

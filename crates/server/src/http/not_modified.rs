@@ -63,11 +63,7 @@ impl HttpModule for Module {
 /// `If-Modified-Since` (per `if_modified_since`; "modified" ends the test with the 200) and
 /// `If-None-Match` give 304. `None`: the 200 stands.
 pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
-    let etag = reply
-        .headers
-        .iter()
-        .find(|(n, _)| *n == "ETag")
-        .map(|(_, v)| &**v);
+    let etag = reply.etag();
     // nginx's `last_modified_time`, -1 when the answer has none.
     let mtime = match (reply.last_modified, reply.mtime) {
         (Some(_), Some(t)) => t,

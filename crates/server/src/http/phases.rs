@@ -211,6 +211,8 @@ async fn run<'s, const REFUSED: bool>(
             rw.uri_changed = false;
         }
         server_rewrites = false;
+        // A named location is entered past nginx's find-config phase.
+        let to_named = named.is_some();
         let loc = if srv_outcome.is_some() {
             None
         } else {
@@ -265,8 +267,8 @@ async fn run<'s, const REFUSED: bool>(
         let mut decided = srv_outcome;
         // nginx's find-config phase: a declared length over the location's
         // `client_max_body_size` is refused before anything else runs there (`error_page 413`
-        // applies).
-        let too_large = decided.is_none() && body.over_limit(lc).is_some();
+        // applies); not in a named location (PeerTube's `try_files /dev/null @api`).
+        let too_large = decided.is_none() && !to_named && body.over_limit(lc).is_some();
         if too_large {
             client_body::log_failure(
                 client_body::Failure::TooLarge {
@@ -329,6 +331,9 @@ async fn run<'s, const REFUSED: bool>(
             decided = super::mirror::precontent(r, lc, &rw, body).await;
         }
         let mut from_try_files = false;
+        // An upstream's `X-Accel-Redirect` (`upstream/accel.rs`): its arguments replace the
+        // request's, and the request goes on as a GET.
+        let mut accel = false;
         let outcome = if let Some(o) = decided {
             o
         } else if refused {
@@ -342,9 +347,9 @@ async fn run<'s, const REFUSED: bool>(
                 }
                 Content::EmptyGif => Outcome::Reply(Box::new(super::empty_gif::reply(method, lc))),
                 Content::Flv => {
-                    let vars = r.vars_rw(&rw, lc);
+                    let vars = r.lazy_vars(&rw, lc);
                     let args = rw.args.as_deref();
-                    match super::flv::handle(r, lc, method, &rw.uri, args, &vars) {
+                    match super::flv::handle(r, lc, method, &rw.uri, args, vars.get()) {
                         Some(outcome) => outcome,
                         // Declined: the content phase's handlers, as nginx's.
                         None => static_content(r, lc, method, &rw.uri, &vars),
@@ -378,8 +383,19 @@ async fn run<'s, const REFUSED: bool>(
                                 rw.uri = name;
                             }
                             let via = super::proxy_cache::serve::Via::Proxy(pass);
-                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
-                                .await
+                            let o = cached_outcome(
+                                r,
+                                lc,
+                                via,
+                                &rw,
+                                internal,
+                                method,
+                                body,
+                                &mut upstream,
+                            )
+                            .await;
+                            accel = matches!(o, Outcome::Internal(_) | Outcome::Named(_));
+                            o
                         }
                         Err(fallback) => {
                             from_try_files = true;
@@ -400,8 +416,19 @@ async fn run<'s, const REFUSED: bool>(
                                 rw.uri = name;
                             }
                             let via = super::proxy_cache::serve::Via::Other(proto);
-                            cached_outcome(r, lc, via, &rw, internal, method, body, &mut upstream)
-                                .await
+                            let o = cached_outcome(
+                                r,
+                                lc,
+                                via,
+                                &rw,
+                                internal,
+                                method,
+                                body,
+                                &mut upstream,
+                            )
+                            .await;
+                            accel = matches!(o, Outcome::Internal(_) | Outcome::Named(_));
+                            o
                         }
                         Err(fallback) => {
                             from_try_files = true;
@@ -427,7 +454,7 @@ async fn run<'s, const REFUSED: bool>(
                     // keeps the arguments, as any index redirect); none: the fallback.
                     Some(tf) => match try_files_find(r, tf, lc, &rw) {
                         Ok(name) => {
-                            let vars = r.vars_rw(&rw, lc);
+                            let vars = r.lazy_vars(&rw, lc);
                             static_content(r, lc, method, &name, &vars)
                         }
                         Err(fallback) => {
@@ -439,7 +466,7 @@ async fn run<'s, const REFUSED: bool>(
                         super::dav::handle(r, lc, method, &rw, body).await
                     }
                     None => {
-                        let vars = r.vars_rw(&rw, lc);
+                        let vars = r.lazy_vars(&rw, lc);
                         static_content(r, lc, method, &rw.uri, &vars)
                     }
                 },
@@ -455,7 +482,8 @@ async fn run<'s, const REFUSED: bool>(
         };
         match outcome {
             Outcome::Internal(new_uri) => {
-                if from_try_files {
+                method_get |= accel;
+                if from_try_files || accel {
                     set_uri(&mut rw, &new_uri);
                 } else {
                     // The index module's redirect keeps the arguments.
@@ -467,6 +495,7 @@ async fn run<'s, const REFUSED: bool>(
                 redirects += 1;
             }
             Outcome::Named(n) => {
+                method_get |= accel;
                 named = Some(n);
                 internal = true;
                 redirects += 1;
@@ -551,12 +580,18 @@ async fn run<'s, const REFUSED: bool>(
                 }
                 reply.close_after |= close_after;
                 if let Some(rec) = &upstream {
-                    let carried = std::mem::take(&mut rec.borrow_mut().carry);
-                    reply
-                        .extra
-                        .extend(carried.into_iter().map(|(n, v)| (n.into(), v.into())));
+                    rec.borrow_mut().hand_on(&mut reply);
                 }
-                reply.headers.append(&mut carried_auth);
+                if !carried_auth.is_empty() {
+                    // Added before the last location's answer added its own (a file's `ETag`,
+                    // a `return 302`'s `Location`), as nginx's list has them.
+                    use super::reply::LocationAt;
+                    if reply.location_at == LocationAt::First && reply.headers.is_empty() {
+                        reply.location_at = LocationAt::Extra(0);
+                    }
+                    carried_auth.append(&mut reply.headers);
+                    std::mem::swap(&mut reply.headers, &mut carried_auth);
+                }
                 let mut done = finish(r, reply, lc, rw, upstream.as_ref());
                 done.upstream = upstream;
                 return done;
@@ -759,10 +794,10 @@ fn static_content(
     lc: &LocConf,
     method: &str,
     uri: &str,
-    vars: &crate::variables::Vars<'_>,
+    vars: &super::request::LazyVars<'_, '_, '_>,
 ) -> Outcome {
     if super::random_index::wanted(lc, method, uri) {
-        if let Some(outcome) = super::random_index::handle(r, lc, uri, vars) {
+        if let Some(outcome) = super::random_index::handle(r, lc, uri, vars.get()) {
             return outcome;
         }
     }

@@ -78,12 +78,7 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
     {
         return None;
     }
-    let etag = reply
-        .headers
-        .iter()
-        .find(|(n, _)| *n == "ETag")
-        .map(|(_, v)| &**v)
-        .unwrap_or("");
+    let etag = reply.etag().unwrap_or("");
     let mtime = match (reply.last_modified, reply.mtime) {
         (Some(_), Some(t)) => t,
         _ => -1,

@@ -101,6 +101,9 @@ pub struct Reply {
     /// Where HTTP/1 writes `location` (HTTP/2 has one place for it).
     pub location_at: LocationAt,
     pub last_modified: Option<[u8; DATE_LEN]>,
+    /// `Some(n)`: HTTP/1 writes `Last-Modified` before `extra[n]`, among a cached upstream
+    /// answer's headers where it came (nginx's fixed place is for a date it set itself).
+    pub last_modified_listed: Option<usize>,
     /// The file's modification time (for `expires modified`).
     pub mtime: Option<i64>,
     /// Headers the handler sets, in nginx's order (ETag, `expires`' Expires and
@@ -110,9 +113,10 @@ pub struct Reply {
     /// those of the filters nginx runs after its headers filter (userid's `Set-Cookie`, the
     /// range filter's `Accept-Ranges` and `Content-Range`), written after `add_header`'s.
     pub extra: Vec<(Cow<'static, str>, Cow<'static, str>)>,
-    /// Headers passed on from an upstream whose value is not UTF-8 (a Latin-1 file name in
-    /// `Content-Disposition`): sent byte for byte, as nginx does.
-    pub raw_extra: Vec<(String, Vec<u8>)>,
+    /// Headers whose value is not UTF-8 (an upstream's Latin-1 file name in
+    /// `Content-Disposition`, `$binary_remote_addr` in `add_header`): sent byte for byte, as
+    /// nginx does, before `extra[n]` (where they were added among the others).
+    pub raw_extra: Vec<(usize, String, Vec<u8>)>,
     /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494–497, 500
     /// and 501; a `return 500 "text"` keeps the connection).
     pub special: bool,
@@ -180,7 +184,16 @@ impl Reply {
     /// Removes `extra[i]`, keeping a listed `Location` where it was among the others.
     pub fn remove_extra(&mut self, i: usize) {
         self.extra.remove(i);
-        if let LocationAt::Extra(n) = &mut self.location_at {
+        let at = match &mut self.location_at {
+            LocationAt::Extra(n) => Some(n),
+            _ => None,
+        };
+        let raw = self.raw_extra.iter_mut().map(|(n, _, _)| n);
+        for n in at
+            .into_iter()
+            .chain(self.last_modified_listed.as_mut())
+            .chain(raw)
+        {
             if i < *n {
                 *n -= 1;
             }
@@ -201,6 +214,7 @@ impl Reply {
             location: None,
             location_at: LocationAt::Fixed,
             last_modified: None,
+            last_modified_listed: None,
             mtime: None,
             headers: Vec::new(),
             extra: Vec::new(),
@@ -255,6 +269,7 @@ impl Reply {
             location,
             location_at,
             last_modified,
+            last_modified_listed,
             mtime,
             headers,
             extra,
@@ -278,6 +293,7 @@ impl Reply {
         *location = None;
         *location_at = LocationAt::Fixed;
         *last_modified = None;
+        *last_modified_listed = None;
         *mtime = None;
         empty(headers);
         empty(extra);
@@ -296,6 +312,20 @@ impl Reply {
         *charset_param = false;
         *upstream_server = false;
         *upstream_date = false;
+    }
+
+    /// nginx's `headers_out.etag`: the handler's `ETag`, or an upstream answer's, fresh or
+    /// cached (among the headers it passed, before any `add_header` adds).
+    pub fn etag(&self) -> Option<&str> {
+        let own = self.headers.iter().find(|(n, _)| *n == "ETag");
+        match own {
+            Some((_, v)) => Some(v),
+            None => self
+                .extra
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("etag"))
+                .map(|(_, v)| &**v),
+        }
     }
 
     /// The value of header `name` (any case) among those the handler and the filters set,
@@ -330,7 +360,7 @@ impl Reply {
         for (n, v) in &self.extra {
             out.push((n.to_ascii_lowercase(), v.to_string()));
         }
-        for (n, v) in &self.raw_extra {
+        for (_, n, v) in &self.raw_extra {
             out.push((n.to_ascii_lowercase(), shoal_http::lossy(v).into_owned()));
         }
         out

@@ -270,6 +270,22 @@ pub struct Req<'s, 'r> {
     pub extras: &'r Extras,
 }
 
+/// A request's variables with the rewrite state ([`Req::vars_rw`]), made the first time a
+/// handler asks: a static file's answer needs them only for a `root`, an `index` or a
+/// `disable_symlinks from=` with variables, and making them is a few hundred bytes written.
+pub struct LazyVars<'b, 's, 'r> {
+    r: &'b Req<'s, 'r>,
+    st: &'b super::rewrite::State,
+    lc: &'b LocConf,
+    made: std::cell::OnceCell<Vars<'b>>,
+}
+
+impl<'b> LazyVars<'b, '_, '_> {
+    pub fn get(&self) -> &Vars<'b> {
+        self.made.get_or_init(|| self.r.vars_rw(self.st, self.lc))
+    }
+}
+
 /// A request's parts but its connection's, for a writer that needs the request again while
 /// it holds the connection (the subrequests of its body filters, its mirrors, `post_action`).
 #[derive(Clone, Copy)]
@@ -305,11 +321,25 @@ impl<'s, 'r> ReqParts<'s, 'r> {
     }
 }
 
-impl Req<'_, '_> {
+impl<'s, 'r> Req<'s, 'r> {
     /// The client's address as the request sees it: realip's once it changed it, else the
     /// connection's (`None`: a unix-domain socket).
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
         peer(self.info, Some(self.extras))
+    }
+
+    /// [`Req::vars_rw`], made only when a handler asks for them (see [`LazyVars`]).
+    pub fn lazy_vars<'b>(
+        &'b self,
+        st: &'b super::rewrite::State,
+        lc: &'b LocConf,
+    ) -> LazyVars<'b, 's, 'r> {
+        LazyVars {
+            r: self,
+            st,
+            lc,
+            made: std::cell::OnceCell::new(),
+        }
     }
 
     /// Variables with the rewrite state: the current URI and arguments, the last captures and

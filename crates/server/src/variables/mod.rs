@@ -342,13 +342,6 @@ pub struct Template {
 }
 
 impl Template {
-    /// Whether a `$sent_http_*` variable is in it.
-    pub fn uses_sent_headers(&self) -> bool {
-        self.pieces
-            .iter()
-            .any(|p| matches!(p, Piece::Var(Var::SentHttp(_))))
-    }
-
     /// Whether evaluating it may read the answer's headers: `$sent_http_*`, or a variable of
     /// the configuration's (a `map` may take its value from one).
     pub fn may_read_sent_headers(&self) -> bool {

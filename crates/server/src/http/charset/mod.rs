@@ -171,7 +171,7 @@ impl HttpModule for Module {
 /// An upstream's `Content-Type`, as nginx's proxy reads it (`ngx_http_upstream_copy_content_type`):
 /// the length of the type before a `; charset=` parameter, and that parameter's value (quotes
 /// taken off), if there is one.
-fn split_charset(ct: &str) -> (usize, Option<&str>) {
+pub(crate) fn split_charset(ct: &str) -> (usize, Option<&str>) {
     let b = ct.as_bytes();
     let mut i = 0;
     while let Some(p) = memchr::memchr(b';', &b[i..]) {
@@ -338,7 +338,13 @@ fn run(loc: &CharsetLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> String, 
             _ => return no_map(log, &src.name, &dst.name),
         },
     };
-    let ct = format!("{}; charset={}", &ct[..type_len], dst.name);
+    // nginx's `ngx_http_set_charset`: a 301 or 302 names no charset (Netscape 4 took it for
+    // the next page's), and loses an upstream's.
+    let ct = if matches!(reply.status, 301 | 302) {
+        ct[..type_len].to_string()
+    } else {
+        format!("{}; charset={}", &ct[..type_len], dst.name)
+    };
     reply.content_type = Some(ct);
     if let Some(how) = recode {
         if !how.keeps_length() {

@@ -419,7 +419,7 @@ impl<'a> ClientBody<'a> {
                 State::Unread => {}
             }
             if streamed {
-                let decoder = match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
+                let decoder = match BodyDecoder::new(self.kind, read_limit(self.kind, lc)) {
                     Ok(d) => d,
                     Err(_) => {
                         let f = Failure::TooLarge {
@@ -504,7 +504,7 @@ impl<'a> ClientBody<'a> {
             file = Some((f, 0));
             *cleanup = c;
         }
-        let ended = match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
+        let ended = match BodyDecoder::new(self.kind, read_limit(self.kind, lc)) {
             Err(_) => Err(Failure::TooLarge {
                 length: self.length(),
                 chunk: None,
@@ -573,7 +573,7 @@ impl<'a> ClientBody<'a> {
         let mut written = 0u64;
         let ended = match inner.source.as_mut() {
             None => Ok(()),
-            Some(src) => match BodyDecoder::new(self.kind, lc.client_max_body_size()) {
+            Some(src) => match BodyDecoder::new(self.kind, read_limit(self.kind, lc)) {
                 Err(_) => Err(Failure::TooLarge {
                     length: self.length(),
                     chunk: None,
@@ -737,5 +737,17 @@ pub fn log_failure(f: Failure, r: &super::request::Req<'_, '_>) {
             r.log_ctx()
         ),
         Failure::TimedOut | Failure::Internal | Failure::Refused => {}
+    }
+}
+
+/// The `client_max_body_size` a body is read under: a chunked body's (or an HTTP/2 body of
+/// untold length) is the location's that reads it; a declared length was held to each
+/// location the request was found in (`ClientBody::over_limit`, nginx's find-config phase), and
+/// nginx does not check it again as it reads: PeerTube's upload locations allow 6M and
+/// `try_files /dev/null @api` reads it in `@api`, whose 100k is for its own requests.
+fn read_limit(kind: BodyKind, lc: &LocConf) -> u64 {
+    match kind {
+        BodyKind::Length(_) => 0,
+        _ => lc.client_max_body_size(),
     }
 }

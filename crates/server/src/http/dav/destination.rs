@@ -67,7 +67,7 @@ pub fn parse(dest: &[u8], host: Option<&[u8]>, tls: bool) -> Result<Vec<u8>, Ref
 /// nginx's `ngx_http_parse_unsafe_uri`: the path up to a `?`, `%XX` decoded; refused (with
 /// the path nginx logs) when empty, starting with `?`, or holding a NUL or a `..` segment,
 /// before or after decoding.
-fn unsafe_uri(uri: &[u8]) -> Result<Vec<u8>, Vec<u8>> {
+pub(crate) fn unsafe_uri(uri: &[u8]) -> Result<Vec<u8>, Vec<u8>> {
     if uri.is_empty() || uri[0] == b'?' || dot_dot_at(uri, 0) {
         return Err(uri.to_vec());
     }

@@ -28,6 +28,7 @@ use crate::conf::{flag_arg, merge, number_arg, set_once, Args, Builder, Command,
 use crate::log::Level;
 
 mod destination;
+pub(crate) use destination::unsafe_uri;
 mod fs;
 
 use destination::{Depth, Refused};
@@ -272,7 +273,7 @@ where
     let conn = r.info.number;
     // A pool named by a variable that names none is logged; nginx's DAV module uses no pool
     // at all, so the work runs here then.
-    let pool = super::aio::pool_for(lc.aio.as_ref(), vars, conn)
+    let pool = super::aio::pool_for(lc.aio.as_ref(), vars, r, "")
         .ok()
         .flatten();
     let work = Arc::new(Mutex::new(Some(work)));

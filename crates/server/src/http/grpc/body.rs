@@ -193,7 +193,11 @@ impl GrpcBody {
         match result {
             Ok(t) => {
                 let sent = match t {
-                    Some(t) => sink.send.send_trailers(t.iter()),
+                    Some(t) => {
+                        let sent = sink.send.send_trailers(t.iter());
+                        self.recv.recycle(t);
+                        sent
+                    }
                     None => sink.send.send_data(Bytes::new(), true),
                 };
                 sent.map_err(|e| io::Error::from(Error::protocol(e)))?;

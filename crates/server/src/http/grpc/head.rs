@@ -126,17 +126,20 @@ pub(super) fn request_head<'a>(
     whole_len: Option<usize>,
 ) -> UpstreamHead<'a> {
     let g = &lc.grpc;
-    let escape = rw.internal || {
-        let target = r.req.uri();
-        let path = target.split(|&c| c == b'?').next().unwrap_or_default();
-        path.contains(&b'%')
-    };
-    let parts = UriParts::new(r.req, rw, rw.internal, escape);
+    let mut parts = UriParts::new(r.req, rw, rw.internal, false);
     let head = r.req.head_bytes();
-    // The client's URI as it came is a slice of its head; a rewritten one is made.
+    // The client's URI as it came is a slice of its head; a rewritten one is made (escaped
+    // when the client's path had `%`, or the request is internal).
     let path = match parts.changed {
         false if within(head, parts.unparsed) => head.slice_ref(parts.unparsed),
-        _ => Bytes::from(upstream_uri(&parts, None, "")),
+        _ => {
+            parts.escape = rw.internal || {
+                let target = r.req.uri();
+                let path = target.split(|&c| c == b'?').next().unwrap_or_default();
+                path.contains(&b'%')
+            };
+            Bytes::from(upstream_uri(&parts, None, ""))
+        }
     };
     let set = g.set_header.as_deref().map_or(&[][..], Vec::as_slice);
     let is_set = |name: &[u8]| {

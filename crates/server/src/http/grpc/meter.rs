@@ -46,15 +46,25 @@ impl Frames {
                 data = &data[n..];
                 continue;
             }
-            let n = (FRAME_HEAD - self.have).min(data.len());
-            self.head[self.have..self.have + n].copy_from_slice(&data[..n]);
-            self.have += n;
-            data = &data[n..];
-            if self.have < FRAME_HEAD {
-                return;
-            }
-            self.have = 0;
-            let h = &self.head;
+            // A frame's header read whole is taken where it is; one cut between reads is
+            // gathered first.
+            let h = match data.split_first_chunk::<FRAME_HEAD>() {
+                Some((h, rest)) if self.have == 0 => {
+                    data = rest;
+                    *h
+                }
+                _ => {
+                    let n = (FRAME_HEAD - self.have).min(data.len());
+                    self.head[self.have..self.have + n].copy_from_slice(&data[..n]);
+                    self.have += n;
+                    data = &data[n..];
+                    if self.have < FRAME_HEAD {
+                        return;
+                    }
+                    self.have = 0;
+                    self.head
+                }
+            };
             let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
             let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
             let (kind, flags) = (h[3], h[4]);
@@ -104,6 +114,14 @@ mod tests {
             f.scan(piece);
         }
         assert_eq!(f.head_size(1), Some(9 + 100 + 9 + 50));
+        // Whole, in one read; then a frame's header cut in two after whole frames.
+        let mut whole = Frames::default();
+        whole.scan(&bytes);
+        assert_eq!(whole.head_size(1), Some(9 + 100 + 9 + 50));
+        let next = [frame(0x0, 0, 1, 3), frame(HEADERS, END_HEADERS, 3, 40)].concat();
+        whole.scan(&next[..12 + 4]);
+        whole.scan(&next[12 + 4..]);
+        assert_eq!(whole.head_size(3), Some(49));
         f.scan(&frame(HEADERS, END_HEADERS, 3, 40));
         assert_eq!((f.head_size(1), f.head_size(3)), (None, Some(49)));
     }

@@ -109,6 +109,16 @@ impl GzipLoc {
         merge(&mut self.disable, &p.disable);
     }
 
+    /// nginx's `ngx_http_test_content_type`: `gzip_types *` takes any answer, one with no
+    /// type too (Netdata's sub-path recipe and an upstream that names none); else the type
+    /// must be listed.
+    fn types_match(&self, content_type: Option<&str>) -> bool {
+        match content_type.filter(|t| !t.is_empty()) {
+            Some(t) => self.type_ok(t),
+            None => matches!(self.types, Some(None)),
+        }
+    }
+
     fn type_ok(&self, content_type: &str) -> bool {
         // The type before its parameters, without the spaces around it, compared as bytes and
         // without case: nothing copied, no character decoded.
@@ -294,7 +304,7 @@ pub fn decide(g: &GzipLoc, req: &Request, resp: &ResponseFacts<'_>) -> (bool, bo
         || !matches!(resp.status, 200 | 403 | 404)
         || resp.already_encoded
         || resp.content_length.is_some_and(|n| n < g.min_length())
-        || !resp.content_type.is_some_and(|t| g.type_ok(t))
+        || !g.types_match(resp.content_type)
     {
         return (false, false);
     }

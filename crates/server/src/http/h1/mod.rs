@@ -595,7 +595,24 @@ impl Conn {
             super::answer::prepare(&r, &mut reply, lc, &uri, can_sendfile, logs).await?
         };
         if prepared.pool_failed {
-            keep = false;
+            // nginx's output fails: nothing was sent, the connection closes.
+            let rec = upstream.as_ref().map(|u| u.borrow());
+            let status = reply.status;
+            self.log(
+                req,
+                srv,
+                lc,
+                &uri,
+                start,
+                status,
+                0,
+                0,
+                Vec::new(),
+                rec.as_deref(),
+                &extras,
+            );
+            self.unread_input = body_kind != BodyKind::Empty;
+            return Ok(false);
         }
         let super::answer::Prepared {
             output,

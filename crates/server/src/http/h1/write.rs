@@ -82,7 +82,9 @@ impl Conn {
                 (None, false, false) if upstream_unsized || file_unsized => BodyLength::Chunked,
                 (None, false, _) => BodyLength::Unknown,
             },
-            last_modified: last_modified.as_ref(),
+            last_modified: last_modified
+                .as_ref()
+                .filter(|_| reply.last_modified_listed.is_none()),
             location: reply
                 .location
                 .as_deref()
@@ -105,15 +107,16 @@ impl Conn {
         let before = self.out.len();
         if !http09 {
             head.write_fields(&mut self.out);
-            // The handler's headers, `add_header`'s, then the upstream's that are not UTF-8;
-            // a `Location` nginx keeps in its list where it was added.
+            // The handler's headers, then `add_header`'s and an upstream's; a `Location`, a
+            // cached answer's `Last-Modified` and values that are not UTF-8 among them where
+            // they were added, as nginx keeps them in its list.
             let listed = reply.location.as_deref().map(str::as_bytes);
             let put_location = |out: &mut BytesMut| {
                 if let Some(l) = listed {
                     shoal_http::response::header(out, b"Location", l);
                 }
             };
-            let extra_at = match reply.location_at {
+            let location_at = match reply.location_at {
                 LocationAt::Fixed => usize::MAX,
                 LocationAt::First => {
                     put_location(&mut self.out);
@@ -121,20 +124,34 @@ impl Conn {
                 }
                 LocationAt::Extra(n) => n.min(reply.extra.len()),
             };
+            let modified_at = match (reply.last_modified_listed, &last_modified) {
+                (Some(n), Some(_)) => n.min(reply.extra.len()),
+                _ => usize::MAX,
+            };
             for (n, v) in &reply.headers {
                 shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
             }
-            for (i, (n, v)) in reply.extra.iter().enumerate() {
-                if i == extra_at {
+            let extras = reply
+                .extra
+                .iter()
+                .map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+            for (i, field) in extras.map(Some).chain([None]).enumerate() {
+                if i == location_at {
                     put_location(&mut self.out);
                 }
-                shoal_http::response::header(&mut self.out, n.as_bytes(), v.as_bytes());
-            }
-            if extra_at == reply.extra.len() {
-                put_location(&mut self.out);
-            }
-            for (n, v) in &reply.raw_extra {
-                shoal_http::response::header(&mut self.out, n.as_bytes(), v);
+                if let Some(lm) = last_modified.as_ref().filter(|_| i == modified_at) {
+                    shoal_http::response::header(&mut self.out, b"Last-Modified", lm);
+                }
+                for (_, n, v) in reply
+                    .raw_extra
+                    .iter()
+                    .filter(|(at, _, _)| *at == i || (field.is_none() && *at > reply.extra.len()))
+                {
+                    shoal_http::response::header(&mut self.out, n.as_bytes(), v);
+                }
+                if let Some((n, v)) = field {
+                    shoal_http::response::header(&mut self.out, n, v);
+                }
             }
             self.out.extend_from_slice(b"\r\n");
         }

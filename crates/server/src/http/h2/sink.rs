@@ -117,7 +117,7 @@ pub fn head(
     for (n, v) in &reply.extra {
         other(n.as_bytes(), v.as_bytes());
     }
-    for (n, v) in &reply.raw_extra {
+    for (_, n, v) in &reply.raw_extra {
         other(n.as_bytes(), v);
     }
     size

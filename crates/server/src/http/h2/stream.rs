@@ -312,8 +312,8 @@ async fn answer_stream(
     }
     let logs = !lc.access_logs().is_empty();
     let prepared = match answer::prepare(&r, &mut reply, lc, &uri, false, logs).await {
-        Ok(p) => p,
-        Err(_) => {
+        Ok(p) if !p.pool_failed => p,
+        _ => {
             respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
             return;
         }

@@ -98,7 +98,7 @@ async fn clone_content(r: &Req<'_, '_>, lc: &LocConf, rw: &rewrite::State) -> Ou
             cached_outcome(r, lc, via, rw, false, method, &body, &mut upstream).await
         }
         _ => {
-            let vars = r.vars_rw(rw, lc);
+            let vars = r.lazy_vars(rw, lc);
             static_files::handle(r, lc, method, &rw.uri, &vars)
         }
     }

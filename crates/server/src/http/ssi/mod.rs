@@ -140,8 +140,11 @@ fn header_filter(loc: &SsiLoc, uri: &str, reply: &mut Reply) {
     {
         return;
     }
-    let listed = super::charset::tested_type(reply)
-        .is_some_and(|t| Types::matches(loc.types.as_ref(), &["text/html"], t));
+    let listed = Types::matches_answer(
+        loc.types.as_ref(),
+        &["text/html"],
+        super::charset::tested_type(reply),
+    );
     if !listed {
         return;
     }

@@ -200,8 +200,11 @@ fn run(loc: &SubLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> Vec<u8>) {
     {
         return;
     }
-    let listed = super::charset::tested_type(reply)
-        .is_some_and(|t| Types::matches(loc.types.as_ref(), &["text/html"], t));
+    let listed = Types::matches_answer(
+        loc.types.as_ref(),
+        &["text/html"],
+        super::charset::tested_type(reply),
+    );
     if !listed {
         return;
     }
@@ -252,7 +255,7 @@ pub(crate) fn clear_validators(reply: &mut Reply) {
     reply.last_modified = None;
     reply.headers.retain(|(n, _)| !validator(n));
     reply.extra.retain(|(n, _)| !validator(n));
-    reply.raw_extra.retain(|(n, _)| !validator(n));
+    reply.raw_extra.retain(|(_, n, _)| !validator(n));
 }
 
 /// `ngx_http_weak_etag`: a strong ETag becomes weak, a weak one stays, one that is neither
@@ -280,7 +283,7 @@ pub(crate) fn weak_etag(reply: &mut Reply) {
         }
         weaken(v).map(|w| *v = w.into()).is_some()
     });
-    reply.raw_extra.retain_mut(|(n, v)| {
+    reply.raw_extra.retain_mut(|(_, n, v)| {
         if !is_etag(n) {
             return true;
         }

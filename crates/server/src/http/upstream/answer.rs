@@ -159,7 +159,9 @@ pub fn pass_head<'a>(
             Ok(v) => v,
             Err(_) => {
                 // Not text: passed on as the bytes it is.
-                reply.raw_extra.push((text(name), value.to_vec()));
+                reply
+                    .raw_extra
+                    .push((reply.extra.len(), text(name), value.to_vec()));
                 continue;
             }
         };
@@ -208,10 +210,12 @@ pub fn pass_head<'a>(
                 };
                 reply.extra.push((text(name).into(), v.into()));
             }
-            Kind::ETag if stored => reply.headers.push(("ETag", value.to_string().into())),
+            // A cached answer's validators are the answer's own for the not-modified and
+            // range filters, and stay among its headers where they came.
             Kind::LastModified(Some((secs, text))) if stored => {
                 reply.mtime = Some(secs);
                 reply.last_modified = Some(text);
+                reply.last_modified_listed = Some(reply.extra.len());
             }
             _ => {
                 // An upstream's `Server` or `Date` that is passed replaces shoal's own.

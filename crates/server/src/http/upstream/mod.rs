@@ -9,13 +9,14 @@
 //!   the part FastCGI, uwsgi and SCGI share.
 //! - [`run`]: one request's exchange; [`connect`] and [`send`] its connection and request.
 //! - [`body`], [`relay`]: the answer's body, read while the client is written.
-//! - [`answer`]: the answer's head turned into the client's.
+//! - [`answer`]: the answer's head turned into the client's; [`accel`]: `X-Accel-Redirect`.
 //! - [`record`]: what `$upstream_*` report.
 //! - [`store`]: `*_store`, answers kept as files.
 //! - [`target`]: where a location's requests go.
 //!
 //! Runs on the worker; everything waits on sockets, nothing blocks.
 
+pub mod accel;
 pub mod answer;
 pub mod body;
 pub mod cgi;

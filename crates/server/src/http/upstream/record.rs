@@ -28,7 +28,8 @@ pub struct Record {
     pub cache_status: Option<crate::http::proxy_cache::CacheStatus>,
     /// The headers of an answer served from the cache (no upstream head then).
     pub cached_headers: std::rc::Rc<[(String, String)]>,
-    /// Upstream headers an intercepted error's answer keeps (a 401's `WWW-Authenticate`).
+    /// Upstream headers the next answer keeps (an intercepted 401's `WWW-Authenticate`, an
+    /// `X-Accel-Redirect`'s headers; see [`Record::hand_on`]).
     pub carry: Vec<(String, String)>,
     /// How the last try failed (a `NextUpstream` bit: error, timeout, invalid_header), for
     /// `proxy_cache_use_stale`.
@@ -238,6 +239,37 @@ impl Record {
         if let Some(t) = self.tries.last_mut() {
             t.received += n;
         }
+    }
+
+    /// What an earlier upstream answer handed on (an intercepted 401's `WWW-Authenticate`, an
+    /// `X-Accel-Redirect`'s headers): first among the answer's headers, as nginx set them before
+    /// this answer's handler ran; a `Content-Type` is the answer's type, but on nginx's own
+    /// page (an error page says `text/html`, with the charset of the type handed on).
+    pub fn hand_on(&mut self, reply: &mut crate::http::reply::Reply) {
+        if self.carry.is_empty() {
+            return;
+        }
+        let mut front = Vec::with_capacity(self.carry.len());
+        for (n, v) in self.carry.drain(..) {
+            if n == "Content-Type" {
+                if !reply.special {
+                    reply.content_type = Some(v);
+                    // Its `charset` parameter is the body's, as an upstream's is.
+                    reply.charset_param = true;
+                } else if let (_, Some(cs)) = crate::http::charset::split_charset(&v) {
+                    // The page keeps the charset nginx read from it.
+                    reply.content_type = Some(format!("text/html; charset={cs}"));
+                    reply.charset_param = true;
+                }
+            } else {
+                front.push((n.into(), v.into()));
+            }
+        }
+        // Before what the redirect's own answer added (a file's `ETag`): nginx copied them
+        // into its list first.
+        let own = reply.headers.drain(..).map(|(n, v)| (n.into(), v));
+        front.extend(own);
+        reply.extra.splice(0..0, front);
     }
 
     /// The body was read (or given up on): the response time is taken.

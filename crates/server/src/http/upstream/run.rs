@@ -313,7 +313,11 @@ async fn run<P: Protocol>(
                     }
                     return Outcome::Error(status);
                 }
+                let accel = super::accel::target(&answer.head, conf);
                 let mut reply = p.reply(answer, r, &record);
+                if let Some(target) = accel {
+                    return super::accel::redirect(r, target, reply, conf, &record);
+                }
                 // `*_store`: a 200 answer kept as a file as it is read.
                 if conf.store.enabled() {
                     let vars = r.vars_rw(rw, lc);

@@ -135,6 +135,11 @@ impl RecvStream {
         .await
     }
 
+    /// Gives the trailers back once relayed: the connection's next ones use their buffers.
+    pub fn recycle(&mut self, trailers: Fields) {
+        self.0.core.borrow_mut().client.recycle(trailers);
+    }
+
     /// Whether the answer ended and every byte of it was taken.
     pub fn is_end_stream(&self) -> bool {
         let mut me = self.0.core.borrow_mut();

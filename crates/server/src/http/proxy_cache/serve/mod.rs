@@ -269,7 +269,7 @@ async fn lookup(
             return Begin::Off;
         }
         let bypass = truthy(&vars, c.bypass.as_deref());
-        let pool = crate::http::aio::pool_for(lc.aio.as_ref(), &vars, r.info.number)
+        let pool = crate::http::aio::pool_for(lc.aio.as_ref(), &vars, r, "")
             .ok()
             .flatten();
         (zone_name, key, bypass, pool, variant_request(r.req))

@@ -1,0 +1,188 @@
+//! Where compiling or matching stops: the patterns PCRE2 refuses (refused here with the same
+//! message and offset), the features shoal refuses by name, and the match limit.
+
+use shoal_pcre::Regex;
+
+use super::{compare, Outcome};
+
+/// Patterns PCRE2 10.42 refuses: each must be refused here with its message and offset.
+const REJECTED: &[&str] = &[
+    "((*?))",
+    "(*)",
+    "a(*+b)",
+    "(*1)",
+    "(* )",
+    "a(*",
+    "(foo",
+    "a)b",
+    "x{2,1}y",
+    "x{70000}",
+    "a{3,65536}",
+    "[z-a]x",
+    "(?<n>a)(?<n>b)",
+    "(?<n>a)|(?<n>b)",
+    "(?<a>x)(?'a'y)",
+    r"(?<=a+)b",
+    r"x(?<=a+)b",
+    r"x(?<=a(b|cd))b",
+    r"(?<=a{2,3})b",
+    r"(?<=(a|bb))",
+    r"(?<=\R)b",
+    r"(?<=\Ka)b",
+    r"(?<=a\Kb)",
+    // Found by the generated patterns: PCRE2's lookbehind check skips a lookahead inside the
+    // lookbehind, so the later lookbehind's `\1` is reported before the missing name.
+    r"(?<=(?=\k<n>))|(?<=\1)a",
+    r"(?<=(?=\k<n>))a",
+    r"\k<zz>",
+    "a**",
+    "a{2}{3}",
+    "a+?+",
+    "^*a",
+    "$?",
+    r"\b*a",
+    "a|*",
+    "(?i:*a)",
+    r"\Q\E*",
+    "(?P<1a>x)",
+    "(?'1a'x)",
+    "(?<1>a)",
+    "(?<a-b>a)",
+    "(?<>a)",
+    "(?<a",
+    "(?'a",
+    "(?<abcdefghijabcdefghijabcdefghijabc>a)",
+    "[[:foo:]]",
+    "[[.a.]]",
+    "[[=a=]]",
+    "[:alpha:]",
+    "[]",
+    "[^]",
+    r"[\E]",
+    "[[:alpha:]",
+    r"\c",
+    "\\cé",
+    r"\x{100}",
+    r"\x{",
+    r"\x{zz}",
+    r"\x{1",
+    r"\o",
+    r"\o{",
+    r"\o{8}",
+    r"\o{}",
+    r"\o{400}",
+    r"\400",
+    r"[\400]",
+    r"[\x{100}]",
+    r"[a-\x{100}]",
+    r"\L",
+    r"\u",
+    r"\i",
+    r"\q",
+    r"\N{U+41}",
+    r"\N{abc}",
+    r"[\N]",
+    r"[\R]",
+    r"[\X]",
+    r"[\B]",
+    r"[\d-z]",
+    r"[a-\d]",
+    r"[[:alpha:]-z]",
+    r"[\w-z]",
+    r"\k",
+    r"\k<",
+    r"\k<a",
+    r"\g",
+    r"\g{0}",
+    r"\g0",
+    r"\g{-0}",
+    r"\g{-2}(a)",
+    r"\g-1",
+    r"\g{1",
+    r"\g{a",
+    "(?P=zz)",
+    "(?P=",
+    "(?P=a",
+    "(?P",
+    "(?Px)",
+    "(?#abc",
+    "(*FOO)a",
+    "(*)",
+    "(*",
+    r"\8",
+    r"(a)\2",
+    r"(?|(a)|(b)(c))\3",
+    "(?|(?<n>a)|(?<m>b))",
+    "a(?i",
+    "(?i",
+    "(?",
+    "(?-",
+    "(?i-",
+    "(?z)",
+    "(?-^)",
+    "(?^-i)",
+    "a\\",
+];
+
+#[test]
+fn rejected_as_pcre2_rejects() {
+    let mut failures = Vec::new();
+    for p in REJECTED {
+        match compare(p, false, &[]) {
+            Ok(Outcome::Rejected) => {}
+            Ok(other) => failures.push(format!("{p:?}: {other:?}")),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Patterns PCRE2 takes that shoal refuses at compile time (rather than running them with
+/// another meaning).
+#[test]
+fn unsupported_features_are_refused_by_name() {
+    for p in [
+        "(?R)",
+        "(a)(?1)",
+        "(?<n>a)(?&n)",
+        "(?(1)a|b)(a)",
+        "(?C1)a",
+        r"\p{L}",
+        r"\X",
+        "(*UTF)a",
+        "a(*COMMIT)b",
+    ] {
+        assert!(
+            pcre2::bytes::Regex::new(p).is_ok(),
+            "{p:?} should compile in PCRE2"
+        );
+        let e = Regex::new(p).expect_err(p);
+        assert!(e.is_unsupported(), "{p:?}: {e}");
+        assert!(e.to_string().contains("not supported by shoal"), "{e}");
+    }
+}
+
+/// A match limit hit: both give up on a catastrophic pattern, both answer a mild one.
+#[test]
+fn match_limit_like_pcre2() {
+    let p = r"^((?=a)a+)+$";
+    let theirs = pcre2::bytes::Regex::new(p).expect("compiles");
+    let ours = Regex::new(p).expect("compiles");
+    let evil = format!("{}b", "a".repeat(40));
+    assert!(theirs.is_match(evil.as_bytes()).is_err());
+    assert_eq!(
+        ours.try_is_match(evil.as_bytes()),
+        Err(shoal_pcre::MatchError::MatchLimit)
+    );
+    // A byte every match needs is missing: PCRE2 sees it at once, and so does the crate.
+    let p = r"^(a|a)+(?=b)c";
+    let theirs = pcre2::bytes::Regex::new(p).expect("compiles");
+    let ours = Regex::new(p).expect("compiles");
+    assert_eq!(theirs.is_match(evil.as_bytes()).ok(), Some(false));
+    assert_eq!(ours.try_is_match(evil.as_bytes()), Ok(false));
+    let theirs = pcre2::bytes::Regex::new(r"^((?=a)a+)+$").expect("compiles");
+    let ours = Regex::new(r"^((?=a)a+)+$").expect("compiles");
+    let mild = format!("{}b", "a".repeat(12));
+    assert_eq!(theirs.is_match(mild.as_bytes()).ok(), Some(false));
+    assert_eq!(ours.try_is_match(mild.as_bytes()), Ok(false));
+}
