@@ -154,6 +154,43 @@ impl Codec {
             + self.bodies.heap_bytes()
     }
 
+    /// Moves out the lists an idle connection does not use ([`Lists`]).
+    pub fn take_lists(&mut self) -> Lists {
+        let (streams, events) = self.conn.take_lists();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut block = std::mem::take(&mut self.block);
+        scratch.clear();
+        block.clear();
+        Lists {
+            scratch,
+            block,
+            bodies: self.bodies.take_list(),
+            streams,
+            events,
+        }
+    }
+
+    /// Takes the lists of [`Codec::take_lists`], each where this holds none.
+    pub fn give_lists(&mut self, l: Lists) {
+        let Lists {
+            scratch,
+            block,
+            bodies,
+            streams,
+            events,
+        } = l;
+        if self.scratch.capacity() == 0 {
+            self.scratch = scratch;
+        }
+        if self.block.capacity() == 0 {
+            self.block = block;
+        }
+        if self.bodies.0.capacity() == 0 {
+            self.bodies.0 = bodies;
+        }
+        self.conn.give_lists((streams, events));
+    }
+
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].
     pub fn shrink(&mut self) {
         self.scratch = Vec::new();
@@ -301,6 +338,51 @@ pub(crate) fn dropped(name: &[u8]) -> bool {
             .any(|c| c.len() == name.len() && c.eq_ignore_ascii_case(name))
 }
 
+/// The lists a connection grows while it has streams and empties once they are answered:
+/// its streams, the frame layer's events, the bodies coming, HPACK's scratch and the block
+/// being encoded. An idle connection gives them up ([`crate::server::Server::take_lists`])
+/// for the next connection of the same thread whose streams start, rather than each
+/// growing its own from nothing at every burst of requests and freeing them after it.
+#[derive(Debug, Default)]
+pub struct Lists {
+    scratch: Vec<u8>,
+    block: Vec<u8>,
+    bodies: Vec<Body>,
+    streams: Vec<crate::frame::stream::Stream>,
+    events: std::collections::VecDeque<Event>,
+}
+
+impl Lists {
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        fn bytes<T>(n: usize) -> usize {
+            n * std::mem::size_of::<T>()
+        }
+        self.scratch.capacity()
+            + self.block.capacity()
+            + bytes::<Body>(self.bodies.capacity())
+            + bytes::<crate::frame::stream::Stream>(self.streams.capacity())
+            + bytes::<Event>(self.events.capacity())
+    }
+
+    /// Frees each list past `max` bytes (one grown by an unusual connection), so that the
+    /// lists kept for the next are what usual ones take.
+    pub fn bound(&mut self, max: usize) {
+        fn at_most<T>(v: &mut Vec<T>, max: usize) {
+            if v.capacity() * std::mem::size_of::<T>() > max {
+                *v = Vec::new();
+            }
+        }
+        at_most(&mut self.scratch, max);
+        at_most(&mut self.block, max);
+        at_most(&mut self.bodies, max);
+        at_most(&mut self.streams, max);
+        if self.events.capacity() * std::mem::size_of::<Event>() > max {
+            self.events = Default::default();
+        }
+    }
+}
+
 /// A body still coming.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Body {
@@ -389,6 +471,15 @@ impl Lengths {
 
     pub fn heap_bytes(&self) -> usize {
         self.0.capacity() * std::mem::size_of::<Body>()
+    }
+
+    /// The list when no body is coming (see [`Codec::take_lists`]).
+    pub fn take_list(&mut self) -> Vec<Body> {
+        if self.0.is_empty() {
+            std::mem::take(&mut self.0)
+        } else {
+            Vec::new()
+        }
     }
 
     /// Frees the list when no body is coming.

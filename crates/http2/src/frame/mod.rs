@@ -52,7 +52,7 @@ mod control;
 mod flood;
 mod parse;
 mod send;
-mod stream;
+pub(crate) mod stream;
 mod write;
 
 #[cfg(test)]

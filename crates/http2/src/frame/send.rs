@@ -1,8 +1,11 @@
 //! What we send: a client's new streams, HEADERS and DATA within the peer's windows, resets,
 //! GOAWAY, PING, and the output buffer the caller drains.
 
+use std::collections::VecDeque;
+
 use super::conn::Connection;
-use super::{kind, write, Reason, Role, StreamGone, HEAD_LEN, MAX_WINDOW};
+use super::stream::Stream;
+use super::{kind, write, Event, Reason, Role, StreamGone, HEAD_LEN, MAX_WINDOW};
 
 /// Why a client could not open a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -310,6 +313,26 @@ impl Connection {
             out.clear();
             self.out = out;
             self.out_start = 0;
+        }
+    }
+
+    /// Moves out the lists of streams and events when they are empty (an idle connection),
+    /// for another connection's [`Connection::give_lists`]; a list in use stays.
+    pub(crate) fn take_lists(&mut self) -> (Vec<Stream>, VecDeque<Event>) {
+        let events = if self.events.is_empty() {
+            std::mem::take(&mut self.events)
+        } else {
+            VecDeque::new()
+        };
+        (self.streams.take_list(), events)
+    }
+
+    /// Gives the connection empty lists from [`Connection::take_lists`], each where it holds
+    /// none.
+    pub(crate) fn give_lists(&mut self, (streams, events): (Vec<Stream>, VecDeque<Event>)) {
+        self.streams.give_list(streams);
+        if self.events.capacity() == 0 && events.is_empty() {
+            self.events = events;
         }
     }
 

@@ -87,6 +87,22 @@ impl Streams {
         self.list.capacity()
     }
 
+    /// The list when empty, for another connection (see `Connection::take_lists`).
+    pub fn take_list(&mut self) -> Vec<Stream> {
+        if self.list.is_empty() {
+            std::mem::take(&mut self.list)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// An empty list from `take_list`, kept if this holds none.
+    pub fn give_list(&mut self, list: Vec<Stream>) {
+        if self.list.capacity() == 0 && list.is_empty() {
+            self.list = list;
+        }
+    }
+
     pub fn shrink(&mut self) {
         if self.list.is_empty() {
             self.list = Vec::new();

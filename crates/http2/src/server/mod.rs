@@ -29,7 +29,8 @@
 //! the tables' marks of checked entries among them); an idle connection that called
 //! [`Server::shrink`] keeps on the heap only the HPACK tables the client filled (up to
 //! SETTINGS_HEADER_TABLE_SIZE) and the encoder's budget ([`Config::encoder_table`]); one
-//! that called [`Server::park`] not even the latter.
+//! that called [`Server::park`] not even the latter. The lists its streams grow can go to
+//! another connection between bursts of requests ([`Server::take_lists`], [`Lists`]).
 //!
 //! Our SETTINGS_HEADER_TABLE_SIZE, when below the protocol's 4,096, binds the decoder from
 //! the first [`Server::poll`] after the `recv` that brought the client's acknowledgement:
@@ -79,6 +80,7 @@ pub(crate) mod tests;
 
 use std::ops::Range;
 
+pub use crate::exchange::Lists;
 use crate::exchange::{self, Body, Codec, Counted, Side};
 use crate::frame::{self, Connection, Reason};
 pub use crate::frame::{ConnError, StreamGone};
@@ -260,6 +262,18 @@ impl Server {
     pub fn park(&mut self) {
         self.shrink();
         self.c.encoder.forget();
+    }
+
+    /// The lists an idle connection does not use, emptied, for another connection's
+    /// [`Server::give_lists`] (lists in use stay: they are empty in what this returns).
+    pub fn take_lists(&mut self) -> Lists {
+        self.c.take_lists()
+    }
+
+    /// Lists from [`Server::take_lists`] (bound them first: [`Lists::bound`]), each taken
+    /// where this connection holds none.
+    pub fn give_lists(&mut self, lists: Lists) {
+        self.c.give_lists(lists);
     }
 
     /// Frees the buffers not in use (an idle connection): see [`Connection::shrink`].

@@ -216,3 +216,41 @@ fn a_recycled_request_lends_its_buffers_to_the_next() {
     s.shrink();
     assert_eq!(s.heap_bytes(), 0);
 }
+
+#[test]
+fn an_idle_server_s_lists_serve_the_next_connection_and_lists_in_use_stay() {
+    let mut s = server(Config::default());
+    request(&mut s, 1, &get_with(&[("x-a", "1")]), true);
+    s.send_answer(1, 200, [(&b"x-b"[..], &b"2"[..])], true)
+        .unwrap();
+    out(&mut s);
+    let lists = s.take_lists();
+    assert!(lists.heap_bytes() > 0, "the streams' lists are lent");
+    s.shrink();
+    assert_eq!(s.heap_bytes(), 0, "and the server keeps none");
+
+    // A connection with a body coming keeps the lists that track it.
+    let mut busy = server(Config::default());
+    request(&mut busy, 1, &post("10"), false);
+    let _ = busy.take_lists();
+    busy.give_lists(lists);
+    let got = feed(&mut busy, &frame(DATA, END_STREAM, 1, b"12345"));
+    let why = Malformed::BodyShort {
+        received: 5,
+        declared: 10,
+    };
+    assert_eq!(got, [Incoming::Malformed { stream: 1, why }]);
+    assert_reset(&mut busy, 1, Reason::PROTOCOL_ERROR);
+    // And the next request is read and answered with the lists it was given.
+    let mut d = Decoder::new(Bounds::default());
+    request(&mut busy, 3, &get_with(&[]), true);
+    busy.send_answer(3, 204, [(&b"x-c"[..], &b"3"[..])], true)
+        .unwrap();
+    let frames = out(&mut busy);
+    let b = &frames.iter().find(|f| f.0 == HEADERS).unwrap().3;
+    let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+    assert_eq!(
+        client_view(&mut d, b),
+        [pair(":status", "204"), pair("x-c", "3")]
+    );
+}

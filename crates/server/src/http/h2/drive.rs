@@ -2,7 +2,8 @@
 //! each request, and writes the codec's output (everything queued, one write per poll).
 //!
 //! The read buffer is the worker's spare while the connection has no stream and no partial
-//! frame: an idle connection holds no buffer (and the codec frees its own, `shrink`). One idle
+//! frame: an idle connection holds no buffer (and the codec frees its own or lends them to the
+//! worker's spares, `Inner::shrink`). One idle
 //! for a whole sweep interval parks ([`Kept`], `h1/park.rs`): its task ends until it is needed.
 //!
 //! What the codec refuses is logged here, at `info`, as nginx logs it: a malformed request
@@ -492,6 +493,7 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
         let failed = {
             let mut me = core.borrow_mut();
             me.driving = true;
+            me.ready_lists();
             if me.server.conn().output_capacity() == 0 {
                 if let Some(out) = SPARE_OUT.with(|s| s.take()) {
                     me.server.conn_mut().give_output_buffer(out);

@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use shoal_http2::frame::{Reason, HEAD_LEN};
-use shoal_http2::server::Server;
+use shoal_http2::server::{Lists, Server};
 
 /// Why a stream's operation failed: the stream was reset, or the connection is gone.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +40,16 @@ impl std::fmt::Display for StreamError {
 }
 
 impl std::error::Error for StreamError {}
+
+thread_local! {
+    /// The lists of idle connections' codecs and streams, for the next connection whose
+    /// streams start (see [`Inner::shrink`]).
+    static SPARE_LISTS: crate::spare::Spares<(Lists, Vec<Slot>)> =
+        const { crate::spare::Spares::new(16) };
+}
+
+/// The largest list kept for another connection, in bytes (larger ones are freed).
+const LISTS_MAX: usize = 4096;
 
 /// One stream's side of the connection.
 #[derive(Default)]
@@ -212,12 +222,38 @@ impl Inner {
         }
     }
 
-    /// Frees the slots' memory when none is left.
+    /// Gives the lists the connection's streams used to the worker's spares when none is
+    /// left (and frees the codec's other buffers not in use).
     pub fn shrink(&mut self) {
-        if self.slots.is_empty() {
-            self.slots = Vec::new();
-        }
+        let lists = self.server.take_lists();
+        let slots = if self.slots.is_empty() {
+            std::mem::take(&mut self.slots)
+        } else {
+            Vec::new()
+        };
         self.server.shrink();
+        if lists.heap_bytes() + slots.capacity() > 0 {
+            SPARE_LISTS.with(|s| {
+                s.give((lists, slots), |(l, slots)| {
+                    l.bound(LISTS_MAX);
+                    if slots.capacity() * std::mem::size_of::<Slot>() > LISTS_MAX {
+                        *slots = Vec::new();
+                    }
+                })
+            });
+        }
+    }
+
+    /// Lists for the streams to come, from the worker's spares, when the connection holds
+    /// none (it gave them up when idle: [`Inner::shrink`]).
+    pub fn ready_lists(&mut self) {
+        if self.slots.capacity() > 0 {
+            return;
+        }
+        if let Some((lists, slots)) = SPARE_LISTS.with(|s| s.take()) {
+            self.server.give_lists(lists);
+            self.slots = slots;
+        }
     }
 
     /// [`Inner::shrink`] for a connection idle a whole sweep interval (`IdleWakers::sweep`):
