@@ -204,9 +204,13 @@ impl DynamicTable {
         }
         let start = r.at.wrapping_sub(self.base) as usize;
         let mid = start + name.len();
-        let same = self.bytes.get(start..mid) == Some(name)
-            && self.bytes.get(mid..mid + value.len()) == Some(value);
-        same.then_some(i)
+        let (Some(n), Some(v)) = (
+            self.bytes.get(start..mid),
+            self.bytes.get(mid..mid + value.len()),
+        ) else {
+            return None;
+        };
+        (same(n, name) && same(v, value)).then_some(i)
     }
 
     /// [`DynamicTable::insert`], remembering whether the entry passed the caller's checks.
@@ -321,9 +325,50 @@ impl DynamicTable {
     }
 }
 
+/// Whether `a` and `b` are equal, a word at a time and inline: an answer's names and values
+/// are short, and a call to `memcmp` for each cost more than comparing them.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_ne_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let w4 = |s: &[u8], i: usize| u32::from_ne_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            if w8(a, i) != w8(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        // The last eight bytes, overlapping the words before.
+        w8(a, n - 8) == w8(b, n - 8)
+    } else if n >= 4 {
+        w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4)
+    } else {
+        a.iter().zip(b).all(|(x, y)| x == y)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_finds_every_byte_that_differs() {
+        for len in 0..40usize {
+            let a: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert!(same(&a, &a.clone()), "{len}");
+            assert!(!same(&a, &a[..len.saturating_sub(1)]) || len == 0);
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same(&a, &b), "{at} of {len}");
+            }
+        }
+    }
 
     #[test]
     fn static_names_are_found_by_their_first_index() {

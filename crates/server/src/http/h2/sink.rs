@@ -150,14 +150,16 @@ fn clean(value: &[u8]) -> bool {
     // Whether a byte of `w` is below `n` (≤ 0x80).
     let below = |w: u64, n: u64| w.wrapping_sub(ONES * n) & !w & HIGH != 0;
     let bytewise = |b: &[u8]| !b.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f);
-    let mut words = value.chunks_exact(8);
-    for c in &mut words {
+    let fine = |c: &[u8]| {
         let w = u64::from_le_bytes(c.try_into().expect("eight bytes"));
-        if (below(w, 0x20) || below(w ^ (ONES * 0x7f), 1)) && !bytewise(c) {
-            return false;
-        }
-    }
-    bytewise(words.remainder())
+        !(below(w, 0x20) || below(w ^ (ONES * 0x7f), 1)) || bytewise(c)
+    };
+    let Some(last) = value.len().checked_sub(8) else {
+        return bytewise(value);
+    };
+    let mut words = value.chunks_exact(8);
+    // The bytes past the last whole word are checked with the eight that end the value.
+    words.all(fine) && fine(&value[last..])
 }
 
 /// `n` in decimal, written at the end of `buf`.
