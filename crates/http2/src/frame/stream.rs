@@ -38,9 +38,11 @@ impl Streams {
     }
 
     fn index(&self, id: u32) -> Option<usize> {
-        // The newest stream is the likeliest one.
-        match self.list.last() {
-            Some(s) if s.id == id => Some(self.list.len() - 1),
+        // The newest stream is the likeliest one (its request), then the oldest (answers go
+        // out mostly in the order their requests came).
+        match (self.list.last(), self.list.first()) {
+            (Some(s), _) if s.id == id => Some(self.list.len() - 1),
+            (_, Some(s)) if s.id == id => Some(0),
             _ => self.list.binary_search_by_key(&id, |s| s.id).ok(),
         }
     }
@@ -108,5 +110,37 @@ impl Streams {
             self.list = Vec::new();
         }
         self.list.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stream_is_found_by_its_id_first_last_or_between() {
+        let mut s = Streams::default();
+        for id in [1, 3, 7, 9] {
+            s.push(Stream {
+                id,
+                send_window: id as i32,
+                recv_window: 0,
+                unacked: 0,
+                remote_closed: false,
+                local_closed: false,
+                head_in: true,
+            });
+        }
+        for id in [1, 3, 7, 9] {
+            assert_eq!(s.get(id).map(|s| s.send_window), Some(id as i32), "{id}");
+        }
+        for id in [0, 2, 5, 11] {
+            assert!(s.get(id).is_none(), "{id}");
+        }
+        assert_eq!(s.remove(1).map(|s| s.id), Some(1));
+        assert_eq!(s.remove(7).map(|s| s.id), Some(7));
+        assert_eq!(s.get(3).map(|s| s.id), Some(3));
+        assert_eq!(s.get(9).map(|s| s.id), Some(9));
+        assert!(s.get(1).is_none() && s.get(7).is_none());
     }
 }
