@@ -375,3 +375,55 @@ fn static_answers_evaluate_root_index_and_pool_variables() {
         assert!(log.contains(line), "{log}");
     }
 }
+
+/// After an `error_page` or an `X-Accel-Redirect` to a URI, nginx goes on as a GET (a HEAD
+/// stays one) and `$request_method` reads GET, in the location and in the access log (shoal's
+/// read the client's method); to a named location the method stays (shoal made a GET of it:
+/// a POST served a file there, nginx's is a 405).
+#[test]
+fn a_redirect_to_a_uri_makes_the_request_method_get() {
+    let up = crate::common::upstream::Upstream::start(|req| {
+        let to = req.target.split_once("to=").map_or("", |(_, t)| t);
+        crate::common::upstream::Answer::ok("from the upstream\n").header("X-Accel-Redirect", to)
+    });
+    let p = Pair::with(Conf {
+        http: "log_format m '$request_method $uri $status';",
+        server: &format!(
+            "access_log logs/m.log m;\n\
+             location /e/ {{ error_page 404 = /page; return 404; }}\n\
+             location /n/ {{ error_page 404 = @page; return 404; }}\n\
+             location /ns/ {{ error_page 404 = @static; return 404; }}\n\
+             location = /page {{ return 200 \"page $request_method\\n\"; }}\n\
+             location @page {{ return 200 \"named $request_method\\n\"; }}\n\
+             location @static {{ root {{HTML}}; rewrite ^ /a.txt break; }}\n\
+             location /up/ {{ proxy_pass http://127.0.0.1:{}; }}",
+            up.port()
+        ),
+        ..Default::default()
+    });
+    let post = |path: &str| {
+        format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc")
+    };
+    let page = p.check_open(post("/e/x").as_bytes());
+    assert!(page.contains("page GET"), "{page}");
+    let accel = p.check_open(post("/up/?to=/page").as_bytes());
+    assert!(accel.contains("page GET"), "{accel}");
+    let named = p.check_open(post("/n/x").as_bytes());
+    assert!(named.contains("named POST"), "{named}");
+    let file = p.check_open(post("/ns/x").as_bytes());
+    assert!(file.starts_with("HTTP/1.1 405"), "{file}");
+    for path in ["/up/?to=@page", "/up/?to=@static"] {
+        p.check_open(post(path).as_bytes());
+    }
+    for path in ["/e/x", "/n/x", "/up/?to=/page", "/up/?to=@page"] {
+        p.head_open(path, "");
+    }
+    // The POSTs' lines, written before the HEADs were answered.
+    let (nginx, shoal) = p.read_both("logs/m.log");
+    let posts = |log: &str| log.lines().take(6).collect::<Vec<_>>().join("\n");
+    assert!(
+        shoal.starts_with("GET /page 200\nGET /page 200\n"),
+        "{shoal}"
+    );
+    assert_eq!(posts(&nginx), posts(&shoal));
+}

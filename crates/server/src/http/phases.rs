@@ -482,7 +482,9 @@ async fn run<'s, const REFUSED: bool>(
         };
         match outcome {
             Outcome::Internal(new_uri) => {
-                method_get |= accel;
+                if accel {
+                    method_get = as_get(r, sub);
+                }
                 if from_try_files || accel {
                     set_uri(&mut rw, &new_uri);
                 } else {
@@ -494,8 +496,8 @@ async fn run<'s, const REFUSED: bool>(
                 server_rewrites = true;
                 redirects += 1;
             }
+            // nginx keeps the method for a named location (`X-Accel-Redirect: @name`).
             Outcome::Named(n) => {
-                method_get |= accel;
                 named = Some(n);
                 internal = true;
                 redirects += 1;
@@ -542,12 +544,13 @@ async fn run<'s, const REFUSED: bool>(
                                 status,
                                 ..Default::default()
                             });
-                            method_get = true;
                             internal = true;
                             redirects += 1;
+                            // To a named location the method stays, as nginx's.
                             if target.starts_with('@') {
                                 named = Some(target);
                             } else {
+                                method_get = as_get(r, sub);
                                 set_uri(&mut rw, &target);
                                 rw.rewritten_break = false;
                                 server_rewrites = true;
@@ -598,6 +601,16 @@ async fn run<'s, const REFUSED: bool>(
             }
         }
     }
+}
+
+/// An internal redirect to a URI (`error_page`, `X-Accel-Redirect`) makes the request a GET
+/// from here on; a client request's `$request_method` reads GET too (nginx's is the main
+/// request's, which a subrequest's redirect leaves alone).
+fn as_get(r: &Req<'_, '_>, sub: Option<&Sub<'_>>) -> bool {
+    if sub.is_none() {
+        r.extras.set_as_get();
+    }
+    true
 }
 
 /// The request's method as the phases see it: an `error_page` redirect makes it a GET (but
