@@ -427,3 +427,44 @@ fn a_redirect_to_a_uri_makes_the_request_method_get() {
     );
     assert_eq!(posts(&nginx), posts(&shoal));
 }
+
+/// In the location an `X-Accel-Redirect` or an intercepted answer's `error_page` sent the
+/// request to, nginx's request still has the upstream's exchange and the headers it handed
+/// on: `$upstream_status`, `$upstream_http_*`, `$sent_http_content_type` read in a `return`,
+/// a `set` or an `if` (shoal's were empty); and `$status` in a `return`'s text is the status
+/// it answers with, or the `error_page`'s (shoal's was 000).
+#[test]
+fn a_redirected_location_reads_the_upstreams_variables() {
+    let up = crate::common::upstream::Upstream::start(|req| {
+        if req.target.contains("nf") {
+            return crate::common::upstream::Answer::status(404).body("nothing");
+        }
+        crate::common::upstream::Answer::ok("from the upstream\n")
+            .header("Content-Type", "application/x-up")
+            .header("Content-Disposition", "attachment")
+            .header("X-Accel-Redirect", "/inner")
+    });
+    let p = Pair::new(&format!(
+        "location /up/ {{ proxy_pass http://127.0.0.1:{}; proxy_intercept_errors on; \
+         error_page 404 = /inner; }}\n\
+         location /inner {{ internal; set $u $upstream_status;\n\
+         if ($upstream_http_x_accel_redirect) {{ return 200 \"accel u=$u \
+         us=$upstream_status ct=$sent_http_content_type \
+         cd=$sent_http_content_disposition st=$status\\n\"; }}\n\
+         return 200 \"page u=$u ct=$sent_http_content_type st=$status\\n\"; }}\n\
+         location = /r404 {{ return 404 \"st=$status\\n\"; }}\n\
+         location = /r201 {{ return 201 \"st=$status\\n\"; }}\n\
+         location /ep/ {{ error_page 404 =410 /r201; return 404; }}",
+        up.port()
+    ));
+    let accel = p.get_open("/up/a", "");
+    assert!(
+        accel.contains("accel u=200 us=200 ct=application/x-up cd=attachment st=200"),
+        "{accel}"
+    );
+    let page = p.get_open("/up/nf", "");
+    assert!(page.contains("page u=404 ct= st=200"), "{page}");
+    for path in ["/r404", "/r201", "/ep/x"] {
+        p.get_open(path, "");
+    }
+}

@@ -161,6 +161,8 @@ async fn run<'s, const REFUSED: bool>(
     let mut carried_auth: Vec<(&'static str, std::borrow::Cow<'static, str>)> = Vec::new();
 
     loop {
+        // A redirect from an upstream's answer: the next location's rewrites see it.
+        rw.upstream.clone_from(&upstream);
         // What the server's rewrites came to (`return`, a redirect): an answer meets the
         // server's `error_page`s like any other.
         let mut srv_outcome: Option<Outcome> = None;

@@ -381,6 +381,42 @@ pub struct State {
     /// The status an `error_page` answers with, for `$status` while it is served (nginx's
     /// `r->err_status`).
     pub err_status: Option<crate::variables::Sent>,
+    /// The upstream exchange an `X-Accel-Redirect` or an intercepted answer came from: its
+    /// `$upstream_*` and the headers it handed on (`$sent_http_*`) still read in the
+    /// location the request went to, as nginx's request keeps them.
+    pub upstream: Option<std::rc::Rc<std::cell::RefCell<super::upstream::record::Record>>>,
+}
+
+/// `f` with the request's variables as a rewrite step sees them: with the upstream exchange
+/// a redirect came from (see [`State::upstream`]), and `$status` the one a `return` answers
+/// with (`returned`: nginx sets it before its text is evaluated), unless an `error_page` set
+/// its own.
+fn with_vars<T>(
+    r: &Req<'_, '_>,
+    st: &State,
+    lc: &LocConf,
+    returned: Option<u16>,
+    f: impl FnOnce(&Vars<'_>) -> T,
+) -> T {
+    let rec = st.upstream.as_ref().map(|u| u.borrow());
+    if rec.is_none() && (returned.is_none() || st.err_status.is_some()) {
+        return f(&r.vars_rw(st, lc));
+    }
+    let sent = crate::variables::Sent {
+        status: st
+            .err_status
+            .as_ref()
+            .map_or(returned.unwrap_or(0), |s| s.status),
+        headers: rec.as_ref().map_or_else(Vec::new, |rec| {
+            let lower = |(n, v): &(String, String)| (n.to_ascii_lowercase(), v.clone());
+            rec.carry.iter().map(lower).collect()
+        }),
+        ..Default::default()
+    };
+    let mut vars = r.vars_rw(st, lc);
+    vars.sent = Some(&sent);
+    vars.upstream = rec.as_deref();
+    f(&vars)
 }
 
 /// Runs `codes` (of a level whose `if_blocks` they index) for a request, and what they came
@@ -409,7 +445,7 @@ pub fn run<'c>(
             Outcome::Again
         }
         Flow::Done | Flow::Break | Flow::Last => Outcome::Continue,
-        Flow::Return(ret) => do_return(ret, lc, &r.vars_rw(st, lc), r),
+        Flow::Return(ret) => with_vars(r, st, lc, Some(ret.code), |v| do_return(ret, lc, v, r)),
         Flow::Redirect(status, url) => {
             let mut reply = crate::http::reply::error_reply(status, lc);
             if url.starts_with('/') {
@@ -516,7 +552,9 @@ fn run_codes<'c>(
                     }
                 }
                 let quoted = st.quoted_uri;
-                let (new, args_at) = expand(replacement, &r.vars_rw(st, lc), redirect, quoted);
+                let (new, args_at) = with_vars(r, st, lc, None, |v| {
+                    expand(replacement, v, redirect, quoted)
+                });
                 let old_args = st.args.as_deref().filter(|a| !a.is_empty() && *add_args);
                 if redirect {
                     let status = if *flag == Flag::Permanent { 301 } else { 302 };
@@ -571,7 +609,7 @@ fn run_codes<'c>(
             }
             Code::Return(r) => return Flow::Return(r),
             Code::Set { name, value } => {
-                let v = r.vars_rw(st, lc).eval(value);
+                let v = with_vars(r, st, lc, None, |v| v.eval(value));
                 if name == "args" {
                     // The request's arguments themselves (what `$args`, `$is_args` and the
                     // proxied URI use).
@@ -704,19 +742,18 @@ fn unescape_redirect(s: &str) -> String {
 fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
     match cond {
         Cond::Value(t) => {
-            let v = r.vars_rw(st, lc).eval(t);
+            let v = with_vars(r, st, lc, None, |v| v.eval(t));
             !(v.is_empty() || v == "0")
         }
         Cond::Eq { value, to, negate } => {
-            let vars = r.vars_rw(st, lc);
-            (vars.eval(value) == vars.eval(to)) != *negate
+            with_vars(r, st, lc, None, |v| v.eval(value) == v.eval(to)) != *negate
         }
         Cond::Regex {
             value,
             regex,
             negate,
         } => {
-            let v = r.vars_rw(st, lc).eval(value);
+            let v = with_vars(r, st, lc, None, |v| v.eval(value));
             // A match sets the captures (negated or not); no match forgets them.
             match crate::variables::capture(regex, &v) {
                 Some(caps) => {
@@ -730,7 +767,7 @@ fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
             }
         }
         Cond::File { path, test, negate } => {
-            let p = r.vars_rw(st, lc).eval(path);
+            let p = with_vars(r, st, lc, None, |v| v.eval(path));
             let m = std::fs::metadata(&p);
             let ok = match test {
                 b'f' => m.is_ok_and(|m| m.is_file()),

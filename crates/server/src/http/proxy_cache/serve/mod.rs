@@ -520,6 +520,7 @@ fn clone_state(rw: &rewrite::State) -> rewrite::State {
         internal: rw.internal,
         quoted_uri: rw.quoted_uri,
         err_status: None,
+        upstream: None,
     }
 }
 
