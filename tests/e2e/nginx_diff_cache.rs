@@ -634,3 +634,45 @@ fn convert_head_off_stores_the_head_answer_as_nginx() {
     let shoal = bodies_in(&root.join("shoal/cache"));
     assert_eq!(nginx, shoal);
 }
+
+/// nginx never stores an answer it redirects by `X-Accel-Redirect`; one that a location
+/// ignoring the header stored is redirected when a location that honours it finds it (a
+/// HIT goes through the upstream's header processing, the stored `Content-Type` handed on);
+/// shoal sent the stored answer as it was. (nginx 1.22's worker dies of signal 11 once such
+/// an answer is sent: the answers are still its.)
+#[test]
+fn x_accel_redirect_of_a_cached_answer_as_nginx() {
+    let up = Upstream::start(|r| {
+        Answer::ok(format!("object {}", r.target))
+            .header("Content-Type", "application/x-up")
+            .header("X-Accel-Redirect", "/inner?from=cache")
+    });
+    let loc = |path: &str, extra: &str| {
+        format!(
+            "location /{path}/ {{ proxy_pass {}; proxy_cache z; proxy_cache_key k$arg_k; \
+             proxy_cache_valid 200 1h; add_header X-Cache-Status $upstream_cache_status \
+             always; {extra} }}\n",
+            up.url()
+        )
+    };
+    let server = loc("fill", "proxy_ignore_headers X-Accel-Redirect;")
+        + &loc("hit", "")
+        + "location /inner { internal; return 200 \"inner $args\\n\"; }";
+    let p = Pair::with(Conf {
+        http: "proxy_cache_path cache levels=1:2 keys_zone=z:1m;",
+        server: &server,
+        ..Default::default()
+    });
+    let stored = p.get_open("/fill/?k=1", "");
+    assert!(stored.contains("X-Cache-Status: MISS"), "{stored}");
+    // Compared up to the close: nginx's worker dies after it.
+    let hit = p.get("/hit/?k=1", "");
+    assert!(hit.contains("inner from=cache"), "{hit}");
+    assert!(hit.contains("Content-Type: application/x-up"), "{hit}");
+    // Redirected, not stored: a MISS each time.
+    for _ in 0..2 {
+        let r = p.get_open("/hit/?k=2", "");
+        assert!(r.contains("inner from=cache"), "{r}");
+    }
+    p.get_open("/fill/?k=2", "");
+}

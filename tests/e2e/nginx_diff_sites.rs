@@ -364,14 +364,108 @@ fn static_answers_evaluate_root_index_and_pool_variables() {
                  aio threads=$arg_pool; }",
         ..Default::default()
     });
-    let index = p.get("/dir/?e=html&pool=files", "");
+    // (Kept open: nginx takes a half-closed client for one gone while the pool reads.)
+    let index = p.get_open("/dir/?e=html&pool=files", "");
     assert!(index.contains("dir index"), "{index}");
-    let file = p.get("/dir/b.txt?pool=files", "");
+    let file = p.get_open("/dir/b.txt?pool=files", "");
     assert!(file.contains("b in dir"), "{file}");
-    let none = p.get("/dir/b.txt?pool=nope", "");
+    let none = p.get_open("/dir/b.txt?pool=nope", "");
     assert!(none.ends_with("[closed]"), "{none}");
     for log in [p.nginx_log(), p.shoal_log()] {
         let line = "thread pool \"nope\" not found while sending response to client, client: ";
         assert!(log.contains(line), "{log}");
+    }
+}
+
+/// After an `error_page` or an `X-Accel-Redirect` to a URI, nginx goes on as a GET (a HEAD
+/// stays one) and `$request_method` reads GET, in the location and in the access log (shoal's
+/// read the client's method); to a named location the method stays (shoal made a GET of it:
+/// a POST served a file there, nginx's is a 405).
+#[test]
+fn a_redirect_to_a_uri_makes_the_request_method_get() {
+    let up = crate::common::upstream::Upstream::start(|req| {
+        let to = req.target.split_once("to=").map_or("", |(_, t)| t);
+        crate::common::upstream::Answer::ok("from the upstream\n").header("X-Accel-Redirect", to)
+    });
+    let p = Pair::with(Conf {
+        http: "log_format m '$request_method $uri $status';",
+        server: &format!(
+            "access_log logs/m.log m;\n\
+             location /e/ {{ error_page 404 = /page; return 404; }}\n\
+             location /n/ {{ error_page 404 = @page; return 404; }}\n\
+             location /ns/ {{ error_page 404 = @static; return 404; }}\n\
+             location = /page {{ return 200 \"page $request_method\\n\"; }}\n\
+             location @page {{ return 200 \"named $request_method\\n\"; }}\n\
+             location @static {{ root {{HTML}}; rewrite ^ /a.txt break; }}\n\
+             location /up/ {{ proxy_pass http://127.0.0.1:{}; }}",
+            up.port()
+        ),
+        ..Default::default()
+    });
+    let post = |path: &str| {
+        format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc")
+    };
+    let page = p.check_open(post("/e/x").as_bytes());
+    assert!(page.contains("page GET"), "{page}");
+    let accel = p.check_open(post("/up/?to=/page").as_bytes());
+    assert!(accel.contains("page GET"), "{accel}");
+    let named = p.check_open(post("/n/x").as_bytes());
+    assert!(named.contains("named POST"), "{named}");
+    let file = p.check_open(post("/ns/x").as_bytes());
+    assert!(file.starts_with("HTTP/1.1 405"), "{file}");
+    for path in ["/up/?to=@page", "/up/?to=@static"] {
+        p.check_open(post(path).as_bytes());
+    }
+    for path in ["/e/x", "/n/x", "/up/?to=/page", "/up/?to=@page"] {
+        p.head_open(path, "");
+    }
+    // The POSTs' lines, written before the HEADs were answered.
+    let (nginx, shoal) = p.read_both("logs/m.log");
+    let posts = |log: &str| log.lines().take(6).collect::<Vec<_>>().join("\n");
+    assert!(
+        shoal.starts_with("GET /page 200\nGET /page 200\n"),
+        "{shoal}"
+    );
+    assert_eq!(posts(&nginx), posts(&shoal));
+}
+
+/// In the location an `X-Accel-Redirect` or an intercepted answer's `error_page` sent the
+/// request to, nginx's request still has the upstream's exchange and the headers it handed
+/// on: `$upstream_status`, `$upstream_http_*`, `$sent_http_content_type` read in a `return`,
+/// a `set` or an `if` (shoal's were empty); and `$status` in a `return`'s text is the status
+/// it answers with, or the `error_page`'s (shoal's was 000).
+#[test]
+fn a_redirected_location_reads_the_upstreams_variables() {
+    let up = crate::common::upstream::Upstream::start(|req| {
+        if req.target.contains("nf") {
+            return crate::common::upstream::Answer::status(404).body("nothing");
+        }
+        crate::common::upstream::Answer::ok("from the upstream\n")
+            .header("Content-Type", "application/x-up")
+            .header("Content-Disposition", "attachment")
+            .header("X-Accel-Redirect", "/inner")
+    });
+    let p = Pair::new(&format!(
+        "location /up/ {{ proxy_pass http://127.0.0.1:{}; proxy_intercept_errors on; \
+         error_page 404 = /inner; }}\n\
+         location /inner {{ internal; set $u $upstream_status;\n\
+         if ($upstream_http_x_accel_redirect) {{ return 200 \"accel u=$u \
+         us=$upstream_status ct=$sent_http_content_type \
+         cd=$sent_http_content_disposition st=$status\\n\"; }}\n\
+         return 200 \"page u=$u ct=$sent_http_content_type st=$status\\n\"; }}\n\
+         location = /r404 {{ return 404 \"st=$status\\n\"; }}\n\
+         location = /r201 {{ return 201 \"st=$status\\n\"; }}\n\
+         location /ep/ {{ error_page 404 =410 /r201; return 404; }}",
+        up.port()
+    ));
+    let accel = p.get_open("/up/a", "");
+    assert!(
+        accel.contains("accel u=200 us=200 ct=application/x-up cd=attachment st=200"),
+        "{accel}"
+    );
+    let page = p.get_open("/up/nf", "");
+    assert!(page.contains("page u=404 ct= st=200"), "{page}");
+    for path in ["/r404", "/r201", "/ep/x"] {
+        p.get_open(path, "");
     }
 }

@@ -23,7 +23,10 @@ use super::{Content, LocConf};
 use crate::log::Level;
 
 mod subrequests;
+mod upstream;
 pub use subrequests::{clone_subrequest, subrequest, subrequest_as, subrequest_with_body, Sub};
+use upstream::cached_outcome;
+pub use upstream::upstream_handle;
 
 /// nginx's limit on internal redirects and `error_page` cycles.
 const MAX_REDIRECTS: u32 = 10;
@@ -161,6 +164,8 @@ async fn run<'s, const REFUSED: bool>(
     let mut carried_auth: Vec<(&'static str, std::borrow::Cow<'static, str>)> = Vec::new();
 
     loop {
+        // A redirect from an upstream's answer: the next location's rewrites see it.
+        rw.upstream.clone_from(&upstream);
         // What the server's rewrites came to (`return`, a redirect): an answer meets the
         // server's `error_page`s like any other.
         let mut srv_outcome: Option<Outcome> = None;
@@ -482,7 +487,9 @@ async fn run<'s, const REFUSED: bool>(
         };
         match outcome {
             Outcome::Internal(new_uri) => {
-                method_get |= accel;
+                if accel {
+                    method_get = as_get(r, sub);
+                }
                 if from_try_files || accel {
                     set_uri(&mut rw, &new_uri);
                 } else {
@@ -494,8 +501,8 @@ async fn run<'s, const REFUSED: bool>(
                 server_rewrites = true;
                 redirects += 1;
             }
+            // nginx keeps the method for a named location (`X-Accel-Redirect: @name`).
             Outcome::Named(n) => {
-                method_get |= accel;
                 named = Some(n);
                 internal = true;
                 redirects += 1;
@@ -542,12 +549,13 @@ async fn run<'s, const REFUSED: bool>(
                                 status,
                                 ..Default::default()
                             });
-                            method_get = true;
                             internal = true;
                             redirects += 1;
+                            // To a named location the method stays, as nginx's.
                             if target.starts_with('@') {
                                 named = Some(target);
                             } else {
+                                method_get = as_get(r, sub);
                                 set_uri(&mut rw, &target);
                                 rw.rewritten_break = false;
                                 server_rewrites = true;
@@ -600,6 +608,16 @@ async fn run<'s, const REFUSED: bool>(
     }
 }
 
+/// An internal redirect to a URI (`error_page`, `X-Accel-Redirect`) makes the request a GET
+/// from here on; a client request's `$request_method` reads GET too (nginx's is the main
+/// request's, which a subrequest's redirect leaves alone).
+fn as_get(r: &Req<'_, '_>, sub: Option<&Sub<'_>>) -> bool {
+    if sub.is_none() {
+        r.extras.set_as_get();
+    }
+    true
+}
+
 /// The request's method as the phases see it: an `error_page` redirect makes it a GET (but
 /// for a HEAD).
 fn effective_method<'r>(r: &Req<'_, 'r>, method_get: bool) -> &'r str {
@@ -622,95 +640,6 @@ fn set_uri(rw: &mut rewrite::State, target: &str) {
             rw.uri = target.to_string();
             rw.args = None;
         }
-    }
-}
-
-/// An upstream module's content handler (`proxy_pass`, `fastcgi_pass`, ...): the cache's
-/// lookup first when the location has one, the upstream's answer sent as it is; shoal's own
-/// errors (and upstream errors `*_intercept_errors` takes) meet `error_page`.
-#[allow(clippy::too_many_arguments)]
-async fn cached_outcome(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    via: super::proxy_cache::serve::Via<'_>,
-    rw: &rewrite::State,
-    internal: bool,
-    method: &str,
-    body: &ClientBody<'_>,
-    upstream: &mut Option<Rc<RefCell<Record>>>,
-) -> Outcome {
-    use super::proxy_cache::serve::Via;
-    let plan =
-        match super::proxy_cache::serve::begin(r, lc, via, rw, internal, method, upstream).await {
-            Ok(plan) => plan,
-            // A HIT, a purge's answer, a zone that does not exist.
-            Err(answered) => return answered,
-        };
-    // `proxy_cache_convert_head`: a HEAD that may be cached goes upstream as a GET, so that
-    // what comes back has a body to store. Off, it goes as a HEAD and its bodiless answer is
-    // stored under the same key (nginx's way: a key without `$request_method` then answers a
-    // GET with it). The other protocols always convert.
-    let convert = match via {
-        Via::Proxy(_) => lc.proxy.cache.convert_head(),
-        Via::Other(_) => true,
-    };
-    let up_method = if method == "HEAD" && plan.is_some() && convert {
-        "GET"
-    } else {
-        method
-    };
-    let validators = plan.as_ref().and_then(|p| p.validators());
-    let cacheable = plan.as_ref().is_some_and(|p| p.cacheable());
-    let (mut outcome, record) = match via {
-        Via::Proxy(pass) => {
-            let st = super::proxy::codec::UriState {
-                rw,
-                internal,
-                validators,
-                cacheable,
-            };
-            super::proxy::codec::handle(r, lc, pass, st, up_method, body).await
-        }
-        Via::Other(proto) => {
-            let cached = super::upstream::run::Cached {
-                validators,
-                cacheable,
-            };
-            upstream_handle(r, lc, proto, rw, up_method, body, cached).await
-        }
-    };
-    // What an earlier, intercepted answer handed on goes with this record.
-    if let (Some(old), Some(new)) = (upstream.as_ref(), record.as_ref()) {
-        new.borrow_mut().carry.append(&mut old.borrow_mut().carry);
-    }
-    if let (Some(plan), Some(rec)) = (plan, &record) {
-        outcome = super::proxy_cache::serve::answer(plan, outcome, rec, lc, via, r, rw);
-    }
-    *upstream = record;
-    outcome
-}
-
-/// The exchange of `fastcgi_pass`, `uwsgi_pass`, `scgi_pass` and `memcached_pass` locations.
-pub async fn upstream_handle(
-    r: &Req<'_, '_>,
-    lc: &LocConf,
-    proto: super::upstream::Proto,
-    rw: &rewrite::State,
-    method: &str,
-    body: &ClientBody<'_>,
-    cached: super::upstream::run::Cached<'_>,
-) -> (Outcome, Option<Rc<RefCell<Record>>>) {
-    use super::fastcgi::FastcgiLoc;
-    use super::scgi::ScgiLoc;
-    use super::upstream::{cgi_like, Proto};
-    use super::uwsgi::UwsgiLoc;
-    match proto {
-        Proto::Fastcgi => cgi_like::handle::<FastcgiLoc>(r, lc, rw, method, body, cached).await,
-        Proto::Uwsgi => cgi_like::handle::<UwsgiLoc>(r, lc, rw, method, body, cached).await,
-        Proto::Scgi => cgi_like::handle::<ScgiLoc>(r, lc, rw, method, body, cached).await,
-        Proto::Memcached => super::memcached::handle(r, lc, rw, method, body, cached).await,
-        Proto::Grpc => super::grpc::handle(r, lc, rw, method, body).await,
-        Proto::Http => (Outcome::Error(500), None),
     }
 }
 

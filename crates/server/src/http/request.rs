@@ -70,6 +70,9 @@ pub struct Extras {
     /// `mirror`'s subrequests, left to run once the answer is out.
     mirrors: RefCell<Option<super::mirror::Pending>>,
     preaccess_done: std::cell::Cell<bool>,
+    /// An `error_page` or an `X-Accel-Redirect` sent the request to a URI: it goes on as a
+    /// GET (a HEAD stays one), `$request_method` included (nginx's `r->method_name`).
+    as_get: std::cell::Cell<bool>,
     real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
     /// The userid module's identifiers (`$uid_got`, `$uid_set`, its cookie).
     pub userid: super::userid::Slot,
@@ -225,6 +228,15 @@ impl Extras {
 
     pub fn set_preaccess_done(&self) {
         self.preaccess_done.set(true);
+    }
+
+    /// Whether an internal redirect made the request a GET.
+    pub fn as_get(&self) -> bool {
+        self.as_get.get()
+    }
+
+    pub fn set_as_get(&self) {
+        self.as_get.set(true);
     }
 
     /// The client address realip set for the request (nginx changes the connection's

@@ -26,7 +26,10 @@ use super::LocConf;
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::log::Level;
 use crate::variables::Captures;
-use crate::variables::{Piece, Template, Var, Vars};
+use crate::variables::{Template, Vars};
+
+mod replacement;
+use replacement::{expand, unescape_redirect};
 
 const REWRITE: Ctx = Ctx::SERVER.or(Ctx::LOCATION).or(Ctx::SIF).or(Ctx::LIF);
 
@@ -381,6 +384,42 @@ pub struct State {
     /// The status an `error_page` answers with, for `$status` while it is served (nginx's
     /// `r->err_status`).
     pub err_status: Option<crate::variables::Sent>,
+    /// The upstream exchange an `X-Accel-Redirect` or an intercepted answer came from: its
+    /// `$upstream_*` and the headers it handed on (`$sent_http_*`) still read in the
+    /// location the request went to, as nginx's request keeps them.
+    pub upstream: Option<std::rc::Rc<std::cell::RefCell<super::upstream::record::Record>>>,
+}
+
+/// `f` with the request's variables as a rewrite step sees them: with the upstream exchange
+/// a redirect came from (see [`State::upstream`]), and `$status` the one a `return` answers
+/// with (`returned`: nginx sets it before its text is evaluated), unless an `error_page` set
+/// its own.
+fn with_vars<T>(
+    r: &Req<'_, '_>,
+    st: &State,
+    lc: &LocConf,
+    returned: Option<u16>,
+    f: impl FnOnce(&Vars<'_>) -> T,
+) -> T {
+    let rec = st.upstream.as_ref().map(|u| u.borrow());
+    if rec.is_none() && (returned.is_none() || st.err_status.is_some()) {
+        return f(&r.vars_rw(st, lc));
+    }
+    let sent = crate::variables::Sent {
+        status: st
+            .err_status
+            .as_ref()
+            .map_or(returned.unwrap_or(0), |s| s.status),
+        headers: rec.as_ref().map_or_else(Vec::new, |rec| {
+            let lower = |(n, v): &(String, String)| (n.to_ascii_lowercase(), v.clone());
+            rec.carry.iter().map(lower).collect()
+        }),
+        ..Default::default()
+    };
+    let mut vars = r.vars_rw(st, lc);
+    vars.sent = Some(&sent);
+    vars.upstream = rec.as_deref();
+    f(&vars)
 }
 
 /// Runs `codes` (of a level whose `if_blocks` they index) for a request, and what they came
@@ -409,7 +448,7 @@ pub fn run<'c>(
             Outcome::Again
         }
         Flow::Done | Flow::Break | Flow::Last => Outcome::Continue,
-        Flow::Return(ret) => do_return(ret, lc, &r.vars_rw(st, lc), r),
+        Flow::Return(ret) => with_vars(r, st, lc, Some(ret.code), |v| do_return(ret, lc, v, r)),
         Flow::Redirect(status, url) => {
             let mut reply = crate::http::reply::error_reply(status, lc);
             if url.starts_with('/') {
@@ -516,7 +555,9 @@ fn run_codes<'c>(
                     }
                 }
                 let quoted = st.quoted_uri;
-                let (new, args_at) = expand(replacement, &r.vars_rw(st, lc), redirect, quoted);
+                let (new, args_at) = with_vars(r, st, lc, None, |v| {
+                    expand(replacement, v, redirect, quoted)
+                });
                 let old_args = st.args.as_deref().filter(|a| !a.is_empty() && *add_args);
                 if redirect {
                     let status = if *flag == Flag::Permanent { 301 } else { 302 };
@@ -571,7 +612,7 @@ fn run_codes<'c>(
             }
             Code::Return(r) => return Flow::Return(r),
             Code::Set { name, value } => {
-                let v = r.vars_rw(st, lc).eval(value);
+                let v = with_vars(r, st, lc, None, |v| v.eval(value));
                 if name == "args" {
                     // The request's arguments themselves (what `$args`, `$is_args` and the
                     // proxied URI use).
@@ -619,104 +660,21 @@ fn set_captures(st: &mut State, c: Captures) {
     st.vars.extend(c.named);
 }
 
-/// Evaluates a replacement as nginx's script engine does. Returns the text and the position
-/// of its first literal `?` (where new arguments start; a `?` from a variable's value is part
-/// of the URI). Numbered captures after that `?`, or anywhere in a redirect, are escaped when
-/// the request's path was (`quoted`).
-fn expand(t: &Template, vars: &Vars<'_>, redirect: bool, quoted: bool) -> (String, Option<usize>) {
-    let mut out = String::new();
-    let mut args_at = None;
-    for piece in &t.pieces {
-        match piece {
-            Piece::Text(text) => {
-                if args_at.is_none() {
-                    args_at = text.find('?').map(|i| out.len() + i);
-                }
-                out.push_str(text);
-            }
-            Piece::Var(v @ Var::Capture(_)) if quoted && (redirect || args_at.is_some()) => {
-                let mut value = String::new();
-                vars.value(v, &mut value);
-                escape_args(value.as_bytes(), &mut out);
-            }
-            Piece::Var(v) => {
-                vars.value(v, &mut out);
-            }
-        }
-    }
-    (out, args_at)
-}
-
-/// nginx's `NGX_ESCAPE_ARGS`: controls, space, `#`, `%`, `&`, `+`, `;`, `?` and non-ASCII.
-fn escape_args(v: &[u8], out: &mut String) {
-    for &c in v {
-        if c <= b' ' || c >= 0x7f || matches!(c, b'#' | b'%' | b'&' | b'+' | b';' | b'?') {
-            out.push_str(&format!("%{c:02X}"));
-        } else {
-            out.push(c as char);
-        }
-    }
-}
-
-/// nginx's `ngx_unescape_uri(NGX_UNESCAPE_REDIRECT)` on a redirect: up to the first `?`
-/// (literal or escaped), `%XX` of a printable character above `%` is decoded, any other stays
-/// escaped; a malformed escape loses its `%` (and a bad second digit the pair).
-fn unescape_redirect(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'?' {
-            out.extend_from_slice(&b[i..]);
-            break;
-        }
-        if c != b'%' {
-            out.push(c);
-            i += 1;
-            continue;
-        }
-        let Some(&c1) = b.get(i + 1) else { break };
-        let Some(hi) = hex(c1) else {
-            out.push(c1);
-            i += 2;
-            continue;
-        };
-        let Some(&c2) = b.get(i + 2) else { break };
-        i += 3;
-        let Some(lo) = hex(c2) else { continue };
-        let ch = (hi << 4) | lo;
-        if ch == b'?' {
-            out.push(ch);
-            out.extend_from_slice(&b[i..]);
-            break;
-        }
-        if ch > b'%' && ch < 0x7f {
-            out.push(ch);
-        } else {
-            out.extend_from_slice(&[b'%', c1, c2]);
-        }
-    }
-    shoal_http::lossy(&out).into_owned()
-}
-
 fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
     match cond {
         Cond::Value(t) => {
-            let v = r.vars_rw(st, lc).eval(t);
+            let v = with_vars(r, st, lc, None, |v| v.eval(t));
             !(v.is_empty() || v == "0")
         }
         Cond::Eq { value, to, negate } => {
-            let vars = r.vars_rw(st, lc);
-            (vars.eval(value) == vars.eval(to)) != *negate
+            with_vars(r, st, lc, None, |v| v.eval(value) == v.eval(to)) != *negate
         }
         Cond::Regex {
             value,
             regex,
             negate,
         } => {
-            let v = r.vars_rw(st, lc).eval(value);
+            let v = with_vars(r, st, lc, None, |v| v.eval(value));
             // A match sets the captures (negated or not); no match forgets them.
             match crate::variables::capture(regex, &v) {
                 Some(caps) => {
@@ -730,7 +688,7 @@ fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
             }
         }
         Cond::File { path, test, negate } => {
-            let p = r.vars_rw(st, lc).eval(path);
+            let p = with_vars(r, st, lc, None, |v| v.eval(path));
             let m = std::fs::metadata(&p);
             let ok = match test {
                 b'f' => m.is_ok_and(|m| m.is_file()),
@@ -744,25 +702,5 @@ fn holds(cond: &Cond, st: &mut State, r: &Req<'_, '_>, lc: &LocConf) -> bool {
             };
             ok != *negate
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{escape_args, unescape_redirect};
-
-    #[test]
-    fn redirect_unescaping_as_nginx() {
-        assert_eq!(unescape_redirect("/a%41%20b"), "/aA%20b");
-        assert_eq!(unescape_redirect("/a%3Fb%41?c=%41"), "/a?b%41?c=%41");
-        assert_eq!(unescape_redirect("/%zz/%2z/%"), "/zz//");
-        assert_eq!(unescape_redirect("/%25%26"), "/%25&");
-    }
-
-    #[test]
-    fn args_escaping_as_nginx() {
-        let mut out = String::new();
-        escape_args(b"a b&c+d;e?f#g%h=i/j", &mut out);
-        assert_eq!(out, "a%20b%26c%2Bd%3Be%3Ff%23g%25h=i/j");
     }
 }

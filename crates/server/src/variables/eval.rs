@@ -199,6 +199,9 @@ impl Vars<'_> {
                 None => return false,
             },
             Var::RequestMethod => match req {
+                Some(r) if r.method() != "HEAD" && self.extras.is_some_and(|e| e.as_get()) => {
+                    out.push_str("GET")
+                }
                 Some(r) => out.push_str(r.method()),
                 None => return false,
             },

@@ -74,8 +74,8 @@ impl Via<'_> {
 enum Begin {
     /// No cache here (or not for this method).
     Off,
-    /// Answered from the cache.
-    Hit(Box<Reply>, Rc<RefCell<Record>>),
+    /// Answered from the cache (or redirected by the `X-Accel-Redirect` it stored).
+    Hit(Outcome, Rc<RefCell<Record>>),
     /// Go upstream; the plan says what to do with the answer.
     Miss(Box<Plan>),
     /// A status to answer with (500: a zone named by a variable does not exist; a purge's
@@ -221,9 +221,9 @@ pub async fn begin(
     match lookup(r, lc, via, rw, internal, method).await {
         Begin::Off => Ok(None),
         Begin::Miss(plan) => Ok(Some(plan)),
-        Begin::Hit(reply, record) => {
+        Begin::Hit(outcome, record) => {
             *hit_record = Some(record);
-            Err(Outcome::Final(reply))
+            Err(outcome)
         }
         Begin::Status(204) => Err(Outcome::Final(Reply::boxed(204))),
         Begin::Status(code) => Err(Outcome::Error(code)),
@@ -429,7 +429,15 @@ fn hit(
 ) -> Begin {
     record.borrow_mut().cache_status = Some(status);
     let reply = obj.into_reply(lc, via, r, &record);
-    Begin::Hit(reply, record)
+    // nginx passes a cached head through the upstream's header processing: an
+    // `X-Accel-Redirect` stored by a location that ignored it redirects here.
+    let conf = via.conf(lc);
+    let target = crate::http::upstream::accel::cached_target(&record.borrow(), conf);
+    let outcome = match target {
+        Some(to) => crate::http::upstream::accel::redirect(r, to, reply, conf, &record),
+        None => Outcome::Final(reply),
+    };
+    Begin::Hit(outcome, record)
 }
 
 /// An expired object (nginx's `ngx_http_file_cache_read` and `ngx_http_upstream_cache`): the
@@ -512,6 +520,7 @@ fn clone_state(rw: &rewrite::State) -> rewrite::State {
         internal: rw.internal,
         quoted_uri: rw.quoted_uri,
         err_status: None,
+        upstream: None,
     }
 }
 
