@@ -324,11 +324,11 @@ fn slice_and_mirror_over_h2_as_nginx() {
     crate::nginx_diff_h2::check(&p, false, "/m/a?x=1", &["-d", "hello=2"]);
     let (np, sp) = p.ports();
     let mirrored = |port: u16| {
-        crate::common::wait_for("the mirror at the upstream", || {
+        // Both mirrors, each in its own time.
+        crate::common::wait_for("the mirrors at the upstream", || {
             let v = seen(&up, port, 0, true);
-            v.iter()
-                .any(|r| r.starts_with("POST /mirrored/m/a?x=1"))
-                .then_some(v)
+            let at = |p: &str| v.iter().any(|r| r.starts_with(p));
+            (at("POST /mirrored/m/a?x=1") && at("POST /fail?x=1")).then_some(v)
         })
     };
     assert_eq!(mirrored(np), mirrored(sp));
