@@ -370,13 +370,17 @@ async fn run<'s, const REFUSED: bool>(
                     );
                     Outcome::Error(500)
                 }
-                Content::Proxy => {
-                    let pass = lc
-                        .proxy
-                        .pass
-                        .as_ref()
-                        .expect("Content::Proxy has proxy_pass");
-                    // A file `try_files` finds is proxied with its name as the URI; none: the
+                Content::Proxy | Content::Upstream(_) => {
+                    let via = match lc.content {
+                        Content::Upstream(proto) => super::proxy_cache::serve::Via::Other(proto),
+                        _ => super::proxy_cache::serve::Via::Proxy(
+                            lc.proxy
+                                .pass
+                                .as_ref()
+                                .expect("Content::Proxy has proxy_pass"),
+                        ),
+                    };
+                    // A file `try_files` finds is passed with its name as the URI; none: the
                     // fallback.
                     let found = match &lc.try_files {
                         Some(tf) => try_files_find(r, tf, lc, &rw).map(Some),
@@ -387,40 +391,6 @@ async fn run<'s, const REFUSED: bool>(
                             if let Some(name) = name {
                                 rw.uri = name;
                             }
-                            let via = super::proxy_cache::serve::Via::Proxy(pass);
-                            let o = cached_outcome(
-                                r,
-                                lc,
-                                via,
-                                &rw,
-                                internal,
-                                method,
-                                body,
-                                &mut upstream,
-                            )
-                            .await;
-                            accel = matches!(o, Outcome::Internal(_) | Outcome::Named(_));
-                            o
-                        }
-                        Err(fallback) => {
-                            from_try_files = true;
-                            fallback
-                        }
-                    }
-                }
-                Content::Upstream(proto) => {
-                    // As the proxy's: a file `try_files` finds is passed with its name as the
-                    // URI; none: the fallback.
-                    let found = match &lc.try_files {
-                        Some(tf) => try_files_find(r, tf, lc, &rw).map(Some),
-                        None => Ok(None),
-                    };
-                    match found {
-                        Ok(name) => {
-                            if let Some(name) = name {
-                                rw.uri = name;
-                            }
-                            let via = super::proxy_cache::serve::Via::Other(proto);
                             let o = cached_outcome(
                                 r,
                                 lc,
