@@ -18,6 +18,7 @@ pub mod listen;
 pub mod log;
 pub mod master;
 pub mod pending;
+pub mod pinned;
 pub mod pools;
 pub mod privileges;
 pub mod process_init;

@@ -612,22 +612,11 @@ async fn accept_loop(worker: Rc<Worker>, acceptor: Acceptor, key: SocketKey) {
         // Boxed, and built in its box: an HTTP/1 connection's future is sized by its deepest
         // request state (kilobytes), and the task would copy it whole at its spawn, at each
         // change of its stage and at its end.
-        let conn = pin_in_place(|| crate::http::h1::serve(fd, key, generation, number, guard));
+        let conn = crate::pinned::pin_in_place(|| {
+            crate::http::h1::serve(fd, key, generation, number, guard)
+        });
         tokio::task::spawn_local(crate::log::scoped(conn));
     }
-}
-
-/// A future built in the memory of its box rather than built on the stack and copied there
-/// (a future's size is that of its largest state, however little its first state holds): the
-/// box is allocated first and `make`'s future written into it.
-#[inline(always)]
-pub(crate) fn pin_in_place<F: std::future::Future>(
-    make: impl FnOnce() -> F,
-) -> std::pin::Pin<Box<F>> {
-    let mut slot = Box::<F>::new_uninit();
-    slot.write(make());
-    // SAFETY: written just above. (`Box::write`, which says the same, is not in Rust 1.85.)
-    Box::into_pin(unsafe { slot.assume_init() })
 }
 
 /// Every `worker_connections` slot is taken and a new connection came: as nginx, room is

@@ -297,8 +297,8 @@ fn resume(p: Parked) {
     conn.idle_slot.set_reusable(false);
     conn.idle_slot.take_park();
     conn.resume_deadline = Some(p.deadline);
-    // (Boxed as at the accept: `worker::pin_in_place`.)
-    let task = crate::worker::pin_in_place(|| super::drive(conn));
+    // (Boxed as at the accept: `pinned::pin_in_place`.)
+    let task = crate::pinned::pin_in_place(|| super::drive(conn));
     tokio::task::spawn_local(crate::log::scoped_in(p.scope, task));
 }
 

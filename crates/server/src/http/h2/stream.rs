@@ -58,18 +58,7 @@ pub(super) async fn run(
     // its own and into a task when it waits, and a move copies every byte of a future. Built
     // in its box: `Box::pin(answer_stream(..))` would build it on the stack and copy it, 8.8k
     // instructions of `memcpy` a call under callgrind.)
-    pin_in_place(|| answer_stream(&done.0, head, ended, recv, respond)).await;
-}
-
-/// A future built in the memory of its box rather than built on the stack and copied there
-/// (a future's size is that of its largest state, however little its first state holds): the
-/// box is allocated first and `make`'s future written into it.
-#[inline(always)]
-fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
-    let mut slot = Box::<F>::new_uninit();
-    slot.write(make());
-    // SAFETY: written just above. (`Box::write`, which says the same, is not in Rust 1.85.)
-    Box::into_pin(unsafe { slot.assume_init() })
+    crate::pinned::pin_in_place(|| answer_stream(&done.0, head, ended, recv, respond)).await;
 }
 
 thread_local! {
