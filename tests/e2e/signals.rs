@@ -440,9 +440,10 @@ fn a_reload_after_user_binds_privileged_ports() {
             1,
         ));
     dash_s(&s, "reload");
-    let r = common::wait_for("the reload to bind the port below 1024", || {
-        common::get(low, "/").ok()
+    common::wait_for("the reload to bind the port below 1024", || {
+        std::net::TcpStream::connect(("127.0.0.1", low)).ok()
     });
+    let r = common::get(low, "/").expect("the port below 1024");
     assert_eq!((r.status, &r.body[..]), (200, &b"low\n"[..]));
     let r = common::get(80, "/").expect("the server without listen on port 80");
     assert_eq!((r.status, &r.body[..]), (200, &b"eighty\n"[..]));
