@@ -181,6 +181,11 @@ impl Node {
                     .then_some(first)
             }
             Node::Capture(_, b) | Node::Group(b) | Node::Atomic(b) => b.fixed_len(groups),
+            // A lookahead obeyed or not is still empty; a repeated lookbehind is made so
+            // that its count varies only when PCRE2's count did (see `quantified`).
+            Node::Repeat { body, .. } if matches!(**body, Node::Around { behind: false, .. }) => {
+                Some(0)
+            }
             Node::Repeat { body, min, max, .. } => {
                 if Some(*min) != *max {
                     return None;

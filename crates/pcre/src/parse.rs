@@ -386,13 +386,22 @@ impl<'a> Parser<'a> {
             _ => Greed::Greedy,
         };
         // PCRE2: a repeated assertion is obeyed once at most, or never with {0}.
-        if let Node::Around { .. } = body {
+        if let Node::Around { behind, .. } = body {
             return match (min, max) {
                 (_, Some(0)) => Node::Empty,
                 (0, _) => Node::Repeat {
                     body: Box::new(body),
                     min: 0,
                     max: Some(1),
+                    greed,
+                },
+                // Still obeyed once (a second pass matches the same empty span), but a
+                // lookbehind repeated a varying number of times has no fixed length for a
+                // lookbehind around it, as PCRE2 10.42 says.
+                (_, max) if behind && max != Some(min) => Node::Repeat {
+                    body: Box::new(body),
+                    min: 1,
+                    max: None,
                     greed,
                 },
                 _ => body,

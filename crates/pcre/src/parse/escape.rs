@@ -140,11 +140,14 @@ impl Parser<'_> {
             _ => n,
         };
         let n = u32::try_from(n).unwrap_or(u32::MAX);
-        self.refs.push(Ref::Number(n, self.pos));
+        // PCRE2 reports a missing group at the reference's last character, group 0 (refused
+        // as it is read) just after it.
+        let last = if n == 0 { self.pos } else { self.pos - 1 };
+        self.refs.push(Ref::Number(n, last));
         Ok(Item::Node(Node::Backref {
             groups: vec![n],
             caseless: flags.caseless,
-            at: self.pos,
+            at: last,
         }))
     }
 

@@ -41,6 +41,8 @@ fn atom() -> impl Strategy<Value = String> {
         Just(r"\1"),
         Just(r"\2"),
         Just(r"\k<n>"),
+        Just(r"\g{1}"),
+        Just(r"\g-1"),
         Just(""),
     ]
     .prop_map(str::to_string)

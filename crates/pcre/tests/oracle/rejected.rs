@@ -26,6 +26,14 @@ const REJECTED: &[&str] = &[
     r"x(?<=a+)b",
     r"x(?<=a(b|cd))b",
     r"(?<=a{2,3})b",
+    // A lookbehind repeated a varying number of times inside another (found by the generated
+    // patterns); a fixed count, `{0}` and a repeated lookahead are accepted.
+    r"(?<=(?<=a)+?)",
+    r"(?<=b(?<!a){1,3}c)",
+    r"x(?<=(?<=a)*)",
+    r"(?<=(?<=(?<=a)+))",
+    r"(?=(?<=(?<=a)?+))",
+    r"(?<=x|(?<=a){2,})",
     r"(?<=(a|bb))",
     r"(?<=\R)b",
     r"(?<=\Ka)b",
@@ -34,6 +42,24 @@ const REJECTED: &[&str] = &[
     // lookbehind, so the later lookbehind's `\1` is reported before the missing name.
     r"(?<=(?=\k<n>))|(?<=\1)a",
     r"(?<=(?=\k<n>))a",
+    // A missing group numbered below 10 is reported at its first reference, even outside.
+    r"\1|(?<=\1)",
+    r"a\2(?<=b\2)",
+    r"\g{1}|(?<=\1)",
+    r"\g1",
+    r"\g12",
+    r"(?<=\g{12})",
+    r"a\g{2}b",
+    r"\g{-1}",
+    r"(?<=\g{1})",
+    r"x\g{+1}",
+    r"\g{1}|(?<=\g{1})",
+    r"(?<=\k<n>)|\1",
+    // What PCRE2's lookbehind check meets first is reported first.
+    r"(?<=(?<n>\1)\2)",
+    r"(?<=(a|bc)\2)",
+    r"(?<=(a|b)\2)",
+    r"(?<=a|(?:b|cd)\3)",
     r"\k<zz>",
     "a**",
     "a{2}{3}",
@@ -135,6 +161,25 @@ fn rejected_as_pcre2_rejects() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The neighbours of the repeated lookbehinds above that PCRE2 takes: they compile and match
+/// as PCRE2's.
+#[test]
+fn repeated_assertions_match_as_pcre2() {
+    let subjects: &[&[u8]] = &[b"", b"a", b"ab", b"aab", b"ba", b"bac", b"xab"];
+    for p in [
+        r"(?<=(?<=a){2})b",
+        r"(?<=(?<=a){0})b",
+        r"(?<=(?=a)+)b",
+        r"(?<=(?!a)*?)b",
+        r"(?<=a)+b",
+        r"(?<=a)*?b",
+        r"(?<=b(?<!a){1}c)",
+        r"(?=(?<=a)+)b",
+    ] {
+        assert_eq!(compare(p, false, subjects), Ok(Outcome::Compared), "{p}");
+    }
 }
 
 /// Patterns PCRE2 takes that shoal refuses at compile time (rather than running them with
