@@ -469,3 +469,23 @@ fn a_redirected_location_reads_the_upstreams_variables() {
         p.get_open(path, "");
     }
 }
+
+/// MinIO's and Jenkins' configurations turn `ignore_invalid_headers off` so that names nginx
+/// calls invalid reach the upstream: nginx then keeps every name without a control byte, a
+/// space or DEL (`@`, `/`, `"`, `{`, bytes past ASCII), only flagging it; shoal refused the
+/// request with 400 unless the name was an RFC 9110 token. (The test upstream refuses such
+/// names itself: the request is answered in place.)
+#[test]
+fn ignore_invalid_headers_off_keeps_every_name() {
+    let p = Pair::new(
+        "ignore_invalid_headers off;
+         location / { return 200 \"ab=$http_x_amz_meta_a_b ok\\n\"; }",
+    );
+    let req = b"GET /b HTTP/1.1\r\nHost: localhost\r\nX-Amz-Meta-A_B: 1\r\nX@Y: 2\r\n\
+                X/Y: 3\r\nX\"{}: 4\r\nX\xc3\xbc\xff: 5\r\nX.Y: 6\r\n\r\n";
+    let answer = p.check(req);
+    assert!(answer.contains("ab=1 ok"), "{answer}");
+    // A control byte or DEL in a name is refused whatever the setting.
+    p.check(b"GET /b HTTP/1.1\r\nHost: localhost\r\nX\x7fY: 1\r\n\r\n");
+    p.check(b"GET /b HTTP/1.1\r\nHost: localhost\r\nX\x01Y: 1\r\n\r\n");
+}

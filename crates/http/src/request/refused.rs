@@ -112,10 +112,8 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
         if value.contains(&0) {
             return (out, Some(invalid_line));
         }
-        match keep_header(name, limits) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => return (out, Some(e)),
+        if !keep_header(name, limits) {
+            continue;
         }
         kept += 1;
         if kept > super::MAX_HEADERS {
