@@ -489,3 +489,23 @@ fn ignore_invalid_headers_off_keeps_every_name() {
     p.check(b"GET /b HTTP/1.1\r\nHost: localhost\r\nX\x7fY: 1\r\n\r\n");
     p.check(b"GET /b HTTP/1.1\r\nHost: localhost\r\nX\x01Y: 1\r\n\r\n");
 }
+
+/// Craft CMS's PHP locations send `add_header Last-Modified $date_gmt`: the SSI module's
+/// `$date_gmt` and `$date_local` are variables everywhere, in nginx's default `timefmt`
+/// (shoal knew them only inside SSI commands and refused the configuration). Their shape is
+/// compared, not the second they name.
+#[test]
+fn date_gmt_and_date_local_are_variables_everywhere() {
+    let p = Pair::with(Conf {
+        server: "location /d {\n\
+                 if ($date_gmt !~ \"^[A-Z][a-z]+day, [0-9]{2}-[A-Z][a-z]{2}-[0-9]{4} \
+                 [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$\") { return 500 \"gmt: $date_gmt\\n\"; }\n\
+                 if ($date_local !~ \"^[A-Z][a-z]+day, [0-9]{2}-[A-Z][a-z]{2}-[0-9]{4} \
+                 [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$\") { return 500 \"local: $date_local\\n\"; }\n\
+                 return 200 \"shapes ok\\n\"; }",
+        env: &[("TZ", "UTC")],
+        ..Default::default()
+    });
+    let answer = p.get("/d", "");
+    assert!(answer.contains("shapes ok"), "{answer}");
+}
