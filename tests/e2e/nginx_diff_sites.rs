@@ -509,3 +509,33 @@ fn date_gmt_and_date_local_are_variables_everywhere() {
     let answer = p.get("/d", "");
     assert!(answer.contains("shapes ok"), "{answer}");
 }
+
+/// fail2ban reads the request line of the clients it bans in the access log: for a head a
+/// client abandoned halfway (closed, or let `client_header_timeout` pass), nginx's `$request`
+/// is what the request line had of it (`"GET /wp-lo"`, its bytes escaped as they came), and
+/// a head that timed out is closed without an answer, its 408
+/// only logged (shoal logged `-` and U+FFFD's bytes, and wrote a 408 page).
+#[test]
+fn an_abandoned_head_logs_what_its_request_line_had() {
+    let p = Pair::with(Conf {
+        http: "log_format f2b '$status \"$request\" $body_bytes_sent';",
+        server: "access_log logs/f2b.log f2b; client_header_timeout 1s; server_tokens off;\n\
+                 location / { return 200 \"ok\\n\"; }",
+        ..Default::default()
+    });
+    // Closed halfway.
+    p.check(b"GET /wp-lo");
+    p.check(b"\r\n\r\nGET /a\xffb");
+    p.check(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Half");
+    // Refused with a byte that is not UTF-8 in its line.
+    p.check(b"GET /\xfe HTTP/1.1\r\n\r\n");
+    // Timed out: nothing is written before the close.
+    let (np, sp) = p.ports();
+    for port in [np, sp] {
+        let answer = crate::common::client::exchange(port, b"GET /slow\xfd");
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    }
+    let (nginx, shoal) = p.read_both("logs/f2b.log");
+    assert_eq!(nginx, shoal);
+    assert!(nginx.contains("408 \"GET /slow\\xFD\" 0"), "{nginx}");
+}

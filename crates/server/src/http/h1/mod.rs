@@ -285,7 +285,7 @@ impl Conn {
                 Ok(r) => r,
                 Err(ReadEnd::Reloaded) => continue,
                 Err(ReadEnd::Abandoned) => {
-                    let line = request_line(&self.buf, true);
+                    let line = request_line(&self.buf, false);
                     self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
                     return Ok(());
                 }
@@ -305,20 +305,11 @@ impl Conn {
                         self.info.client(),
                         default_srv.name()
                     );
-                    if self.rules.reset_timedout {
-                        self.reset_if_asked();
-                        return Ok(());
-                    }
-                    self.unread_input = true;
-                    let line = request_line(&self.buf, true);
-                    // (Boxed, as every rare path of this loop: see `write::error_and_close`.)
-                    Box::pin(self.error_and_close(
-                        408,
-                        default_srv,
-                        line.as_deref(),
-                        RefusedShape::default(),
-                    ))
-                    .await?;
+                    // nginx closes without an answer (`ngx_http_close_request` with 408):
+                    // the 408 is only logged, with what the request line had of it.
+                    let line = request_line(&self.buf, false);
+                    self.log_refused(default_srv, 408, 0, 0, line.as_deref(), Instant::now());
+                    self.reset_if_asked();
                     return Ok(());
                 }
             };

@@ -534,7 +534,7 @@ fn log_refused(
         user: None,
         doc_root: None,
         args: None,
-        request_line: Some(line),
+        request_line: Some(line.as_bytes()),
         upstream: None,
         tls: sh.info.tls.as_deref(),
         extras: None,
