@@ -539,3 +539,42 @@ fn an_abandoned_head_logs_what_its_request_line_had() {
     assert_eq!(nginx, shoal);
     assert!(nginx.contains("408 \"GET /slow\\xFD\" 0"), "{nginx}");
 }
+
+/// fail2ban-style filters read nginx's info lines for refused heads: each says what nginx was
+/// reading ("request line", "pipelined request line", "request headers") and ends with the
+/// request line and `Host` value read so far (shoal wrote the error and the server only, and
+/// "request headers" for a client that closed in its request line).
+#[test]
+fn a_refused_head_s_log_line_says_what_was_being_read() {
+    let p = Pair::new("location / { return 200 \"ok\\n\"; }");
+    for head in [
+        &b"hello\r\n\r\n"[..],
+        b"GET / HTTP/2.5\r\nHost: a\r\n\r\n",
+        b"GET /../x HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+        b"GET /n HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nhello\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /pa",
+        b"GET /partial",
+        b"GET /h HTTP/1.1\r\nX-Part",
+    ] {
+        p.check(head);
+    }
+    // `PID#TID: *N ` and the clock differ.
+    let lines = |log: String| {
+        log.lines()
+            .filter(|l| l.contains(" [info] "))
+            .filter(|l| ["client sent", "prematurely"].iter().any(|w| l.contains(w)))
+            .filter_map(|l| {
+                l.split_once(": *")?
+                    .1
+                    .split_once(' ')
+                    .map(|(_, m)| m.to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    let (nginx, shoal) = (lines(p.nginx_log()), lines(p.shoal_log()));
+    assert_eq!(nginx, shoal);
+    assert_eq!(nginx.len(), 10, "{nginx:#?}");
+}

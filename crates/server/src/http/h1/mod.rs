@@ -286,6 +286,7 @@ impl Conn {
                 Err(ReadEnd::Reloaded) => continue,
                 Err(ReadEnd::Abandoned) => {
                     let line = request_line(&self.buf, false);
+                    self.log_unread(read::CLOSED, default_srv, line.as_deref());
                     self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
                     return Ok(());
                 }
@@ -298,16 +299,10 @@ impl Conn {
                     return Ok(());
                 }
                 Err(ReadEnd::HeaderTimeout) => {
-                    crate::conn_log!(
-                        Level::Info,
-                        self.info.number,
-                        "client timed out (110: Connection timed out) while reading client request headers, client: {}, server: {}",
-                        self.info.client(),
-                        default_srv.name()
-                    );
                     // nginx closes without an answer (`ngx_http_close_request` with 408):
                     // the 408 is only logged, with what the request line had of it.
                     let line = request_line(&self.buf, false);
+                    self.log_unread(read::TIMED_OUT, default_srv, line.as_deref());
                     self.log_refused(default_srv, 408, 0, 0, line.as_deref(), Instant::now());
                     self.reset_if_asked();
                     return Ok(());
@@ -330,14 +325,12 @@ impl Conn {
                     // (the one SNI named, on a TLS address).
                     let refused = rd.parser.refused(&self.buf);
                     let srv = gen.refused_server(&route, &refused, default_srv);
-                    crate::conn_log!(
-                        Level::Info,
-                        self.info.number,
-                        "{}, client: {}, server: {}",
-                        e,
-                        self.info.client(),
-                        srv.name()
-                    );
+                    if crate::log::enabled(Level::Info) {
+                        let reading = read::reading(refused.line_read, self.pipelined_next);
+                        let host = refused.host_line.as_deref();
+                        let (l, info) = (line.as_deref(), &self.info);
+                        read::log_unread_head(&e, reading, srv.name(), l, host, info);
+                    }
                     Box::pin(self.error_and_close(e.code(), srv, line.as_deref(), shape)).await?;
                     return Ok(());
                 }
