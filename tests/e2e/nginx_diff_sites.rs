@@ -578,3 +578,35 @@ fn a_refused_head_s_log_line_says_what_was_being_read() {
     assert_eq!(nginx, shoal);
     assert_eq!(nginx.len(), 10, "{nginx:#?}");
 }
+
+/// Icinga Web 2's configuration serves its public tree from a regex location with an alias
+/// and `try_files $1 $uri $uri/ /icingaweb2/index.php$is_args$args`: in a regex location the
+/// alias is the whole path and try_files adds each name to it (nginx's `add_uri_to_alias`);
+/// a file found is served from there, a directory found leaves the URI as it was for the
+/// redirect (shoal checked the alias alone, a directory: every asset went to the fallback,
+/// or to a redirect to the name and a slash).
+#[test]
+fn try_files_adds_its_names_to_a_regex_location_s_alias() {
+    let p = Pair::with(Conf {
+        server: "location ~ ^/iw(.+)? { alias {HTML}/pub; index index.html; \
+                 try_files $1 $uri $uri/ /fallback$is_args$args; }\n\
+                 location ~ ^/td(.*)$ { alias {HTML}/pub; try_files $1/ =404; }\n\
+                 location /fallback { return 200 \"fallback $uri $args\\n\"; }",
+        files: &[("pub/css/a.css", "css!\n"), ("pub/sub/index.html", "sub\n")],
+        ..Default::default()
+    });
+    let css = p.get("/iw/css/a.css", "");
+    assert!(css.contains("css!"), "{css}");
+    for path in [
+        "/iw",
+        "/iw/",
+        "/iw/sub",
+        "/iw/sub/",
+        "/iw/none.css?x=1",
+        "/td/sub",
+        "/td/css",
+        "/td/none",
+    ] {
+        p.get(path, "");
+    }
+}
