@@ -323,7 +323,27 @@ impl Conn {
     pub(super) fn log_unread(&self, what: &str, srv: &ServerConf, line: Option<&[u8]>) {
         if crate::log::enabled(Level::Info) {
             let reading = reading(line_ended(&self.buf), self.pipelined_next);
-            log_unread_head(&what, reading, srv.name(), line, None, &self.info);
+            let host = host_read(&self.buf);
+            log_unread_head(&what, reading, srv.name(), line, host, &self.info);
         }
     }
+}
+
+/// The value of the first `Host` line among the header lines of `buf` that ended (nginx
+/// reads a header line once its LF came).
+fn host_read(buf: &[u8]) -> Option<&[u8]> {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
+    let mut lines = buf[start..].split_inclusive(|&b| b == b'\n');
+    lines.next().filter(|l| l.ends_with(b"\n"))?;
+    for line in lines {
+        let content = line.strip_suffix(b"\n")?;
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        if content.is_empty() {
+            return None;
+        }
+        if content.len() >= 5 && content[..5].eq_ignore_ascii_case(b"host:") {
+            return Some(content[5..].trim_ascii());
+        }
+    }
+    None
 }
