@@ -611,3 +611,35 @@ fn try_files_adds_its_names_to_a_regex_location_s_alias() {
         p.get(path, "");
     }
 }
+
+/// S3 clients (MinIO's) and `curl -T` send `Expect: 100-continue`: nginx answers it only when
+/// the body is read or discarded as the answer is made (a `return` with a text or a
+/// redirect's URL, a handler that reads it); one of its own error pages (`deny`, `return
+/// 404;`, a missing file, `rewrite ... redirect`) marks the expectation tested first, so no
+/// `100 Continue` goes before it (shoal sent one before every answer that left the body
+/// unread).
+#[test]
+fn no_100_continue_before_nginx_s_own_error_pages() {
+    let p = Pair::new(
+        "location = /r404 { return 404; }\n\
+         location = /t404 { return 404 \"text\\n\"; }\n\
+         location = /r302 { return 302 /x; }\n\
+         location = /rw { rewrite ^ /x redirect; }\n\
+         location = /deny { deny all; }",
+    );
+    let (np, sp) = p.ports();
+    for path in ["/r404", "/t404", "/r302", "/rw", "/deny", "/missing.txt"] {
+        // The head only, then our end half-closed: each server answers and closes.
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\
+             Expect: 100-continue\r\n\r\n"
+        );
+        let continued = |port| {
+            let answer = crate::common::client::exchange_half_closed(port, head.as_bytes());
+            answer.starts_with(b"HTTP/1.1 100 Continue\r\n\r\n")
+        };
+        let nginx = continued(np);
+        assert_eq!(nginx, matches!(path, "/t404" | "/r302"), "nginx, {path}");
+        assert_eq!(continued(sp), nginx, "{path}");
+    }
+}

@@ -529,7 +529,11 @@ impl Conn {
         // answer does not wait for a body nobody reads).
         let mut discard_later = None;
         if left == Left::Unread {
-            if req.expect_continue() && self.buf.is_empty() {
+            // Not before one of nginx's own error pages: its special response handler marks
+            // the expectation tested before it discards the body (`deny`, `return 404;`, a
+            // missing file); a `return` with a text or a URL sends the 100 as it discards.
+            let tested = reply.special && !reply.continue_first;
+            if req.expect_continue() && self.buf.is_empty() && !tested {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
             }
