@@ -82,6 +82,7 @@ mod nginx_diff_variables;
 mod open_file_cache;
 mod output_buffers;
 mod package;
+mod privsep;
 mod process_init;
 mod proxy;
 mod proxy_cache;
