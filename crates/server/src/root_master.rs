@@ -325,8 +325,8 @@ fn fork_child(
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(Error::failed("pipe2()", std::io::Error::last_os_error()));
     }
-    // SAFETY: pipe2 returned two open fds that nothing else owns.
     let master = std::process::id() as libc::pid_t;
+    // SAFETY: pipe2 returned two open fds that nothing else owns.
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // SAFETY: the process is single-threaded (checked above), so the child is a whole copy of
