@@ -305,3 +305,26 @@ fn a_killed_child_is_replaced() {
         (!common::alive(fresh)).then_some(())
     });
 }
+
+/// A reload that adds `user` to a shoal started without it (one process, root): the split is
+/// made at a start, so the log says the line waits for it, and serving goes on.
+#[test]
+fn user_added_by_a_reload_waits_for_the_next_start() {
+    if !root() {
+        return;
+    }
+    let port = free_port();
+    let s = Shoal::start_in(prefix(), &common::conf_with(port, "", ""), port, &[]);
+    assert!(common::children_of(s.pid).is_empty());
+    s.prefix.write_conf(&common::conf_with(
+        port,
+        "user nobody;",
+        "location / { return 200 reloaded; }",
+    ));
+    dash_s(&s, "reload");
+    s.wait_log("\"user\" takes effect at the next start", 1);
+    wait_for("the reloaded configuration", || {
+        (body(port, "/") == "reloaded").then_some(())
+    });
+    assert!(common::children_of(s.pid).is_empty());
+}

@@ -544,6 +544,15 @@ impl Master {
             }
         };
         report_warnings(&conf);
+        // Kept only as root: this process started without `user` and stays one process, root;
+        // the split into a root master and a child as `user` is made at a start.
+        if conf.main.user.is_some() {
+            crate::error_log!(
+                Level::Warn,
+                "\"user\" takes effect at the next start: shoal started without it serves as \
+                 root until then"
+            );
+        }
         let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
             Ok(l) => l,
             Err(e) => {
