@@ -1,6 +1,6 @@
 //! shoal against real nginx: every scenario writes one configuration, starts nginx and shoal
 //! with it on two free ports, sends both the same raw requests and asserts the answers are the
-//! same: status line, every header but `Date` and `Server` (as a set), and the body (with the
+//! same: status line, every header but `Date` and `Server` (in order), and the body (with the
 //! server token in error pages normalised). See `diff/mod.rs` for exactly what is normalised.
 //!
 //! nginx is the reference: a difference here is a bug in shoal unless a comment at the scenario
