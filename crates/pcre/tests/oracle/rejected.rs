@@ -182,6 +182,29 @@ fn repeated_assertions_match_as_pcre2() {
     }
 }
 
+/// A quantifier's `+` or `?` suffix found past what PCRE2 ignores (found by the fuzzer): a
+/// comment, an empty quote, a stray `\E`, whitespace and comments of `(?x)`; not in a quote.
+#[test]
+fn quantifier_suffixes_past_comments_match_as_pcre2() {
+    let subjects: &[&[u8]] = &[b"aaa", b"a+a", b"aa", b"aab", b"a?"];
+    for p in [
+        "a*(?#b)+a",
+        r"a*\Q\E+a",
+        r"a*\E+a",
+        "(?x)a* +a",
+        "(?x)a*#c\n+a",
+        r"a*\Q+\Ea",
+        r"a*\Q?\E",
+        "a{2}(?#x)?",
+        "a*(?#x)(?#y)?a",
+        "a+(?#x)?b",
+    ] {
+        assert_eq!(compare(p, false, subjects), Ok(Outcome::Compared), "{p}");
+    }
+    assert_eq!(compare("a{2}(?#x){3}", false, &[]), Ok(Outcome::Rejected));
+    assert_eq!(compare("a*(?#x", false, &[]), Ok(Outcome::Rejected));
+}
+
 /// Patterns PCRE2 takes that shoal refuses at compile time (rather than running them with
 /// another meaning).
 #[test]
