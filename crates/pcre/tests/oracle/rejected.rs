@@ -219,6 +219,9 @@ fn unsupported_features_are_refused_by_name() {
         r"\X",
         "(*UTF)a",
         "a(*COMMIT)b",
+        "(?*a)b",
+        "(?<*a)b",
+        "(*napla:a)b",
     ] {
         assert!(
             pcre2::bytes::Regex::new(p).is_ok(),
