@@ -205,6 +205,40 @@ fn quantifier_suffixes_past_comments_match_as_pcre2() {
     assert_eq!(compare("a*(?#x", false, &[]), Ok(Outcome::Rejected));
 }
 
+/// `\` and a number too big to name a group (over 65,535): the digit itself after `\8` or
+/// `\9`, else octal (found by the fuzzer).
+#[test]
+fn numbers_too_big_for_a_group_read_as_pcre2() {
+    let subjects: &[&[u8]] = &[
+        b"c8888888888888",
+        b"S4567",
+        b"\xff7777",
+        b"999999999x",
+        b"8",
+    ];
+    for p in [
+        r"c\8888888888888*",
+        r"\1234567",
+        r"\3777777",
+        r"()\999999999x",
+        r"[\8]",
+    ] {
+        assert_eq!(compare(p, false, subjects), Ok(Outcome::Compared), "{p}");
+    }
+    for p in [
+        r"\88",
+        r"()\99999x",
+        r"\88888888",
+        r"\g{99999}",
+        r"\g99999",
+        r"\g999999999",
+    ] {
+        assert_eq!(compare(p, false, &[]), Ok(Outcome::Rejected), "{p}");
+    }
+    // (Octal \655 is over \377.)
+    assert_eq!(compare(r"\65536", false, &[]), Ok(Outcome::Rejected));
+}
+
 /// Patterns PCRE2 takes that shoal refuses at compile time (rather than running them with
 /// another meaning).
 #[test]
