@@ -68,6 +68,7 @@ mod nginx_diff_logs;
 mod nginx_diff_proxy;
 mod nginx_diff_realip;
 mod nginx_diff_regex;
+mod nginx_diff_requests;
 mod nginx_diff_resolver;
 mod nginx_diff_rewrite;
 mod nginx_diff_sites;
