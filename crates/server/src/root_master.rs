@@ -340,6 +340,16 @@ fn fork_child(
         }
         pid => {
             drop(write_end);
+            if !ready_in_time(&read_end) {
+                // The master must not hang on a child that hangs: it is taken as started (its
+                // end, if it comes, is reaped as any child's).
+                crate::error_log!(
+                    Level::Alert,
+                    "child process {pid} has not started serving in {} s, taken as started",
+                    READY_WAIT.as_secs()
+                );
+                return Ok(pid);
+            }
             let mut byte = [0u8; 1];
             let n = loop {
                 // SAFETY: a read into a one-byte buffer from our open pipe.
@@ -361,6 +371,33 @@ fn fork_child(
                 "child process {pid} exited before it served (code {})",
                 libc::WEXITSTATUS(status)
             )))
+        }
+    }
+}
+
+/// How long the master waits for a new child to say it serves.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether the child's pipe has its byte or its end of file within [`READY_WAIT`].
+fn ready_in_time(read_end: &OwnedFd) -> bool {
+    let deadline = std::time::Instant::now() + READY_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: read_end.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis() as libc::c_int) };
+        if n > 0 {
+            return true;
+        }
+        if n == 0 {
+            return false;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return true;
         }
     }
 }
