@@ -580,7 +580,8 @@ impl Conn {
         let prepared = {
             let r = parts.with(&self.info);
             let can_sendfile = self.stream.can_sendfile();
-            super::answer::prepare(&r, &mut reply, lc, &uri, can_sendfile, logs).await?
+            let rewritten = (uri.as_str(), args.as_deref(), &user_vars);
+            super::answer::prepare(&r, &mut reply, lc, rewritten, can_sendfile, logs).await?
         };
         if prepared.pool_failed {
             // nginx's output fails: nothing was sent, the connection closes.
