@@ -643,3 +643,51 @@ fn no_100_continue_before_nginx_s_own_error_pages() {
         assert_eq!(continued(sp), nginx, "{path}");
     }
 }
+
+/// fail2ban and log readers match nginx's info lines with the values they name: a second
+/// `Host` is a "duplicate host header" with both lines, another unique header a "duplicate
+/// header line" with both, an invalid line is cut at the byte nginx stopped at (in hex), an
+/// unknown `Transfer-Encoding` names its value, and a request-line host with a byte outside
+/// nginx's grammar is an "invalid request" (shoal wrote the fixed words only, and "invalid
+/// host in request line" for `http://a_b/`).
+#[test]
+fn a_refused_head_s_log_line_names_its_values() {
+    let p = Pair::new("location / { return 200 \"ok\\n\"; }");
+    for head in [
+        &b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: a\r\ncontent-length: 1\r\nContent-Length:  2 \r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\x00c\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rc\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+        b"GET http://a_b/ HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET http://a..b/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    ] {
+        p.check(head);
+    }
+    // `PID#TID: *N ` and the clock differ.
+    let lines = |log: String| {
+        log.lines()
+            .filter(|l| l.contains(" [info] ") && l.contains("client sent"))
+            .filter_map(|l| {
+                l.split_once(": *")?
+                    .1
+                    .split_once(' ')
+                    .map(|(_, m)| m.to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    let (nginx, shoal) = (lines(p.nginx_log()), lines(p.shoal_log()));
+    assert_eq!(nginx, shoal);
+    assert_eq!(nginx.len(), 8, "{nginx:#?}");
+    for words in [
+        "duplicate host header: \"Host: b\", previous value: \"Host: a\"",
+        "invalid header line: \"Bad\\x20...\"",
+        "unknown \"Transfer-Encoding\": \"gzip\"",
+    ] {
+        assert!(
+            nginx.iter().any(|l| l.contains(words)),
+            "{words} {nginx:#?}"
+        );
+    }
+}

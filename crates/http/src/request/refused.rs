@@ -35,7 +35,58 @@ pub struct Refused {
     /// The value of the first `Host` line, as it came (valid or not): the `host: "..."` of
     /// nginx's log line.
     pub host_line: Option<Bytes>,
+    /// The walk's error as nginx logs it, with the values it names (`client sent duplicate
+    /// host header: "Host: b", previous value: "Host: a"`), next to the context of the
+    /// [`Error`] it details.
+    pub detail: Option<(&'static str, String)>,
 }
+
+impl Refused {
+    /// What to log for `e`, the error the head was refused with: nginx's line with its
+    /// values when the walk found that same error, else the error's own words.
+    pub fn what<'a>(&'a self, e: &Error) -> std::borrow::Cow<'a, str> {
+        match &self.detail {
+            Some((context, line)) if *context == e.context() => line.into(),
+            _ => e.context().into(),
+        }
+    }
+}
+
+/// nginx's line for an invalid header line: the line up to its first byte nginx stops at (a
+/// control byte or space in the name, a NUL in the value, a CR not before the LF), then that
+/// byte in hex.
+fn invalid_line_detail(line: &[u8]) -> String {
+    let content = line.strip_suffix(b"\n").unwrap_or(line);
+    let content = content.strip_suffix(b"\r").unwrap_or(content);
+    let colon = memchr::memchr(b':', content).unwrap_or(content.len());
+    let stop = content.iter().enumerate().position(|(i, &b)| {
+        b == b'\r'
+            || (i < colon && (b <= 0x20 || b == 0x7f))
+            || (i == 0 && b == b':')
+            || (i > colon && b == 0)
+    });
+    let stop = stop.unwrap_or(content.len());
+    let byte = content.get(stop).copied().unwrap_or(b'\r');
+    format!(
+        "client sent invalid header line: \"{}\\x{byte:02x}...\"",
+        crate::lossy(&content[..stop])
+    )
+}
+
+/// nginx's line for a second `name` header: both lines as they came.
+fn duplicate_detail(what: &str, (name, value): Line, (pname, pvalue): Line) -> String {
+    let l = crate::lossy;
+    format!(
+        "client sent duplicate {what}: \"{}: {}\", previous value: \"{}: {}\"",
+        l(name),
+        l(value),
+        l(pname),
+        l(pvalue)
+    )
+}
+
+/// A header line's name and (trimmed) value.
+type Line<'a> = (&'a [u8], &'a [u8]);
 
 /// Replays nginx's walk over `head` (complete lines only; `complete`: it ends with its empty
 /// line) up to the first line nginx would refuse.
@@ -92,31 +143,42 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
         return (out, Some(e));
     }
     out.line_read = true;
-    let mut host_seen = false;
+    let mut host_seen: Option<Line> = None;
     let mut kept = 0usize;
-    let mut unique_seen = [false; UNIQUE.len()];
-    let mut framing_seen = [false; 3];
+    let mut unique_seen: [Option<Line>; UNIQUE.len()] = [None; UNIQUE.len()];
+    let mut framing_seen: [Option<Line>; 3] = [None; 3];
     for line in lines {
         if !line.ends_with(b"\n") {
             return (out, None);
         }
         let content = match line_content(line) {
             Ok(content) => content,
-            Err(e) => return (out, Some(e)),
+            Err(e) => {
+                out.detail = Some((e.context(), invalid_line_detail(line)));
+                return (out, Some(e));
+            }
         };
         if content.is_empty() {
             out.head_read = true;
+            // nginx checks the framing once the head is read.
+            if let Some((_, te)) =
+                framing_seen[1].filter(|(_, te)| !te.eq_ignore_ascii_case(b"chunked"))
+            {
+                let line = format!(
+                    "client sent unknown \"Transfer-Encoding\": \"{}\"",
+                    crate::lossy(te)
+                );
+                out.detail = Some(("client sent unknown \"Transfer-Encoding\"", line));
+            }
             return (out, None);
         }
         let (name, value) = match memchr::memchr(b':', content) {
             Some(colon) => (&content[..colon], &content[colon + 1..]),
             None => (content, &content[content.len()..]),
         };
-        if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) {
-            return (out, Some(invalid_line));
-        }
         let value = super::trim_ows(value);
-        if value.contains(&0) {
+        if name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) || value.contains(&0) {
+            out.detail = Some((invalid_line.context(), invalid_line_detail(line)));
             return (out, Some(invalid_line));
         }
         if !keep_header(name, limits) {
@@ -127,7 +189,9 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
             return (out, Some(super::too_many_headers()));
         }
         if name.eq_ignore_ascii_case(b"host") {
-            if std::mem::replace(&mut host_seen, true) {
+            if let Some(previous) = host_seen.replace((name, value)) {
+                let line = duplicate_detail("host header", (name, value), previous);
+                out.detail = Some((duplicate.context(), line));
                 return (out, Some(duplicate));
             }
             out.host_line = Some(Bytes::copy_from_slice(value));
@@ -148,7 +212,9 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
                 None => continue,
             },
         };
-        if std::mem::replace(seen, true) {
+        if let Some(previous) = seen.replace((name, value)) {
+            let line = duplicate_detail("header line", (name, value), previous);
+            out.detail = Some((duplicate.context(), line));
             return (out, Some(duplicate));
         }
     }
@@ -221,9 +287,7 @@ fn absolute_prefix(t: &[u8]) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::bad_request(
-            "client sent invalid host in request line",
-        ))
+        Err(Error::bad_request("client sent invalid request"))
     }
 }
 

@@ -21,10 +21,10 @@ pub(super) fn split_absolute(target: &[u8]) -> Result<AbsoluteParts<'_>, Error> 
         .position(|&b| b == b'/' || b == b'?')
         .unwrap_or(rest.len());
     let authority = &rest[..auth_end];
+    // A byte outside the grammar stops nginx's request-line parser: "invalid request"; a
+    // host that parses but fails the host check later is "invalid host in request line".
     if !valid_authority(authority) {
-        return Err(Error::bad_request(
-            "client sent invalid host in request line",
-        ));
+        return Err(invalid);
     }
     let after = &rest[auth_end..];
     let (path, query) = uri::split_query(after);

@@ -329,7 +329,8 @@ impl Conn {
                         let reading = read::reading(refused.line_read, self.pipelined_next);
                         let host = refused.host_line.as_deref();
                         let (l, info) = (line.as_deref(), &self.info);
-                        read::log_unread_head(&e, reading, srv.name(), l, host, info);
+                        let what = refused.what(&e);
+                        read::log_unread_head(&what, reading, srv.name(), l, host, info);
                     }
                     Box::pin(self.error_and_close(e.code(), srv, line.as_deref(), shape)).await?;
                     return Ok(());
