@@ -527,6 +527,8 @@ fn an_abandoned_head_logs_what_its_request_line_had() {
     p.check(b"GET /wp-lo");
     p.check(b"\r\n\r\nGET /a\xffb");
     p.check(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Half");
+    // Empty lines only: a request nginx logs with an empty request line.
+    p.check(b"\r\n");
     // Refused with a byte that is not UTF-8 in its line.
     p.check(b"GET /\xfe HTTP/1.1\r\n\r\n");
     // Timed out: nothing is written before the close.
@@ -538,6 +540,7 @@ fn an_abandoned_head_logs_what_its_request_line_had() {
     let (nginx, shoal) = p.read_both("logs/f2b.log");
     assert_eq!(nginx, shoal);
     assert!(nginx.contains("408 \"GET /slow\\xFD\" 0"), "{nginx}");
+    assert!(nginx.contains("400 \"\" 0"), "{nginx}");
 }
 
 /// fail2ban-style filters read nginx's info lines for refused heads: each says what nginx was
@@ -559,6 +562,7 @@ fn a_refused_head_s_log_line_says_what_was_being_read() {
         b"GET /partial",
         b"GET /h HTTP/1.1\r\nX-Part",
         b"GET /h HTTP/1.1\r\nHost: a\r\nX-Part",
+        b"\r\n",
     ] {
         p.check(head);
     }
@@ -577,7 +581,7 @@ fn a_refused_head_s_log_line_says_what_was_being_read() {
     };
     let (nginx, shoal) = (lines(p.nginx_log()), lines(p.shoal_log()));
     assert_eq!(nginx, shoal);
-    assert_eq!(nginx.len(), 11, "{nginx:#?}");
+    assert_eq!(nginx.len(), 12, "{nginx:#?}");
 }
 
 /// Icinga Web 2's configuration serves its public tree from a regex location with an alias

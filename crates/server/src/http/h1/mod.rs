@@ -287,7 +287,10 @@ impl Conn {
                 Err(ReadEnd::Abandoned) => {
                     let line = request_line(&self.buf, false);
                     self.log_unread(read::CLOSED, default_srv, line.as_deref());
-                    self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
+                    // Only empty lines came: nginx's `$request` is empty (its info line has no
+                    // request).
+                    let logged = line.as_deref().unwrap_or_default();
+                    self.log_refused(default_srv, 400, 0, 0, Some(logged), Instant::now());
                     return Ok(());
                 }
                 Err(ReadEnd::Park { deadline, since }) => {

@@ -116,7 +116,9 @@ impl Conn {
             if !self.out.is_empty() && !super::write::flush_now(&self.stream, &mut self.out)? {
                 Box::pin(self.flush()).await?;
             }
-            let idle = self.buf.is_empty() && self.requests > 0;
+            // (Empty lines before a request are dropped as they come, but they began one: nginx
+            // waits for its head, with `client_header_timeout`.)
+            let idle = self.buf.is_empty() && self.requests > 0 && reading.is_none();
             // A graceful stop closes every connection with no request in progress (while a
             // drain's grace lasts, not one that has yet to send its first).
             let fresh = self.requests == 0 && worker.draining.get();
@@ -198,7 +200,7 @@ impl Conn {
                 self.since_yield = 0;
             }
             if n == 0 {
-                if !self.buf.is_empty() {
+                if !self.buf.is_empty() || reading.is_some() {
                     return Ok(Err(ReadEnd::Abandoned));
                 }
                 if self.requests > 0 {
