@@ -596,12 +596,17 @@ fn try_files_adds_its_names_to_a_regex_location_s_alias() {
         server: "location ~ ^/iw(.+)? { alias {HTML}/pub; index index.html; \
                  try_files $1 $uri $uri/ /fallback$is_args$args; }\n\
                  location ~ ^/td(.*)$ { alias {HTML}/pub; try_files $1/ =404; }\n\
+                 location ~ ^/rf(.+)$ { alias {HTML}/pub; try_files $1 =404; \
+                 add_header X-File $request_filename; }\n\
                  location /fallback { return 200 \"fallback $uri $args\\n\"; }",
         files: &[("pub/css/a.css", "css!\n"), ("pub/sub/index.html", "sub\n")],
         ..Default::default()
     });
     let css = p.get("/iw/css/a.css", "");
     assert!(css.contains("css!"), "{css}");
+    // `$request_filename` is the alias and the name found too (shoal: the alias alone).
+    let named = p.get("/rf/css/a.css", "");
+    assert!(named.contains("/pub/css/a.css\n"), "{named}");
     for path in [
         "/iw",
         "/iw/",

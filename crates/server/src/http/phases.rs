@@ -437,6 +437,8 @@ async fn run<'s, const REFUSED: bool>(
                             } else {
                                 let mut added = lc.clone();
                                 added.root = Some(lc.doc_root().with_uri_added(vars.get()));
+                                r.extras
+                                    .set_alias_file(added.doc_root().map(&name, Some(vars.get())));
                                 static_content(r, &added, method, &name, &vars)
                             }
                         }

@@ -74,6 +74,9 @@ pub struct Extras {
     /// GET (a HEAD stays one), `$request_method` included (nginx's `r->method_name`).
     as_get: std::cell::Cell<bool>,
     real_client: std::cell::Cell<Option<std::net::SocketAddr>>,
+    /// The file `try_files` found under a regex location's alias: nginx maps the URI to the
+    /// alias and the name from then on (`r->add_uri_to_alias`), for `$request_filename` too.
+    alias_file: RefCell<Option<std::path::PathBuf>>,
     /// The userid module's identifiers (`$uid_got`, `$uid_set`, its cookie).
     pub userid: super::userid::Slot,
 }
@@ -237,6 +240,22 @@ impl Extras {
 
     pub fn set_as_get(&self) {
         self.as_get.set(true);
+    }
+
+    /// `$request_filename` after `try_files` found `file` under a regex location's alias.
+    pub fn set_alias_file(&self, file: std::path::PathBuf) {
+        *self.alias_file.borrow_mut() = Some(file);
+    }
+
+    /// Writes the file [`Extras::set_alias_file`] recorded, if one was.
+    pub fn alias_file(&self, out: &mut String) -> bool {
+        match &*self.alias_file.borrow() {
+            Some(f) => {
+                out.push_str(&f.to_string_lossy());
+                true
+            }
+            None => false,
+        }
     }
 
     /// The client address realip set for the request (nginx changes the connection's

@@ -215,6 +215,9 @@ impl Vars<'_> {
             Var::RequestFilename => match (self.request_filename, self.doc_root) {
                 (Some(p), _) => out.push_str(&p.to_string_lossy()),
                 (None, Some(root)) => {
+                    if root.whole_alias() && self.extras.is_some_and(|e| e.alias_file(out)) {
+                        return true;
+                    }
                     let uri = match (self.uri, req) {
                         (Some(u), _) => u.to_string(),
                         (None, Some(r)) => shoal_http::lossy(r.path()).into_owned(),
