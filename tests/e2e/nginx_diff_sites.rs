@@ -700,3 +700,17 @@ fn a_refused_head_s_log_line_names_its_values() {
         );
     }
 }
+
+/// nginxconfig.io's SPA fallback (`try_files $uri $uri/ /index.html`) loops when the index is
+/// missing: nginx's 500 for the cycle is made in the location the request was last in, with
+/// its `add_header ... always` (its CORS header), not the server's (shoal used the server's).
+#[test]
+fn a_redirect_cycle_s_500_takes_the_last_location_s_headers() {
+    let p = Pair::new(
+        "add_header X-Srv srv always;\n\
+         location /cyc/ { try_files $uri /cyc/none; add_header X-Loc cyc always; }",
+    );
+    let answer = p.get("/cyc/a", "");
+    assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+    assert!(answer.contains("X-Loc: cyc"), "{answer}");
+}

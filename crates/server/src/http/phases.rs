@@ -162,6 +162,9 @@ async fn run<'s, const REFUSED: bool>(
     // An access module's `WWW-Authenticate` on a refusal `error_page` took over: nginx keeps
     // it in the answer's headers through the redirect (the oauth2-proxy pattern's 302 has it).
     let mut carried_auth: Vec<(&'static str, std::borrow::Cow<'static, str>)> = Vec::new();
+    // The location the request was last in: nginx answers a redirect cycle's 500 with its
+    // configuration (its `add_header ... always`), not the server's.
+    let mut cycle_lc: &LocConf = &srv.loc;
 
     loop {
         // A redirect from an upstream's answer: the next location's rewrites see it.
@@ -191,8 +194,8 @@ async fn run<'s, const REFUSED: bool>(
             );
             return finish(
                 r,
-                Box::new(super::reply::error_reply(500, &srv.loc)),
-                &srv.loc,
+                Box::new(super::reply::error_reply(500, cycle_lc)),
+                cycle_lc,
                 rw,
                 None,
             );
@@ -269,6 +272,7 @@ async fn run<'s, const REFUSED: bool>(
         if let Some(block) = limited {
             lc = block;
         }
+        cycle_lc = lc;
         let mut decided = srv_outcome;
         // nginx's find-config phase: a declared length over the location's
         // `client_max_body_size` is refused before anything else runs there (`error_page 413`
@@ -300,6 +304,7 @@ async fn run<'s, const REFUSED: bool>(
                 );
                 if let Some(b) = active_if {
                     lc = &b.loc;
+                    cycle_lc = lc;
                 }
                 match said {
                     Outcome::Again => continue,
