@@ -529,6 +529,7 @@ fn an_abandoned_head_logs_what_its_request_line_had() {
     p.check(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Half");
     // Empty lines only: a request nginx logs with an empty request line.
     p.check(b"\r\n");
+    p.check(b"GET /kept HTTP/1.1\r\nHost: localhost\r\n\r\n\r\n");
     // Refused with a byte that is not UTF-8 in its line.
     p.check(b"GET /\xfe HTTP/1.1\r\n\r\n");
     // Timed out: nothing is written before the close.
