@@ -10,7 +10,8 @@
 # Cases: page-h2c and page-tls (h2load -n$REQUESTS -c$CLIENTS -m$STREAMS), 1m-h2c and 1m-tls
 # (FILE_REQUESTS (2000) responses of 1 MiB over one connection, -c1 -m1). A round counts only
 # when every request was answered with a 2xx of the file's size over the protocol asked for;
-# otherwise it shows in `notes`. Environment: SERVERS ("nginx h2o shoal"), CASES (all four, e.g.
+# otherwise it shows in `notes`. Environment: SERVERS ("nginx h2o shoal"; add shoal0 for a
+# second shoal, the binary SHOAL0, e.g. the plain build beside bench/pgo.sh's), CASES (all four, e.g.
 # CASES=1m-h2c for the 1 MiB file over h2c alone), OPEN_FILE_CACHE
 # (shoal's and nginx's: "max=100 inactive=20s" as seed 001's, or "off"), BASE_PORT (19480),
 # KEEP=1 (keep the prefix with configs, logs and raw.tsv).
@@ -124,6 +125,10 @@ start() { # NAME PLAIN_PORT TLS_PORT
     shoal)
         nginx_like_conf shoal "$2" "$3"
         (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c conf/shoal.conf) >"$WORK/logs/shoal.out" 2>&1 &
+        ;;
+    shoal0)
+        nginx_like_conf shoal0 "$2" "$3"
+        (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c conf/shoal0.conf) >"$WORK/logs/shoal0.out" 2>&1 &
         ;;
     nginx)
         nginx_like_conf nginx "$2" "$3"
