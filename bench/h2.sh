@@ -5,7 +5,8 @@
 # medians. One worker each (nginx `worker_processes 1`, h2o `num-threads: 1`), the same files.
 #
 #   bench/h2.sh                      # ROUNDS=3 REQUESTS=200000 CLIENTS=100 STREAMS=10
-#   SHOAL=/path/to/shoal bench/h2.sh # a prebuilt binary (else SHOAL_REV=HEAD is built)
+#   SHOAL=/path/to/shoal bench/h2.sh # a prebuilt binary (else SHOAL_REV=HEAD is built; PGO=1:
+#                                    # bench/pgo.sh's build of the checkout)
 #
 # Cases: page-h2c and page-tls (h2load -n$REQUESTS -c$CLIENTS -m$STREAMS), 1m-h2c and 1m-tls
 # (FILE_REQUESTS (2000) responses of 1 MiB over one connection, -c1 -m1). A round counts only
@@ -38,7 +39,9 @@ if [[ " $SERVERS " == *" h2o "* ]] && ! command -v h2o >/dev/null; then
     SERVERS=${SERVERS//h2o/}
 fi
 
-if [ -z "${SHOAL:-}" ]; then
+if [ -z "${SHOAL:-}" ] && [ "${PGO:-0}" = 1 ]; then
+    build_shoal # bench/pgo.sh's build of the checkout
+elif [ -z "${SHOAL:-}" ]; then
     SHOAL_REV=${SHOAL_REV:-HEAD}
     rev=$(cd "$REPO" && git rev-parse --short "$SHOAL_REV")
     src=$(mktemp -d /tmp/shoal-src.XXXXXX)
