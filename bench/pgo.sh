@@ -25,7 +25,9 @@
 #      bench/hello; proxy_cache HITs with a buffered access log; gRPC unary calls through
 #      grpc_pass to the tests' Python gRPC server (python3-grpcio; left out with a warning
 #      without it); FastCGI to PHP-FPM with keepalive and fastcgi_cache HITs (left out without
-#      php-fpm); `-c10` and `-c100` for TRAIN_SECONDS each; plus a little of the rest: a 1 MiB
+#      php-fpm); TRAIN_REQUESTS (20,000) each at `-c10` and `-c100` (gRPC: `-c8 -m1`, `-c4 -m4`;
+#      FastCGI `-c8`): the same count for every path, not the same time, so a slow path (a gRPC
+#      call to Python) weighs as much in the layout as a fast one; plus a little of the rest: a 1 MiB
 #      file over HTTP/1 and both HTTP/2s, 404s, HEADs, ranges, 304s, failing gRPC calls. A
 #      graceful stop (SIGQUIT) writes the profile.
 #   4. The optimized build (-Cprofile-use, linked with --emit-relocs so BOLT may move code) in
@@ -39,12 +41,12 @@ set -euo pipefail
 
 BOLT=${BOLT:-1}
 CHECK=${CHECK:-0}
-TRAIN_SECONDS=${TRAIN_SECONDS:-3}
+TRAIN_REQUESTS=${TRAIN_REQUESTS:-20000}
 BASE_PORT=${BASE_PORT:-19760}
 OUT=$CARGO_TARGET_DIR/pgo
 PYTHON=/usr/bin/python3
 
-for tool in wrk curl h2load openssl; do
+for tool in curl h2load openssl; do
     command -v $tool >/dev/null || die "$tool is not installed (bench/install.sh; h2load: nghttp2-client)"
 done
 
@@ -240,12 +242,11 @@ mkdir -p "$WORK/tmp"
 # profile without a path would make that path slower, not fail).
 load() {
     local name=$1; shift
-    timeout -k 5 $((TRAIN_SECONDS + 60)) "$@" >"$WORK/logs/load.$name.out" 2>&1 ||
+    timeout -k 5 300 "$@" >"$WORK/logs/load.$name.out" 2>&1 ||
         die "training load $name failed: $* ($WORK/logs/load.$name.out)"
 }
 
-# usage: h2ok NAME COMMAND...: an h2load load of which 99 % must have succeeded (when -D's
-# time is up, streams in flight may count as failed).
+# usage: h2ok NAME COMMAND...: an h2load load of which 99 % must have succeeded.
 h2ok() {
     local name=$1
     load "$@"
@@ -262,28 +263,28 @@ train() {
     pid=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$static_port/" && break; sleep 0.1; done
     curl -sf -o /dev/null "http://127.0.0.1:$static_port/" || die "the training server did not start ($WORK/logs/train.out)"
-    local T=$TRAIN_SECONDS grpc=(-H 'content-type: application/grpc' -H 'te: trailers')
+    local N=$TRAIN_REQUESTS grpc=(-H 'content-type: application/grpc' -H 'te: trailers')
     [ "$GRPC" = 1 ] && grpc+=(-d "$WORK/call.bin")
     for c in 10 100; do
         for port in $static_port $proxy_port $hit_port; do
-            load "wrk-$port-$c" wrk -t1 -c$c -d${T}s "http://127.0.0.1:$port/"
+            h2ok "h1-$port-$c" h2load --h1 -n "$N" -c$c "http://127.0.0.1:$port/"
         done
-        load "wrk-tls-$c" wrk -t1 -c$c -d${T}s "https://127.0.0.1:$tls_port/"
-        h2ok "h2c-$c" h2load -D "$T" -c$c -m10 "http://127.0.0.1:$h2c_port/"
-        h2ok "h2tls-$c" h2load -D "$T" -c$c -m10 "https://127.0.0.1:$tls_port/"
+        h2ok "h1tls-$c" h2load --h1 -n "$N" -c$c "https://127.0.0.1:$tls_port/"
+        h2ok "h2c-$c" h2load -n "$N" -c$c -m10 "http://127.0.0.1:$h2c_port/"
+        h2ok "h2tls-$c" h2load -n "$N" -c$c -m10 "https://127.0.0.1:$tls_port/"
     done
     if [ "$GRPC" = 1 ]; then
-        h2ok grpc-8 h2load -D "$T" -c8 -m1 "${grpc[@]}" "http://127.0.0.1:$grpc_port/test.Echo/Echo"
-        h2ok grpc-4x4 h2load -D "$T" -c4 -m4 "${grpc[@]}" "http://127.0.0.1:$grpc_port/test.Echo/Echo"
+        h2ok grpc-8 h2load -n "$N" -c8 -m1 "${grpc[@]}" "http://127.0.0.1:$grpc_port/test.Echo/Echo"
+        h2ok grpc-4x4 h2load -n "$N" -c4 -m4 "${grpc[@]}" "http://127.0.0.1:$grpc_port/test.Echo/Echo"
         # A trailers-only answer (INVALID_ARGUMENT): HTTP 200, counted as a success by h2load.
         h2ok grpc-fail h2load -n 200 -c2 "${grpc[@]}" "http://127.0.0.1:$grpc_port/test.Echo/Fail"
     fi
     if [ "$FCGI" = 1 ]; then
-        load fcgi wrk -t1 -c8 -d${T}s "http://127.0.0.1:$fcgi_port/"
-        load fcgi-cache wrk -t1 -c8 -d${T}s "http://127.0.0.1:$fcgi_port/cached"
+        h2ok fcgi h2load --h1 -n "$N" -c8 "http://127.0.0.1:$fcgi_port/"
+        h2ok fcgi-cache h2load --h1 -n "$N" -c8 "http://127.0.0.1:$fcgi_port/cached"
     fi
     # A little of the rest: a large file, errors and conditional answers, over each protocol.
-    load 1m-http1 wrk -t1 -c4 -d1s "http://127.0.0.1:$static_port/1m.bin"
+    h2ok 1m-http1 h2load --h1 -n 200 -c4 "http://127.0.0.1:$static_port/1m.bin"
     h2ok 1m-h2c h2load -n 200 -c1 -m1 "http://127.0.0.1:$h2c_port/1m.bin"
     h2ok 1m-h2tls h2load -n 200 -c1 -m1 "https://127.0.0.1:$tls_port/1m.bin"
     load h2-404 h2load -n 500 -c2 -m10 "http://127.0.0.1:$h2c_port/missing"
