@@ -39,8 +39,7 @@ use crate::log::Level;
 pub(super) async fn run(
     sh: Rc<Shared>,
     head: shoal_http2::server::Request,
-    ended: bool,
-    recv: RecvStream,
+    recv: Option<RecvStream>,
     respond: SendResponse,
 ) {
     struct Done(Rc<Shared>);
@@ -58,7 +57,7 @@ pub(super) async fn run(
     // its own and into a task when it waits, and a move copies every byte of a future. Built
     // in its box: `Box::pin(answer_stream(..))` would build it on the stack and copy it, 8.8k
     // instructions of `memcpy` a call under callgrind.)
-    crate::pinned::pin_in_place(|| answer_stream(&done.0, head, ended, recv, respond)).await;
+    crate::pinned::pin_in_place(|| answer_stream(&done.0, head, recv, respond)).await;
 }
 
 thread_local! {
@@ -112,8 +111,7 @@ fn request_of(
 async fn answer_stream(
     sh: &Shared,
     request: shoal_http2::server::Request,
-    ended: bool,
-    recv: RecvStream,
+    recv: Option<RecvStream>,
     mut respond: SendResponse,
 ) {
     let Some(gen) = sh.generation() else {
@@ -213,7 +211,7 @@ async fn answer_stream(
     // The body as the stream frames it: none after END_STREAM, `content-length`'s when told,
     // else of unknown length (handed to the decoder as chunks).
     let kind = match parsed.body() {
-        _ if ended => BodyKind::Empty,
+        _ if recv.is_none() => BodyKind::Empty,
         BodyKind::Length(n) => BodyKind::Length(n),
         _ => BodyKind::Chunked,
     };

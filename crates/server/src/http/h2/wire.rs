@@ -59,7 +59,8 @@ struct Slot {
     data: VecDeque<Bytes>,
     /// The request's END_STREAM came (with DATA or trailers).
     ended: bool,
-    trailers: Option<http::HeaderMap>,
+    /// (Boxed: rare, and a slot is moved when another stream's is removed.)
+    trailers: Option<Box<http::HeaderMap>>,
     /// The stream is gone (reset by either side).
     reset: Option<Reason>,
     /// Reset by the codec as malformed (its line is logged already).
@@ -123,20 +124,27 @@ impl Inner {
         }
     }
 
-    /// A new stream: its handles.
-    pub fn open(&mut self, core: &Core, id: u32, ended: bool) -> (RecvStream, SendResponse) {
+    /// A new stream: its handles. A request whose HEADERS ended it has no body, and no
+    /// handle on one (`None`: nothing to set up and drop again for most GETs).
+    pub fn open(
+        &mut self,
+        core: &Core,
+        id: u32,
+        ended: bool,
+    ) -> (Option<RecvStream>, SendResponse) {
         self.slots.push(Slot {
             id,
             ended,
-            recv_alive: true,
+            recv_alive: !ended,
             senders: 1,
             ..Slot::default()
         });
+        let recv = (!ended).then(|| RecvStream {
+            core: core.clone(),
+            id,
+        });
         (
-            RecvStream {
-                core: core.clone(),
-                id,
-            },
+            recv,
             SendResponse {
                 core: core.clone(),
                 id,
@@ -169,7 +177,7 @@ impl Inner {
     pub fn trailers(&mut self, id: u32, fields: http::HeaderMap) {
         if let Some(s) = self.slot(id) {
             s.ended = true;
-            s.trailers = Some(fields);
+            s.trailers = Some(Box::new(fields));
             wake(&mut s.recv_waker);
         }
     }
@@ -367,7 +375,7 @@ impl RecvStream {
                 return Poll::Ready(Err(StreamError(None)));
             };
             if s.ended {
-                return Poll::Ready(Ok(s.trailers.take()));
+                return Poll::Ready(Ok(s.trailers.take().map(|t| *t)));
             }
             if let Some(r) = s.reset {
                 return Poll::Ready(Err(StreamError(Some(r))));
