@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path};
 
 use super::open_file_cache;
@@ -49,7 +49,16 @@ fn file_of(lc: &LocConf, uri: &str, vars: &LazyVars) -> std::path::PathBuf {
 /// missing one is a 404). Nothing found in an existing directory: its listing with
 /// `autoindex on` (GET and HEAD), else 403, from nginx's content phase.
 fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars) -> Outcome {
-    let dir = file_of(lc, uri, vars);
+    // The directory's path with room for a name after it: each candidate is made in place
+    // (the room of the longest fixed name; a name from variables may grow it).
+    let room = lc.index().iter().map(|n| n.text.len()).max().unwrap_or(0);
+    let root = lc.doc_root();
+    let vars_of = root.template.as_ref().map(|_| vars.get());
+    let mut path = root
+        .map_with_room(uri, vars_of, room)
+        .into_os_string()
+        .into_vec();
+    let dir_len = path.len();
     let mut dir_tested = false;
     for index_name in lc.index() {
         let evaluated;
@@ -63,11 +72,9 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
         if name.starts_with('/') {
             return Outcome::Internal(name.clone());
         }
-        let mut candidate = std::ffi::OsString::with_capacity(dir.as_os_str().len() + name.len());
-        candidate.push(dir.as_os_str());
-        candidate.push(name);
-        // (Two pushes into a string of the final size: `concat` is a generic join, ~150
-        // instructions for these two pieces.)
+        path.truncate(dir_len);
+        path.extend_from_slice(name.as_bytes());
+        let candidate = OsStr::from_bytes(&path);
         let internal = || {
             let mut target = String::with_capacity(uri.len() + name.len());
             target.push_str(uri);
@@ -93,8 +100,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
         }
         if !dir_tested {
             // The directory, without the URI's trailing slash.
-            let bytes = candidate.as_bytes();
-            let d = Path::new(OsStr::from_bytes(&bytes[..bytes.len() - name.len() - 1]));
+            let d = Path::new(OsStr::from_bytes(&path[..dir_len - 1]));
             match std::fs::metadata(d) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
@@ -136,6 +142,8 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
             return Outcome::Reply(Box::new(error_reply(500, lc)));
         }
     }
+    path.truncate(dir_len);
+    let dir = std::path::PathBuf::from(std::ffi::OsString::from_vec(path));
     if super::autoindex::wanted(lc, method) {
         return Outcome::Autoindex(dir);
     }
