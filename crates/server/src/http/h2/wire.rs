@@ -110,11 +110,16 @@ impl Inner {
     }
 
     fn slot(&mut self, id: u32) -> Option<&mut Slot> {
-        match self.slots.last_mut() {
-            Some(s) if s.id == id => return self.slots.last_mut(),
-            _ => {}
+        let i = self.slot_at(id)?;
+        Some(&mut self.slots[i])
+    }
+
+    /// Where a stream's slot is: the newest first (its request), else a scan.
+    fn slot_at(&self, id: u32) -> Option<usize> {
+        match self.slots.last() {
+            Some(s) if s.id == id => Some(self.slots.len() - 1),
+            _ => self.slots.iter().position(|s| s.id == id),
         }
-        self.slots.iter_mut().find(|s| s.id == id)
     }
 
     /// Wakes the connection's task (not while it runs: it sends before it sleeps).
@@ -273,13 +278,12 @@ impl Inner {
         }
     }
 
-    fn forget_if_done(&mut self, id: u32) {
-        if let Some(i) = self.slots.iter().position(|s| s.id == id) {
-            let s = &self.slots[i];
-            if !s.recv_alive && s.senders == 0 {
-                self.slots.swap_remove(i);
-                // (Kept sorted enough: lookups scan, the newest first.)
-            }
+    /// Forgets the slot at `i` (see [`Inner::slot_at`]) once no handle is left.
+    fn forget_if_done(&mut self, i: usize) {
+        let s = &self.slots[i];
+        if !s.recv_alive && s.senders == 0 {
+            self.slots.swap_remove(i);
+            // (Kept sorted enough: lookups scan, the newest first.)
         }
     }
 
@@ -414,7 +418,8 @@ impl Drop for RecvStream {
     fn drop(&mut self) {
         let mut me = self.core.borrow_mut();
         let id = self.id;
-        let Some(s) = me.slot(id) else { return };
+        let Some(i) = me.slot_at(id) else { return };
+        let s = &mut me.slots[i];
         s.recv_alive = false;
         s.recv_waker = None;
         let queued = s.data.drain(..).map(|d| d.len()).sum::<usize>();
@@ -433,7 +438,7 @@ impl Drop for RecvStream {
                 me.queued();
             }
         }
-        me.forget_if_done(id);
+        me.forget_if_done(i);
     }
 }
 
@@ -509,7 +514,8 @@ fn send_reset(core: &Core, id: u32, code: Reason) {
 
 fn drop_sender(core: &Core, id: u32) {
     let mut me = core.borrow_mut();
-    let Some(s) = me.slot(id) else { return };
+    let Some(i) = me.slot_at(id) else { return };
+    let s = &mut me.slots[i];
     s.senders -= 1;
     let abandoned = s.senders == 0 && !s.answered && s.reset.is_none();
     if s.senders == 0 {
@@ -523,7 +529,7 @@ fn drop_sender(core: &Core, id: u32) {
             me.queued();
         }
     }
-    me.forget_if_done(id);
+    me.forget_if_done(i);
 }
 
 impl Drop for SendResponse {
