@@ -110,7 +110,7 @@ pub fn handle(
     reply.mtime = Some(mtime);
     if lc.etag() {
         let etag = shoal_io::open_file_cache::etag(mtime, len);
-        reply.headers.push(("ETag", etag.into_string().into()));
+        reply.headers.push(("ETag", etag.into()));
     }
     reply.content_type = Some(super::static_files::uri_content_type(lc, uri).to_string());
     let rest = Body::File {
