@@ -348,8 +348,8 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &LazyVars, post: b
     }
     // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.
     let direct = lc.directio().is_some_and(|t| size >= t);
-    let content_type = uri_content_type(lc, uri).to_string();
     let mut reply = Reply::boxed(200);
+    reply.set_content_type(uri_content_type(lc, uri));
     reply.last_modified = Some(shoal_http::date::format_unix_recent(mtime.max(0) as u64));
     reply.mtime = Some(mtime);
     if lc.etag() {
@@ -363,7 +363,6 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &LazyVars, post: b
     if (precompressed || vary_for_static) && lc.gzip.vary() {
         super::gzip::add_vary(&mut reply);
     }
-    reply.content_type = Some(content_type);
     reply.body = Body::File {
         file,
         offset: 0,
