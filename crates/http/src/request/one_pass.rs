@@ -64,7 +64,7 @@ pub(super) fn plain(s: &[u8], class: u8) -> bool {
     if class == VALUE || class == TARGET {
         let low = if class == VALUE { b' ' } else { b'!' };
         let mut words = s.chunks_exact(8);
-        if !(&mut words).all(|w| visible(w, low)) {
+        if !words.all(|w| visible(w, low)) {
             return false;
         }
         let rest = words.remainder();
