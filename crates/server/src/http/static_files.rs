@@ -74,7 +74,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
         }
         path.truncate(dir_len);
         path.extend_from_slice(name.as_bytes());
-        let candidate = OsStr::from_bytes(&path);
+        let candidate = Path::new(OsStr::from_bytes(&path));
         let internal = || {
             let mut target = String::with_capacity(uri.len() + name.len());
             target.push_str(uri);
@@ -83,11 +83,10 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
         };
         // With `open_file_cache`, a cached index file needs no stat (nginx's index module
         // tests through the cache too); a miss or an error is decided by the stat below.
-        if lc.open_file_cache.enabled() && open_file_cache::open(lc, Path::new(&candidate)).is_ok()
-        {
+        if lc.open_file_cache.enabled() && open_file_cache::open(lc, candidate).is_ok() {
             return Outcome::Internal(internal());
         }
-        let err = match std::fs::metadata(&candidate) {
+        let err = match std::fs::metadata(candidate) {
             Ok(_) => return Outcome::Internal(internal()),
             Err(e) => e,
         };
@@ -96,7 +95,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
             errno,
             Some(libc::ENOTDIR | libc::ENAMETOOLONG | libc::EACCES)
         ) {
-            return Outcome::Reply(Box::new(index_error(r, lc, Path::new(&candidate), &err)));
+            return Outcome::Reply(Box::new(index_error(r, lc, candidate, &err)));
         }
         if !dir_tested {
             // The directory, without the URI's trailing slash.
@@ -114,7 +113,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
                     return Outcome::Reply(Box::new(error_reply(500, lc)));
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Outcome::Reply(Box::new(index_error(r, lc, Path::new(&candidate), &e)));
+                    return Outcome::Reply(Box::new(index_error(r, lc, candidate, &e)));
                 }
                 Err(e) => {
                     crate::conn_log!(
@@ -135,7 +134,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
                 Level::Crit,
                 r.info.number,
                 "stat() \"{}\" failed {}{}",
-                Path::new(&candidate).display(),
+                candidate.display(),
                 shoal_conf::os_error(&err),
                 r.log_ctx()
             );
