@@ -63,6 +63,34 @@ impl DocRoot {
         PathBuf::from(s)
     }
 
+    /// An alias of a regex location (the whole path, `alias_len` `None`).
+    pub fn whole_alias(&self) -> bool {
+        self.alias && self.alias_len.is_none()
+    }
+
+    /// The file `try_files` checks for `name`: in a regex location an alias is the whole
+    /// path, and try_files adds each name to it (nginx's `add_uri_to_alias`).
+    pub fn try_file(&self, name: &str, vars: &crate::variables::Vars<'_>) -> PathBuf {
+        if !self.whole_alias() {
+            return self.map(name, Some(vars));
+        }
+        let mut s = self.evaluate(Some(vars)).into_owned().into_os_string();
+        s.push(name);
+        PathBuf::from(s)
+    }
+
+    /// A regex location's alias as a root, for the file `try_files` found in it: nginx then
+    /// maps the name it passes as the URI to the alias followed by that name.
+    pub fn with_uri_added(&self, vars: &crate::variables::Vars<'_>) -> DocRoot {
+        DocRoot {
+            alias: false,
+            path: self.evaluate(Some(vars)).into_owned(),
+            template: None,
+            alias_len: None,
+            prefix: self.prefix.clone(),
+        }
+    }
+
     /// `$document_root` without variables.
     pub fn base(&self) -> &std::path::Path {
         &self.path

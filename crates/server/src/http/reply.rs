@@ -120,6 +120,9 @@ pub struct Reply {
     /// One of nginx's own error pages (after it, nginx closes for 400, 413, 414, 494–497, 500
     /// and 501; a `return 500 "text"` keeps the connection).
     pub special: bool,
+    /// A `return` redirect: nginx's page, but the body was discarded first
+    /// (`ngx_http_send_response`), which answers a client's `Expect: 100-continue`.
+    pub continue_first: bool,
     /// Close after this answer: an error nginx generated turned keep-alive off before an
     /// `error_page` replaced its content.
     pub close_after: bool,
@@ -223,6 +226,7 @@ impl Reply {
             extra: Vec::new(),
             raw_extra: Vec::new(),
             special: false,
+            continue_first: false,
             close_after: false,
             direct: None,
             body: Body::Empty,
@@ -287,6 +291,7 @@ impl Reply {
             extra,
             raw_extra,
             special,
+            continue_first,
             close_after,
             direct,
             body,
@@ -315,6 +320,7 @@ impl Reply {
         empty(extra);
         empty(raw_extra);
         *special = false;
+        *continue_first = false;
         *close_after = false;
         *direct = None;
         *body = Body::Empty;

@@ -239,9 +239,23 @@ async fn answer_stream(
     let unread = client_body.left() == crate::http::client_body::Left::Unread;
     let recv = client_body.into_h2_stream();
     let requests = sh.requests.get();
-    if close || reply.terminate {
-        // `return 444` (or a request nginx terminates): the stream is reset, the request
-        // logged with its status.
+    let logs = !lc.access_logs().is_empty();
+    let prepared = if close || reply.terminate {
+        None
+    } else {
+        let rewritten = (uri.as_str(), args.as_deref(), &user_vars);
+        match answer::prepare(&r, &mut reply, lc, rewritten, false, logs).await {
+            Ok(p) if !p.pool_failed => Some(p),
+            Ok(_) => None,
+            Err(_) => {
+                respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
+                return;
+            }
+        }
+    };
+    let Some(prepared) = prepared else {
+        // `return 444` (or a request nginx terminates), or `aio threads` naming no pool
+        // (nginx's output fails): the stream is reset, the request logged with its status.
         respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
         let rec = upstream.as_ref().map(|u| u.borrow());
         request::log(
@@ -260,14 +274,6 @@ async fn answer_stream(
             Some(&extras),
         );
         return;
-    }
-    let logs = !lc.access_logs().is_empty();
-    let prepared = match answer::prepare(&r, &mut reply, lc, &uri, false, logs).await {
-        Ok(p) if !p.pool_failed => p,
-        _ => {
-            respond.borrow_mut().send_reset(Reason::INTERNAL_ERROR);
-            return;
-        }
     };
     let answer::Prepared {
         output,
@@ -558,7 +564,7 @@ fn log_refused(
         user: None,
         doc_root: None,
         args: None,
-        request_line: Some(line),
+        request_line: Some(line.as_bytes()),
         upstream: None,
         tls: sh.info.tls.as_deref(),
         extras: None,
