@@ -174,14 +174,12 @@ fn a_dribbling_client_times_out_while_others_are_answered() {
         d.after
     );
     assert!(d.sent < head.len(), "the whole head was sent: no timeout");
-    // nginx closes without a word (its 408 is only logged); an nginx-style 408 page is
-    // accepted too.
-    if !d.answer.is_empty() {
-        let text = String::from_utf8_lossy(&d.answer);
-        assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
-        assert!(text.contains("\r\nConnection: close\r\n"), "{text}");
-        assert!(text.contains("408 Request Time-out"), "{text}");
-    }
+    // nginx closes without a word (its 408 is only logged).
+    assert!(
+        d.answer.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&d.answer)
+    );
 }
 
 /// Shoal with `server` lines in its server, and one connection to it (reads give up after

@@ -141,3 +141,46 @@ fn post_action_runs_after_an_h2_answer_as_nginx() {
         assert_eq!(n, s, "{log}");
     }
 }
+
+/// `aio threads=$p` naming no pool, the name from `set` or from arguments a rewrite changed:
+/// nginx's output fails, so the stream is reset with nothing sent, the request is logged with
+/// its status and the error line names the pool the variable gave.
+#[test]
+fn aio_threads_naming_no_pool_resets_the_stream_as_nginx() {
+    let p = Pair::with(Conf {
+        main: "thread_pool pool_a threads=1;",
+        http: "log_format pool '$request_uri $status $body_bytes_sent';",
+        server: "sendfile off;\n        \
+                 access_log logs/pool.log pool;\n        \
+                 location /s/ { set $p pool_set; aio threads=$p; alias {HTML}/; }\n        \
+                 location /r/ { rewrite ^/r/(.*)$ /q/$1?p=zz; }\n        \
+                 location /q/ { aio threads=pool_$arg_p; alias {HTML}/; }",
+        listen: " http2",
+        ..Default::default()
+    });
+    let (np, sp) = p.ports();
+    for path in ["/s/a.txt", "/r/a.txt?p=a", "/q/a.txt?p=a"] {
+        let codes: Vec<i32> = [np, sp]
+            .iter()
+            .map(|port| {
+                let url = format!("http://127.0.0.1:{port}{path}");
+                curl(&["--http2-prior-knowledge", "-o", "/dev/null", &url]).code
+            })
+            .collect();
+        assert_eq!(codes[0], codes[1], "curl's exit for {path} (nginx, shoal)");
+    }
+    let (n, s) = crate::common::wait_for("three log lines each", || {
+        let (n, s) = p.read_both("logs/pool.log");
+        (n.lines().count() == 3 && s.lines().count() == 3).then_some((n, s))
+    });
+    assert_eq!(n, s, "access logs");
+    assert!(n.contains("/s/a.txt 200 0"), "{n}");
+    let pools = |log: String| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.split_once("thread pool ").map(|(_, r)| r.to_string()))
+            .map(|r| r.split(", client").next().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(pools(p.nginx_log()), pools(p.shoal_log()), "error logs");
+    assert_eq!(pools(p.shoal_log()).len(), 2, "{}", p.shoal_log());
+}

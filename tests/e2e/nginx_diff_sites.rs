@@ -469,3 +469,177 @@ fn a_redirected_location_reads_the_upstreams_variables() {
         p.get_open(path, "");
     }
 }
+
+/// MinIO's and Jenkins' configurations turn `ignore_invalid_headers off` so that names nginx
+/// calls invalid reach the upstream: nginx then keeps every name without a control byte, a
+/// space or DEL (`@`, `/`, `"`, `{`, bytes past ASCII), only flagging it; shoal refused the
+/// request with 400 unless the name was an RFC 9110 token. (The test upstream refuses such
+/// names itself: the request is answered in place.)
+#[test]
+fn ignore_invalid_headers_off_keeps_every_name() {
+    let p = Pair::new(
+        "ignore_invalid_headers off;
+         location / { return 200 \"ab=$http_x_amz_meta_a_b ok\\n\"; }",
+    );
+    let req = b"GET /b HTTP/1.1\r\nHost: localhost\r\nX-Amz-Meta-A_B: 1\r\nX@Y: 2\r\n\
+                X/Y: 3\r\nX\"{}: 4\r\nX\xc3\xbc\xff: 5\r\nX.Y: 6\r\n\r\n";
+    let answer = p.check(req);
+    assert!(answer.contains("ab=1 ok"), "{answer}");
+    // A control byte or DEL in a name is refused whatever the setting.
+    p.check(b"GET /b HTTP/1.1\r\nHost: localhost\r\nX\x7fY: 1\r\n\r\n");
+    p.check(b"GET /b HTTP/1.1\r\nHost: localhost\r\nX\x01Y: 1\r\n\r\n");
+}
+
+/// Craft CMS's PHP locations send `add_header Last-Modified $date_gmt`: the SSI module's
+/// `$date_gmt` and `$date_local` are variables everywhere, in nginx's default `timefmt`
+/// (shoal knew them only inside SSI commands and refused the configuration). Their shape is
+/// compared, not the second they name.
+#[test]
+fn date_gmt_and_date_local_are_variables_everywhere() {
+    let p = Pair::with(Conf {
+        server: "location /d {\n\
+                 if ($date_gmt !~ \"^[A-Z][a-z]+day, [0-9]{2}-[A-Z][a-z]{2}-[0-9]{4} \
+                 [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$\") { return 500 \"gmt: $date_gmt\\n\"; }\n\
+                 if ($date_local !~ \"^[A-Z][a-z]+day, [0-9]{2}-[A-Z][a-z]{2}-[0-9]{4} \
+                 [0-9]{2}:[0-9]{2}:[0-9]{2} UTC$\") { return 500 \"local: $date_local\\n\"; }\n\
+                 return 200 \"shapes ok\\n\"; }",
+        env: &[("TZ", "UTC")],
+        ..Default::default()
+    });
+    let answer = p.get("/d", "");
+    assert!(answer.contains("shapes ok"), "{answer}");
+}
+
+/// fail2ban reads the request line of the clients it bans in the access log: for a head a
+/// client abandoned halfway (closed, or let `client_header_timeout` pass), nginx's `$request`
+/// is what the request line had of it (`"GET /wp-lo"`, its bytes escaped as they came), and
+/// a head that timed out is closed without an answer, its 408
+/// only logged (shoal logged `-` and U+FFFD's bytes, and wrote a 408 page).
+#[test]
+fn an_abandoned_head_logs_what_its_request_line_had() {
+    let p = Pair::with(Conf {
+        http: "log_format f2b '$status \"$request\" $body_bytes_sent';",
+        server: "access_log logs/f2b.log f2b; client_header_timeout 1s; server_tokens off;\n\
+                 location / { return 200 \"ok\\n\"; }",
+        ..Default::default()
+    });
+    // Closed halfway.
+    p.check(b"GET /wp-lo");
+    p.check(b"\r\n\r\nGET /a\xffb");
+    p.check(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Half");
+    // Refused with a byte that is not UTF-8 in its line.
+    p.check(b"GET /\xfe HTTP/1.1\r\n\r\n");
+    // Timed out: nothing is written before the close.
+    let (np, sp) = p.ports();
+    for port in [np, sp] {
+        let answer = crate::common::client::exchange(port, b"GET /slow\xfd");
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    }
+    let (nginx, shoal) = p.read_both("logs/f2b.log");
+    assert_eq!(nginx, shoal);
+    assert!(nginx.contains("408 \"GET /slow\\xFD\" 0"), "{nginx}");
+}
+
+/// fail2ban-style filters read nginx's info lines for refused heads: each says what nginx was
+/// reading ("request line", "pipelined request line", "request headers") and ends with the
+/// request line and `Host` value read so far (shoal wrote the error and the server only, and
+/// "request headers" for a client that closed in its request line).
+#[test]
+fn a_refused_head_s_log_line_says_what_was_being_read() {
+    let p = Pair::new("location / { return 200 \"ok\\n\"; }");
+    for head in [
+        &b"hello\r\n\r\n"[..],
+        b"GET / HTTP/2.5\r\nHost: a\r\n\r\n",
+        b"GET /../x HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+        b"GET /n HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nhello\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /pa",
+        b"GET /partial",
+        b"GET /h HTTP/1.1\r\nX-Part",
+        b"GET /h HTTP/1.1\r\nHost: a\r\nX-Part",
+    ] {
+        p.check(head);
+    }
+    // `PID#TID: *N ` and the clock differ.
+    let lines = |log: String| {
+        log.lines()
+            .filter(|l| l.contains(" [info] "))
+            .filter(|l| ["client sent", "prematurely"].iter().any(|w| l.contains(w)))
+            .filter_map(|l| {
+                l.split_once(": *")?
+                    .1
+                    .split_once(' ')
+                    .map(|(_, m)| m.to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    let (nginx, shoal) = (lines(p.nginx_log()), lines(p.shoal_log()));
+    assert_eq!(nginx, shoal);
+    assert_eq!(nginx.len(), 11, "{nginx:#?}");
+}
+
+/// Icinga Web 2's configuration serves its public tree from a regex location with an alias
+/// and `try_files $1 $uri $uri/ /icingaweb2/index.php$is_args$args`: in a regex location the
+/// alias is the whole path and try_files adds each name to it (nginx's `add_uri_to_alias`);
+/// a file found is served from there, a directory found leaves the URI as it was for the
+/// redirect (shoal checked the alias alone, a directory: every asset went to the fallback,
+/// or to a redirect to the name and a slash).
+#[test]
+fn try_files_adds_its_names_to_a_regex_location_s_alias() {
+    let p = Pair::with(Conf {
+        server: "location ~ ^/iw(.+)? { alias {HTML}/pub; index index.html; \
+                 try_files $1 $uri $uri/ /fallback$is_args$args; }\n\
+                 location ~ ^/td(.*)$ { alias {HTML}/pub; try_files $1/ =404; }\n\
+                 location /fallback { return 200 \"fallback $uri $args\\n\"; }",
+        files: &[("pub/css/a.css", "css!\n"), ("pub/sub/index.html", "sub\n")],
+        ..Default::default()
+    });
+    let css = p.get("/iw/css/a.css", "");
+    assert!(css.contains("css!"), "{css}");
+    for path in [
+        "/iw",
+        "/iw/",
+        "/iw/sub",
+        "/iw/sub/",
+        "/iw/none.css?x=1",
+        "/td/sub",
+        "/td/css",
+        "/td/none",
+    ] {
+        p.get(path, "");
+    }
+}
+
+/// S3 clients (MinIO's) and `curl -T` send `Expect: 100-continue`: nginx answers it only when
+/// the body is read or discarded as the answer is made (a `return` with a text or a
+/// redirect's URL, a handler that reads it); one of its own error pages (`deny`, `return
+/// 404;`, a missing file, `rewrite ... redirect`) marks the expectation tested first, so no
+/// `100 Continue` goes before it (shoal sent one before every answer that left the body
+/// unread).
+#[test]
+fn no_100_continue_before_nginx_s_own_error_pages() {
+    let p = Pair::new(
+        "location = /r404 { return 404; }\n\
+         location = /t404 { return 404 \"text\\n\"; }\n\
+         location = /r302 { return 302 /x; }\n\
+         location = /rw { rewrite ^ /x redirect; }\n\
+         location = /deny { deny all; }",
+    );
+    let (np, sp) = p.ports();
+    for path in ["/r404", "/t404", "/r302", "/rw", "/deny", "/missing.txt"] {
+        // The head only, then our end half-closed: each server answers and closes.
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\
+             Expect: 100-continue\r\n\r\n"
+        );
+        let continued = |port| {
+            let answer = crate::common::client::exchange_half_closed(port, head.as_bytes());
+            answer.starts_with(b"HTTP/1.1 100 Continue\r\n\r\n")
+        };
+        let nginx = continued(np);
+        assert_eq!(nginx, matches!(path, "/t404" | "/r302"), "nginx, {path}");
+        assert_eq!(continued(sp), nginx, "{path}");
+    }
+}

@@ -378,23 +378,17 @@ fn user_directive_still_removes_the_pid_file() {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let mut s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
-    // The privileges are dropped once the sockets and the pid file are in place.
-    common::wait_for("shoal to run as nobody", || {
-        let status = fs::read_to_string(format!("/proc/{}/status", s.pid)).ok()?;
-        let uid = status.lines().find(|l| l.starts_with("Uid:"))?.to_string();
-        (!uid.split_whitespace().skip(1).any(|u| u == "0")).then_some(())
-    });
+    // The child serving as `nobody` is forked once the sockets and the pid file are in place.
+    common::serving_child(s.pid);
     assert_index(common::get(port, "/"), "served as nobody");
     assert_eq!(s.prefix.pid_in_file(), Some(s.pid));
     dash_s(&s, "quit");
     assert_eq!(s.wait_exit().code(), Some(0));
-    // nginx's master, still root, removes it; here a root helper does, just after the exit.
-    common::wait_for("the pid file to go", || {
-        (!s.prefix.pid_file().exists()).then_some(())
-    });
+    // The master, still root, removed it before it exited.
+    assert!(!s.prefix.pid_file().exists());
 }
 
-/// A reload after `user` binds ports below 1024, as nginx's master (still root) does (certbot
+/// A reload after `user` binds ports below 1024, the master being root as nginx's (certbot
 /// adds `listen 443 ssl` and reloads), and a `server` without `listen` still takes port 80
 /// (nginx decides by the master's `getuid() == 0`, not by the workers' user).
 #[test]
@@ -412,24 +406,10 @@ fn a_reload_after_user_binds_privileged_ports() {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
-    common::wait_for("shoal to run as nobody", || {
-        let status = fs::read_to_string(format!("/proc/{}/status", s.pid)).ok()?;
-        let uid = status.lines().find(|l| l.starts_with("Uid:"))?.to_string();
-        (!uid.split_whitespace().skip(1).any(|u| u == "0")).then_some(())
-    });
-    // No capability kept but the one to bind ports.
-    for t in fs::read_dir(format!("/proc/{}/task", s.pid)).unwrap() {
-        let status = fs::read_to_string(t.unwrap().path().join("status")).unwrap();
-        let eff = status
-            .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
-            .unwrap();
-        assert_eq!(
-            u64::from_str_radix(eff.trim(), 16).unwrap(),
-            1 << 10,
-            "CapEff"
-        );
-    }
+    // The serving child keeps no capability: the master binds.
+    let child = common::serving_child(s.pid);
+    let caps = common::thread_caps(child);
+    assert!(caps.iter().all(|&c| c == 0), "CapEff {caps:x?}");
     s.prefix
         .write_conf(&common::conf_with(port, "user nobody;", "").replacen(
             "    server {\n",

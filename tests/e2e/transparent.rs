@@ -3,9 +3,9 @@
 //! proxy and the upstream (`ip netns`, veth pairs, two subnets), and the proxy's namespace
 //! routes what comes back from the upstream's side to itself (`ip rule iif ... lookup 100`,
 //! `local 0.0.0.0/0 dev lo table 100`), as nginx's documentation has it. shoal runs there with
-//! `user nobody`: its workers keep `CAP_NET_RAW` for `IP_TRANSPARENT` and nothing else. IPv4
-//! and IPv6 (the same lab, `fd77:1::/64` and `fd77:2::/64`); and the reload that cannot add
-//! the first `transparent` once the process is `nobody` without it.
+//! `user nobody`: its root master's serving child keeps `CAP_NET_RAW` for `IP_TRANSPARENT` and
+//! nothing else. IPv4 and IPv6 (the same lab, `fd77:1::/64` and `fd77:2::/64`); and the reload
+//! that adds the first `transparent` (a new child, with the capability).
 //!
 //! Needs root (network namespaces); fails loudly without.
 
@@ -255,25 +255,17 @@ fn start(lab: &Lab, body: &str) -> Proxy {
     p
 }
 
-/// Every thread of process `pid` runs as `nobody` with no capability but `CAP_NET_RAW` (13) and
-/// `CAP_NET_BIND_SERVICE` (10, for reloads), and some (the workers) have `CAP_NET_RAW`.
+/// Root master `pid` stays root; every thread of its serving child runs as `nobody` with
+/// `CAP_NET_RAW` (13) and no other capability.
 fn only_net_raw(pid: u32) {
-    let mut with = 0;
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let status = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_string())
-                .unwrap_or_default()
-        };
-        let eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap();
-        assert_eq!(eff & !(1 << 13 | 1 << 10), 0, "CapEff {eff:x}");
-        assert!(field("Uid:").starts_with("65534"), "{}", field("Uid:"));
-        with += usize::from(eff & 1 << 13 != 0);
-    }
-    assert!(with > 0, "no thread kept CAP_NET_RAW");
+    let uid = crate::common::proc_status(pid as i32, "Uid:").unwrap();
+    assert!(uid.split_whitespace().all(|u| u == "0"), "master Uid {uid}");
+    let child = crate::common::serving_child(pid as i32);
+    let caps = crate::common::thread_caps(child);
+    assert!(
+        !caps.is_empty() && caps.iter().all(|&c| c == 1 << 13),
+        "CapEff {caps:x?}"
+    );
 }
 
 #[test]
@@ -366,12 +358,10 @@ fn http_proxy_bind_transparent_shows_the_client_s_address() {
     assert!(got.ends_with(&format!("\r\n\r\nfrom {CLIENT}\n")), "{got}");
 }
 
-/// A reload that brings the first `transparent` after the process became `nobody` without one
-/// is refused (the capability it needs was given up for good at the start): the old
-/// configuration keeps running, the error log says which line and why, and a later reload
-/// without it is taken.
+/// A reload that brings the first `transparent` under `user`: the root master forks a child
+/// on it that keeps `CAP_NET_RAW`; the next reload without it, a child with no capability.
 #[test]
-fn a_reload_cannot_bring_the_first_transparent_back_after_user() {
+fn a_reload_brings_the_first_transparent_after_user() {
     use crate::common::{self, free_port, Shoal};
     use std::os::unix::fs::PermissionsExt;
     // SAFETY: geteuid has no preconditions.
@@ -384,16 +374,10 @@ fn a_reload_cannot_bring_the_first_transparent_back_after_user() {
     let p = common::Prefix::new();
     std::fs::set_permissions(p.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
-    common::wait_for("shoal to run as nobody", || {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid)).ok()?;
-        let uid = status.lines().find(|l| l.starts_with("Uid:"))?.to_string();
-        uid.split_whitespace()
-            .nth(1)
-            .filter(|u| *u != "0")
-            .map(|_| ())
-    });
-    // The logs were given to `nobody` (as nginx's master does when it reopens them), so that
-    // a reload can open them again.
+    let first = common::serving_child(s.pid);
+    assert!(common::thread_caps(first).iter().all(|&c| c == 0));
+    // The logs were given to `nobody` (as nginx's master does), so that the child can open
+    // them again on SIGUSR1.
     for f in ["logs/error.log", "logs/access.log"] {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(
@@ -409,53 +393,35 @@ fn a_reload_cannot_bring_the_first_transparent_back_after_user() {
             1,
         )
     };
-    let conf = s.prefix.write_conf(&with(
-        "location / { proxy_pass http://127.0.0.1:9; proxy_bind $remote_addr transparent; }",
-    ));
-    let line = std::fs::read_to_string(&conf)
-        .unwrap()
-        .lines()
-        .position(|l| l.contains("transparent"))
-        .unwrap()
-        + 1;
     let hup = |s: &Shoal| {
         let out = s.prefix.run(&["-s", "reload"]);
         assert_eq!(out.status.code(), Some(0), "-s reload");
     };
+    s.prefix.write_conf(&with(
+        "location / { proxy_pass http://127.0.0.1:9; proxy_bind $remote_addr transparent; }",
+    ));
     hup(&s);
-    let want = format!(
-        "\"transparent\" needs CAP_NET_RAW, given up when the process changed to its \"user\" \
-         without any \"transparent\": restart to add it in {}:{line}",
-        conf.display()
-    );
-    common::wait_for("the refused reload's line", || {
-        let log = s.prefix.read("logs/error.log");
-        log.lines()
-            .any(|l| l.contains(&format!("[emerg] {}#", s.pid)) && l.ends_with(&want))
-            .then_some(())
-            .or_else(|| {
-                eprintln!("{want}\n{log}");
-                None
-            })
+    common::wait_for("the old child to end", || {
+        (!common::alive(first)).then_some(())
     });
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port2)).is_err(),
-        "the refused configuration's port is not listening"
-    );
-    assert_eq!(
-        common::get(port, "/").unwrap().status,
-        200,
-        "the old one serves"
-    );
-    // Without `transparent`, the same reload is taken.
+    let second = common::serving_child(s.pid);
+    let caps = common::thread_caps(second);
+    assert!(caps.iter().all(|&c| c == 1 << 13), "CapEff {caps:x?}");
+    common::wait_for("the new port", || {
+        std::net::TcpStream::connect(("127.0.0.1", port2)).ok()
+    });
+    // Without `transparent`, no capability again.
     s.prefix.write_conf(&with("return 200 taken;"));
     hup(&s);
-    let r = common::wait_for("the new port", || {
-        common::get(port2, "/")
-            .map_err(|_| eprintln!("{}", s.prefix.read("logs/error.log")))
-            .ok()
+    let r = common::wait_for("the new configuration", || {
+        common::get(port2, "/").ok().filter(|r| r.body == b"taken")
     });
-    assert_eq!((r.status, &r.body[..]), (200, &b"taken"[..]));
+    assert_eq!(r.status, 200);
+    common::wait_for("the second child to end", || {
+        (!common::alive(second)).then_some(())
+    });
+    let third = common::serving_child(s.pid);
+    assert!(common::thread_caps(third).iter().all(|&c| c == 0));
     // The `user` line of a reload is the one the process runs as: no warning about it.
     let log = s.prefix.read("logs/error.log");
     assert!(!log.contains("\"user\" directive"), "{log}");

@@ -325,7 +325,7 @@ impl<'a> Parser<'a> {
                     };
                     self.pos += 1;
                     let last = items.pop().expect("a repeatable item");
-                    items.push(self.quantified(last, min, max, flags));
+                    items.push(self.quantified(last, min, max, flags)?);
                     repeatable = false;
                     continue;
                 }
@@ -336,7 +336,7 @@ impl<'a> Parser<'a> {
                         }
                         self.pos = end;
                         let last = items.pop().expect("a repeatable item");
-                        items.push(self.quantified(last, min, max, flags));
+                        items.push(self.quantified(last, min, max, flags)?);
                         repeatable = false;
                         continue;
                     }
@@ -368,8 +368,18 @@ impl<'a> Parser<'a> {
     }
 
     /// Applies a quantifier just read, with its `?` or `+` suffix.
-    fn quantified(&mut self, body: Node, min: u32, max: Option<u32>, flags: &Flags) -> Node {
-        let greed = match self.peek() {
+    fn quantified(
+        &mut self,
+        body: Node,
+        min: u32,
+        max: Option<u32>,
+        flags: &Flags,
+    ) -> Result<Node, ParseError> {
+        // PCRE2 looks for the suffix past what it ignores: `a*(?#c)+` is `a*+`, but in
+        // `a*\Q+\E` the `+` is a literal.
+        self.skip_ignored(flags)?;
+        let suffix = if self.in_quote { None } else { self.peek() };
+        let greed = match suffix {
             Some(b'?') => {
                 self.pos += 1;
                 if flags.ungreedy {
@@ -387,7 +397,7 @@ impl<'a> Parser<'a> {
         };
         // PCRE2: a repeated assertion is obeyed once at most, or never with {0}.
         if let Node::Around { behind, .. } = body {
-            return match (min, max) {
+            return Ok(match (min, max) {
                 (_, Some(0)) => Node::Empty,
                 (0, _) => Node::Repeat {
                     body: Box::new(body),
@@ -405,14 +415,14 @@ impl<'a> Parser<'a> {
                     greed,
                 },
                 _ => body,
-            };
+            });
         }
-        Node::Repeat {
+        Ok(Node::Repeat {
             body: Box::new(body),
             min,
             max,
             greed,
-        }
+        })
     }
 
     /// `{n}`, `{n,}` or `{n,m}` at the current `{`: the bounds and where it ends, or `None`

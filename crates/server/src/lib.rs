@@ -23,6 +23,7 @@ pub mod pools;
 pub mod privileges;
 pub mod process_init;
 pub mod resolver;
+pub mod root_master;
 pub mod spare;
 pub mod status;
 pub mod stream;

@@ -509,10 +509,22 @@ pub fn enabled(level: Level) -> bool {
 }
 
 thread_local! {
-    static TID: i64 = {
-        // SAFETY: gettid has no preconditions and cannot fail.
-        unsafe { libc::syscall(libc::SYS_gettid) }
-    };
+    /// This thread's id, with the pid it was read in: a root master's forked child
+    /// (`root_master.rs`) is the master's thread copied, and must not print its id.
+    static TID: std::cell::Cell<(u32, i64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The calling thread's id, read once per process.
+fn tid(pid: u32) -> i64 {
+    TID.with(|t| match t.get() {
+        (p, tid) if p == pid => tid,
+        _ => {
+            // SAFETY: gettid has no preconditions and cannot fail.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+            t.set((pid, tid));
+            tid
+        }
+    })
 }
 
 /// Writes one line: `TIME [LEVEL] PID#TID: [*CONN ]MESSAGE`.
@@ -526,13 +538,14 @@ pub fn log(level: Level, conn: Option<u64>, msg: fmt::Arguments<'_>) {
     };
     let mut line = String::with_capacity(128);
     use std::fmt::Write as _;
+    let pid = std::process::id();
     let _ = write!(
         line,
         "{} [{}] {}#{}: ",
         local_time(),
         level.name(),
-        std::process::id(),
-        TID.with(|t| *t)
+        pid,
+        tid(pid)
     );
     if let Some(c) = conn {
         let _ = write!(line, "*{c} ");

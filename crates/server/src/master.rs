@@ -6,6 +6,10 @@
 //! file → `user` → workers. Then signals: HUP reload, QUIT graceful stop, TERM/INT fast stop,
 //! USR1 reopen logs. A reload validates everything (configuration, log files, new sockets)
 //! before switching; on any failure the old generation keeps serving.
+//!
+//! Started as root with `user`, the process splits as nginx's does: this thread's startup runs
+//! in a root master that never serves (`root_master.rs`), and [`serve`] (the workers, their
+//! signals) in the child it forks, which changes to `user`.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -59,7 +63,7 @@ impl Options {
     }
 
     /// The error logs of a configuration: its `error_log` lines, else the default.
-    fn error_logs(&self, conf: &Config) -> Vec<ErrorLogConf> {
+    pub(crate) fn error_logs(&self, conf: &Config) -> Vec<ErrorLogConf> {
         if conf.error_logs.is_empty() {
             vec![self.default_error_log()]
         } else {
@@ -122,6 +126,10 @@ struct WorkerHandle {
 
 struct Master {
     opts: Options,
+    /// A root master's child: the master reloads, reopens logs as root and changes binaries;
+    /// this process only serves, and WINCH (the master's QUIT while a new binary serves) is
+    /// its drained stop.
+    child: bool,
     generation: Arc<Generation>,
     workers: Vec<WorkerHandle>,
     /// Where each worker thread says it ended (its serial), however it ended.
@@ -209,28 +217,36 @@ pub fn run(opts: Options) -> i32 {
             .and_then(|(u, g)| crate::privileges::lookup(u, g.as_deref()).ok());
         crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, owner);
     }
-    if let Some((user, group)) = &conf.main.user {
-        crate::privileges::give_log_files(user, group.as_deref());
-        if let Err(e) = crate::privileges::keep_pid_file(&pid_path).and_then(|()| {
-            crate::privileges::drop_to(user, group.as_deref(), conf.main.transparent.is_some())
-        }) {
-            report(Level::Emerg, &e);
-            let _ = std::fs::remove_file(&pid_path);
-            return 1;
-        }
-    }
-    crate::process_init::keep_dumpable(&conf.main.process);
     if let Err(e) = crate::process_init::apply_to_process(&conf.main.process, None) {
         report(Level::Emerg, &e);
         let _ = std::fs::remove_file(&pid_path);
         return 1;
     }
+    // `user` (only kept when started as root): nginx's root master, serving through a child.
+    if conf.main.user.is_some() {
+        return crate::root_master::run(opts, generation, pid_path);
+    }
+    serve(opts, generation, pid_path, None)
+}
+
+/// Serves `generation` with the workers until a signal says to stop; returns the exit code.
+/// `ready`: this process is a root master's child (`root_master.rs`), told the workers run by
+/// a byte written there; the pid file is then the master's.
+pub(crate) fn serve(
+    opts: Options,
+    generation: Arc<Generation>,
+    pid_path: PathBuf,
+    ready: Option<std::os::fd::OwnedFd>,
+) -> i32 {
+    use std::io::Write as _;
+    let child = ready.is_some();
     // Started: from now on messages go to the error log only, and so does fd 2 (nginx).
     crate::log::redirect_stderr();
     crate::log::set_use_stderr(false);
     let (exits, exited) = tokio::sync::mpsc::unbounded_channel();
     let mut master = Master {
         opts,
+        child,
         generation,
         workers: Vec::new(),
         exits,
@@ -248,7 +264,9 @@ pub fn run(opts: Options) -> i32 {
         master.generation.config.main.workers(),
     ) {
         report(Level::Emerg, &e);
-        let _ = std::fs::remove_file(&master.pid_path);
+        if !child {
+            let _ = std::fs::remove_file(&master.pid_path);
+        }
         return 1;
     }
     let zones = crate::http::proxy_cache::zone::configure(
@@ -267,8 +285,13 @@ pub fn run(opts: Options) -> i32 {
         crate::VERSION,
         master.workers.len()
     );
+    if let Some(ready) = ready {
+        let _ = std::fs::File::from(ready).write_all(b"1");
+    }
     let code = master.signals();
-    let _ = std::fs::remove_file(&master.pid_path);
+    if !child {
+        let _ = std::fs::remove_file(&master.pid_path);
+    }
     code
 }
 
@@ -398,7 +421,15 @@ impl Master {
                         crate::http::access_log::reopen();
                     }
                     _ = usr2.recv() => self.change_binary(),
-                    _ = winch.recv() => self.stop_accepting(),
+                    _ = winch.recv() => {
+                        if !self.child {
+                            self.stop_accepting();
+                            continue;
+                        }
+                        crate::error_log!(Level::Notice, "gracefully shutting down");
+                        self.broadcast(Stop::Drain);
+                        break;
+                    }
                     _ = pool_report.tick() => crate::pools::report(),
                     _ = quit.recv() => {
                         crate::error_log!(Level::Notice, "gracefully shutting down");
@@ -414,6 +445,11 @@ impl Master {
                 }
             }
         });
+        // A child's copies of the master's sockets: closed now, so that a socket the master's
+        // next configuration dropped stops listening while this child finishes.
+        if self.child {
+            self.generation.sockets.iter().for_each(|s| s.close());
+        }
         for w in self.workers.drain(..).chain(self.retired.drain(..)) {
             let _ = w.thread.join();
         }
@@ -425,6 +461,9 @@ impl Master {
     /// workers started again on the configuration they had (a rollback: nginx does not read
     /// the file then either).
     fn hangup(&mut self) {
+        if self.child {
+            return;
+        }
         if self.noaccepting && self.new_binary.is_some() {
             crate::error_log!(
                 Level::Notice,
@@ -436,52 +475,21 @@ impl Master {
         self.reload();
     }
 
-    /// SIGUSR2: the pid file becomes `NAME.oldbin` and the binary at this process's path
-    /// starts with the listening sockets; both serve until WINCH and QUIT tell one to go.
+    /// SIGUSR2 (`upgrade::change_binary`); a root master's child leaves it to the master.
     fn change_binary(&mut self) {
-        if self.new_binary.is_some() || crate::upgrade::old_master_running() {
-            crate::error_log!(
-                Level::Crit,
-                "the changing binary signal is ignored: you should shutdown or terminate \
-                 before either old or new binary's process"
-            );
+        if self.child {
             return;
         }
-        crate::error_log!(
-            Level::Notice,
-            "signal 12 (SIGUSR2) received, changing binary"
-        );
-        let oldbin = oldbin_path(&self.pid_path);
-        if let Err(e) = std::fs::rename(&self.pid_path, &oldbin) {
-            crate::error_log!(
-                Level::Alert,
-                "rename() \"{}\" to \"{}\" failed {}, ignoring the changing binary signal",
-                self.pid_path.display(),
-                oldbin.display(),
-                shoal_conf::os_error(&e)
-            );
-            return;
-        }
+        let busy = self.new_binary.is_some() || crate::upgrade::old_master_running();
         let fds: Vec<_> = self
             .generation
             .sockets
             .iter()
             .filter_map(|s| s.raw_fd())
             .collect();
-        match crate::upgrade::start_new_binary(&fds) {
-            Ok(pid) => {
-                crate::error_log!(Level::Notice, "start new binary process {pid}");
-                self.new_binary = Some(pid as libc::pid_t);
-                self.pid_path = oldbin;
-            }
-            Err(e) => {
-                crate::error_log!(
-                    Level::Alert,
-                    "execve() failed while executing new binary process {}",
-                    shoal_conf::os_error(&e)
-                );
-                let _ = std::fs::rename(&oldbin, &self.pid_path);
-            }
+        if let Some((pid, oldbin)) = crate::upgrade::change_binary(&self.pid_path, &fds, busy) {
+            self.new_binary = Some(pid);
+            self.pid_path = oldbin;
         }
     }
 
@@ -496,32 +504,8 @@ impl Master {
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
             return;
         }
-        if libc::WIFEXITED(status) {
-            crate::error_log!(
-                Level::Notice,
-                "new binary process {pid} exited with code {}",
-                libc::WEXITSTATUS(status)
-            );
-        } else {
-            crate::error_log!(
-                Level::Alert,
-                "new binary process {pid} exited on signal {}",
-                libc::WTERMSIG(status)
-            );
-        }
         self.new_binary = None;
-        crate::upgrade::taken_back();
-        let pid_path = original_pid_path(&self.pid_path);
-        match std::fs::rename(&self.pid_path, &pid_path) {
-            Ok(()) => self.pid_path = pid_path,
-            Err(e) => crate::error_log!(
-                Level::Alert,
-                "rename() \"{}\" back to \"{}\" failed {} after the new binary process exited",
-                self.pid_path.display(),
-                pid_path.display(),
-                shoal_conf::os_error(&e)
-            ),
-        }
+        self.pid_path = crate::upgrade::new_binary_exited(pid, status, &self.pid_path);
         if self.noaccepting {
             self.start_accepting();
         }
@@ -560,17 +544,14 @@ impl Master {
             }
         };
         report_warnings(&conf);
-        if let Some(at) = &conf.main.transparent {
-            if !crate::privileges::may_set_transparent() {
-                report(
-                    Level::Emerg,
-                    &format!(
-                        "\"transparent\" needs CAP_NET_RAW, given up when the process changed to \
-                         its \"user\" without any \"transparent\": restart to add it in {at}"
-                    ),
-                );
-                return;
-            }
+        // Kept only as root: this process started without `user` and stays one process, root;
+        // the split into a root master and a child as `user` is made at a start.
+        if conf.main.user.is_some() {
+            crate::error_log!(
+                Level::Warn,
+                "\"user\" takes effect at the next start: shoal started without it serves as \
+                 root until then"
+            );
         }
         let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
             Ok(l) => l,
@@ -641,25 +622,8 @@ impl Master {
     }
 }
 
-/// Where the pid file goes while a new binary runs: `NAME.oldbin`.
-fn oldbin_path(pid: &std::path::Path) -> PathBuf {
-    let mut name = pid.as_os_str().to_owned();
-    name.push(".oldbin");
-    PathBuf::from(name)
-}
-
-/// The pid file's own name, from its `.oldbin` one.
-fn original_pid_path(oldbin: &std::path::Path) -> PathBuf {
-    let bytes = oldbin.as_os_str().as_encoded_bytes();
-    match bytes.strip_suffix(b".oldbin") {
-        // SAFETY: cut at an ASCII boundary of an OsStr's bytes.
-        Some(b) => PathBuf::from(unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(b) }),
-        None => oldbin.to_path_buf(),
-    }
-}
-
 /// The signals the master handles.
-const HANDLED: [libc::c_int; 7] = [
+pub(crate) const HANDLED: [libc::c_int; 7] = [
     libc::SIGHUP,
     libc::SIGQUIT,
     libc::SIGTERM,
@@ -670,7 +634,7 @@ const HANDLED: [libc::c_int; 7] = [
 ];
 
 /// Blocks or unblocks [`HANDLED`] for the calling thread (threads started meanwhile inherit it).
-fn mask_signals(how: libc::c_int) {
+pub(crate) fn mask_signals(how: libc::c_int) {
     // SAFETY: the set is initialised by sigemptyset before use; the signal numbers are valid.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -683,7 +647,7 @@ fn mask_signals(how: libc::c_int) {
 }
 
 /// Writes the pid file (`PID\n`, as nginx).
-fn write_pid(path: &PathBuf) -> Result<(), Error> {
+pub(crate) fn write_pid(path: &PathBuf) -> Result<(), Error> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt;
     // 0644 as nginx's, whatever the umask (0 once daemonized).

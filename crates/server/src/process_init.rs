@@ -6,7 +6,9 @@
 //! shoal's workers are threads of one process: priority and affinity are per thread (Linux's
 //! nice value and CPU mask are), set by each worker on itself whenever its configuration
 //! changes; the core limit and the working directory belong to the process, set by the master
-//! at start and on reload (nginx's new workers set them after a reload as well).
+//! at start and on reload (nginx's new workers set them after a reload as well). A root master
+//! (`user` as root, `root_master.rs`) sets them as root before it forks its child, which
+//! inherits them; the child makes itself dumpable again after its change of user.
 
 use std::path::PathBuf;
 

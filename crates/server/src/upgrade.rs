@@ -3,7 +3,8 @@
 //! environment variable (`"6;7;"`, nginx's form, so nginx's sockets are taken too); the new
 //! master uses them instead of binding. The rest of the dance (the pid file renamed to
 //! `.oldbin`, WINCH, HUP for a rollback, the new binary's exit) is the master's
-//! (`master.rs`); this module holds the two ends of the hand-over.
+//! (`master.rs`, or `root_master.rs` when a root master serves through a child); this module
+//! holds the two ends of the hand-over and the pid file's renames, which both masters share.
 //!
 //! Runs on the master thread, before the workers start (reading the variable) or from the
 //! signal loop (starting the new binary).
@@ -11,7 +12,7 @@
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 
@@ -31,6 +32,10 @@ static OLD_MASTER: AtomicI32 = AtomicI32::new(0);
 
 /// A new binary has this process's sockets: a unix socket's file is not removed on close.
 static HANDED_OVER: AtomicBool = AtomicBool::new(false);
+
+/// This process is the serving child of a root master (`root_master.rs`), which owns the
+/// listening sockets: a unix socket's file is the master's to remove.
+static UNDER_MASTER: AtomicBool = AtomicBool::new(false);
 
 /// Takes the sockets named in `NGINX`, if the variable is set (and removes it, so nothing this
 /// process starts sees it). Must run before any thread starts. Returns whether there were any.
@@ -101,9 +106,15 @@ pub fn old_master_running() -> bool {
     old > 1 && unsafe { libc::getppid() } == old
 }
 
-/// Whether a new binary holds this process's sockets.
+/// Whether another process keeps this process's sockets: a new binary holds them, or this is
+/// a root master's serving child.
 pub fn handed_over() -> bool {
-    HANDED_OVER.load(Ordering::Relaxed)
+    HANDED_OVER.load(Ordering::Relaxed) || UNDER_MASTER.load(Ordering::Relaxed)
+}
+
+/// Marks this process as a root master's serving child (see [`handed_over`]).
+pub fn serve_under_master() {
+    UNDER_MASTER.store(true, Ordering::Relaxed);
 }
 
 /// The new binary exited: the sockets are this process's alone again.
@@ -132,6 +143,101 @@ pub fn start_new_binary(fds: &[RawFd]) -> std::io::Result<u32> {
     let child = cmd.spawn()?;
     HANDED_OVER.store(true, Ordering::Relaxed);
     Ok(child.id())
+}
+
+/// SIGUSR2: the pid file becomes `NAME.oldbin` and the binary at this process's path starts
+/// with the listening sockets `fds`; both serve until WINCH and QUIT tell one to go. `busy`:
+/// a binary upgrade is already under way (from either side), so the signal is ignored. Returns
+/// the new binary's pid and where the pid file now is; `None` (logged) when nothing changed.
+pub fn change_binary(pid_path: &Path, fds: &[RawFd], busy: bool) -> Option<(libc::pid_t, PathBuf)> {
+    if busy {
+        crate::error_log!(
+            Level::Crit,
+            "the changing binary signal is ignored: you should shutdown or terminate \
+             before either old or new binary's process"
+        );
+        return None;
+    }
+    crate::error_log!(
+        Level::Notice,
+        "signal 12 (SIGUSR2) received, changing binary"
+    );
+    let oldbin = oldbin_path(pid_path);
+    if let Err(e) = std::fs::rename(pid_path, &oldbin) {
+        crate::error_log!(
+            Level::Alert,
+            "rename() \"{}\" to \"{}\" failed {}, ignoring the changing binary signal",
+            pid_path.display(),
+            oldbin.display(),
+            shoal_conf::os_error(&e)
+        );
+        return None;
+    }
+    match start_new_binary(fds) {
+        Ok(pid) => {
+            crate::error_log!(Level::Notice, "start new binary process {pid}");
+            Some((pid as libc::pid_t, oldbin))
+        }
+        Err(e) => {
+            crate::error_log!(
+                Level::Alert,
+                "execve() failed while executing new binary process {}",
+                shoal_conf::os_error(&e)
+            );
+            let _ = std::fs::rename(&oldbin, pid_path);
+            None
+        }
+    }
+}
+
+/// The new binary `pid` ended with wait `status`: logged, the sockets are this process's alone
+/// again, and the pid file gets its name back. Returns where the pid file now is.
+pub fn new_binary_exited(pid: libc::pid_t, status: libc::c_int, oldbin: &Path) -> PathBuf {
+    if libc::WIFEXITED(status) {
+        crate::error_log!(
+            Level::Notice,
+            "new binary process {pid} exited with code {}",
+            libc::WEXITSTATUS(status)
+        );
+    } else {
+        crate::error_log!(
+            Level::Alert,
+            "new binary process {pid} exited on signal {}",
+            libc::WTERMSIG(status)
+        );
+    }
+    taken_back();
+    let pid_path = original_pid_path(oldbin);
+    match std::fs::rename(oldbin, &pid_path) {
+        Ok(()) => pid_path,
+        Err(e) => {
+            crate::error_log!(
+                Level::Alert,
+                "rename() \"{}\" back to \"{}\" failed {} after the new binary process exited",
+                oldbin.display(),
+                pid_path.display(),
+                shoal_conf::os_error(&e)
+            );
+            oldbin.to_path_buf()
+        }
+    }
+}
+
+/// Where the pid file goes while a new binary runs: `NAME.oldbin`.
+fn oldbin_path(pid: &Path) -> PathBuf {
+    let mut name = pid.as_os_str().to_owned();
+    name.push(".oldbin");
+    PathBuf::from(name)
+}
+
+/// The pid file's own name, from its `.oldbin` one.
+fn original_pid_path(oldbin: &Path) -> PathBuf {
+    let bytes = oldbin.as_os_str().as_encoded_bytes();
+    match bytes.strip_suffix(b".oldbin") {
+        // SAFETY: cut at an ASCII boundary of an OsStr's bytes.
+        Some(b) => PathBuf::from(unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(b) }),
+        None => oldbin.to_path_buf(),
+    }
 }
 
 /// The path of the running binary as the kernel knows it, without the ` (deleted)` it gets

@@ -673,3 +673,47 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// The children of process `pid` (a root master's serving children, with `user` as root).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// A field of `/proc/PID/status` (`Uid:`, `CapEff:`, `Threads:`), its value trimmed.
+pub fn proc_status(pid: i32, field: &str) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix(field))?;
+    Some(value.trim().to_string())
+}
+
+/// The serving child of root master `pid` (`user nobody` as root), once it is the only one
+/// and runs as `nobody` (65534).
+pub fn serving_child(pid: i32) -> i32 {
+    wait_for("the master's one child, serving as nobody", || {
+        let [child] = children_of(pid)[..] else {
+            return None;
+        };
+        let uid = proc_status(child, "Uid:")?;
+        uid.split_whitespace()
+            .all(|u| u == "65534")
+            .then_some(child)
+    })
+}
+
+/// The effective capabilities of every thread of `pid`.
+pub fn thread_caps(pid: i32) -> Vec<u64> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|t| {
+                let status = fs::read_to_string(t.ok()?.path().join("status")).ok()?;
+                let eff = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+                u64::from_str_radix(eff.trim(), 16).ok()
+            })
+            .collect()
+        })
+        .unwrap_or_default()
+}

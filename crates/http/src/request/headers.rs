@@ -7,7 +7,6 @@ use super::*;
 /// Character classes of header-name bytes, one table lookup per byte on the hot path.
 pub(super) const NGINX_NAME: u8 = 1;
 pub(super) const UNDERSCORE: u8 = 2;
-pub(super) const TCHAR: u8 = 4;
 
 pub(super) static NAME_CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -15,17 +14,11 @@ pub(super) static NAME_CLASS: [u8; 256] = {
     while b < 256 {
         let c = b as u8;
         if c.is_ascii_alphanumeric() || c == b'-' {
-            t[b] = NGINX_NAME | TCHAR;
+            t[b] = NGINX_NAME;
         }
         b += 1;
     }
-    t[b'_' as usize] = UNDERSCORE | TCHAR;
-    let extra = b"!#$%&'*+.^`|~";
-    let mut i = 0;
-    while i < extra.len() {
-        t[extra[i] as usize] = TCHAR;
-        i += 1;
-    }
+    t[b'_' as usize] = UNDERSCORE;
     t
 };
 
@@ -39,22 +32,12 @@ pub(super) fn nginx_valid_name(name: &[u8], underscores: bool) -> bool {
     name.iter().all(|&b| NAME_CLASS[usize::from(b)] & ok != 0)
 }
 
-/// The RFC 9110 token characters.
-pub(super) fn is_tchar(b: u8) -> bool {
-    NAME_CLASS[usize::from(b)] & TCHAR != 0
-}
-
-/// What to do with a header whose name passed the syntax checks.
-pub(super) fn keep_header(name: &[u8], limits: &Limits) -> Result<bool, Error> {
-    if nginx_valid_name(name, limits.underscores_in_headers) {
-        Ok(true)
-    } else if limits.ignore_invalid_headers {
-        Ok(false)
-    } else if name.iter().all(|&b| is_tchar(b)) {
-        Ok(true)
-    } else {
-        Err(Error::bad_request("client sent invalid header line"))
-    }
+/// Whether a header whose name passed the syntax checks (no control byte, space or DEL) is
+/// kept: a name nginx calls invalid is dropped with `ignore_invalid_headers`, else kept
+/// whatever its bytes (`@`, `/`, UTF-8: MinIO's and Jenkins' configurations turn it off for
+/// such names), as nginx's parser only flags it.
+pub(super) fn keep_header(name: &[u8], limits: &Limits) -> bool {
+    !limits.ignore_invalid_headers || nginx_valid_name(name, limits.underscores_in_headers)
 }
 
 pub(super) const HEADER_SLOTS: usize = 32;
@@ -86,13 +69,11 @@ pub(super) fn parse_fast(head: &[u8], header_lines: usize, limits: &Limits) -> O
     };
     let mut headers = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
-        match keep_header(h.name.as_bytes(), limits) {
-            Ok(true) => headers.push(HeaderSpan {
+        if keep_header(h.name.as_bytes(), limits) {
+            headers.push(HeaderSpan {
                 name: Span::of(head, h.name.as_bytes()),
                 value: nginx_value(head, Span::of(head, h.value)),
-            }),
-            Ok(false) => {}
-            Err(_) => return None,
+            });
         }
     }
     if headers.len() > MAX_HEADERS {
@@ -152,7 +133,7 @@ pub(super) fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Err
         if value.contains(&0) {
             return Err(Error::bad_request("client sent invalid header line"));
         }
-        if keep_header(name, limits)? {
+        if keep_header(name, limits) {
             if headers.len() == MAX_HEADERS {
                 return Err(too_many_headers());
             }

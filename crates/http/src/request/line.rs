@@ -64,7 +64,7 @@ pub(super) fn version_prefix(v: &[u8]) -> Result<Option<Version>, Error> {
     let invalid = Error::bad_request("client sent invalid request");
     let unsupported = Error::new(
         ErrorKind::VersionNotSupported,
-        "client sent unsupported HTTP version",
+        "client sent invalid version",
     );
     let Some(rest) = v.strip_prefix(b"HTTP/") else {
         return if b"HTTP/".starts_with(v) {

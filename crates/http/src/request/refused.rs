@@ -29,6 +29,12 @@ pub struct Refused {
     /// is the one for `host`, or for "no Host" (a `server_name ""` server) when there is none.
     /// Otherwise it is `host`'s server, or the default server.
     pub head_read: bool,
+    /// The request line passed: nginx was reading the headers when it refused the head (its
+    /// log line says "while reading client request headers", not "request line").
+    pub line_read: bool,
+    /// The value of the first `Host` line, as it came (valid or not): the `host: "..."` of
+    /// nginx's log line.
+    pub host_line: Option<Bytes>,
 }
 
 /// Replays nginx's walk over `head` (complete lines only; `complete`: it ends with its empty
@@ -85,6 +91,7 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
         out.host = None;
         return (out, Some(e));
     }
+    out.line_read = true;
     let mut host_seen = false;
     let mut kept = 0usize;
     let mut unique_seen = [false; UNIQUE.len()];
@@ -112,10 +119,8 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
         if value.contains(&0) {
             return (out, Some(invalid_line));
         }
-        match keep_header(name, limits) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => return (out, Some(e)),
+        if !keep_header(name, limits) {
+            continue;
         }
         kept += 1;
         if kept > super::MAX_HEADERS {
@@ -125,6 +130,7 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
             if std::mem::replace(&mut host_seen, true) {
                 return (out, Some(duplicate));
             }
+            out.host_line = Some(Bytes::copy_from_slice(value));
             let host = match uri::validate_host(value) {
                 Ok(host) => host,
                 Err(e) => return (out, Some(e)),

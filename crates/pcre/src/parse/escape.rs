@@ -63,15 +63,28 @@ impl Parser<'_> {
                 let n = digits
                     .iter()
                     .fold(0u64, |v, d| (v * 10 + u64::from(d - b'0')).min(1 << 20));
-                if n < 10 || e >= b'8' || n <= u64::from(self.groups) {
+                // (A number above PCRE2's 65,535 groups is no reference: `\1...` is then
+                // octal; `\8...` too big a group, or with 9 digits or more (too long for
+                // PCRE2 to read as a number) the digit itself.)
+                let fits = n <= 65_535;
+                if fits && (n < 10 || e >= b'8' || n <= u64::from(self.groups)) {
                     self.pos = at + digits.len();
                     let n = u32::try_from(n).unwrap_or(u32::MAX);
-                    self.refs.push(Ref::Number(n, at));
+                    // (Reported, if missing, at its last digit.)
+                    let last = self.pos - 1;
+                    self.refs.push(Ref::Number(n, last));
                     return Ok(Item::Node(Node::Backref {
                         groups: vec![n],
                         caseless: flags.caseless,
-                        at,
+                        at: last,
                     }));
+                }
+                if e >= b'8' && digits.len() <= 8 {
+                    return Err(self.error(E_GROUP_BIG, at + digits.len()));
+                }
+                if e >= b'8' {
+                    self.pos = at + 1;
+                    return Ok(Item::Node(literal(e, flags)));
                 }
                 self.pos = at;
                 let b = self.octal_digits()?;
@@ -125,6 +138,20 @@ impl Parser<'_> {
         let n: u64 = self.rest()[..digits]
             .iter()
             .fold(0u64, |v, d| (v * 10 + u64::from(d - b'0')).min(1 << 20));
+        if n > 65_535 {
+            // PCRE2 stops at the digit that made the number too big (a braced one at `{`).
+            let mut v = 0u64;
+            let over = self.rest()[..digits].iter().position(|d| {
+                v = v * 10 + u64::from(d - b'0');
+                v > 65_535
+            });
+            let at = if braced {
+                brace
+            } else {
+                self.pos + over.unwrap_or(digits) + 1
+            };
+            return Err(self.error(E_GROUP_BIG, at));
+        }
         self.pos += digits;
         if braced && !self.eat(b"}") {
             return Err(self.error(E_G_SYNTAX, brace));

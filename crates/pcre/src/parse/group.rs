@@ -41,6 +41,11 @@ impl Parser<'_> {
                 self.pos += 1;
                 self.group_body(flags, open, Kind::Around(true, true))
             }
+            // `(?*...)` and `(?<*...)`: `(*napla:...)` and `(*naplb:...)` by other names.
+            b'*' => Err(self.unsupported("non-atomic assertions", open)),
+            b'<' if self.peek() == Some(b'*') => {
+                Err(self.unsupported("non-atomic assertions", open))
+            }
             b'<' => self.named_group(flags, open, b'>'),
             b'\'' => self.named_group(flags, open, b'\''),
             b'P' => match self.peek() {

@@ -4,6 +4,7 @@ pub(super) const E_BACKSLASH_END: &str = "\\ at end of pattern";
 pub(super) const E_C_END: &str = "\\c at end of pattern";
 pub(super) const E_UNKNOWN_ESCAPE: &str = "unrecognized character follows \\";
 pub(super) const E_QUANT_ORDER: &str = "numbers out of order in {} quantifier";
+pub(super) const E_GROUP_BIG: &str = "subpattern number is too big";
 pub(super) const E_QUANT_BIG: &str = "number too big in {} quantifier";
 pub(super) const E_CLASS_END: &str = "missing terminating ] for character class";
 pub(super) const E_CLASS_ESCAPE: &str = "escape sequence is invalid in character class";

@@ -182,6 +182,63 @@ fn repeated_assertions_match_as_pcre2() {
     }
 }
 
+/// A quantifier's `+` or `?` suffix found past what PCRE2 ignores (found by the fuzzer): a
+/// comment, an empty quote, a stray `\E`, whitespace and comments of `(?x)`; not in a quote.
+#[test]
+fn quantifier_suffixes_past_comments_match_as_pcre2() {
+    let subjects: &[&[u8]] = &[b"aaa", b"a+a", b"aa", b"aab", b"a?"];
+    for p in [
+        "a*(?#b)+a",
+        r"a*\Q\E+a",
+        r"a*\E+a",
+        "(?x)a* +a",
+        "(?x)a*#c\n+a",
+        r"a*\Q+\Ea",
+        r"a*\Q?\E",
+        "a{2}(?#x)?",
+        "a*(?#x)(?#y)?a",
+        "a+(?#x)?b",
+    ] {
+        assert_eq!(compare(p, false, subjects), Ok(Outcome::Compared), "{p}");
+    }
+    assert_eq!(compare("a{2}(?#x){3}", false, &[]), Ok(Outcome::Rejected));
+    assert_eq!(compare("a*(?#x", false, &[]), Ok(Outcome::Rejected));
+}
+
+/// `\` and a number too big to name a group (over 65,535): the digit itself after `\8` or
+/// `\9`, else octal (found by the fuzzer).
+#[test]
+fn numbers_too_big_for_a_group_read_as_pcre2() {
+    let subjects: &[&[u8]] = &[
+        b"c8888888888888",
+        b"S4567",
+        b"\xff7777",
+        b"999999999x",
+        b"8",
+    ];
+    for p in [
+        r"c\8888888888888*",
+        r"\1234567",
+        r"\3777777",
+        r"()\999999999x",
+        r"[\8]",
+    ] {
+        assert_eq!(compare(p, false, subjects), Ok(Outcome::Compared), "{p}");
+    }
+    for p in [
+        r"\88",
+        r"()\99999x",
+        r"\88888888",
+        r"\g{99999}",
+        r"\g99999",
+        r"\g999999999",
+    ] {
+        assert_eq!(compare(p, false, &[]), Ok(Outcome::Rejected), "{p}");
+    }
+    // (Octal \655 is over \377.)
+    assert_eq!(compare(r"\65536", false, &[]), Ok(Outcome::Rejected));
+}
+
 /// Patterns PCRE2 takes that shoal refuses at compile time (rather than running them with
 /// another meaning).
 #[test]
@@ -196,6 +253,9 @@ fn unsupported_features_are_refused_by_name() {
         r"\X",
         "(*UTF)a",
         "a(*COMMIT)b",
+        "(?*a)b",
+        "(?<*a)b",
+        "(*napla:a)b",
     ] {
         assert!(
             pcre2::bytes::Regex::new(p).is_ok(),

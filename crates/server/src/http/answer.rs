@@ -30,6 +30,13 @@ pub struct Prepared {
     pub pool_failed: bool,
 }
 
+/// What the phases left of the request: its URI, arguments and `set` variables.
+pub type Rewritten<'a> = (
+    &'a str,
+    Option<&'a str>,
+    &'a std::collections::HashMap<String, String>,
+);
+
 /// Readies `reply` for its writer: the pool of `aio threads`, the first piece of a small (or
 /// read, not sent) file read ahead of the head (a full queue turns the answer into a 503),
 /// the body filters moved into the output. `can_sendfile`: the protocol may send a file
@@ -38,7 +45,7 @@ pub async fn prepare(
     r: &Req<'_, '_>,
     reply: &mut Box<Reply>,
     lc: &LocConf,
-    uri: &str,
+    (uri, args, user_vars): Rewritten<'_>,
     can_sendfile: bool,
     logs: bool,
 ) -> std::io::Result<Prepared> {
@@ -54,7 +61,9 @@ pub async fn prepare(
     );
     // (Without `aio threads` there is no pool to find, and no variables to make for one.)
     if (proxied || file) && matches!(lc.aio, Some(super::aio::Aio::Threads(_))) {
-        let vars = r.vars(uri, lc, &[]);
+        let mut vars = r.vars(uri, lc, &[]);
+        vars.user = Some(user_vars);
+        vars.args = Some(args);
         const SENDING: &str = " while sending response to client";
         match super::aio::pool_for(lc.aio.as_ref(), &vars, r, SENDING) {
             Ok(p) => pool = p,

@@ -38,6 +38,17 @@ impl DocRoot {
 
     /// The file for `uri`: root + URI, or the alias in place of the location's prefix.
     pub fn map(&self, uri: &str, vars: Option<&crate::variables::Vars<'_>>) -> PathBuf {
+        self.map_with_room(uri, vars, 0)
+    }
+
+    /// [`DocRoot::map`] with room for `room` more bytes after the path (an index file's name:
+    /// the caller appends it without another allocation).
+    pub fn map_with_room(
+        &self,
+        uri: &str,
+        vars: Option<&crate::variables::Vars<'_>>,
+        room: usize,
+    ) -> PathBuf {
         let evaluated = self.evaluate(vars);
         let base: &Path = &evaluated;
         let tail = match (self.alias, self.alias_len) {
@@ -46,10 +57,38 @@ impl DocRoot {
             (true, None) => return base.to_path_buf(),
         };
         // One allocation of the final size (not the root's, then grown for the URI).
-        let mut s = std::ffi::OsString::with_capacity(base.as_os_str().len() + tail.len());
+        let mut s = std::ffi::OsString::with_capacity(base.as_os_str().len() + tail.len() + room);
         s.push(base.as_os_str());
         s.push(tail);
         PathBuf::from(s)
+    }
+
+    /// An alias of a regex location (the whole path, `alias_len` `None`).
+    pub fn whole_alias(&self) -> bool {
+        self.alias && self.alias_len.is_none()
+    }
+
+    /// The file `try_files` checks for `name`: in a regex location an alias is the whole
+    /// path, and try_files adds each name to it (nginx's `add_uri_to_alias`).
+    pub fn try_file(&self, name: &str, vars: &crate::variables::Vars<'_>) -> PathBuf {
+        if !self.whole_alias() {
+            return self.map(name, Some(vars));
+        }
+        let mut s = self.evaluate(Some(vars)).into_owned().into_os_string();
+        s.push(name);
+        PathBuf::from(s)
+    }
+
+    /// A regex location's alias as a root, for the file `try_files` found in it: nginx then
+    /// maps the name it passes as the URI to the alias followed by that name.
+    pub fn with_uri_added(&self, vars: &crate::variables::Vars<'_>) -> DocRoot {
+        DocRoot {
+            alias: false,
+            path: self.evaluate(Some(vars)).into_owned(),
+            template: None,
+            alias_len: None,
+            prefix: self.prefix.clone(),
+        }
     }
 
     /// `$document_root` without variables.

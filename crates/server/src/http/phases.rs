@@ -383,7 +383,7 @@ async fn run<'s, const REFUSED: bool>(
                     // A file `try_files` finds is passed with its name as the URI; none: the
                     // fallback.
                     let found = match &lc.try_files {
-                        Some(tf) => try_files_find(r, tf, lc, &rw).map(Some),
+                        Some(tf) => try_files_find(r, tf, lc, &rw).map(|(name, _)| Some(name)),
                         None => Ok(None),
                     };
                     match found {
@@ -415,7 +415,7 @@ async fn run<'s, const REFUSED: bool>(
                     // The DAV handler runs after try_files, on the name it found.
                     Some(tf) if super::dav::wanted(lc, method) => {
                         match try_files_find(r, tf, lc, &rw) {
-                            Ok(name) => {
+                            Ok((name, _)) => {
                                 rw.uri = name;
                                 super::dav::handle(r, lc, method, &rw, body).await
                             }
@@ -428,7 +428,19 @@ async fn run<'s, const REFUSED: bool>(
                     // A file found is served in this location (a directory's index redirect
                     // keeps the arguments, as any index redirect); none: the fallback.
                     Some(tf) => match try_files_find(r, tf, lc, &rw) {
-                        Ok(name) => {
+                        // In a regex location with an alias (Icinga Web 2's), a file found is
+                        // the alias and its name; a directory leaves the URI as it was.
+                        Ok((name, dir)) if lc.doc_root().whole_alias() => {
+                            let vars = r.lazy_vars(&rw, lc);
+                            if dir {
+                                static_content(r, lc, method, &rw.uri, &vars)
+                            } else {
+                                let mut added = lc.clone();
+                                added.root = Some(lc.doc_root().with_uri_added(vars.get()));
+                                static_content(r, &added, method, &name, &vars)
+                            }
+                        }
+                        Ok((name, _)) => {
                             let vars = r.lazy_vars(&rw, lc);
                             static_content(r, lc, method, &name, &vars)
                         }
@@ -613,8 +625,8 @@ fn set_uri(rw: &mut rewrite::State, target: &str) {
     }
 }
 
-/// `try_files` in a proxied location: the name of the first file (or `dir/`) that exists, or
-/// the fallback's outcome.
+/// `try_files`: the name of the first file (or `dir/`) that exists and whether it is a
+/// directory, or the fallback's outcome.
 // The fallback is the rare case; boxing it would only move the allocation.
 #[allow(clippy::result_large_err)]
 fn try_files_find(
@@ -622,13 +634,13 @@ fn try_files_find(
     tf: &TryFiles,
     lc: &LocConf,
     rw: &rewrite::State,
-) -> Result<String, Outcome> {
+) -> Result<(String, bool), Outcome> {
     let vars = r.vars_rw(rw, lc);
     for t in &tf.files {
         let name = vars.eval(&t.name);
-        let path = lc.doc_root().map(&name, Some(&vars));
+        let path = lc.doc_root().try_file(&name, &vars);
         if std::fs::metadata(&path).is_ok_and(|m| m.is_dir() == t.dir) {
-            return Ok(name);
+            return Ok((name, t.dir));
         }
     }
     Err(match &tf.fallback {

@@ -478,6 +478,7 @@ fn do_return(
     match ret.code {
         301 | 302 | 303 | 307 | 308 => {
             let mut reply = crate::http::reply::error_reply(ret.code, lc);
+            reply.continue_first = true;
             if text.starts_with('/') {
                 reply.redirect_to_path(lc, &text, r.host, r.info, r.srv);
             } else {

@@ -36,7 +36,7 @@ pub struct Vars<'a> {
     /// The arguments after rewrites (`Some(None)`: none); `None`: the request's own.
     pub args: Option<Option<&'a str>>,
     /// The request line of a request refused before it was parsed (`$request` in the log).
-    pub request_line: Option<&'a str>,
+    pub request_line: Option<&'a [u8]>,
     /// A proxied request's upstream exchange (`$upstream_*`, `$proxy_host`, `$proxy_port`).
     pub upstream: Option<&'a crate::http::upstream::record::Record>,
     /// What the connection's TLS handshake settled (`$https`, `$scheme`, `$ssl_*`).
@@ -188,7 +188,7 @@ impl Vars<'_> {
             }
             Var::Request => match req {
                 None if self.request_line.is_some() => {
-                    out.push_str(self.request_line.unwrap_or_default());
+                    out.push_str(&shoal_http::lossy(self.request_line.unwrap_or_default()));
                 }
                 Some(r) => {
                     out.push_str(r.method());
@@ -604,7 +604,7 @@ impl Vars<'_> {
                     true
                 }
                 (None, Some(line)) => {
-                    escape_into(line.as_bytes(), escape, out);
+                    escape_into(line, escape, out);
                     true
                 }
                 (None, None) => false,

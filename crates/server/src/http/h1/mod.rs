@@ -285,7 +285,8 @@ impl Conn {
                 Ok(r) => r,
                 Err(ReadEnd::Reloaded) => continue,
                 Err(ReadEnd::Abandoned) => {
-                    let line = request_line(&self.buf, true);
+                    let line = request_line(&self.buf, false);
+                    self.log_unread(read::CLOSED, default_srv, line.as_deref());
                     self.log_refused(default_srv, 400, 0, 0, line.as_deref(), Instant::now());
                     return Ok(());
                 }
@@ -298,27 +299,12 @@ impl Conn {
                     return Ok(());
                 }
                 Err(ReadEnd::HeaderTimeout) => {
-                    crate::conn_log!(
-                        Level::Info,
-                        self.info.number,
-                        "client timed out (110: Connection timed out) while reading client request headers, client: {}, server: {}",
-                        self.info.client(),
-                        default_srv.name()
-                    );
-                    if self.rules.reset_timedout {
-                        self.reset_if_asked();
-                        return Ok(());
-                    }
-                    self.unread_input = true;
-                    let line = request_line(&self.buf, true);
-                    // (Boxed, as every rare path of this loop: see `write::error_and_close`.)
-                    Box::pin(self.error_and_close(
-                        408,
-                        default_srv,
-                        line.as_deref(),
-                        RefusedShape::default(),
-                    ))
-                    .await?;
+                    // nginx closes without an answer (`ngx_http_close_request` with 408):
+                    // the 408 is only logged, with what the request line had of it.
+                    let line = request_line(&self.buf, false);
+                    self.log_unread(read::TIMED_OUT, default_srv, line.as_deref());
+                    self.log_refused(default_srv, 408, 0, 0, line.as_deref(), Instant::now());
+                    self.reset_if_asked();
                     return Ok(());
                 }
             };
@@ -339,14 +325,12 @@ impl Conn {
                     // (the one SNI named, on a TLS address).
                     let refused = rd.parser.refused(&self.buf);
                     let srv = gen.refused_server(&route, &refused, default_srv);
-                    crate::conn_log!(
-                        Level::Info,
-                        self.info.number,
-                        "{}, client: {}, server: {}",
-                        e,
-                        self.info.client(),
-                        srv.name()
-                    );
+                    if crate::log::enabled(Level::Info) {
+                        let reading = read::reading(refused.line_read, self.pipelined_next);
+                        let host = refused.host_line.as_deref();
+                        let (l, info) = (line.as_deref(), &self.info);
+                        read::log_unread_head(&e, reading, srv.name(), l, host, info);
+                    }
                     Box::pin(self.error_and_close(e.code(), srv, line.as_deref(), shape)).await?;
                     return Ok(());
                 }
@@ -545,7 +529,11 @@ impl Conn {
         // answer does not wait for a body nobody reads).
         let mut discard_later = None;
         if left == Left::Unread {
-            if req.expect_continue() && self.buf.is_empty() {
+            // Not before one of nginx's own error pages: its special response handler marks
+            // the expectation tested before it discards the body (`deny`, `return 404;`, a
+            // missing file); a `return` with a text or a URL sends the 100 as it discards.
+            let tested = reply.special && !reply.continue_first;
+            if req.expect_continue() && self.buf.is_empty() && !tested {
                 self.out.extend_from_slice(shoal_http::response::CONTINUE);
                 self.flush().await?;
             }
@@ -592,7 +580,8 @@ impl Conn {
         let prepared = {
             let r = parts.with(&self.info);
             let can_sendfile = self.stream.can_sendfile();
-            super::answer::prepare(&r, &mut reply, lc, &uri, can_sendfile, logs).await?
+            let rewritten = (uri.as_str(), args.as_deref(), &user_vars);
+            super::answer::prepare(&r, &mut reply, lc, rewritten, can_sendfile, logs).await?
         };
         if prepared.pool_failed {
             // nginx's output fails: nothing was sent, the connection closes.

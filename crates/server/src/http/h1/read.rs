@@ -199,12 +199,6 @@ impl Conn {
             }
             if n == 0 {
                 if !self.buf.is_empty() {
-                    crate::conn_log!(
-                        Level::Info,
-                        self.info.number,
-                        "client prematurely closed connection while reading client request headers, client: {}",
-                        self.info.client()
-                    );
                     return Ok(Err(ReadEnd::Abandoned));
                 }
                 if self.requests > 0 {
@@ -274,4 +268,82 @@ pub(super) fn log_dropped_headers(
             host_ctx
         );
     }
+}
+
+/// What nginx was reading when a head ended without a request: the request line (a
+/// "pipelined" one when it came behind the last answer, in the same read) until it ended,
+/// then the headers.
+pub(super) fn reading(line_read: bool, pipelined: bool) -> &'static str {
+    match (line_read, pipelined) {
+        (true, _) => "request headers",
+        (false, true) => "pipelined request line",
+        (false, false) => "request line",
+    }
+}
+
+/// Whether the request line at the start of `buf` (after the empty lines nginx skips) ended.
+pub(super) fn line_ended(buf: &[u8]) -> bool {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n');
+    start.is_some_and(|s| memchr::memchr(b'\n', &buf[s..]).is_some())
+}
+
+/// nginx's info line for a head that ended without a request (`what`: the error, a timeout,
+/// the client's close): what it was reading, the server in charge, and, as its log handler
+/// adds them, the request line read so far and the first `Host` line's value.
+pub(super) fn log_unread_head(
+    what: &dyn std::fmt::Display,
+    reading: &str,
+    srv: &str,
+    line: Option<&[u8]>,
+    host: Option<&[u8]>,
+    info: &crate::http::transport::ConnInfo,
+) {
+    let line = line.map_or(String::new(), |l| {
+        format!(", request: \"{}\"", shoal_http::lossy(l))
+    });
+    let host = host.map_or(String::new(), |h| {
+        format!(", host: \"{}\"", shoal_http::lossy(h))
+    });
+    crate::conn_log!(
+        Level::Info,
+        info.number,
+        "{what} while reading client {reading}, client: {}, server: {srv}{line}{host}",
+        info.client()
+    );
+}
+
+/// [`log_unread_head`]'s `what` for a head `client_header_timeout` ended.
+pub(super) const TIMED_OUT: &str = "client timed out (110: Connection timed out)";
+/// [`log_unread_head`]'s `what` for a head the client closed the connection in.
+pub(super) const CLOSED: &str = "client prematurely closed connection";
+
+impl Conn {
+    /// [`log_unread_head`] for a head the client abandoned or let time out, with the server
+    /// that was reading it.
+    pub(super) fn log_unread(&self, what: &str, srv: &ServerConf, line: Option<&[u8]>) {
+        if crate::log::enabled(Level::Info) {
+            let reading = reading(line_ended(&self.buf), self.pipelined_next);
+            let host = host_read(&self.buf);
+            log_unread_head(&what, reading, srv.name(), line, host, &self.info);
+        }
+    }
+}
+
+/// The value of the first `Host` line among the header lines of `buf` that ended (nginx
+/// reads a header line once its LF came).
+fn host_read(buf: &[u8]) -> Option<&[u8]> {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
+    let mut lines = buf[start..].split_inclusive(|&b| b == b'\n');
+    lines.next().filter(|l| l.ends_with(b"\n"))?;
+    for line in lines {
+        let content = line.strip_suffix(b"\n")?;
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        if content.is_empty() {
+            return None;
+        }
+        if content.len() >= 5 && content[..5].eq_ignore_ascii_case(b"host:") {
+            return Some(content[5..].trim_ascii());
+        }
+    }
+    None
 }

@@ -224,7 +224,7 @@ impl Conn {
         &mut self,
         code: u16,
         srv: &ServerConf,
-        line: Option<&str>,
+        line: Option<&[u8]>,
         shape: RefusedShape,
     ) -> std::io::Result<()> {
         let start = Instant::now();
@@ -258,7 +258,7 @@ impl Conn {
         status: u16,
         head_len: u64,
         body_len: u64,
-        line: Option<&str>,
+        line: Option<&[u8]>,
         start: Instant,
     ) {
         let logs = srv.loc.access_logs();
@@ -280,7 +280,7 @@ impl Conn {
         &'a self,
         srv: &'a ServerConf,
         sent: Option<&'a Sent>,
-        line: Option<&'a str>,
+        line: Option<&'a [u8]>,
         start: Instant,
     ) -> Vars<'a> {
         Vars {
@@ -654,17 +654,15 @@ impl RefusedShape {
     pub(super) fn of(bytes: &[u8]) -> RefusedShape {
         // A 0.9 `HEAD /` is refused with the page (only a GET is a 0.9 request to nginx).
         let http09 = shoal_http::request::is_simple_request(bytes);
-        let line = request_line(bytes.trim_ascii_start(), true).unwrap_or_default();
+        let line = request_line(bytes, true).unwrap_or_default();
         RefusedShape {
             head: !http09 && is_head_request(bytes),
             http09,
-            http11: line.ends_with(" HTTP/1.1"),
+            http11: line.ends_with(b" HTTP/1.1"),
         }
     }
 }
 
-/// The request line at the start of `head` (without CR LF), for the access log; with
-/// `complete`, only a line that ended.
 /// Whether a refused request's bytes start with the method `HEAD` (after the empty lines nginx
 /// skips): nginx knows the method once the space after it is read, and leaves the page out.
 pub(super) fn is_head_request(bytes: &[u8]) -> bool {
@@ -675,16 +673,24 @@ pub(super) fn is_head_request(bytes: &[u8]) -> bool {
     bytes[start..].starts_with(b"HEAD ")
 }
 
-pub(super) fn request_line(head: &[u8], complete: bool) -> Option<String> {
-    let end = match memchr::memchr(b'\n', head) {
+/// The request line read so far at the start of `head`, for the `$request` of a request
+/// refused or abandoned before it was parsed, as nginx's variable takes it: from the first
+/// byte after the empty lines nginx skips to a CR, an LF or the end of what was read (a
+/// client that closed or timed out halfway: `"GET /pa"`; empty lines only: `""`), its
+/// bytes as they came (the log escapes them); with `complete`, only a line that ended.
+/// `None`: nothing was read.
+pub(super) fn request_line(head: &[u8], complete: bool) -> Option<Vec<u8>> {
+    if head.is_empty() {
+        return None;
+    }
+    let start = head.iter().position(|&b| b != b'\r' && b != b'\n');
+    let head = &head[start.unwrap_or(head.len())..];
+    let end = match memchr::memchr2(b'\r', b'\n', head) {
         Some(e) => e,
-        None if complete || head.is_empty() => return None,
+        None if complete => return None,
         None => head.len(),
     };
-    let line = head[..end.min(8192)]
-        .strip_suffix(b"\r")
-        .unwrap_or(&head[..end.min(8192)]);
-    Some(shoal_http::lossy(line).into_owned())
+    Some(head[..end.min(8192)].to_vec())
 }
 
 fn tokens(t: ServerTokens) -> shoal_http::ServerTokens {

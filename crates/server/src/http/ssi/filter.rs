@@ -19,7 +19,7 @@ use crate::log::Level;
 /// nginx's default `errmsg`.
 const ERRMSG: &[u8] = b"[an error occurred while processing the directive]";
 /// nginx's default `timefmt`.
-const TIMEFMT: &[u8] = b"%A, %d-%b-%Y %H:%M:%S %Z";
+pub(super) const TIMEFMT: &[u8] = b"%A, %d-%b-%Y %H:%M:%S %Z";
 
 /// Where `if` stands (nginx's `ctx->conditional`).
 #[derive(Clone, Copy, PartialEq, Eq)]

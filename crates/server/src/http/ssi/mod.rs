@@ -105,12 +105,27 @@ fn set_last_modified(_: &mut Builder, d: &Directive, s: &mut Scope<'_>) -> Resul
     set_once(&mut ssi(s).last_modified, flag_arg(d), d)
 }
 
-/// The SSI module's place in the module list: its header filter.
+/// The SSI module's place in the module list: its header filter, its variables.
 pub struct Module;
 
 impl HttpModule for Module {
     type Loc = SsiLoc;
     const DIRECTIVES: &'static [Command] = DIRECTIVES;
+    const VARIABLES: &'static [&'static str] = &["date_local", "date_gmt"];
+
+    /// Now in nginx's default `timefmt`, wherever a template names them (Craft CMS's
+    /// `add_header Last-Modified $date_gmt`); the commands of an answer SSI reads use its
+    /// `config timefmt` (`filter.rs`).
+    fn variable(
+        _loc: Option<&SsiLoc>,
+        name: &str,
+        _vars: &crate::variables::Vars<'_>,
+        out: &mut String,
+    ) -> Option<bool> {
+        let date = expr::date(filter::TIMEFMT, name == "date_gmt").unwrap_or_default();
+        out.push_str(&String::from_utf8_lossy(&date));
+        Some(true)
+    }
 
     fn merge(loc: &mut SsiLoc, parent: &SsiLoc) {
         merge(&mut loc.enable, &parent.enable);

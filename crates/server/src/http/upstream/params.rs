@@ -75,13 +75,18 @@ pub fn eval(
         out.push((p.name.as_bytes().to_vec(), value.as_bytes().to_vec()));
     }
     if headers {
-        for (name, v) in r.req.headers() {
+        // (Names as bytes: with `ignore_invalid_headers off` one may not be UTF-8.)
+        for (name, v) in r.req.header_fields() {
             // An answer that may be stored is asked for whole and unconditionally (nginx's
             // `ngx_http_*_cache_headers`).
-            if cacheable && CACHE_DROPPED.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+            if cacheable
+                && CACHE_DROPPED
+                    .iter()
+                    .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
+            {
                 continue;
             }
-            let param = shoal_http::cgi::http_param_name(name.as_bytes());
+            let param = shoal_http::cgi::http_param_name(name);
             let set = list
                 .iter()
                 .any(|p| p.name.as_bytes().eq_ignore_ascii_case(&param));

@@ -1,0 +1,477 @@
+//! The root master: shoal started as root with `user` is two processes, as nginx is. This one
+//! stays root and never serves: it reads every configuration (keys that only root may read,
+//! includes), binds the listening sockets (ports below 1024 too), owns the pid file and the
+//! log files, and forks the **child** that serves (`master::serve`: the worker threads and
+//! their runtimes), which changes to `user` first.
+//!
+//! Signals: HUP reads the new configuration here, forks a child on it and, once that child
+//! runs, tells the old one to drain (a bad configuration is an `[emerg]` and the old child
+//! serves on); USR1 reopens the logs here, gives them to `user` and tells the child to
+//! reopen them; USR2 is the binary upgrade (`upgrade.rs`, the new binary inherits the
+//! sockets); QUIT, TERM and INT go to the children (QUIT as WINCH, a drained stop, while another
+//! master serves on the same sockets); WINCH while a new binary runs stops the child, HUP then
+//! starts one again; a child that dies unasked is replaced.
+//!
+//! The one thing to know: `fork()` copies only the calling thread, so this process must never
+//! start a thread or a runtime. Reading a configuration and binding start none; the thread
+//! pools, the cache zones' threads and the workers are started by the child. [`fork_child`]
+//! checks it, and signals are taken with `sigwaitinfo()`, not a runtime.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cycle::Generation;
+use crate::error::Error;
+use crate::log::{report, ErrorLog, Level};
+use crate::master::{report_refused, report_warnings, Options};
+
+/// A serving child and whether it is still wanted.
+struct Child {
+    pid: libc::pid_t,
+    /// Told to stop (a reload replaced it, WINCH, QUIT, TERM): its end is expected.
+    stopping: bool,
+}
+
+struct RootMaster {
+    opts: Options,
+    generation: Arc<Generation>,
+    pid_path: PathBuf,
+    children: Vec<Child>,
+    /// The new binary started by SIGUSR2, while it runs.
+    new_binary: Option<libc::pid_t>,
+    /// SIGWINCH stopped the child (a new binary serves); SIGHUP starts one again.
+    noaccepting: bool,
+    /// QUIT, TERM or INT: the master ends with its last child.
+    exiting: bool,
+}
+
+/// Runs the root master with the first generation, bound, and the pid file written; returns
+/// the exit code. The signals of `master::HANDLED` are blocked.
+pub(crate) fn run(opts: Options, generation: Arc<Generation>, pid_path: PathBuf) -> i32 {
+    give_logs(&generation);
+    block(libc::SIGCHLD, libc::SIG_BLOCK);
+    let mut m = RootMaster {
+        opts,
+        generation: generation.clone(),
+        pid_path,
+        children: Vec::new(),
+        new_binary: None,
+        noaccepting: false,
+        exiting: false,
+    };
+    match fork_child(&m.opts, &generation, None, &m.pid_path) {
+        Ok(pid) => m.children.push(Child {
+            pid,
+            stopping: false,
+        }),
+        Err(e) => {
+            report(Level::Emerg, &e);
+            let _ = std::fs::remove_file(&m.pid_path);
+            return 1;
+        }
+    }
+    // Started: from now on messages go to the error log only, and so does fd 2 (nginx).
+    crate::log::redirect_stderr();
+    crate::log::set_use_stderr(false);
+    while !(m.exiting && m.children.is_empty()) {
+        let sig = wait_signal();
+        m.signal(sig);
+    }
+    crate::error_log!(Level::Notice, "exit");
+    let _ = std::fs::remove_file(&m.pid_path);
+    0
+}
+
+impl RootMaster {
+    fn signal(&mut self, sig: libc::c_int) {
+        match sig {
+            libc::SIGCHLD => self.reap(),
+            libc::SIGHUP if self.exiting => {}
+            libc::SIGHUP if self.noaccepting && self.new_binary.is_some() => {
+                crate::error_log!(
+                    Level::Notice,
+                    "signal 1 (SIGHUP) received, starting the worker processes again"
+                );
+                self.noaccepting = false;
+                self.start_child();
+            }
+            libc::SIGHUP => self.reload(),
+            libc::SIGUSR1 => {
+                crate::error_log!(Level::Notice, "reopening logs");
+                crate::log::reopen();
+                crate::http::access_log::reopen();
+                give_logs(&self.generation);
+                self.tell(libc::SIGUSR1, |_| true);
+            }
+            libc::SIGUSR2 => {
+                let busy = self.new_binary.is_some() || crate::upgrade::old_master_running();
+                let fds: Vec<_> = self
+                    .generation
+                    .sockets
+                    .iter()
+                    .filter_map(|s| s.raw_fd())
+                    .collect();
+                if let Some((pid, oldbin)) =
+                    crate::upgrade::change_binary(&self.pid_path, &fds, busy)
+                {
+                    self.new_binary = Some(pid);
+                    self.pid_path = oldbin;
+                }
+            }
+            libc::SIGWINCH if self.new_binary.is_some() && !self.exiting => {
+                crate::error_log!(
+                    Level::Notice,
+                    "signal 28 (SIGWINCH) received, stop accepting connections"
+                );
+                self.noaccepting = true;
+                self.stop_children(libc::SIGWINCH);
+            }
+            libc::SIGQUIT => {
+                crate::error_log!(Level::Notice, "gracefully shutting down");
+                self.exiting = true;
+                // Another master serves on the same sockets (a binary upgrade or its
+                // rollback): the child drains (WINCH), idle keep-alive connections getting
+                // one more request, since the other one is there to take the next.
+                let other = self.new_binary.is_some() || crate::upgrade::old_master_running();
+                self.stop_children(if other { libc::SIGWINCH } else { libc::SIGQUIT });
+            }
+            libc::SIGTERM | libc::SIGINT => {
+                crate::error_log!(Level::Notice, "exiting");
+                self.exiting = true;
+                self.tell(libc::SIGTERM, |_| true);
+                for c in &mut self.children {
+                    c.stopping = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends `sig` to the children `which` selects.
+    fn tell(&self, sig: libc::c_int, which: impl Fn(&Child) -> bool) {
+        for c in self.children.iter().filter(|c| which(c)) {
+            // SAFETY: kill on our own child's pid (not yet reaped, so not reused).
+            unsafe { libc::kill(c.pid, sig) };
+        }
+    }
+
+    /// Tells the serving children to stop with `sig` (QUIT graceful, WINCH drained); those
+    /// already stopping go on as they were told.
+    fn stop_children(&mut self, sig: libc::c_int) {
+        self.tell(sig, |c| !c.stopping);
+        for c in &mut self.children {
+            c.stopping = true;
+        }
+    }
+
+    /// A child on the current generation (at a rollback, or in place of one that died).
+    fn start_child(&mut self) {
+        match fork_child(&self.opts, &self.generation, None, &self.pid_path) {
+            Ok(pid) => self.children.push(Child {
+                pid,
+                stopping: false,
+            }),
+            Err(e) => crate::error_log!(Level::Alert, "{e}"),
+        }
+    }
+
+    /// SIGCHLD: every ended child reaped. A serving child that ended unasked is replaced, as
+    /// nginx's master respawns a worker; the new binary's end gives the pid file its name back.
+    fn reap(&mut self) {
+        loop {
+            let mut status: libc::c_int = 0;
+            // SAFETY: waitpid with a valid status pointer.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                return;
+            }
+            if self.new_binary == Some(pid) {
+                self.new_binary = None;
+                self.pid_path = crate::upgrade::new_binary_exited(pid, status, &self.pid_path);
+                if self.noaccepting && !self.exiting {
+                    self.noaccepting = false;
+                    self.start_child();
+                }
+                continue;
+            }
+            let Some(i) = self.children.iter().position(|c| c.pid == pid) else {
+                continue;
+            };
+            let child = self.children.remove(i);
+            let how = if libc::WIFSIGNALED(status) {
+                format!("on signal {}", libc::WTERMSIG(status))
+            } else {
+                format!("with code {}", libc::WEXITSTATUS(status))
+            };
+            if child.stopping {
+                crate::error_log!(Level::Notice, "child process {pid} exited {how}");
+            } else {
+                crate::error_log!(
+                    Level::Alert,
+                    "child process {pid} exited unexpectedly {how}, starting a new one"
+                );
+                self.start_child();
+            }
+        }
+    }
+
+    /// SIGHUP: the configuration read again as root; a child forked on it and, once it runs,
+    /// the old one told to drain. On any failure the old child serves on.
+    fn reload(&mut self) {
+        crate::error_log!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
+        let conf = match self.opts.load() {
+            Ok(c) => c,
+            Err(e) => {
+                report_refused(&e);
+                return;
+            }
+        };
+        report_warnings(&conf);
+        let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
+            Ok(l) => l,
+            Err(e) => {
+                report(Level::Emerg, &e);
+                return;
+            }
+        };
+        let id = self.generation.id + 1;
+        let generation = match Generation::new(id, Arc::new(conf), Some(&self.generation)) {
+            Ok(g) => Arc::new(g),
+            Err(e) => {
+                report(Level::Emerg, &e);
+                return;
+            }
+        };
+        log.install();
+        crate::log::redirect_stderr();
+        let config = &generation.config;
+        let new_pid = config.pid_path();
+        if new_pid != self.pid_path && self.new_binary.is_none() {
+            match crate::master::write_pid(&new_pid) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&self.pid_path);
+                    self.pid_path = new_pid;
+                }
+                Err(e) => report(Level::Alert, &e),
+            }
+        }
+        give_logs(&generation);
+        if let Some(h) = &config.http {
+            crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, user_ids(&generation));
+        }
+        crate::process_init::set_rlimit_nofile(config.main.worker_rlimit_nofile);
+        if let Err(e) = crate::process_init::apply_to_process(
+            &config.main.process,
+            Some(&self.generation.config.main.process),
+        ) {
+            crate::error_log!(Level::Alert, "{e}, the working directory stays");
+        }
+        let pid = match fork_child(
+            &self.opts,
+            &generation,
+            Some(&self.generation),
+            &self.pid_path,
+        ) {
+            Ok(pid) => pid,
+            Err(e) => {
+                crate::error_log!(Level::Alert, "{e}, the old configuration serves on");
+                return;
+            }
+        };
+        // The new child already accepts on the same sockets: the old one drains (WINCH), idle
+        // keep-alive connections taking one more request, so that a request sent as one
+        // closes is not lost (a single process hands them to the new generation instead).
+        self.stop_children(libc::SIGWINCH);
+        self.children.push(Child {
+            pid,
+            stopping: false,
+        });
+        let old = std::mem::replace(&mut self.generation, generation);
+        old.close_sockets_not_in(&self.generation);
+        crate::error_log!(Level::Notice, "reconfigured (generation {id})");
+    }
+}
+
+/// The `user` of a generation's configuration as ids (`None`: none, or unknown).
+fn user_ids(generation: &Generation) -> Option<(libc::uid_t, libc::gid_t)> {
+    let (user, group) = generation.config.main.user.as_ref()?;
+    crate::privileges::lookup(user, group.as_deref()).ok()
+}
+
+/// Gives the open log files to the generation's `user`, so that its child opens them again on
+/// SIGUSR1 (nginx's master does the same).
+fn give_logs(generation: &Generation) {
+    if let Some((user, group)) = &generation.config.main.user {
+        crate::privileges::give_log_files(user, group.as_deref());
+    }
+}
+
+/// Forks the child serving `generation` and waits until its workers run (it writes a byte) or
+/// it ends (the pipe's end of file). `old`: the generation the master had until now, whose
+/// sockets the new one does not keep are closed in the child (the old child still has its own).
+fn fork_child(
+    opts: &Options,
+    generation: &Arc<Generation>,
+    old: Option<&Arc<Generation>>,
+    pid_path: &std::path::Path,
+) -> Result<libc::pid_t, Error> {
+    let threads = std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count());
+    if threads != 1 {
+        // A bug of ours: fork() would copy locks other threads hold, and none of them.
+        return Err(Error::invalid(format!(
+            "the master has {threads} threads: no child can be forked safely"
+        )));
+    }
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is valid for two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::failed("pipe2()", std::io::Error::last_os_error()));
+    }
+    let master = std::process::id() as libc::pid_t;
+    // SAFETY: pipe2 returned two open fds that nothing else owns.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the process is single-threaded (checked above), so the child is a whole copy of
+    // it and may run anything; it never returns into the master's code (it exits).
+    match unsafe { libc::fork() } {
+        -1 => Err(Error::failed("fork()", std::io::Error::last_os_error())),
+        0 => {
+            drop(read_end);
+            let code = child(opts, generation, old, pid_path, write_end, master);
+            std::process::exit(code)
+        }
+        pid => {
+            drop(write_end);
+            if !ready_in_time(&read_end) {
+                // The master must not hang on a child that hangs: it is taken as started (its
+                // end, if it comes, is reaped as any child's).
+                crate::error_log!(
+                    Level::Alert,
+                    "child process {pid} has not started serving in {} s, taken as started",
+                    READY_WAIT.as_secs()
+                );
+                return Ok(pid);
+            }
+            let mut byte = [0u8; 1];
+            let n = loop {
+                // SAFETY: a read into a one-byte buffer from our open pipe.
+                let n = unsafe { libc::read(read_end.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+                if n >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break n;
+                }
+            };
+            if n == 1 {
+                crate::error_log!(Level::Notice, "start child process {pid}");
+                return Ok(pid);
+            }
+            let mut status = 0;
+            // SAFETY: waitpid on the child just forked, with a valid status pointer.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            Err(Error::invalid(format!(
+                "child process {pid} exited before it served (code {})",
+                libc::WEXITSTATUS(status)
+            )))
+        }
+    }
+}
+
+/// How long the master waits for a new child to say it serves.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether the child's pipe has its byte or its end of file within [`READY_WAIT`].
+fn ready_in_time(read_end: &OwnedFd) -> bool {
+    let deadline = std::time::Instant::now() + READY_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: read_end.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis() as libc::c_int) };
+        if n > 0 {
+            return true;
+        }
+        if n == 0 {
+            return false;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}
+
+/// The child's life: its credentials, then `master::serve`. Returns its exit code.
+fn child(
+    opts: &Options,
+    generation: &Arc<Generation>,
+    old: Option<&Arc<Generation>>,
+    pid_path: &std::path::Path,
+    ready: OwnedFd,
+    master: libc::pid_t,
+) -> i32 {
+    crate::upgrade::serve_under_master();
+    block(libc::SIGCHLD, libc::SIG_UNBLOCK);
+    if let Some(old) = old {
+        old.close_sockets_not_in(generation);
+    }
+    let main = &generation.config.main;
+    if let Some((user, group)) = &main.user {
+        if let Err(e) =
+            crate::privileges::drop_to(user, group.as_deref(), main.transparent.is_some())
+        {
+            report(Level::Emerg, &e);
+            return 1;
+        }
+    }
+    crate::process_init::keep_dumpable(&main.process);
+    // A child that outlived its master could be neither reloaded nor stopped through the pid
+    // file: the master's end, however it comes (SIGKILL), is its graceful stop. Set after the
+    // change of user, which clears it.
+    // SAFETY: prctl and getppid with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT);
+        if libc::getppid() != master {
+            return 0;
+        }
+    }
+    crate::master::serve(
+        opts.clone(),
+        generation.clone(),
+        pid_path.to_path_buf(),
+        Some(ready),
+    )
+}
+
+/// Blocks or unblocks one signal for this (the only) thread.
+fn block(sig: libc::c_int, how: libc::c_int) {
+    // SAFETY: the set is initialised by sigemptyset before use; the signal number is valid.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
+    }
+}
+
+/// The next signal of `master::HANDLED` or SIGCHLD (all blocked, so they wait for this).
+fn wait_signal() -> libc::c_int {
+    // SAFETY: the set is initialised by sigemptyset; sigwaitinfo accepts a null info pointer.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in crate::master::HANDLED.into_iter().chain([libc::SIGCHLD]) {
+            libc::sigaddset(&mut set, s);
+        }
+        loop {
+            let sig = libc::sigwaitinfo(&set, std::ptr::null_mut());
+            if sig > 0 {
+                return sig;
+            }
+        }
+    }
+}
