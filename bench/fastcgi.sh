@@ -21,7 +21,8 @@
 #
 # Environment: ROUNDS (3), DURATION (10s), CONNS (8), WRK_THREADS (1), BASE_PORT (19380),
 # FPM_CHILDREN (24), SKIP_CACHE=1, SKIP_KA=1, SHOAL / SHOAL_REV / CARGO_TARGET_DIR as in seed001.sh,
-# KEEP=1. Every server listens on 127.0.0.1 only; everything started here is stopped by PID at exit.
+# SHOAL0 (a second shoal binary, rows shoal0-ka and shoal0-cache), KEEP=1. Every server listens
+# on 127.0.0.1 only; everything started here is stopped by PID at exit.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -109,7 +110,7 @@ CONF
 }
 
 SERVERS=()
-# usage: add_servers NAME(ka|cache) MODE NGINX_PORT SHOAL_PORT
+# usage: add_servers NAME(ka|cache) MODE NGINX_PORT SHOAL_PORT SHOAL0_PORT (the last: with SHOAL0)
 add_servers() {
     local name=$1 mode=$2
     SERVERS+=("nginx-$name" "shoal-$name")
@@ -117,10 +118,15 @@ add_servers() {
     write_fcgi_conf "shoal-$name" "$4" "$mode"
     start_conf "nginx-$name" nginx "$3"
     start_conf "shoal-$name" shoal "$4"
+    if [ -n "${SHOAL0:-}" ]; then
+        SERVERS+=("shoal0-$name")
+        write_fcgi_conf "shoal0-$name" "$5" "$mode"
+        start_conf "shoal0-$name" shoal0 "$5"
+    fi
 }
 [ "$FPM_CHILDREN" -gt $((2 * CONNS + 4)) ] || log "warning: FPM_CHILDREN=$FPM_CHILDREN may be too few for CONNS=$CONNS kept connections" 
-[ -n "${SKIP_KA:-}" ] || add_servers ka keepalive $((p + 0)) $((p + 1))
-[ -n "${SKIP_CACHE:-}" ] || add_servers cache cache $((p + 2)) $((p + 3))
+[ -n "${SKIP_KA:-}" ] || add_servers ka keepalive $((p + 0)) $((p + 1)) $((p + 4))
+[ -n "${SKIP_CACHE:-}" ] || add_servers cache cache $((p + 2)) $((p + 3)) $((p + 5))
 
 {
     echo "# fastcgi — $(date -u '+%Y-%m-%d %H:%M UTC')"

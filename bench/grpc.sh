@@ -10,6 +10,7 @@
 #
 # Environment: ROUNDS (3), DURATION (seconds, 10), CONNS (8), STREAMS (1: calls in flight per
 # client connection), BASE_PORT (19380), SHOAL / SHOAL_REV / CARGO_TARGET_DIR as in seed001.sh,
+# SHOAL0 (a second shoal binary, a row of its own),
 # KEEP=1. Everything listens on 127.0.0.1; everything started here is stopped by PID at exit.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -47,7 +48,9 @@ log "started the gRPC server (pid $UP_PID, port $up_port)"
 
 declare -A PID PORT
 SERVERS=(nginx shoal)
-for i in 0 1; do
+# SHOAL0: a second shoal beside the first (e.g. the plain build beside bench/pgo.sh's).
+[ -n "${SHOAL0:-}" ] && SERVERS+=(shoal0)
+for i in "${!SERVERS[@]}"; do
     name=${SERVERS[$i]}
     port=$((BASE_PORT + i))
     port_free "$port" || die "port $port is in use"
@@ -72,6 +75,7 @@ CONF
     case $name in
         nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
         shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
+        shoal0) (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
     esac
     PID[$name]=$!
     PORT[$name]=$port
@@ -110,7 +114,7 @@ run() {
 
 {
     echo "# grpc — $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "host: $(nproc) cores, $(uname -sr); $(nginx -v 2>&1); shoal: $SHOAL_DESC"
+    echo "host: $(nproc) cores, $(uname -sr); $(nginx -v 2>&1); shoal: $SHOAL_DESC${SHOAL0:+; shoal0: $SHOAL0}"
     echo "upstream: tests/e2e/grpc_support/server.py (python3-grpcio $("$PYTHON" -c 'import grpc; print(grpc.__version__)')), keepalive 32"
     echo "command: ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS STREAMS=$STREAMS bench/grpc.sh"
 } | tee "$WORK/results/header.txt" >&2

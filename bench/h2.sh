@@ -5,12 +5,14 @@
 # medians. One worker each (nginx `worker_processes 1`, h2o `num-threads: 1`), the same files.
 #
 #   bench/h2.sh                      # ROUNDS=3 REQUESTS=200000 CLIENTS=100 STREAMS=10
-#   SHOAL=/path/to/shoal bench/h2.sh # a prebuilt binary (else SHOAL_REV=HEAD is built)
+#   SHOAL=/path/to/shoal bench/h2.sh # a prebuilt binary (else SHOAL_REV=HEAD is built; PGO=1:
+#                                    # bench/pgo.sh's build of the checkout)
 #
 # Cases: page-h2c and page-tls (h2load -n$REQUESTS -c$CLIENTS -m$STREAMS), 1m-h2c and 1m-tls
 # (FILE_REQUESTS (2000) responses of 1 MiB over one connection, -c1 -m1). A round counts only
 # when every request was answered with a 2xx of the file's size over the protocol asked for;
-# otherwise it shows in `notes`. Environment: SERVERS ("nginx h2o shoal"), CASES (all four, e.g.
+# otherwise it shows in `notes`. Environment: SERVERS ("nginx h2o shoal"; add shoal0 for a
+# second shoal, the binary SHOAL0, e.g. the plain build beside bench/pgo.sh's), CASES (all four, e.g.
 # CASES=1m-h2c for the 1 MiB file over h2c alone), OPEN_FILE_CACHE
 # (shoal's and nginx's: "max=100 inactive=20s" as seed 001's, or "off"), BASE_PORT (19480),
 # KEEP=1 (keep the prefix with configs, logs and raw.tsv).
@@ -37,7 +39,9 @@ if [[ " $SERVERS " == *" h2o "* ]] && ! command -v h2o >/dev/null; then
     SERVERS=${SERVERS//h2o/}
 fi
 
-if [ -z "${SHOAL:-}" ]; then
+if [ -z "${SHOAL:-}" ] && [ "${PGO:-0}" = 1 ]; then
+    build_shoal # bench/pgo.sh's build of the checkout
+elif [ -z "${SHOAL:-}" ]; then
     SHOAL_REV=${SHOAL_REV:-HEAD}
     rev=$(cd "$REPO" && git rev-parse --short "$SHOAL_REV")
     src=$(mktemp -d /tmp/shoal-src.XXXXXX)
@@ -124,6 +128,10 @@ start() { # NAME PLAIN_PORT TLS_PORT
     shoal)
         nginx_like_conf shoal "$2" "$3"
         (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c conf/shoal.conf) >"$WORK/logs/shoal.out" 2>&1 &
+        ;;
+    shoal0)
+        nginx_like_conf shoal0 "$2" "$3"
+        (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c conf/shoal0.conf) >"$WORK/logs/shoal0.out" 2>&1 &
         ;;
     nginx)
         nginx_like_conf nginx "$2" "$3"

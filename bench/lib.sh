@@ -23,7 +23,7 @@ build_shoal() {
     elif [ "${PGO:-0}" = 1 ]; then
         log "building a profile-optimized shoal (bench/pgo.sh) from the checkout"
         SHOAL=$("$BENCH_DIR/pgo.sh" | tail -1) || die "bench/pgo.sh failed"
-        SHOAL_DESC="checkout at $(cd "$REPO" && git rev-parse --short HEAD), PGO and BOLT (bench/pgo.sh)"
+        SHOAL_DESC="checkout at $(cd "$REPO" && git rev-parse --short HEAD), $(cat "$(dirname "$SHOAL")/shoal.desc") (bench/pgo.sh)"
     elif [ -n "${SHOAL_REV:-}" ]; then
         local rev src
         rev=$(cd "$REPO" && git rev-parse --short "$SHOAL_REV") || die "unknown revision $SHOAL_REV"

@@ -328,3 +328,43 @@ fn user_added_by_a_reload_waits_for_the_next_start() {
     });
     assert!(common::children_of(s.pid).is_empty());
 }
+
+/// Reloads under keep-alive load lose no request: the old child drains (an idle connection
+/// takes one more request, answered with `Connection: close`) instead of closing idle
+/// connections as a client sends on them, since the new child already serves the sockets.
+#[test]
+fn reloads_under_load_lose_no_request() {
+    if !root() {
+        return;
+    }
+    let port = free_port();
+    let s = Shoal::start_in(
+        prefix(),
+        &common::conf_with(
+            port,
+            "user nobody; worker_processes 2;",
+            "location = /pid { return 200 \"$pid\"; }",
+        ),
+        port,
+        &[],
+    );
+    let load = crate::upgrade::Load::start(port);
+    load.wait_answers(200);
+    load.phase("reloads");
+    for generation in 2..=9 {
+        s.signal(libc::SIGHUP);
+        s.wait_log(&format!("reconfigured (generation {generation})"), 1);
+        let child = common::serving_child(s.pid);
+        load.wait_pid(child);
+        load.wait_answers(200);
+    }
+    let (answers, _, failures) = load.finish();
+    assert!(
+        failures.is_empty(),
+        "{answers} answers, failed: {failures:?}"
+    );
+    // The replaced children all ended: one serves.
+    wait_for("the old children to end", || {
+        (common::children_of(s.pid).len() == 1).then_some(())
+    });
+}

@@ -33,7 +33,8 @@ fn workers_of(pid: i32) -> usize {
 /// Clients asking `/pid` over keep-alive connections (and one with a new connection per
 /// request) until stopped: what answered, and every failure with its reason. A
 /// `Connection: close` answer is no failure: the client connects again, as browsers do.
-struct Load {
+/// (`privsep.rs` reloads under it too.)
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     /// What the test is doing (said in each failure).
     phase: Arc<Mutex<&'static str>>,
@@ -44,7 +45,7 @@ struct Load {
 }
 
 impl Load {
-    fn start(port: u16) -> Load {
+    pub(crate) fn start(port: u16) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let answers = Arc::new(AtomicUsize::new(0));
         let pids = Arc::new(Mutex::new(Vec::new()));
@@ -112,12 +113,12 @@ impl Load {
         }
     }
 
-    fn phase(&self, what: &'static str) {
+    pub(crate) fn phase(&self, what: &'static str) {
         *self.phase.lock().unwrap() = what;
     }
 
     /// Waits until `n` more answers came.
-    fn wait_answers(&self, n: usize) {
+    pub(crate) fn wait_answers(&self, n: usize) {
         let from = self.answers.load(Ordering::Relaxed);
         wait_for(&format!("{n} more answers"), || {
             (self.answers.load(Ordering::Relaxed) >= from + n).then_some(())
@@ -125,14 +126,14 @@ impl Load {
     }
 
     /// Waits until an answer came from `pid`.
-    fn wait_pid(&self, pid: i32) {
+    pub(crate) fn wait_pid(&self, pid: i32) {
         let want = pid.to_string();
         wait_for(&format!("an answer from pid {pid}"), || {
             self.pids.lock().unwrap().contains(&want).then_some(())
         });
     }
 
-    fn finish(self) -> (usize, Vec<String>, Vec<String>) {
+    pub(crate) fn finish(self) -> (usize, Vec<String>, Vec<String>) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads {
             t.join().unwrap();

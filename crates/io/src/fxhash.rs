@@ -32,9 +32,13 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(b) ^ ((rest.len() as u64) << 56));
+            // The little-endian word of the bytes left, zero-padded (a loop of at most seven:
+            // a copy of a length not known here is a `memcpy` call).
+            let mut w = 0u64;
+            for (i, &b) in rest.iter().enumerate() {
+                w |= u64::from(b) << (8 * i);
+            }
+            self.add(w ^ ((rest.len() as u64) << 56));
         }
     }
 

@@ -69,8 +69,9 @@ pub struct FileInfo {
     pub dev: u64,
     /// A directory (cached without an fd).
     pub is_dir: bool,
-    /// nginx's ETag for this mtime and size ([`etag`]), made once per open, not per answer.
-    pub etag: Box<str>,
+    /// nginx's ETag for this mtime and size ([`etag`]), made once per open (at most: the
+    /// last one made is shared), not per answer.
+    pub etag: Arc<str>,
     /// A small file's bytes, read once while this metadata is current: a cached entry is
     /// re-opened (and gets a new, empty record) when `valid` expires, so the bytes never
     /// outlive the metadata they were read with.
@@ -88,26 +89,52 @@ pub struct OpenedFile {
 
 /// nginx's ETag for a file of this mtime and size: `"%xT-%xO"`, e.g. `"5f5e1000-1234"`.
 pub fn etag(mtime: i64, size: u64) -> String {
-    // By hand: this is on every static answer, and `format!` costs more than the rest.
+    // By hand, into a string of the exact size: `format!` costs more than the rest, and a
+    // string shrunk into a box is a `realloc`.
+    fn digits(v: u64) -> usize {
+        (16 - v.leading_zeros() as usize / 4).max(1)
+    }
     fn hex(out: &mut String, v: u64) {
-        let digits = (16 - v.leading_zeros() as usize / 4).max(1);
-        for i in (0..digits).rev() {
+        for i in (0..digits(v)).rev() {
             out.push(char::from(
                 b"0123456789abcdef"[(v >> (4 * i)) as usize & 15],
             ));
         }
     }
-    let mut s = String::with_capacity(36);
+    let m = mtime.unsigned_abs();
+    let mut s = String::with_capacity(3 + usize::from(mtime < 0) + digits(m) + digits(size));
     s.push('"');
     // nginx's `%xT` is signed: a time before the epoch is `-` and the hex of its magnitude.
     if mtime < 0 {
         s.push('-');
     }
-    hex(&mut s, mtime.unsigned_abs());
+    hex(&mut s, m);
     s.push('-');
     hex(&mut s, size);
     s.push('"');
     s
+}
+
+thread_local! {
+    /// The last ETag made on this thread: a file opened for each request (no
+    /// `open_file_cache`) has the same one every time.
+    static LAST_ETAG: std::cell::RefCell<Option<(i64, u64, Arc<str>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// [`etag`], shared with the last file of the same mtime and size opened on this thread.
+fn shared_etag(mtime: i64, size: u64) -> Arc<str> {
+    LAST_ETAG.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((m, s, e)) if *m == mtime && *s == size => e.clone(),
+            _ => {
+                let e: Arc<str> = Arc::from(etag(mtime, size));
+                *last = Some((mtime, size, e.clone()));
+                e
+            }
+        }
+    })
 }
 
 /// Opens `path` read-only (nonblocking, so a FIFO cannot hang it) and stats the fd. Blocking:
@@ -124,7 +151,7 @@ pub fn open(path: &Path) -> io::Result<OpenedFile> {
         inode: st.ino,
         dev: st.dev,
         is_dir: st.is_dir,
-        etag: etag(st.mtime, st.size).into_boxed_str(),
+        etag: shared_etag(st.mtime, st.size),
         content: Default::default(),
     };
     Ok(OpenedFile {

@@ -5,8 +5,8 @@
 //! their runtimes), which changes to `user` first.
 //!
 //! Signals: HUP reads the new configuration here, forks a child on it and, once that child
-//! runs, tells the old one to stop gracefully (a bad configuration is an `[emerg]` and the old
-//! child serves on); USR1 reopens the logs here, gives them to `user` and tells the child to
+//! runs, tells the old one to drain (a bad configuration is an `[emerg]` and the old child
+//! serves on); USR1 reopens the logs here, gives them to `user` and tells the child to
 //! reopen them; USR2 is the binary upgrade (`upgrade.rs`, the new binary inherits the
 //! sockets); QUIT, TERM and INT go to the children (QUIT as WINCH, a drained stop, while another
 //! master serves on the same sockets); WINCH while a new binary runs stops the child, HUP then
@@ -217,7 +217,7 @@ impl RootMaster {
     }
 
     /// SIGHUP: the configuration read again as root; a child forked on it and, once it runs,
-    /// the old one told to stop gracefully. On any failure the old child serves on.
+    /// the old one told to drain. On any failure the old child serves on.
     fn reload(&mut self) {
         crate::error_log!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
         let conf = match self.opts.load() {
@@ -279,7 +279,10 @@ impl RootMaster {
                 return;
             }
         };
-        self.stop_children(libc::SIGQUIT);
+        // The new child already accepts on the same sockets: the old one drains (WINCH), idle
+        // keep-alive connections taking one more request, so that a request sent as one
+        // closes is not lost (a single process hands them to the new generation instead).
+        self.stop_children(libc::SIGWINCH);
         self.children.push(Child {
             pid,
             stopping: false,

@@ -672,19 +672,26 @@ async fn graceful_stop(
             closed.await;
         }
     };
+    // `worker_shutdown_timeout` counts from the stop, as nginx's does, the drain's grace within.
+    let deadline = generation
+        .config
+        .main
+        .worker_shutdown_timeout
+        .map(|t| tokio::time::Instant::now() + t);
     if let Some(grace) = grace {
         // Idle connections are left waiting: a request that comes is answered with
         // `Connection: close` (a busy connection's is too), then they close.
         worker.draining.set(true);
-        let _ = tokio::time::timeout(grace, all_closed()).await;
+        let end = tokio::time::Instant::now() + grace;
+        let end = deadline.map_or(end, |d| d.min(end));
+        let _ = tokio::time::timeout_at(end, all_closed()).await;
         worker.draining.set(false);
     }
     worker.wake_idle.wake_all();
-    let timeout = generation.config.main.worker_shutdown_timeout;
     let wait_idle = all_closed();
-    match timeout {
-        Some(t) => {
-            if tokio::time::timeout(t, wait_idle).await.is_err() {
+    match deadline {
+        Some(d) => {
+            if tokio::time::timeout_at(d, wait_idle).await.is_err() {
                 error_log!(
                     Level::Notice,
                     "worker {}: shutdown timeout, closing {} connection(s)",

@@ -309,11 +309,16 @@ impl Request {
     /// a body of unknown length, whose DATA frames the server hands on as chunks). Nothing
     /// of the connection applies to a stream: no keep-alive, no `Expect`.
     pub fn into_h2(mut self, body: BodyKind) -> Request {
+        self.set_h2(body);
+        self
+    }
+
+    /// [`Request::into_h2`] in place (a request is large: a move is a copy).
+    pub fn set_h2(&mut self, body: BodyKind) {
         self.version = Version::Http2;
         self.body = body;
         self.keep_alive = false;
         self.expect_continue = false;
-        self
     }
 }
 

@@ -191,6 +191,13 @@ fn metadata_and_nginx_etag() {
             content: Default::default(),
         }
     );
+    // Opened again, the same ETag; once the file changed, its new one (the last one made
+    // is shared only for the same mtime and size).
+    assert_eq!(open(&a).unwrap().info.etag, opened.info.etag);
+    let f = std::fs::File::options().write(true).open(&a).unwrap();
+    f.set_len(0x10).unwrap();
+    f.set_modified(mtime).unwrap();
+    assert_eq!(&*open(&a).unwrap().info.etag, "\"5f5e1000-10\"");
     assert_eq!(etag(1_700_000_000, 612), "\"6553f100-264\"");
     // Zeros, single digits, the widest values: as `format!("{:x}")` writes them.
     for (mtime, size) in [(0, 0), (15, 16), (i64::MAX, u64::MAX), (1, 1 << 60)] {

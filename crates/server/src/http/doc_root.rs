@@ -38,6 +38,17 @@ impl DocRoot {
 
     /// The file for `uri`: root + URI, or the alias in place of the location's prefix.
     pub fn map(&self, uri: &str, vars: Option<&crate::variables::Vars<'_>>) -> PathBuf {
+        self.map_with_room(uri, vars, 0)
+    }
+
+    /// [`DocRoot::map`] with room for `room` more bytes after the path (an index file's name:
+    /// the caller appends it without another allocation).
+    pub fn map_with_room(
+        &self,
+        uri: &str,
+        vars: Option<&crate::variables::Vars<'_>>,
+        room: usize,
+    ) -> PathBuf {
         let evaluated = self.evaluate(vars);
         let base: &Path = &evaluated;
         let tail = match (self.alias, self.alias_len) {
@@ -46,7 +57,7 @@ impl DocRoot {
             (true, None) => return base.to_path_buf(),
         };
         // One allocation of the final size (not the root's, then grown for the URI).
-        let mut s = std::ffi::OsString::with_capacity(base.as_os_str().len() + tail.len());
+        let mut s = std::ffi::OsString::with_capacity(base.as_os_str().len() + tail.len() + room);
         s.push(base.as_os_str());
         s.push(tail);
         PathBuf::from(s)

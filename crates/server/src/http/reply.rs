@@ -155,6 +155,9 @@ pub struct Reply {
     /// for shoal's, as nginx's upstream module puts them in place of its own.
     pub upstream_server: bool,
     pub upstream_date: bool,
+    /// A recycled reply's last content type, emptied: [`Reply::set_content_type`] writes the
+    /// next one there (a static answer's type costs no allocation).
+    spare_type: String,
 }
 
 impl Reply {
@@ -237,7 +240,16 @@ impl Reply {
             charset_param: false,
             upstream_server: false,
             upstream_date: false,
+            spare_type: String::new(),
         }
+    }
+
+    /// Sets `content_type` to `t`, in the string a recycled reply kept.
+    pub fn set_content_type(&mut self, t: &str) {
+        let mut s = std::mem::take(&mut self.spare_type);
+        s.clear();
+        s.push_str(t);
+        self.content_type = Some(s);
     }
 
     /// A new reply in its box: an emptied one the worker kept, or a new one. (A `Reply` is a
@@ -293,8 +305,12 @@ impl Reply {
             charset_param,
             upstream_server,
             upstream_date,
+            spare_type,
         } = self;
-        *content_type = None;
+        // (Its string kept for the next one's type, unless it grew past usual types.)
+        if let Some(t) = content_type.take().filter(|t| t.capacity() <= 64) {
+            *spare_type = t;
+        }
         *location = None;
         *location_at = LocationAt::Fixed;
         *last_modified = None;

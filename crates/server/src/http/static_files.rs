@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path};
 
 use super::open_file_cache;
@@ -49,7 +49,16 @@ fn file_of(lc: &LocConf, uri: &str, vars: &LazyVars) -> std::path::PathBuf {
 /// missing one is a 404). Nothing found in an existing directory: its listing with
 /// `autoindex on` (GET and HEAD), else 403, from nginx's content phase.
 fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars) -> Outcome {
-    let dir = file_of(lc, uri, vars);
+    // The directory's path with room for a name after it: each candidate is made in place
+    // (the room of the longest fixed name; a name from variables may grow it).
+    let room = lc.index().iter().map(|n| n.text.len()).max().unwrap_or(0);
+    let root = lc.doc_root();
+    let vars_of = root.template.as_ref().map(|_| vars.get());
+    let mut path = root
+        .map_with_room(uri, vars_of, room)
+        .into_os_string()
+        .into_vec();
+    let dir_len = path.len();
     let mut dir_tested = false;
     for index_name in lc.index() {
         let evaluated;
@@ -63,11 +72,9 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
         if name.starts_with('/') {
             return Outcome::Internal(name.clone());
         }
-        let mut candidate = std::ffi::OsString::with_capacity(dir.as_os_str().len() + name.len());
-        candidate.push(dir.as_os_str());
-        candidate.push(name);
-        // (Two pushes into a string of the final size: `concat` is a generic join, ~150
-        // instructions for these two pieces.)
+        path.truncate(dir_len);
+        path.extend_from_slice(name.as_bytes());
+        let candidate = Path::new(OsStr::from_bytes(&path));
         let internal = || {
             let mut target = String::with_capacity(uri.len() + name.len());
             target.push_str(uri);
@@ -76,11 +83,10 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
         };
         // With `open_file_cache`, a cached index file needs no stat (nginx's index module
         // tests through the cache too); a miss or an error is decided by the stat below.
-        if lc.open_file_cache.enabled() && open_file_cache::open(lc, Path::new(&candidate)).is_ok()
-        {
+        if lc.open_file_cache.enabled() && open_file_cache::open(lc, candidate).is_ok() {
             return Outcome::Internal(internal());
         }
-        let err = match std::fs::metadata(&candidate) {
+        let err = match std::fs::metadata(candidate) {
             Ok(_) => return Outcome::Internal(internal()),
             Err(e) => e,
         };
@@ -89,12 +95,11 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
             errno,
             Some(libc::ENOTDIR | libc::ENAMETOOLONG | libc::EACCES)
         ) {
-            return Outcome::Reply(Box::new(index_error(r, lc, Path::new(&candidate), &err)));
+            return Outcome::Reply(Box::new(index_error(r, lc, candidate, &err)));
         }
         if !dir_tested {
             // The directory, without the URI's trailing slash.
-            let bytes = candidate.as_bytes();
-            let d = Path::new(OsStr::from_bytes(&bytes[..bytes.len() - name.len() - 1]));
+            let d = Path::new(OsStr::from_bytes(&path[..dir_len - 1]));
             match std::fs::metadata(d) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
@@ -108,7 +113,7 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
                     return Outcome::Reply(Box::new(error_reply(500, lc)));
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Outcome::Reply(Box::new(index_error(r, lc, Path::new(&candidate), &e)));
+                    return Outcome::Reply(Box::new(index_error(r, lc, candidate, &e)));
                 }
                 Err(e) => {
                     crate::conn_log!(
@@ -129,13 +134,15 @@ fn index(r: &Req<'_, '_>, lc: &LocConf, method: &str, uri: &str, vars: &LazyVars
                 Level::Crit,
                 r.info.number,
                 "stat() \"{}\" failed {}{}",
-                Path::new(&candidate).display(),
+                candidate.display(),
                 shoal_conf::os_error(&err),
                 r.log_ctx()
             );
             return Outcome::Reply(Box::new(error_reply(500, lc)));
         }
     }
+    path.truncate(dir_len);
+    let dir = std::path::PathBuf::from(std::ffi::OsString::from_vec(path));
     if super::autoindex::wanted(lc, method) {
         return Outcome::Autoindex(dir);
     }
@@ -340,8 +347,8 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &LazyVars, post: b
     }
     // `directio SIZE`: files this large bypass the page cache (and sendfile), as nginx.
     let direct = lc.directio().is_some_and(|t| size >= t);
-    let content_type = uri_content_type(lc, uri).to_string();
     let mut reply = Reply::boxed(200);
+    reply.set_content_type(uri_content_type(lc, uri));
     reply.last_modified = Some(shoal_http::date::format_unix_recent(mtime.max(0) as u64));
     reply.mtime = Some(mtime);
     if lc.etag() {
@@ -355,7 +362,6 @@ fn serve_file(r: &Req<'_, '_>, lc: &LocConf, uri: &str, vars: &LazyVars, post: b
     if (precompressed || vary_for_static) && lc.gzip.vary() {
         super::gzip::add_vary(&mut reply);
     }
-    reply.content_type = Some(content_type);
     reply.body = Body::File {
         file,
         offset: 0,

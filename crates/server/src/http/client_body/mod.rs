@@ -275,18 +275,21 @@ impl<'a> ClientBody<'a> {
         }
     }
 
-    /// An HTTP/2 stream's body, framed as `kind` (`Chunked`: its length was not told).
-    pub fn h2(kind: BodyKind, recv: crate::http::h2::wire::RecvStream) -> ClientBody<'a> {
-        let source = H2Source {
-            recv,
-            buf: BytesMut::new(),
-            chunked: kind == BodyKind::Chunked,
-            ended: false,
-        };
+    /// An HTTP/2 stream's body, framed as `kind` (`Chunked`: its length was not told);
+    /// `recv`: none when the request's HEADERS ended the stream.
+    pub fn h2(kind: BodyKind, recv: Option<crate::http::h2::wire::RecvStream>) -> ClientBody<'a> {
+        let source = recv.filter(|_| kind != BodyKind::Empty).map(|recv| {
+            Source::H2(H2Source {
+                recv,
+                buf: BytesMut::new(),
+                chunked: kind == BodyKind::Chunked,
+                ended: false,
+            })
+        });
         ClientBody {
             kind,
             inner: RefCell::new(Inner {
-                source: (kind != BodyKind::Empty).then_some(Source::H2(source)),
+                source,
                 state: State::Unread,
                 cleanup: None,
             }),

@@ -31,8 +31,13 @@ use crate::http::transport::{ConnInfo, Transport};
 use crate::log::Level;
 use crate::worker::{ConnGuard, IdleSlot};
 
-/// The streams one read opened, started once the codec is let go.
-type Fresh = Vec<(shoal_http2::server::Request, bool, RecvStream, SendResponse)>;
+/// The streams one read opened, started once the codec is let go (no body handle: the
+/// HEADERS ended the stream).
+type Fresh = Vec<(
+    shoal_http2::server::Request,
+    Option<RecvStream>,
+    SendResponse,
+)>;
 
 thread_local! {
     /// Read buffers of connections gone idle.
@@ -518,7 +523,7 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
                         if fresh.capacity() == 0 {
                             fresh = SPARE_FRESH.with(|s| s.take()).unwrap_or_default();
                         }
-                        fresh.push((request, end_stream, recv, respond));
+                        fresh.push((request, recv, respond));
                     }
                     Incoming::Data {
                         stream,
@@ -581,12 +586,12 @@ async fn run(t: Transport, kept: Kept, resumed: bool, mut epoch: u64) {
             failed
         };
         parked &= fresh.is_empty();
-        for (head, ended, recv, respond) in fresh.drain(..) {
+        for (head, recv, respond) in fresh.drain(..) {
             let n = shared.requests.get() + 1;
             shared.requests.set(n);
             shared.active.set(shared.active.get() + 1);
             state.set(crate::status::State::Streams);
-            start_stream(&shared, &scope, head, ended, recv, respond);
+            start_stream(&shared, &scope, head, recv, respond);
             if n >= keepalive_requests && !going_away {
                 core.borrow_mut().server.conn_mut().goaway(Reason::NO_ERROR);
                 (going_away, went_away) = (true, Instant::now());
@@ -654,11 +659,10 @@ fn start_stream(
     shared: &Rc<Shared>,
     scope: &Option<Arc<crate::log::ErrorLog>>,
     head: shoal_http2::server::Request,
-    ended: bool,
-    recv: RecvStream,
+    recv: Option<RecvStream>,
     respond: SendResponse,
 ) {
-    let answer = stream::run(shared.clone(), head, ended, recv, respond);
+    let answer = stream::run(shared.clone(), head, recv, respond);
     let mut answer = Box::pin(crate::log::scoped_in(scope.clone(), answer));
     let waker = std::task::Waker::noop();
     let mut cx = Context::from_waker(waker);

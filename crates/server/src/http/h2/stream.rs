@@ -39,8 +39,7 @@ use crate::log::Level;
 pub(super) async fn run(
     sh: Rc<Shared>,
     head: shoal_http2::server::Request,
-    ended: bool,
-    recv: RecvStream,
+    recv: Option<RecvStream>,
     respond: SendResponse,
 ) {
     struct Done(Rc<Shared>);
@@ -58,7 +57,7 @@ pub(super) async fn run(
     // its own and into a task when it waits, and a move copies every byte of a future. Built
     // in its box: `Box::pin(answer_stream(..))` would build it on the stack and copy it, 8.8k
     // instructions of `memcpy` a call under callgrind.)
-    crate::pinned::pin_in_place(|| answer_stream(&done.0, head, ended, recv, respond)).await;
+    crate::pinned::pin_in_place(|| answer_stream(&done.0, head, recv, respond)).await;
 }
 
 thread_local! {
@@ -112,8 +111,7 @@ fn request_of(
 async fn answer_stream(
     sh: &Shared,
     request: shoal_http2::server::Request,
-    ended: bool,
-    recv: RecvStream,
+    recv: Option<RecvStream>,
     mut respond: SendResponse,
 ) {
     let Some(gen) = sh.generation() else {
@@ -127,7 +125,6 @@ async fn answer_stream(
     let default_srv =
         super::conn_server(&gen, &sh.info).unwrap_or_else(|| gen.default_server(&route));
     let limits = default_srv.srv.limits();
-    let mut head = BytesMut::new();
     // nginx's info line for each field `ignore_invalid_headers` drops.
     let mut log_dropped = |name: &[u8], host: Option<&[u8]>| {
         let (srv, host_ctx) = match host {
@@ -149,75 +146,40 @@ async fn answer_stream(
         );
     };
     let dropped = crate::log::enabled(Level::Info).then_some(&mut log_dropped as &mut Dropped<'_>);
-    let (parsed, parser) = match request_of(request, &limits, dropped) {
-        Ok(r) => (Ok(Some(r)), None),
-        Err(text) => {
-            head = text;
+    // (The request is built where it stays: a `Request` moved through a few `Result`s is a
+    // `memcpy` each.)
+    let mut req = match request_of(request, &limits, dropped) {
+        Ok(r) => r,
+        Err(mut head) => {
             let mut parser = HeadParser::new(limits);
-            (parser.parse(&mut head), Some(parser))
-        }
-    };
-    let parsed = match parsed {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            // A head the parser wants more of cannot be: it ends with its empty line.
-            respond.send_reset(Reason::PROTOCOL_ERROR);
-            return;
-        }
-        Err(e) => {
-            let refused = parser
-                .as_ref()
-                .map(|p| p.refused(&head))
-                .unwrap_or_default();
-            // The head the parser refused (taken off `head` once it was whole).
-            let text = match parser.as_ref().and_then(HeadParser::failed_head) {
-                Some(h) => h.clone(),
-                None => head.split().freeze(),
-            };
-            let srv = gen.refused_server(&route, &refused, default_srv);
-            crate::conn_log!(
-                Level::Info,
-                sh.info.number,
-                "{e} while reading client request headers, client: {}, server: {}{}",
-                sh.info.client(),
-                srv.name(),
-                refused_context(&text, e.code())
-            );
-            let start = Instant::now();
-            let reply = Box::new(crate::http::reply::error_reply(e.code(), &srv.loc));
-            let status = reply.status;
-            let date = request::date(false);
-            let length = reply.body.length();
-            let known = sink::known_length(&reply.body, length);
-            let (sent, head_len) =
-                sink::send_head(&mut respond, &reply, &srv.loc, length, &date, false);
-            let mut body_len = 0;
-            if let Ok(send) = sent {
-                let mut sink = H2Sink::new(send, &sh.info, &srv.loc, None, known);
-                let output = Output::default();
-                let body = std::mem::replace(&mut { reply }.body, Body::Empty);
-                if output.send_plain(&mut sink, body, &srv.loc).await.is_ok()
-                    && sink.finish().await.is_ok()
-                {
-                    body_len = length.unwrap_or(0);
+            match parser.parse(&mut head) {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    // A head the parser wants more of cannot be: it ends with its empty line.
+                    respond.send_reset(Reason::PROTOCOL_ERROR);
+                    return;
+                }
+                Err(e) => {
+                    let refused = Refused {
+                        gen: &gen,
+                        route: &route,
+                        default_srv,
+                    };
+                    Box::pin(refused.answer(sh, respond, &parser, head, e)).await;
+                    return;
                 }
             }
-            // Logged as nginx logs a request it could not read: its request line.
-            let first = text[..].split(|&b| b == b'\r').next().unwrap_or_default();
-            let first = first.strip_suffix(b" HTTP/1.1").unwrap_or(first);
-            let line = format!("{} HTTP/2.0", String::from_utf8_lossy(first));
-            log_refused(sh, srv, status, head_len, body_len, &line, start);
-            return;
         }
     };
     // The body as the stream frames it: none after END_STREAM, `content-length`'s when told,
     // else of unknown length (handed to the decoder as chunks).
-    let kind = match parsed.body() {
-        _ if ended => BodyKind::Empty,
+    let kind = match req.body() {
+        _ if recv.is_none() => BodyKind::Empty,
         BodyKind::Length(n) => BodyKind::Length(n),
         _ => BodyKind::Chunked,
     };
-    let req = parsed.into_h2(kind);
+    req.set_h2(kind);
+    let req = req;
     // Shared with the proxy, which watches it for the client's RST_STREAM while it waits.
     let respond = std::cell::RefCell::new(respond);
     // (Borrowed from the request: a validated host is text, no copy is made.)
@@ -455,6 +417,68 @@ async fn answer_stream(
     }
     if let Some(rec) = upstream {
         crate::http::upstream::record::Record::recycle(rec);
+    }
+}
+
+/// What answers a stream whose head the parser refused: the server it names.
+struct Refused<'g> {
+    gen: &'g crate::cycle::Generation,
+    route: &'g crate::cycle::AddrServers,
+    default_srv: &'g crate::http::ServerConf,
+}
+
+impl Refused<'_> {
+    /// Answers the stream as nginx answers a head it refused (`e`: why), logs it, and logs
+    /// the request line nginx would have read.
+    async fn answer(
+        self,
+        sh: &Shared,
+        mut respond: SendResponse,
+        parser: &HeadParser,
+        mut head: BytesMut,
+        e: shoal_http::Error,
+    ) {
+        let refused = parser.refused(&head);
+        // The head the parser refused (taken off `head` once it was whole).
+        let text = match parser.failed_head() {
+            Some(h) => h.clone(),
+            None => head.split().freeze(),
+        };
+        let srv = self
+            .gen
+            .refused_server(self.route, &refused, self.default_srv);
+        crate::conn_log!(
+            Level::Info,
+            sh.info.number,
+            "{e} while reading client request headers, client: {}, server: {}{}",
+            sh.info.client(),
+            srv.name(),
+            refused_context(&text, e.code())
+        );
+        let start = Instant::now();
+        let reply = Box::new(crate::http::reply::error_reply(e.code(), &srv.loc));
+        let status = reply.status;
+        let date = request::date(false);
+        let length = reply.body.length();
+        let known = sink::known_length(&reply.body, length);
+        let (sent, head_len) =
+            sink::send_head(&mut respond, &reply, &srv.loc, length, &date, false);
+        let mut body_len = 0;
+        if let Ok(send) = sent {
+            let mut sink = H2Sink::new(send, &sh.info, &srv.loc, None, known);
+            let output = Output::default();
+            let body = std::mem::replace(&mut { reply }.body, Body::Empty);
+            if output.send_plain(&mut sink, body, &srv.loc).await.is_ok()
+                && sink.finish().await.is_ok()
+            {
+                body_len = length.unwrap_or(0);
+            }
+        }
+        // Logged as nginx logs a request it could not read: its request line.
+        let first = text[..].split(|&b| b == b'\r').next().unwrap_or_default();
+        let first = first.strip_suffix(b" HTTP/1.1").unwrap_or(first);
+        let line = format!("{} HTTP/2.0", String::from_utf8_lossy(first));
+        log_refused(sh, srv, status, head_len, body_len, &line, start);
     }
 }
 

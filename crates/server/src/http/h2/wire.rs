@@ -59,7 +59,8 @@ struct Slot {
     data: VecDeque<Bytes>,
     /// The request's END_STREAM came (with DATA or trailers).
     ended: bool,
-    trailers: Option<http::HeaderMap>,
+    /// (Boxed: rare, and a slot is moved when another stream's is removed.)
+    trailers: Option<Box<http::HeaderMap>>,
     /// The stream is gone (reset by either side).
     reset: Option<Reason>,
     /// Reset by the codec as malformed (its line is logged already).
@@ -109,11 +110,16 @@ impl Inner {
     }
 
     fn slot(&mut self, id: u32) -> Option<&mut Slot> {
-        match self.slots.last_mut() {
-            Some(s) if s.id == id => return self.slots.last_mut(),
-            _ => {}
+        let i = self.slot_at(id)?;
+        Some(&mut self.slots[i])
+    }
+
+    /// Where a stream's slot is: the newest first (its request), else a scan.
+    fn slot_at(&self, id: u32) -> Option<usize> {
+        match self.slots.last() {
+            Some(s) if s.id == id => Some(self.slots.len() - 1),
+            _ => self.slots.iter().position(|s| s.id == id),
         }
-        self.slots.iter_mut().find(|s| s.id == id)
     }
 
     /// Wakes the connection's task (not while it runs: it sends before it sleeps).
@@ -123,20 +129,27 @@ impl Inner {
         }
     }
 
-    /// A new stream: its handles.
-    pub fn open(&mut self, core: &Core, id: u32, ended: bool) -> (RecvStream, SendResponse) {
+    /// A new stream: its handles. A request whose HEADERS ended it has no body, and no
+    /// handle on one (`None`: nothing to set up and drop again for most GETs).
+    pub fn open(
+        &mut self,
+        core: &Core,
+        id: u32,
+        ended: bool,
+    ) -> (Option<RecvStream>, SendResponse) {
         self.slots.push(Slot {
             id,
             ended,
-            recv_alive: true,
+            recv_alive: !ended,
             senders: 1,
             ..Slot::default()
         });
+        let recv = (!ended).then(|| RecvStream {
+            core: core.clone(),
+            id,
+        });
         (
-            RecvStream {
-                core: core.clone(),
-                id,
-            },
+            recv,
             SendResponse {
                 core: core.clone(),
                 id,
@@ -169,7 +182,7 @@ impl Inner {
     pub fn trailers(&mut self, id: u32, fields: http::HeaderMap) {
         if let Some(s) = self.slot(id) {
             s.ended = true;
-            s.trailers = Some(fields);
+            s.trailers = Some(Box::new(fields));
             wake(&mut s.recv_waker);
         }
     }
@@ -265,13 +278,12 @@ impl Inner {
         }
     }
 
-    fn forget_if_done(&mut self, id: u32) {
-        if let Some(i) = self.slots.iter().position(|s| s.id == id) {
-            let s = &self.slots[i];
-            if !s.recv_alive && s.senders == 0 {
-                self.slots.swap_remove(i);
-                // (Kept sorted enough: lookups scan, the newest first.)
-            }
+    /// Forgets the slot at `i` (see [`Inner::slot_at`]) once no handle is left.
+    fn forget_if_done(&mut self, i: usize) {
+        let s = &self.slots[i];
+        if !s.recv_alive && s.senders == 0 {
+            self.slots.swap_remove(i);
+            // (Kept sorted enough: lookups scan, the newest first.)
         }
     }
 
@@ -367,7 +379,7 @@ impl RecvStream {
                 return Poll::Ready(Err(StreamError(None)));
             };
             if s.ended {
-                return Poll::Ready(Ok(s.trailers.take()));
+                return Poll::Ready(Ok(s.trailers.take().map(|t| *t)));
             }
             if let Some(r) = s.reset {
                 return Poll::Ready(Err(StreamError(Some(r))));
@@ -406,7 +418,8 @@ impl Drop for RecvStream {
     fn drop(&mut self) {
         let mut me = self.core.borrow_mut();
         let id = self.id;
-        let Some(s) = me.slot(id) else { return };
+        let Some(i) = me.slot_at(id) else { return };
+        let s = &mut me.slots[i];
         s.recv_alive = false;
         s.recv_waker = None;
         let queued = s.data.drain(..).map(|d| d.len()).sum::<usize>();
@@ -425,7 +438,7 @@ impl Drop for RecvStream {
                 me.queued();
             }
         }
-        me.forget_if_done(id);
+        me.forget_if_done(i);
     }
 }
 
@@ -501,7 +514,8 @@ fn send_reset(core: &Core, id: u32, code: Reason) {
 
 fn drop_sender(core: &Core, id: u32) {
     let mut me = core.borrow_mut();
-    let Some(s) = me.slot(id) else { return };
+    let Some(i) = me.slot_at(id) else { return };
+    let s = &mut me.slots[i];
     s.senders -= 1;
     let abandoned = s.senders == 0 && !s.answered && s.reset.is_none();
     if s.senders == 0 {
@@ -515,7 +529,7 @@ fn drop_sender(core: &Core, id: u32) {
             me.queued();
         }
     }
-    me.forget_if_done(id);
+    me.forget_if_done(i);
 }
 
 impl Drop for SendResponse {
