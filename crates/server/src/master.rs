@@ -535,53 +535,24 @@ impl Master {
 
     /// SIGHUP: a new generation from the configuration file, or the old one stays.
     fn reload(&mut self) {
-        crate::error_log!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
-        let conf = match self.opts.load() {
-            Ok(c) => c,
-            Err(e) => {
-                report_refused(&e);
-                return;
+        let Some(generation) = next_generation(&self.opts, &self.generation, |conf| {
+            // Kept only as root: this process started without `user` and stays one process,
+            // root; the split into a root master and a child as `user` is made at a start.
+            if conf.main.user.is_some() {
+                crate::error_log!(
+                    Level::Warn,
+                    "\"user\" takes effect at the next start: shoal started without it serves \
+                     as root until then"
+                );
             }
+        }) else {
+            return;
         };
-        report_warnings(&conf);
-        // Kept only as root: this process started without `user` and stays one process, root;
-        // the split into a root master and a child as `user` is made at a start.
-        if conf.main.user.is_some() {
-            crate::error_log!(
-                Level::Warn,
-                "\"user\" takes effect at the next start: shoal started without it serves as \
-                 root until then"
-            );
-        }
-        let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
-            Ok(l) => l,
-            Err(e) => {
-                report(Level::Emerg, &e);
-                return;
-            }
-        };
-        let id = self.generation.id + 1;
-        let generation = match Generation::new(id, Arc::new(conf), Some(&self.generation)) {
-            Ok(g) => Arc::new(g),
-            Err(e) => {
-                report(Level::Emerg, &e);
-                return;
-            }
-        };
-        log.install();
+        let id = generation.id;
         if !crate::log::use_stderr() {
             crate::log::redirect_stderr();
         }
-        let new_pid = generation.config.pid_path();
-        if new_pid != self.pid_path {
-            match write_pid(&new_pid) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&self.pid_path);
-                    self.pid_path = new_pid;
-                }
-                Err(e) => report(Level::Alert, &e),
-            }
-        }
+        move_pid(&mut self.pid_path, generation.config.pid_path());
         if let Err(e) = crate::pools::configure(
             &generation.config.main.thread_pools,
             generation.config.main.workers(),
@@ -598,13 +569,7 @@ impl Master {
         );
         let _ = generation.cache_zones.set(zones);
         crate::process_init::keep_dumpable(&generation.config.main.process);
-        crate::process_init::set_rlimit_nofile(generation.config.main.worker_rlimit_nofile);
-        if let Err(e) = crate::process_init::apply_to_process(
-            &generation.config.main.process,
-            Some(&self.generation.config.main.process),
-        ) {
-            crate::error_log!(Level::Alert, "{e}, the working directory stays");
-        }
+        reapply_process(&generation, &self.generation);
         let old = std::mem::replace(&mut self.generation, generation);
         old.close_sockets_not_in(&self.generation);
         self.broadcast_generation();
@@ -619,6 +584,68 @@ impl Master {
                 stop: Stop::Run,
             });
         }
+    }
+}
+
+/// A reload's first half, the same for both masters: the configuration read again (a refusal
+/// logged, `None`: the old one serves on), `check`ed, its error log opened and installed, and a
+/// generation made on it (its sockets bound).
+pub(crate) fn next_generation(
+    opts: &Options,
+    current: &Arc<Generation>,
+    check: impl FnOnce(&Config),
+) -> Option<Arc<Generation>> {
+    crate::error_log!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
+    let conf = match opts.load() {
+        Ok(c) => c,
+        Err(e) => {
+            report_refused(&e);
+            return None;
+        }
+    };
+    report_warnings(&conf);
+    check(&conf);
+    let log = match ErrorLog::open(&opts.error_logs(&conf)) {
+        Ok(l) => l,
+        Err(e) => {
+            report(Level::Emerg, &e);
+            return None;
+        }
+    };
+    let generation = match Generation::new(current.id + 1, Arc::new(conf), Some(current)) {
+        Ok(g) => Arc::new(g),
+        Err(e) => {
+            report(Level::Emerg, &e);
+            return None;
+        }
+    };
+    log.install();
+    Some(generation)
+}
+
+/// The pid file written where a new configuration's `pid` names, the old one removed.
+pub(crate) fn move_pid(pid_path: &mut PathBuf, new_pid: PathBuf) {
+    if new_pid == *pid_path {
+        return;
+    }
+    match write_pid(&new_pid) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&*pid_path);
+            *pid_path = new_pid;
+        }
+        Err(e) => report(Level::Alert, &e),
+    }
+}
+
+/// The process's limits and working directory from a new generation (set again at a reload,
+/// as nginx's new workers set them).
+pub(crate) fn reapply_process(new: &Generation, old: &Generation) {
+    let main = &new.config.main;
+    crate::process_init::set_rlimit_nofile(main.worker_rlimit_nofile);
+    if let Err(e) =
+        crate::process_init::apply_to_process(&main.process, Some(&old.config.main.process))
+    {
+        crate::error_log!(Level::Alert, "{e}, the working directory stays");
     }
 }
 

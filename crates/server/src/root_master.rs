@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use crate::cycle::Generation;
 use crate::error::Error;
-use crate::log::{report, ErrorLog, Level};
-use crate::master::{report_refused, report_warnings, Options};
+use crate::log::{report, Level};
+use crate::master::{move_pid, next_generation, reapply_process, Options};
 
 /// A serving child and whether it is still wanted.
 struct Child {
@@ -219,54 +219,20 @@ impl RootMaster {
     /// SIGHUP: the configuration read again as root; a child forked on it and, once it runs,
     /// the old one told to drain. On any failure the old child serves on.
     fn reload(&mut self) {
-        crate::error_log!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
-        let conf = match self.opts.load() {
-            Ok(c) => c,
-            Err(e) => {
-                report_refused(&e);
-                return;
-            }
+        let Some(generation) = next_generation(&self.opts, &self.generation, |_| {}) else {
+            return;
         };
-        report_warnings(&conf);
-        let log = match ErrorLog::open(&self.opts.error_logs(&conf)) {
-            Ok(l) => l,
-            Err(e) => {
-                report(Level::Emerg, &e);
-                return;
-            }
-        };
-        let id = self.generation.id + 1;
-        let generation = match Generation::new(id, Arc::new(conf), Some(&self.generation)) {
-            Ok(g) => Arc::new(g),
-            Err(e) => {
-                report(Level::Emerg, &e);
-                return;
-            }
-        };
-        log.install();
+        let id = generation.id;
         crate::log::redirect_stderr();
         let config = &generation.config;
-        let new_pid = config.pid_path();
-        if new_pid != self.pid_path && self.new_binary.is_none() {
-            match crate::master::write_pid(&new_pid) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&self.pid_path);
-                    self.pid_path = new_pid;
-                }
-                Err(e) => report(Level::Alert, &e),
-            }
+        if self.new_binary.is_none() {
+            move_pid(&mut self.pid_path, config.pid_path());
         }
         give_logs(&generation);
         if let Some(h) = &config.http {
             crate::http::proxy_cache::zone::make_dirs(&h.cache_paths, user_ids(&generation));
         }
-        crate::process_init::set_rlimit_nofile(config.main.worker_rlimit_nofile);
-        if let Err(e) = crate::process_init::apply_to_process(
-            &config.main.process,
-            Some(&self.generation.config.main.process),
-        ) {
-            crate::error_log!(Level::Alert, "{e}, the working directory stays");
-        }
+        reapply_process(&generation, &self.generation);
         let pid = match fork_child(
             &self.opts,
             &generation,
