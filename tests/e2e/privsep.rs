@@ -28,16 +28,6 @@ fn prefix() -> Prefix {
     p
 }
 
-fn dash_s(s: &Shoal, name: &str) {
-    let out = s.prefix.run(&["-s", name]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "-s {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn body(port: u16, path: &str) -> String {
     let r = common::get(port, path).expect("an answer");
     assert_eq!(r.status, 200);
@@ -67,7 +57,7 @@ fn user_as_root_is_a_root_master_and_a_child_without_capabilities() {
     assert!(caps.iter().all(|&c| c == 0), "CapEff {caps:x?}");
     assert_eq!(body(port, "/"), common::INDEX);
     assert_eq!(s.prefix.pid_in_file(), Some(s.pid));
-    dash_s(&s, "quit");
+    s.dash_s("quit");
     assert_eq!(s.wait_exit().code(), Some(0));
     assert!(!common::alive(child), "the child outlived its master");
     // The master, still root, removed it.
@@ -115,7 +105,7 @@ fn the_certbot_flow_reloads_a_root_only_key() {
     pki.issue("two", &["127.0.0.1"], false);
     install(&pki, "two");
     s.prefix.write_conf(&conf("two"));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     wait_for("the renewed certificate", || {
         let mut c = TlsClient::connect(tls, &pki, &Opts::default()).ok()?;
         (c.server_cn() == "two").then_some(())?;
@@ -159,7 +149,7 @@ fn usr1_reopens_logs_in_a_root_owned_directory() {
         let from = s.prefix.join(&format!("logs/{f}.log"));
         fs::rename(&from, s.prefix.join(&format!("logs/{f}.log.1"))).unwrap();
     }
-    dash_s(&s, "reopen");
+    s.dash_s("reopen");
     wait_for("a request logged in the new access.log", || {
         let _ = common::get(port, "/reopened");
         s.prefix
@@ -212,7 +202,7 @@ fn a_bad_reload_keeps_the_old_child() {
         "user nobody;",
         "location / { return 200 fixed; }",
     ));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     wait_for("the fixed configuration", || {
         (body(port, "/") == "fixed").then_some(())
     });
@@ -321,7 +311,7 @@ fn user_added_by_a_reload_waits_for_the_next_start() {
         "user nobody;",
         "location / { return 200 reloaded; }",
     ));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     s.wait_log("\"user\" takes effect at the next start", 1);
     wait_for("the reloaded configuration", || {
         (body(port, "/") == "reloaded").then_some(())

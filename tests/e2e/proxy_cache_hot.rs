@@ -182,7 +182,7 @@ fn reload(workers: u32) {
     let v = [warm(&mut c, "/r"), warm(&mut c, "/rbig")];
     // A reload that keeps the cache: the new headers on the very next hit, same objects.
     s.prefix.write_conf(&conf(port, workers, &up, "cache", 2));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     let mut first_new = None;
     for _ in 0..500 {
         let (st, ver, gen) = ask(&mut c, "GET", "/r", "");
@@ -200,7 +200,7 @@ fn reload(workers: u32) {
     );
     // A reload that moves the cache: the first answer under it is a MISS.
     s.prefix.write_conf(&conf(port, workers, &up, "cache2", 3));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     let mut seen = false;
     for _ in 0..500 {
         let (st, _, gen) = ask(&mut c, "GET", "/r", "");
@@ -232,7 +232,7 @@ fn old_request_keeps_old_zone(workers: u32) {
     held.send(b"GET /old HTTP/1.1\r\nHost: localhost\r\n")
         .unwrap();
     s.prefix.write_conf(&conf(p2, workers, &up, "cache2", 2));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     s.wait_log("reconfigured (generation 2)", 1);
     held.send(b"\r\n").unwrap();
     let r = held.read_response().unwrap();
@@ -253,16 +253,6 @@ fn a_request_left_under_the_old_configuration_keeps_its_cache_one_worker() {
 #[test]
 fn a_request_left_under_the_old_configuration_keeps_its_cache_two_workers() {
     old_request_keeps_old_zone(2);
-}
-
-fn dash_s(s: &Shoal, name: &str) {
-    let out = s.prefix.run(&["-s", name]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "-s {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

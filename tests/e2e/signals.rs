@@ -6,17 +6,6 @@ use std::fs;
 
 use crate::common::{self, free_port, Client, Shoal};
 
-/// Sends `-s NAME` through the command line, as an operator would.
-fn dash_s(s: &Shoal, name: &str) {
-    let out = s.prefix.run(&["-s", name]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "-s {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A 200 with the test index page.
 #[track_caller]
 fn assert_index(r: std::io::Result<common::Response>, what: &str) {
@@ -35,7 +24,7 @@ fn hundred_reloads_with_keepalive_connections_held() {
         assert_index(c.get("/"), &format!("connection {i} before any reload"));
     }
     for n in 1..=100 {
-        dash_s(&s, "reload");
+        s.dash_s("reload");
         s.wait_log(&format!("reconfigured (generation {})", n + 1), 1);
         for (i, c) in held.iter_mut().enumerate() {
             assert_index(c.get("/"), &format!("held connection {i} after reload {n}"));
@@ -101,7 +90,7 @@ fn reload_adds_and_removes_a_port() {
     assert_index(on_a.get("/"), "port a");
 
     s.prefix.write_conf(&two);
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     s.wait_log("reconfigured (generation 2)", 1);
     s.wait_port(b);
     assert_index(common::get(b, "/"), "the added port");
@@ -109,7 +98,7 @@ fn reload_adds_and_removes_a_port() {
     assert_index(on_b.get("/"), "a connection held on the added port");
 
     s.prefix.write_conf(&one);
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     s.wait_log("reconfigured (generation 3)", 1);
     // The removed port closes even though a keep-alive connection on it is still open; that
     // connection, idle, is woken by the reload and closed.
@@ -160,7 +149,7 @@ fn quit_lets_a_slow_request_finish() {
     slow.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n").unwrap();
     let mut idle = s.client(port);
     assert_index(idle.get("/"), "the idle connection's first request");
-    dash_s(&s, "quit");
+    s.dash_s("quit");
     s.wait_log("gracefully shutting down", 1);
     // An idle keep-alive connection is closed at once, as nginx does.
     assert!(idle.closed_by_peer(), "the idle connection was not closed");
@@ -216,7 +205,7 @@ fn term_stops_at_once() {
     let mut s = Shoal::start(&common::basic_conf(port), port);
     let mut c = s.client(port);
     c.send(b"GET / HTTP/1.1\r\n").unwrap();
-    dash_s(&s, "stop");
+    s.dash_s("stop");
     assert_eq!(s.wait_exit().code(), Some(0));
     assert!(c.closed_by_peer());
     assert!(!s.prefix.pid_file().exists());
@@ -255,7 +244,7 @@ fn pid_file_life_cycle() {
     s.signal(libc::SIGHUP);
     s.wait_log("reconfigured (generation 2)", 1);
     assert_eq!(s.prefix.pid_in_file(), Some(s.pid));
-    dash_s(&s, "quit");
+    s.dash_s("quit");
     assert_eq!(s.wait_exit().code(), Some(0));
     assert!(!pid_file.exists(), "the pid file outlived the process");
 }
@@ -281,7 +270,7 @@ fn usr1_reopens_the_error_log() {
     let log = s.prefix.join("logs/error.log");
     let rotated = s.prefix.join("logs/error.log.1");
     fs::rename(&log, &rotated).unwrap();
-    dash_s(&s, "reopen");
+    s.dash_s("reopen");
     common::wait_for("a new error.log", || log.exists().then_some(()));
     assert_eq!(common::get(port, "/after-reopen").unwrap().status, 404);
     s.wait_log("/after-reopen\" failed", 1);
@@ -359,7 +348,7 @@ fn worker_shutdown_timeout_ends_a_stuck_request() {
     let mut stuck = s.client(port);
     stuck.send(b"GET / HTTP/1.1\r\n").unwrap();
     // The head is incomplete and stays so: only the timeout can end the worker.
-    dash_s(&s, "quit");
+    s.dash_s("quit");
     assert_eq!(s.wait_exit().code(), Some(0));
     assert!(stuck.closed_by_peer());
     assert!(!s.prefix.pid_file().exists());
@@ -382,7 +371,7 @@ fn user_directive_still_removes_the_pid_file() {
     common::serving_child(s.pid);
     assert_index(common::get(port, "/"), "served as nobody");
     assert_eq!(s.prefix.pid_in_file(), Some(s.pid));
-    dash_s(&s, "quit");
+    s.dash_s("quit");
     assert_eq!(s.wait_exit().code(), Some(0));
     // The master, still root, removed it before it exited.
     assert!(!s.prefix.pid_file().exists());
@@ -419,7 +408,7 @@ fn a_reload_after_user_binds_privileged_ports() {
             ),
             1,
         ));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     common::wait_for("the reload to bind the port below 1024", || {
         std::net::TcpStream::connect(("127.0.0.1", low)).ok()
     });
@@ -455,7 +444,7 @@ fn worker_rlimit_nofile_failures_go_to_the_log_and_a_reload_sets_it() {
     assert!(!stderr.contains("setrlimit"), "{stderr}");
     s.prefix
         .write_conf(&common::conf_with(port, "worker_rlimit_nofile 1234;", ""));
-    dash_s(&s, "reload");
+    s.dash_s("reload");
     common::wait_for("the reload's limit", || {
         let limits = fs::read_to_string(format!("/proc/{}/limits", s.pid)).ok()?;
         let line = limits.lines().find(|l| l.starts_with("Max open files"))?;

@@ -366,6 +366,17 @@ pub struct Shoal {
 }
 
 impl Shoal {
+    /// Sends `-s NAME` through the command line, as an operator would; it must succeed.
+    pub fn dash_s(&self, name: &str) {
+        let out = self.prefix.run(&["-s", name]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "-s {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Starts shoal with `conf` in a new prefix and waits until `port` accepts connections.
     pub fn start(conf: &str, port: u16) -> Shoal {
         Shoal::start_in(Prefix::new(), conf, port, &[])
