@@ -105,15 +105,8 @@ impl RootMaster {
                 self.tell(libc::SIGUSR1, |_| true);
             }
             libc::SIGUSR2 => {
-                let busy = self.new_binary.is_some() || crate::upgrade::old_master_running();
-                let fds: Vec<_> = self
-                    .generation
-                    .sockets
-                    .iter()
-                    .filter_map(|s| s.raw_fd())
-                    .collect();
                 if let Some((pid, oldbin)) =
-                    crate::upgrade::change_binary(&self.pid_path, &fds, busy)
+                    crate::upgrade::change_binary(&self.pid_path, &self.generation, self.new_binary)
                 {
                     self.new_binary = Some(pid);
                     self.pid_path = oldbin;

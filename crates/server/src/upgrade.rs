@@ -146,11 +146,16 @@ pub fn start_new_binary(fds: &[RawFd]) -> std::io::Result<u32> {
 }
 
 /// SIGUSR2: the pid file becomes `NAME.oldbin` and the binary at this process's path starts
-/// with the listening sockets `fds`; both serve until WINCH and QUIT tell one to go. `busy`:
-/// a binary upgrade is already under way (from either side), so the signal is ignored. Returns
+/// with `generation`'s listening sockets; both serve until WINCH and QUIT tell one to go. With
+/// an upgrade already under way (`new_binary`, or this process is the new one), the signal is
+/// ignored. Returns
 /// the new binary's pid and where the pid file now is; `None` (logged) when nothing changed.
-pub fn change_binary(pid_path: &Path, fds: &[RawFd], busy: bool) -> Option<(libc::pid_t, PathBuf)> {
-    if busy {
+pub fn change_binary(
+    pid_path: &Path,
+    generation: &crate::cycle::Generation,
+    new_binary: Option<libc::pid_t>,
+) -> Option<(libc::pid_t, PathBuf)> {
+    if new_binary.is_some() || old_master_running() {
         crate::error_log!(
             Level::Crit,
             "the changing binary signal is ignored: you should shutdown or terminate \
@@ -173,7 +178,12 @@ pub fn change_binary(pid_path: &Path, fds: &[RawFd], busy: bool) -> Option<(libc
         );
         return None;
     }
-    match start_new_binary(fds) {
+    let fds: Vec<RawFd> = generation
+        .sockets
+        .iter()
+        .filter_map(|s| s.raw_fd())
+        .collect();
+    match start_new_binary(&fds) {
         Ok(pid) => {
             crate::error_log!(Level::Notice, "start new binary process {pid}");
             Some((pid as libc::pid_t, oldbin))
