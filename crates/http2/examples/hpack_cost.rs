@@ -10,7 +10,8 @@
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/examples/hpack_cost 1000 first
 //! ```
 //!
-//! with a second argument `first`, `repeat`, `encode` or `encode-table` to run one case only.
+//! with a second argument `first`, `repeat`, `encode`, `encode-table` or `encode-answers` (a
+//! server's encoder: every field indexed, as `shoal` encodes its answers) to run one case only.
 
 use shoal_http2::hpack::{huffman, Bounds, Decoder, Encoder, STATIC};
 use std::hint::black_box;
@@ -112,11 +113,19 @@ fn main() {
             d.heap_bytes()
         );
     }
-    for (case, budget) in [("encode", 0), ("encode-table", 512)] {
+    for (case, budget) in [
+        ("encode", 0),
+        ("encode-table", 512),
+        ("encode-answers", 1024),
+    ] {
         if !run(case) {
             continue;
         }
-        let mut e = Encoder::with_table_size(budget);
+        // `encode-answers`: as a server's connections encode (every field indexed).
+        let mut e = match case {
+            "encode-answers" => Encoder::for_answers(budget),
+            _ => Encoder::with_table_size(budget),
+        };
         let mut out = Vec::with_capacity(512);
         let start = Instant::now();
         for _ in 0..n {

@@ -163,7 +163,11 @@ impl Encoder {
         // place only misses). Only fields worth the table are ever in it.
         if let Some(&serial) = self.memo.get(k) {
             if let Some(i) = self.table.find_serial(serial, name, value) {
-                encode_int(dst, 0x80, 7, 62 + i);
+                // A budget of ours holds at most budget / 32 entries: one byte up to 65 (2 KiB).
+                match i {
+                    0..65 => dst.push(0x80 | (62 + i) as u8),
+                    _ => encode_int(dst, 0x80, 7, 62 + i),
+                }
                 return;
             }
         }
