@@ -34,6 +34,8 @@ pub struct Encoder {
     /// number, [`DynamicTable::serial`]): a connection's answers send the same fields in the
     /// same order, so the next block looks there first, one comparison instead of a search.
     memo: [u32; MEMO],
+    /// Bit `k`: the entry `memo[k]` names passed the check of [`Encoder::field_checked`].
+    memo_checked: u16,
     /// The place of the next field in its block.
     ordinal: usize,
 }
@@ -63,6 +65,7 @@ impl Encoder {
             table: DynamicTable::new(budget.min(DEFAULT_TABLE_SIZE)),
             every: false,
             memo: [0; MEMO],
+            memo_checked: 0,
             ordinal: 0,
         }
     }
@@ -153,30 +156,71 @@ impl Encoder {
     /// The name by static index when it has one.
     #[inline]
     pub fn field(&mut self, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
+        let (k, found) = self.remembered(name, value);
+        match found {
+            Some(i) => index(i, dst),
+            None => self.field_searched(k, name, value, dst, false),
+        }
+    }
+
+    /// [`Encoder::field`] for a field that goes only if `check` passes (say, a value without
+    /// control bytes): `check` runs unless the field is the one of its place in the last
+    /// blocks, which passed it then (one comparison, as [`Encoder::field`] makes). Every
+    /// call on one encoder must pass the same `check` for the same name and value. Returns
+    /// whether the field went.
+    #[inline(never)]
+    pub fn field_checked(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        dst: &mut Vec<u8>,
+        check: impl FnOnce() -> bool,
+    ) -> bool {
+        let (k, found) = self.remembered(name, value);
+        // (`k` past the memo: no bit, the check runs.)
+        let bit = 1u16.checked_shl(k as u32).unwrap_or(0);
+        match found {
+            Some(i) if self.memo_checked & bit != 0 => index(i, dst),
+            _ if !check() => return false,
+            Some(i) => {
+                self.memo_checked |= bit;
+                index(i, dst)
+            }
+            None => self.field_searched(k, name, value, dst, true),
+        }
+        true
+    }
+
+    /// The field's place in the block, and where our table has it if it is where the field
+    /// of that place was in the last blocks (a stale place only misses: one comparison
+    /// rather than a search). Only fields worth the table are ever in it.
+    #[inline(always)]
+    fn remembered(&mut self, name: &[u8], value: &[u8]) -> (usize, Option<usize>) {
         debug_assert!(
             !name.iter().any(u8::is_ascii_uppercase),
             "uppercase in a field name"
         );
         let k = self.ordinal;
         self.ordinal += 1;
-        // Where the field of this place was in the last blocks, checked against it (a stale
-        // place only misses). Only fields worth the table are ever in it.
-        if let Some(&serial) = self.memo.get(k) {
-            if let Some(i) = self.table.find_serial(serial, name, value) {
-                // A budget of ours holds at most budget / 32 entries: one byte up to 65 (2 KiB).
-                match i {
-                    0..65 => dst.push(0x80 | (62 + i) as u8),
-                    _ => encode_int(dst, 0x80, 7, 62 + i),
-                }
-                return;
-            }
-        }
-        self.field_searched(k, name, value, dst);
+        let found = match self.memo.get(k) {
+            Some(&serial) => self.table.find_serial(serial, name, value),
+            None => None,
+        };
+        (k, found)
     }
 
-    /// [`Encoder::field`] when the field is not where the memo says.
+    /// [`Encoder::field`] when the field is not where the memo says; `checked`: it passed
+    /// the caller's check ([`Encoder::field_checked`]), which the memo remembers with its
+    /// place.
     #[inline(never)]
-    fn field_searched(&mut self, k: usize, name: &[u8], value: &[u8], dst: &mut Vec<u8>) {
+    fn field_searched(
+        &mut self,
+        k: usize,
+        name: &[u8],
+        value: &[u8],
+        dst: &mut Vec<u8>,
+        checked: bool,
+    ) {
         if let Some(i) = static_pseudo(name, value) {
             dst.push(0x80 | i);
             return;
@@ -190,22 +234,31 @@ impl Encoder {
         };
         if self.table.max() != 0 && worth {
             if let Some(i) = self.table.find(name, value) {
-                if let Some(m) = self.memo.get_mut(k) {
-                    *m = self.table.serial(i);
-                }
+                self.remember(k, i, checked);
                 encode_int(dst, 0x80, 7, 62 + i);
                 return;
             }
             if name.len() + value.len() + ENTRY_OVERHEAD <= self.table.max() / 2 {
                 literal(0x40, 6, name, value, dst);
                 self.table.insert(name, value);
-                if let Some(m) = self.memo.get_mut(k) {
-                    *m = self.table.serial(0);
-                }
+                self.remember(k, 0, checked);
                 return;
             }
         }
         literal(0x00, 4, name, value, dst);
+    }
+
+    /// Remembers that the field of place `k` is the entry `i` places from the newest, and
+    /// whether it passed the caller's check.
+    fn remember(&mut self, k: usize, i: usize, checked: bool) {
+        if let Some(m) = self.memo.get_mut(k) {
+            *m = self.table.serial(i);
+            let bit = 1 << k;
+            match checked {
+                true => self.memo_checked |= bit,
+                false => self.memo_checked &= !bit,
+            }
+        }
     }
 
     /// A field an intermediary must not index either (§6.2.3): credentials, cookies.
@@ -215,6 +268,16 @@ impl Encoder {
             "uppercase in a field name"
         );
         literal(0x10, 4, name, value, dst);
+    }
+}
+
+/// An indexed field (§6.1): our table holds at most budget / 32 entries, so one byte up to
+/// 65 of them (a budget of 2 KiB).
+#[inline(always)]
+fn index(i: usize, dst: &mut Vec<u8>) {
+    match i {
+        0..65 => dst.push(0x80 | (62 + i) as u8),
+        _ => encode_int(dst, 0x80, 7, 62 + i),
     }
 }
 

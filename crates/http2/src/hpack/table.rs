@@ -195,7 +195,7 @@ impl DynamicTable {
 
     /// The place of the entry numbered `serial` if it is still in the table and is
     /// `name: value`: a look-up where the caller remembers where a field was last time.
-    #[inline]
+    #[inline(always)]
     pub fn find_serial(&self, serial: u32, name: &[u8], value: &[u8]) -> Option<usize> {
         let i = self.inserted.wrapping_sub(1).wrapping_sub(serial) as usize;
         let r = self.records.get(i)?;

@@ -486,3 +486,62 @@ fn grpc_status_is_indexed_from_the_second_answer_on() {
     assert!(first.len() > 1);
     assert_eq!(second, [0x80 | 62]);
 }
+
+#[test]
+fn a_field_checked_once_is_not_checked_again() {
+    let mut e = Encoder::for_answers(1024);
+    let mut checks = 0;
+    let mut block = |e: &mut Encoder, fields: &[(&[u8], &[u8], bool)], checks: &mut i32| {
+        let mut out = Vec::new();
+        e.begin(&mut out);
+        let went: Vec<bool> = fields
+            .iter()
+            .map(|&(n, v, fine)| {
+                // `server` as a field made by the server: unchecked.
+                if n == b"server" {
+                    e.field(n, v, &mut out);
+                    return true;
+                }
+                e.field_checked(n, v, &mut out, || {
+                    *checks += 1;
+                    fine
+                })
+            })
+            .collect();
+        (out, went)
+    };
+    let fields: &[(&[u8], &[u8], bool)] = &[
+        (b"server", b"shoal", true),
+        (b"etag", b"\"1-2\"", true),
+        (b"x-bad", b"a\nb", false),
+        (b"content-type", b"text/html", true),
+    ];
+    let (first, went) = block(&mut e, fields, &mut checks);
+    assert_eq!(went, [true, true, false, true]);
+    assert_eq!(checks, 3);
+    // The second time, the fields that passed are indexed without a check; the one that
+    // failed is checked (and refused) again.
+    let (second, went) = block(&mut e, fields, &mut checks);
+    assert_eq!(went, [true, true, false, true]);
+    assert_eq!(checks, 4);
+    assert_eq!(second, [0x80 | 64, 0x80 | 63, 0x80 | 62]);
+    assert!(first.len() > second.len());
+    // A field put in the table by `field` (unchecked) is checked the first time
+    // `field_checked` meets it, and sent by index once it passes.
+    let mut out = Vec::new();
+    e.begin(&mut out);
+    assert!(e.field_checked(b"server", b"shoal", &mut out, || {
+        checks += 1;
+        true
+    }));
+    assert_eq!((checks, &out[..]), (5, &[0x80 | 64][..]));
+    let mut out = Vec::new();
+    e.begin(&mut out);
+    assert!(e.field_checked(b"server", b"shoal", &mut out, || unreachable!()));
+    assert_eq!(out, [0x80 | 64]);
+    // A field of another value in that place is checked.
+    let mut out = Vec::new();
+    e.begin(&mut out);
+    assert!(!e.field_checked(b"server", b"other", &mut out, || false));
+    assert!(out.is_empty());
+}

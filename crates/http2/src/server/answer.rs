@@ -20,6 +20,20 @@ impl AnswerFields<'_> {
         );
         self.encoder.field(name, value, self.block);
     }
+
+    /// [`AnswerFields::field`] for a field that goes only if `check` passes (its name one
+    /// HTTP/2 carries, its value without control bytes...): `check` runs unless the same
+    /// field passed it before on this connection ([`Encoder::field_checked`]: the same check
+    /// for every call). Returns whether the field went.
+    #[inline]
+    pub fn field_checked(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        check: impl FnOnce() -> bool,
+    ) -> bool {
+        self.encoder.field_checked(name, value, self.block, check)
+    }
 }
 
 impl Server {

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use shoal_http2::server::AnswerFields;
+
 use super::wire::{SendResponse, SendStream, StreamError};
 use crate::error::Error;
 use crate::http::limit_rate::Pacing;
@@ -40,11 +42,10 @@ fn forbidden(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(like)
 }
 
-/// Hands `put` a field whose name may have uppercase letters, its name lowercased: a word
-/// at a time (the handlers' `ETag`, the range filter's `Accept-Ranges` on every static
-/// answer).
-#[inline]
-fn put_lowered(put: &mut impl FnMut(&[u8], &[u8]), name: &[u8], value: &[u8]) {
+/// Hands `then` a field's name with its uppercase letters lowered: a word at a time (the
+/// handlers' `ETag`, the range filter's `Accept-Ranges` on every static answer).
+#[inline(always)]
+fn with_lowered<R>(name: &[u8], then: impl FnOnce(&[u8]) -> R) -> R {
     let n = name.len();
     let mut small = [0u8; 64];
     let upper = match n {
@@ -74,7 +75,7 @@ fn put_lowered(put: &mut impl FnMut(&[u8], &[u8]), name: &[u8], value: &[u8]) {
         }
         _ => {
             if !name.iter().any(u8::is_ascii_uppercase) {
-                return put(name, value);
+                return then(name);
             }
             let long;
             let lower = match small.get_mut(..n) {
@@ -89,12 +90,12 @@ fn put_lowered(put: &mut impl FnMut(&[u8], &[u8]), name: &[u8], value: &[u8]) {
                     &long[..]
                 }
             };
-            return put(lower, value);
+            return then(lower);
         }
     };
     match upper {
-        0 => put(name, value),
-        _ => put(&small[..n], value),
+        0 => then(name),
+        _ => then(&small[..n]),
     }
 }
 
@@ -120,8 +121,42 @@ pub fn status(reply: &Reply) -> u16 {
     shoal_http::status::wire_status(reply.status)
 }
 
+/// Where [`head`] puts an answer's fields as it makes them.
+pub trait PutField {
+    /// A field valid as it is: a lowercase name HTTP/2 carries, a value without control
+    /// bytes.
+    fn made(&mut self, name: &[u8], value: &[u8]);
+    /// A field (its name lowercase) that goes only if `check` passes; whether it went.
+    fn checked(&mut self, name: &[u8], value: &[u8], check: impl FnOnce() -> bool) -> bool;
+}
+
+/// Straight into the HPACK encoder: a field it sent before (checked then) is not checked
+/// again ([`AnswerFields::field_checked`]).
+impl PutField for AnswerFields<'_> {
+    #[inline]
+    fn made(&mut self, name: &[u8], value: &[u8]) {
+        self.field(name, value);
+    }
+
+    #[inline]
+    fn checked(&mut self, name: &[u8], value: &[u8], check: impl FnOnce() -> bool) -> bool {
+        self.field_checked(name, value, check)
+    }
+}
+
+/// Nowhere: the head's size alone (a stream gone).
+struct Nowhere;
+
+impl PutField for Nowhere {
+    fn made(&mut self, _: &[u8], _: &[u8]) {}
+
+    fn checked(&mut self, _: &[u8], _: &[u8], check: impl FnOnce() -> bool) -> bool {
+        check()
+    }
+}
+
 /// The answer's head: what [`crate::http::h1`] writes as HTTP/1 lines, each field handed to
-/// `put` as it is made (a lowercase name, none HTTP/2 forbids): straight into the HPACK
+/// `out` as it is made (a lowercase name, none HTTP/2 forbids): straight into the HPACK
 /// encoder, with no list of fields in between. Returns the head's size as nginx's
 /// `$bytes_sent` counts it (the fields' names and values, uncompressed).
 pub fn head(
@@ -129,39 +164,46 @@ pub fn head(
     lc: &LocConf,
     length: Option<u64>,
     date: &[u8],
-    put: &mut impl FnMut(&[u8], &[u8]),
+    out: &mut impl PutField,
 ) -> u64 {
-    let mut size = 9u64;
+    // What a field adds to the size: its name, its value, ": " (as nginx counts HTTP/1's).
+    let len = |name: &[u8], value: &[u8]| (name.len() + value.len()) as u64 + 2;
     // A field made here is valid as it is (a lowercase name, a value without control
-    // bytes).
-    let mut made = |name: &[u8], value: &[u8]| {
-        size += (name.len() + value.len()) as u64 + 2;
-        put(name, value);
-    };
-    made(b"server", tokens(lc.server_tokens()).server().as_bytes());
-    made(b"date", date);
+    // bytes). A text from elsewhere is checked for control bytes (a line break, a NUL: such
+    // a field is dropped, as the `http` crate's checks did) unless the encoder sent the same
+    // field before.
+    let server = tokens(lc.server_tokens()).server().as_bytes();
+    out.made(b"server", server);
+    out.made(b"date", date);
+    let mut size = 9 + len(b"server", server) + len(b"date", date);
     let ct = reply.content_type.as_deref().filter(|t| !t.is_empty());
-    if let Some(ct) = ct.filter(|t| clean(t.as_bytes())) {
-        made(b"content-type", ct.as_bytes());
+    if let Some(ct) = ct.map(str::as_bytes) {
+        if out.checked(b"content-type", ct, || clean(ct)) {
+            size += len(b"content-type", ct);
+        }
     }
     if let Some(n) = length {
         let mut digits = [0u8; 20];
-        made(b"content-length", decimal(n, &mut digits));
+        let n = decimal(n, &mut digits);
+        out.made(b"content-length", n);
+        size += len(b"content-length", n);
     }
     if let Some(lm) = &reply.last_modified {
-        made(b"last-modified", lm.as_ref());
+        out.made(b"last-modified", lm);
+        size += len(b"last-modified", lm);
     }
-    if let Some(loc) = reply.location.as_deref().filter(|l| clean(l.as_bytes())) {
-        made(b"location", loc.as_bytes());
-    }
-    // The handler's and the filters' fields: one with a control byte in its value (a line
-    // break, a NUL) is dropped, as the `http` crate's checks did; names are lowercased.
-    let mut other = |name: &[u8], value: &[u8]| {
-        if name.is_empty() || forbidden(name) || !clean(value) {
-            return;
+    if let Some(loc) = reply.location.as_deref().map(str::as_bytes) {
+        if out.checked(b"location", loc, || clean(loc)) {
+            size += len(b"location", loc);
         }
-        size += (name.len() + value.len()) as u64 + 2;
-        put_lowered(put, name, value);
+    }
+    // The handler's and the filters' fields, their names lowercased; one HTTP/2 does not
+    // carry is dropped.
+    let mut other = |name: &[u8], value: &[u8]| {
+        let fit = || !name.is_empty() && !forbidden(name) && clean(value);
+        if with_lowered(name, |lower| out.checked(lower, value, fit)) {
+            size += len(name, value);
+        }
     };
     for (n, v) in &reply.headers {
         other(n.as_bytes(), v.as_bytes());
@@ -188,9 +230,9 @@ pub fn send_head(
 ) -> (Result<SendStream, StreamError>, u64) {
     let mut size = None;
     let sent = respond.send_response(status(reply), end, |f| {
-        size = Some(head(reply, lc, length, date, &mut |n, v| f.field(n, v)));
+        size = Some(head(reply, lc, length, date, f));
     });
-    let size = size.unwrap_or_else(|| head(reply, lc, length, date, &mut |_, _| {}));
+    let size = size.unwrap_or_else(|| head(reply, lc, length, date, &mut Nowhere));
     (sent, size)
 }
 
@@ -541,15 +583,10 @@ mod tests {
 
     #[test]
     fn fields_lowercased_and_forbidden_ones_known() {
-        let mut got = Vec::new();
-        let mut put = |n: &[u8], v: &[u8]| got.push((n.to_vec(), v.to_vec()));
-        put_lowered(&mut put, b"server", b"shoal");
-        put_lowered(&mut put, b"X-Thing", b"A b");
-        let long = [b'A'; 70];
-        put_lowered(&mut put, &long, b"1");
-        assert_eq!(got[0], (b"server".to_vec(), b"shoal".to_vec()));
-        assert_eq!(got[1], (b"x-thing".to_vec(), b"A b".to_vec()));
-        assert_eq!(got[2], ([b'a'; 70].to_vec(), b"1".to_vec()));
+        let lower = |name: &[u8]| with_lowered(name, <[u8]>::to_vec);
+        assert_eq!(lower(b"server"), b"server");
+        assert_eq!(lower(b"X-Thing"), b"x-thing");
+        assert_eq!(lower(&[b'A'; 70]), [b'a'; 70]);
         // Word by word as byte by byte: every length, every byte at every place.
         for len in 0..=72 {
             for at in 0..len {
@@ -558,8 +595,7 @@ mod tests {
                 ] {
                     let mut name = vec![b'x'; len];
                     name[at] = b;
-                    let mut got = Vec::new();
-                    put_lowered(&mut |n: &[u8], _: &[u8]| got = n.to_vec(), &name, b"");
+                    let got = lower(&name);
                     assert_eq!(got, name.to_ascii_lowercase(), "{b:#x} at {at} of {len}");
                 }
             }
