@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use super::conn::Connection;
 use super::stream::Stream;
-use super::{kind, write, Event, Reason, Role, StreamGone, HEAD_LEN, MAX_WINDOW};
+use super::{flag, kind, write, Event, Reason, Role, StreamGone, HEAD_LEN, MAX_WINDOW};
 
 /// Why a client could not open a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +85,48 @@ impl Connection {
             .ok_or(StreamGone)?;
         s.local_closed = end_stream;
         write::headers(&mut self.out, stream, block, end_stream, max_frame);
+        self.flood.progress();
+        if end_stream {
+            self.answered(stream);
+        }
+        Ok(())
+    }
+
+    /// [`Connection::send_headers`] for a block `encode` appends to the output itself (room
+    /// left for the frame's header before it): no copy of the block. `encode` is not called
+    /// for a stream gone. A block past the client's SETTINGS_MAX_FRAME_SIZE is moved into
+    /// HEADERS and CONTINUATION frames afterwards.
+    pub fn send_headers_with(
+        &mut self,
+        stream: u32,
+        end_stream: bool,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), StreamGone> {
+        let max_frame = self.peer.max_frame_size as usize;
+        let s = self
+            .streams
+            .get(stream)
+            .filter(|s| !s.local_closed)
+            .ok_or(StreamGone)?;
+        s.local_closed = end_stream;
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; HEAD_LEN]);
+        encode(&mut self.out);
+        let len = self.out.len() - at - HEAD_LEN;
+        if len <= max_frame {
+            let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+            write::head_at(
+                &mut self.out[at..at + HEAD_LEN],
+                len,
+                kind::HEADERS,
+                flags,
+                stream,
+            );
+        } else {
+            let block = self.out.split_off(at + HEAD_LEN);
+            self.out.truncate(at);
+            write::headers(&mut self.out, stream, &block, end_stream, max_frame);
+        }
         self.flood.progress();
         if end_stream {
             self.answered(stream);

@@ -97,15 +97,13 @@ impl Server {
         end_stream: bool,
         fields: impl FnOnce(&mut crate::hpack::Encoder, &mut Vec<u8>),
     ) -> Result<(), StreamGone> {
-        self.c.conn.window(stream)?;
-        let mut block = std::mem::take(&mut self.c.block);
-        block.clear();
-        self.c.encoder.begin(&mut block);
-        self.c.encoder.status(status, &mut block);
-        fields(&mut self.c.encoder, &mut block);
-        let sent = self.c.conn.send_headers(stream, &block, end_stream);
-        self.c.block = block;
-        sent
+        // Encoded straight into the connection's output, after room for the frame's header.
+        let encoder = &mut self.c.encoder;
+        self.c.conn.send_headers_with(stream, end_stream, |out| {
+            encoder.begin(out);
+            encoder.status(status, out);
+            fields(encoder, out);
+        })
     }
 
     /// Queues trailers after the body: `fields` as [`Server::send_answer`] takes them; they

@@ -4,11 +4,26 @@ use super::*;
 
 #[test]
 fn headers_are_cut_by_the_peer_frame_size() {
+    // A block handed over, and one encoded in the output (`send_headers_with`).
+    for with in [false, true] {
+        headers_cut(|p, stream, block, end| match with {
+            false => p.conn.send_headers(stream, block, end),
+            true => p
+                .conn
+                .send_headers_with(stream, end, |out| out.extend_from_slice(block)),
+        });
+    }
+}
+
+fn headers_cut(send: impl Fn(&mut Peer, u32, &[u8], bool) -> Result<(), StreamGone>) {
     let mut p = Peer::new(Config::default());
     p.feed(&get(1)).unwrap();
+    // Something queued before: the frames go after it.
+    p.conn.ping(*b"12345678");
     let block: Vec<u8> = (0..40000u32).map(|i| i as u8).collect();
-    p.conn.send_headers(1, &block, false).unwrap();
-    let out = p.take_output();
+    send(&mut p, 1, &block, false).unwrap();
+    let mut out = p.take_output();
+    assert_eq!(out.remove(0).kind, PING);
     let shape: Vec<_> = out
         .iter()
         .map(|f| (f.kind, f.flags, f.stream, f.payload.len()))
@@ -28,12 +43,13 @@ fn headers_are_cut_by_the_peer_frame_size() {
     p.feed(&settings(&[(5, 20000)])).unwrap();
     p.feed(&get(1)).unwrap();
     p.take_output();
-    p.conn.send_headers(1, &block[..20000], true).unwrap();
+    send(&mut p, 1, &block[..20000], true).unwrap();
     let out = p.take_output();
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].flags, END_STREAM | END_HEADERS);
+    assert_eq!(out[0].payload, block[..20000]);
     // The stream is done: nothing more goes on it.
-    assert_eq!(p.conn.send_headers(1, b"x", true), Err(StreamGone));
+    assert_eq!(send(&mut p, 1, b"x", true), Err(StreamGone));
     assert_eq!(p.conn.send_data(1, b"x", true), Err(StreamGone));
     assert_eq!(p.conn.open_streams(), 0);
 }
