@@ -491,7 +491,7 @@ fn grpc_status_is_indexed_from_the_second_answer_on() {
 fn a_field_checked_once_is_not_checked_again() {
     let mut e = Encoder::for_answers(1024);
     let mut checks = 0;
-    let mut block = |e: &mut Encoder, fields: &[(&[u8], &[u8], bool)], checks: &mut i32| {
+    let block = |e: &mut Encoder, fields: &[(&[u8], &[u8], bool)], checks: &mut i32| {
         let mut out = Vec::new();
         e.begin(&mut out);
         let went: Vec<bool> = fields
