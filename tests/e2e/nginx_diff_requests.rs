@@ -364,6 +364,47 @@ fn request_targets_and_hosts() {
     p.check_open(b"\r\nGET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
 }
 
+/// nginx 1.22.1 takes CRs before a header line's LF (`X: a\r\r\n` is `a`; shoal refused it
+/// with 400) and refuses a CR elsewhere: in a name, a value, the request line, and as the
+/// head's end (`\r\r\n`, answered at the second CR, where shoal waited for more). The log
+/// lines are nginx's too.
+#[test]
+fn crs_before_the_lf_of_a_header_line() {
+    let p = Pair::new("location = /x { return 200 \"[$http_x]\\n\"; }");
+    for line in [
+        &b"X: a\r\r\n"[..],
+        b"X: a\r\r\r\n",
+        b"X: a  \r\r\n",
+        b"X:\r\r\n",
+        b"X\r\r\n",
+        b"X: a\r\r\nY: b\r\n",
+        b"X: a\r\rb\r\n",
+        b"X: a \r \r\n",
+        b"X\r: a\r\n",
+        b"\rX: a\r\n",
+        b"X: a\r\n\r\r\n",
+        b"X: a\r\n\r\rGET",
+    ] {
+        let mut req = b"GET /x HTTP/1.1\r\nHost: localhost\r\n".to_vec();
+        req.extend_from_slice(line);
+        if !line.ends_with(b"GET") {
+            req.extend_from_slice(b"\r\n");
+        }
+        p.check_open(&req);
+    }
+    p.check_open(b"GET /x HTTP/1.1\r\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /x\r HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let invalid = |log: String| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.split_once("client sent invalid"))
+            .map(|(_, rest)| rest.to_string())
+            .collect()
+    };
+    let (n, s) = (invalid(p.nginx_log()), invalid(p.shoal_log()));
+    assert_eq!(n.len(), 8, "{n:#?}");
+    assert_eq!(s, n);
+}
+
 // ---- bodies ----------------------------------------------------------------------------------------
 
 #[test]

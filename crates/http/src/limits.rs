@@ -78,6 +78,8 @@ pub(crate) struct Scanner {
     /// CRs and LFs skipped before the request line, at the start of the buffer, not yet given
     /// to [`Scanner::take_skipped`].
     skipped: usize,
+    /// After an error found inside a line: how far nginx had read when it refused the head.
+    refused_to: Option<usize>,
 }
 
 /// A complete head found by the scanner.
@@ -106,6 +108,13 @@ impl Scanner {
         loop {
             if !self.seen_request_line {
                 self.skip_before_request(buf);
+            } else if let [b'\r', b, ..] = buf.get(self.line_start..).unwrap_or_default() {
+                // A line that starts with a CR ends the head: nginx refuses any byte but the
+                // LF after that CR as it comes, not once a head is whole.
+                if *b != b'\n' {
+                    self.refused_to = Some(self.line_start + 2);
+                    return Err(Error::bad_request("client sent invalid header line"));
+                }
             }
             let rest = buf.get(self.search_from..).unwrap_or_default();
             match memchr::memchr(b'\n', rest) {
@@ -214,9 +223,10 @@ impl Scanner {
         self.started
     }
 
-    /// Where the line being scanned starts (after an error: the line that did not fit).
-    pub fn line_start(&self) -> usize {
-        self.line_start
+    /// After an error, where the bytes nginx had read end: the start of the line that did not
+    /// fit, or just past the byte that was refused.
+    pub fn refused_to(&self) -> usize {
+        self.refused_to.unwrap_or(self.line_start)
     }
 
     /// The answer for the line at `line_start` that does not fit: for a header line, 494 unless
