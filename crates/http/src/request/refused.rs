@@ -83,13 +83,13 @@ fn invalid_line_detail(line: &[u8]) -> String {
     let byte = content.get(stop).copied().unwrap_or(b'\r');
     format!(
         "client sent invalid header line: \"{}\\x{byte:02x}...\"",
-        crate::lossy(&content[..stop])
+        crate::log_text(&content[..stop])
     )
 }
 
 /// nginx's line for a second `name` header: both lines as they came.
 fn duplicate_detail(what: &str, (name, value): Line, (pname, pvalue): Line) -> String {
-    let l = crate::lossy;
+    let l = crate::log_text;
     format!(
         "client sent duplicate {what}: \"{}: {}\", previous value: \"{}: {}\"",
         l(name),
@@ -183,7 +183,7 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
             {
                 let line = format!(
                     "client sent unknown \"Transfer-Encoding\": \"{}\"",
-                    crate::lossy(te)
+                    crate::log_text(te)
                 );
                 out.detail = Some(("client sent unknown \"Transfer-Encoding\"", line));
             }
