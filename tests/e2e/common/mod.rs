@@ -249,9 +249,10 @@ impl Prefix {
         run(&args)
     }
 
-    /// The text of a file in the prefix, or "" if it does not exist.
+    /// The text of a file in the prefix, or "" if it does not exist (a log holds a request's
+    /// bytes as they came: what is not UTF-8 is read as U+FFFD).
     pub fn read(&self, p: &str) -> String {
-        fs::read_to_string(self.join(p)).unwrap_or_default()
+        String::from_utf8_lossy(&fs::read(self.join(p)).unwrap_or_default()).into_owned()
     }
 
     pub fn pid_file(&self) -> PathBuf {

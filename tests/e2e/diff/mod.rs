@@ -256,8 +256,10 @@ impl Server {
         }
     }
 
+    /// A file in the prefix as text (a log holds a request's bytes as they came: what is not
+    /// UTF-8 is read as U+FFFD).
     fn read(&self, p: &str) -> String {
-        fs::read_to_string(self.prefix.join(p)).unwrap_or_default()
+        String::from_utf8_lossy(&fs::read(self.prefix.join(p)).unwrap_or_default()).into_owned()
     }
 }
 
