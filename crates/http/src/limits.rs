@@ -108,10 +108,10 @@ impl Scanner {
         loop {
             if !self.seen_request_line {
                 self.skip_before_request(buf);
-            } else if let [b'\r', b, ..] = buf.get(self.line_start..).unwrap_or_default() {
+            } else if buf.get(self.line_start) == Some(&b'\r') {
                 // A line that starts with a CR ends the head: nginx refuses any byte but the
                 // LF after that CR as it comes, not once a head is whole.
-                if *b != b'\n' {
+                if buf.get(self.line_start + 1).is_some_and(|&b| b != b'\n') {
                     self.refused_to = Some(self.line_start + 2);
                     return Err(Error::bad_request("client sent invalid header line"));
                 }
