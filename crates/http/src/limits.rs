@@ -80,6 +80,9 @@ pub(crate) struct Scanner {
     skipped: usize,
     /// After an error found inside a line: how far nginx had read when it refused the head.
     refused_to: Option<usize>,
+    /// Where the header lines not yet looked at for a line nginx refuses start (see
+    /// [`Scanner::check_lines`]).
+    checked: usize,
 }
 
 /// A complete head found by the scanner.
@@ -145,6 +148,7 @@ impl Scanner {
                         self.header_lines += 1;
                     } else {
                         self.seen_request_line = true;
+                        self.checked = end;
                     }
                 }
                 None => {
@@ -152,6 +156,9 @@ impl Scanner {
                     self.search_from = buf.len();
                     if partial > 0 && !self.fits(partial, limits) {
                         return Err(self.too_large(buf, !self.seen_request_line, limits));
+                    }
+                    if self.seen_request_line {
+                        self.check_lines(buf, limits)?;
                     }
                     if partial > 0 && !self.seen_request_line {
                         // nginx parses the request line as it arrives: a wrong method (TLS
@@ -166,6 +173,26 @@ impl Scanner {
                 }
             }
         }
+    }
+
+    /// Before waiting for more of a head, its header lines not yet looked at: nginx reads each
+    /// as it comes, so one it refuses is answered now, not once a head that may never end has
+    /// ended (with the answer of the first wrong line: the walk finds it, once). A head that
+    /// came whole in one read is never looked at here: the roads that parse it refuse it.
+    fn check_lines(&mut self, buf: &[u8], limits: &Limits) -> Result<(), Error> {
+        let lines = buf.get(self.checked..self.line_start).unwrap_or_default();
+        let mut end = self.checked;
+        for line in lines.split_inclusive(|&b| b == b'\n') {
+            end += line.len();
+            if crate::request::refused_header_line(line) {
+                self.refused_to = Some(end);
+                let read = buf.get(..end).unwrap_or_default();
+                return Err(crate::request::first_line_error(read, limits)
+                    .unwrap_or(Error::bad_request("client sent invalid header line")));
+            }
+        }
+        self.checked = self.line_start;
+        Ok(())
     }
 
     /// Steps over the CRs and LFs before a request line, as nginx skips them: they take room in
@@ -192,6 +219,7 @@ impl Scanner {
         let n = std::mem::take(&mut self.skipped);
         self.line_start -= n;
         self.search_from -= n;
+        self.checked = self.checked.saturating_sub(n);
         n
     }
 

@@ -119,6 +119,17 @@ pub(super) fn header_line_content(line: &[u8]) -> Result<&[u8], Error> {
     Ok(content)
 }
 
+/// Whether nginx refuses a header line (with its LF) whatever came before it: a CR, control
+/// byte or space in its name, an empty name, a NUL in its value, a CR not before the LF.
+pub(crate) fn refused_header_line(line: &[u8]) -> bool {
+    let Ok(content) = header_line_content(line) else {
+        return true;
+    };
+    let colon = memchr::memchr(b':', content).unwrap_or(content.len());
+    let (name, value) = content.split_at(colon);
+    name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) || value.contains(&0)
+}
+
 /// The careful road: line by line, with nginx's answer for each way a head can be wrong.
 pub(super) fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
     let mut lines = head.split_inclusive(|&b| b == b'\n');

@@ -165,6 +165,25 @@ fn crs_before_the_lf_of_a_header_line() {
         );
         assert_eq!(refused.host.as_deref(), Some(&b"a"[..]), "{req:?}");
     }
+    // A line nginx refuses is refused when it is whole, before the head ends; the answer is
+    // the first wrong line's.
+    for (req, detail) in [
+        (
+            &b"GET / HTTP/1.1\r\nHost: a\r\nX a: b\r\n"[..],
+            "client sent invalid header line: \"X\\x20...\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00\r\n",
+            "client sent invalid header line: \"X: a\\x00...\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\nX a: b\r\n",
+            "client sent duplicate host header: \"Host: b\", previous value: \"Host: a\"",
+        ),
+    ] {
+        let (e, refused) = refused(req);
+        assert_eq!((e.status(), &*refused.what(&e)), (400, detail), "{req:?}");
+    }
     // A CR alone may still become the head's end.
     let mut p = HeadParser::new(Limits::default());
     let mut buf = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: a\r\n\r"[..]);
