@@ -177,18 +177,25 @@ impl Scanner {
 
     /// Before waiting for more of a head, its header lines not yet looked at: nginx reads each
     /// as it comes, so one it refuses is answered now, not once a head that may never end has
-    /// ended (with the answer of the first wrong line: the walk finds it, once). A head that
-    /// came whole in one read is never looked at here: the roads that parse it refuse it.
+    /// ended (with the answer of the first wrong line: the walk finds it). A line of a header
+    /// nginx allows once, or `Host`, is walked to as well: the walk is the head's, but there are
+    /// few such names, and a second of one ends the head. A head that came whole in one read is
+    /// never looked at here: the roads that parse it refuse it.
     fn check_lines(&mut self, buf: &[u8], limits: &Limits) -> Result<(), Error> {
         let lines = buf.get(self.checked..self.line_start).unwrap_or_default();
         let mut end = self.checked;
         for line in lines.split_inclusive(|&b| b == b'\n') {
             end += line.len();
-            if crate::request::refused_header_line(line) {
-                self.refused_to = Some(end);
+            let refused = crate::request::refused_header_line(line);
+            if refused || crate::request::header_checked_at_its_line(line) {
                 let read = buf.get(..end).unwrap_or_default();
-                return Err(crate::request::first_line_error(read, limits)
-                    .unwrap_or(Error::bad_request("client sent invalid header line")));
+                let e = match crate::request::first_line_error(read, limits) {
+                    Some(e) => e,
+                    None if refused => Error::bad_request("client sent invalid header line"),
+                    None => continue,
+                };
+                self.refused_to = Some(end);
+                return Err(e);
             }
         }
         self.checked = self.line_start;

@@ -130,6 +130,24 @@ pub(crate) fn refused_header_line(line: &[u8]) -> bool {
     name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) || value.contains(&0)
 }
 
+/// Whether a header line's name is one nginx checks against the lines before it as it reads
+/// it (`Host`, which it also validates, and the headers it allows once).
+pub(crate) fn header_checked_at_its_line(line: &[u8]) -> bool {
+    let Some(colon) = memchr::memchr(b':', line) else {
+        return false;
+    };
+    let name = &line[..colon];
+    [
+        &b"host"[..],
+        b"content-length",
+        b"transfer-encoding",
+        b"expect",
+    ]
+    .iter()
+    .chain(UNIQUE.iter())
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// The careful road: line by line, with nginx's answer for each way a head can be wrong.
 pub(super) fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
     let mut lines = head.split_inclusive(|&b| b == b'\n');

@@ -36,8 +36,8 @@ mod target;
 
 use checks::{finish, finish_into, UNIQUE};
 pub use h2::{plain_h2, Plain};
-pub(crate) use headers::refused_header_line;
 pub use headers::MAX_HEADERS;
+pub(crate) use headers::{header_checked_at_its_line, refused_header_line};
 use headers::{
     header_line_content, keep_header, line_content, parse_careful, parse_fast, too_many_headers,
     trim_ows,

@@ -180,6 +180,18 @@ fn crs_before_the_lf_of_a_header_line() {
             b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\nX a: b\r\n",
             "client sent duplicate host header: \"Host: b\", previous value: \"Host: a\"",
         ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n",
+            "client sent duplicate host header: \"Host: b\", previous value: \"Host: a\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nIf-Match: a\r\nif-match: b\r\n",
+            "client sent duplicate header line: \"if-match: b\", previous value: \"If-Match: a\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a/b\r\n",
+            "client sent invalid host header",
+        ),
     ] {
         let (e, refused) = refused(req);
         assert_eq!((e.status(), &*refused.what(&e)), (400, detail), "{req:?}");
