@@ -7,9 +7,10 @@
 //! USR1 reopen logs. A reload validates everything (configuration, log files, new sockets)
 //! before switching; on any failure the old generation keeps serving.
 //!
-//! Started as root with `user`, the process splits as nginx's does: this thread's startup runs
-//! in a root master that never serves (`root_master.rs`), and [`serve`] (the workers, their
-//! signals) in the child it forks, which changes to `user`.
+//! Started as root, the process splits as nginx's does: this thread's startup runs in a root
+//! master that never serves (`root_master.rs`), and [`serve`] (the workers, their signals) in
+//! the child it forks, which changes to `user` (nginx's default `nobody` without the line). Not
+//! with `user root` (nothing to drop) nor `master_process off`: one process, root.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -222,8 +223,9 @@ pub fn run(opts: Options) -> i32 {
         let _ = std::fs::remove_file(&pid_path);
         return 1;
     }
-    // `user` (only kept when started as root): nginx's root master, serving through a child.
-    if conf.main.user.is_some() {
+    // As root (with `user`, or nginx's default `nobody`): nginx's root master, serving through
+    // a child.
+    if conf.main.root_master() {
         return crate::root_master::run(opts, generation, pid_path);
     }
     serve(opts, generation, pid_path, None)
@@ -531,13 +533,14 @@ impl Master {
     /// SIGHUP: a new generation from the configuration file, or the old one stays.
     fn reload(&mut self) {
         let Some(generation) = next_generation(&self.opts, &self.generation, |conf| {
-            // Kept only as root: this process started without `user` and stays one process,
-            // root; the split into a root master and a child as `user` is made at a start.
-            if conf.main.user.is_some() {
+            // This process started as one (`user root`, `master_process off`, or not root) and
+            // stays one; the split into a root master and a child as `user` (written, or
+            // nginx's default `nobody`) is made at a start.
+            if conf.main.root_master() {
                 crate::error_log!(
                     Level::Warn,
-                    "\"user\" takes effect at the next start: shoal started without it serves \
-                     as root until then"
+                    "\"user\" takes effect at the next start: shoal started as one process \
+                     serves as root until then"
                 );
             }
         }) else {
