@@ -1,8 +1,10 @@
-//! `user` as root: nginx's two processes. A root master that never serves (it reads every
+//! Started as root: nginx's two processes. A root master that never serves (it reads every
 //! configuration, keys only root may read included, binds, owns the pid file and the logs)
-//! and a serving child that runs as `nobody` with no capability. The certbot flow (a renewed
-//! root-only key taken by a reload, a request in flight finished by the old child), the
-//! processes and `-s quit`, USR1 in a root-owned directory, a bad reload, a binary upgrade.
+//! and a serving child that runs as `user` (nginx's default `nobody` without it) with no
+//! capability; one process with `user root` or `master_process off`. The certbot flow (a
+//! renewed root-only key taken by a reload, a request in flight finished by the old child),
+//! the processes and `-s quit`, USR1 in a root-owned directory, a bad reload, a binary
+//! upgrade, children that die and children that cannot start.
 //!
 //! Needs root (`user` is ignored otherwise): each test says so and returns.
 
@@ -279,11 +281,14 @@ fn a_killed_child_is_replaced() {
         &[],
     );
     let child = common::serving_child(s.pid);
-    // Up (the master heard so): a child that dies before is a failed start, not replaced.
-    s.wait_log(&format!("start child process {child}"), 1);
+    // Up (the master heard so): a child that dies before is a failed start.
+    s.wait_log(&format!("start worker process {child}"), 1);
     common::signal(child, libc::SIGKILL);
     s.wait_log(
-        &format!("child process {child} exited unexpectedly on signal 9"),
+        &format!(
+            "[alert] {0}#{0}: worker process {child} exited on signal 9",
+            s.pid
+        ),
         1,
     );
     let fresh = common::serving_child(s.pid);
@@ -296,15 +301,20 @@ fn a_killed_child_is_replaced() {
     });
 }
 
-/// A reload that adds `user` to a shoal started without it (one process, root): the split is
-/// made at a start, so the log says the line waits for it, and serving goes on.
+/// A reload that adds `user` to a shoal started with `user root` (one process, root): the
+/// split is made at a start, so the log says the line waits for it, and serving goes on.
 #[test]
 fn user_added_by_a_reload_waits_for_the_next_start() {
     if !root() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(prefix(), &common::conf_with(port, "", ""), port, &[]);
+    let s = Shoal::start_in(
+        prefix(),
+        &common::conf_with(port, "user root;", ""),
+        port,
+        &[],
+    );
     assert!(common::children_of(s.pid).is_empty());
     s.prefix.write_conf(&common::conf_with(
         port,
@@ -356,5 +366,146 @@ fn reloads_under_load_lose_no_request() {
     // The replaced children all ended: one serves.
     wait_for("the old children to end", || {
         (common::children_of(s.pid).len() == 1).then_some(())
+    });
+}
+
+/// An id of `/etc/passwd` or `/etc/group`: the third field of `name`'s line.
+fn id_in(file: &str, name: &str) -> Option<String> {
+    let text = fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(name))?;
+    line.split(':').nth(2).map(str::to_string)
+}
+
+/// Root without `user`: nginx's default, a root master and a child as `nobody` and the group
+/// nginx's configure finds, `nobody` or else `nogroup` (Debian has no group `nobody`).
+#[test]
+fn root_without_user_serves_as_nobody() {
+    if !root() {
+        return;
+    }
+    let port = free_port();
+    let s = Shoal::start_in(
+        prefix().without_user_root(),
+        &common::basic_conf(port),
+        port,
+        &[],
+    );
+    assert!(!s.prefix.read("conf/shoal.conf").contains("user"));
+    let child = common::serving_child(s.pid);
+    let master = common::proc_status(s.pid, "Uid:").unwrap();
+    assert!(
+        master.split_whitespace().all(|u| u == "0"),
+        "master Uid {master}"
+    );
+    let uid = id_in("/etc/passwd", "nobody").expect("a user nobody");
+    let gid = id_in("/etc/group", "nobody")
+        .or_else(|| id_in("/etc/group", "nogroup"))
+        .expect("a group nobody or nogroup");
+    for (field, id) in [("Uid:", &uid), ("Gid:", &gid)] {
+        let got = common::proc_status(child, field).unwrap();
+        assert!(
+            got.split_whitespace().all(|u| u == id),
+            "child {field} {got}"
+        );
+    }
+    assert!(common::thread_caps(child).iter().all(|&c| c == 0));
+    assert_eq!(body(port, "/"), common::INDEX);
+}
+
+/// `user root` drops nothing, and nginx's single process (`master_process off`) ignores
+/// `user`: one process, root, serves.
+#[test]
+fn user_root_and_master_process_off_are_one_root_process() {
+    if !root() {
+        return;
+    }
+    for main in ["user root;", "master_process off; user nobody;"] {
+        let port = free_port();
+        let s = Shoal::start_in(prefix(), &common::conf_with(port, main, ""), port, &[]);
+        assert_eq!(body(port, "/"), common::INDEX, "{main}");
+        assert_eq!(common::children_of(s.pid), [0; 0], "{main}");
+        let uid = common::proc_status(s.pid, "Uid:").unwrap();
+        assert!(
+            uid.split_whitespace().all(|u| u == "0"),
+            "{main}: Uid {uid}"
+        );
+        assert!(
+            s.worker_threads() > 0,
+            "{main}: the workers are its threads"
+        );
+    }
+}
+
+/// Sets the soft `RLIMIT_NPROC` of `pid`; returns the one it had.
+fn set_nproc(pid: i32, soft: libc::rlim_t) -> libc::rlim_t {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit with a null new limit only reads into `old`.
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_NPROC, std::ptr::null(), &mut old) },
+        0
+    );
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: prlimit with a valid new limit and a null old one.
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_NPROC, &new, std::ptr::null_mut()) },
+        0
+    );
+    old.rlim_cur
+}
+
+/// A child that cannot start: the master's `RLIMIT_NPROC` at 0, which its children inherit,
+/// lets none of them start a thread once it is `nobody` (root's fork is exempt). The
+/// replacement of a killed child is then tried again after a pause until one serves; a reload
+/// whose child cannot start leaves the old child serving.
+#[test]
+fn a_child_that_cannot_start_is_tried_again() {
+    if !root() {
+        return;
+    }
+    let port = free_port();
+    let conf = |text: &str| {
+        common::conf_with(
+            port,
+            "user nobody;",
+            &format!("location / {{ return 200 {text}; }}"),
+        )
+    };
+    let s = Shoal::start_in(prefix(), &conf("one"), port, &[]);
+    let child = common::serving_child(s.pid);
+    s.wait_log(&format!("start worker process {child}"), 1);
+    let limit = set_nproc(s.pid, 0);
+    common::signal(child, libc::SIGKILL);
+    // Failed twice: tried again, not given up.
+    s.wait_log(" exited before it served, starting a new one in 1 s", 2);
+    set_nproc(s.pid, limit);
+    let fresh = wait_for("a child that serves", || {
+        let log = s.error_log();
+        common::children_of(s.pid)
+            .into_iter()
+            .find(|c| log.contains(&format!("start worker process {c}\n")))
+    });
+    assert_ne!(fresh, child);
+    assert_eq!(body(port, "/"), "one");
+
+    // A reload whose child cannot start: the old child serves on.
+    set_nproc(s.pid, 0);
+    s.prefix.write_conf(&conf("two"));
+    s.signal(libc::SIGHUP);
+    s.wait_log(
+        " exited before it served, the old configuration serves on",
+        1,
+    );
+    assert_eq!(common::children_of(s.pid), [fresh]);
+    assert_eq!(body(port, "/"), "one");
+    set_nproc(s.pid, limit);
+    s.signal(libc::SIGHUP);
+    wait_for("the second configuration", || {
+        (body(port, "/") == "two").then_some(())
     });
 }
