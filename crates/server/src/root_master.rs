@@ -60,6 +60,8 @@ pub(crate) fn run(opts: Options, generation: Arc<Generation>, pid_path: PathBuf)
         noaccepting: false,
         exiting: false,
     };
+    // Before the first child: the counters every child shares.
+    crate::status::share();
     match fork_child(&m.opts, &generation, None, &m.pid_path) {
         Ok(pid) => m.children.push(Child {
             pid,
@@ -192,6 +194,7 @@ impl RootMaster {
                 continue;
             };
             let child = self.children.remove(i);
+            release_shared(pid);
             let how = if libc::WIFSIGNALED(status) {
                 format!("on signal {}", libc::WTERMSIG(status))
             } else {
@@ -250,6 +253,18 @@ impl RootMaster {
         old.close_sockets_not_in(&self.generation);
         crate::error_log!(Level::Notice, "reconfigured (generation {id})");
     }
+}
+
+/// What a reaped child held in the memory children share: a zone's lock it died holding
+/// (nginx's line), and its counters' lines.
+fn release_shared(pid: libc::pid_t) {
+    for zone in shoal_io::shm::force_unlock(pid as u32) {
+        crate::error_log!(
+            Level::Alert,
+            "shared memory zone \"{zone}\" was locked by {pid}"
+        );
+    }
+    crate::status::forget_process(pid as u32);
 }
 
 /// The `user` of a generation's configuration as ids (`None`: none, or unknown).
