@@ -34,7 +34,6 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Instant;
 
 use shoal_conf::{Directive, Error};
 
@@ -305,10 +304,16 @@ impl<V: Copy + Send> Shards<V> {
     }
 }
 
-/// nginx's `ngx_current_msec`: milliseconds on a monotonic clock (here since the first call).
+/// nginx's `ngx_current_msec`: milliseconds on the system's monotonic clock, the same in
+/// every process (the zones' states, shared by the root master's children, hold such times).
 pub fn now_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 /// A zone's key: text with variables, `$binary_remote_addr` read from the client.
