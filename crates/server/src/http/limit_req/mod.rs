@@ -272,7 +272,7 @@ fn drain(b: &Bucket, rate: u64, now: u64) -> u64 {
 /// nginx's `ngx_http_limit_req_expire`: from the oldest, up to two states idle for a minute
 /// and drained; with `n == 0`, the oldest first whatever it is. Stops at a held state.
 fn expire(
-    shard: &mut crate::http::limit_zone::lru::Lru<'_, Bucket>,
+    shard: &mut shoal_io::shm::lru::Lru<'_, Bucket>,
     memory: &Memory,
     rate: u64,
     now: u64,
@@ -301,10 +301,7 @@ fn expire(
     }
 }
 
-fn evict_oldest(
-    shard: &mut crate::http::limit_zone::lru::Lru<'_, Bucket>,
-    memory: &Memory,
-) -> bool {
+fn evict_oldest(shard: &mut shoal_io::shm::lru::Lru<'_, Bucket>, memory: &Memory) -> bool {
     match shard.oldest() {
         Some((_, b)) if b.count == 0 => {
             if let Some((key_len, _)) = shard.pop_oldest() {

@@ -13,7 +13,7 @@
 //! read: by the root master before it forks a child (so the old child and the new one, during
 //! a reload, count in the same states, as nginx's workers of two cycles do), or by the one
 //! process. Its states are split over up to 16 shards by a keyed hash of the key, each shard a
-//! process-shared lock over an LRU table ([`lru`]), so workers meet on a lock only when their
+//! process-shared lock over an LRU table (`shoal_io::shm::lru`), so workers meet on a lock only when their
 //! keys share a shard. The zone's size bounds its states as nginx's slab allocator would
 //! ([`slab`]); the least recently used state of the shard at hand is what gets evicted
 //! (nginx's queue is one per zone: a small zone gets one shard and the exact order).
@@ -27,7 +27,6 @@
 //! **Keys** are templates evaluated per request; `$binary_remote_addr` is read here from the
 //! client's address (4 or 16 bytes, `unix:` for a unix socket), not as text.
 
-pub mod lru;
 pub mod slab;
 
 use std::any::Any;
@@ -36,6 +35,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use shoal_conf::{Directive, Error};
+use shoal_io::shm::lru;
 
 use crate::conf::err;
 use crate::error;

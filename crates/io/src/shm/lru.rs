@@ -16,7 +16,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::marker::PhantomData;
 
-use shoal_io::shm::{self, Carver, Shared};
+use crate::shm::{self, Carver, Shared};
 
 const NIL: u32 = u32::MAX;
 
@@ -332,7 +332,7 @@ impl<V: Copy> Lru<'_, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_io::shm::Region;
+    use crate::shm::Region;
 
     fn table<V: Copy + Send>(capacity: u32) -> Table<V> {
         let region = Region::new("t", Table::<V>::bytes(capacity)).unwrap();

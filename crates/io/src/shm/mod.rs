@@ -15,6 +15,8 @@
 //! A region is reserved with `MAP_NORESERVE` and the kernel gives it pages when they are first
 //! touched: a table sized for the worst case costs what it holds.
 
+pub mod lru;
+
 use std::cell::UnsafeCell;
 use std::io;
 use std::marker::PhantomData;
