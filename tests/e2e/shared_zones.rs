@@ -1,7 +1,7 @@
 //! What nginx keeps in shared memory, kept across a reload by the root master's children too
 //! (`user` as root: each configuration is served by a child of its own): the `limit_req`
 //! buckets, the `limit_conn` counts (the old child's requests in flight count against the new
-//! child's), and the `stub_status` figures.
+//! child's), the `stub_status` figures, and the TLS sessions of `ssl_session_cache shared:`.
 //!
 //! Needs root (`user` is ignored otherwise): each test says so and returns.
 
@@ -11,7 +11,9 @@ use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+use crate::common::tls::Pki;
 use crate::common::{self, free_port, wait_for, Prefix, Shoal};
+use crate::tls::openssl;
 
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -138,4 +140,55 @@ fn limit_conn_counts_the_old_childs_requests() {
         .unwrap();
     drop(again);
     assert_eq!(next.join().unwrap().status, 200);
+}
+
+/// A TLS session stored (by id: no tickets) by the first child is resumed by the child of the
+/// next configuration, as nginx's shared cache outlives a reload.
+#[test]
+fn tls_sessions_by_id_outlive_a_reload() {
+    if !root() {
+        return;
+    }
+    let mut pki = Pki::new();
+    pki.issue("a", &["a.test"], false);
+    let port = free_port();
+    let conf = |gen: u32| {
+        format!(
+            "daemon off;\nuser nobody;\nerror_log logs/error.log notice;\n\
+             events {{ worker_connections 256; }}\n\
+             http {{ server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {}\n\
+               ssl_session_cache shared:SSL:1m; ssl_session_tickets off;\n\
+               location / {{ return 200 \"gen{gen} reused=$ssl_session_reused\\n\"; }} }} }}\n",
+            pki.ssl_lines("a")
+        )
+    };
+    let p = Prefix::new();
+    fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Shoal::start_in(p, &conf(0), port, &[]);
+    let first = common::serving_child(s.pid);
+    let addr = format!("127.0.0.1:{port}");
+    let sess = s.prefix.join("sess").display().to_string();
+    let req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n";
+    let base = [
+        "s_client",
+        "-connect",
+        &addr,
+        "-servername",
+        "a.test",
+        "-tls1_2",
+        "-no_ticket",
+    ];
+    let out = openssl(&[&base[..], &["-sess_out", &sess]].concat(), req);
+    assert!(out.contains("gen0 reused=."), "{out}");
+    s.prefix.write_conf(&conf(1));
+    s.dash_s("reload");
+    wait_for("the first child to end", || {
+        (!common::alive(first)).then_some(())
+    });
+    let out = openssl(&[&base[..], &["-sess_in", &sess]].concat(), req);
+    assert!(
+        out.contains("gen1 reused=r"),
+        "the session was forgotten: {out}"
+    );
+    assert!(out.contains("\nReused, "), "{out}");
 }
