@@ -86,6 +86,8 @@ pub(crate) fn run(opts: Options, generation: Arc<Generation>, pid_path: PathBuf)
         exiting: false,
         respawn: None,
     };
+    // Before the first child: the counters every child shares.
+    crate::status::share();
     match fork_child(&m.opts, &generation, None, &m.pid_path) {
         Ok(pid) => m.children.push(Child::new(pid)),
         Err(e) => {
@@ -237,6 +239,7 @@ impl RootMaster {
             };
             let child = self.children.remove(i);
             log_exit(pid, status);
+            release_shared(pid);
             if child.stopping || self.exiting || self.noaccepting {
                 continue;
             }
@@ -315,6 +318,18 @@ fn log_exit(pid: libc::pid_t, status: libc::c_int) {
             libc::WEXITSTATUS(status)
         );
     }
+}
+
+/// What a reaped child held in the memory children share: a zone's lock it died holding
+/// (nginx's line), and its counters' lines.
+fn release_shared(pid: libc::pid_t) {
+    for zone in shoal_io::shm::force_unlock(pid as u32) {
+        crate::error_log!(
+            Level::Alert,
+            "shared memory zone \"{zone}\" was locked by {pid}"
+        );
+    }
+    crate::status::forget_process(pid as u32);
 }
 
 /// The `user` of a generation's configuration as ids (`None`: none, or unknown).
