@@ -44,7 +44,7 @@ fn user_as_root_is_a_root_master_and_a_child_without_capabilities() {
     let port = free_port();
     let mut s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", ""),
+        &common::conf_with(port, "user nobody nogroup;", ""),
         port,
         &[],
     );
@@ -89,7 +89,7 @@ fn the_certbot_flow_reloads_a_root_only_key() {
     let conf = |text: &str| {
         common::conf_with(
             port,
-            "user nobody;",
+            "user nobody nogroup;",
             &format!(
                 "listen 127.0.0.1:{tls} ssl; {ssl}\nlocation / {{ return 200 \"{text}\\n\"; }}"
             ),
@@ -139,7 +139,7 @@ fn usr1_reopens_logs_in_a_root_owned_directory() {
     let port = free_port();
     let s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", ""),
+        &common::conf_with(port, "user nobody nogroup;", ""),
         port,
         &[],
     );
@@ -181,13 +181,13 @@ fn a_bad_reload_keeps_the_old_child() {
     let port = free_port();
     let s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", ""),
+        &common::conf_with(port, "user nobody nogroup;", ""),
         port,
         &[],
     );
     let child = common::serving_child(s.pid);
     s.prefix
-        .write_conf(&common::conf_with(port, "user nobody;", "bogus;"));
+        .write_conf(&common::conf_with(port, "user nobody nogroup;", "bogus;"));
     // `-s reload` would read the file first and refuse it: the signal is sent as such.
     s.signal(libc::SIGHUP);
     s.wait_log("unknown directive \"bogus\"", 1);
@@ -201,7 +201,7 @@ fn a_bad_reload_keeps_the_old_child() {
     assert_eq!(body(port, "/"), common::INDEX);
     s.prefix.write_conf(&common::conf_with(
         port,
-        "user nobody;",
+        "user nobody nogroup;",
         "location / { return 200 fixed; }",
     ));
     s.dash_s("reload");
@@ -226,7 +226,7 @@ fn a_binary_upgrade_with_user() {
         prefix(),
         &common::conf_with(
             port,
-            "user nobody;",
+            "user nobody nogroup;",
             "location = /pid { return 200 \"$pid\"; }",
         ),
         port,
@@ -276,7 +276,11 @@ fn a_killed_child_is_replaced() {
     let port = free_port();
     let s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", "location / { return 200 same; }"),
+        &common::conf_with(
+            port,
+            "user nobody nogroup;",
+            "location / { return 200 same; }",
+        ),
         port,
         &[],
     );
@@ -318,7 +322,7 @@ fn user_added_by_a_reload_waits_for_the_next_start() {
     assert!(common::children_of(s.pid).is_empty());
     s.prefix.write_conf(&common::conf_with(
         port,
-        "user nobody;",
+        "user nobody nogroup;",
         "location / { return 200 reloaded; }",
     ));
     s.dash_s("reload");
@@ -342,7 +346,7 @@ fn reloads_under_load_lose_no_request() {
         prefix(),
         &common::conf_with(
             port,
-            "user nobody; worker_processes 2;",
+            "user nobody nogroup; worker_processes 2;",
             "location = /pid { return 200 \"$pid\"; }",
         ),
         port,
@@ -419,7 +423,7 @@ fn user_root_and_master_process_off_are_one_root_process() {
     if !root() {
         return;
     }
-    for main in ["user root;", "master_process off; user nobody;"] {
+    for main in ["user root;", "master_process off; user nobody nogroup;"] {
         let port = free_port();
         let s = Shoal::start_in(prefix(), &common::conf_with(port, main, ""), port, &[]);
         assert_eq!(body(port, "/"), common::INDEX, "{main}");
@@ -472,7 +476,7 @@ fn a_child_that_cannot_start_is_tried_again() {
     let conf = |text: &str| {
         common::conf_with(
             port,
-            "user nobody;",
+            "user nobody nogroup;",
             &format!("location / {{ return 200 {text}; }}"),
         )
     };
@@ -508,4 +512,38 @@ fn a_child_that_cannot_start_is_tried_again() {
     wait_for("the second configuration", || {
         (body(port, "/") == "two").then_some(())
     });
+}
+
+/// `user NAME;` without a group takes the group of the same name, as nginx says: `user
+/// nobody;` fails on a system without a group `nobody` (Debian), `user www-data;` does not.
+#[test]
+fn user_without_group_takes_the_group_of_its_name() {
+    if !root() {
+        return;
+    }
+    let p = Prefix::new();
+    for (user, group_exists) in [
+        ("nobody", id_in("/etc/group", "nobody").is_some()),
+        ("www-data", id_in("/etc/group", "www-data").is_some()),
+    ] {
+        if id_in("/etc/passwd", user).is_none() {
+            continue;
+        }
+        let file = p.write_conf(&format!("user {user};\nevents {{}}\n"));
+        let out = p.run(&["-t"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if group_exists {
+            assert_eq!(out.status.code(), Some(0), "{user}: {err}");
+        } else {
+            assert_eq!(
+                err.lines().next(),
+                Some(&*format!(
+                    "shoal: [emerg] getgrnam(\"{user}\") failed in {}:1",
+                    file.display()
+                )),
+                "{err}"
+            );
+            assert_eq!(out.status.code(), Some(1));
+        }
+    }
 }

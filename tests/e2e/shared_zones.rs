@@ -27,7 +27,7 @@ fn root() -> bool {
 fn conf(port: u16, upstream: u16, extra: &str) -> String {
     format!(
         "daemon off;\n\
-         user nobody;\n\
+         user nobody nogroup;\n\
          error_log logs/error.log notice;\n\
          events {{ worker_connections 256; }}\n\
          http {{\n\
@@ -154,7 +154,7 @@ fn tls_sessions_by_id_outlive_a_reload() {
     let port = free_port();
     let conf = |gen: u32| {
         format!(
-            "daemon off;\nuser nobody;\nerror_log logs/error.log notice;\n\
+            "daemon off;\nuser nobody nogroup;\nerror_log logs/error.log notice;\n\
              events {{ worker_connections 256; }}\n\
              http {{ server {{ listen 127.0.0.1:{port} ssl; server_name a.test; {}\n\
                ssl_session_cache shared:SSL:1m; ssl_session_tickets off;\n\

@@ -194,7 +194,13 @@ fn set_user(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Err
         return Err(crate::conf::duplicate(d));
     }
     let user = d.args[0].value.clone();
-    let group = d.args.get(1).map(|a| a.value.clone());
+    // nginx: "If group is omitted, a group whose name equals that of user is used" (so
+    // `user nobody;` fails on Debian, which has no group `nobody`).
+    let group = Some(
+        d.args
+            .get(1)
+            .map_or_else(|| user.clone(), |a| a.value.clone()),
+    );
     // A reload of a process that already became its `user`: the same line is what runs; another
     // one needs a restart.
     if let Some(now) = crate::privileges::dropped_to() {
