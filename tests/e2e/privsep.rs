@@ -487,6 +487,13 @@ fn a_child_that_cannot_start_is_tried_again() {
     common::signal(child, libc::SIGKILL);
     // Failed twice: tried again, not given up.
     s.wait_log(" exited before it served, starting a new one in 1 s", 2);
+    // Said as nginx says it, without a panic.
+    let log = s.error_log();
+    assert!(
+        log.contains("[emerg]") && log.contains("failed (11: Resource temporarily unavailable)"),
+        "{log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
     set_nproc(s.pid, limit);
     let fresh = wait_for("a child that serves", || {
         let log = s.error_log();

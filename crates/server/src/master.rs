@@ -281,6 +281,14 @@ pub(crate) fn serve(
     );
     let _ = master.generation.cache_zones.set(zones);
     master.resize_workers();
+    if master.workers.is_empty() {
+        // (nginx's worker that cannot start exits with 2, a fatal error.)
+        crate::error_log!(Level::Emerg, "no worker could be started");
+        if !child {
+            let _ = std::fs::remove_file(&master.pid_path);
+        }
+        return 2;
+    }
     crate::error_log!(
         Level::Notice,
         "shoal/{} started, {} worker(s)",
@@ -298,12 +306,26 @@ pub(crate) fn serve(
 }
 
 impl Master {
-    fn spawn_worker(&mut self, index: usize) {
-        let w = self.start_worker(index);
-        self.workers.push(w);
+    /// Starts worker `index`; false (logged) when no thread can be made (`RLIMIT_NPROC`,
+    /// memory): the process serves with the workers it has.
+    fn spawn_worker(&mut self, index: usize) -> bool {
+        match self.start_worker(index) {
+            Ok(w) => {
+                self.workers.push(w);
+                true
+            }
+            Err(e) => {
+                crate::error_log!(
+                    Level::Alert,
+                    "pthread_create() failed {}",
+                    shoal_conf::os_error(&e)
+                );
+                false
+            }
+        }
     }
 
-    fn start_worker(&mut self, index: usize) -> WorkerHandle {
+    fn start_worker(&mut self, index: usize) -> std::io::Result<WorkerHandle> {
         self.serials += 1;
         let serial = self.serials;
         let (tx, rx) = watch::channel(Command {
@@ -324,9 +346,8 @@ impl Master {
                 }
                 let _ended = Ended(serial, exits);
                 worker::run(index, rx, counter)
-            })
-            .expect("spawning a worker thread");
-        WorkerHandle { serial, tx, thread }
+            })?;
+        Ok(WorkerHandle { serial, tx, thread })
     }
 
     /// A worker thread ended. Unless it was told to stop, it died (a panic outside any
@@ -344,7 +365,18 @@ impl Master {
         if w.tx.borrow().stop != Stop::Run {
             return;
         }
-        let fresh = self.start_worker(index);
+        let fresh = match self.start_worker(index) {
+            Ok(w) => w,
+            Err(e) => {
+                crate::error_log!(
+                    Level::Alert,
+                    "worker {index} exited unexpectedly and cannot be started again: \
+                     pthread_create() failed {}",
+                    shoal_conf::os_error(&e)
+                );
+                return;
+            }
+        };
         let dead = std::mem::replace(&mut self.workers[index], fresh);
         let why = match dead.thread.join() {
             Ok(()) => "it returned".to_string(),
@@ -365,7 +397,9 @@ impl Master {
         let want = self.generation.config.main.workers();
         while self.workers.len() < want {
             let index = self.workers.len();
-            self.spawn_worker(index);
+            if !self.spawn_worker(index) {
+                break;
+            }
         }
         while self.workers.len() > want {
             let w = self.workers.pop().expect("len > want >= 1");
