@@ -192,3 +192,48 @@ fn tls_sessions_by_id_outlive_a_reload() {
     );
     assert!(out.contains("\nReused, "), "{out}");
 }
+
+/// A zone the system cannot map (here: an address-space limit below its size) fails the
+/// configuration with nginx's words, and nothing crashes: `limit_req_zone`, and a TLS
+/// session cache.
+#[test]
+fn a_zone_too_large_to_map_fails_the_configuration() {
+    use std::os::unix::process::CommandExt;
+    let p = Prefix::new();
+    let mut pki = Pki::new();
+    pki.issue("a", &["a.test"], false);
+    let tls = format!("listen 127.0.0.1:2 ssl; {}", pki.ssl_lines("a"));
+    for (zone, server) in [
+        (
+            "limit_req_zone $binary_remote_addr zone=one:3000m rate=1r/s;",
+            "",
+        ),
+        ("limit_conn_zone $binary_remote_addr zone=addr:3000m;", ""),
+        ("ssl_session_cache shared:SSL:3000m;", &tls[..]),
+    ] {
+        p.write_conf(&format!(
+            "events {{}}\nhttp {{\n    {zone}\n    server {{ listen 127.0.0.1:1; {server} }}\n}}\n"
+        ));
+        let mut cmd = std::process::Command::new(&*common::BIN);
+        cmd.args(p.args()).arg("-t");
+        // SAFETY: setrlimit only, between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 2 << 30,
+                    rlim_max: 2 << 30,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &limit);
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{zone}: {err}");
+        assert!(
+            err.contains("[emerg] mmap(MAP_ANON|MAP_SHARED, ")
+                && err.contains(") failed (12: Cannot allocate memory)"),
+            "{zone}: {err}"
+        );
+    }
+}

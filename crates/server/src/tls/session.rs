@@ -79,31 +79,34 @@ struct Entry {
 
 impl SessionZone {
     /// A zone of `size` bytes (`shared:NAME:SIZE`).
-    pub fn shared(name: &str, size: usize) -> SessionZone {
+    pub fn shared(name: &str, size: usize) -> Result<SessionZone, Error> {
         let capacity = (size * SESSIONS_PER_MB / (1024 * 1024)).max(1);
         Self::with_capacity(name, size, capacity, size.max(MAX_SESSION_SIZE))
     }
 
     /// A zone holding `sessions` sessions (`builtin:N`).
-    pub fn builtin(sessions: usize) -> SessionZone {
+    pub fn builtin(sessions: usize) -> Result<SessionZone, Error> {
         let sessions = sessions.max(1);
         Self::with_capacity("", 0, sessions, (sessions * 512).max(MAX_SESSION_SIZE))
     }
 
-    fn with_capacity(name: &str, size: usize, capacity: usize, ring_len: usize) -> SessionZone {
+    fn with_capacity(
+        name: &str,
+        size: usize,
+        capacity: usize,
+        ring_len: usize,
+    ) -> Result<SessionZone, Error> {
         let capacity = capacity.min(u32::MAX as usize / 4);
         let bytes = lru::Table::<Entry>::bytes(capacity as u32) + ring_len + 256;
         let shown = if name.is_empty() { "builtin" } else { name };
-        // (Without shared memory, a reload or a second child starts with no sessions; the
-        // process's own memory then. An anonymous mapping fails only without address space.)
-        let region = shm::Region::new(shown, bytes).unwrap_or_else(|e| {
-            panic!("mmap() of {bytes} bytes for the session cache \"{shown}\": {e}")
-        });
+        // (nginx's words when its zone cannot be mapped: the configuration fails.)
+        let region = shm::Region::new(shown, bytes)
+            .map_err(|e| Error::failed(format_args!("mmap(MAP_ANON|MAP_SHARED, {bytes})"), e))?;
         let mut carver = shm::Carver::new(region);
         let table = lru::Table::new(&mut carver, capacity as u32);
         let ring = carver.mutex(0u64);
         let bytes = carver.zeroed_array::<u8>(ring_len);
-        SessionZone {
+        Ok(SessionZone {
             name: name.to_string(),
             size,
             capacity,
@@ -113,7 +116,7 @@ impl SessionZone {
             bytes,
             ring_len,
             ticket_key: OnceLock::new(),
-        }
+        })
     }
 
     /// How many sessions the zone holds at most.
@@ -204,17 +207,17 @@ fn zones() -> &'static Mutex<HashMap<String, Weak<SessionZone>>> {
 }
 
 /// The zone `shared:NAME:SIZE`: the live one of that name and size, or a new one.
-pub fn shared_zone(name: &str, size: usize) -> Arc<SessionZone> {
+pub fn shared_zone(name: &str, size: usize) -> Result<Arc<SessionZone>, Error> {
     let mut map = zones().lock().unwrap_or_else(|e| e.into_inner());
     map.retain(|_, z| z.strong_count() > 0);
     if let Some(z) = map.get(name).and_then(Weak::upgrade) {
         if z.size == size {
-            return z;
+            return Ok(z);
         }
     }
-    let z = Arc::new(SessionZone::shared(name, size));
+    let z = Arc::new(SessionZone::shared(name, size)?);
     map.insert(name.to_string(), Arc::downgrade(&z));
-    z
+    Ok(z)
 }
 
 /// One server's view of a zone: its entries are prefixed with the server's context.
@@ -404,7 +407,7 @@ mod tests {
 
     #[test]
     fn lru_bounds_and_order() {
-        let z = Arc::new(SessionZone::builtin(2));
+        let z = Arc::new(SessionZone::builtin(2).unwrap());
         let s = ZoneStore::new(z.clone(), [1; 8], Duration::from_secs(60));
         assert!(s.put(b"a".to_vec(), b"1".to_vec()));
         assert!(s.put(b"b".to_vec(), b"2".to_vec()));
@@ -425,7 +428,7 @@ mod tests {
     /// zone still holds reads back whole, and the newest are the ones held.
     #[test]
     fn the_ring_keeps_whole_sessions() {
-        let z = Arc::new(SessionZone::with_capacity("ring", 0, 1000, 5000));
+        let z = Arc::new(SessionZone::with_capacity("ring", 0, 1000, 5000).unwrap());
         let s = ZoneStore::new(z.clone(), [3; 8], Duration::from_secs(60));
         let value = |i: u32| -> Vec<u8> {
             let len = 1 + (i * 37 % 900) as usize;
@@ -454,7 +457,7 @@ mod tests {
     /// children of two configurations share the zone so).
     #[test]
     fn a_forked_childs_sessions_are_seen() {
-        let z = Arc::new(SessionZone::shared("forked", 1 << 20));
+        let z = Arc::new(SessionZone::shared("forked", 1 << 20).unwrap());
         let s = ZoneStore::new(z.clone(), [4; 8], Duration::from_secs(60));
         // SAFETY: fork in a test; the child only stores a session and exits.
         let child = unsafe { libc::fork() };
@@ -472,7 +475,7 @@ mod tests {
 
     #[test]
     fn expiry() {
-        let z = Arc::new(SessionZone::builtin(10));
+        let z = Arc::new(SessionZone::builtin(10).unwrap());
         let s = ZoneStore::new(z.clone(), [0; 8], Duration::ZERO);
         s.put(b"a".to_vec(), b"1".to_vec());
         assert_eq!(s.get(b"a"), None);
@@ -481,12 +484,20 @@ mod tests {
 
     #[test]
     fn sized_as_nginx() {
-        assert_eq!(SessionZone::shared("x", 1024 * 1024).capacity(), 4000);
-        assert_eq!(SessionZone::shared("x", 10 * 1024 * 1024).capacity(), 40000);
-        let a = shared_zone("test-sized", 1 << 20);
-        let b = shared_zone("test-sized", 1 << 20);
+        assert_eq!(
+            SessionZone::shared("x", 1024 * 1024).unwrap().capacity(),
+            4000
+        );
+        assert_eq!(
+            SessionZone::shared("x", 10 * 1024 * 1024)
+                .unwrap()
+                .capacity(),
+            40000
+        );
+        let a = shared_zone("test-sized", 1 << 20).unwrap();
+        let b = shared_zone("test-sized", 1 << 20).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
-        let c = shared_zone("test-sized", 2 << 20);
+        let c = shared_zone("test-sized", 2 << 20).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
     }
 

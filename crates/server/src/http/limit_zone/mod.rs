@@ -259,10 +259,7 @@ impl<V: Copy + Send> Shards<V> {
         } as u32;
         let bytes = slab::Slab::BYTES + n as usize * (lru::Table::<V>::bytes(each) + 128);
         let region = shoal_io::shm::Region::new(name, bytes).map_err(|e| {
-            error::Error::failed(
-                format_args!("mmap(MAP_SHARED, {bytes}) for zone \"{name}\""),
-                e,
-            )
+            error::Error::failed(format_args!("mmap(MAP_ANON|MAP_SHARED, {bytes})"), e)
         })?;
         let mut carver = shoal_io::shm::Carver::new(region);
         let slab = slab::Slab::new(size, reserved, &mut carver);
