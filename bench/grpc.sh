@@ -74,8 +74,8 @@ CONF
     mkdir -p "$WORK/tmp"
     case $name in
         nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
-        shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
-        shoal0) (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
+        shoal) (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
+        shoal0) (cd "$WORK" && exec "$SHOAL0" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
     esac
     PID[$name]=$!
     PORT[$name]=$port

@@ -82,7 +82,7 @@ start() { # NAME KIND PORT
     if [ "$2" = shoal ] || [ "$2" = shoal-base ]; then
         local bin=$SHOAL
         [ "$2" = shoal-base ] && bin=$SHOAL_BASE
-        (cd "$WORK" && exec "$bin" -p "$WORK/" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
+        (cd "$WORK" && exec "$bin" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
     else
         (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$1.error.log" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
     fi

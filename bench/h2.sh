@@ -127,11 +127,11 @@ start() { # NAME PLAIN_PORT TLS_PORT
     case $name in
     shoal)
         nginx_like_conf shoal "$2" "$3"
-        (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c conf/shoal.conf) >"$WORK/logs/shoal.out" 2>&1 &
+        (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c conf/shoal.conf) >"$WORK/logs/shoal.out" 2>&1 &
         ;;
     shoal0)
         nginx_like_conf shoal0 "$2" "$3"
-        (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c conf/shoal0.conf) >"$WORK/logs/shoal0.out" 2>&1 &
+        (cd "$WORK" && exec "$SHOAL0" "${SHOAL_ARGS[@]}" -p "$WORK/" -c conf/shoal0.conf) >"$WORK/logs/shoal0.out" 2>&1 &
         ;;
     nginx)
         nginx_like_conf nginx "$2" "$3"

@@ -95,7 +95,7 @@ for name in $SERVERS; do
     *) conf "$name" "$plain" "$tls" ;;
     esac
     case $name in
-    shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
+    shoal) (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
     nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/nginx.error.log" -c "conf/$name.conf") >"$WORK/logs/$name.out" 2>&1 & ;;
     h2o) (cd "$WORK" && exec h2o -c conf/h2o.conf) >"$WORK/logs/$name.out" 2>&1 & ;;
     *) die "unknown server $name" ;;

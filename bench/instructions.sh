@@ -204,7 +204,7 @@ count() {
         write_case_conf "$conf" "$case" "$port" "$name" "$kind"
     fi
     port_free "$port" || die "port $port is in use"
-    local cmd=("$bin" -p "$WORK/" -c "conf/$name.conf")
+    local cmd=("$bin" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf")
     [ "$kind" = nginx ] && cmd=(nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf")
     [ "$kind" = h2o ] && cmd=(h2o -c "conf/$name.conf")
     local sim=()

@@ -10,6 +10,12 @@ ROUNDS=${ROUNDS:-3}
 HZ=$(getconf CLK_TCK)
 STARTED_PIDS=()
 
+# As root, shoal without `user` is nginx's two processes: a root master and a child serving as
+# nginx's default `nobody`. The benchmarks measure one process (its pid: strace, callgrind, RSS)
+# and let it write in the prefix, so shoal is told `user root` (one process, root, as before).
+SHOAL_ARGS=()
+[ "$(id -u)" = 0 ] && SHOAL_ARGS=(-g "user root;")
+
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -152,7 +158,7 @@ start_server() {
             local bin=$SHOAL
             [ "$kind" = shoal0 ] && bin=$SHOAL0
             write_nginx_conf "$WORK/conf/$name.conf" "$port" "$1" "$2" "$name" "${3:-}"
-            (cd "$WORK" && exec "$bin" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 &
+            (cd "$WORK" && exec "$bin" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 &
             ;;
         nginx)
             write_nginx_conf "$WORK/conf/$name.conf" "$port" "$1" "$2" "$name" "${3:-}"
@@ -397,8 +403,8 @@ start_conf() {
     port_free "$port" || die "port $port is in use"
     local out=$WORK/logs/$name.out
     case $kind in
-        shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
-        shoal0) (cd "$WORK" && exec "$SHOAL0" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        shoal) (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        shoal0) (cd "$WORK" && exec "$SHOAL0" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         *) die "start_conf: unknown server kind $kind" ;;
     esac

@@ -259,7 +259,7 @@ h2ok() {
 train() {
     local bin=$1 pid c
     rm -rf "${cache_dir:?}"/*
-    (cd "$WORK" && exec "$bin" -p "$WORK/" -c conf/train.conf) >"$WORK/logs/train.out" 2>&1 &
+    (cd "$WORK" && exec "$bin" "${SHOAL_ARGS[@]}" -p "$WORK/" -c conf/train.conf) >"$WORK/logs/train.out" 2>&1 &
     pid=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$static_port/" && break; sleep 0.1; done
     curl -sf -o /dev/null "http://127.0.0.1:$static_port/" || die "the training server did not start ($WORK/logs/train.out)"

@@ -29,6 +29,12 @@
 # Everything started here is stopped by PID, and every cgroup made here removed, at exit.
 set -euo pipefail
 
+# As root, shoal without `user` is nginx's two processes: a root master and a child serving as
+# nginx's default `nobody`. The benchmarks measure one process (its pid: strace, callgrind, RSS)
+# and let it write in the prefix, so shoal is told `user root` (one process, root, as before).
+SHOAL_ARGS=()
+[ "$(id -u)" = 0 ] && SHOAL_ARGS=(-g "user root;")
+
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$BENCH_DIR/.." && pwd)
 FILES=${FILES:-192}
@@ -182,7 +188,7 @@ start_server() {
         fi
         cd "$WORK"
         case $kind in
-            shoal) exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf" ;;
+            shoal) exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf" ;;
             nginx) exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf" ;;
         esac
     ) >"$WORK/logs/$name.out" 2>&1 &

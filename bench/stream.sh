@@ -67,7 +67,7 @@ start_stream() {
     port_free "$port" || die "port $port is in use"
     local out=$WORK/logs/$name.out
     case $kind in
-        shoal) (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
+        shoal) (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         nginx) (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf") >"$out" 2>&1 & ;;
         floor) exec "$FLOOR" "$echo_port" "$port" $((port + 1)) >"$out" 2>&1 & ;;
     esac

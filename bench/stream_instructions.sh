@@ -66,7 +66,7 @@ events { worker_connections 1024; }
 stream { server { listen 127.0.0.1:$port; proxy_pass 127.0.0.1:$up; } }
 CONF
     port_free "$port" || die "port $port is in use"
-    local cmd=("$bin" -p "$WORK/" -c "conf/$name.conf")
+    local cmd=("$bin" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf")
     [ "$kind" = nginx ] && cmd=(nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf")
     (cd "$WORK" && exec valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out.%p" "${cmd[@]}") >"$WORK/logs/$name.valgrind" 2>&1 &

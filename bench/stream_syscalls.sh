@@ -11,6 +11,12 @@
 #
 # Everything listens on 127.0.0.1 (BASE_PORT 19480..19483); what was started is stopped by PID.
 set -euo pipefail
+
+# As root, shoal without `user` is nginx's two processes: a root master and a child serving as
+# nginx's default `nobody`. The benchmarks measure one process (its pid: strace, callgrind, RSS)
+# and let it write in the prefix, so shoal is told `user root` (one process, root, as before).
+SHOAL_ARGS=()
+[ "$(id -u)" = 0 ] && SHOAL_ARGS=(-g "user root;")
 cd "$(dirname "$0")/.."
 N=${N:-2000}
 BASE=${BASE_PORT:-19480}
@@ -74,7 +80,7 @@ count() {
     local name=$1 kind=$2 port=$3 pid target
     conf "$name" "$port"
     case $kind in
-        shoal) "$SHOAL" -p "$WORK/" -c "conf/$name.conf" >"$WORK/logs/$name.out" 2>&1 & ;;
+        shoal) "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf" >"$WORK/logs/$name.out" 2>&1 & ;;
         nginx) nginx -p "$WORK/" -e "$WORK/logs/$name.error.log" -c "conf/$name.conf" >"$WORK/logs/$name.out" 2>&1 & ;;
         floor) "$WORK/stream_floor" "$ECHO" "$port" & ;;
     esac

@@ -77,7 +77,7 @@ declare -A SPID SPORT
 start() { # NAME KIND PORT
     conf "$1" "$3"
     if [ "$2" = shoal ]; then
-        (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
+        (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
     else
         (cd "$WORK" && exec nginx -p "$WORK/" -e "$WORK/logs/$1.error.log" -c "conf/$1.conf") >"$WORK/logs/$1.out" 2>&1 &
     fi

@@ -121,7 +121,7 @@ start_tls() {
     case $kind in
         shoal)
             write_tls_conf "$WORK/conf/$name.conf" "$port" "$name" "$cert"
-            (cd "$WORK" && exec "$SHOAL" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 &
+            (cd "$WORK" && exec "$SHOAL" "${SHOAL_ARGS[@]}" -p "$WORK/" -c "conf/$name.conf") >"$out" 2>&1 &
             ;;
         nginx)
             write_tls_conf "$WORK/conf/$name.conf" "$port" "$name" "$cert"

@@ -95,6 +95,7 @@ mod proxy_store;
 mod realip;
 mod reload_load;
 mod resolver;
+mod shared_zones;
 mod signals;
 mod stream;
 mod stream_errors;

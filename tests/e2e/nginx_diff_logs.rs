@@ -90,3 +90,52 @@ fn syslog_datagrams_as_nginx() {
     assert_eq!(from_nginx.len(), 7, "{from_nginx:#?}");
     assert_eq!(from_nginx, from_shoal);
 }
+
+/// The error log lines about requests, from the bytes of each server's file: what follows the
+/// connection's number, for the lines that name a request.
+fn request_lines(prefix: &std::path::Path) -> Vec<Vec<u8>> {
+    let log = std::fs::read(prefix.join("logs/error.log")).expect("an error log");
+    log.split(|&b| b == b'\n')
+        .filter(|l| l.windows(12).any(|w| w == b", request: \""))
+        .map(|l| {
+            let at = l.windows(2).position(|w| w == b" *").expect("a connection");
+            let rest = &l[at + 2..];
+            let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            rest[end..].to_vec()
+        })
+        .collect()
+}
+
+/// nginx writes a request's bytes into its error log as they came (shoal wrote U+FFFD for
+/// each byte that is not UTF-8): the request line, the host and the referrer of a request it
+/// serves, and of one it refuses, a refused header line (the CR it stopped at in hex, as
+/// nginx's own format has it), a dropped one, a refused host and transfer coding.
+#[test]
+fn request_bytes_go_into_the_error_log_as_they_came() {
+    let p = Pair::new("location /deny/ { deny all; }");
+    for req in [
+        &b"GET /deny/\xff\x80z HTTP/1.1\r\nHost: \xffh\x80\r\nX\xffH: 1\r\nReferer: r\xff\x01\"\r\n\r\n"[..],
+        b"GET /deny/caf\xc3\xa9 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /\xff\x80 HTTP/1.1\r\nHost: localhost\r\nX: \xff\x80\x01\rz\r\n\r\n",
+        b"GET /\xff\x01\x80 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /\xff HTTP/1.1\r\nHost: a\xff/b\r\n\r\n",
+        b"GET /\xff HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: \xffx\r\n\r\n",
+    ] {
+        p.check_open_bytes(req);
+    }
+    let (n, s) = p.prefixes();
+    let (n, s) = (request_lines(&n), request_lines(&s));
+    let show = |v: &[Vec<u8>]| {
+        v.iter()
+            .map(|l| String::from_utf8_lossy(l).escape_debug().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(n.len(), 7, "{:#?}", show(&n));
+    assert!(
+        n[0].windows(6).any(|w| w == b"/\xff\x80z H"),
+        "{:#?}",
+        show(&n)
+    );
+    assert_eq!(show(&s), show(&n));
+    assert_eq!(s, n);
+}

@@ -3,6 +3,8 @@
 //! request bodies, and what fuzzing and the differential runs found. Same harness, same rules:
 //! a difference is a bug in shoal unless a comment at the scenario says why.
 
+use std::io::{Read, Write};
+
 use crate::diff::{etag, permissions_enforced, Conf, Pair, A_TXT, MTIME_HTTP};
 
 // ---- conditional requests -----------------------------------------------------------------------
@@ -362,6 +364,67 @@ fn request_targets_and_hosts() {
     p.check_open(b"\r\nGET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
 }
 
+/// nginx 1.22.1 takes CRs before a header line's LF (`X: a\r\r\n` is `a`; shoal refused it
+/// with 400) and refuses a CR elsewhere: in a name, a value, the request line, and as the
+/// head's end (`\r\r\n`, answered at the second CR, where shoal waited for more). The log
+/// lines are nginx's too.
+#[test]
+fn crs_before_the_lf_of_a_header_line() {
+    let p = Pair::new("location = /x { return 200 \"[$http_x]\\n\"; }");
+    for line in [
+        &b"X: a\r\r\n"[..],
+        b"X: a\r\r\r\n",
+        b"X: a  \r\r\n",
+        b"X:\r\r\n",
+        b"X\r\r\n",
+        b"X: a\r\r\nY: b\r\n",
+        b"X: a\r\rb\r\n",
+        b"X: a \r \r\n",
+        b"X\r: a\r\n",
+        b"\rX: a\r\n",
+        b"X: a\r\n\r\r\n",
+        b"X: a\r\n\r\rGET",
+    ] {
+        let mut req = b"GET /x HTTP/1.1\r\nHost: localhost\r\n".to_vec();
+        req.extend_from_slice(line);
+        if !line.ends_with(b"GET") {
+            req.extend_from_slice(b"\r\n");
+        }
+        p.check_open(&req);
+    }
+    p.check_open(b"GET /x HTTP/1.1\r\r\nHost: localhost\r\n\r\n");
+    p.check_open(b"GET /x\r HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let invalid = |log: String| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.split_once("client sent invalid"))
+            .map(|(_, rest)| rest.to_string())
+            .collect()
+    };
+    let (n, s) = (invalid(p.nginx_log()), invalid(p.shoal_log()));
+    assert_eq!(n.len(), 8, "{n:#?}");
+    assert_eq!(s, n);
+}
+
+/// nginx refuses a header line as it reads it: a head with a wrong line (a second `Host`, a
+/// second of a header it allows once) is answered at that line, not when it ends (shoal
+/// waited for the empty line, or `client_header_timeout`).
+#[test]
+fn a_refused_header_line_is_answered_before_the_head_ends() {
+    let p = Pair::new("");
+    for line in [
+        "X a: b",
+        "X: a\0b",
+        ": b",
+        " X: b",
+        "Host: b",
+        "If-Match: a\r\nIf-Match: b",
+    ] {
+        let req = format!("GET /a.txt HTTP/1.1\r\nHost: localhost\r\n{line}\r\n");
+        let t = p.check_open(req.as_bytes());
+        assert!(t.starts_with("HTTP/1.1 400"), "{t}");
+    }
+}
+
 // ---- bodies ----------------------------------------------------------------------------------------
 
 #[test]
@@ -386,6 +449,64 @@ fn post_to_a_static_file() {
 fn discarding_a_body_keeps_the_connection_open() {
     let p = Pair::new("");
     p.check_open(b"POST /a.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2000000\r\n\r\n");
+}
+
+/// A chunked body past `client_max_body_size` is found while it is read: nginx answers 413,
+/// sends its FIN at once and reads what still comes (its lingering close), where a declared
+/// length is refused before the body and discarded without a FIN (above). shoal kept the
+/// connection open without a FIN in both.
+#[test]
+fn a_chunked_body_past_the_limit_is_413_and_a_lingering_close() {
+    let up = crate::common::upstream::Upstream::echo();
+    let p = Pair::with(Conf {
+        http: "log_format st '$status $request';",
+        server: &format!(
+            "client_max_body_size 10;\naccess_log logs/access.log st;\n\
+             location /up {{ proxy_pass http://127.0.0.1:{}; }}",
+            up.port()
+        ),
+        ..Default::default()
+    });
+    let head = "POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n";
+    // Sent whole, and cut after the chunk that passes the limit.
+    let whole = format!("{head}8\r\n12345678\r\n8\r\n12345678\r\n0\r\n\r\n");
+    let t = p.check_open(whole.as_bytes());
+    assert!(
+        t.starts_with("HTTP/1.1 413") && t.ends_with("[closed]"),
+        "{t}"
+    );
+    p.check_open(format!("{head}8\r\n12345678\r\n8\r\n1234").as_bytes());
+    // The body goes on after the answer: both read it (no reset) until the client is done.
+    let (np, sp) = p.ports();
+    for port in [np, sp] {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(crate::common::WAIT)).unwrap();
+        c.write_all(format!("{head}8\r\n12345678\r\n8\r\n12345678\r\n").as_bytes())
+            .unwrap();
+        let mut answer = Vec::new();
+        c.read_to_end(&mut answer).expect("the answer and a FIN");
+        assert!(answer.starts_with(b"HTTP/1.1 413"), "{port}");
+        for _ in 0..50 {
+            c.write_all(b"8\r\n12345678\r\n")
+                .unwrap_or_else(|e| panic!("{port}: the rest of the body is read: {e}"));
+        }
+        c.write_all(b"0\r\n\r\n").unwrap();
+    }
+    let line = "client intended to send too large chunked body: 8+8 bytes, client: 127.0.0.1, \
+                server: localhost, request: \"POST /up HTTP/1.1\", host: \"localhost\"";
+    let count = |log: String| log.matches(line).count();
+    assert_eq!(count(p.nginx_log()), 3);
+    assert_eq!(count(p.shoal_log()), 3);
+    // nginx writes the access log line when its lingering close ends.
+    let until = std::time::Instant::now() + crate::common::WAIT;
+    while p.read_both("logs/access.log").0.lines().count() < 3 && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (n, s) = p.read_both("logs/access.log");
+    assert_eq!(n, "413 POST /up HTTP/1.1\n".repeat(3));
+    assert_eq!(s, n);
+    assert!(up.requests().is_empty());
 }
 
 #[test]

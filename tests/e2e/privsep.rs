@@ -1,8 +1,10 @@
-//! `user` as root: nginx's two processes. A root master that never serves (it reads every
+//! Started as root: nginx's two processes. A root master that never serves (it reads every
 //! configuration, keys only root may read included, binds, owns the pid file and the logs)
-//! and a serving child that runs as `nobody` with no capability. The certbot flow (a renewed
-//! root-only key taken by a reload, a request in flight finished by the old child), the
-//! processes and `-s quit`, USR1 in a root-owned directory, a bad reload, a binary upgrade.
+//! and a serving child that runs as `user` (nginx's default `nobody` without it) with no
+//! capability; one process with `user root` or `master_process off`. The certbot flow (a
+//! renewed root-only key taken by a reload, a request in flight finished by the old child),
+//! the processes and `-s quit`, USR1 in a root-owned directory, a bad reload, a binary
+//! upgrade, children that die and children that cannot start.
 //!
 //! Needs root (`user` is ignored otherwise): each test says so and returns.
 
@@ -42,7 +44,7 @@ fn user_as_root_is_a_root_master_and_a_child_without_capabilities() {
     let port = free_port();
     let mut s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", ""),
+        &common::conf_with(port, "user nobody nogroup;", ""),
         port,
         &[],
     );
@@ -87,7 +89,7 @@ fn the_certbot_flow_reloads_a_root_only_key() {
     let conf = |text: &str| {
         common::conf_with(
             port,
-            "user nobody;",
+            "user nobody nogroup;",
             &format!(
                 "listen 127.0.0.1:{tls} ssl; {ssl}\nlocation / {{ return 200 \"{text}\\n\"; }}"
             ),
@@ -137,7 +139,7 @@ fn usr1_reopens_logs_in_a_root_owned_directory() {
     let port = free_port();
     let s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", ""),
+        &common::conf_with(port, "user nobody nogroup;", ""),
         port,
         &[],
     );
@@ -179,13 +181,13 @@ fn a_bad_reload_keeps_the_old_child() {
     let port = free_port();
     let s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", ""),
+        &common::conf_with(port, "user nobody nogroup;", ""),
         port,
         &[],
     );
     let child = common::serving_child(s.pid);
     s.prefix
-        .write_conf(&common::conf_with(port, "user nobody;", "bogus;"));
+        .write_conf(&common::conf_with(port, "user nobody nogroup;", "bogus;"));
     // `-s reload` would read the file first and refuse it: the signal is sent as such.
     s.signal(libc::SIGHUP);
     s.wait_log("unknown directive \"bogus\"", 1);
@@ -199,7 +201,7 @@ fn a_bad_reload_keeps_the_old_child() {
     assert_eq!(body(port, "/"), common::INDEX);
     s.prefix.write_conf(&common::conf_with(
         port,
-        "user nobody;",
+        "user nobody nogroup;",
         "location / { return 200 fixed; }",
     ));
     s.dash_s("reload");
@@ -224,7 +226,7 @@ fn a_binary_upgrade_with_user() {
         prefix(),
         &common::conf_with(
             port,
-            "user nobody;",
+            "user nobody nogroup;",
             "location = /pid { return 200 \"$pid\"; }",
         ),
         port,
@@ -274,16 +276,23 @@ fn a_killed_child_is_replaced() {
     let port = free_port();
     let s = Shoal::start_in(
         prefix(),
-        &common::conf_with(port, "user nobody;", "location / { return 200 same; }"),
+        &common::conf_with(
+            port,
+            "user nobody nogroup;",
+            "location / { return 200 same; }",
+        ),
         port,
         &[],
     );
     let child = common::serving_child(s.pid);
-    // Up (the master heard so): a child that dies before is a failed start, not replaced.
-    s.wait_log(&format!("start child process {child}"), 1);
+    // Up (the master heard so): a child that dies before is a failed start.
+    s.wait_log(&format!("start worker process {child}"), 1);
     common::signal(child, libc::SIGKILL);
     s.wait_log(
-        &format!("child process {child} exited unexpectedly on signal 9"),
+        &format!(
+            "[alert] {0}#{0}: worker process {child} exited on signal 9",
+            s.pid
+        ),
         1,
     );
     let fresh = common::serving_child(s.pid);
@@ -296,19 +305,24 @@ fn a_killed_child_is_replaced() {
     });
 }
 
-/// A reload that adds `user` to a shoal started without it (one process, root): the split is
-/// made at a start, so the log says the line waits for it, and serving goes on.
+/// A reload that adds `user` to a shoal started with `user root` (one process, root): the
+/// split is made at a start, so the log says the line waits for it, and serving goes on.
 #[test]
 fn user_added_by_a_reload_waits_for_the_next_start() {
     if !root() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(prefix(), &common::conf_with(port, "", ""), port, &[]);
+    let s = Shoal::start_in(
+        prefix(),
+        &common::conf_with(port, "user root;", ""),
+        port,
+        &[],
+    );
     assert!(common::children_of(s.pid).is_empty());
     s.prefix.write_conf(&common::conf_with(
         port,
-        "user nobody;",
+        "user nobody nogroup;",
         "location / { return 200 reloaded; }",
     ));
     s.dash_s("reload");
@@ -332,7 +346,7 @@ fn reloads_under_load_lose_no_request() {
         prefix(),
         &common::conf_with(
             port,
-            "user nobody; worker_processes 2;",
+            "user nobody nogroup; worker_processes 2;",
             "location = /pid { return 200 \"$pid\"; }",
         ),
         port,
@@ -357,4 +371,186 @@ fn reloads_under_load_lose_no_request() {
     wait_for("the old children to end", || {
         (common::children_of(s.pid).len() == 1).then_some(())
     });
+}
+
+/// An id of `/etc/passwd` or `/etc/group`: the third field of `name`'s line.
+fn id_in(file: &str, name: &str) -> Option<String> {
+    let text = fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.split(':').next() == Some(name))?;
+    line.split(':').nth(2).map(str::to_string)
+}
+
+/// Root without `user`: nginx's default, a root master and a child as `nobody` and the group
+/// nginx's configure finds, `nobody` or else `nogroup` (Debian has no group `nobody`).
+#[test]
+fn root_without_user_serves_as_nobody() {
+    if !root() {
+        return;
+    }
+    let port = free_port();
+    let s = Shoal::start_in(
+        prefix().without_user_root(),
+        &common::basic_conf(port),
+        port,
+        &[],
+    );
+    assert!(!s.prefix.read("conf/shoal.conf").contains("user"));
+    let child = common::serving_child(s.pid);
+    let master = common::proc_status(s.pid, "Uid:").unwrap();
+    assert!(
+        master.split_whitespace().all(|u| u == "0"),
+        "master Uid {master}"
+    );
+    let uid = id_in("/etc/passwd", "nobody").expect("a user nobody");
+    let gid = id_in("/etc/group", "nobody")
+        .or_else(|| id_in("/etc/group", "nogroup"))
+        .expect("a group nobody or nogroup");
+    for (field, id) in [("Uid:", &uid), ("Gid:", &gid)] {
+        let got = common::proc_status(child, field).unwrap();
+        assert!(
+            got.split_whitespace().all(|u| u == id),
+            "child {field} {got}"
+        );
+    }
+    assert!(common::thread_caps(child).iter().all(|&c| c == 0));
+    assert_eq!(body(port, "/"), common::INDEX);
+}
+
+/// `user root` drops nothing, and nginx's single process (`master_process off`) ignores
+/// `user`: one process, root, serves.
+#[test]
+fn user_root_and_master_process_off_are_one_root_process() {
+    if !root() {
+        return;
+    }
+    for main in ["user root;", "master_process off; user nobody nogroup;"] {
+        let port = free_port();
+        let s = Shoal::start_in(prefix(), &common::conf_with(port, main, ""), port, &[]);
+        assert_eq!(body(port, "/"), common::INDEX, "{main}");
+        assert!(common::children_of(s.pid).is_empty(), "{main}: a child");
+        let uid = common::proc_status(s.pid, "Uid:").unwrap();
+        assert!(
+            uid.split_whitespace().all(|u| u == "0"),
+            "{main}: Uid {uid}"
+        );
+        assert!(
+            s.worker_threads() > 0,
+            "{main}: the workers are its threads"
+        );
+    }
+}
+
+/// Sets the soft `RLIMIT_NPROC` of `pid`; returns the one it had.
+fn set_nproc(pid: i32, soft: libc::rlim_t) -> libc::rlim_t {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit with a null new limit only reads into `old`.
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_NPROC, std::ptr::null(), &mut old) },
+        0
+    );
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: prlimit with a valid new limit and a null old one.
+    assert_eq!(
+        unsafe { libc::prlimit(pid, libc::RLIMIT_NPROC, &new, std::ptr::null_mut()) },
+        0
+    );
+    old.rlim_cur
+}
+
+/// A child that cannot start: the master's `RLIMIT_NPROC` at 0, which its children inherit,
+/// lets none of them start a thread once it is `nobody` (root's fork is exempt). The
+/// replacement of a killed child is then tried again after a pause until one serves; a reload
+/// whose child cannot start leaves the old child serving.
+#[test]
+fn a_child_that_cannot_start_is_tried_again() {
+    if !root() {
+        return;
+    }
+    let port = free_port();
+    let conf = |text: &str| {
+        common::conf_with(
+            port,
+            "user nobody nogroup;",
+            &format!("location / {{ return 200 {text}; }}"),
+        )
+    };
+    let s = Shoal::start_in(prefix(), &conf("one"), port, &[]);
+    let child = common::serving_child(s.pid);
+    s.wait_log(&format!("start worker process {child}"), 1);
+    let limit = set_nproc(s.pid, 0);
+    common::signal(child, libc::SIGKILL);
+    // Failed twice: tried again, not given up.
+    s.wait_log(" exited before it served, starting a new one in 1 s", 2);
+    // Said as nginx says it, without a panic.
+    let log = s.error_log();
+    assert!(
+        log.contains("[emerg]") && log.contains("failed (11: Resource temporarily unavailable)"),
+        "{log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+    set_nproc(s.pid, limit);
+    let fresh = wait_for("a child that serves", || {
+        let log = s.error_log();
+        common::children_of(s.pid)
+            .into_iter()
+            .find(|c| log.contains(&format!("start worker process {c}\n")))
+    });
+    assert_ne!(fresh, child);
+    assert_eq!(body(port, "/"), "one");
+
+    // A reload whose child cannot start: the old child serves on.
+    set_nproc(s.pid, 0);
+    s.prefix.write_conf(&conf("two"));
+    s.signal(libc::SIGHUP);
+    s.wait_log(
+        " exited before it served, the old configuration serves on",
+        1,
+    );
+    assert_eq!(common::children_of(s.pid), [fresh]);
+    assert_eq!(body(port, "/"), "one");
+    set_nproc(s.pid, limit);
+    s.signal(libc::SIGHUP);
+    wait_for("the second configuration", || {
+        (body(port, "/") == "two").then_some(())
+    });
+}
+
+/// `user NAME;` without a group takes the group of the same name, as nginx says: `user
+/// nobody;` fails on a system without a group `nobody` (Debian), `user www-data;` does not.
+#[test]
+fn user_without_group_takes_the_group_of_its_name() {
+    if !root() {
+        return;
+    }
+    let p = Prefix::new();
+    for (user, group_exists) in [
+        ("nobody", id_in("/etc/group", "nobody").is_some()),
+        ("www-data", id_in("/etc/group", "www-data").is_some()),
+    ] {
+        if id_in("/etc/passwd", user).is_none() {
+            continue;
+        }
+        let file = p.write_conf(&format!("user {user};\nevents {{}}\n"));
+        let out = p.run(&["-t"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if group_exists {
+            assert_eq!(out.status.code(), Some(0), "{user}: {err}");
+        } else {
+            assert_eq!(
+                err.lines().next(),
+                Some(&*format!(
+                    "shoal: [emerg] getgrnam(\"{user}\") failed in {}:1",
+                    file.display()
+                )),
+                "{err}"
+            );
+            assert_eq!(out.status.code(), Some(1));
+        }
+    }
 }

@@ -366,7 +366,12 @@ fn user_directive_still_removes_the_pid_file() {
     // `nobody` must be able to read the prefix to serve it.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let mut s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
+    let mut s = Shoal::start_in(
+        p,
+        &common::conf_with(port, "user nobody nogroup;", ""),
+        port,
+        &[],
+    );
     // The child serving as `nobody` is forked once the sockets and the pid file are in place.
     common::serving_child(s.pid);
     assert_index(common::get(port, "/"), "served as nobody");
@@ -394,20 +399,26 @@ fn a_reload_after_user_binds_privileged_ports() {
     let p = common::Prefix::new();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
+    let s = Shoal::start_in(
+        p,
+        &common::conf_with(port, "user nobody nogroup;", ""),
+        port,
+        &[],
+    );
     // The serving child keeps no capability: the master binds.
     let child = common::serving_child(s.pid);
     let caps = common::thread_caps(child);
     assert!(caps.iter().all(|&c| c == 0), "CapEff {caps:x?}");
-    s.prefix
-        .write_conf(&common::conf_with(port, "user nobody;", "").replacen(
+    s.prefix.write_conf(
+        &common::conf_with(port, "user nobody nogroup;", "").replacen(
             "    server {\n",
             &format!(
                 "    server {{ listen 127.0.0.1:{low}; return 200 \"low\\n\"; }}\n    \
              server {{ server_name eighty; return 200 \"eighty\\n\"; }}\n    server {{\n"
             ),
             1,
-        ));
+        ),
+    );
     s.dash_s("reload");
     common::wait_for("the reload to bind the port below 1024", || {
         std::net::TcpStream::connect(("127.0.0.1", low)).ok()

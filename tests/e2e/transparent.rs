@@ -227,7 +227,7 @@ fn tcp_from_client_to(
 fn start(lab: &Lab, body: &str) -> Proxy {
     let prefix = Prefix::new();
     let conf = format!(
-        "daemon off;\nuser nobody;\nworker_processes 2;\nerror_log logs/error.log info;\n\
+        "daemon off;\nuser nobody nogroup;\nworker_processes 2;\nerror_log logs/error.log info;\n\
          pid logs/shoal.pid;\nevents {{ }}\n{body}\n"
     );
     prefix.write_conf(&conf);
@@ -373,7 +373,12 @@ fn a_reload_brings_the_first_transparent_after_user() {
     let (port, port2) = (free_port(), free_port());
     let p = common::Prefix::new();
     std::fs::set_permissions(p.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let s = Shoal::start_in(p, &common::conf_with(port, "user nobody;", ""), port, &[]);
+    let s = Shoal::start_in(
+        p,
+        &common::conf_with(port, "user nobody nogroup;", ""),
+        port,
+        &[],
+    );
     let first = common::serving_child(s.pid);
     assert!(common::thread_caps(first).iter().all(|&c| c == 0));
     // The logs were given to `nobody` (as nginx's master does), so that the child can open
@@ -387,7 +392,7 @@ fn a_reload_brings_the_first_transparent_after_user() {
         );
     }
     let with = |extra: &str| {
-        common::conf_with(port, "user nobody;", "").replacen(
+        common::conf_with(port, "user nobody nogroup;", "").replacen(
             "    server {\n",
             &format!("    server {{ listen 127.0.0.1:{port2}; {extra} }}\n    server {{\n"),
             1,

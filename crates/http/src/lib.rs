@@ -66,6 +66,38 @@ pub fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The first of the characters [`log_text`] carries bytes in: U+10FF00 + byte.
+pub const LOG_BYTE_BASE: u32 = 0x10_FF00;
+
+/// `bytes` as text bound for the error log, which writes a request's bytes as they came, as
+/// nginx's does (a path, a host, a header line: `\xff` stays one byte `ff`, not U+FFFD).
+/// Valid UTF-8 is itself; each other byte is the private-use character U+10FF00 + byte, and so
+/// is each byte of such a character the client sent itself, so that the log's writer, which
+/// turns every character of that range back into its byte, writes exactly `bytes`. Only for
+/// text that goes nowhere but the error log.
+pub fn log_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    // A character of the range starts F4 8F BC..BF: text without F4 is itself.
+    if memchr::memchr(0xf4, bytes).is_none() {
+        if let Ok(s) = std::str::from_utf8(bytes) {
+            return std::borrow::Cow::Borrowed(s);
+        }
+    }
+    let byte = |b: u8| char::from_u32(LOG_BYTE_BASE + u32::from(b)).expect("a private-use char");
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if (LOG_BYTE_BASE..=LOG_BYTE_BASE + 0xff).contains(&u32::from(c)) {
+                let mut b = [0u8; 4];
+                out.extend(c.encode_utf8(&mut b).bytes().map(byte));
+            } else {
+                out.push(c);
+            }
+        }
+        out.extend(chunk.invalid().iter().map(|&b| byte(b)));
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod lossy_tests {
     #[test]
@@ -86,6 +118,32 @@ mod lossy_tests {
         assert!(matches!(
             super::lossy(b"/a"),
             std::borrow::Cow::Borrowed("/a")
+        ));
+    }
+
+    #[test]
+    fn log_text_carries_every_byte() {
+        for b in [
+            &b"/index.html"[..],
+            "caf\u{e9}".as_bytes(),
+            b"/\xff\x80z",
+            b"\xc3",
+            "\u{10ff41}x".as_bytes(),
+            b"\xf4\x8f\xbc",
+        ] {
+            let text = super::log_text(b);
+            let back: Vec<u8> = text
+                .chars()
+                .flat_map(|c| match u32::from(c).checked_sub(super::LOG_BYTE_BASE) {
+                    Some(n @ 0..=0xff) => vec![n as u8],
+                    _ => c.to_string().into_bytes(),
+                })
+                .collect();
+            assert_eq!(back, b, "{text:?}");
+        }
+        assert!(matches!(
+            super::log_text("caf\u{e9}".as_bytes()),
+            std::borrow::Cow::Borrowed(_)
         ));
     }
 }

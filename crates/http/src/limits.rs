@@ -78,6 +78,11 @@ pub(crate) struct Scanner {
     /// CRs and LFs skipped before the request line, at the start of the buffer, not yet given
     /// to [`Scanner::take_skipped`].
     skipped: usize,
+    /// After an error found inside a line: how far nginx had read when it refused the head.
+    refused_to: Option<usize>,
+    /// Where the header lines not yet looked at for a line nginx refuses start (see
+    /// [`Scanner::check_lines`]).
+    checked: usize,
 }
 
 /// A complete head found by the scanner.
@@ -106,6 +111,13 @@ impl Scanner {
         loop {
             if !self.seen_request_line {
                 self.skip_before_request(buf);
+            } else if buf.get(self.line_start) == Some(&b'\r') {
+                // A line that starts with a CR ends the head: nginx refuses any byte but the
+                // LF after that CR as it comes, not once a head is whole.
+                if buf.get(self.line_start + 1).is_some_and(|&b| b != b'\n') {
+                    self.refused_to = Some(self.line_start + 2);
+                    return Err(Error::bad_request("client sent invalid header line"));
+                }
             }
             let rest = buf.get(self.search_from..).unwrap_or_default();
             match memchr::memchr(b'\n', rest) {
@@ -136,6 +148,7 @@ impl Scanner {
                         self.header_lines += 1;
                     } else {
                         self.seen_request_line = true;
+                        self.checked = end;
                     }
                 }
                 None => {
@@ -143,6 +156,9 @@ impl Scanner {
                     self.search_from = buf.len();
                     if partial > 0 && !self.fits(partial, limits) {
                         return Err(self.too_large(buf, !self.seen_request_line, limits));
+                    }
+                    if self.seen_request_line {
+                        self.check_lines(buf, limits)?;
                     }
                     if partial > 0 && !self.seen_request_line {
                         // nginx parses the request line as it arrives: a wrong method (TLS
@@ -157,6 +173,33 @@ impl Scanner {
                 }
             }
         }
+    }
+
+    /// Before waiting for more of a head, its header lines not yet looked at: nginx reads each
+    /// as it comes, so one it refuses is answered now, not once a head that may never end has
+    /// ended (with the answer of the first wrong line: the walk finds it). A line of a header
+    /// nginx allows once, or `Host`, is walked to as well: the walk is the head's, but there are
+    /// few such names, and a second of one ends the head. A head that came whole in one read is
+    /// never looked at here: the roads that parse it refuse it.
+    fn check_lines(&mut self, buf: &[u8], limits: &Limits) -> Result<(), Error> {
+        let lines = buf.get(self.checked..self.line_start).unwrap_or_default();
+        let mut end = self.checked;
+        for line in lines.split_inclusive(|&b| b == b'\n') {
+            end += line.len();
+            let refused = crate::request::refused_header_line(line);
+            if refused || crate::request::header_checked_at_its_line(line) {
+                let read = buf.get(..end).unwrap_or_default();
+                let e = match crate::request::first_line_error(read, limits) {
+                    Some(e) => e,
+                    None if refused => Error::bad_request("client sent invalid header line"),
+                    None => continue,
+                };
+                self.refused_to = Some(end);
+                return Err(e);
+            }
+        }
+        self.checked = self.line_start;
+        Ok(())
     }
 
     /// Steps over the CRs and LFs before a request line, as nginx skips them: they take room in
@@ -183,6 +226,7 @@ impl Scanner {
         let n = std::mem::take(&mut self.skipped);
         self.line_start -= n;
         self.search_from -= n;
+        self.checked = self.checked.saturating_sub(n);
         n
     }
 
@@ -214,9 +258,10 @@ impl Scanner {
         self.started
     }
 
-    /// Where the line being scanned starts (after an error: the line that did not fit).
-    pub fn line_start(&self) -> usize {
-        self.line_start
+    /// After an error, where the bytes nginx had read end: the start of the line that did not
+    /// fit, or just past the byte that was refused.
+    pub fn refused_to(&self) -> usize {
+        self.refused_to.unwrap_or(self.line_start)
     }
 
     /// The answer for the line at `line_start` that does not fit: for a header line, 494 unless

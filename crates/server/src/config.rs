@@ -99,6 +99,7 @@ fn build(b: &mut Builder, globals: Option<&Parsed>, parsed: &Parsed) -> Result<B
         b.walk(&g.directives, Ctx::MAIN, &mut Scope::Main)?;
     }
     b.walk(&parsed.directives, Ctx::MAIN, &mut Scope::Main)?;
+    crate::core::default_user(b)?;
     crate::http::aio::check_pool_refs(b)?;
     crate::variables::end_config().map_err(|m| Error::new(m, None))?;
     crate::http::limit_zone::finish(b)?;

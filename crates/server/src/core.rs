@@ -57,7 +57,8 @@ pub struct MainConf {
     pub pid: Option<PathBuf>,
     pub daemon: Option<bool>,
     pub master_process: Option<bool>,
-    /// `user USER [GROUP]`: whom to run as when started as root.
+    /// `user USER [GROUP]`: whom the workers run as when started as root; as root without the
+    /// directive, nginx's default (`nobody`, [`default_user`]). `None` when not root.
     pub user: Option<(String, Option<String>)>,
     pub env: Vec<String>,
     pub thread_pools: Vec<ThreadPoolConf>,
@@ -98,6 +99,38 @@ impl MainConf {
     pub fn daemon(&self) -> bool {
         self.daemon.unwrap_or(true)
     }
+
+    /// Whether shoal runs as nginx's two processes (`root_master.rs`): a root master and a
+    /// serving child that changes to `user`. Not when `user` is root (`user root;`: nothing
+    /// would be dropped, so one process serves as root), nor with `master_process off` (nginx's
+    /// single process ignores `user`); `user` is `None` when not started as root.
+    pub fn root_master(&self) -> bool {
+        self.master_process != Some(false)
+            && self.user.as_ref().is_some_and(|(user, group)| {
+                crate::privileges::lookup(user, group.as_deref()).is_ok_and(|(uid, _)| uid != 0)
+            })
+    }
+}
+
+/// nginx's `user` when the directive is absent and the process runs as root (its
+/// `ngx_core_module_init_conf`): `nobody`, and the group its configure script found, `nobody`
+/// where that group exists, else `nogroup` (Debian has no group `nobody`).
+pub fn default_user(b: &mut Builder) -> Result<(), Error> {
+    if b.main.user.is_some()
+        || !crate::privileges::is_root()
+        || crate::privileges::dropped_to().is_some()
+    {
+        return Ok(());
+    }
+    let group = if crate::privileges::lookup("nobody", Some("nobody")).is_ok() {
+        "nobody"
+    } else {
+        "nogroup"
+    };
+    crate::privileges::lookup("nobody", Some(group))
+        .map_err(|m| Error::new(m.to_string(), None))?;
+    b.main.user = Some(("nobody".into(), Some(group.into())));
+    Ok(())
 }
 
 /// The number of cores this process may run on (`worker_processes auto`): the CPUs of its
@@ -161,7 +194,13 @@ fn set_user(b: &mut Builder, d: &Directive, _: &mut Scope<'_>) -> Result<(), Err
         return Err(crate::conf::duplicate(d));
     }
     let user = d.args[0].value.clone();
-    let group = d.args.get(1).map(|a| a.value.clone());
+    // nginx: "If group is omitted, a group whose name equals that of user is used" (so
+    // `user nobody;` fails on Debian, which has no group `nobody`).
+    let group = Some(
+        d.args
+            .get(1)
+            .map_or_else(|| user.clone(), |a| a.value.clone()),
+    );
     // A reload of a process that already became its `user`: the same line is what runs; another
     // one needs a restart.
     if let Some(now) = crate::privileges::dropped_to() {

@@ -9,7 +9,9 @@
 //! debugger: nothing here reads it, so nothing is kept). Files are reopened in place on SIGUSR1.
 //! A line is formatted once and written with one `write(2)` per file (O_APPEND), as nginx does:
 //! the error log is not buffered, so a line is never lost on a crash. A line below every
-//! sink's level costs one atomic load.
+//! sink's level costs one atomic load. A request's bytes are written as they came, as nginx
+//! writes them (a path with `\xff` in it is that byte, not U+FFFD): text made for a line with
+//! `shoal_http::log_text` carries them, and the writer gives them back ([`raw_bytes`]).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -552,12 +554,31 @@ pub fn log(level: Level, conn: Option<u64>, msg: fmt::Arguments<'_>) {
     }
     let _ = line.write_fmt(msg);
     line.push('\n');
+    let line = raw_bytes(&line);
     match current {
-        Some(log) => log.write(level, line.as_bytes()),
+        Some(log) => log.write(level, &line),
         None => {
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            let _ = std::io::stderr().lock().write_all(&line);
         }
     }
+}
+
+/// A formatted line as the bytes it is written as: the bytes of a request that
+/// `shoal_http::log_text` carried as characters are themselves again (nginx writes a
+/// request's bytes unchanged).
+fn raw_bytes(line: &str) -> std::borrow::Cow<'_, [u8]> {
+    // Such a character is encoded F4 8F BC..BF xx.
+    if memchr::memchr(0xf4, line.as_bytes()).is_none() {
+        return std::borrow::Cow::Borrowed(line.as_bytes());
+    }
+    let mut out = Vec::with_capacity(line.len());
+    for c in line.chars() {
+        match u32::from(c).checked_sub(shoal_http::LOG_BYTE_BASE) {
+            Some(b @ 0..=0xff) => out.push(b as u8),
+            _ => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `2026/11/21 10:00:00` in local time, as nginx's error log prints it.
@@ -599,6 +620,24 @@ macro_rules! conn_log {
             $crate::log::log($level, Some($conn), format_args!($($arg)*))
         }
     };
+}
+
+#[cfg(test)]
+mod raw_tests {
+    #[test]
+    fn a_requests_bytes_are_written_as_they_came() {
+        for b in [
+            &b"GET /a HTTP/1.1"[..],
+            b"/\xff\x80z",
+            "caf\u{e9} \u{10ff0a}".as_bytes(),
+        ] {
+            let line = format!("request: \"{}\"\n", shoal_http::log_text(b));
+            let mut want = b"request: \"".to_vec();
+            want.extend_from_slice(b);
+            want.extend_from_slice(b"\"\n");
+            assert_eq!(super::raw_bytes(&line), want);
+        }
+    }
 }
 
 #[cfg(test)]

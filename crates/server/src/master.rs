@@ -7,9 +7,10 @@
 //! USR1 reopen logs. A reload validates everything (configuration, log files, new sockets)
 //! before switching; on any failure the old generation keeps serving.
 //!
-//! Started as root with `user`, the process splits as nginx's does: this thread's startup runs
-//! in a root master that never serves (`root_master.rs`), and [`serve`] (the workers, their
-//! signals) in the child it forks, which changes to `user`.
+//! Started as root, the process splits as nginx's does: this thread's startup runs in a root
+//! master that never serves (`root_master.rs`), and [`serve`] (the workers, their signals) in
+//! the child it forks, which changes to `user` (nginx's default `nobody` without the line). Not
+//! with `user root` (nothing to drop) nor `master_process off`: one process, root.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -222,8 +223,9 @@ pub fn run(opts: Options) -> i32 {
         let _ = std::fs::remove_file(&pid_path);
         return 1;
     }
-    // `user` (only kept when started as root): nginx's root master, serving through a child.
-    if conf.main.user.is_some() {
+    // As root (with `user`, or nginx's default `nobody`): nginx's root master, serving through
+    // a child.
+    if conf.main.root_master() {
         return crate::root_master::run(opts, generation, pid_path);
     }
     serve(opts, generation, pid_path, None)
@@ -279,6 +281,14 @@ pub(crate) fn serve(
     );
     let _ = master.generation.cache_zones.set(zones);
     master.resize_workers();
+    if master.workers.is_empty() {
+        // (nginx's worker that cannot start exits with 2, a fatal error.)
+        crate::error_log!(Level::Emerg, "no worker could be started");
+        if !child {
+            let _ = std::fs::remove_file(&master.pid_path);
+        }
+        return 2;
+    }
     crate::error_log!(
         Level::Notice,
         "shoal/{} started, {} worker(s)",
@@ -296,12 +306,26 @@ pub(crate) fn serve(
 }
 
 impl Master {
-    fn spawn_worker(&mut self, index: usize) {
-        let w = self.start_worker(index);
-        self.workers.push(w);
+    /// Starts worker `index`; false (logged) when no thread can be made (`RLIMIT_NPROC`,
+    /// memory): the process serves with the workers it has.
+    fn spawn_worker(&mut self, index: usize) -> bool {
+        match self.start_worker(index) {
+            Ok(w) => {
+                self.workers.push(w);
+                true
+            }
+            Err(e) => {
+                crate::error_log!(
+                    Level::Alert,
+                    "pthread_create() failed {}",
+                    shoal_conf::os_error(&e)
+                );
+                false
+            }
+        }
     }
 
-    fn start_worker(&mut self, index: usize) -> WorkerHandle {
+    fn start_worker(&mut self, index: usize) -> std::io::Result<WorkerHandle> {
         self.serials += 1;
         let serial = self.serials;
         let (tx, rx) = watch::channel(Command {
@@ -322,9 +346,8 @@ impl Master {
                 }
                 let _ended = Ended(serial, exits);
                 worker::run(index, rx, counter)
-            })
-            .expect("spawning a worker thread");
-        WorkerHandle { serial, tx, thread }
+            })?;
+        Ok(WorkerHandle { serial, tx, thread })
     }
 
     /// A worker thread ended. Unless it was told to stop, it died (a panic outside any
@@ -342,7 +365,18 @@ impl Master {
         if w.tx.borrow().stop != Stop::Run {
             return;
         }
-        let fresh = self.start_worker(index);
+        let fresh = match self.start_worker(index) {
+            Ok(w) => w,
+            Err(e) => {
+                crate::error_log!(
+                    Level::Alert,
+                    "worker {index} exited unexpectedly and cannot be started again: \
+                     pthread_create() failed {}",
+                    shoal_conf::os_error(&e)
+                );
+                return;
+            }
+        };
         let dead = std::mem::replace(&mut self.workers[index], fresh);
         let why = match dead.thread.join() {
             Ok(()) => "it returned".to_string(),
@@ -363,7 +397,9 @@ impl Master {
         let want = self.generation.config.main.workers();
         while self.workers.len() < want {
             let index = self.workers.len();
-            self.spawn_worker(index);
+            if !self.spawn_worker(index) {
+                break;
+            }
         }
         while self.workers.len() > want {
             let w = self.workers.pop().expect("len > want >= 1");
@@ -531,13 +567,14 @@ impl Master {
     /// SIGHUP: a new generation from the configuration file, or the old one stays.
     fn reload(&mut self) {
         let Some(generation) = next_generation(&self.opts, &self.generation, |conf| {
-            // Kept only as root: this process started without `user` and stays one process,
-            // root; the split into a root master and a child as `user` is made at a start.
-            if conf.main.user.is_some() {
+            // This process started as one (`user root`, `master_process off`, or not root) and
+            // stays one; the split into a root master and a child as `user` (written, or
+            // nginx's default `nobody`) is made at a start.
+            if conf.main.root_master() {
                 crate::error_log!(
                     Level::Warn,
-                    "\"user\" takes effect at the next start: shoal started without it serves \
-                     as root until then"
+                    "\"user\" takes effect at the next start: shoal started as one process \
+                     serves as root until then"
                 );
             }
         }) else {

@@ -1,8 +1,8 @@
-//! The root master: shoal started as root with `user` is two processes, as nginx is. This one
+//! The root master: shoal started as root is two processes, as nginx is. This one
 //! stays root and never serves: it reads every configuration (keys that only root may read,
 //! includes), binds the listening sockets (ports below 1024 too), owns the pid file and the
 //! log files, and forks the **child** that serves (`master::serve`: the worker threads and
-//! their runtimes), which changes to `user` first.
+//! their runtimes), which changes to `user` first (nginx's default `nobody` without the line).
 //!
 //! Signals: HUP reads the new configuration here, forks a child on it and, once that child
 //! runs, tells the old one to drain (a bad configuration is an `[emerg]` and the old child
@@ -12,6 +12,12 @@
 //! master serves on the same sockets); WINCH while a new binary runs stops the child, HUP then
 //! starts one again; a child that dies unasked is replaced.
 //!
+//! Respawn: the current generation always has one serving child, as nginx's master respawns
+//! its workers. One that dies unasked is replaced at once, or after [`PAUSE`] if it lived less
+//! than that (a child that cannot start is not forked in a tight loop), and so is a replacement
+//! that ends before it serves, until one serves. A reload's child that ends before it serves
+//! is the reload's failure: the old child serves on.
+//!
 //! The one thing to know: `fork()` copies only the calling thread, so this process must never
 //! start a thread or a runtime. Reading a configuration and binding start none; the thread
 //! pools, the cache zones' threads and the workers are started by the child. [`fork_child`]
@@ -20,6 +26,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::cycle::Generation;
 use crate::error::Error;
@@ -31,7 +38,23 @@ struct Child {
     pid: libc::pid_t,
     /// Told to stop (a reload replaced it, WINCH, QUIT, TERM): its end is expected.
     stopping: bool,
+    /// When it said it serves.
+    started: Instant,
 }
+
+impl Child {
+    fn new(pid: libc::pid_t) -> Child {
+        Child {
+            pid,
+            stopping: false,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// How long a child must have served not to be taken for one that cannot start, and the
+/// pause before such a child's replacement.
+const PAUSE: Duration = Duration::from_secs(1);
 
 struct RootMaster {
     opts: Options,
@@ -44,6 +67,8 @@ struct RootMaster {
     noaccepting: bool,
     /// QUIT, TERM or INT: the master ends with its last child.
     exiting: bool,
+    /// When to start a child for the current generation, which has none serving.
+    respawn: Option<Instant>,
 }
 
 /// Runs the root master with the first generation, bound, and the pid file written; returns
@@ -59,12 +84,12 @@ pub(crate) fn run(opts: Options, generation: Arc<Generation>, pid_path: PathBuf)
         new_binary: None,
         noaccepting: false,
         exiting: false,
+        respawn: None,
     };
+    // Before the first child: the counters every child shares.
+    crate::status::share();
     match fork_child(&m.opts, &generation, None, &m.pid_path) {
-        Ok(pid) => m.children.push(Child {
-            pid,
-            stopping: false,
-        }),
+        Ok(pid) => m.children.push(Child::new(pid)),
         Err(e) => {
             report(Level::Emerg, &e);
             let _ = std::fs::remove_file(&m.pid_path);
@@ -75,8 +100,10 @@ pub(crate) fn run(opts: Options, generation: Arc<Generation>, pid_path: PathBuf)
     crate::log::redirect_stderr();
     crate::log::set_use_stderr(false);
     while !(m.exiting && m.children.is_empty()) {
-        let sig = wait_signal();
-        m.signal(sig);
+        if let Some(sig) = wait_signal(m.respawn) {
+            m.signal(sig);
+        }
+        m.respawn_when_due();
     }
     crate::error_log!(Level::Notice, "exit");
     let _ = std::fs::remove_file(&m.pid_path);
@@ -158,19 +185,38 @@ impl RootMaster {
         }
     }
 
-    /// A child on the current generation (at a rollback, or in place of one that died).
+    /// A child on the current generation (at a rollback, or in place of one that died); if it
+    /// ends before it serves, another one after [`PAUSE`].
     fn start_child(&mut self) {
+        self.respawn = None;
         match fork_child(&self.opts, &self.generation, None, &self.pid_path) {
-            Ok(pid) => self.children.push(Child {
-                pid,
-                stopping: false,
-            }),
-            Err(e) => crate::error_log!(Level::Alert, "{e}"),
+            Ok(pid) => self.children.push(Child::new(pid)),
+            Err(e) => {
+                crate::error_log!(
+                    Level::Alert,
+                    "{e}, starting a new one in {} s",
+                    PAUSE.as_secs()
+                );
+                self.respawn = Some(Instant::now() + PAUSE);
+            }
+        }
+    }
+
+    /// The respawn's time come: a child, unless one serves or none is wanted.
+    fn respawn_when_due(&mut self) {
+        let Some(at) = self.respawn else { return };
+        if Instant::now() < at {
+            return;
+        }
+        self.respawn = None;
+        if !self.exiting && !self.noaccepting && self.children.iter().all(|c| c.stopping) {
+            self.start_child();
         }
     }
 
     /// SIGCHLD: every ended child reaped. A serving child that ended unasked is replaced, as
-    /// nginx's master respawns a worker; the new binary's end gives the pid file its name back.
+    /// nginx's master respawns a worker (after [`PAUSE`] if it lived less than that); the new
+    /// binary's end gives the pid file its name back.
     fn reap(&mut self) {
         loop {
             let mut status: libc::c_int = 0;
@@ -192,19 +238,20 @@ impl RootMaster {
                 continue;
             };
             let child = self.children.remove(i);
-            let how = if libc::WIFSIGNALED(status) {
-                format!("on signal {}", libc::WTERMSIG(status))
-            } else {
-                format!("with code {}", libc::WEXITSTATUS(status))
-            };
-            if child.stopping {
-                crate::error_log!(Level::Notice, "child process {pid} exited {how}");
-            } else {
+            log_exit(pid, status);
+            release_shared(pid);
+            if child.stopping || self.exiting || self.noaccepting {
+                continue;
+            }
+            if child.started.elapsed() < PAUSE {
                 crate::error_log!(
                     Level::Alert,
-                    "child process {pid} exited unexpectedly {how}, starting a new one"
+                    "worker process {pid} served less than {} s, starting a new one in {0} s",
+                    PAUSE.as_secs()
                 );
-                self.start_child();
+                self.respawn = Some(Instant::now() + PAUSE);
+            } else {
+                self.respawn = Some(Instant::now());
             }
         }
     }
@@ -242,14 +289,47 @@ impl RootMaster {
         // keep-alive connections taking one more request, so that a request sent as one
         // closes is not lost (a single process hands them to the new generation instead).
         self.stop_children(libc::SIGWINCH);
-        self.children.push(Child {
-            pid,
-            stopping: false,
-        });
+        self.children.push(Child::new(pid));
+        self.respawn = None;
         let old = std::mem::replace(&mut self.generation, generation);
         old.close_sockets_not_in(&self.generation);
         crate::error_log!(Level::Notice, "reconfigured (generation {id})");
     }
+}
+
+/// nginx's line for a worker's end: `worker process PID exited with code N` (notice) or
+/// `... exited on signal N` (alert).
+fn log_exit(pid: libc::pid_t, status: libc::c_int) {
+    if libc::WIFSIGNALED(status) {
+        let core = if libc::WCOREDUMP(status) {
+            " (core dumped)"
+        } else {
+            ""
+        };
+        crate::error_log!(
+            Level::Alert,
+            "worker process {pid} exited on signal {}{core}",
+            libc::WTERMSIG(status)
+        );
+    } else {
+        crate::error_log!(
+            Level::Notice,
+            "worker process {pid} exited with code {}",
+            libc::WEXITSTATUS(status)
+        );
+    }
+}
+
+/// What a reaped child held in the memory children share: a zone's lock it died holding
+/// (nginx's line), and its counters' lines.
+fn release_shared(pid: libc::pid_t) {
+    for zone in shoal_io::shm::force_unlock(pid as u32) {
+        crate::error_log!(
+            Level::Alert,
+            "shared memory zone \"{zone}\" was locked by {pid}"
+        );
+    }
+    crate::status::forget_process(pid as u32);
 }
 
 /// The `user` of a generation's configuration as ids (`None`: none, or unknown).
@@ -323,15 +403,15 @@ fn fork_child(
                 }
             };
             if n == 1 {
-                crate::error_log!(Level::Notice, "start child process {pid}");
+                crate::error_log!(Level::Notice, "start worker process {pid}");
                 return Ok(pid);
             }
             let mut status = 0;
             // SAFETY: waitpid on the child just forked, with a valid status pointer.
             unsafe { libc::waitpid(pid, &mut status, 0) };
+            log_exit(pid, status);
             Err(Error::invalid(format!(
-                "child process {pid} exited before it served (code {})",
-                libc::WEXITSTATUS(status)
+                "worker process {pid} exited before it served"
             )))
         }
     }
@@ -417,20 +497,37 @@ fn block(sig: libc::c_int, how: libc::c_int) {
     }
 }
 
-/// The next signal of `master::HANDLED` or SIGCHLD (all blocked, so they wait for this).
-fn wait_signal() -> libc::c_int {
-    // SAFETY: the set is initialised by sigemptyset; sigwaitinfo accepts a null info pointer.
-    unsafe {
+/// The next signal of `master::HANDLED` or SIGCHLD (all blocked, so they wait for this), or
+/// `None` once `until` has come.
+fn wait_signal(until: Option<Instant>) -> Option<libc::c_int> {
+    // SAFETY: the set is initialised by sigemptyset before use.
+    let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for s in crate::master::HANDLED.into_iter().chain([libc::SIGCHLD]) {
             libc::sigaddset(&mut set, s);
         }
-        loop {
-            let sig = libc::sigwaitinfo(&set, std::ptr::null_mut());
-            if sig > 0 {
-                return sig;
+        set
+    };
+    loop {
+        let sig = match until {
+            // SAFETY: a valid set; sigwaitinfo accepts a null info pointer.
+            None => unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) },
+            Some(at) => {
+                let left = at.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return None;
+                }
+                let timeout = libc::timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: left.subsec_nanos() as libc::c_long,
+                };
+                // SAFETY: a valid set and timespec; a null info pointer is accepted.
+                unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) }
             }
+        };
+        if sig > 0 {
+            return Some(sig);
         }
     }
 }

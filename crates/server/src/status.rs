@@ -7,12 +7,20 @@
 //! when read (each figure is exact, a set of them is taken while others move, as in nginx);
 //! a worker that retires leaves its additions in the totals.
 //!
+//! The counters are in memory shared across `fork()` (`shoal_io::shm`), made by [`share`]
+//! before the root master forks its first child: the children of successive configurations
+//! count in the same figures, as nginx's workers of two cycles do, and a thread's line is
+//! claimed in a table there, so that no two live threads of any process write one line. A
+//! line goes back when its thread ends (its additions stay in it), or when the master reaps a
+//! process that had lines ([`forget_process`]).
+//!
 //! A connection is in exactly one state at a time: waiting (idle, before its first byte or
 //! between keep-alive requests), reading (a request head is arriving), or writing (the request
 //! is being answered). [`ConnState`] moves it and keeps the counts right however the
 //! connection ends.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 /// A count that many threads add to and few read: each of the first [`TALLY_SLOTS`] threads
 /// that count has a cache line of its own, where only it writes (an addition is a load and a
@@ -27,17 +35,38 @@ pub struct Tally {
 #[repr(align(128))]
 struct Slot(AtomicU64);
 
-/// Enough for a worker per core on most machines (workers live across reloads; a thread's
-/// line is never given to another).
+/// Enough for a worker per core on most machines, twice over (an old child's workers hold
+/// theirs while a new child's start).
 const TALLY_SLOTS: usize = 64;
+
+/// A thread's claim on a line, given back when the thread ends.
+struct Claim(usize);
+
+impl Claim {
+    fn take() -> Claim {
+        let me = shoal_io::shm::pid();
+        let owners = &counters().owners;
+        let free = owners.iter().position(|o| {
+            o.load(Relaxed) == 0
+                && o.compare_exchange(0, me, std::sync::atomic::Ordering::Acquire, Relaxed)
+                    .is_ok()
+        });
+        Claim(free.unwrap_or(TALLY_SLOTS))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(o) = counters().owners.get(self.0) {
+            o.store(0, std::sync::atomic::Ordering::Release);
+        }
+    }
+}
 
 thread_local! {
     /// This thread's line in every [`Tally`]: its own below [`TALLY_SLOTS`], else the shared
     /// one.
-    static TALLY_SLOT: usize = {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        (NEXT.fetch_add(1, Relaxed) as usize).min(TALLY_SLOTS)
-    };
+    static TALLY_SLOT: Claim = Claim::take();
 }
 
 impl Tally {
@@ -48,7 +77,8 @@ impl Tally {
     }
 
     pub fn add(&self, n: u64) {
-        let i = TALLY_SLOT.with(|i| *i);
+        // (A thread's last additions, from other thread-locals' destructors: the shared line.)
+        let i = TALLY_SLOT.try_with(|c| c.0).unwrap_or(TALLY_SLOTS);
         let slot = &self.slots[i].0;
         if i < TALLY_SLOTS {
             slot.store(slot.load(Relaxed).wrapping_add(n), Relaxed);
@@ -76,17 +106,59 @@ impl std::fmt::Debug for Tally {
     }
 }
 
-static ACCEPTS: Tally = Tally::new();
-static HANDLED: Tally = Tally::new();
-static REQUESTS: Tally = Tally::new();
-static READING: Tally = Tally::new();
-static WRITING: Tally = Tally::new();
-static WAITING: Tally = Tally::new();
-/// Open client connections (an HTTP/2 connection answering streams is in none of the three
-/// states: its streams are, each in `Writing`, as nginx counts them).
-static ACTIVE: Tally = Tally::new();
-/// What an HTTP/2 connection with streams open counts in: nothing shown.
-static STREAMS: Tally = Tally::new();
+/// The figures, and who holds the tallies' lines.
+struct Counters {
+    accepts: Tally,
+    handled: Tally,
+    requests: Tally,
+    reading: Tally,
+    writing: Tally,
+    waiting: Tally,
+    /// Open client connections (an HTTP/2 connection answering streams is in none of the
+    /// three states: its streams are, each in `Writing`, as nginx counts them).
+    active: Tally,
+    /// What an HTTP/2 connection with streams open counts in: nothing shown.
+    streams: Tally,
+    /// The pid of the process whose thread holds each line, 0 for none.
+    owners: [AtomicU32; TALLY_SLOTS],
+}
+
+fn counters() -> &'static Counters {
+    static C: OnceLock<&'static Counters> = OnceLock::new();
+    C.get_or_init(|| {
+        let fresh = || Counters {
+            accepts: Tally::new(),
+            handled: Tally::new(),
+            requests: Tally::new(),
+            reading: Tally::new(),
+            writing: Tally::new(),
+            waiting: Tally::new(),
+            active: Tally::new(),
+            streams: Tally::new(),
+            owners: [const { AtomicU32::new(0) }; TALLY_SLOTS],
+        };
+        let bytes = std::mem::size_of::<Counters>() + 256;
+        match shoal_io::shm::Region::new("stub_status", bytes) {
+            // Kept for the process's life, as statics.
+            Ok(r) => &**Box::leak(Box::new(shoal_io::shm::Carver::new(r).place(fresh()))),
+            // (Without shared memory the counters are this process's.)
+            Err(_) => Box::leak(Box::new(fresh())),
+        }
+    })
+}
+
+/// Makes the counters, in memory every process forked after this call shares: the root master
+/// calls it before its first child.
+pub fn share() {
+    counters();
+}
+
+/// Gives back the lines a reaped process's threads held (their additions stay counted).
+pub fn forget_process(pid: u32) {
+    for o in &counters().owners {
+        let _ = o.compare_exchange(pid, 0, std::sync::atomic::Ordering::AcqRel, Relaxed);
+    }
+}
 
 const ONE_LESS: u64 = u64::MAX;
 
@@ -126,19 +198,19 @@ impl Snapshot {
 /// The counters now.
 pub fn snapshot() -> Snapshot {
     Snapshot {
-        active: ACTIVE.get(),
-        accepts: ACCEPTS.get(),
-        handled: HANDLED.get(),
-        requests: REQUESTS.get(),
-        reading: READING.get(),
-        writing: WRITING.get(),
-        waiting: WAITING.get(),
+        active: counters().active.get(),
+        accepts: counters().accepts.get(),
+        handled: counters().handled.get(),
+        requests: counters().requests.get(),
+        reading: counters().reading.get(),
+        writing: counters().writing.get(),
+        waiting: counters().waiting.get(),
     }
 }
 
 /// Counts one request.
 pub fn request() {
-    REQUESTS.add(1);
+    counters().requests.add(1);
 }
 
 /// Where a connection is.
@@ -154,10 +226,10 @@ pub enum State {
 
 fn counter(s: State) -> &'static Tally {
     match s {
-        State::Waiting => &WAITING,
-        State::Reading => &READING,
-        State::Writing => &WRITING,
-        State::Streams => &STREAMS,
+        State::Waiting => &counters().waiting,
+        State::Reading => &counters().reading,
+        State::Writing => &counters().writing,
+        State::Streams => &counters().streams,
     }
 }
 
@@ -167,14 +239,14 @@ pub struct StreamState(());
 
 impl StreamState {
     pub fn start() -> StreamState {
-        WRITING.add(1);
+        counters().writing.add(1);
         StreamState(())
     }
 }
 
 impl Drop for StreamState {
     fn drop(&mut self) {
-        WRITING.add(ONE_LESS);
+        counters().writing.add(ONE_LESS);
     }
 }
 
@@ -184,10 +256,11 @@ pub struct ConnState(State);
 impl ConnState {
     /// A connection just accepted (and handled): waiting for its first byte.
     pub fn accepted() -> ConnState {
-        ACCEPTS.add(1);
-        HANDLED.add(1);
-        WAITING.add(1);
-        ACTIVE.add(1);
+        let c = counters();
+        c.accepts.add(1);
+        c.handled.add(1);
+        c.waiting.add(1);
+        c.active.add(1);
         ConnState(State::Waiting)
     }
 
@@ -209,7 +282,7 @@ impl ConnState {
 impl Drop for ConnState {
     fn drop(&mut self) {
         counter(self.0).add(ONE_LESS);
-        ACTIVE.add(ONE_LESS);
+        counters().active.add(ONE_LESS);
     }
 }
 

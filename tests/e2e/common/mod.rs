@@ -195,6 +195,8 @@ pub fn free_port() -> u16 {
 /// A temporary prefix: `logs/`, `conf/` (with `mime.types`) and `html/` (with `index.html`).
 pub struct Prefix {
     pub dir: tempfile::TempDir,
+    /// [`Prefix::write_conf`] adds `user root;` as root (see there).
+    user_root: bool,
 }
 
 impl Prefix {
@@ -213,7 +215,17 @@ impl Prefix {
         )
         .expect("copying mime.types");
         fs::write(dir.path().join("html/index.html"), INDEX).expect("writing index.html");
-        Prefix { dir }
+        Prefix {
+            dir,
+            user_root: true,
+        }
+    }
+
+    /// A prefix whose configurations are written as given: as root without `user`, shoal
+    /// serves as nginx's default `nobody` (the prefix must be readable by it).
+    pub fn without_user_root(mut self) -> Prefix {
+        self.user_root = false;
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -225,9 +237,20 @@ impl Prefix {
         self.dir.path().join(p)
     }
 
-    /// Writes `conf/shoal.conf` (what [`Prefix::args`] points `-c` at).
+    /// Writes `conf/shoal.conf` (what [`Prefix::args`] points `-c` at). As root, a text without
+    /// a `user` line gets `user root;` at the start of its first line (no line moves): as
+    /// nginx's, shoal run as root without `user` serves as `nobody`, who could read nothing in
+    /// this prefix (0700, root's files); with `user root` it is one process, root.
     pub fn write_conf(&self, text: &str) -> PathBuf {
         let p = self.join("conf/shoal.conf");
+        let names_user = text
+            .split([';', '\n', '{', '}'])
+            .any(|d| d.trim_start().starts_with("user "));
+        let text = if self.user_root && backends::is_root() && !names_user {
+            format!("user root; {text}")
+        } else {
+            text.to_string()
+        };
         fs::write(&p, text).expect("writing the configuration");
         p
     }
@@ -249,9 +272,10 @@ impl Prefix {
         run(&args)
     }
 
-    /// The text of a file in the prefix, or "" if it does not exist.
+    /// The text of a file in the prefix, or "" if it does not exist (a log holds a request's
+    /// bytes as they came: what is not UTF-8 is read as U+FFFD).
     pub fn read(&self, p: &str) -> String {
-        fs::read_to_string(self.join(p)).unwrap_or_default()
+        String::from_utf8_lossy(&fs::read(self.join(p)).unwrap_or_default()).into_owned()
     }
 
     pub fn pid_file(&self) -> PathBuf {

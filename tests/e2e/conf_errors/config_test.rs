@@ -190,7 +190,7 @@ fn quiet_test_prints_only_errors() {
 
 #[test]
 fn dump_prints_every_file() {
-    let p = Prefix::new();
+    let p = Prefix::new().without_user_root();
     fs::write(p.join("conf/inc.conf"), "worker_processes 1;\n").unwrap();
     let file = p.write_conf("events {}\ninclude inc.conf;\n");
     let out = p.run(&["-T"]);

@@ -79,9 +79,10 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// As root, nginx's workers drop to `nobody`; shoal drops only when `user` is written. So the
-/// configuration names the user for both, and file permissions (a `chmod 000` file) mean the
-/// same on both. Returns the `user` line, empty when not root.
+/// As root, nginx's workers and shoal's serving child run as `nobody` (and the group nginx's
+/// configure found); the configuration names them for both anyway, so that file permissions
+/// (a `chmod 000` file) mean the same on both whatever the defaults. Returns the `user` line,
+/// empty when not root.
 fn user_line() -> String {
     if euid() != 0 {
         return String::new();
@@ -256,8 +257,10 @@ impl Server {
         }
     }
 
+    /// A file in the prefix as text (a log holds a request's bytes as they came: what is not
+    /// UTF-8 is read as U+FFFD).
     fn read(&self, p: &str) -> String {
-        fs::read_to_string(self.prefix.join(p)).unwrap_or_default()
+        String::from_utf8_lossy(&fs::read(self.prefix.join(p)).unwrap_or_default()).into_owned()
     }
 }
 

@@ -98,6 +98,56 @@ pub(super) fn line_content(line: &[u8]) -> Result<&[u8], Error> {
     Ok(line)
 }
 
+/// [`line_content`] for a header line, as nginx's header parser reads one: any number of CRs
+/// may come before its LF (`X: a\r\r\n` is `a`: its `sw_almost_done` stays put on a CR), but
+/// a line that starts with a CR is the head's end, and there the CR must be the LF's
+/// (`\r\r\n` is refused, `sw_header_almost_done`).
+pub(super) fn header_line_content(line: &[u8]) -> Result<&[u8], Error> {
+    let mut content = line.strip_suffix(b"\n").unwrap_or(line);
+    if let [b'\r', rest @ ..] = content {
+        return match rest {
+            [] => Ok(rest),
+            _ => Err(Error::bad_request("client sent invalid header line")),
+        };
+    }
+    while let [rest @ .., b'\r'] = content {
+        content = rest;
+    }
+    if memchr::memchr(b'\r', content).is_some() {
+        return Err(Error::bad_request("client sent invalid header line"));
+    }
+    Ok(content)
+}
+
+/// Whether nginx refuses a header line (with its LF) whatever came before it: a CR, control
+/// byte or space in its name, an empty name, a NUL in its value, a CR not before the LF.
+pub(crate) fn refused_header_line(line: &[u8]) -> bool {
+    let Ok(content) = header_line_content(line) else {
+        return true;
+    };
+    let colon = memchr::memchr(b':', content).unwrap_or(content.len());
+    let (name, value) = content.split_at(colon);
+    name.is_empty() || name.iter().any(|&b| b <= 0x20 || b == 0x7f) || value.contains(&0)
+}
+
+/// Whether a header line's name is one nginx checks against the lines before it as it reads
+/// it (`Host`, which it also validates, and the headers it allows once).
+pub(crate) fn header_checked_at_its_line(line: &[u8]) -> bool {
+    let Some(colon) = memchr::memchr(b':', line) else {
+        return false;
+    };
+    let name = &line[..colon];
+    [
+        &b"host"[..],
+        b"content-length",
+        b"transfer-encoding",
+        b"expect",
+    ]
+    .iter()
+    .chain(UNIQUE.iter())
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// The careful road: line by line, with nginx's answer for each way a head can be wrong.
 pub(super) fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Error> {
     let mut lines = head.split_inclusive(|&b| b == b'\n');
@@ -113,7 +163,7 @@ pub(super) fn parse_careful(head: &[u8], limits: &Limits) -> Result<RawHead, Err
     let (method, target, version) = parse_request_line(request_line)?;
     let mut headers = Vec::new();
     for line in lines {
-        let content = line_content(line)?;
+        let content = header_line_content(line)?;
         if content.is_empty() {
             break;
         }

@@ -37,7 +37,11 @@ mod target;
 use checks::{finish, finish_into, UNIQUE};
 pub use h2::{plain_h2, Plain};
 pub use headers::MAX_HEADERS;
-use headers::{keep_header, line_content, parse_careful, parse_fast, too_many_headers, trim_ows};
+pub(crate) use headers::{header_checked_at_its_line, refused_header_line};
+use headers::{
+    header_line_content, keep_header, line_content, parse_careful, parse_fast, too_many_headers,
+    trim_ows,
+};
 pub use line::is_simple_request;
 pub(crate) use line::{check_request_line, skip_leading_cr};
 use line::{nginx_method, parse_request_line, parse_version, version_prefix};
@@ -480,7 +484,7 @@ impl HeadParser {
             }
             Ok(None) => Ok(None),
             Err(e) => {
-                self.scan_failed_at = Some(self.scanner.line_start());
+                self.scan_failed_at = Some(self.scanner.refused_to());
                 self.scanner = Scanner::default();
                 Err(e)
             }

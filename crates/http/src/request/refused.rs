@@ -13,8 +13,9 @@
 use bytes::Bytes;
 
 use super::{
-    keep_header, line_content, nginx_method, parse_request_line, parse_version, scheme_byte,
-    split_absolute, valid_authority, valid_authority_prefix, version_prefix, UNIQUE,
+    header_line_content, keep_header, line_content, nginx_method, parse_request_line,
+    parse_version, scheme_byte, split_absolute, valid_authority, valid_authority_prefix,
+    version_prefix, UNIQUE,
 };
 use crate::error::Error;
 use crate::limits::Limits;
@@ -52,12 +53,17 @@ impl Refused {
     }
 }
 
-/// nginx's line for an invalid header line: the line up to its first byte nginx stops at (a
-/// control byte or space in the name, a NUL in the value, a CR not before the LF), then that
-/// byte in hex.
+/// nginx's line for an invalid header line: the line up to where its parser put the header's
+/// end when it stopped (a control byte or space in the name, a NUL in the value, a CR not
+/// before the LF, a line starting with a CR not followed by the LF; at a CR after a value's
+/// trailing spaces, the first of those spaces), then the byte there in hex.
 fn invalid_line_detail(line: &[u8]) -> String {
-    let content = line.strip_suffix(b"\n").unwrap_or(line);
-    let content = content.strip_suffix(b"\r").unwrap_or(content);
+    let mut content = line.strip_suffix(b"\n").unwrap_or(line);
+    if content.first() != Some(&b'\r') {
+        while let [rest @ .., b'\r'] = content {
+            content = rest;
+        }
+    }
     let colon = memchr::memchr(b':', content).unwrap_or(content.len());
     let stop = content.iter().enumerate().position(|(i, &b)| {
         b == b'\r'
@@ -65,17 +71,25 @@ fn invalid_line_detail(line: &[u8]) -> String {
             || (i == 0 && b == b':')
             || (i > colon && b == 0)
     });
-    let stop = stop.unwrap_or(content.len());
+    let mut stop = stop.unwrap_or(content.len());
+    if content.get(stop) == Some(&b'\r') && stop > colon {
+        // nginx's `sw_space_after_value`: the end was set at the first space after the value.
+        let value = &content[colon + 1..stop];
+        let spaces = value.iter().rev().take_while(|&&b| b == b' ').count();
+        if spaces > 0 && spaces < value.len() {
+            stop -= spaces;
+        }
+    }
     let byte = content.get(stop).copied().unwrap_or(b'\r');
     format!(
         "client sent invalid header line: \"{}\\x{byte:02x}...\"",
-        crate::lossy(&content[..stop])
+        crate::log_text(&content[..stop])
     )
 }
 
 /// nginx's line for a second `name` header: both lines as they came.
 fn duplicate_detail(what: &str, (name, value): Line, (pname, pvalue): Line) -> String {
-    let l = crate::lossy;
+    let l = crate::log_text;
     format!(
         "client sent duplicate {what}: \"{}: {}\", previous value: \"{}: {}\"",
         l(name),
@@ -148,10 +162,13 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
     let mut unique_seen: [Option<Line>; UNIQUE.len()] = [None; UNIQUE.len()];
     let mut framing_seen: [Option<Line>; 3] = [None; 3];
     for line in lines {
-        if !line.ends_with(b"\n") {
+        // A line that starts with a CR is the head's end: nginx refuses it at the byte after
+        // the CR, when that is not the LF, before the line is whole.
+        let early_end = matches!(line, [b'\r', b, ..] if *b != b'\n');
+        if !line.ends_with(b"\n") && !early_end {
             return (out, None);
         }
-        let content = match line_content(line) {
+        let content = match header_line_content(line) {
             Ok(content) => content,
             Err(e) => {
                 out.detail = Some((e.context(), invalid_line_detail(line)));
@@ -166,7 +183,7 @@ fn walk_to_error(head: &[u8], limits: &Limits) -> (Refused, Option<Error>) {
             {
                 let line = format!(
                     "client sent unknown \"Transfer-Encoding\": \"{}\"",
-                    crate::lossy(te)
+                    crate::log_text(te)
                 );
                 out.detail = Some(("client sent unknown \"Transfer-Encoding\"", line));
             }

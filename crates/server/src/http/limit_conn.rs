@@ -23,7 +23,7 @@ use shoal_conf::{Directive, Error};
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::error;
 use crate::http::access::Client;
-use crate::http::limit_zone::{self, slab::Slab, Key, Registry, Shards, Tag, Zone};
+use crate::http::limit_zone::{self, Key, Registry, Shards, Tag, Zone};
 use crate::http::loc_conf;
 use crate::log::Level;
 use crate::variables::Template;
@@ -107,7 +107,7 @@ impl ConnZone {
         })?;
         let reserved = [64, 23 + self.name.len() as u64];
         let memory = registry.adopt(Tag::LimitConn, &self.name, size, key.text(), || {
-            Shards::new(Slab::new(size, &reserved), NODE + 4)
+            Shards::new(&self.name, size, &reserved, NODE + 1)
         })?;
         let _ = self.memory.set(memory);
         Ok(())
@@ -318,8 +318,15 @@ impl LimitConnLoc {
                     None
                 }
                 None if memory.slab.alloc(NODE + key.len() as u64) => {
-                    shard.insert(&key, 1);
-                    None
+                    if shard.insert(&key, 1) {
+                        None
+                    } else {
+                        // Its shard's slots are all taken: as a full zone.
+                        memory.slab.free(NODE + key.len() as u64);
+                        Some(Line::NoMemory {
+                            zone: limit.zone.name(),
+                        })
+                    }
                 }
                 None => Some(Line::NoMemory {
                     zone: limit.zone.name(),

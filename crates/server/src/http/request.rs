@@ -421,6 +421,11 @@ impl<'s, 'r> Req<'s, 'r> {
     pub fn log_ctx(&self) -> String {
         log_ctx_of(self.req, self.srv, self.peer())
     }
+
+    /// [`Req::log_ctx`] with the upstream's `, upstream: "..."`.
+    pub fn log_ctx_upstream(&self, upstream: &str) -> String {
+        log_ctx_upstream(self.req, self.srv, self.peer(), Some(upstream))
+    }
 }
 
 /// The client's address for a request: realip's, else the connection's.
@@ -441,22 +446,48 @@ pub(crate) fn log_ctx_of(
     srv: &ServerConf,
     client: Option<std::net::SocketAddr>,
 ) -> String {
+    log_ctx_upstream(req, srv, client, None)
+}
+
+/// [`log_ctx_of`] with `, upstream: "..."` where nginx puts it, before the host.
+pub(crate) fn log_ctx_upstream(
+    req: &Request,
+    srv: &ServerConf,
+    client: Option<std::net::SocketAddr>,
+    upstream: Option<&str>,
+) -> String {
     let client = match client {
         Some(p) => p.ip().to_string(),
         None => "unix:".to_string(),
     };
+    // The request's bytes as they came (`log_text`), as nginx writes them.
     let mut s = format!(
         ", client: {}, server: {}, request: \"{} {}{}\"",
         client,
         srv.name(),
         req.method(),
-        shoal_http::lossy(req.target()),
+        shoal_http::log_text(req.target()),
         req.version().line_suffix()
     );
-    if let Some(h) = req.header("host") {
-        s.push_str(&format!(", host: \"{}\"", shoal_http::lossy(h)));
+    if let Some(up) = upstream {
+        s.push_str(", upstream: \"");
+        s.push_str(up);
+        s.push('"');
     }
+    push_host_referrer(&mut s, req);
     s
+}
+
+/// The end of nginx's context for a request's log lines: `, host: "..."` and `, referrer:
+/// "..."`, each when the request has that header.
+pub(crate) fn push_host_referrer(s: &mut String, req: &Request) {
+    use std::fmt::Write as _;
+    if let Some(h) = req.header("host") {
+        let _ = write!(s, ", host: \"{}\"", shoal_http::log_text(h));
+    }
+    if let Some(r) = req.header("referer") {
+        let _ = write!(s, ", referrer: \"{}\"", shoal_http::log_text(r));
+    }
 }
 
 /// Writes a request's access log lines (the log phase): what was sent, the request's

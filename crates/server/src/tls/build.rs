@@ -609,13 +609,13 @@ fn build_server(
         .map(|c| c.value.clone())
         .unwrap_or_default();
     let zone: Option<Arc<SessionZone>> = match (&cache.shared, cache.builtin) {
-        (Some((name, size)), _) => Some(session::shared_zone(name, *size)),
-        (None, Some(n)) => Some(Arc::new(SessionZone::builtin(n))),
+        (Some((name, size)), _) => Some(session::shared_zone(name, *size).map_err(e)?),
+        (None, Some(n)) => Some(Arc::new(SessionZone::builtin(n).map_err(e)?)),
         (None, None) if ssl.early_data.unwrap_or(false) && !cache.off => {
             // 0-RTT needs sessions the server keeps (single use): an implicit builtin cache.
-            Some(Arc::new(SessionZone::builtin(
-                super::conf::defaults::BUILTIN_SESSIONS,
-            )))
+            Some(Arc::new(
+                SessionZone::builtin(super::conf::defaults::BUILTIN_SESSIONS).map_err(e)?,
+            ))
         }
         _ => None,
     };

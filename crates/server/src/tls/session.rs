@@ -14,14 +14,16 @@
 //! A ticket is `name | IV | AES-CBC(issued-at | state) | HMAC(name | IV | ciphertext)`, and is
 //! refused once older than `ssl_session_timeout`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::hmac;
 use rustls::server::{ProducesTickets, StoresServerSessions};
+use shoal_io::shm::{self, lru, Shared};
 
 use crate::error::Error;
+use crate::http::limit_zone::now_ms;
 /// nginx's smallest zone: eight pages.
 pub const MIN_ZONE_SIZE: usize = 8 * 4096;
 
@@ -31,51 +33,90 @@ const SESSIONS_PER_MB: usize = 4000;
 /// nginx does not cache a session larger than this.
 const MAX_SESSION_SIZE: usize = 4096;
 
-/// A bounded LRU map of sessions with expiry.
-#[derive(Debug)]
+/// A bounded map of sessions with expiry, in memory shared across `fork()` (the root master
+/// makes it; every child, of this configuration and the next, finds the same sessions).
+///
+/// As nginx's cache: sessions go out oldest first (a lookup does not refresh one), when the
+/// zone holds its count or its bytes are needed. The bytes are a ring: a session is written
+/// after the last one, and the oldest sessions whose bytes the write reaches are dropped first,
+/// so every session the table holds is whole.
 pub struct SessionZone {
     pub name: String,
     pub size: usize,
     capacity: usize,
-    inner: Mutex<Lru>,
+    table: lru::Table<Entry>,
+    ids: lru::Ids,
+    /// The next byte written, counted from the zone's start (never wrapped).
+    ring: Shared<shm::Mutex<u64>>,
+    bytes: *mut u8,
+    ring_len: usize,
     /// The ticket key of servers that use this zone and name no key file.
     ticket_key: OnceLock<TicketKey>,
 }
 
-#[derive(Debug, Default)]
-struct Lru {
-    map: HashMap<Vec<u8>, Entry>,
-    /// Use order: sequence number → key; the oldest first.
-    order: BTreeMap<u64, Vec<u8>>,
-    seq: u64,
+// SAFETY: `bytes` is read and written only with `ring`'s lock held.
+unsafe impl Send for SessionZone {}
+unsafe impl Sync for SessionZone {}
+
+impl std::fmt::Debug for SessionZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionZone")
+            .field("name", &self.name)
+            .field("size", &self.size)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
 }
 
-#[derive(Debug)]
+/// Where a session's bytes are, and until when it may be resumed.
+#[derive(Clone, Copy, Debug)]
 struct Entry {
-    value: Vec<u8>,
-    expires: Instant,
-    seq: u64,
+    pos: u64,
+    len: u32,
+    /// On the system's monotonic clock, in milliseconds (the same in every process).
+    expires: u64,
 }
 
 impl SessionZone {
     /// A zone of `size` bytes (`shared:NAME:SIZE`).
-    pub fn shared(name: &str, size: usize) -> SessionZone {
-        Self::with_capacity(name, size, (size * SESSIONS_PER_MB / (1024 * 1024)).max(1))
+    pub fn shared(name: &str, size: usize) -> Result<SessionZone, Error> {
+        let capacity = (size * SESSIONS_PER_MB / (1024 * 1024)).max(1);
+        Self::with_capacity(name, size, capacity, size.max(MAX_SESSION_SIZE))
     }
 
     /// A zone holding `sessions` sessions (`builtin:N`).
-    pub fn builtin(sessions: usize) -> SessionZone {
-        Self::with_capacity("", 0, sessions.max(1))
+    pub fn builtin(sessions: usize) -> Result<SessionZone, Error> {
+        let sessions = sessions.max(1);
+        Self::with_capacity("", 0, sessions, (sessions * 512).max(MAX_SESSION_SIZE))
     }
 
-    fn with_capacity(name: &str, size: usize, capacity: usize) -> SessionZone {
-        SessionZone {
+    fn with_capacity(
+        name: &str,
+        size: usize,
+        capacity: usize,
+        ring_len: usize,
+    ) -> Result<SessionZone, Error> {
+        let capacity = capacity.min(u32::MAX as usize / 4);
+        let bytes = lru::Table::<Entry>::bytes(capacity as u32) + ring_len + 256;
+        let shown = if name.is_empty() { "builtin" } else { name };
+        // (nginx's words when its zone cannot be mapped: the configuration fails.)
+        let region = shm::Region::new(shown, bytes)
+            .map_err(|e| Error::failed(format_args!("mmap(MAP_ANON|MAP_SHARED, {bytes})"), e))?;
+        let mut carver = shm::Carver::new(region);
+        let table = lru::Table::new(&mut carver, capacity as u32);
+        let ring = carver.mutex(0u64);
+        let bytes = carver.zeroed_array::<u8>(ring_len);
+        Ok(SessionZone {
             name: name.to_string(),
             size,
             capacity,
-            inner: Mutex::new(Lru::default()),
+            table,
+            ids: lru::Ids::new(),
+            ring,
+            bytes,
+            ring_len,
             ticket_key: OnceLock::new(),
-        }
+        })
     }
 
     /// How many sessions the zone holds at most.
@@ -85,64 +126,71 @@ impl SessionZone {
 
     /// How many it holds now.
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        let _ring = self.ring.lock();
+        self.table.lock(&self.ids).len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn put(&self, key: Vec<u8>, value: Vec<u8>, ttl: Duration) -> bool {
         if value.len() > MAX_SESSION_SIZE {
             return false;
         }
-        let now = Instant::now();
-        let mut lru = self.lock();
-        lru.seq += 1;
-        let seq = lru.seq;
-        if let Some(old) = lru.map.insert(
-            key.clone(),
-            Entry {
-                value,
-                expires: now + ttl,
-                seq,
-            },
-        ) {
-            lru.order.remove(&old.seq);
-        }
-        lru.order.insert(seq, key);
-        while lru.map.len() > self.capacity {
-            let Some((_, oldest)) = lru.order.pop_first() else {
+        let expires = now_ms().saturating_add(ttl.as_millis() as u64);
+        let mut next = self.ring.lock();
+        let mut t = self.table.lock(&self.ids);
+        t.remove(&key);
+        let pos = *next;
+        let end = pos + value.len() as u64;
+        // What the write reaches, and what the count has no room for, goes: the oldest first.
+        let kept_from = end.saturating_sub(self.ring_len as u64);
+        while let Some((_, e)) = t.oldest() {
+            if e.pos >= kept_from && t.len() < self.capacity {
                 break;
-            };
-            lru.map.remove(&oldest);
+            }
+            t.pop_oldest();
         }
-        true
+        for (i, b) in value.iter().enumerate() {
+            // SAFETY: below `ring_len`, with the ring's lock held.
+            unsafe {
+                *self
+                    .bytes
+                    .add(((pos + i as u64) % self.ring_len as u64) as usize) = *b
+            };
+        }
+        *next = end;
+        let entry = Entry {
+            pos,
+            len: value.len() as u32,
+            expires,
+        };
+        t.insert(&key, entry)
     }
 
     fn get(&self, key: &[u8], take: bool) -> Option<Vec<u8>> {
-        let now = Instant::now();
-        let mut lru = self.lock();
-        let (expired, seq) = match lru.map.get(key) {
-            Some(e) => (e.expires <= now, e.seq),
-            None => return None,
-        };
-        if expired || take {
-            lru.order.remove(&seq);
-            let e = lru.map.remove(key)?;
-            return (!expired).then_some(e.value);
+        let _ring = self.ring.lock();
+        let mut t = self.table.lock(&self.ids);
+        let e = *t.peek_mut(key)?;
+        if e.expires <= now_ms() || take {
+            t.remove(key);
+            if e.expires <= now_ms() {
+                return None;
+            }
         }
-        lru.seq += 1;
-        let next = lru.seq;
-        lru.order.remove(&seq);
-        lru.order.insert(next, key.to_vec());
-        let e = lru.map.get_mut(key)?;
-        e.seq = next;
-        Some(e.value.clone())
+        let value = (0..u64::from(e.len))
+            .map(|i| {
+                // SAFETY: below `ring_len`, with the ring's lock held; the table holds only
+                // sessions whose bytes no later write reached.
+                unsafe {
+                    *self
+                        .bytes
+                        .add(((e.pos + i) % self.ring_len as u64) as usize)
+                }
+            })
+            .collect();
+        Some(value)
     }
 
     /// The zone's random ticket key, made on first use.
@@ -159,17 +207,17 @@ fn zones() -> &'static Mutex<HashMap<String, Weak<SessionZone>>> {
 }
 
 /// The zone `shared:NAME:SIZE`: the live one of that name and size, or a new one.
-pub fn shared_zone(name: &str, size: usize) -> Arc<SessionZone> {
+pub fn shared_zone(name: &str, size: usize) -> Result<Arc<SessionZone>, Error> {
     let mut map = zones().lock().unwrap_or_else(|e| e.into_inner());
     map.retain(|_, z| z.strong_count() > 0);
     if let Some(z) = map.get(name).and_then(Weak::upgrade) {
         if z.size == size {
-            return z;
+            return Ok(z);
         }
     }
-    let z = Arc::new(SessionZone::shared(name, size));
+    let z = Arc::new(SessionZone::shared(name, size)?);
     map.insert(name.to_string(), Arc::downgrade(&z));
-    z
+    Ok(z)
 }
 
 /// One server's view of a zone: its entries are prefixed with the server's context.
@@ -359,25 +407,75 @@ mod tests {
 
     #[test]
     fn lru_bounds_and_order() {
-        let z = Arc::new(SessionZone::builtin(2));
+        let z = Arc::new(SessionZone::builtin(2).unwrap());
         let s = ZoneStore::new(z.clone(), [1; 8], Duration::from_secs(60));
         assert!(s.put(b"a".to_vec(), b"1".to_vec()));
         assert!(s.put(b"b".to_vec(), b"2".to_vec()));
-        assert_eq!(s.get(b"a"), Some(b"1".to_vec())); // a is now the most recent
-        assert!(s.put(b"c".to_vec(), b"3".to_vec()));
-        assert_eq!(s.get(b"b"), None, "the least recently used went");
+        // nginx's order: a lookup does not refresh a session.
         assert_eq!(s.get(b"a"), Some(b"1".to_vec()));
+        assert!(s.put(b"c".to_vec(), b"3".to_vec()));
+        assert_eq!(s.get(b"a"), None, "the oldest went");
+        assert_eq!(s.get(b"b"), Some(b"2".to_vec()));
         assert_eq!(s.take(b"c"), Some(b"3".to_vec()));
         assert_eq!(s.get(b"c"), None);
         assert!(!s.put(b"big".to_vec(), vec![0; MAX_SESSION_SIZE + 1]));
         // Another server's context does not see these sessions.
         let other = ZoneStore::new(z, [2; 8], Duration::from_secs(60));
-        assert_eq!(other.get(b"a"), None);
+        assert_eq!(other.get(b"b"), None);
+    }
+
+    /// Sessions of varied sizes through a ring much smaller than their sum: whatever the
+    /// zone still holds reads back whole, and the newest are the ones held.
+    #[test]
+    fn the_ring_keeps_whole_sessions() {
+        let z = Arc::new(SessionZone::with_capacity("ring", 0, 1000, 5000).unwrap());
+        let s = ZoneStore::new(z.clone(), [3; 8], Duration::from_secs(60));
+        let value = |i: u32| -> Vec<u8> {
+            let len = 1 + (i * 37 % 900) as usize;
+            (0..len).map(|j| (i as usize + j) as u8).collect()
+        };
+        for i in 0..400u32 {
+            assert!(s.put(i.to_be_bytes().to_vec(), value(i)));
+        }
+        let held: Vec<u32> = (0..400u32)
+            .filter(|i| match s.get(&i.to_be_bytes()) {
+                Some(v) => {
+                    assert_eq!(v, value(*i), "session {i}");
+                    true
+                }
+                None => false,
+            })
+            .collect();
+        assert!(held.contains(&399) && !held.contains(&0), "{held:?}");
+        let bytes: usize = held.iter().map(|i| value(*i).len()).sum();
+        assert!(bytes <= 5000, "{bytes}");
+        // The held ones are the newest: no gap after the first held.
+        assert_eq!(held.len() as u32, 400 - held[0]);
+    }
+
+    /// A session stored by a forked child is resumed by its parent (the root master's
+    /// children of two configurations share the zone so).
+    #[test]
+    fn a_forked_childs_sessions_are_seen() {
+        let z = Arc::new(SessionZone::shared("forked", 1 << 20).unwrap());
+        let s = ZoneStore::new(z.clone(), [4; 8], Duration::from_secs(60));
+        // SAFETY: fork in a test; the child only stores a session and exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let ok = s.put(b"id".to_vec(), b"state".to_vec());
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(i32::from(!ok)) };
+        }
+        let mut status = 0;
+        // SAFETY: our child, a valid status pointer.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert_eq!(status, 0);
+        assert_eq!(s.get(b"id"), Some(b"state".to_vec()));
     }
 
     #[test]
     fn expiry() {
-        let z = Arc::new(SessionZone::builtin(10));
+        let z = Arc::new(SessionZone::builtin(10).unwrap());
         let s = ZoneStore::new(z.clone(), [0; 8], Duration::ZERO);
         s.put(b"a".to_vec(), b"1".to_vec());
         assert_eq!(s.get(b"a"), None);
@@ -386,12 +484,20 @@ mod tests {
 
     #[test]
     fn sized_as_nginx() {
-        assert_eq!(SessionZone::shared("x", 1024 * 1024).capacity(), 4000);
-        assert_eq!(SessionZone::shared("x", 10 * 1024 * 1024).capacity(), 40000);
-        let a = shared_zone("test-sized", 1 << 20);
-        let b = shared_zone("test-sized", 1 << 20);
+        assert_eq!(
+            SessionZone::shared("x", 1024 * 1024).unwrap().capacity(),
+            4000
+        );
+        assert_eq!(
+            SessionZone::shared("x", 10 * 1024 * 1024)
+                .unwrap()
+                .capacity(),
+            40000
+        );
+        let a = shared_zone("test-sized", 1 << 20).unwrap();
+        let b = shared_zone("test-sized", 1 << 20).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
-        let c = shared_zone("test-sized", 2 << 20);
+        let c = shared_zone("test-sized", 2 << 20).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
     }
 

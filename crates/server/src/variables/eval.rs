@@ -460,12 +460,10 @@ impl Vars<'_> {
                 s,
                 ", request: \"{} {}{}\"",
                 r.method(),
-                shoal_http::lossy(r.target()),
+                shoal_http::log_text(r.target()),
                 r.version().line_suffix()
             );
-            if let Some(h) = r.header("host") {
-                let _ = write!(s, ", host: \"{}\"", shoal_http::lossy(h));
-            }
+            crate::http::request::push_host_referrer(&mut s, r);
         }
         s
     }

@@ -111,6 +111,99 @@ fn header_too_large_is_400_with_494_page() {
     assert_eq!(parse_with(two, &small).unwrap_err().code(), 494);
 }
 
+/// nginx 1.22.1's header parser takes any number of CRs before a line's LF (`sw_almost_done`
+/// stays put on a CR): the value ends before them. A line that starts with a CR is the head's
+/// end, and there only the LF may follow (`sw_header_almost_done`); nginx refuses the byte
+/// after such a CR as it comes, without waiting for a head that could end.
+#[test]
+fn crs_before_the_lf_of_a_header_line() {
+    for (line, value) in [
+        (&b"X: a\r\r\n"[..], &b"a"[..]),
+        (b"X: a\r\r\r\n", b"a"),
+        (b"X: a  \r\r\n", b"a"),
+        (b"X: \r\r\n", b""),
+        (b"X:\r\r\n", b""),
+        (b"X\r\r\n", b""),
+    ] {
+        let mut req = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+        req.extend_from_slice(line);
+        req.extend_from_slice(b"Y: b\r\n\r\n");
+        let r = parse(&req).unwrap_or_else(|e| panic!("{line:?}: {e:?}"));
+        assert_eq!(r.header("x"), Some(value), "{line:?}");
+        assert_eq!(r.header("y"), Some(&b"b"[..]), "{line:?}");
+    }
+    // Elsewhere a CR is refused, and nginx's line names where its parser stopped.
+    for (req, detail) in [
+        (
+            &b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\rb\r\n\r\n"[..],
+            "X: a\\x0d...",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a \r \r\n\r\n",
+            "X: a\\x20...",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX:  \r \r\n\r\n",
+            "X:  \\x0d...",
+        ),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX\r: a\r\n\r\n", "X\\x0d..."),
+        (b"GET / HTTP/1.1\r\nHost: a\r\n\rX: a\r\n\r\n", "\\x0d..."),
+        // The head's end with two CRs: refused at the second, whole or not.
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\r\r\n", "\\x0d..."),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\r\r", "\\x0d..."),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\rGET / HTTP/1.1",
+            "\\x0d...",
+        ),
+    ] {
+        let (e, refused) = refused(req);
+        assert_eq!(e.status(), 400, "{req:?}");
+        assert_eq!(
+            refused.what(&e),
+            format!("client sent invalid header line: \"{detail}\""),
+            "{req:?}"
+        );
+        assert_eq!(refused.host.as_deref(), Some(&b"a"[..]), "{req:?}");
+    }
+    // A line nginx refuses is refused when it is whole, before the head ends; the answer is
+    // the first wrong line's.
+    for (req, detail) in [
+        (
+            &b"GET / HTTP/1.1\r\nHost: a\r\nX a: b\r\n"[..],
+            "client sent invalid header line: \"X\\x20...\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00\r\n",
+            "client sent invalid header line: \"X: a\\x00...\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\nX a: b\r\n",
+            "client sent duplicate host header: \"Host: b\", previous value: \"Host: a\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n",
+            "client sent duplicate host header: \"Host: b\", previous value: \"Host: a\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nIf-Match: a\r\nif-match: b\r\n",
+            "client sent duplicate header line: \"if-match: b\", previous value: \"If-Match: a\"",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a/b\r\n",
+            "client sent invalid host header",
+        ),
+    ] {
+        let (e, refused) = refused(req);
+        assert_eq!((e.status(), &*refused.what(&e)), (400, detail), "{req:?}");
+    }
+    // A CR alone may still become the head's end.
+    let mut p = HeadParser::new(Limits::default());
+    let mut buf = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: a\r\n\r"[..]);
+    assert!(p.parse(&mut buf).unwrap().is_none());
+    buf.extend_from_slice(b"\n");
+    assert!(p.parse(&mut buf).unwrap().is_some());
+}
+
 #[test]
 fn obs_fold_and_header_syntax() {
     assert_eq!(

@@ -231,8 +231,8 @@ pub(super) struct Conn<S = Transport, T = Timer> {
     closing_after_request: bool,
     /// This connection's place in `stub_status`.
     state: crate::status::ConnState,
-    /// The unread input is a refused request body: nginx goes on discarding it without a
-    /// FIN until `lingering_timeout` passes with nothing read.
+    /// The unread input is a body refused for its declared length: nginx goes on discarding
+    /// it without a FIN until `lingering_timeout` passes with nothing read.
     pub(super) unread_body: bool,
     /// Input may still arrive that nobody read (a refused body, a broken request): close
     /// with a lingering read so the answer is not destroyed by a reset.
@@ -503,8 +503,10 @@ impl Conn {
         if matches!(left, Left::Partial | Left::Failed(_)) {
             self.unread_input = true;
         }
-        if too_large {
-            // nginx's 413: no FIN before the lingering read, so the client's send goes on.
+        if matches!(left, Left::Failed(Failure::TooLarge { chunk: None, .. })) {
+            // nginx's 413 for a declared length: the body is discarded, with no FIN, so the
+            // client's send goes on. A chunk past the limit is found while the body is read:
+            // nginx's lingering close then (its FIN at once, the rest read and dropped).
             self.unread_body = true;
         }
         if close {

@@ -235,17 +235,26 @@ pub(super) fn log_dropped_headers(
     let head = req.head_bytes();
     let mut kept = req.header_fields().map(|(n, _)| n.as_ptr()).peekable();
     let mut host: Option<&[u8]> = None;
+    let mut referer: Option<&[u8]> = None;
     // The request line, then the header lines up to the empty one.
     for line in head.split(|&b| b == b'\n').skip(1) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        // (nginx takes any number of CRs before a header line's LF.)
+        let mut line = line;
+        while let [rest @ .., b'\r'] = line {
+            line = rest;
+        }
         if line.is_empty() {
             break;
         }
         if kept.peek() == Some(&line.as_ptr()) {
             kept.next();
-            if line.len() >= 5 && line[..5].eq_ignore_ascii_case(b"host:") && host.is_none() {
-                host = Some(line[5..].trim_ascii());
-            }
+            let value = |name: &[u8]| {
+                let n = name.len();
+                (line.len() >= n && line[..n].eq_ignore_ascii_case(name))
+                    .then(|| line[n..].trim_ascii())
+            };
+            host = host.or_else(|| value(b"host:"));
+            referer = referer.or_else(|| value(b"referer:"));
             continue;
         }
         let end = line
@@ -253,21 +262,25 @@ pub(super) fn log_dropped_headers(
             .rposition(|b| !matches!(b, b' ' | b'\t'))
             .map_or(0, |i| i + 1);
         let (srv, host_ctx) = match host {
-            Some(h) => (srv, format!(", host: \"{}\"", shoal_http::lossy(h))),
+            Some(h) => (srv, format!(", host: \"{}\"", shoal_http::log_text(h))),
             None => (default_srv, String::new()),
         };
+        let referrer_ctx = referer.map_or(String::new(), |r| {
+            format!(", referrer: \"{}\"", shoal_http::log_text(r))
+        });
         crate::conn_log!(
             Level::Info,
             info.number,
             "client sent invalid header line: \"{}\" while reading client request headers, \
-             client: {}, server: {}, request: \"{} {}{}\"{}",
-            shoal_http::lossy(&line[..end]),
+             client: {}, server: {}, request: \"{} {}{}\"{}{}",
+            shoal_http::log_text(&line[..end]),
             info.client(),
             srv,
             req.method(),
-            shoal_http::lossy(req.target()),
+            shoal_http::log_text(req.target()),
             req.version().line_suffix(),
-            host_ctx
+            host_ctx,
+            referrer_ctx
         );
     }
 }
@@ -301,10 +314,10 @@ pub(super) fn log_unread_head(
     info: &crate::http::transport::ConnInfo,
 ) {
     let line = line.map_or(String::new(), |l| {
-        format!(", request: \"{}\"", shoal_http::lossy(l))
+        format!(", request: \"{}\"", shoal_http::log_text(l))
     });
     let host = host.map_or(String::new(), |h| {
-        format!(", host: \"{}\"", shoal_http::lossy(h))
+        format!(", host: \"{}\"", shoal_http::log_text(h))
     });
     crate::conn_log!(
         Level::Info,

@@ -641,7 +641,7 @@ fn log_malformed(shared: &Shared, why: &Malformed, host: Option<&[u8]>) {
         ""
     };
     let host = match host {
-        Some(h) => format!(", host: \"{}\"", shoal_http::lossy(h)),
+        Some(h) => format!(", host: \"{}\"", shoal_http::log_text(h)),
         None => String::new(),
     };
     crate::conn_log!(

@@ -131,7 +131,7 @@ async fn answer_stream(
             Some(h) => (
                 gen.find_server_captures(&route, Some(&shoal_http::lossy(h)))
                     .0,
-                format!(", host: \"{}\"", shoal_http::lossy(h)),
+                format!(", host: \"{}\"", shoal_http::log_text(h)),
             ),
             None => (default_srv, String::new()),
         };
@@ -493,10 +493,10 @@ fn refused_context(head: &[u8], status: u16) -> String {
     let mut s = String::new();
     if status == 405 {
         let line = first.strip_suffix(b" HTTP/1.1").unwrap_or(first);
-        s = format!(", request: \"{} HTTP/2.0\"", shoal_http::lossy(line));
+        s = format!(", request: \"{} HTTP/2.0\"", shoal_http::log_text(line));
     }
     if let Some(host) = lines.find_map(|l| l.strip_prefix(b"host: ")) {
-        s.push_str(&format!(", host: \"{}\"", shoal_http::lossy(host)));
+        s.push_str(&format!(", host: \"{}\"", shoal_http::log_text(host)));
     }
     s
 }

@@ -35,7 +35,7 @@ use shoal_conf::{Directive, Error};
 use crate::conf::{err, flag_arg, set_once, Args, Builder, Command, Ctx, Scope};
 use crate::error;
 use crate::http::access::Client;
-use crate::http::limit_zone::{self, slab::Slab, Key, Registry, Shards, Tag, Zone};
+use crate::http::limit_zone::{self, Key, Registry, Shards, Tag, Zone};
 use crate::http::loc_conf;
 use crate::log::Level;
 use crate::variables::Template;
@@ -150,7 +150,7 @@ impl ReqZone {
         })?;
         let reserved = [80, 22 + self.name.len() as u64];
         let memory = registry.adopt(Tag::LimitReq, &self.name, size, decl.key.text(), || {
-            Shards::new(Slab::new(size, &reserved), NODE + 4)
+            Shards::new(&self.name, size, &reserved, NODE + 1)
         })?;
         let _ = self.memory.set(memory);
         Ok(())
@@ -206,15 +206,19 @@ impl ReqZone {
             }
         }
         let count = u32::from(!account);
-        shard.insert(
-            key,
-            Bucket {
-                excess: 0,
-                last: now,
-                count,
-                fresh: !account,
-            },
-        );
+        let bucket = Bucket {
+            excess: 0,
+            last: now,
+            count,
+            fresh: !account,
+        };
+        let placed = shard.insert(key, bucket)
+            || (evict_oldest(&mut shard, memory) && shard.insert(key, bucket));
+        if !placed {
+            // The shard's slots are all taken (keys crowding one shard): as a full zone.
+            memory.slab.free(size);
+            return Lookup::NoRoom;
+        }
         if account {
             Lookup::Done(0)
         } else {
@@ -268,7 +272,7 @@ fn drain(b: &Bucket, rate: u64, now: u64) -> u64 {
 /// nginx's `ngx_http_limit_req_expire`: from the oldest, up to two states idle for a minute
 /// and drained; with `n == 0`, the oldest first whatever it is. Stops at a held state.
 fn expire(
-    shard: &mut crate::http::limit_zone::lru::Lru<Bucket>,
+    shard: &mut shoal_io::shm::lru::Lru<'_, Bucket>,
     memory: &Memory,
     rate: u64,
     now: u64,
@@ -291,17 +295,17 @@ fn expire(
             }
         }
         n += 1;
-        if let Some((key, _)) = shard.pop_oldest() {
-            memory.slab.free(NODE + key.len() as u64);
+        if let Some((key_len, _)) = shard.pop_oldest() {
+            memory.slab.free(NODE + key_len as u64);
         }
     }
 }
 
-fn evict_oldest(shard: &mut crate::http::limit_zone::lru::Lru<Bucket>, memory: &Memory) -> bool {
+fn evict_oldest(shard: &mut shoal_io::shm::lru::Lru<'_, Bucket>, memory: &Memory) -> bool {
     match shard.oldest() {
         Some((_, b)) if b.count == 0 => {
-            if let Some((key, _)) = shard.pop_oldest() {
-                memory.slab.free(NODE + key.len() as u64);
+            if let Some((key_len, _)) = shard.pop_oldest() {
+                memory.slab.free(NODE + key_len as u64);
             }
             true
         }

@@ -9,12 +9,14 @@
 //! `zero size shared memory zone "NAME"` once everything is read. [`ShmZones`] is that table
 //! ([`crate::conf::Builder::shm_zones`]); [`finish`] checks it and gives every zone its memory.
 //!
-//! **Memory.** Workers are threads of one process, so a zone is plain memory shared by them:
-//! its states are split over up to 16 shards by a keyed hash of the key, each shard a mutex
-//! over an LRU map, so workers meet on a lock only when their keys share a shard. The zone's
-//! size bounds its states as nginx's slab allocator would ([`slab`]); the least recently used
-//! state of the shard at hand is what gets evicted (nginx's queue is one per zone: a small
-//! zone gets one shard and the exact order).
+//! **Memory.** A zone is one shared mapping (`shoal_io::shm`), made where the configuration is
+//! read: by the root master before it forks a child (so the old child and the new one, during
+//! a reload, count in the same states, as nginx's workers of two cycles do), or by the one
+//! process. Its states are split over up to 16 shards by a keyed hash of the key, each shard a
+//! process-shared lock over an LRU table (`shoal_io::shm::lru`), so workers meet on a lock only when their
+//! keys share a shard. The zone's size bounds its states as nginx's slab allocator would
+//! ([`slab`]); the least recently used state of the shard at hand is what gets evicted
+//! (nginx's queue is one per zone: a small zone gets one shard and the exact order).
 //!
 //! **Reloads.** nginx maps a zone into the new cycle when its name, module and size are
 //! unchanged, with its states; a changed key with the same size fails the reload
@@ -25,18 +27,15 @@
 //! **Keys** are templates evaluated per request; `$binary_remote_addr` is read here from the
 //! client's address (4 or 16 bytes, `unix:` for a unix socket), not as text.
 
-pub mod lru;
 pub mod slab;
 
 use std::any::Any;
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use shoal_conf::{Directive, Error};
+use shoal_io::shm::lru;
 
 use crate::conf::err;
 use crate::error;
@@ -192,7 +191,7 @@ impl Registry {
         name: &str,
         size: u64,
         key: &str,
-        make: impl FnOnce() -> M,
+        make: impl FnOnce() -> Result<M, error::Error>,
     ) -> Result<Arc<M>, error::Error> {
         let mut zones = self.zones.lock().unwrap_or_else(|e| e.into_inner());
         zones.retain(|_, k| k.memory.strong_count() > 0);
@@ -216,7 +215,7 @@ impl Registry {
                 }
             }
         }
-        let memory = Arc::new(make());
+        let memory = Arc::new(make()?);
         let weak: Weak<dyn Any + Send + Sync> = {
             let any: Arc<dyn Any + Send + Sync> = memory.clone();
             Arc::downgrade(&any)
@@ -233,46 +232,68 @@ impl Registry {
     }
 }
 
-/// A zone's states: shards of LRU maps, bounded by a [`slab::Slab`].
+/// A zone's states: shards of LRU tables in one shared region, bounded by a [`slab::Slab`].
 pub struct Shards<V> {
-    shards: Box<[Mutex<lru::Lru<V>>]>,
-    hasher: RandomState,
+    shards: Box<[lru::Table<V>]>,
+    ids: lru::Ids,
     pub slab: slab::Slab,
 }
 
-impl<V> Shards<V> {
-    /// Shards for a zone of `size` bytes whose states take `typical` bytes each: one per 256
-    /// states it can hold, at most 16.
-    pub fn new(slab: slab::Slab, typical: u64) -> Shards<V> {
-        let states = slab.room_for(typical);
-        let n = (states / 256).clamp(1, 16).next_power_of_two() as usize;
-        Shards {
-            shards: (0..n).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
+impl<V: Copy + Send> Shards<V> {
+    /// The memory of zone `name` of `size` bytes, with the module's own allocations
+    /// (`reserved`) made, whose states take at least `smallest` bytes each: one shard per 256
+    /// states it can hold, at most 16, each with room for twice its share (the keyed hash
+    /// spreads keys evenly; a shard that is full anyway refuses as a full zone does).
+    pub fn new(
+        name: &str,
+        size: u64,
+        reserved: &[u64],
+        smallest: u64,
+    ) -> Result<Shards<V>, error::Error> {
+        let states = slab::most(size, smallest).clamp(1, u64::from(u32::MAX / 4));
+        let n = (states / 256).clamp(1, 16).next_power_of_two();
+        let each = if n == 1 {
+            states
+        } else {
+            (2 * states / n + 256).min(states)
+        } as u32;
+        let bytes = slab::Slab::BYTES + n as usize * (lru::Table::<V>::bytes(each) + 128);
+        let region = shoal_io::shm::Region::new(name, bytes).map_err(|e| {
+            error::Error::failed(format_args!("mmap(MAP_ANON|MAP_SHARED, {bytes})"), e)
+        })?;
+        let mut carver = shoal_io::shm::Carver::new(region);
+        let slab = slab::Slab::new(size, reserved, &mut carver);
+        let shards = (0..n).map(|_| lru::Table::new(&mut carver, each)).collect();
+        Ok(Shards {
+            shards,
+            ids: lru::Ids::new(),
             slab,
-        }
+        })
+    }
+
+    fn shard_of(&self, key: &[u8]) -> usize {
+        (self.ids.of(key)[1] as usize) & (self.shards.len() - 1)
     }
 
     /// The shard of `key`, locked.
-    pub fn lock(&self, key: &[u8]) -> MutexGuard<'_, lru::Lru<V>> {
-        let i = (self.hasher.hash_one(key) as usize) & (self.shards.len() - 1);
-        lock(&self.shards[i])
+    pub fn lock(&self, key: &[u8]) -> lru::Lru<'_, V> {
+        self.shards[self.shard_of(key)].lock(&self.ids)
     }
 
     /// Every shard but `key`'s that is free right now, for an eviction the key's own shard
     /// cannot make.
-    pub fn others(&self, key: &[u8]) -> impl Iterator<Item = MutexGuard<'_, lru::Lru<V>>> {
-        let mine = (self.hasher.hash_one(key) as usize) & (self.shards.len() - 1);
+    pub fn others(&self, key: &[u8]) -> impl Iterator<Item = lru::Lru<'_, V>> {
+        let mine = self.shard_of(key);
         self.shards
             .iter()
             .enumerate()
             .filter(move |(i, _)| *i != mine)
-            .filter_map(|(_, s)| s.try_lock().ok())
+            .filter_map(|(_, s)| s.try_lock(&self.ids))
     }
 
     /// States in the zone (takes every shard's lock in turn: for tests and diagnostics).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+        self.shards.iter().map(|s| s.lock(&self.ids).len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -280,14 +301,16 @@ impl<V> Shards<V> {
     }
 }
 
-fn lock<V>(m: &Mutex<V>) -> MutexGuard<'_, V> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// nginx's `ngx_current_msec`: milliseconds on a monotonic clock (here since the first call).
+/// nginx's `ngx_current_msec`: milliseconds on the system's monotonic clock, the same in
+/// every process (the zones' states, shared by the root master's children, hold such times).
 pub fn now_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime with a valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 /// A zone's key: text with variables, `$binary_remote_addr` read from the client.
@@ -463,24 +486,32 @@ mod tests {
     #[test]
     fn the_registry_keeps_a_zone_of_the_same_size_and_key() {
         let r = Registry::default();
-        let a = r.adopt(Tag::LimitReq, "one", 32768, "$a", || 1u32).unwrap();
-        let b = r.adopt(Tag::LimitReq, "one", 32768, "$a", || 2u32).unwrap();
+        let a = r
+            .adopt(Tag::LimitReq, "one", 32768, "$a", || Ok(1u32))
+            .unwrap();
+        let b = r
+            .adopt(Tag::LimitReq, "one", 32768, "$a", || Ok(2u32))
+            .unwrap();
         assert!(Arc::ptr_eq(&a, &b));
         let e = r
-            .adopt(Tag::LimitReq, "one", 32768, "$b", || 3u32)
+            .adopt(Tag::LimitReq, "one", 32768, "$b", || Ok(3u32))
             .unwrap_err();
         assert_eq!(
             e,
             "limit_req \"one\" uses the \"$b\" key while previously it used the \"$a\" key"
         );
-        let c = r.adopt(Tag::LimitReq, "one", 65536, "$b", || 4u32).unwrap();
+        let c = r
+            .adopt(Tag::LimitReq, "one", 65536, "$b", || Ok(4u32))
+            .unwrap();
         assert_eq!(*c, 4);
         let d = r
-            .adopt(Tag::LimitConn, "one", 65536, "$b", || 5u32)
+            .adopt(Tag::LimitConn, "one", 65536, "$b", || Ok(5u32))
             .unwrap();
         assert_eq!(*d, 5);
         drop((a, b, c, d));
-        let f = r.adopt(Tag::LimitReq, "one", 65536, "$z", || 6u32).unwrap();
+        let f = r
+            .adopt(Tag::LimitReq, "one", 65536, "$z", || Ok(6u32))
+            .unwrap();
         assert_eq!(*f, 6, "nothing runs with it any more");
     }
 }

@@ -14,10 +14,10 @@
 //! This model counts chunks per class and the pages they need as if each class were packed
 //! tight, which is exact when a zone's keys are all of one size class (the usual
 //! `$binary_remote_addr`) and a little generous when sizes mix (nginx's freed chunks stay in
-//! their half-empty pages). It is bookkeeping only, under a mutex taken when a state is
-//! created or dropped, never on a lookup.
+//! their half-empty pages). It is bookkeeping only, in the zone's shared memory under a lock
+//! taken when a state is created or dropped, never on a lookup.
 
-use std::sync::Mutex;
+use shoal_io::shm::{self, Carver, Shared};
 
 pub const PAGE: u64 = 4096;
 /// The slab pool's header before the page descriptors (x86-64).
@@ -28,10 +28,15 @@ const PAGE_DESC: u64 = 24;
 const CLASSES: usize = 9;
 
 /// A zone's memory budget.
-#[derive(Debug)]
 pub struct Slab {
     pages: u64,
-    used: Mutex<Used>,
+    used: Shared<shm::Mutex<Used>>,
+}
+
+impl std::fmt::Debug for Slab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slab").field("pages", &self.pages).finish()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -101,12 +106,25 @@ pub fn pages(size: u64) -> u64 {
     pages
 }
 
+/// The most states of `node` bytes a zone of `size` bytes can hold (nothing else allocated).
+pub fn most(size: u64, node: u64) -> u64 {
+    let pages = pages(size);
+    match class(node) {
+        Class::Pages(p) => pages / p,
+        Class::Chunk(i) => pages * per_page(i),
+    }
+}
+
 impl Slab {
-    /// A zone of `size` bytes with the module's own allocations (`reserved`, in bytes) made.
-    pub fn new(size: u64, reserved: &[u64]) -> Slab {
+    /// What [`Slab::new`] takes of a region.
+    pub const BYTES: usize = std::mem::size_of::<shm::Mutex<Used>>() + 16;
+
+    /// A zone of `size` bytes with the module's own allocations (`reserved`, in bytes) made,
+    /// its bookkeeping laid out by `carver`.
+    pub fn new(size: u64, reserved: &[u64], carver: &mut Carver) -> Slab {
         let slab = Slab {
             pages: pages(size),
-            used: Mutex::new(Used::default()),
+            used: carver.mutex(Used::default()),
         };
         for r in reserved {
             slab.alloc(*r);
@@ -114,8 +132,8 @@ impl Slab {
         slab
     }
 
-    fn used(&self) -> std::sync::MutexGuard<'_, Used> {
-        self.used.lock().unwrap_or_else(|e| e.into_inner())
+    fn used(&self) -> shm::MutexGuard<'_, Used> {
+        self.used.lock()
     }
 
     /// Takes room for `size` bytes; false when the zone is full.
@@ -155,11 +173,16 @@ impl Slab {
 mod tests {
     use super::*;
 
+    fn slab(size: u64, reserved: &[u64]) -> Slab {
+        let region = shm::Region::new("t", Slab::BYTES).unwrap();
+        Slab::new(size, reserved, &mut Carver::new(region))
+    }
+
     /// The figures measured with nginx 1.22 (see the module's doc).
     #[test]
     fn holds_what_nginx_holds() {
         // limit_req: the tree (80 bytes) and " in limit_req zone \"z32\"" (25).
-        let req = |size, key: u64| Slab::new(size, &[80, 25]).room_for(80 + key);
+        let req = |size, key: u64| slab(size, &[80, 25]).room_for(80 + key);
         assert_eq!(req(32 * 1024, 4), 191);
         assert_eq!(req(32 * 1024, 48), 191);
         assert_eq!(req(32 * 1024, 49), 80);
@@ -168,7 +191,7 @@ mod tests {
         assert_eq!(req(64 * 1024, 4), 447);
         assert_eq!(req(64 * 1024, 49), 208);
         // limit_conn: the tree (64) and " in limit_conn_zone \"c32\"" (26).
-        let conn = Slab::new(32 * 1024, &[64, 26]);
+        let conn = slab(32 * 1024, &[64, 26]);
         assert_eq!(conn.room_for(36 + 201), 80);
     }
 
@@ -183,7 +206,7 @@ mod tests {
 
     #[test]
     fn alloc_until_full_then_free() {
-        let s = Slab::new(32 * 1024, &[80, 25]);
+        let s = slab(32 * 1024, &[80, 25]);
         let mut n = 0;
         while s.alloc(84) {
             n += 1;

@@ -295,17 +295,12 @@ impl Record {
         srv: &crate::http::ServerConf,
         info: &crate::http::transport::ConnInfo,
     ) -> String {
-        let base = crate::http::request::log_ctx(req, srv, info);
-        let uri = shoal_http::lossy(&self.uri);
+        let uri = shoal_http::log_text(&self.uri);
         let url = match self.tries.last() {
             Some(t) => upstream_url(&t.addr, &uri, self.scheme),
             None => format!("{}://{}{uri}", self.scheme, self.proxy_host),
         };
-        let up = format!(", upstream: \"{url}\"");
-        match base.find(", host: \"") {
-            Some(i) => format!("{}{up}{}", &base[..i], &base[i..]),
-            None => base + &up,
-        }
+        crate::http::request::log_ctx_upstream(req, srv, info.peer, Some(&url))
     }
 
     /// The last answer's header fields in order, names as sent (none for a cached answer).

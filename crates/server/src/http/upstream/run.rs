@@ -394,12 +394,7 @@ pub struct Handshake<'a> {
 
 /// `, client: ..., server: ..., request: "...", upstream: "...", host: "..."`.
 fn ctx_with_upstream(r: &Req<'_, '_>, upstream: &str) -> String {
-    let base = r.log_ctx();
-    let up = format!(", upstream: \"{upstream}\"");
-    match base.find(", host: \"") {
-        Some(i) => format!("{}{up}{}", &base[..i], &base[i..]),
-        None => base + &up,
-    }
+    r.log_ctx_upstream(upstream)
 }
 
 /// An answer's head, read; its body still on the connection.
