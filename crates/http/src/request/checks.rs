@@ -26,7 +26,7 @@ pub(super) fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 pub(super) fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Request, Error> {
     let mut out = None;
     finish_into(
-        head,
+        &mut { head },
         &mut { raw },
         limits,
         &mut uri::HostMemo::default(),
@@ -36,9 +36,10 @@ pub(super) fn finish(head: Bytes, raw: RawHead, limits: &Limits) -> Result<Reque
     out.ok_or(Error::bad_request("client sent invalid request"))
 }
 
-/// [`finish`] into `out`; its headers are taken from `raw` when it succeeds.
+/// [`finish`] into `out`; its headers are taken from `raw`, and `head` (left empty) when it
+/// succeeds: a refused head stays with the caller without a second reference to it.
 pub(super) fn finish_into(
-    head: Bytes,
+    head: &mut Bytes,
     raw: &mut RawHead,
     limits: &Limits,
     host_memo: &mut uri::HostMemo,
@@ -57,8 +58,8 @@ pub(super) fn finish_into(
         return Err(too_many_headers());
     }
     for h in &raw.headers {
-        let name = h.name.get(&head);
-        let value = h.value.get(&head);
+        let name = h.name.get(head);
+        let value = h.value.get(head);
         names |= name_bit(name);
         if name.eq_ignore_ascii_case(b"host") {
             if host_header.replace(value).is_some() {
@@ -98,23 +99,23 @@ pub(super) fn finish_into(
     let expect_continue = expect_continue == Some(true);
 
     // The target: origin-form, or absolute-form whose host wins over Host (as nginx).
-    let target = raw.target.get(&head);
+    let target = raw.target.get(head);
     let (path_part, query, target_host, request_uri) = if target.first() == Some(&b'/') {
         let (p, q) = uri::split_query(target);
         (p, q, None, Piece::InHead(raw.target))
     } else {
         let (authority, p, q) = split_absolute(target)?;
         // What follows the authority: `$request_uri`, and what goes upstream.
-        let rest = Span::of(&head, authority).end;
+        let rest = Span::of(head, authority).end;
         let rest = head.get(rest..raw.target.end).unwrap_or_default();
         let request_uri = if rest.is_empty() {
             Piece::Own(b"/".to_vec())
         } else {
-            Piece::InHead(Span::of(&head, rest))
+            Piece::InHead(Span::of(head, rest))
         };
         (p, q, Some(authority), request_uri)
     };
-    let path = Piece::of(&head, uri::normalize_path(path_part, limits.merge_slashes)?);
+    let path = Piece::of(head, uri::normalize_path(path_part, limits.merge_slashes)?);
 
     // nginx validates Host even when the request line's host is the one used.
     let header_host = host_header.map(|h| host_memo.validate(h)).transpose()?;
@@ -130,11 +131,11 @@ pub(super) fn finish_into(
             "client sent HTTP/1.1 request without \"Host\" header",
         ));
     }
-    let host = host.map(|h| Piece::of(&head, h));
+    let host = host.map(|h| Piece::of(head, h));
 
     let body = body::framing(raw.version, content_length, transfer_encoding)?;
     // nginx refuses these with the head, whatever the location would have done.
-    let method = raw.method.get(&head);
+    let method = raw.method.get(head);
     if method == b"TRACE" {
         return Err(Error::new(
             ErrorKind::MethodNotAllowed,
@@ -152,7 +153,7 @@ pub(super) fn finish_into(
         Version::Http10 => keep_alive_token && !close,
         Version::Http09 => false,
     };
-    let query = query.map(|q| Span::of(&head, q));
+    let query = query.map(|q| Span::of(head, q));
     let usual_method = match method {
         b"GET" => Some("GET"),
         b"HEAD" => Some("HEAD"),
@@ -174,7 +175,7 @@ pub(super) fn finish_into(
         expect_continue: expect_continue && raw.version >= Version::Http11,
         body,
         len: head.len(),
-        head,
+        head: std::mem::take(head),
     });
     Ok(())
 }

@@ -83,12 +83,12 @@ impl Plain {
     /// `memo`: the last host validated (a worker's streams mostly name the same).
     pub fn finish(
         mut self,
-        head: Bytes,
+        mut head: Bytes,
         limits: &Limits,
         memo: &mut uri::HostMemo,
     ) -> Result<Request, Vec<u8>> {
         let mut out = None;
-        match finish_into(head.clone(), &mut self.raw, limits, memo, &mut out) {
+        match finish_into(&mut head, &mut self.raw, limits, memo, &mut out) {
             Ok(()) => {
                 let mut r = out.expect("filled when the checks pass");
                 r.len = self.len;

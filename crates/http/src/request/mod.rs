@@ -389,7 +389,7 @@ impl HeadParser {
         buf: &mut BytesMut,
         out: &mut Option<Request>,
     ) -> Result<bool, Error> {
-        let (head, raw) = match self.one_pass(buf) {
+        let (mut head, raw) = match self.one_pass(buf) {
             Some((len, raw)) => (buf.split_to(len).freeze(), Ok(raw)),
             None => {
                 let Some(end) = self.scan_buf(buf)? else {
@@ -401,7 +401,7 @@ impl HeadParser {
             }
         };
         let memo = &mut self.host_memo;
-        match raw.and_then(|mut raw| finish_into(head.clone(), &mut raw, &self.limits, memo, out)) {
+        match raw.and_then(|mut raw| finish_into(&mut head, &mut raw, &self.limits, memo, out)) {
             Ok(()) => Ok(true),
             Err(e) => {
                 self.failed = Some(head);
