@@ -87,67 +87,57 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
     if matches!(reply.body, Body::Chain(..)) {
         return of_chain(reply, decision, size);
     }
+    let list = match decision {
+        // The whole answer, its body as it is (a cached object's already from `base` on).
+        None | Some(Ranges::Full) => {
+            reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
+            return None;
+        }
+        Some(Ranges::Unsatisfiable) => return Some(range::unsatisfiable_content_range(size)),
+        Some(Ranges::Satisfiable(list)) => list,
+    };
     let (file, cached) = match std::mem::replace(&mut reply.body, Body::Empty) {
         Body::File { file, cached, .. } => (Some(file), cached),
         _ => (None, None),
     };
-    match decision {
-        None | Some(Ranges::Full) => {
-            reply.extra.push(("Accept-Ranges".into(), "bytes".into()));
-            reply.body = match file {
-                Some(file) => Body::File {
-                    file,
-                    offset: base,
-                    len: size,
-                    cached,
-                },
-                None => Body::Absent(size),
-            };
+    if let [br] = &list[..] {
+        reply.status = 206;
+        reply.reason = None;
+        reply.extra.push((
+            "Content-Range".into(),
+            range::content_range(br, size).into(),
+        ));
+        let len = br.end - br.start;
+        reply.body = match file {
+            Some(file) => Body::File {
+                file,
+                offset: base + br.start,
+                len,
+                cached,
+            },
+            None => Body::Absent(len),
+        };
+    } else {
+        static BOUNDARY: AtomicU64 = AtomicU64::new(1);
+        let seed = BOUNDARY.fetch_add(1, Ordering::Relaxed);
+        let mut parts = range::multipart(&list, size, content_type, seed);
+        for (_, br) in &mut parts.parts {
+            br.start += base;
+            br.end += base;
         }
-        Some(Ranges::Unsatisfiable) => {
-            return Some(range::unsatisfiable_content_range(size));
-        }
-        Some(Ranges::Satisfiable(list)) if list.len() == 1 => {
-            let br = &list[0];
-            reply.status = 206;
-            reply.reason = None;
-            reply.extra.push((
-                "Content-Range".into(),
-                range::content_range(br, size).into(),
-            ));
-            let len = br.end - br.start;
-            reply.body = match file {
-                Some(file) => Body::File {
-                    file,
-                    offset: base + br.start,
-                    len,
-                    cached,
-                },
-                None => Body::Absent(len),
-            };
-        }
-        Some(Ranges::Satisfiable(list)) => {
-            static BOUNDARY: AtomicU64 = AtomicU64::new(1);
-            let seed = BOUNDARY.fetch_add(1, Ordering::Relaxed);
-            let mut parts = range::multipart(&list, size, content_type, seed);
-            for (_, br) in &mut parts.parts {
-                br.start += base;
-                br.end += base;
-            }
-            reply.status = 206;
-            reply.reason = None;
-            reply.content_type = Some(parts.content_type());
-            reply.body = match file {
-                Some(file) => Body::Multipart {
-                    file,
-                    parts,
-                    cached,
-                },
-                // nginx's multipart filter passes an empty body by: the parts' length is
-                // told, nothing is sent.
-                None => Body::Absent(parts.total_len()),
-            };
-        }
+        reply.status = 206;
+        reply.reason = None;
+        reply.content_type = Some(parts.content_type());
+        reply.body = match file {
+            Some(file) => Body::Multipart {
+                file,
+                parts,
+                cached,
+            },
+            // nginx's multipart filter passes an empty body by: the parts' length is
+            // told, nothing is sent.
+            None => Body::Absent(parts.total_len()),
+        };
     }
     None
 }
