@@ -249,6 +249,11 @@ fn run(loc: &CharsetLoc, reply: &mut Reply, eval: &dyn Fn(&Template) -> String, 
     let Some(charsets) = loc.charsets.as_deref() else {
         return;
     };
+    // No charset asked for (most locations): nothing to look at in the answer.
+    let over = reply.override_charset.as_deref();
+    if over.is_none_or(str::is_empty) && matches!(loc.charset, None | Some(Value::Off)) {
+        return;
+    }
     if reply
         .header("content-encoding")
         .is_some_and(|v| !v.is_empty())
