@@ -78,12 +78,18 @@ fn of_file(req: &Request, lc: &LocConf, reply: &mut Reply) -> Option<String> {
     {
         return None;
     }
-    let etag = reply.etag().unwrap_or("");
-    let mtime = match (reply.last_modified, reply.mtime) {
-        (Some(_), Some(t)) => t,
-        _ => -1,
+    // No `Range` (most requests): the whole answer, its validators not looked at.
+    let decision = match req.header("range") {
+        None => None,
+        Some(_) => {
+            let etag = reply.etag().unwrap_or("");
+            let mtime = match (reply.last_modified, reply.mtime) {
+                (Some(_), Some(t)) => t,
+                _ => -1,
+            };
+            range::requested(req, size, etag, mtime, lc.max_ranges())
+        }
     };
-    let decision = range::requested(req, size, etag, mtime, lc.max_ranges());
     if matches!(reply.body, Body::Chain(..)) {
         return of_chain(reply, decision, size);
     }
