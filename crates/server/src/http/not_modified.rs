@@ -63,7 +63,6 @@ impl HttpModule for Module {
 /// `If-Modified-Since` (per `if_modified_since`; "modified" ends the test with the 200) and
 /// `If-None-Match` give 304. `None`: the 200 stands.
 pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
-    let etag = reply.etag();
     // nginx's `last_modified_time`, -1 when the answer has none.
     let mtime = match (reply.last_modified, reply.mtime) {
         (Some(_), Some(t)) => t,
@@ -77,7 +76,7 @@ pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
         }
     }
     if let Some(v) = req.header("if-match") {
-        if !etag_matches(v, etag, false) {
+        if !etag_matches(v, reply.etag(), false) {
             return Some(412);
         }
     }
@@ -100,7 +99,7 @@ pub fn precondition(req: &Request, lc: &LocConf, reply: &Reply) -> Option<u16> {
         }
     }
     if let Some(v) = inm {
-        if !etag_matches(v, etag, true) {
+        if !etag_matches(v, reply.etag(), true) {
             return None;
         }
     }
