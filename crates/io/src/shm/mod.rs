@@ -33,6 +33,8 @@ pub struct Region {
     len: usize,
     /// Where its locks are, for [`force_unlock`].
     locks: std::sync::Mutex<Vec<usize>>,
+    /// The bytes laid out so far, by every [`Carver`] of it: two never hand out one place.
+    carved: std::sync::Mutex<usize>,
 }
 
 // SAFETY: the mapping is plain memory every thread may address; what is in it synchronises
@@ -75,6 +77,7 @@ impl Region {
             base: NonNull::new(p.cast()).expect("mmap gives no null mapping"),
             len,
             locks: std::sync::Mutex::new(Vec::new()),
+            carved: std::sync::Mutex::new(0),
         });
         let mut all = REGIONS.lock().unwrap_or_else(|e| e.into_inner());
         all.retain(|r| r.strong_count() > 0);
@@ -108,32 +111,42 @@ impl Drop for Region {
     }
 }
 
-/// Lays out a region's contents at creation: each piece aligned after the previous one.
+/// Lays out a region's contents at creation: each piece aligned after the previous one (of
+/// any carver of the region).
 pub struct Carver {
     region: Arc<Region>,
-    at: usize,
 }
 
 impl Carver {
     pub fn new(region: Arc<Region>) -> Carver {
-        Carver { region, at: 0 }
+        Carver { region }
     }
 
     /// The bytes still free.
     pub fn left(&self) -> usize {
-        self.region.len - self.at
+        self.region.len - *self.region.carved.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn take<T>(&mut self, n: usize) -> *mut T {
+        let mut at = self.region.carved.lock().unwrap_or_else(|e| e.into_inner());
         let align = std::mem::align_of::<T>();
-        let start = self.at.next_multiple_of(align);
-        let end = start + std::mem::size_of::<T>() * n;
-        assert!(
-            end <= self.region.len,
-            "shared memory zone \"{}\" laid out past its end",
-            self.region.name
-        );
-        self.at = end;
+        // (Checked: a count that overflows would wrap to a place inside the mapping.)
+        let end = at
+            .checked_next_multiple_of(align)
+            .and_then(|start| {
+                Some((
+                    start,
+                    start.checked_add(std::mem::size_of::<T>().checked_mul(n)?)?,
+                ))
+            })
+            .filter(|&(_, end)| end <= self.region.len);
+        let Some((start, end)) = end else {
+            panic!(
+                "shared memory zone \"{}\" laid out past its end",
+                self.region.name
+            );
+        };
+        *at = end;
         // SAFETY: within the mapping, checked above.
         unsafe { self.region.base.as_ptr().add(start).cast() }
     }
@@ -166,7 +179,8 @@ impl Carver {
 
     /// `n` zeroed `T`s (for which all zero bytes must be a valid value: plain numbers).
     pub fn zeroed_array<T: Copy>(&mut self, n: usize) -> *mut T {
-        // The mapping is zeroed and nothing was placed there before.
+        // The mapping is zeroed and nothing was placed there before (the region's cursor only
+        // moves forward).
         self.take::<T>(n)
     }
 }
@@ -433,6 +447,29 @@ mod tests {
         let names = force_unlock(child as u32);
         assert!(names.contains(&"zone_x".to_string()), "{names:?}");
         assert_eq!(*m.lock(), 7);
+    }
+
+    /// Two carvers of one region hand out different places (each once started at 0, and a
+    /// second `place` wrote over the first one's value).
+    #[test]
+    fn two_carvers_of_one_region_do_not_overlap() {
+        let region = Region::new("t", 4096).unwrap();
+        let a = Carver::new(region.clone()).place(1u64);
+        let b = Carver::new(region.clone()).mutex(2u64);
+        let c: *mut u64 = Carver::new(region).zeroed_array(4);
+        assert_eq!(*a, 1);
+        assert_eq!(*b.lock(), 2);
+        // SAFETY: within the 4 placed.
+        assert_eq!(unsafe { *c.add(0) }, 0, "zeroed, not a placed value");
+    }
+
+    /// A count whose size overflows is refused, not wrapped to a place inside the mapping.
+    #[test]
+    #[should_panic(expected = "laid out past its end")]
+    fn an_overflowing_array_is_refused() {
+        let mut c = Carver::new(Region::new("t", 4096).unwrap());
+        let _ = c.place(1u8);
+        let _: *mut u64 = c.zeroed_array(usize::MAX / 4);
     }
 
     #[test]
