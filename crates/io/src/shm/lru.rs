@@ -406,4 +406,75 @@ mod tests {
         }
         assert_eq!(l.len(), live.len());
     }
+
+    /// Random inserts, removals, pops and lookups against a model (a queue from the oldest to
+    /// the newest): after each step the length and the oldest agree, every key the model holds
+    /// is found with its value and no other is, and popping everything gives the model's order.
+    #[test]
+    fn follows_a_model_of_random_use() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for capacity in [1u32, 2, 3, 7, 16, 33] {
+            let (t, ids) = (table::<u64>(capacity), Ids::new());
+            let mut l = t.lock(&ids);
+            let mut model: std::collections::VecDeque<(u64, u64)> = Default::default();
+            let keys = u64::from(capacity) * 2 + 1;
+            for step in 0..4000u64 {
+                let k = rand(keys);
+                let at = model.iter().position(|&(mk, _)| mk == k);
+                match (rand(6), at) {
+                    (0 | 1, None) => {
+                        let room = model.len() < capacity as usize;
+                        assert_eq!(l.insert(&k.to_le_bytes(), step), room, "insert {k}");
+                        if room {
+                            model.push_back((k, step));
+                        }
+                    }
+                    (0 | 1, Some(_)) | (2, _) => {
+                        let gone = at.map(|i| model.remove(i).unwrap().1);
+                        assert_eq!(l.remove(&k.to_le_bytes()), gone, "remove {k}");
+                    }
+                    (3, _) => {
+                        let got = l.pop_oldest().map(|(n, v)| (n, v));
+                        let want = model.pop_front().map(|(_, v)| (8, v));
+                        assert_eq!(got, want, "pop");
+                    }
+                    (4, _) => {
+                        let got = l.get_mut(&k.to_le_bytes()).map(|v| {
+                            *v += 1;
+                            *v
+                        });
+                        let want = at.map(|i| {
+                            let (mk, v) = model.remove(i).unwrap();
+                            model.push_back((mk, v + 1));
+                            v + 1
+                        });
+                        assert_eq!(got, want, "get {k}");
+                    }
+                    _ => {
+                        let got = l.peek_mut(&k.to_le_bytes()).map(|v| *v);
+                        assert_eq!(got, at.map(|i| model[i].1), "peek {k}");
+                    }
+                }
+                assert_eq!(l.len(), model.len());
+                assert_eq!(
+                    l.oldest().map(|(n, v)| (n, *v)),
+                    model.front().map(|&(_, v)| (8, v))
+                );
+                for k in 0..keys {
+                    let want = model.iter().find(|&&(mk, _)| mk == k).map(|&(_, v)| v);
+                    assert_eq!(l.peek_mut(&k.to_le_bytes()).copied(), want, "find {k}");
+                }
+            }
+            let order: Vec<u64> = std::iter::from_fn(|| l.pop_oldest().map(|(_, v)| v)).collect();
+            let want: Vec<u64> = model.iter().map(|&(_, v)| v).collect();
+            assert_eq!(order, want, "capacity {capacity}");
+            assert!(l.is_empty());
+        }
+    }
 }
