@@ -36,6 +36,9 @@ pub struct Tally {
 #[repr(align(128))]
 struct Slot(AtomicU64);
 
+// SAFETY: atomic numbers.
+unsafe impl shoal_io::shm::Plain for Tally {}
+
 /// Enough for a worker per core on most machines, twice over (an old child's workers hold
 /// theirs while a new child's start).
 const TALLY_SLOTS: usize = 64;
@@ -150,6 +153,9 @@ struct Counters {
     /// The pid of the process whose thread holds each line, 0 for none.
     owners: [AtomicU32; TALLY_SLOTS],
 }
+
+// SAFETY: tallies and pids.
+unsafe impl shoal_io::shm::Plain for Counters {}
 
 fn counters() -> &'static Counters {
     static C: OnceLock<&'static Counters> = OnceLock::new();

@@ -16,7 +16,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::marker::PhantomData;
 
-use crate::shm::{self, Carver, Shared};
+use crate::shm::{self, Carver, Plain, Shared};
 
 const NIL: u32 = u32::MAX;
 
@@ -60,6 +60,9 @@ struct Slot<V> {
     value: V,
 }
 
+// SAFETY: numbers, and a plain `V`.
+unsafe impl<V: Plain> Plain for Slot<V> {}
+
 /// The shard's head, under its lock.
 pub struct Head {
     len: u32,
@@ -70,6 +73,9 @@ pub struct Head {
     /// Slots from here on were never used.
     unused: u32,
 }
+
+// SAFETY: numbers.
+unsafe impl Plain for Head {}
 
 /// A shard's memory: where its head, index and slots are.
 pub struct Table<V> {
@@ -85,7 +91,7 @@ pub struct Table<V> {
 unsafe impl<V: Send> Send for Table<V> {}
 unsafe impl<V: Send> Sync for Table<V> {}
 
-impl<V: Copy + Send> Table<V> {
+impl<V: Copy + Send + Plain> Table<V> {
     /// The bytes a table of `capacity` states takes, for sizing its region.
     pub fn bytes(capacity: u32) -> usize {
         let entries = index_len(capacity) as usize;
@@ -334,7 +340,7 @@ mod tests {
     use super::*;
     use crate::shm::Region;
 
-    fn table<V: Copy + Send>(capacity: u32) -> Table<V> {
+    fn table<V: Copy + Send + Plain>(capacity: u32) -> Table<V> {
         let region = Region::new("t", Table::<V>::bytes(capacity)).unwrap();
         Table::new(&mut Carver::new(region), capacity)
     }

@@ -111,6 +111,42 @@ impl Drop for Region {
     }
 }
 
+/// Values that mean the same in every process: plain numbers and what is made of them only.
+/// A pointer, reference or handle in shared memory would name one process's memory to all
+/// (a `Vec` a child grew points into the child's heap), so a region takes no other.
+///
+/// ```compile_fail
+/// use shoal_io::shm::{Carver, Region};
+/// let mut c = Carver::new(Region::new("t", 4096).unwrap());
+/// let v = c.mutex(Vec::<u8>::new());
+/// ```
+///
+/// ```compile_fail
+/// use shoal_io::shm::{Carver, Region};
+/// let mut c = Carver::new(Region::new("t", 4096).unwrap());
+/// let s = c.place(std::sync::Mutex::new(String::new()));
+/// ```
+///
+/// # Safety
+///
+/// The type holds no pointer, reference or handle, and all-zero bytes are a value of it.
+pub unsafe trait Plain {}
+
+macro_rules! plain {
+    ($($t:ty),*) => { $(
+        // SAFETY: a number (or an atomic one): no pointer, and zero is one.
+        unsafe impl Plain for $t {}
+    )* };
+}
+plain!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, bool);
+plain!(
+    AtomicU32,
+    std::sync::atomic::AtomicU64,
+    std::sync::atomic::AtomicUsize
+);
+// SAFETY: made of `T`s only.
+unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
+
 /// Lays out a region's contents at creation: each piece aligned after the previous one (of
 /// any carver of the region).
 pub struct Carver {
@@ -152,7 +188,7 @@ impl Carver {
     }
 
     /// `value` placed in the region.
-    pub fn place<T: Sync>(&mut self, value: T) -> Shared<T> {
+    pub fn place<T: Sync + Plain>(&mut self, value: T) -> Shared<T> {
         let p = self.take::<T>(1);
         // SAFETY: fresh, aligned, in bounds and ours alone until returned.
         unsafe { p.write(value) };
@@ -163,7 +199,7 @@ impl Carver {
     }
 
     /// `value` behind a [`Mutex`] in the region.
-    pub fn mutex<T: Send>(&mut self, value: T) -> Shared<Mutex<T>> {
+    pub fn mutex<T: Send + Plain>(&mut self, value: T) -> Shared<Mutex<T>> {
         let m = self.place(Mutex {
             lock: Lock::default(),
             value: UnsafeCell::new(value),
@@ -177,8 +213,8 @@ impl Carver {
         m
     }
 
-    /// `n` zeroed `T`s (for which all zero bytes must be a valid value: plain numbers).
-    pub fn zeroed_array<T: Copy>(&mut self, n: usize) -> *mut T {
+    /// `n` zeroed `T`s.
+    pub fn zeroed_array<T: Plain>(&mut self, n: usize) -> *mut T {
         // The mapping is zeroed and nothing was placed there before (the region's cursor only
         // moves forward).
         self.take::<T>(n)
@@ -290,6 +326,9 @@ pub struct Mutex<T> {
     lock: Lock,
     value: UnsafeCell<T>,
 }
+
+// SAFETY: a lock word and a waiter count, and a `T` that is plain.
+unsafe impl<T: Plain> Plain for Mutex<T> {}
 
 // SAFETY: the lock gives one thread (of any process) the value at a time.
 unsafe impl<T: Send> Sync for Mutex<T> {}

@@ -77,6 +77,9 @@ struct Entry {
     expires: u64,
 }
 
+// SAFETY: numbers (a place in the ring, not a pointer).
+unsafe impl shm::Plain for Entry {}
+
 impl SessionZone {
     /// A zone of `size` bytes (`shared:NAME:SIZE`).
     pub fn shared(name: &str, size: usize) -> Result<SessionZone, Error> {
