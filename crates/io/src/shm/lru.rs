@@ -94,6 +94,7 @@ unsafe impl<V: Send> Sync for Table<V> {}
 impl<V: Copy + Send + Plain> Table<V> {
     /// The bytes a table of `capacity` states takes, for sizing its region.
     pub fn bytes(capacity: u32) -> usize {
+        let capacity = slots(capacity);
         let entries = index_len(capacity) as usize;
         std::mem::size_of::<shm::Mutex<Head>>()
             + 64
@@ -103,7 +104,7 @@ impl<V: Copy + Send + Plain> Table<V> {
 
     /// A table of `capacity` states laid out by `carver`.
     pub fn new(carver: &mut Carver, capacity: u32) -> Table<V> {
-        let capacity = capacity.clamp(1, NIL - 1);
+        let capacity = slots(capacity);
         let head = carver.mutex(Head {
             len: 0,
             newest: NIL,
@@ -141,6 +142,12 @@ impl<V: Copy + Send + Plain> Table<V> {
             _v: PhantomData,
         })
     }
+}
+
+/// The slots a table asked for `capacity` gets: at most 2^30, so that the index (at most
+/// 2^31 entries) is never more than half full.
+fn slots(capacity: u32) -> u32 {
+    capacity.clamp(1, 1 << 30)
 }
 
 fn index_len(capacity: u32) -> u32 {
@@ -411,6 +418,18 @@ mod tests {
             );
         }
         assert_eq!(l.len(), live.len());
+    }
+
+    /// An index at most half full keeps every probe short and ends every search: a table of
+    /// more than 2^30 slots had a full index, where an insert or a search for an absent key
+    /// went round forever.
+    #[test]
+    fn the_index_has_twice_the_slots() {
+        for asked in [0, 1, 2, 3, 1000, 1 << 29, (1 << 30) + 1, NIL - 1, NIL] {
+            let n = slots(asked);
+            assert!(n >= 1);
+            assert!(u64::from(index_len(n)) >= 2 * u64::from(n), "{asked}: {n}");
+        }
     }
 
     /// Random inserts, removals, pops and lookups against a model (a queue from the oldest to
