@@ -465,7 +465,7 @@ mod tests {
                         assert_eq!(l.remove(&k.to_le_bytes()), gone, "remove {k}");
                     }
                     (3, _) => {
-                        let got = l.pop_oldest().map(|(n, v)| (n, v));
+                        let got = l.pop_oldest();
                         let want = model.pop_front().map(|(_, v)| (8, v));
                         assert_eq!(got, want, "pop");
                     }
