@@ -383,6 +383,7 @@ mod tests {
     /// (an addition is a load and a store: two writers of one line lose counts).
     #[test]
     fn a_forked_child_counts_in_a_line_of_its_own() {
+        let _lines = LINES.lock().unwrap_or_else(|e| e.into_inner());
         let t = Tally::new();
         t.add(1);
         let parent_line = t.slots.iter().position(|s| s.0.load(Relaxed) != 0).unwrap();
@@ -415,7 +416,20 @@ mod tests {
             0,
             "the child wrote the parent's line"
         );
+        let child_lines = || {
+            counters()
+                .owners
+                .iter()
+                .filter(|o| o.load(Relaxed) == child as u32)
+                .count()
+        };
+        assert_eq!(
+            child_lines(),
+            1,
+            "the dead child's line, until it is reaped"
+        );
         forget_process(child as u32);
+        assert_eq!(child_lines(), 0, "given back");
         assert_eq!(
             counters().owners[parent_line].load(Relaxed),
             shoal_io::shm::pid(),
@@ -423,14 +437,24 @@ mod tests {
         );
     }
 
+    /// Held by a test that takes every line, and one that needs one of its own.
+    static LINES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn a_tally_sums_what_every_thread_added() {
+        let _lines = LINES.lock().unwrap_or_else(|e| e.into_inner());
         let t = Tally::default();
         std::thread::scope(|s| {
             // More threads than lines of their own: the later ones share the last.
-            for n in 1..=(TALLY_SLOTS as u64 + 20) {
-                let t = &t;
-                s.spawn(move || t.add(n));
+            let all: Vec<_> = (1..=(TALLY_SLOTS as u64 + 20))
+                .map(|n| {
+                    let t = &t;
+                    s.spawn(move || t.add(n))
+                })
+                .collect();
+            // (Joined each: ended whole, their lines given back, when `LINES` is.)
+            for h in all {
+                h.join().unwrap();
             }
         });
         t.add(1000);

@@ -511,6 +511,24 @@ mod tests {
         let _: *mut u64 = c.zeroed_array(usize::MAX / 4);
     }
 
+    /// A thread that panics holding a lock releases it as it unwinds (what it changed stays:
+    /// there is no poisoning, as in nginx).
+    #[test]
+    fn a_panicking_holder_releases_the_lock() {
+        let m = Carver::new(Region::new("t", 4096).unwrap()).mutex(0u32);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut g = m.lock();
+                *g = 5;
+                panic!("while holding");
+            })
+            .join()
+        });
+        assert!(r.is_err());
+        assert_eq!(m.lock.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(*m.try_lock().expect("released"), 5);
+    }
+
     #[test]
     fn threads_contend_on_one_lock() {
         let m = Carver::new(Region::new("t", 4096).unwrap()).mutex(0u64);
