@@ -402,16 +402,23 @@ pub fn pid() -> u32 {
     }
 }
 
-/// Releases every lock of this process's regions that `dead` (a child just reaped) held;
-/// returns the names of their regions, for nginx's `shared memory zone "NAME" was locked by
-/// PID` line.
-pub fn force_unlock(dead: u32) -> Vec<String> {
-    let regions: Vec<Arc<Region>> = REGIONS
+/// Every region this process maps now. The root master keeps those of a child's start with
+/// the child, so that a zone a later configuration dropped stays mapped (and its locks within
+/// [`force_unlock`]'s reach) while a child that uses it lives.
+pub fn live() -> Vec<Arc<Region>> {
+    REGIONS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .filter_map(Weak::upgrade)
-        .collect();
+        .collect()
+}
+
+/// Releases every lock of this process's regions that `dead` (a child just reaped) held;
+/// returns the names of their regions, for nginx's `shared memory zone "NAME" was locked by
+/// PID` line.
+pub fn force_unlock(dead: u32) -> Vec<String> {
+    let regions = live();
     let mut names = Vec::new();
     for r in regions {
         let offsets = r.locks.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -435,6 +442,21 @@ pub fn force_unlock(dead: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_regions_are_listed_while_held() {
+        let r = Region::new("listed", 4096).unwrap();
+        let ptr = Arc::as_ptr(&r);
+        assert!(live().iter().any(|l| Arc::as_ptr(l) == ptr));
+        let kept = live();
+        drop(r);
+        assert!(
+            live().iter().any(|l| Arc::as_ptr(l) == ptr),
+            "held by `kept`"
+        );
+        drop(kept);
+        assert!(!live().iter().any(|l| Arc::as_ptr(l) == ptr));
+    }
 
     #[test]
     fn a_forked_child_writes_what_the_parent_reads() {
