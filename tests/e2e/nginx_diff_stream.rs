@@ -105,7 +105,8 @@ impl Side {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
         let side = Side { dir, child, ports };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // (Generous: a loaded 2-core machine has taken over 10 s to start one.)
+        let deadline = Instant::now() + Duration::from_secs(30);
         // Started once the probe server answers (read whole, so that the probe connection has
         // its number before the test's first session).
         let answered = || {

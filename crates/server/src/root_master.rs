@@ -40,6 +40,10 @@ struct Child {
     stopping: bool,
     /// When it said it serves.
     started: Instant,
+    /// The shared memory it was forked with, kept mapped here while it lives: a zone the next
+    /// configuration drops is still the old child's, and a lock it holds there when it dies
+    /// is released by [`release_shared`].
+    _regions: Vec<std::sync::Arc<shoal_io::shm::Region>>,
 }
 
 impl Child {
@@ -48,6 +52,7 @@ impl Child {
             pid,
             stopping: false,
             started: Instant::now(),
+            _regions: shoal_io::shm::live(),
         }
     }
 }

@@ -19,6 +19,7 @@
 //! is being answered). [`ConnState`] moves it and keeps the counts right however the
 //! connection ends.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
@@ -35,15 +36,31 @@ pub struct Tally {
 #[repr(align(128))]
 struct Slot(AtomicU64);
 
+// SAFETY: atomic numbers.
+unsafe impl shoal_io::shm::Plain for Tally {}
+
 /// Enough for a worker per core on most machines, twice over (an old child's workers hold
 /// theirs while a new child's start).
 const TALLY_SLOTS: usize = 64;
 
-/// A thread's claim on a line, given back when the thread ends.
-struct Claim(usize);
+/// A thread's claim on a line, given back when the thread ends. It is its process's: a child
+/// forked from this thread finds the parent's claim in its copy of the thread-locals, and
+/// takes a line of its own (the parent's thread still writes that one).
+struct Claim {
+    line: Cell<usize>,
+    pid: Cell<u32>,
+}
 
 impl Claim {
     fn take() -> Claim {
+        let (line, pid) = Claim::line_for_me();
+        Claim {
+            line: Cell::new(line),
+            pid: Cell::new(pid),
+        }
+    }
+
+    fn line_for_me() -> (usize, u32) {
         let me = shoal_io::shm::pid();
         let owners = &counters().owners;
         let free = owners.iter().position(|o| {
@@ -51,13 +68,27 @@ impl Claim {
                 && o.compare_exchange(0, me, std::sync::atomic::Ordering::Acquire, Relaxed)
                     .is_ok()
         });
-        Claim(free.unwrap_or(TALLY_SLOTS))
+        (free.unwrap_or(TALLY_SLOTS), me)
+    }
+
+    /// This thread's line, claimed again in a forked child.
+    fn line(&self) -> usize {
+        if self.pid.get() != shoal_io::shm::pid() {
+            let (line, pid) = Claim::line_for_me();
+            self.line.set(line);
+            self.pid.set(pid);
+        }
+        self.line.get()
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if let Some(o) = counters().owners.get(self.0) {
+        // (Not a parent's line, in a forked child that never counted.)
+        if self.pid.get() != shoal_io::shm::pid() {
+            return;
+        }
+        if let Some(o) = counters().owners.get(self.line.get()) {
             o.store(0, std::sync::atomic::Ordering::Release);
         }
     }
@@ -78,7 +109,7 @@ impl Tally {
 
     pub fn add(&self, n: u64) {
         // (A thread's last additions, from other thread-locals' destructors: the shared line.)
-        let i = TALLY_SLOT.try_with(|c| c.0).unwrap_or(TALLY_SLOTS);
+        let i = TALLY_SLOT.try_with(Claim::line).unwrap_or(TALLY_SLOTS);
         let slot = &self.slots[i].0;
         if i < TALLY_SLOTS {
             slot.store(slot.load(Relaxed).wrapping_add(n), Relaxed);
@@ -122,6 +153,9 @@ struct Counters {
     /// The pid of the process whose thread holds each line, 0 for none.
     owners: [AtomicU32; TALLY_SLOTS],
 }
+
+// SAFETY: tallies and pids.
+unsafe impl shoal_io::shm::Plain for Counters {}
 
 fn counters() -> &'static Counters {
     static C: OnceLock<&'static Counters> = OnceLock::new();
@@ -344,14 +378,83 @@ mod tests {
         assert_eq!(after.requests - before.requests, 2);
     }
 
+    /// A thread's line is claimed by its process: a child forked from a thread that counts
+    /// (its thread-locals copied) takes a line of its own, and does not write the parent's
+    /// (an addition is a load and a store: two writers of one line lose counts).
+    #[test]
+    fn a_forked_child_counts_in_a_line_of_its_own() {
+        let _lines = LINES.lock().unwrap_or_else(|e| e.into_inner());
+        let t = Tally::new();
+        t.add(1);
+        let parent_line = t.slots.iter().position(|s| s.0.load(Relaxed) != 0).unwrap();
+        assert!(parent_line < TALLY_SLOTS, "this thread has a line");
+        assert_eq!(
+            counters().owners[parent_line].load(Relaxed),
+            shoal_io::shm::pid()
+        );
+        // SAFETY: fork in a test; the child touches only atomics, its stack and this thread's
+        // initialised thread-locals, then exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let t = Tally::new();
+            t.add(1);
+            let line = t.slots.iter().position(|s| s.0.load(Relaxed) != 0);
+            let own = line.is_some_and(|i| {
+                i != parent_line
+                    && (i == TALLY_SLOTS
+                        || counters().owners[i].load(Relaxed) == shoal_io::shm::pid())
+            });
+            // SAFETY: ends the child without the harness's exit paths.
+            unsafe { libc::_exit(if own { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: our child, a valid status pointer.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "{status:#x}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the child wrote the parent's line"
+        );
+        let child_lines = || {
+            counters()
+                .owners
+                .iter()
+                .filter(|o| o.load(Relaxed) == child as u32)
+                .count()
+        };
+        assert_eq!(
+            child_lines(),
+            1,
+            "the dead child's line, until it is reaped"
+        );
+        forget_process(child as u32);
+        assert_eq!(child_lines(), 0, "given back");
+        assert_eq!(
+            counters().owners[parent_line].load(Relaxed),
+            shoal_io::shm::pid(),
+            "still the parent's"
+        );
+    }
+
+    /// Held by a test that takes every line, and one that needs one of its own.
+    static LINES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn a_tally_sums_what_every_thread_added() {
+        let _lines = LINES.lock().unwrap_or_else(|e| e.into_inner());
         let t = Tally::default();
         std::thread::scope(|s| {
             // More threads than lines of their own: the later ones share the last.
-            for n in 1..=(TALLY_SLOTS as u64 + 20) {
-                let t = &t;
-                s.spawn(move || t.add(n));
+            let all: Vec<_> = (1..=(TALLY_SLOTS as u64 + 20))
+                .map(|n| {
+                    let t = &t;
+                    s.spawn(move || t.add(n))
+                })
+                .collect();
+            // (Joined each: ended whole, their lines given back, when `LINES` is.)
+            for h in all {
+                h.join().unwrap();
             }
         });
         t.add(1000);

@@ -16,7 +16,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::marker::PhantomData;
 
-use crate::shm::{self, Carver, Shared};
+use crate::shm::{self, Carver, Plain, Shared};
 
 const NIL: u32 = u32::MAX;
 
@@ -60,6 +60,9 @@ struct Slot<V> {
     value: V,
 }
 
+// SAFETY: numbers, and a plain `V`.
+unsafe impl<V: Plain> Plain for Slot<V> {}
+
 /// The shard's head, under its lock.
 pub struct Head {
     len: u32,
@@ -70,6 +73,9 @@ pub struct Head {
     /// Slots from here on were never used.
     unused: u32,
 }
+
+// SAFETY: numbers.
+unsafe impl Plain for Head {}
 
 /// A shard's memory: where its head, index and slots are.
 pub struct Table<V> {
@@ -85,9 +91,10 @@ pub struct Table<V> {
 unsafe impl<V: Send> Send for Table<V> {}
 unsafe impl<V: Send> Sync for Table<V> {}
 
-impl<V: Copy + Send> Table<V> {
+impl<V: Copy + Send + Plain> Table<V> {
     /// The bytes a table of `capacity` states takes, for sizing its region.
     pub fn bytes(capacity: u32) -> usize {
+        let capacity = slots(capacity);
         let entries = index_len(capacity) as usize;
         std::mem::size_of::<shm::Mutex<Head>>()
             + 64
@@ -97,7 +104,7 @@ impl<V: Copy + Send> Table<V> {
 
     /// A table of `capacity` states laid out by `carver`.
     pub fn new(carver: &mut Carver, capacity: u32) -> Table<V> {
-        let capacity = capacity.clamp(1, NIL - 1);
+        let capacity = slots(capacity);
         let head = carver.mutex(Head {
             len: 0,
             newest: NIL,
@@ -135,6 +142,12 @@ impl<V: Copy + Send> Table<V> {
             _v: PhantomData,
         })
     }
+}
+
+/// The slots a table asked for `capacity` gets: at most 2^30, so that the index (at most
+/// 2^31 entries) is never more than half full.
+fn slots(capacity: u32) -> u32 {
+    capacity.clamp(1, 1 << 30)
 }
 
 fn index_len(capacity: u32) -> u32 {
@@ -334,7 +347,7 @@ mod tests {
     use super::*;
     use crate::shm::Region;
 
-    fn table<V: Copy + Send>(capacity: u32) -> Table<V> {
+    fn table<V: Copy + Send + Plain>(capacity: u32) -> Table<V> {
         let region = Region::new("t", Table::<V>::bytes(capacity)).unwrap();
         Table::new(&mut Carver::new(region), capacity)
     }
@@ -405,5 +418,88 @@ mod tests {
             );
         }
         assert_eq!(l.len(), live.len());
+    }
+
+    /// An index at most half full keeps every probe short and ends every search: a table of
+    /// more than 2^30 slots had a full index, where an insert or a search for an absent key
+    /// went round forever.
+    #[test]
+    fn the_index_has_twice_the_slots() {
+        for asked in [0, 1, 2, 3, 1000, 1 << 29, (1 << 30) + 1, NIL - 1, NIL] {
+            let n = slots(asked);
+            assert!(n >= 1);
+            assert!(u64::from(index_len(n)) >= 2 * u64::from(n), "{asked}: {n}");
+        }
+    }
+
+    /// Random inserts, removals, pops and lookups against a model (a queue from the oldest to
+    /// the newest): after each step the length and the oldest agree, every key the model holds
+    /// is found with its value and no other is, and popping everything gives the model's order.
+    #[test]
+    fn follows_a_model_of_random_use() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for capacity in [1u32, 2, 3, 7, 16, 33] {
+            let (t, ids) = (table::<u64>(capacity), Ids::new());
+            let mut l = t.lock(&ids);
+            let mut model: std::collections::VecDeque<(u64, u64)> = Default::default();
+            let keys = u64::from(capacity) * 2 + 1;
+            for step in 0..4000u64 {
+                let k = rand(keys);
+                let at = model.iter().position(|&(mk, _)| mk == k);
+                match (rand(6), at) {
+                    (0 | 1, None) => {
+                        let room = model.len() < capacity as usize;
+                        assert_eq!(l.insert(&k.to_le_bytes(), step), room, "insert {k}");
+                        if room {
+                            model.push_back((k, step));
+                        }
+                    }
+                    (0 | 1, Some(_)) | (2, _) => {
+                        let gone = at.map(|i| model.remove(i).unwrap().1);
+                        assert_eq!(l.remove(&k.to_le_bytes()), gone, "remove {k}");
+                    }
+                    (3, _) => {
+                        let got = l.pop_oldest();
+                        let want = model.pop_front().map(|(_, v)| (8, v));
+                        assert_eq!(got, want, "pop");
+                    }
+                    (4, _) => {
+                        let got = l.get_mut(&k.to_le_bytes()).map(|v| {
+                            *v += 1;
+                            *v
+                        });
+                        let want = at.map(|i| {
+                            let (mk, v) = model.remove(i).unwrap();
+                            model.push_back((mk, v + 1));
+                            v + 1
+                        });
+                        assert_eq!(got, want, "get {k}");
+                    }
+                    _ => {
+                        let got = l.peek_mut(&k.to_le_bytes()).map(|v| *v);
+                        assert_eq!(got, at.map(|i| model[i].1), "peek {k}");
+                    }
+                }
+                assert_eq!(l.len(), model.len());
+                assert_eq!(
+                    l.oldest().map(|(n, v)| (n, *v)),
+                    model.front().map(|&(_, v)| (8, v))
+                );
+                for k in 0..keys {
+                    let want = model.iter().find(|&&(mk, _)| mk == k).map(|&(_, v)| v);
+                    assert_eq!(l.peek_mut(&k.to_le_bytes()).copied(), want, "find {k}");
+                }
+            }
+            let order: Vec<u64> = std::iter::from_fn(|| l.pop_oldest().map(|(_, v)| v)).collect();
+            let want: Vec<u64> = model.iter().map(|&(_, v)| v).collect();
+            assert_eq!(order, want, "capacity {capacity}");
+            assert!(l.is_empty());
+        }
     }
 }

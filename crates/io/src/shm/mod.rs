@@ -33,6 +33,8 @@ pub struct Region {
     len: usize,
     /// Where its locks are, for [`force_unlock`].
     locks: std::sync::Mutex<Vec<usize>>,
+    /// The bytes laid out so far, by every [`Carver`] of it: two never hand out one place.
+    carved: std::sync::Mutex<usize>,
 }
 
 // SAFETY: the mapping is plain memory every thread may address; what is in it synchronises
@@ -75,6 +77,7 @@ impl Region {
             base: NonNull::new(p.cast()).expect("mmap gives no null mapping"),
             len,
             locks: std::sync::Mutex::new(Vec::new()),
+            carved: std::sync::Mutex::new(0),
         });
         let mut all = REGIONS.lock().unwrap_or_else(|e| e.into_inner());
         all.retain(|r| r.strong_count() > 0);
@@ -108,38 +111,84 @@ impl Drop for Region {
     }
 }
 
-/// Lays out a region's contents at creation: each piece aligned after the previous one.
+/// Values that mean the same in every process: plain numbers and what is made of them only.
+/// A pointer, reference or handle in shared memory would name one process's memory to all
+/// (a `Vec` a child grew points into the child's heap), so a region takes no other.
+///
+/// ```compile_fail
+/// use shoal_io::shm::{Carver, Region};
+/// let mut c = Carver::new(Region::new("t", 4096).unwrap());
+/// let v = c.mutex(Vec::<u8>::new());
+/// ```
+///
+/// ```compile_fail
+/// use shoal_io::shm::{Carver, Region};
+/// let mut c = Carver::new(Region::new("t", 4096).unwrap());
+/// let s = c.place(std::sync::Mutex::new(String::new()));
+/// ```
+///
+/// # Safety
+///
+/// The type holds no pointer, reference or handle, and all-zero bytes are a value of it.
+pub unsafe trait Plain {}
+
+macro_rules! plain {
+    ($($t:ty),*) => { $(
+        // SAFETY: a number (or an atomic one): no pointer, and zero is one.
+        unsafe impl Plain for $t {}
+    )* };
+}
+plain!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, bool);
+plain!(
+    AtomicU32,
+    std::sync::atomic::AtomicU64,
+    std::sync::atomic::AtomicUsize
+);
+// SAFETY: made of `T`s only.
+unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
+
+/// Lays out a region's contents at creation: each piece aligned after the previous one (of
+/// any carver of the region).
 pub struct Carver {
     region: Arc<Region>,
-    at: usize,
 }
 
 impl Carver {
     pub fn new(region: Arc<Region>) -> Carver {
-        Carver { region, at: 0 }
+        Carver { region }
     }
 
     /// The bytes still free.
     pub fn left(&self) -> usize {
-        self.region.len - self.at
+        self.region.len - *self.region.carved.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn take<T>(&mut self, n: usize) -> *mut T {
+        let mut at = self.region.carved.lock().unwrap_or_else(|e| e.into_inner());
         let align = std::mem::align_of::<T>();
-        let start = self.at.next_multiple_of(align);
-        let end = start + std::mem::size_of::<T>() * n;
-        assert!(
-            end <= self.region.len,
-            "shared memory zone \"{}\" laid out past its end",
-            self.region.name
-        );
-        self.at = end;
+        // (Checked: a count that overflows would wrap to a place inside the mapping.)
+        let end = at
+            .checked_next_multiple_of(align)
+            .and_then(|start| {
+                Some((
+                    start,
+                    start.checked_add(std::mem::size_of::<T>().checked_mul(n)?)?,
+                ))
+            })
+            .filter(|&(_, end)| end <= self.region.len);
+        let Some((start, end)) = end else {
+            panic!(
+                "shared memory zone \"{}\" laid out past its end",
+                self.region.name
+            );
+        };
+        *at = end;
         // SAFETY: within the mapping, checked above.
         unsafe { self.region.base.as_ptr().add(start).cast() }
     }
 
     /// `value` placed in the region.
-    pub fn place<T: Sync>(&mut self, value: T) -> Shared<T> {
+    pub fn place<T: Sync + Plain>(&mut self, value: T) -> Shared<T> {
         let p = self.take::<T>(1);
         // SAFETY: fresh, aligned, in bounds and ours alone until returned.
         unsafe { p.write(value) };
@@ -150,7 +199,7 @@ impl Carver {
     }
 
     /// `value` behind a [`Mutex`] in the region.
-    pub fn mutex<T: Send>(&mut self, value: T) -> Shared<Mutex<T>> {
+    pub fn mutex<T: Send + Plain>(&mut self, value: T) -> Shared<Mutex<T>> {
         let m = self.place(Mutex {
             lock: Lock::default(),
             value: UnsafeCell::new(value),
@@ -164,9 +213,10 @@ impl Carver {
         m
     }
 
-    /// `n` zeroed `T`s (for which all zero bytes must be a valid value: plain numbers).
-    pub fn zeroed_array<T: Copy>(&mut self, n: usize) -> *mut T {
-        // The mapping is zeroed and nothing was placed there before.
+    /// `n` zeroed `T`s.
+    pub fn zeroed_array<T: Plain>(&mut self, n: usize) -> *mut T {
+        // The mapping is zeroed and nothing was placed there before (the region's cursor only
+        // moves forward).
         self.take::<T>(n)
     }
 }
@@ -277,6 +327,9 @@ pub struct Mutex<T> {
     value: UnsafeCell<T>,
 }
 
+// SAFETY: a lock word and a waiter count, and a `T` that is plain.
+unsafe impl<T: Plain> Plain for Mutex<T> {}
+
 // SAFETY: the lock gives one thread (of any process) the value at a time.
 unsafe impl<T: Send> Sync for Mutex<T> {}
 unsafe impl<T: Send> Send for Mutex<T> {}
@@ -349,16 +402,23 @@ pub fn pid() -> u32 {
     }
 }
 
-/// Releases every lock of this process's regions that `dead` (a child just reaped) held;
-/// returns the names of their regions, for nginx's `shared memory zone "NAME" was locked by
-/// PID` line.
-pub fn force_unlock(dead: u32) -> Vec<String> {
-    let regions: Vec<Arc<Region>> = REGIONS
+/// Every region this process maps now. The root master keeps those of a child's start with
+/// the child, so that a zone a later configuration dropped stays mapped (and its locks within
+/// [`force_unlock`]'s reach) while a child that uses it lives.
+pub fn live() -> Vec<Arc<Region>> {
+    REGIONS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .filter_map(Weak::upgrade)
-        .collect();
+        .collect()
+}
+
+/// Releases every lock of this process's regions that `dead` (a child just reaped) held;
+/// returns the names of their regions, for nginx's `shared memory zone "NAME" was locked by
+/// PID` line.
+pub fn force_unlock(dead: u32) -> Vec<String> {
+    let regions = live();
     let mut names = Vec::new();
     for r in regions {
         let offsets = r.locks.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -382,6 +442,21 @@ pub fn force_unlock(dead: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_regions_are_listed_while_held() {
+        let r = Region::new("listed", 4096).unwrap();
+        let ptr = Arc::as_ptr(&r);
+        assert!(live().iter().any(|l| Arc::as_ptr(l) == ptr));
+        let kept = live();
+        drop(r);
+        assert!(
+            live().iter().any(|l| Arc::as_ptr(l) == ptr),
+            "held by `kept`"
+        );
+        drop(kept);
+        assert!(!live().iter().any(|l| Arc::as_ptr(l) == ptr));
+    }
 
     #[test]
     fn a_forked_child_writes_what_the_parent_reads() {
@@ -433,6 +508,47 @@ mod tests {
         let names = force_unlock(child as u32);
         assert!(names.contains(&"zone_x".to_string()), "{names:?}");
         assert_eq!(*m.lock(), 7);
+    }
+
+    /// Two carvers of one region hand out different places (each once started at 0, and a
+    /// second `place` wrote over the first one's value).
+    #[test]
+    fn two_carvers_of_one_region_do_not_overlap() {
+        let region = Region::new("t", 4096).unwrap();
+        let a = Carver::new(region.clone()).place(1u64);
+        let b = Carver::new(region.clone()).mutex(2u64);
+        let c: *mut u64 = Carver::new(region).zeroed_array(4);
+        assert_eq!(*a, 1);
+        assert_eq!(*b.lock(), 2);
+        // SAFETY: within the 4 placed.
+        assert_eq!(unsafe { *c.add(0) }, 0, "zeroed, not a placed value");
+    }
+
+    /// A count whose size overflows is refused, not wrapped to a place inside the mapping.
+    #[test]
+    #[should_panic(expected = "laid out past its end")]
+    fn an_overflowing_array_is_refused() {
+        let mut c = Carver::new(Region::new("t", 4096).unwrap());
+        let _ = c.place(1u8);
+        let _: *mut u64 = c.zeroed_array(usize::MAX / 4);
+    }
+
+    /// A thread that panics holding a lock releases it as it unwinds (what it changed stays:
+    /// there is no poisoning, as in nginx).
+    #[test]
+    fn a_panicking_holder_releases_the_lock() {
+        let m = Carver::new(Region::new("t", 4096).unwrap()).mutex(0u32);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut g = m.lock();
+                *g = 5;
+                panic!("while holding");
+            })
+            .join()
+        });
+        assert!(r.is_err());
+        assert_eq!(m.lock.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(*m.try_lock().expect("released"), 5);
     }
 
     #[test]

@@ -77,6 +77,9 @@ struct Entry {
     expires: u64,
 }
 
+// SAFETY: numbers (a place in the ring, not a pointer).
+unsafe impl shm::Plain for Entry {}
+
 impl SessionZone {
     /// A zone of `size` bytes (`shared:NAME:SIZE`).
     pub fn shared(name: &str, size: usize) -> Result<SessionZone, Error> {
@@ -451,6 +454,58 @@ mod tests {
         assert!(bytes <= 5000, "{bytes}");
         // The held ones are the newest: no gap after the first held.
         assert_eq!(held.len() as u32, 400 - held[0]);
+    }
+
+    /// Random stores, lookups and takes of sessions of every length up to the largest, in
+    /// zones of one session and of a few, whose rings wrap many times: a lookup gives the
+    /// session last stored under its key or nothing, never bytes another write reached, and
+    /// the session just stored is always there.
+    #[test]
+    fn the_ring_keeps_whole_sessions_only() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for (capacity, ring_len) in [(1, MAX_SESSION_SIZE), (3, MAX_SESSION_SIZE), (40, 9000)] {
+            let z = SessionZone::with_capacity("", 0, capacity, ring_len).unwrap();
+            let ttl = Duration::from_secs(600);
+            let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
+            for step in 0..3000u64 {
+                let k = rand(capacity as u64 * 2 + 2);
+                let key = k.to_le_bytes().to_vec();
+                match rand(4) {
+                    0 | 1 => {
+                        let len = match rand(4) {
+                            0 => MAX_SESSION_SIZE as u64 + rand(3),
+                            1 => MAX_SESSION_SIZE as u64 - rand(3),
+                            _ => rand(MAX_SESSION_SIZE as u64),
+                        } as usize;
+                        let value: Vec<u8> =
+                            (0..len).map(|i| (step + i as u64 * 7) as u8).collect();
+                        let stored = z.put(key.clone(), value.clone(), ttl);
+                        assert_eq!(stored, len <= MAX_SESSION_SIZE, "length {len}");
+                        if stored {
+                            model.insert(k, value);
+                            assert_eq!(z.get(&key, false).as_ref(), model.get(&k), "just stored");
+                        }
+                    }
+                    2 => {
+                        let got = z.get(&key, false);
+                        assert!(got.is_none() || got.as_ref() == model.get(&k), "key {k}");
+                    }
+                    _ => {
+                        let got = z.get(&key, true);
+                        assert!(got.is_none() || got.as_ref() == model.get(&k), "key {k}");
+                        model.remove(&k);
+                        assert_eq!(z.get(&key, false), None, "taken");
+                    }
+                }
+                assert!(z.len() <= capacity);
+            }
+        }
     }
 
     /// A session stored by a forked child is resumed by its parent (the root master's

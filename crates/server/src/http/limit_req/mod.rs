@@ -75,6 +75,9 @@ pub struct Bucket {
     fresh: bool,
 }
 
+// SAFETY: numbers and a flag.
+unsafe impl shoal_io::shm::Plain for Bucket {}
+
 /// A zone's states (shared by every worker and kept across reloads).
 pub type Memory = Shards<Bucket>;
 

@@ -239,7 +239,7 @@ pub struct Shards<V> {
     pub slab: slab::Slab,
 }
 
-impl<V: Copy + Send> Shards<V> {
+impl<V: Copy + Send + shoal_io::shm::Plain> Shards<V> {
     /// The memory of zone `name` of `size` bytes, with the module's own allocations
     /// (`reserved`) made, whose states take at least `smallest` bytes each: one shard per 256
     /// states it can hold, at most 16, each with room for twice its share (the keyed hash

@@ -47,6 +47,9 @@ struct Used {
     big_pages: u64,
 }
 
+// SAFETY: numbers.
+unsafe impl shm::Plain for Used {}
+
 /// How an allocation of `size` bytes is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
