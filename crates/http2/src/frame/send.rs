@@ -77,19 +77,7 @@ impl Connection {
         block: &[u8],
         end_stream: bool,
     ) -> Result<(), StreamGone> {
-        let max_frame = self.peer.max_frame_size as usize;
-        let s = self
-            .streams
-            .get(stream)
-            .filter(|s| !s.local_closed)
-            .ok_or(StreamGone)?;
-        s.local_closed = end_stream;
-        write::headers(&mut self.out, stream, block, end_stream, max_frame);
-        self.flood.progress();
-        if end_stream {
-            self.answered(stream);
-        }
-        Ok(())
+        self.send_headers_with(stream, end_stream, |out| out.extend_from_slice(block))
     }
 
     /// [`Connection::send_headers`] for a block `encode` appends to the output itself (room
