@@ -233,7 +233,7 @@ fn main() {
     };
 
     if let Some(sig) = &cli.signal {
-        exit(master::send_signal(&opts, sig));
+        exit(shoal_server::signal_process::send_signal(&opts, sig));
     }
     if cli.test {
         exit(test_config(&opts, cli.quiet, cli.dump));

@@ -24,6 +24,7 @@ pub mod privileges;
 pub mod process_init;
 pub mod resolver;
 pub mod root_master;
+pub mod signal_process;
 pub mod spare;
 pub mod status;
 pub mod stream;
