@@ -21,8 +21,10 @@ const DEFAULT_CONF: &str = "/etc/shoal/shoal.conf";
 /// The configuration used when there is no file at the default path.
 fn builtin_conf() -> &'static str {
     let repo = env!("CARGO_MANIFEST_DIR");
+    let user = owner_as_user(&format!("{repo}/html"));
     let text = format!(
         "# shoal's built-in configuration, used when {DEFAULT_CONF} does not exist.\n\
+         {user}\
          daemon off;\n\
          error_log stderr notice;\n\
          pid /tmp/shoal.pid;\n\
@@ -42,6 +44,41 @@ fn builtin_conf() -> &'static str {
          }}\n"
     );
     Box::leak(text.into_boxed_str())
+}
+
+/// As root, `user OWNER GROUP;` of the checkout's `html/`: started as root, shoal serves as
+/// nginx's default `nobody`, which cannot read a checkout in a 0700 home (`/root`); the files'
+/// owner can. Not as root: nothing (the line would be ignored with a warning).
+fn owner_as_user(dir: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return String::new();
+    }
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return String::new();
+    };
+    // SAFETY: getpwuid/getgrgid return libc's static records or null, each read (copied)
+    // before the next such call; the process has no other thread yet.
+    let names = unsafe {
+        let pw = libc::getpwuid(meta.uid());
+        let user = (!pw.is_null()).then(|| {
+            std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned()
+        });
+        let gr = libc::getgrgid(meta.gid());
+        let group = (!gr.is_null()).then(|| {
+            std::ffi::CStr::from_ptr((*gr).gr_name)
+                .to_string_lossy()
+                .into_owned()
+        });
+        user.zip(group)
+    };
+    let Some((user, group)) = names else {
+        return String::new();
+    };
+    format!("user {user} {group};\n")
 }
 
 const USAGE: &str = "Usage: shoal [-?hvVtTq] [-s signal] [-p prefix]

@@ -475,3 +475,35 @@ fn the_builtin_configuration_loads_without_a_prefix() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("built-in.conf test is successful"), "{err}");
 }
+
+/// As root, the built-in configuration serves the checkout's `html/` as its owner (root's
+/// default, `nobody`, cannot read a checkout in a 0700 home such as /root).
+#[test]
+fn the_builtin_configuration_serves_as_the_checkouts_owner() {
+    use std::os::unix::fs::MetadataExt;
+    let _etc = common::ETC_SHOAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions.
+    if std::path::Path::new("/etc/shoal/shoal.conf").exists() || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root, or /etc/shoal/shoal.conf exists");
+        return;
+    }
+    let html = std::fs::metadata(concat!(env!("CARGO_MANIFEST_DIR"), "/html")).unwrap();
+    let out = common::run(&["-T".to_string()]);
+    let dump = String::from_utf8_lossy(&out.stdout);
+    let line = dump
+        .lines()
+        .find(|l| l.starts_with("user "))
+        .unwrap_or_else(|| panic!("no user line: {dump}"));
+    let mut words = line.trim_end_matches(';').split_whitespace().skip(1);
+    let id = |db: &str, name: Option<&str>| -> u32 {
+        let text = std::fs::read_to_string(db).unwrap();
+        let entry = text
+            .lines()
+            .find(|l| l.split(':').next() == name)
+            .unwrap_or_else(|| panic!("{name:?} in {db}"));
+        entry.split(':').nth(2).unwrap().parse().unwrap()
+    };
+    assert_eq!(id("/etc/passwd", words.next()), html.uid(), "{line}");
+    assert_eq!(id("/etc/group", words.next()), html.gid(), "{line}");
+    assert_eq!(out.status.code(), Some(0));
+}
