@@ -30,6 +30,12 @@ fn prefix() -> Prefix {
     p
 }
 
+/// shoal on a fresh prefix `nobody` can read, with `main` at the top of the configuration and
+/// `server` in its server.
+fn start(port: u16, main: &str, server: &str) -> Shoal {
+    Shoal::start_in(prefix(), &common::conf_with(port, main, server), port, &[])
+}
+
 fn body(port: u16, path: &str) -> String {
     let r = common::get(port, path).expect("an answer");
     assert_eq!(r.status, 200);
@@ -42,12 +48,7 @@ fn user_as_root_is_a_root_master_and_a_child_without_capabilities() {
         return;
     }
     let port = free_port();
-    let mut s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(port, "user nobody nogroup;", ""),
-        port,
-        &[],
-    );
+    let mut s = start(port, "user nobody nogroup;", "");
     let child = common::serving_child(s.pid);
     // The master: root, one thread (no runtime, nothing started before a fork).
     let uid = common::proc_status(s.pid, "Uid:").unwrap();
@@ -137,12 +138,7 @@ fn usr1_reopens_logs_in_a_root_owned_directory() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(port, "user nobody nogroup;", ""),
-        port,
-        &[],
-    );
+    let s = start(port, "user nobody nogroup;", "");
     let child = common::serving_child(s.pid);
     let logs = fs::metadata(s.prefix.join("logs")).unwrap();
     assert_eq!((logs.uid(), logs.mode() & 0o022), (0, 0), "logs/ is root's");
@@ -179,12 +175,7 @@ fn a_bad_reload_keeps_the_old_child() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(port, "user nobody nogroup;", ""),
-        port,
-        &[],
-    );
+    let s = start(port, "user nobody nogroup;", "");
     let child = common::serving_child(s.pid);
     s.prefix
         .write_conf(&common::conf_with(port, "user nobody nogroup;", "bogus;"));
@@ -222,15 +213,10 @@ fn a_binary_upgrade_with_user() {
         return;
     }
     let port = free_port();
-    let mut s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(
-            port,
-            "user nobody nogroup;",
-            "location = /pid { return 200 \"$pid\"; }",
-        ),
+    let mut s = start(
         port,
-        &[],
+        "user nobody nogroup;",
+        "location = /pid { return 200 \"$pid\"; }",
     );
     let old_child = common::serving_child(s.pid);
     assert_eq!(body(port, "/pid"), old_child.to_string());
@@ -274,15 +260,10 @@ fn a_killed_child_is_replaced() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(
-            port,
-            "user nobody nogroup;",
-            "location / { return 200 same; }",
-        ),
+    let s = start(
         port,
-        &[],
+        "user nobody nogroup;",
+        "location / { return 200 same; }",
     );
     let child = common::serving_child(s.pid);
     // Up (the master heard so): a child that dies before is a failed start.
@@ -313,12 +294,7 @@ fn user_added_by_a_reload_waits_for_the_next_start() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(port, "user root;", ""),
-        port,
-        &[],
-    );
+    let s = start(port, "user root;", "");
     assert!(common::children_of(s.pid).is_empty());
     s.prefix.write_conf(&common::conf_with(
         port,
@@ -342,15 +318,10 @@ fn reloads_under_load_lose_no_request() {
         return;
     }
     let port = free_port();
-    let s = Shoal::start_in(
-        prefix(),
-        &common::conf_with(
-            port,
-            "user nobody nogroup; worker_processes 2;",
-            "location = /pid { return 200 \"$pid\"; }",
-        ),
+    let s = start(
         port,
-        &[],
+        "user nobody nogroup; worker_processes 2;",
+        "location = /pid { return 200 \"$pid\"; }",
     );
     let load = crate::upgrade::Load::start(port);
     load.wait_answers(200);
@@ -425,7 +396,7 @@ fn user_root_and_master_process_off_are_one_root_process() {
     }
     for main in ["user root;", "master_process off; user nobody nogroup;"] {
         let port = free_port();
-        let s = Shoal::start_in(prefix(), &common::conf_with(port, main, ""), port, &[]);
+        let s = start(port, main, "");
         assert_eq!(body(port, "/"), common::INDEX, "{main}");
         assert!(common::children_of(s.pid).is_empty(), "{main}: a child");
         let uid = common::proc_status(s.pid, "Uid:").unwrap();
