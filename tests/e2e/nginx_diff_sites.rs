@@ -568,18 +568,7 @@ fn a_refused_head_s_log_line_says_what_was_being_read() {
         p.check(head);
     }
     // `PID#TID: *N ` and the clock differ.
-    let lines = |log: String| {
-        log.lines()
-            .filter(|l| l.contains(" [info] "))
-            .filter(|l| ["client sent", "prematurely"].iter().any(|w| l.contains(w)))
-            .filter_map(|l| {
-                l.split_once(": *")?
-                    .1
-                    .split_once(' ')
-                    .map(|(_, m)| m.to_string())
-            })
-            .collect::<Vec<_>>()
-    };
+    let lines = |log: String| info_messages(&log, &["client sent", "prematurely"]);
     let (nginx, shoal) = (lines(p.nginx_log()), lines(p.shoal_log()));
     assert_eq!(nginx, shoal);
     assert_eq!(nginx.len(), 12, "{nginx:#?}");
@@ -676,17 +665,7 @@ fn a_refused_head_s_log_line_names_its_values() {
         p.check(head);
     }
     // `PID#TID: *N ` and the clock differ.
-    let lines = |log: String| {
-        log.lines()
-            .filter(|l| l.contains(" [info] ") && l.contains("client sent"))
-            .filter_map(|l| {
-                l.split_once(": *")?
-                    .1
-                    .split_once(' ')
-                    .map(|(_, m)| m.to_string())
-            })
-            .collect::<Vec<_>>()
-    };
+    let lines = |log: String| info_messages(&log, &["client sent"]);
     let (nginx, shoal) = (lines(p.nginx_log()), lines(p.shoal_log()));
     assert_eq!(nginx, shoal);
     assert_eq!(nginx.len(), 8, "{nginx:#?}");
@@ -714,4 +693,18 @@ fn a_redirect_cycle_s_500_takes_the_last_location_s_headers() {
     let answer = p.get("/cyc/a", "");
     assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
     assert!(answer.contains("X-Loc: cyc"), "{answer}");
+}
+
+/// The `[info]` lines of `log` holding one of `words`, without what differs between servers
+/// (the clock and `PID#TID: *N `).
+fn info_messages(log: &str, words: &[&str]) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains(" [info] ") && words.iter().any(|w| l.contains(w)))
+        .filter_map(|l| {
+            l.split_once(": *")?
+                .1
+                .split_once(' ')
+                .map(|(_, m)| m.to_string())
+        })
+        .collect()
 }
