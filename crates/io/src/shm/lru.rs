@@ -40,6 +40,12 @@ impl Ids {
     pub fn of(&self, key: &[u8]) -> Id {
         [self.a.hash_one(key), self.b.hash_one(key)]
     }
+
+    /// The second half of `key`'s [`Id`] alone (a table's slot is found from the first: the
+    /// second picks a shard without hashing the key twice more).
+    pub fn second(&self, key: &[u8]) -> u64 {
+        self.b.hash_one(key)
+    }
 }
 
 impl Default for Ids {

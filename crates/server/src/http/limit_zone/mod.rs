@@ -272,7 +272,7 @@ impl<V: Copy + Send + shoal_io::shm::Plain> Shards<V> {
     }
 
     fn shard_of(&self, key: &[u8]) -> usize {
-        (self.ids.of(key)[1] as usize) & (self.shards.len() - 1)
+        (self.ids.second(key) as usize) & (self.shards.len() - 1)
     }
 
     /// The shard of `key`, locked.
