@@ -155,14 +155,12 @@ impl SessionZone {
             }
             t.pop_oldest();
         }
-        for (i, b) in value.iter().enumerate() {
-            // SAFETY: below `ring_len`, with the ring's lock held.
-            unsafe {
-                *self
-                    .bytes
-                    .add(((pos + i as u64) % self.ring_len as u64) as usize) = *b
-            };
-        }
+        // SAFETY: the ring's bytes, only ever touched with its lock held (held here).
+        let ring = unsafe { std::slice::from_raw_parts_mut(self.bytes, self.ring_len) };
+        let at = (pos % self.ring_len as u64) as usize;
+        let (first, wrapped) = value.split_at(value.len().min(self.ring_len - at));
+        ring[at..at + first.len()].copy_from_slice(first);
+        ring[..wrapped.len()].copy_from_slice(wrapped);
         *next = end;
         let entry = Entry {
             pos,
@@ -176,23 +174,22 @@ impl SessionZone {
         let _ring = self.ring.lock();
         let mut t = self.table.lock(&self.ids);
         let e = *t.peek_mut(key)?;
-        if e.expires <= now_ms() || take {
+        let expired = e.expires <= now_ms();
+        if expired || take {
             t.remove(key);
-            if e.expires <= now_ms() {
+            if expired {
                 return None;
             }
         }
-        let value = (0..u64::from(e.len))
-            .map(|i| {
-                // SAFETY: below `ring_len`, with the ring's lock held; the table holds only
-                // sessions whose bytes no later write reached.
-                unsafe {
-                    *self
-                        .bytes
-                        .add(((e.pos + i) % self.ring_len as u64) as usize)
-                }
-            })
-            .collect();
+        // SAFETY: the ring's bytes, read with its lock held; the table holds only sessions
+        // whose bytes no later write reached.
+        let ring = unsafe { std::slice::from_raw_parts(self.bytes, self.ring_len) };
+        let at = (e.pos % self.ring_len as u64) as usize;
+        let len = e.len as usize;
+        let first = len.min(self.ring_len - at);
+        let mut value = Vec::with_capacity(len);
+        value.extend_from_slice(&ring[at..at + first]);
+        value.extend_from_slice(&ring[..len - first]);
         Some(value)
     }
 
